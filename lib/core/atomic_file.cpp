@@ -1,0 +1,103 @@
+#include "core/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace mgt {
+namespace {
+constexpr std::size_t kBufferSize = 1 << 20;
+}
+
+std::string parent_directory(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+void sync_directory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: some file systems refuse to open directories
+  ::fsync(fd);
+  ::close(fd);
+}
+
+AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_path)) {
+  temp_path_ = final_path_ + ".tmp." + std::to_string(::getpid());
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw Error(system_error_message("cannot create", temp_path_));
+  buffer_.reserve(kBufferSize);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+void AtomicFile::write(const void* data, std::size_t size) {
+  written_ += size;
+  if (buffer_.size() + size <= kBufferSize) {
+    buffer_.append(static_cast<const char*>(data), size);
+    return;
+  }
+  flush_buffer();
+  if (size >= kBufferSize) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      ssize_t n = ::write(fd_, p, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw Error(system_error_message("cannot write", temp_path_));
+      }
+      p += n;
+      size -= static_cast<std::size_t>(n);
+    }
+  } else {
+    buffer_.append(static_cast<const char*>(data), size);
+  }
+}
+
+void AtomicFile::flush_buffer() {
+  const char* p = buffer_.data();
+  std::size_t left = buffer_.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(system_error_message("cannot write", temp_path_));
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  buffer_.clear();
+}
+
+void AtomicFile::commit() {
+  if (committed_) return;
+  flush_buffer();
+  if (::fsync(fd_) != 0) throw Error(system_error_message("cannot fsync", temp_path_));
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw Error(system_error_message("cannot close", temp_path_));
+  }
+  fd_ = -1;
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0)
+    throw Error(system_error_message("cannot rename into place", final_path_));
+  committed_ = true;
+  sync_directory(parent_directory(final_path_));
+}
+
+void write_file_atomically(const std::string& path, std::string_view contents) {
+  AtomicFile f(path);
+  f.write(contents);
+  f.commit();
+}
+
+}  // namespace mgt

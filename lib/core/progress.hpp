@@ -1,0 +1,38 @@
+// Progress of long work: a redrawn bar on a terminal, a plain log line every `log_interval`
+// items otherwise (batch logs), in Megatron's wording: "Processed N documents (x docs/s, y MB/s)."
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace mgt {
+
+class Progress {
+public:
+  // total_bytes = 0 when the input size is unknown (a pipe): no percentage and no ETA then.
+  Progress(std::string item_name, std::uint64_t total_bytes, std::uint64_t log_interval);
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // Cumulative counts so far.
+  void update(std::uint64_t items, std::uint64_t bytes);
+  // Final line (always printed).
+  void finish(std::uint64_t items, std::uint64_t bytes);
+
+  static bool stderr_is_terminal();
+
+private:
+  std::string line(std::uint64_t items, std::uint64_t bytes, double seconds) const;
+  std::string item_name_;
+  std::uint64_t total_bytes_;
+  std::uint64_t log_interval_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_;
+  std::uint64_t next_log_items_;
+};
+
+// "1:02:03" style duration.
+std::string format_duration(double seconds);
+
+}  // namespace mgt

@@ -1,0 +1,74 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/json_text.hpp"
+#include "core/mapped_file.hpp"
+#include "core/md5.hpp"
+#include "test_paths.hpp"
+
+using namespace mgt;
+
+TEST_CASE("md5 matches RFC 1321 test vectors", "[core]") {
+  CHECK(md5_hex("") == "d41d8cd98f00b204e9800998ecf8427e");
+  CHECK(md5_hex("abc") == "900150983cd24fb0d6963f7d28e17f72");
+  CHECK(md5_hex("message digest") == "f96b697d7cb7938d525a2f31aaf161d0");
+  CHECK(md5_hex("12345678901234567890123456789012345678901234567890123456789012345678901234567890") ==
+        "57edf4a22be3c955ac49da2e2107b67a");
+  // 55 and 56 bytes straddle the one-block/two-block padding boundary.
+  CHECK(md5_hex(std::string(55, 'a')) == "ef1772b6dff9a122358552954ad0df65");
+  CHECK(md5_hex(std::string(56, 'a')) == "3b0c8ac703f828b04c6c197006d17218");
+}
+
+TEST_CASE("python_float_repr prints like Python's repr", "[core]") {
+  CHECK(python_float_repr(1.0) == "1.0");
+  CHECK(python_float_repr(0.969) == "0.969");
+  CHECK(python_float_repr(0.1 + 0.2) == "0.30000000000000004");
+  CHECK(python_float_repr(1e-05) == "1e-05");
+  CHECK(python_float_repr(0.0001) == "0.0001");
+  CHECK(python_float_repr(1e16) == "1e+16");
+  CHECK(python_float_repr(123456789012345.0) == "123456789012345.0");
+  CHECK(python_float_repr(-2.5) == "-2.5");
+  CHECK(python_float_repr(0.0) == "0.0");
+}
+
+TEST_CASE("json_quote escapes like json.dumps(ensure_ascii=True)", "[core]") {
+  CHECK(json_quote("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
+  CHECK(json_quote("caf\xc3\xa9") == "\"caf\\u00e9\"");
+  CHECK(json_quote("\xf0\x9f\x98\x80") == "\"\\ud83d\\ude00\"");
+  CHECK(json_quote(std::string("\x01", 1)) == "\"\\u0001\"");
+}
+
+TEST_CASE("AtomicFile appears only on commit", "[core]") {
+  auto dir = test::scratch_dir("atomic_file");
+  auto path = dir + "/out.txt";
+  {
+    AtomicFile f(path);
+    f.write("hello");
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK(std::filesystem::exists(f.temp_path()));
+  }
+  CHECK_FALSE(std::filesystem::exists(path));  // abandoned: nothing left behind
+  CHECK(std::filesystem::is_empty(dir));
+  {
+    AtomicFile f(path);
+    f.write(std::string(3 << 20, 'x'));  // larger than the buffer
+    f.write("tail");
+    f.commit();
+  }
+  MappedFile m(path);
+  CHECK(m.size() == (3u << 20) + 4);
+  CHECK(m.view().substr(m.size() - 4) == "tail");
+}
+
+TEST_CASE("MappedFile reports a missing file by name", "[core]") {
+  try {
+    MappedFile m("/nonexistent/file.idx");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("/nonexistent/file.idx") != std::string::npos);
+  }
+}
