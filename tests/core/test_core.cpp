@@ -72,3 +72,23 @@ TEST_CASE("MappedFile reports a missing file by name", "[core]") {
     CHECK(std::string(e.what()).find("/nonexistent/file.idx") != std::string::npos);
   }
 }
+
+#include "core/utf8.hpp"
+
+TEST_CASE("utf8 decoding rejects malformed sequences", "[core]") {
+  std::size_t pos = 0;
+  std::string s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+  CHECK(utf8::decode_next(s, pos) == U'a');
+  CHECK(utf8::decode_next(s, pos) == U'\u00e9');
+  CHECK(utf8::decode_next(s, pos) == U'\u20ac');
+  CHECK(utf8::decode_next(s, pos) == U'\U0001F600');
+  CHECK(pos == s.size());
+  CHECK_FALSE(utf8::find_invalid(s).has_value());
+  CHECK(utf8::find_invalid("abcdefghij\xc3").value() == 10);     // truncated
+  CHECK(utf8::find_invalid("ab\xc0\xaf").value() == 2);          // overlong '/'
+  CHECK(utf8::find_invalid("\xed\xa0\x80").value() == 0);        // surrogate
+  CHECK(utf8::find_invalid("ok\xff").value() == 2);
+  std::string round;
+  for (char32_t cp : {U'a', U'\u00e9', U'\u20ac', U'\U0001F600'}) utf8::append(round, cp);
+  CHECK(round == s);
+}
