@@ -1,0 +1,66 @@
+#include "kernels/cpu/dropout.hpp"
+
+#include <cmath>
+
+#include "kernels/cpu/philox.hpp"
+#include "kernels/cpu/require.hpp"
+
+namespace mgt::cpu {
+namespace {
+
+// u >= p with u = w·2⁻²⁴ (w = word >> 8, an integer) is exactly w >= ceil(p·2²⁴).
+uint32_t keep_threshold(float p) {
+  return static_cast<uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0));
+}
+
+void check(float p, int64_t n, const char* name) {
+  require_nonnegative(n, name, "n");
+  require(p >= 0.0f && p < 1.0f, name, "dropout probability must be in [0, 1)");
+}
+
+// Calls visit(i, kept) for i in [0, n), one Philox evaluation per four elements.
+template <typename Visit>
+void for_each_keep(DropoutKey key, float p, int64_t n, Visit visit) {
+  const uint32_t threshold = keep_threshold(p);
+  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
+                                static_cast<uint32_t>(key.seed >> 32)};
+  int64_t i = 0;
+  while (i < n) {
+    const uint64_t j = key.offset + static_cast<uint64_t>(i);
+    const uint64_t block = j / 4;
+    const PhiloxCounter words = philox4x32_10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
+        philox_key);
+    for (auto lane = static_cast<int>(j % 4); lane < 4 && i < n; ++lane, ++i) {
+      visit(i, (words[static_cast<size_t>(lane)] >> 8) >= threshold);
+    }
+  }
+}
+
+void apply(const float* in, int64_t n, float p, DropoutKey key, float* out, const char* name) {
+  check(p, n, name);
+  if (p == 0.0f) {
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i];
+    return;
+  }
+  const float scale = 1.0f / (1.0f - p);
+  for_each_keep(key, p, n, [&](int64_t i, bool kept) { out[i] = kept ? in[i] * scale : 0.0f; });
+}
+
+}  // namespace
+
+void dropout_keep_mask(DropoutKey key, float p, int64_t n, uint8_t* keep) {
+  check(p, n, "dropout_keep_mask");
+  for_each_keep(key, p, n, [&](int64_t i, bool kept) { keep[i] = kept ? 1 : 0; });
+}
+
+void dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) {
+  apply(x, n, p, key, y, "dropout_forward");
+}
+
+void dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float* dx) {
+  apply(dy, n, p, key, dx, "dropout_backward");
+}
+
+}  // namespace mgt::cpu

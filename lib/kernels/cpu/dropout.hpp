@@ -1,0 +1,32 @@
+// Dropout with masks drawn from Philox4x32-10, so that a mask is a pure function of its key and
+// never has to be stored: the backward (and a resumed run) regenerates it.
+//
+// The stream, precisely (a CUDA implementation must follow it bit for bit):
+//   element i of a call has global index j = key.offset + i;
+//   block b = j / 4, lane = j % 4;
+//   word = philox4x32_10(counter = {lo32(b), hi32(b), lo32(key.stream), hi32(key.stream)},
+//                        key = {lo32(key.seed), hi32(key.seed)})[lane];
+//   u = (word >> 8) · 2⁻²⁴ ∈ [0, 1); the element is kept iff u >= p, and scaled by 1/(1 − p).
+// Because the index is global, a shard of a tensor called with offset + (its first element's
+// index) draws exactly the slice of the unsharded mask.
+#pragma once
+#include <cstdint>
+
+namespace mgt::cpu {
+
+struct DropoutKey {
+  uint64_t seed = 0;
+  uint64_t stream = 0;  // separates independent uses (layer, site, iteration) under one seed
+  uint64_t offset = 0;  // global index of the first element of the call
+};
+
+// keep[n] = 1 where element key.offset + i survives, else 0.
+void dropout_keep_mask(DropoutKey key, float p, int64_t n, uint8_t* keep);
+
+// y[n] = x · keep / (1 − p). p must be in [0, 1); p == 0 copies. y may alias x.
+void dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y);
+
+// dx[n] = dy · keep / (1 − p), with keep regenerated from the same key. dx may alias dy.
+void dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float* dx);
+
+}  // namespace mgt::cpu

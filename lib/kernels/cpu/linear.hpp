@@ -1,0 +1,25 @@
+// Megatron's linear layer y = x · Wᵀ + b with W stored [out, in] (torch.nn.Linear layout), and the
+// three pieces of its backward. Column- and row-parallel linears call these on their local shard
+// of W; the communication around them belongs to the caller.
+#pragma once
+#include <cstdint>
+
+namespace mgt::cpu {
+
+// y[rows, out] = x[rows, in] · w[out, in]ᵀ (+ bias[out] when bias is not null).
+void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
+                    int64_t out, float* y);
+
+// dx[rows, in] = dy[rows, out] · w[out, in]. Overwrites dx.
+void linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t in, int64_t out,
+                           float* dx);
+
+// dw[out, in] += dy[rows, out]ᵀ · x[rows, in]. Accumulates, so micro-batches can add up into one
+// gradient buffer without a temporary.
+void linear_backward_weight(const float* dy, const float* x, int64_t rows, int64_t in, int64_t out,
+                            float* dw);
+
+// dbias[cols] += Σ_rows dy[rows, cols]. Accumulates like linear_backward_weight.
+void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias);
+
+}  // namespace mgt::cpu
