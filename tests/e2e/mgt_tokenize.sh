@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# End-to-end checks of mgt-tokenize: usage, a real corpus, stdin and gzip input giving the same
+# bytes, bad input failing with FILE:LINE and leaving nothing, --skip-bad-lines, --merge.
+# Usage: bash tests/e2e/mgt_tokenize.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+
+BIN="$1/mgt-tokenize"
+SRC="$2"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_status() {  # expect_status CODE command...
+  local want="$1"; shift
+  set +e
+  "$@" >"$WORK/out.txt" 2>"$WORK/err.txt"
+  local got=$?
+  set -e
+  [[ "$got" == "$want" ]] || { cat "$WORK/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
+}
+
+CORPUS="$SRC/datasets/corpus-tinyshakespeare.jsonl"
+GPT2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$SRC/datasets/gpt2-vocab.json"
+      --merge-file "$SRC/datasets/gpt2-merges.txt")
+
+# Usage.
+expect_status 0 "$BIN" --help
+grep -q -- "--json-keys" "$WORK/out.txt" || fail "--help does not list --json-keys"
+grep -q -- "--append-eod" "$WORK/out.txt" || fail "--help does not list --append-eod"
+expect_status 2 "$BIN"
+grep -q "mgt-tokenize: --input is required" "$WORK/err.txt" || fail "no message for missing --input"
+expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" "${GPT2[@]}" --no-such-flag
+grep -q -- "--no-such-flag" "$WORK/err.txt" || fail "unknown flag not named"
+expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" --tokenizer-model m.model
+grep -q "not supported" "$WORK/err.txt" || fail "refused Megatron flag without reason"
+expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" "${GPT2[@]}" --workers zero
+
+# A real corpus.
+expect_status 0 "$BIN" --input "$CORPUS" --output-prefix "$WORK/file" "${GPT2[@]}" --append-eod --workers 2
+grep -q '"documents": 7222' "$WORK/out.txt" || fail "summary does not count 7222 documents"
+[[ -s "$WORK/file_text_document.bin" && -s "$WORK/file_text_document.idx" ]] || fail "no outputs"
+[[ "$(head -c 9 "$WORK/file_text_document.idx" | od -An -c | tr -d ' ')" == 'MMIDIDX\0\0' ]] ||
+  fail "bad .idx magic"
+
+# Standard input through a pipe, and gzip input: the same bytes.
+cat "$CORPUS" | "$BIN" --input - --output-prefix "$WORK/stdin" "${GPT2[@]}" --append-eod --quiet >/dev/null
+gzip -c "$CORPUS" >"$WORK/corpus.jsonl.gz"
+"$BIN" --input "$WORK/corpus.jsonl.gz" --output-prefix "$WORK/gz" "${GPT2[@]}" --append-eod --quiet >/dev/null
+gzip -c "$CORPUS" | "$BIN" --input - --output-prefix "$WORK/gzpipe" "${GPT2[@]}" --append-eod --quiet >/dev/null
+for name in stdin gz gzpipe; do
+  for ext in bin idx; do
+    cmp -s "$WORK/file_text_document.$ext" "$WORK/${name}_text_document.$ext" ||
+      fail "$name input gives a different .$ext"
+  done
+done
+
+# Bad input: exit 1, FILE:LINE in the message, no output left behind.
+mkdir "$WORK/bad"
+printf '{"text": "good"}\n{"text": "broken\n{"text": "also good"}\n' >"$WORK/bad/in.jsonl"
+expect_status 1 "$BIN" --input "$WORK/bad/in.jsonl" --output-prefix "$WORK/bad/out" "${GPT2[@]}"
+grep -q "^mgt-tokenize: $WORK/bad/in.jsonl:2: malformed JSON" "$WORK/err.txt" ||
+  { cat "$WORK/err.txt" >&2; fail "bad line not reported as FILE:LINE"; }
+[[ "$(ls "$WORK/bad")" == "in.jsonl" ]] || fail "a failed run left files: $(ls "$WORK/bad")"
+expect_status 1 "$BIN" --input "$WORK/bad/missing.jsonl" --output-prefix "$WORK/bad/out" "${GPT2[@]}"
+grep -q "missing.jsonl" "$WORK/err.txt" || fail "missing input not named"
+
+# --skip-bad-lines: exit 0, the bad line counted.
+expect_status 0 "$BIN" --input "$WORK/bad/in.jsonl" --output-prefix "$WORK/bad/out" "${GPT2[@]}" --skip-bad-lines
+grep -q '"bad_lines": 1' "$WORK/out.txt" || fail "bad line not counted"
+grep -q '"documents": 2' "$WORK/out.txt" || fail "good lines not kept"
+
+# --merge: two datasets end to end.
+expect_status 0 "$BIN" --merge --input "$WORK/file_text_document" "$WORK/bad/out_text_document" \
+  --output-prefix "$WORK/merged"
+grep -q '"documents": 7224' "$WORK/out.txt" || fail "merge does not hold 7224 documents"
+
+echo "mgt-tokenize e2e: all checks passed"
