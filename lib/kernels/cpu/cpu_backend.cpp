@@ -1,0 +1,244 @@
+#include "kernels/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <span>
+
+#include "kernels/cpu/adamw.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gelu.hpp"
+#include "kernels/cpu/grad_clip.hpp"
+#include "kernels/cpu/layer_norm.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/qkv_layout.hpp"
+#include "kernels/cpu/rms_norm.hpp"
+#include "kernels/cpu/rotary.hpp"
+#include "kernels/cpu/swiglu.hpp"
+
+namespace mgt {
+namespace {
+
+// Cache-line alignment keeps vectorised loops and BLAS on their fast paths.
+constexpr size_t kAlignment = 64;
+
+}  // namespace
+
+void* CpuBackend::do_allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* data = std::aligned_alloc(kAlignment, rounded);
+  if (data == nullptr) throw std::bad_alloc();
+  // All-ones bytes are a NaN in every float and -1 as an index: reading memory that no
+  // operation has written then shows up in results instead of passing silently as zeros.
+  std::memset(data, 0xFF, rounded);
+  return data;
+}
+
+void CpuBackend::do_free(void* data, size_t /*bytes*/) noexcept { std::free(data); }
+
+void CpuBackend::do_copy_from_host(const void* host, void* device, size_t bytes) {
+  std::memcpy(device, host, bytes);
+}
+
+void CpuBackend::do_copy_to_host(const void* device, void* host, size_t bytes) {
+  std::memcpy(host, device, bytes);
+}
+
+void CpuBackend::do_copy(const float* src, float* dst, int64_t n) { std::copy_n(src, n, dst); }
+
+void CpuBackend::do_fill(float* x, int64_t n, float value) { std::fill_n(x, n, value); }
+
+void CpuBackend::do_linear_forward(const float* x, const float* w, const float* bias, int64_t rows,
+                                   int64_t in, int64_t out, float* y) {
+  cpu::linear_forward(x, w, bias, rows, in, out, y);
+}
+
+void CpuBackend::do_linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t in,
+                                          int64_t out, float* dx) {
+  cpu::linear_backward_input(dy, w, rows, in, out, dx);
+}
+
+void CpuBackend::do_linear_backward_weight(const float* dy, const float* x, int64_t rows,
+                                           int64_t in, int64_t out, float* dw) {
+  cpu::linear_backward_weight(dy, x, rows, in, out, dw);
+}
+
+void CpuBackend::do_bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias) {
+  cpu::bias_backward(dy, rows, cols, dbias);
+}
+
+void CpuBackend::do_layer_norm_forward(const float* x, const float* weight, const float* bias,
+                                       int64_t rows, int64_t hidden, float eps, float* y,
+                                       float* mean, float* rstd) {
+  cpu::layer_norm_forward(x, weight, bias, rows, hidden, eps, y, mean, rstd);
+}
+
+void CpuBackend::do_layer_norm_backward(const float* dy, const float* x, const float* weight,
+                                        const float* mean, const float* rstd, int64_t rows,
+                                        int64_t hidden, float* dx, float* dweight, float* dbias) {
+  cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias);
+}
+
+void CpuBackend::do_rms_norm_forward(const float* x, const float* weight, int64_t rows,
+                                     int64_t hidden, float eps, float* y, float* rstd) {
+  cpu::rms_norm_forward(x, weight, rows, hidden, eps, y, rstd);
+}
+
+void CpuBackend::do_rms_norm_backward(const float* dy, const float* x, const float* weight,
+                                      const float* rstd, int64_t rows, int64_t hidden, float* dx,
+                                      float* dweight) {
+  cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight);
+}
+
+void CpuBackend::do_gelu_forward(const float* x, int64_t n, float* y) {
+  cpu::gelu_forward(x, n, y);
+}
+
+void CpuBackend::do_gelu_backward(const float* dy, const float* x, int64_t n, float* dx) {
+  cpu::gelu_backward(dy, x, n, dx);
+}
+
+void CpuBackend::do_gelu_tanh_forward(const float* x, int64_t n, float* y) {
+  cpu::gelu_tanh_forward(x, n, y);
+}
+
+void CpuBackend::do_gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx) {
+  cpu::gelu_tanh_backward(dy, x, n, dx);
+}
+
+void CpuBackend::do_swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y) {
+  cpu::swiglu_forward(x, rows, ffn, y);
+}
+
+void CpuBackend::do_swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn,
+                                    float* dx) {
+  cpu::swiglu_backward(dy, x, rows, ffn, dx);
+}
+
+void CpuBackend::do_dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) {
+  cpu::dropout_forward(x, n, p, key, y);
+}
+
+void CpuBackend::do_dropout_backward(const float* dy, int64_t n, float p, DropoutKey key,
+                                     float* dx) {
+  cpu::dropout_backward(dy, n, p, key, dx);
+}
+
+void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, const float* table,
+                                      int64_t vocab_start, int64_t local_rows, int64_t hidden,
+                                      float* out) {
+  cpu::embedding_forward(ids, n, table, vocab_start, local_rows, hidden, out);
+}
+
+void CpuBackend::do_embedding_backward(const int64_t* ids, int64_t n, const float* dout,
+                                       int64_t vocab_start, int64_t local_rows, int64_t hidden,
+                                       float* dtable) {
+  cpu::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable);
+}
+
+void CpuBackend::do_rotary_forward(const float* x, const HeadTensor& shape,
+                                   const RotaryParams& params, float* y) {
+  cpu::rotary_forward(x, shape, params, y);
+}
+
+void CpuBackend::do_rotary_backward(const float* dy, const HeadTensor& shape,
+                                    const RotaryParams& params, float* dx) {
+  cpu::rotary_backward(dy, shape, params, dx);
+}
+
+void CpuBackend::do_attention_forward(const float* q, const float* k, const float* v,
+                                      const AttentionShape& shape, const AttentionParams& params,
+                                      float* out, float* lse) {
+  cpu::attention_forward(q, k, v, shape, params, out, lse);
+}
+
+void CpuBackend::do_attention_backward(const float* q, const float* k, const float* v,
+                                       const float* out, const float* dout, const float* lse,
+                                       const AttentionShape& shape, const AttentionParams& params,
+                                       float* dq, float* dk, float* dv) {
+  cpu::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv);
+}
+
+void CpuBackend::do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups,
+                              int64_t unit, float* q, float* k, float* v) {
+  cpu::qkv_split(mixed, tokens, heads, groups, unit, q, k, v);
+}
+
+void CpuBackend::do_qkv_merge(const float* q, const float* k, const float* v, int64_t tokens,
+                              int64_t heads, int64_t groups, int64_t unit, float* mixed) {
+  cpu::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed);
+}
+
+void CpuBackend::do_cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab,
+                                          float* row_max) {
+  cpu::cross_entropy_row_max(logits, rows, vocab, row_max);
+}
+
+void CpuBackend::do_cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows,
+                                          int64_t vocab, float* sum_exp) {
+  cpu::cross_entropy_sum_exp(logits, row_max, rows, vocab, sum_exp);
+}
+
+void CpuBackend::do_cross_entropy_target_logit(const float* logits, const int64_t* targets,
+                                               int64_t rows, int64_t vocab, int64_t vocab_start,
+                                               float* target_logit) {
+  cpu::cross_entropy_target_logit(logits, targets, rows, vocab, vocab_start, target_logit);
+}
+
+void CpuBackend::do_cross_entropy_loss(const float* row_max, const float* sum_exp,
+                                       const float* target_logit, int64_t rows, float* loss) {
+  cpu::cross_entropy_loss(row_max, sum_exp, target_logit, rows, loss);
+}
+
+void CpuBackend::do_cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
+                                          int64_t vocab, float* loss, float* row_max,
+                                          float* sum_exp) {
+  cpu::cross_entropy_forward(logits, targets, rows, vocab, loss, row_max, sum_exp);
+}
+
+void CpuBackend::do_cross_entropy_backward(const float* logits, const int64_t* targets,
+                                           const float* row_max, const float* sum_exp,
+                                           const float* dloss, int64_t rows, int64_t vocab,
+                                           int64_t vocab_start, float* dlogits) {
+  cpu::cross_entropy_backward(logits, targets, row_max, sum_exp, dloss, rows, vocab, vocab_start,
+                              dlogits);
+}
+
+MaskedLossSum CpuBackend::do_masked_loss_sum(const float* loss, const float* loss_mask,
+                                             int64_t rows) {
+  return cpu::masked_loss_sum(loss, loss_mask, rows);
+}
+
+void CpuBackend::do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
+                                     float* dloss) {
+  cpu::masked_loss_grad(loss_mask, rows, scale, dloss);
+}
+
+void CpuBackend::do_add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+  cpu::add_bias(y, bias, rows, cols);
+}
+
+void CpuBackend::do_add(const float* a, const float* b, int64_t n, float* out) {
+  cpu::add(a, b, n, out);
+}
+
+void CpuBackend::do_accumulate(float* y, const float* x, int64_t n) { cpu::accumulate(y, x, n); }
+
+void CpuBackend::do_scale(float* x, int64_t n, float factor) { cpu::scale(x, n, factor); }
+
+void CpuBackend::do_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                               int64_t n, const AdamWParams& params, int64_t step) {
+  cpu::adamw_step(param, grad, exp_avg, exp_avg_sq, n, params, step);
+}
+
+double CpuBackend::do_sum_of_squares(const float* x, int64_t n) {
+  const std::span<const float> buffer(x, static_cast<size_t>(n));
+  return cpu::sum_of_squares(std::span<const std::span<const float>>(&buffer, 1));
+}
+
+}  // namespace mgt

@@ -1,0 +1,68 @@
+// Every buffer one micro-batch shape needs, allocated once and reused while the shape stays.
+// Which activations exist per layer is the memory policy:
+//   none (training):  every layer keeps all it saves for its backward;
+//   selective:        as none, but the core attention output and its softmax statistics are
+//                     one set shared by all layers (rebuilt in each layer's backward);
+//   full:             only each layer's input is kept; one shared activation set is refilled by
+//                     recomputing the layer's forward just before its backward;
+//   evaluation:       one shared activation set and two alternating hidden buffers.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/backend.hpp"
+#include "model/gpt_config.hpp"
+#include "model/lm_loss.hpp"
+#include "model/norm_layer.hpp"
+#include "model/parameter_table.hpp"
+#include "model/transformer_layer.hpp"
+
+namespace mgt {
+
+class ActivationMemory {
+public:
+  ActivationMemory(Backend& backend, const GptConfig& config, const TensorParallelRank& tp,
+                   int64_t seq, int64_t batch, bool training);
+  ActivationMemory(const ActivationMemory&) = delete;
+  ActivationMemory& operator=(const ActivationMemory&) = delete;
+
+  int64_t seq() const { return seq_; }
+  int64_t batch() const { return batch_; }
+  bool training() const { return training_; }
+
+  // Inputs, sequence-major [s·b].
+  IndexView tokens;
+  IndexView positions;
+  IndexView labels;
+  FloatView loss_mask;
+
+  // hidden(l) is the input of layer l, hidden(L) the decoder output.
+  FloatView hidden(int64_t l) const { return hidden_[static_cast<size_t>(l)]; }
+  // The activations layer l saves (shared between layers under full recomputation).
+  const LayerActivations& layer(int64_t l) const {
+    return layers_.size() == 1 ? layers_[0] : layers_[static_cast<size_t>(l)];
+  }
+  LayerScratch scratch;
+
+  FloatView final_norm_output;  // [s·b, h]
+  NormStats final_norm;
+  FloatView logits;  // [s·b, local vocab]; its gradient in the backward
+  LossActivations loss;
+  FloatView d_hidden;  // [s·b, h]
+
+private:
+  FloatView take(int64_t n);
+  IndexView take_index(int64_t n);
+  NormStats take_norm_stats(bool with_mean, int64_t rows);
+
+  int64_t seq_;
+  int64_t batch_;
+  bool training_;
+  std::vector<DeviceBuffer> owned_;
+  std::vector<DeviceIndexBuffer> owned_index_;
+  std::vector<FloatView> hidden_;
+  std::vector<LayerActivations> layers_;
+  Backend* backend_;
+};
+
+}  // namespace mgt

@@ -1,0 +1,202 @@
+#include "model/gpt_config.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+
+namespace mgt {
+namespace {
+
+std::string str(int64_t value) { return std::to_string(value); }
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw UsageError("model configuration: " + message);
+}
+
+void require_positive(int64_t value, const char* flag) {
+  require(value > 0, std::string(flag) + " must be > 0 (got " + str(value) + ")");
+}
+
+void require_probability(double p, const char* flag) {
+  require(p >= 0.0 && p < 1.0,
+          std::string(flag) + " must be in [0, 1) (got " + std::to_string(p) + ")");
+}
+
+}  // namespace
+
+std::string_view to_string(PositionEmbeddingType type) {
+  switch (type) {
+    case PositionEmbeddingType::kLearnedAbsolute:
+      return "learned_absolute";
+    case PositionEmbeddingType::kRope:
+      return "rope";
+    case PositionEmbeddingType::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+std::string_view to_string(Normalization norm) {
+  return norm == Normalization::kLayerNorm ? "LayerNorm" : "RMSNorm";
+}
+
+std::string_view to_string(Activation activation) {
+  switch (activation) {
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kOpenaiGelu:
+      return "openai_gelu";
+    case Activation::kSwiglu:
+      return "swiglu";
+  }
+  return "?";
+}
+
+std::string_view to_string(RecomputeGranularity granularity) {
+  switch (granularity) {
+    case RecomputeGranularity::kNone:
+      return "none";
+    case RecomputeGranularity::kSelective:
+      return "selective";
+    case RecomputeGranularity::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+PositionEmbeddingType parse_position_embedding_type(std::string_view text) {
+  for (auto type : {PositionEmbeddingType::kLearnedAbsolute, PositionEmbeddingType::kRope,
+                    PositionEmbeddingType::kNone}) {
+    if (text == to_string(type)) return type;
+  }
+  throw UsageError("--position-embedding-type: unsupported value '" + std::string(text) +
+                   "' (choose learned_absolute, rope or none)");
+}
+
+Normalization parse_normalization(std::string_view text) {
+  for (auto norm : {Normalization::kLayerNorm, Normalization::kRmsNorm}) {
+    if (text == to_string(norm)) return norm;
+  }
+  throw UsageError("--normalization: unsupported value '" + std::string(text) +
+                   "' (choose LayerNorm or RMSNorm)");
+}
+
+RecomputeGranularity parse_recompute_granularity(std::string_view text) {
+  for (auto g : {RecomputeGranularity::kNone, RecomputeGranularity::kSelective,
+                 RecomputeGranularity::kFull}) {
+    if (text == to_string(g)) return g;
+  }
+  throw UsageError("--recompute-granularity: unsupported value '" + std::string(text) +
+                   "' (choose full or selective)");
+}
+
+int64_t GptConfig::fc1_size() const {
+  return gated_linear_unit() ? 2 * ffn_hidden_size : ffn_hidden_size;
+}
+
+int64_t GptConfig::rotary_dim() const {
+  // Megatron's int(kv_channels · rotary_percent), truncating like Python's int().
+  return static_cast<int64_t>(static_cast<double>(kv_channels) * rotary_percent);
+}
+
+GptConfig GptConfig::resolved() const {
+  GptConfig c = *this;
+  require_positive(c.num_layers, "--num-layers");
+  require_positive(c.hidden_size, "--hidden-size");
+  require_positive(c.num_attention_heads, "--num-attention-heads");
+
+  if (c.kv_channels == 0) {
+    require(c.hidden_size % c.num_attention_heads == 0,
+            "--hidden-size (" + str(c.hidden_size) + ") must be divisible by " +
+                "--num-attention-heads (" + str(c.num_attention_heads) +
+                ") unless --kv-channels is given");
+    c.kv_channels = c.hidden_size / c.num_attention_heads;
+  }
+  require_positive(c.kv_channels, "--kv-channels");
+
+  if (c.group_query_attention) {
+    require_positive(c.num_query_groups, "--num-query-groups");
+    require(c.num_attention_heads % c.num_query_groups == 0,
+            "--num-attention-heads (" + str(c.num_attention_heads) +
+                ") must be divisible by --num-query-groups (" + str(c.num_query_groups) + ")");
+  }
+
+  if (c.ffn_hidden_size == 0) {
+    // SwiGLU has two input projections, so Megatron shrinks f to keep the parameter count near
+    // the 4h MLP's, rounded down to a multiple of 64.
+    c.ffn_hidden_size =
+        c.gated_linear_unit()
+            ? static_cast<int64_t>(4.0 * static_cast<double>(c.hidden_size) * 2.0 / 3.0 / 64.0) * 64
+            : 4 * c.hidden_size;
+    require(c.ffn_hidden_size > 0, "the default SwiGLU --ffn-hidden-size int(4·" +
+                                       str(c.hidden_size) +
+                                       "·2/3/64)·64 is 0; give --ffn-hidden-size explicitly");
+  }
+  require_positive(c.ffn_hidden_size, "--ffn-hidden-size");
+
+  require_positive(c.seq_length, "--seq-length");
+  if (c.max_position_embeddings == 0) c.max_position_embeddings = c.seq_length;
+  if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
+    require(c.max_position_embeddings >= c.seq_length,
+            "--max-position-embeddings (" + str(c.max_position_embeddings) +
+                ") must be >= --seq-length (" + str(c.seq_length) + ")");
+  }
+  if (c.position_embedding_type == PositionEmbeddingType::kRope) {
+    require(c.rotary_percent > 0.0 && c.rotary_percent <= 1.0,
+            "--rotary-percent must be in (0, 1] (got " + std::to_string(c.rotary_percent) + ")");
+    require(c.rotary_base > 0.0, "--rotary-base must be > 0");
+    const int64_t dim = c.rotary_dim();
+    require(dim > 0 && dim % 2 == 0,
+            "RoPE rotates int(--kv-channels · --rotary-percent) = " + str(dim) +
+                " channels per head, which must be even and > 0");
+  }
+
+  require(c.norm_epsilon > 0.0, "--norm-epsilon must be > 0");
+  require_probability(c.hidden_dropout, "--hidden-dropout");
+  require_probability(c.attention_dropout, "--attention-dropout");
+  require(c.init_method_std > 0.0, "--init-method-std must be > 0");
+  require_positive(c.padded_vocab_size, "padded vocabulary size");
+  return c;
+}
+
+int64_t GptConfig::num_parameters() const {
+  const GptConfig c = resolved();
+  const int64_t h = c.hidden_size;
+  const int64_t bias = c.add_bias_linear ? 1 : 0;
+  const int64_t norm = c.normalization == Normalization::kLayerNorm ? 2 * h : h;
+  const int64_t attention_width = c.num_attention_heads * c.kv_channels;
+
+  const int64_t layer = norm                                      // input_layernorm
+                        + c.qkv_size() * h + bias * c.qkv_size()  // linear_qkv
+                        + h * attention_width + bias * h          // linear_proj
+                        + norm                                    // pre_mlp_layernorm
+                        + c.fc1_size() * h + bias * c.fc1_size()  // linear_fc1
+                        + h * c.ffn_hidden_size + bias * h;       // linear_fc2
+  int64_t total = c.padded_vocab_size * h + c.num_layers * layer + norm;
+  if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
+    total += c.max_position_embeddings * h;
+  }
+  if (c.untie_embeddings_and_output_weights) total += c.padded_vocab_size * h;
+  return total;
+}
+
+double GptConfig::num_floating_point_operations(int64_t global_batch_size) const {
+  const GptConfig c = resolved();
+  const double batch = static_cast<double>(global_batch_size);
+  const double s = static_cast<double>(c.seq_length);
+  const double layers = static_cast<double>(c.num_layers);
+  const double h = static_cast<double>(c.hidden_size);
+  const double f = static_cast<double>(c.ffn_hidden_size);
+  const double n = static_cast<double>(c.num_attention_heads);
+  const double g = static_cast<double>(c.query_groups());
+  const double k = static_cast<double>(c.kv_channels);
+  const double vocab = static_cast<double>(c.padded_vocab_size);
+  const double gated = c.gated_linear_unit() ? 1.5 : 1.0;
+
+  const double mlp = 12.0 * layers * h * f * gated;
+  const double attention = 12.0 * layers * h * h * (1.0 + g / n + s / (2.0 * h)) * (k * n / h);
+  const double logits = 6.0 * h * vocab;
+  return batch * s * (mlp + attention + logits);
+}
+
+}  // namespace mgt

@@ -1,0 +1,78 @@
+// The GPT model configuration with Megatron's flag names, defaults and derived values
+// (megatron/training/arguments.py, megatron/core/transformer/transformer_config.py).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mgt {
+
+// --position-embedding-type
+enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
+// --normalization
+enum class Normalization { kLayerNorm, kRmsNorm };
+// GELU (erf form, torch's default) unless --openai-gelu (tanh approximation) or --swiglu.
+enum class Activation { kGelu, kOpenaiGelu, kSwiglu };
+// --recompute-granularity: full keeps only each layer's input and recomputes the layer in the
+// backward; selective recomputes only the core attention (softmax·V).
+enum class RecomputeGranularity { kNone, kSelective, kFull };
+
+std::string_view to_string(PositionEmbeddingType type);  // "learned_absolute" | "rope" | "none"
+std::string_view to_string(Normalization norm);          // "LayerNorm" | "RMSNorm"
+std::string_view to_string(Activation activation);       // "gelu" | "openai_gelu" | "swiglu"
+std::string_view to_string(RecomputeGranularity granularity);  // "none" | "selective" | "full"
+// The inverses, throwing a UsageError that lists the accepted values.
+PositionEmbeddingType parse_position_embedding_type(std::string_view text);
+Normalization parse_normalization(std::string_view text);
+RecomputeGranularity parse_recompute_granularity(std::string_view text);
+
+struct GptConfig {
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_attention_heads = 0;
+  // Without --group-query-attention every head has its own key/value (groups = heads).
+  bool group_query_attention = false;
+  int64_t num_query_groups = 1;
+  int64_t kv_channels = 0;      // 0: hidden_size / num_attention_heads
+  int64_t ffn_hidden_size = 0;  // 0: 4·hidden, or int(4·hidden·2/3 / 64)·64 with SwiGLU
+  int64_t seq_length = 0;
+  int64_t max_position_embeddings = 0;  // 0: seq_length
+  PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
+  double rotary_percent = 1.0;
+  double rotary_base = 10000.0;
+  Normalization normalization = Normalization::kLayerNorm;
+  double norm_epsilon = 1e-5;
+  Activation activation = Activation::kGelu;
+  bool add_bias_linear = true;  // --disable-bias-linear clears it
+  bool untie_embeddings_and_output_weights = false;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double init_method_std = 0.02;
+  int64_t padded_vocab_size = 0;  // see padded_vocab_size() in tokenizer/tokenizer.hpp
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
+
+  // A copy with every "0 = default" field filled in as Megatron derives it, validated; throws a
+  // UsageError naming the offending flags. Idempotent.
+  GptConfig resolved() const;
+
+  // Derived sizes; meaningful on a resolved configuration.
+  int64_t query_groups() const {
+    return group_query_attention ? num_query_groups : num_attention_heads;
+  }
+  // Rows of the fused QKV projection: (heads + 2·groups)·kv_channels.
+  int64_t qkv_size() const { return (num_attention_heads + 2 * query_groups()) * kv_channels; }
+  // Output features of linear_fc1: ffn, or 2·ffn (gate and up halves) with SwiGLU.
+  int64_t fc1_size() const;
+  // Channels of each head that RoPE rotates: int(kv_channels · rotary_percent).
+  int64_t rotary_dim() const;
+  bool gated_linear_unit() const { return activation == Activation::kSwiglu; }
+
+  // Number of parameters of the whole (unsharded) model, tied output counted once.
+  int64_t num_parameters() const;
+
+  // Megatron's num_floating_point_operations for one iteration of global_batch_size sequences
+  // of seq_length tokens: forward and backward of every GEMM, causal attention counted at half.
+  double num_floating_point_operations(int64_t global_batch_size) const;
+};
+
+}  // namespace mgt

@@ -1,0 +1,200 @@
+#include "model/gpt_model.hpp"
+
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace mgt {
+namespace {
+
+std::string output_weight_name(const GptConfig& config) {
+  return config.untie_embeddings_and_output_weights ? "output_layer.weight"
+                                                    : "embedding.word_embeddings.weight";
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Error("GptModel: " + message);
+}
+
+// Checks a [b, s] host array's size and, for ids, their range [0, limit).
+template <typename T>
+void check_input(std::span<const T> values, int64_t expected, const char* name, int64_t limit) {
+  require(static_cast<int64_t>(values.size()) == expected,
+          std::string(name) + " has " + std::to_string(values.size()) + " elements, expected " +
+              std::to_string(expected) + " (batch × sequence)");
+  if constexpr (std::is_integral_v<T>) {
+    for (const T v : values) {
+      require(v >= 0 && v < limit, std::string(name) + " holds " + std::to_string(v) +
+                                       ", outside [0, " + std::to_string(limit) + ")");
+    }
+  }
+}
+
+// [b, s, inner] batch-major → [s, b, inner] sequence-major (and back, with b and s swapped):
+// the data loader's layout to Megatron's activation layout.
+template <typename T>
+std::vector<T> transpose_01(std::span<const T> x, int64_t rows, int64_t cols, int64_t inner) {
+  std::vector<T> out(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const T* src = x.data() + (r * cols + c) * inner;
+      T* dst = out.data() + (c * rows + r) * inner;
+      for (int64_t i = 0; i < inner; ++i) dst[i] = src[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+GptModel::GptModel(const GptConfig& config, Backend& backend, uint64_t init_seed,
+                   const TensorParallelRank& tp)
+    : backend_(&backend),
+      params_(config, backend, tp),
+      embedding_(params_),
+      final_norm_(params_, "decoder.final_layernorm"),
+      output_layer_(params_, output_weight_name(params_.config()), ""),
+      loss_(params_) {
+  require(tp.size == 1,
+          "tensor parallelism is not implemented in the model yet; "
+          "--tensor-model-parallel-size must be 1");
+  layers_.reserve(static_cast<size_t>(params_.config().num_layers));
+  for (int64_t l = 0; l < params_.config().num_layers; ++l) layers_.emplace_back(params_, l);
+  params_.initialize(init_seed);
+}
+
+GptModel::~GptModel() = default;
+
+ActivationMemory& GptModel::memory_for(const MicroBatch& batch, bool training) {
+  require(batch.batch_size > 0 && batch.seq_length > 0,
+          "a micro-batch needs batch_size and seq_length > 0");
+  std::unique_ptr<ActivationMemory>& memory = training ? train_memory_ : eval_memory_;
+  if (!memory || memory->seq() != batch.seq_length || memory->batch() != batch.batch_size) {
+    memory.reset();  // release the old shape's buffers before allocating the new ones
+    memory = std::make_unique<ActivationMemory>(*backend_, config(), params_.tensor_parallel(),
+                                                batch.seq_length, batch.batch_size, training);
+  }
+  return *memory;
+}
+
+void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory) {
+  const int64_t b = batch.batch_size;
+  const int64_t s = batch.seq_length;
+  const int64_t n = b * s;
+  const int64_t vocab = config().padded_vocab_size;
+
+  check_input(batch.tokens, n, "tokens", vocab);
+  backend_->copy_from_host<int64_t>(transpose_01(batch.tokens, b, s, 1), memory.tokens);
+
+  if (config().position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
+    std::vector<int64_t> positions;
+    if (batch.position_ids.empty()) {
+      require(s <= config().max_position_embeddings,
+              "sequence length " + std::to_string(s) + " exceeds --max-position-embeddings " +
+                  std::to_string(config().max_position_embeddings));
+      positions.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < s; ++i) {
+        for (int64_t j = 0; j < b; ++j) positions[static_cast<size_t>(i * b + j)] = i;
+      }
+    } else {
+      check_input(batch.position_ids, n, "position_ids", config().max_position_embeddings);
+      positions = transpose_01(batch.position_ids, b, s, 1);
+    }
+    backend_->copy_from_host<int64_t>(positions, memory.positions);
+  }
+
+  if (!batch.labels.empty()) {
+    check_input(batch.labels, n, "labels", vocab);
+    backend_->copy_from_host<int64_t>(transpose_01(batch.labels, b, s, 1), memory.labels);
+    if (batch.loss_mask.empty()) {
+      backend_->fill(memory.loss_mask, 1.0f);
+    } else {
+      check_input(batch.loss_mask, n, "loss_mask", 0);
+      backend_->copy_from_host<float>(transpose_01(batch.loss_mask, b, s, 1), memory.loss_mask);
+    }
+  }
+}
+
+void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss) {
+  const int64_t tokens = ctx.tokens();
+  const auto num_layers = static_cast<int64_t>(layers_.size());
+  embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
+                     memory.hidden(0));
+  for (int64_t l = 0; l < num_layers; ++l) {
+    layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
+                                            memory.hidden(l + 1));
+  }
+  final_norm_.forward(memory.hidden(num_layers), tokens, memory.final_norm_output,
+                      memory.final_norm);
+  output_layer_.forward(memory.final_norm_output, tokens, memory.logits);
+  if (with_loss) loss_.forward(memory.logits, memory.labels, tokens, memory.loss);
+}
+
+void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory,
+                             float loss_scale) {
+  const int64_t tokens = ctx.tokens();
+  const auto num_layers = static_cast<int64_t>(layers_.size());
+  const bool recompute_layers = config().recompute_granularity == RecomputeGranularity::kFull;
+
+  loss_.backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens, memory.loss);
+  output_layer_.backward(memory.logits, memory.final_norm_output, tokens, memory.scratch.hidden_a);
+  final_norm_.backward(memory.scratch.hidden_a, memory.hidden(num_layers), tokens,
+                       memory.final_norm, memory.d_hidden);
+  for (int64_t l = num_layers - 1; l >= 0; --l) {
+    const TransformerLayer& layer = layers_[static_cast<size_t>(l)];
+    if (recompute_layers) {
+      // Same inputs and dropout keys as the first forward, so the same activations; the
+      // recomputed output itself is not needed.
+      layer.forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
+                    memory.scratch.hidden_b);
+    }
+    layer.backward(ctx, memory.hidden(l), memory.layer(l), memory.scratch, memory.d_hidden);
+  }
+  embedding_.backward(ctx, memory.tokens, memory.positions, memory.d_hidden);
+}
+
+LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
+                                   int64_t num_microbatches) {
+  require(num_microbatches >= 1, "num_microbatches must be >= 1");
+  require(!batch.labels.empty(), "forward_backward needs labels");
+  ActivationMemory& memory = memory_for(batch, true);
+  upload(batch, memory);
+  const ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng};
+  forward_pass(ctx, memory, true);
+  const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
+  const double denominator = sum.tokens * static_cast<double>(num_microbatches);
+  const float scale = sum.tokens > 0.0 ? static_cast<float>(1.0 / denominator) : 0.0f;
+  backward_pass(ctx, memory, scale);
+  return {sum.loss_sum, sum.tokens};
+}
+
+ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits) {
+  ActivationMemory& memory = memory_for(batch, false);
+  upload(batch, memory);
+  const bool with_loss = !batch.labels.empty();
+  const ForwardContext ctx{batch.seq_length, batch.batch_size, false, {}};
+  forward_pass(ctx, memory, with_loss);
+
+  const int64_t b = batch.batch_size;
+  const int64_t s = batch.seq_length;
+  ForwardOutput out;
+  if (with_loss) {
+    const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
+    out.loss = {sum.loss_sum, sum.tokens};
+    std::vector<float> losses(static_cast<size_t>(b * s));
+    backend_->copy_to_host(memory.loss.losses, losses);
+    out.losses = transpose_01<float>(losses, s, b, 1);
+  }
+  if (return_logits) {
+    const int64_t vocab = config().padded_vocab_size;
+    std::vector<float> logits(static_cast<size_t>(b * s * vocab));
+    backend_->copy_to_host(memory.logits, logits);
+    out.logits = transpose_01<float>(logits, s, b, vocab);
+  }
+  return out;
+}
+
+}  // namespace mgt

@@ -1,0 +1,92 @@
+// Megatron's GPT model (GPTModel with the local layer spec), written once over the Backend
+// interface with an explicit backward per block: embedding → num_layers pre-norm transformer
+// layers → final norm → output layer (tied to the word embedding unless untied) → cross-entropy.
+//
+// forward_backward() accumulates into the gradient buffer the gradient of
+//   Σ(CE · loss_mask) / Σ loss_mask / num_microbatches,
+// Megatron's per-micro-batch loss (pretrain_gpt.py loss_func, then forward_step's division by
+// the number of micro-batches), so that after all micro-batches of an iteration the buffer holds
+// the gradient of the mean of the micro-batch losses. Data-parallel averaging is the caller's.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/activation_memory.hpp"
+#include "model/backend.hpp"
+#include "model/forward_context.hpp"
+#include "model/gpt_config.hpp"
+#include "model/gpt_embedding.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/linear_layer.hpp"
+#include "model/lm_loss.hpp"
+#include "model/norm_layer.hpp"
+#include "model/transformer_layer.hpp"
+
+namespace mgt {
+
+// One micro-batch on the host, batch-major as the data loader produces it. All arrays are
+// [b, s]. Learned position embeddings limit s to --max-position-embeddings.
+struct MicroBatch {
+  int64_t batch_size = 0;  // b
+  int64_t seq_length = 0;  // s
+  std::span<const int64_t> tokens;
+  std::span<const int64_t> position_ids;  // empty: 0…s−1 in every row
+  std::span<const int64_t> labels;        // forward_only may leave it empty (no loss)
+  std::span<const float> loss_mask;       // empty: every token counts
+};
+
+// Megatron's 'lm loss' reduction pair.
+struct LossSum {
+  double loss_sum = 0.0;     // Σ CE · mask
+  double token_count = 0.0;  // Σ mask
+};
+
+struct ForwardOutput {
+  LossSum loss;               // zero without labels
+  std::vector<float> losses;  // [b, s] per-token cross-entropy, unmasked; empty without labels
+  std::vector<float> logits;  // [b, s, padded vocab] when requested
+};
+
+class GptModel {
+public:
+  // Builds the parameters and initialises them from init_seed (Megatron's --seed).
+  GptModel(const GptConfig& config, Backend& backend, uint64_t init_seed = 1234,
+           const TensorParallelRank& tp = {});
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+  ~GptModel();
+
+  const GptConfig& config() const { return params_.config(); }
+  GptParameters& parameters() { return params_; }
+  const GptParameters& parameters() const { return params_; }
+  Backend& backend() const { return *backend_; }
+
+  // Training step on one micro-batch, dropout active: accumulates gradients (call
+  // parameters().zero_grads() at the start of an iteration). A micro-batch whose loss mask is
+  // all zero contributes no gradient (Megatron would divide by zero).
+  LossSum forward_backward(const MicroBatch& batch, const DropoutRng& rng,
+                           int64_t num_microbatches);
+
+  // Evaluation: no dropout, no gradients.
+  ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false);
+
+private:
+  ActivationMemory& memory_for(const MicroBatch& batch, bool training);
+  void upload(const MicroBatch& batch, ActivationMemory& memory);
+  void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss);
+  void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale);
+
+  Backend* backend_;
+  GptParameters params_;
+  GptEmbedding embedding_;
+  std::vector<TransformerLayer> layers_;
+  NormLayer final_norm_;
+  LinearLayer output_layer_;
+  LanguageModelLoss loss_;
+  std::unique_ptr<ActivationMemory> train_memory_;
+  std::unique_ptr<ActivationMemory> eval_memory_;
+};
+
+}  // namespace mgt

@@ -1,0 +1,54 @@
+#include "model/gpt_parameters.hpp"
+
+#include "model/parameter_init.hpp"
+
+namespace mgt {
+
+GptParameters::GptParameters(const GptConfig& config, Backend& backend,
+                             const TensorParallelRank& tp)
+    : backend_(&backend),
+      config_(config.resolved()),
+      tp_(tp),
+      table_(gpt_parameter_table(config_, tp_)),
+      params_(backend, table_.buffer_size),
+      grads_(backend, table_.buffer_size) {
+  backend.fill(params_.view(), 0.0f);
+  backend.fill(grads_.view(), 0.0f);
+}
+
+void GptParameters::initialize(uint64_t seed) {
+  // Generated on the host and copied in one transfer: initialisation happens once per run.
+  std::vector<float> host(static_cast<size_t>(table_.buffer_size), 0.0f);
+  for (const ParameterEntry& e : table_.entries) {
+    initialize_parameter(e, tp_, seed,
+                         std::span<float>(host).subspan(static_cast<size_t>(e.offset),
+                                                        static_cast<size_t>(e.numel())));
+  }
+  backend_->copy_from_host<float>(host, params_.view());
+}
+
+void GptParameters::zero_grads() { backend_->fill(grads_.view(), 0.0f); }
+
+std::vector<float> GptParameters::read_param(const ParameterEntry& e) const {
+  std::vector<float> host(static_cast<size_t>(e.numel()));
+  backend_->copy_to_host(param(e), host);
+  return host;
+}
+
+std::vector<float> GptParameters::read_grad(const ParameterEntry& e) const {
+  std::vector<float> host(static_cast<size_t>(e.numel()));
+  backend_->copy_to_host(grad(e), host);
+  return host;
+}
+
+void GptParameters::write_param(const ParameterEntry& e, std::span<const float> values) {
+  backend_->copy_from_host<float>(values, param(e));
+}
+
+int64_t GptParameters::num_local_elements() const {
+  int64_t total = 0;
+  for (const ParameterEntry& e : table_.entries) total += e.numel();
+  return total;
+}
+
+}  // namespace mgt

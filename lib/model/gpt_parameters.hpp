@@ -1,0 +1,66 @@
+// A GPT model's parameters in ONE contiguous fp32 buffer and their gradients in a second buffer
+// of the same layout, described by the parameter table. One buffer lets a distributed optimizer
+// shard contiguous ranges, lets gradient reduction run over large messages, and gives checkpoints
+// a single table to iterate.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "model/backend.hpp"
+#include "model/gpt_config.hpp"
+#include "model/parameter_table.hpp"
+
+namespace mgt {
+
+class GptParameters {
+public:
+  // Allocates both buffers, parameters and gradients zeroed; call initialize() for initial values.
+  GptParameters(const GptConfig& config, Backend& backend, const TensorParallelRank& tp = {});
+
+  const GptConfig& config() const { return config_; }  // resolved
+  const TensorParallelRank& tensor_parallel() const { return tp_; }
+  const ParameterTable& table() const { return table_; }
+  std::span<const ParameterEntry> entries() const { return table_.entries; }
+  const ParameterEntry* find(std::string_view name) const { return table_.find(name); }
+  const ParameterEntry& entry(std::string_view name) const { return table_.at(name); }
+  Backend& backend() const { return *backend_; }
+
+  // Whole buffers, alignment gaps included (they stay zero).
+  FloatView params() { return params_.view(); }
+  ConstFloatView params() const { return params_.view(); }
+  FloatView grads() { return grads_.view(); }
+  ConstFloatView grads() const { return grads_.view(); }
+  // One tensor's local shard.
+  FloatView param(const ParameterEntry& e) { return params().subspan(e.offset, e.numel()); }
+  ConstFloatView param(const ParameterEntry& e) const {
+    return params().subspan(e.offset, e.numel());
+  }
+  FloatView grad(const ParameterEntry& e) { return grads().subspan(e.offset, e.numel()); }
+  ConstFloatView grad(const ParameterEntry& e) const {
+    return grads().subspan(e.offset, e.numel());
+  }
+
+  // Megatron's initialisation, a pure function of (seed, name, global element index).
+  void initialize(uint64_t seed);
+  void zero_grads();
+
+  // Host copies of one tensor's local shard: for checkpoints, conversion and tests.
+  std::vector<float> read_param(const ParameterEntry& e) const;
+  std::vector<float> read_grad(const ParameterEntry& e) const;
+  void write_param(const ParameterEntry& e, std::span<const float> values);
+
+  // Σ local elements over the table (the buffer size minus alignment gaps).
+  int64_t num_local_elements() const;
+
+private:
+  Backend* backend_;
+  GptConfig config_;
+  TensorParallelRank tp_;
+  ParameterTable table_;
+  DeviceBuffer params_;
+  DeviceBuffer grads_;
+};
+
+}  // namespace mgt

@@ -1,0 +1,29 @@
+#include "model/linear_layer.hpp"
+
+namespace mgt {
+
+LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
+                         const std::string& bias_name)
+    : backend_(&params.backend()) {
+  const ParameterEntry& w = params.entry(weight_name);
+  out_ = w.local_shape.at(0);
+  in_ = w.local_shape.at(1);
+  weight_ = params.param(w);
+  weight_grad_ = params.grad(w);
+  if (const ParameterEntry* b = params.find(bias_name)) {
+    bias_ = params.param(*b);
+    bias_grad_ = params.grad(*b);
+  }
+}
+
+void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y) const {
+  backend_->linear_forward(x, weight_, bias_, rows, in_, out_, y);
+}
+
+void LinearLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const {
+  backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
+  if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_);
+  if (!dx.empty()) backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
+}
+
+}  // namespace mgt

@@ -1,0 +1,51 @@
+#include "model/mlp.hpp"
+
+namespace mgt {
+
+Mlp::Mlp(GptParameters& params, int64_t layer)
+    : backend_(&params.backend()),
+      activation_(params.config().activation),
+      ffn_(params.config().ffn_hidden_size / params.tensor_parallel().size),
+      fc1_(params, layer_prefix(layer) + ".mlp.linear_fc1.weight",
+           layer_prefix(layer) + ".mlp.linear_fc1.bias"),
+      fc2_(params, layer_prefix(layer) + ".mlp.linear_fc2.weight",
+           layer_prefix(layer) + ".mlp.linear_fc2.bias") {}
+
+void Mlp::forward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
+                  FloatView output) const {
+  const int64_t tokens = ctx.tokens();
+  fc1_.forward(input, tokens, saved.fc1_output);
+  switch (activation_) {
+    case Activation::kGelu:
+      backend_->gelu_forward(saved.fc1_output, saved.activation_output);
+      break;
+    case Activation::kOpenaiGelu:
+      backend_->gelu_tanh_forward(saved.fc1_output, saved.activation_output);
+      break;
+    case Activation::kSwiglu:
+      backend_->swiglu_forward(saved.fc1_output, tokens, ffn_, saved.activation_output);
+      break;
+  }
+  fc2_.forward(saved.activation_output, tokens, output);
+}
+
+void Mlp::backward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
+                   const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input) const {
+  const int64_t tokens = ctx.tokens();
+  fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_activation);
+  switch (activation_) {
+    case Activation::kGelu:
+      backend_->gelu_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
+      break;
+    case Activation::kOpenaiGelu:
+      backend_->gelu_tanh_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
+      break;
+    case Activation::kSwiglu:
+      backend_->swiglu_backward(scratch.d_activation, saved.fc1_output, tokens, ffn_,
+                                scratch.d_fc1);
+      break;
+  }
+  fc1_.backward(scratch.d_fc1, input, tokens, d_input);
+}
+
+}  // namespace mgt

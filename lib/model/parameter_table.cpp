@@ -1,0 +1,165 @@
+#include "model/parameter_table.hpp"
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace mgt {
+namespace {
+
+int64_t product(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+void require_divisible(int64_t value, const char* what, int64_t tp) {
+  if (value % tp != 0) {
+    throw UsageError("model configuration: " + std::string(what) + " (" + std::to_string(value) +
+                     ") must be divisible by --tensor-model-parallel-size (" + std::to_string(tp) +
+                     ")");
+  }
+}
+
+// Appends entries, assigning aligned offsets and deriving local shapes and decay flags.
+class TableBuilder {
+public:
+  explicit TableBuilder(const TensorParallelRank& tp) : tp_(tp) {}
+
+  void add(std::string name, std::vector<int64_t> shape, int64_t partition_dim, ParameterInit init,
+           double std = 0.0, int64_t chunks = 1) {
+    ParameterEntry e;
+    e.name = std::move(name);
+    e.global_shape = shape;
+    e.local_shape = shape;
+    if (partition_dim != kNotPartitioned) {
+      e.local_shape[static_cast<size_t>(partition_dim)] /= tp_.size;
+    }
+    e.partition_dim = partition_dim;
+    e.partition_chunks = chunks;
+    e.weight_decay = shape.size() > 1 && !ends_with(e.name, ".bias");
+    e.init = init;
+    e.init_std = std;
+    e.offset = size_;
+    const int64_t n = e.numel();
+    size_ += (n + kParameterAlignment - 1) / kParameterAlignment * kParameterAlignment;
+    table_.entries.push_back(std::move(e));
+  }
+
+  ParameterTable finish() {
+    table_.buffer_size = size_;
+    return std::move(table_);
+  }
+
+private:
+  TensorParallelRank tp_;
+  ParameterTable table_;
+  int64_t size_ = 0;
+};
+
+}  // namespace
+
+int64_t ParameterEntry::numel() const { return product(local_shape); }
+
+int64_t ParameterEntry::global_numel() const { return product(global_shape); }
+
+int64_t ParameterEntry::global_index(int64_t local_index, const TensorParallelRank& tp) const {
+  if (partition_dim == kNotPartitioned || tp.size == 1) return local_index;
+  if (partition_dim == 0) {
+    const int64_t inner = numel() / local_shape[0];
+    const int64_t local_row = local_index / inner;
+    const int64_t rows_per_chunk = local_shape[0] / partition_chunks;  // this rank's slice
+    const int64_t chunk = local_row / rows_per_chunk;
+    const int64_t global_row =
+        chunk * rows_per_chunk * tp.size + tp.rank * rows_per_chunk + local_row % rows_per_chunk;
+    return global_row * inner + local_index % inner;
+  }
+  const int64_t local_cols = local_shape[1];
+  const int64_t row = local_index / local_cols;
+  return row * global_shape[1] + tp.rank * local_cols + local_index % local_cols;
+}
+
+const ParameterEntry* ParameterTable::find(std::string_view name) const {
+  for (const ParameterEntry& e : entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+const ParameterEntry& ParameterTable::at(std::string_view name) const {
+  const ParameterEntry* e = find(name);
+  if (e == nullptr) throw Error("no parameter named '" + std::string(name) + "' in this model");
+  return *e;
+}
+
+std::string layer_prefix(int64_t layer) { return "decoder.layers." + std::to_string(layer); }
+
+void validate_tensor_parallel(const GptConfig& config, const TensorParallelRank& tp) {
+  if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) {
+    throw UsageError("tensor-parallel rank " + std::to_string(tp.rank) + " is outside a group of " +
+                     std::to_string(tp.size));
+  }
+  const GptConfig c = config.resolved();
+  require_divisible(c.num_attention_heads, "--num-attention-heads", tp.size);
+  // Megatron can replicate key/value groups when there are fewer than tp; mgt shards whole
+  // groups only.
+  require_divisible(c.query_groups(), "the number of query groups", tp.size);
+  require_divisible(c.ffn_hidden_size, "--ffn-hidden-size", tp.size);
+  require_divisible(c.padded_vocab_size, "the padded vocabulary size", tp.size);
+}
+
+ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp) {
+  const GptConfig c = config.resolved();
+  validate_tensor_parallel(c, tp);
+  const int64_t h = c.hidden_size;
+  const double std = c.init_method_std;
+  // Output projections of each residual branch: N(0, σ/√(2L)) (Megatron's scaled_init_method).
+  const double scaled_std = std / std::sqrt(2.0 * static_cast<double>(c.num_layers));
+  const bool layer_norm = c.normalization == Normalization::kLayerNorm;
+  const int64_t attention_width = c.num_attention_heads * c.kv_channels;
+  const int64_t fc1_chunks = c.gated_linear_unit() ? 2 : 1;
+
+  TableBuilder b(tp);
+  auto add_norm = [&](const std::string& prefix) {
+    b.add(prefix + ".weight", {h}, kNotPartitioned, ParameterInit::kOnes);
+    if (layer_norm) b.add(prefix + ".bias", {h}, kNotPartitioned, ParameterInit::kZeros);
+  };
+
+  b.add("embedding.word_embeddings.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal,
+        std);
+  if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
+    b.add("embedding.position_embeddings.weight", {c.max_position_embeddings, h}, kNotPartitioned,
+          ParameterInit::kNormal, std);
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string layer = layer_prefix(i);
+    add_norm(layer + ".input_layernorm");
+    const std::string qkv = layer + ".self_attention.linear_qkv";
+    b.add(qkv + ".weight", {c.qkv_size(), h}, 0, ParameterInit::kNormal, std);
+    if (c.add_bias_linear) b.add(qkv + ".bias", {c.qkv_size()}, 0, ParameterInit::kZeros);
+    const std::string proj = layer + ".self_attention.linear_proj";
+    b.add(proj + ".weight", {h, attention_width}, 1, ParameterInit::kNormal, scaled_std);
+    if (c.add_bias_linear) b.add(proj + ".bias", {h}, kNotPartitioned, ParameterInit::kZeros);
+    add_norm(layer + ".pre_mlp_layernorm");
+    const std::string fc1 = layer + ".mlp.linear_fc1";
+    b.add(fc1 + ".weight", {c.fc1_size(), h}, 0, ParameterInit::kNormal, std, fc1_chunks);
+    if (c.add_bias_linear) {
+      b.add(fc1 + ".bias", {c.fc1_size()}, 0, ParameterInit::kZeros, 0.0, fc1_chunks);
+    }
+    const std::string fc2 = layer + ".mlp.linear_fc2";
+    b.add(fc2 + ".weight", {h, c.ffn_hidden_size}, 1, ParameterInit::kNormal, scaled_std);
+    if (c.add_bias_linear) b.add(fc2 + ".bias", {h}, kNotPartitioned, ParameterInit::kZeros);
+  }
+  add_norm("decoder.final_layernorm");
+  if (c.untie_embeddings_and_output_weights) {
+    b.add("output_layer.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal, std);
+  }
+  return b.finish();
+}
+
+}  // namespace mgt

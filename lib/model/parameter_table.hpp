@@ -1,0 +1,73 @@
+// The table of a GPT model's parameters: Megatron's local-spec names, global and per-rank shapes,
+// where each tensor lives in the one flat parameter buffer (and the gradient buffer of the same
+// layout), how tensor parallelism partitions it, whether weight decay applies and how it is
+// initialised. Pure layout: no memory is touched here, so checkpoint and optimizer code can
+// compute the table of any rank without building a model.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/gpt_config.hpp"
+
+namespace mgt {
+
+struct TensorParallelRank {
+  int64_t size = 1;
+  int64_t rank = 0;
+};
+
+inline constexpr int64_t kNotPartitioned = -1;
+
+// Every tensor starts at a multiple of this many elements (256 bytes), the alignment GPU GEMM
+// and vectorised kernels want; the gaps are zero in both buffers.
+inline constexpr int64_t kParameterAlignment = 64;
+
+enum class ParameterInit {
+  kNormal,  // N(0, init_std)
+  kZeros,   // biases
+  kOnes,    // norm weights
+};
+
+struct ParameterEntry {
+  std::string name;
+  std::vector<int64_t> global_shape;  // the unsharded tensor (TP = 1 layout)
+  std::vector<int64_t> local_shape;   // this rank's shard
+  int64_t offset = 0;                 // first element in the local flat buffers
+  // 0: column-parallel (output features split), 1: row-parallel (input features split),
+  // kNotPartitioned: replicated on every tensor-parallel rank.
+  int64_t partition_dim = kNotPartitioned;
+  // Dim 0 of the global tensor is this many equal blocks, each split across the ranks on its own
+  // (2 for SwiGLU's linear_fc1, whose shard is [gate_rank ; up_rank]).
+  int64_t partition_chunks = 1;
+  bool weight_decay = true;  // Megatron: no decay for 1-D tensors and biases
+  ParameterInit init = ParameterInit::kNormal;
+  double init_std = 0.0;
+
+  int64_t numel() const;         // local elements
+  int64_t global_numel() const;  // elements of the unsharded tensor
+  // Row-major index in the global tensor of this rank's local element `local_index`.
+  int64_t global_index(int64_t local_index, const TensorParallelRank& tp) const;
+};
+
+struct ParameterTable {
+  std::vector<ParameterEntry> entries;  // in buffer order
+  int64_t buffer_size = 0;              // local elements including alignment gaps
+
+  const ParameterEntry* find(std::string_view name) const;
+  // Throws mgt::Error when the name is not in the table.
+  const ParameterEntry& at(std::string_view name) const;
+};
+
+// Checks that tp divides what tensor parallelism splits, with messages naming the flags.
+void validate_tensor_parallel(const GptConfig& config, const TensorParallelRank& tp);
+
+// The table for one tensor-parallel rank, in the order embedding, layers 0…L−1, final norm,
+// output layer. The config is resolved first.
+ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp = {});
+
+// Name prefix of layer i's parameters: "decoder.layers.{i}".
+std::string layer_prefix(int64_t layer);
+
+}  // namespace mgt

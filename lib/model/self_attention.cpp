@@ -1,0 +1,89 @@
+#include "model/self_attention.hpp"
+
+#include <cmath>
+
+namespace mgt {
+
+SelfAttention::SelfAttention(GptParameters& params, int64_t layer)
+    : backend_(&params.backend()),
+      layer_(layer),
+      heads_(params.config().num_attention_heads / params.tensor_parallel().size),
+      groups_(params.config().query_groups() / params.tensor_parallel().size),
+      head_dim_(params.config().kv_channels),
+      rope_(params.config().position_embedding_type == PositionEmbeddingType::kRope),
+      attention_dropout_(params.config().attention_dropout),
+      qkv_(params, layer_prefix(layer) + ".self_attention.linear_qkv.weight",
+           layer_prefix(layer) + ".self_attention.linear_qkv.bias"),
+      proj_(params, layer_prefix(layer) + ".self_attention.linear_proj.weight",
+            layer_prefix(layer) + ".self_attention.linear_proj.bias") {
+  rotary_.rotary_dim = params.config().rotary_dim();
+  rotary_.base = params.config().rotary_base;
+  rotary_.position_offset = 0;
+}
+
+AttentionShape SelfAttention::shape(const ForwardContext& ctx) const {
+  AttentionShape s;
+  s.batch = ctx.batch;
+  s.seq_q = ctx.seq;
+  s.seq_kv = ctx.seq;
+  s.heads = heads_;
+  s.groups = groups_;
+  s.head_dim = head_dim_;
+  s.layout = SeqLayout::kSeqMajor;
+  return s;
+}
+
+AttentionParams SelfAttention::params(const ForwardContext& ctx) const {
+  AttentionParams p;
+  p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  p.dropout_p = ctx.dropout_p(attention_dropout_);
+  p.dropout_key = ctx.key(layer_, DropoutSite::kAttentionProbs);
+  return p;
+}
+
+HeadTensor SelfAttention::head_tensor(const ForwardContext& ctx, int64_t heads) const {
+  return {ctx.seq, ctx.batch, heads, head_dim_, SeqLayout::kSeqMajor};
+}
+
+void SelfAttention::forward(const ForwardContext& ctx, ConstFloatView input,
+                            const AttentionActivations& saved, const AttentionScratch& scratch,
+                            FloatView output) const {
+  const int64_t tokens = ctx.tokens();
+  qkv_.forward(input, tokens, scratch.mixed);
+  backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, saved.key,
+                      saved.value);
+  if (rope_) {
+    // Megatron rotates by sequence index; position_ids only feed learned absolute embeddings.
+    backend_->rotary_forward(saved.query, head_tensor(ctx, heads_), rotary_, saved.query);
+    backend_->rotary_forward(saved.key, head_tensor(ctx, groups_), rotary_, saved.key);
+  }
+  recompute_core(ctx, saved);
+  proj_.forward(saved.context, tokens, output);
+}
+
+void SelfAttention::recompute_core(const ForwardContext& ctx,
+                                   const AttentionActivations& saved) const {
+  backend_->attention_forward(saved.query, saved.key, saved.value, shape(ctx), params(ctx),
+                              saved.context, saved.lse);
+}
+
+void SelfAttention::backward(const ForwardContext& ctx, ConstFloatView input,
+                             const AttentionActivations& saved, const AttentionScratch& scratch,
+                             ConstFloatView d_output, FloatView d_input) const {
+  const int64_t tokens = ctx.tokens();
+  proj_.backward(d_output, saved.context, tokens, scratch.d_context);
+  backend_->attention_backward(saved.query, saved.key, saved.value, saved.context,
+                               scratch.d_context, saved.lse, shape(ctx), params(ctx),
+                               scratch.d_query, scratch.d_key, scratch.d_value);
+  if (rope_) {
+    backend_->rotary_backward(scratch.d_query, head_tensor(ctx, heads_), rotary_, scratch.d_query);
+    backend_->rotary_backward(scratch.d_key, head_tensor(ctx, groups_), rotary_, scratch.d_key);
+  }
+  // The QKV output is not needed in the backward, so its buffer takes the gradient.
+  const FloatView d_mixed = scratch.mixed;
+  backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_,
+                      head_dim_, d_mixed);
+  qkv_.backward(d_mixed, input, tokens, d_input);
+}
+
+}  // namespace mgt

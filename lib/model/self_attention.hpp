@@ -1,0 +1,68 @@
+// Megatron's SelfAttention block: fused QKV projection (per-group interleaved layout), RoPE on
+// queries and keys, causal core attention with grouped-query heads, output projection
+// linear_proj. Activations are sequence-major, [s, b, heads, head_dim].
+#pragma once
+#include <cstdint>
+
+#include "model/backend.hpp"
+#include "model/forward_context.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/linear_layer.hpp"
+
+namespace mgt {
+
+// Saved by the forward for the backward.
+struct AttentionActivations {
+  FloatView query;  // [s, b, heads, k], after RoPE
+  FloatView key;    // [s, b, groups, k], after RoPE
+  FloatView value;  // [s, b, groups, k]
+  // Core attention output [s, b, heads, k] and softmax normalisers [b, heads, s]. Selective
+  // recomputation points these at buffers shared by all layers and rebuilds them in the backward.
+  FloatView context;
+  FloatView lse;
+};
+
+// Temporaries, shared by all layers.
+struct AttentionScratch {
+  FloatView mixed;  // [s, b, (heads + 2·groups)·k]: QKV output, then its gradient
+  FloatView d_context;
+  FloatView d_query;
+  FloatView d_key;
+  FloatView d_value;
+};
+
+class SelfAttention {
+public:
+  SelfAttention(GptParameters& params, int64_t layer);
+
+  int64_t heads() const { return heads_; }    // local to this tensor-parallel rank
+  int64_t groups() const { return groups_; }  // local
+  int64_t head_dim() const { return head_dim_; }
+
+  // output[s, b, hidden] = linear_proj(attention(rope(split(linear_qkv(input))))).
+  void forward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
+               const AttentionScratch& scratch, FloatView output) const;
+  // Rebuilds saved.context and saved.lse from the saved query, key and value.
+  void recompute_core(const ForwardContext& ctx, const AttentionActivations& saved) const;
+  // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten).
+  void backward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
+                const AttentionScratch& scratch, ConstFloatView d_output, FloatView d_input) const;
+
+private:
+  AttentionShape shape(const ForwardContext& ctx) const;
+  AttentionParams params(const ForwardContext& ctx) const;
+  HeadTensor head_tensor(const ForwardContext& ctx, int64_t heads) const;
+
+  Backend* backend_;
+  int64_t layer_;
+  int64_t heads_;
+  int64_t groups_;
+  int64_t head_dim_;
+  bool rope_;
+  RotaryParams rotary_;
+  double attention_dropout_;
+  LinearLayer qkv_;
+  LinearLayer proj_;
+};
+
+}  // namespace mgt

@@ -1,0 +1,69 @@
+#include "model/transformer_layer.hpp"
+
+namespace mgt {
+
+TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer)
+    : backend_(&params.backend()),
+      layer_(layer),
+      hidden_dropout_(params.config().hidden_dropout),
+      recompute_core_attention_(params.config().recompute_granularity ==
+                                RecomputeGranularity::kSelective),
+      input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
+      attention_(params, layer),
+      pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm"),
+      mlp_(params, layer) {}
+
+void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
+                               const LayerActivations& saved, const LayerScratch& scratch,
+                               FloatView output) const {
+  const int64_t tokens = ctx.tokens();
+  const float p = ctx.dropout_p(hidden_dropout_);
+  const FloatView branch = scratch.hidden_a;
+
+  input_norm_.forward(input, tokens, saved.input_norm_output, saved.input_norm);
+  attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch);
+  if (p > 0.0f) {
+    backend_->dropout_forward(branch, p, ctx.key(layer_, DropoutSite::kAttentionOutput), branch);
+  }
+  backend_->add(input, branch, saved.residual);
+
+  pre_mlp_norm_.forward(saved.residual, tokens, saved.pre_mlp_norm_output, saved.pre_mlp_norm);
+  mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, branch);
+  if (p > 0.0f) {
+    backend_->dropout_forward(branch, p, ctx.key(layer_, DropoutSite::kMlpOutput), branch);
+  }
+  backend_->add(saved.residual, branch, output);
+}
+
+void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
+                                const LayerActivations& saved, const LayerScratch& scratch,
+                                FloatView d_hidden) const {
+  const int64_t tokens = ctx.tokens();
+  const float p = ctx.dropout_p(hidden_dropout_);
+  const FloatView a = scratch.hidden_a;
+  const FloatView b = scratch.hidden_b;
+
+  // MLP branch: d_hidden is ∂/∂y; the residual passes it to h unchanged.
+  ConstFloatView d_branch = d_hidden;
+  if (p > 0.0f) {
+    backend_->dropout_backward(d_hidden, p, ctx.key(layer_, DropoutSite::kMlpOutput), a);
+    d_branch = a;
+  }
+  mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b);
+  pre_mlp_norm_.backward(b, saved.residual, tokens, saved.pre_mlp_norm, a);
+  backend_->accumulate(d_hidden, a);  // now ∂/∂h
+
+  // Attention branch.
+  d_branch = d_hidden;
+  if (p > 0.0f) {
+    backend_->dropout_backward(d_hidden, p, ctx.key(layer_, DropoutSite::kAttentionOutput), a);
+    d_branch = a;
+  }
+  if (recompute_core_attention_) attention_.recompute_core(ctx, saved.attention);
+  attention_.backward(ctx, saved.input_norm_output, saved.attention, scratch.attention, d_branch,
+                      b);
+  input_norm_.backward(b, input, tokens, saved.input_norm, a);
+  backend_->accumulate(d_hidden, a);  // now ∂/∂x
+}
+
+}  // namespace mgt

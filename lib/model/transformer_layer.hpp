@@ -1,0 +1,61 @@
+// One pre-norm GPT layer (Megatron's TransformerLayer with the local spec):
+//   h = x + dropout(SelfAttention(input_layernorm(x)))
+//   y = h + dropout(MLP(pre_mlp_layernorm(h)))
+// with an explicit backward. Activations are [s, b, hidden], sequence-major.
+#pragma once
+#include <cstdint>
+
+#include "model/backend.hpp"
+#include "model/forward_context.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/mlp.hpp"
+#include "model/norm_layer.hpp"
+#include "model/self_attention.hpp"
+
+namespace mgt {
+
+// What the backward of one layer reads (besides the layer input).
+struct LayerActivations {
+  FloatView input_norm_output;  // [s, b, h]
+  NormStats input_norm;
+  AttentionActivations attention;
+  FloatView residual;  // h = x + dropout(attention), [s, b, h]
+  FloatView pre_mlp_norm_output;
+  NormStats pre_mlp_norm;
+  MlpActivations mlp;
+};
+
+struct LayerScratch {
+  AttentionScratch attention;
+  MlpScratch mlp;
+  FloatView hidden_a;  // [s, b, h]
+  FloatView hidden_b;  // [s, b, h]
+};
+
+class TransformerLayer {
+public:
+  TransformerLayer(GptParameters& params, int64_t layer);
+
+  const SelfAttention& attention() const { return attention_; }
+  const Mlp& mlp() const { return mlp_; }
+
+  // output must not alias input or scratch.hidden_a.
+  void forward(const ForwardContext& ctx, ConstFloatView input, const LayerActivations& saved,
+               const LayerScratch& scratch, FloatView output) const;
+  // d_hidden holds ∂loss/∂output on entry and ∂loss/∂input on return. With selective
+  // recomputation the core attention is rebuilt first.
+  void backward(const ForwardContext& ctx, ConstFloatView input, const LayerActivations& saved,
+                const LayerScratch& scratch, FloatView d_hidden) const;
+
+private:
+  Backend* backend_;
+  int64_t layer_;
+  double hidden_dropout_;
+  bool recompute_core_attention_;
+  NormLayer input_norm_;
+  SelfAttention attention_;
+  NormLayer pre_mlp_norm_;
+  Mlp mlp_;
+};
+
+}  // namespace mgt

@@ -1,0 +1,76 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+#include "model/backend.hpp"
+
+using namespace mgt;
+
+TEST_CASE("DeviceArray owns backend memory and moves", "[model]") {
+  CpuBackend backend;
+  DeviceBuffer a(backend, 5);
+  backend.fill(a.view(), 2.5f);
+  DeviceBuffer b = std::move(a);
+  CHECK(a.empty());
+  CHECK(b.size() == 5);
+  std::vector<float> host(5);
+  backend.copy_to_host(b.view(), host);
+  CHECK(host == std::vector<float>(5, 2.5f));
+
+  // Fresh CPU allocations read as NaN until written, so use of unwritten memory shows.
+  DeviceBuffer fresh(backend, 3);
+  backend.copy_to_host(fresh.view(), std::span<float>(host).first(3));
+  CHECK(std::isnan(host[0]));
+
+  DeviceIndexBuffer ids(backend, 3);
+  const std::vector<int64_t> values = {4, 5, 6};
+  backend.copy_from_host<int64_t>(values, ids.view());
+  std::vector<int64_t> back(3);
+  backend.copy_to_host(ids.view(), back);
+  CHECK(back == values);
+}
+
+TEST_CASE("DeviceSpan subspans are bounds-checked", "[model]") {
+  CpuBackend backend;
+  DeviceBuffer a(backend, 10);
+  CHECK(a.view().subspan(2, 8).size() == 8);
+  CHECK_THROWS_AS(a.view().subspan(3, 8), Error);
+  CHECK_THROWS_AS(a.view().subspan(-1, 1), Error);
+  ConstFloatView c = a.view();  // mutable converts to read-only
+  CHECK(c.size() == 10);
+}
+
+TEST_CASE("Backend operations check view sizes", "[model]") {
+  CpuBackend backend;
+  DeviceBuffer x(backend, 6);
+  DeviceBuffer w(backend, 6);
+  DeviceBuffer y(backend, 5);
+  CHECK_THROWS_WITH(backend.linear_forward(x.view(), w.view(), {}, 2, 3, 2, y.view()),
+                    "Backend::linear_forward: y has 5 elements, expected 4");
+  CHECK_THROWS_WITH(backend.add(x.view(), y.view(), x.view()),
+                    "Backend::add: b has 5 elements, expected 6");
+  CHECK_THROWS_WITH(backend.copy_from_host<float>(std::vector<float>(3), x.view()),
+                    Catch::Contains("source has 3 elements, destination 6"));
+}
+
+TEST_CASE("CpuBackend linear and loss operations compute through the kernels", "[model]") {
+  CpuBackend backend;
+  // y = x·Wᵀ + b with x [1, 2], W [2, 2].
+  DeviceBuffer x(backend, 2), w(backend, 4), b(backend, 2), y(backend, 2);
+  backend.copy_from_host<float>(std::vector<float>{1, 2}, x.view());
+  backend.copy_from_host<float>(std::vector<float>{1, 0, 3, 4}, w.view());
+  backend.copy_from_host<float>(std::vector<float>{0.5f, -1}, b.view());
+  backend.linear_forward(x.view(), w.view(), b.view(), 1, 2, 2, y.view());
+  std::vector<float> host(2);
+  backend.copy_to_host(y.view(), host);
+  CHECK(host == std::vector<float>{1.5f, 10.0f});
+  CHECK(backend.sum_of_squares(y.view()) == Approx(1.5 * 1.5 + 100.0));
+
+  DeviceBuffer mask(backend, 2);
+  backend.copy_from_host<float>(std::vector<float>{1, 0}, mask.view());
+  const MaskedLossSum sum = backend.masked_loss_sum(y.view(), mask.view());
+  CHECK(sum.loss_sum == 1.5);
+  CHECK(sum.tokens == 1.0);
+}

@@ -1,0 +1,133 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "kernels/cpu/cpu_backend.hpp"
+#include "model_testing.hpp"
+
+using namespace mgt;
+using namespace mgt::model_testing;
+
+namespace {
+
+struct ForwardErrors {
+  double loss = 0.0;
+  double logits = 0.0;
+  double losses = 0.0;
+};
+
+// Model (fp32) against the fp64 reference on the same random parameters.
+ForwardErrors compare_with_reference(const GptConfig& config, uint32_t seed) {
+  CpuBackend backend;
+  GptModel model(config, backend, seed);
+  randomize_parameters(model.parameters(), seed);
+  const RefBatch batch = random_batch(config, 2, config.seq_length, seed + 100);
+
+  const ForwardOutput got = model.forward_only(micro_batch(batch), true);
+  const RefOutput want = reference_forward(config, read_params(model.parameters()), batch);
+
+  ForwardErrors e;
+  e.loss = std::abs(got.loss.loss_sum / got.loss.token_count - want.loss) / std::abs(want.loss);
+  e.logits = kernel_testing::max_rel_error(got.logits, want.logits);
+  e.losses = kernel_testing::max_rel_error(got.losses, want.losses);
+  std::printf(
+      "  forward vs fp64 reference (%s, %s, %s): loss rel err %.2e, logits max rel err "
+      "%.2e\n",
+      std::string(to_string(config.normalization)).c_str(),
+      std::string(to_string(config.activation)).c_str(),
+      std::string(to_string(config.position_embedding_type)).c_str(), e.loss, e.logits);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("GPT forward matches the fp64 reference: LayerNorm, GELU, learned positions, tied",
+          "[model]") {
+  const ForwardErrors e = compare_with_reference(gpt2_like_config(), 11);
+  CHECK(e.loss < 1e-5);
+  CHECK(e.logits < 1e-5);
+  CHECK(e.losses < 1e-5);
+}
+
+TEST_CASE("GPT forward matches the fp64 reference: RMSNorm, SwiGLU, partial RoPE, GQA, untied",
+          "[model]") {
+  const ForwardErrors e = compare_with_reference(llama_like_config(), 12);
+  CHECK(e.loss < 1e-5);
+  CHECK(e.logits < 1e-5);
+  CHECK(e.losses < 1e-5);
+}
+
+TEST_CASE("GPT forward matches the fp64 reference: tanh GELU", "[model]") {
+  const ForwardErrors e = compare_with_reference(openai_gelu_config(), 13);
+  CHECK(e.loss < 1e-5);
+  CHECK(e.logits < 1e-5);
+}
+
+TEST_CASE("GPT forward with full rotary and shorter sequences than seq_length", "[model]") {
+  GptConfig c = llama_like_config();
+  c.rotary_percent = 1.0;
+  c.add_bias_linear = true;
+  c.normalization = Normalization::kLayerNorm;
+  CpuBackend backend;
+  GptModel model(c, backend, 5);
+  randomize_parameters(model.parameters(), 5);
+  const RefBatch batch = random_batch(c, 3, 5, 77);
+  const ForwardOutput got = model.forward_only(micro_batch(batch), true);
+  const RefOutput want = reference_forward(c, read_params(model.parameters()), batch);
+  CHECK(kernel_testing::max_rel_error(got.logits, want.logits) < 1e-5);
+}
+
+TEST_CASE("GPT at Megatron's initialisation predicts a near-uniform distribution", "[model]") {
+  GptConfig c = gpt2_like_config();
+  c.hidden_size = 32;
+  c.padded_vocab_size = 64;
+  CpuBackend backend;
+  GptModel model(c, backend, 1234);
+  const RefBatch batch = random_batch(c, 2, 8, 3);
+  const ForwardOutput out = model.forward_only(micro_batch(batch));
+  // σ = 0.02 weights make the logits nearly equal: the loss is close to ln V.
+  CHECK(out.loss.loss_sum / out.loss.token_count == Approx(std::log(64.0)).epsilon(0.01));
+  // The mask has zeros at every fifth token.
+  CHECK(out.loss.token_count == 13.0);
+}
+
+TEST_CASE("GPT forward_only and forward_backward agree on the loss without dropout", "[model]") {
+  CpuBackend backend;
+  GptModel model(llama_like_config(), backend, 9);
+  randomize_parameters(model.parameters(), 9);
+  const RefBatch batch = random_batch(llama_like_config(), 2, 8, 4);
+  const ForwardOutput eval = model.forward_only(micro_batch(batch));
+  const LossSum train = model.forward_backward(micro_batch(batch), {1, 0}, 1);
+  CHECK(train.loss_sum == eval.loss.loss_sum);
+  CHECK(train.token_count == eval.loss.token_count);
+}
+
+TEST_CASE("GPT forward_only without labels returns logits only", "[model]") {
+  CpuBackend backend;
+  GptModel model(gpt2_like_config(), backend, 9);
+  RefBatch batch = random_batch(gpt2_like_config(), 1, 4, 4);
+  MicroBatch m = micro_batch(batch);
+  m.labels = {};
+  m.loss_mask = {};
+  const ForwardOutput out = model.forward_only(m, true);
+  CHECK(out.losses.empty());
+  CHECK(out.loss.token_count == 0.0);
+  CHECK(out.logits.size() == 4u * 32u);
+}
+
+TEST_CASE("GPT rejects malformed micro-batches with a clear error", "[model]") {
+  CpuBackend backend;
+  GptModel model(gpt2_like_config(), backend, 9);
+  RefBatch batch = random_batch(gpt2_like_config(), 1, 4, 4);
+  batch.tokens[2] = 32;  // == padded vocab
+  CHECK_THROWS_WITH(model.forward_only(micro_batch(batch)),
+                    Catch::Contains("tokens holds 32, outside [0, 32)"));
+  batch = random_batch(gpt2_like_config(), 1, 4, 4);
+  batch.labels.pop_back();
+  CHECK_THROWS_WITH(model.forward_backward(micro_batch(batch), {}, 1),
+                    Catch::Contains("labels has 3 elements, expected 4"));
+  batch = random_batch(gpt2_like_config(), 1, 11, 4);  // longer than the 10 positions
+  batch.positions.clear();
+  CHECK_THROWS_WITH(model.forward_only(micro_batch(batch)),
+                    Catch::Contains("exceeds --max-position-embeddings"));
+}
