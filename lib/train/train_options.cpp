@@ -1,0 +1,364 @@
+#include "train/train_options.hpp"
+
+// Values must never be split at commas (paths and --split contain them): one value per
+// occurrence, the same setting as the programs that include cxxopts.
+#define CXXOPTS_VECTOR_DELIMITER '\0'
+#include <cxxopts.hpp>
+
+#include <map>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "train/command_line.hpp"
+
+namespace mgt {
+
+namespace {
+
+constexpr const char* kProgram = "mgt-train";
+
+struct OptionDef {
+  const char* group;
+  const char* name;  // without "--"
+  FlagArity arity;
+  const char* arg;   // shown in --help for flags with values
+  const char* help;
+};
+
+// clang-format off
+constexpr OptionDef kOptions[] = {
+  {"model", "num-layers", FlagArity::One, "N", "Transformer layers (required)"},
+  {"model", "hidden-size", FlagArity::One, "N", "Hidden size (required)"},
+  {"model", "num-attention-heads", FlagArity::One, "N", "Attention heads (required)"},
+  {"model", "ffn-hidden-size", FlagArity::One, "N", "MLP hidden size (default 4 x hidden, or int(8 x hidden / 3 / 64) x 64 with --swiglu)"},
+  {"model", "kv-channels", FlagArity::One, "N", "Channels per head (default hidden / heads)"},
+  {"model", "group-query-attention", FlagArity::None, "", "Grouped-query attention with --num-query-groups groups"},
+  {"model", "num-query-groups", FlagArity::One, "N", "Key/value groups with --group-query-attention (default 1)"},
+  {"model", "seq-length", FlagArity::One, "N", "Tokens per sample (required)"},
+  {"model", "max-position-embeddings", FlagArity::One, "N", "Position table size, >= --seq-length (required)"},
+  {"model", "position-embedding-type", FlagArity::One, "TYPE", "learned_absolute (default), rope or none"},
+  {"model", "rotary-percent", FlagArity::One, "F", "Fraction of each head rotated by RoPE (default 1.0)"},
+  {"model", "rotary-base", FlagArity::One, "N", "RoPE base (default 10000)"},
+  {"model", "normalization", FlagArity::One, "NORM", "LayerNorm (default) or RMSNorm"},
+  {"model", "norm-epsilon", FlagArity::One, "F", "Norm epsilon (default 1e-05)"},
+  {"model", "swiglu", FlagArity::None, "", "SwiGLU MLP"},
+  {"model", "openai-gelu", FlagArity::None, "", "GELU by its tanh approximation, as OpenAI's GPT-2"},
+  {"model", "disable-bias-linear", FlagArity::None, "", "No biases in the linear layers"},
+  {"model", "untie-embeddings-and-output-weights", FlagArity::None, "", "Separate output layer weights"},
+  {"model", "hidden-dropout", FlagArity::One, "P", "Dropout after attention, MLP and embedding (default 0.1)"},
+  {"model", "attention-dropout", FlagArity::One, "P", "Dropout of attention probabilities (default 0.1)"},
+  {"model", "init-method-std", FlagArity::One, "F", "Standard deviation of initial weights (default 0.02)"},
+  {"model", "make-vocab-size-divisible-by", FlagArity::One, "N", "Pad the vocabulary to a multiple of N x TP (default 128)"},
+  {"model", "recompute-activations", FlagArity::None, "", "Selective activation recomputation"},
+  {"model", "recompute-granularity", FlagArity::One, "G", "full or selective"},
+  {"model", "recompute-method", FlagArity::One, "M", "uniform or block (with full granularity)"},
+  {"model", "recompute-num-layers", FlagArity::One, "N", "Layers per recomputation unit (with full granularity)"},
+
+  {"training", "micro-batch-size", FlagArity::One, "N", "Samples per micro-batch (required)"},
+  {"training", "global-batch-size", FlagArity::One, "N", "Samples per iteration (default micro-batch x data-parallel size)"},
+  {"training", "train-iters", FlagArity::One, "N", "Iterations to train (or --train-samples)"},
+  {"training", "train-samples", FlagArity::One, "N", "Samples to train (or --train-iters)"},
+  {"training", "lr", FlagArity::One, "F", "Peak learning rate (required)"},
+  {"training", "min-lr", FlagArity::One, "F", "Learning rate at the end of the decay (default 0.0)"},
+  {"training", "lr-decay-style", FlagArity::One, "S", "constant, linear (default), cosine, inverse-square-root or WSD"},
+  {"training", "lr-warmup-iters", FlagArity::One, "N", "Warm-up iterations (default 0)"},
+  {"training", "lr-warmup-fraction", FlagArity::One, "F", "Warm-up as a fraction of the decay"},
+  {"training", "lr-warmup-samples", FlagArity::One, "N", "Warm-up samples (default 0)"},
+  {"training", "lr-warmup-init", FlagArity::One, "F", "Learning rate at the start of warm-up (default 0.0)"},
+  {"training", "lr-decay-iters", FlagArity::One, "N", "Decay iterations (default --train-iters)"},
+  {"training", "lr-decay-samples", FlagArity::One, "N", "Decay samples (default --train-samples)"},
+  {"training", "lr-wsd-decay-style", FlagArity::One, "S", "WSD annealing: exponential (default), linear, cosine or minus_sqrt"},
+  {"training", "lr-wsd-decay-iters", FlagArity::One, "N", "WSD annealing iterations"},
+  {"training", "lr-wsd-decay-samples", FlagArity::One, "N", "WSD annealing samples"},
+  {"training", "override-opt_param-scheduler", FlagArity::None, "", "On --load, keep the schedule of the flags"},
+  {"training", "use-checkpoint-opt_param-scheduler", FlagArity::None, "", "On --load, take the schedule from the checkpoint"},
+  {"training", "weight-decay", FlagArity::One, "F", "Weight decay (default 0.01)"},
+  {"training", "start-weight-decay", FlagArity::One, "F", "Initial weight decay (non-constant increment styles)"},
+  {"training", "end-weight-decay", FlagArity::One, "F", "Final weight decay (non-constant increment styles)"},
+  {"training", "weight-decay-incr-style", FlagArity::One, "S", "constant (default), linear or cosine"},
+  {"training", "clip-grad", FlagArity::One, "F", "Global gradient-norm clip, 0 for none (default 1.0)"},
+  {"training", "adam-beta1", FlagArity::One, "F", "Adam beta1 (default 0.9)"},
+  {"training", "adam-beta2", FlagArity::One, "F", "Adam beta2 (default 0.999)"},
+  {"training", "adam-eps", FlagArity::One, "F", "Adam epsilon (default 1e-08)"},
+  {"training", "optimizer", FlagArity::One, "NAME", "adam (AdamW, the default; the only one)"},
+  {"training", "seed", FlagArity::One, "N", "Random seed (default 1234)"},
+  {"training", "bf16", FlagArity::None, "", "bf16 compute on CUDA (the CPU backend computes in fp32)"},
+  {"training", "fp16", FlagArity::None, "", "fp16 compute on CUDA (the CPU backend computes in fp32)"},
+
+  {"data", "data-path", FlagArity::Many, "[W] PREFIX...", "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...'"},
+  {"data", "data-args-path", FlagArity::One, "FILE", "File holding the --data-path list"},
+  {"data", "split", FlagArity::One, "A,B,C", "Train, valid, test proportions (default \"969, 30, 1\")"},
+  {"data", "train-data-path", FlagArity::Many, "[W] PREFIX...", "Train split datasets, instead of --data-path"},
+  {"data", "valid-data-path", FlagArity::Many, "[W] PREFIX...", "Validation split datasets"},
+  {"data", "test-data-path", FlagArity::Many, "[W] PREFIX...", "Test split datasets"},
+  {"data", "data-cache-path", FlagArity::One, "DIR", "Directory for the index files"},
+  {"data", "mock-data", FlagArity::None, "", "Megatron's synthetic data instead of datasets"},
+  {"data", "mid-level-dataset-surplus", FlagArity::One, "F", "Extra fraction of samples per blended dataset (default 0.005)"},
+  {"data", "dataloader-type", FlagArity::One, "TYPE", "single (the default; the only one)"},
+  {"data", "tokenizer-type", FlagArity::One, "TYPE", "Tokenizer (GPT2BPETokenizer, NullTokenizer, ...)"},
+  {"data", "vocab-file", FlagArity::One, "FILE", "Vocabulary file"},
+  {"data", "merge-file", FlagArity::One, "FILE", "GPT-2 BPE merges file"},
+  {"data", "vocab-size", FlagArity::One, "N", "Vocabulary size (NullTokenizer)"},
+  {"data", "vocab-extra-ids", FlagArity::One, "N", "Extra <extra_id_i> tokens (BERT tokenizers, default 0)"},
+  {"data", "eod-mask-loss", FlagArity::None, "", "No loss on end-of-document input tokens"},
+  {"data", "reset-position-ids", FlagArity::None, "", "Positions restart after each end of document"},
+  {"data", "reset-attention-mask", FlagArity::None, "", "No attention across document boundaries"},
+
+  {"checkpointing", "save", FlagArity::One, "DIR", "Checkpoint directory to write"},
+  {"checkpointing", "save-interval", FlagArity::One, "N", "Iterations between checkpoints (required with --save)"},
+  {"checkpointing", "persistent-save-interval", FlagArity::One, "N", "Same as --save-interval"},
+  {"checkpointing", "load", FlagArity::One, "DIR", "Checkpoint directory to resume from"},
+  {"checkpointing", "no-save-optim", FlagArity::None, "", "Do not save the optimizer state"},
+  {"checkpointing", "no-save-rng", FlagArity::None, "", "Do not save the random state"},
+  {"checkpointing", "no-load-optim", FlagArity::None, "", "Do not load the optimizer state"},
+  {"checkpointing", "no-load-rng", FlagArity::None, "", "Do not load the random state"},
+  {"checkpointing", "finetune", FlagArity::None, "", "Load weights only and start at iteration 0"},
+
+  {"logging", "log-interval", FlagArity::One, "N", "Iterations between log lines (default 100)"},
+  {"logging", "eval-interval", FlagArity::One, "N", "Iterations between validations (default 1000)"},
+  {"logging", "eval-iters", FlagArity::One, "N", "Iterations per validation (default 100)"},
+  {"logging", "exit-interval", FlagArity::One, "N", "Exit (after saving) when the iteration is a multiple of N"},
+  {"logging", "exit-duration-in-mins", FlagArity::One, "N", "Exit (after saving) once N minutes have passed"},
+  {"logging", "exit-signal-handler", FlagArity::None, "", "On the exit signal, save and exit after the current iteration"},
+  {"logging", "exit-signal", FlagArity::One, "SIG", "mgt: the signal for --exit-signal-handler: SIGTERM (default), SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU"},
+  {"logging", "log-throughput", FlagArity::None, "", "Log TFLOP/s per GPU"},
+  {"logging", "metrics-file", FlagArity::One, "FILE", "mgt: append one JSON object per log line and validation"},
+
+  {"parallelism", "tensor-model-parallel-size", FlagArity::One, "N", "Tensor-parallel size (1 only for now)"},
+  {"parallelism", "pipeline-model-parallel-size", FlagArity::One, "N", "Pipeline-parallel size (1 only for now)"},
+  {"parallelism", "context-parallel-size", FlagArity::One, "N", "Context-parallel size (1 only)"},
+  {"parallelism", "sequence-parallel", FlagArity::None, "", "Sequence parallelism (needs tensor parallelism)"},
+  {"parallelism", "use-distributed-optimizer", FlagArity::None, "", "Shard the optimizer state over data-parallel ranks"},
+};
+// clang-format on
+
+std::map<std::string, FlagArity> known_flags() {
+  std::map<std::string, FlagArity> known;
+  for (const auto& o : kOptions) known[std::string("--") + o.name] = o.arity;
+  return known;
+}
+
+cxxopts::Options make_cxxopts() {
+  cxxopts::Options options(kProgram, "Pretrain a GPT model with Megatron-LM's flags and defaults.");
+  options.custom_help("--num-layers N --hidden-size N --num-attention-heads N --seq-length N "
+                      "--max-position-embeddings N --micro-batch-size N --lr F (--train-iters N | "
+                      "--train-samples N) [options]");
+  for (const auto& o : kOptions) {
+    auto adder = options.add_options(o.group);
+    switch (o.arity) {
+      case FlagArity::None: adder(o.name, o.help); break;
+      case FlagArity::One: adder(o.name, o.help, cxxopts::value<std::string>(), o.arg); break;
+      case FlagArity::Many:
+        adder(o.name, o.help, cxxopts::value<std::vector<std::string>>(), o.arg);
+        break;
+    }
+  }
+  options.add_options("other")("h,help", "Show this help");
+  return options;
+}
+
+// Typed access to the parse result; every error names its flag.
+class Flags {
+public:
+  explicit Flags(const cxxopts::ParseResult& r) : r_(r) {}
+  bool has(const char* name) const { return r_.count(name) > 0; }
+  std::string text(const char* name) const { return r_[name].as<std::string>(); }
+  std::vector<std::string> list(const char* name) const {
+    return has(name) ? r_[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+  }
+  void set(const char* name, bool& field) const { if (has(name)) field = true; }
+  void set(const char* name, std::string& field) const { if (has(name)) field = text(name); }
+  void set(const char* name, std::optional<std::string>& field) const { if (has(name)) field = text(name); }
+  void set(const char* name, std::int64_t& field) const { if (has(name)) field = integer(name); }
+  void set(const char* name, std::optional<std::int64_t>& field) const { if (has(name)) field = integer(name); }
+  void set(const char* name, double& field) const { if (has(name)) field = real(name); }
+  void set(const char* name, std::optional<double>& field) const { if (has(name)) field = real(name); }
+  void set(const char* name, std::vector<std::string>& field) const { if (has(name)) field = list(name); }
+
+private:
+  std::int64_t integer(const char* name) const { return parse_integer_flag(std::string("--") + name, text(name)); }
+  double real(const char* name) const { return parse_real_flag(std::string("--") + name, text(name)); }
+  const cxxopts::ParseResult& r_;
+};
+
+void read_model(const Flags& f, ModelShapeOptions& m) {
+  f.set("num-layers", m.num_layers);
+  f.set("hidden-size", m.hidden_size);
+  f.set("num-attention-heads", m.num_attention_heads);
+  f.set("ffn-hidden-size", m.ffn_hidden_size);
+  f.set("kv-channels", m.kv_channels);
+  f.set("group-query-attention", m.group_query_attention);
+  f.set("num-query-groups", m.num_query_groups);
+  f.set("seq-length", m.seq_length);
+  f.set("max-position-embeddings", m.max_position_embeddings);
+  f.set("position-embedding-type", m.position_embedding_type);
+  f.set("rotary-percent", m.rotary_percent);
+  f.set("rotary-base", m.rotary_base);
+  f.set("normalization", m.normalization);
+  f.set("norm-epsilon", m.norm_epsilon);
+  f.set("swiglu", m.swiglu);
+  f.set("openai-gelu", m.openai_gelu);
+  if (f.has("disable-bias-linear")) m.add_bias_linear = false;
+  f.set("untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights);
+  f.set("hidden-dropout", m.hidden_dropout);
+  f.set("attention-dropout", m.attention_dropout);
+  f.set("init-method-std", m.init_method_std);
+  f.set("make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
+  f.set("recompute-activations", m.recompute_activations);
+  f.set("recompute-granularity", m.recompute_granularity);
+  f.set("recompute-method", m.recompute_method);
+  f.set("recompute-num-layers", m.recompute_num_layers);
+}
+
+void read_optimization(const Flags& f, OptimizationOptions& o) {
+  f.set("micro-batch-size", o.micro_batch_size);
+  f.set("global-batch-size", o.global_batch_size);
+  f.set("train-iters", o.train_iters);
+  f.set("train-samples", o.train_samples);
+  f.set("lr", o.lr);
+  f.set("min-lr", o.min_lr);
+  f.set("lr-decay-style", o.lr_decay_style);
+  f.set("lr-warmup-iters", o.lr_warmup_iters);
+  f.set("lr-warmup-fraction", o.lr_warmup_fraction);
+  f.set("lr-warmup-samples", o.lr_warmup_samples);
+  f.set("lr-warmup-init", o.lr_warmup_init);
+  f.set("lr-decay-iters", o.lr_decay_iters);
+  f.set("lr-decay-samples", o.lr_decay_samples);
+  f.set("lr-wsd-decay-style", o.lr_wsd_decay_style);
+  f.set("lr-wsd-decay-iters", o.lr_wsd_decay_iters);
+  f.set("lr-wsd-decay-samples", o.lr_wsd_decay_samples);
+  f.set("override-opt_param-scheduler", o.override_opt_param_scheduler);
+  f.set("use-checkpoint-opt_param-scheduler", o.use_checkpoint_opt_param_scheduler);
+  f.set("weight-decay", o.weight_decay);
+  f.set("start-weight-decay", o.start_weight_decay);
+  f.set("end-weight-decay", o.end_weight_decay);
+  f.set("weight-decay-incr-style", o.weight_decay_incr_style);
+  f.set("clip-grad", o.clip_grad);
+  f.set("adam-beta1", o.adam_beta1);
+  f.set("adam-beta2", o.adam_beta2);
+  f.set("adam-eps", o.adam_eps);
+  f.set("optimizer", o.optimizer);
+  f.set("seed", o.seed);
+  if (f.has("bf16") && f.has("fp16")) throw UsageError("--bf16 and --fp16 are mutually exclusive");
+  if (f.has("bf16")) o.precision = Precision::Bf16;
+  if (f.has("fp16")) o.precision = Precision::Fp16;
+}
+
+void read_data(const Flags& f, DataOptions& d) {
+  f.set("data-path", d.data_path);
+  f.set("data-args-path", d.data_args_path);
+  f.set("split", d.split);
+  f.set("train-data-path", d.train_data_path);
+  f.set("valid-data-path", d.valid_data_path);
+  f.set("test-data-path", d.test_data_path);
+  f.set("data-cache-path", d.data_cache_path);
+  f.set("mock-data", d.mock_data);
+  f.set("mid-level-dataset-surplus", d.mid_level_dataset_surplus);
+  f.set("dataloader-type", d.dataloader_type);
+  f.set("tokenizer-type", d.tokenizer.type);
+  f.set("vocab-file", d.tokenizer.vocab_file);
+  f.set("merge-file", d.tokenizer.merge_file);
+  f.set("vocab-size", d.tokenizer.vocab_size);
+  std::int64_t extra = d.tokenizer.vocab_extra_ids;
+  f.set("vocab-extra-ids", extra);
+  if (extra < 0 || extra > 1000000) throw UsageError("--vocab-extra-ids must be between 0 and 1000000");
+  d.tokenizer.vocab_extra_ids = static_cast<int>(extra);
+  f.set("eod-mask-loss", d.eod_mask_loss);
+  f.set("reset-position-ids", d.reset_position_ids);
+  f.set("reset-attention-mask", d.reset_attention_mask);
+}
+
+void read_checkpoint_and_logging(const Flags& f, CheckpointOptions& c, LoggingOptions& l) {
+  f.set("save", c.save);
+  // Megatron declares both names for one option; the later one on the line wins there too, but
+  // giving both is almost certainly a mistake.
+  if (f.has("save-interval") && f.has("persistent-save-interval"))
+    throw UsageError("--save-interval and --persistent-save-interval are the same flag; give one");
+  f.set("save-interval", c.save_interval);
+  f.set("persistent-save-interval", c.save_interval);
+  f.set("load", c.load);
+  f.set("no-save-optim", c.no_save_optim);
+  f.set("no-save-rng", c.no_save_rng);
+  f.set("no-load-optim", c.no_load_optim);
+  f.set("no-load-rng", c.no_load_rng);
+  f.set("finetune", c.finetune);
+  f.set("log-interval", l.log_interval);
+  f.set("eval-interval", l.eval_interval);
+  f.set("eval-iters", l.eval_iters);
+  f.set("exit-interval", l.exit_interval);
+  f.set("exit-duration-in-mins", l.exit_duration_in_mins);
+  f.set("exit-signal-handler", l.exit_signal_handler);
+  if (f.has("exit-signal") && !f.has("exit-signal-handler"))
+    throw UsageError("--exit-signal needs --exit-signal-handler");
+  f.set("exit-signal", l.exit_signal);
+  f.set("log-throughput", l.log_throughput);
+  f.set("metrics-file", l.metrics_file);
+}
+
+void read_parallel(const Flags& f, ParallelOptions& p) {
+  f.set("tensor-model-parallel-size", p.tensor_model_parallel_size);
+  f.set("pipeline-model-parallel-size", p.pipeline_model_parallel_size);
+  f.set("context-parallel-size", p.context_parallel_size);
+  f.set("sequence-parallel", p.sequence_parallel);
+  f.set("use-distributed-optimizer", p.use_distributed_optimizer);
+}
+
+}  // namespace
+
+TrainOptions parse_train_options(int argc, const char* const* argv, int world_size) {
+  cxxopts::Options options = make_cxxopts();
+  std::vector<std::string> args = normalize_command_line(argc, argv, known_flags(), kProgram);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  TrainOptions o;
+  try {
+    cxxopts::ParseResult result = options.parse(static_cast<int>(cargs.size()), cargs.data());
+    if (result.count("help")) {
+      o.show_help = true;
+      return o;
+    }
+    Flags flags(result);
+    read_model(flags, o.model);
+    read_optimization(flags, o.optim);
+    read_data(flags, o.data);
+    read_checkpoint_and_logging(flags, o.checkpoint, o.logging);
+    read_parallel(flags, o.parallel);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + " (see --help)");
+  }
+  validate_train_options(o, world_size);
+  return o;
+}
+
+std::string train_options_help() {
+  return make_cxxopts().help({"model", "training", "data", "checkpointing", "logging", "parallelism", "other"}) +
+         "\nFlags are Megatron-LM's (pretrain_gpt.py), with its defaults; a Megatron flag that is "
+         "not listed here is refused by name.\nSee man mgt-train(1).\n";
+}
+
+IndexOptions index_options(const TrainOptions& o) {
+  IndexOptions x;
+  x.data_path = o.data.data_path;
+  x.data_args_path = o.data.data_args_path;
+  x.train_data_path = o.data.train_data_path;
+  x.valid_data_path = o.data.valid_data_path;
+  x.test_data_path = o.data.test_data_path;
+  x.split = o.data.split;
+  x.seq_length = o.model.seq_length;
+  x.seed = o.optim.seed;
+  x.data_cache_path = o.data.data_cache_path;
+  x.train_samples = o.optim.train_samples;
+  x.train_iters = o.optim.train_iters;
+  x.global_batch_size = o.optim.global_batch_size;
+  x.micro_batch_size = o.optim.micro_batch_size;
+  x.eval_iters = o.logging.eval_iters;
+  x.eval_interval = o.logging.eval_interval;
+  x.mid_level_dataset_surplus = o.data.mid_level_dataset_surplus;
+  x.tokenizer = o.data.tokenizer;
+  x.eod_mask_loss = o.data.eod_mask_loss;
+  x.reset_position_ids = o.data.reset_position_ids;
+  x.reset_attention_mask = o.data.reset_attention_mask;
+  return x;
+}
+
+}  // namespace mgt

@@ -1,0 +1,174 @@
+// mgt-train's flags: Megatron-LM's pretraining flag names and defaults (core_v0.13.0 parser,
+// spec/pretrain-flags.tsv), checked and completed the way Megatron's validate_args does, so a
+// Megatron launch script ports by changing the program name. Flags Megatron has but mgt-train
+// does not are refused by name; see command_line.hpp.
+//
+// Fields whose Megatron default is None are std::optional until validation fills the ones
+// Megatron fills (global batch size, FFN size, kv channels, split, start/end weight decay, ...).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/index_job.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace mgt {
+
+// --bf16 / --fp16 choose the CUDA backend's reduced-precision compute (fp32 master weights and
+// optimizer state either way). The CPU backend always computes in fp32 whatever is asked.
+enum class Precision { Fp32, Bf16, Fp16 };
+
+struct ModelShapeOptions {
+  std::optional<std::int64_t> num_layers;            // --num-layers (required)
+  std::optional<std::int64_t> hidden_size;           // --hidden-size (required)
+  std::optional<std::int64_t> num_attention_heads;   // --num-attention-heads (required)
+  std::optional<std::int64_t> ffn_hidden_size;       // --ffn-hidden-size: 4h, or int(8h/3/64)*64 with SwiGLU
+  std::optional<std::int64_t> kv_channels;           // --kv-channels: h / heads
+  bool group_query_attention = false;                // --group-query-attention
+  std::int64_t num_query_groups = 1;                 // --num-query-groups (used with GQA only)
+  std::optional<std::int64_t> seq_length;            // --seq-length (required)
+  std::optional<std::int64_t> max_position_embeddings;  // --max-position-embeddings (required)
+  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+  double rotary_percent = 1.0;                       // --rotary-percent
+  std::int64_t rotary_base = 10000;                  // --rotary-base
+  std::string normalization = "LayerNorm";           // LayerNorm | RMSNorm
+  double norm_epsilon = 1e-5;                        // --norm-epsilon
+  bool swiglu = false;                               // --swiglu
+  bool openai_gelu = false;                          // --openai-gelu
+  bool add_bias_linear = true;                       // --disable-bias-linear clears it
+  bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
+  double hidden_dropout = 0.1;                       // --hidden-dropout
+  double attention_dropout = 0.1;                    // --attention-dropout
+  double init_method_std = 0.02;                     // --init-method-std
+  std::int64_t make_vocab_size_divisible_by = 128;   // --make-vocab-size-divisible-by
+  // Recomputation trades compute for activation memory; results do not change.
+  bool recompute_activations = false;                // --recompute-activations: granularity selective
+  std::optional<std::string> recompute_granularity;  // full | selective
+  std::optional<std::string> recompute_method;       // uniform | block
+  std::optional<std::int64_t> recompute_num_layers;  // --recompute-num-layers
+
+  // Megatron's num_query_groups as the model sees it: the flag with GQA, else one group per head.
+  std::int64_t query_groups() const {
+    return group_query_attention ? num_query_groups : num_attention_heads.value_or(0);
+  }
+};
+
+struct OptimizationOptions {
+  std::optional<std::int64_t> micro_batch_size;   // --micro-batch-size (required)
+  std::optional<std::int64_t> global_batch_size;  // --global-batch-size: micro × data-parallel
+  std::optional<std::int64_t> train_iters;        // --train-iters  } exactly one of the two
+  std::optional<std::int64_t> train_samples;      // --train-samples }
+  std::optional<double> lr;                       // --lr (required)
+  double min_lr = 0.0;                            // --min-lr
+  std::string lr_decay_style = "linear";          // constant | linear | cosine | inverse-square-root | WSD
+  std::int64_t lr_warmup_iters = 0;               // --lr-warmup-iters
+  std::optional<double> lr_warmup_fraction;       // --lr-warmup-fraction (of the decay steps)
+  std::int64_t lr_warmup_samples = 0;             // --lr-warmup-samples
+  double lr_warmup_init = 0.0;                    // --lr-warmup-init
+  std::optional<std::int64_t> lr_decay_iters;     // --lr-decay-iters: train iters
+  std::optional<std::int64_t> lr_decay_samples;   // --lr-decay-samples: train samples
+  std::string lr_wsd_decay_style = "exponential"; // exponential | linear | cosine | minus_sqrt
+  std::optional<std::int64_t> lr_wsd_decay_iters;    // --lr-wsd-decay-iters
+  std::optional<std::int64_t> lr_wsd_decay_samples;  // --lr-wsd-decay-samples
+  bool override_opt_param_scheduler = false;      // --override-opt_param-scheduler
+  bool use_checkpoint_opt_param_scheduler = false;  // --use-checkpoint-opt_param-scheduler
+  double weight_decay = 0.01;                     // --weight-decay
+  std::optional<double> start_weight_decay;       // --start-weight-decay: weight decay when constant
+  std::optional<double> end_weight_decay;         // --end-weight-decay: weight decay when constant
+  std::string weight_decay_incr_style = "constant";  // constant | linear | cosine
+  double clip_grad = 1.0;                         // --clip-grad (0 disables)
+  double adam_beta1 = 0.9;                        // --adam-beta1
+  double adam_beta2 = 0.999;                      // --adam-beta2
+  double adam_eps = 1e-8;                         // --adam-eps
+  std::string optimizer = "adam";                 // --optimizer: adam (AdamW semantics) only
+  std::int64_t seed = 1234;                       // --seed
+  Precision precision = Precision::Fp32;          // --bf16 | --fp16
+};
+
+struct DataOptions {
+  std::vector<std::string> data_path;             // --data-path [W] PREFIX ...
+  std::optional<std::string> data_args_path;      // --data-args-path
+  std::vector<std::string> train_data_path;       // --train-data-path
+  std::vector<std::string> valid_data_path;       // --valid-data-path
+  std::vector<std::string> test_data_path;        // --test-data-path
+  std::optional<std::string> split;               // --split: "969, 30, 1" with --data-path
+  std::optional<std::string> data_cache_path;     // --data-cache-path
+  bool mock_data = false;                         // --mock-data: Megatron's synthetic sequences
+  double mid_level_dataset_surplus = 0.005;       // --mid-level-dataset-surplus
+  std::string dataloader_type = "single";         // --dataloader-type: single only
+  TokenizerOptions tokenizer;                     // --tokenizer-type, --vocab-file, --merge-file,
+                                                  // --vocab-size, --vocab-extra-ids
+  bool eod_mask_loss = false;                     // --eod-mask-loss
+  bool reset_position_ids = false;                // --reset-position-ids
+  bool reset_attention_mask = false;              // --reset-attention-mask
+};
+
+struct CheckpointOptions {
+  std::optional<std::string> save;                // --save DIR
+  std::optional<std::int64_t> save_interval;      // --save-interval (alias --persistent-save-interval)
+  std::optional<std::string> load;                // --load DIR
+  bool no_save_optim = false;                     // --no-save-optim
+  bool no_save_rng = false;                       // --no-save-rng
+  bool no_load_optim = false;                     // --no-load-optim
+  bool no_load_rng = false;                       // --no-load-rng
+  bool finetune = false;                          // --finetune: weights only, iteration 0
+};
+
+struct LoggingOptions {
+  std::int64_t log_interval = 100;                // --log-interval
+  std::int64_t eval_interval = 1000;              // --eval-interval
+  std::int64_t eval_iters = 100;                  // --eval-iters
+  std::optional<std::int64_t> exit_interval;      // --exit-interval
+  std::optional<std::int64_t> exit_duration_in_mins;  // --exit-duration-in-mins
+  bool exit_signal_handler = false;               // --exit-signal-handler
+  std::string exit_signal = "SIGTERM";            // --exit-signal (mgt): the signal it waits for
+  bool log_throughput = false;                    // --log-throughput
+  std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
+};
+
+struct ParallelOptions {
+  std::int64_t tensor_model_parallel_size = 1;    // 1 only, for now
+  std::int64_t pipeline_model_parallel_size = 1;  // 1 only, for now
+  std::int64_t context_parallel_size = 1;         // 1 only
+  bool sequence_parallel = false;                 // cleared when TP is 1, as Megatron does
+  bool use_distributed_optimizer = false;         // same results as the plain optimizer at DP 1
+  // Derived by validation: world_size / (TP × PP × CP), and the micro-batches per iteration.
+  std::int64_t world_size = 1;
+  std::int64_t data_parallel_size = 1;
+};
+
+struct TrainOptions {
+  ModelShapeOptions model;
+  OptimizationOptions optim;
+  DataOptions data;
+  CheckpointOptions checkpoint;
+  LoggingOptions logging;
+  ParallelOptions parallel;
+  bool show_help = false;  // --help: print train_options_help() and stop
+
+  // Valid after validation: iterations to run (sample-based runs: train_samples // gbs).
+  std::int64_t total_train_iters() const;
+  // Valid after validation: gbs / (micro-batch × data-parallel size).
+  std::int64_t num_microbatches() const;
+};
+
+// Parses and validates (validate_train_options with `world_size`, the number of ranks, known
+// before parsing from the launcher). Throws mgt::UsageError.
+// With --help, returns right away with show_help set and nothing checked.
+TrainOptions parse_train_options(int argc, const char* const* argv, int world_size = 1);
+
+// Megatron's validate_args for the supported flags: fills the derived values and throws
+// mgt::UsageError naming the flags at fault. Call it once: like Megatron it completes the
+// options in place (start/end weight decay, for one, must be unset on entry when constant).
+void validate_train_options(TrainOptions& options, int world_size = 1);
+
+// The --help text.
+std::string train_options_help();
+
+// The data flags as mgt-index takes them, so training builds (or finds in the cache) exactly
+// the indices mgt-index builds for the same flags.
+IndexOptions index_options(const TrainOptions& options);
+
+}  // namespace mgt

@@ -1,0 +1,369 @@
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/json_text.hpp"
+#include "train/megatron_flags.hpp"
+#include "train/train_options.hpp"
+
+using namespace mgt;
+
+namespace {
+
+const std::vector<std::string> kMinimal = {
+    "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+    "--max-position-embeddings", "64", "--micro-batch-size", "2", "--lr", "1e-3", "--train-iters", "10",
+    "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "100"};
+
+TrainOptions parse(std::vector<std::string> args, int world_size = 1) {
+  args.insert(args.begin(), "mgt-train");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_train_options(static_cast<int>(argv.size()), argv.data(), world_size);
+}
+
+TrainOptions parse_with(std::vector<std::string> extra, int world_size = 1) {
+  std::vector<std::string> args = kMinimal;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return parse(args, world_size);
+}
+
+// The usage error (exit code 2) that parsing `args` raises.
+std::string usage_error(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
+    return e.what();
+  }
+  FAIL("no error");
+  return {};
+}
+
+std::string usage_error_with(std::vector<std::string> extra) {
+  std::vector<std::string> args = kMinimal;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return usage_error(args);
+}
+
+std::vector<std::string> without(std::vector<std::string> args, const std::string& flag, int values) {
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (args[i] == flag || args[i].rfind(flag + "=", 0) == 0) {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 1 + values);
+      break;
+    }
+  return args;
+}
+
+// Our defaults as Python's repr would print them, to compare with Megatron's parser dump.
+std::string py(bool v) { return v ? "True" : "False"; }
+std::string py(double v) { return python_float_repr(v); }
+std::string py(std::int64_t v) { return std::to_string(v); }
+std::string py(const std::string& v) { return v.empty() ? "None" : "'" + v + "'"; }
+std::string py(const std::optional<std::int64_t>& v) { return v ? py(*v) : "None"; }
+std::string py(const std::optional<double>& v) { return v ? py(*v) : "None"; }
+std::string py(const std::optional<std::string>& v) { return v ? py(*v) : "None"; }
+std::string py(const std::vector<std::string>& v) { return v.empty() ? "None" : "[...]"; }
+
+std::string megatron_default(const std::string& flag) {
+  auto f = find_megatron_flag(flag);
+  REQUIRE(f);
+  std::string d(f->default_);
+  // store_true flags declared with default=None behave as False.
+  if (d == "None" && f->action == "StoreTrueAction") return "False";
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("train options: defaults are Megatron's", "[train]") {
+  const TrainOptions o;  // before validation fills anything in
+  const auto& m = o.model;
+  const auto& t = o.optim;
+  const std::vector<std::pair<std::string, std::string>> ours = {
+      {"--num-layers", py(m.num_layers)},
+      {"--hidden-size", py(m.hidden_size)},
+      {"--num-attention-heads", py(m.num_attention_heads)},
+      {"--ffn-hidden-size", py(m.ffn_hidden_size)},
+      {"--kv-channels", py(m.kv_channels)},
+      {"--group-query-attention", py(m.group_query_attention)},
+      {"--num-query-groups", py(m.num_query_groups)},
+      {"--seq-length", py(m.seq_length)},
+      {"--max-position-embeddings", py(m.max_position_embeddings)},
+      {"--position-embedding-type", py(m.position_embedding_type)},
+      {"--rotary-percent", py(m.rotary_percent)},
+      {"--rotary-base", py(m.rotary_base)},
+      {"--normalization", py(m.normalization)},
+      {"--norm-epsilon", py(m.norm_epsilon)},
+      {"--swiglu", py(m.swiglu)},
+      {"--openai-gelu", py(m.openai_gelu)},
+      {"--disable-bias-linear", py(m.add_bias_linear)},  // store_false: the default is True
+      {"--untie-embeddings-and-output-weights", py(m.untie_embeddings_and_output_weights)},
+      {"--hidden-dropout", py(m.hidden_dropout)},
+      {"--attention-dropout", py(m.attention_dropout)},
+      {"--init-method-std", py(m.init_method_std)},
+      {"--make-vocab-size-divisible-by", py(m.make_vocab_size_divisible_by)},
+      {"--recompute-activations", py(m.recompute_activations)},
+      {"--recompute-granularity", py(m.recompute_granularity)},
+      {"--recompute-method", py(m.recompute_method)},
+      {"--recompute-num-layers", py(m.recompute_num_layers)},
+      {"--micro-batch-size", py(t.micro_batch_size)},
+      {"--global-batch-size", py(t.global_batch_size)},
+      {"--train-iters", py(t.train_iters)},
+      {"--train-samples", py(t.train_samples)},
+      {"--lr", py(t.lr)},
+      {"--min-lr", py(t.min_lr)},
+      {"--lr-decay-style", py(t.lr_decay_style)},
+      {"--lr-warmup-iters", py(t.lr_warmup_iters)},
+      {"--lr-warmup-fraction", py(t.lr_warmup_fraction)},
+      {"--lr-warmup-samples", py(t.lr_warmup_samples)},
+      {"--lr-warmup-init", py(t.lr_warmup_init)},
+      {"--lr-decay-iters", py(t.lr_decay_iters)},
+      {"--lr-decay-samples", py(t.lr_decay_samples)},
+      {"--lr-wsd-decay-style", py(t.lr_wsd_decay_style)},
+      {"--lr-wsd-decay-iters", py(t.lr_wsd_decay_iters)},
+      {"--lr-wsd-decay-samples", py(t.lr_wsd_decay_samples)},
+      {"--override-opt_param-scheduler", py(t.override_opt_param_scheduler)},
+      {"--use-checkpoint-opt_param-scheduler", py(t.use_checkpoint_opt_param_scheduler)},
+      {"--weight-decay", py(t.weight_decay)},
+      {"--start-weight-decay", py(t.start_weight_decay)},
+      {"--end-weight-decay", py(t.end_weight_decay)},
+      {"--weight-decay-incr-style", py(t.weight_decay_incr_style)},
+      {"--clip-grad", py(t.clip_grad)},
+      {"--adam-beta1", py(t.adam_beta1)},
+      {"--adam-beta2", py(t.adam_beta2)},
+      {"--adam-eps", py(t.adam_eps)},
+      {"--optimizer", py(t.optimizer)},
+      {"--seed", py(t.seed)},
+      {"--bf16", py(t.precision == Precision::Bf16)},
+      {"--fp16", py(t.precision == Precision::Fp16)},
+      {"--data-path", py(o.data.data_path)},
+      {"--split", py(o.data.split)},
+      {"--data-cache-path", py(o.data.data_cache_path)},
+      {"--mock-data", py(o.data.mock_data)},
+      {"--mid-level-dataset-surplus", py(o.data.mid_level_dataset_surplus)},
+      {"--tokenizer-type", py(o.data.tokenizer.type)},
+      {"--vocab-file", py(o.data.tokenizer.vocab_file)},
+      {"--merge-file", py(o.data.tokenizer.merge_file)},
+      {"--vocab-size", py(o.data.tokenizer.vocab_size)},
+      {"--vocab-extra-ids", py(std::int64_t{o.data.tokenizer.vocab_extra_ids})},
+      {"--eod-mask-loss", py(o.data.eod_mask_loss)},
+      {"--reset-position-ids", py(o.data.reset_position_ids)},
+      {"--reset-attention-mask", py(o.data.reset_attention_mask)},
+      {"--save", py(o.checkpoint.save)},
+      {"--save-interval", py(o.checkpoint.save_interval)},
+      {"--load", py(o.checkpoint.load)},
+      {"--no-save-optim", py(o.checkpoint.no_save_optim)},
+      {"--no-save-rng", py(o.checkpoint.no_save_rng)},
+      {"--no-load-optim", py(o.checkpoint.no_load_optim)},
+      {"--no-load-rng", py(o.checkpoint.no_load_rng)},
+      {"--finetune", py(o.checkpoint.finetune)},
+      {"--log-interval", py(o.logging.log_interval)},
+      {"--eval-interval", py(o.logging.eval_interval)},
+      {"--eval-iters", py(o.logging.eval_iters)},
+      {"--exit-interval", py(o.logging.exit_interval)},
+      {"--exit-duration-in-mins", py(o.logging.exit_duration_in_mins)},
+      {"--exit-signal-handler", py(o.logging.exit_signal_handler)},
+      {"--log-throughput", py(o.logging.log_throughput)},
+      {"--tensor-model-parallel-size", py(o.parallel.tensor_model_parallel_size)},
+      {"--pipeline-model-parallel-size", py(o.parallel.pipeline_model_parallel_size)},
+      {"--context-parallel-size", py(o.parallel.context_parallel_size)},
+      {"--sequence-parallel", py(o.parallel.sequence_parallel)},
+      {"--use-distributed-optimizer", py(o.parallel.use_distributed_optimizer)},
+  };
+  for (const auto& [flag, value] : ours) {
+    INFO(flag);
+    CHECK(value == megatron_default(flag));
+  }
+  // Megatron's default None becomes 'single' in validate_args; mgt starts there.
+  CHECK(megatron_default("--dataloader-type") == "None");
+  CHECK(o.data.dataloader_type == "single");
+}
+
+TEST_CASE("train options: the Megatron flag table is complete and sorted", "[train]") {
+  auto flags = megatron_flags();
+  CHECK(flags.size() == 503);
+  for (std::size_t i = 1; i < flags.size(); ++i) CHECK(flags[i - 1].name < flags[i].name);
+  CHECK(find_megatron_flag("--persistent-save-interval"));  // aliases have entries
+  CHECK(find_megatron_flag("--help"));
+  CHECK_FALSE(find_megatron_flag("--metrics-file"));
+  CHECK_FALSE(find_megatron_flag("--exit-signal"));
+}
+
+TEST_CASE("train options: values and derived values", "[train]") {
+  TrainOptions o = parse(kMinimal);
+  CHECK_FALSE(o.show_help);
+  CHECK(o.model.num_layers == 2);
+  CHECK(o.model.ffn_hidden_size == 256);  // 4h
+  CHECK(o.model.kv_channels == 16);       // h / heads
+  CHECK(o.model.query_groups() == 4);     // one per head without GQA
+  CHECK(o.optim.global_batch_size == 2);  // micro × DP
+  CHECK(o.optim.start_weight_decay == 0.01);
+  CHECK(o.optim.end_weight_decay == 0.01);
+  CHECK(o.optim.lr == 1e-3);
+  CHECK(o.total_train_iters() == 10);
+  CHECK(o.num_microbatches() == 1);
+  CHECK(o.data.tokenizer.vocab_size == 100);
+  CHECK(o.parallel.data_parallel_size == 1);
+
+  o = parse_with({"--swiglu", "--group-query-attention", "--num-query-groups", "2", "--disable-bias-linear",
+                  "--normalization", "RMSNorm", "--position-embedding-type", "rope", "--bf16",
+                  "--global-batch-size", "8", "--untie-embeddings-and-output-weights"});
+  CHECK(o.model.ffn_hidden_size == 128);  // int(4·64·2/3 / 64) · 64
+  CHECK(o.model.query_groups() == 2);
+  CHECK_FALSE(o.model.add_bias_linear);
+  CHECK(o.model.normalization == "RMSNorm");
+  CHECK(o.model.position_embedding_type == "rope");
+  CHECK(o.optim.precision == Precision::Bf16);
+  CHECK(o.num_microbatches() == 4);
+  CHECK(o.model.untie_embeddings_and_output_weights);
+
+  o = parse_with({"--global-batch-size", "8"}, 2);  // two data-parallel ranks
+  CHECK(o.parallel.data_parallel_size == 2);
+  CHECK(o.num_microbatches() == 2);
+
+  o = parse_with({"--recompute-activations", "--sequence-parallel", "--use-distributed-optimizer",
+                  "--tensor-model-parallel-size", "1", "--fp16"});
+  CHECK(o.model.recompute_granularity == "selective");
+  CHECK_FALSE(o.parallel.sequence_parallel);  // cleared at TP 1, as Megatron does
+  CHECK(o.parallel.use_distributed_optimizer);
+  CHECK(o.optim.precision == Precision::Fp16);
+
+  o = parse_with({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+  CHECK(o.model.recompute_method == "uniform");
+}
+
+TEST_CASE("train options: argparse-style values", "[train]") {
+  auto args = without(kMinimal, "--mock-data", 0);
+  args.insert(args.end(), {"--data-path", "0.3", "a,b", "0.7", "c", "--split=90,5,5", "--lr-warmup-init", "-0.5",
+                           "--data-cache-path=/tmp/x", "--save", "ckpt", "--persistent-save-interval", "5"});
+  TrainOptions o = parse(args);
+  CHECK(o.data.data_path == std::vector<std::string>{"0.3", "a,b", "0.7", "c"});
+  CHECK(o.data.split == "90,5,5");
+  CHECK(o.optim.lr_warmup_init == -0.5);  // a negative number is a value, not a flag
+  CHECK(o.data.data_cache_path == "/tmp/x");
+  CHECK(o.checkpoint.save_interval == 5);
+
+  args.insert(args.end(), {"--data-path", "d"});  // argparse: the last occurrence wins
+  o = parse(args);
+  CHECK(o.data.data_path == std::vector<std::string>{"d"});
+  CHECK(o.data.split == "90,5,5");
+
+  o = parse(without(args, "--split", 0));
+  CHECK(o.data.split == "969, 30, 1");     // Megatron's legacy default with --data-path
+
+  o = parse_with({"--lr", "2e-4", "--seed", "7", "--lr", "3e-4"});  // last value wins
+  CHECK(o.optim.lr == 3e-4);
+  CHECK(o.optim.seed == 7);
+
+  o = parse_with({"--exit-signal-handler", "--exit-signal", "SIGUSR1", "--metrics-file", "m.jsonl",
+                  "--exit-duration-in-mins", "30", "--exit-interval", "50", "--log-throughput"});
+  CHECK(o.logging.exit_signal == "SIGUSR1");
+  CHECK(o.logging.metrics_file == "m.jsonl");
+  CHECK(o.logging.exit_duration_in_mins == 30);
+  CHECK(o.logging.exit_interval == 50);
+  CHECK(o.logging.log_throughput);
+}
+
+TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
+  CHECK(usage_error_with({"--num-experts", "8"}) == "--num-experts is a Megatron-LM flag that mgt-train does not support");
+  CHECK(usage_error_with({"--tensorboard-dir=tb"}) == "--tensorboard-dir is a Megatron-LM flag that mgt-train does not support");
+  CHECK(usage_error_with({"--use-flash-attn"}) == "--use-flash-attn is a Megatron-LM flag that mgt-train does not support");
+  CHECK(usage_error_with({"--num-layer", "2"}) == "unknown flag --num-layer (see --help)");
+  CHECK(usage_error_with({"-x"}) == "unknown flag -x (see --help)");
+  CHECK(usage_error_with({"stray"}) == "unexpected argument 'stray' (see --help)");
+  CHECK(usage_error_with({"--swiglu=1"}) == "--swiglu takes no value");
+  CHECK(usage_error_with({"--seed"}) == "--seed needs a value");
+  CHECK(usage_error_with({"--seed", "--swiglu"}) == "--seed needs a value");
+  CHECK(usage_error_with({"--seed", "x"}) == "--seed: 'x' is not an integer");
+  CHECK(usage_error_with({"--seed", "1.5"}) == "--seed: '1.5' is not an integer");
+  CHECK(usage_error_with({"--lr", "fast"}) == "--lr: 'fast' is not a number");
+}
+
+TEST_CASE("train options: validation like Megatron's", "[train]") {
+  CHECK(usage_error(without(kMinimal, "--lr", 1)) == "--lr is required");
+  CHECK(usage_error(without(kMinimal, "--micro-batch-size", 1)) == "--micro-batch-size is required");
+  CHECK(usage_error(without(kMinimal, "--num-layers", 1)) == "--num-layers is required");
+  CHECK(usage_error(without(kMinimal, "--max-position-embeddings", 1)) == "--max-position-embeddings is required");
+  CHECK(usage_error(without(kMinimal, "--train-iters", 1)) == "--train-iters or --train-samples is required");
+  CHECK(usage_error_with({"--train-samples", "100"}) == "--train-iters and --train-samples are mutually exclusive");
+  CHECK(usage_error_with({"--global-batch-size", "5"}) ==
+        "global batch size (5) is not divisible by micro batch size (2) times data parallel size (1)");
+  CHECK(usage_error_with({"--seq-length", "128"}) ==
+        "max_position_embeddings (64) must be greater than or equal to seq_length (128)");
+  CHECK(usage_error_with({"--lr-warmup-fraction", "0.1", "--lr-warmup-iters", "2"}) ==
+        "can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
+  CHECK(usage_error_with({"--lr-warmup-samples", "4"}) == "--lr-warmup-samples needs --train-samples (use --lr-warmup-iters)");
+  CHECK(usage_error_with({"--lr-decay-samples", "4"}) == "--lr-decay-samples needs --train-samples (use --lr-decay-iters)");
+  auto samples = without(kMinimal, "--train-iters", 1);
+  samples.insert(samples.end(), {"--train-samples", "100", "--lr-decay-iters", "5"});
+  CHECK(usage_error(samples) == "--lr-decay-iters needs --train-iters (use --lr-decay-samples)");
+  CHECK(usage_error_with({"--lr-warmup-iters", "10"}).find("warm-up must be shorter than the decay") != std::string::npos);
+  CHECK(usage_error_with({"--min-lr", "0.1"}) == "--min-lr must not exceed --lr");
+  CHECK(usage_error_with({"--lr-decay-style", "WSD"}) == "--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples)");
+  CHECK(usage_error_with({"--lr-decay-style", "step"}) ==
+        "--lr-decay-style: invalid choice 'step' (choose from constant, linear, cosine, inverse-square-root, WSD)");
+  CHECK(usage_error_with({"--start-weight-decay", "0.1"}).find("--weight-decay-incr-style") != std::string::npos);
+  CHECK(usage_error_with({"--weight-decay-incr-style", "linear"}) ==
+        "--weight-decay-incr-style linear needs --start-weight-decay and --end-weight-decay");
+  CHECK(usage_error_with({"--optimizer", "sgd"}) == "--optimizer sgd is not supported by mgt-train (adam only)");
+  CHECK(usage_error_with({"--tensor-model-parallel-size", "2"}) == "--tensor-model-parallel-size 2 is not supported yet (only 1)");
+  CHECK(usage_error_with({"--pipeline-model-parallel-size", "4"}) == "--pipeline-model-parallel-size 4 is not supported yet (only 1)");
+  CHECK(usage_error_with({"--position-embedding-type", "relative"}) ==
+        "--position-embedding-type relative is not supported by mgt-train (learned_absolute, rope or none)");
+  CHECK(usage_error_with({"--group-query-attention", "--num-query-groups", "3"}) ==
+        "--num-attention-heads (4) must be divisible by --num-query-groups (3)");
+  CHECK(usage_error_with({"--hidden-size", "66"}) ==
+        "--hidden-size (66) must be divisible by --num-attention-heads (4), or give --kv-channels");
+  CHECK(usage_error_with({"--bf16", "--fp16"}) == "--bf16 and --fp16 are mutually exclusive");
+  CHECK(usage_error_with({"--swiglu", "--openai-gelu"}) == "--swiglu and --openai-gelu are mutually exclusive");
+  CHECK(usage_error_with({"--save", "ckpt"}) == "--save needs --save-interval");
+  CHECK(usage_error_with({"--exit-signal", "SIGUSR1"}) == "--exit-signal needs --exit-signal-handler");
+  CHECK(usage_error_with({"--exit-signal-handler", "--exit-signal", "SIGKILL"}).find("invalid choice 'SIGKILL'") !=
+        std::string::npos);
+  CHECK(usage_error_with({"--recompute-granularity", "full"}) == "--recompute-granularity full needs --recompute-method");
+  CHECK(usage_error_with({"--recompute-method", "block"}) == "--recompute-method needs --recompute-granularity full");
+  CHECK(usage_error_with({"--dataloader-type", "cyclic"}) == "--dataloader-type cyclic is not supported by mgt-train (single only)");
+  CHECK(usage_error_with({"--data-path", "x"}) == "--mock-data and data paths are mutually exclusive");
+  CHECK(usage_error(without(kMinimal, "--mock-data", 0)) == "--data-path (or --train-data-path, or --mock-data) is required");
+  CHECK(usage_error(without(kMinimal, "--tokenizer-type", 1)) == "--tokenizer-type is required");
+  CHECK(usage_error_with({"--save-interval", "5", "--persistent-save-interval", "5"}) ==
+        "--save-interval and --persistent-save-interval are the same flag; give one");
+  // Four data-parallel ranks with micro-batches of 2 need a multiple of 8.
+  try {
+    parse_with({"--global-batch-size", "6"}, 4);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "global batch size (6) is not divisible by micro batch size (2) times data parallel size (4)");
+  }
+}
+
+TEST_CASE("train options: help and the mgt-index view of the data flags", "[train]") {
+  TrainOptions h = parse({"--help"});
+  CHECK(h.show_help);
+  const std::string help = train_options_help();
+  for (const char* flag : {"--num-layers", "--lr-decay-style", "--data-path", "--exit-signal", "--metrics-file",
+                           "--tensor-model-parallel-size"})
+    CHECK(help.find(flag) != std::string::npos);
+
+  auto args = without(kMinimal, "--mock-data", 0);
+  args.insert(args.end(), {"--data-path", "corpus", "--eval-iters", "3", "--eval-interval", "5", "--seed", "9",
+                           "--eod-mask-loss", "--data-cache-path", "cache"});
+  IndexOptions x = index_options(parse(args));
+  CHECK(x.data_path == std::vector<std::string>{"corpus"});
+  CHECK(x.split == "969, 30, 1");
+  CHECK(x.seq_length == 32);
+  CHECK(x.seed == 9);
+  CHECK(x.train_iters == 10);
+  CHECK(x.global_batch_size == 2);
+  CHECK(x.micro_batch_size == 2);
+  CHECK(x.eval_iters == 3);
+  CHECK(x.eval_interval == 5);
+  CHECK(x.data_cache_path == "cache");
+  CHECK(x.tokenizer.type == "NullTokenizer");
+  CHECK(x.eod_mask_loss);
+  CHECK(requested_samples(x) == std::array<std::int64_t, 3>{20, 18, 6});
+}
