@@ -1,0 +1,134 @@
+#include "ckpt/checkpoint_writer.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "ckpt/checkpoint_files.hpp"
+#include "ckpt/hdf5_error.hpp"
+#include "ckpt/hdf5_handle.hpp"
+#include "ckpt/hdf5_shard_format.hpp"
+#include "ckpt/hdf5_types.hpp"
+#include "core/error.hpp"
+
+namespace mgt::ckpt {
+
+struct ShardWriter::Impl {
+  std::string path;
+  std::string context;  // "checkpoint file 'PATH'"
+  ShardWriterOptions options;
+  h5::File file;
+  std::set<std::string> groups;   // groups created so far
+  std::set<std::string> tensors;  // names written so far
+
+  // Creates the groups on the way to `name`, each remembering creation order.
+  void make_parent_groups(const std::string& name) {
+    for (auto slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1)) {
+      std::string group = name.substr(0, slash);
+      if (!groups.insert(group).second) continue;
+      auto gcpl = h5::group_creation_properties(context);
+      h5::Group created(h5::check_id(H5Gcreate2(file.get(), group.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
+                                     "H5Gcreate2", context + ", group '" + group + "'"));
+    }
+  }
+};
+
+std::vector<std::int64_t> chunk_shape_for(std::span<const std::int64_t> shape, std::size_t element_size,
+                                          std::size_t max_chunk_bytes) {
+  const std::int64_t budget = std::max<std::int64_t>(1, static_cast<std::int64_t>(max_chunk_bytes / element_size));
+  std::vector<std::int64_t> chunk(shape.size(), 1);
+  std::int64_t inner = 1;  // elements in one chunk so far, from the last dimension backwards
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    const std::int64_t extent = std::max<std::int64_t>(shape[i], 1);
+    if (inner * extent <= budget) {
+      chunk[i] = extent;
+      inner *= extent;
+    } else {
+      chunk[i] = std::max<std::int64_t>(1, budget / inner);
+      break;  // the dimensions before this one stay 1
+    }
+  }
+  return chunk;
+}
+
+ShardWriter::ShardWriter(std::string path, const CheckpointMetadata& metadata, ShardWriterOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  h5::silence_errors();
+  impl_->path = std::move(path);
+  impl_->context = "checkpoint file '" + impl_->path + "'";
+  impl_->options = options;
+  if (options.max_chunk_bytes == 0 || options.max_chunk_bytes > (std::size_t{1} << 31))
+    throw Error("checkpoint chunk size must be between 1 byte and 2 GiB");
+  // HDF5 creates files 0666; creating the file first with our mode, then truncating it through
+  // HDF5, keeps the mode.
+  create_checkpoint_file(impl_->path);
+  auto fcpl = h5::file_creation_properties(impl_->context);
+  auto fapl = h5::file_access_properties(impl_->context);
+  impl_->file = h5::File(h5::check_id(H5Fcreate(impl_->path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()),
+                                      "H5Fcreate", "cannot create " + impl_->context));
+  h5::write_metadata(impl_->file.get(), metadata, impl_->context);
+}
+
+ShardWriter::~ShardWriter() = default;
+ShardWriter::ShardWriter(ShardWriter&&) noexcept = default;
+ShardWriter& ShardWriter::operator=(ShardWriter&&) noexcept = default;
+
+const std::string& ShardWriter::path() const { return impl_->path; }
+
+void ShardWriter::write(const TensorRecord& record, std::span<const std::byte> bytes) {
+  h5::silence_errors();
+  auto& s = *impl_;
+  if (!s.file.valid()) throw Error("cannot write tensor '" + record.name + "': " + s.context + " is closed");
+  validate_tensor_record(record);
+  if (bytes.size() != record.byte_size())
+    throw Error("tensor '" + record.name + "' of shape " + format_shape(record.shape) + " and dtype " +
+                std::string(dtype_name(record.dtype)) + " needs " + std::to_string(record.byte_size()) +
+                " bytes, got " + std::to_string(bytes.size()));
+  if (!s.tensors.insert(record.name).second)
+    throw Error("tensor '" + record.name + "' written twice to " + s.context);
+
+  const std::string where = s.context + ", tensor '" + record.name + "'";
+  s.make_parent_groups(record.name);
+
+  std::vector<hsize_t> dims(record.shape.begin(), record.shape.end());
+  h5::Dataspace space(h5::check_id(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                                   "H5Screate_simple", where));
+  h5::PropertyList dcpl(h5::check_id(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", where));
+  // Every byte gets written right away, so prefilling with zeros would only cost time.
+  h5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time", where);
+  // Checksums need chunked storage; an empty tensor has no data to guard (and HDF5 refuses
+  // chunks larger than a zero-size fixed dimension), so it stays contiguous.
+  if (record.element_count() > 0) {
+    auto chunk = chunk_shape_for(record.shape, dtype_size(record.dtype), s.options.max_chunk_bytes);
+    std::vector<hsize_t> chunk_dims(chunk.begin(), chunk.end());
+    h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk_dims.size()), chunk_dims.data()), "H5Pset_chunk", where);
+    h5::check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32", where);
+  }
+  h5::Dataset dataset(h5::check_id(H5Dcreate2(s.file.get(), record.name.c_str(), h5::file_type_of(record.dtype),
+                                              space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                   "H5Dcreate2", where));
+  if (!bytes.empty())
+    h5::check(H5Dwrite(dataset.get(), h5::memory_type_of(record.dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
+              "H5Dwrite", where);
+  h5::write_tensor_attributes(dataset.get(), record, where);
+}
+
+void ShardWriter::close() {
+  h5::silence_errors();
+  auto& s = *impl_;
+  if (!s.file.valid()) return;
+  h5::check(s.file.close(), "H5Fclose", "cannot finish " + s.context);
+  // HDF5 writes with plain write(2); durability before the directory is published is ours.
+  sync_file(s.path);
+}
+
+void write_shard(const std::string& path, const CheckpointMetadata& metadata, std::span<const TensorData> tensors,
+                 ShardWriterOptions options) {
+  ShardWriter writer(path, metadata, options);
+  for (const auto& tensor : tensors) writer.write(tensor);
+  writer.close();
+}
+
+}  // namespace mgt::ckpt

@@ -1,0 +1,148 @@
+// A save killed with SIGKILL at any moment must leave the previous checkpoint loadable bit for
+// bit and the tracker file valid. A forked child does the save; the parent kills it.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "ckpt/checkpoint_layout.hpp"
+#include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/checkpoint_writer.hpp"
+#include "ckpt/iteration_save.hpp"
+#include "ckpt_testing.hpp"
+#include "test_paths.hpp"
+
+using namespace mgt;
+using namespace mgt::ckpt;
+
+namespace {
+
+const std::string kShard = "mp_rank_00.h5";
+
+void save_state(const std::string& save, std::int64_t iteration, const ckpt_test::FakeState& state,
+                const SaveOptions& options, std::chrono::microseconds pause_per_tensor) {
+  IterationSave save_op(save, iteration, options);
+  ShardWriter writer(save_op.staged_path(kShard), state.metadata, ShardWriterOptions{.max_chunk_bytes = 1 << 16});
+  for (std::size_t i = 0; i < state.records.size(); ++i) {
+    writer.write(state.records[i], state.contents[i]);
+    std::this_thread::sleep_for(pause_per_tensor);
+  }
+  writer.close();
+  save_op.commit();
+}
+
+// Runs `body` in a child process and returns how it ended: its exit code, or -signal.
+template <typename Body>
+int run_in_child(Body body, std::chrono::microseconds kill_after = std::chrono::microseconds::max()) {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int code = 0;
+    try {
+      body();
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);  // no Catch2 or static destructors in the child
+  }
+  if (kill_after != std::chrono::microseconds::max()) {
+    std::this_thread::sleep_for(kill_after);
+    ::kill(pid, SIGKILL);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+// After a killed save of `iteration` over a SAVE whose tracker named `previous_iteration`:
+// the tracker names one of the two and the checkpoint it names loads as exactly what was saved
+// there. Returns the iteration found.
+std::int64_t check_survivor(const std::string& save, std::int64_t previous_iteration,
+                            const ckpt_test::FakeState& previous, std::int64_t iteration,
+                            const ckpt_test::FakeState& next) {
+  auto latest = latest_iteration(save);
+  REQUIRE(latest);
+  REQUIRE((*latest == previous_iteration || *latest == iteration));
+  auto dir = find_latest_checkpoint_directory(save);
+  REQUIRE(dir);
+  ShardReader reader(*dir + "/" + kShard);
+  CHECK_NOTHROW(reader.verify());
+  if (*latest == iteration && iteration != previous_iteration) {
+    CHECK(ckpt_test::shard_matches(reader, next));
+  } else if (iteration == previous_iteration) {
+    // Re-saving the same iteration: the old copy or the new one, each whole.
+    CHECK((ckpt_test::shard_matches(reader, previous) || ckpt_test::shard_matches(reader, next)));
+  } else {
+    CHECK(ckpt_test::shard_matches(reader, previous));
+  }
+  return *latest;
+}
+
+// The next save after a crash succeeds and leaves no hidden leftovers.
+void check_recovery(const std::string& save) {
+  auto state = ckpt_test::make_fake_state(99, 1, 4);
+  save_state(save, 99, state, {}, std::chrono::microseconds(0));
+  for (const auto& e : std::filesystem::directory_iterator(save)) {
+    INFO(e.path());
+    CHECK(e.path().filename().string().front() != '.');
+    CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+  }
+  CHECK(ckpt_test::shard_matches(ShardReader(*find_latest_checkpoint_directory(save) + "/" + kShard), state));
+}
+
+}  // namespace
+
+TEST_CASE("a save killed at each publish step leaves a loadable checkpoint", "[ckpt]") {
+  const auto previous = ckpt_test::make_fake_state(1, 2, 64);
+  const auto next = ckpt_test::make_fake_state(2, 3, 64);
+  const std::vector<SaveStep> all_steps{SaveStep::StagingSynced, SaveStep::PreviousMovedAside, SaveStep::Published,
+                                        SaveStep::PreviousRemoved, SaveStep::TrackerWritten};
+  for (bool exchange : {true, false}) {
+    for (std::int64_t iteration : {std::int64_t{1}, std::int64_t{2}}) {  // re-save, or a new iteration
+      for (SaveStep step : all_steps) {
+        DYNAMIC_SECTION("exchange " << exchange << ", iteration " << iteration << ", killed at "
+                                    << save_step_name(step)) {
+          auto save = test::scratch_dir("ckpt_crash_steps");
+          save_state(save, 1, previous, {}, std::chrono::microseconds(0));
+          SaveOptions options;
+          options.atomic_exchange = exchange;
+          options.on_step = [step](SaveStep reached) {
+            if (reached == step) ::raise(SIGKILL);
+          };
+          int ended = run_in_child([&] { save_state(save, iteration, next, options, std::chrono::microseconds(0)); });
+          // Steps that this kind of save never reaches let the child finish.
+          CHECK((ended == -SIGKILL || ended == 0));
+          check_survivor(save, 1, previous, iteration, next);
+          check_recovery(save);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a save killed at random moments leaves a loadable checkpoint", "[ckpt]") {
+  const auto previous = ckpt_test::make_fake_state(11, 4, 256);
+  const auto next = ckpt_test::make_fake_state(12, 12, 256);  // 24 tensors of 64 KiB, written slowly
+  std::mt19937 rng(20240611);
+  // The child needs roughly 24 x 2 ms plus I/O; delays reach past that to catch the publish.
+  std::uniform_int_distribution<int> delay_us(0, 90000);
+  int killed = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    const std::int64_t iteration = trial % 2 == 0 ? 12 : 11;
+    auto save = test::scratch_dir("ckpt_crash_random");
+    save_state(save, 11, previous, {}, std::chrono::microseconds(0));
+    int ended = run_in_child([&] { save_state(save, iteration, next, {}, std::chrono::microseconds(2000)); },
+                             std::chrono::microseconds(delay_us(rng)));
+    if (ended == -SIGKILL) ++killed;
+    else CHECK(ended == 0);
+    check_survivor(save, 11, previous, iteration, next);
+    check_recovery(save);
+  }
+  CHECK(killed > 0);
+}

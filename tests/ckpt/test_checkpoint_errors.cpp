@@ -1,0 +1,131 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/checkpoint_writer.hpp"
+#include "ckpt/tensor_paths.hpp"
+#include "ckpt_testing.hpp"
+#include "core/error.hpp"
+#include "test_paths.hpp"
+
+using namespace mgt;
+using namespace mgt::ckpt;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A shard with two fp32 tensors of 4 chunks each.
+std::string write_small_shard(const std::string& dir) {
+  const auto path = dir + "/mp_rank_00.h5";
+  auto state = ckpt_test::make_fake_state(7, 1, 256);
+  ShardWriter writer(path, state.metadata, ShardWriterOptions{.max_chunk_bytes = 64 * 64 * 4});
+  ckpt_test::write_fake_state(writer, state);
+  writer.close();
+  return path;
+}
+
+const std::string kWeight = model_tensor_path("decoder.layers.0.mlp.linear_fc1.weight");
+const std::string kExpAvg = optimizer_tensor_path(OptimizerState::ExpAvg, "decoder.layers.0.mlp.linear_fc1.weight");
+
+void overwrite(const std::string& path, std::uint64_t offset, const std::string& bytes) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("reading with the wrong shape names tensor, shapes and file", "[ckpt]") {
+  auto path = write_small_shard(test::scratch_dir("ckpt_wrong_shape"));
+  ShardReader reader(path);
+  std::vector<float> out(128 * 64);
+  const std::vector<std::int64_t> expected{128, 64};
+  CHECK_THROWS_WITH(reader.read(kWeight, TensorDType::Float32, expected, std::as_writable_bytes(std::span(out))),
+                    "checkpoint tensor '" + kWeight + "' has shape [256, 64] but the model expects [128, 64]" +
+                        " (file '" + path + "')");
+  CHECK_THROWS_WITH(reader.read(kWeight, TensorDType::BFloat16, std::vector<std::int64_t>{256, 64},
+                                std::as_writable_bytes(std::span(out))),
+                    Contains("has dtype float32 but the model expects bfloat16") && Contains(path));
+  CHECK_THROWS_WITH(reader.read(kWeight, TensorDType::Float32, std::vector<std::int64_t>{256, 64},
+                                std::as_writable_bytes(std::span(out))),
+                    Contains("holds 32768 bytes, the tensor needs 65536"));
+}
+
+TEST_CASE("reading a missing tensor names tensor and file", "[ckpt]") {
+  auto path = write_small_shard(test::scratch_dir("ckpt_missing_tensor"));
+  ShardReader reader(path);
+  const std::string name = model_tensor_path("decoder.layers.1.mlp.linear_fc1.weight");
+  std::vector<float> out(256 * 64);
+  CHECK_THROWS_WITH(reader.read(name, TensorDType::Float32, std::vector<std::int64_t>{256, 64},
+                                std::as_writable_bytes(std::span(out))),
+                    "checkpoint file '" + path + "' has no tensor '" + name + "'");
+  CHECK_THROWS_WITH(reader.tensor(name), Contains("has no tensor"));
+  CHECK_THROWS_WITH(reader.read_bytes(name), Contains("has no tensor"));
+}
+
+TEST_CASE("a missing, truncated or foreign file is refused with its name", "[ckpt]") {
+  auto dir = test::scratch_dir("ckpt_bad_files");
+  CHECK_THROWS_WITH(ShardReader(dir + "/absent.h5"), Contains(dir + "/absent.h5") && Contains("No such file"));
+  CHECK_THROWS_WITH(ShardReader(dir), Contains("not a regular file"));
+
+  {
+    std::ofstream text(dir + "/notes.h5");
+    text << "{\"this\": \"is JSON, not HDF5\"}\n";
+  }
+  CHECK_THROWS_WITH(ShardReader(dir + "/notes.h5"), Contains(dir + "/notes.h5") && Contains("not an HDF5 file"));
+  std::ofstream(dir + "/empty.h5").close();
+  CHECK_THROWS_WITH(ShardReader(dir + "/empty.h5"), Contains(dir + "/empty.h5") && Contains("not an HDF5 file"));
+
+  auto path = write_small_shard(dir);
+  const auto size = std::filesystem::file_size(path);
+  for (std::uintmax_t keep : {size - 1, size / 2, std::uintmax_t{4096}, std::uintmax_t{100}, std::uintmax_t{7}}) {
+    INFO("truncated to " << keep << " of " << size << " bytes");
+    const auto cut = dir + "/cut.h5";
+    std::filesystem::copy_file(path, cut, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::resize_file(cut, keep);
+    try {
+      ShardReader reader(cut);
+      reader.verify();
+      FAIL("a truncated checkpoint file was accepted");
+    } catch (const Error& e) {
+      std::string message = e.what();
+      CHECK_THAT(message, Contains(cut));
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a corrupted chunk fails its checksum, naming file and tensor", "[ckpt]") {
+  auto dir = test::scratch_dir("ckpt_checksum");
+  auto path = write_small_shard(dir);
+  std::vector<StoredChunk> chunks;
+  {
+    ShardReader reader(path);
+    chunks = reader.stored_chunks(kExpAvg);
+  }
+  REQUIRE(chunks.size() == 4);
+  for (const auto& chunk : chunks) CHECK(chunk.size == 64 * 64 * 4 + 4);  // data + Fletcher32 sum
+
+  // The stored chunk is the tensor's bytes verbatim: the checksum filter does not transform data.
+  auto state = ckpt_test::make_fake_state(7, 1, 256);
+  std::ifstream in(path, std::ios::binary);
+  std::string third(64 * 64 * 4, '\0');
+  in.seekg(static_cast<std::streamoff>(chunks[2].file_offset));
+  in.read(third.data(), static_cast<std::streamsize>(third.size()));
+  CHECK(std::memcmp(third.data(), state.contents[1].data() + 2 * third.size(), third.size()) == 0);
+
+  overwrite(path, chunks[2].file_offset + 1000, "\x5a\xa5");
+  ShardReader reader(path);  // metadata is intact: opening works
+  std::vector<float> out(256 * 64);
+  CHECK_THROWS_WITH(reader.read(kExpAvg, TensorDType::Float32, std::vector<std::int64_t>{256, 64},
+                                std::as_writable_bytes(std::span(out))),
+                    Contains("checkpoint tensor '" + kExpAvg + "' in '" + path + "'") && Contains("H5Dread failed") &&
+                        Contains("Fletcher32"));
+  // The other tensor is untouched and still loads.
+  CHECK_NOTHROW(reader.read(kWeight, TensorDType::Float32, std::vector<std::int64_t>{256, 64},
+                            std::as_writable_bytes(std::span(out))));
+  CHECK_THROWS_WITH(reader.verify(), Contains(kExpAvg));
+}
