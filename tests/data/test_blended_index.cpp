@@ -64,7 +64,7 @@ GptDatasetIndex member(const std::string& path, std::int64_t num_samples, std::s
 
 }  // namespace
 
-TEST_CASE("--data-path lists: weighted pairs or plain prefixes", "[index]") {
+TEST_CASE("data-path lists: weighted pairs or plain prefixes", "[index]") {
   auto b = parse_blend({"0.3 a", "0.7", "b"}, "--data-path");
   CHECK(b.prefixes == std::vector<std::string>{"a", "b"});
   REQUIRE(b.weights);

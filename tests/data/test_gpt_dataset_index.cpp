@@ -74,7 +74,7 @@ std::string error_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST_CASE("--split parses and normalises like Megatron", "[index]") {
+TEST_CASE("split flag parses and normalises like Megatron", "[index]") {
   auto w = parse_split("969, 30, 1");
   CHECK(w[0] == 0.969);
   CHECK(w[1] == 0.03);
