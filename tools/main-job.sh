@@ -21,6 +21,16 @@ echo "== build sample indices" >&2
   --seq-length 256 --train-iters 2000 --global-batch-size 16 --eval-interval 200 --eval-iters 10 \
   --seed 1234 --data-cache-path "$work/index-cache" "${tokenizer[@]}" > "$work/index.json"
 
-echo "== summary" >&2
-echo "tokenize: $(cat "$work/tokenize.json")"
-echo "index:    $(cat "$work/index.json")"
+echo "== summary (full JSON: $work/tokenize.json, $work/index.json)"
+python3 - "$work/tokenize.json" "$work/index.json" <<'PY'
+import json, sys
+tok = json.load(open(sys.argv[1]))
+for out in tok["outputs"]:
+    print(f"tokenized  {tok['documents']} documents, {out['tokens']} tokens "
+          f"({tok['input_bytes'] / 1e6:.1f} MB of JSON in {tok['seconds']:.2f} s) -> {out['prefix']}.bin/.idx")
+for split, s in json.load(open(sys.argv[2]))["splits"].items():
+    if s is None:
+        continue
+    epochs = max(d["epochs"] for d in s["datasets"])
+    print(f"{split:<10} {s['requested']} samples requested, {s['samples']} built, {epochs} epoch(s)")
+PY

@@ -9,7 +9,7 @@ packages=(
   build-essential cmake pkg-config
   libsimdjson-dev libcxxopts-dev libicu-dev zlib1g-dev libzstd-dev
   libopenblas-dev libhdf5-dev mpich libmpich-dev
-  catch2
+  catch2 python3
 )
 
 missing=()
@@ -33,5 +33,5 @@ fi
 build_dir=${MGT_BUILD_DIR:-build}
 jobs=${MGT_JOBS:-$(nproc)}
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j "$jobs"
+cmake --build "$build_dir" -j "$jobs" >&2
 echo "setup: built into $build_dir/" >&2
