@@ -9,6 +9,18 @@ namespace mgt {
 GptSampleReader::GptSampleReader(GptDatasetIndex index, GptSampleOptions options)
     : index_(std::move(index)), options_(options) {
   if (!index_.dataset) throw Error("internal error: a sample reader without its dataset");
+  source_ = std::make_shared<const IndexedTokenSource>(index_.dataset);
+  check();
+}
+
+GptSampleReader::GptSampleReader(GptDatasetIndex index, std::shared_ptr<const TokenSource> source,
+                                 GptSampleOptions options)
+    : index_(std::move(index)), source_(std::move(source)), options_(options) {
+  if (!source_) throw Error("internal error: a sample reader without its token source");
+  check();
+}
+
+void GptSampleReader::check() const {
   if (options_.sequence_length <= 0) throw Error("internal error: sequence length must be positive");
 }
 
@@ -22,7 +34,7 @@ std::vector<std::int64_t> GptSampleReader::text(std::size_t i,
   auto row = static_cast<std::size_t>(index_.shuffle_index.get(i));
   std::int64_t begin = index_.sample_index.get(2 * row), begin_offset = index_.sample_index.get(2 * row + 1);
   std::int64_t end = index_.sample_index.get(2 * row + 2), end_offset = index_.sample_index.get(2 * row + 3);
-  const IndexedDataset& data = *index_.dataset;
+  const TokenSource& data = *source_;
 
   std::vector<std::int64_t> out;
   out.reserve(want);
@@ -108,6 +120,8 @@ SplitSampleReader::SplitSampleReader(std::vector<GptDatasetIndex> datasets,
   if (!blend_ && datasets.size() != 1) throw Error("internal error: several datasets without a blend");
   for (auto& d : datasets) members_.emplace_back(std::move(d), options);
 }
+
+SplitSampleReader::SplitSampleReader(GptSampleReader single) { members_.push_back(std::move(single)); }
 
 std::size_t SplitSampleReader::size() const {
   return blend_ ? blend_->size() : members_[0].size();

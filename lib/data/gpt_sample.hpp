@@ -4,11 +4,13 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "data/blended_index.hpp"
 #include "data/gpt_dataset_index.hpp"
+#include "data/token_source.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace mgt {
@@ -39,7 +41,11 @@ struct GptSample {
 
 class GptSampleReader {
 public:
+  // Reads the tokens of index.dataset.
   GptSampleReader(GptDatasetIndex index, GptSampleOptions options);
+  // Reads the tokens of `source` (the index's own dataset is not used): Megatron's mock data.
+  GptSampleReader(GptDatasetIndex index, std::shared_ptr<const TokenSource> source,
+                  GptSampleOptions options);
 
   std::size_t size() const { return index_.size(); }
   const GptDatasetIndex& index() const { return index_; }
@@ -51,7 +57,9 @@ public:
   GptSample get(std::size_t i) const;
 
 private:
+  void check() const;
   GptDatasetIndex index_;
+  std::shared_ptr<const TokenSource> source_;
   GptSampleOptions options_;
 };
 
@@ -61,6 +69,8 @@ class SplitSampleReader {
 public:
   SplitSampleReader(std::vector<GptDatasetIndex> datasets, std::optional<BlendedDatasetIndex> blend,
                     GptSampleOptions options);
+  // A split of one dataset whose reader is already made.
+  explicit SplitSampleReader(GptSampleReader single);
 
   std::size_t size() const;
   GptSample get(std::size_t i) const;
