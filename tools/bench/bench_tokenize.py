@@ -13,7 +13,6 @@ Usage: tools/bench/bench_tokenize.py [--build build] [--megabytes 200] [--worker
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -40,15 +39,19 @@ def run_mgt(build, corpus, workers, out_prefix):
            out_prefix, "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", VOCAB,
            "--merge-file", MERGES, "--append-eod", "--workers", str(workers),
            "--log-interval", "100000000"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    # GNU time gives the peak RSS of this child alone.
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, check=True)
-    seconds = time.perf_counter() - start
-    peak_kb = int(proc.stderr.strip().splitlines()[-1])
-    del before
-    return seconds, peak_kb, json.loads(proc.stdout)
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
+        # wait4 gives the peak RSS of this child alone.
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise SystemExit(f"mgt-tokenize failed with exit code {proc.returncode}: {' '.join(cmd)}")
+        out.seek(0)
+        summary = json.loads(out.read())
+    peak_kb = usage.ru_maxrss
+    return seconds, peak_kb, summary
 
 
 def gpt2_bytes_to_unicode():
@@ -107,6 +110,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--megabytes", type=float, default=200)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--skip-peers", action="store_true", help="time mgt-tokenize alone")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,9 +122,10 @@ def main():
         for w in args.workers:
             seconds, peak_kb, summary = run_mgt(args.build, corpus, w, os.path.join(tmp, f"w{w}"))
             results.append((w, seconds, peak_kb, summary))
+            tokens = sum(o["tokens"] for o in summary["outputs"])
             print(f"mgt-tokenize --workers {w}: {seconds:.2f} s, {size / seconds / 1e6:.1f} MB/s, "
                   f"{size / seconds / 1e6 / w:.1f} MB/s per worker, peak RSS {peak_kb / 1024:.0f} MiB, "
-                  f"{summary.get('tokens', '?')} tokens")
+                  f"{tokens} tokens incl. {summary['documents']} end-of-document ids")
 
         # Peak RSS must not grow with input size: a quarter of the corpus for comparison.
         small = os.path.join(tmp, "small.jsonl")
@@ -131,15 +136,18 @@ def main():
               f"{results[-1][2] / 1024:.0f} MiB at {size / 1e6:.0f} MB input")
 
         mgt_single = size / results[0][1] / 1e6
-        for name, make in (("tiktoken", tiktoken_encoder), ("hf-tokenizers", hf_encoder)):
+        mgt_text_tokens = sum(o["tokens"] for o in results[0][3]["outputs"]) - results[0][3]["documents"]
+        peers = () if args.skip_peers else (("tiktoken", tiktoken_encoder), ("hf-tokenizers", hf_encoder))
+        for name, make in peers:
             if name == "hf-tokenizers":
                 os.environ["RAYON_NUM_THREADS"] = "1"
             r = time_peer(name, make, corpus, size)
             if "error" in r:
                 print(f"{name}: not measured ({r['error']})")
                 continue
+            same = "same tokens as mgt" if r["tokens"] == mgt_text_tokens else "TOKEN COUNT DIFFERS from mgt"
             print(f"{name} (1 thread, json.loads + encode): {r['seconds']:.2f} s, "
-                  f"{r['mb_per_s']:.1f} MB/s, {r['tokens']} tokens; "
+                  f"{r['mb_per_s']:.1f} MB/s, {r['tokens']} tokens ({same}); "
                   f"mgt --workers {results[0][0]} is {mgt_single / r['mb_per_s']:.2f}x")
 
 
