@@ -18,7 +18,7 @@ using namespace mgt;
 namespace {
 
 // Golden values written by megatron-core 0.13.0 itself:
-//   /work/venv-ref/bin/python tools/reference/mock_dataset_reference.py
+//   python3 tools/reference/mock_dataset_reference.py  (pip install megatron-core==0.13.0 torch numpy==1.26.4)
 //       --out tests/data/fixtures/mock_gpt_reference.txt    (one line)
 // (the file's header and the script's docstring describe the format).
 std::string fixture_path() {

@@ -11,7 +11,7 @@
 
 using namespace mgt;
 
-// Golden values from NumPy 1.26.4 (/work/venv-ref/bin/python), commands given per block.
+// Golden values from NumPy 1.26.4 (pip install numpy==1.26.4), commands given per block.
 
 namespace {
 
