@@ -1,0 +1,86 @@
+#include "train/batch_prefetcher.hpp"
+
+#include "core/error.hpp"
+
+namespace mgt {
+
+MicroBatch HostMicroBatch::view() const {
+  MicroBatch b;
+  b.batch_size = batch_size;
+  b.seq_length = seq_length;
+  b.tokens = tokens;
+  b.labels = labels;
+  b.position_ids = position_ids;
+  b.loss_mask = loss_mask;
+  return b;
+}
+
+HostMicroBatch read_micro_batch(const SplitSampleReader& reader, std::int64_t first, std::int64_t batch_size,
+                                bool wrap, const std::string& split_name) {
+  const auto size = static_cast<std::int64_t>(reader.size());
+  if (size == 0) throw Error("the " + split_name + " split has no samples");
+  HostMicroBatch out;
+  out.first_sample = first;
+  out.batch_size = batch_size;
+  for (std::int64_t j = 0; j < batch_size; ++j) {
+    std::int64_t index = first + j;
+    if (index >= size) {
+      if (!wrap)
+        throw Error("the " + split_name + " split ran out of samples: sample " + std::to_string(index) +
+                    " was asked for and it has " + std::to_string(size));
+      index %= size;
+    }
+    GptSample sample = reader.get(static_cast<std::size_t>(index));
+    if (j == 0) out.seq_length = static_cast<std::int64_t>(sample.tokens.size());
+    out.tokens.insert(out.tokens.end(), sample.tokens.begin(), sample.tokens.end());
+    out.labels.insert(out.labels.end(), sample.labels.begin(), sample.labels.end());
+    out.position_ids.insert(out.position_ids.end(), sample.position_ids.begin(), sample.position_ids.end());
+    out.loss_mask.insert(out.loss_mask.end(), sample.loss_mask.begin(), sample.loss_mask.end());
+  }
+  return out;
+}
+
+BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const SplitSampleReader> reader, Settings settings)
+    : reader_(std::move(reader)), settings_(std::move(settings)) {
+  if (!reader_) throw Error("internal error: a batch prefetcher without a sample reader");
+  if (settings_.micro_batch_size <= 0 || settings_.capacity == 0 || settings_.start_sample < 0)
+    throw Error("internal error: bad batch prefetcher settings");
+  thread_ = std::jthread([this](std::stop_token stop) { produce(stop); });
+}
+
+BatchPrefetcher::~BatchPrefetcher() {
+  thread_.request_stop();
+  changed_.notify_all();
+}
+
+void BatchPrefetcher::produce(std::stop_token stop) {
+  std::int64_t first = settings_.start_sample;
+  while (!stop.stop_requested()) {
+    HostMicroBatch batch;
+    try {
+      batch = read_micro_batch(*reader_, first, settings_.micro_batch_size, settings_.wrap, settings_.split_name);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+      changed_.notify_all();
+      return;
+    }
+    first += settings_.micro_batch_size;
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait(lock, stop, [&] { return queue_.size() < settings_.capacity; })) return;
+    queue_.push_back(std::move(batch));
+    changed_.notify_all();
+  }
+}
+
+HostMicroBatch BatchPrefetcher::next() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !queue_.empty() || error_; });
+  if (queue_.empty()) std::rethrow_exception(error_);
+  HostMicroBatch batch = std::move(queue_.front());
+  queue_.pop_front();
+  changed_.notify_all();
+  return batch;
+}
+
+}  // namespace mgt

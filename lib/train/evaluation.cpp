@@ -1,0 +1,39 @@
+#include "train/evaluation.hpp"
+
+#include <algorithm>
+
+namespace mgt {
+
+namespace {
+
+BatchPrefetcher::Settings prefetch_settings(const EvaluationSettings& s) {
+  BatchPrefetcher::Settings p;
+  p.start_sample = s.start_sample;
+  p.micro_batch_size = s.micro_batch_size;
+  p.capacity = static_cast<std::size_t>(std::max<std::int64_t>(2, s.num_microbatches));
+  p.wrap = true;
+  p.split_name = s.split_name;
+  return p;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(GptModel& model, std::shared_ptr<const SplitSampleReader> reader,
+                     const EvaluationSettings& settings)
+    : model_(&model), settings_(settings), batches_(std::move(reader), prefetch_settings(settings)) {}
+
+LossValues Evaluator::evaluate() {
+  double loss_sum = 0.0;
+  double token_count = 0.0;
+  for (std::int64_t it = 0; it < settings_.eval_iters; ++it) {
+    for (std::int64_t m = 0; m < settings_.num_microbatches; ++m) {
+      const HostMicroBatch batch = batches_.next();
+      const ForwardOutput out = model_->forward_only(batch.view());
+      loss_sum += out.loss.loss_sum;
+      token_count += out.loss.token_count;
+    }
+  }
+  return {{"lm loss", loss_sum / token_count}};
+}
+
+}  // namespace mgt

@@ -1,0 +1,40 @@
+// Megatron's evaluate(): --eval-iters iterations of one global batch each, forward only (no
+// dropout), the 'lm loss' reduced as Σ(CE · mask) / Σ mask over all of them. One Evaluator per
+// split; its sample iterator continues from one evaluation to the next, as Megatron's
+// validation iterator does with the "single" data loader.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "data/gpt_sample.hpp"
+#include "model/gpt_model.hpp"
+#include "train/batch_prefetcher.hpp"
+#include "train/training_log.hpp"
+
+namespace mgt {
+
+struct EvaluationSettings {
+  std::int64_t start_sample = 0;  // consumed samples of the split so far
+  std::int64_t micro_batch_size = 1;
+  std::int64_t num_microbatches = 1;  // per iteration: global batch / micro batch
+  std::int64_t eval_iters = 0;        // --eval-iters
+  std::string split_name = "valid";
+};
+
+class Evaluator {
+public:
+  // A split smaller than what the evaluations need is read again from its start.
+  Evaluator(GptModel& model, std::shared_ptr<const SplitSampleReader> reader, const EvaluationSettings& settings);
+
+  // {"lm loss", value}; advances the iterator by eval_iters global batches.
+  LossValues evaluate();
+  std::int64_t samples_per_evaluation() const { return settings_.eval_iters * settings_.num_microbatches * settings_.micro_batch_size; }
+
+private:
+  GptModel* model_;
+  EvaluationSettings settings_;
+  BatchPrefetcher batches_;
+};
+
+}  // namespace mgt

@@ -1,0 +1,52 @@
+#include "train/gpt_config_from_options.hpp"
+
+namespace mgt {
+
+GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padded_vocab_size) {
+  const ModelShapeOptions& m = options.model;
+  GptConfig c;
+  c.num_layers = m.num_layers.value_or(0);
+  c.hidden_size = m.hidden_size.value_or(0);
+  c.num_attention_heads = m.num_attention_heads.value_or(0);
+  c.group_query_attention = m.group_query_attention;
+  c.num_query_groups = m.num_query_groups;
+  c.kv_channels = m.kv_channels.value_or(0);
+  c.ffn_hidden_size = m.ffn_hidden_size.value_or(0);
+  c.seq_length = m.seq_length.value_or(0);
+  c.max_position_embeddings = m.max_position_embeddings.value_or(0);
+  c.position_embedding_type = parse_position_embedding_type(m.position_embedding_type);
+  c.rotary_percent = m.rotary_percent;
+  c.rotary_base = static_cast<double>(m.rotary_base);
+  c.normalization = parse_normalization(m.normalization);
+  c.norm_epsilon = m.norm_epsilon;
+  c.activation = m.swiglu ? Activation::kSwiglu : m.openai_gelu ? Activation::kOpenaiGelu : Activation::kGelu;
+  c.add_bias_linear = m.add_bias_linear;
+  c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;
+  c.hidden_dropout = m.hidden_dropout;
+  c.attention_dropout = m.attention_dropout;
+  c.init_method_std = m.init_method_std;
+  c.padded_vocab_size = padded_vocab_size;
+  // --recompute-method and --recompute-num-layers only shape how much is recomputed; the model
+  // recomputes every layer under full granularity, which gives the same numbers.
+  c.recompute_granularity = m.recompute_granularity ? parse_recompute_granularity(*m.recompute_granularity)
+                                                    : RecomputeGranularity::kNone;
+  return c.resolved();
+}
+
+GptFlopsShape gpt_flops_shape(const TrainOptions& options, std::int64_t padded_vocab_size) {
+  const GptConfig c = gpt_config_from_options(options, padded_vocab_size);
+  GptFlopsShape s;
+  s.global_batch_size = options.optim.global_batch_size.value_or(0);
+  s.seq_length = c.seq_length;
+  s.num_layers = c.num_layers;
+  s.hidden_size = c.hidden_size;
+  s.ffn_hidden_size = c.ffn_hidden_size;
+  s.num_attention_heads = c.num_attention_heads;
+  s.num_query_groups = c.query_groups();
+  s.kv_channels = c.kv_channels;
+  s.padded_vocab_size = c.padded_vocab_size;
+  s.swiglu = c.gated_linear_unit();
+  return s;
+}
+
+}  // namespace mgt

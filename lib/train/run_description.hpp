@@ -1,0 +1,21 @@
+// What a checkpoint says about the run that wrote it, as JSON text: the arguments (keys are
+// Megatron's args names, so tools that read Megatron's saved args find the same fields) and the
+// tokenizer (enough to rebuild it and to check the vocabulary padding).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tokenizer/tokenizer.hpp"
+#include "train/train_options.hpp"
+
+namespace mgt {
+
+// Every flag mgt-train takes, after validation, plus padded_vocab_size and world_size.
+std::string train_args_json(const TrainOptions& options, std::int64_t padded_vocab_size);
+
+// {"tokenizer_type", "class", "vocab_file", "merge_file", "vocab_size", "vocab_extra_ids",
+//  "true_vocab_size", "padded_vocab_size", "eod", "pad"}.
+std::string tokenizer_description_json(const TokenizerOptions& options, const Tokenizer& tokenizer,
+                                       std::int64_t padded_vocab_size);
+
+}  // namespace mgt

@@ -1,0 +1,224 @@
+#include "train/train_checkpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "ckpt/checkpoint_layout.hpp"
+#include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/checkpoint_writer.hpp"
+#include "ckpt/iteration_save.hpp"
+#include "ckpt/tensor_paths.hpp"
+#include "core/error.hpp"
+#include "core/json_text.hpp"
+#include "core/log.hpp"
+#include "train/checkpoint_json.hpp"
+
+namespace mgt {
+
+namespace {
+
+constexpr const char* kDropoutState = "dropout_state";
+constexpr const char* kOptimizerKey = "optimizer";
+
+ckpt::WorldLayout world_of(const GptParameters& params) {
+  ckpt::WorldLayout w;
+  w.tensor_model_parallel_size = static_cast<int>(params.tensor_parallel().size);
+  w.tensor_model_parallel_rank = static_cast<int>(params.tensor_parallel().rank);
+  return w;
+}
+
+// One parameter (or optimizer state of it) as stored: local shape, global shape and the
+// tensor-parallel split recorded so that a converter can reshard without knowing the model.
+ckpt::TensorRecord tensor_record(std::string path, const ParameterEntry& e, const TensorParallelRank& tp) {
+  if (e.partition_dim == kNotPartitioned)
+    return ckpt::TensorRecord::whole(std::move(path), ckpt::TensorDType::Float32, e.local_shape);
+  return ckpt::TensorRecord::partitioned(std::move(path), ckpt::TensorDType::Float32, e.local_shape,
+                                         static_cast<int>(e.partition_dim), static_cast<int>(tp.rank),
+                                         static_cast<int>(tp.size));
+}
+
+std::span<const std::byte> bytes_of(const std::vector<float>& v) { return std::as_bytes(std::span<const float>(v)); }
+
+std::string optimizer_scalars_json(const AdamWOptimizer& optimizer) {
+  const AdamWSettings& s = optimizer.settings();
+  return "{\"step\": " + std::to_string(optimizer.steps()) + ", \"beta1\": " + python_float_repr(s.beta1) +
+         ", \"beta2\": " + python_float_repr(s.beta2) + ", \"eps\": " + python_float_repr(s.eps) +
+         ", \"clip_grad\": " + python_float_repr(s.clip_grad) + "}";
+}
+
+}  // namespace
+
+std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                  const TrainCheckpointSaveSettings& settings) {
+  const GptParameters& params = parts.params;
+  const TrainingProgress& progress = parts.progress;
+  const TensorParallelRank& tp = params.tensor_parallel();
+
+  ckpt::CheckpointMetadata meta;
+  meta.iteration = progress.iteration;
+  meta.consumed_train_samples = progress.consumed_train_samples;
+  meta.consumed_valid_samples = progress.consumed_valid_samples;
+  meta.num_floating_point_operations_so_far = progress.num_floating_point_operations_so_far;
+  meta.args_json = settings.args_json;
+  meta.tokenizer_json = settings.tokenizer_json;
+  meta.scheduler_json = scheduler_state_json(parts.scheduler.state());
+  if (settings.save_optimizer) meta.extra_json[kOptimizerKey] = optimizer_scalars_json(parts.optimizer);
+  meta.world = world_of(params);
+
+  ckpt::IterationSave save(save_dir, progress.iteration);
+  ckpt::ShardWriter writer(save.staged_path(ckpt::shard_file_name(ckpt::ShardId::model_shard(meta.world))), meta);
+  for (const ParameterEntry& e : params.entries())
+    writer.write(tensor_record(ckpt::model_tensor_path(e.name), e, tp), bytes_of(params.read_param(e)));
+  if (settings.save_optimizer) {
+    using ckpt::OptimizerState;
+    for (const ParameterEntry& e : params.entries()) {
+      writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::MasterParam, e.name), e, tp),
+                   bytes_of(params.read_param(e)));
+      writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, tp),
+                   bytes_of(parts.optimizer.read_exp_avg(e)));
+      writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp),
+                   bytes_of(parts.optimizer.read_exp_avg_sq(e)));
+    }
+  }
+  if (settings.save_rng) {
+    const std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(progress.dropout_seed),
+                                               progress.micro_steps};
+    writer.write(ckpt::TensorRecord::whole(ckpt::rng_state_path(kDropoutState), ckpt::TensorDType::Int64, {2}),
+                 std::as_bytes(std::span<const std::int64_t>(dropout)));
+  }
+  writer.close();
+  save.commit();
+  return save.final_dir();
+}
+
+namespace {
+
+// The model sizes whose difference explains a shape mismatch, as flags where there is one.
+std::string shape_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& config) {
+  std::string hint;
+  try {
+    JsonScalars args(meta.args_json, "the checkpoint's arguments");
+    const std::pair<const char*, std::int64_t> sizes[] = {
+        {"num_layers", config.num_layers},
+        {"hidden_size", config.hidden_size},
+        {"num_attention_heads", config.num_attention_heads},
+        {"num_query_groups", config.query_groups()},
+        {"kv_channels", config.kv_channels},
+        {"ffn_hidden_size", config.ffn_hidden_size},
+        {"max_position_embeddings", config.max_position_embeddings},
+        {"padded_vocab_size", config.padded_vocab_size},
+    };
+    for (const auto& [key, ours] : sizes) {
+      if (!args.contains(key) || args.show(key) == std::to_string(ours)) continue;
+      std::string flag = std::string("--") + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      if (std::string(key) == "padded_vocab_size") flag = "padded vocabulary size";
+      hint += std::string(hint.empty() ? "" : ", ") + flag + " " + args.show(key) + " (this run: " +
+              std::to_string(ours) + ")";
+    }
+  } catch (const Error&) {
+    return {};  // a checkpoint without readable arguments: the tensor message stands alone
+  }
+  return hint.empty() ? std::string() : "; the checkpoint was saved with " + hint;
+}
+
+void read_floats(const ckpt::ShardReader& reader, const std::string& path, const ParameterEntry& e,
+                 std::vector<float>& out) {
+  out.resize(static_cast<std::size_t>(e.numel()));
+  reader.read(path, ckpt::TensorDType::Float32, e.local_shape, std::as_writable_bytes(std::span<float>(out)));
+}
+
+}  // namespace
+
+std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,
+                                                 const TrainCheckpointLoadSettings& settings) {
+  const std::optional<std::string> directory = ckpt::find_latest_checkpoint_directory(load_dir);
+  if (!directory) return std::nullopt;
+  GptParameters& params = parts.params;
+  const ckpt::WorldLayout world = world_of(params);
+  ckpt::ShardReader reader(*directory + "/" + ckpt::shard_file_name(ckpt::ShardId::model_shard(world)));
+  const ckpt::CheckpointMetadata& meta = reader.metadata();
+  const std::string where = "checkpoint " + *directory;
+  if (meta.world.tensor_model_parallel_size != world.tensor_model_parallel_size ||
+      meta.world.pipeline_model_parallel_size != world.pipeline_model_parallel_size)
+    throw Error(where + " was saved with tensor-parallel size " +
+                std::to_string(meta.world.tensor_model_parallel_size) + " and pipeline-parallel size " +
+                std::to_string(meta.world.pipeline_model_parallel_size) + "; this run uses " +
+                std::to_string(world.tensor_model_parallel_size) + " and " +
+                std::to_string(world.pipeline_model_parallel_size) + " (convert it first)");
+
+  // Every stored weight must be one of ours and every one of ours must be stored.
+  std::set<std::string> expected;
+  for (const ParameterEntry& e : params.entries()) expected.insert(ckpt::model_tensor_path(e.name));
+  for (const std::string& name : reader.tensor_names(ckpt::kModelGroup))
+    if (!expected.count(name))
+      throw Error(where + ": checkpoint tensor '" + name + "' is not a parameter of this model" +
+                  shape_hint(meta, params.config()) +
+                  (name == ckpt::model_tensor_path("output_layer.weight")
+                       ? " (it was saved with --untie-embeddings-and-output-weights)"
+                       : std::string()));
+
+  std::vector<float> host;
+  auto load = [&](const std::string& path, const ParameterEntry& e) {
+    if (!reader.contains(path))
+      throw Error(where + " has no tensor '" + path + "'" + shape_hint(meta, params.config()) +
+                  (path == ckpt::model_tensor_path("output_layer.weight")
+                       ? " (it was saved without --untie-embeddings-and-output-weights)"
+                       : std::string()));
+    try {
+      read_floats(reader, path, e, host);
+    } catch (const Error& error) {
+      throw Error(std::string(error.what()) + shape_hint(meta, params.config()));
+    }
+  };
+  for (const ParameterEntry& e : params.entries()) {
+    load(ckpt::model_tensor_path(e.name), e);
+    params.write_param(e, host);
+  }
+
+  const bool with_optimizer = settings.load_optimizer && !settings.finetune;
+  const bool with_rng = settings.load_rng && !settings.finetune;
+  if (with_optimizer) {
+    auto scalars = meta.extra_json.find(kOptimizerKey);
+    if (scalars == meta.extra_json.end())
+      throw Error(where + " holds no optimizer state (saved with --no-save-optim?); pass --no-load-optim or "
+                  "--finetune to load the weights only");
+    using ckpt::OptimizerState;
+    for (const ParameterEntry& e : params.entries()) {
+      // The fp32 master weights are the authoritative copy of the weights.
+      load(ckpt::optimizer_tensor_path(OptimizerState::MasterParam, e.name), e);
+      params.write_param(e, host);
+      load(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e);
+      parts.optimizer.write_exp_avg(e, host);
+      load(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e);
+      parts.optimizer.write_exp_avg_sq(e, host);
+    }
+    parts.optimizer.set_steps(JsonScalars(scalars->second, where + ": optimizer state").integer("step"));
+    parts.scheduler.load_state(parse_scheduler_state_json(meta.scheduler_json, where + ": scheduler state"),
+                               settings.scheduler_resume);
+  }
+
+  TrainingProgress& progress = parts.progress;
+  if (!settings.finetune) {
+    progress.iteration = meta.iteration;
+    progress.consumed_train_samples = meta.consumed_train_samples;
+    progress.consumed_valid_samples = meta.consumed_valid_samples;
+    progress.num_floating_point_operations_so_far = meta.num_floating_point_operations_so_far;
+  }
+  if (with_rng) {
+    const std::string path = ckpt::rng_state_path(kDropoutState);
+    if (!reader.contains(path))
+      throw Error(where + " holds no random state (saved with --no-save-rng?); pass --no-load-rng or --finetune");
+    std::vector<std::int64_t> dropout(2);
+    const std::int64_t shape[] = {2};
+    reader.read(path, ckpt::TensorDType::Int64, shape, std::as_writable_bytes(std::span<std::int64_t>(dropout)));
+    progress.dropout_seed = static_cast<std::uint64_t>(dropout[0]);
+    progress.micro_steps = dropout[1];
+  }
+  return directory;
+}
+
+}  // namespace mgt

@@ -1,0 +1,69 @@
+// A training run's state as an HDF5 checkpoint (lib/ckpt): SAVE/iter_NNNNNNN/mp_rank_00.h5 plus
+// SAVE/latest_checkpointed_iteration.txt, published atomically.
+//
+// In the shard:
+//   model/<name>                                   the weights, fp32, with global shape and
+//                                                  tensor-parallel partitioning
+//   optimizer/{fp32_master_params,exp_avg,exp_avg_sq}/<name>   unless --no-save-optim
+//   rng/dropout_state                              int64 [seed, micro steps], unless --no-save-rng
+//   metadata: iteration, consumed train/valid samples, FLOPs so far, the arguments and tokenizer
+//   as JSON, the scheduler state (Megatron's keys), extra_json["optimizer"] = {"step": t, ...}.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "model/gpt_parameters.hpp"
+#include "train/adamw_optimizer.hpp"
+#include "train/lr_schedule.hpp"
+
+namespace mgt {
+
+// Where training stands: everything besides tensors that an exact resume needs.
+struct TrainingProgress {
+  std::int64_t iteration = 0;
+  std::int64_t consumed_train_samples = 0;
+  std::int64_t consumed_valid_samples = 0;
+  double num_floating_point_operations_so_far = 0.0;
+  // Dropout masks are a function of (seed, micro step); micro_steps counts the micro-batches
+  // trained so far, so a resumed run draws the masks the uninterrupted run would have drawn.
+  std::uint64_t dropout_seed = 1234;
+  std::int64_t micro_steps = 0;
+};
+
+// The live objects a checkpoint is taken from and restored into.
+struct TrainCheckpointParts {
+  GptParameters& params;
+  AdamWOptimizer& optimizer;
+  OptimizerParamScheduler& scheduler;
+  TrainingProgress& progress;
+};
+
+struct TrainCheckpointSaveSettings {
+  bool save_optimizer = true;  // not --no-save-optim
+  bool save_rng = true;        // not --no-save-rng
+  std::string args_json = "{}";
+  std::string tokenizer_json = "{}";
+};
+
+// Writes the checkpoint of progress.iteration into save_dir (replacing one of the same
+// iteration) and moves the tracker file to it. Throws mgt::Error; SAVE is unchanged then.
+// Returns the iteration directory.
+std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                  const TrainCheckpointSaveSettings& settings);
+
+struct TrainCheckpointLoadSettings {
+  bool load_optimizer = true;  // not --no-load-optim: moments, step count and scheduler
+  bool load_rng = true;        // not --no-load-rng
+  bool finetune = false;       // --finetune: weights only, progress starts at zero
+  SchedulerResume scheduler_resume = SchedulerResume::RequireMatch;
+};
+
+// Restores the checkpoint the tracker file in load_dir names. Returns its directory, or nullopt
+// when load_dir holds no checkpoint (nothing is changed then). Throws mgt::Error naming the
+// tensor when a shape differs from the model's, when a tensor is missing or is not one of the
+// model's parameters, and when optimizer or RNG state is asked for but was not saved.
+std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,
+                                                 const TrainCheckpointLoadSettings& settings);
+
+}  // namespace mgt

@@ -1,0 +1,416 @@
+#include "train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include "ckpt/checkpoint_layout.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "data/dataset_split.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+#include "model/gpt_model.hpp"
+#include "train/adamw_optimizer.hpp"
+#include "train/batch_prefetcher.hpp"
+#include "train/evaluation.hpp"
+#include "train/gpt_config_from_options.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/run_description.hpp"
+#include "train/run_output.hpp"
+#include "train/train_checkpoint.hpp"
+#include "train/train_data.hpp"
+#include "train/training_log.hpp"
+
+namespace mgt {
+
+namespace {
+
+std::string now_stamp() { return log_timestamp(std::chrono::system_clock::now()); }
+
+std::string padded_iteration(std::int64_t iteration) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%7lld", static_cast<long long>(iteration));
+  return buffer;
+}
+
+std::string one_decimal(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.1f", v);
+  return buffer;
+}
+
+// Megatron's interval timer: time between log lines, with evaluation and checkpointing left out.
+class IntervalTimer {
+public:
+  using Clock = std::chrono::steady_clock;
+  void start() {
+    if (!running_) started_ = Clock::now();
+    running_ = true;
+  }
+  void stop() {
+    if (running_) elapsed_ += std::chrono::duration<double>(Clock::now() - started_).count();
+    running_ = false;
+  }
+  // Seconds so far, and starts over.
+  double lap() {
+    const bool was_running = running_;
+    stop();
+    const double seconds = elapsed_;
+    elapsed_ = 0.0;
+    if (was_running) start();
+    return seconds;
+  }
+
+private:
+  Clock::time_point started_{};
+  double elapsed_ = 0.0;
+  bool running_ = false;
+};
+
+// Flags mgt-train parses (they are Megatron's and mgt-index takes them) but cannot honour yet.
+void refuse_unsupported(const TrainOptions& o) {
+  if (o.data.reset_attention_mask)
+    throw UsageError("--reset-attention-mask is not supported by mgt-train yet (the model has no per-document "
+                     "attention mask); --reset-position-ids and --eod-mask-loss are");
+}
+
+ExitConditions::Settings exit_settings(const LoggingOptions& l) {
+  ExitConditions::Settings s;
+  s.exit_interval = l.exit_interval;
+  s.exit_duration_in_mins = l.exit_duration_in_mins;
+  // SIGTERM always ends a run cleanly (Slurm's notice before a time limit or preemption);
+  // --exit-signal-handler --exit-signal SIG hands that role to SIG.
+  s.exit_signal_handler = true;
+  s.exit_signal = l.exit_signal_handler ? l.exit_signal : std::string("SIGTERM");
+  return s;
+}
+
+class TrainingRun {
+public:
+  TrainingRun(const TrainOptions& options, const TrainerSettings& settings, const TrainerHooks& hooks)
+      : options_(options),
+        settings_(settings),
+        hooks_(hooks),
+        exit_(exit_settings(options.logging)),
+        output_(settings.out ? *settings.out : std::cout, options.logging.metrics_file) {}
+
+  TrainResult run() {
+    refuse_unsupported(options_);
+    build_model();
+    load_checkpoint();
+    output_.line(format_datetime_line("after model, optimizer, and learning rate scheduler are built", now_stamp()));
+    build_data();
+    output_.line(format_datetime_line("after dataloaders are built", now_stamp()));
+    output_.line("done with setup ...");
+    output_.line("training ...");
+    output_.line(format_datetime_line("before the start of training step", now_stamp()));
+
+    const std::int64_t first_iteration = progress_.iteration;
+    TrainResult result;
+    result.exit_reason = train_loop();
+    result.iteration = progress_.iteration;
+    if (result.exit_reason == ExitReason::None) {
+      output_.line(format_datetime_line("after training is done", now_stamp()));
+      if (options_.checkpoint.save && progress_.iteration != first_iteration &&
+          progress_.iteration % *options_.checkpoint.save_interval != 0)
+        save_checkpoint();
+      final_evaluations();
+    }
+    result.last_checkpoint = last_checkpoint_;
+    return result;
+  }
+
+private:
+  std::int64_t global_batch() const { return *options_.optim.global_batch_size; }
+  std::int64_t micro_batch() const { return *options_.optim.micro_batch_size; }
+  std::int64_t microbatches() const { return options_.num_microbatches(); }
+
+  void build_model() {
+    output_.line(format_building_tokenizer_line(options_.data.tokenizer.type));
+    tokenizer_ = make_tokenizer(options_.data.tokenizer);
+    padded_vocab_ = padded_vocab_size(tokenizer_->vocab_size(), options_.model.make_vocab_size_divisible_by,
+                                      options_.parallel.tensor_model_parallel_size);
+    output_.line(format_padded_vocab_line(tokenizer_->vocab_size(), padded_vocab_));
+    if (options_.optim.precision != Precision::Fp32)
+      log::warn(std::string(options_.optim.precision == Precision::Bf16 ? "--bf16" : "--fp16") +
+                ": the CPU backend computes in fp32; reduced precision is the CUDA backend's");
+
+    const GptConfig config = gpt_config_from_options(options_, padded_vocab_);
+    output_.line("building GPT model ...");
+    model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed));
+    output_.line(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
+                 std::to_string(config.num_parameters()));
+    const OptimizationOptions& o = options_.optim;
+    optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
+                                                  AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad});
+    scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
+    flops_per_iteration_ = gpt_flops_per_iteration(gpt_flops_shape(options_, padded_vocab_));
+    progress_.dropout_seed = static_cast<std::uint64_t>(options_.optim.seed);
+    args_json_ = train_args_json(options_, padded_vocab_);
+    tokenizer_json_ = tokenizer_description_json(options_.data.tokenizer, *tokenizer_, padded_vocab_);
+  }
+
+  TrainCheckpointParts parts() { return {model_->parameters(), *optimizer_, *scheduler_, progress_}; }
+
+  void load_checkpoint() {
+    const CheckpointOptions& c = options_.checkpoint;
+    if (!c.load) return;
+    TrainCheckpointLoadSettings s;
+    s.load_optimizer = !c.no_load_optim;
+    s.load_rng = !c.no_load_rng;
+    s.finetune = c.finetune;
+    s.scheduler_resume = scheduler_resume(options_);
+    const auto directory = load_train_checkpoint(*c.load, parts(), s);
+    if (!directory) {
+      output_.line("WARNING: could not find the metadata file " + ckpt::tracker_file_path(*c.load));
+      output_.line("    will not load any checkpoints and will start from random");
+      return;
+    }
+    // Without the checkpoint's random state the dropout streams continue past those the
+    // iterations so far would have used.
+    if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.iteration * microbatches();
+    output_.line("  successfully loaded checkpoint from " + *c.load + " [ t 1/1, p 1/1 ] at iteration " +
+                 std::to_string(progress_.iteration));
+  }
+
+  void build_data() {
+    data_ = open_train_data(options_, *tokenizer_);
+    BatchPrefetcher::Settings p;
+    p.start_sample = progress_.consumed_train_samples;
+    p.micro_batch_size = micro_batch();
+    p.capacity = static_cast<std::size_t>(std::max<std::int64_t>(2, 2 * microbatches()));
+    p.split_name = "train";
+    train_batches_ = std::make_unique<BatchPrefetcher>(data_.train(), p);
+    if (do_valid()) valid_ = std::make_unique<Evaluator>(*model_, data_.valid(), evaluation_settings(Split::Valid));
+  }
+
+  bool do_valid() const { return data_.valid() && options_.logging.eval_iters > 0; }
+  bool do_test() const { return data_.test() && options_.logging.eval_iters > 0; }
+
+  EvaluationSettings evaluation_settings(Split split) const {
+    EvaluationSettings e;
+    e.start_sample = split == Split::Valid ? progress_.consumed_valid_samples : 0;
+    e.micro_batch_size = micro_batch();
+    e.num_microbatches = microbatches();
+    e.eval_iters = options_.logging.eval_iters;
+    e.split_name = split_name(split);
+    return e;
+  }
+
+  ExitReason train_loop() {
+    const std::int64_t train_iters = options_.total_train_iters();
+    timer_.start();
+    while (progress_.iteration < train_iters) {
+      const IterationRecord record = train_step();
+      if (hooks_.after_iteration) hooks_.after_iteration(record);
+      if (progress_.iteration % options_.logging.log_interval == 0) log_iteration(record, train_iters);
+      if (do_valid() && progress_.iteration % options_.logging.eval_interval == 0) {
+        timer_.stop();
+        evaluate_and_print(*valid_, "validation", validation_prefix(progress_.iteration));
+        progress_.consumed_valid_samples += valid_->samples_per_evaluation();
+        timer_.start();
+      }
+      const ExitReason reason = checkpoint_and_decide_exit();
+      if (reason != ExitReason::None) return reason;
+    }
+    return ExitReason::None;
+  }
+
+  IterationRecord train_step() {
+    GptParameters& params = model_->parameters();
+    params.zero_grads();
+    double loss_sum = 0.0;
+    double token_count = 0.0;
+    const std::int64_t n = microbatches();
+    for (std::int64_t m = 0; m < n; ++m) {
+      const HostMicroBatch batch = train_batches_->next();
+      const DropoutRng rng{progress_.dropout_seed, static_cast<std::uint64_t>(progress_.micro_steps + m)};
+      const LossSum s = model_->forward_backward(batch.view(), rng, n);
+      loss_sum += s.loss_sum;
+      token_count += s.token_count;
+    }
+    progress_.micro_steps += n;
+
+    IterationRecord record;
+    record.iteration = progress_.iteration + 1;
+    if (hooks_.poison_gradients && hooks_.poison_gradients(record.iteration))
+      backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
+    record.loss = loss_sum / token_count;
+    record.learning_rate = scheduler_->lr();
+    OptimizerStep step;
+    step.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    if (std::isfinite(record.loss)) step = optimizer_->step(record.learning_rate, scheduler_->weight_decay());
+    record.grad_norm = step.grad_norm;
+    record.skipped = !step.applied;
+    if (step.applied) scheduler_->step(global_batch());
+
+    progress_.iteration = record.iteration;
+    progress_.consumed_train_samples += global_batch();
+    progress_.num_floating_point_operations_so_far += flops_per_iteration_;
+    // A skipped iteration's loss is not averaged; a NaN marks it as a NaN iteration.
+    losses_.add({{"lm loss", record.skipped ? std::numeric_limits<double>::quiet_NaN() : record.loss}},
+                record.skipped);
+    consecutive_nonfinite_ = record.skipped ? consecutive_nonfinite_ + 1 : 0;
+    if (record.skipped) {
+      log::warn("iteration " + std::to_string(record.iteration) + ": loss " + number_text(record.loss) +
+                ", grad norm " + number_text(record.grad_norm) + " (not finite): update skipped");
+      if (consecutive_nonfinite_ >= settings_.max_consecutive_nonfinite_iterations) stop_on_nonfinite();
+    }
+    return record;
+  }
+
+  // A loss or norm for a message: "nan", "inf" or the log line's %.6E.
+  static std::string number_text(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, "%.6E", v);
+    return buffer;
+  }
+
+  [[noreturn]] void stop_on_nonfinite() {
+    std::string checkpoint = "no checkpoint was saved";
+    if (last_checkpoint_) {
+      checkpoint = "the last checkpoint (" + *last_checkpoint_ + ") is intact";
+    } else if (options_.checkpoint.save) {
+      if (auto latest = ckpt::latest_iteration(*options_.checkpoint.save))
+        checkpoint = "the last checkpoint (iteration " + std::to_string(*latest) + " in " +
+                     *options_.checkpoint.save + ") is intact";
+    }
+    throw Error("training stopped at iteration " + std::to_string(progress_.iteration) + ": " +
+                std::to_string(consecutive_nonfinite_) +
+                " consecutive iterations had a non-finite (NaN or Inf) loss or gradient and were skipped; " +
+                checkpoint + ". Lower --lr, check the data, or resume from the checkpoint");
+  }
+
+  void log_iteration(const IterationRecord& record, std::int64_t train_iters) {
+    IterationLog g;
+    g.iteration = progress_.iteration;
+    g.train_iters = train_iters;
+    g.consumed_samples = progress_.consumed_train_samples;
+    const std::int64_t iterations = std::max<std::int64_t>(1, losses_.iterations());
+    g.seconds_per_iteration = timer_.lap() / static_cast<double>(iterations);
+    if (options_.logging.log_throughput)
+      g.tflops_per_gpu = throughput_tflops_per_gpu(flops_per_iteration_, g.seconds_per_iteration,
+                                                   options_.parallel.world_size);
+    g.learning_rate = scheduler_->lr();
+    g.global_batch_size = global_batch();
+    g.losses = losses_.averages();
+    g.grad_norm = record.grad_norm;
+    g.skipped_iterations = losses_.skipped_iterations();
+    g.nan_iterations = losses_.nan_iterations();
+    g.seq_length = *options_.model.seq_length;
+    const std::string stamp = now_stamp();
+    const double tokens = static_cast<double>(global_batch() * g.seq_length);
+    const double tokens_per_second = g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : 0.0;
+    // Megatron's fields first, in its order, so that its log parsers keep working; mgt adds
+    // tokens per second at the end.
+    output_.line(format_iteration_line(g, stamp) + " tokens per second: " + one_decimal(tokens_per_second) + " |");
+    output_.metrics(iteration_metrics_json(g, stamp));
+    losses_.reset();
+  }
+
+  void evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix) {
+    const LossValues losses = evaluator.evaluate();
+    std::string block = format_validation_block(prefix, losses);
+    if (!block.empty() && block.back() == '\n') block.pop_back();
+    output_.line(block);
+    output_.metrics(validation_metrics_json(event, progress_.iteration, losses, now_stamp()));
+  }
+
+  // Megatron's checkpoint_and_decide_exit.
+  ExitReason checkpoint_and_decide_exit() {
+    const CheckpointOptions& c = options_.checkpoint;
+    const ExitReason reason = exit_.should_exit(progress_.iteration);
+    if (reason == ExitReason::Signal) {
+      if (c.save) save_checkpoint();
+      output_.line(format_datetime_line(exit_.exit_message(reason, progress_.iteration), now_stamp()));
+      return reason;
+    }
+    bool saved = false;
+    if (c.save && progress_.iteration % *c.save_interval == 0) {
+      save_checkpoint();
+      saved = true;
+    }
+    if (reason != ExitReason::None) {
+      if (c.save && !saved) save_checkpoint();
+      output_.line(format_datetime_line(exit_.exit_message(reason, progress_.iteration), now_stamp()));
+    }
+    return reason;
+  }
+
+  void save_checkpoint() {
+    timer_.stop();
+    const std::string& dir = *options_.checkpoint.save;
+    output_.line("saving checkpoint at iteration " + padded_iteration(progress_.iteration) + " to " + dir +
+                 " in hdf5 format");
+    TrainCheckpointSaveSettings s;
+    s.save_optimizer = !options_.checkpoint.no_save_optim;
+    s.save_rng = !options_.checkpoint.no_save_rng;
+    s.args_json = args_json_;
+    s.tokenizer_json = tokenizer_json_;
+    last_checkpoint_ = save_train_checkpoint(dir, parts(), s);
+    output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +
+                 " to " + dir + " [ t 1/1, p 1/1 ]");
+    timer_.start();
+  }
+
+  void final_evaluations() {
+    if (do_valid()) {
+      evaluate_and_print(*valid_, "validation", validation_set_prefix(progress_.iteration));
+      progress_.consumed_valid_samples += valid_->samples_per_evaluation();
+    }
+    if (do_test()) {
+      Evaluator test(*model_, data_.test(), evaluation_settings(Split::Test));
+      evaluate_and_print(test, "test", test_set_prefix(progress_.iteration));
+    }
+  }
+
+  const TrainOptions& options_;
+  const TrainerSettings& settings_;
+  const TrainerHooks& hooks_;
+  ExitConditions exit_;
+  RunOutput output_;
+  CpuBackend backend_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::int64_t padded_vocab_ = 0;
+  std::unique_ptr<GptModel> model_;
+  std::unique_ptr<AdamWOptimizer> optimizer_;
+  std::unique_ptr<OptimizerParamScheduler> scheduler_;
+  double flops_per_iteration_ = 0.0;
+  std::string args_json_;
+  std::string tokenizer_json_;
+  TrainingProgress progress_;
+  TrainData data_;
+  // Declared after the model and data they read: destroyed (threads joined) first.
+  std::unique_ptr<BatchPrefetcher> train_batches_;
+  std::unique_ptr<Evaluator> valid_;
+  LossAccumulator losses_;
+  IntervalTimer timer_;
+  std::int64_t consecutive_nonfinite_ = 0;
+  std::optional<std::string> last_checkpoint_;
+};
+
+}  // namespace
+
+TrainResult train_gpt(const TrainOptions& options, const TrainerSettings& settings, const TrainerHooks& hooks) {
+  if (settings.max_consecutive_nonfinite_iterations <= 0)
+    throw Error("internal error: max_consecutive_nonfinite_iterations must be positive");
+  TrainingRun run(options, settings, hooks);
+  return run.run();
+}
+
+int run_training(const TrainOptions& options) {
+  if (options.show_help) {
+    std::cout << train_options_help();
+    return kExitOk;
+  }
+  train_gpt(options);
+  return kExitOk;
+}
+
+}  // namespace mgt
