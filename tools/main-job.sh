@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The main job, end to end on bundled data: set up, tokenize a corpus with GPT-2 BPE into
-# Megatron's .bin/.idx, build the train/valid/test sample indices, and print a summary.
-# Outputs go to runs/main-job/ (or $MGT_WORK_DIR).
+# Megatron's .bin/.idx, build the train/valid/test sample indices, pretrain a small GPT on the
+# CPU for about two minutes with checkpoints, and print a summary.
+# Outputs go to runs/main-job/ (or $MGT_WORK_DIR); a second run starts afresh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 bin=${MGT_BUILD_DIR:-build}/bin
 work=${MGT_WORK_DIR:-runs/main-job}
+rm -rf "$work"
 mkdir -p "$work"
 
 tokenizer=(--tokenizer-type GPT2BPETokenizer
@@ -16,10 +18,21 @@ echo "== tokenize datasets/corpus-gutenberg.jsonl" >&2
 "$bin/mgt-tokenize" --input datasets/corpus-gutenberg.jsonl --output-prefix "$work/gutenberg" \
   --json-keys text --append-eod --workers "$(nproc)" "${tokenizer[@]}" > "$work/tokenize.json"
 
+# The same data and sizes for mgt-index and mgt-train, so training finds the indices cached.
+data=(--data-path "$work/gutenberg_text_document" --split 969,30,1 --seq-length 128
+      --train-iters 60 --global-batch-size 16 --eval-interval 30 --eval-iters 4 --seed 1234
+      --data-cache-path "$work/index-cache")
+
 echo "== build sample indices" >&2
-"$bin/mgt-index" --data-path "$work/gutenberg_text_document" --split 969,30,1 \
-  --seq-length 256 --train-iters 2000 --global-batch-size 16 --eval-interval 200 --eval-iters 10 \
-  --seed 1234 --data-cache-path "$work/index-cache" "${tokenizer[@]}" > "$work/index.json"
+"$bin/mgt-index" "${data[@]}" "${tokenizer[@]}" > "$work/index.json"
+
+echo "== pretrain a small GPT on the CPU" >&2
+"$bin/mgt-train" "${data[@]}" "${tokenizer[@]}" \
+  --num-layers 2 --hidden-size 128 --num-attention-heads 4 --max-position-embeddings 128 \
+  --micro-batch-size 8 --lr 2e-3 --min-lr 2e-4 --lr-decay-style cosine --lr-warmup-iters 10 \
+  --weight-decay 0.1 --clip-grad 1.0 --log-interval 10 --log-throughput \
+  --save "$work/checkpoints" --save-interval 30 --metrics-file "$work/metrics.jsonl" \
+  | tee "$work/train.log"
 
 echo "== summary (full JSON: $work/tokenize.json, $work/index.json)"
 python3 - "$work/tokenize.json" "$work/index.json" <<'PY'
@@ -34,3 +47,14 @@ for split, s in json.load(open(sys.argv[2]))["splits"].items():
     epochs = max(d["epochs"] for d in s["datasets"])
     print(f"{split:<10} {s['requested']} samples requested, {s['samples']} built, {epochs} epoch(s)")
 PY
+python3 - "$work/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+train = [r for r in rows if r["event"] == "train"]
+valid = [r for r in rows if r["event"] != "train"]
+print(f"trained    {train[-1]['iteration']} iterations, {train[-1]['tokens_per_second']:.0f} tokens/s: "
+      f"lm loss {train[0]['lm_loss']:.3f} (first {train[0]['iteration']}) -> {train[-1]['lm_loss']:.3f}")
+for r in valid:
+    print(f"{r['event']:<10} iteration {r['iteration']}: lm loss {r['lm_loss']:.3f}, ppl {r['lm_loss_ppl']:.1f}")
+PY
+echo "checkpoint $(cat "$work/checkpoints/latest_checkpointed_iteration.txt") in $work/checkpoints"
