@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Writes lib/train/megatron_flags.inc: every flag of Megatron-LM's pretraining parser with its
-default and argparse action, as a C++ table, so that mgt-train can tell a Megatron flag it does
+"""Writes lib/core/megatron_flags.inc: every flag of Megatron-LM's pretraining parser with its
+default and argparse action, as a C++ table, so that a program can tell a Megatron flag it does
 not support from a misspelt one without reading a data file at run time.
 
 Usage: tools/gen_megatron_flags.py [pretrain-flags.tsv] [output.inc]
-Defaults: /work/shared/spec/pretrain-flags.tsv and lib/train/megatron_flags.inc next to this
+Defaults: /work/shared/spec/pretrain-flags.tsv and lib/core/megatron_flags.inc next to this
 script. The TSV (name[,alias...], default, action, choices) was dumped from Megatron's parser.
 """
 import pathlib
@@ -12,7 +12,7 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_TSV = pathlib.Path("/work/shared/spec/pretrain-flags.tsv")
-DEFAULT_OUT = HERE.parent / "lib" / "train" / "megatron_flags.inc"
+DEFAULT_OUT = HERE.parent / "lib" / "core" / "megatron_flags.inc"
 
 
 def c_string(text):

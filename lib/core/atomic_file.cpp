@@ -4,11 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 
 namespace mgt {
 namespace {
@@ -49,33 +49,14 @@ void AtomicFile::write(const void* data, std::size_t size) {
   }
   flush_buffer();
   if (size >= kBufferSize) {
-    const char* p = static_cast<const char*>(data);
-    while (size > 0) {
-      ssize_t n = ::write(fd_, p, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw Error(system_error_message("cannot write", temp_path_));
-      }
-      p += n;
-      size -= static_cast<std::size_t>(n);
-    }
+    write_all(fd_, data, size, temp_path_);
   } else {
     buffer_.append(static_cast<const char*>(data), size);
   }
 }
 
 void AtomicFile::flush_buffer() {
-  const char* p = buffer_.data();
-  std::size_t left = buffer_.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(system_error_message("cannot write", temp_path_));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  write_all(fd_, buffer_.data(), buffer_.size(), temp_path_);
   buffer_.clear();
 }
 

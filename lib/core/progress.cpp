@@ -26,6 +26,10 @@ Progress::Progress(std::string item_name, std::uint64_t total_bytes, std::uint64
       last_draw_(start_),
       next_log_items_(log_interval_) {}
 
+Progress::~Progress() {
+  if (bar_open_) std::fputs("\n", stderr);
+}
+
 std::string Progress::line(std::uint64_t items, std::uint64_t bytes, double seconds) const {
   double rate_items = seconds > 0 ? items / seconds : 0.0;
   double rate_mb = seconds > 0 ? bytes / seconds / 1e6 : 0.0;
@@ -56,6 +60,7 @@ void Progress::update(std::uint64_t items, std::uint64_t bytes) {
     }
     std::fprintf(stderr, "\r%s%s\033[K", bar.c_str(), line(items, bytes, seconds).c_str());
     std::fflush(stderr);
+    bar_open_ = true;
   } else if (items >= next_log_items_) {
     while (next_log_items_ <= items) next_log_items_ += log_interval_;
     std::fprintf(stderr, "%s\n", line(items, bytes, seconds).c_str());
@@ -66,6 +71,7 @@ void Progress::update(std::uint64_t items, std::uint64_t bytes) {
 void Progress::finish(std::uint64_t items, std::uint64_t bytes) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string text = line(items, bytes, seconds);
+  bar_open_ = false;
   if (terminal_)
     std::fprintf(stderr, "\r%s in %s\033[K\n", text.c_str(), format_duration(seconds).c_str());
   else

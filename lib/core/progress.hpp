@@ -11,6 +11,9 @@ class Progress {
 public:
   // total_bytes = 0 when the input size is unknown (a pipe): no percentage and no ETA then.
   Progress(std::string item_name, std::uint64_t total_bytes, std::uint64_t log_interval);
+  // Ends a bar left unfinished (work abandoned), so that a message that follows gets a line of
+  // its own.
+  ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
@@ -30,6 +33,7 @@ private:
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
   std::uint64_t next_log_items_;
+  bool bar_open_ = false;  // a bar is drawn and its line not ended
 };
 
 // "1:02:03" style duration.

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 
 namespace mgt {
 namespace {
@@ -37,17 +38,7 @@ void ScratchFile::append(const void* data, std::size_t size) {
 }
 
 void ScratchFile::flush() {
-  const char* p = buffer_.data();
-  std::size_t left = buffer_.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(system_error_message("cannot write a scratch file in", directory_));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  write_all(fd_, buffer_.data(), buffer_.size(), directory_, "cannot write a scratch file in");
   buffer_.clear();
 }
 

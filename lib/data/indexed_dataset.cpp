@@ -192,12 +192,16 @@ void IndexedDatasetWriter::add_document(std::span<const TokenId> tokens,
   ++document_count_;
 }
 
-void IndexedDatasetWriter::add_index(const IndexedDataset& other) {
+void IndexedDatasetWriter::add_index(const IndexedDataset& other, const std::function<void()>& between_chunks) {
   if (other.dtype() != dtype_)
     throw Error("cannot merge " + other.prefix() + " (dtype " + dtype_name(other.dtype()) +
                 ") into a dataset of dtype " + dtype_name(dtype_));
   auto bytes = other.bin_bytes();
-  bin_->write(bytes.data(), bytes.size());
+  constexpr std::size_t kChunk = std::size_t{64} << 20;
+  for (std::size_t at = 0; at < bytes.size(); at += kChunk) {
+    if (at > 0 && between_chunks) between_chunks();
+    bin_->write(bytes.data() + at, std::min(kChunk, bytes.size() - at));
+  }
   token_count_ += other.token_count();
   auto lengths = other.sequence_lengths();
   lengths_.append(lengths.data(), lengths.size() * sizeof(std::int32_t));

@@ -2,6 +2,7 @@
 // writing with bounded memory (spec/megatron.md §1).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -72,7 +73,9 @@ public:
   // An empty `lengths` still records a document, as Megatron's add_document does.
   void add_document(std::span<const TokenId> tokens, std::span<const std::int32_t> lengths);
   // Appends every document of another dataset (Megatron's add_index); dtypes must match.
-  void add_index(const IndexedDataset& other);
+  // between_chunks, when set, is called between chunks of the token copy, which for a large
+  // dataset is long work: it may throw to abandon the copy.
+  void add_index(const IndexedDataset& other, const std::function<void()>& between_chunks = {});
 
   // Completes both files under their temporary names (write .idx, fsync) ...
   void finish();

@@ -31,13 +31,19 @@ std::string display_name_of(const std::string& path) {
 // detection and the decompressors' input.
 class StoredFile {
 public:
-  explicit StoredFile(const std::string& path) : name_(display_name_of(path)) {
+  StoredFile(const std::string& path, const std::atomic<bool>* cancel)
+      : name_(display_name_of(path)), cancel_(cancel) {
     if (path == kStdinPath) {
       fd_ = STDIN_FILENO;
       owned_ = false;
     } else {
-      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      // Opening a FIFO blocks until a writer comes, beyond the reach of the cancel flag; opened
+      // without blocking, the wait moves to wait_readable, which watches the flag.
+      struct stat path_st {};
+      const bool fifo = cancel != nullptr && ::stat(path.c_str(), &path_st) == 0 && S_ISFIFO(path_st.st_mode);
+      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
       if (fd_ < 0) throw Error(system_error_message("cannot open input", path));
+      if (fifo) ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
       struct stat st {};
       if (::fstat(fd_, &st) == 0 && S_ISDIR(st.st_mode)) {
         ::close(fd_);
@@ -125,7 +131,7 @@ private:
   std::vector<unsigned char> buffer_;
   std::size_t begin_ = 0, end_ = 0;
   std::uint64_t bytes_read_ = 0;
-  const std::atomic<bool>* cancel_ = nullptr;
+  const std::atomic<bool>* cancel_;
 };
 
 class Decoder {
@@ -298,13 +304,12 @@ struct InputStream::Impl {
   StoredFile file;
   Compression compression = Compression::None;
   std::unique_ptr<Decoder> decoder;
-  explicit Impl(const std::string& path) : file(path) {}
+  Impl(const std::string& path, const std::atomic<bool>* cancel) : file(path, cancel) {}
 };
 
 InputStream::InputStream(const std::string& path, const std::atomic<bool>* cancel)
-    : impl_(std::make_unique<Impl>(path)) {
+    : impl_(std::make_unique<Impl>(path, cancel)) {
   auto& f = impl_->file;
-  f.set_cancel_flag(cancel);
   f.ensure(4);
   const unsigned char* p = f.data();
   std::size_t n = f.available();

@@ -31,7 +31,7 @@ std::string compression_name(Compression c);
 class InputStream {
 public:
   // kStdinPath reads standard input. cancel: as set_cancel_flag(), already for the first bytes
-  // read to recognise the format.
+  // read to recognise the format, and for the wait for a writer to open a FIFO.
   explicit InputStream(const std::string& path, const std::atomic<bool>* cancel = nullptr);
   ~InputStream();
   InputStream(const InputStream&) = delete;

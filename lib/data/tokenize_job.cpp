@@ -14,6 +14,7 @@
 #include "core/json_text.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
+#include "core/signal_flag.hpp"
 #include "data/dataset_outputs.hpp"
 #include "data/document_encoder.hpp"
 #include "data/indexed_dataset.hpp"
@@ -49,6 +50,15 @@ std::size_t default_workers() {
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Once `interrupt` holds a signal number, stops the run by throwing: unwinding removes every
+// temporary, and nothing has been renamed into place yet wherever this is called.
+void throw_if_interrupted(const std::atomic<int>* interrupt) {
+  if (interrupt == nullptr) return;
+  const int signal = interrupt->load(std::memory_order_relaxed);
+  if (signal != 0)
+    throw Error("interrupted by " + signal_name(signal) + "; no output written", signal_exit_code(signal));
 }
 
 std::string location(const InputLines& input, const LineBatch& batch, std::size_t line) {
@@ -185,9 +195,9 @@ void validate_tokenize_options(const TokenizeOptions& o) {
     throw UsageError("standard input (-) can be read only once");
 }
 
-TokenizeSummary run_tokenize(const TokenizeOptions& options) {
+TokenizeSummary run_tokenize(const TokenizeOptions& options, const std::atomic<int>* interrupt) {
   validate_tokenize_options(options);
-  if (options.merge) return run_merge(options);
+  if (options.merge) return run_merge(options, interrupt);
   const auto start = Clock::now();
 
   std::vector<std::string> paths = expand_input_paths(options.inputs);
@@ -202,6 +212,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   TokenizerOptions tokenizer_options = options.tokenizer;
   tokenizer_options.vocab_extra_ids = 0;
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tokenizer_options);
+  throw_if_interrupted(interrupt);
   const DType dtype = optimal_dtype(tokenizer->vocab_size());
   if (options.tokenizer.vocab_extra_ids != 0)
     log::warn("--vocab-extra-ids is ignored: preprocess_data.py forces it to 0");
@@ -246,11 +257,13 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   PipelineSettings pipeline;
   pipeline.batch_bytes = options.batch_bytes;
   pipeline.stop_at_bad_line = !options.skip_bad_lines;
+  if (interrupt != nullptr) pipeline.poll = [interrupt] { throw_if_interrupted(interrupt); };
   run_tokenize_pipeline(input, encoders, pipeline, [&](const LineBatch& batch) {
     write_batch(batch);
     if (progress) progress->update(summary.documents, summary.stored_bytes);
   });
   summary.stored_bytes = input.stored_bytes_read();
+  throw_if_interrupted(interrupt);
   outputs.commit();
   if (progress) progress->finish(summary.documents, summary.stored_bytes);
   summary.seconds = seconds_since(start);
@@ -258,7 +271,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   return summary;
 }
 
-TokenizeSummary run_merge(const TokenizeOptions& options) {
+TokenizeSummary run_merge(const TokenizeOptions& options, const std::atomic<int>* interrupt) {
   if (options.inputs.empty()) throw UsageError("--input is required");
   if (options.output_prefix.empty()) throw UsageError("--output-prefix is required");
   const auto start = Clock::now();
@@ -267,7 +280,9 @@ TokenizeSummary run_merge(const TokenizeOptions& options) {
 
   std::unique_ptr<IndexedDatasetWriter> writer;
   TokenizeSummary summary;
+  const auto check_interrupt = [interrupt] { throw_if_interrupted(interrupt); };
   for (const auto& prefix : prefixes) {
+    check_interrupt();
     IndexedDataset dataset(prefix);
     if (!writer) {
       writer = std::make_unique<IndexedDatasetWriter>(options.output_prefix, dataset.dtype());
@@ -276,10 +291,12 @@ TokenizeSummary run_merge(const TokenizeOptions& options) {
     if (!options.quiet)
       log::info("Merging " + prefix + " (" + std::to_string(dataset.document_count()) +
                 " documents, " + std::to_string(dataset.sequence_count()) + " sequences)");
-    writer->add_index(dataset);
+    writer->add_index(dataset, check_interrupt);
     summary.input_bytes += dataset.bin_bytes().size();
     summary.stored_bytes += dataset.bin_bytes().size();
   }
+  writer->finish();
+  check_interrupt();
   writer->commit();
   summary.documents = writer->document_count();
   summary.lines = summary.documents;

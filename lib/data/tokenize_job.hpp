@@ -1,6 +1,7 @@
 // mgt-tokenize: Megatron's tools/preprocess_data.py (JSON lines → {prefix}_{key}_{level}.bin/.idx,
 // byte for byte) and tools/merge_datasets.py (concatenating datasets), as library entry points.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -56,12 +57,15 @@ void validate_tokenize_options(const TokenizeOptions& options);
 // Runs preprocess_data.py's work. Throws mgt::Error; "FILE:LINE: what" for a bad input line
 // (unless skip_bad_lines). Outputs appear under their final names only when everything
 // succeeded; a failed run leaves no output file behind.
-TokenizeSummary run_tokenize(const TokenizeOptions& options);
+// interrupt: polled throughout (a SignalFlag's flag); once it holds a signal number the run
+// stops, removes what it wrote and throws mgt::Error "interrupted by SIGINT; no output
+// written" with exit code 128 + the signal.
+TokenizeSummary run_tokenize(const TokenizeOptions& options, const std::atomic<int>* interrupt = nullptr);
 
 // merge_datasets.py: the datasets named by options.inputs (a directory stands for every
 // PREFIX.bin/.idx pair in it, sorted by name, as merge_datasets.py takes them) concatenated into
-// options.output_prefix.
-TokenizeSummary run_merge(const TokenizeOptions& options);
+// options.output_prefix. interrupt: as for run_tokenize.
+TokenizeSummary run_merge(const TokenizeOptions& options, const std::atomic<int>* interrupt = nullptr);
 
 // The summary as one JSON object (for stdout) and as human-readable lines (for stderr).
 std::string summary_json(const TokenizeSummary& summary);

@@ -161,13 +161,23 @@ private:
 
   void consume_loop(const std::function<void(const LineBatch&)>& consume) {
     for (std::uint64_t next = 0;; ++next) {
+      if (settings_.poll) settings_.poll();
       LineBatch* b = nullptr;
       {
         std::unique_lock lock(mutex_);
         std::size_t slot = next % pool_size_;
-        done_cv_.wait(lock, [&] {
+        auto ready = [&] {
           return stop_ || slots_[slot] != nullptr || (reader_done_ && next >= batch_count_);
-        });
+        };
+        if (!settings_.poll) {
+          done_cv_.wait(lock, ready);
+        } else {
+          while (!done_cv_.wait_for(lock, settings_.poll_interval, ready)) {
+            lock.unlock();
+            settings_.poll();
+            lock.lock();
+          }
+        }
         if (stop_) throw Error("tokenization stopped");
         if (slots_[slot] == nullptr) return;  // every batch consumed
         b = slots_[slot];

@@ -3,6 +3,7 @@
 // output is the same for any number of workers). Memory is bounded by a fixed pool of batches
 // that are recycled, never by the size of the input.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -48,11 +49,15 @@ struct PipelineSettings {
   std::size_t batch_bytes = 1 << 20;  // a batch is cut once it holds this many bytes of lines
   std::size_t max_batch_lines = 1 << 16;
   bool stop_at_bad_line = true;  // a worker gives up on a batch at its first bad line
+  // Called on the calling thread before each batch and, while waiting for one, every
+  // poll_interval: the way to stop the run from outside (a signal) by throwing.
+  std::function<void()> poll;
+  std::chrono::milliseconds poll_interval{100};
 };
 
 // Reads every line of `input`, encodes them with one thread per encoder, and calls `consume` on
 // the calling thread with each batch in input order. The first failure (reading, an exception
-// in a worker, or thrown by consume) stops all threads and is rethrown here.
+// in a worker, or thrown by consume or settings.poll) stops all threads and is rethrown here.
 void run_tokenize_pipeline(InputLines& input, std::vector<std::unique_ptr<DocumentEncoder>>& encoders,
                            const PipelineSettings& settings,
                            const std::function<void(const LineBatch&)>& consume);

@@ -40,8 +40,8 @@ public:
   // `text`. Exposed for tests and tools.
   static std::vector<std::string_view> pretokenize(std::string_view text);
 
-  struct Tables;     // immutable, shared by clones
-  class Workspace;   // per-instance cache and scratch buffers
+  struct Tables;     // immutable, shared by clones (gpt2_bpe_tables.hpp)
+  class Workspace;   // per-instance cache and scratch buffers (gpt2_bpe_workspace.hpp)
 
 private:
   struct Private {};  // only load() and clone() construct, yet through std::make_unique

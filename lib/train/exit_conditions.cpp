@@ -1,9 +1,7 @@
 #include "train/exit_conditions.hpp"
 
-#include <atomic>
-#include <cerrno>
 #include <csignal>
-#include <cstring>
+#include <initializer_list>
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
@@ -12,17 +10,6 @@
 namespace mgt {
 
 namespace {
-
-// A signal handler can only reach static storage; these two are the whole of it. Lock-free
-// atomics are async-signal-safe.
-std::atomic<bool> g_signal_received{false};
-std::atomic<bool> g_handler_installed{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-// The previous disposition of the handled signal, restored by the destructor.
-struct sigaction g_previous_action;
-
-extern "C" void on_exit_signal(int) { g_signal_received.store(true, std::memory_order_relaxed); }
 
 struct SignalName {
   const char* name;
@@ -44,33 +31,15 @@ ExitConditions::ExitConditions(const LoggingOptions& o, Clock::time_point start)
     : ExitConditions(Settings{o.exit_interval, o.exit_duration_in_mins, o.exit_signal_handler, o.exit_signal}, start) {}
 
 ExitConditions::ExitConditions(const Settings& settings, Clock::time_point start)
-    : settings_(settings), start_(start), signal_(exit_signal_number(settings.exit_signal)) {
-  if (!settings_.exit_signal_handler) return;
-  bool expected = false;
-  if (!g_handler_installed.compare_exchange_strong(expected, true))
-    throw Error("the exit signal handler is already installed");
-  g_signal_received.store(false);
-  struct sigaction action;
-  std::memset(&action, 0, sizeof action);
-  action.sa_handler = on_exit_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // interrupted reads and writes resume; the loop polls the flag
-  if (sigaction(signal_, &action, &g_previous_action) != 0) {
-    g_handler_installed.store(false);
-    throw Error(std::string("sigaction(") + settings_.exit_signal + ") failed: " + std::strerror(errno));
-  }
-  handling_signal_ = true;
+    : settings_(settings), start_(start) {
+  const int signal = exit_signal_number(settings.exit_signal);
+  // As Megatron's handler: every arrival only sets the flag, even under nohup.
+  if (settings_.exit_signal_handler) signal_flag_.emplace(std::initializer_list<int>{signal});
 }
 
-ExitConditions::~ExitConditions() {
-  if (!handling_signal_) return;
-  sigaction(signal_, &g_previous_action, nullptr);
-  g_handler_installed.store(false);
-}
+ExitConditions::~ExitConditions() = default;
 
-bool ExitConditions::signal_received() const {
-  return handling_signal_ && g_signal_received.load(std::memory_order_relaxed);
-}
+bool ExitConditions::signal_received() const { return signal_flag_ && signal_flag_->raised(); }
 
 double ExitConditions::minutes_since_start(Clock::time_point now) const {
   return std::chrono::duration<double>(now - start_).count() / 60.0;

@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "core/signal_flag.hpp"
+
 namespace mgt {
 
 struct LoggingOptions;
@@ -34,8 +36,9 @@ public:
     std::string exit_signal = "SIGTERM";
   };
 
-  // Installs the signal handler (sigaction) when asked; `start` is when the run began.
-  // Only one ExitConditions may handle signals at a time (mgt::Error otherwise).
+  // Installs the signal handler (a SignalFlag) when asked; `start` is when the run began.
+  // Only one ExitConditions (or other SignalFlag) may handle signals at a time (mgt::Error
+  // otherwise).
   explicit ExitConditions(const Settings& settings, Clock::time_point start = Clock::now());
   explicit ExitConditions(const LoggingOptions& options, Clock::time_point start = Clock::now());
   ~ExitConditions();  // restores the signal's previous disposition
@@ -56,8 +59,7 @@ public:
 private:
   Settings settings_;
   Clock::time_point start_;
-  int signal_ = 0;
-  bool handling_signal_ = false;
+  std::optional<SignalFlag> signal_flag_;  // with --exit-signal-handler
 };
 
 }  // namespace mgt

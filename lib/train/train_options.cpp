@@ -1,15 +1,10 @@
 #include "train/train_options.hpp"
 
-// Values must never be split at commas (paths and --split contain them): one value per
-// occurrence, the same setting as the programs that include cxxopts.
-#define CXXOPTS_VECTOR_DELIMITER '\0'
-#include <cxxopts.hpp>
-
 #include <map>
 #include <string_view>
 
+#include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
-#include "train/command_line.hpp"
 
 namespace mgt {
 
@@ -149,6 +144,7 @@ cxxopts::Options make_cxxopts() {
       case FlagArity::None: adder(o.name, o.help); break;
       case FlagArity::One: adder(o.name, o.help, cxxopts::value<std::string>(), o.arg); break;
       case FlagArity::Many:
+      case FlagArity::ManyAppending:
         adder(o.name, o.help, cxxopts::value<std::vector<std::string>>(), o.arg);
         break;
     }
@@ -157,31 +153,7 @@ cxxopts::Options make_cxxopts() {
   return options;
 }
 
-// Typed access to the parse result; every error names its flag.
-class Flags {
-public:
-  explicit Flags(const cxxopts::ParseResult& r) : r_(r) {}
-  bool has(const char* name) const { return r_.count(name) > 0; }
-  std::string text(const char* name) const { return r_[name].as<std::string>(); }
-  std::vector<std::string> list(const char* name) const {
-    return has(name) ? r_[name].as<std::vector<std::string>>() : std::vector<std::string>{};
-  }
-  void set(const char* name, bool& field) const { if (has(name)) field = true; }
-  void set(const char* name, std::string& field) const { if (has(name)) field = text(name); }
-  void set(const char* name, std::optional<std::string>& field) const { if (has(name)) field = text(name); }
-  void set(const char* name, std::int64_t& field) const { if (has(name)) field = integer(name); }
-  void set(const char* name, std::optional<std::int64_t>& field) const { if (has(name)) field = integer(name); }
-  void set(const char* name, double& field) const { if (has(name)) field = real(name); }
-  void set(const char* name, std::optional<double>& field) const { if (has(name)) field = real(name); }
-  void set(const char* name, std::vector<std::string>& field) const { if (has(name)) field = list(name); }
-
-private:
-  std::int64_t integer(const char* name) const { return parse_integer_flag(std::string("--") + name, text(name)); }
-  double real(const char* name) const { return parse_real_flag(std::string("--") + name, text(name)); }
-  const cxxopts::ParseResult& r_;
-};
-
-void read_model(const Flags& f, ModelShapeOptions& m) {
+void read_model(const FlagValues& f, ModelShapeOptions& m) {
   f.set("num-layers", m.num_layers);
   f.set("hidden-size", m.hidden_size);
   f.set("num-attention-heads", m.num_attention_heads);
@@ -210,7 +182,7 @@ void read_model(const Flags& f, ModelShapeOptions& m) {
   f.set("recompute-num-layers", m.recompute_num_layers);
 }
 
-void read_optimization(const Flags& f, OptimizationOptions& o) {
+void read_optimization(const FlagValues& f, OptimizationOptions& o) {
   f.set("micro-batch-size", o.micro_batch_size);
   f.set("global-batch-size", o.global_batch_size);
   f.set("train-iters", o.train_iters);
@@ -244,7 +216,7 @@ void read_optimization(const Flags& f, OptimizationOptions& o) {
   if (f.has("fp16")) o.precision = Precision::Fp16;
 }
 
-void read_data(const Flags& f, DataOptions& d) {
+void read_data(const FlagValues& f, DataOptions& d) {
   f.set("data-path", d.data_path);
   f.set("data-args-path", d.data_args_path);
   f.set("split", d.split);
@@ -268,7 +240,7 @@ void read_data(const Flags& f, DataOptions& d) {
   f.set("reset-attention-mask", d.reset_attention_mask);
 }
 
-void read_checkpoint_and_logging(const Flags& f, CheckpointOptions& c, LoggingOptions& l) {
+void read_checkpoint_and_logging(const FlagValues& f, CheckpointOptions& c, LoggingOptions& l) {
   f.set("save", c.save);
   // Megatron declares both names for one option; the later one on the line wins there too, but
   // giving both is almost certainly a mistake.
@@ -295,7 +267,7 @@ void read_checkpoint_and_logging(const Flags& f, CheckpointOptions& c, LoggingOp
   f.set("metrics-file", l.metrics_file);
 }
 
-void read_parallel(const Flags& f, ParallelOptions& p) {
+void read_parallel(const FlagValues& f, ParallelOptions& p) {
   f.set("tensor-model-parallel-size", p.tensor_model_parallel_size);
   f.set("pipeline-model-parallel-size", p.pipeline_model_parallel_size);
   f.set("context-parallel-size", p.context_parallel_size);
@@ -307,25 +279,20 @@ void read_parallel(const Flags& f, ParallelOptions& p) {
 
 TrainOptions parse_train_options(int argc, const char* const* argv, int world_size) {
   cxxopts::Options options = make_cxxopts();
-  std::vector<std::string> args = normalize_command_line(argc, argv, known_flags(), kProgram);
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
+  CommandLineRules rules;
+  rules.known = known_flags();
+  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
   TrainOptions o;
-  try {
-    cxxopts::ParseResult result = options.parse(static_cast<int>(cargs.size()), cargs.data());
-    if (result.count("help")) {
-      o.show_help = true;
-      return o;
-    }
-    Flags flags(result);
-    read_model(flags, o.model);
-    read_optimization(flags, o.optim);
-    read_data(flags, o.data);
-    read_checkpoint_and_logging(flags, o.checkpoint, o.logging);
-    read_parallel(flags, o.parallel);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + " (see --help)");
+  if (result.count("help")) {
+    o.show_help = true;
+    return o;
   }
+  const FlagValues flags(result);
+  read_model(flags, o.model);
+  read_optimization(flags, o.optim);
+  read_data(flags, o.data);
+  read_checkpoint_and_logging(flags, o.checkpoint, o.logging);
+  read_parallel(flags, o.parallel);
   validate_train_options(o, world_size);
   return o;
 }

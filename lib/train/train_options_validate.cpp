@@ -5,7 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "train/command_line.hpp"
+#include "core/command_line.hpp"
 #include "train/train_options.hpp"
 
 namespace mgt {

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
-#include "train/megatron_flags.hpp"
+#include "core/megatron_flags.hpp"
 #include "train/train_options.hpp"
 
 using namespace mgt;

@@ -1,11 +1,11 @@
-#include "train/command_line.hpp"
+#include "core/command_line.hpp"
 
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 
 #include "core/error.hpp"
-#include "train/megatron_flags.hpp"
+#include "core/megatron_flags.hpp"
 
 namespace mgt {
 
@@ -22,8 +22,11 @@ bool looks_like_negative_number(std::string_view arg) {
 
 bool is_flag(std::string_view arg) { return arg.size() > 1 && arg[0] == '-' && !looks_like_negative_number(arg); }
 
-[[noreturn]] void refuse_unknown(const std::string& name, std::string_view program) {
-  if (find_megatron_flag(name))
+[[noreturn]] void refuse_unknown(const std::string& name, const CommandLineRules& rules,
+                                 std::string_view program) {
+  if (auto refused = rules.refused.find(name); refused != rules.refused.end())
+    throw UsageError(name + " is not supported by " + std::string(program) + ": " + refused->second);
+  if (rules.name_pretraining_flags && find_megatron_flag(name))
     throw UsageError(name + " is a Megatron-LM flag that " + std::string(program) + " does not support");
   throw UsageError("unknown flag " + name + " (see --help)");
 }
@@ -33,6 +36,12 @@ bool is_flag(std::string_view arg) { return arg.size() > 1 && arg[0] == '-' && !
 std::vector<std::string> normalize_command_line(int argc, const char* const* argv,
                                                 const std::map<std::string, FlagArity>& known,
                                                 std::string_view program) {
+  return normalize_command_line(argc, argv, CommandLineRules{known, {}, true}, program);
+}
+
+std::vector<std::string> normalize_command_line(int argc, const char* const* argv,
+                                                const CommandLineRules& rules, std::string_view program) {
+  const auto& known = rules.known;
   std::vector<std::string> out{argc > 0 ? argv[0] : std::string(program)};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -47,7 +56,7 @@ std::vector<std::string> normalize_command_line(int argc, const char* const* arg
     const auto eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
     auto flag = known.find(name);
-    if (flag == known.end()) refuse_unknown(name, program);
+    if (flag == known.end() || rules.refused.count(name)) refuse_unknown(name, rules, program);
     const FlagArity arity = flag->second;
     if (arity == FlagArity::None) {
       if (eq != std::string::npos) throw UsageError(name + " takes no value");

@@ -1,4 +1,4 @@
-#include "train/megatron_flags.hpp"
+#include "core/megatron_flags.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@ namespace mgt {
 namespace {
 
 constexpr MegatronFlag kFlags[] = {
-#include "train/megatron_flags.inc"
+#include "core/megatron_flags.inc"
 };
 
 }  // namespace

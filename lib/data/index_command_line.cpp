@@ -1,0 +1,151 @@
+#include "data/index_command_line.hpp"
+
+#include <map>
+
+#include "core/cxxopts_command_line.hpp"
+#include "core/error.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace mgt {
+
+namespace {
+
+constexpr const char* kProgram = "mgt-index";
+
+// Lists as Megatron's argparse nargs='*' takes them; unlike argparse, a repeated flag adds to the
+// earlier values.
+const std::map<std::string, FlagArity> kListFlags = {{"--data-path", FlagArity::ManyAppending},
+                                                     {"--train-data-path", FlagArity::ManyAppending},
+                                                     {"--valid-data-path", FlagArity::ManyAppending},
+                                                     {"--test-data-path", FlagArity::ManyAppending}};
+
+// Megatron flags that matter for dataset indices but are not implemented, with the reason.
+const std::map<std::string, std::string> kRefusedFlags = {
+    {"--mock-data", "mock data has no index to cache"},
+    {"--per-split-data-args-path", "pass the lists to --train-data-path, --valid-data-path, --test-data-path"},
+    {"--full-validation", "validation sizes follow --eval-iters and --eval-interval"},
+    {"--skip-train", "the train split is always indexed"},
+    {"--object-storage-cache-path", "object storage is not supported"},
+    {"--tokenizer-model", "SentencePiece, HuggingFace and TikToken tokenizers are not supported"},
+    {"--rampup-batch-size", "batch-size ramp-up is not supported"},
+    {"--dataloader-type", "only the 'single' sampler order is supported"},
+};
+
+cxxopts::Options make_options() {
+  cxxopts::Options o(kProgram,
+                     "Build (or find in the cache) the GPTDataset and BlendedDataset indices that "
+                     "Megatron-LM's pretrain_gpt.py would build for the same flags, byte for byte.");
+  o.custom_help("--data-path [W] PREFIX... --seq-length N --train-iters N --global-batch-size N "
+                "--tokenizer-type TYPE [options]");
+  std::string types;
+  for (const auto& t : supported_tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
+  // Numbers are declared as strings and parsed by FlagValues, so that a bad value names its flag.
+  // clang-format off
+  o.add_options("data")
+      ("data-path", "Dataset prefixes, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...'",
+       cxxopts::value<std::vector<std::string>>(), "[W] PREFIX...")
+      ("data-args-path", "File holding the --data-path list (needs --split)",
+       cxxopts::value<std::string>(), "FILE")
+      ("split", "Train, valid, test proportions of --data-path (default \"969, 30, 1\")",
+       cxxopts::value<std::string>(), "A,B,C")
+      ("train-data-path", "Train split datasets ([W] PREFIX...), instead of --data-path",
+       cxxopts::value<std::vector<std::string>>(), "[W] PREFIX...")
+      ("valid-data-path", "Validation split datasets ([W] PREFIX...)",
+       cxxopts::value<std::vector<std::string>>(), "[W] PREFIX...")
+      ("test-data-path", "Test split datasets ([W] PREFIX...)",
+       cxxopts::value<std::vector<std::string>>(), "[W] PREFIX...")
+      ("data-cache-path", "Directory for the index files (default: PREFIX/cache/GPTDataset_indices; "
+                          "blend indices are cached only here)",
+       cxxopts::value<std::string>(), "DIR")
+      ("mid-level-dataset-surplus", "Extra fraction of samples built per blended dataset",
+       cxxopts::value<std::string>()->default_value("0.005"), "F");
+  o.add_options("sizes")
+      ("seq-length", "Tokens per sample", cxxopts::value<std::string>(), "N")
+      ("train-iters", "Training iterations", cxxopts::value<std::string>(), "N")
+      ("train-samples", "Training samples (instead of --train-iters)",
+       cxxopts::value<std::string>(), "N")
+      ("global-batch-size", "Samples per iteration (default: --micro-batch-size)",
+       cxxopts::value<std::string>(), "N")
+      ("micro-batch-size", "Samples per micro-batch", cxxopts::value<std::string>(), "N")
+      ("eval-iters", "Validation iterations per evaluation",
+       cxxopts::value<std::string>()->default_value("100"), "N")
+      ("eval-interval", "Iterations between evaluations",
+       cxxopts::value<std::string>()->default_value("1000"), "N")
+      ("seed", "Random seed of the shuffles", cxxopts::value<std::string>()->default_value("1234"), "N");
+  o.add_options("tokenizer")
+      ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
+      ("vocab-file", "Vocabulary file", cxxopts::value<std::string>(), "FILE")
+      ("merge-file", "GPT-2 BPE merges file", cxxopts::value<std::string>(), "FILE")
+      ("vocab-size", "Vocabulary size (NullTokenizer)", cxxopts::value<std::string>(), "N")
+      ("vocab-extra-ids", "Extra <extra_id_i> tokens (BERT tokenizers)",
+       cxxopts::value<std::string>()->default_value("0"), "N");
+  o.add_options("samples")
+      ("eod-mask-loss", "In --dump-samples: no loss on end-of-document input tokens")
+      ("reset-position-ids", "In --dump-samples: positions restart after each end of document")
+      ("reset-attention-mask", "In --dump-samples: list where documents start (segment_starts)");
+  o.add_options("mgt")
+      ("dump-samples", "Write the first --dump-count samples of each split (tokens, labels, loss "
+                       "mask, positions) to FILE as JSON lines",
+       cxxopts::value<std::string>(), "FILE")
+      ("dump-count", "Samples per split for --dump-samples",
+       cxxopts::value<std::string>()->default_value("16"), "N")
+      ("h,help", "Show this help");
+  // clang-format on
+  return o;
+}
+
+IndexOptions to_index_options(const FlagValues& f) {
+  IndexOptions o;
+  f.set("data-path", o.data_path);
+  f.set("data-args-path", o.data_args_path);
+  f.set("train-data-path", o.train_data_path);
+  f.set("valid-data-path", o.valid_data_path);
+  f.set("test-data-path", o.test_data_path);
+  f.set("split", o.split);
+  f.set("data-cache-path", o.data_cache_path);
+  o.mid_level_dataset_surplus = f.real("mid-level-dataset-surplus");
+  f.set("seq-length", o.seq_length);
+  f.set("train-iters", o.train_iters);
+  f.set("train-samples", o.train_samples);
+  f.set("global-batch-size", o.global_batch_size);
+  f.set("micro-batch-size", o.micro_batch_size);
+  o.eval_iters = f.integer("eval-iters");
+  o.eval_interval = f.integer("eval-interval");
+  o.seed = f.integer("seed");
+  f.set("tokenizer-type", o.tokenizer.type);
+  f.set("vocab-file", o.tokenizer.vocab_file);
+  f.set("merge-file", o.tokenizer.merge_file);
+  if (f.has("vocab-size")) o.tokenizer.vocab_size = f.integer("vocab-size");
+  const std::int64_t extra = f.integer("vocab-extra-ids");
+  if (extra < 0 || extra > 1000000) throw UsageError("--vocab-extra-ids must be between 0 and 1000000");
+  o.tokenizer.vocab_extra_ids = static_cast<int>(extra);
+  f.set("eod-mask-loss", o.eod_mask_loss);
+  f.set("reset-position-ids", o.reset_position_ids);
+  f.set("reset-attention-mask", o.reset_attention_mask);
+  f.set("dump-samples", o.dump_samples_path);
+  o.dump_count = f.integer("dump-count");
+  return o;
+}
+
+}  // namespace
+
+IndexCommandLine parse_index_command_line(int argc, const char* const* argv) {
+  cxxopts::Options options = make_options();
+  const CommandLineRules rules{declared_flags(options, kListFlags), kRefusedFlags, true};
+  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  IndexCommandLine command;
+  if (result.count("help")) {
+    command.show_help = true;
+    return command;
+  }
+  command.options = to_index_options(FlagValues(result));
+  return command;
+}
+
+std::string index_help() {
+  return make_options().help() +
+         "\nResults go to standard output as JSON, a table and progress to standard "
+         "error.\nSee man mgt-index(1) for outputs, exit codes and compatibility notes.\n";
+}
+
+}  // namespace mgt

@@ -1,0 +1,22 @@
+// mgt-index's command line: pretrain_gpt.py's data flags (and a few of mgt's own) into
+// IndexOptions.
+#pragma once
+#include <string>
+
+#include "data/index_job.hpp"
+
+namespace mgt {
+
+struct IndexCommandLine {
+  bool show_help = false;  // --help: print index_help() and stop; nothing else is read
+  IndexOptions options;
+};
+
+// Throws mgt::UsageError naming the flag at fault; Megatron flags that matter for the indices but
+// are not implemented are refused with the reason.
+IndexCommandLine parse_index_command_line(int argc, const char* const* argv);
+
+// The --help text.
+std::string index_help();
+
+}  // namespace mgt

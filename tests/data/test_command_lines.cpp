@@ -1,0 +1,132 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "data/index_command_line.hpp"
+#include "data/tokenize_command_line.hpp"
+
+using namespace mgt;
+
+namespace {
+
+using Args = std::vector<std::string>;
+
+template <class Parse>
+auto parse_with(Parse parse, const char* program, Args args) {
+  args.insert(args.begin(), program);
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse(static_cast<int>(argv.size()), argv.data());
+}
+
+TokenizeCommandLine tokenize(Args args) {
+  return parse_with(parse_tokenize_command_line, "mgt-tokenize", std::move(args));
+}
+IndexCommandLine index(Args args) { return parse_with(parse_index_command_line, "mgt-index", std::move(args)); }
+
+template <class Fn>
+std::string usage_error(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
+    return e.what();
+  }
+  FAIL("no error");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("tokenize command line: flags into options", "[data][command_line]") {
+  const TokenizeOptions defaults = tokenize({}).options;
+  CHECK(defaults.inputs.empty());
+  CHECK(defaults.json_keys == Args{"text"});
+  CHECK(defaults.workers == 0);
+  CHECK(defaults.partitions == 1);
+  CHECK(defaults.log_interval == 1000);
+  CHECK(defaults.lang == "english");
+
+  const TokenizeOptions o =
+      tokenize({"--input", "a.jsonl", "-", "--input", "b*.jsonl", "--json-keys", "text", "title",
+                "--output-prefix", "out/x", "--tokenizer-type", "NullTokenizer", "--vocab-size", "100",
+                "--workers", "3", "--partitions=2", "--append-eod", "--quiet", "--skip-bad-lines"})
+          .options;
+  CHECK(o.inputs == Args{"a.jsonl", "-", "b*.jsonl"});  // repeated --input adds
+  CHECK(o.json_keys == Args{"text", "title"});
+  CHECK(o.output_prefix == "out/x");
+  CHECK(o.tokenizer.type == "NullTokenizer");
+  CHECK(o.tokenizer.vocab_size == 100);
+  CHECK(o.workers == 3);
+  CHECK(o.partitions == 2);
+  CHECK(o.append_eod);
+  CHECK(o.quiet);
+  CHECK(o.skip_bad_lines);
+  CHECK_FALSE(o.merge);
+  CHECK(tokenize({"--merge", "--input", "d"}).options.merge);
+}
+
+TEST_CASE("tokenize command line: help and usage errors", "[data][command_line]") {
+  CHECK(tokenize({"--help"}).show_help);
+  CHECK(tokenize({"-h"}).show_help);
+  const std::string help = tokenize_help();
+  for (const char* flag : {"--input", "--json-keys", "--append-eod", "--workers", "--merge", "man mgt-tokenize(1)"})
+    CHECK(help.find(flag) != std::string::npos);
+
+  CHECK(usage_error([] { tokenize({"--no-such-flag"}); }) == "unknown flag --no-such-flag (see --help)");
+  CHECK(usage_error([] { tokenize({"--tokenizer-model", "m.model"}); }) ==
+        "--tokenizer-model is not supported by mgt-tokenize: SentencePiece, HuggingFace and TikToken "
+        "tokenizers are not supported");
+  // preprocess_data.py is not the pretraining parser: its flags are the reference.
+  CHECK(usage_error([] { tokenize({"--num-layers", "2"}); }) == "unknown flag --num-layers (see --help)");
+  CHECK(usage_error([] { tokenize({"--workers", "zero"}); }) == "--workers: 'zero' is not an integer");
+  CHECK(usage_error([] { tokenize({"--workers", "0"}); }) == "--workers must be at least 1, got 0");
+  CHECK(usage_error([] { tokenize({"--log-interval", "-1"}); }) == "--log-interval must be at least 1, got -1");
+  CHECK(usage_error([] { tokenize({"--vocab-extra-ids", "99999999999"}); }).find("--vocab-extra-ids") == 0);
+  CHECK(usage_error([] { tokenize({"--input"}); }) == "--input needs at least one value");
+  CHECK(usage_error([] { tokenize({"--quiet=yes"}); }) == "--quiet takes no value");
+}
+
+TEST_CASE("index command line: flags into options", "[data][command_line]") {
+  const IndexOptions defaults = index({}).options;
+  CHECK(defaults.eval_iters == 100);
+  CHECK(defaults.eval_interval == 1000);
+  CHECK(defaults.seed == 1234);
+  CHECK(defaults.mid_level_dataset_surplus == 0.005);
+  CHECK(defaults.dump_count == 16);
+  CHECK_FALSE(defaults.seq_length);
+
+  const IndexOptions o =
+      index({"--data-path", "0.3", "a", "0.7", "b", "--split", "98,1,1", "--seq-length", "128", "--train-iters",
+             "10", "--global-batch-size=8", "--seed", "7", "--tokenizer-type", "GPT2BPETokenizer",
+             "--vocab-extra-ids", "2", "--eod-mask-loss", "--dump-samples", "s.jsonl", "--dump-count", "4"})
+          .options;
+  CHECK(o.data_path == Args{"0.3", "a", "0.7", "b"});
+  CHECK(o.split == "98,1,1");
+  CHECK(o.seq_length == 128);
+  CHECK(o.train_iters == 10);
+  CHECK(o.global_batch_size == 8);
+  CHECK(o.seed == 7);
+  CHECK(o.tokenizer.type == "GPT2BPETokenizer");
+  CHECK(o.tokenizer.vocab_extra_ids == 2);
+  CHECK(o.eod_mask_loss);
+  CHECK(o.dump_samples_path == "s.jsonl");
+  CHECK(o.dump_count == 4);
+}
+
+TEST_CASE("index command line: help and usage errors", "[data][command_line]") {
+  CHECK(index({"--help"}).show_help);
+  const std::string help = index_help();
+  for (const char* flag : {"--data-path", "--seq-length", "--dump-samples", "man mgt-index(1)"})
+    CHECK(help.find(flag) != std::string::npos);
+
+  CHECK(usage_error([] { index({"--bogus-flag"}); }) == "unknown flag --bogus-flag (see --help)");
+  CHECK(usage_error([] { index({"--mock-data"}); }) == "--mock-data is not supported by mgt-index: mock data has no index to cache");
+  CHECK(usage_error([] { index({"--num-layers", "2"}); }) == "--num-layers is a Megatron-LM flag that mgt-index does not support");
+  CHECK(usage_error([] { index({"--seq-length", "1e3"}); }) == "--seq-length: '1e3' is not an integer");
+  CHECK(usage_error([] { index({"--mid-level-dataset-surplus", "x"}); }) ==
+        "--mid-level-dataset-surplus: 'x' is not a number");
+  CHECK(usage_error([] { index({"--vocab-extra-ids", "-1"}); }) == "--vocab-extra-ids must be between 0 and 1000000");
+}
