@@ -4,14 +4,15 @@ default and argparse action, as a C++ table, so that a program can tell a Megatr
 not support from a misspelt one without reading a data file at run time.
 
 Usage: tools/gen_megatron_flags.py [pretrain-flags.tsv] [output.inc]
-Defaults: /work/shared/spec/pretrain-flags.tsv and lib/core/megatron_flags.inc next to this
-script. The TSV (name[,alias...], default, action, choices) was dumped from Megatron's parser.
+Defaults: ../shared/spec/pretrain-flags.tsv beside the repository and lib/core/megatron_flags.inc.
+The TSV (name[,alias...], default, action, choices) is a dump of Megatron-LM core_v0.13.0's
+pretraining argument parser; the generated table is committed, so building needs neither.
 """
 import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-DEFAULT_TSV = pathlib.Path("/work/shared/spec/pretrain-flags.tsv")
+DEFAULT_TSV = HERE.parent.parent / "shared" / "spec" / "pretrain-flags.tsv"
 DEFAULT_OUT = HERE.parent / "lib" / "core" / "megatron_flags.inc"
 
 

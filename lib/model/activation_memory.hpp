@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 #include "model/gpt_config.hpp"
 #include "model/lm_loss.hpp"
 #include "model/norm_layer.hpp"

@@ -9,7 +9,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 
 namespace mgt {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "model/activation_memory.hpp"
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 #include "model/forward_context.hpp"
 #include "model/gpt_config.hpp"
 #include "model/gpt_embedding.hpp"

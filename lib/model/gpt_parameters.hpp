@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 #include "model/gpt_config.hpp"
 #include "model/parameter_table.hpp"
 

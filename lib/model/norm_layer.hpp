@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 #include "model/gpt_parameters.hpp"
 
 namespace mgt {

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 #include "model/forward_context.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/linear_layer.hpp"

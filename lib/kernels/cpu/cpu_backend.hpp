@@ -1,6 +1,6 @@
 // The reference backend: host memory, fp32, the mgt::cpu kernels (OpenBLAS for GEMM).
 #pragma once
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 
 namespace mgt {
 

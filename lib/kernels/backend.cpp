@@ -1,4 +1,4 @@
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 
 #include <initializer_list>
 #include <string>

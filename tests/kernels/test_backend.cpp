@@ -4,7 +4,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
-#include "model/backend.hpp"
+#include "kernels/backend.hpp"
 
 using namespace mgt;
 

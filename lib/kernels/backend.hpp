@@ -24,7 +24,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/head_layout.hpp"
 #include "kernels/cpu/rotary.hpp"
-#include "model/device_span.hpp"
+#include "kernels/device_span.hpp"
 
 namespace mgt {
 
