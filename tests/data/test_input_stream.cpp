@@ -16,8 +16,10 @@
 #include "core/error.hpp"
 #include "data/input_stream.hpp"
 #include "test_paths.hpp"
+#include "tokenize_testing.hpp"
 
 using namespace mgt;
+using test::gzip_bytes;
 
 namespace {
 
@@ -26,19 +28,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-std::string gzip_bytes(const std::string& text) {
-  z_stream zs{};
-  REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::string out(deflateBound(&zs, text.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
 
 std::string zstd_bytes(const std::string& text) {
   std::string out(ZSTD_compressBound(text.size()), '\0');

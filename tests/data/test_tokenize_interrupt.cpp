@@ -13,28 +13,14 @@
 #include "core/error.hpp"
 #include "data/tokenize_job.hpp"
 #include "test_paths.hpp"
+#include "tokenize_testing.hpp"
 
 using namespace mgt;
+using test::files_in;
+using test::null_options;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::set<std::string> files_in(const std::string& dir) {
-  std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
-  return out;
-}
-
-TokenizeOptions null_options(const std::string& input, const std::string& prefix) {
-  TokenizeOptions o;
-  o.inputs = {input};
-  o.output_prefix = prefix;
-  o.tokenizer.type = "NullTokenizer";
-  o.tokenizer.vocab_size = 100;
-  o.quiet = true;
-  o.workers = 2;
-  return o;
-}
 
 // The error the run ends with.
 template <class Fn>

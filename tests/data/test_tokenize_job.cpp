@@ -11,8 +11,11 @@
 #include "data/indexed_dataset.hpp"
 #include "data/tokenize_job.hpp"
 #include "test_paths.hpp"
+#include "tokenize_testing.hpp"
 
 using namespace mgt;
+using test::files_in;
+using test::null_options;
 namespace fs = std::filesystem;
 
 namespace {
@@ -25,24 +28,6 @@ void write_text(const std::string& path, const std::string& text) {
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
-}
-
-std::set<std::string> files_in(const std::string& dir) {
-  std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
-  return out;
-}
-
-// NullTokenizer (Megatron v0.13): the text is the ids; eod = vocab size = 100.
-TokenizeOptions null_options(const std::string& input, const std::string& prefix) {
-  TokenizeOptions o;
-  o.inputs = {input};
-  o.output_prefix = prefix;
-  o.tokenizer.type = "NullTokenizer";
-  o.tokenizer.vocab_size = 100;
-  o.quiet = true;
-  o.workers = 2;
-  return o;
 }
 
 TokenizeOptions gpt2_options(const std::string& input, const std::string& prefix) {
@@ -83,19 +68,6 @@ Error error_of(const TokenizeOptions& o) {
   return Error("no error");
 }
 
-std::string gzip_file_bytes(const std::string& text) {
-  z_stream zs{};
-  REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::string out(deflateBound(&zs, text.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
 
 }  // namespace
 
@@ -195,7 +167,7 @@ TEST_CASE("tokenize: output is the same for any number of workers and batch size
   std::string corpus = file_bytes(test::dataset_path("corpus-tinyshakespeare.jsonl")).substr(0, 200000);
   corpus.resize(corpus.rfind('\n') + 1);
   write_text(dir + "/in.jsonl", corpus);
-  write_text(dir + "/in.jsonl.gz", gzip_file_bytes(corpus));
+  write_text(dir + "/in.jsonl.gz", test::gzip_bytes(corpus));
   auto base = gpt2_options(dir + "/in.jsonl", dir + "/w1");
   base.append_eod = true;
   base.workers = 1;
