@@ -1,0 +1,205 @@
+#include "ckpt/model_checkpoint.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "ckpt/checkpoint_layout.hpp"
+#include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/tensor_paths.hpp"
+#include "core/error.hpp"
+#include "train/checkpoint_json.hpp"
+
+namespace mgt {
+
+namespace {
+
+std::optional<std::int64_t> optional_integer(const JsonScalars& args, const std::string& key) {
+  if (!args.contains(key) || args.show(key) == "null") return std::nullopt;
+  return args.integer(key);
+}
+
+bool flag_of(const JsonScalars& args, const std::string& key, bool fallback) {
+  if (!args.contains(key)) return fallback;
+  const std::string v = args.show(key);
+  return v == "true";
+}
+
+std::string shard_in(const std::string& directory) {
+  const std::vector<std::string> shards = ckpt::list_shard_files(directory);
+  const std::string single = ckpt::shard_file_name(ckpt::ShardId{});
+  if (shards.size() > 1 || (shards.size() == 1 && std::filesystem::path(shards[0]).filename() != single))
+    throw Error("checkpoint " + directory + " is split into " + std::to_string(shards.size()) +
+                " model-parallel shards; convert it to one shard first (mgt-ckpt-convert "
+                "--target-tensor-parallel-size 1 --target-pipeline-parallel-size 1)");
+  if (shards.empty()) throw Error("checkpoint " + directory + " has no " + single);
+  return shards[0];
+}
+
+}  // namespace
+
+GptConfig gpt_config_from_args_json(const std::string& args_json, const std::string& what) {
+  const JsonScalars a(args_json, what);
+  GptConfig c;
+  c.num_layers = a.integer("num_layers");
+  c.hidden_size = a.integer("hidden_size");
+  c.num_attention_heads = a.integer("num_attention_heads");
+  c.group_query_attention = flag_of(a, "group_query_attention", false);
+  if (c.group_query_attention) c.num_query_groups = a.integer("num_query_groups");
+  c.kv_channels = optional_integer(a, "kv_channels").value_or(0);
+  c.ffn_hidden_size = optional_integer(a, "ffn_hidden_size").value_or(0);
+  c.seq_length = a.integer("seq_length");
+  c.max_position_embeddings = optional_integer(a, "max_position_embeddings").value_or(0);
+  if (a.contains("position_embedding_type"))
+    c.position_embedding_type = parse_position_embedding_type(a.text("position_embedding_type"));
+  if (a.contains("rotary_percent")) c.rotary_percent = a.real("rotary_percent");
+  if (a.contains("rotary_base")) c.rotary_base = a.real("rotary_base");
+  if (a.contains("normalization")) c.normalization = parse_normalization(a.text("normalization"));
+  if (a.contains("norm_epsilon")) c.norm_epsilon = a.real("norm_epsilon");
+  c.activation = flag_of(a, "swiglu", false)        ? Activation::kSwiglu
+                 : flag_of(a, "openai_gelu", false) ? Activation::kOpenaiGelu
+                                                    : Activation::kGelu;
+  c.add_bias_linear = flag_of(a, "add_bias_linear", true);
+  c.untie_embeddings_and_output_weights = flag_of(a, "untie_embeddings_and_output_weights", false);
+  if (a.contains("hidden_dropout")) c.hidden_dropout = a.real("hidden_dropout");
+  if (a.contains("attention_dropout")) c.attention_dropout = a.real("attention_dropout");
+  if (a.contains("init_method_std")) c.init_method_std = a.real("init_method_std");
+  c.padded_vocab_size = a.integer("padded_vocab_size");
+  try {
+    return c.resolved();
+  } catch (const Error& e) {
+    throw Error(what + " do not describe a valid model: " + e.what());
+  }
+}
+
+ModelCheckpoint open_model_checkpoint(const std::string& load) {
+  namespace fs = std::filesystem;
+  if (load.empty()) throw UsageError("--load is required: the checkpoint to run");
+  if (!fs::is_directory(load)) throw Error("--load " + load + ": no such directory");
+  ModelCheckpoint checkpoint;
+  if (fs::exists(ckpt::tracker_file_path(load))) {
+    checkpoint.directory = *ckpt::find_latest_checkpoint_directory(load);
+  } else if (!ckpt::list_shard_files(load).empty()) {
+    checkpoint.directory = load;
+  } else {
+    throw Error("--load " + load + " holds no checkpoint (no " + std::string(ckpt::kTrackerFileName) +
+                " and no " + ckpt::shard_file_name({}) + ")");
+  }
+  checkpoint.shard_path = shard_in(checkpoint.directory);
+  const ckpt::ShardReader reader(checkpoint.shard_path);
+  checkpoint.metadata = reader.metadata();
+  checkpoint.config = gpt_config_from_args_json(checkpoint.metadata.args_json,
+                                                "the arguments of checkpoint " + checkpoint.directory);
+  return checkpoint;
+}
+
+std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoint, Backend& backend) {
+  auto model = std::make_unique<GptModel>(checkpoint.config, backend);
+  GptParameters& params = model->parameters();
+  const ckpt::ShardReader reader(checkpoint.shard_path);
+  const std::string where = "checkpoint " + checkpoint.directory;
+
+  std::set<std::string> expected;
+  for (const ParameterEntry& e : params.entries()) expected.insert(ckpt::model_tensor_path(e.name));
+  for (const std::string& name : reader.tensor_names(ckpt::kModelGroup))
+    if (!expected.count(name))
+      throw Error(where + ": tensor '" + name + "' is not a parameter of the model its arguments describe");
+
+  std::vector<float> host;
+  for (const ParameterEntry& e : params.entries()) {
+    const std::string path = ckpt::model_tensor_path(e.name);
+    if (!reader.contains(path)) throw Error(where + " has no tensor '" + path + "'");
+    host.resize(static_cast<std::size_t>(e.numel()));
+    reader.read(path, ckpt::TensorDType::Float32, e.local_shape, std::as_writable_bytes(std::span<float>(host)));
+    params.write_param(e, host);
+  }
+  return model;
+}
+
+void check_model_flags_agree(const ModelCheckpoint& checkpoint, const std::map<std::string, std::string>& given) {
+  const JsonScalars args(checkpoint.metadata.args_json, "the arguments of checkpoint " + checkpoint.directory);
+  const GptConfig& c = checkpoint.config;
+  for (const auto& [flag, text] : given) {
+    std::string ours;  // the checkpoint's value, as the flag would be typed
+    bool numeric = true;
+    if (flag == "num-layers") ours = std::to_string(c.num_layers);
+    else if (flag == "hidden-size") ours = std::to_string(c.hidden_size);
+    else if (flag == "num-attention-heads") ours = std::to_string(c.num_attention_heads);
+    else if (flag == "ffn-hidden-size") ours = std::to_string(c.ffn_hidden_size);
+    else if (flag == "kv-channels") ours = std::to_string(c.kv_channels);
+    else if (flag == "num-query-groups") ours = std::to_string(c.query_groups());
+    else if (flag == "max-position-embeddings") ours = std::to_string(c.max_position_embeddings);
+    else if (flag == "padded-vocab-size") ours = std::to_string(c.padded_vocab_size);
+    else if (flag == "norm-epsilon") ours = std::to_string(c.norm_epsilon);
+    else if (flag == "rotary-percent") ours = std::to_string(c.rotary_percent);
+    else if (flag == "rotary-base") ours = std::to_string(c.rotary_base);
+    else {
+      numeric = false;
+      if (flag == "position-embedding-type") ours = std::string(to_string(c.position_embedding_type));
+      else if (flag == "normalization") ours = std::string(to_string(c.normalization));
+      else if (flag == "swiglu") ours = c.activation == Activation::kSwiglu ? "true" : "false";
+      else if (flag == "openai-gelu") ours = c.activation == Activation::kOpenaiGelu ? "true" : "false";
+      else if (flag == "disable-bias-linear") ours = c.add_bias_linear ? "false" : "true";
+      else if (flag == "untie-embeddings-and-output-weights")
+        ours = c.untie_embeddings_and_output_weights ? "true" : "false";
+      else if (flag == "group-query-attention") ours = c.group_query_attention ? "true" : "false";
+      else throw UsageError("--" + flag + " is not a model-shape flag");
+    }
+    bool agree = text == ours;
+    if (numeric && !agree) {
+      try {
+        const double a = std::stod(text), b = std::stod(ours);
+        agree = a == b || std::fabs(a - b) <= 1e-12 * std::fabs(b);
+      } catch (const std::exception&) {
+        agree = false;
+      }
+    }
+    if (!agree) {
+      const bool is_switch = ours == "true" || ours == "false";
+      throw UsageError("--" + flag + (is_switch ? "" : " " + text) + " disagrees with checkpoint " +
+                       checkpoint.directory + " (" + (is_switch ? "saved without it" : ours) +
+                       "); the architecture is read from the checkpoint, so model-shape flags may be left out");
+    }
+  }
+}
+
+std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& checkpoint,
+                                                     const std::optional<TokenizerOptions>& flags) {
+  TokenizerOptions options;
+  std::string source;
+  if (flags && !flags->type.empty()) {
+    options = *flags;
+    source = "--tokenizer-type " + options.type;
+  } else {
+    const JsonScalars t(checkpoint.metadata.tokenizer_json, "the tokenizer of checkpoint " + checkpoint.directory);
+    if (!t.contains("tokenizer_type"))
+      throw UsageError("checkpoint " + checkpoint.directory +
+                       " does not record its tokenizer; pass --tokenizer-type (and --vocab-file, --merge-file)");
+    options.type = t.text("tokenizer_type");
+    if (t.contains("vocab_file") && t.show("vocab_file") != "null") options.vocab_file = t.text("vocab_file");
+    if (t.contains("merge_file") && t.show("merge_file") != "null") options.merge_file = t.text("merge_file");
+    if (t.contains("vocab_size") && t.show("vocab_size") != "null") options.vocab_size = t.integer("vocab_size");
+    if (t.contains("vocab_extra_ids")) options.vocab_extra_ids = static_cast<int>(t.integer("vocab_extra_ids"));
+    if (flags) {  // file flags alone override the recorded paths (a checkpoint moved between machines)
+      if (!flags->vocab_file.empty()) options.vocab_file = flags->vocab_file;
+      if (!flags->merge_file.empty()) options.merge_file = flags->merge_file;
+    }
+    source = "the tokenizer recorded in checkpoint " + checkpoint.directory;
+  }
+  std::unique_ptr<Tokenizer> tokenizer;
+  try {
+    tokenizer = make_tokenizer(options);
+  } catch (const Error& e) {
+    throw Error(source + ": " + e.what() + " (pass --tokenizer-type, --vocab-file, --merge-file to override)",
+                e.exit_code());
+  }
+  if (tokenizer->vocab_size() > checkpoint.config.padded_vocab_size)
+    throw UsageError(source + " has " + std::to_string(tokenizer->vocab_size()) +
+                     " tokens, more than the model's vocabulary of " +
+                     std::to_string(checkpoint.config.padded_vocab_size));
+  return tokenizer;
+}
+
+}  // namespace mgt

@@ -1,0 +1,53 @@
+// A checkpoint opened to run its model (mgt-eval, mgt-generate, mgt-ckpt-convert): the
+// architecture comes from the arguments the checkpoint carries, the weights from its model
+// tensors; optimizer and RNG state are not read. So a user names only --load, as with Megatron's
+// tasks/main.py, and model-shape flags given anyway must agree with the checkpoint.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ckpt/checkpoint_metadata.hpp"
+#include "kernels/backend.hpp"
+#include "model/gpt_config.hpp"
+#include "model/gpt_model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace mgt {
+
+struct ModelCheckpoint {
+  std::string directory;   // the iteration directory read, e.g. SAVE/iter_0000100
+  std::string shard_path;  // its mp_rank_00.h5
+  ckpt::CheckpointMetadata metadata;
+  GptConfig config;        // resolved; dropout as trained (inference never applies it)
+};
+
+// `load` is a save directory (the tracker file picks the iteration, as --load does in Megatron)
+// or an iteration directory itself. Throws mgt::Error when there is no checkpoint there, when it
+// is split over tensor- or pipeline-parallel shards (convert it to one shard first), or when its
+// arguments do not describe a model.
+ModelCheckpoint open_model_checkpoint(const std::string& load);
+
+// The model configuration stored in a checkpoint's arguments (Megatron's argument names as
+// keys, as mgt-train writes them). Throws mgt::Error naming `what` and the missing key.
+GptConfig gpt_config_from_args_json(const std::string& args_json, const std::string& what);
+
+// Builds the model on `backend` and reads every weight, checking each shape; throws mgt::Error
+// naming the tensor otherwise.
+std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoint, Backend& backend);
+
+// Model-shape flags from a command line, Megatron's names without "--" → the value as typed
+// (switches: "true"). Each must agree with the checkpoint; throws mgt::UsageError naming the
+// first that does not ("--hidden-size 512 disagrees with the checkpoint (256)").
+void check_model_flags_agree(const ModelCheckpoint& checkpoint,
+                             const std::map<std::string, std::string>& given);
+
+// The tokenizer: built from `flags` when they name a type, otherwise from the description the
+// checkpoint carries (type and file paths as training saw them). Throws mgt::Error when neither
+// names one, and when the tokenizer's vocabulary does not fit the model's padded vocabulary.
+std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& checkpoint,
+                                                     const std::optional<TokenizerOptions>& flags);
+
+}  // namespace mgt
