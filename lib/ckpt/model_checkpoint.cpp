@@ -8,8 +8,11 @@
 
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/checkpoint_writer.hpp"
+#include "ckpt/iteration_save.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
+#include "data/python_json.hpp"
 #include "train/checkpoint_json.hpp"
 
 namespace mgt {
@@ -72,6 +75,55 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
   } catch (const Error& e) {
     throw Error(what + " do not describe a valid model: " + e.what());
   }
+}
+
+std::string model_args_json(const GptConfig& config) {
+  const GptConfig c = config.resolved();
+  PyValue a = PyValue::dict();
+  a.set("num_layers", PyValue::integer(c.num_layers));
+  a.set("hidden_size", PyValue::integer(c.hidden_size));
+  a.set("num_attention_heads", PyValue::integer(c.num_attention_heads));
+  a.set("ffn_hidden_size", PyValue::integer(c.ffn_hidden_size));
+  a.set("kv_channels", PyValue::integer(c.kv_channels));
+  a.set("group_query_attention", PyValue::boolean(c.group_query_attention));
+  a.set("num_query_groups", PyValue::integer(c.query_groups()));
+  a.set("seq_length", PyValue::integer(c.seq_length));
+  a.set("max_position_embeddings", PyValue::integer(c.max_position_embeddings));
+  a.set("position_embedding_type", PyValue::string(std::string(to_string(c.position_embedding_type))));
+  a.set("rotary_percent", PyValue::real(c.rotary_percent));
+  a.set("rotary_base", PyValue::real(c.rotary_base));
+  a.set("normalization", PyValue::string(std::string(to_string(c.normalization))));
+  a.set("norm_epsilon", PyValue::real(c.norm_epsilon));
+  a.set("swiglu", PyValue::boolean(c.activation == Activation::kSwiglu));
+  a.set("openai_gelu", PyValue::boolean(c.activation == Activation::kOpenaiGelu));
+  a.set("add_bias_linear", PyValue::boolean(c.add_bias_linear));
+  a.set("untie_embeddings_and_output_weights", PyValue::boolean(c.untie_embeddings_and_output_weights));
+  a.set("hidden_dropout", PyValue::real(c.hidden_dropout));
+  a.set("attention_dropout", PyValue::real(c.attention_dropout));
+  a.set("init_method_std", PyValue::real(c.init_method_std));
+  a.set("padded_vocab_size", PyValue::integer(c.padded_vocab_size));
+  a.set("tensor_model_parallel_size", PyValue::integer(1));
+  a.set("pipeline_model_parallel_size", PyValue::integer(1));
+  return a.dumps();
+}
+
+std::string save_model_checkpoint(const std::string& save_dir, std::int64_t iteration, const GptParameters& params,
+                                  const std::string& args_json, const std::string& tokenizer_json) {
+  if (params.tensor_parallel().size != 1) throw Error("save_model_checkpoint writes single-shard checkpoints only");
+  ckpt::CheckpointMetadata meta;
+  meta.iteration = iteration;
+  meta.args_json = args_json;
+  meta.tokenizer_json = tokenizer_json;
+  ckpt::IterationSave save(save_dir, iteration);
+  ckpt::ShardWriter writer(save.staged_path(ckpt::shard_file_name(ckpt::ShardId::model_shard(meta.world))), meta);
+  for (const ParameterEntry& e : params.entries()) {
+    const std::vector<float> values = params.read_param(e);
+    writer.write(ckpt::TensorRecord::whole(ckpt::model_tensor_path(e.name), ckpt::TensorDType::Float32, e.global_shape),
+                 std::as_bytes(std::span<const float>(values)));
+  }
+  writer.close();
+  save.commit();
+  return save.final_dir();
 }
 
 ModelCheckpoint open_model_checkpoint(const std::string& load) {

@@ -34,6 +34,16 @@ ModelCheckpoint open_model_checkpoint(const std::string& load);
 // keys, as mgt-train writes them). Throws mgt::Error naming `what` and the missing key.
 GptConfig gpt_config_from_args_json(const std::string& args_json, const std::string& what);
 
+// The arguments JSON of a model: every key gpt_config_from_args_json reads, Megatron's names.
+// gpt_config_from_args_json(model_args_json(c)) == c.resolved() (dropout and init included).
+std::string model_args_json(const GptConfig& config);
+
+// Writes a weights-only checkpoint of iteration `iteration` into save_dir (published atomically
+// with the tracker file, as training saves) and returns its directory. args_json must describe
+// the model (model_args_json, or a training run's arguments).
+std::string save_model_checkpoint(const std::string& save_dir, std::int64_t iteration, const GptParameters& params,
+                                  const std::string& args_json, const std::string& tokenizer_json = "{}");
+
 // Builds the model on `backend` and reads every weight, checking each shape; throws mgt::Error
 // naming the tensor otherwise.
 std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoint, Backend& backend);
