@@ -4,7 +4,7 @@ namespace mgt {
 
 ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
                                    const TensorParallelRank& tp, int64_t seq, int64_t batch,
-                                   bool training)
+                                   bool training, bool last_position_logits)
     : seq_(seq), batch_(batch), training_(training), backend_(&backend) {
   const GptConfig c = config.resolved();
   const int64_t t = seq * batch;
@@ -78,7 +78,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
 
   final_norm_output = take(t * h);
   final_norm = take_norm_stats(layer_norm, t);
-  logits = take(t * vocab);
+  logits = take((last_position_logits ? batch : t) * vocab);
   loss.losses = take(t);
   loss.row_max = take(t);
   loss.sum_exp = take(t);

@@ -5,7 +5,8 @@
 //                     one set shared by all layers (rebuilt in each layer's backward);
 //   full:             only each layer's input is kept; one shared activation set is refilled by
 //                     recomputing the layer's forward just before its backward;
-//   evaluation:       one shared activation set and two alternating hidden buffers.
+//   evaluation:       one shared activation set and two alternating hidden buffers;
+//   generation:       as evaluation, with logits for the last position of each sequence only.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -22,7 +23,7 @@ namespace mgt {
 class ActivationMemory {
 public:
   ActivationMemory(Backend& backend, const GptConfig& config, const TensorParallelRank& tp,
-                   int64_t seq, int64_t batch, bool training);
+                   int64_t seq, int64_t batch, bool training, bool last_position_logits = false);
   ActivationMemory(const ActivationMemory&) = delete;
   ActivationMemory& operator=(const ActivationMemory&) = delete;
 
@@ -46,7 +47,7 @@ public:
 
   FloatView final_norm_output;  // [s·b, h]
   NormStats final_norm;
-  FloatView logits;  // [s·b, local vocab]; its gradient in the backward
+  FloatView logits;  // [s·b, local vocab] ([b, local vocab] for generation); its gradient in the backward
   LossActivations loss;
   FloatView d_hidden;  // [s·b, h]
 

@@ -197,4 +197,51 @@ ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits
   return out;
 }
 
+std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int64_t n, KvCache& cache) {
+  const int64_t b = cache.batch();
+  const int64_t past = cache.length();
+  require(n >= 1, "forward_cached needs at least one token per sequence");
+  require(past + n <= cache.capacity(), "the key/value cache holds " + std::to_string(cache.capacity()) +
+                                            " positions; " + std::to_string(past) + " + " + std::to_string(n) +
+                                            " do not fit");
+  check_input(tokens, b * n, "tokens", config().padded_vocab_size);
+  const bool learned = config().position_embedding_type == PositionEmbeddingType::kLearnedAbsolute;
+  require(!learned || past + n <= config().max_position_embeddings,
+          "position " + std::to_string(past + n - 1) + " is beyond --max-position-embeddings " +
+              std::to_string(config().max_position_embeddings));
+
+  if (!generation_memory_ || generation_memory_->seq() != n || generation_memory_->batch() != b) {
+    generation_memory_.reset();
+    generation_memory_ = std::make_unique<ActivationMemory>(*backend_, config(), params_.tensor_parallel(), n, b,
+                                                            false, true);
+  }
+  ActivationMemory& memory = *generation_memory_;
+  backend_->copy_from_host<int64_t>(transpose_01(tokens, b, n, 1), memory.tokens);
+  if (learned) {
+    std::vector<int64_t> positions(static_cast<size_t>(n * b));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < b; ++j) positions[static_cast<size_t>(i * b + j)] = past + i;
+    backend_->copy_from_host<int64_t>(positions, memory.positions);
+  }
+
+  const ForwardContext ctx{n, b, false, {}};
+  const int64_t h = config().hidden_size;
+  const auto num_layers = static_cast<int64_t>(layers_.size());
+  embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a, memory.hidden(0));
+  for (int64_t l = 0; l < num_layers; ++l) {
+    layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
+                                            memory.hidden(l + 1), &cache.layer(l), past);
+  }
+  cache.advance(n);
+  // Only the last position's logits are wanted: its b rows are the last block of [n, b, h].
+  const FloatView last = memory.hidden(num_layers).subspan((n - 1) * b * h, b * h);
+  const NormStats stats{memory.final_norm.mean.empty() ? FloatView() : memory.final_norm.mean.first(b),
+                        memory.final_norm.rstd.first(b)};
+  final_norm_.forward(last, b, memory.final_norm_output.first(b * h), stats);
+  output_layer_.forward(memory.final_norm_output.first(b * h), b, memory.logits);
+  std::vector<float> logits(static_cast<size_t>(b * config().padded_vocab_size));
+  backend_->copy_to_host(memory.logits, logits);
+  return logits;
+}
+
 }  // namespace mgt

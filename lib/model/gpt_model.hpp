@@ -19,6 +19,7 @@
 #include "model/gpt_config.hpp"
 #include "model/gpt_embedding.hpp"
 #include "model/gpt_parameters.hpp"
+#include "model/kv_cache.hpp"
 #include "model/linear_layer.hpp"
 #include "model/lm_loss.hpp"
 #include "model/norm_layer.hpp"
@@ -72,6 +73,13 @@ public:
   // Evaluation: no dropout, no gradients.
   ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false);
 
+  // Generation with a key/value cache, no dropout: tokens [b, n] (batch-major) are the next n
+  // tokens of each of the cache's b sequences, at positions cache.length() … cache.length()+n−1.
+  // Appends their keys and values to the cache and returns the logits of the last of them,
+  // [b, padded vocab]. The logits equal forward_only's at the same positions of the whole
+  // sequences (up to the summation order of the attention).
+  std::vector<float> forward_cached(std::span<const int64_t> tokens, int64_t n, KvCache& cache);
+
 private:
   ActivationMemory& memory_for(const MicroBatch& batch, bool training);
   void upload(const MicroBatch& batch, ActivationMemory& memory);
@@ -87,6 +95,7 @@ private:
   LanguageModelLoss loss_;
   std::unique_ptr<ActivationMemory> train_memory_;
   std::unique_ptr<ActivationMemory> eval_memory_;
+  std::unique_ptr<ActivationMemory> generation_memory_;
 };
 
 }  // namespace mgt

@@ -6,6 +6,7 @@
 
 #include "kernels/backend.hpp"
 #include "model/forward_context.hpp"
+#include "model/kv_cache.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/linear_layer.hpp"
 
@@ -40,8 +41,14 @@ public:
   int64_t head_dim() const { return head_dim_; }
 
   // output[s, b, hidden] = linear_proj(attention(rope(split(linear_qkv(input))))).
+  //
+  // With a key/value cache (inference): the s = ctx.seq tokens of this pass follow `past` cached
+  // positions. Their keys and values are written into the cache at [past, past + s) instead of
+  // saved.key / saved.value, RoPE rotates them by their true positions, and the queries attend
+  // to all past + s positions.
   void forward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
-               const AttentionScratch& scratch, FloatView output) const;
+               const AttentionScratch& scratch, FloatView output,
+               const LayerKvCache* cache = nullptr, int64_t past = 0) const;
   // Rebuilds saved.context and saved.lse from the saved query, key and value.
   void recompute_core(const ForwardContext& ctx, const AttentionActivations& saved) const;
   // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten).

@@ -15,13 +15,14 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer)
 
 void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
                                const LayerActivations& saved, const LayerScratch& scratch,
-                               FloatView output) const {
+                               FloatView output, const LayerKvCache* cache, int64_t past) const {
   const int64_t tokens = ctx.tokens();
   const float p = ctx.dropout_p(hidden_dropout_);
   const FloatView branch = scratch.hidden_a;
 
   input_norm_.forward(input, tokens, saved.input_norm_output, saved.input_norm);
-  attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch);
+  attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache,
+                     past);
   if (p > 0.0f) {
     backend_->dropout_forward(branch, p, ctx.key(layer_, DropoutSite::kAttentionOutput), branch);
   }

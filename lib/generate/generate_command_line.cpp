@@ -1,0 +1,116 @@
+#include "generate/generate_command_line.hpp"
+
+#include <map>
+
+#include "ckpt/model_shape_flags.hpp"
+#include "core/cxxopts_command_line.hpp"
+#include "core/error.hpp"
+#include "tokenizer/tokenizer_flags.hpp"
+
+namespace mgt {
+
+namespace {
+
+constexpr const char* kProgram = "mgt-generate";
+
+const std::map<std::string, FlagArity> kListFlags = {{"--stop", FlagArity::ManyAppending}};
+
+const std::map<std::string, std::string> kRefusedFlags = {
+    {"--port", "mgt-generate reads prompts from a file or standard input; there is no HTTP server"},
+    {"--beam-width", "beam search is not supported"},
+    {"--tensor-model-parallel-size", "generation runs a single-shard checkpoint (convert it first)"},
+    {"--pipeline-model-parallel-size", "generation runs a single-shard checkpoint (convert it first)"},
+};
+
+cxxopts::Options make_options() {
+  cxxopts::Options o(kProgram,
+                     "Complete prompts with a GPT checkpoint (greedy or sampled, key/value-cached), "
+                     "as Megatron-LM's text generation does.");
+  o.custom_help("--load CKPT [--prompts FILE] [--output FILE] [options]");
+  // clang-format off
+  o.add_options("input and output")
+      ("load", "Checkpoint: a --save directory (latest iteration) or an iteration directory",
+       cxxopts::value<std::string>(), "DIR")
+      ("prompts", "JSON lines with a \"prompt\" field ('-': standard input; default: standard "
+                  "input, typed prompts when it is a terminal)", cxxopts::value<std::string>(), "FILE")
+      ("output", "Completions as JSON lines (default: standard output)", cxxopts::value<std::string>(), "FILE")
+      ("micro-batch-size", "Prompts completed together", cxxopts::value<std::string>()->default_value("8"), "N")
+      ("log-interval", "Progress line every N prompts when standard error is not a terminal",
+       cxxopts::value<std::string>()->default_value("100"), "N");
+  o.add_options("generation")
+      ("max-new-tokens", "Tokens to generate per prompt (Megatron's tokens_to_generate)",
+       cxxopts::value<std::string>()->default_value("30"), "N")
+      ("num-tokens-to-generate", "Same as --max-new-tokens", cxxopts::value<std::string>(), "N")
+      ("temperature", "Divide the logits by T before sampling", cxxopts::value<std::string>()->default_value("1.0"), "T")
+      ("top-k", "Sample among the K most likely tokens (1: greedy; 0: no limit)",
+       cxxopts::value<std::string>()->default_value("1"), "K")
+      ("top-p", "Sample from the smallest set of tokens with probability >= P (needs --top-k 0)",
+       cxxopts::value<std::string>()->default_value("0.0"), "P")
+      ("top-p-decay", "Multiply top-p by this after each token", cxxopts::value<std::string>()->default_value("0.0"), "F")
+      ("top-p-bound", "Lower bound of the decaying top-p", cxxopts::value<std::string>()->default_value("0.0"), "F")
+      ("seed", "Random seed; the same seed gives the same completions",
+       cxxopts::value<std::string>()->default_value("1234"), "N")
+      ("stop", "Stop a completion at this text (not included; repeatable)",
+       cxxopts::value<std::vector<std::string>>(), "TEXT...")
+      ("stop-on-eol", "Stop a completion at its first newline")
+      ("stop-on-double-eol", "Stop a completion at its first blank line")
+      ("add-bos", "Start every prompt with the end-of-document token (Megatron's add_BOS)")
+      ("return-log-probs", "Add the log-probability of each generated token")
+      ("h,help", "Show this help");
+  // clang-format on
+  add_tokenizer_flags(o);
+  add_model_shape_flags(o);
+  return o;
+}
+
+GenerateOptions to_options(const cxxopts::ParseResult& result) {
+  const FlagValues f(result);
+  GenerateOptions o;
+  f.set("load", o.load);
+  if (o.load.empty()) throw UsageError("--load is required: the checkpoint to generate with");
+  f.set("prompts", o.prompts);
+  f.set("output", o.output);
+  o.micro_batch_size = f.integer("micro-batch-size");
+  o.log_interval = f.integer("log-interval");
+  GenerationSettings& g = o.generation;
+  g.max_new_tokens = f.integer(f.has("num-tokens-to-generate") ? "num-tokens-to-generate" : "max-new-tokens");
+  g.sampling.temperature = f.real("temperature");
+  g.sampling.top_k = f.integer("top-k");
+  g.sampling.top_p = f.real("top-p");
+  g.sampling.top_p_decay = f.real("top-p-decay");
+  g.sampling.top_p_bound = f.real("top-p-bound");
+  const std::int64_t seed = f.integer("seed");
+  if (seed < 0) throw UsageError("--seed must be >= 0, got " + std::to_string(seed));
+  g.seed = static_cast<uint64_t>(seed);
+  f.set("stop", g.stop_strings);
+  f.set("stop-on-eol", g.stop_on_eol);
+  f.set("stop-on-double-eol", g.stop_on_double_eol);
+  f.set("add-bos", g.add_bos);
+  f.set("return-log-probs", g.return_log_probs);
+  o.tokenizer = given_tokenizer_flags(f);
+  o.model_flags = given_model_shape_flags(result);
+  return o;
+}
+
+}  // namespace
+
+GenerateCommandLine parse_generate_command_line(int argc, const char* const* argv) {
+  cxxopts::Options options = make_options();
+  const CommandLineRules rules{declared_flags(options, kListFlags), kRefusedFlags, true};
+  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  GenerateCommandLine command;
+  if (result.count("help")) {
+    command.show_help = true;
+    return command;
+  }
+  command.options = to_options(result);
+  return command;
+}
+
+std::string generate_help() {
+  return make_options().help() +
+         "\nCompletions go to standard output (or --output) as JSON lines, diagnostics to standard "
+         "error.\nSee man mgt-generate(1).\n";
+}
+
+}  // namespace mgt

@@ -1,0 +1,117 @@
+#include "generate/generate_job.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "ckpt/model_checkpoint.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/progress.hpp"
+#include "generate/completion_json.hpp"
+#include "generate/prompt_reader.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+
+namespace mgt {
+
+namespace {
+
+// Completions go to a file published when complete, or to standard output as they come.
+class CompletionSink {
+public:
+  explicit CompletionSink(const std::string& path) {
+    if (!path.empty()) file_ = std::make_unique<AtomicFile>(path);
+  }
+  void write_line(const std::string& line) {
+    if (file_) {
+      file_->write(line);
+      file_->write("\n");
+    } else {
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fputc('\n', stdout);
+    }
+  }
+  void end_batch() {
+    if (!file_) std::fflush(stdout);  // a reader of the pipe sees each batch as it is done
+  }
+  void commit() {
+    if (file_) file_->commit();
+  }
+
+private:
+  std::unique_ptr<AtomicFile> file_;
+};
+
+int run_batches(Generator& generator, const GenerateOptions& options) {
+  PromptReader reader(options.prompts.empty() ? "-" : options.prompts);
+  CompletionSink sink(options.output);
+  Progress progress = Progress::counting_items("prompts", 0, static_cast<uint64_t>(options.log_interval));
+  int64_t done = 0;
+  int64_t generated = 0;
+  for (;;) {
+    const std::vector<std::string> prompts = reader.next_batch(options.micro_batch_size);
+    if (prompts.empty()) break;
+    const std::vector<Completion> completions = generator.generate(prompts, done);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      sink.write_line(completion_json(done + static_cast<int64_t>(i), prompts[i], completions[i],
+                                      options.generation.return_log_probs));
+      generated += static_cast<int64_t>(completions[i].tokens.size());
+    }
+    sink.end_batch();
+    done += static_cast<int64_t>(prompts.size());
+    progress.update(static_cast<uint64_t>(done), 0);
+  }
+  if (done == 0) throw Error((options.prompts.empty() || options.prompts == "-" ? std::string("standard input")
+                                                                                 : options.prompts) +
+                             " holds no prompts");
+  sink.commit();
+  progress.finish(static_cast<uint64_t>(done), 0);
+  log::info("generated " + std::to_string(generated) + " tokens for " + std::to_string(done) + " prompts");
+  return kExitOk;
+}
+
+// A prompt per line typed at a terminal; the completion is printed after it.
+int run_interactive(Generator& generator) {
+  std::fprintf(stderr, "Type a prompt and press Enter (Ctrl-D to quit).\n");
+  std::string line;
+  int64_t index = 0;
+  for (;;) {
+    std::fprintf(stderr, "prompt> ");
+    std::fflush(stderr);
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    try {
+      const std::vector<std::string> prompts = {line};
+      const Completion c = generator.generate(prompts, index++).front();
+      std::printf("%s%s\n", line.c_str(), c.text.c_str());
+      std::fflush(stdout);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "mgt-generate: %s\n", e.what());  // a bad prompt does not end the session
+    }
+  }
+  std::fprintf(stderr, "\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_generate(const GenerateOptions& options) {
+  if (options.micro_batch_size < 1)
+    throw UsageError("--micro-batch-size must be >= 1, got " + std::to_string(options.micro_batch_size));
+  const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
+  check_model_flags_agree(checkpoint, options.model_flags);
+  std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer);
+  CpuBackend backend;
+  std::unique_ptr<GptModel> model = load_checkpoint_model(checkpoint, backend);
+  log::info("loaded " + checkpoint.directory + " (iteration " + std::to_string(checkpoint.metadata.iteration) + ", " +
+           std::to_string(checkpoint.config.num_parameters()) + " parameters)");
+  Generator generator(*model, *tokenizer, options.generation);
+
+  const bool interactive = options.prompts.empty() && options.output.empty() && isatty(STDIN_FILENO);
+  return interactive ? run_interactive(generator) : run_batches(generator, options);
+}
+
+}  // namespace mgt

@@ -1,0 +1,30 @@
+// mgt-generate's work: open the checkpoint, build the model and tokenizer, then complete the
+// prompts of a JSON-lines file (or standard input) batch by batch into completions as JSON
+// lines, or, when standard input is a terminal and no prompt file is named, answer prompts
+// typed one per line.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "generate/generator.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace mgt {
+
+struct GenerateOptions {
+  std::string load;                                // --load
+  std::optional<TokenizerOptions> tokenizer;       // tokenizer flags, if any were given
+  std::map<std::string, std::string> model_flags;  // model-shape flags given (must agree)
+  std::string prompts;                             // --prompts: file or "-"; empty: standard input
+  std::string output;                              // --output: file; empty: standard output
+  int64_t micro_batch_size = 8;                    // prompts completed together
+  GenerationSettings generation;
+  int64_t log_interval = 0;  // progress lines every N prompts when not on a terminal; 0: every batch
+};
+
+// Returns the exit code; throws mgt::Error on failure (no output file is left then).
+int run_generate(const GenerateOptions& options);
+
+}  // namespace mgt

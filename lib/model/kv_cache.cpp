@@ -1,0 +1,33 @@
+#include "model/kv_cache.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+
+namespace mgt {
+
+KvCache::KvCache(Backend& backend, const GptConfig& config, int64_t batch, int64_t capacity,
+                 const TensorParallelRank& tp)
+    : batch_(batch), capacity_(capacity) {
+  if (batch < 1 || capacity < 1) throw Error("KvCache: batch and capacity must be positive");
+  const GptConfig c = config.resolved();
+  position_elements_ = batch * (c.query_groups() / tp.size) * c.kv_channels;
+  owned_.reserve(static_cast<size_t>(2 * c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerKvCache layer;
+    owned_.emplace_back(backend, capacity * position_elements_);
+    layer.key = owned_.back().view();
+    owned_.emplace_back(backend, capacity * position_elements_);
+    layer.value = owned_.back().view();
+    layers_.push_back(layer);
+  }
+}
+
+void KvCache::advance(int64_t n) {
+  if (n < 0 || length_ + n > capacity_)
+    throw Error("KvCache: " + std::to_string(length_) + " + " + std::to_string(n) +
+                " positions exceed the capacity of " + std::to_string(capacity_));
+  length_ += n;
+}
+
+}  // namespace mgt
