@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# End-to-end checks of mgt-generate on a tiny checkpoint trained here: JSONL in and out,
+# standard input and output, reproducible sampling, stop texts, log-probabilities, the atomic
+# output file, interactive prompts on a terminal, and one-line errors.
+# Usage: bash tests/e2e/mgt_generate.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+bin=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_status() {  # expect_status CODE command...
+  local want=$1; shift
+  set +e
+  "$@" >"$work/out.txt" 2>"$work/err.txt"
+  local got=$?
+  set -e
+  [[ $got == "$want" ]] || { cat "$work/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
+}
+
+gpt2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$src/datasets/gpt2-vocab.json"
+      --merge-file "$src/datasets/gpt2-merges.txt")
+"$bin/mgt-train" --mock-data --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
+  --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --train-iters 2 \
+  --eval-iters 0 --save "$work/ckpt" --save-interval 2 "${gpt2[@]}" >"$work/train.log" 2>&1 ||
+  { cat "$work/train.log" >&2; fail "training the checkpoint"; }
+
+cat >"$work/prompts.jsonl" <<'JSON'
+{"prompt": "Hello world", "id": 1}
+
+{"prompt": "The quick brown fox jumps over the lazy"}
+{"prompt": "Caf\u00e9 au lait"}
+JSON
+
+expect_status 0 "$bin/mgt-generate" --help
+grep -q -- "--max-new-tokens" "$work/out.txt" || fail "--help does not list --max-new-tokens"
+
+# Greedy by default; the tokenizer comes from the checkpoint; one JSON line per prompt.
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 6 \
+  --return-log-probs
+cp "$work/out.txt" "$work/greedy.jsonl"
+python3 - "$work/greedy.jsonl" <<'PY' || fail "completion JSON"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["index"] for r in rows] == [0, 1, 2], rows
+assert rows[2]["prompt"] == "Café au lait", rows[2]
+for r in rows:
+    assert r["finish_reason"] in ("eod", "stop", "length"), r
+    assert len(r["tokens"]) == r["generated_tokens"] == len(r["log_probs"]) <= 6, r
+    assert all(lp <= 0 for lp in r["log_probs"]), r
+PY
+
+# Same from standard input to standard output, with the model-shape flags repeated.
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --max-new-tokens 6 --return-log-probs --num-layers 2 \
+  --hidden-size 32 < "$work/prompts.jsonl"
+cmp -s "$work/out.txt" "$work/greedy.jsonl" || fail "stdin/stdout run differs from the file run"
+
+# Sampling: a seed reproduces, the output file is written whole.
+sample=(--load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 8 --top-k 0 --temperature 1.5)
+expect_status 0 "$bin/mgt-generate" "${sample[@]}" --seed 5 --output "$work/a.jsonl"
+expect_status 0 "$bin/mgt-generate" "${sample[@]}" --seed 5 --output "$work/b.jsonl" --micro-batch-size 1
+cmp -s "$work/a.jsonl" "$work/b.jsonl" || fail "the same seed gave different completions"
+[[ ! -s "$work/out.txt" ]] || fail "--output also wrote to standard output"
+expect_status 0 "$bin/mgt-generate" "${sample[@]}" --seed 6 --output "$work/c.jsonl"
+cmp -s "$work/a.jsonl" "$work/c.jsonl" && fail "different seeds gave the same completions"
+expect_status 0 "$bin/mgt-generate" "${sample[@]}" --top-k 0 --top-p 0.9 --seed 5
+
+# A stop text ends the completion before it.
+stop=$(python3 -c "import json; r = json.loads(open('$work/greedy.jsonl').readline()); print(r['text'][2:5])")
+if [[ -n "$stop" && "$stop" != -* ]]; then
+  expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 6 \
+    --stop "$stop"
+  python3 - "$work/out.txt" "$stop" <<'PY' || fail "stop text"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["finish_reason"] == "stop" and sys.argv[2] not in r["text"], r
+PY
+fi
+
+# Typed prompts when standard input is a terminal.
+if command -v script >/dev/null; then
+  (printf 'Hello world\n'; sleep 1) | script -qec "'$bin/mgt-generate' --load '$work/ckpt' --max-new-tokens 6" \
+    /dev/null >"$work/tty.txt" 2>&1 || true
+  text=$(python3 -c "import json; print(json.loads(open('$work/greedy.jsonl').readline())['text'])")
+  tr -d '\r' <"$work/tty.txt" | grep -qF "Hello world$text" || { cat "$work/tty.txt" >&2; fail "interactive mode"; }
+fi
+
+# Errors: one line, non-zero, no output file left behind.
+printf '{"prompt": "ok"}\n{"text": "no prompt"}\n' >"$work/bad.jsonl"
+expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/bad.jsonl" --output "$work/bad-out.jsonl"
+grep -q "bad.jsonl:2:" "$work/err.txt" || fail "bad prompt line not named"
+[[ ! -e "$work/bad-out.jsonl" ]] || fail "a failed run left its output file"
+[[ -z $(ls -A "$work" | grep "bad-out") ]] || fail "a failed run left a temporary file"
+expect_status 1 "$bin/mgt-generate" --load "$work/no-such-ckpt" --prompts "$work/prompts.jsonl"
+grep -q "no-such-ckpt" "$work/err.txt" || fail "missing checkpoint not named"
+expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --hidden-size 64
+grep -q "hidden-size 64 disagrees" "$work/err.txt" || fail "disagreeing model flag not refused"
+expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --top-p 0.5
+grep -q -- "--top-k 0" "$work/err.txt" || fail "top-p with top-k not refused"
+expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --port 5000
+grep -q "no HTTP server" "$work/err.txt" || fail "--port not refused with a reason"
+printf '{"prompt": ""}\n' >"$work/empty.jsonl"
+expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/empty.jsonl"
+grep -q -- "--add-bos" "$work/err.txt" || fail "empty prompt not explained"
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/empty.jsonl" --add-bos --max-new-tokens 3
+[[ $(wc -l <"$work/err.txt") -ge 1 ]] || true
+echo "mgt-generate end-to-end: ok"
