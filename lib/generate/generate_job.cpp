@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -51,6 +52,7 @@ int run_batches(Generator& generator, const GenerateOptions& options) {
   Progress progress = Progress::counting_items("prompts", 0, static_cast<uint64_t>(options.log_interval));
   int64_t done = 0;
   int64_t generated = 0;
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const std::vector<std::string> prompts = reader.next_batch(options.micro_batch_size);
     if (prompts.empty()) break;
@@ -67,9 +69,12 @@ int run_batches(Generator& generator, const GenerateOptions& options) {
   if (done == 0) throw Error((options.prompts.empty() || options.prompts == "-" ? std::string("standard input")
                                                                                  : options.prompts) +
                              " holds no prompts");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sink.commit();
   progress.finish(static_cast<uint64_t>(done), 0);
-  log::info("generated " + std::to_string(generated) + " tokens for " + std::to_string(done) + " prompts");
+  char rate[64];
+  std::snprintf(rate, sizeof rate, " in %.3f s (%.1f tokens/s)", seconds, seconds > 0 ? generated / seconds : 0.0);
+  log::info("generated " + std::to_string(generated) + " tokens for " + std::to_string(done) + " prompts" + rate);
   return kExitOk;
 }
 
