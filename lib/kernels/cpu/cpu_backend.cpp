@@ -27,6 +27,11 @@ namespace {
 // Cache-line alignment keeps vectorised loops and BLAS on their fast paths.
 constexpr size_t kAlignment = 64;
 
+// Smallest pieces worth a thread: about 32k floats of element-wise work, or rows of a wide
+// operation (norms) in groups that large.
+constexpr int64_t kElementGrain = 1 << 15;
+int64_t row_grain(int64_t row_length) { return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(row_length, 1)); }
+
 }  // namespace
 
 void* CpuBackend::do_allocate(size_t bytes) {
@@ -75,7 +80,9 @@ void CpuBackend::do_bias_backward(const float* dy, int64_t rows, int64_t cols, f
 void CpuBackend::do_layer_norm_forward(const float* x, const float* weight, const float* bias,
                                        int64_t rows, int64_t hidden, float eps, float* y,
                                        float* mean, float* rstd) {
-  cpu::layer_norm_forward(x, weight, bias, rows, hidden, eps, y, mean, rstd);
+  parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
+    cpu::layer_norm_forward(x + b * hidden, weight, bias, e - b, hidden, eps, y + b * hidden, mean + b, rstd + b);
+  });
 }
 
 void CpuBackend::do_layer_norm_backward(const float* dy, const float* x, const float* weight,
@@ -86,7 +93,9 @@ void CpuBackend::do_layer_norm_backward(const float* dy, const float* x, const f
 
 void CpuBackend::do_rms_norm_forward(const float* x, const float* weight, int64_t rows,
                                      int64_t hidden, float eps, float* y, float* rstd) {
-  cpu::rms_norm_forward(x, weight, rows, hidden, eps, y, rstd);
+  parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
+    cpu::rms_norm_forward(x + b * hidden, weight, e - b, hidden, eps, y + b * hidden, rstd + b);
+  });
 }
 
 void CpuBackend::do_rms_norm_backward(const float* dy, const float* x, const float* weight,
@@ -96,43 +105,57 @@ void CpuBackend::do_rms_norm_backward(const float* dy, const float* x, const flo
 }
 
 void CpuBackend::do_gelu_forward(const float* x, int64_t n, float* y) {
-  cpu::gelu_forward(x, n, y);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_forward(x + b, e - b, y + b); });
 }
 
 void CpuBackend::do_gelu_backward(const float* dy, const float* x, int64_t n, float* dx) {
-  cpu::gelu_backward(dy, x, n, dx);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_backward(dy + b, x + b, e - b, dx + b); });
 }
 
 void CpuBackend::do_gelu_tanh_forward(const float* x, int64_t n, float* y) {
-  cpu::gelu_tanh_forward(x, n, y);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_tanh_forward(x + b, e - b, y + b); });
 }
 
 void CpuBackend::do_gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx) {
-  cpu::gelu_tanh_backward(dy, x, n, dx);
+  parallel(n, kElementGrain,
+           [&](int64_t b, int64_t e) { cpu::gelu_tanh_backward(dy + b, x + b, e - b, dx + b); });
 }
 
 void CpuBackend::do_swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y) {
-  cpu::swiglu_forward(x, rows, ffn, y);
+  parallel(rows, row_grain(ffn),
+           [&](int64_t b, int64_t e) { cpu::swiglu_forward(x + 2 * ffn * b, e - b, ffn, y + ffn * b); });
 }
 
 void CpuBackend::do_swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn,
                                     float* dx) {
-  cpu::swiglu_backward(dy, x, rows, ffn, dx);
+  parallel(rows, row_grain(ffn), [&](int64_t b, int64_t e) {
+    cpu::swiglu_backward(dy + ffn * b, x + 2 * ffn * b, e - b, ffn, dx + 2 * ffn * b);
+  });
 }
 
 void CpuBackend::do_dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) {
-  cpu::dropout_forward(x, n, p, key, y);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
+    DropoutKey part = key;
+    part.offset += static_cast<uint64_t>(b);  // masks are a function of the element's global index
+    cpu::dropout_forward(x + b, e - b, p, part, y + b);
+  });
 }
 
 void CpuBackend::do_dropout_backward(const float* dy, int64_t n, float p, DropoutKey key,
                                      float* dx) {
-  cpu::dropout_backward(dy, n, p, key, dx);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
+    DropoutKey part = key;
+    part.offset += static_cast<uint64_t>(b);
+    cpu::dropout_backward(dy + b, e - b, p, part, dx + b);
+  });
 }
 
 void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, const float* table,
                                       int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                       float* out) {
-  cpu::embedding_forward(ids, n, table, vocab_start, local_rows, hidden, out);
+  parallel(n, row_grain(hidden), [&](int64_t b, int64_t e) {
+    cpu::embedding_forward(ids + b, e - b, table, vocab_start, local_rows, hidden, out + b * hidden);
+  });
 }
 
 void CpuBackend::do_embedding_backward(const int64_t* ids, int64_t n, const float* dout,
@@ -176,12 +199,16 @@ void CpuBackend::do_qkv_merge(const float* q, const float* k, const float* v, in
 
 void CpuBackend::do_cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab,
                                           float* row_max) {
-  cpu::cross_entropy_row_max(logits, rows, vocab, row_max);
+  parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
+    cpu::cross_entropy_row_max(logits + b * vocab, e - b, vocab, row_max + b);
+  });
 }
 
 void CpuBackend::do_cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows,
                                           int64_t vocab, float* sum_exp) {
-  cpu::cross_entropy_sum_exp(logits, row_max, rows, vocab, sum_exp);
+  parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
+    cpu::cross_entropy_sum_exp(logits + b * vocab, row_max + b, e - b, vocab, sum_exp + b);
+  });
 }
 
 void CpuBackend::do_cross_entropy_target_logit(const float* logits, const int64_t* targets,
@@ -198,15 +225,19 @@ void CpuBackend::do_cross_entropy_loss(const float* row_max, const float* sum_ex
 void CpuBackend::do_cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
                                           int64_t vocab, float* loss, float* row_max,
                                           float* sum_exp) {
-  cpu::cross_entropy_forward(logits, targets, rows, vocab, loss, row_max, sum_exp);
+  parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
+    cpu::cross_entropy_forward(logits + b * vocab, targets + b, e - b, vocab, loss + b, row_max + b, sum_exp + b);
+  });
 }
 
 void CpuBackend::do_cross_entropy_backward(const float* logits, const int64_t* targets,
                                            const float* row_max, const float* sum_exp,
                                            const float* dloss, int64_t rows, int64_t vocab,
                                            int64_t vocab_start, float* dlogits) {
-  cpu::cross_entropy_backward(logits, targets, row_max, sum_exp, dloss, rows, vocab, vocab_start,
-                              dlogits);
+  parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
+    cpu::cross_entropy_backward(logits + b * vocab, targets + b, row_max + b, sum_exp + b, dloss + b, e - b, vocab,
+                                vocab_start, dlogits + b * vocab);
+  });
 }
 
 MaskedLossSum CpuBackend::do_masked_loss_sum(const float* loss, const float* loss_mask,
@@ -233,7 +264,9 @@ void CpuBackend::do_scale(float* x, int64_t n, float factor) { cpu::scale(x, n, 
 
 void CpuBackend::do_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                                int64_t n, const AdamWParams& params, int64_t step) {
-  cpu::adamw_step(param, grad, exp_avg, exp_avg_sq, n, params, step);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
+    cpu::adamw_step(param + b, grad + b, exp_avg + b, exp_avg_sq + b, e - b, params, step);
+  });
 }
 
 double CpuBackend::do_sum_of_squares(const float* x, int64_t n) {

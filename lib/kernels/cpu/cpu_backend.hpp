@@ -1,14 +1,26 @@
 // The reference backend: host memory, fp32, the mgt::cpu kernels (OpenBLAS for GEMM).
 #pragma once
 #include "kernels/backend.hpp"
+#include "kernels/cpu/thread_pool.hpp"
 
 namespace mgt {
 
+// GEMMs run on OpenBLAS's threads; the row- and element-wise operations on the backend's own
+// pool of `threads` (results do not depend on the count).
 class CpuBackend final : public Backend {
 public:
+  explicit CpuBackend(int threads = cpu::default_cpu_threads()) : pool_(threads) {}
   std::string name() const override { return "cpu"; }
+  int threads() const { return pool_.size(); }
 
 private:
+  // body(begin, end) over [0, n) on the pool, ranges of at least `grain` items.
+  void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+    pool_.for_each_range(n, grain, body);
+  }
+
+  cpu::ThreadPool pool_;
+
   void* do_allocate(size_t bytes) override;
   void do_free(void* data, size_t bytes) noexcept override;
   void do_copy_from_host(const void* host, void* device, size_t bytes) override;
