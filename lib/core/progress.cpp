@@ -18,8 +18,16 @@ std::string format_duration(double seconds) {
 bool Progress::stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 Progress::Progress(std::string item_name, std::uint64_t total_bytes, std::uint64_t log_interval)
+    : Progress(std::move(item_name), total_bytes, log_interval, false) {}
+
+Progress Progress::counting_items(std::string item_name, std::uint64_t total_items, std::uint64_t log_interval) {
+  return Progress(std::move(item_name), total_items, log_interval, true);
+}
+
+Progress::Progress(std::string item_name, std::uint64_t total, std::uint64_t log_interval, bool items_only)
     : item_name_(std::move(item_name)),
-      total_bytes_(total_bytes),
+      total_bytes_(total),
+      items_only_(items_only),
       log_interval_(log_interval == 0 ? 1 : log_interval),
       terminal_(stderr_is_terminal()),
       start_(std::chrono::steady_clock::now()),
@@ -31,6 +39,19 @@ Progress::~Progress() {
 }
 
 std::string Progress::line(std::uint64_t items, std::uint64_t bytes, double seconds) const {
+  if (items_only_) {
+    char buf[256];
+    const double rate = seconds > 0 ? items / seconds : 0.0;
+    std::snprintf(buf, sizeof buf, "Processed %llu %s (%.1f %s/s).", static_cast<unsigned long long>(items),
+                  item_name_.c_str(), rate, item_name_.c_str());
+    std::string out = buf;
+    if (total_bytes_ > 0 && items <= total_bytes_ && rate > 0) {
+      std::snprintf(buf, sizeof buf, " %.1f%% ETA %s", 100.0 * items / total_bytes_,
+                    format_duration((total_bytes_ - items) / rate).c_str());
+      out += buf;
+    }
+    return out;
+  }
   double rate_items = seconds > 0 ? items / seconds : 0.0;
   double rate_mb = seconds > 0 ? bytes / seconds / 1e6 : 0.0;
   char buf[256];
@@ -55,7 +76,8 @@ void Progress::update(std::uint64_t items, std::uint64_t bytes) {
     last_draw_ = now;
     std::string bar;
     if (total_bytes_ > 0) {
-      int filled = static_cast<int>(30.0 * std::min<double>(1.0, double(bytes) / total_bytes_));
+      const double done = double(items_only_ ? items : bytes) / total_bytes_;
+      int filled = static_cast<int>(30.0 * std::min<double>(1.0, done));
       bar = "[" + std::string(filled, '#') + std::string(30 - filled, '.') + "] ";
     }
     std::fprintf(stderr, "\r%s%s\033[K", bar.c_str(), line(items, bytes, seconds).c_str());

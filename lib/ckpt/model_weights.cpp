@@ -1,0 +1,82 @@
+#include "ckpt/model_weights.hpp"
+
+#include <filesystem>
+#include <set>
+#include <span>
+
+#include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/model_checkpoint.hpp"
+#include "ckpt/tensor_paths.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/parameter_table.hpp"
+
+namespace mgt {
+
+std::int64_t ModelWeights::num_parameters() const {
+  std::int64_t n = 0;
+  for (const auto& [name, values] : tensors) n += static_cast<std::int64_t>(values.size());
+  return n;
+}
+
+const std::vector<float>& ModelWeights::at(const std::string& name) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw Error(source + " has no tensor '" + name + "'");
+  return it->second;
+}
+
+void require_fresh_output_directory(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  if (!fs::is_directory(dir, ec)) throw Error("--save-dir " + dir + " exists and is not a directory");
+  if (!fs::is_empty(dir, ec))
+    throw Error("--save-dir " + dir + " is not empty; conversions write a new directory (remove it or choose another)");
+}
+
+ModelWeights read_mgt_model_weights(const std::string& load_dir) {
+  const ModelCheckpoint checkpoint = open_model_checkpoint(load_dir);
+  ModelWeights w;
+  w.config = checkpoint.config;
+  w.tokenizer_json = checkpoint.metadata.tokenizer_json.empty() ? "{}" : checkpoint.metadata.tokenizer_json;
+  w.args_json = checkpoint.metadata.args_json;
+  w.iteration = checkpoint.metadata.iteration;
+  w.source = "checkpoint " + checkpoint.directory;
+  // Read straight from the shard rather than through load_checkpoint_model: a conversion needs
+  // no gradient buffer and no initialisation, which would triple the memory of a large model.
+  const ckpt::ShardReader reader(checkpoint.shard_path);
+  const ParameterTable table = gpt_parameter_table(w.config);
+  std::set<std::string> expected;
+  for (const ParameterEntry& e : table.entries) expected.insert(ckpt::model_tensor_path(e.name));
+  for (const std::string& name : reader.tensor_names(ckpt::kModelGroup))
+    if (!expected.count(name))
+      throw Error(w.source + ": tensor '" + name + "' is not a parameter of the model its arguments describe");
+  for (const ParameterEntry& e : table.entries) {
+    const std::string path = ckpt::model_tensor_path(e.name);
+    if (!reader.contains(path)) throw Error(w.source + " has no tensor '" + path + "'");
+    std::vector<float>& values = w.tensors[e.name];
+    values.resize(static_cast<std::size_t>(e.global_numel()));
+    reader.read(path, ckpt::TensorDType::Float32, e.global_shape, std::as_writable_bytes(std::span<float>(values)));
+  }
+  return w;
+}
+
+std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir) {
+  require_fresh_output_directory(save_dir);
+  CpuBackend backend;
+  GptParameters params(weights.config, backend);
+  for (const ParameterEntry& e : params.entries()) {
+    const std::vector<float>& values = weights.at(e.name);
+    if (static_cast<std::int64_t>(values.size()) != e.numel())
+      throw Error(weights.source + ": tensor '" + e.name + "' has " + std::to_string(values.size()) +
+                  " elements, the model needs " + std::to_string(e.numel()));
+    params.write_param(e, values);
+  }
+  if (weights.tensors.size() != params.entries().size())
+    throw Error(weights.source + " has tensors that are not parameters of its model");
+  const std::string args = weights.args_json.empty() ? model_args_json(weights.config) : weights.args_json;
+  return save_model_checkpoint(save_dir, weights.iteration, params, args, weights.tokenizer_json);
+}
+
+}  // namespace mgt

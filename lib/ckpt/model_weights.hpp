@@ -1,0 +1,41 @@
+// A model on its way from a loader to a saver, as Megatron's convert.py hands it over: the
+// resolved configuration and every tensor whole (unsharded), fp32, under Megatron's parameter
+// names. Loaders and savers for each format meet here, so N formats need N of each, not N².
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/gpt_config.hpp"
+
+namespace mgt {
+
+struct ModelWeights {
+  GptConfig config;                                   // resolved
+  std::map<std::string, std::vector<float>> tensors;  // every parameter of config, row-major
+  std::string tokenizer_json = "{}";                  // the tokenizer description, when known
+  // The source checkpoint's full arguments (mgt loader). A saver of mgt checkpoints keeps them
+  // when non-empty and writes model_args_json(config) otherwise; anything that changes the
+  // configuration clears them.
+  std::string args_json;
+  std::int64_t iteration = 0;
+  std::string source;  // what was loaded, for messages: "checkpoint DIR", "GPT-2 model DIR"
+
+  std::int64_t num_parameters() const;  // Σ elements over tensors
+  // The tensor or mgt::Error naming it.
+  const std::vector<float>& at(const std::string& name) const;
+};
+
+// Reads a single-shard mgt checkpoint (a save directory or an iteration directory).
+ModelWeights read_mgt_model_weights(const std::string& load_dir);
+
+// Writes a weights-only mgt checkpoint of weights.iteration into save_dir, which must not exist
+// or be empty (a conversion never adds to, or moves the tracker of, an existing run). Returns the
+// iteration directory written.
+std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir);
+
+// Throws mgt::Error unless `dir` is absent or an empty directory.
+void require_fresh_output_directory(const std::string& dir);
+
+}  // namespace mgt

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# End-to-end checks of mgt-ckpt-convert: train a tiny GPT on mock data, export it to Hugging Face
+# GPT-2, import it back, export again and compare the files byte for byte; vocabulary truncation;
+# and clear one-line refusals with the right exit codes.
+# Usage: bash tests/e2e/mgt_ckpt_convert.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+bin=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_status() {  # expect_status CODE command...
+  local want=$1; shift
+  set +e
+  "$@" >"$work/out.txt" 2>"$work/err.txt"
+  local got=$?
+  set -e
+  [[ $got == "$want" ]] || { cat "$work/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
+}
+one_line_error() {  # the error is one line naming $1
+  [[ $(wc -l <"$work/err.txt") == 1 ]] || fail "error is not one line: $(cat "$work/err.txt")"
+  grep -q -- "$1" "$work/err.txt" || fail "error does not mention '$1': $(cat "$work/err.txt")"
+}
+
+gpt2=(--vocab-file "$src/datasets/gpt2-vocab.json" --merge-file "$src/datasets/gpt2-merges.txt")
+convert=("$bin/mgt-ckpt-convert" --model-type GPT)
+
+# A tiny model, two iterations on Megatron's mock data.
+expect_status 0 "$bin/mgt-train" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
+  --max-position-embeddings 32 --micro-batch-size 2 --lr 1e-3 --train-iters 2 --log-interval 1 \
+  --eval-iters 1 --mock-data --tokenizer-type GPT2BPETokenizer "${gpt2[@]}" --save "$work/ckpt" --save-interval 2
+
+expect_status 0 "${convert[@]}" --help
+grep -q -- "--true-vocab-size" "$work/out.txt" || fail "--help does not list --true-vocab-size"
+
+# Export: config.json and model.safetensors, a JSON summary on stdout.
+expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/hf"
+python3 - "$work/out.txt" "$work/hf/config.json" <<'PY' || fail "export summary or config.json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["source"]["format"] == "mgt" and s["destination"]["format"] == "hf", s
+assert s["tensors"] == 28 and s["parameters"] > 0, s
+assert s["vocabulary"] == {"source_rows": 50304, "true_vocab_size": None, "destination_rows": 50304}, s
+c = json.load(open(sys.argv[2]))
+assert c["architectures"] == ["GPT2LMHeadModel"] and c["model_type"] == "gpt2", c
+assert (c["n_layer"], c["n_embd"], c["n_head"], c["n_positions"], c["n_inner"]) == (2, 32, 4, 32, 128), c
+assert c["vocab_size"] == 50304 and c["eos_token_id"] == 50256 and c["activation_function"] == "gelu", c
+PY
+[[ $(ls "$work/hf") == $'config.json\nmodel.safetensors' ]] || fail "export directory holds $(ls "$work/hf")"
+
+# Import (with the tokenizer recorded), export again: the same bytes.
+expect_status 0 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/hf" --save-dir "$work/back" "${gpt2[@]}"
+[[ $(cat "$work/back/latest_checkpointed_iteration.txt") == 0 ]] || fail "import is not iteration 0"
+expect_status 0 "${convert[@]}" --loader core --saver hf --load-dir "$work/back" --save-dir "$work/hf2"
+cmp "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || fail "re-export differs"
+cmp "$work/hf/config.json" "$work/hf2/config.json" || fail "re-exported config.json differs"
+
+# mgt -> mgt is a weights-only copy that keeps the iteration.
+expect_status 0 "${convert[@]}" --loader mgt --saver mgt --load-dir "$work/ckpt" --save-dir "$work/copy"
+[[ -s "$work/copy/iter_0000002/mp_rank_00.h5" ]] || fail "copy lacks iteration 2"
+
+# --true-vocab-size: truncated rows, with a warning on stderr.
+expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/hf50257" \
+  --true-vocab-size 50257
+grep -q '"vocab_size": 50257' "$work/hf50257/config.json" || fail "truncated vocab_size not written"
+grep -q "warning: --true-vocab-size 50257 drops 47 rows" "$work/err.txt" || fail "truncation without warning"
+
+# Refusals: one line, exit 2 for usage, 1 for what the files say.
+expect_status 1 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/hf"
+one_line_error "is not empty"
+expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/x" \
+  --target-tensor-parallel-size 2
+one_line_error "resharding is not implemented yet"
+expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/x" --bogus
+one_line_error "unknown flag --bogus"
+expect_status 2 "${convert[@]}" --loader legacy --saver hf --load-dir "$work/ckpt" --save-dir "$work/x"
+one_line_error "legacy"
+expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/x" \
+  --true-vocab-size 60000
+one_line_error "--true-vocab-size 60000"
+expect_status 2 "$bin/mgt-ckpt-convert" --model-type BERT --loader mgt --saver hf --load-dir "$work/ckpt" \
+  --save-dir "$work/x"
+one_line_error "GPT models only"
+expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/ckpt" --save-dir "$work/x"
+one_line_error "config.json"
+cp "$work/hf/config.json" "$work/hf50257/config.json"
+expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/hf50257" --save-dir "$work/x"
+one_line_error "transformer.wte.weight"
+mkdir "$work/bin" && cp "$work/hf/config.json" "$work/bin/" && echo pickle >"$work/bin/pytorch_model.bin"
+expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/bin" --save-dir "$work/x"
+one_line_error "pytorch_model.bin"
+head -c 4000 "$work/hf/model.safetensors" >"$work/trunc.safetensors"
+mkdir "$work/trunc" && cp "$work/hf/config.json" "$work/trunc/" && mv "$work/trunc.safetensors" "$work/trunc/model.safetensors"
+expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/trunc" --save-dir "$work/x"
+one_line_error "out of range"
+[[ ! -e "$work/x" ]] || fail "a failed conversion left $work/x"
+
+# An architecture GPT-2 cannot express is refused, naming the property.
+expect_status 0 "$bin/mgt-train" --num-layers 1 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16 \
+  --micro-batch-size 2 --lr 1e-3 --train-iters 1 --eval-iters 0 --mock-data --tokenizer-type GPT2BPETokenizer \
+  "${gpt2[@]}" --position-embedding-type rope --save "$work/rope" --save-interval 1
+expect_status 1 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/rope" --save-dir "$work/x"
+one_line_error "--position-embedding-type rope"
+echo "mgt-ckpt-convert e2e: all checks passed"
