@@ -37,8 +37,9 @@ std::vector<double> reference_gemm(bool ta, bool tb, int64_t m, int64_t n, int64
 }  // namespace
 
 TEST_CASE("gemm matches an fp64 product for every transpose combination", "[kernels]") {
-  const int64_t m = 7, n = 5, k = 9;
+  const int64_t n = 5, k = 9;
   uint32_t seed = 1;
+  for (const int64_t m : {7, 1})  // one row takes the matrix-vector path
   for (const bool ta : {false, true}) {
     for (const bool tb : {false, true}) {
       // Padded leading dimensions exercise the strided path used by attention.
@@ -51,7 +52,7 @@ TEST_CASE("gemm matches an fp64 product for every transpose combination", "[kern
       const auto want = reference_gemm(ta, tb, m, n, k, 0.75, a, lda, b, ldb, -0.5, c, ldc);
       cpu::gemm(ta ? Trans::kYes : Trans::kNo, tb ? Trans::kYes : Trans::kNo, m, n, k, 0.75f,
                 a.data(), lda, b.data(), ldb, -0.5f, c.data(), ldc);
-      INFO("trans_a=" << ta << " trans_b=" << tb);
+      INFO("m=" << m << " trans_a=" << ta << " trans_b=" << tb);
       CHECK(rel_error(c, want) < 1e-6);
       CHECK(max_rel_error(c, want) < 1e-6);
     }

@@ -38,6 +38,19 @@ void gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float a
     }
     return;
   }
+  if (m == 1) {
+    // One row (a token being generated): a matrix-vector product, which BLAS runs as a
+    // bandwidth-bound GEMV instead of packing B for a GEMM. c = op(B)ᵀ·a with op(B) [k, n].
+    const blasint incx = trans_a == Trans::kNo ? 1 : narrow(lda, "lda too large");
+    if (trans_b == Trans::kYes) {  // B is [n, k]
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, narrow(n, "n too large"), narrow(k, "k too large"), alpha, b,
+                  narrow(ldb, "ldb too large"), a, incx, beta, c, 1);
+    } else {  // B is [k, n]
+      cblas_sgemv(CblasRowMajor, CblasTrans, narrow(k, "k too large"), narrow(n, "n too large"), alpha, b,
+                  narrow(ldb, "ldb too large"), a, incx, beta, c, 1);
+    }
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
               trans_b == Trans::kNo ? CblasNoTrans : CblasTrans, narrow(m, "m too large"),
               narrow(n, "n too large"), narrow(k, "k too large"), alpha, a,
