@@ -385,6 +385,13 @@ void Backend::masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView 
   if (dloss.size() > 0) do_masked_loss_grad(loss_mask.data(), dloss.size(), scale, dloss.data());
 }
 
+void Backend::row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out) {
+  dims("row_argmax", {rows, cols});
+  expect(x, rows * cols, "row_argmax", "x");
+  expect(out, rows, "row_argmax", "out");
+  if (rows > 0 && cols > 0) do_row_argmax(x.data(), rows, cols, out.data());
+}
+
 void Backend::add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols) {
   dims("add_bias", {rows, cols});
   expect(y, rows * cols, "add_bias", "y");

@@ -156,6 +156,9 @@ public:
   MaskedLossSum masked_loss_sum(ConstFloatView loss, ConstFloatView loss_mask);
   // dloss = loss_mask · scale.
   void masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView dloss);
+  // out[r] = index of the largest of x[r, 0…cols), the first one on ties (torch.argmax): the
+  // model's prediction at each position, without moving the logits to the host.
+  void row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out);
 
   // ---- element-wise ----
   void add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols);
@@ -256,6 +259,7 @@ private:
                                          int64_t vocab_start, float* dlogits) = 0;
   virtual MaskedLossSum do_masked_loss_sum(const float* loss, const float* loss_mask,
                                            int64_t rows) = 0;
+  virtual void do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) = 0;
   virtual void do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
                                    float* dloss) = 0;
 

@@ -79,6 +79,11 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   final_norm_output = take(t * h);
   final_norm = take_norm_stats(layer_norm, t);
   logits = take((last_position_logits ? batch : t) * vocab);
+  if (!training) {
+    predictions = take_index(t);
+    selected_rows = take_index(t);
+    selected_labels = take_index(t);
+  }
   loss.losses = take(t);
   loss.row_max = take(t);
   loss.sum_exp = take(t);

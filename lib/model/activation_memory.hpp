@@ -49,6 +49,11 @@ public:
   NormStats final_norm;
   FloatView logits;  // [s·b, local vocab] ([b, local vocab] for generation); its gradient in the backward
   LossActivations loss;
+  IndexView predictions;  // [s·b] argmax of the logits (evaluation only)
+  // Evaluation of selected positions (GptModel::forward_selected): their indices in [s·b] and
+  // their labels, compacted.
+  IndexView selected_rows;
+  IndexView selected_labels;
   FloatView d_hidden;  // [s·b, h]
 
 private:

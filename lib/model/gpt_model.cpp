@@ -118,8 +118,7 @@ void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory) {
   }
 }
 
-void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss) {
-  const int64_t tokens = ctx.tokens();
+void GptModel::decoder_pass(const ForwardContext& ctx, ActivationMemory& memory) {
   const auto num_layers = static_cast<int64_t>(layers_.size());
   embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
                      memory.hidden(0));
@@ -127,8 +126,13 @@ void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory,
     layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
                                             memory.hidden(l + 1));
   }
-  final_norm_.forward(memory.hidden(num_layers), tokens, memory.final_norm_output,
+  final_norm_.forward(memory.hidden(num_layers), ctx.tokens(), memory.final_norm_output,
                       memory.final_norm);
+}
+
+void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss) {
+  const int64_t tokens = ctx.tokens();
+  decoder_pass(ctx, memory);
   output_layer_.forward(memory.final_norm_output, tokens, memory.logits);
   if (with_loss) loss_.forward(memory.logits, memory.labels, tokens, memory.loss);
 }
@@ -171,7 +175,7 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
   return {sum.loss_sum, sum.tokens};
 }
 
-ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits) {
+ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits, bool return_argmax) {
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
   const bool with_loss = !batch.labels.empty();
@@ -188,11 +192,79 @@ ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits
     backend_->copy_to_host(memory.loss.losses, losses);
     out.losses = transpose_01<float>(losses, s, b, 1);
   }
+  if (return_argmax) {
+    backend_->row_argmax(memory.logits, s * b, config().padded_vocab_size, memory.predictions);
+    std::vector<int64_t> argmax(static_cast<size_t>(b * s));
+    backend_->copy_to_host(memory.predictions, argmax);
+    out.argmax = transpose_01<int64_t>(argmax, s, b, 1);
+  }
   if (return_logits) {
     const int64_t vocab = config().padded_vocab_size;
     std::vector<float> logits(static_cast<size_t>(b * s * vocab));
     backend_->copy_to_host(memory.logits, logits);
     out.logits = transpose_01<float>(logits, s, b, vocab);
+  }
+  return out;
+}
+
+ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_argmax) {
+  require(!batch.labels.empty(), "forward_selected needs labels");
+  ActivationMemory& memory = memory_for(batch, false);
+  upload(batch, memory);
+  const int64_t b = batch.batch_size;
+  const int64_t s = batch.seq_length;
+  const int64_t h = config().hidden_size;
+  const int64_t vocab = config().padded_vocab_size;
+
+  // The selected positions in the activations' sequence-major order, and their labels.
+  std::vector<int64_t> rows;
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < b; ++j) {
+      const size_t k = static_cast<size_t>(j * s + i);
+      if (batch.loss_mask.empty() || batch.loss_mask[k] != 0.0f) {
+        rows.push_back(i * b + j);
+        labels.push_back(batch.labels[k]);
+      }
+    }
+  const auto m = static_cast<int64_t>(rows.size());
+
+  ForwardOutput out;
+  out.losses.assign(static_cast<size_t>(b * s), 0.0f);
+  if (return_argmax) out.argmax.assign(static_cast<size_t>(b * s), -1);
+  if (m == 0) return out;
+
+  const ForwardContext ctx{s, b, false, {}};
+  decoder_pass(ctx, memory);
+  backend_->copy_from_host<int64_t>(rows, memory.selected_rows.first(m));
+  backend_->copy_from_host<int64_t>(labels, memory.selected_labels.first(m));
+  // Gather the selected rows of the final norm's output (a row lookup, as in the embedding),
+  // then the output layer and the loss on those rows only.
+  const FloatView selected = memory.scratch.hidden_a.first(m * h);
+  backend_->embedding_forward(memory.selected_rows.first(m), memory.final_norm_output, 0, h, selected);
+  const FloatView logits = memory.logits.first(m * vocab);
+  output_layer_.forward(selected, m, logits);
+  const LossActivations loss{memory.loss.losses.first(m), memory.loss.row_max.first(m), memory.loss.sum_exp.first(m),
+                             {}};
+  loss_.forward(logits, memory.selected_labels.first(m), m, loss);
+
+  std::vector<float> losses(static_cast<size_t>(m));
+  backend_->copy_to_host(loss.losses, losses);
+  std::vector<int64_t> argmax;
+  if (return_argmax) {
+    backend_->row_argmax(logits, m, vocab, memory.predictions.first(m));
+    argmax.resize(static_cast<size_t>(m));
+    backend_->copy_to_host(memory.predictions.first(m), argmax);
+  }
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t i = rows[static_cast<size_t>(r)] / b;
+    const int64_t j = rows[static_cast<size_t>(r)] % b;
+    const size_t k = static_cast<size_t>(j * s + i);
+    out.losses[k] = losses[static_cast<size_t>(r)];
+    out.loss.loss_sum += static_cast<double>(losses[static_cast<size_t>(r)]) *
+                         (batch.loss_mask.empty() ? 1.0 : batch.loss_mask[k]);
+    out.loss.token_count += batch.loss_mask.empty() ? 1.0 : batch.loss_mask[k];
+    if (return_argmax) out.argmax[k] = argmax[static_cast<size_t>(r)];
   }
   return out;
 }

@@ -48,6 +48,9 @@ struct ForwardOutput {
   LossSum loss;               // zero without labels
   std::vector<float> losses;  // [b, s] per-token cross-entropy, unmasked; empty without labels
   std::vector<float> logits;  // [b, s, padded vocab] when requested
+  // [b, s] the id of the largest logit at each position (the first on ties, over the padded
+  // vocabulary), when requested: what zero-shot accuracy needs, without the logits.
+  std::vector<int64_t> argmax;
 };
 
 class GptModel {
@@ -71,7 +74,14 @@ public:
                            int64_t num_microbatches);
 
   // Evaluation: no dropout, no gradients.
-  ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false);
+  ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false, bool return_argmax = false);
+
+  // Evaluation of the positions whose loss_mask is non-zero only: the output layer, the loss
+  // and the argmax run for those rows alone. Zero-shot tasks score a few positions of each row,
+  // and over a large vocabulary the output layer dominates a small model's cost. Needs labels;
+  // returns losses and (when asked) argmax as [b, s], holding 0 and −1 at unselected positions,
+  // and loss = the masked sum. Results equal forward_only's at the selected positions.
+  ForwardOutput forward_selected(const MicroBatch& batch, bool return_argmax);
 
   // Generation with a key/value cache, no dropout: tokens [b, n] (batch-major) are the next n
   // tokens of each of the cache's b sequences, at positions cache.length() … cache.length()+n−1.
@@ -84,6 +94,8 @@ private:
   ActivationMemory& memory_for(const MicroBatch& batch, bool training);
   void upload(const MicroBatch& batch, ActivationMemory& memory);
   void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss);
+  // Embedding, layers and final norm: fills memory.final_norm_output.
+  void decoder_pass(const ForwardContext& ctx, ActivationMemory& memory);
   void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale);
 
   Backend* backend_;

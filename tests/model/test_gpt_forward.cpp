@@ -115,6 +115,47 @@ TEST_CASE("GPT forward_only without labels returns logits only", "[model]") {
   CHECK(out.logits.size() == 4u * 32u);
 }
 
+TEST_CASE("GPT forward_only returns each position's argmax, the first of equal maxima", "[model]") {
+  CpuBackend backend;
+  GptModel model(gpt2_like_config(), backend, 9);
+  randomize_parameters(model.parameters(), 9);
+  const RefBatch batch = random_batch(gpt2_like_config(), 3, 8, 4);
+  const ForwardOutput out = model.forward_only(micro_batch(batch), true, true);
+  const int64_t vocab = model.config().padded_vocab_size;
+  REQUIRE(out.argmax.size() == 3u * 8u);
+  for (size_t p = 0; p < out.argmax.size(); ++p) {
+    const auto row = out.logits.begin() + static_cast<std::ptrdiff_t>(p) * vocab;
+    CHECK(out.argmax[p] == std::max_element(row, row + vocab) - row);
+  }
+  // Ties: a zeroed output layer (tied embedding) makes every logit 0, so id 0 wins.
+  GptParameters& params = model.parameters();
+  const ParameterEntry& words = params.entry("embedding.word_embeddings.weight");
+  params.write_param(words, std::vector<float>(static_cast<size_t>(words.numel()), 0.0f));
+  for (int64_t id : model.forward_only(micro_batch(batch), false, true).argmax) CHECK(id == 0);
+}
+
+TEST_CASE("GPT forward_selected equals forward_only at the selected positions", "[model]") {
+  for (const GptConfig& config : {gpt2_like_config(), llama_like_config()}) {
+    CpuBackend backend;
+    GptModel model(config, backend, 12);
+    randomize_parameters(model.parameters(), 12);
+    const RefBatch batch = random_batch(config, 3, 8, 6);  // loss mask with some zeros
+    const ForwardOutput all = model.forward_only(micro_batch(batch), false, true);
+    const ForwardOutput some = model.forward_selected(micro_batch(batch), true);
+    for (size_t k = 0; k < batch.loss_mask.size(); ++k) {
+      if (batch.loss_mask[k] == 0.0f) {
+        CHECK(some.losses[k] == 0.0f);
+        CHECK(some.argmax[k] == -1);
+      } else {
+        CHECK(some.losses[k] == Approx(all.losses[k]).epsilon(1e-6));
+        CHECK(some.argmax[k] == all.argmax[k]);
+      }
+    }
+    CHECK(some.loss.token_count == all.loss.token_count);
+    CHECK(some.loss.loss_sum == Approx(all.loss.loss_sum).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("GPT rejects malformed micro-batches with a clear error", "[model]") {
   CpuBackend backend;
   GptModel model(gpt2_like_config(), backend, 9);

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "kernels/cpu/adamw.hpp"
+#include "kernels/cpu/argmax.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
@@ -243,6 +244,10 @@ void CpuBackend::do_cross_entropy_backward(const float* logits, const int64_t* t
 MaskedLossSum CpuBackend::do_masked_loss_sum(const float* loss, const float* loss_mask,
                                              int64_t rows) {
   return cpu::masked_loss_sum(loss, loss_mask, rows);
+}
+
+void CpuBackend::do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) {
+  parallel(rows, row_grain(cols), [&](int64_t b, int64_t e) { cpu::row_argmax(x + b * cols, e - b, cols, out + b); });
 }
 
 void CpuBackend::do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,

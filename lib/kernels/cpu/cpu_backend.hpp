@@ -98,6 +98,7 @@ private:
                                  int64_t vocab, int64_t vocab_start, float* dlogits) override;
   MaskedLossSum do_masked_loss_sum(const float* loss, const float* loss_mask,
                                    int64_t rows) override;
+  void do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) override;
   void do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
                            float* dloss) override;
 

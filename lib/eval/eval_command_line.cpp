@@ -1,0 +1,173 @@
+#include "eval/eval_command_line.hpp"
+
+#include <map>
+
+#include "ckpt/model_shape_flags.hpp"
+#include "core/cxxopts_command_line.hpp"
+#include "core/error.hpp"
+
+namespace mgt {
+
+namespace {
+
+constexpr const char* kProgram = "mgt-eval";
+
+// argparse nargs='*' in tasks/main.py.
+const std::map<std::string, FlagArity> kListFlags = {{"--valid-data", FlagArity::Many}};
+
+// Flags of tasks/main.py and of the pretraining parser that a zero-shot command line might
+// carry but that mean nothing here, with the reason.
+const std::map<std::string, std::string> kRefusedFlags = {
+    {"--epochs", "zero-shot evaluation does not train"},
+    {"--train-data", "zero-shot evaluation does not train"},
+    {"--keep-last", "zero-shot evaluation does not train"},
+    {"--pretrained-checkpoint", "name the checkpoint with --load"},
+    {"--batch-size", "Megatron replaced it with --micro-batch-size"},
+    {"--num-layers-per-virtual-pipeline-stage",
+     "Megatron's zero-shot tasks do not support interleaved pipelines; mgt-eval runs one shard"},
+    {"--reset-position-ids", "the zero-shot tasks evaluate text without documents inside it"},
+    {"--reset-attention-mask", "the zero-shot tasks evaluate text without documents inside it"},
+    {"--eod-mask-loss", "the zero-shot tasks choose the scored tokens themselves"},
+    {"--tokenizer-model", "SentencePiece, HuggingFace and TikToken tokenizers are not supported"},
+};
+
+cxxopts::Options make_options() {
+  cxxopts::Options o(kProgram,
+                     "Zero-shot evaluation of a GPT checkpoint as Megatron-LM's tasks/main.py does it: "
+                     "LAMBADA cloze accuracy or WikiText-103 perplexity.");
+  o.custom_help("--task LAMBADA|WIKITEXT103 --valid-data FILE --load DIR [options]");
+  std::string types;
+  for (const auto& t : supported_tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
+  // clang-format off
+  o.add_options("task")
+      ("task", "LAMBADA (accuracy) or WIKITEXT103 (perplexity)", cxxopts::value<std::string>(), "NAME")
+      ("valid-data", "The data file: LAMBADA JSON lines with \"text\", or a WikiText token file "
+                     "(its path picks the detokenizer: 'ptb', 'wiki' or 'lambada')",
+       cxxopts::value<std::vector<std::string>>(), "FILE")
+      ("strict-lambada", "LAMBADA: the target is the last word (possibly several tokens), not the "
+                         "last token")
+      ("overlapping-eval", "WIKITEXT103: stride of the evaluation windows, 1 to --seq-length",
+       cxxopts::value<std::string>()->default_value("32"), "N")
+      ("seq-length", "Tokens per window; longer LAMBADA examples lose the start of their context "
+                     "(default: the checkpoint's)", cxxopts::value<std::string>(), "N")
+      ("micro-batch-size", "Windows or examples per forward pass",
+       cxxopts::value<std::string>()->default_value("8"), "N");
+  o.add_options("checkpoint")
+      ("load", "Checkpoint: a save directory (latest iteration) or an iteration directory",
+       cxxopts::value<std::string>(), "DIR")
+      ("no-load-optim", "Accepted: the optimizer state is never read")
+      ("no-load-rng", "Accepted: the RNG state is never read")
+      ("use-checkpoint-args", "Accepted: the architecture is always read from the checkpoint")
+      ("tensor-model-parallel-size", "Only 1: convert a split checkpoint with mgt-ckpt-convert",
+       cxxopts::value<std::string>(), "1")
+      ("pipeline-model-parallel-size", "Only 1: convert a split checkpoint with mgt-ckpt-convert",
+       cxxopts::value<std::string>(), "1")
+      ("make-vocab-size-divisible-by", "Checked: must give the checkpoint's padded vocabulary",
+       cxxopts::value<std::string>(), "N")
+      ("bf16", "Accepted with a warning: the CPU backend computes in fp32")
+      ("fp16", "Accepted with a warning: the CPU backend computes in fp32");
+  o.add_options("tokenizer (default: the one recorded in the checkpoint)")
+      ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
+      ("vocab-file", "Vocabulary file (alone: replaces the recorded path)", cxxopts::value<std::string>(), "FILE")
+      ("merge-file", "GPT-2 BPE merges file (alone: replaces the recorded path)",
+       cxxopts::value<std::string>(), "FILE")
+      ("vocab-size", "Vocabulary size (NullTokenizer)", cxxopts::value<std::string>(), "N");
+  add_model_shape_flags(o);
+  o.add_options("output")
+      ("output", "Write the JSON result to FILE (atomically) instead of standard output",
+       cxxopts::value<std::string>(), "FILE")
+      ("log-interval", "Micro-batches between progress lines when stderr is not a terminal",
+       cxxopts::value<std::string>()->default_value("100"), "N")
+      ("h,help", "Show this help");
+  // clang-format on
+  return o;
+}
+
+std::int64_t positive(const FlagValues& f, const char* name) {
+  const std::int64_t v = f.integer(name);
+  if (v < 1) throw UsageError(std::string("--") + name + " must be at least 1, not " + std::to_string(v));
+  return v;
+}
+
+void require_one(const FlagValues& f, const char* name) {
+  if (f.has(name) && f.integer(name) != 1)
+    throw UsageError(std::string("--") + name + " " + f.text(name) +
+                     ": mgt-eval runs a single-shard checkpoint; convert it with mgt-ckpt-convert "
+                     "--target-tensor-parallel-size 1 --target-pipeline-parallel-size 1");
+}
+
+EvalOptions to_eval_options(const FlagValues& f, const cxxopts::ParseResult& result) {
+  EvalOptions o;
+  if (!f.has("task")) throw UsageError("--task is required: LAMBADA or WIKITEXT103");
+  const std::string task = f.text("task");
+  check_choice("--task", task, {"LAMBADA", "WIKITEXT103"});
+  o.task = task == "LAMBADA" ? ZeroShotTask::kLambada : ZeroShotTask::kWikitext103;
+
+  const std::vector<std::string> data = f.has("valid-data") ? f.list("valid-data") : std::vector<std::string>{};
+  if (data.empty()) throw UsageError("--valid-data is required: the file to evaluate");
+  if (data.size() > 1)
+    throw UsageError("--valid-data takes one file (Megatron's zero-shot tasks assert so); got " +
+                     std::to_string(data.size()));
+  o.valid_data = data[0];
+
+  f.set("strict-lambada", o.strict_lambada);
+  const std::int64_t stride = f.integer("overlapping-eval");
+  if (stride < 1)
+    throw UsageError("--overlapping-eval must be at least 1, not " + std::to_string(stride) +
+                     " (Megatron would silently use 1)");
+  o.overlapping_eval = stride;
+  if (f.has("seq-length")) o.seq_length = positive(f, "seq-length");
+  o.micro_batch_size = positive(f, "micro-batch-size");
+
+  if (!f.has("load")) throw UsageError("--load is required: the checkpoint to evaluate");
+  o.load = f.text("load");
+  require_one(f, "tensor-model-parallel-size");
+  require_one(f, "pipeline-model-parallel-size");
+  if (f.has("make-vocab-size-divisible-by")) o.make_vocab_size_divisible_by = positive(f, "make-vocab-size-divisible-by");
+  if (f.has("bf16") && f.has("fp16")) throw UsageError("--bf16 and --fp16 are mutually exclusive");
+  if (f.has("bf16")) o.precision_flag = "--bf16";
+  if (f.has("fp16")) o.precision_flag = "--fp16";
+
+  if (f.has("tokenizer-type") || f.has("vocab-file") || f.has("merge-file") || f.has("vocab-size")) {
+    TokenizerOptions t;
+    f.set("tokenizer-type", t.type);
+    f.set("vocab-file", t.vocab_file);
+    f.set("merge-file", t.merge_file);
+    if (f.has("vocab-size")) t.vocab_size = f.integer("vocab-size");
+    o.tokenizer = t;
+  }
+  o.model_flags = given_model_shape_flags(result);
+  f.set("output", o.output);
+  o.log_interval = positive(f, "log-interval");
+  return o;
+}
+
+}  // namespace
+
+EvalCommandLine parse_eval_command_line(int argc, const char* const* argv) {
+  cxxopts::Options options = make_options();
+  const CommandLineRules rules{declared_flags(options, kListFlags), kRefusedFlags, true};
+  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  EvalCommandLine command;
+  if (result.count("help")) {
+    command.show_help = true;
+    return command;
+  }
+  command.options = to_eval_options(FlagValues(result), result);
+  return command;
+}
+
+std::string eval_help() {
+  const cxxopts::Options options = make_options();
+  // The groups in the order a user needs them, not cxxopts's alphabetical one.
+  std::vector<std::string> groups = {"task", "checkpoint", "tokenizer (default: the one recorded in the checkpoint)"};
+  for (const std::string& g : options.groups())
+    if (g.rfind("model", 0) == 0) groups.push_back(g);
+  groups.push_back("output");
+  return options.help(groups) +
+         "\nThe result goes to standard output (or --output) as one JSON object; Megatron's result "
+         "line,\nprogress and a summary go to standard error.\nSee man mgt-eval(1) for the methods, "
+         "outputs, exit codes and compatibility notes.\n";
+}
+
+}  // namespace mgt

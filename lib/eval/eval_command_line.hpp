@@ -1,0 +1,23 @@
+// mgt-eval's command line: the flags of Megatron's tasks/main.py for the zero-shot GPT tasks
+// (and the checkpoint, tokenizer and model-shape flags such a command line carries) into
+// EvalOptions.
+#pragma once
+#include <string>
+
+#include "eval/eval_job.hpp"
+
+namespace mgt {
+
+struct EvalCommandLine {
+  bool show_help = false;  // --help: print eval_help() and stop; nothing else is read
+  EvalOptions options;
+};
+
+// Throws mgt::UsageError naming the flag at fault; Megatron flags that have no meaning for a
+// zero-shot evaluation are refused with the reason.
+EvalCommandLine parse_eval_command_line(int argc, const char* const* argv);
+
+// The --help text.
+std::string eval_help();
+
+}  // namespace mgt

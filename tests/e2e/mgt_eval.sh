@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# End-to-end checks of mgt-eval: train a tiny checkpoint on mock data, evaluate it on a few
+# LAMBADA lines and a WikiText-103 slice, read the JSON result and Megatron's result line, and
+# fail cleanly on bad data, a missing checkpoint and bad flags.
+# Usage: bash tests/e2e/mgt_eval.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+bin=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_status() {  # expect_status CODE command...
+  local want=$1; shift
+  set +e
+  "$@" >"$work/out.txt" 2>"$work/err.txt"
+  local got=$?
+  set -e
+  [[ $got == "$want" ]] || { tail -20 "$work/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
+}
+
+gpt2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$src/datasets/gpt2-vocab.json"
+      --merge-file "$src/datasets/gpt2-merges.txt")
+"$bin/mgt-train" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
+  --max-position-embeddings 32 --micro-batch-size 2 --lr 1e-3 --train-iters 2 --log-interval 1 \
+  --eval-iters 0 --mock-data "${gpt2[@]}" --save "$work/ckpt" --save-interval 2 >/dev/null 2>&1 ||
+  fail "could not train the checkpoint"
+
+head -n 6 "$src/datasets/lambada_test.jsonl" >"$work/lambada_test.jsonl"
+head -n 30 "$src/datasets/wikitext-103.wiki.test.tokens" >"$work/wiki.test.tokens"
+lambada=(--task LAMBADA --valid-data "$work/lambada_test.jsonl" --load "$work/ckpt")
+wiki=(--task WIKITEXT103 --valid-data "$work/wiki.test.tokens" --load "$work/ckpt")
+
+expect_status 0 "$bin/mgt-eval" --help
+grep -q -- "--overlapping-eval" "$work/out.txt" || fail "--help does not list --overlapping-eval"
+
+# LAMBADA, strict and not, the tokenizer taken from the checkpoint; seq 16 truncates examples.
+expect_status 0 "$bin/mgt-eval" "${lambada[@]}" --micro-batch-size 4
+grep -Eq '^ validation results on LAMBADA \| number correct: [0-9]\.[0-9]{4}E[-+][0-9]{2} \| total examples: 6\.0000E\+00 \| avg accuracy: ' \
+  "$work/err.txt" || fail "no Megatron LAMBADA result line"
+grep -q '^done :-)$' "$work/err.txt" || fail "no final line"
+cp "$work/out.txt" "$work/loose.json"
+expect_status 0 "$bin/mgt-eval" "${lambada[@]}" --strict-lambada --seq-length 16 --micro-batch-size 2 \
+  --output "$work/strict.json" --num-layers 2 --hidden-size 32
+[[ ! -s "$work/out.txt" ]] || fail "--output still wrote to standard output"
+python3 - "$work/loose.json" "$work/strict.json" "$work/ckpt" <<'PY' || fail "LAMBADA JSON"
+import json, sys
+loose, strict = (json.load(open(p)) for p in sys.argv[1:3])
+for r, is_strict in ((loose, False), (strict, True)):
+    c = r["counts"]
+    assert r["task"] == "LAMBADA" and c["examples"] == 6, r
+    assert 0 <= c["correct"] <= 6 and abs(r["accuracy"] - c["correct"] / 6) < 1e-12, r
+    assert r["target_ppl"] > 1 and r["settings"]["strict_lambada"] is is_strict, r
+    assert r["checkpoint"]["iteration"] == 2 and r["checkpoint"]["directory"].startswith(sys.argv[3]), r
+    assert r["settings"]["tokenizer"] == {"type": "GPT2BPETokenizer", "vocab_size": 50257,
+                                          "padded_vocab_size": 50304}, r
+# Every LAMBADA passage is longer than 33 tokens: all are truncated at both lengths.
+assert loose["counts"]["target_tokens"] == 6 and loose["counts"]["truncated"] == 6, loose
+assert strict["counts"]["target_tokens"] >= 6 and strict["counts"]["truncated"] == 6, strict
+assert strict["settings"]["seq_length"] == 16 and loose["settings"]["seq_length"] == 32
+PY
+
+# WikiText-103: Megatron's counts and the adjusted perplexity.
+expect_status 0 "$bin/mgt-eval" "${wiki[@]}" --overlapping-eval 16 --micro-batch-size 8 --log-interval 1
+grep -Eq '^ validation results on WIKITEXT103 \| avg loss: [0-9]\.[0-9]{4}E\+[0-9]{2} \| ppl: .* \| adjusted ppl: .* \| token ratio: [0-9.]+ \|$' \
+  "$work/err.txt" || fail "no Megatron WIKITEXT103 result line"
+grep -Eq '^ > number of original tokens: [0-9]+, number of detokenized tokens: [0-9]+$' "$work/err.txt" ||
+  fail "no token counts"
+python3 - "$work/out.txt" "$work/wiki.test.tokens" <<'PY' || fail "WIKITEXT103 JSON"
+import json, math, sys
+r = json.load(open(sys.argv[1]))
+text = open(sys.argv[2], "rb").read().decode("utf-8")
+c = r["counts"]
+assert r["task"] == "WIKITEXT103", r
+assert c["original_tokens"] == len(text.strip().split(" ")), c
+T = c["detokenized_tokens"]
+assert c["scored_targets"] == T - 1, c
+assert c["windows"] == max(math.ceil(max(T - 1 - 16, 0) / 16) + 1, 1), c
+assert abs(r["token_ratio"] - (T - 1) / (c["original_tokens"] - 1)) < 1e-12, r
+assert abs(r["ppl"] - math.exp(min(20, r["avg_loss"]))) < 1e-9 * r["ppl"], r
+assert abs(r["adjusted_ppl"] - math.exp(min(20, r["avg_loss"] * r["token_ratio"]))) < 1e-9 * r["adjusted_ppl"], r
+assert r["settings"]["overlapping_eval"] == 16 and r["settings"]["detokenizer"] == "wiki", r
+PY
+
+# Errors: one line naming the file (and line), a missing checkpoint, bad and refused flags.
+printf '{"text": "a b c"}\n{"text": "a b\n' >"$work/bad.jsonl"
+expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/bad.jsonl" --load "$work/ckpt"
+tail -n 1 "$work/err.txt" | grep -q "^mgt-eval: $work/bad.jsonl:2: malformed JSON" || fail "malformed line not named"
+[[ $(grep -c "^mgt-eval:" "$work/err.txt") == 1 ]] || fail "error is not one line"
+: >"$work/empty.jsonl"
+expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/empty.jsonl" --load "$work/ckpt"
+grep -q "no examples" "$work/err.txt" || fail "empty data not reported"
+expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/missing.jsonl" --load "$work/ckpt"
+grep -q "missing.jsonl" "$work/err.txt" || fail "missing data file not named"
+: >"$work/empty.wiki.tokens"
+expect_status 1 "$bin/mgt-eval" --task WIKITEXT103 --valid-data "$work/empty.wiki.tokens" --load "$work/ckpt"
+grep -q "perplexity needs at least two" "$work/err.txt" || fail "empty WikiText not reported"
+expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/lambada_test.jsonl" --load "$work/nockpt"
+grep -q "nockpt: no such directory" "$work/err.txt" || fail "missing checkpoint not named"
+expect_status 2 "$bin/mgt-eval" "${wiki[@]}" --overlapping-eval 64
+grep -q "exceeds --seq-length 32" "$work/err.txt" || fail "stride above seq-length accepted"
+expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --seq-length 64
+grep -q "max-position-embeddings 32" "$work/err.txt" || fail "seq-length above positions accepted"
+expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --hidden-size 64
+grep -q -- "--hidden-size 64 disagrees with checkpoint" "$work/err.txt" || fail "disagreeing model flag accepted"
+expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --epochs 1
+grep -q -- "--epochs is not supported by mgt-eval" "$work/err.txt" || fail "--epochs not refused"
+expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --task RACE
+expect_status 2 "$bin/mgt-eval" --task LAMBADA --load "$work/ckpt"
+grep -q -- "--valid-data is required" "$work/err.txt" || fail "missing --valid-data not named"
+echo "mgt-eval e2e: ok"
