@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end on bundled data: set up, tokenize a corpus with GPT-2 BPE into
 # Megatron's .bin/.idx, build the train/valid/test sample indices, pretrain a small GPT on the
-# CPU for about two minutes with checkpoints, and print a summary.
+# CPU for about two minutes with checkpoints, evaluate it zero-shot (LAMBADA, and WikiText-103
+# on the first 1000 lines of its test set to keep the job short), export it to Hugging Face
+# format, complete a few prompts, and print a summary.
 # Outputs go to runs/main-job/ (or $MGT_WORK_DIR); a second run starts afresh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +36,26 @@ echo "== pretrain a small GPT on the CPU" >&2
   --save "$work/checkpoints" --save-interval 30 --metrics-file "$work/metrics.jsonl" \
   | tee "$work/train.log"
 
+ckpt=$work/checkpoints
+echo "== evaluate zero-shot: LAMBADA" >&2
+"$bin/mgt-eval" --task LAMBADA --valid-data datasets/lambada_test.jsonl --load "$ckpt" \
+  --micro-batch-size 16 --output "$work/lambada.json"
+echo "== evaluate zero-shot: WikiText-103 (test, first 1000 lines)" >&2
+# Megatron picks the detokenizer by the file name, so the excerpt keeps "wiki" in it.
+head -n 1000 datasets/wikitext-103.wiki.test.tokens > "$work/wikitext-103.wiki.test.head.tokens"
+"$bin/mgt-eval" --task WIKITEXT103 --valid-data "$work/wikitext-103.wiki.test.head.tokens" --load "$ckpt" \
+  --micro-batch-size 16 --output "$work/wikitext103.json"
+
+echo "== export to Hugging Face format" >&2
+"$bin/mgt-ckpt-convert" --model-type GPT --loader mgt --saver hf --load-dir "$ckpt" \
+  --save-dir "$work/hf-export" > "$work/export.json"
+
+echo "== complete prompts" >&2
+printf '%s\n' '{"prompt": "It was a dark and stormy night, and"}' '{"prompt": "The old man looked at"}' \
+  '{"prompt": "CHAPTER I."}' > "$work/prompts.jsonl"
+"$bin/mgt-generate" --load "$ckpt" --prompts "$work/prompts.jsonl" --output "$work/completions.jsonl" \
+  --max-new-tokens 32 --top-k 0 --top-p 0.9 --temperature 0.8 --seed 1234
+
 echo "== summary (full JSON: $work/tokenize.json, $work/index.json)"
 python3 - "$work/tokenize.json" "$work/index.json" <<'PY'
 import json, sys
@@ -57,4 +79,17 @@ print(f"trained    {train[-1]['iteration']} iterations, {train[-1]['tokens_per_s
 for r in valid:
     print(f"{r['event']:<10} iteration {r['iteration']}: lm loss {r['lm_loss']:.3f}, ppl {r['lm_loss_ppl']:.1f}")
 PY
-echo "checkpoint $(cat "$work/checkpoints/latest_checkpointed_iteration.txt") in $work/checkpoints"
+echo "checkpoint $(cat "$ckpt/latest_checkpointed_iteration.txt") in $ckpt"
+python3 - "$work/lambada.json" "$work/wikitext103.json" "$work/export.json" "$work/completions.jsonl" <<'PY'
+import json, sys
+lam, wiki, export = (json.load(open(p)) for p in sys.argv[1:4])
+c = lam["counts"]
+print(f"LAMBADA    accuracy {lam['accuracy']:.4f} ({c['correct']} of {c['examples']}), "
+      f"target perplexity {lam['target_ppl']:.1f}, {c['truncated']} examples truncated")
+print(f"WikiText   ppl {wiki['ppl']:.1f}, adjusted ppl {wiki['adjusted_ppl']:.1f}, "
+      f"token ratio {wiki['token_ratio']:.4f} (first 1000 lines of the test set)")
+print(f"exported   {export['parameters']} parameters to {export['destination']['path']} (Hugging Face GPT-2: config.json, model.safetensors)")
+for line in open(sys.argv[4]):
+    r = json.loads(line)
+    print(f"generated  {r['prompt']!r} -> {r['text']!r}")
+PY
