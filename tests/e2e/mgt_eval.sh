@@ -6,17 +6,7 @@
 set -euo pipefail
 bin=$1
 src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_status() {  # expect_status CODE command...
-  local want=$1; shift
-  set +e
-  "$@" >"$work/out.txt" 2>"$work/err.txt"
-  local got=$?
-  set -e
-  [[ $got == "$want" ]] || { tail -20 "$work/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
-}
+source "$src/tests/e2e/lib/common.bash"
 
 gpt2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$src/datasets/gpt2-vocab.json"
       --merge-file "$src/datasets/gpt2-merges.txt")

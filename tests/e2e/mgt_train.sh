@@ -7,18 +7,7 @@ set -euo pipefail
 
 BIN="$1"
 SRC="$2"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_status() {  # expect_status CODE command...
-  local want="$1"; shift
-  set +e
-  "$@" >"$WORK/out.txt" 2>"$WORK/err.txt"
-  local got=$?
-  set -e
-  [[ "$got" == "$want" ]] || { tail -20 "$WORK/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
-}
+source "$SRC/tests/e2e/lib/common.bash"
 
 GPT2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$SRC/datasets/gpt2-vocab.json"
       --merge-file "$SRC/datasets/gpt2-merges.txt")
