@@ -42,7 +42,7 @@ TEST_CASE("Thread pool rethrows a range's exception and stays usable; nested cal
 
 TEST_CASE("A training step gives the same bits on 1 and 3 CPU threads", "[kernels]") {
   using namespace mgt::model_testing;
-  GptConfig c = gpt2_like_config();
+  for (GptConfig c : {gpt2_like_config(), llama_like_config()}) {  // MHA; GQA (grouped dk/dv)
   c.hidden_size = 64;
   c.hidden_dropout = 0.1;
   c.attention_dropout = 0.1;
@@ -62,4 +62,5 @@ TEST_CASE("A training step gives the same bits on 1 and 3 CPU threads", "[kernel
   }
   CHECK(losses[0] == losses[1]);
   CHECK(grads[0] == grads[1]);
+  }
 }
