@@ -3,6 +3,7 @@
 #include <map>
 
 #include "ckpt/model_shape_flags.hpp"
+#include "tokenizer/tokenizer_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
 
@@ -36,8 +37,6 @@ cxxopts::Options make_options() {
                      "Zero-shot evaluation of a GPT checkpoint as Megatron-LM's tasks/main.py does it: "
                      "LAMBADA cloze accuracy or WikiText-103 perplexity.");
   o.custom_help("--task LAMBADA|WIKITEXT103 --valid-data FILE --load DIR [options]");
-  std::string types;
-  for (const auto& t : supported_tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
   // clang-format off
   o.add_options("task")
       ("task", "LAMBADA (accuracy) or WIKITEXT103 (perplexity)", cxxopts::value<std::string>(), "NAME")
@@ -66,12 +65,7 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>(), "N")
       ("bf16", "Accepted with a warning: the CPU backend computes in fp32")
       ("fp16", "Accepted with a warning: the CPU backend computes in fp32");
-  o.add_options("tokenizer (default: the one recorded in the checkpoint)")
-      ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
-      ("vocab-file", "Vocabulary file (alone: replaces the recorded path)", cxxopts::value<std::string>(), "FILE")
-      ("merge-file", "GPT-2 BPE merges file (alone: replaces the recorded path)",
-       cxxopts::value<std::string>(), "FILE")
-      ("vocab-size", "Vocabulary size (NullTokenizer)", cxxopts::value<std::string>(), "N");
+  add_tokenizer_flags(o);
   add_model_shape_flags(o);
   o.add_options("output")
       ("output", "Write the JSON result to FILE (atomically) instead of standard output",
@@ -128,14 +122,7 @@ EvalOptions to_eval_options(const FlagValues& f, const cxxopts::ParseResult& res
   if (f.has("bf16")) o.precision_flag = "--bf16";
   if (f.has("fp16")) o.precision_flag = "--fp16";
 
-  if (f.has("tokenizer-type") || f.has("vocab-file") || f.has("merge-file") || f.has("vocab-size")) {
-    TokenizerOptions t;
-    f.set("tokenizer-type", t.type);
-    f.set("vocab-file", t.vocab_file);
-    f.set("merge-file", t.merge_file);
-    if (f.has("vocab-size")) t.vocab_size = f.integer("vocab-size");
-    o.tokenizer = t;
-  }
+  o.tokenizer = given_tokenizer_flags(f);
   o.model_flags = given_model_shape_flags(result);
   f.set("output", o.output);
   o.log_interval = positive(f, "log-interval");

@@ -12,8 +12,8 @@ void add_tokenizer_flags(cxxopts::Options& options) {
   // clang-format off
   options.add_options("tokenizer (default: the one recorded in the checkpoint)")
       ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
-      ("vocab-file", "Vocabulary file", cxxopts::value<std::string>(), "FILE")
-      ("merge-file", "GPT-2 BPE merges file", cxxopts::value<std::string>(), "FILE")
+      ("vocab-file", "Vocabulary file (alone: replaces the recorded path)", cxxopts::value<std::string>(), "FILE")
+      ("merge-file", "GPT-2 BPE merges file (alone: replaces the recorded path)", cxxopts::value<std::string>(), "FILE")
       ("vocab-size", "Vocabulary size (NullTokenizer)", cxxopts::value<std::string>(), "N")
       ("vocab-extra-ids", "Extra <extra_id_i> tokens (BERT tokenizers)", cxxopts::value<std::string>(), "N");
   // clang-format on
