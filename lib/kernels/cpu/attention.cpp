@@ -60,7 +60,8 @@ void probabilities(const float* q, const float* k, const HeadSlices& hs, const A
 }  // namespace
 
 void attention_forward(const float* q, const float* k, const float* v, const AttentionShape& shape,
-                       const AttentionParams& params, float* out, float* lse) {
+                       const AttentionParams& params, float* out, float* lse, int64_t first_pair,
+                       int64_t end_pair) {
   check(shape, params, "attention_forward");
   const AttentionShape& s = shape;
   if (s.seq_q == 0) return;
@@ -68,8 +69,11 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
   std::vector<float> probs(static_cast<size_t>(s.seq_q * s.seq_kv));
   std::vector<uint8_t> keep(static_cast<size_t>(s.seq_kv));
 
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
+  if (end_pair < 0) end_pair = s.batch * s.heads;
+  for (int64_t pair = first_pair; pair < end_pair; ++pair) {
+    const int64_t b = pair / s.heads;
+    const int64_t h = pair % s.heads;
+    {
       const HeadSlices hs = slices(s, b, h);
       float* lse_row = lse + (b * s.heads + h) * s.seq_q;
       gemm(Trans::kNo, Trans::kYes, s.seq_q, s.seq_kv, s.head_dim, params.softmax_scale,
@@ -105,7 +109,8 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
 
 void attention_backward(const float* q, const float* k, const float* v, const float* out,
                         const float* dout, const float* lse, const AttentionShape& shape,
-                        const AttentionParams& params, float* dq, float* dk, float* dv) {
+                        const AttentionParams& params, float* dq, float* dk, float* dv,
+                        int64_t first_pair, int64_t end_pair) {
   check(shape, params, "attention_backward");
   const AttentionShape& s = shape;
   const float keep_scale = 1.0f / (1.0f - params.dropout_p);
@@ -113,14 +118,23 @@ void attention_backward(const float* q, const float* k, const float* v, const fl
   std::vector<float> dprobs(probs.size());
   std::vector<uint8_t> keep(static_cast<size_t>(s.seq_kv));
 
-  // Heads of one group add into the same dk/dv rows.
-  const int64_t kv_elements = s.key_value().elements();
-  std::fill(dk, dk + kv_elements, 0.0f);
-  std::fill(dv, dv + kv_elements, 0.0f);
+  // Heads of one group add into the same dk/dv rows, so a range owns whole groups: it zeroes
+  // their rows, then adds its heads in order.
+  if (end_pair < 0) end_pair = s.batch * s.groups;
+  const HeadTensor kv = s.key_value();
+  for (int64_t pair = first_pair; pair < end_pair; ++pair) {
+    for (int64_t t = 0; t < s.seq_kv; ++t) {
+      const int64_t at = kv.offset(t, pair / s.groups, pair % s.groups);
+      std::fill(dk + at, dk + at + s.head_dim, 0.0f);
+      std::fill(dv + at, dv + at + s.head_dim, 0.0f);
+    }
+  }
   if (s.seq_q == 0) return;
 
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.heads; ++h) {
+  const int64_t heads_per_group = s.heads / s.groups;
+  for (int64_t pair = first_pair; pair < end_pair; ++pair) {
+    const int64_t b = pair / s.groups;
+    for (int64_t h = (pair % s.groups) * heads_per_group; h < (pair % s.groups + 1) * heads_per_group; ++h) {
       const HeadSlices hs = slices(s, b, h);
       const float* lse_row = lse + (b * s.heads + h) * s.seq_q;
       probabilities(q, k, hs, s, params.softmax_scale, lse_row, probs.data());

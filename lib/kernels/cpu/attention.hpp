@@ -39,12 +39,18 @@ struct AttentionParams {
   DropoutKey dropout_key;
 };
 
+// Pairs [first, end) of (batch b, query head h), numbered b·heads + h, are computed; the default
+// is all of them. Disjoint ranges write disjoint outputs, so they may run concurrently.
 void attention_forward(const float* q, const float* k, const float* v, const AttentionShape& shape,
-                       const AttentionParams& params, float* out, float* lse);
+                       const AttentionParams& params, float* out, float* lse, int64_t first_pair = 0,
+                       int64_t end_pair = -1);
 
 // dq is overwritten; dk and dv are overwritten with the sums over the query heads of each group.
+// Pairs [first, end) of (batch b, key/value group g), numbered b·groups + g, are computed, each
+// with the heads of its group in order; disjoint ranges may run concurrently.
 void attention_backward(const float* q, const float* k, const float* v, const float* out,
                         const float* dout, const float* lse, const AttentionShape& shape,
-                        const AttentionParams& params, float* dq, float* dk, float* dv);
+                        const AttentionParams& params, float* dq, float* dk, float* dv,
+                        int64_t first_pair = 0, int64_t end_pair = -1);
 
 }  // namespace mgt::cpu

@@ -13,6 +13,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/grad_clip.hpp"
 #include "kernels/cpu/layer_norm.hpp"
@@ -178,14 +179,21 @@ void CpuBackend::do_rotary_backward(const float* dy, const HeadTensor& shape,
 void CpuBackend::do_attention_forward(const float* q, const float* k, const float* v,
                                       const AttentionShape& shape, const AttentionParams& params,
                                       float* out, float* lse) {
-  cpu::attention_forward(q, k, v, shape, params, out, lse);
+  // One (batch, head) pair per task on the pool, each head's GEMMs on its own thread.
+  const cpu::SingleThreadedBlas blas;
+  parallel(shape.batch * shape.heads, 1, [&](int64_t b, int64_t e) {
+    cpu::attention_forward(q, k, v, shape, params, out, lse, b, e);
+  });
 }
 
 void CpuBackend::do_attention_backward(const float* q, const float* k, const float* v,
                                        const float* out, const float* dout, const float* lse,
                                        const AttentionShape& shape, const AttentionParams& params,
                                        float* dq, float* dk, float* dv) {
-  cpu::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv);
+  const cpu::SingleThreadedBlas blas;
+  parallel(shape.batch * shape.groups, 1, [&](int64_t b, int64_t e) {
+    cpu::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, b, e);
+  });
 }
 
 void CpuBackend::do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups,

@@ -20,6 +20,14 @@ blasint narrow(int64_t value, const char* what) {
 
 }  // namespace
 
+SingleThreadedBlas::SingleThreadedBlas() : previous_(openblas_get_num_threads()) {
+  if (previous_ != 1) openblas_set_num_threads(1);
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+  if (previous_ != 1) openblas_set_num_threads(previous_);
+}
+
 void gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc) {

@@ -6,6 +6,21 @@ namespace mgt::cpu {
 
 enum class Trans { kNo, kYes };
 
+// While alive, BLAS runs every GEMM on its calling thread: for work that the backend's own pool
+// already spreads over the cores (one attention head per thread), where BLAS's threads would
+// only contend. Restores the previous thread count when destroyed. Not for nesting across
+// threads: make one on the thread that starts the parallel work.
+class SingleThreadedBlas {
+public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+private:
+  int previous_;
+};
+
 // C[m, n] = alpha · op(A) · op(B) + beta · C, where op(A) is [m, k] and op(B) is [k, n].
 // lda/ldb/ldc are row strides in elements of the matrices as stored (A is [m, k] or, transposed,
 // [k, m]); strided views let attention address one head inside a [tokens, heads, dim] tensor.
