@@ -148,7 +148,8 @@ ModelCheckpoint open_model_checkpoint(const std::string& load) {
 }
 
 std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoint, Backend& backend) {
-  auto model = std::make_unique<GptModel>(checkpoint.config, backend);
+  // No initialisation: every weight is read below.
+  auto model = std::make_unique<GptModel>(checkpoint.config, backend, std::nullopt);
   GptParameters& params = model->parameters();
   const ckpt::ShardReader reader(checkpoint.shard_path);
   const std::string where = "checkpoint " + checkpoint.directory;

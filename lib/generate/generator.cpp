@@ -98,6 +98,9 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
     std::copy(seqs[static_cast<size_t>(i)].completion.prompt_tokens.begin(),
               seqs[static_cast<size_t>(i)].completion.prompt_tokens.end(), tokens.begin() + i * total);
 
+  const bool watch_text =
+      settings_.stop_on_eol || settings_.stop_on_double_eol ||
+      std::any_of(settings_.stop_strings.begin(), settings_.stop_strings.end(), [](const std::string& t) { return !t.empty(); });
   KvCache cache(model_->backend(), model_->config(), b, total);
   std::vector<int64_t> chunk;
   std::vector<float> row;
@@ -129,12 +132,17 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
       }
       c.tokens.push_back(static_cast<TokenId>(token));
       if (settings_.return_log_probs) c.log_probs.push_back(log_prob(padded, token));
-      c.text = tokenizer_->detokenize(c.tokens);
-      if (const size_t cut = stop_position(c.text, settings_); cut != std::string::npos) {
-        c.text.resize(cut);
-        s.done = true;
-        c.finish_reason = FinishReason::kStop;
-      } else if (position + 1 >= s.end) {
+      // The text is needed on every token only to look for a stop; otherwise once, at the end.
+      if (watch_text) {
+        c.text = tokenizer_->detokenize(c.tokens);
+        if (const size_t cut = stop_position(c.text, settings_); cut != std::string::npos) {
+          c.text.resize(cut);
+          s.done = true;
+          c.finish_reason = FinishReason::kStop;
+          continue;
+        }
+      }
+      if (position + 1 >= s.end) {
         s.done = true;
         c.finish_reason = FinishReason::kLength;
       }
@@ -143,7 +151,11 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
 
   std::vector<Completion> out;
   out.reserve(static_cast<size_t>(b));
-  for (Sequence& s : seqs) out.push_back(std::move(s.completion));
+  for (Sequence& s : seqs) {
+    if (s.completion.finish_reason != FinishReason::kStop)
+      s.completion.text = tokenizer_->detokenize(s.completion.tokens);
+    out.push_back(std::move(s.completion));
+  }
   return out;
 }
 

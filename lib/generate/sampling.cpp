@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 
 namespace mgt {
 
@@ -15,28 +16,22 @@ namespace {
 
 constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
-std::string show(double v) {
-  std::string s = std::to_string(v);
-  while (s.size() > 1 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 void validate_sampling(const SamplingParams& p, int64_t vocab_size) {
   if (!(p.temperature > 0.0 && p.temperature <= 100.0))
-    throw UsageError("--temperature must be in (0, 100], got " + show(p.temperature));
+    throw UsageError("--temperature must be in (0, 100], got " + python_float_repr(p.temperature));
   if (p.top_k < 0 || p.top_k > vocab_size)
     throw UsageError("--top-k must be in [0, " + std::to_string(vocab_size) + "] (0: no limit, 1: greedy), got " +
                      std::to_string(p.top_k));
-  if (!(p.top_p >= 0.0 && p.top_p <= 1.0)) throw UsageError("--top-p must be in [0, 1], got " + show(p.top_p));
+  if (!(p.top_p >= 0.0 && p.top_p <= 1.0)) throw UsageError("--top-p must be in [0, 1], got " + python_float_repr(p.top_p));
   if (p.top_p > 0.0 && p.top_k > 0)
-    throw UsageError("--top-p " + show(p.top_p) + " cannot be combined with --top-k " + std::to_string(p.top_k) +
+    throw UsageError("--top-p " + python_float_repr(p.top_p) + " cannot be combined with --top-k " + std::to_string(p.top_k) +
                      " (pass --top-k 0 to sample with top-p)");
   if (!(p.top_p_decay >= 0.0 && p.top_p_decay <= 1.0))
-    throw UsageError("--top-p-decay must be in [0, 1], got " + show(p.top_p_decay));
+    throw UsageError("--top-p-decay must be in [0, 1], got " + python_float_repr(p.top_p_decay));
   if (!(p.top_p_bound >= 0.0 && p.top_p_bound <= 1.0))
-    throw UsageError("--top-p-bound must be in [0, 1], got " + show(p.top_p_bound));
+    throw UsageError("--top-p-bound must be in [0, 1], got " + python_float_repr(p.top_p_bound));
   if ((p.top_p_decay > 0.0 || p.top_p_bound > 0.0) && p.top_p == 0.0)
     throw UsageError("--top-p-decay and --top-p-bound need --top-p");
 }

@@ -50,7 +50,7 @@ std::vector<T> transpose_01(std::span<const T> x, int64_t rows, int64_t cols, in
 
 }  // namespace
 
-GptModel::GptModel(const GptConfig& config, Backend& backend, uint64_t init_seed,
+GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed,
                    const TensorParallelRank& tp)
     : backend_(&backend),
       params_(config, backend, tp),
@@ -63,7 +63,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, uint64_t init_seed
           "--tensor-model-parallel-size must be 1");
   layers_.reserve(static_cast<size_t>(params_.config().num_layers));
   for (int64_t l = 0; l < params_.config().num_layers; ++l) layers_.emplace_back(params_, l);
-  params_.initialize(init_seed);
+  if (init_seed) params_.initialize(*init_seed);
 }
 
 GptModel::~GptModel() = default;

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -55,8 +56,9 @@ struct ForwardOutput {
 
 class GptModel {
 public:
-  // Builds the parameters and initialises them from init_seed (Megatron's --seed).
-  GptModel(const GptConfig& config, Backend& backend, uint64_t init_seed = 1234,
+  // Builds the parameters and initialises them from init_seed (Megatron's --seed); without a
+  // seed they stay zero, for a caller about to load them from a checkpoint.
+  GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed = 1234,
            const TensorParallelRank& tp = {});
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
