@@ -1,24 +1,8 @@
-// mgt-train: pretrain a GPT model the way Megatron-LM's pretrain_gpt.py does, with its flags.
-// Flags → TrainOptions (lib/train/train_options); all the work is in lib/train/trainer.
-#include <cstdio>
-#include <exception>
-
-#include "core/error.hpp"
-#include "train/train_options.hpp"
-#include "train/trainer.hpp"
-
-namespace {
-constexpr const char* kProgram = "mgt-train";
-}
+// mgt-train: pretrain a GPT model the way Megatron-LM's pretrain_gpt.py does, with its flags, on
+// one process or across ranks (mpiexec, srun). All the work is in lib/train (train_launch.hpp).
+#include "core/program_main.hpp"
+#include "train/train_launch.hpp"
 
 int main(int argc, char** argv) {
-  try {
-    return mgt::run_training(mgt::parse_train_options(argc, argv));
-  } catch (const mgt::Error& e) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
-    return mgt::kExitFailure;
-  }
+  return mgt::run_program("mgt-train", [&] { return mgt::run_training_program(argc, argv); });
 }

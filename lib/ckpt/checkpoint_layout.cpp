@@ -81,6 +81,29 @@ std::string replaced_directory_name(std::int64_t iteration) {
   return "." + iteration_directory_name(iteration) + ".old";
 }
 
+std::optional<std::int64_t> parse_iteration_directory_name(std::string_view name) {
+  if (!take_prefix(name, "iter_") || name.empty()) return std::nullopt;
+  std::int64_t iteration = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), iteration);
+  if (ec != std::errc() || end != name.data() + name.size() || iteration < 0) return std::nullopt;
+  // Only the spelling iteration_directory_name gives: "iter_10" and "iter_+000010" are not ours.
+  if (name != iteration_directory_name(iteration).substr(5)) return std::nullopt;
+  return iteration;
+}
+
+std::vector<std::int64_t> list_iteration_directories(const std::string& save_dir) {
+  std::vector<std::int64_t> iterations;
+  if (!is_directory(save_dir)) return iterations;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(save_dir, ec)) {
+    auto iteration = parse_iteration_directory_name(entry.path().filename().string());
+    if (iteration && is_directory(entry.path().string())) iterations.push_back(*iteration);
+  }
+  if (ec) throw Error("cannot list checkpoint directory '" + save_dir + "': " + ec.message());
+  std::sort(iterations.begin(), iterations.end());
+  return iterations;
+}
+
 ShardId ShardId::model_shard(const WorldLayout& world) {
   ShardId id;
   id.tensor_rank = world.tensor_model_parallel_rank;

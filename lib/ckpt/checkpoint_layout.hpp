@@ -27,8 +27,8 @@ std::string tracker_file_path(const std::string& save_dir);
 // one save must use the same token (rank 0's PID, a job id, ...).
 std::string staging_directory_name(std::int64_t iteration, std::string_view token);
 std::string staging_directory(const std::string& save_dir, std::int64_t iteration, std::string_view token);
-// Where a previous copy of an iteration is kept while it is being replaced, when the file
-// system cannot swap two directories atomically: ".iter_0000100.old".
+// Where older mgt versions, which replaced iterations, kept the previous copy while replacing
+// it: ".iter_0000100.old". Readers and the clean-up still honour it; nothing writes it now.
 std::string replaced_directory_name(std::int64_t iteration);
 
 // Which shard a file holds. pipeline_rank is present when PP > 1 (Megatron's rule for the name);
@@ -42,6 +42,12 @@ struct ShardId {
   static ShardId model_shard(const WorldLayout& world);  // this rank's mp_rank file
   static ShardId data_parallel_shard(const WorldLayout& world);  // this rank's mp_rank..._dp file
 };
+
+// The iterations of SAVE's iter_NNNNNNN directories (committed checkpoints, complete or not),
+// ascending. Hidden staging and aside names are not among them. Empty when SAVE does not exist.
+std::vector<std::int64_t> list_iteration_directories(const std::string& save_dir);
+// The iteration an "iter_NNNNNNN" name stands for; nullopt for any other name.
+std::optional<std::int64_t> parse_iteration_directory_name(std::string_view name);
 
 std::string shard_file_name(const ShardId& id);  // "mp_rank_00.h5", "mp_rank_01_002_dp_003.h5"
 std::optional<ShardId> parse_shard_file_name(std::string_view file_name);
@@ -64,8 +70,8 @@ LatestCheckpoint parse_tracker_text(std::string_view text, const std::string& pa
 // Replaces the tracker file atomically (temporary + fsync + rename + directory fsync).
 void write_tracker_file(const std::string& save_dir, std::int64_t iteration);
 
-// The directory that holds a checkpoint. If a replacement of that iteration was interrupted
-// between moving the old copy aside and moving the new one in, the old copy is returned. Throws
+// The directory that holds a checkpoint. If an older mgt's replacement of that iteration was
+// interrupted between moving the old copy aside and moving the new one in, the old copy is returned. Throws
 // mgt::Error when neither exists.
 std::string find_checkpoint_directory(const std::string& save_dir, const LatestCheckpoint& which);
 // The directory the tracker file points at; nullopt when there is no tracker file.

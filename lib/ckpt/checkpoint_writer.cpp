@@ -11,6 +11,7 @@
 #include "ckpt/hdf5_handle.hpp"
 #include "ckpt/hdf5_shard_format.hpp"
 #include "ckpt/hdf5_types.hpp"
+#include "ckpt/hdf5_write_driver.hpp"
 #include "core/error.hpp"
 
 namespace mgt::ckpt {
@@ -19,9 +20,30 @@ struct ShardWriter::Impl {
   std::string path;
   std::string context;  // "checkpoint file 'PATH'"
   ShardWriterOptions options;
+  // Declared before the file: the file is closed before its driver goes.
+  h5::DeferredErrorDriver driver;
   h5::File file;
   std::set<std::string> groups;   // groups created so far
   std::set<std::string> tensors;  // names written so far
+
+  // Throws the first write the disk refused (a full disk), if any. HDF5 never sees those fail
+  // (hdf5_write_driver.hpp), so each step asks here.
+  void throw_if_write_failed() const {
+    if (auto failure = driver.failure()) throw Error("cannot write " + context + ": " + failure->message());
+  }
+
+  // Runs one step of HDF5 calls; a refused write explains a failure better than what HDF5 says
+  // about its consequences, so it is thrown first.
+  template <typename Step>
+  void guarded(Step step) {
+    try {
+      step();
+    } catch (const Error&) {
+      throw_if_write_failed();
+      throw;
+    }
+    throw_if_write_failed();
+  }
 
   // Creates the groups on the way to `name`, each remembering creation order.
   void make_parent_groups(const std::string& name) {
@@ -46,7 +68,11 @@ std::vector<std::int64_t> chunk_shape_for(std::span<const std::int64_t> shape, s
       chunk[i] = extent;
       inner *= extent;
     } else {
-      chunk[i] = std::max<std::int64_t>(1, budget / inner);
+      // HDF5 stores every chunk whole, the last one included: split this dimension into equal
+      // parts rather than full-budget chunks and a mostly empty remainder.
+      const std::int64_t most = std::max<std::int64_t>(1, budget / inner);
+      const std::int64_t parts = (extent + most - 1) / most;
+      chunk[i] = (extent + parts - 1) / parts;
       break;  // the dimensions before this one stay 1
     }
   }
@@ -64,11 +90,14 @@ ShardWriter::ShardWriter(std::string path, const CheckpointMetadata& metadata, S
   // HDF5 creates files 0666; creating the file first with our mode, then truncating it through
   // HDF5, keeps the mode.
   create_checkpoint_file(impl_->path);
-  auto fcpl = h5::file_creation_properties(impl_->context);
-  auto fapl = h5::file_access_properties(impl_->context);
-  impl_->file = h5::File(h5::check_id(H5Fcreate(impl_->path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()),
-                                      "H5Fcreate", "cannot create " + impl_->context));
-  h5::write_metadata(impl_->file.get(), metadata, impl_->context);
+  auto& s = *impl_;
+  s.guarded([&] {
+    auto fcpl = h5::file_creation_properties(s.context);
+    auto fapl = s.driver.file_access(s.context);
+    s.file = h5::File(h5::check_id(H5Fcreate(s.path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), "H5Fcreate",
+                                   "cannot create " + s.context));
+    h5::write_metadata(s.file.get(), metadata, s.context);
+  });
 }
 
 ShardWriter::~ShardWriter() = default;
@@ -90,36 +119,41 @@ void ShardWriter::write(const TensorRecord& record, std::span<const std::byte> b
     throw Error("tensor '" + record.name + "' written twice to " + s.context);
 
   const std::string where = s.context + ", tensor '" + record.name + "'";
-  s.make_parent_groups(record.name);
+  s.guarded([&] {
+    s.make_parent_groups(record.name);
 
-  std::vector<hsize_t> dims(record.shape.begin(), record.shape.end());
-  h5::Dataspace space(h5::check_id(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                                   "H5Screate_simple", where));
-  h5::PropertyList dcpl(h5::check_id(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", where));
-  // Every byte gets written right away, so prefilling with zeros would only cost time.
-  h5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time", where);
-  // Checksums need chunked storage; an empty tensor has no data to guard (and HDF5 refuses
-  // chunks larger than a zero-size fixed dimension), so it stays contiguous.
-  if (record.element_count() > 0) {
-    auto chunk = chunk_shape_for(record.shape, dtype_size(record.dtype), s.options.max_chunk_bytes);
-    std::vector<hsize_t> chunk_dims(chunk.begin(), chunk.end());
-    h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk_dims.size()), chunk_dims.data()), "H5Pset_chunk", where);
-    h5::check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32", where);
-  }
-  h5::Dataset dataset(h5::check_id(H5Dcreate2(s.file.get(), record.name.c_str(), h5::file_type_of(record.dtype),
-                                              space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                                   "H5Dcreate2", where));
-  if (!bytes.empty())
-    h5::check(H5Dwrite(dataset.get(), h5::memory_type_of(record.dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
-              "H5Dwrite", where);
-  h5::write_tensor_attributes(dataset.get(), record, where);
+    std::vector<hsize_t> dims(record.shape.begin(), record.shape.end());
+    h5::Dataspace space(h5::check_id(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                                     "H5Screate_simple", where));
+    h5::PropertyList dcpl(h5::check_id(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", where));
+    // Every byte gets written right away, so prefilling with zeros would only cost time.
+    h5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time", where);
+    // Checksums need chunked storage; an empty tensor has no data to guard (and HDF5 refuses
+    // chunks larger than a zero-size fixed dimension), so it stays contiguous.
+    if (record.element_count() > 0) {
+      auto chunk = chunk_shape_for(record.shape, dtype_size(record.dtype), s.options.max_chunk_bytes);
+      std::vector<hsize_t> chunk_dims(chunk.begin(), chunk.end());
+      h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk_dims.size()), chunk_dims.data()), "H5Pset_chunk", where);
+      h5::check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32", where);
+    }
+    h5::Dataset dataset(h5::check_id(H5Dcreate2(s.file.get(), record.name.c_str(), h5::file_type_of(record.dtype),
+                                                space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                     "H5Dcreate2", where));
+    if (!bytes.empty())
+      h5::check(H5Dwrite(dataset.get(), h5::memory_type_of(record.dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
+                "H5Dwrite", where);
+    h5::write_tensor_attributes(dataset.get(), record, where);
+  });
 }
 
 void ShardWriter::close() {
   h5::silence_errors();
   auto& s = *impl_;
   if (!s.file.valid()) return;
-  h5::check(s.file.close(), "H5Fclose", "cannot finish " + s.context);
+  // Closing writes what HDF5 still holds; a refused write shows only through the driver.
+  const herr_t closed = s.file.close();
+  s.throw_if_write_failed();
+  h5::check(closed, "H5Fclose", "cannot finish " + s.context);
   // HDF5 writes with plain write(2); durability before the directory is published is ours.
   sync_file(s.path);
 }

@@ -55,7 +55,8 @@ void write_shard(const std::string& path, const CheckpointMetadata& metadata, st
                  ShardWriterOptions options = {});
 
 // The chunk shape used for a tensor: whole trailing dimensions as far as they fit in
-// max_chunk_bytes, then a slice of the next one. Exposed for tests and sizing decisions.
+// max_chunk_bytes, then the next one cut into as few equal slices as fit (HDF5 stores edge
+// chunks whole, so equal slices waste at most a row each). Exposed for tests and sizing decisions.
 std::vector<std::int64_t> chunk_shape_for(std::span<const std::int64_t> shape, std::size_t element_size,
                                           std::size_t max_chunk_bytes);
 

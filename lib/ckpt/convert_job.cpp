@@ -2,13 +2,17 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
+#include "ckpt/fresh_output_directory.hpp"
 #include "ckpt/hf_gpt2_config.hpp"
 #include "ckpt/hf_gpt2_directory.hpp"
+#include "ckpt/model_checkpoint.hpp"
 #include "ckpt/model_weights.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/python_json.hpp"
+#include "model/memory_estimate.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/run_description.hpp"
 
@@ -47,11 +51,29 @@ std::string gpt2_tokenizer_json(const ConvertOptions& o, std::int64_t padded_voc
   return tokenizer_description_json(t, *tokenizer, padded_vocab);
 }
 
+// Before any tensor is read: a model whose copies cannot fit is refused with the numbers, as is
+// a configuration whose sizes overflow (a config.json with n_layer 10^12).
+void require_conversion_memory(const ConvertOptions& o) {
+  HfGpt2ReadOptions read_options;
+  read_options.seq_length = o.seq_length;
+  const GptConfig config =
+      o.loader == "mgt" ? open_model_checkpoint(o.load_dir).config : read_hf_gpt2_model_config(o.load_dir, read_options);
+  MemoryEstimateRequest memory;
+  memory.use = MemoryUse::kConversion;
+  memory.seq_length = 1;
+  check_memory(config, memory, available_host_memory(), "converting " + o.load_dir);
+}
+
 }  // namespace
 
 ConvertResult convert_checkpoint(const ConvertOptions& o) {
   check_options(o);
   require_fresh_output_directory(o.save_dir);  // before the reading, which may take a while
+  // An mgt checkpoint's directory is locked for the whole conversion, and removed again (or
+  // emptied, if it existed) when the conversion fails: no partial output.
+  std::optional<ckpt::FreshOutputDirectory> mgt_output;
+  if (o.saver == "mgt") mgt_output.emplace(o.save_dir);
+  require_conversion_memory(o);
   ModelWeights weights;
   if (o.loader == "mgt") {
     weights = read_mgt_model_weights(o.load_dir);
@@ -73,6 +95,7 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     // A checkpoint read from another format starts a new history; an mgt one keeps its iteration.
     if (o.loader != "mgt") weights.iteration = 0;
     result.destination = write_mgt_model_weights(weights, o.save_dir);
+    mgt_output->keep();
   } else {
     const std::int64_t eod = eod_of_tokenizer_json(weights.tokenizer_json, "the tokenizer of " + weights.source);
     write_hf_gpt2_directory(weights, o.save_dir, eod);

@@ -1,5 +1,9 @@
 // Internal to lib/ckpt (includes hdf5.h): one owning wrapper per kind of HDF5 identifier, so
-// every identifier is closed exactly once on every path, exceptions included.
+// every identifier is closed exactly once on every path, exceptions included. Handles live on
+// the stack or in the reader's and writer's state, never in static storage, so none outlives
+// the library's shutdown at exit. A file whose H5Fclose fails is a hazard of its own: HDF5 1.10
+// frees the file but keeps its identifier, and its shutdown then crashes on it; files are written
+// through DeferredErrorDriver (hdf5_write_driver.hpp), whose close cannot fail that way.
 #pragma once
 #include <hdf5.h>
 

@@ -1,8 +1,10 @@
 #include "ckpt/hf_gpt2_config.hpp"
 
+#include <cmath>
 #include <string>
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "data/python_json.hpp"
 #include "train/checkpoint_json.hpp"
 
@@ -11,6 +13,11 @@ namespace mgt {
 namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
+std::string real_text(double v) { return python_float_repr(v); }
+
+// The largest model dimension config.json may give: mgt's flags for them stop there too
+// (core/flag_ranges.cpp), and shapes multiply them in 64-bit arithmetic.
+constexpr std::int64_t kMaxDimension = 2147483647;
 
 // transformers' ACT2FN names for the two GELUs mgt computes. gelu_new, gelu_pytorch_tanh and
 // gelu_fast are the same tanh formula written three ways.
@@ -163,11 +170,22 @@ HfGpt2Config parse_hf_gpt2_config_json(const std::string& text, const std::strin
   if (!is_erf_gelu(hf.activation_function) && !is_tanh_gelu(hf.activation_function))
     refuse("activation_function '" + hf.activation_function +
            "' is not one mgt computes (gelu, or the tanh form gelu_new / gelu_pytorch_tanh / gelu_fast)");
+  // Each value is judged under its own key here, before mgt's model configuration would judge
+  // it under the command-line flag it becomes (n_layer is --num-layers there).
   for (auto [key, value] : {std::pair<const char*, std::int64_t>{"vocab_size", hf.vocab_size},
                             {"n_positions", hf.n_positions}, {"n_embd", hf.n_embd},
                             {"n_layer", hf.n_layer}, {"n_head", hf.n_head}})
-    if (value <= 0) refuse(std::string(key) + " must be > 0 (got " + str(value) + ")");
-  if (hf.n_inner && *hf.n_inner <= 0) refuse("n_inner must be > 0 or null");
+    if (value <= 0 || value > kMaxDimension)
+      refuse(std::string(key) + " must be between 1 and " + str(kMaxDimension) + " (got " + str(value) + ")");
+  if (hf.n_inner && (*hf.n_inner <= 0 || *hf.n_inner > kMaxDimension))
+    refuse("n_inner must be null or between 1 and " + str(kMaxDimension) + " (got " + str(*hf.n_inner) + ")");
+  for (auto [key, value] : {std::pair<const char*, double>{"resid_pdrop", hf.resid_pdrop},
+                            {"embd_pdrop", hf.embd_pdrop}, {"attn_pdrop", hf.attn_pdrop}})
+    if (!(value >= 0.0 && value < 1.0)) refuse(std::string(key) + " must be in [0, 1) (got " + real_text(value) + ")");
+  for (auto [key, value] : {std::pair<const char*, double>{"layer_norm_epsilon", hf.layer_norm_epsilon},
+                            {"initializer_range", hf.initializer_range}})
+    if (!(value > 0.0 && std::isfinite(value)))
+      refuse(std::string(key) + " must be a positive number (got " + real_text(value) + ")");
   if (hf.n_embd % hf.n_head != 0)
     refuse("n_embd (" + str(hf.n_embd) + ") is not divisible by n_head (" + str(hf.n_head) + ")");
   return hf;

@@ -14,6 +14,8 @@
 #include "ckpt/safetensors_writer.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
+#include "core/temporary_file.hpp"
 #include "train/checkpoint_json.hpp"
 
 namespace mgt {
@@ -22,13 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(system_error_message("cannot open", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read_text_file(const std::string& path) { return read_input_file(path, "GPT-2 config"); }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -66,20 +62,24 @@ std::int64_t eod_of_tokenizer_json(const std::string& tokenizer_json, const std:
   return kGpt2EndOfText;
 }
 
-ModelWeights read_hf_gpt2_directory(const std::string& dir, const HfGpt2ReadOptions& options) {
+GptConfig read_hf_gpt2_model_config(const std::string& dir, const HfGpt2ReadOptions& options) {
   if (!fs::is_directory(dir)) throw Error("--load-dir " + dir + ": no such directory");
   const std::string config_path = dir + "/" + kHfConfigFile;
-  const std::string weights_path = dir + "/" + kHfWeightsFile;
   if (!fs::exists(config_path)) throw Error("GPT-2 model " + dir + " has no " + kHfConfigFile);
-  require_safetensors_present(dir, weights_path);
-
+  require_safetensors_present(dir, dir + "/" + kHfWeightsFile);
   const HfGpt2Config hf = parse_hf_gpt2_config_json(read_text_file(config_path), config_path);
   const std::int64_t seq_length = options.seq_length.value_or(hf.n_positions);
   if (seq_length < 1 || seq_length > hf.n_positions)
     throw UsageError("--seq-length " + std::to_string(seq_length) + " must be between 1 and n_positions (" +
                      std::to_string(hf.n_positions) + ") of " + config_path);
+  return gpt_config_of(hf, seq_length, hf.vocab_size);
+}
+
+ModelWeights read_hf_gpt2_directory(const std::string& dir, const HfGpt2ReadOptions& options) {
   ModelWeights w;
-  w.config = gpt_config_of(hf, seq_length, hf.vocab_size);
+  w.config = read_hf_gpt2_model_config(dir, options);
+  const std::string config_path = dir + "/" + kHfConfigFile;
+  const std::string weights_path = dir + "/" + kHfWeightsFile;
   w.source = "GPT-2 model " + dir;
   const ckpt::SafetensorsReader file(weights_path);
 
@@ -117,9 +117,8 @@ void write_hf_gpt2_directory(const ModelWeights& weights, const std::string& dir
   require_fresh_output_directory(dir);
   const fs::path final_dir = fs::absolute(fs::path(dir).lexically_normal());
   if (final_dir.has_parent_path()) fs::create_directories(final_dir.parent_path());
-  const fs::path staging = final_dir.string() + ".partial." + std::to_string(::getpid());
-  fs::remove_all(staging);
-  fs::create_directory(staging);
+  // An unpredictable name, created exclusively: nothing planted beside DIR is written through.
+  const fs::path staging = create_temporary_directory(final_dir.string());
   try {
     std::vector<std::vector<float>> converted;
     std::vector<ckpt::SafetensorsTensor> tensors;

@@ -23,6 +23,10 @@ struct HfGpt2ReadOptions {
 // pytorch_model.bin files are refused, never read.
 ModelWeights read_hf_gpt2_directory(const std::string& dir, const HfGpt2ReadOptions& options = {});
 
+// The model configuration of DIR/config.json alone, as read_hf_gpt2_directory derives it: what a
+// caller needs to estimate the memory before any tensor is read.
+GptConfig read_hf_gpt2_model_config(const std::string& dir, const HfGpt2ReadOptions& options = {});
+
 // Writes DIR with config.json and model.safetensors under a temporary name next to it and
 // renames it into place when complete. DIR must not exist or be empty. `eod` becomes the
 // bos/eos token id. Throws mgt::Error when the model is not GPT-2-expressible.

@@ -20,6 +20,11 @@ std::string in_dir(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / name).string();
 }
 
+[[noreturn]] void throw_committed(const std::string& final_dir) {
+  throw Error("checkpoint directory " + final_dir +
+              " already exists; a committed checkpoint is never replaced (move it away to save this iteration again)");
+}
+
 void report(const SaveOptions& options, SaveStep step) {
   if (options.on_step) options.on_step(step);
 }
@@ -29,18 +34,20 @@ void rename_or_throw(const std::string& from, const std::string& to) {
     throw Error(system_error_message("cannot rename '" + from + "' to", to));
 }
 
-// Swaps two existing directories in one step. False when the file system (or kernel, or C
-// library) cannot, so the caller falls back to renaming the old one aside.
-bool exchange_directories(const std::string& a, const std::string& b) {
-#ifdef RENAME_EXCHANGE
-  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
-  if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP) return false;
-  throw Error(system_error_message("cannot exchange '" + a + "' with", b));
-#else
-  (void)a;
-  (void)b;
-  return false;
+// Renames `from` to `to` unless `to` exists. rename(2) alone would replace an empty directory
+// at `to`; renameat2(RENAME_NOREPLACE) refuses any existing entry in the same step. Where the
+// file system cannot (EINVAL), the check before the rename stands in: the writer's lock keeps
+// other mgt writers out of the directory meanwhile.
+void rename_without_replacing(const std::string& from, const std::string& to) {
+#ifdef RENAME_NOREPLACE
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return;
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP && errno != EOPNOTSUPP) {
+    if (errno == EEXIST || errno == ENOTEMPTY) throw_committed(to);
+    throw Error(system_error_message("cannot rename '" + from + "' to", to));
+  }
 #endif
+  if (path_exists(to)) throw_committed(to);
+  rename_or_throw(from, to);
 }
 
 std::string default_token(const SaveOptions& options) {
@@ -67,9 +74,7 @@ void sync_tree_files(const std::string& dir) {
 std::string_view save_step_name(SaveStep step) {
   switch (step) {
     case SaveStep::StagingSynced: return "staging synced";
-    case SaveStep::PreviousMovedAside: return "previous moved aside";
     case SaveStep::Published: return "published";
-    case SaveStep::PreviousRemoved: return "previous removed";
     case SaveStep::TrackerWritten: return "tracker written";
   }
   return "unknown";
@@ -113,7 +118,9 @@ void clean_interrupted_saves(const std::string& save_dir, const std::string& kee
 std::string prepare_staging_directory(const std::string& save_dir, std::int64_t iteration,
                                       const SaveOptions& options) {
   make_checkpoint_directories(save_dir);
-  clean_interrupted_saves(save_dir);
+  clean_interrupted_saves(save_dir);  // first: it may bring back an iteration an older mgt set aside
+  const auto final_dir = iteration_directory(save_dir, iteration);
+  if (path_exists(final_dir)) throw_committed(final_dir);
   const auto staging = staging_directory(save_dir, iteration, default_token(options));
   make_checkpoint_directory(staging);
   return staging;
@@ -127,34 +134,22 @@ void publish_iteration(const std::string& save_dir, std::int64_t iteration, cons
   report(options, SaveStep::StagingSynced);
 
   const auto final_dir = iteration_directory(save_dir, iteration);
-  if (!path_exists(final_dir)) {
-    rename_or_throw(staging_dir, final_dir);
+  rename_without_replacing(staging_dir, final_dir);
+  try {
     sync_directory(save_dir);
     report(options, SaveStep::Published);
-  } else if (options.atomic_exchange && exchange_directories(staging_dir, final_dir)) {
-    // The staging name now holds the previous copy.
-    sync_directory(save_dir);
-    report(options, SaveStep::Published);
-    remove_tree(staging_dir);
-    sync_directory(save_dir);
-    report(options, SaveStep::PreviousRemoved);
-  } else {
-    // Between these two renames iter_NNNNNNN is missing; readers then find the previous copy
-    // under the aside name (find_checkpoint_directory), and the next save puts it back.
-    const auto aside = in_dir(save_dir, replaced_directory_name(iteration));
-    if (path_exists(aside)) remove_tree(aside);
-    rename_or_throw(final_dir, aside);
-    sync_directory(save_dir);
-    report(options, SaveStep::PreviousMovedAside);
-    rename_or_throw(staging_dir, final_dir);
-    sync_directory(save_dir);
-    report(options, SaveStep::Published);
-    remove_tree(aside);
-    sync_directory(save_dir);
-    report(options, SaveStep::PreviousRemoved);
+    write_tracker_file(save_dir, iteration);
+  } catch (...) {
+    // All or nothing: an iteration the tracker does not reach goes back to its staging name
+    // (for the caller to remove), or a resumed run would find it in the way of its own save.
+    if (::rename(final_dir.c_str(), staging_dir.c_str()) == 0) {
+      try {
+        sync_directory(save_dir);
+      } catch (const Error&) {
+      }
+    }
+    throw;
   }
-
-  write_tracker_file(save_dir, iteration);
   report(options, SaveStep::TrackerWritten);
 }
 

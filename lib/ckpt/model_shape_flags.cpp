@@ -1,6 +1,10 @@
 #include "ckpt/model_shape_flags.hpp"
 
 #include <array>
+#include <set>
+#include <string_view>
+
+#include "core/command_line.hpp"
 
 namespace mgt {
 
@@ -10,6 +14,8 @@ constexpr std::array kValueFlags = {"num-layers",       "hidden-size",      "num
                                     "ffn-hidden-size",  "kv-channels",      "num-query-groups",
                                     "max-position-embeddings", "position-embedding-type", "normalization",
                                     "norm-epsilon",     "rotary-percent",   "rotary-base"};
+const std::set<std::string_view> kRealFlags = {"norm-epsilon", "rotary-percent"};
+const std::set<std::string_view> kTextFlags = {"position-embedding-type", "normalization"};
 constexpr std::array kSwitchFlags = {"swiglu", "openai-gelu", "disable-bias-linear",
                                      "untie-embeddings-and-output-weights", "group-query-attention"};
 
@@ -23,8 +29,16 @@ void add_model_shape_flags(cxxopts::Options& options) {
 
 std::map<std::string, std::string> given_model_shape_flags(const cxxopts::ParseResult& result) {
   std::map<std::string, std::string> given;
-  for (const char* flag : kValueFlags)
-    if (result.count(flag)) given[flag] = result[flag].as<std::string>();
+  for (const char* flag : kValueFlags) {
+    if (!result.count(flag)) continue;
+    const std::string text = result[flag].as<std::string>();
+    // Numbers are checked as mgt-train checks them (finite, in the flag's range) before they are
+    // compared with the checkpoint, so that a bad value is named as such.
+    const std::string name = std::string("--") + flag;
+    if (kRealFlags.count(flag)) parse_real_flag(name, text);
+    else if (!kTextFlags.count(flag)) parse_integer_flag(name, text);
+    given[flag] = text;
+  }
   for (const char* flag : kSwitchFlags)
     if (result.count(flag)) given[flag] = "true";
   return given;

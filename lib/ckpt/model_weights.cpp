@@ -5,10 +5,11 @@
 #include <span>
 
 #include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/fresh_output_directory.hpp"
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/parameter_table.hpp"
 
@@ -26,14 +27,7 @@ const std::vector<float>& ModelWeights::at(const std::string& name) const {
   return it->second;
 }
 
-void require_fresh_output_directory(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return;
-  if (!fs::is_directory(dir, ec)) throw Error("--save-dir " + dir + " exists and is not a directory");
-  if (!fs::is_empty(dir, ec))
-    throw Error("--save-dir " + dir + " is not empty; conversions write a new directory (remove it or choose another)");
-}
+void require_fresh_output_directory(const std::string& dir) { ckpt::require_fresh_directory(dir, "--save-dir"); }
 
 ModelWeights read_mgt_model_weights(const std::string& load_dir) {
   const ModelCheckpoint checkpoint = open_model_checkpoint(load_dir);
@@ -64,8 +58,9 @@ ModelWeights read_mgt_model_weights(const std::string& load_dir) {
 
 std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir) {
   require_fresh_output_directory(save_dir);
-  CpuBackend backend;
-  GptParameters params(weights.config, backend);
+  // Host memory: the weights only pass through on their way to the file.
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
+  GptParameters params(weights.config, *backend);
   for (const ParameterEntry& e : params.entries()) {
     const std::vector<float>& values = weights.at(e.name);
     if (static_cast<std::int64_t>(values.size()) != e.numel())

@@ -31,11 +31,13 @@ struct ModelWeights {
 ModelWeights read_mgt_model_weights(const std::string& load_dir);
 
 // Writes a weights-only mgt checkpoint of weights.iteration into save_dir, which must not exist
-// or be empty (a conversion never adds to, or moves the tracker of, an existing run). Returns the
+// or be empty (a conversion never adds to, or moves the tracker of, an existing run); a caller
+// other than a single-threaded tool holds save_dir's lock (FreshOutputDirectory). Returns the
 // iteration directory written.
 std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir);
 
-// Throws mgt::Error unless `dir` is absent or an empty directory.
+// Throws mgt::Error unless `dir` is absent or an empty directory (a lone writer lock file counts
+// as empty).
 void require_fresh_output_directory(const std::string& dir);
 
 }  // namespace mgt

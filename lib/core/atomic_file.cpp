@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/temporary_file.hpp"
 
 namespace mgt {
 namespace {
@@ -30,9 +31,9 @@ void sync_directory(const std::string& dir) {
 }
 
 AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_path)) {
-  temp_path_ = final_path_ + ".tmp." + std::to_string(::getpid());
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd_ < 0) throw Error(system_error_message("cannot create", temp_path_));
+  TemporaryFile temp = create_temporary_file(final_path_);
+  fd_ = temp.fd;
+  temp_path_ = std::move(temp.path);
   buffer_.reserve(kBufferSize);
 }
 

@@ -1,5 +1,8 @@
 // A file written under a temporary name in its final directory and renamed into place only by
 // commit(): readers never see a half-written file. Without commit() the temporary is removed.
+// The temporary is created exclusively under an unpredictable name (core/temporary_file.hpp), so
+// nothing planted in the directory beforehand is written through; rename(2) then replaces
+// whatever is at the final path, a symlink included, without following it.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -2,9 +2,11 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/flag_ranges.hpp"
 #include "core/megatron_flags.hpp"
 
 namespace mgt {
@@ -91,8 +93,12 @@ std::int64_t parse_integer_flag(std::string_view flag, std::string_view text) {
   if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
   std::int64_t value = 0;
   auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size())
+  const bool whole = !digits.empty() && ptr == digits.data() + digits.size();
+  if (whole && ec == std::errc::result_out_of_range)
+    throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is out of range");
+  if (!whole || ec != std::errc())
     throw UsageError(std::string(flag) + ": '" + std::string(text) + "' is not an integer");
+  check_flag_range(flag, static_cast<double>(value), text);
   return value;
 }
 
@@ -103,8 +109,14 @@ double parse_real_flag(std::string_view flag, std::string_view text) {
   double value = std::strtod(s.c_str(), &end);
   // strtod also reads hexadecimal floats, which Python's float() does not.
   bool hex = s.find_first_of("xX") != std::string::npos;
-  if (s.empty() || end != s.c_str() + s.size() || hex || errno == ERANGE)
+  if (s.empty() || end != s.c_str() + s.size() || hex)
     throw UsageError(std::string(flag) + ": '" + s + "' is not a number");
+  // Python's float() takes "inf" and "nan", and argparse with them; no flag means either.
+  // strtod overflows to infinity; ERANGE with a finite result is an underflow.
+  if (!std::isfinite(value)) throw UsageError(std::string(flag) + ": '" + s + "' is not a finite number");
+  if (errno == ERANGE)
+    throw UsageError(std::string(flag) + ": '" + s + "' is too small to be represented (use 0)");
+  check_flag_range(flag, value, text);
   return value;
 }
 

@@ -42,7 +42,9 @@ std::vector<std::string> normalize_command_line(int argc, const char* const* arg
                                                 const std::map<std::string, FlagArity>& known,
                                                 std::string_view program);
 
-// Numbers as argparse's type=int / type=float accept them; errors name the flag.
+// Numbers as argparse's type=int / type=float accept them, except that a real must be finite
+// ("inf" and "nan" are refused); then checked against the flag's range in core/flag_ranges.hpp.
+// Errors name the flag.
 std::int64_t parse_integer_flag(std::string_view flag, std::string_view text);
 double parse_real_flag(std::string_view flag, std::string_view text);
 

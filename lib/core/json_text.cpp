@@ -90,4 +90,6 @@ std::string python_float_repr(double value) {
   return out;
 }
 
+std::string json_float(double value) { return std::isfinite(value) ? python_float_repr(value) : "null"; }
+
 }  // namespace mgt

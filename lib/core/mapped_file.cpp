@@ -1,38 +1,22 @@
 #include "core/mapped_file.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace mgt {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(system_error_message("cannot open", path));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw Error(system_error_message("cannot stat", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error("not a regular file: '" + path + "'");
-  }
-  size_ = static_cast<std::size_t>(st.st_size);
+  const InputFile file(path);  // a regular file, or a one-line refusal naming the path
+  size_ = static_cast<std::size_t>(file.size());
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      throw Error(system_error_message("cannot map", path));
-    }
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, file.fd(), 0);
+    if (p == MAP_FAILED) throw Error(system_error_message("cannot map", path));
     data_ = static_cast<const std::uint8_t*>(p);
   }
-  ::close(fd);
 }
 
 MappedFile::~MappedFile() { release(); }

@@ -1,4 +1,5 @@
-// A read-only memory map of a whole file (RAII). Empty files map to an empty span.
+// A read-only memory map of a whole regular file (RAII). Empty files map to an empty span;
+// anything but a regular file is refused at once (core/input_file.hpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "core/temporary_file.hpp"
 
 namespace mgt {
 
@@ -34,8 +35,8 @@ DatasetOutputs::DatasetOutputs(std::vector<std::string> prefixes, DType dtype, s
       out->parts.push_back(std::make_unique<IndexedDatasetWriter>(out->prefix, dtype_));
     } else {
       for (std::size_t p = 0; p < partitions_; ++p) {
-        std::string part = out->prefix + ".partition" + std::to_string(p) + ".tmp" +
-                           std::to_string(::getpid());
+        // Unpredictable names: the partitions are renamed into place before they are merged.
+        std::string part = out->prefix + ".partition" + std::to_string(p) + ".tmp." + random_name_suffix();
         out->parts.push_back(std::make_unique<IndexedDatasetWriter>(part, dtype_));
       }
     }

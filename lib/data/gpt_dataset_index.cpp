@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/log.hpp"
 #include "core/md5.hpp"
 #include "data/gpt_index_arrays.hpp"
@@ -73,14 +74,7 @@ bool cache_files_exist(const std::vector<std::string>& paths) {
   return true;
 }
 
-std::string read_cached_description(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(system_error_message("cannot read", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw Error(system_error_message("cannot read", path));
-  return s.str();
-}
+std::string read_cached_description(const std::string& path) { return read_input_file(path); }
 
 namespace {
 

@@ -6,9 +6,11 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <sstream>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/json_text.hpp"
 #include "core/log.hpp"
 #include "data/numpy_math.hpp"
@@ -60,12 +62,10 @@ bool whole_data_path(const IndexOptions& o) { return !o.data_path.empty() || o.d
 // --data-args-path: the file's whitespace-separated words, as Megatron's f.read().split().
 std::vector<std::string> data_path_items(const IndexOptions& o) {
   if (!o.data_args_path) return o.data_path;
-  std::ifstream in(*o.data_args_path);
-  if (!in) throw Error(system_error_message("--data-args-path: cannot read", *o.data_args_path));
+  std::istringstream in(read_input_file(*o.data_args_path, "--data-args-path"));
   std::vector<std::string> words;
   std::string w;
   while (in >> w) words.push_back(w);
-  if (in.bad()) throw Error(system_error_message("--data-args-path: cannot read", *o.data_args_path));
   if (words.empty()) throw UsageError("--data-args-path: " + *o.data_args_path + " is empty");
   return words;
 }
@@ -358,7 +358,7 @@ void dump_samples(const IndexResult& result, const GptSampleOptions& sample_opti
       GptSample sample = reader.get(i);
       std::string mask = "[";
       for (std::size_t k = 0; k < sample.loss_mask.size(); ++k)
-        mask += (k ? ", " : "") + python_float_repr(sample.loss_mask[k]);
+        mask += (k ? ", " : "") + json_float(sample.loss_mask[k]);
       mask += "]";
       out.write("{\"split\": \"" + std::string(split_name(s)) + "\", \"index\": " + std::to_string(i) +
                 ", \"dataset_id\": " + std::to_string(sample.dataset_id) +

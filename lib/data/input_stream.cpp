@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace mgt {
 namespace {
@@ -35,28 +36,17 @@ public:
       : name_(display_name_of(path)), cancel_(cancel) {
     if (path == kStdinPath) {
       fd_ = STDIN_FILENO;
-      owned_ = false;
-    } else {
-      // Opening a FIFO blocks until a writer comes, beyond the reach of the cancel flag; opened
-      // without blocking, the wait moves to wait_readable, which watches the flag.
-      struct stat path_st {};
-      const bool fifo = cancel != nullptr && ::stat(path.c_str(), &path_st) == 0 && S_ISFIFO(path_st.st_mode);
-      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
-      if (fd_ < 0) throw Error(system_error_message("cannot open input", path));
-      if (fifo) ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
       struct stat st {};
-      if (::fstat(fd_, &st) == 0 && S_ISDIR(st.st_mode)) {
-        ::close(fd_);
-        throw Error("input '" + path + "' is a directory");
-      }
-      ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+      regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+    } else {
+      // A FIFO is opened without waiting for its writer (core/input_file.hpp); the wait moves to
+      // wait_readable, which watches the cancel flag. A directory is refused here, naming it.
+      file_ = std::make_unique<InputFile>(path, InputKind::kStream, "input");
+      fd_ = file_->fd();
+      regular_ = file_->regular();
+      if (regular_) ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
     }
-    struct stat st {};
-    regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
     buffer_.resize(kStoredBufferSize);
-  }
-  ~StoredFile() {
-    if (owned_ && fd_ >= 0) ::close(fd_);
   }
   StoredFile(const StoredFile&) = delete;
   StoredFile& operator=(const StoredFile&) = delete;
@@ -104,7 +94,7 @@ public:
 private:
   std::size_t raw_read(void* out, std::size_t capacity) {
     for (;;) {
-      if (!regular_ && cancel_ != nullptr) wait_readable();
+      if (!regular_) wait_readable();
       ssize_t n = ::read(fd_, out, capacity);
       if (n >= 0) {
         bytes_read_ += static_cast<std::uint64_t>(n);
@@ -114,9 +104,12 @@ private:
       throw Error(system_error_message("cannot read", name_));
     }
   }
+  // A FIFO opened before its writer reads as ended until the writer comes: poll(2) waits for
+  // it (or for data), and checks the cancel flag every 200 ms meanwhile.
   void wait_readable() {
     for (;;) {
-      if (cancel_->load(std::memory_order_relaxed)) throw Error(name_ + ": reading cancelled");
+      if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
+        throw Error(name_ + ": reading cancelled");
       pollfd p{fd_, POLLIN, 0};
       int r = ::poll(&p, 1, 200);
       if (r > 0 || (r < 0 && errno != EINTR)) return;  // readable, closed, or let read() report
@@ -124,8 +117,8 @@ private:
   }
 
   std::string name_;
+  std::unique_ptr<InputFile> file_;  // null for standard input, which is not ours to close
   int fd_ = -1;
-  bool owned_ = true;
   bool regular_ = false;
   bool eof_ = false;
   std::vector<unsigned char> buffer_;

@@ -37,7 +37,7 @@ void PyValue::write(std::string& out, int level) const {
   } else if (auto* i = std::get_if<std::int64_t>(&value_)) {
     out += std::to_string(*i);
   } else if (auto* d = std::get_if<double>(&value_)) {
-    out += python_float_repr(*d);
+    out += json_float(*d);  // strict JSON: null for NaN and infinities
   } else if (auto* s = std::get_if<std::string>(&value_)) {
     out += json_quote(*s);
   } else if (auto* l = std::get_if<List>(&value_)) {

@@ -1,7 +1,8 @@
 // Python values as json.dumps(value, indent=4) prints them. Megatron names its cache files
 // after the MD5 of such a text, so the text must match Python's to the byte: key order as
 // inserted, ": " and "," separators, four-space indentation, "[]" and "{}" when empty, floats
-// as repr() prints them and non-ASCII escaped.
+// as repr() prints them and non-ASCII escaped. Unlike json.dumps, NaN and infinities are written
+// as null: the text is always strict JSON.
 #pragma once
 #include <cstdint>
 #include <optional>

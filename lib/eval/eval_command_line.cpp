@@ -6,6 +6,7 @@
 #include "tokenizer/tokenizer_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "kernels/backend_factory.hpp"
 
 namespace mgt {
 
@@ -50,7 +51,9 @@ cxxopts::Options make_options() {
       ("seq-length", "Tokens per window; longer LAMBADA examples lose the start of their context "
                      "(default: the checkpoint's)", cxxopts::value<std::string>(), "N")
       ("micro-batch-size", "Windows or examples per forward pass",
-       cxxopts::value<std::string>()->default_value("8"), "N");
+       cxxopts::value<std::string>()->default_value("8"), "N")
+      ("device", "Compute device: auto (a GPU when one is visible), cpu, cuda or cuda:N",
+       cxxopts::value<std::string>()->default_value("auto"), "D");
   o.add_options("checkpoint")
       ("load", "Checkpoint: a save directory (latest iteration) or an iteration directory",
        cxxopts::value<std::string>(), "DIR")
@@ -119,6 +122,8 @@ EvalOptions to_eval_options(const FlagValues& f, const cxxopts::ParseResult& res
   require_one(f, "pipeline-model-parallel-size");
   if (f.has("make-vocab-size-divisible-by")) o.make_vocab_size_divisible_by = positive(f, "make-vocab-size-divisible-by");
   if (f.has("bf16") && f.has("fp16")) throw UsageError("--bf16 and --fp16 are mutually exclusive");
+  o.device = f.text("device");
+  check_device_name(o.device);
   if (f.has("bf16")) o.precision_flag = "--bf16";
   if (f.has("fp16")) o.precision_flag = "--fp16";
 

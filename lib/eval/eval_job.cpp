@@ -15,7 +15,8 @@
 #include "eval/lm_windows.hpp"
 #include "eval/model_scorer.hpp"
 #include "eval/wikitext_task.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
+#include "model/memory_estimate.hpp"
 #include "train/checkpoint_json.hpp"
 
 namespace mgt {
@@ -77,8 +78,20 @@ int run_eval(const EvalOptions& options) {
   const std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer);
   check_padded_vocab(checkpoint, *tokenizer, options);
   const std::int64_t seq_length = checked_seq_length(checkpoint, options);
-  if (options.precision_flag)
-    log::warn(*options.precision_flag + ": the CPU backend computes in fp32; reduced precision is the CUDA backend's");
+  const std::unique_ptr<Backend> backend_owner = make_backend(options.device);
+  Backend& backend = *backend_owner;
+  // --bf16 rounds the GEMMs' inputs to bf16 where the backend can; fp32 otherwise, with a warning.
+  const bool reduced = options.precision_flag == "--bf16" &&
+                       backend.set_matmul_precision(Backend::MatmulPrecision::kBf16);
+  if (options.precision_flag && !reduced)
+    log::warn(*options.precision_flag + ": the " + backend.name() + " backend computes in fp32 here");
+  say("> compute device: " + backend.description() + "\n");
+  // Before the data and the weights: a model that cannot fit is refused with the numbers.
+  MemoryEstimateRequest memory;
+  memory.use = MemoryUse::kEvaluation;
+  memory.seq_length = seq_length;
+  memory.micro_batch_size = options.micro_batch_size;
+  check_memory(checkpoint.config, memory, memory_available_to(backend), "evaluating checkpoint " + checkpoint.directory);
   if (options.task == ZeroShotTask::kWikitext103 && options.strict_lambada)
     log::warn("--strict-lambada has no effect on WIKITEXT103");
 
@@ -95,7 +108,6 @@ int run_eval(const EvalOptions& options) {
   // The data is read before the weights: a bad file fails in seconds, not after the model loads.
   std::string json;
   std::string summary;
-  CpuBackend backend;
   if (options.task == ZeroShotTask::kLambada) {
     say("> building lambada dataset from " + options.valid_data + " ...\n");
     const std::vector<LambadaExample> examples =

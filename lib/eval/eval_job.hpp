@@ -23,6 +23,7 @@ struct EvalOptions {
   std::int64_t overlapping_eval = 32;          // --overlapping-eval (WIKITEXT103)
   std::string load;                            // --load
   std::int64_t micro_batch_size = 8;           // --micro-batch-size
+  std::string device = "auto";                 // --device (kernels/backend_factory.hpp)
   std::optional<std::int64_t> seq_length;      // --seq-length; default: the checkpoint's
   std::optional<TokenizerOptions> tokenizer;   // tokenizer flags, when any was given
   std::optional<std::int64_t> make_vocab_size_divisible_by;  // checked against the checkpoint

@@ -1,5 +1,6 @@
 #include "eval/eval_report.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/json_text.hpp"
@@ -31,6 +32,30 @@ PyValue tokenizer_value(const EvalReportContext& c) {
   return v;
 }
 
+// The metrics of a report. Strict JSON has no NaN or Infinity: such a metric is written as null,
+// and "null_reasons" maps its name to the reason.
+class Metrics {
+public:
+  void add(const char* name, double value) {
+    if (std::isfinite(value)) {
+      values_.push_back({name, PyValue::real(value)});
+      return;
+    }
+    values_.push_back({name, PyValue::none()});
+    reasons_.push_back({name, PyValue::string(std::isnan(value)
+                                                  ? "not a number: the model's losses include NaN"
+                                                  : "infinite: the loss is too large for its exponential")});
+  }
+  void write_into(PyValue& report) {
+    for (auto& [name, value] : values_) report.set(name, std::move(value));
+    if (!reasons_.empty()) report.set("null_reasons", PyValue::dict(std::move(reasons_)));
+  }
+
+private:
+  PyValue::Dict values_;
+  PyValue::Dict reasons_;
+};
+
 PyValue common_settings(const EvalReportContext& c) {
   PyValue v = PyValue::dict();
   v.set("seq_length", PyValue::integer(c.seq_length));
@@ -53,9 +78,11 @@ std::string lambada_report_json(const LambadaResult& r, bool strict, const EvalR
   PyValue v = PyValue::dict();
   v.set("task", PyValue::string("LAMBADA"));
   v.set("valid_data", PyValue::string(c.valid_data));
-  v.set("accuracy", PyValue::real(r.accuracy()));
-  v.set("target_avg_loss", PyValue::real(r.target_avg_loss()));
-  v.set("target_ppl", PyValue::real(r.target_perplexity()));
+  Metrics metrics;
+  metrics.add("accuracy", r.accuracy());
+  metrics.add("target_avg_loss", r.target_avg_loss());
+  metrics.add("target_ppl", r.target_perplexity());
+  metrics.write_into(v);
   v.set("counts", std::move(counts));
   v.set("checkpoint", checkpoint_value(c));
   v.set("settings", std::move(settings));
@@ -77,10 +104,12 @@ std::string wikitext_report_json(const WikitextResult& r, std::int64_t overlappi
   PyValue v = PyValue::dict();
   v.set("task", PyValue::string("WIKITEXT103"));
   v.set("valid_data", PyValue::string(c.valid_data));
-  v.set("avg_loss", PyValue::real(r.avg_loss()));
-  v.set("ppl", PyValue::real(r.ppl()));
-  v.set("adjusted_ppl", PyValue::real(r.adjusted_ppl()));
-  v.set("token_ratio", PyValue::real(r.token_ratio()));
+  Metrics metrics;
+  metrics.add("avg_loss", r.avg_loss());
+  metrics.add("ppl", r.ppl());
+  metrics.add("adjusted_ppl", r.adjusted_ppl());
+  metrics.add("token_ratio", r.token_ratio());
+  metrics.write_into(v);
   v.set("counts", std::move(counts));
   v.set("checkpoint", checkpoint_value(c));
   v.set("settings", std::move(settings));

@@ -30,6 +30,13 @@ void for_each_line(std::string_view data, OnLine&& on_line) {
   }
 }
 
+// A text of one word (one token without --strict-lambada) leaves its target with nothing before
+// it: no position predicts it, and Megatron's product over an empty set of positions counts the
+// example as right. The real LAMBADA set has no such line; one here is a broken input.
+constexpr const char* kNothingToScore =
+    "the text is a single word: no context precedes its target, so nothing would be scored (Megatron "
+    "counts such a line as correct)";
+
 }  // namespace
 
 LambadaExample lambada_example(std::string_view text, Tokenizer& tokenizer, bool strict) {
@@ -37,6 +44,7 @@ LambadaExample lambada_example(std::string_view text, Tokenizer& tokenizer, bool
   if (!strict) {
     std::vector<TokenId> tokens = tokenizer.tokenize(text);
     if (tokens.empty()) throw Error("the text has no tokens");
+    if (tokens.size() == 1) throw Error(kNothingToScore);
     example.target.assign(1, tokens.back());
     tokens.pop_back();
     example.context = std::move(tokens);
@@ -48,6 +56,7 @@ LambadaExample lambada_example(std::string_view text, Tokenizer& tokenizer, bool
   const std::size_t start = text.rfind(last_word);
   example.context = tokenizer.tokenize(python_text::strip(text.substr(0, start)));
   example.target = tokenizer.tokenize(" " + std::string(last_word));
+  if (example.context.empty()) throw Error(kNothingToScore);
   return example;
 }
 

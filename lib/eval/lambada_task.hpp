@@ -29,7 +29,8 @@ struct LambadaExample {
 };
 
 // _LambadaDataset.get_tokens. Throws mgt::Error (without a location) when the text has no word
-// (strict) or no token (otherwise).
+// (strict) or no token (otherwise), and when no context precedes the target (a one-word text):
+// nothing would predict the target, and Megatron would count the example as right.
 LambadaExample lambada_example(std::string_view text, Tokenizer& tokenizer, bool strict);
 
 // The examples of a JSON-lines file with a string "text" per line, lines split as Python's

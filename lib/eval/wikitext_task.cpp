@@ -42,13 +42,21 @@ WikitextData read_wikitext(const std::string& path, Tokenizer& tokenizer) {
 
 double WikitextResult::avg_loss() const { return loss_sum / static_cast<double>(detokenized_tokens - 1); }
 
-double WikitextResult::ppl() const { return std::exp(std::min(20.0, avg_loss())); }
+namespace {
+
+// Megatron's math.exp(min(20, x)), except that a NaN stays NaN: Python's min(20, nan) is 20, which
+// would report a NaN loss as the finite perplexity e^20.
+double capped_exp(double x) { return std::isnan(x) ? x : std::exp(std::min(20.0, x)); }
+
+}  // namespace
+
+double WikitextResult::ppl() const { return capped_exp(avg_loss()); }
 
 double WikitextResult::token_ratio() const {
   return static_cast<double>(detokenized_tokens - 1) / static_cast<double>(original_tokens - 1);
 }
 
-double WikitextResult::adjusted_ppl() const { return std::exp(std::min(20.0, avg_loss() * token_ratio())); }
+double WikitextResult::adjusted_ppl() const { return capped_exp(avg_loss() * token_ratio()); }
 
 WikitextResult evaluate_wikitext(const WikitextData& data, TokenScorer& scorer, const WikitextSettings& settings,
                                  const std::function<void(std::int64_t)>& on_progress) {

@@ -46,7 +46,7 @@ struct WikitextResult {
   double loss_sum = 0.0;
 
   double avg_loss() const;      // loss_sum / (T − 1)
-  double ppl() const;           // exp(min(20, avg loss))
+  double ppl() const;           // exp(min(20, avg loss)); NaN for a NaN loss
   double token_ratio() const;   // (T − 1) / (original − 1)
   double adjusted_ppl() const;  // exp(min(20, avg loss · token ratio))
 };

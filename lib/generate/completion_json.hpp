@@ -1,7 +1,8 @@
 // One completion as the JSON line mgt-generate writes:
 //   {"index": 0, "prompt": "...", "text": "...", "tokens": [..], "log_probs": [..],
 //    "finish_reason": "eod" | "stop" | "length", "prompt_tokens": N, "generated_tokens": M}
-// ("log_probs" only when asked for). Strings are escaped like Python's json.dumps.
+// ("log_probs" only when asked for; a non-finite one is null, and "log_probs_null_reason" says
+// why). Strings are escaped like Python's json.dumps.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -5,6 +5,7 @@
 #include "ckpt/model_shape_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "kernels/backend_factory.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 
 namespace mgt {
@@ -35,6 +36,7 @@ cxxopts::Options make_options() {
                   "input, typed prompts when it is a terminal)", cxxopts::value<std::string>(), "FILE")
       ("output", "Completions as JSON lines (default: standard output)", cxxopts::value<std::string>(), "FILE")
       ("micro-batch-size", "Prompts completed together", cxxopts::value<std::string>()->default_value("8"), "N")
+      ("device", "Compute device: auto (a GPU when one is visible), cpu, cuda or cuda:N", cxxopts::value<std::string>()->default_value("auto"), "D")
       ("log-interval", "Progress line every N prompts when standard error is not a terminal",
        cxxopts::value<std::string>()->default_value("100"), "N");
   o.add_options("generation")
@@ -71,6 +73,8 @@ GenerateOptions to_options(const cxxopts::ParseResult& result) {
   f.set("prompts", o.prompts);
   f.set("output", o.output);
   o.micro_batch_size = f.integer("micro-batch-size");
+  o.device = f.text("device");
+  check_device_name(o.device);
   o.log_interval = f.integer("log-interval");
   GenerationSettings& g = o.generation;
   g.max_new_tokens = f.integer(f.has("num-tokens-to-generate") ? "num-tokens-to-generate" : "max-new-tokens");

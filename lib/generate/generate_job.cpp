@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -14,7 +15,8 @@
 #include "core/progress.hpp"
 #include "generate/completion_json.hpp"
 #include "generate/prompt_reader.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
+#include "model/memory_estimate.hpp"
 
 namespace mgt {
 
@@ -109,8 +111,18 @@ int run_generate(const GenerateOptions& options) {
   const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
   check_model_flags_agree(checkpoint, options.model_flags);
   std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer);
-  CpuBackend backend;
-  std::unique_ptr<GptModel> model = load_checkpoint_model(checkpoint, backend);
+  const std::unique_ptr<Backend> backend = make_backend(options.device);
+  log::info("compute device: " + backend->description());
+  // Before the weights load: a model that cannot fit is refused with the numbers. The estimate
+  // takes prompts of up to the checkpoint's --seq-length tokens plus the tokens to generate.
+  const GptConfig& config = checkpoint.config;
+  MemoryEstimateRequest memory;
+  memory.use = MemoryUse::kGeneration;
+  memory.seq_length = std::max<int64_t>(
+      1, std::min(config.max_position_embeddings, config.seq_length + options.generation.max_new_tokens));
+  memory.micro_batch_size = options.micro_batch_size;
+  check_memory(config, memory, memory_available_to(*backend), "generating with checkpoint " + checkpoint.directory);
+  std::unique_ptr<GptModel> model = load_checkpoint_model(checkpoint, *backend);
   log::info("loaded " + checkpoint.directory + " (iteration " + std::to_string(checkpoint.metadata.iteration) + ", " +
            std::to_string(checkpoint.config.num_parameters()) + " parameters)");
   Generator generator(*model, *tokenizer, options.generation);

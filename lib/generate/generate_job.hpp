@@ -20,6 +20,7 @@ struct GenerateOptions {
   std::string prompts;                             // --prompts: file or "-"; empty: standard input
   std::string output;                              // --output: file; empty: standard output
   int64_t micro_batch_size = 8;                    // prompts completed together
+  std::string device = "auto";                     // --device (kernels/backend_factory.hpp)
   GenerationSettings generation;
   int64_t log_interval = 0;  // progress lines every N prompts when not on a terminal; 0: every batch
 };

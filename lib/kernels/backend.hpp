@@ -46,6 +46,16 @@ public:
 
   // A short name for logs ("cpu", "cuda:0").
   virtual std::string name() const = 0;
+  // One line for logs: the device, its precision and the attention implementation.
+  virtual std::string description() const { return name(); }
+
+  // How the linear layers' GEMMs round their inputs: fp32 throughout, or bf16 inputs with fp32
+  // accumulation (--bf16 while activations are still stored in fp32). Returns false, changing
+  // nothing, where the backend has no such arithmetic (the CPU).
+  enum class MatmulPrecision { kFp32, kBf16 };
+  virtual bool set_matmul_precision(MatmulPrecision precision) {
+    return precision == MatmulPrecision::kFp32;
+  }
 
   // ---- memory (use DeviceArray rather than these directly) ----
   void* allocate_bytes(size_t bytes) { return do_allocate(bytes); }

@@ -1,13 +1,79 @@
 #include "model/activation_memory.hpp"
 
+#include "core/checked_size.hpp"
+#include "core/error.hpp"
+
 namespace mgt {
+
+int64_t ActivationElements::bytes() const {
+  return (SaturatingSize(floats) * 4 + SaturatingSize(indices) * 8).value();
+}
+
+ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t tp_size, int64_t seq, int64_t batch,
+                                              bool training, bool last_position_logits,
+                                              bool sequence_parallel) {
+  const GptConfig c = config.resolved();
+  using N = SaturatingSize;
+  const N t = N(seq) * batch;
+  const N tl = sequence_parallel ? N(seq / tp_size) * batch : t;  // sequence-parallel tokens
+  const N h = c.hidden_size;
+  const N k = c.kv_channels;
+  const N heads = c.num_attention_heads / tp_size;
+  const N groups = c.query_groups() / tp_size;
+  const N ffn = c.ffn_hidden_size / tp_size;
+  const N fc1 = c.fc1_size() / tp_size;
+  const N vocab = c.padded_vocab_size / tp_size;
+  const N layers = c.num_layers;
+  const N norm_stats = c.normalization == Normalization::kLayerNorm ? 2 : 1;
+  const RecomputeGranularity recompute = training ? c.recompute_granularity : RecomputeGranularity::kFull;
+
+  N floats = t;      // loss_mask
+  N indices = t * 3; // tokens, positions, labels
+  floats += training ? (layers + 1) * tl * h : tl * h * 2;  // layer inputs
+  const N context = t * heads * k;
+  const N lse = N(batch) * heads * seq;
+  if (recompute == RecomputeGranularity::kSelective) floats += context + lse;
+  const N sets = recompute == RecomputeGranularity::kFull ? N(1) : layers;
+  N per_set = tl * h * 3                      // input norm output, residual, pre-MLP norm output
+              + norm_stats * tl * 2           // the two norms' statistics
+              + context + t * groups * k * 2  // query, key, value
+              + t * fc1 + t * ffn;            // fc1 output, activation output
+  if (recompute != RecomputeGranularity::kSelective) per_set += context + lse;
+  floats += sets * per_set;
+  floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
+  if (sequence_parallel) floats += t * h * 2;               // the whole-sequence buffers
+  if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h + t;
+  floats += tl * h + norm_stats * tl;  // final norm
+  floats += (last_position_logits ? N(batch) : t) * vocab;
+  if (!training) indices += t * 3;  // predictions, selected rows and labels
+  floats += t * 3;                  // losses, row max, sum of exponentials
+  return {floats.value(), indices.value()};
+}
+
+ActivationElements ActivationMemory::allocated() const {
+  ActivationElements e;
+  for (const DeviceBuffer& b : owned_) e.floats += b.size();
+  for (const DeviceIndexBuffer& b : owned_index_) e.indices += b.size();
+  return e;
+}
 
 ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
                                    const TensorParallelRank& tp, int64_t seq, int64_t batch,
-                                   bool training, bool last_position_logits)
-    : seq_(seq), batch_(batch), training_(training), backend_(&backend) {
+                                   bool training, bool last_position_logits,
+                                   bool sequence_parallel)
+    : seq_(seq),
+      batch_(batch),
+      training_(training),
+      sequence_parallel_(sequence_parallel),
+      backend_(&backend) {
   const GptConfig c = config.resolved();
+  if (sequence_parallel && (tp.size < 2 || seq % tp.size != 0)) {
+    throw UsageError("--sequence-parallel: the sequence length (" + std::to_string(seq) +
+                     ") must be divisible by --tensor-model-parallel-size (" +
+                     std::to_string(tp.size) + ")");
+  }
   const int64_t t = seq * batch;
+  const int64_t tl = sequence_parallel ? seq / tp.size * batch : t;  // sequence-parallel tokens
   const int64_t h = c.hidden_size;
   const int64_t k = c.kv_channels;
   const int64_t heads = c.num_attention_heads / tp.size;
@@ -26,10 +92,10 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
 
   // Layer inputs: all kept for a backward, two alternating buffers otherwise.
   if (training) {
-    for (int64_t l = 0; l <= c.num_layers; ++l) hidden_.push_back(take(t * h));
+    for (int64_t l = 0; l <= c.num_layers; ++l) hidden_.push_back(take(tl * h));
   } else {
-    const FloatView even = take(t * h);
-    const FloatView odd = take(t * h);
+    const FloatView even = take(tl * h);
+    const FloatView odd = take(tl * h);
     for (int64_t l = 0; l <= c.num_layers; ++l) hidden_.push_back(l % 2 == 0 ? even : odd);
   }
 
@@ -42,8 +108,8 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   const int64_t sets = recompute == RecomputeGranularity::kFull ? 1 : c.num_layers;
   for (int64_t l = 0; l < sets; ++l) {
     LayerActivations a;
-    a.input_norm_output = take(t * h);
-    a.input_norm = take_norm_stats(layer_norm, t);
+    a.input_norm_output = take(tl * h);
+    a.input_norm = take_norm_stats(layer_norm, tl);
     a.attention.query = take(t * heads * k);
     a.attention.key = take(t * groups * k);
     a.attention.value = take(t * groups * k);
@@ -54,17 +120,23 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.attention.context = take(t * heads * k);
       a.attention.lse = take(batch * heads * seq);
     }
-    a.residual = take(t * h);
-    a.pre_mlp_norm_output = take(t * h);
-    a.pre_mlp_norm = take_norm_stats(layer_norm, t);
+    a.residual = take(tl * h);
+    a.pre_mlp_norm_output = take(tl * h);
+    a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
     a.mlp.fc1_output = take(t * fc1);
     a.mlp.activation_output = take(t * ffn);
     layers_.push_back(a);
   }
 
   scratch.attention.mixed = take(t * (heads + 2 * groups) * k);
-  scratch.hidden_a = take(t * h);
-  scratch.hidden_b = take(t * h);
+  scratch.hidden_a = take(tl * h);
+  scratch.hidden_b = take(tl * h);
+  if (sequence_parallel) {
+    sequence.gathered = take(t * h);
+    sequence.whole = take(t * h);
+    scratch.attention.sequence = sequence;
+    scratch.mlp.sequence = sequence;
+  }
   if (training) {
     scratch.attention.d_context = take(t * heads * k);
     scratch.attention.d_query = take(t * heads * k);
@@ -72,12 +144,12 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     scratch.attention.d_value = take(t * groups * k);
     scratch.mlp.d_activation = take(t * ffn);
     scratch.mlp.d_fc1 = take(t * fc1);
-    d_hidden = take(t * h);
+    d_hidden = take(tl * h);
     loss.d_loss = take(t);
   }
 
-  final_norm_output = take(t * h);
-  final_norm = take_norm_stats(layer_norm, t);
+  final_norm_output = take(tl * h);
+  final_norm = take_norm_stats(layer_norm, tl);
   logits = take((last_position_logits ? batch : t) * vocab);
   if (!training) {
     predictions = take_index(t);

@@ -7,6 +7,9 @@
 //                     recomputing the layer's forward just before its backward;
 //   evaluation:       one shared activation set and two alternating hidden buffers;
 //   generation:       as evaluation, with logits for the last position of each sequence only.
+// Under sequence parallelism (training only) the buffers outside the tensor-parallel regions
+// (layer inputs, norms, residuals, their gradients) hold this rank's s/tp tokens, and two shared
+// whole-sequence buffers take the gathered and the to-be-scattered tensors.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -20,16 +23,37 @@
 
 namespace mgt {
 
+// Elements a layout takes, without allocating it: what the memory estimate counts. Counts beyond
+// 64 bits saturate at SaturatingSize::kSaturated (core/checked_size.hpp).
+struct ActivationElements {
+  int64_t floats = 0;
+  int64_t indices = 0;  // int64 each
+  int64_t bytes() const;  // as fp32 floats
+};
+
 class ActivationMemory {
 public:
+  // What the constructor with the same arguments allocates, computed without allocating and
+  // without wrapping around. Kept beside the constructor: a buffer added there must be counted
+  // here (a unit test compares the two).
+  static ActivationElements elements(const GptConfig& config, int64_t tp_size, int64_t seq, int64_t batch,
+                                     bool training, bool last_position_logits = false,
+                                     bool sequence_parallel = false);
+
+  // sequence_parallel needs tp.size > 1 dividing seq.
   ActivationMemory(Backend& backend, const GptConfig& config, const TensorParallelRank& tp,
-                   int64_t seq, int64_t batch, bool training, bool last_position_logits = false);
+                   int64_t seq, int64_t batch, bool training, bool last_position_logits = false,
+                   bool sequence_parallel = false);
   ActivationMemory(const ActivationMemory&) = delete;
   ActivationMemory& operator=(const ActivationMemory&) = delete;
+
+  // Elements this one allocated.
+  ActivationElements allocated() const;
 
   int64_t seq() const { return seq_; }
   int64_t batch() const { return batch_; }
   bool training() const { return training_; }
+  bool sequence_parallel() const { return sequence_parallel_; }
 
   // Inputs, sequence-major [s·b].
   IndexView tokens;
@@ -45,7 +69,7 @@ public:
   }
   LayerScratch scratch;
 
-  FloatView final_norm_output;  // [s·b, h]
+  FloatView final_norm_output;  // [s·b, h] ([s/tp·b, h] under sequence parallelism)
   NormStats final_norm;
   FloatView logits;  // [s·b, local vocab] ([b, local vocab] for generation); its gradient in the backward
   LossActivations loss;
@@ -54,7 +78,8 @@ public:
   // their labels, compacted.
   IndexView selected_rows;
   IndexView selected_labels;
-  FloatView d_hidden;  // [s·b, h]
+  FloatView d_hidden;  // [s·b, h] ([s/tp·b, h] under sequence parallelism)
+  SequenceParallelScratch sequence;  // [s·b, h] each, under sequence parallelism only
 
 private:
   FloatView take(int64_t n);
@@ -64,6 +89,7 @@ private:
   int64_t seq_;
   int64_t batch_;
   bool training_;
+  bool sequence_parallel_;
   std::vector<DeviceBuffer> owned_;
   std::vector<DeviceIndexBuffer> owned_index_;
   std::vector<FloatView> hidden_;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/checked_size.hpp"
 #include "core/error.hpp"
 
 namespace mgt {
@@ -127,7 +128,7 @@ GptConfig GptConfig::resolved() const {
     c.ffn_hidden_size =
         c.gated_linear_unit()
             ? static_cast<int64_t>(4.0 * static_cast<double>(c.hidden_size) * 2.0 / 3.0 / 64.0) * 64
-            : 4 * c.hidden_size;
+            : (CheckedSize(4) * c.hidden_size).value();
     require(c.ffn_hidden_size > 0, "the default SwiGLU --ffn-hidden-size int(4·" +
                                        str(c.hidden_size) +
                                        "·2/3/64)·64 is 0; give --ffn-hidden-size explicitly");
@@ -160,24 +161,27 @@ GptConfig GptConfig::resolved() const {
 }
 
 int64_t GptConfig::num_parameters() const {
+  // Checked arithmetic: the dimensions come from users, and a count that wrapped around would
+  // let a model far too large pass for a small one.
   const GptConfig c = resolved();
-  const int64_t h = c.hidden_size;
-  const int64_t bias = c.add_bias_linear ? 1 : 0;
-  const int64_t norm = c.normalization == Normalization::kLayerNorm ? 2 * h : h;
-  const int64_t attention_width = c.num_attention_heads * c.kv_channels;
+  using N = CheckedSize;
+  const N h = c.hidden_size;
+  const N bias = c.add_bias_linear ? 1 : 0;
+  const N norm = c.normalization == Normalization::kLayerNorm ? h * 2 : h;
+  const N attention_width = N(c.num_attention_heads) * c.kv_channels;
+  const N qkv = (N(c.num_attention_heads) + N(2) * c.query_groups()) * c.kv_channels;
+  const N fc1 = c.gated_linear_unit() ? N(2) * c.ffn_hidden_size : N(c.ffn_hidden_size);
 
-  const int64_t layer = norm                                      // input_layernorm
-                        + c.qkv_size() * h + bias * c.qkv_size()  // linear_qkv
-                        + h * attention_width + bias * h          // linear_proj
-                        + norm                                    // pre_mlp_layernorm
-                        + c.fc1_size() * h + bias * c.fc1_size()  // linear_fc1
-                        + h * c.ffn_hidden_size + bias * h;       // linear_fc2
-  int64_t total = c.padded_vocab_size * h + c.num_layers * layer + norm;
-  if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
-    total += c.max_position_embeddings * h;
-  }
-  if (c.untie_embeddings_and_output_weights) total += c.padded_vocab_size * h;
-  return total;
+  const N layer = norm                            // input_layernorm
+                  + qkv * h + bias * qkv          // linear_qkv
+                  + h * attention_width + bias * h  // linear_proj
+                  + norm                          // pre_mlp_layernorm
+                  + fc1 * h + bias * fc1          // linear_fc1
+                  + h * c.ffn_hidden_size + bias * h;  // linear_fc2
+  N total = N(c.padded_vocab_size) * h + N(c.num_layers) * layer + norm;
+  if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) total += N(c.max_position_embeddings) * h;
+  if (c.untie_embeddings_and_output_weights) total += N(c.padded_vocab_size) * h;
+  return total.value();
 }
 
 double GptConfig::num_floating_point_operations(int64_t global_batch_size) const {

@@ -67,7 +67,8 @@ struct GptConfig {
   int64_t rotary_dim() const;
   bool gated_linear_unit() const { return activation == Activation::kSwiglu; }
 
-  // Number of parameters of the whole (unsharded) model, tied output counted once.
+  // Number of parameters of the whole (unsharded) model, tied output counted once. Throws
+  // mgt::Error when the count overflows 64 bits.
   int64_t num_parameters() const;
 
   // Megatron's num_floating_point_operations for one iteration of global_batch_size sequences

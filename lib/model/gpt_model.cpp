@@ -51,18 +51,26 @@ std::vector<T> transpose_01(std::span<const T> x, int64_t rows, int64_t cols, in
 }  // namespace
 
 GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed,
-                   const TensorParallelRank& tp)
+                   const TensorParallelism& tp)
     : backend_(&backend),
-      params_(config, backend, tp),
-      embedding_(params_),
+      tp_(backend, tp.group),
+      sequence_parallel_(tp.sequence_parallel && tp_.active()),
+      params_(config, backend, tp_.tensor_parallel_rank()),
+      embedding_(params_, tp_),
       final_norm_(params_, "decoder.final_layernorm"),
-      output_layer_(params_, output_weight_name(params_.config()), ""),
-      loss_(params_) {
-  require(tp.size == 1,
-          "tensor parallelism is not implemented in the model yet; "
-          "--tensor-model-parallel-size must be 1");
+      output_layer_(params_, output_weight_name(params_.config()), "", tp_),
+      loss_(params_, tp_) {
   layers_.reserve(static_cast<size_t>(params_.config().num_layers));
-  for (int64_t l = 0; l < params_.config().num_layers; ++l) layers_.emplace_back(params_, l);
+  for (int64_t l = 0; l < params_.config().num_layers; ++l) layers_.emplace_back(params_, l, tp_);
+  if (sequence_parallel_) {
+    int64_t packed = 0;
+    for (const ParameterEntry& e : params_.entries()) {
+      if (!e.sequence_parallel) continue;
+      sequence_parallel_params_.push_back(&e);
+      packed += e.numel();
+    }
+    sequence_parallel_grads_ = DeviceBuffer(backend, packed);
+  }
   if (init_seed) params_.initialize(*init_seed);
 }
 
@@ -75,7 +83,8 @@ ActivationMemory& GptModel::memory_for(const MicroBatch& batch, bool training) {
   if (!memory || memory->seq() != batch.seq_length || memory->batch() != batch.batch_size) {
     memory.reset();  // release the old shape's buffers before allocating the new ones
     memory = std::make_unique<ActivationMemory>(*backend_, config(), params_.tensor_parallel(),
-                                                batch.seq_length, batch.batch_size, training);
+                                                batch.seq_length, batch.batch_size, training,
+                                                false, training && sequence_parallel_);
   }
   return *memory;
 }
@@ -121,19 +130,20 @@ void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory) {
 void GptModel::decoder_pass(const ForwardContext& ctx, ActivationMemory& memory) {
   const auto num_layers = static_cast<int64_t>(layers_.size());
   embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
-                     memory.hidden(0));
+                     memory.sequence, memory.hidden(0));
   for (int64_t l = 0; l < num_layers; ++l) {
     layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
                                             memory.hidden(l + 1));
   }
-  final_norm_.forward(memory.hidden(num_layers), ctx.tokens(), memory.final_norm_output,
+  final_norm_.forward(memory.hidden(num_layers), ctx.local_tokens(), memory.final_norm_output,
                       memory.final_norm);
 }
 
 void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss) {
   const int64_t tokens = ctx.tokens();
   decoder_pass(ctx, memory);
-  output_layer_.forward(memory.final_norm_output, tokens, memory.logits);
+  output_layer_.forward(memory.final_norm_output, tokens, memory.logits,
+                        ctx.when_sequence_parallel(memory.sequence.gathered));
   if (with_loss) loss_.forward(memory.logits, memory.labels, tokens, memory.loss);
 }
 
@@ -144,8 +154,10 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
   const bool recompute_layers = config().recompute_granularity == RecomputeGranularity::kFull;
 
   loss_.backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens, memory.loss);
-  output_layer_.backward(memory.logits, memory.final_norm_output, tokens, memory.scratch.hidden_a);
-  final_norm_.backward(memory.scratch.hidden_a, memory.hidden(num_layers), tokens,
+  output_layer_.backward(memory.logits, memory.final_norm_output, tokens, memory.scratch.hidden_a,
+                         ctx.when_sequence_parallel(memory.sequence.gathered),
+                         ctx.when_sequence_parallel(memory.sequence.whole));
+  final_norm_.backward(memory.scratch.hidden_a, memory.hidden(num_layers), ctx.local_tokens(),
                        memory.final_norm, memory.d_hidden);
   for (int64_t l = num_layers - 1; l >= 0; --l) {
     const TransformerLayer& layer = layers_[static_cast<size_t>(l)];
@@ -157,7 +169,31 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
     }
     layer.backward(ctx, memory.hidden(l), memory.layer(l), memory.scratch, memory.d_hidden);
   }
-  embedding_.backward(ctx, memory.tokens, memory.positions, memory.d_hidden);
+  embedding_.backward(ctx, memory.tokens, memory.positions, memory.sequence, memory.d_hidden);
+}
+
+ConstFloatView GptModel::whole_vocab_logits(ConstFloatView logits, int64_t rows,
+                                            DeviceBuffer& whole) const {
+  if (!tp_.active()) return logits;
+  whole = DeviceBuffer(*backend_, rows * config().padded_vocab_size);
+  tp_.gather_from_tensor_region_forward(logits, rows, whole.view());
+  return whole.view();
+}
+
+void GptModel::all_reduce_sequence_parallel_grads() {
+  if (!sequence_parallel_) return;
+  const FloatView packed = sequence_parallel_grads_.view();
+  int64_t offset = 0;
+  for (const ParameterEntry* e : sequence_parallel_params_) {
+    backend_->copy(params_.grad(*e), packed.subspan(offset, e->numel()));
+    offset += e->numel();
+  }
+  tp_.all_reduce(packed, dist::ReduceOp::Sum);
+  offset = 0;
+  for (const ParameterEntry* e : sequence_parallel_params_) {
+    backend_->copy(packed.subspan(offset, e->numel()), params_.grad(*e));
+    offset += e->numel();
+  }
 }
 
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
@@ -166,7 +202,9 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
   require(!batch.labels.empty(), "forward_backward needs labels");
   ActivationMemory& memory = memory_for(batch, true);
   upload(batch, memory);
-  const ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng};
+  const ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng,
+                           sequence_parallel_ ? tp_.size() : 1,
+                           sequence_parallel_ ? tp_.rank() : 0};
   forward_pass(ctx, memory, true);
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
   const double denominator = sum.tokens * static_cast<double>(num_microbatches);
@@ -175,7 +213,8 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
   return {sum.loss_sum, sum.tokens};
 }
 
-ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits, bool return_argmax) {
+ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits,
+                                     bool return_argmax) {
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
   const bool with_loss = !batch.labels.empty();
@@ -192,16 +231,19 @@ ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits
     backend_->copy_to_host(memory.loss.losses, losses);
     out.losses = transpose_01<float>(losses, s, b, 1);
   }
+  if (!return_argmax && !return_logits) return out;
+  const int64_t vocab = config().padded_vocab_size;
+  DeviceBuffer gathered;
+  const ConstFloatView all_logits = whole_vocab_logits(memory.logits, s * b, gathered);
   if (return_argmax) {
-    backend_->row_argmax(memory.logits, s * b, config().padded_vocab_size, memory.predictions);
+    backend_->row_argmax(all_logits, s * b, vocab, memory.predictions);
     std::vector<int64_t> argmax(static_cast<size_t>(b * s));
     backend_->copy_to_host(memory.predictions, argmax);
     out.argmax = transpose_01<int64_t>(argmax, s, b, 1);
   }
   if (return_logits) {
-    const int64_t vocab = config().padded_vocab_size;
     std::vector<float> logits(static_cast<size_t>(b * s * vocab));
-    backend_->copy_to_host(memory.logits, logits);
+    backend_->copy_to_host(all_logits, logits);
     out.logits = transpose_01<float>(logits, s, b, vocab);
   }
   return out;
@@ -242,7 +284,7 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
   // then the output layer and the loss on those rows only.
   const FloatView selected = memory.scratch.hidden_a.first(m * h);
   backend_->embedding_forward(memory.selected_rows.first(m), memory.final_norm_output, 0, h, selected);
-  const FloatView logits = memory.logits.first(m * vocab);
+  const FloatView logits = memory.logits.first(m * loss_.local_vocab());
   output_layer_.forward(selected, m, logits);
   const LossActivations loss{memory.loss.losses.first(m), memory.loss.row_max.first(m), memory.loss.sum_exp.first(m),
                              {}};
@@ -252,7 +294,9 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
   backend_->copy_to_host(loss.losses, losses);
   std::vector<int64_t> argmax;
   if (return_argmax) {
-    backend_->row_argmax(logits, m, vocab, memory.predictions.first(m));
+    DeviceBuffer gathered;
+    backend_->row_argmax(whole_vocab_logits(logits, m, gathered), m, vocab,
+                         memory.predictions.first(m));
     argmax.resize(static_cast<size_t>(m));
     backend_->copy_to_host(memory.predictions.first(m), argmax);
   }
@@ -299,7 +343,8 @@ std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int
   const ForwardContext ctx{n, b, false, {}};
   const int64_t h = config().hidden_size;
   const auto num_layers = static_cast<int64_t>(layers_.size());
-  embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a, memory.hidden(0));
+  embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
+                     memory.sequence, memory.hidden(0));
   for (int64_t l = 0; l < num_layers; ++l) {
     layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
                                             memory.hidden(l + 1), &cache.layer(l), past);
@@ -312,7 +357,8 @@ std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int
   final_norm_.forward(last, b, memory.final_norm_output.first(b * h), stats);
   output_layer_.forward(memory.final_norm_output.first(b * h), b, memory.logits);
   std::vector<float> logits(static_cast<size_t>(b * config().padded_vocab_size));
-  backend_->copy_to_host(memory.logits, logits);
+  DeviceBuffer gathered;
+  backend_->copy_to_host(whole_vocab_logits(memory.logits, b, gathered), logits);
   return logits;
 }
 

@@ -7,6 +7,16 @@
 // Megatron's per-micro-batch loss (pretrain_gpt.py loss_func, then forward_step's division by
 // the number of micro-batches), so that after all micro-batches of an iteration the buffer holds
 // the gradient of the mean of the micro-batch losses. Data-parallel averaging is the caller's.
+//
+// Tensor parallelism (a TensorParallelism with the tensor-model-parallel group): Megatron's
+// splits, each rank holding its shard of every partitioned tensor (see parameter_table.hpp) —
+// vocab-parallel embedding, column-parallel linear_qkv / linear_fc1 / output layer, row-parallel
+// linear_proj / linear_fc2, vocab-parallel cross-entropy. Every rank of the group is given the
+// same micro-batch and returns the same loss; the loss and the gradients are those of the
+// single-rank model with the unsharded parameters. With --sequence-parallel, training passes
+// also split the activations outside the tensor-parallel regions along the sequence; call
+// all_reduce_sequence_parallel_grads() once the iteration's micro-batches are done. Evaluation
+// and generation passes run without sequence parallelism (same results, as Megatron's inference).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -21,9 +31,10 @@
 #include "model/gpt_embedding.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/kv_cache.hpp"
-#include "model/linear_layer.hpp"
 #include "model/lm_loss.hpp"
 #include "model/norm_layer.hpp"
+#include "model/parallel_linear.hpp"
+#include "model/tensor_parallel_mappings.hpp"
 #include "model/transformer_layer.hpp"
 
 namespace mgt {
@@ -48,7 +59,7 @@ struct LossSum {
 struct ForwardOutput {
   LossSum loss;               // zero without labels
   std::vector<float> losses;  // [b, s] per-token cross-entropy, unmasked; empty without labels
-  std::vector<float> logits;  // [b, s, padded vocab] when requested
+  std::vector<float> logits;  // [b, s, padded vocab] when requested (gathered over TP ranks)
   // [b, s] the id of the largest logit at each position (the first on ties, over the padded
   // vocabulary), when requested: what zero-shot accuracy needs, without the logits.
   std::vector<int64_t> argmax;
@@ -57,9 +68,11 @@ struct ForwardOutput {
 class GptModel {
 public:
   // Builds the parameters and initialises them from init_seed (Megatron's --seed); without a
-  // seed they stay zero, for a caller about to load them from a checkpoint.
+  // seed they stay zero, for a caller about to load them from a checkpoint. Under tensor
+  // parallelism each rank initialises its shard of the single-rank model's initial values; the
+  // collectives of every later call must be made by all ranks of tp.group together.
   GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed = 1234,
-           const TensorParallelRank& tp = {});
+           const TensorParallelism& tp = {});
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
   ~GptModel();
@@ -68,6 +81,9 @@ public:
   GptParameters& parameters() { return params_; }
   const GptParameters& parameters() const { return params_; }
   Backend& backend() const { return *backend_; }
+  const TensorParallelMappings& tensor_parallel() const { return tp_; }
+  // Whether training passes split the sequence (--sequence-parallel with a group of 2 or more).
+  bool sequence_parallel() const { return sequence_parallel_; }
 
   // Training step on one micro-batch, dropout active: accumulates gradients (call
   // parameters().zero_grads() at the start of an iteration). A micro-batch whose loss mask is
@@ -75,8 +91,17 @@ public:
   LossSum forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                            int64_t num_microbatches);
 
+  // Under sequence parallelism, each rank's gradients of the parameters applied to sequence
+  // slices (norms, row-parallel biases: ParameterEntry::sequence_parallel) cover its slice only;
+  // this all-reduces them over the tensor-parallel group, as Megatron's finalize_model_grads
+  // (_allreduce_layernorm_grads) does. Call once per iteration, after the last micro-batch's
+  // forward_backward and before the gradients are used (clipping, the optimizer). Nothing to do
+  // without sequence parallelism. Collective over the tensor-parallel group.
+  void all_reduce_sequence_parallel_grads();
+
   // Evaluation: no dropout, no gradients.
-  ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false, bool return_argmax = false);
+  ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false,
+                             bool return_argmax = false);
 
   // Evaluation of the positions whose loss_mask is non-zero only: the output layer, the loss
   // and the argmax run for those rows alone. Zero-shot tasks score a few positions of each row,
@@ -99,14 +124,23 @@ private:
   // Embedding, layers and final norm: fills memory.final_norm_output.
   void decoder_pass(const ForwardContext& ctx, ActivationMemory& memory);
   void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale);
+  // The whole-vocabulary logits of `rows` rows from this rank's [rows, local vocab] ones: the
+  // logits themselves without tensor parallelism, else gathered into `whole`.
+  ConstFloatView whole_vocab_logits(ConstFloatView logits, int64_t rows,
+                                    DeviceBuffer& whole) const;
 
   Backend* backend_;
+  TensorParallelMappings tp_;
+  bool sequence_parallel_;
   GptParameters params_;
   GptEmbedding embedding_;
   std::vector<TransformerLayer> layers_;
   NormLayer final_norm_;
-  LinearLayer output_layer_;
+  ColumnParallelLinear output_layer_;
   LanguageModelLoss loss_;
+  // The sequence-parallel gradients, packed for one all-reduce.
+  std::vector<const ParameterEntry*> sequence_parallel_params_;
+  DeviceBuffer sequence_parallel_grads_;
   std::unique_ptr<ActivationMemory> train_memory_;
   std::unique_ptr<ActivationMemory> eval_memory_;
   std::unique_ptr<ActivationMemory> generation_memory_;

@@ -26,4 +26,24 @@ void LinearLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Fl
   if (!dx.empty()) backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
 }
 
+void LinearLayer::forward_without_bias(ConstFloatView x, int64_t rows, FloatView y) const {
+  backend_->linear_forward(x, weight_, {}, rows, in_, out_, y);
+}
+
+void LinearLayer::add_bias(FloatView y, int64_t rows) const {
+  if (!bias_.empty()) backend_->add_bias(y, bias_, rows, out_);
+}
+
+void LinearLayer::backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
+  backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
+}
+
+void LinearLayer::backward_bias(ConstFloatView dy, int64_t rows) const {
+  if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_);
+}
+
+void LinearLayer::backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {
+  backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
+}
+
 }  // namespace mgt

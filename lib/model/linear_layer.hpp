@@ -1,6 +1,6 @@
-// A linear layer y = x·Wᵀ + b whose weight and bias live in the flat parameter buffer. Column-
-// and row-parallel variants will add their communication around these calls; the arithmetic on
-// the local shard stays the same.
+// A linear layer y = x·Wᵀ + b whose weight and bias live in the flat parameter buffer: the
+// arithmetic on one rank's shard. The column- and row-parallel layers (parallel_linear.hpp) add
+// their communication around these calls.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +22,19 @@ public:
   void forward(ConstFloatView x, int64_t rows, FloatView y) const;
   // dW += dyᵀ·x, db += Σ dy; dx = dy·W unless dx is empty.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const;
+
+  // The steps separately, for a layer whose bias is added after a reduction.
+  bool has_bias() const { return !bias_.empty(); }
+  // y[rows, out] = x·Wᵀ.
+  void forward_without_bias(ConstFloatView x, int64_t rows, FloatView y) const;
+  // y[rows, out] += b (nothing without bias).
+  void add_bias(FloatView y, int64_t rows) const;
+  // dW += dyᵀ·x.
+  void backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const;
+  // db += Σ dy over `rows` rows (nothing without bias).
+  void backward_bias(ConstFloatView dy, int64_t rows) const;
+  // dx = dy·W.
+  void backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const;
 
 private:
   Backend* backend_;

@@ -1,11 +1,16 @@
 // The language-model loss on the output logits: per-token softmax cross-entropy over the
-// (padded) vocabulary, then Megatron's masked mean. Written as the steps of the vocab-parallel
-// cross entropy so that tensor parallelism only adds all-reduces between them.
+// (padded) vocabulary, then Megatron's masked mean. Under tensor parallelism the logits are split
+// over the vocabulary and the loss is Megatron's _VocabParallelCrossEntropy
+// (megatron/core/tensor_parallel/cross_entropy.py): the row maxima are all-reduced (max), then
+// the sums of exponentials and the target logits (zero on ranks not holding the target) are
+// all-reduced (sum), and loss = (max − target) + log(sum_exp) on every rank. The backward needs
+// no communication: softmax − one-hot over this rank's slice.
 #pragma once
 #include <cstdint>
 
 #include "kernels/backend.hpp"
 #include "model/gpt_parameters.hpp"
+#include "model/tensor_parallel_mappings.hpp"
 
 namespace mgt {
 
@@ -18,10 +23,12 @@ struct LossActivations {
 
 class LanguageModelLoss {
 public:
-  explicit LanguageModelLoss(GptParameters& params);
+  // `tp` must outlive the loss.
+  LanguageModelLoss(GptParameters& params, const TensorParallelMappings& tp);
 
   int64_t local_vocab() const { return vocab_; }
 
+  // logits [tokens, local vocab]; every rank gets the whole losses.
   void forward(ConstFloatView logits, ConstIndexView labels, int64_t tokens,
                const LossActivations& saved) const;
   // Overwrites logits with ∂loss/∂logits, where the loss is Σ mask·CE · scale.
@@ -30,6 +37,7 @@ public:
 
 private:
   Backend* backend_;
+  const TensorParallelMappings* tp_;
   int64_t vocab_;
   int64_t vocab_start_;
 };

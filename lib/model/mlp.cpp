@@ -2,19 +2,20 @@
 
 namespace mgt {
 
-Mlp::Mlp(GptParameters& params, int64_t layer)
+Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp)
     : backend_(&params.backend()),
       activation_(params.config().activation),
       ffn_(params.config().ffn_hidden_size / params.tensor_parallel().size),
       fc1_(params, layer_prefix(layer) + ".mlp.linear_fc1.weight",
-           layer_prefix(layer) + ".mlp.linear_fc1.bias"),
+           layer_prefix(layer) + ".mlp.linear_fc1.bias", tp),
       fc2_(params, layer_prefix(layer) + ".mlp.linear_fc2.weight",
-           layer_prefix(layer) + ".mlp.linear_fc2.bias") {}
+           layer_prefix(layer) + ".mlp.linear_fc2.bias", tp) {}
 
 void Mlp::forward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
-                  FloatView output) const {
+                  const MlpScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
-  fc1_.forward(input, tokens, saved.fc1_output);
+  fc1_.forward(input, tokens, saved.fc1_output,
+               ctx.when_sequence_parallel(scratch.sequence.gathered));
   switch (activation_) {
     case Activation::kGelu:
       backend_->gelu_forward(saved.fc1_output, saved.activation_output);
@@ -26,13 +27,15 @@ void Mlp::forward(const ForwardContext& ctx, ConstFloatView input, const MlpActi
       backend_->swiglu_forward(saved.fc1_output, tokens, ffn_, saved.activation_output);
       break;
   }
-  fc2_.forward(saved.activation_output, tokens, output);
+  fc2_.forward(saved.activation_output, tokens, output,
+               ctx.when_sequence_parallel(scratch.sequence.whole));
 }
 
 void Mlp::backward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
                    const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input) const {
   const int64_t tokens = ctx.tokens();
-  fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_activation);
+  fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_activation,
+                ctx.when_sequence_parallel(scratch.sequence.whole));
   switch (activation_) {
     case Activation::kGelu:
       backend_->gelu_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
@@ -45,7 +48,9 @@ void Mlp::backward(const ForwardContext& ctx, ConstFloatView input, const MlpAct
                                 scratch.d_fc1);
       break;
   }
-  fc1_.backward(scratch.d_fc1, input, tokens, d_input);
+  fc1_.backward(scratch.d_fc1, input, tokens, d_input,
+                ctx.when_sequence_parallel(scratch.sequence.gathered),
+                ctx.when_sequence_parallel(scratch.sequence.whole));
 }
 
 }  // namespace mgt

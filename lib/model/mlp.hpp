@@ -1,12 +1,15 @@
 // Megatron's MLP block: linear_fc1 (h → f, or h → 2f = [gate | up] with SwiGLU), the activation
-// (GELU, tanh GELU or SwiGLU), linear_fc2 (f → h).
+// (GELU, tanh GELU or SwiGLU), linear_fc2 (f → h). Under tensor parallelism linear_fc1 is
+// column-parallel and linear_fc2 row-parallel: each rank holds f/tp features, for SwiGLU its
+// gate and up halves as one [gate_rank ; up_rank] shard, so the activation pairs them locally.
 #pragma once
 #include <cstdint>
 
 #include "kernels/backend.hpp"
 #include "model/forward_context.hpp"
 #include "model/gpt_parameters.hpp"
-#include "model/linear_layer.hpp"
+#include "model/parallel_linear.hpp"
+#include "model/tensor_parallel_mappings.hpp"
 
 namespace mgt {
 
@@ -18,17 +21,20 @@ struct MlpActivations {
 struct MlpScratch {
   FloatView d_activation;  // [s, b, ffn]
   FloatView d_fc1;         // [s, b, fc1 features]
+  SequenceParallelScratch sequence;  // under sequence parallelism (forward and backward)
 };
 
 class Mlp {
 public:
-  Mlp(GptParameters& params, int64_t layer);
+  // `tp` must outlive the block.
+  Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp);
 
   int64_t ffn() const { return ffn_; }  // local
   int64_t fc1_size() const { return fc1_.out_features(); }
 
+  // Under sequence parallelism input and output are this rank's [s/tp, b, h] slices.
   void forward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
-               FloatView output) const;
+               const MlpScratch& scratch, FloatView output) const;
   void backward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
                 const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input) const;
 
@@ -36,8 +42,8 @@ private:
   Backend* backend_;
   Activation activation_;
   int64_t ffn_;
-  LinearLayer fc1_;
-  LinearLayer fc2_;
+  ColumnParallelLinear fc1_;
+  RowParallelLinear fc2_;
 };
 
 }  // namespace mgt

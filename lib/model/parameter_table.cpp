@@ -31,8 +31,14 @@ class TableBuilder {
 public:
   explicit TableBuilder(const TensorParallelRank& tp) : tp_(tp) {}
 
+  // Norms and row-parallel biases: replicated, with sequence-parallel gradients.
+  void add_sequence_parallel(std::string name, int64_t size, ParameterInit init) {
+    add(std::move(name), {size}, kNotPartitioned, init);
+    table_.entries.back().sequence_parallel = true;
+  }
+
   void add(std::string name, std::vector<int64_t> shape, int64_t partition_dim, ParameterInit init,
-           double std = 0.0, int64_t chunks = 1) {
+           double std = 0.0, int64_t chunks = 1, int64_t block = 1) {
     ParameterEntry e;
     e.name = std::move(name);
     e.global_shape = shape;
@@ -42,6 +48,8 @@ public:
     }
     e.partition_dim = partition_dim;
     e.partition_chunks = chunks;
+    e.partition_block = block;
+    e.tensor_parallel_replicated = partition_dim == kNotPartitioned;
     e.weight_decay = shape.size() > 1 && !ends_with(e.name, ".bias");
     e.init = init;
     e.init_std = std;
@@ -123,11 +131,13 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
   const bool layer_norm = c.normalization == Normalization::kLayerNorm;
   const int64_t attention_width = c.num_attention_heads * c.kv_channels;
   const int64_t fc1_chunks = c.gated_linear_unit() ? 2 : 1;
+  // One query group's rows of the fused QKV projection (see ParameterEntry::partition_block).
+  const int64_t qkv_block = (c.num_attention_heads / c.query_groups() + 2) * c.kv_channels;
 
   TableBuilder b(tp);
   auto add_norm = [&](const std::string& prefix) {
-    b.add(prefix + ".weight", {h}, kNotPartitioned, ParameterInit::kOnes);
-    if (layer_norm) b.add(prefix + ".bias", {h}, kNotPartitioned, ParameterInit::kZeros);
+    b.add_sequence_parallel(prefix + ".weight", h, ParameterInit::kOnes);
+    if (layer_norm) b.add_sequence_parallel(prefix + ".bias", h, ParameterInit::kZeros);
   };
 
   b.add("embedding.word_embeddings.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal,
@@ -140,11 +150,13 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     const std::string layer = layer_prefix(i);
     add_norm(layer + ".input_layernorm");
     const std::string qkv = layer + ".self_attention.linear_qkv";
-    b.add(qkv + ".weight", {c.qkv_size(), h}, 0, ParameterInit::kNormal, std);
-    if (c.add_bias_linear) b.add(qkv + ".bias", {c.qkv_size()}, 0, ParameterInit::kZeros);
+    b.add(qkv + ".weight", {c.qkv_size(), h}, 0, ParameterInit::kNormal, std, 1, qkv_block);
+    if (c.add_bias_linear) {
+      b.add(qkv + ".bias", {c.qkv_size()}, 0, ParameterInit::kZeros, 0.0, 1, qkv_block);
+    }
     const std::string proj = layer + ".self_attention.linear_proj";
     b.add(proj + ".weight", {h, attention_width}, 1, ParameterInit::kNormal, scaled_std);
-    if (c.add_bias_linear) b.add(proj + ".bias", {h}, kNotPartitioned, ParameterInit::kZeros);
+    if (c.add_bias_linear) b.add_sequence_parallel(proj + ".bias", h, ParameterInit::kZeros);
     add_norm(layer + ".pre_mlp_layernorm");
     const std::string fc1 = layer + ".mlp.linear_fc1";
     b.add(fc1 + ".weight", {c.fc1_size(), h}, 0, ParameterInit::kNormal, std, fc1_chunks);
@@ -153,7 +165,7 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     }
     const std::string fc2 = layer + ".mlp.linear_fc2";
     b.add(fc2 + ".weight", {h, c.ffn_hidden_size}, 1, ParameterInit::kNormal, scaled_std);
-    if (c.add_bias_linear) b.add(fc2 + ".bias", {h}, kNotPartitioned, ParameterInit::kZeros);
+    if (c.add_bias_linear) b.add_sequence_parallel(fc2 + ".bias", h, ParameterInit::kZeros);
   }
   add_norm("decoder.final_layernorm");
   if (c.untie_embeddings_and_output_weights) {

@@ -39,8 +39,23 @@ struct ParameterEntry {
   // kNotPartitioned: replicated on every tensor-parallel rank.
   int64_t partition_dim = kNotPartitioned;
   // Dim 0 of the global tensor is this many equal blocks, each split across the ranks on its own
-  // (2 for SwiGLU's linear_fc1, whose shard is [gate_rank ; up_rank]).
+  // (2 for SwiGLU's linear_fc1, whose shard is [gate_rank ; up_rank]: the TP-merged matrix is
+  // gate_0 up_0 gate_1 up_1 …, and a reshard splits each shard in halves first).
   int64_t partition_chunks = 1;
+  // Rows of the split dimension that always stay together on one rank: (heads/groups + 2) ·
+  // kv_channels for the fused QKV weight and bias, one query group's q, k and v rows in
+  // Megatron's per-group layout (q₁ q₂ k₁ v₁ | q₃ q₄ k₂ v₂ | …), so a shard holds whole groups and
+  // resharding is a plain re-chunking along dim 0 at group boundaries; 1 otherwise.
+  int64_t partition_block = 1;
+  // Megatron's param_is_not_tensor_parallel_duplicate, negated: the tensor is replicated, the
+  // same on every tensor-parallel rank (norms, position embeddings, row-parallel biases), so
+  // gradient norms and parameter counts take it from tensor-parallel rank 0 only.
+  bool tensor_parallel_replicated = false;
+  // Megatron's sequence_parallel attribute: a replicated tensor applied to the activations that
+  // --sequence-parallel splits along the sequence (norm weights and biases, row-parallel biases).
+  // Each rank's gradient then covers its part of the sequence only, and the model all-reduces
+  // these gradients over the tensor-parallel group (GptModel::all_reduce_sequence_parallel_grads).
+  bool sequence_parallel = false;
   bool weight_decay = true;  // Megatron: no decay for 1-D tensors and biases
   ParameterInit init = ParameterInit::kNormal;
   double init_std = 0.0;
@@ -49,6 +64,11 @@ struct ParameterEntry {
   int64_t global_numel() const;  // elements of the unsharded tensor
   // Row-major index in the global tensor of this rank's local element `local_index`.
   int64_t global_index(int64_t local_index, const TensorParallelRank& tp) const;
+  // Whether the rank's copy counts in a norm or a sum over the whole model: always for a
+  // partitioned tensor, on tensor-parallel rank 0 only for a replicated one.
+  bool counted_on(const TensorParallelRank& tp) const {
+    return !tensor_parallel_replicated || tp.rank == 0;
+  }
 };
 
 struct ParameterTable {

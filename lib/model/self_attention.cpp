@@ -4,18 +4,21 @@
 
 namespace mgt {
 
-SelfAttention::SelfAttention(GptParameters& params, int64_t layer)
+SelfAttention::SelfAttention(GptParameters& params, int64_t layer,
+                             const TensorParallelMappings& tp)
     : backend_(&params.backend()),
       layer_(layer),
       heads_(params.config().num_attention_heads / params.tensor_parallel().size),
       groups_(params.config().query_groups() / params.tensor_parallel().size),
       head_dim_(params.config().kv_channels),
+      first_head_(params.tensor_parallel().rank * heads_),
+      all_heads_(params.config().num_attention_heads),
       rope_(params.config().position_embedding_type == PositionEmbeddingType::kRope),
       attention_dropout_(params.config().attention_dropout),
       qkv_(params, layer_prefix(layer) + ".self_attention.linear_qkv.weight",
-           layer_prefix(layer) + ".self_attention.linear_qkv.bias"),
+           layer_prefix(layer) + ".self_attention.linear_qkv.bias", tp),
       proj_(params, layer_prefix(layer) + ".self_attention.linear_proj.weight",
-            layer_prefix(layer) + ".self_attention.linear_proj.bias") {
+            layer_prefix(layer) + ".self_attention.linear_proj.bias", tp) {
   rotary_.rotary_dim = params.config().rotary_dim();
   rotary_.base = params.config().rotary_base;
   rotary_.position_offset = 0;
@@ -38,6 +41,9 @@ AttentionParams SelfAttention::params(const ForwardContext& ctx) const {
   p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
   p.dropout_p = ctx.dropout_p(attention_dropout_);
   p.dropout_key = ctx.key(layer_, DropoutSite::kAttentionProbs);
+  // Numbered by the global head, so that each rank draws its heads' part of the one mask.
+  p.dropout_heads = all_heads_;
+  p.dropout_first_head = first_head_;
   return p;
 }
 
@@ -53,7 +59,7 @@ void SelfAttention::forward(const ForwardContext& ctx, ConstFloatView input,
   const FloatView key = cache ? cache->key.subspan(past * ctx.batch * groups_ * head_dim_, kv_elements) : saved.key;
   const FloatView value =
       cache ? cache->value.subspan(past * ctx.batch * groups_ * head_dim_, kv_elements) : saved.value;
-  qkv_.forward(input, tokens, scratch.mixed);
+  qkv_.forward(input, tokens, scratch.mixed, ctx.when_sequence_parallel(scratch.sequence.gathered));
   backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, key, value);
   if (rope_) {
     // Megatron rotates by sequence index; position_ids only feed learned absolute embeddings.
@@ -71,7 +77,7 @@ void SelfAttention::forward(const ForwardContext& ctx, ConstFloatView input,
   } else {
     recompute_core(ctx, saved);
   }
-  proj_.forward(saved.context, tokens, output);
+  proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole));
 }
 
 void SelfAttention::recompute_core(const ForwardContext& ctx,
@@ -84,7 +90,8 @@ void SelfAttention::backward(const ForwardContext& ctx, ConstFloatView input,
                              const AttentionActivations& saved, const AttentionScratch& scratch,
                              ConstFloatView d_output, FloatView d_input) const {
   const int64_t tokens = ctx.tokens();
-  proj_.backward(d_output, saved.context, tokens, scratch.d_context);
+  proj_.backward(d_output, saved.context, tokens, scratch.d_context,
+                 ctx.when_sequence_parallel(scratch.sequence.whole));
   backend_->attention_backward(saved.query, saved.key, saved.value, saved.context,
                                scratch.d_context, saved.lse, shape(ctx), params(ctx),
                                scratch.d_query, scratch.d_key, scratch.d_value);
@@ -96,7 +103,9 @@ void SelfAttention::backward(const ForwardContext& ctx, ConstFloatView input,
   const FloatView d_mixed = scratch.mixed;
   backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_,
                       head_dim_, d_mixed);
-  qkv_.backward(d_mixed, input, tokens, d_input);
+  qkv_.backward(d_mixed, input, tokens, d_input,
+                ctx.when_sequence_parallel(scratch.sequence.gathered),
+                ctx.when_sequence_parallel(scratch.sequence.whole));
 }
 
 }  // namespace mgt

@@ -1,6 +1,11 @@
 // Megatron's SelfAttention block: fused QKV projection (per-group interleaved layout), RoPE on
 // queries and keys, causal core attention with grouped-query heads, output projection
 // linear_proj. Activations are sequence-major, [s, b, heads, head_dim].
+//
+// Tensor parallelism: linear_qkv is column-parallel and linear_proj row-parallel, so each rank
+// holds heads/tp query heads and groups/tp whole key/value groups (its shard of the fused QKV
+// rows is g/tp consecutive groups of Megatron's per-group layout) and runs the core attention
+// on those alone.
 #pragma once
 #include <cstdint>
 
@@ -8,7 +13,8 @@
 #include "model/forward_context.hpp"
 #include "model/kv_cache.hpp"
 #include "model/gpt_parameters.hpp"
-#include "model/linear_layer.hpp"
+#include "model/parallel_linear.hpp"
+#include "model/tensor_parallel_mappings.hpp"
 
 namespace mgt {
 
@@ -30,17 +36,20 @@ struct AttentionScratch {
   FloatView d_query;
   FloatView d_key;
   FloatView d_value;
+  SequenceParallelScratch sequence;  // under sequence parallelism
 };
 
 class SelfAttention {
 public:
-  SelfAttention(GptParameters& params, int64_t layer);
+  // `tp` must outlive the block.
+  SelfAttention(GptParameters& params, int64_t layer, const TensorParallelMappings& tp);
 
   int64_t heads() const { return heads_; }    // local to this tensor-parallel rank
   int64_t groups() const { return groups_; }  // local
   int64_t head_dim() const { return head_dim_; }
 
-  // output[s, b, hidden] = linear_proj(attention(rope(split(linear_qkv(input))))).
+  // output[s, b, hidden] = linear_proj(attention(rope(split(linear_qkv(input))))); under
+  // sequence parallelism input and output are this rank's [s/tp, b, hidden] slices.
   //
   // With a key/value cache (inference): the s = ctx.seq tokens of this pass follow `past` cached
   // positions. Their keys and values are written into the cache at [past, past + s) instead of
@@ -65,11 +74,13 @@ private:
   int64_t heads_;
   int64_t groups_;
   int64_t head_dim_;
+  int64_t first_head_;  // this rank's first query head among all of them
+  int64_t all_heads_;
   bool rope_;
   RotaryParams rotary_;
   double attention_dropout_;
-  LinearLayer qkv_;
-  LinearLayer proj_;
+  ColumnParallelLinear qkv_;
+  RowParallelLinear proj_;
 };
 
 }  // namespace mgt

@@ -2,21 +2,23 @@
 
 namespace mgt {
 
-TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer)
+TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
+                                   const TensorParallelMappings& tp)
     : backend_(&params.backend()),
       layer_(layer),
       hidden_dropout_(params.config().hidden_dropout),
       recompute_core_attention_(params.config().recompute_granularity ==
                                 RecomputeGranularity::kSelective),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
-      attention_(params, layer),
+      attention_(params, layer, tp),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm"),
-      mlp_(params, layer) {}
+      mlp_(params, layer, tp) {}
 
 void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
                                const LayerActivations& saved, const LayerScratch& scratch,
                                FloatView output, const LayerKvCache* cache, int64_t past) const {
-  const int64_t tokens = ctx.tokens();
+  const int64_t tokens = ctx.local_tokens();
+  const int64_t hidden = input_norm_.hidden();
   const float p = ctx.dropout_p(hidden_dropout_);
   const FloatView branch = scratch.hidden_a;
 
@@ -24,14 +26,16 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
   attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache,
                      past);
   if (p > 0.0f) {
-    backend_->dropout_forward(branch, p, ctx.key(layer_, DropoutSite::kAttentionOutput), branch);
+    const DropoutKey key = ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden);
+    backend_->dropout_forward(branch, p, key, branch);
   }
   backend_->add(input, branch, saved.residual);
 
   pre_mlp_norm_.forward(saved.residual, tokens, saved.pre_mlp_norm_output, saved.pre_mlp_norm);
-  mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, branch);
+  mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, branch);
   if (p > 0.0f) {
-    backend_->dropout_forward(branch, p, ctx.key(layer_, DropoutSite::kMlpOutput), branch);
+    backend_->dropout_forward(branch, p, ctx.hidden_key(layer_, DropoutSite::kMlpOutput, hidden),
+                              branch);
   }
   backend_->add(saved.residual, branch, output);
 }
@@ -39,7 +43,8 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
 void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
                                 const LayerActivations& saved, const LayerScratch& scratch,
                                 FloatView d_hidden) const {
-  const int64_t tokens = ctx.tokens();
+  const int64_t tokens = ctx.local_tokens();
+  const int64_t hidden = input_norm_.hidden();
   const float p = ctx.dropout_p(hidden_dropout_);
   const FloatView a = scratch.hidden_a;
   const FloatView b = scratch.hidden_b;
@@ -47,7 +52,8 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
   // MLP branch: d_hidden is ∂/∂y; the residual passes it to h unchanged.
   ConstFloatView d_branch = d_hidden;
   if (p > 0.0f) {
-    backend_->dropout_backward(d_hidden, p, ctx.key(layer_, DropoutSite::kMlpOutput), a);
+    backend_->dropout_backward(d_hidden, p, ctx.hidden_key(layer_, DropoutSite::kMlpOutput, hidden),
+                               a);
     d_branch = a;
   }
   mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b);
@@ -57,7 +63,8 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
   // Attention branch.
   d_branch = d_hidden;
   if (p > 0.0f) {
-    backend_->dropout_backward(d_hidden, p, ctx.key(layer_, DropoutSite::kAttentionOutput), a);
+    backend_->dropout_backward(d_hidden, p,
+                               ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden), a);
     d_branch = a;
   }
   if (recompute_core_attention_) attention_.recompute_core(ctx, saved.attention);

@@ -1,7 +1,10 @@
 // One pre-norm GPT layer (Megatron's TransformerLayer with the local spec):
 //   h = x + dropout(SelfAttention(input_layernorm(x)))
 //   y = h + dropout(MLP(pre_mlp_layernorm(h)))
-// with an explicit backward. Activations are [s, b, hidden], sequence-major.
+// with an explicit backward. Activations are [s, b, hidden], sequence-major; under sequence
+// parallelism the layer's input, output, norms, residual and dropouts hold this rank's
+// [s/tp, b, hidden] slice, and the attention and MLP gather and reduce-scatter around their
+// tensor-parallel regions.
 #pragma once
 #include <cstdint>
 
@@ -11,6 +14,7 @@
 #include "model/mlp.hpp"
 #include "model/norm_layer.hpp"
 #include "model/self_attention.hpp"
+#include "model/tensor_parallel_mappings.hpp"
 
 namespace mgt {
 
@@ -28,13 +32,14 @@ struct LayerActivations {
 struct LayerScratch {
   AttentionScratch attention;
   MlpScratch mlp;
-  FloatView hidden_a;  // [s, b, h]
-  FloatView hidden_b;  // [s, b, h]
+  FloatView hidden_a;  // [s, b, h] ([s/tp, b, h] under sequence parallelism)
+  FloatView hidden_b;  // [s, b, h] ([s/tp, b, h] under sequence parallelism)
 };
 
 class TransformerLayer {
 public:
-  TransformerLayer(GptParameters& params, int64_t layer);
+  // `tp` must outlive the layer.
+  TransformerLayer(GptParameters& params, int64_t layer, const TensorParallelMappings& tp);
 
   const SelfAttention& attention() const { return attention_; }
   const Mlp& mlp() const { return mlp_; }

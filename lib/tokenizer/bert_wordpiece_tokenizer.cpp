@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/utf8.hpp"
 
 namespace mgt {
@@ -146,14 +147,7 @@ CharClass classify(char32_t cp) {
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(system_error_message("cannot open BERT vocab file", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw Error(system_error_message("cannot read BERT vocab file", path));
-  return std::move(buffer).str();
-}
+std::string read_file(const std::string& path) { return read_input_file(path, "BERT vocab file"); }
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "train/adamw_optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -9,17 +10,11 @@ namespace mgt {
 
 namespace {
 
-std::vector<float> read_slice(Backend& backend, ConstFloatView buffer, const ParameterEntry& e) {
-  std::vector<float> host(static_cast<std::size_t>(e.numel()));
-  backend.copy_to_host(buffer.subspan(e.offset, e.numel()), std::span<float>(host));
-  return host;
-}
-
-void write_slice(Backend& backend, FloatView buffer, const ParameterEntry& e, std::span<const float> values) {
-  if (static_cast<std::int64_t>(values.size()) != e.numel())
-    throw Error("optimizer state for '" + e.name + "' has " + std::to_string(values.size()) + " elements, the "
-                "parameter has " + std::to_string(e.numel()));
-  backend.copy_from_host<float>(values, buffer.subspan(e.offset, e.numel()));
+// The part of entry `e` inside `shard`, in buffer coordinates (empty when they do not meet).
+BufferShard overlap(const ParameterEntry& e, const BufferShard& shard) {
+  const std::int64_t begin = std::max(e.offset, shard.begin);
+  const std::int64_t end = std::min(e.offset + e.numel(), shard.end);
+  return {begin, std::max(begin, end)};
 }
 
 }  // namespace
@@ -27,51 +22,146 @@ void write_slice(Backend& backend, FloatView buffer, const ParameterEntry& e, st
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings)
     : params_(&params),
       settings_(settings),
-      exp_avg_(params.backend(), params.params().size()),
-      exp_avg_sq_(params.backend(), params.params().size()) {
+      shard_{0, params.params().size()},
+      exp_avg_(params.backend(), shard_.size()),
+      exp_avg_sq_(params.backend(), shard_.size()) {
   params.backend().fill(exp_avg_.view(), 0.0f);
   params.backend().fill(exp_avg_sq_.view(), 0.0f);
 }
 
+AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
+                               bool distributed)
+    : params_(&params),
+      settings_(settings),
+      group_(group.size() > 1 ? &group : nullptr),
+      distributed_(distributed),
+      shard_(distributed ? data_parallel_shard(params.params().size(), group.size(), group.rank())
+                         : BufferShard{0, params.params().size()}),
+      exp_avg_(params.backend(), shard_.size()),
+      exp_avg_sq_(params.backend(), shard_.size()) {
+  params.backend().fill(exp_avg_.view(), 0.0f);
+  params.backend().fill(exp_avg_sq_.view(), 0.0f);
+}
+
+void AdamWOptimizer::reduce_gradients() {
+  if (!group_) return;
+  if (distributed_) {
+    reduce_scatter_shards(*group_, params_->grads());
+  } else {
+    group_->all_reduce(params_->grads(), dist::ReduceOp::Sum);
+  }
+}
+
 OptimizerStep AdamWOptimizer::step(double lr, double weight_decay) {
   Backend& backend = params_->backend();
+  const FloatView grads = params_->grads().subspan(shard_.begin, shard_.size());
   OptimizerStep result;
-  // The alignment gaps of the buffer are zero, so the whole buffer's sum is the parameters'.
-  result.grad_norm = std::sqrt(backend.sum_of_squares(params_->grads()));
+  // The alignment gaps of the buffer are zero, so the sum over the buffer is the parameters'.
+  // Sharded, every rank contributes its shard's sum (Megatron's get_grad_norm_fp32 all-reduces
+  // the squared norm over the data-parallel group of the distributed optimizer).
+  double sum_of_squares = backend.sum_of_squares(grads);
+  if (group_ && distributed_) group_->all_reduce(std::span<double>(&sum_of_squares, 1), dist::ReduceOp::Sum);
+  result.grad_norm = std::sqrt(sum_of_squares);
   if (!std::isfinite(result.grad_norm)) return result;
 
   const double coefficient = cpu::clip_coefficient(result.grad_norm, settings_.clip_grad);
-  if (coefficient < 1.0) backend.scale(params_->grads(), static_cast<float>(coefficient));
+  if (coefficient < 1.0) backend.scale(grads, static_cast<float>(coefficient));
 
   ++steps_;
+  AdamWParams hp;
+  hp.lr = static_cast<float>(lr);
+  hp.beta1 = static_cast<float>(settings_.beta1);
+  hp.beta2 = static_cast<float>(settings_.beta2);
+  hp.eps = static_cast<float>(settings_.eps);
   for (const ParameterEntry& e : params_->entries()) {
-    AdamWParams hp;
-    hp.lr = static_cast<float>(lr);
-    hp.beta1 = static_cast<float>(settings_.beta1);
-    hp.beta2 = static_cast<float>(settings_.beta2);
-    hp.eps = static_cast<float>(settings_.eps);
+    const BufferShard part = overlap(e, shard_);
+    if (part.size() == 0) continue;
     hp.weight_decay = e.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    backend.adamw_step(params_->param(e), params_->grad(e), exp_avg_.view().subspan(e.offset, e.numel()),
-                       exp_avg_sq_.view().subspan(e.offset, e.numel()), hp, steps_);
+    const std::int64_t local = part.begin - shard_.begin;
+    backend.adamw_step(params_->params().subspan(part.begin, part.size()),
+                       params_->grads().subspan(part.begin, part.size()),
+                       exp_avg_.view().subspan(local, part.size()), exp_avg_sq_.view().subspan(local, part.size()),
+                       hp, steps_);
   }
+  // Megatron's param all-gather: every rank's weights become whole again.
+  if (group_ && distributed_) all_gather_shards(*group_, params_->params());
   result.applied = true;
   return result;
 }
 
+std::vector<float> AdamWOptimizer::collect_moment(const DeviceBuffer& moment) {
+  Backend& backend = params_->backend();
+  const int ranks = group_->size();
+  const std::int64_t buffer_size = params_->params().size();
+  if (group_->rank() != 0) {
+    group_->send(moment.view(), 0);
+    return {};
+  }
+  // Data-parallel rank 0 receives each shard straight into its place in the host copy.
+  std::vector<float> whole(static_cast<std::size_t>(buffer_size));
+  backend.copy_to_host(moment.view(), std::span<float>(whole).subspan(static_cast<std::size_t>(shard_.begin),
+                                                                      static_cast<std::size_t>(shard_.size())));
+  for (int source = 1; source < ranks; ++source) {
+    const BufferShard s = data_parallel_shard(buffer_size, ranks, source);
+    group_->recv(std::span<float>(whole).subspan(static_cast<std::size_t>(s.begin), static_cast<std::size_t>(s.size())),
+                 source);
+  }
+  return whole;
+}
+
+void AdamWOptimizer::collect_state() {
+  if (!group_ || !distributed_) return;
+  collected_exp_avg_ = collect_moment(exp_avg_);
+  collected_exp_avg_sq_ = collect_moment(exp_avg_sq_);
+  collected_ = group_->rank() == 0;
+}
+
+void AdamWOptimizer::release_collected_state() {
+  collected_ = false;
+  collected_exp_avg_ = {};
+  collected_exp_avg_sq_ = {};
+}
+
+std::vector<float> AdamWOptimizer::read_moment(const DeviceBuffer& moment, const std::vector<float>& collected,
+                                               const ParameterEntry& e) const {
+  if (shard_.begin == 0 && shard_.end == params_->params().size()) {
+    std::vector<float> host(static_cast<std::size_t>(e.numel()));
+    params_->backend().copy_to_host(ConstFloatView(moment.view()).subspan(e.offset, e.numel()),
+                                     std::span<float>(host));
+    return host;
+  }
+  if (!collected_)
+    throw Error("internal error: the distributed optimizer's state of '" + e.name +
+                "' read on a rank that did not collect it");
+  const auto first = collected.begin() + e.offset;
+  return std::vector<float>(first, first + e.numel());
+}
+
+void AdamWOptimizer::write_moment(DeviceBuffer& moment, const ParameterEntry& e, std::span<const float> values) {
+  if (static_cast<std::int64_t>(values.size()) != e.numel())
+    throw Error("optimizer state for '" + e.name + "' has " + std::to_string(values.size()) + " elements, the "
+                "parameter has " + std::to_string(e.numel()));
+  const BufferShard part = overlap(e, shard_);
+  if (part.size() == 0) return;
+  params_->backend().copy_from_host<float>(
+      values.subspan(static_cast<std::size_t>(part.begin - e.offset), static_cast<std::size_t>(part.size())),
+      moment.view().subspan(part.begin - shard_.begin, part.size()));
+}
+
 std::vector<float> AdamWOptimizer::read_exp_avg(const ParameterEntry& e) const {
-  return read_slice(params_->backend(), exp_avg_.view(), e);
+  return read_moment(exp_avg_, collected_exp_avg_, e);
 }
 
 std::vector<float> AdamWOptimizer::read_exp_avg_sq(const ParameterEntry& e) const {
-  return read_slice(params_->backend(), exp_avg_sq_.view(), e);
+  return read_moment(exp_avg_sq_, collected_exp_avg_sq_, e);
 }
 
 void AdamWOptimizer::write_exp_avg(const ParameterEntry& e, std::span<const float> values) {
-  write_slice(params_->backend(), exp_avg_.view(), e, values);
+  write_moment(exp_avg_, e, values);
 }
 
 void AdamWOptimizer::write_exp_avg_sq(const ParameterEntry& e, std::span<const float> values) {
-  write_slice(params_->backend(), exp_avg_sq_.view(), e, values);
+  write_moment(exp_avg_sq_, e, values);
 }
 
 }  // namespace mgt

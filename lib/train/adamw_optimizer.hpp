@@ -3,15 +3,28 @@
 // AdamW per parameter group — Megatron's default groups: weight decay multiplier 0 for biases
 // and 1-D tensors (the parameter table's weight_decay flag), 1 otherwise; one learning rate.
 //
-// The moments live in two buffers with the parameter buffer's layout. On the CPU backend the
-// model's fp32 parameters are themselves the master weights; checkpoints store them under the
-// master-weight name so that a reduced-precision backend can restore its own master copy.
+// Across data-parallel ranks (megatron/core/distributed/distributed_data_parallel.py,
+// megatron/core/optimizer/distrib_optimizer.py):
+//   plain        reduce_gradients() all-reduces the gradient buffer (the micro-batch losses are
+//                already scaled by 1 / (micro-batches · data-parallel size), Megatron's
+//                gradient_scaling_factor folded in, so the sum is the average); every rank then
+//                takes the same step on its whole copy.
+//   distributed  (--use-distributed-optimizer) this rank keeps Adam's moments for its shard of the
+//                flat buffer only (train/buffer_shards.hpp). reduce_gradients() reduce-scatters,
+//                the norm is the square root of the shards' sums of squares all-reduced, each
+//                rank clips and updates its shard, and the updated weights are all-gathered.
+// Either way every rank takes the same decision to skip or clip, from the same global norm.
+//
+// On every backend so far the model's fp32 parameters are themselves the master weights, so no
+// separate master copy is kept (nor sharded); checkpoints record that (train_checkpoint.hpp).
 #pragma once
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "dist/communicator.hpp"
 #include "model/gpt_parameters.hpp"
+#include "train/buffer_shards.hpp"
 
 namespace mgt {
 
@@ -29,29 +42,62 @@ struct OptimizerStep {
 
 class AdamWOptimizer {
 public:
+  // One rank: the whole buffer, nothing communicated.
   AdamWOptimizer(GptParameters& params, const AdamWSettings& settings);
+  // Over the data-parallel `group` (must outlive the optimizer); `distributed`: shard the state
+  // (--use-distributed-optimizer).
+  AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
+                 bool distributed);
 
-  // One step on the gradients in the model's gradient buffer (clipped in place). lr and
-  // weight_decay come from the scheduler; a group's decay is weight_decay × its multiplier.
+  // Collective: sums the gradient buffer over the data-parallel group (all of it, or this rank's
+  // shard with the distributed optimizer). Call once per iteration, after the micro-batches.
+  void reduce_gradients();
+
+  // Collective: one step on the reduced gradients (clipped in place). lr and weight_decay come
+  // from the scheduler; a group's decay is weight_decay × its multiplier.
   OptimizerStep step(double lr, double weight_decay);
 
   // Adam's t: steps applied so far (skipped steps do not count).
   std::int64_t steps() const { return steps_; }
   void set_steps(std::int64_t steps) { steps_ = steps; }
   const AdamWSettings& settings() const { return settings_; }
+  bool distributed() const { return distributed_; }
+  // The range of the flat buffer whose moments this rank keeps (the whole buffer unless
+  // distributed).
+  BufferShard shard() const { return shard_; }
 
-  // Host copies of one tensor's moments, for checkpoints; writes check the size.
+  // Checkpoints store the moments of the whole model whatever the data-parallel layout, so that
+  // any layout can resume them. With the distributed optimizer, collect_state() (collective over
+  // the data-parallel group) copies every rank's shard to data-parallel rank 0, whose
+  // read_exp_avg / read_exp_avg_sq read that copy until release_collected_state(); they throw on
+  // other ranks. Without it they read the rank's own moments and collect_state() does nothing.
+  void collect_state();
+  void release_collected_state();
   std::vector<float> read_exp_avg(const ParameterEntry& e) const;
   std::vector<float> read_exp_avg_sq(const ParameterEntry& e) const;
+  // Whole-tensor values (the size is checked); with the distributed optimizer each rank keeps the
+  // part inside its shard, so every rank passes every tensor.
   void write_exp_avg(const ParameterEntry& e, std::span<const float> values);
   void write_exp_avg_sq(const ParameterEntry& e, std::span<const float> values);
 
 private:
+  std::vector<float> read_moment(const DeviceBuffer& moment, const std::vector<float>& collected,
+                                 const ParameterEntry& e) const;
+  void write_moment(DeviceBuffer& moment, const ParameterEntry& e, std::span<const float> values);
+  std::vector<float> collect_moment(const DeviceBuffer& moment);
+
   GptParameters* params_;
   AdamWSettings settings_;
-  DeviceBuffer exp_avg_;
+  dist::Communicator* group_ = nullptr;  // null: one rank
+  bool distributed_ = false;
+  BufferShard shard_;
+  DeviceBuffer exp_avg_;     // [shard size], element i is buffer element shard.begin + i
   DeviceBuffer exp_avg_sq_;
   std::int64_t steps_ = 0;
+  // On data-parallel rank 0 between collect_state() and release_collected_state().
+  bool collected_ = false;
+  std::vector<float> collected_exp_avg_;
+  std::vector<float> collected_exp_avg_sq_;
 };
 
 }  // namespace mgt

@@ -43,7 +43,9 @@ HostMicroBatch read_micro_batch(const SplitSampleReader& reader, std::int64_t fi
 BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const SplitSampleReader> reader, Settings settings)
     : reader_(std::move(reader)), settings_(std::move(settings)) {
   if (!reader_) throw Error("internal error: a batch prefetcher without a sample reader");
-  if (settings_.micro_batch_size <= 0 || settings_.capacity == 0 || settings_.start_sample < 0)
+  if (settings_.micro_batch_size <= 0 || settings_.capacity == 0 || settings_.start_sample < 0 ||
+      settings_.data_parallel_size <= 0 || settings_.data_parallel_rank < 0 ||
+      settings_.data_parallel_rank >= settings_.data_parallel_size)
     throw Error("internal error: bad batch prefetcher settings");
   thread_ = std::jthread([this](std::stop_token stop) { produce(stop); });
 }
@@ -54,7 +56,8 @@ BatchPrefetcher::~BatchPrefetcher() {
 }
 
 void BatchPrefetcher::produce(std::stop_token stop) {
-  std::int64_t first = settings_.start_sample;
+  const std::int64_t chunk = settings_.micro_batch_size * settings_.data_parallel_size;
+  std::int64_t first = settings_.start_sample + settings_.data_parallel_rank * settings_.micro_batch_size;
   while (!stop.stop_requested()) {
     HostMicroBatch batch;
     try {
@@ -65,7 +68,7 @@ void BatchPrefetcher::produce(std::stop_token stop) {
       changed_.notify_all();
       return;
     }
-    first += settings_.micro_batch_size;
+    first += chunk;
     std::unique_lock lock(mutex_);
     if (!changed_.wait(lock, stop, [&] { return queue_.size() < settings_.capacity; })) return;
     queue_.push_back(std::move(batch));

@@ -1,7 +1,9 @@
 // Micro-batches read ahead on a background thread, so that the training loop never waits on
-// the dataset: Megatron's MegatronPretrainingSampler order (dataloader type "single", one
-// data-parallel rank) — consecutive samples of the split starting at the consumed-samples count,
-// micro_batch_size at a time — produced into a bounded queue.
+// the dataset: Megatron's MegatronPretrainingSampler order (megatron/training/datasets/
+// data_samplers.py, dataloader type "single") — from the consumed-samples count, the split is
+// walked in chunks of micro_batch_size × data-parallel size consecutive samples, and data-parallel
+// rank r takes samples [r·micro, (r+1)·micro) of each chunk — produced into a bounded queue. The
+// ranks' micro-batches together are the one-rank run's, in the same order.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -41,6 +43,8 @@ public:
   struct Settings {
     std::int64_t start_sample = 0;      // consumed samples of the split so far
     std::int64_t micro_batch_size = 1;
+    std::int64_t data_parallel_size = 1;
+    std::int64_t data_parallel_rank = 0;
     std::size_t capacity = 4;           // micro-batches read ahead
     bool wrap = false;                  // see read_micro_batch
     std::string split_name = "train";   // for messages

@@ -8,7 +8,7 @@
 namespace mgt {
 
 std::string scheduler_state_json(const LrSchedulerState& s) {
-  auto real = [](double v) { return python_float_repr(v); };
+  auto real = [](double v) { return json_float(v); };
   return "{\"max_lr\": " + real(s.max_lr) + ", \"lr_warmup_steps\": " + real(s.lr_warmup_steps) +
          ", \"num_steps\": " + std::to_string(s.num_steps) + ", \"lr_decay_style\": " + json_quote(s.lr_decay_style) +
          ", \"lr_decay_steps\": " + std::to_string(s.lr_decay_steps) + ", \"min_lr\": " + real(s.min_lr) +

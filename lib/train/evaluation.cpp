@@ -1,6 +1,7 @@
 #include "train/evaluation.hpp"
 
 #include <algorithm>
+#include <span>
 
 namespace mgt {
 
@@ -10,6 +11,10 @@ BatchPrefetcher::Settings prefetch_settings(const EvaluationSettings& s) {
   BatchPrefetcher::Settings p;
   p.start_sample = s.start_sample;
   p.micro_batch_size = s.micro_batch_size;
+  if (s.data_parallel) {
+    p.data_parallel_size = s.data_parallel->size();
+    p.data_parallel_rank = s.data_parallel->rank();
+  }
   p.capacity = static_cast<std::size_t>(std::max<std::int64_t>(2, s.num_microbatches));
   p.wrap = true;
   p.split_name = s.split_name;
@@ -33,7 +38,10 @@ LossValues Evaluator::evaluate() {
       token_count += out.loss.token_count;
     }
   }
-  return {{"lm loss", loss_sum / token_count}};
+  // Megatron all-reduces [Σ loss, Σ tokens] over the data-parallel group.
+  double sums[2] = {loss_sum, token_count};
+  if (settings_.data_parallel) settings_.data_parallel->all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
+  return {{"lm loss", sums[0] / sums[1]}};
 }
 
 }  // namespace mgt

@@ -140,6 +140,9 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("context_parallel_size", PyValue::integer(p.context_parallel_size));
   a.set("sequence_parallel", PyValue::boolean(p.sequence_parallel));
   a.set("use_distributed_optimizer", PyValue::boolean(p.use_distributed_optimizer));
+  a.set("overlap_grad_reduce", PyValue::boolean(p.overlap_grad_reduce));
+  a.set("overlap_param_gather", PyValue::boolean(p.overlap_param_gather));
+  a.set("distributed_timeout_minutes", PyValue::integer(p.distributed_timeout_minutes));
   a.set("world_size", PyValue::integer(p.world_size));
   a.set("data_parallel_size", PyValue::integer(p.data_parallel_size));
   return a.dumps();

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "ckpt/checkpoint_discovery.hpp"
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
@@ -22,6 +23,11 @@ namespace {
 
 constexpr const char* kDropoutState = "dropout_state";
 constexpr const char* kOptimizerKey = "optimizer";
+// In the optimizer scalars: where the fp32 master weights are. "model": the model's weights are
+// fp32 and are the master copy, so optimizer/fp32_master_params is not stored (it would repeat
+// them byte for byte). Absent (older checkpoints): the master copy is stored on its own.
+constexpr const char* kMasterParamsKey = "fp32_master_params";
+constexpr const char* kMasterInModel = "model";
 
 ckpt::WorldLayout world_of(const GptParameters& params) {
   ckpt::WorldLayout w;
@@ -46,13 +52,34 @@ std::string optimizer_scalars_json(const AdamWOptimizer& optimizer) {
   const AdamWSettings& s = optimizer.settings();
   return "{\"step\": " + std::to_string(optimizer.steps()) + ", \"beta1\": " + python_float_repr(s.beta1) +
          ", \"beta2\": " + python_float_repr(s.beta2) + ", \"eps\": " + python_float_repr(s.eps) +
-         ", \"clip_grad\": " + python_float_repr(s.clip_grad) + "}";
+         ", \"clip_grad\": " + python_float_repr(s.clip_grad) + ", \"" + kMasterParamsKey + "\": \"" +
+         kMasterInModel + "\"}";
 }
 
 }  // namespace
 
-std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
-                                  const TrainCheckpointSaveSettings& settings) {
+ckpt::SaveDirectoryLock open_save_directory(const std::string& save_dir) {
+  ckpt::SaveDirectoryLock lock(save_dir);
+  ckpt::clean_interrupted_saves(save_dir);
+  return lock;
+}
+
+void require_planned_saves_new(const std::string& save_dir, std::int64_t start_iteration,
+                               std::int64_t last_iteration, std::int64_t save_interval) {
+  for (std::int64_t iteration : ckpt::list_iteration_directories(save_dir)) {
+    if (iteration <= start_iteration || iteration > last_iteration) continue;
+    if (iteration % save_interval != 0 && iteration != last_iteration) continue;
+    throw Error("--save " + save_dir + " already holds " + ckpt::iteration_directory_name(iteration) +
+                ", which this run (starting at iteration " + std::to_string(start_iteration) +
+                ") would save again; committed checkpoints are never replaced: resume from the newest with --load " +
+                save_dir + ", move it away, or choose another --save");
+  }
+}
+
+namespace {
+
+std::string write_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                   const TrainCheckpointSaveSettings& settings) {
   const GptParameters& params = parts.params;
   const TrainingProgress& progress = parts.progress;
   const TensorParallelRank& tp = params.tensor_parallel();
@@ -74,9 +101,9 @@ std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckp
     writer.write(tensor_record(ckpt::model_tensor_path(e.name), e, tp), bytes_of(params.read_param(e)));
   if (settings.save_optimizer) {
     using ckpt::OptimizerState;
+    // The weights are fp32 and are the master copy: no optimizer/fp32_master_params (see
+    // kMasterParamsKey). A backend with lower-precision weights would write its master copy here.
     for (const ParameterEntry& e : params.entries()) {
-      writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::MasterParam, e.name), e, tp),
-                   bytes_of(params.read_param(e)));
       writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, tp),
                    bytes_of(parts.optimizer.read_exp_avg(e)));
       writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp),
@@ -92,6 +119,26 @@ std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckp
   writer.close();
   save.commit();
   return save.final_dir();
+}
+
+}  // namespace
+
+std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                  const TrainCheckpointSaveSettings& settings) {
+  try {
+    return write_train_checkpoint(save_dir, parts, settings);
+  } catch (const Error& e) {
+    // The save left nothing behind (its staging directory is gone); say what still stands.
+    std::string previous = save_dir + " holds no earlier checkpoint";
+    try {
+      if (auto latest = ckpt::latest_iteration(save_dir))
+        previous = "the last checkpoint (iteration " + std::to_string(*latest) + " in " + save_dir + ") is intact";
+    } catch (const Error&) {
+      previous = "the earlier checkpoints in " + save_dir + " are as they were";
+    }
+    throw Error("checkpoint of iteration " + std::to_string(parts.progress.iteration) + " not saved: " + e.what() +
+                "; " + previous, e.exit_code());
+  }
 }
 
 namespace {
@@ -125,6 +172,28 @@ std::string shape_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& co
   return hint.empty() ? std::string() : "; the checkpoint was saved with " + hint;
 }
 
+// The checkpoint the tracker file names. Without a tracker file, the newest complete iteration
+// directory, said in a log line: starting over instead would write this run's iterations over
+// committed ones. nullopt when load_dir holds no iteration directory at all.
+std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
+  if (auto directory = ckpt::find_latest_checkpoint_directory(load_dir)) return directory;
+  const ckpt::NewestCompleteIteration found = ckpt::find_newest_complete_iteration(load_dir);
+  std::string skipped;
+  for (const ckpt::IterationCandidate& c : found.skipped)
+    skipped += "; " + c.directory + " is not complete: " + c.problem;
+  const std::string tracker(ckpt::kTrackerFileName);
+  if (found.complete) {
+    log::warn(load_dir + " has no " + tracker + ": resuming from " + found.complete->directory +
+              ", its newest complete checkpoint (iteration " + std::to_string(found.complete->iteration) + ")" +
+              skipped);
+    return found.complete->directory;
+  }
+  if (found.skipped.empty()) return std::nullopt;
+  throw Error(load_dir + " has no " + tracker + " and none of its " + std::to_string(found.skipped.size()) +
+              " iteration directories is a complete checkpoint" + skipped +
+              "; move them away to start over, or repair the tracker file");
+}
+
 void read_floats(const ckpt::ShardReader& reader, const std::string& path, const ParameterEntry& e,
                  std::vector<float>& out) {
   out.resize(static_cast<std::size_t>(e.numel()));
@@ -135,7 +204,7 @@ void read_floats(const ckpt::ShardReader& reader, const std::string& path, const
 
 std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,
                                                  const TrainCheckpointLoadSettings& settings) {
-  const std::optional<std::string> directory = ckpt::find_latest_checkpoint_directory(load_dir);
+  const std::optional<std::string> directory = checkpoint_to_resume(load_dir);
   if (!directory) return std::nullopt;
   GptParameters& params = parts.params;
   const ckpt::WorldLayout world = world_of(params);
@@ -186,17 +255,23 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
     if (scalars == meta.extra_json.end())
       throw Error(where + " holds no optimizer state (saved with --no-save-optim?); pass --no-load-optim or "
                   "--finetune to load the weights only");
+    const JsonScalars optimizer_scalars(scalars->second, where + ": optimizer state");
+    const bool master_in_model = optimizer_scalars.contains(kMasterParamsKey) &&
+                                 optimizer_scalars.text(kMasterParamsKey) == kMasterInModel;
     using ckpt::OptimizerState;
     for (const ParameterEntry& e : params.entries()) {
-      // The fp32 master weights are the authoritative copy of the weights.
-      load(ckpt::optimizer_tensor_path(OptimizerState::MasterParam, e.name), e);
-      params.write_param(e, host);
+      // A stored fp32 master copy is the authoritative copy of the weights; without one the
+      // weights loaded above are it.
+      if (!master_in_model) {
+        load(ckpt::optimizer_tensor_path(OptimizerState::MasterParam, e.name), e);
+        params.write_param(e, host);
+      }
       load(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e);
       parts.optimizer.write_exp_avg(e, host);
       load(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e);
       parts.optimizer.write_exp_avg_sq(e, host);
     }
-    parts.optimizer.set_steps(JsonScalars(scalars->second, where + ": optimizer state").integer("step"));
+    parts.optimizer.set_steps(optimizer_scalars.integer("step"));
     parts.scheduler.load_state(parse_scheduler_state_json(meta.scheduler_json, where + ": scheduler state"),
                                settings.scheduler_resume);
   }

@@ -4,15 +4,20 @@
 // In the shard:
 //   model/<name>                                   the weights, fp32, with global shape and
 //                                                  tensor-parallel partitioning
-//   optimizer/{fp32_master_params,exp_avg,exp_avg_sq}/<name>   unless --no-save-optim
+//   optimizer/{exp_avg,exp_avg_sq}/<name>          unless --no-save-optim. The fp32 weights are
+//                                                  the master copy, so optimizer/fp32_master_params
+//                                                  is stored only by a run whose weights differ from
+//                                                  it; where a checkpoint has it, it is loaded.
 //   rng/dropout_state                              int64 [seed, micro steps], unless --no-save-rng
 //   metadata: iteration, consumed train/valid samples, FLOPs so far, the arguments and tokenizer
-//   as JSON, the scheduler state (Megatron's keys), extra_json["optimizer"] = {"step": t, ...}.
+//   as JSON, the scheduler state (Megatron's keys), extra_json["optimizer"] = {"step": t, ...,
+//   "fp32_master_params": "model"} (the master weights are model/<name>).
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "ckpt/save_directory_lock.hpp"
 #include "model/gpt_parameters.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/lr_schedule.hpp"
@@ -46,9 +51,21 @@ struct TrainCheckpointSaveSettings {
   std::string tokenizer_json = "{}";
 };
 
-// Writes the checkpoint of progress.iteration into save_dir (replacing one of the same
-// iteration) and moves the tracker file to it. Throws mgt::Error; SAVE is unchanged then.
-// Returns the iteration directory.
+// Opens save_dir for a run's saves: creates it, takes its writer lock (mgt::Error naming the
+// directory and the holder's host and PID when another process writes there), and only then
+// clears what interrupted saves left. Hold the lock for as long as the run may save.
+ckpt::SaveDirectoryLock open_save_directory(const std::string& save_dir);
+
+// Committed checkpoints are never replaced, so a run that would save an iteration save_dir
+// already holds stops before training (mgt::Error naming the directory): the iterations in
+// (start_iteration, last_iteration] that are multiples of save_interval, and last_iteration
+// itself. A save at another iteration (a signal, a time limit) is refused when it comes.
+void require_planned_saves_new(const std::string& save_dir, std::int64_t start_iteration,
+                               std::int64_t last_iteration, std::int64_t save_interval);
+
+// Writes the checkpoint of progress.iteration into save_dir and moves the tracker file to it; the
+// caller holds save_dir's lock (open_save_directory). Throws mgt::Error, leaving SAVE unchanged,
+// also when save_dir already holds that iteration. Returns the iteration directory.
 std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
                                   const TrainCheckpointSaveSettings& settings);
 
@@ -59,8 +76,10 @@ struct TrainCheckpointLoadSettings {
   SchedulerResume scheduler_resume = SchedulerResume::RequireMatch;
 };
 
-// Restores the checkpoint the tracker file in load_dir names. Returns its directory, or nullopt
-// when load_dir holds no checkpoint (nothing is changed then). Throws mgt::Error naming the
+// Restores the checkpoint the tracker file in load_dir names; without a tracker file, the newest
+// complete iteration directory (with a warning; mgt::Error when there are iteration directories
+// but none is complete). Returns its directory, or nullopt when load_dir holds no checkpoint
+// (nothing is changed then). Throws mgt::Error naming the
 // tensor when a shape differs from the model's, when a tensor is missing or is not one of the
 // model's parameters, and when optimizer or RNG state is asked for but was not saved.
 std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,

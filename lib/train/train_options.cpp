@@ -5,6 +5,7 @@
 
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "kernels/backend_factory.hpp"
 
 namespace mgt {
 
@@ -77,6 +78,7 @@ constexpr OptionDef kOptions[] = {
   {"training", "adam-eps", FlagArity::One, "F", "Adam epsilon (default 1e-08)"},
   {"training", "optimizer", FlagArity::One, "NAME", "adam (AdamW, the default; the only one)"},
   {"training", "seed", FlagArity::One, "N", "Random seed (default 1234)"},
+  {"training", "device", FlagArity::One, "D", "auto (a GPU when one is visible, the default), cpu, cuda or cuda:N"},
   {"training", "bf16", FlagArity::None, "", "bf16 compute on CUDA (the CPU backend computes in fp32)"},
   {"training", "fp16", FlagArity::None, "", "fp16 compute on CUDA (the CPU backend computes in fp32)"},
 
@@ -124,6 +126,11 @@ constexpr OptionDef kOptions[] = {
   {"parallelism", "context-parallel-size", FlagArity::One, "N", "Context-parallel size (1 only)"},
   {"parallelism", "sequence-parallel", FlagArity::None, "", "Sequence parallelism (needs tensor parallelism)"},
   {"parallelism", "use-distributed-optimizer", FlagArity::None, "", "Shard the optimizer state over data-parallel ranks"},
+  {"parallelism", "overlap-grad-reduce", FlagArity::None, "", "Overlap the gradient reduction with the backward pass (accepted; not overlapped yet)"},
+  {"parallelism", "overlap-param-gather", FlagArity::None, "", "Overlap the weight all-gather with the forward pass (accepted; not overlapped yet)"},
+  {"parallelism", "distributed-timeout-minutes", FlagArity::One, "N", "End the job when a communication waits longer than N minutes (default 10)"},
+
+  {"other", "dry-run", FlagArity::None, "", "mgt: print the parameter count and the memory per rank (JSON on stdout, a summary on stderr) and exit, reading no data"},
 };
 // clang-format on
 
@@ -273,11 +280,20 @@ void read_parallel(const FlagValues& f, ParallelOptions& p) {
   f.set("context-parallel-size", p.context_parallel_size);
   f.set("sequence-parallel", p.sequence_parallel);
   f.set("use-distributed-optimizer", p.use_distributed_optimizer);
+  f.set("overlap-grad-reduce", p.overlap_grad_reduce);
+  f.set("overlap-param-gather", p.overlap_param_gather);
+  f.set("distributed-timeout-minutes", p.distributed_timeout_minutes);
 }
 
 }  // namespace
 
 TrainOptions parse_train_options(int argc, const char* const* argv, int world_size) {
+  TrainOptions o = read_train_options(argc, argv);
+  if (!o.show_help) validate_train_options(o, world_size);
+  return o;
+}
+
+TrainOptions read_train_options(int argc, const char* const* argv) {
   cxxopts::Options options = make_cxxopts();
   CommandLineRules rules;
   rules.known = known_flags();
@@ -293,7 +309,9 @@ TrainOptions parse_train_options(int argc, const char* const* argv, int world_si
   read_data(flags, o.data);
   read_checkpoint_and_logging(flags, o.checkpoint, o.logging);
   read_parallel(flags, o.parallel);
-  validate_train_options(o, world_size);
+  flags.set("dry-run", o.dry_run);
+  flags.set("device", o.device);
+  check_device_name(o.device);
   return o;
 }
 

@@ -134,6 +134,10 @@ struct ParallelOptions {
   std::int64_t context_parallel_size = 1;         // 1 only
   bool sequence_parallel = false;                 // cleared when TP is 1, as Megatron does
   bool use_distributed_optimizer = false;         // same results as the plain optimizer at DP 1
+  // Accepted for Megatron's scripts: communication is not yet overlapped with computation.
+  bool overlap_grad_reduce = false;               // --overlap-grad-reduce
+  bool overlap_param_gather = false;              // --overlap-param-gather (needs both above)
+  std::int64_t distributed_timeout_minutes = 10;  // --distributed-timeout-minutes
   // Derived by validation: world_size / (TP × PP × CP), and the micro-batches per iteration.
   std::int64_t world_size = 1;
   std::int64_t data_parallel_size = 1;
@@ -146,7 +150,9 @@ struct TrainOptions {
   CheckpointOptions checkpoint;
   LoggingOptions logging;
   ParallelOptions parallel;
+  std::string device = "auto";  // --device: auto, cpu, cuda or cuda:N (kernels/backend_factory.hpp)
   bool show_help = false;  // --help: print train_options_help() and stop
+  bool dry_run = false;    // --dry-run (mgt): estimate parameters and memory, then stop
 
   // Valid after validation: iterations to run (sample-based runs: train_samples // gbs).
   std::int64_t total_train_iters() const;
@@ -158,6 +164,10 @@ struct TrainOptions {
 // before parsing from the launcher). Throws mgt::UsageError.
 // With --help, returns right away with show_help set and nothing checked.
 TrainOptions parse_train_options(int argc, const char* const* argv, int world_size = 1);
+
+// Parses only, for a program that learns the number of ranks from the flags' own
+// --distributed-timeout-minutes start: call validate_train_options once it is known.
+TrainOptions read_train_options(int argc, const char* const* argv);
 
 // Megatron's validate_args for the supported flags: fills the derived values and throws
 // mgt::UsageError naming the flags at fault. Call it once: like Megatron it completes the

@@ -50,6 +50,12 @@ void validate_parallel(ParallelOptions& p, int world_size) {
                      "context parallel size (" + str(model_size) + ")");
   p.world_size = world_size;
   p.data_parallel_size = world_size / model_size;
+  require_positive("--distributed-timeout-minutes", p.distributed_timeout_minutes);
+  // Megatron's validate_args.
+  if (p.overlap_param_gather && !p.use_distributed_optimizer)
+    throw UsageError("--overlap-param-gather needs --use-distributed-optimizer");
+  if (p.overlap_param_gather && !p.overlap_grad_reduce)
+    throw UsageError("--overlap-param-gather needs --overlap-grad-reduce");
   if (p.tensor_model_parallel_size == 1 && p.sequence_parallel) {
     log::warn("Disabling sequence parallelism because tensor model parallelism is disabled");
     p.sequence_parallel = false;

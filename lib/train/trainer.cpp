@@ -4,25 +4,31 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <span>
 
 #include "ckpt/checkpoint_layout.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/dataset_split.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "dist/local_communicator.hpp"
+#include "dist/parallel_layout.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/gpt_model.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/batch_prefetcher.hpp"
 #include "train/evaluation.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/rank_agreement.hpp"
 #include "train/run_description.hpp"
 #include "train/run_output.hpp"
 #include "train/train_checkpoint.hpp"
 #include "train/train_data.hpp"
+#include "train/train_memory.hpp"
 #include "train/training_log.hpp"
 
 namespace mgt {
@@ -96,14 +102,35 @@ public:
         settings_(settings),
         hooks_(hooks),
         exit_(exit_settings(options.logging)),
-        output_(settings.out ? *settings.out : std::cout, options.logging.metrics_file) {}
+        world_(settings.ranks.world ? *settings.ranks.world : own_world_),
+        data_parallel_(settings.ranks.data_parallel ? *settings.ranks.data_parallel : own_data_parallel_),
+        chief_(world_.rank() == 0),
+        output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
+                chief_ ? options.logging.metrics_file : std::nullopt),
+        backend_owner_(settings.backend ? nullptr : make_backend(options.device)),
+        backend_(settings.backend ? *settings.backend : *backend_owner_) {
+    if (world_.size() != options.parallel.world_size || data_parallel_.size() != options.parallel.data_parallel_size)
+      throw Error("internal error: a run validated for a world of " + std::to_string(options.parallel.world_size) +
+                  " (data-parallel size " + std::to_string(options.parallel.data_parallel_size) +
+                  ") given a world of " + std::to_string(world_.size()) + " and a data-parallel group of " +
+                  std::to_string(data_parallel_.size()));
+  }
 
   TrainResult run() {
     refuse_unsupported(options_);
-    build_model();
-    load_checkpoint();
+    print_layout();
+    // Each step either succeeds on every rank or stops every rank (rank_agreement.hpp). Rank 0
+    // alone writes checkpoints, so it alone holds the save directory's lock and checks its
+    // contents; it also builds the dataset indices first, which the other ranks then find in the
+    // cache instead of building them again.
+    run_on_all_ranks_or_none(world_, "locking the save directory", [&] { if (chief_) lock_save_directory(); });
+    run_on_all_ranks_or_none(world_, "building the model", [&] { build_model(); });
+    run_on_all_ranks_or_none(world_, "loading the checkpoint", [&] { load_checkpoint(); });
+    run_on_all_ranks_or_none(world_, "checking the save directory",
+                             [&] { if (chief_) require_planned_saves_new_in_save_directory(); });
     output_.line(format_datetime_line("after model, optimizer, and learning rate scheduler are built", now_stamp()));
-    build_data();
+    run_on_all_ranks_or_none(world_, "building the datasets", [&] { if (chief_) build_data(); });
+    run_on_all_ranks_or_none(world_, "building the datasets", [&] { if (!chief_) build_data(); });
     output_.line(format_datetime_line("after dataloaders are built", now_stamp()));
     output_.line("done with setup ...");
     output_.line("training ...");
@@ -127,7 +154,30 @@ public:
 private:
   std::int64_t global_batch() const { return *options_.optim.global_batch_size; }
   std::int64_t micro_batch() const { return *options_.optim.micro_batch_size; }
+  // Per rank and iteration: global batch / (micro batch × data-parallel size).
   std::int64_t microbatches() const { return options_.num_microbatches(); }
+  std::int64_t data_parallel_size() const { return data_parallel_.size(); }
+
+  // Megatron's first line (arguments.py validate_args), and the groups of a distributed run.
+  void print_layout() {
+    const ParallelOptions& p = options_.parallel;
+    output_.line("using world size: " + std::to_string(p.world_size) + ", data-parallel size: " +
+                 std::to_string(p.data_parallel_size) + ", context-parallel size: " +
+                 std::to_string(p.context_parallel_size) + ", tensor-model-parallel size: " +
+                 std::to_string(p.tensor_model_parallel_size) + ", pipeline-model-parallel size: " +
+                 std::to_string(p.pipeline_model_parallel_size));
+    if (world_.size() == 1) return;
+    const dist::ParallelLayout layout(dist::ParallelFlags{p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
+                                                          p.distributed_timeout_minutes},
+                                      world_.size());
+    std::string groups;
+    for (const std::vector<int>& g : layout.groups(dist::GroupKind::DataParallel))
+      groups += (groups.empty() ? "" : " ") + dist::format_ranks(g);
+    output_.line("> data-parallel groups: " + groups + " (" + data_parallel_.transport() + ")");
+    if (p.overlap_grad_reduce || p.overlap_param_gather)
+      output_.line("> --overlap-grad-reduce / --overlap-param-gather: accepted; communication is not overlapped "
+                   "with computation yet");
+  }
 
   void build_model() {
     output_.line(format_building_tokenizer_line(options_.data.tokenizer.type));
@@ -135,23 +185,48 @@ private:
     padded_vocab_ = padded_vocab_size(tokenizer_->vocab_size(), options_.model.make_vocab_size_divisible_by,
                                       options_.parallel.tensor_model_parallel_size);
     output_.line(format_padded_vocab_line(tokenizer_->vocab_size(), padded_vocab_));
-    if (options_.optim.precision != Precision::Fp32)
-      log::warn(std::string(options_.optim.precision == Precision::Bf16 ? "--bf16" : "--fp16") +
-                ": the CPU backend computes in fp32; reduced precision is the CUDA backend's");
+    apply_precision();
+    output_.line("> compute device: " + backend_.description());
 
     const GptConfig config = gpt_config_from_options(options_, padded_vocab_);
+    // Before any allocation: a model that cannot fit is refused with the numbers.
+    check_train_memory(options_, config, memory_available_to(backend_));
     output_.line("building GPT model ...");
     model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed));
     output_.line(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
                  std::to_string(config.num_parameters()));
     const OptimizationOptions& o = options_.optim;
     optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
-                                                  AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad});
+                                                  AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad},
+                                                  data_parallel_, options_.parallel.use_distributed_optimizer);
+    if (optimizer_->distributed() && data_parallel_size() > 1) {
+      const BufferShard shard = optimizer_->shard();
+      output_.line("> distributed optimizer: each data-parallel rank keeps Adam's state for its shard of the " +
+                   std::to_string(model_->parameters().params().size()) + " buffer elements (rank 0: [" +
+                   std::to_string(shard.begin) + ", " + std::to_string(shard.end) + "))");
+    }
     scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
     flops_per_iteration_ = gpt_flops_per_iteration(gpt_flops_shape(options_, padded_vocab_));
     progress_.dropout_seed = static_cast<std::uint64_t>(options_.optim.seed);
     args_json_ = train_args_json(options_, padded_vocab_);
     tokenizer_json_ = tokenizer_description_json(options_.data.tokenizer, *tokenizer_, padded_vocab_);
+  }
+
+  // One writer per --save directory, for the whole run; what interrupted saves left there is
+  // cleared only once the lock is held.
+  void lock_save_directory() {
+    if (options_.checkpoint.save) save_lock_.emplace(open_save_directory(*options_.checkpoint.save));
+  }
+
+  // Before any training: a save this run will make must not meet a committed iteration.
+  void require_planned_saves_new_in_save_directory() {
+    const CheckpointOptions& c = options_.checkpoint;
+    if (!c.save) return;
+    std::int64_t last = options_.total_train_iters();
+    const std::optional<std::int64_t>& exit_interval = options_.logging.exit_interval;
+    if (exit_interval && *exit_interval > 0)
+      last = std::min(last, (progress_.iteration / *exit_interval + 1) * *exit_interval);
+    require_planned_saves_new(*c.save, progress_.iteration, last, *c.save_interval);
   }
 
   TrainCheckpointParts parts() { return {model_->parameters(), *optimizer_, *scheduler_, progress_}; }
@@ -172,7 +247,7 @@ private:
     }
     // Without the checkpoint's random state the dropout streams continue past those the
     // iterations so far would have used.
-    if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.iteration * microbatches();
+    if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.iteration * microbatches() * data_parallel_size();
     output_.line("  successfully loaded checkpoint from " + *c.load + " [ t 1/1, p 1/1 ] at iteration " +
                  std::to_string(progress_.iteration));
   }
@@ -182,6 +257,8 @@ private:
     BatchPrefetcher::Settings p;
     p.start_sample = progress_.consumed_train_samples;
     p.micro_batch_size = micro_batch();
+    p.data_parallel_size = data_parallel_size();
+    p.data_parallel_rank = data_parallel_.rank();
     p.capacity = static_cast<std::size_t>(std::max<std::int64_t>(2, 2 * microbatches()));
     p.split_name = "train";
     train_batches_ = std::make_unique<BatchPrefetcher>(data_.train(), p);
@@ -196,6 +273,7 @@ private:
     e.start_sample = split == Split::Valid ? progress_.consumed_valid_samples : 0;
     e.micro_batch_size = micro_batch();
     e.num_microbatches = microbatches();
+    e.data_parallel = &data_parallel_;
     e.eval_iters = options_.logging.eval_iters;
     e.split_name = split_name(split);
     return e;
@@ -223,23 +301,32 @@ private:
   IterationRecord train_step() {
     GptParameters& params = model_->parameters();
     params.zero_grads();
-    double loss_sum = 0.0;
-    double token_count = 0.0;
+    // [Σ CE · mask, Σ mask] of this rank's micro-batches.
+    double sums[2] = {0.0, 0.0};
     const std::int64_t n = microbatches();
+    const std::int64_t dp = data_parallel_size();
     for (std::int64_t m = 0; m < n; ++m) {
       const HostMicroBatch batch = train_batches_->next();
-      const DropoutRng rng{progress_.dropout_seed, static_cast<std::uint64_t>(progress_.micro_steps + m)};
-      const LossSum s = model_->forward_backward(batch.view(), rng, n);
-      loss_sum += s.loss_sum;
-      token_count += s.token_count;
+      // This rank's micro-batch m is micro-batch m·dp + rank of the global batch (the sampler's
+      // order): its dropout masks are the ones the one-rank run draws for it.
+      const std::int64_t global_micro = m * dp + data_parallel_.rank();
+      const DropoutRng rng{progress_.dropout_seed, static_cast<std::uint64_t>(progress_.micro_steps + global_micro)};
+      // Scaled by 1 / (n · dp): Megatron's 1 / num_microbatches with the data-parallel average
+      // (DDP's gradient_scaling_factor 1 / dp) folded in, so the sum over ranks is the mean.
+      const LossSum s = model_->forward_backward(batch.view(), rng, n * dp);
+      sums[0] += s.loss_sum;
+      sums[1] += s.token_count;
     }
-    progress_.micro_steps += n;
+    progress_.micro_steps += n * dp;
 
     IterationRecord record;
     record.iteration = progress_.iteration + 1;
     if (hooks_.poison_gradients && hooks_.poison_gradients(record.iteration))
       backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
-    record.loss = loss_sum / token_count;
+    optimizer_->reduce_gradients();
+    // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
+    if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
+    record.loss = sums[0] / sums[1];
     record.learning_rate = scheduler_->lr();
     OptimizerStep step;
     step.grad_norm = std::numeric_limits<double>::quiet_NaN();
@@ -325,7 +412,7 @@ private:
   // Megatron's checkpoint_and_decide_exit.
   ExitReason checkpoint_and_decide_exit() {
     const CheckpointOptions& c = options_.checkpoint;
-    const ExitReason reason = exit_.should_exit(progress_.iteration);
+    const ExitReason reason = agreed_exit_reason();
     if (reason == ExitReason::Signal) {
       if (c.save) save_checkpoint();
       output_.line(format_datetime_line(exit_.exit_message(reason, progress_.iteration), now_stamp()));
@@ -343,6 +430,30 @@ private:
     return reason;
   }
 
+  // Any rank's reason stops every rank (Megatron all-reduces its exit checks): a signal or a time
+  // limit may reach the ranks at different iterations. The priority is should_exit's.
+  ExitReason agreed_exit_reason() {
+    const ExitReason local = exit_.should_exit(progress_.iteration);
+    if (world_.size() == 1) return local;
+    const auto rank_of = [](ExitReason r) -> std::int64_t {
+      switch (r) {
+        case ExitReason::Signal: return 3;
+        case ExitReason::Duration: return 2;
+        case ExitReason::Interval: return 1;
+        case ExitReason::None: break;
+      }
+      return 0;
+    };
+    std::int64_t agreed = rank_of(local);
+    world_.all_reduce(std::span<std::int64_t>(&agreed, 1), dist::ReduceOp::Max);
+    for (ExitReason r : {ExitReason::Signal, ExitReason::Duration, ExitReason::Interval})
+      if (rank_of(r) == agreed) return r;
+    return ExitReason::None;
+  }
+
+  // Rank 0 writes the whole checkpoint: the weights (the same on every rank) and, with the
+  // distributed optimizer, every rank's optimizer shard collected to it first — so a checkpoint
+  // does not depend on the data-parallel layout that wrote it.
   void save_checkpoint() {
     timer_.stop();
     const std::string& dir = *options_.checkpoint.save;
@@ -353,10 +464,25 @@ private:
     s.save_rng = !options_.checkpoint.no_save_rng;
     s.args_json = args_json_;
     s.tokenizer_json = tokenizer_json_;
-    last_checkpoint_ = save_train_checkpoint(dir, parts(), s);
+    if (s.save_optimizer) optimizer_->collect_state();
+    run_on_all_ranks_or_none(world_, "saving the checkpoint", [&] {
+      if (chief_) last_checkpoint_ = save_train_checkpoint(dir, parts(), s);
+    });
+    optimizer_->release_collected_state();
+    if (!chief_) last_checkpoint_ = (std::filesystem::path(dir) / ckpt::iteration_directory_name(progress_.iteration)).string();
     output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +
                  " to " + dir + " [ t 1/1, p 1/1 ]");
     timer_.start();
+  }
+
+  // --bf16 rounds the GEMMs' inputs to bf16 where the backend can (fp32 storage and master
+  // weights stay); --fp16 is not available yet. Either computes in fp32 on the CPU, with a warning.
+  void apply_precision() {
+    const Precision p = options_.optim.precision;
+    if (p == Precision::Fp32) return;
+    const char* flag = p == Precision::Bf16 ? "--bf16" : "--fp16";
+    if (p == Precision::Bf16 && backend_.set_matmul_precision(Backend::MatmulPrecision::kBf16)) return;
+    log::warn(std::string(flag) + ": the " + backend_.name() + " backend computes in fp32 here");
   }
 
   void final_evaluations() {
@@ -374,8 +500,16 @@ private:
   const TrainerSettings& settings_;
   const TrainerHooks& hooks_;
   ExitConditions exit_;
+  // The groups of a lone process, used when the settings give none.
+  dist::LocalCommunicator own_world_{"world", 0, nullptr, nullptr};
+  dist::LocalCommunicator own_data_parallel_{"data-parallel", 0, nullptr, nullptr};
+  dist::Communicator& world_;
+  dist::Communicator& data_parallel_;
+  bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints
+  std::ostream discarded_{nullptr};  // where the other ranks' lines go
   RunOutput output_;
-  CpuBackend backend_;
+  std::unique_ptr<Backend> backend_owner_;
+  Backend& backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::int64_t padded_vocab_ = 0;
   std::unique_ptr<GptModel> model_;
@@ -393,6 +527,7 @@ private:
   IntervalTimer timer_;
   std::int64_t consecutive_nonfinite_ = 0;
   std::optional<std::string> last_checkpoint_;
+  std::optional<ckpt::SaveDirectoryLock> save_lock_;
 };
 
 }  // namespace
@@ -402,15 +537,6 @@ TrainResult train_gpt(const TrainOptions& options, const TrainerSettings& settin
     throw Error("internal error: max_consecutive_nonfinite_iterations must be positive");
   TrainingRun run(options, settings, hooks);
   return run.run();
-}
-
-int run_training(const TrainOptions& options) {
-  if (options.show_help) {
-    std::cout << train_options_help();
-    return kExitOk;
-  }
-  train_gpt(options);
-  return kExitOk;
 }
 
 }  // namespace mgt

@@ -1,12 +1,15 @@
-// mgt-train's work: Megatron's pretrain_gpt.py loop on one process and the CPU backend.
+// mgt-train's work: Megatron's pretrain_gpt.py loop, on one process or over data-parallel ranks.
 //
 //   setup     tokenizer and padded vocabulary, model (initialised from --seed), AdamW, LR/WD
 //             scheduler; --load restores a checkpoint; the data indices are built or found in
 //             the dataset cache and read ahead on a background thread from the consumed samples.
-//   iteration micro-batches (global batch / micro batch) of forward and backward with dropout
-//             masks from (seed, micro step); gradient norm; a non-finite loss or gradient skips
-//             the update (counted as skipped and NaN) — a run of them stops with an error and the
-//             last checkpoint untouched; else clip, AdamW, scheduler step.
+//   iteration this rank's micro-batches of the global batch (Megatron's sampler order) of forward
+//             and backward with dropout masks from (seed, global micro step); the gradients
+//             reduced over the data-parallel group; gradient norm over the whole model; a
+//             non-finite loss or gradient skips the update (counted as skipped and NaN) — a run of
+//             them stops with an error and the last checkpoint untouched; else clip, AdamW (its
+//             state sharded with --use-distributed-optimizer), scheduler step. The logged loss is
+//             summed over the ranks, so it is the one-rank run's loss up to rounding.
 //   then      the Megatron log line every --log-interval, validation every --eval-interval,
 //             checkpoint every --save-interval, and the exit conditions (exit signal,
 //             --exit-duration-in-mins, --exit-interval: save with --save, stop cleanly).
@@ -18,6 +21,8 @@
 #include <optional>
 #include <string>
 
+#include "dist/communicator.hpp"
+#include "kernels/backend.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/train_options.hpp"
 
@@ -40,8 +45,24 @@ struct TrainerHooks {
   std::function<bool(std::int64_t iteration)> poison_gradients;
 };
 
+// The ranks a run spans, as lib/dist's process groups give them (train_launch.hpp). Left null,
+// the run is one process alone and its groups are groups of one.
+struct TrainingRanks {
+  // Every rank of the job; host memory only (agreement on errors and exits).
+  dist::Communicator* world = nullptr;
+  // This rank's data-parallel group, able to move buffers of the run's backend: gradients,
+  // optimizer shards and weights, and the loss sums. Its size must be the options' data-parallel
+  // size.
+  dist::Communicator* data_parallel = nullptr;
+};
+
 struct TrainerSettings {
-  std::ostream* out = nullptr;  // Megatron's printed lines; null: standard output
+  // Megatron's printed lines; null: standard output. Only world rank 0 prints them (and writes
+  // --metrics-file), as Megatron's print_rank_0 / print_rank_last do with data parallelism alone.
+  std::ostream* out = nullptr;
+  // The backend to compute on (must outlive the run); null: one made from --device.
+  Backend* backend = nullptr;
+  TrainingRanks ranks;
   // This many consecutive iterations with a non-finite loss or gradient stop training.
   std::int64_t max_consecutive_nonfinite_iterations = 10;
 };
@@ -56,7 +77,6 @@ struct TrainResult {
 TrainResult train_gpt(const TrainOptions& options, const TrainerSettings& settings = {},
                       const TrainerHooks& hooks = {});
 
-// mgt-train's entry point after parsing: --help, or train_gpt. Returns the exit code.
-int run_training(const TrainOptions& options);
+// mgt-train's entry point (flags, ranks, --help, --dry-run) is train_launch.hpp.
 
 }  // namespace mgt

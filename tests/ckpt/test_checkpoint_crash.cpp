@@ -60,9 +60,9 @@ int run_in_child(Body body, std::chrono::microseconds kill_after = std::chrono::
   return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
 }
 
-// After a killed save of `iteration` over a SAVE whose tracker named `previous_iteration`:
-// the tracker names one of the two and the checkpoint it names loads as exactly what was saved
-// there. Returns the iteration found.
+// After a killed or refused save of `iteration` into a SAVE whose tracker named
+// `previous_iteration`: the tracker names one of the two and the checkpoint it names loads as
+// exactly what was saved there. Returns the iteration found.
 std::int64_t check_survivor(const std::string& save, std::int64_t previous_iteration,
                             const ckpt_test::FakeState& previous, std::int64_t iteration,
                             const ckpt_test::FakeState& next) {
@@ -75,10 +75,7 @@ std::int64_t check_survivor(const std::string& save, std::int64_t previous_itera
   CHECK_NOTHROW(reader.verify());
   if (*latest == iteration && iteration != previous_iteration) {
     CHECK(ckpt_test::shard_matches(reader, next));
-  } else if (iteration == previous_iteration) {
-    // Re-saving the same iteration: the old copy or the new one, each whole.
-    CHECK((ckpt_test::shard_matches(reader, previous) || ckpt_test::shard_matches(reader, next)));
-  } else {
+  } else {  // the previous checkpoint, untouched (a committed iteration is never saved again)
     CHECK(ckpt_test::shard_matches(reader, previous));
   }
   return *latest;
@@ -101,29 +98,32 @@ void check_recovery(const std::string& save) {
 TEST_CASE("a save killed at each publish step leaves a loadable checkpoint", "[ckpt]") {
   const auto previous = ckpt_test::make_fake_state(1, 2, 64);
   const auto next = ckpt_test::make_fake_state(2, 3, 64);
-  const std::vector<SaveStep> all_steps{SaveStep::StagingSynced, SaveStep::PreviousMovedAside, SaveStep::Published,
-                                        SaveStep::PreviousRemoved, SaveStep::TrackerWritten};
-  for (bool exchange : {true, false}) {
-    for (std::int64_t iteration : {std::int64_t{1}, std::int64_t{2}}) {  // re-save, or a new iteration
-      for (SaveStep step : all_steps) {
-        DYNAMIC_SECTION("exchange " << exchange << ", iteration " << iteration << ", killed at "
-                                    << save_step_name(step)) {
-          auto save = test::scratch_dir("ckpt_crash_steps");
-          save_state(save, 1, previous, {}, std::chrono::microseconds(0));
-          SaveOptions options;
-          options.atomic_exchange = exchange;
-          options.on_step = [step](SaveStep reached) {
-            if (reached == step) ::raise(SIGKILL);
-          };
-          int ended = run_in_child([&] { save_state(save, iteration, next, options, std::chrono::microseconds(0)); });
-          // Steps that this kind of save never reaches let the child finish.
-          CHECK((ended == -SIGKILL || ended == 0));
-          check_survivor(save, 1, previous, iteration, next);
-          check_recovery(save);
-        }
-      }
+  for (SaveStep step : {SaveStep::StagingSynced, SaveStep::Published, SaveStep::TrackerWritten}) {
+    DYNAMIC_SECTION("killed at " << save_step_name(step)) {
+      auto save = test::scratch_dir("ckpt_crash_steps");
+      save_state(save, 1, previous, {}, std::chrono::microseconds(0));
+      SaveOptions options;
+      options.on_step = [step](SaveStep reached) {
+        if (reached == step) ::raise(SIGKILL);
+      };
+      int ended = run_in_child([&] { save_state(save, 2, next, options, std::chrono::microseconds(0)); });
+      CHECK(ended == -SIGKILL);
+      check_survivor(save, 1, previous, 2, next);
+      check_recovery(save);
     }
   }
+}
+
+TEST_CASE("a save of a committed iteration is refused before it writes anything", "[ckpt]") {
+  const auto previous = ckpt_test::make_fake_state(1, 2, 64);
+  const auto next = ckpt_test::make_fake_state(2, 3, 64);
+  auto save = test::scratch_dir("ckpt_crash_resave");
+  save_state(save, 1, previous, {}, std::chrono::microseconds(0));
+  int ended = run_in_child([&] { save_state(save, 1, next, {}, std::chrono::microseconds(0)); });
+  CHECK(ended == 3);  // the child's exception
+  check_survivor(save, 1, previous, 1, next);
+  CHECK(ckpt_test::shard_matches(ShardReader(save + "/iter_0000001/" + kShard), previous));
+  check_recovery(save);
 }
 
 TEST_CASE("a save killed at random moments leaves a loadable checkpoint", "[ckpt]") {
@@ -134,14 +134,13 @@ TEST_CASE("a save killed at random moments leaves a loadable checkpoint", "[ckpt
   std::uniform_int_distribution<int> delay_us(0, 90000);
   int killed = 0;
   for (int trial = 0; trial < 8; ++trial) {
-    const std::int64_t iteration = trial % 2 == 0 ? 12 : 11;
     auto save = test::scratch_dir("ckpt_crash_random");
     save_state(save, 11, previous, {}, std::chrono::microseconds(0));
-    int ended = run_in_child([&] { save_state(save, iteration, next, {}, std::chrono::microseconds(2000)); },
+    int ended = run_in_child([&] { save_state(save, 12, next, {}, std::chrono::microseconds(2000)); },
                              std::chrono::microseconds(delay_us(rng)));
     if (ended == -SIGKILL) ++killed;
     else CHECK(ended == 0);
-    check_survivor(save, 11, previous, iteration, next);
+    check_survivor(save, 11, previous, 12, next);
     check_recovery(save);
   }
   CHECK(killed > 0);

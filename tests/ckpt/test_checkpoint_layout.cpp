@@ -151,7 +151,10 @@ TEST_CASE("tensor paths and records are validated", "[ckpt]") {
 TEST_CASE("chunk shapes keep whole rows within the byte budget", "[ckpt]") {
   using V = std::vector<std::int64_t>;
   CHECK(chunk_shape_for(V{1000, 64}, 4, 8 << 20) == V{1000, 64});          // fits whole
-  CHECK(chunk_shape_for(V{50304, 768}, 2, 8 << 20) == V{5461, 768});      // rows of 1536 bytes
+  // Rows of 1536 bytes: at most 5461 per chunk, so 10 chunks, each of 5031 rows (not 9 full
+  // chunks and a tenth holding 1155 rows, stored as if it held 5461).
+  CHECK(chunk_shape_for(V{50304, 768}, 2, 8 << 20) == V{5031, 768});
+  CHECK(chunk_shape_for(V{50304, 128}, 4, 8 << 20) == V{12576, 128});     // 4 chunks exactly
   CHECK(chunk_shape_for(V{4, 1 << 22}, 4, 8 << 20) == V{1, 1 << 21});      // a row larger than a chunk
   CHECK(chunk_shape_for(V{10}, 8, 1) == V{1});                             // budget below one element
   CHECK(chunk_shape_for(V{2, 3, 4}, 1, 12) == V{1, 3, 4});

@@ -61,28 +61,29 @@ private:
 
 }  // namespace
 
-TEST_CASE("re-saving an iteration replaces it whole", "[ckpt]") {
-  for (bool exchange : {true, false}) {
-    DYNAMIC_SECTION("atomic exchange " << exchange) {
-      auto save = test::scratch_dir("ckpt_resave");
-      auto first = ckpt_test::make_fake_state(1, 2, 8);
-      auto second = ckpt_test::make_fake_state(2, 3, 8);  // different tensors too: nothing may linger
-      save_state(save, 50, first);
-      CHECK(latest_matches(save, first));
-      std::vector<SaveStep> steps;
-      SaveOptions options;
-      options.atomic_exchange = exchange;
-      options.on_step = [&](SaveStep step) { steps.push_back(step); };
-      save_state(save, 50, second, options);
-      CHECK(latest_matches(save, second));
-      CHECK(entries(save) == std::vector<std::string>{"iter_0000050", "latest_checkpointed_iteration.txt"});
-      CHECK(entries(save + "/iter_0000050") == std::vector<std::string>{kShard});
-      std::vector<SaveStep> expected{SaveStep::StagingSynced, SaveStep::Published, SaveStep::PreviousRemoved,
-                                     SaveStep::TrackerWritten};
-      if (!exchange) expected.insert(expected.begin() + 1, SaveStep::PreviousMovedAside);
-      CHECK(steps == expected);
-    }
+TEST_CASE("a committed iteration is never saved again", "[ckpt]") {
+  auto save = test::scratch_dir("ckpt_resave");
+  auto first = ckpt_test::make_fake_state(1, 2, 8);
+  auto second = ckpt_test::make_fake_state(2, 3, 8);
+  save_state(save, 50, first);
+  CHECK_THROWS_WITH(save_state(save, 50, second),
+                    Contains(save + "/iter_0000050 already exists") && Contains("never replaced"));
+  CHECK(latest_matches(save, first));
+  CHECK(entries(save) == std::vector<std::string>{"iter_0000050", "latest_checkpointed_iteration.txt"});
+
+  // An entry that appears under the final name while the save is staged is not replaced either,
+  // not even an empty directory (which rename(2) alone would replace).
+  auto staging = prepare_staging_directory(save, 60);
+  {
+    ShardWriter writer(staging + "/" + kShard, second.metadata);
+    ckpt_test::write_fake_state(writer, second);
+    writer.close();
   }
+  std::filesystem::create_directory(save + "/iter_0000060");
+  CHECK_THROWS_WITH(publish_iteration(save, 60, staging), Contains("iter_0000060 already exists"));
+  CHECK(std::filesystem::is_empty(save + "/iter_0000060"));
+  CHECK(std::filesystem::exists(staging + "/" + kShard));  // the caller's to remove
+  CHECK(latest_iteration(save) == 50);
 }
 
 TEST_CASE("an abandoned save leaves nothing and the next save cleans crash leftovers", "[ckpt]") {
@@ -113,22 +114,24 @@ TEST_CASE("an abandoned save leaves nothing and the next save cleans crash lefto
 }
 
 TEST_CASE("a save that fails mid-publish keeps the previous checkpoint", "[ckpt]") {
-  for (SaveStep failing : {SaveStep::StagingSynced, SaveStep::PreviousMovedAside, SaveStep::Published}) {
+  for (SaveStep failing : {SaveStep::StagingSynced, SaveStep::Published}) {
     DYNAMIC_SECTION("failing at " << save_step_name(failing)) {
       auto save = test::scratch_dir("ckpt_publish_failure");
       auto first = ckpt_test::make_fake_state(5, 1, 4);
       auto second = ckpt_test::make_fake_state(6, 1, 4);
       save_state(save, 60, first);
       SaveOptions options;
-      options.atomic_exchange = false;
       options.on_step = [&](SaveStep step) {
         if (step == failing) throw Error("disk on fire");
       };
-      CHECK_THROWS_WITH(save_state(save, 60, second, options), "disk on fire");
+      CHECK_THROWS_WITH(save_state(save, 70, second, options), "disk on fire");
+      // All or nothing: an iteration the tracker does not name is taken back, so that it does
+      // not stand in the way of saving it again.
       CHECK(latest_iteration(save) == 60);
-      // Either copy is whole; which one depends on how far the publish got.
-      CHECK((latest_matches(save, first) || latest_matches(save, second)));
+      CHECK(latest_matches(save, first));
+      CHECK(entries(save) == std::vector<std::string>{"iter_0000060", "latest_checkpointed_iteration.txt"});
       save_state(save, 70, second);
+      CHECK(latest_matches(save, second));
       CHECK(entries(save) ==
             std::vector<std::string>{"iter_0000060", "iter_0000070", "latest_checkpointed_iteration.txt"});
     }

@@ -128,5 +128,5 @@ TEST_CASE("index command line: help and usage errors", "[data][command_line]") {
   CHECK(usage_error([] { index({"--seq-length", "1e3"}); }) == "--seq-length: '1e3' is not an integer");
   CHECK(usage_error([] { index({"--mid-level-dataset-surplus", "x"}); }) ==
         "--mid-level-dataset-surplus: 'x' is not a number");
-  CHECK(usage_error([] { index({"--vocab-extra-ids", "-1"}); }) == "--vocab-extra-ids must be between 0 and 1000000");
+  CHECK(usage_error([] { index({"--vocab-extra-ids", "-1"}); }) == "--vocab-extra-ids must be between 0 and 1000000, got -1");
 }

@@ -85,6 +85,28 @@ expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/trunc"
 one_line_error "out of range"
 [[ ! -e "$work/x" ]] || fail "a failed conversion left $work/x"
 
+# config.json values are judged under their own keys, and a model too large for the memory is
+# refused with the estimate before any tensor is read (n_layer 10^12 used to grow without bound).
+edit_config() {  # edit_config KEY VALUE: $work/edited/ holds the export with config.json's KEY changed
+  rm -rf "$work/edited" && mkdir "$work/edited" && cp "$work/hf/model.safetensors" "$work/edited/"
+  python3 - "$work/hf/config.json" "$work/edited/config.json" "$1" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c[sys.argv[3]] = json.loads(sys.argv[4])
+json.dump(c, open(sys.argv[2], "w"))
+PY
+}
+edit_config n_layer 1000000000000
+expect_status 1 timeout 60 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/edited" --save-dir "$work/x"
+one_line_error "n_layer must be between 1 and 2147483647 (got 1000000000000)"
+edit_config n_layer 100000000
+expect_status 1 timeout 60 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/edited" --save-dir "$work/x"
+one_line_error "^mgt-ckpt-convert: converting $work/edited needs an estimated .* parameters (weights .*), but only .* is available ("
+edit_config resid_pdrop 1.5
+expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/edited" --save-dir "$work/x"
+one_line_error "resid_pdrop must be in \[0, 1) (got 1.5)"
+[[ ! -e "$work/x" ]] || fail "a refused conversion left $work/x"
+
 # An architecture GPT-2 cannot express is refused, naming the property.
 expect_status 0 "$bin/mgt-train" --num-layers 1 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16 \
   --micro-batch-size 2 --lr 1e-3 --train-iters 1 --eval-iters 0 --mock-data --tokenizer-type GPT2BPETokenizer \

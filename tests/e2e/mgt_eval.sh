@@ -49,6 +49,21 @@ assert strict["counts"]["target_tokens"] >= 6 and strict["counts"]["truncated"] 
 assert strict["settings"]["seq_length"] == 16 and loose["settings"]["seq_length"] == 32
 PY
 
+# Results are strict JSON, and --output replaces a symlink at its name instead of writing
+# through it.
+echo precious >"$work/victim.txt"
+ln -s "$work/victim.txt" "$work/result.json"
+expect_status 0 "$bin/mgt-eval" "${lambada[@]}" --output "$work/result.json"
+[[ $(cat "$work/victim.txt") == precious ]] || fail "--output wrote through a symlink"
+[[ -f "$work/result.json" && ! -L "$work/result.json" ]] || fail "--output is still a symlink"
+python3 - "$work/result.json" <<'PY' || fail "result is not strict JSON"
+import json, sys
+def refuse(name):
+    raise ValueError("non-standard JSON constant " + name)
+json.load(open(sys.argv[1]), parse_constant=refuse)
+PY
+ls "$work" | grep -q "result.json.tmp" && fail "a temporary was left behind"
+
 # WikiText-103: Megatron's counts and the adjusted perplexity.
 expect_status 0 "$bin/mgt-eval" "${wiki[@]}" --overlapping-eval 16 --micro-batch-size 8 --log-interval 1
 grep -Eq '^ validation results on WIKITEXT103 \| avg loss: [0-9]\.[0-9]{4}E\+[0-9]{2} \| ppl: .* \| adjusted ppl: .* \| token ratio: [0-9.]+ \|$' \
@@ -76,6 +91,16 @@ printf '{"text": "a b c"}\n{"text": "a b\n' >"$work/bad.jsonl"
 expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/bad.jsonl" --load "$work/ckpt"
 tail -n 1 "$work/err.txt" | grep -q "^mgt-eval: $work/bad.jsonl:2: malformed JSON" || fail "malformed line not named"
 [[ $(grep -c "^mgt-eval:" "$work/err.txt") == 1 ]] || fail "error is not one line"
+# A one-word line leaves nothing to score (Megatron would count it as correct): refused, by line.
+printf '{"text": "a b c"}\n{"text": "alone"}\n' >"$work/one_word.jsonl"
+expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/one_word.jsonl" --load "$work/ckpt" --strict-lambada
+grep -q "^mgt-eval: $work/one_word.jsonl:2: the text is a single word" "$work/err.txt" || fail "one-word line not refused"
+# A FIFO or a directory as the data file is refused at once (a FIFO used to hang the open).
+mkfifo "$work/data.fifo"
+expect_status 1 timeout 60 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/data.fifo" --load "$work/ckpt"
+grep -q "^mgt-eval: '$work/data.fifo' is a FIFO, not a regular file$" "$work/err.txt" || fail "FIFO data not refused"
+expect_status 1 timeout 60 "$bin/mgt-eval" --task LAMBADA --valid-data "$work" --load "$work/ckpt"
+grep -q "is a directory, not a regular file" "$work/err.txt" || fail "directory data not refused"
 : >"$work/empty.jsonl"
 expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/empty.jsonl" --load "$work/ckpt"
 grep -q "no examples" "$work/err.txt" || fail "empty data not reported"

@@ -67,8 +67,13 @@ assert r["finish_reason"] == "stop" and sys.argv[2] not in r["text"], r
 PY
 fi
 
-# Typed prompts when standard input is a terminal.
-if command -v script >/dev/null; then
+# Typed prompts when standard input is a terminal. `script` gives the program one; where no
+# pseudo-terminal can be made (no /dev/pts in a container, say) the check is skipped, saying so.
+if ! command -v script >/dev/null; then
+  echo "SKIP: interactive mode not checked: no 'script' command"
+elif ! script -qec "test -t 0" /dev/null </dev/null >/dev/null 2>&1; then
+  echo "SKIP: interactive mode not checked: no pseudo-terminal can be made here"
+else
   (printf 'Hello world\n'; sleep 1) | script -qec "'$bin/mgt-generate' --load '$work/ckpt' --max-new-tokens 6" \
     /dev/null >"$work/tty.txt" 2>&1 || true
   text=$(python3 -c "import json; print(json.loads(open('$work/greedy.jsonl').readline())['text'])")
@@ -89,6 +94,33 @@ expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts
 grep -q -- "--top-k 0" "$work/err.txt" || fail "top-p with top-k not refused"
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --port 5000
 grep -q "no HTTP server" "$work/err.txt" || fail "--port not refused with a reason"
+# A prompts file that is a FIFO is a stream, read once its writer comes; a directory is refused
+# at once, naming it.
+mkfifo "$work/prompts.fifo"
+(sleep 1; cat "$work/prompts.jsonl" >"$work/prompts.fifo") &
+expect_status 0 timeout 60 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.fifo" --max-new-tokens 6 \
+  --return-log-probs
+wait
+cmp -s "$work/out.txt" "$work/greedy.jsonl" || fail "prompts from a FIFO differ from the file run"
+expect_status 1 timeout 60 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work"
+grep -q "input '$work' is a directory" "$work/err.txt" || fail "a directory as --prompts not refused by name"
+
+# The output file is strict JSON (no NaN, no Infinity), and a symlink already at its name is
+# replaced, not written through.
+echo precious >"$work/victim.txt"
+ln -s "$work/victim.txt" "$work/linked.jsonl"
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 4 \
+  --return-log-probs --output "$work/linked.jsonl"
+[[ $(cat "$work/victim.txt") == precious ]] || fail "--output wrote through a symlink"
+[[ -f "$work/linked.jsonl" && ! -L "$work/linked.jsonl" ]] || fail "--output is still a symlink"
+python3 - "$work/linked.jsonl" <<'PY' || fail "completions are not strict JSON"
+import json, sys
+def refuse(name):
+    raise ValueError("non-standard JSON constant " + name)
+for line in open(sys.argv[1]):
+    json.loads(line, parse_constant=refuse)
+PY
+
 printf '{"prompt": ""}\n' >"$work/empty.jsonl"
 expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/empty.jsonl"
 grep -q -- "--add-bos" "$work/err.txt" || fail "empty prompt not explained"

@@ -54,6 +54,16 @@ grep -q "missing.idx" "$work/err.txt" || fail "missing dataset not named"
 head -c 1000 "$prefix.bin" > "$work/trunc.bin"; cp "$prefix.idx" "$work/trunc.idx"
 expect_status 1 "$bin/mgt-index" --data-path "$work/trunc" "${sizes[@]}" "${gpt2[@]}"
 grep -q "truncated" "$work/err.txt" || fail "truncated .bin not reported"
+# A FIFO where a dataset file is expected is refused at once, naming it (it used to hang the open);
+# so is a FIFO as the vocabulary file.
+mkfifo "$work/fifo.idx"
+cp "$prefix.bin" "$work/fifo.bin"
+expect_status 1 timeout 60 "$bin/mgt-index" --data-path "$work/fifo" "${sizes[@]}" "${gpt2[@]}"
+grep -q "^mgt-index: '$work/fifo.idx' is a FIFO, not a regular file$" "$work/err.txt" || fail "FIFO .idx not refused"
+mkfifo "$work/vocab.fifo"
+expect_status 1 timeout 60 "$bin/mgt-index" --data-path "$prefix" "${sizes[@]}" --tokenizer-type GPT2BPETokenizer \
+  --vocab-file "$work/vocab.fifo" --merge-file "$src/datasets/gpt2-merges.txt"
+grep -q "'$work/vocab.fifo' is a FIFO, not a regular file" "$work/err.txt" || fail "FIFO vocab file not refused"
 expect_status 2 "$bin/mgt-index" --data-path "$prefix" "${sizes[@]}" "${gpt2[@]}" --split 1,x,1
 expect_status 2 "$bin/mgt-index" --data-path "$prefix" "${sizes[@]}" "${gpt2[@]}" --bogus-flag
 grep -q -- "--bogus-flag" "$work/err.txt" || fail "unknown flag not named"

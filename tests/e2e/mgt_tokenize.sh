@@ -58,6 +58,33 @@ expect_status 0 "$BIN" --input "$WORK/bad/in.jsonl" --output-prefix "$WORK/bad/o
 grep -q '"bad_lines": 1' "$WORK/out.txt" || fail "bad line not counted"
 grep -q '"documents": 2' "$WORK/out.txt" || fail "good lines not kept"
 
+# Symlinks planted at the output names, and at every temporary name a process id would give, are
+# replaced or left alone, never written through: temporaries get unpredictable names and are
+# created exclusively.
+mkdir "$WORK/links"
+echo precious >"$WORK/links/victim"
+for ext in bin idx; do
+  ln -s "$WORK/links/victim" "$WORK/links/out_text_document.$ext"
+  for pid in $(seq $$ $(( $$ + 200 ))); do ln -s "$WORK/links/victim" "$WORK/links/out_text_document.$ext.tmp.$pid"; done
+done
+expect_status 0 "$BIN" --input "$WORK/bad/in.jsonl" --output-prefix "$WORK/links/out" "${GPT2[@]}" --skip-bad-lines
+[[ $(cat "$WORK/links/victim") == precious ]] || fail "an output was written through a symlink"
+for ext in bin idx; do
+  [[ -f "$WORK/links/out_text_document.$ext" && ! -L "$WORK/links/out_text_document.$ext" ]] ||
+    fail "out_text_document.$ext is not a regular file"
+  cmp -s "$WORK/links/out_text_document.$ext" "$WORK/bad/out_text_document.$ext" || fail "wrong .$ext"
+done
+[[ $(find "$WORK/links" -name '*.tmp.*' -type f | wc -l) == 0 ]] || fail "a temporary was left behind"
+
+# A directory as input is refused by name; a FIFO is a stream, read once its writer comes.
+expect_status 1 "$BIN" --input "$WORK/links" --output-prefix "$WORK/links/dir" "${GPT2[@]}"
+grep -q "input '$WORK/links' is a directory" "$WORK/err.txt" || fail "directory input not refused by name"
+mkfifo "$WORK/in.fifo"
+(sleep 1; cat "$WORK/bad/in.jsonl" >"$WORK/in.fifo") &
+expect_status 0 timeout 60 "$BIN" --input "$WORK/in.fifo" --output-prefix "$WORK/fifo" "${GPT2[@]}" --skip-bad-lines
+wait
+cmp -s "$WORK/fifo_text_document.bin" "$WORK/bad/out_text_document.bin" || fail "FIFO input gives other tokens"
+
 # --merge: two datasets end to end.
 expect_status 0 "$BIN" --merge --input "$WORK/file_text_document" "$WORK/bad/out_text_document" \
   --output-prefix "$WORK/merged"

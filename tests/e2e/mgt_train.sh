@@ -34,6 +34,35 @@ grep -q -- "--use-cpu-initialization is a Megatron-LM flag that mgt-train does n
 expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --lr abc
 expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --reset-attention-mask
 grep -q -- "--reset-attention-mask" "$WORK/err.txt" || fail "refusal does not name the flag"
+# Numbers must be finite and in their flag's range, and a bad one is blamed on its own flag.
+expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --lr inf
+grep -q "^mgt-train: --lr: 'inf' is not a finite number$" "$WORK/err.txt" || fail "--lr inf accepted"
+expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --lr nan
+grep -q "^mgt-train: --lr: 'nan' is not a finite number$" "$WORK/err.txt" || fail "--lr nan not blamed on --lr"
+expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --adam-beta2 1
+grep -q "^mgt-train: --adam-beta2 must be in \[0, 1), got 1$" "$WORK/err.txt" || fail "--adam-beta2 1 accepted"
+
+# The memory a run needs is estimated before anything is allocated: --dry-run prints it, and a
+# model that cannot fit is refused with the estimate and what is available, in no time.
+expect_status 0 "$BIN/mgt-train" "${RUN[@]}" --dry-run
+python3 - "$WORK/out.txt" <<'PY' || fail "--dry-run JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["memory_per_rank_bytes"]
+assert r["parameters"] == r["parameters_per_rank"] > 0, r
+assert m["weights"] == m["gradients"] == 4 * r["parameters"] and m["optimizer_state"] == 8 * r["parameters"], r
+assert m["total"] == sum(v for k, v in m.items() if k != "total") and m["activations"] > 0, r
+assert r["fits"] is True and r["layout"]["data_parallel_size"] == 1, r
+PY
+grep -q "^memory per rank: .* = weights .* + gradients .* + Adam moments .* + activations " "$WORK/err.txt" ||
+  fail "--dry-run summary"
+[[ ! -e "$WORK/cache" && ! -e "$WORK/ckpt" ]] || fail "--dry-run read data or wrote a checkpoint"
+for huge in "--num-layers 100000000" "--hidden-size 1000000000"; do
+  # shellcheck disable=SC2086
+  expect_status 1 timeout 120 "$BIN/mgt-train" "${RUN[@]}" $huge
+  grep -q "^mgt-train: training this model needs an estimated .* of memory per rank for .* parameters (weights .*), but only .* is available (" \
+    "$WORK/err.txt" || fail "$huge not refused with the estimate"
+done
 
 # Train until --exit-interval 6 stops the run: the indices are built into the cache,
 # checkpoints at 4 (--save-interval) and 6 (on exit).

@@ -44,6 +44,7 @@ TEST_CASE("LAMBADA without --strict-lambada: the last token of the whole text is
   CHECK(e.context == bytes("ab "));
   CHECK(e.target == bytes("c"));
   CHECK_THROWS_AS(lambada_example("", tokenizer, false), Error);
+  CHECK_THAT(error_of([&] { lambada_example("a", tokenizer, false); }), Catch::Contains("single word"));
 }
 
 TEST_CASE("LAMBADA with --strict-lambada: the last word, tokenized with a leading space", "[eval]") {
@@ -59,9 +60,8 @@ TEST_CASE("LAMBADA with --strict-lambada: the last word, tokenized with a leadin
   e = lambada_example("\u00a0one\u00a0two", tokenizer, true);  // Python whitespace splits words
   CHECK(e.context == bytes("one"));
   CHECK(e.target == bytes(" two"));
-  e = lambada_example("alone", tokenizer, true);
-  CHECK(e.context.empty());
-  CHECK(e.target == bytes(" alone"));
+  // One word: nothing precedes the target, nothing would be scored (Megatron counts it right).
+  CHECK_THAT(error_of([&] { lambada_example("alone", tokenizer, true); }), Catch::Contains("single word"));
   CHECK_THROWS_AS(lambada_example(" \n ", tokenizer, true), Error);
 }
 
@@ -164,6 +164,11 @@ TEST_CASE("read_lambada_examples reads JSON lines and names the line at fault", 
   CHECK(error_of([&] { read_lambada_examples(blank, tokenizer, false); }).rfind(blank + ":2: ", 0) == 0);
   const std::string no_word = write_file(dir, "no_word.jsonl", "{\"text\": \" \"}\n");
   CHECK(error_of([&] { read_lambada_examples(no_word, tokenizer, true); }) == no_word + ":1: the text has no words");
+  // A one-word line has no scorable target: an input error naming its file and line, in both modes.
+  const std::string one_word = write_file(dir, "one_word.jsonl", "{\"text\": \"a b\"}\n{\"text\": \"word\"}\n");
+  CHECK(error_of([&] { read_lambada_examples(one_word, tokenizer, true); }).rfind(one_word + ":2: the text is a single word", 0) == 0);
+  const std::string one_token = write_file(dir, "one_token.jsonl", "{\"text\": \"a b\"}\n{\"text\": \"w\"}\n");
+  CHECK(error_of([&] { read_lambada_examples(one_token, tokenizer, false); }).rfind(one_token + ":2: the text is a single word", 0) == 0);
   const std::string empty = write_file(dir, "empty.jsonl", "");
   CHECK(error_of([&] { read_lambada_examples(empty, tokenizer, false); }) == empty + ": no examples (the file is empty)");
   CHECK_FALSE(error_of([&] { read_lambada_examples(dir + "/missing.jsonl", tokenizer, false); }).empty());

@@ -17,6 +17,9 @@ void check(const AttentionShape& s, const AttentionParams& p, const char* name) 
   require(s.seq_kv >= s.seq_q, name, "seq_kv must be >= seq_q");
   require(s.groups > 0 && s.heads % s.groups == 0, name, "groups must divide heads");
   require(p.dropout_p >= 0.0f && p.dropout_p < 1.0f, name, "dropout_p must be in [0, 1)");
+  require(p.dropout_first_head >= 0 &&
+              p.dropout_first_head + s.heads <= (p.dropout_heads > 0 ? p.dropout_heads : s.heads),
+          name, "dropout heads [first, first + heads) must lie within dropout_heads");
   require(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.0f, name,
           "softmax_scale must be > 0");
 }
@@ -39,7 +42,9 @@ HeadSlices slices(const AttentionShape& s, int64_t b, int64_t h) {
 DropoutKey row_key(const AttentionShape& s, const AttentionParams& p, int64_t b, int64_t h,
                    int64_t i) {
   DropoutKey key = p.dropout_key;
-  key.offset += static_cast<uint64_t>(((b * s.heads + h) * s.seq_q + i) * s.seq_kv);
+  const int64_t heads = p.dropout_heads > 0 ? p.dropout_heads : s.heads;
+  key.offset +=
+      static_cast<uint64_t>(((b * heads + p.dropout_first_head + h) * s.seq_q + i) * s.seq_kv);
   return key;
 }
 

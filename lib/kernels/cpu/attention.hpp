@@ -11,7 +11,10 @@
 // from q, k and lse. The backward needs q, k, v, out, dout and lse.
 //
 // Attention dropout draws element (b, h, i, j) of the probability tensor at global index
-// ((b·heads + h)·seq_q + i)·seq_kv + j of params.dropout_key's stream (see dropout.hpp).
+// ((b·H + h₀ + h)·seq_q + i)·seq_kv + j of params.dropout_key's stream (see dropout.hpp), where
+// H = params.dropout_heads (default: heads) and h₀ = params.dropout_first_head (default 0): a
+// tensor-parallel rank holding heads [h₀, h₀ + heads) of H draws exactly their part of the
+// unsharded mask.
 #pragma once
 #include <cstdint>
 
@@ -37,6 +40,10 @@ struct AttentionParams {
   float softmax_scale = 0.0f;  // usually 1/√head_dim
   float dropout_p = 0.0f;      // --attention-dropout
   DropoutKey dropout_key;
+  // The heads of the whole (unsharded) attention that the dropout index counts, and the first
+  // of them this call holds; 0 and 0: this call's heads are all of them.
+  int64_t dropout_heads = 0;
+  int64_t dropout_first_head = 0;
 };
 
 // Pairs [first, end) of (batch b, query head h), numbered b·heads + h, are computed; the default

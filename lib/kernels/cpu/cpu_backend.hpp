@@ -11,6 +11,9 @@ class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(int threads = cpu::default_cpu_threads()) : pool_(threads) {}
   std::string name() const override { return "cpu"; }
+  std::string description() const override {
+    return "cpu (" + std::to_string(threads()) + " threads), fp32, OpenBLAS GEMMs, tiled attention";
+  }
   int threads() const { return pool_.size(); }
 
 private:

@@ -1,0 +1,150 @@
+#include "core/flag_ranges.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace mgt {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Model dimensions and batch sizes: tensor shapes are products of them in 64-bit arithmetic,
+// and kernels index rows of one dimension with 32-bit counts.
+constexpr double kInt32Max = 2147483647.0;
+
+struct Entry {
+  std::string_view flag;
+  FlagRange range;
+};
+
+constexpr FlagRange count_from(double min) { return {min, kInf, true, true, true}; }
+constexpr FlagRange count_between(double min, double max) { return {min, max, true, true, true}; }
+constexpr FlagRange size() { return count_between(1, kInt32Max); }
+constexpr FlagRange at_least(double min) { return {min, kInf, true, true, false}; }
+constexpr FlagRange above(double min) { return {min, kInf, false, true, false}; }
+constexpr FlagRange fraction() { return {0, 1, true, false, false}; }      // [0, 1)
+constexpr FlagRange probability() { return {0, 1, true, true, false}; }   // [0, 1]
+
+// Sorted by flag name (checked by a unit test). Megatron's meanings (arguments.py, core_v0.13.0),
+// with the bounds its later asserts or the mathematics impose.
+constexpr Entry kRanges[] = {
+    {"--adam-beta1", fraction()},
+    {"--adam-beta2", fraction()},
+    {"--adam-eps", above(0)},
+    {"--attention-dropout", fraction()},
+    {"--clip-grad", at_least(0)},
+    {"--context-parallel-size", size()},
+    {"--dump-count", count_from(0)},
+    {"--end-weight-decay", at_least(0)},
+    {"--eval-interval", count_from(1)},
+    {"--eval-iters", count_from(0)},
+    {"--exit-duration-in-mins", count_from(0)},
+    {"--exit-interval", count_from(0)},
+    {"--ffn-hidden-size", size()},
+    {"--global-batch-size", count_from(1)},
+    {"--hidden-dropout", fraction()},
+    {"--hidden-size", size()},
+    {"--init-method-std", above(0)},
+    {"--kv-channels", size()},
+    {"--log-interval", count_from(1)},
+    {"--lr", at_least(0)},
+    {"--lr-decay-iters", count_from(1)},
+    {"--lr-decay-samples", count_from(1)},
+    {"--lr-warmup-fraction", fraction()},
+    {"--lr-warmup-iters", count_from(0)},
+    {"--lr-warmup-samples", count_from(0)},
+    {"--lr-wsd-decay-iters", count_from(1)},
+    {"--lr-wsd-decay-samples", count_from(1)},
+    {"--make-vocab-size-divisible-by", size()},
+    {"--max-new-tokens", count_between(0, kInt32Max)},
+    {"--max-position-embeddings", size()},
+    {"--max-queue-size", count_from(1)},
+    {"--micro-batch-size", size()},
+    {"--mid-level-dataset-surplus", at_least(0)},
+    {"--min-lr", at_least(0)},
+    {"--norm-epsilon", above(0)},
+    {"--num-attention-heads", size()},
+    {"--num-layers", size()},
+    {"--num-query-groups", size()},
+    {"--num-tokens-to-generate", count_between(0, kInt32Max)},
+    {"--overlapping-eval", count_from(1)},
+    {"--partitions", count_between(1, 1 << 16)},
+    {"--persistent-save-interval", count_from(1)},
+    {"--pipeline-model-parallel-size", size()},
+    {"--recompute-num-layers", size()},
+    {"--rotary-base", count_from(1)},
+    {"--rotary-percent", {0, 1, false, true, false}},  // (0, 1]
+    {"--save-interval", count_from(1)},
+    {"--seed", count_between(0, 4294967295.0)},  // NumPy's RandomState takes 32-bit seeds
+    {"--seq-length", count_between(1, kInt32Max - 1)},  // seq_length + 1 tokens per sample
+    {"--start-weight-decay", at_least(0)},
+    {"--target-pipeline-parallel-size", size()},
+    {"--target-tensor-parallel-size", size()},
+    {"--temperature", {0, 100, false, true, false}},  // (0, 100], as Megatron's generate asserts
+    {"--tensor-model-parallel-size", size()},
+    {"--top-k", count_between(0, kInt32Max)},
+    {"--top-p", probability()},
+    {"--top-p-bound", probability()},
+    {"--top-p-decay", probability()},
+    {"--train-iters", count_from(1)},
+    {"--train-samples", count_from(1)},
+    {"--true-vocab-size", size()},
+    {"--vocab-extra-ids", count_between(0, 1000000)},
+    {"--vocab-size", count_between(1, kInt32Max - 1)},  // ids are 32-bit; NullTokenizer's eod is vocab-size
+    {"--weight-decay", at_least(0)},
+    {"--workers", count_from(1)},
+};
+
+std::string number(double v, bool integer) {
+  char buffer[64];
+  if (integer) std::snprintf(buffer, sizeof buffer, "%.0f", v);
+  else std::snprintf(buffer, sizeof buffer, "%g", v);
+  return buffer;
+}
+
+}  // namespace
+
+bool FlagRange::contains(double value) const {
+  const bool above_min = min_inclusive ? value >= min : value > min;
+  const bool below_max = max_inclusive ? value <= max : value < max;
+  return above_min && below_max;
+}
+
+std::string FlagRange::describe() const {
+  const bool has_min = min > -kInf;
+  const bool has_max = max < kInf;
+  if (has_min && has_max) {
+    if (integer && min_inclusive && max_inclusive)
+      return "between " + number(min, true) + " and " + number(max, true);
+    return std::string("in ") + (min_inclusive ? "[" : "(") + number(min, integer) + ", " + number(max, integer) +
+           (max_inclusive ? "]" : ")");
+  }
+  if (has_min) return (min_inclusive ? "at least " : "greater than ") + number(min, integer);
+  if (has_max) return (max_inclusive ? "at most " : "less than ") + number(max, integer);
+  return "a number";
+}
+
+std::vector<std::string_view> flags_with_known_ranges() {
+  std::vector<std::string_view> flags;
+  for (const Entry& e : kRanges) flags.push_back(e.flag);
+  return flags;
+}
+
+std::optional<FlagRange> known_flag_range(std::string_view flag) {
+  const auto it = std::lower_bound(std::begin(kRanges), std::end(kRanges), flag,
+                                   [](const Entry& e, std::string_view f) { return e.flag < f; });
+  if (it == std::end(kRanges) || it->flag != flag) return std::nullopt;
+  return it->range;
+}
+
+void check_flag_range(std::string_view flag, double value, std::string_view text) {
+  const std::optional<FlagRange> range = known_flag_range(flag);
+  if (!range || range->contains(value)) return;
+  throw UsageError(std::string(flag) + " must be " + range->describe() + ", got " + std::string(text));
+}
+
+}  // namespace mgt

@@ -1,0 +1,172 @@
+#include "dist/communicator.hpp"
+
+#include <cstddef>
+
+#include "core/error.hpp"
+#include "dist/parallel_layout.hpp"
+
+namespace mgt::dist {
+namespace {
+
+const std::byte* begin_of(SendBuffer b) { return static_cast<const std::byte*>(b.data); }
+
+bool overlap(SendBuffer a, SendBuffer b) {
+  if (a.count == 0 || b.count == 0) return false;
+  return begin_of(a) < begin_of(b) + b.bytes() && begin_of(b) < begin_of(a) + a.bytes();
+}
+
+std::string count_text(std::int64_t count) { return std::to_string(count); }
+
+}  // namespace
+
+const char* element_type_name(ElementType type) {
+  switch (type) {
+    case ElementType::Float32: return "float32";
+    case ElementType::Float64: return "float64";
+    case ElementType::Int64: return "int64";
+  }
+  return "unknown";
+}
+
+const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "max"; }
+
+std::string describe_group(const std::string& kind, const std::vector<int>& world_ranks) {
+  constexpr size_t kShown = 8;
+  std::string ranks;
+  if (world_ranks.size() <= kShown) {
+    ranks = format_ranks(world_ranks);
+  } else {
+    ranks = format_ranks(std::vector<int>(world_ranks.begin(), world_ranks.begin() + kShown - 1));
+    ranks.pop_back();
+    ranks += ", ..., " + std::to_string(world_ranks.back()) + "] (" +
+             std::to_string(world_ranks.size()) + " ranks)";
+  }
+  return kind + " group " + ranks;
+}
+
+Communicator::Communicator(GroupMembers members, CollectiveWatchdog* watchdog)
+    : members_(std::move(members)),
+      description_(describe_group(members_.kind, members_.world_ranks)),
+      watchdog_(watchdog) {
+  if (members_.world_ranks.empty() || members_.rank < 0 || members_.rank >= size())
+    throw Error("invalid " + description_ + ": this process has rank " +
+                std::to_string(members_.rank) + " in it");
+}
+
+void Communicator::fail(const char* operation, const std::string& problem) const {
+  throw Error(std::string(operation) + " on the " + description_ + ": " + problem);
+}
+
+void Communicator::check_buffer(const char* operation, const char* which,
+                                SendBuffer buffer) const {
+  if (buffer.count < 0)
+    fail(operation, std::string(which) + " buffer has a negative count (" +
+                        count_text(buffer.count) + ")");
+  if (buffer.count > 0 && buffer.data == nullptr)
+    fail(operation, std::string(which) + " buffer of " + count_text(buffer.count) +
+                        " elements has no data");
+}
+
+void Communicator::check_rank(const char* operation, const char* role, int rank) const {
+  if (rank < 0 || rank >= size())
+    fail(operation, std::string(role) + " " + std::to_string(rank) +
+                        " is not a rank of the group (size " + std::to_string(size()) + ")");
+}
+
+void Communicator::check_disjoint(const char* operation, SendBuffer a, SendBuffer b) const {
+  if (overlap(a, b)) fail(operation, "send and receive buffers overlap");
+}
+
+std::optional<CollectiveWatchdog::Scope> Communicator::watch(const char* operation,
+                                                             const char* reduce,
+                                                             std::int64_t count, ElementType type,
+                                                             const char* peer_role,
+                                                             int peer) const {
+  if (!watchdog_) return std::nullopt;
+  return watchdog_->watch(
+      InFlightOperation{operation, reduce, &description_, count, type, peer_role, peer});
+}
+
+void Communicator::all_reduce(RecvBuffer data, ReduceOp op) {
+  check_buffer("all_reduce", "the", data);
+  auto scope = watch("all_reduce", reduce_op_name(op), data.count, data.type, nullptr, -1);
+  do_all_reduce(data, op);
+}
+
+void Communicator::all_gather(SendBuffer send, RecvBuffer recv) {
+  constexpr const char* op = "all_gather";
+  check_buffer(op, "the send", send);
+  check_buffer(op, "the receive", recv);
+  if (send.type != recv.type)
+    fail(op, std::string("send buffer holds ") + element_type_name(send.type) +
+                 ", receive buffer " + element_type_name(recv.type));
+  if (recv.count != send.count * size())
+    fail(op, "receive buffer holds " + count_text(recv.count) + " elements, expected " +
+                 std::to_string(size()) + " x " + count_text(send.count) + " = " +
+                 count_text(send.count * size()));
+  const bool in_place =
+      send.data == static_cast<const std::byte*>(recv.data) + rank() * send.bytes();
+  if (!in_place) check_disjoint(op, send, recv);
+  auto scope = watch(op, nullptr, recv.count, recv.type, nullptr, -1);
+  do_all_gather(send, recv);
+}
+
+void Communicator::reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op_kind) {
+  constexpr const char* op = "reduce_scatter";
+  check_buffer(op, "the send", send);
+  check_buffer(op, "the receive", recv);
+  if (send.type != recv.type)
+    fail(op, std::string("send buffer holds ") + element_type_name(send.type) +
+                 ", receive buffer " + element_type_name(recv.type));
+  if (send.count != recv.count * size())
+    fail(op, "send buffer holds " + count_text(send.count) + " elements, expected " +
+                 std::to_string(size()) + " x " + count_text(recv.count) + " = " +
+                 count_text(recv.count * size()) +
+                 " (pad it to a multiple of the group size)");
+  const bool in_place =
+      recv.data == static_cast<const std::byte*>(send.data) + rank() * recv.bytes();
+  if (!in_place) check_disjoint(op, send, recv);
+  auto scope = watch(op, reduce_op_name(op_kind), send.count, send.type, nullptr, -1);
+  do_reduce_scatter(send, recv, op_kind);
+}
+
+void Communicator::broadcast(RecvBuffer data, int root) {
+  check_buffer("broadcast", "the", data);
+  check_rank("broadcast", "root", root);
+  auto scope = watch("broadcast", nullptr, data.count, data.type, "root", root);
+  do_broadcast(data, root);
+}
+
+void Communicator::send(SendBuffer data, int dest) {
+  check_buffer("send", "the", data);
+  check_rank("send", "destination", dest);
+  if (dest == rank()) fail("send", "a rank cannot send to itself (use send_recv)");
+  auto scope = watch("send", nullptr, data.count, data.type, "to rank", dest);
+  do_send(data, dest);
+}
+
+void Communicator::recv(RecvBuffer data, int source) {
+  check_buffer("recv", "the", data);
+  check_rank("recv", "source", source);
+  if (source == rank()) fail("recv", "a rank cannot receive from itself (use send_recv)");
+  auto scope = watch("recv", nullptr, data.count, data.type, "from rank", source);
+  do_recv(data, source);
+}
+
+void Communicator::send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) {
+  constexpr const char* op = "send_recv";
+  check_buffer(op, "the send", send);
+  check_buffer(op, "the receive", recv);
+  check_rank(op, "destination", dest);
+  check_rank(op, "source", source);
+  check_disjoint(op, send, recv);
+  auto scope = watch(op, nullptr, recv.count, recv.type, "from rank", source);
+  do_send_recv(send, dest, recv, source);
+}
+
+void Communicator::barrier() {
+  auto scope = watch("barrier", nullptr, -1, ElementType::Int64, nullptr, -1);
+  do_barrier();
+}
+
+}  // namespace mgt::dist

@@ -1,0 +1,155 @@
+// One communicator interface for every transport (MPI over host memory, NCCL over device memory,
+// a world of one without either). A communicator spans one process group; ranks are ranks within
+// that group.
+//
+// Each public operation is non-virtual: it checks what a transport would otherwise turn into a
+// hang or memory corruption (element counts against the group size, element types, peers and
+// roots in range, overlapping buffers), registers the operation with the collective watchdog,
+// then calls the transport's do_* hook. Every operation is blocking: when it returns, the result
+// is in the receive buffer and the send buffer may be reused. All ranks of the group must call a
+// collective in the same order with the same counts.
+//
+// Buffers come as type-erased SendBuffer/RecvBuffer (comm_buffer.hpp) or through the typed
+// overloads: std::span for host memory, DeviceSpan for a backend's memory.
+#pragma once
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "dist/collective_watchdog.hpp"
+#include "dist/comm_buffer.hpp"
+
+namespace mgt::dist {
+
+// Who is in a group: the world rank of each group rank, and this process's group rank.
+struct GroupMembers {
+  std::string kind;              // "tensor-model-parallel", "world", ...
+  std::vector<int> world_ranks;  // world_ranks[group rank]
+  int rank = 0;                  // this process's rank in the group
+};
+
+class Communicator {
+public:
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  virtual ~Communicator() = default;
+
+  int rank() const { return members_.rank; }
+  int size() const { return static_cast<int>(members_.world_ranks.size()); }
+  const std::vector<int>& world_ranks() const { return members_.world_ranks; }
+  // "tensor-model-parallel", "world", ...
+  const std::string& kind() const { return members_.kind; }
+  // "tensor-model-parallel group [0, 1]", for messages.
+  const std::string& description() const { return description_; }
+  // The watchdog its operations report to (null: unwatched).
+  CollectiveWatchdog* watchdog() const { return watchdog_; }
+  // "mpi", "nccl", "local".
+  virtual const char* transport() const = 0;
+
+  // Element-wise reduction over the group, in place.
+  void all_reduce(RecvBuffer data, ReduceOp op);
+  // recv = the send buffers of group ranks 0, 1, …, concatenated: recv.count = size · send.count.
+  // In place when send is this rank's chunk of recv (recv + rank · send.count).
+  void all_gather(SendBuffer send, RecvBuffer recv);
+  // This rank's chunk of the element-wise reduction: send.count = size · recv.count, and recv
+  // receives elements [rank · recv.count, (rank + 1) · recv.count) of the reduced buffer.
+  // In place when recv is this rank's chunk of send.
+  void reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op);
+  // data on every rank = data on `root`.
+  void broadcast(RecvBuffer data, int root);
+  // Point to point with another rank of the group; counts and types must match the peer's.
+  void send(SendBuffer data, int dest);
+  void recv(RecvBuffer data, int source);
+  // Sends to `dest` while receiving from `source` (either may be this rank): the exchange
+  // between pipeline neighbours that two blocking calls could deadlock.
+  void send_recv(SendBuffer send, int dest, RecvBuffer recv, int source);
+  void barrier();
+
+  // ---- typed overloads: host spans ----
+  template <CommElement T>
+  void all_reduce(std::span<T> data, ReduceOp op) { all_reduce(host_buffer(data), op); }
+  template <CommElement T>
+  void all_gather(std::span<const std::type_identity_t<T>> send, std::span<T> recv) {
+    all_gather(host_buffer(send), host_buffer(recv));
+  }
+  template <CommElement T>
+  void reduce_scatter(std::span<const std::type_identity_t<T>> send, std::span<T> recv,
+                      ReduceOp op) {
+    reduce_scatter(host_buffer(send), host_buffer(recv), op);
+  }
+  template <CommElement T>
+  void broadcast(std::span<T> data, int root) { broadcast(host_buffer(data), root); }
+  template <CommElement T>
+  void send(std::span<const T> data, int dest) { send(host_buffer(data), dest); }
+  template <CommElement T>
+  void send(std::span<T> data, int dest) { send(host_buffer(std::span<const T>(data)), dest); }
+  template <CommElement T>
+  void recv(std::span<T> data, int source) { recv(host_buffer(data), source); }
+  template <CommElement T>
+  void send_recv(std::span<const std::type_identity_t<T>> send_data, int dest,
+                 std::span<T> recv_data, int source) {
+    send_recv(host_buffer(send_data), dest, host_buffer(recv_data), source);
+  }
+
+  // ---- typed overloads: a backend's memory ----
+  template <CommElement T>
+  void all_reduce(DeviceSpan<T> data, ReduceOp op) { all_reduce(backend_buffer(data), op); }
+  template <CommElement T>
+  void all_gather(DeviceSpan<const std::type_identity_t<T>> send, DeviceSpan<T> recv) {
+    all_gather(backend_buffer(send), backend_buffer(recv));
+  }
+  template <CommElement T>
+  void reduce_scatter(DeviceSpan<const std::type_identity_t<T>> send, DeviceSpan<T> recv,
+                      ReduceOp op) {
+    reduce_scatter(backend_buffer(send), backend_buffer(recv), op);
+  }
+  template <CommElement T>
+  void broadcast(DeviceSpan<T> data, int root) { broadcast(backend_buffer(data), root); }
+  template <CommElement T>
+  void send(DeviceSpan<const T> data, int dest) { send(backend_buffer(data), dest); }
+  template <CommElement T>
+  void send(DeviceSpan<T> data, int dest) { send(backend_buffer(DeviceSpan<const T>(data)), dest); }
+  template <CommElement T>
+  void recv(DeviceSpan<T> data, int source) { recv(backend_buffer(data), source); }
+  template <CommElement T>
+  void send_recv(DeviceSpan<const std::type_identity_t<T>> send_data, int dest,
+                 DeviceSpan<T> recv_data, int source) {
+    send_recv(backend_buffer(send_data), dest, backend_buffer(recv_data), source);
+  }
+
+protected:
+  // `watchdog` may be null (nothing watched); otherwise it must outlive the communicator.
+  Communicator(GroupMembers members, CollectiveWatchdog* watchdog);
+
+private:
+  // The hooks receive checked arguments. In-place all_gather / reduce_scatter arrive as
+  // described above (send inside recv, or recv inside send); other buffers never overlap.
+  virtual void do_all_reduce(RecvBuffer data, ReduceOp op) = 0;
+  virtual void do_all_gather(SendBuffer send, RecvBuffer recv) = 0;
+  virtual void do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) = 0;
+  virtual void do_broadcast(RecvBuffer data, int root) = 0;
+  virtual void do_send(SendBuffer data, int dest) = 0;
+  virtual void do_recv(RecvBuffer data, int source) = 0;
+  virtual void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) = 0;
+  virtual void do_barrier() = 0;
+
+  [[noreturn]] void fail(const char* operation, const std::string& problem) const;
+  void check_buffer(const char* operation, const char* which, SendBuffer buffer) const;
+  void check_rank(const char* operation, const char* role, int rank) const;
+  void check_disjoint(const char* operation, SendBuffer a, SendBuffer b) const;
+  std::optional<CollectiveWatchdog::Scope> watch(const char* operation, const char* reduce,
+                                                 std::int64_t count, ElementType type,
+                                                 const char* peer_role, int peer) const;
+
+  GroupMembers members_;
+  std::string description_;
+  CollectiveWatchdog* watchdog_;
+};
+
+// "tensor-model-parallel group [0, 1]"; long rank lists are abbreviated.
+std::string describe_group(const std::string& kind, const std::vector<int>& world_ranks);
+
+}  // namespace mgt::dist

@@ -1,0 +1,63 @@
+#include "dist/launch_environment.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace mgt::dist {
+namespace {
+
+// A process count from a variable, or 0 when absent or not a positive number.
+int count_variable(const EnvironmentLookup& lookup, const char* name) {
+  const char* value = lookup(name);
+  if (!value || !*value) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1 << 24) return 0;
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_null) {
+  const EnvironmentLookup lookup =
+      lookup_or_null ? lookup_or_null : [](const char* name) { return std::getenv(name); };
+  LaunchEnvironment launch;
+  for (const char* marker :
+       {"PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE"}) {
+    const char* value = lookup(marker);
+    if (value && *value) launch.has_process_manager = true;
+  }
+  const auto consider = [&](const char* name) {
+    const int n = count_variable(lookup, name);
+    if (n > launch.expected_world_size) {
+      launch.expected_world_size = n;
+      launch.expected_from = std::string(name) + "=" + std::to_string(n);
+    }
+  };
+  // Inside a job step the step's count is the one that applies; a batch script sees the
+  // allocation's.
+  const char* slurm_count = nullptr;
+  for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}) {
+    if (count_variable(lookup, name) > 0) {
+      slurm_count = name;
+      break;
+    }
+  }
+  if (slurm_count) consider(slurm_count);
+  consider("PMI_SIZE");
+  consider("OMPI_COMM_WORLD_SIZE");
+  return launch;
+}
+
+void check_launch(const LaunchEnvironment& launch, int world_size) {
+  if (world_size != 1 || launch.expected_world_size <= 1) return;
+  const std::string n = std::to_string(launch.expected_world_size);
+  throw UsageError("this process is alone in its MPI world, but " + launch.expected_from +
+                   " says the job has " + n + " processes; launch them as one job with `srun "
+                   "--mpi=pmi2 -n " + n + " PROGRAM ...` or `mpiexec -n " + n +
+                   " PROGRAM ...`");
+}
+
+}  // namespace mgt::dist

@@ -1,0 +1,90 @@
+// The rank topology: how the world's ranks split into tensor-, data- and pipeline-parallel groups,
+// in Megatron's rank order. Pure arithmetic, no communication, so it can be checked anywhere.
+//
+// Megatron (megatron/core/parallel_state.py, initialize_model_parallel with its default
+// order "tp-cp-ep-dp-pp") numbers a rank as
+//     rank = tp_rank + tp·(cp_rank + cp·(ep_rank + ep·(dp_rank + dp·pp_rank)))
+// tensor parallel fastest, pipeline parallel slowest. mgt has no context or expert parallelism
+// (both sizes 1), so this is rank = tp_rank + tp·(dp_rank + dp·pp_rank). For world 8, TP 2, PP 2:
+//     tensor-parallel groups   [0,1] [2,3] [4,5] [6,7]
+//     data-parallel groups     [0,2] [1,3] [4,6] [5,7]
+//     pipeline-parallel groups [0,4] [1,5] [2,6] [3,7]
+//     model-parallel groups    [0,1,4,5] [2,3,6,7]   (tensor × pipeline)
+//     embedding groups         first and last stage of each pipeline group
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mgt::dist {
+
+// Megatron's flags for the decomposition, with Megatron's defaults.
+struct ParallelFlags {
+  std::int64_t tensor_model_parallel_size = 1;    // --tensor-model-parallel-size
+  std::int64_t pipeline_model_parallel_size = 1;  // --pipeline-model-parallel-size
+  std::int64_t distributed_timeout_minutes = 10;  // --distributed-timeout-minutes
+
+  // The collective watchdog's limit: --distributed-timeout-minutes as a duration.
+  std::chrono::milliseconds distributed_timeout() const;
+};
+
+// Throws a usage error naming the flag when a value is not positive.
+void validate_parallel_flags(const ParallelFlags& flags);
+
+// A rank's position along each parallel dimension.
+struct RankCoordinates {
+  int tensor = 0;    // rank within its tensor-parallel group
+  int data = 0;      // rank within its data-parallel group
+  int pipeline = 0;  // pipeline stage
+};
+
+// The kinds of process group Megatron builds that mgt uses.
+enum class GroupKind {
+  TensorModelParallel,    // "tp"
+  DataParallel,           // "dp"
+  PipelineModelParallel,  // "pp"
+  ModelParallel,          // "tp-pp": one model replica
+  Embedding,              // first and last pipeline stage (tied word embeddings)
+};
+
+// "tensor-model-parallel", "data-parallel", ... for messages.
+const char* group_kind_name(GroupKind kind);
+
+class ParallelLayout {
+public:
+  // Checks the flags against the world size; errors name the flag at fault.
+  ParallelLayout(const ParallelFlags& flags, int world_size);
+
+  int world_size() const { return world_size_; }
+  int tensor_model_parallel_size() const { return tp_; }
+  int pipeline_model_parallel_size() const { return pp_; }
+  int data_parallel_size() const { return dp_; }
+
+  RankCoordinates coordinates(int rank) const;
+  int rank_of(const RankCoordinates& c) const;
+
+  // Every group of a kind, each listing world ranks in group-rank order, in Megatron's order
+  // (the order of parallel_state's RankGenerator.get_ranks). A rank's position in its group's
+  // list is its rank in that group. Embedding groups hold one rank when there is one stage.
+  std::vector<std::vector<int>> groups(GroupKind kind) const;
+
+  // The group of `kind` that holds `rank`; empty when the rank is in none (embedding groups).
+  std::vector<int> group_of(GroupKind kind, int rank) const;
+
+private:
+  int world_size_;
+  int tp_;
+  int pp_;
+  int dp_;
+};
+
+// Megatron's generate_masked_orthogonal_rank_groups: the ranks of a world laid out as a grid of
+// `sizes` (fastest-varying first), grouped along the dimensions where `mask` is true.
+std::vector<std::vector<int>> orthogonal_rank_groups(int world_size, const std::vector<int>& sizes,
+                                                     const std::vector<bool>& mask);
+
+// "[0, 2, 4]" for messages and tests.
+std::string format_ranks(const std::vector<int>& ranks);
+
+}  // namespace mgt::dist

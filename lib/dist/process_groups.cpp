@@ -1,0 +1,58 @@
+#include "dist/process_groups.hpp"
+
+#include "core/error.hpp"
+#include "dist/nccl_communicator.hpp"
+
+namespace mgt::dist {
+
+Communicator* ProcessGroups::find(GroupKind kind) const {
+  switch (kind) {
+    case GroupKind::TensorModelParallel: return tensor_model_parallel.get();
+    case GroupKind::DataParallel: return data_parallel.get();
+    case GroupKind::PipelineModelParallel: return pipeline_model_parallel.get();
+    case GroupKind::ModelParallel: return model_parallel.get();
+    case GroupKind::Embedding: return embedding.get();
+  }
+  return nullptr;
+}
+
+Communicator& ProcessGroups::get(GroupKind kind) const {
+  Communicator* comm = find(kind);
+  if (!comm)
+    throw Error(std::string("this rank is not in any ") + group_kind_name(kind) + " group");
+  return *comm;
+}
+
+ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLayout& layout,
+                                  MemoryMover* mover) {
+  if (layout.world_size() != runtime.world_size())
+    throw Error("a parallel layout for a world of " + std::to_string(layout.world_size()) +
+                " ranks used in a world of " + std::to_string(runtime.world_size()));
+  // Every rank creates the groups in the same order: each split is collective over the world.
+  const auto make = [&](GroupKind kind) {
+    return runtime.split(group_kind_name(kind), layout.groups(kind), mover);
+  };
+  ProcessGroups groups;
+  groups.tensor_model_parallel = make(GroupKind::TensorModelParallel);
+  groups.data_parallel = make(GroupKind::DataParallel);
+  groups.pipeline_model_parallel = make(GroupKind::PipelineModelParallel);
+  groups.model_parallel = make(GroupKind::ModelParallel);
+  groups.embedding = make(GroupKind::Embedding);
+  return groups;
+}
+
+ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device) {
+  // Same order on every rank, as for the MPI groups: each creation is collective over its group.
+  const auto mirror = [&](const std::unique_ptr<Communicator>& group) {
+    return group ? make_nccl_communicator(*group, cuda_device) : nullptr;
+  };
+  ProcessGroups groups;
+  groups.tensor_model_parallel = mirror(bootstrap.tensor_model_parallel);
+  groups.data_parallel = mirror(bootstrap.data_parallel);
+  groups.pipeline_model_parallel = mirror(bootstrap.pipeline_model_parallel);
+  groups.model_parallel = mirror(bootstrap.model_parallel);
+  groups.embedding = mirror(bootstrap.embedding);
+  return groups;
+}
+
+}  // namespace mgt::dist

@@ -1,0 +1,32 @@
+// The communicators of one rank for a parallel layout: its tensor-, data- and pipeline-parallel
+// groups, its model-parallel group (one model replica) and, on the first and last pipeline
+// stages, the embedding group — Megatron's parallel_state groups (see parallel_layout.hpp).
+#pragma once
+#include <memory>
+
+#include "dist/communicator.hpp"
+#include "dist/distributed_runtime.hpp"
+#include "dist/memory_mover.hpp"
+#include "dist/parallel_layout.hpp"
+
+namespace mgt::dist {
+
+struct ProcessGroups {
+  std::unique_ptr<Communicator> tensor_model_parallel;
+  std::unique_ptr<Communicator> data_parallel;
+  std::unique_ptr<Communicator> pipeline_model_parallel;
+  std::unique_ptr<Communicator> model_parallel;
+  // Null on ranks that are neither the first nor the last pipeline stage.
+  std::unique_ptr<Communicator> embedding;
+
+  Communicator& get(GroupKind kind) const;
+  // Null only for the embedding group of a middle stage.
+  Communicator* find(GroupKind kind) const;
+};
+
+// Collective over the world. `layout` must be for runtime.world_size(); `mover` (may be null)
+// stages device buffers for MPI and must outlive the groups.
+ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLayout& layout,
+                                  MemoryMover* mover = nullptr);
+
+}  // namespace mgt::dist

@@ -1,0 +1,219 @@
+#include "kernels/cuda/cross_entropy.hpp"
+
+#include "kernels/cuda/launch.cuh"
+
+namespace mgt::cuda {
+namespace {
+
+constexpr int kRowThreads = 512;
+
+__global__ void row_max_kernel(const float* logits, int64_t vocab, float* row_max) {
+  __shared__ float scratch[32];
+  const float* row = logits + blockIdx.x * vocab;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
+  m = block_max(m, scratch);
+  if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+}
+
+__global__ void sum_exp_kernel(const float* logits, const float* row_max, int64_t vocab,
+                               float* sum_exp) {
+  __shared__ float scratch[32];
+  const float* row = logits + blockIdx.x * vocab;
+  const float m = row_max[blockIdx.x];
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(row[i] - m);
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) sum_exp[blockIdx.x] = s;
+}
+
+__global__ void target_logit_kernel(const float* logits, const int64_t* targets, int64_t rows,
+                                    int64_t vocab, int64_t vocab_start, float* target_logit) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t local = targets[r] - vocab_start;
+    target_logit[r] = local >= 0 && local < vocab ? logits[r * vocab + local] : 0.0f;
+  }
+}
+
+__global__ void loss_kernel(const float* row_max, const float* sum_exp, const float* target_logit,
+                            int64_t rows, float* loss) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    loss[r] = (row_max[r] - target_logit[r]) + logf(sum_exp[r]);
+  }
+}
+
+__global__ void forward_kernel(const float* logits, const int64_t* targets, int64_t vocab,
+                               float* loss, float* row_max, float* sum_exp) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const float* row = logits + r * vocab;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
+  m = block_max(m, scratch);
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(row[i] - m);
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) {
+    const int64_t t = targets[r];
+    const float target = t >= 0 && t < vocab ? row[t] : NAN;  // NaN: an id outside the vocabulary
+    row_max[r] = m;
+    sum_exp[r] = s;
+    loss[r] = (m - target) + logf(s);
+  }
+}
+
+__global__ void backward_kernel(const float* logits, const int64_t* targets, const float* row_max,
+                                const float* sum_exp, const float* dloss, int64_t vocab,
+                                int64_t vocab_start, float* dlogits) {
+  const int64_t r = blockIdx.x;
+  const float* row = logits + r * vocab;
+  float* drow = dlogits + r * vocab;
+  const float g = dloss[r];
+  const float m = row_max[r];
+  const float inv_sum = 1.0f / sum_exp[r];
+  const int64_t local = targets[r] - vocab_start;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float p = expf(row[i] - m) * inv_sum * g;
+    drow[i] = i == local ? p - g : p;
+  }
+}
+
+__global__ void masked_loss_sum_kernel(const float* loss, const float* mask, int64_t rows,
+                                       double* sums) {
+  __shared__ double partial[2][1024];
+  double loss_sum = 0.0;
+  double tokens = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    loss_sum += static_cast<double>(loss[r]) * mask[r];
+    tokens += mask[r];
+  }
+  partial[0][threadIdx.x] = loss_sum;
+  partial[1][threadIdx.x] = tokens;
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) {
+      partial[0][threadIdx.x] += partial[0][threadIdx.x + width];
+      partial[1][threadIdx.x] += partial[1][threadIdx.x + width];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sums[0] = partial[0][0];
+    sums[1] = partial[1][0];
+  }
+}
+
+// Whether candidate (v, j) beats the current (value, index); index == cols means none yet.
+__device__ __forceinline__ bool better(float v, int64_t j, float value, int64_t index,
+                                       int64_t cols) {
+  if (j == cols) return false;
+  if (index == cols) return true;
+  return v > value || (v == value && j < index);
+}
+
+__global__ void row_argmax_kernel(const float* x, int64_t cols, int64_t* out) {
+  __shared__ float best_value[32];
+  __shared__ int64_t best_index[32];
+  const float* row = x + blockIdx.x * cols;
+  float value = -INFINITY;
+  int64_t index = cols;  // beyond every real index, so a real one wins ties
+  // Each thread scans its columns in increasing order and keeps the first strict maximum, as the
+  // CPU's scan does; the reduction then prefers the larger value, and the smaller index on ties.
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    if (index == cols || row[i] > value) {
+      value = row[i];
+      index = i;
+    }
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, value, offset);
+    const int64_t j = __shfl_xor_sync(0xffffffffu, index, offset);
+    if (better(v, j, value, index, cols)) {
+      value = v;
+      index = j;
+    }
+  }
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) {
+    best_value[warp] = value;
+    best_index[warp] = index;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+      if (better(best_value[w], best_index[w], value, index, cols)) {
+        value = best_value[w];
+        index = best_index[w];
+      }
+    }
+    out[blockIdx.x] = index == cols ? 0 : index;
+  }
+}
+
+}  // namespace
+
+void cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab, float* row_max,
+                           cudaStream_t stream) {
+  if (rows == 0) return;
+  row_max_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, row_max);
+  MGT_CUDA_CHECK_LAUNCH(row_max_kernel);
+}
+
+void cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows, int64_t vocab,
+                           float* sum_exp, cudaStream_t stream) {
+  if (rows == 0) return;
+  sum_exp_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, row_max, vocab,
+                                                                         sum_exp);
+  MGT_CUDA_CHECK_LAUNCH(sum_exp_kernel);
+}
+
+void cross_entropy_target_logit(const float* logits, const int64_t* targets, int64_t rows,
+                                int64_t vocab, int64_t vocab_start, float* target_logit,
+                                cudaStream_t stream) {
+  if (rows == 0) return;
+  target_logit_kernel<<<grid_for(rows), kThreads, 0, stream>>>(logits, targets, rows, vocab,
+                                                               vocab_start, target_logit);
+  MGT_CUDA_CHECK_LAUNCH(target_logit_kernel);
+}
+
+void cross_entropy_loss(const float* row_max, const float* sum_exp, const float* target_logit,
+                        int64_t rows, float* loss, cudaStream_t stream) {
+  if (rows == 0) return;
+  loss_kernel<<<grid_for(rows), kThreads, 0, stream>>>(row_max, sum_exp, target_logit, rows, loss);
+  MGT_CUDA_CHECK_LAUNCH(loss_kernel);
+}
+
+void cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
+                           int64_t vocab, float* loss, float* row_max, float* sum_exp,
+                           cudaStream_t stream) {
+  if (rows == 0) return;
+  forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, targets, vocab,
+                                                                         loss, row_max, sum_exp);
+  MGT_CUDA_CHECK_LAUNCH(forward_kernel);
+}
+
+void cross_entropy_backward(const float* logits, const int64_t* targets, const float* row_max,
+                            const float* sum_exp, const float* dloss, int64_t rows, int64_t vocab,
+                            int64_t vocab_start, float* dlogits, cudaStream_t stream) {
+  if (rows == 0) return;
+  backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      logits, targets, row_max, sum_exp, dloss, vocab, vocab_start, dlogits);
+  MGT_CUDA_CHECK_LAUNCH(backward_kernel);
+}
+
+void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums,
+                     cudaStream_t stream) {
+  masked_loss_sum_kernel<<<1, 1024, 0, stream>>>(loss, loss_mask, rows, sums);
+  MGT_CUDA_CHECK_LAUNCH(masked_loss_sum_kernel);
+}
+
+void row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  row_argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
+  MGT_CUDA_CHECK_LAUNCH(row_argmax_kernel);
+}
+
+}  // namespace mgt::cuda

@@ -1,0 +1,332 @@
+#include "kernels/cuda/cuda_backend.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include "kernels/backend_factory.hpp"
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/cross_entropy.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/device.hpp"
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/layout.hpp"
+#include "kernels/cuda/norms.hpp"
+#include "kernels/cuda/op_profiler.hpp"
+#include "kernels/cuda/optimizer.hpp"
+
+namespace mgt {
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<CudaBackend>(device);
+}
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  MGT_CUDA_CHECK(cudaSetDevice(device));
+  // Freed blocks stay in the device's default pool for reuse: after the first step, allocation
+  // is a pool lookup, never a cudaMalloc.
+  cudaMemPool_t pool = nullptr;
+  MGT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t keep_everything = UINT64_MAX;
+  MGT_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+  MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MGT_CUBLAS_CHECK(cublasCreate(&cublas_));
+  MGT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  // Full fp32 GEMMs: TF32 would put the fp32 path outside its bound against the CPU.
+  MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+  MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
+  if (cuda::OpProfiler::requested()) profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
+}
+
+CudaBackend::~CudaBackend() {
+  if (profiler_ != nullptr) {
+    try {
+      std::fputs(profiler_->report().c_str(), stderr);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "MGT_CUDA_PROFILE: %s\n", e.what());
+    }
+    profiler_.reset();
+  }
+  // Teardown errors cannot be reported from a destructor; the process is ending anyway.
+  if (reduction_ != nullptr) cudaFreeAsync(reduction_, stream_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+std::string CudaBackend::description() const {
+  return name() + " " + cuda::device_description(device_) + ", fp32 storage, " +
+         (matmul_precision_ == MatmulPrecision::kBf16 ? "bf16 GEMMs with fp32 accumulation"
+                                                       : "fp32 GEMMs") +
+         " (cuBLAS), fp32 flash-style attention kernel";
+}
+
+bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
+  matmul_precision_ = precision;
+  return true;
+}
+
+void CudaBackend::synchronize() { MGT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void* CudaBackend::do_allocate(size_t bytes) {
+  void* data = nullptr;
+  MGT_CUDA_CHECK(cudaMallocAsync(&data, bytes, stream_));
+  // All-ones bytes, as on the CPU backend: a NaN in every float, so reading memory that no
+  // operation has written shows up in results instead of passing as zeros.
+  MGT_CUDA_CHECK(cudaMemsetAsync(data, 0xFF, bytes, stream_));
+  return data;
+}
+
+void CudaBackend::do_free(void* data, size_t /*bytes*/) noexcept { cudaFreeAsync(data, stream_); }
+
+void CudaBackend::do_copy_from_host(const void* host, void* device, size_t bytes) {
+  // Synchronous with respect to the host buffer: the caller may reuse it at once.
+  MGT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+  synchronize();
+}
+
+void CudaBackend::do_copy_to_host(const void* device, void* host, size_t bytes) {
+  MGT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+}
+
+void CudaBackend::do_copy(const float* src, float* dst, int64_t n) {
+  const cuda::ScopedOp scope(profiler_.get(), "copy");
+  MGT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::do_fill(float* x, int64_t n, float value) {
+  const cuda::ScopedOp scope(profiler_.get(), "fill"); cuda::fill(x, n, value, stream_); }
+
+void CudaBackend::do_linear_forward(const float* x, const float* w, const float* bias, int64_t rows,
+                                    int64_t in, int64_t out, float* y) {
+  const cuda::ScopedOp scope(profiler_.get(), "linear_forward");
+  cuda::linear_forward(cublas_, matmul_precision_, x, w, rows, in, out, y);
+  if (bias != nullptr) cuda::add_bias(y, bias, rows, out, stream_);
+}
+
+void CudaBackend::do_linear_backward_input(const float* dy, const float* w, int64_t rows,
+                                           int64_t in, int64_t out, float* dx) {
+  const cuda::ScopedOp scope(profiler_.get(), "linear_backward_input");
+  cuda::linear_backward_input(cublas_, matmul_precision_, dy, w, rows, in, out, dx);
+}
+
+void CudaBackend::do_linear_backward_weight(const float* dy, const float* x, int64_t rows,
+                                            int64_t in, int64_t out, float* dw) {
+  const cuda::ScopedOp scope(profiler_.get(), "linear_backward_weight");
+  cuda::linear_backward_weight(cublas_, matmul_precision_, dy, x, rows, in, out, dw);
+}
+
+void CudaBackend::do_bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias) {
+  const cuda::ScopedOp scope(profiler_.get(), "bias_backward");
+  cuda::bias_backward(dy, rows, cols, dbias, stream_);
+}
+
+void CudaBackend::do_layer_norm_forward(const float* x, const float* weight, const float* bias,
+                                        int64_t rows, int64_t hidden, float eps, float* y,
+                                        float* mean, float* rstd) {
+  const cuda::ScopedOp scope(profiler_.get(), "layer_norm_forward");
+  cuda::layer_norm_forward(x, weight, bias, rows, hidden, eps, y, mean, rstd, stream_);
+}
+
+void CudaBackend::do_layer_norm_backward(const float* dy, const float* x, const float* weight,
+                                         const float* mean, const float* rstd, int64_t rows,
+                                         int64_t hidden, float* dx, float* dweight, float* dbias) {
+  const cuda::ScopedOp scope(profiler_.get(), "layer_norm_backward");
+  cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, stream_);
+}
+
+void CudaBackend::do_rms_norm_forward(const float* x, const float* weight, int64_t rows,
+                                      int64_t hidden, float eps, float* y, float* rstd) {
+  const cuda::ScopedOp scope(profiler_.get(), "rms_norm_forward");
+  cuda::rms_norm_forward(x, weight, rows, hidden, eps, y, rstd, stream_);
+}
+
+void CudaBackend::do_rms_norm_backward(const float* dy, const float* x, const float* weight,
+                                       const float* rstd, int64_t rows, int64_t hidden, float* dx,
+                                       float* dweight) {
+  const cuda::ScopedOp scope(profiler_.get(), "rms_norm_backward");
+  cuda::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight, stream_);
+}
+
+void CudaBackend::do_gelu_forward(const float* x, int64_t n, float* y) {
+  const cuda::ScopedOp scope(profiler_.get(), "gelu_forward");
+  cuda::gelu_forward(x, n, y, stream_);
+}
+void CudaBackend::do_gelu_backward(const float* dy, const float* x, int64_t n, float* dx) {
+  const cuda::ScopedOp scope(profiler_.get(), "gelu_backward");
+  cuda::gelu_backward(dy, x, n, dx, stream_);
+}
+void CudaBackend::do_gelu_tanh_forward(const float* x, int64_t n, float* y) {
+  const cuda::ScopedOp scope(profiler_.get(), "gelu_tanh_forward");
+  cuda::gelu_tanh_forward(x, n, y, stream_);
+}
+void CudaBackend::do_gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx) {
+  const cuda::ScopedOp scope(profiler_.get(), "gelu_tanh_backward");
+  cuda::gelu_tanh_backward(dy, x, n, dx, stream_);
+}
+void CudaBackend::do_swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y) {
+  const cuda::ScopedOp scope(profiler_.get(), "swiglu_forward");
+  cuda::swiglu_forward(x, rows, ffn, y, stream_);
+}
+void CudaBackend::do_swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn,
+                                     float* dx) {
+  const cuda::ScopedOp scope(profiler_.get(), "swiglu_backward");
+  cuda::swiglu_backward(dy, x, rows, ffn, dx, stream_);
+}
+
+void CudaBackend::do_dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) {
+  const cuda::ScopedOp scope(profiler_.get(), "dropout_forward");
+  cuda::dropout(x, n, p, key, y, stream_);
+}
+void CudaBackend::do_dropout_backward(const float* dy, int64_t n, float p, DropoutKey key,
+                                      float* dx) {
+  const cuda::ScopedOp scope(profiler_.get(), "dropout_backward");
+  cuda::dropout(dy, n, p, key, dx, stream_);
+}
+
+void CudaBackend::do_embedding_forward(const int64_t* ids, int64_t n, const float* table,
+                                       int64_t vocab_start, int64_t local_rows, int64_t hidden,
+                                       float* out) {
+  const cuda::ScopedOp scope(profiler_.get(), "embedding_forward");
+  cuda::embedding_forward(ids, n, table, vocab_start, local_rows, hidden, out, stream_);
+}
+void CudaBackend::do_embedding_backward(const int64_t* ids, int64_t n, const float* dout,
+                                        int64_t vocab_start, int64_t local_rows, int64_t hidden,
+                                        float* dtable) {
+  const cuda::ScopedOp scope(profiler_.get(), "embedding_backward");
+  cuda::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable, stream_);
+}
+
+void CudaBackend::do_rotary_forward(const float* x, const HeadTensor& shape,
+                                    const RotaryParams& params, float* y) {
+  const cuda::ScopedOp scope(profiler_.get(), "rotary_forward");
+  cuda::rotary(x, shape, params, 1.0f, y, stream_);
+}
+void CudaBackend::do_rotary_backward(const float* dy, const HeadTensor& shape,
+                                     const RotaryParams& params, float* dx) {
+  const cuda::ScopedOp scope(profiler_.get(), "rotary_backward");
+  cuda::rotary(dy, shape, params, -1.0f, dx, stream_);
+}
+
+void CudaBackend::do_attention_forward(const float* q, const float* k, const float* v,
+                                       const AttentionShape& shape, const AttentionParams& params,
+                                       float* out, float* lse) {
+  const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
+  cuda::attention_forward(q, k, v, shape, params, out, lse, stream_);
+}
+void CudaBackend::do_attention_backward(const float* q, const float* k, const float* v,
+                                        const float* out, const float* dout, const float* lse,
+                                        const AttentionShape& shape,
+                                        const AttentionParams& params, float* dq, float* dk,
+                                        float* dv) {
+  const cuda::ScopedOp scope(profiler_.get(), "attention_backward");
+  cuda::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, stream_);
+}
+
+void CudaBackend::do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups,
+                               int64_t unit, float* q, float* k, float* v) {
+  const cuda::ScopedOp scope(profiler_.get(), "qkv_split");
+  cuda::qkv_split(mixed, tokens, heads, groups, unit, q, k, v, stream_);
+}
+void CudaBackend::do_qkv_merge(const float* q, const float* k, const float* v, int64_t tokens,
+                               int64_t heads, int64_t groups, int64_t unit, float* mixed) {
+  const cuda::ScopedOp scope(profiler_.get(), "qkv_merge");
+  cuda::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed, stream_);
+}
+
+void CudaBackend::do_cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab,
+                                           float* row_max) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_row_max");
+  cuda::cross_entropy_row_max(logits, rows, vocab, row_max, stream_);
+}
+void CudaBackend::do_cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows,
+                                           int64_t vocab, float* sum_exp) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_sum_exp");
+  cuda::cross_entropy_sum_exp(logits, row_max, rows, vocab, sum_exp, stream_);
+}
+void CudaBackend::do_cross_entropy_target_logit(const float* logits, const int64_t* targets,
+                                                int64_t rows, int64_t vocab, int64_t vocab_start,
+                                                float* target_logit) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_target_logit");
+  cuda::cross_entropy_target_logit(logits, targets, rows, vocab, vocab_start, target_logit,
+                                   stream_);
+}
+void CudaBackend::do_cross_entropy_loss(const float* row_max, const float* sum_exp,
+                                        const float* target_logit, int64_t rows, float* loss) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_loss");
+  cuda::cross_entropy_loss(row_max, sum_exp, target_logit, rows, loss, stream_);
+}
+void CudaBackend::do_cross_entropy_forward(const float* logits, const int64_t* targets,
+                                           int64_t rows, int64_t vocab, float* loss,
+                                           float* row_max, float* sum_exp) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_forward");
+  cuda::cross_entropy_forward(logits, targets, rows, vocab, loss, row_max, sum_exp, stream_);
+}
+void CudaBackend::do_cross_entropy_backward(const float* logits, const int64_t* targets,
+                                            const float* row_max, const float* sum_exp,
+                                            const float* dloss, int64_t rows, int64_t vocab,
+                                            int64_t vocab_start, float* dlogits) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_backward");
+  cuda::cross_entropy_backward(logits, targets, row_max, sum_exp, dloss, rows, vocab, vocab_start,
+                               dlogits, stream_);
+}
+
+MaskedLossSum CudaBackend::do_masked_loss_sum(const float* loss, const float* loss_mask,
+                                              int64_t rows) {
+  const cuda::ScopedOp scope(profiler_.get(), "masked_loss_sum");
+  cuda::masked_loss_sum(loss, loss_mask, rows, reduction_, stream_);
+  double sums[2] = {0.0, 0.0};
+  do_copy_to_host(reduction_, sums, sizeof sums);
+  MaskedLossSum total;
+  total.loss_sum = sums[0];
+  total.tokens = sums[1];
+  return total;
+}
+
+void CudaBackend::do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) {
+  const cuda::ScopedOp scope(profiler_.get(), "row_argmax");
+  cuda::row_argmax(x, rows, cols, out, stream_);
+}
+
+void CudaBackend::do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
+                                      float* dloss) {
+  const cuda::ScopedOp scope(profiler_.get(), "masked_loss_grad");
+  cuda::masked_loss_grad(loss_mask, rows, scale, dloss, stream_);
+}
+
+void CudaBackend::do_add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+  const cuda::ScopedOp scope(profiler_.get(), "add_bias");
+  cuda::add_bias(y, bias, rows, cols, stream_);
+}
+void CudaBackend::do_add(const float* a, const float* b, int64_t n, float* out) {
+  const cuda::ScopedOp scope(profiler_.get(), "add");
+  cuda::add(a, b, n, out, stream_);
+}
+void CudaBackend::do_accumulate(float* y, const float* x, int64_t n) {
+  const cuda::ScopedOp scope(profiler_.get(), "accumulate");
+  cuda::accumulate(y, x, n, stream_);
+}
+void CudaBackend::do_scale(float* x, int64_t n, float factor) {
+  const cuda::ScopedOp scope(profiler_.get(), "scale"); cuda::scale(x, n, factor, stream_); }
+
+void CudaBackend::do_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                                int64_t n, const AdamWParams& params, int64_t step) {
+  const cuda::ScopedOp scope(profiler_.get(), "adamw_step");
+  cuda::adamw_step(param, grad, exp_avg, exp_avg_sq, n, params, step, stream_);
+}
+
+double CudaBackend::do_sum_of_squares(const float* x, int64_t n) {
+  const cuda::ScopedOp scope(profiler_.get(), "sum_of_squares");
+  cuda::sum_of_squares(x, n, reduction_, stream_);
+  double result = 0.0;
+  do_copy_to_host(reduction_, &result, sizeof result);
+  return result;
+}
+
+}  // namespace mgt

@@ -1,0 +1,30 @@
+#include "kernels/cuda/device.hpp"
+
+#include <cstdio>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace mgt::cuda {
+
+int visible_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" status
+    return 0;
+  }
+  return count;
+}
+
+std::string device_description(int device) {
+  cudaDeviceProp prop{};
+  MGT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  char memory[32];
+  std::snprintf(memory, sizeof memory, "%.1f GiB",
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+         ", " + memory + ")";
+}
+
+}  // namespace mgt::cuda

@@ -1,0 +1,205 @@
+#include "kernels/cuda/elementwise.hpp"
+
+#include <cmath>
+
+#include "kernels/cpu/philox.hpp"
+#include "kernels/cuda/launch.cuh"
+
+namespace mgt::cuda {
+namespace {
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float kTanhScale = 0.79788456f;
+constexpr float kTanhCubic = 0.044715f;
+
+enum class Op { kFill, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
+
+// One grid-stride kernel for the two-operand maps; `op` is uniform across the launch.
+__global__ void map_kernel(Op op, const float* a, const float* b, int64_t n, float value,
+                           float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float r = 0.0f;
+    switch (op) {
+      case Op::kFill: r = value; break;
+      case Op::kAdd: r = a[i] + b[i]; break;
+      case Op::kAccumulate: r = out[i] + a[i]; break;
+      case Op::kScale: r = out[i] * value; break;
+      case Op::kGelu: {
+        const float v = a[i];
+        r = 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+        break;
+      }
+      case Op::kGeluGrad: {  // a = dy, b = x
+        const float v = b[i];
+        const float cdf = 0.5f * (1.0f + erff(v * kInvSqrt2));
+        const float pdf = kInvSqrt2Pi * expf(-0.5f * v * v);
+        r = a[i] * (cdf + v * pdf);
+        break;
+      }
+      case Op::kGeluTanh: {
+        const float v = a[i];
+        r = 0.5f * v * (1.0f + tanhf(kTanhScale * v * (1.0f + kTanhCubic * v * v)));
+        break;
+      }
+      case Op::kGeluTanhGrad: {
+        const float v = b[i];
+        const float t = tanhf(kTanhScale * v * (1.0f + kTanhCubic * v * v));
+        const float du = kTanhScale * (1.0f + 3.0f * kTanhCubic * v * v);
+        r = a[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+        break;
+      }
+    }
+    out[i] = r;
+  }
+}
+
+void launch_map(Op op, const float* a, const float* b, int64_t n, float value, float* out,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  map_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, b, n, value, out);
+  MGT_CUDA_CHECK_LAUNCH(map_kernel);
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int64_t cols) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] += bias[i % cols];
+  }
+}
+
+__global__ void masked_loss_grad_kernel(const float* mask, int64_t rows, float scale,
+                                        float* dloss) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dloss[i] = mask[i] * scale;
+  }
+}
+
+__device__ __forceinline__ float sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+__global__ void swiglu_forward_kernel(const float* x, int64_t rows, int64_t ffn, float* y) {
+  const int64_t n = rows * ffn;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / ffn;
+    const int64_t c = i % ffn;
+    const float gate = x[r * 2 * ffn + c];
+    const float up = x[r * 2 * ffn + ffn + c];
+    y[i] = gate * sigmoid(gate) * up;
+  }
+}
+
+__global__ void swiglu_backward_kernel(const float* dy, const float* x, int64_t rows, int64_t ffn,
+                                       float* dx) {
+  const int64_t n = rows * ffn;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / ffn;
+    const int64_t c = i % ffn;
+    const float a = x[r * 2 * ffn + c];
+    const float up = x[r * 2 * ffn + ffn + c];
+    const float s = sigmoid(a);
+    const float g = dy[i];
+    dx[r * 2 * ffn + c] = g * up * s * (1.0f + a * (1.0f - s));
+    dx[r * 2 * ffn + ffn + c] = g * a * s;
+  }
+}
+
+// One thread per Philox block of four consecutive global indices (see kernels/cpu/dropout.hpp).
+__global__ void dropout_kernel(const float* x, int64_t n, uint32_t threshold, float keep_scale,
+                               cpu::DropoutKey key, float* y) {
+  const uint64_t first_block = key.offset / 4;
+  const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
+  const cpu::PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
+                                     static_cast<uint32_t>(key.seed >> 32)};
+  for (uint64_t block = first_block + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+       block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const cpu::PhiloxCounter words = cpu::philox4x32_10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
+        philox_key);
+    for (int lane = 0; lane < 4; ++lane) {
+      const uint64_t j = block * 4 + static_cast<uint64_t>(lane);
+      if (j < key.offset || j >= key.offset + static_cast<uint64_t>(n)) continue;
+      const int64_t i = static_cast<int64_t>(j - key.offset);
+      y[i] = (words[lane] >> 8) >= threshold ? x[i] * keep_scale : 0.0f;
+    }
+  }
+}
+
+}  // namespace
+
+void fill(float* x, int64_t n, float value, cudaStream_t stream) {
+  launch_map(Op::kFill, nullptr, nullptr, n, value, x, stream);
+}
+void add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream) {
+  launch_map(Op::kAdd, a, b, n, 0.0f, out, stream);
+}
+void accumulate(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  launch_map(Op::kAccumulate, x, nullptr, n, 0.0f, y, stream);
+}
+void scale(float* x, int64_t n, float factor, cudaStream_t stream) {
+  launch_map(Op::kScale, nullptr, nullptr, n, factor, x, stream);
+}
+void gelu_forward(const float* x, int64_t n, float* y, cudaStream_t stream) {
+  launch_map(Op::kGelu, x, nullptr, n, 0.0f, y, stream);
+}
+void gelu_backward(const float* dy, const float* x, int64_t n, float* dx, cudaStream_t stream) {
+  launch_map(Op::kGeluGrad, dy, x, n, 0.0f, dx, stream);
+}
+void gelu_tanh_forward(const float* x, int64_t n, float* y, cudaStream_t stream) {
+  launch_map(Op::kGeluTanh, x, nullptr, n, 0.0f, y, stream);
+}
+void gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx,
+                        cudaStream_t stream) {
+  launch_map(Op::kGeluTanhGrad, dy, x, n, 0.0f, dx, stream);
+}
+
+void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  add_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, n, cols);
+  MGT_CUDA_CHECK_LAUNCH(add_bias_kernel);
+}
+
+void masked_loss_grad(const float* loss_mask, int64_t rows, float scale, float* dloss,
+                      cudaStream_t stream) {
+  if (rows == 0) return;
+  masked_loss_grad_kernel<<<grid_for(rows), kThreads, 0, stream>>>(loss_mask, rows, scale, dloss);
+  MGT_CUDA_CHECK_LAUNCH(masked_loss_grad_kernel);
+}
+
+void swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y, cudaStream_t stream) {
+  if (rows * ffn == 0) return;
+  swiglu_forward_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(x, rows, ffn, y);
+  MGT_CUDA_CHECK_LAUNCH(swiglu_forward_kernel);
+}
+
+void swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn, float* dx,
+                     cudaStream_t stream) {
+  if (rows * ffn == 0) return;
+  swiglu_backward_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(dy, x, rows, ffn, dx);
+  MGT_CUDA_CHECK_LAUNCH(swiglu_backward_kernel);
+}
+
+void dropout(const float* x, int64_t n, float p, cpu::DropoutKey key, float* y,
+             cudaStream_t stream) {
+  if (n == 0) return;
+  if (p == 0.0f) {
+    if (x != y) {
+      MGT_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, stream));
+    }
+    return;
+  }
+  // u >= p with u = w·2⁻²⁴ is exactly w >= ceil(p·2²⁴), as on the CPU.
+  const auto threshold = static_cast<uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0));
+  const int64_t blocks = (n + 4) / 4 + 1;
+  dropout_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(x, n, threshold, 1.0f / (1.0f - p),
+                                                            key, y);
+  MGT_CUDA_CHECK_LAUNCH(dropout_kernel);
+}
+
+}  // namespace mgt::cuda

@@ -1,0 +1,58 @@
+#include "kernels/cuda/gemm.hpp"
+
+#include <climits>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+// cuBLAS is column-major: a row-major [m, n] matrix is its column-major transpose, so each
+// row-major product below is computed as the transposed column-major one.
+namespace mgt::cuda {
+namespace {
+
+int dim(int64_t v, const char* op) {
+  if (v < 0 || v > INT_MAX) throw Error(std::string(op) + ": GEMM dimension out of cuBLAS's range");
+  return static_cast<int>(v);
+}
+
+// C[m, n] = alpha·op(A)·op(B) + beta·C, column-major, fp32 storage.
+void gemm(cublasHandle_t handle, MatmulPrecision precision, cublasOperation_t op_a,
+          cublasOperation_t op_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const char* name) {
+  const float alpha = 1.0f;
+  const cublasComputeType_t compute = precision == MatmulPrecision::kBf16
+                                          ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                          : CUBLAS_COMPUTE_32F_PEDANTIC;
+  MGT_CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, dim(m, name), dim(n, name), dim(k, name), &alpha,
+                                a, CUDA_R_32F, dim(lda, name), b, CUDA_R_32F, dim(ldb, name), &beta,
+                                c, CUDA_R_32F, dim(ldc, name), compute, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+void linear_forward(cublasHandle_t handle, MatmulPrecision precision, const float* x,
+                    const float* w, int64_t rows, int64_t in, int64_t out, float* y) {
+  if (rows == 0 || out == 0) return;
+  // yᵀ[out, rows] = W[out, in]·xᵀ[in, rows].
+  gemm(handle, precision, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, 0.0f, y, out,
+       "linear_forward");
+}
+
+void linear_backward_input(cublasHandle_t handle, MatmulPrecision precision, const float* dy,
+                           const float* w, int64_t rows, int64_t in, int64_t out, float* dx) {
+  if (rows == 0 || in == 0) return;
+  // dxᵀ[in, rows] = Wᵀ[in, out]·dyᵀ[out, rows].
+  gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, 0.0f, dx, in,
+       "linear_backward_input");
+}
+
+void linear_backward_weight(cublasHandle_t handle, MatmulPrecision precision, const float* dy,
+                            const float* x, int64_t rows, int64_t in, int64_t out, float* dw) {
+  if (in == 0 || out == 0) return;
+  // dWᵀ[in, out] += xᵀ[in, rows]·dy[rows, out].
+  gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, 1.0f, dw, in,
+       "linear_backward_weight");
+}
+
+}  // namespace mgt::cuda

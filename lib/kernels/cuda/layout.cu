@@ -1,0 +1,157 @@
+#include "kernels/cuda/layout.hpp"
+
+#include "kernels/cuda/launch.cuh"
+
+namespace mgt::cuda {
+namespace {
+
+__global__ void embedding_forward_kernel(const int64_t* ids, int64_t n, const float* table,
+                                         int64_t vocab_start, int64_t local_rows, int64_t hidden,
+                                         float* out) {
+  const int64_t total = n * hidden;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / hidden;
+    const int64_t row = ids[t] - vocab_start;
+    out[i] = row >= 0 && row < local_rows ? table[row * hidden + i % hidden] : 0.0f;
+  }
+}
+
+__global__ void embedding_backward_kernel(const int64_t* ids, int64_t n, const float* dout,
+                                          int64_t vocab_start, int64_t local_rows, int64_t hidden,
+                                          float* dtable) {
+  const int64_t total = n * hidden;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / hidden;
+    const int64_t row = ids[t] - vocab_start;
+    if (row >= 0 && row < local_rows) atomicAdd(dtable + row * hidden + i % hidden, dout[i]);
+  }
+}
+
+// One thread per element of the mixed tensor; `to_mixed` picks the direction.
+__global__ void qkv_kernel(float* mixed, float* q, float* k, float* v, int64_t tokens,
+                           int64_t heads, int64_t groups, int64_t unit, bool to_mixed) {
+  const int64_t per_group = heads / groups;
+  const int64_t group_width = (per_group + 2) * unit;
+  const int64_t row = (heads + 2 * groups) * unit;
+  const int64_t total = tokens * row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / row;
+    const int64_t within = i % row;
+    const int64_t g = within / group_width;
+    const int64_t at = within % group_width;
+    float* part;
+    if (at < per_group * unit) {
+      part = q + (t * heads + g * per_group) * unit + at;
+    } else if (at < (per_group + 1) * unit) {
+      part = k + (t * groups + g) * unit + (at - per_group * unit);
+    } else {
+      part = v + (t * groups + g) * unit + (at - (per_group + 1) * unit);
+    }
+    if (to_mixed) {
+      mixed[i] = *part;
+    } else {
+      *part = mixed[i];
+    }
+  }
+}
+
+// One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.
+__global__ void rotary_kernel(const float* x, cpu::HeadTensor shape, int64_t rotary_dim,
+                              double base, int64_t position_offset, float sign, float* y) {
+  const int64_t half = rotary_dim / 2;
+  const int64_t total = shape.seq * shape.batch * shape.heads * half;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % half;
+    int64_t rest = idx / half;
+    const int64_t h = rest % shape.heads;
+    rest /= shape.heads;
+    const int64_t b = rest % shape.batch;
+    const int64_t s = rest / shape.batch;
+    const double inv_freq = pow(base, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim));
+    const double theta = static_cast<double>(position_offset + s) * inv_freq;
+    const auto c = static_cast<float>(cos(theta));
+    const auto sn = static_cast<float>(sign * sin(theta));
+    const int64_t at = shape.offset(s, b, h);
+    const float x1 = x[at + i];
+    const float x2 = x[at + i + half];
+    y[at + i] = x1 * c - x2 * sn;
+    y[at + i + half] = x2 * c + x1 * sn;
+  }
+}
+
+// The channels past rotary_dim pass through (only when y does not alias x).
+__global__ void rotary_pass_kernel(const float* x, cpu::HeadTensor shape, int64_t rotary_dim,
+                                   float* y) {
+  const int64_t rest_dim = shape.head_dim - rotary_dim;
+  const int64_t total = shape.seq * shape.batch * shape.heads * rest_dim;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = rotary_dim + idx % rest_dim;
+    int64_t rest = idx / rest_dim;
+    const int64_t h = rest % shape.heads;
+    rest /= shape.heads;
+    const int64_t b = rest % shape.batch;
+    const int64_t s = rest / shape.batch;
+    const int64_t at = shape.offset(s, b, h) + i;
+    y[at] = x[at];
+  }
+}
+
+}  // namespace
+
+void embedding_forward(const int64_t* ids, int64_t n, const float* table, int64_t vocab_start,
+                       int64_t local_rows, int64_t hidden, float* out, cudaStream_t stream) {
+  if (n * hidden == 0) return;
+  embedding_forward_kernel<<<grid_for(n * hidden), kThreads, 0, stream>>>(
+      ids, n, table, vocab_start, local_rows, hidden, out);
+  MGT_CUDA_CHECK_LAUNCH(embedding_forward_kernel);
+}
+
+void embedding_backward(const int64_t* ids, int64_t n, const float* dout, int64_t vocab_start,
+                        int64_t local_rows, int64_t hidden, float* dtable, cudaStream_t stream) {
+  if (n * hidden == 0) return;
+  embedding_backward_kernel<<<grid_for(n * hidden), kThreads, 0, stream>>>(
+      ids, n, dout, vocab_start, local_rows, hidden, dtable);
+  MGT_CUDA_CHECK_LAUNCH(embedding_backward_kernel);
+}
+
+void qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
+               float* q, float* k, float* v, cudaStream_t stream) {
+  const int64_t total = tokens * (heads + 2 * groups) * unit;
+  if (total == 0) return;
+  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(const_cast<float*>(mixed), q, k, v, tokens,
+                                                       heads, groups, unit, false);
+  MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
+}
+
+void qkv_merge(const float* q, const float* k, const float* v, int64_t tokens, int64_t heads,
+               int64_t groups, int64_t unit, float* mixed, cudaStream_t stream) {
+  const int64_t total = tokens * (heads + 2 * groups) * unit;
+  if (total == 0) return;
+  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(mixed, const_cast<float*>(q),
+                                                       const_cast<float*>(k),
+                                                       const_cast<float*>(v), tokens, heads,
+                                                       groups, unit, true);
+  MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
+}
+
+void rotary(const float* x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
+            float sign, float* y, cudaStream_t stream) {
+  const int64_t pairs = shape.seq * shape.batch * shape.heads * (params.rotary_dim / 2);
+  if (pairs > 0) {
+    rotary_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(x, shape, params.rotary_dim, params.base,
+                                                            params.position_offset, sign, y);
+    MGT_CUDA_CHECK_LAUNCH(rotary_kernel);
+  }
+  const int64_t rest = shape.seq * shape.batch * shape.heads * (shape.head_dim - params.rotary_dim);
+  if (x != y && rest > 0) {
+    rotary_pass_kernel<<<grid_for(rest), kThreads, 0, stream>>>(x, shape, params.rotary_dim, y);
+    MGT_CUDA_CHECK_LAUNCH(rotary_pass_kernel);
+  }
+}
+
+}  // namespace mgt::cuda

@@ -1,0 +1,54 @@
+// Optional per-operation GPU timing for the CUDA backend (MGT_CUDA_PROFILE=1): each operation is
+// bracketed by two CUDA events on the backend's stream, and at the end of the run the time per
+// operation family is printed, largest first, with its share of the total. The events are only
+// read at the end, so profiling does not add synchronisation to the step.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+namespace mgt::cuda {
+
+class OpProfiler {
+public:
+  explicit OpProfiler(cudaStream_t stream) : stream_(stream) {}
+  OpProfiler(const OpProfiler&) = delete;
+  OpProfiler& operator=(const OpProfiler&) = delete;
+  ~OpProfiler();
+
+  // Whether the environment asks for profiling.
+  static bool requested();
+
+  void begin(const char* op);
+  void end();
+  // The table of accumulated times, one line per operation (synchronises the stream).
+  std::string report();
+
+private:
+  struct Span {
+    const char* op;
+    cudaEvent_t start;
+    cudaEvent_t stop;
+  };
+  cudaStream_t stream_;
+  std::vector<Span> spans_;
+};
+
+// Brackets one operation when a profiler is present (null: no cost beyond a branch).
+class ScopedOp {
+public:
+  ScopedOp(OpProfiler* profiler, const char* op) : profiler_(profiler) {
+    if (profiler_ != nullptr) profiler_->begin(op);
+  }
+  ~ScopedOp() {
+    if (profiler_ != nullptr) profiler_->end();
+  }
+  ScopedOp(const ScopedOp&) = delete;
+  ScopedOp& operator=(const ScopedOp&) = delete;
+
+private:
+  OpProfiler* profiler_;
+};
+
+}  // namespace mgt::cuda

@@ -1,0 +1,88 @@
+#include "kernels/cuda/optimizer.hpp"
+
+#include <cmath>
+
+#include "kernels/cuda/launch.cuh"
+
+namespace mgt::cuda {
+namespace {
+
+// A fixed grid, so the partial sums (and hence the rounding) never depend on the device.
+constexpr int kSumBlocks = 1024;
+constexpr int kSumThreads = 256;
+
+__global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                             int64_t n, cpu::AdamWParams p, float correction1,
+                             float correction2) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = grad[i];
+    const float m = p.beta1 * exp_avg[i] + (1.0f - p.beta1) * g;
+    const float v = p.beta2 * exp_avg_sq[i] + (1.0f - p.beta2) * g * g;
+    const float m_hat = m / correction1;
+    const float v_hat = v / correction2;
+    const float update = m_hat / (sqrtf(v_hat) + p.eps) + p.weight_decay * param[i];
+    param[i] -= p.lr * update;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+  }
+}
+
+__device__ __forceinline__ double block_sum_double(double v, double* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double total = 0.0;
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += scratch[w];
+  }
+  return total;
+}
+
+__global__ void sum_squares_partial_kernel(const float* x, int64_t n, double* partial) {
+  __shared__ double scratch[32];
+  double acc = 0.0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double v = x[i];
+    acc += v * v;
+  }
+  const double total = block_sum_double(acc, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+__global__ void sum_partials_kernel(const double* partial, int count, double* result) {
+  __shared__ double scratch[32];
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  const double total = block_sum_double(acc, scratch);
+  if (threadIdx.x == 0) *result = total;
+}
+
+}  // namespace
+
+void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                const cpu::AdamWParams& params, int64_t step, cudaStream_t stream) {
+  if (n == 0) return;
+  const auto t = static_cast<double>(step);
+  const auto correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
+  const auto correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta2), t));
+  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, n, params,
+                                                     correction1, correction2);
+  MGT_CUDA_CHECK_LAUNCH(adamw_kernel);
+}
+
+void sum_of_squares(const float* x, int64_t n, double* result, cudaStream_t stream) {
+  double* partial = nullptr;
+  MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), kSumBlocks * sizeof(double),
+                                 stream));
+  sum_squares_partial_kernel<<<kSumBlocks, kSumThreads, 0, stream>>>(x, n, partial);
+  MGT_CUDA_CHECK_LAUNCH(sum_squares_partial_kernel);
+  sum_partials_kernel<<<1, kSumThreads, 0, stream>>>(partial, kSumBlocks, result);
+  MGT_CUDA_CHECK_LAUNCH(sum_partials_kernel);
+  MGT_CUDA_CHECK(cudaFreeAsync(partial, stream));
+}
+
+}  // namespace mgt::cuda

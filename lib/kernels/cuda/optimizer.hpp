@@ -1,0 +1,18 @@
+// Optimizer support on the GPU: AdamW with the semantics of kernels/cpu/adamw.hpp, and the sum of
+// squares behind the global gradient norm, accumulated in double in a fixed order.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cpu/adamw.hpp"
+
+namespace mgt::cuda {
+
+void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                const cpu::AdamWParams& params, int64_t step, cudaStream_t stream);
+
+// *result = Σ x² (device memory).
+void sum_of_squares(const float* x, int64_t n, double* result, cudaStream_t stream);
+
+}  // namespace mgt::cuda

@@ -1,0 +1,21 @@
+// The CUDA entry points of a build without the CUDA toolkit: no device is ever visible, and
+// asking for one says why.
+#include "core/error.hpp"
+#include "kernels/backend_factory.hpp"
+#include "kernels/cuda/device.hpp"
+
+namespace mgt {
+
+namespace cuda {
+
+int visible_device_count() { return 0; }
+
+std::string device_description(int /*device*/) { return "none (built without CUDA)"; }
+
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(int /*device*/) {
+  throw Error("this mgt was built without CUDA support (no nvcc at build time); use --device cpu");
+}
+
+}  // namespace mgt

@@ -1,0 +1,168 @@
+#include "model/memory_estimate.hpp"
+
+#include <algorithm>
+
+#include "core/checked_size.hpp"
+#include "core/error.hpp"
+#include "model/activation_memory.hpp"
+
+namespace mgt {
+
+namespace {
+
+using N = SaturatingSize;
+
+void require_layout(const ParallelLayout& l) {
+  if (l.tensor_parallel < 1 || l.pipeline_parallel < 1 || l.data_parallel < 1)
+    throw Error("internal error: a parallel layout needs sizes of at least 1");
+}
+
+// Every activation buffer holds compute-dtype floats; index buffers hold int64.
+N activation_bytes(const ActivationElements& e, std::int64_t bytes_per_float) {
+  return N(e.floats) * bytes_per_float + N(e.indices) * 8;
+}
+
+std::string bytes_text(std::int64_t bytes) {
+  return SaturatingSize(bytes).saturated() ? "more than " + format_bytes(static_cast<double>(bytes))
+                                           : format_bytes(static_cast<double>(bytes));
+}
+
+}  // namespace
+
+std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& layout) {
+  require_layout(layout);
+  const GptConfig c = config.resolved();
+  const std::int64_t tp = layout.tensor_parallel;
+  const std::int64_t pp = layout.pipeline_parallel;
+  const N h = c.hidden_size;
+  const N bias = c.add_bias_linear ? 1 : 0;
+  const N norm = c.normalization == Normalization::kLayerNorm ? h * 2 : h;
+  const N qkv = (N(c.num_attention_heads) + N(2) * c.query_groups()) * c.kv_channels;
+  const N attention_width = N(c.num_attention_heads) * c.kv_channels;
+  const N fc1 = c.gated_linear_unit() ? N(2) * c.ffn_hidden_size : N(c.ffn_hidden_size);
+
+  // Column-parallel layers split their output rows (and bias); row-parallel ones their input
+  // columns, their bias replicated (megatron/core/tensor_parallel/layers.py).
+  const N layer = norm * 2                                   // the two norms, replicated
+                  + divide_up(qkv * h + bias * qkv, tp)      // linear_qkv, column-parallel
+                  + divide_up(h * attention_width, tp) + bias * h  // linear_proj, row-parallel
+                  + divide_up(fc1 * h + bias * fc1, tp)      // linear_fc1, column-parallel
+                  + divide_up(h * c.ffn_hidden_size, tp) + bias * h;  // linear_fc2, row-parallel
+  const N layers_per_stage = divide_up(N(c.num_layers), pp);
+  const N vocab_shard = divide_up(N(c.padded_vocab_size), tp) * h;  // vocab-parallel embedding
+  const N positions =
+      c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute ? N(c.max_position_embeddings) * h : N(0);
+  // A tied output layer is the word embedding itself, unless the pipeline puts it on another
+  // stage, which then keeps its own copy.
+  const N output = c.untie_embeddings_and_output_weights || pp > 1 ? vocab_shard : N(0);
+  const N first = layers_per_stage * layer + vocab_shard + positions + (pp == 1 ? norm + output : N(0));
+  const N last = layers_per_stage * layer + norm + output;
+  return pp == 1 ? first.value() : std::max(first.value(), last.value());
+}
+
+MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequest& r) {
+  require_layout(r.layout);
+  if (r.seq_length < 1 || r.micro_batch_size < 1)
+    throw Error("internal error: a memory estimate needs a sequence length and a micro-batch size");
+  const GptConfig c = config.resolved();
+  const ParallelLayout& l = r.layout;
+  MemoryEstimate e;
+  e.parameters = parameters_per_rank(c, ParallelLayout{});  // the whole model on one rank
+  e.parameters_per_rank = parameters_per_rank(c, l);
+  const N p = e.parameters_per_rank;
+
+  if (r.use == MemoryUse::kConversion) {
+    // The weights read, a reordered copy of one format's layout, the buffer written from.
+    e.weight_bytes = (p * 4 * 3).value();
+    e.total_bytes = e.weight_bytes;
+    e.beyond_64_bits = N(e.total_bytes).saturated() || N(e.parameters).saturated();
+    return e;
+  }
+  e.weight_bytes = (p * r.bytes_per_weight).value();
+  // Every model holds an fp32 gradient buffer of its parameters' layout (model/gpt_parameters.hpp).
+  e.gradient_bytes = (p * 4).value();
+  const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel : 1;
+  if (r.use == MemoryUse::kTraining) {
+    e.optimizer_bytes = divide_up(p * 8, optimizer_shards).value();
+    if (r.master_weights) e.master_weight_bytes = divide_up(p * 4, optimizer_shards).value();
+  }
+
+  GptConfig stage = c;  // the layers of one pipeline stage
+  stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel).value();
+  const std::int64_t tp = l.tensor_parallel;
+  const std::int64_t s = r.seq_length;
+  const std::int64_t b = r.micro_batch_size;
+  N activations = 0;
+  N kv_cache = 0;
+  switch (r.use) {
+    case MemoryUse::kTraining:
+      // 1F1B keeps up to one micro-batch per stage in flight on the first stage.
+      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, true), r.bytes_per_weight) *
+                    l.pipeline_parallel;
+      if (r.evaluation_too)
+        activations += activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);
+      break;
+    case MemoryUse::kEvaluation:
+      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);
+      break;
+    case MemoryUse::kGeneration:
+      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, false, true), r.bytes_per_weight);
+      // Keys and values of every layer: [capacity, batch, groups, head_dim] each (model/kv_cache.hpp).
+      kv_cache = N(2) * stage.num_layers * b * s * (c.query_groups() / tp) * c.kv_channels * r.bytes_per_weight;
+      break;
+    case MemoryUse::kConversion:
+      break;
+  }
+  e.activation_bytes = activations.value();
+  e.kv_cache_bytes = kv_cache.value();
+  e.total_bytes = (N(e.weight_bytes) + e.master_weight_bytes + e.gradient_bytes + e.optimizer_bytes +
+                   e.activation_bytes + e.kv_cache_bytes)
+                      .value();
+  e.beyond_64_bits = N(e.total_bytes).saturated() || N(e.parameters).saturated();
+  return e;
+}
+
+std::string describe_memory_estimate(const MemoryEstimate& e) {
+  std::string out;
+  auto add = [&](const char* name, std::int64_t bytes) {
+    if (bytes == 0) return;
+    out += (out.empty() ? "" : " + ") + std::string(name) + " " + bytes_text(bytes);
+  };
+  add("weights", e.weight_bytes);
+  add("master weights", e.master_weight_bytes);
+  add("gradients", e.gradient_bytes);
+  add("Adam moments", e.optimizer_bytes);
+  add("activations", e.activation_bytes);
+  add("key/value cache", e.kv_cache_bytes);
+  return out.empty() ? "nothing" : out;
+}
+
+void require_memory(const MemoryEstimate& e, const std::optional<AvailableMemory>& available, const std::string& what) {
+  // Beyond 64 bits nothing can hold it, whatever is known of the memory.
+  if (!e.beyond_64_bits && (!available || e.total_bytes <= available->bytes)) return;
+  const std::string parameters = N(e.parameters).saturated() ? "more than 9.2e18" : std::to_string(e.parameters);
+  throw Error(what + " needs an estimated " + bytes_text(e.total_bytes) + " of memory per rank for " + parameters +
+              " parameters (" + describe_memory_estimate(e) + ")" +
+              (available ? ", but only " + format_bytes(static_cast<double>(available->bytes)) + " is available (" +
+                               available->source + ")"
+                         : std::string()));
+}
+
+std::optional<AvailableMemory> memory_available_to(const Backend& backend) {
+  if (backend.name() == "cpu") return available_host_memory();
+  return std::nullopt;
+}
+
+MemoryEstimate check_memory(const GptConfig& config, const MemoryEstimateRequest& request,
+                            const std::optional<AvailableMemory>& available, const std::string& what) {
+  MemoryEstimate e;
+  try {
+    e = estimate_memory(config, request);
+  } catch (const Error& error) {
+    throw Error(what + ": " + error.what(), error.exit_code());
+  }
+  require_memory(e, available, what);
+  return e;
+}
+
+}  // namespace mgt

@@ -1,0 +1,86 @@
+// What a run will allocate, estimated before anything is: weights, gradients, the optimizer's
+// state, the activations of one micro-batch and, for generation, the key/value cache, per rank.
+// Programs check it against the memory they may use (core/available_memory.hpp) before building
+// a model, so that one too large is refused with the numbers instead of dying in an allocation
+// (std::bad_alloc) or growing until the kernel kills it. The arithmetic is overflow-checked.
+//
+// The parallel layout and the memory to compare with are inputs, so that the same estimate can
+// plan a layout: choose TP/PP/DP for a device memory size. Today's model runs on one rank.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/available_memory.hpp"
+#include "kernels/backend.hpp"
+#include "model/gpt_config.hpp"
+
+namespace mgt {
+
+enum class MemoryUse {
+  kTraining,    // weights, gradients, Adam's moments, training and evaluation activations
+  kEvaluation,  // weights (and the gradient buffer every model holds), evaluation activations
+  kGeneration,  // as evaluation, with last-position logits and the key/value cache
+  kConversion,  // weights only, held in up to three copies while a checkpoint is converted
+};
+
+struct ParallelLayout {
+  std::int64_t tensor_parallel = 1;
+  std::int64_t pipeline_parallel = 1;
+  std::int64_t data_parallel = 1;
+  bool distributed_optimizer = false;  // Adam's state (and master weights) sharded over DP
+};
+
+struct MemoryEstimateRequest {
+  MemoryUse use = MemoryUse::kTraining;
+  std::int64_t seq_length = 0;  // tokens per row; generation: the longest sequence (cache capacity)
+  std::int64_t micro_batch_size = 1;
+  ParallelLayout layout;
+  std::int64_t bytes_per_weight = 4;  // 4: fp32 (the CPU backend); 2: bf16/fp16 weights
+  bool master_weights = false;        // an fp32 master copy beside reduced-precision weights
+  bool evaluation_too = true;         // training: validation keeps its own activations
+};
+
+struct MemoryEstimate {
+  std::int64_t parameters = 0;           // of the whole model
+  std::int64_t parameters_per_rank = 0;  // of the largest pipeline stage's tensor shard
+  std::int64_t weight_bytes = 0;         // conversion: every copy
+  std::int64_t master_weight_bytes = 0;
+  std::int64_t gradient_bytes = 0;
+  std::int64_t optimizer_bytes = 0;  // Adam's first and second moments
+  std::int64_t activation_bytes = 0;
+  std::int64_t kv_cache_bytes = 0;
+  std::int64_t total_bytes = 0;  // per rank
+  // A size went beyond 64 bits: it stands at SaturatingSize::kSaturated (core/checked_size.hpp),
+  // "more than 8 EiB", and the model cannot fit anywhere.
+  bool beyond_64_bits = false;
+};
+
+// Never wraps around: sizes beyond 64 bits saturate (beyond_64_bits). Throws mgt::UsageError for
+// an invalid configuration.
+MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequest& request);
+
+// Parameters one rank holds under `layout`: tensor-parallel shards of the large matrices (and the
+// vocabulary), replicated norms and row-parallel biases, the layers of the largest pipeline stage,
+// the embeddings on the first stage and the output layer on the last (a tied one there too).
+std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& layout);
+
+// "weights 1.2 GiB + gradients 1.2 GiB + Adam moments 2.4 GiB + activations 300.0 MiB"
+std::string describe_memory_estimate(const MemoryEstimate& estimate);
+
+// Throws mgt::Error "WHAT needs an estimated T of memory per rank for P parameters (BREAKDOWN),
+// but only A is available (SOURCE)" when the estimate exceeds `available`, and for an estimate
+// beyond 64 bits even when `available` is unknown.
+void require_memory(const MemoryEstimate& estimate, const std::optional<AvailableMemory>& available,
+                    const std::string& what);
+
+// The memory a backend's buffers come from, as far as it is known: the host's for the CPU
+// backend; nullopt for a device backend, whose free memory is not asked yet (no check then).
+std::optional<AvailableMemory> memory_available_to(const Backend& backend);
+
+// estimate_memory, then require_memory against `available`. An estimate that cannot be made (an
+// invalid configuration) is an error starting with `what` too.
+MemoryEstimate check_memory(const GptConfig& config, const MemoryEstimateRequest& request,
+                            const std::optional<AvailableMemory>& available, const std::string& what);
+
+}  // namespace mgt

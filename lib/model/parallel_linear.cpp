@@ -1,0 +1,82 @@
+#include "model/parallel_linear.hpp"
+
+namespace mgt {
+
+ColumnParallelLinear::ColumnParallelLinear(GptParameters& params, const std::string& weight_name,
+                                           const std::string& bias_name,
+                                           const TensorParallelMappings& tp)
+    : tp_(&tp), linear_(params, weight_name, bias_name) {}
+
+void ColumnParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
+                                   FloatView gathered) const {
+  if (gathered.empty()) {
+    linear_.forward(tp_->copy_to_tensor_region_forward(x), rows, y);
+    return;
+  }
+  const FloatView input = gathered.first(rows * in_features());
+  tp_->gather_from_sequence_parallel_region_forward(x, input);
+  linear_.forward(input, rows, y);
+}
+
+void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows,
+                                    FloatView dx, FloatView gathered, FloatView d_whole) const {
+  if (gathered.empty()) {
+    linear_.backward(dy, x, rows, dx);
+    if (!dx.empty()) tp_->copy_to_tensor_region_backward(dx);
+    return;
+  }
+  const FloatView input = gathered.first(rows * in_features());
+  tp_->gather_from_sequence_parallel_region_forward(x, input);
+  linear_.backward_weight(dy, input, rows);
+  linear_.backward_bias(dy, rows);
+  if (dx.empty()) return;
+  const FloatView d_input = d_whole.first(rows * in_features());
+  linear_.backward_input(dy, rows, d_input);
+  tp_->gather_from_sequence_parallel_region_backward(d_input, dx);
+}
+
+RowParallelLinear::RowParallelLinear(GptParameters& params, const std::string& weight_name,
+                                     const std::string& bias_name,
+                                     const TensorParallelMappings& tp)
+    : tp_(&tp), linear_(params, weight_name, bias_name) {}
+
+void RowParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
+                                FloatView whole) const {
+  if (!tp_->active()) {
+    linear_.forward(x, rows, y);  // the bias in the GEMM's epilogue, as without parallelism
+    return;
+  }
+  if (whole.empty()) {
+    linear_.forward_without_bias(x, rows, y);
+    tp_->reduce_from_tensor_region_forward(y);
+    linear_.add_bias(y, rows);
+    return;
+  }
+  const FloatView partial = whole.first(rows * out_features());
+  linear_.forward_without_bias(x, rows, partial);
+  tp_->reduce_scatter_to_sequence_parallel_region_forward(partial, y);
+  linear_.add_bias(y, rows / tp_->size());
+}
+
+void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
+                                 FloatView d_whole) const {
+  if (!tp_->active()) {
+    linear_.backward(dy, x, rows, dx);
+    return;
+  }
+  ConstFloatView d_output;
+  if (d_whole.empty()) {
+    d_output = tp_->reduce_from_tensor_region_backward(dy);
+    linear_.backward_bias(d_output, rows);
+  } else {
+    // The bias was added to this rank's rows only: its gradient sums those rows.
+    linear_.backward_bias(dy, rows / tp_->size());
+    const FloatView gathered = d_whole.first(rows * out_features());
+    tp_->reduce_scatter_to_sequence_parallel_region_backward(dy, gathered);
+    d_output = gathered;
+  }
+  linear_.backward_weight(d_output, x, rows);
+  if (!dx.empty()) linear_.backward_input(d_output, rows, dx);
+}
+
+}  // namespace mgt

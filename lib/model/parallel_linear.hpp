@@ -1,0 +1,80 @@
+// Megatron's tensor-parallel linear layers (megatron/core/tensor_parallel/layers.py), built from
+// the communication pairs of tensor_parallel_mappings.hpp around a LinearLayer on this rank's
+// shard. Rows are tokens of the sequence-major [s, b] grid.
+//
+// ColumnParallelLinear (linear_qkv, linear_fc1, the output layer): W [out, in] split on dim 0,
+// each rank computes its slice of the output features; the bias is split with it. The input
+// enters through copy_to_tensor_region (its gradient is all-reduced), or under sequence
+// parallelism through gather_from_sequence_parallel_region (the input is this rank's sequence
+// slice, all-gathered; its gradient is reduce-scattered). The output stays split
+// (gather_output = False, as GPT uses it).
+//
+// RowParallelLinear (linear_proj, linear_fc2): W [out, in] split on dim 1, the input is already
+// split by features (input_is_parallel = True); the partial products leave through
+// reduce_from_tensor_region (all-reduce), or under sequence parallelism through
+// reduce_scatter_to_sequence_parallel_region, and the bias — replicated — is added after the
+// reduction, once.
+//
+// Without tensor parallelism both are exactly the plain LinearLayer (the bias fused into the
+// GEMM), so a single-rank model computes what it always did.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/backend.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/linear_layer.hpp"
+#include "model/tensor_parallel_mappings.hpp"
+
+namespace mgt {
+
+class ColumnParallelLinear {
+public:
+  // bias_name may name no tensor (no bias). `tp` must outlive the layer.
+  ColumnParallelLinear(GptParameters& params, const std::string& weight_name,
+                       const std::string& bias_name, const TensorParallelMappings& tp);
+
+  int64_t in_features() const { return linear_.in_features(); }
+  int64_t out_features() const { return linear_.out_features(); }  // this rank's
+
+  // y[rows, out] = X·Wᵀ + b. X is x[rows, in]; or, when `gathered` is given (sequence
+  // parallelism), x is this rank's [rows/tp, in] slice and X is all-gathered into `gathered`
+  // [rows, in] first.
+  void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView gathered = {}) const;
+  // dW += dyᵀ·X, db += Σ dy; dx (shaped as the forward's x) = the gradient of x unless empty.
+  // Under sequence parallelism X is rebuilt in `gathered` (Megatron keeps only the slice too)
+  // and the input gradient passes through d_whole [rows, in] before its reduce-scatter.
+  void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
+                FloatView gathered = {}, FloatView d_whole = {}) const;
+
+private:
+  const TensorParallelMappings* tp_;
+  LinearLayer linear_;
+};
+
+class RowParallelLinear {
+public:
+  // bias_name may name no tensor (no bias). `tp` must outlive the layer.
+  RowParallelLinear(GptParameters& params, const std::string& weight_name,
+                    const std::string& bias_name, const TensorParallelMappings& tp);
+
+  int64_t in_features() const { return linear_.in_features(); }  // this rank's
+  int64_t out_features() const { return linear_.out_features(); }
+
+  // y = Σ_ranks x·Wᵀ + b, x[rows, in]. y is [rows, out]; or, when `whole` is given (sequence
+  // parallelism), the partial product goes to whole [rows, out] and is reduce-scattered into y,
+  // this rank's [rows/tp, out] slice.
+  void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView whole = {}) const;
+  // dy is shaped as the forward's y; under sequence parallelism it is all-gathered into d_whole
+  // [rows, out] first. dW and db accumulate (db from this rank's dy rows: under sequence
+  // parallelism a partial sum, see ParameterEntry::sequence_parallel); dx[rows, in] is
+  // overwritten unless empty.
+  void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
+                FloatView d_whole = {}) const;
+
+private:
+  const TensorParallelMappings* tp_;
+  LinearLayer linear_;
+};
+
+}  // namespace mgt

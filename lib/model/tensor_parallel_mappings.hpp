@@ -1,0 +1,116 @@
+// The communication of tensor and sequence parallelism, written once as named forward/backward
+// pairs: Megatron's megatron/core/tensor_parallel/mappings.py, whose autograd Functions become
+// explicit *_forward / *_backward methods here. A layer calls the forward half in its forward and
+// the matching backward half, in reverse order, in its backward; the parallel linears
+// (parallel_linear.hpp), the vocab-parallel embedding and cross-entropy are built from them.
+//
+//   pair                                   forward                      backward
+//   copy_to_tensor_region                  identity                     all-reduce
+//   reduce_from_tensor_region              all-reduce                   identity
+//   scatter_to_tensor_region               split the last dim          all-gather the last dim
+//   gather_from_tensor_region              all-gather the last dim     split the last dim
+//   scatter_to_sequence_parallel_region    split the first dim         all-gather the first dim
+//   gather_from_sequence_parallel_region   all-gather the first dim    reduce-scatter the first dim
+//   reduce_scatter_to_sequence_parallel_region  reduce-scatter (first)  all-gather the first dim
+//
+// "First dim" is the token dimension of the sequence-major [s, b, …] activations: the rows of
+// rank r are tokens [r·s/tp, (r+1)·s/tp) of every sequence, one contiguous block. The buffers are
+// the backend's memory and go to the communicator as DeviceSpans (the communicator stages them
+// through its MemoryMover when its transport cannot read them in place). Without a group, or with
+// a group of one, every pair is the identity and nothing is communicated.
+#pragma once
+#include <cstdint>
+
+#include "dist/communicator.hpp"
+#include "kernels/backend.hpp"
+#include "model/parameter_table.hpp"
+
+namespace mgt {
+
+// How a model instance is split across ranks, as the model's constructor takes it.
+struct TensorParallelism {
+  // The tensor-model-parallel group (--tensor-model-parallel-size ranks); null: no tensor
+  // parallelism. Must outlive the model.
+  dist::Communicator* group = nullptr;
+  // --sequence-parallel. Ignored without a group of at least two ranks, as Megatron turns it
+  // off when --tensor-model-parallel-size is 1.
+  bool sequence_parallel = false;
+};
+
+// The two [s, b, h] buffers of the whole sequence that sequence parallelism needs besides the
+// per-rank activations, shared by all layers: the all-gathered input of a column-parallel layer,
+// and a row-parallel layer's output before its reduce-scatter (or a gradient after its
+// all-gather, or before its reduce-scatter). Empty without sequence parallelism.
+struct SequenceParallelScratch {
+  FloatView gathered;
+  FloatView whole;
+};
+
+class TensorParallelMappings {
+public:
+  // `group` may be null (no tensor parallelism); both must outlive the mappings.
+  TensorParallelMappings(Backend& backend, dist::Communicator* group);
+
+  int64_t size() const { return size_; }
+  int64_t rank() const { return rank_; }
+  // Whether there is anything to communicate (a group of two or more ranks).
+  bool active() const { return group_ != nullptr; }
+  TensorParallelRank tensor_parallel_rank() const { return {size_, rank_}; }
+  Backend& backend() const { return *backend_; }
+
+  // A plain all-reduce over the group, in place (the vocab-parallel cross-entropy's max and
+  // sums, sequence-parallel gradients).
+  void all_reduce(FloatView x, dist::ReduceOp op) const;
+
+  // ---- copy_to_tensor_model_parallel_region: the input of a column-parallel layer ----
+  ConstFloatView copy_to_tensor_region_forward(ConstFloatView x) const { return x; }
+  void copy_to_tensor_region_backward(FloatView grad) const;  // all-reduce in place
+
+  // ---- reduce_from_tensor_model_parallel_region: the output of a row-parallel layer ----
+  void reduce_from_tensor_region_forward(FloatView x) const;  // all-reduce in place
+  ConstFloatView reduce_from_tensor_region_backward(ConstFloatView grad) const { return grad; }
+
+  // ---- scatter_to_tensor_model_parallel_region: whole [rows, size·cols] ↔ local [rows, cols] ----
+  void scatter_to_tensor_region_forward(ConstFloatView whole, int64_t rows, FloatView local) const;
+  void scatter_to_tensor_region_backward(ConstFloatView d_local, int64_t rows,
+                                         FloatView d_whole) const;
+
+  // ---- gather_from_tensor_model_parallel_region: local [rows, cols] ↔ whole [rows, size·cols] ----
+  void gather_from_tensor_region_forward(ConstFloatView local, int64_t rows,
+                                         FloatView whole) const;
+  void gather_from_tensor_region_backward(ConstFloatView d_whole, int64_t rows,
+                                          FloatView d_local) const;
+
+  // ---- scatter_to_sequence_parallel_region: whole [s, b, …] ↔ this rank's [s/size, b, …] ----
+  void scatter_to_sequence_parallel_region_forward(ConstFloatView whole, FloatView local) const;
+  void scatter_to_sequence_parallel_region_backward(ConstFloatView d_local,
+                                                    FloatView d_whole) const;
+
+  // ---- gather_from_sequence_parallel_region: the input of a column-parallel layer under
+  // sequence parallelism ----
+  void gather_from_sequence_parallel_region_forward(ConstFloatView local, FloatView whole) const;
+  void gather_from_sequence_parallel_region_backward(ConstFloatView d_whole,
+                                                     FloatView d_local) const;
+
+  // ---- reduce_scatter_to_sequence_parallel_region: the output of a row-parallel layer under
+  // sequence parallelism ----
+  void reduce_scatter_to_sequence_parallel_region_forward(ConstFloatView whole,
+                                                          FloatView local) const;
+  void reduce_scatter_to_sequence_parallel_region_backward(ConstFloatView d_local,
+                                                           FloatView d_whole) const;
+
+private:
+  void all_gather_first_dim(ConstFloatView local, FloatView whole) const;
+  void split_first_dim(ConstFloatView whole, FloatView local) const;
+  void all_gather_last_dim(ConstFloatView local, int64_t rows, FloatView whole) const;
+  void split_last_dim(ConstFloatView whole, int64_t rows, FloatView local) const;
+  // dst = src, or nothing when they are the same buffer.
+  void copy_if_distinct(ConstFloatView src, FloatView dst) const;
+
+  Backend* backend_;
+  dist::Communicator* group_;  // null when inactive
+  int64_t size_ = 1;
+  int64_t rank_ = 0;
+};
+
+}  // namespace mgt

@@ -1,0 +1,29 @@
+// The memory a training run needs, estimated from its flags (model/memory_estimate.hpp): checked
+// before the model is built, and printed by mgt-train --dry-run.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+
+#include "core/available_memory.hpp"
+#include "model/gpt_config.hpp"
+#include "model/memory_estimate.hpp"
+#include "train/train_options.hpp"
+
+namespace mgt {
+
+// What mgt-train allocates per rank for validated `options`: the training and validation
+// activations of one micro-batch of --seq-length tokens, Adam in fp32 on the layout the
+// parallelism flags give.
+MemoryEstimateRequest train_memory_request(const TrainOptions& options);
+
+// Refuses (mgt::Error, exit code 1) a run whose estimate exceeds `available`.
+MemoryEstimate check_train_memory(const TrainOptions& options, const GptConfig& config,
+                                  const std::optional<AvailableMemory>& available);
+
+// --dry-run: the tokenizer (for the padded vocabulary), the configuration and the estimate, as a
+// JSON object on `out` and a summary on `err`; no data is read and nothing is allocated. The
+// estimate is compared with the host's memory, and "fits" says whether the run would start.
+int run_train_dry_run(const TrainOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace mgt

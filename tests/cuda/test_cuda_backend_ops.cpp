@@ -1,0 +1,325 @@
+// Every Backend operation on the CUDA backend against the CPU reference, forward and backward, on
+// random inputs (never zeros), fp32 with a relative bound per operation family.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "backend_pair.hpp"
+
+using namespace mgt;
+using namespace mgt::cuda_testing;
+
+namespace {
+
+constexpr double kExact = 1e-6;      // element-wise maps: a few ulps
+constexpr double kReduction = 1e-5;  // sums over a row or a column
+constexpr Side kSides[] = {Side::kCpu, Side::kGpu};
+
+std::vector<int64_t> random_ids(int64_t n, int64_t lo, int64_t hi, uint32_t seed) {
+  const std::vector<float> u = kernel_testing::random_floats(static_cast<size_t>(n), seed, 0.0f, 1.0f);
+  std::vector<int64_t> ids(u.size());
+  for (size_t i = 0; i < u.size(); ++i) {
+    ids[i] = lo + std::min<int64_t>(hi - lo - 1, static_cast<int64_t>(u[i] * static_cast<float>(hi - lo)));
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("cuda ops: copy, fill, add, accumulate, scale, bias", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t rows = 37, cols = 129;
+  auto a = random_twin(pair, rows * cols, 1);
+  auto b = random_twin(pair, rows * cols, 2);
+  auto bias = random_twin(pair, cols, 3);
+  auto out = random_twin(pair, rows * cols, 4);
+  auto dbias = random_twin(pair, cols, 5);
+  for (Side s : kSides) {
+    Backend& be = pair.on(s);
+    be.add(a(s), b(s), out(s));
+    be.accumulate(out(s), a(s));
+    be.scale(out(s), 0.75f);
+    be.add_bias(out(s), bias(s), rows, cols);
+    be.bias_backward(out(s), rows, cols, dbias(s));
+  }
+  check_close(pair, out, kExact, "add/accumulate/scale/add_bias");
+  check_close(pair, dbias, kReduction, "bias_backward");
+  auto filled = random_twin(pair, 1000, 6);
+  auto copied = random_twin(pair, 1000, 7);
+  for (Side s : kSides) {
+    pair.on(s).copy(a(s).first(1000), copied(s));
+    pair.on(s).fill(filled(s).first(500), 2.5f);
+  }
+  check_close(pair, copied, 0.0, "copy");
+  check_close(pair, filled, 0.0, "fill");
+}
+
+TEST_CASE("cuda ops: linear forward and backward", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  for (const auto& [rows, in, out_dim] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 96},
+                                          {77, 130, 65}, {256, 768, 2304}}) {
+    auto x = random_twin(pair, rows * in, 11);
+    auto w = random_twin(pair, out_dim * in, 12);
+    auto bias = random_twin(pair, out_dim, 13);
+    auto dy = random_twin(pair, rows * out_dim, 14);
+    auto y = random_twin(pair, rows * out_dim, 15);
+    auto dx = random_twin(pair, rows * in, 16);
+    auto dw = random_twin(pair, out_dim * in, 17);
+    for (Side s : kSides) {
+      Backend& be = pair.on(s);
+      be.linear_forward(x(s), w(s), bias(s), rows, in, out_dim, y(s));
+      be.linear_backward_input(dy(s), w(s), rows, in, out_dim, dx(s));
+      be.linear_backward_weight(dy(s), x(s), rows, in, out_dim, dw(s));
+    }
+    INFO("rows " << rows << " in " << in << " out " << out_dim);
+    check_close(pair, y, kReduction, "linear_forward");
+    check_close(pair, dx, kReduction, "linear_backward_input");
+    check_close(pair, dw, kReduction, "linear_backward_weight");
+  }
+}
+
+TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  for (const int64_t hidden : {64, 768, 1000}) {
+    const int64_t rows = 300;
+    // An offset mean: the two-pass variance must not cancel.
+    auto x = random_twin(pair, rows * hidden, 21, 2.0f, 4.0f);
+    auto weight = random_twin(pair, hidden, 22, 0.5f, 1.5f);
+    auto bias = random_twin(pair, hidden, 23);
+    auto dy = random_twin(pair, rows * hidden, 24);
+    auto y = random_twin(pair, rows * hidden, 25);
+    auto mean = random_twin(pair, rows, 26);
+    auto rstd = random_twin(pair, rows, 27);
+    auto dx = random_twin(pair, rows * hidden, 28);
+    auto dweight = random_twin(pair, hidden, 29);
+    auto dbias = random_twin(pair, hidden, 30);
+    auto ry = random_twin(pair, rows * hidden, 31);
+    auto rrstd = random_twin(pair, rows, 32);
+    auto rdx = random_twin(pair, rows * hidden, 33);
+    auto rdweight = random_twin(pair, hidden, 34);
+    for (Side s : kSides) {
+      Backend& be = pair.on(s);
+      be.layer_norm_forward(x(s), weight(s), bias(s), rows, hidden, 1e-5f, y(s), mean(s), rstd(s));
+      be.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, hidden, dx(s),
+                             dweight(s), dbias(s));
+      be.rms_norm_forward(x(s), weight(s), rows, hidden, 1e-5f, ry(s), rrstd(s));
+      be.rms_norm_backward(dy(s), x(s), weight(s), rrstd(s), rows, hidden, rdx(s), rdweight(s));
+    }
+    INFO("hidden " << hidden);
+    check_close(pair, y, kReduction, "layer_norm_forward y");
+    check_close(pair, mean, kReduction, "layer_norm_forward mean");
+    check_close(pair, rstd, kReduction, "layer_norm_forward rstd");
+    check_close(pair, dx, 1e-4, "layer_norm_backward dx");
+    check_close(pair, dweight, kReduction, "layer_norm_backward dweight");
+    check_close(pair, dbias, kReduction, "layer_norm_backward dbias");
+    check_close(pair, ry, kReduction, "rms_norm_forward");
+    check_close(pair, rrstd, kReduction, "rms_norm rstd");
+    check_close(pair, rdx, 1e-4, "rms_norm_backward dx");
+    check_close(pair, rdweight, kReduction, "rms_norm_backward dweight");
+  }
+}
+
+TEST_CASE("cuda ops: activations and dropout", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t rows = 33, ffn = 257, n = rows * 2 * ffn;
+  auto x = random_twin(pair, n, 41, -4.0f, 4.0f);
+  auto dy = random_twin(pair, n, 42);
+  auto y1 = random_twin(pair, n, 43), y2 = random_twin(pair, n, 44);
+  auto d1 = random_twin(pair, n, 45), d2 = random_twin(pair, n, 46);
+  auto sy = random_twin(pair, rows * ffn, 47), sd = random_twin(pair, n, 48);
+  auto drop = random_twin(pair, n, 49), ddrop = random_twin(pair, n, 50);
+  const DropoutKey key{1234, 77, 5};  // an offset that is not a multiple of 4
+  for (Side s : kSides) {
+    Backend& be = pair.on(s);
+    be.gelu_forward(x(s), y1(s));
+    be.gelu_backward(dy(s), x(s), d1(s));
+    be.gelu_tanh_forward(x(s), y2(s));
+    be.gelu_tanh_backward(dy(s), x(s), d2(s));
+    be.swiglu_forward(x(s), rows, ffn, sy(s));
+    be.swiglu_backward(dy(s).first(rows * ffn), x(s), rows, ffn, sd(s));
+    be.dropout_forward(x(s), 0.3f, key, drop(s));
+    be.dropout_backward(dy(s), 0.3f, key, ddrop(s));
+  }
+  check_close(pair, y1, kExact, "gelu_forward");
+  check_close(pair, d1, kExact, "gelu_backward");
+  check_close(pair, y2, kExact, "gelu_tanh_forward");
+  check_close(pair, d2, kExact, "gelu_tanh_backward");
+  check_close(pair, sy, kExact, "swiglu_forward");
+  check_close(pair, sd, kExact, "swiglu_backward");
+  check_close(pair, drop, 0.0, "dropout_forward (same Philox masks)");
+  check_close(pair, ddrop, 0.0, "dropout_backward");
+}
+
+TEST_CASE("cuda ops: embedding, rotary, fused QKV layout", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t tokens = 300, hidden = 96, vocab_start = 100, rows = 500;
+  auto ids = twin(pair, random_ids(tokens, 0, 700, 51));  // some ids outside the shard
+  auto table = random_twin(pair, rows * hidden, 52);
+  auto out = random_twin(pair, tokens * hidden, 53);
+  auto dtable = random_twin(pair, rows * hidden, 54);
+  for (Side s : kSides) {
+    pair.on(s).embedding_forward(ids(s), table(s), vocab_start, hidden, out(s));
+    pair.on(s).embedding_backward(ids(s), out(s), vocab_start, hidden, dtable(s));
+  }
+  check_close(pair, out, 0.0, "embedding_forward");
+  check_close(pair, dtable, kReduction, "embedding_backward");
+
+  for (const SeqLayout layout : {SeqLayout::kSeqMajor, SeqLayout::kBatchMajor}) {
+    const HeadTensor shape{50, 3, 4, 64, layout};
+    const RotaryParams params{48, 10000.0, 7};
+    auto x = random_twin(pair, shape.elements(), 55);
+    auto y = random_twin(pair, shape.elements(), 56);
+    auto dx = random_twin(pair, shape.elements(), 57);
+    for (Side s : kSides) {
+      pair.on(s).rotary_forward(x(s), shape, params, y(s));
+      pair.on(s).rotary_backward(x(s), shape, params, dx(s));
+    }
+    check_close(pair, y, kExact, "rotary_forward");
+    check_close(pair, dx, kExact, "rotary_backward");
+  }
+
+  const int64_t heads = 8, groups = 2, unit = 16, n = 40;
+  auto mixed = random_twin(pair, n * (heads + 2 * groups) * unit, 58);
+  auto q = random_twin(pair, n * heads * unit, 59);
+  auto k = random_twin(pair, n * groups * unit, 60);
+  auto v = random_twin(pair, n * groups * unit, 61);
+  auto merged = random_twin(pair, mixed.size(), 62);
+  for (Side s : kSides) {
+    pair.on(s).qkv_split(mixed(s), n, heads, groups, unit, q(s), k(s), v(s));
+    pair.on(s).qkv_merge(q(s), k(s), v(s), n, heads, groups, unit, merged(s));
+  }
+  check_close(pair, q, 0.0, "qkv_split q");
+  check_close(pair, k, 0.0, "qkv_split k");
+  check_close(pair, v, 0.0, "qkv_split v");
+  check_close(pair, merged, 0.0, "qkv_merge");
+}
+
+TEST_CASE("cuda ops: cross-entropy, masked loss, argmax", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t rows = 70, vocab = 5003, vocab_start = 1000, shard = 2000;
+  auto logits = random_twin(pair, rows * vocab, 71, -8.0f, 8.0f);
+  auto targets = twin(pair, random_ids(rows, 0, vocab, 72));
+  auto loss = random_twin(pair, rows, 73), row_max = random_twin(pair, rows, 74);
+  auto sum_exp = random_twin(pair, rows, 75), dloss = random_twin(pair, rows, 76);
+  auto dlogits = random_twin(pair, rows * vocab, 77);
+  auto mask = random_twin(pair, rows, 78, 0.0f, 1.0f);
+  auto smax = random_twin(pair, rows, 79), ssum = random_twin(pair, rows, 80);
+  auto starget = random_twin(pair, rows, 81), sloss = random_twin(pair, rows, 82);
+  auto sdlogits = random_twin(pair, rows * shard, 83);
+  auto argmax = twin(pair, std::vector<int64_t>(static_cast<size_t>(rows), -1));
+  MaskedLossSum sums[2];
+  for (Side s : kSides) {
+    Backend& be = pair.on(s);
+    be.cross_entropy_forward(logits(s), targets(s), rows, vocab, loss(s), row_max(s), sum_exp(s));
+    be.masked_loss_grad(mask(s), 0.25f, dloss(s));
+    be.cross_entropy_backward(logits(s), targets(s), row_max(s), sum_exp(s), dloss(s), rows, vocab,
+                              0, dlogits(s));
+    sums[s == Side::kGpu] = be.masked_loss_sum(loss(s), mask(s));
+    be.row_argmax(logits(s), rows, vocab, argmax(s));
+    // The vocab-parallel steps on one shard [vocab_start, vocab_start + shard) of a row-major
+    // [rows, shard] copy: the shard is rows of the first `shard` columns, so take a fresh tensor.
+    be.cross_entropy_row_max(logits(s).first(rows * shard), rows, shard, smax(s));
+    be.cross_entropy_sum_exp(logits(s).first(rows * shard), smax(s), rows, shard, ssum(s));
+    be.cross_entropy_target_logit(logits(s).first(rows * shard), targets(s), rows, shard,
+                                  vocab_start, starget(s));
+    be.cross_entropy_loss(smax(s), ssum(s), starget(s), sloss(s));
+    be.cross_entropy_backward(logits(s).first(rows * shard), targets(s), smax(s), ssum(s), dloss(s),
+                              rows, shard, vocab_start, sdlogits(s));
+  }
+  check_close(pair, loss, kReduction, "cross_entropy_forward loss");
+  check_close(pair, row_max, 0.0, "row_max");
+  check_close(pair, sum_exp, kReduction, "sum_exp");
+  check_close(pair, dlogits, kReduction, "cross_entropy_backward");
+  check_close(pair, smax, 0.0, "vocab-parallel row_max");
+  check_close(pair, ssum, kReduction, "vocab-parallel sum_exp");
+  check_close(pair, sloss, kReduction, "vocab-parallel loss");
+  check_close(pair, sdlogits, kReduction, "vocab-parallel backward");
+  CHECK(sums[1].tokens == Approx(sums[0].tokens).epsilon(1e-12));
+  CHECK(sums[1].loss_sum == Approx(sums[0].loss_sum).epsilon(1e-6));
+  CHECK(to_host(*pair.cpu, argmax.cpu.view()) == to_host(*pair.gpu, argmax.gpu.view()));
+}
+
+TEST_CASE("cuda ops: AdamW and sum of squares", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t n = 100003;
+  auto param = random_twin(pair, n, 91);
+  auto grad = random_twin(pair, n, 92);
+  auto m = random_twin(pair, n, 93, -0.1f, 0.1f);
+  auto v = random_twin(pair, n, 94, 0.0f, 0.01f);
+  const AdamWParams params{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  double norms[2];
+  for (Side s : kSides) {
+    pair.on(s).adamw_step(param(s), grad(s), m(s), v(s), params, 7);
+    norms[s == Side::kGpu] = pair.on(s).sum_of_squares(grad(s));
+  }
+  check_close(pair, param, kExact, "adamw param");
+  check_close(pair, m, kExact, "adamw exp_avg");
+  check_close(pair, v, kExact, "adamw exp_avg_sq");
+  CHECK(norms[1] == Approx(norms[0]).epsilon(1e-12));
+}
+
+TEST_CASE("cuda ops: attention forward and backward", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  for (const auto& [seq_q, seq_kv, heads, groups, head_dim, p] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, float>{128, 128, 4, 4, 64, 0.0f},
+        {100, 100, 8, 2, 64, 0.1f}, {1, 70, 4, 1, 128, 0.0f}, {65, 65, 2, 2, 128, 0.0f}}) {
+    const AttentionShape shape{2, seq_q, seq_kv, heads, groups, head_dim, SeqLayout::kSeqMajor};
+    AttentionParams params;
+    params.softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    params.dropout_p = p;
+    params.dropout_key = DropoutKey{42, 3, 0};
+    auto q = random_twin(pair, shape.query().elements(), 101);
+    auto k = random_twin(pair, shape.key_value().elements(), 102);
+    auto v = random_twin(pair, shape.key_value().elements(), 103);
+    auto dout = random_twin(pair, shape.query().elements(), 104);
+    auto out = random_twin(pair, shape.query().elements(), 105);
+    auto lse = random_twin(pair, shape.batch * heads * seq_q, 106);
+    auto dq = random_twin(pair, q.size(), 107);
+    auto dk = random_twin(pair, k.size(), 108);
+    auto dv = random_twin(pair, v.size(), 109);
+    for (Side s : kSides) {
+      pair.on(s).attention_forward(q(s), k(s), v(s), shape, params, out(s), lse(s));
+      pair.on(s).attention_backward(q(s), k(s), v(s), out(s), dout(s), lse(s), shape, params, dq(s),
+                                    dk(s), dv(s));
+    }
+    INFO("seq " << seq_q << "/" << seq_kv << " heads " << heads << "/" << groups << " dim "
+                << head_dim << " dropout " << p);
+    check_close(pair, out, 1e-5, "attention out");
+    check_close(pair, lse, 1e-5, "attention lse");
+    check_close(pair, dq, 1e-4, "attention dq");
+    check_close(pair, dk, 1e-4, "attention dk");
+    check_close(pair, dv, 1e-4, "attention dv");
+  }
+}
+
+TEST_CASE("cuda ops: bf16 GEMMs round the inputs and accumulate in fp32", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
+  const int64_t rows = 512, in = 768, out_dim = 1024;
+  auto x = random_twin(pair, rows * in, 111);
+  auto w = random_twin(pair, out_dim * in, 112, -0.05f, 0.05f);
+  auto dy = random_twin(pair, rows * out_dim, 113);
+  auto y = random_twin(pair, rows * out_dim, 114);
+  auto dx = random_twin(pair, rows * in, 115);
+  auto dw = random_twin(pair, out_dim * in, 116);
+  for (Side s : kSides) {
+    Backend& be = pair.on(s);
+    be.linear_forward(x(s), w(s), {}, rows, in, out_dim, y(s));
+    be.linear_backward_input(dy(s), w(s), rows, in, out_dim, dx(s));
+    be.linear_backward_weight(dy(s), x(s), rows, in, out_dim, dw(s));
+  }
+  // bf16 keeps 8 significant bits: each product is off by up to 2⁻⁸ relative, and the errors of
+  // a long dot product partly cancel.
+  check_close(pair, y, 1e-2, "bf16 linear_forward");
+  check_close(pair, dx, 1e-2, "bf16 linear_backward_input");
+  check_close(pair, dw, 1e-2, "bf16 linear_backward_weight");
+}

@@ -1,0 +1,80 @@
+// The whole GPT model on the CUDA backend against the CPU: the same parameters and batch give the
+// same loss, logits and gradients within fp32 bounds, for the GPT-2 and Llama shapes, with dropout.
+#include <catch2/catch.hpp>
+
+#include "../model/model_testing.hpp"
+#include "backend_pair.hpp"
+
+using namespace mgt;
+using namespace mgt::cuda_testing;
+using namespace mgt::model_testing;
+
+namespace {
+
+void compare_models(GptConfig config, const char* name, bool bf16 = false) {
+  BackendPair pair;
+  if (bf16) REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
+  // fp32 agrees to rounding; bf16 GEMM inputs move the loss and gradients by about 2⁻⁸.
+  const double loss_bound = bf16 ? 1e-2 : 1e-5;
+  const double grad_bound = bf16 ? 5e-2 : 1e-4;
+  const double logit_bound = bf16 ? 2e-2 : 1e-5;
+  config.seq_length = 64;
+  config.max_position_embeddings = 64;
+  config.hidden_dropout = 0.1;
+  config.attention_dropout = 0.1;
+  GptModel cpu_model(config, *pair.cpu, 7);
+  GptModel gpu_model(config, *pair.gpu, 7);
+  randomize_parameters(cpu_model.parameters(), 7);
+  randomize_parameters(gpu_model.parameters(), 7);
+  // Smaller weights than the gradient check's: a deep random network at ±0.9 saturates softmax.
+  cpu_model.parameters().backend().scale(cpu_model.parameters().params(), 0.2f);
+  gpu_model.parameters().backend().scale(gpu_model.parameters().params(), 0.2f);
+  cpu_model.parameters().zero_grads();
+  gpu_model.parameters().zero_grads();
+
+  const RefBatch batch = random_batch(config, 3, config.seq_length, 11);
+  const DropoutRng rng{1234, 5};
+  const LossSum cpu_loss = cpu_model.forward_backward(micro_batch(batch), rng, 1);
+  const LossSum gpu_loss = gpu_model.forward_backward(micro_batch(batch), rng, 1);
+  INFO(name << ": loss " << cpu_loss.loss_sum << " vs " << gpu_loss.loss_sum);
+  CHECK(gpu_loss.token_count == cpu_loss.token_count);
+  CHECK(gpu_loss.loss_sum == Approx(cpu_loss.loss_sum).epsilon(loss_bound));
+  const double grad_err = relative_error(read_all_grads(cpu_model.parameters()),
+                                         read_all_grads(gpu_model.parameters()));
+  INFO(name << ": gradient relative error " << grad_err);
+  CHECK(grad_err < grad_bound);
+
+  const ForwardOutput cpu_out = cpu_model.forward_only(micro_batch(batch), true, true);
+  const ForwardOutput gpu_out = gpu_model.forward_only(micro_batch(batch), true, true);
+  const double logit_err = relative_error(cpu_out.logits, gpu_out.logits);
+  INFO(name << ": logits relative error " << logit_err);
+  CHECK(logit_err < logit_bound);
+  std::printf("  cuda model (%s%s): loss %.6f vs %.6f, gradient rel err %.2e, logits rel err %.2e\n",
+              name, bf16 ? ", bf16 GEMMs" : "", cpu_loss.loss_sum, gpu_loss.loss_sum, grad_err, logit_err);
+}
+
+}  // namespace
+
+TEST_CASE("cuda model: GPT-2 shape matches the CPU", "[cuda]") {
+  if (skip_without_gpu()) return;
+  GptConfig config = gpt2_like_config();
+  config.hidden_size = 128;
+  config.num_attention_heads = 2;  // head_dim 64
+  config.padded_vocab_size = 512;
+  compare_models(config, "gpt2");
+}
+
+TEST_CASE("cuda model: Llama shape matches the CPU", "[cuda]") {
+  if (skip_without_gpu()) return;
+  compare_models(llama_like_config(), "llama");
+}
+
+TEST_CASE("cuda model: bf16 GEMMs stay within bf16 bounds of the fp32 CPU", "[cuda]") {
+  if (skip_without_gpu()) return;
+  GptConfig config = gpt2_like_config();
+  config.hidden_size = 128;
+  config.num_attention_heads = 2;
+  config.padded_vocab_size = 512;
+  compare_models(config, "gpt2", true);
+  compare_models(llama_like_config(), "llama", true);
+}

@@ -1,0 +1,125 @@
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include "core/error.hpp"
+#include "dist/dist_testing.hpp"
+#include "dist/local_communicator.hpp"
+#include "dist/process_groups.hpp"
+
+using namespace mgt::dist;
+using mgt::dist_test::check_all_operations;
+using mgt::dist_test::runtime;
+
+namespace {
+
+std::vector<int> all_ranks() {
+  std::vector<int> ranks(static_cast<size_t>(runtime().world_size()));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("every operation on the world, host buffers", "[dist][comm]") {
+  Communicator& world = runtime().world();
+  CHECK(world.size() == runtime().world_size());
+  CHECK(world.rank() == runtime().rank());
+  CHECK(std::string(world.transport()) == (runtime().uses_mpi() ? "mpi" : "local"));
+  mgt::dist_test::HostMemory host;
+  check_all_operations(world, host);
+}
+
+TEST_CASE("device buffers are staged through the memory mover", "[dist][comm]") {
+  mgt::dist_test::FakeDeviceMemory device;
+  auto world = runtime().split("world", {all_ranks()}, &device);
+  REQUIRE(world);
+  check_all_operations(*world, device);
+  CHECK(device.moves > 0);
+
+  // Host buffers on the same communicator need no moves.
+  mgt::dist_test::HostMemory host;
+  const int64_t moves = device.moves;
+  check_all_operations(*world, host);
+  CHECK(device.moves == moves);
+}
+
+TEST_CASE("backend buffers without a mover are host memory", "[dist][comm]") {
+  // The CPU backend's case: a DeviceSpan over host memory, no mover.
+  std::vector<double> x(5, runtime().rank() + 1.0);
+  runtime().world().all_reduce(mgt::DeviceSpan<double>(x.data(), 5), ReduceOp::Sum);
+  const int n = runtime().world_size();
+  CHECK(x == std::vector<double>(5, n * (n + 1) / 2.0));
+}
+
+TEST_CASE("typed overloads take spans of each element type", "[dist][comm]") {
+  Communicator& world = runtime().world();
+  const int n = world.size();
+  std::vector<std::int64_t> ids = {world.rank()};
+  std::vector<std::int64_t> all(static_cast<size_t>(n));
+  world.all_gather(std::span<const std::int64_t>(ids), std::span(all));
+  std::vector<std::int64_t> want(static_cast<size_t>(n));
+  std::iota(want.begin(), want.end(), 0);
+  CHECK(all == want);
+
+  std::vector<float> chunks(static_cast<size_t>(2 * n), 1.0f);
+  std::vector<float> mine(2);
+  world.reduce_scatter(std::span<const float>(chunks), std::span(mine), ReduceOp::Sum);
+  CHECK(mine == std::vector<float>(2, static_cast<float>(n)));
+
+  std::vector<double> top = {world.rank() == 0 ? 3.5 : 0.0};
+  world.broadcast(std::span(top), 0);
+  CHECK(top[0] == 3.5);
+}
+
+TEST_CASE("sizes, types, peers and overlaps are checked before communicating", "[dist][comm]") {
+  // Every rank fails the same check locally, so nothing is left waiting.
+  Communicator& world = runtime().world();
+  const int n = world.size();
+  std::vector<float> send(3), recv(3 * static_cast<size_t>(n) + 1);
+  std::vector<double> doubles(3 * static_cast<size_t>(n));
+  CHECK_THROWS_WITH(world.all_gather(std::span<const float>(send), std::span(recv)),
+                    Catch::Contains("all_gather on the world group") &&
+                        Catch::Contains("receive buffer holds " + std::to_string(recv.size())));
+  CHECK_THROWS_WITH(world.all_gather(host_buffer(std::span<const float>(send)),
+                                     host_buffer(std::span(doubles))),
+                    Catch::Contains("float32") && Catch::Contains("float64"));
+  // A send buffer that does not split into equal chunks (pad to a multiple of the group).
+  std::vector<float> uneven(3 * static_cast<size_t>(n) + 1), out(3);
+  CHECK_THROWS_WITH(world.reduce_scatter(std::span<const float>(uneven), std::span(out),
+                                         ReduceOp::Sum),
+                    Catch::Contains("reduce_scatter") && Catch::Contains("pad it"));
+  CHECK_THROWS_WITH(world.broadcast(std::span(send), n), Catch::Contains("root " + std::to_string(n)));
+  CHECK_THROWS_WITH(world.broadcast(std::span(send), -1), Catch::Contains("not a rank"));
+  CHECK_THROWS_WITH(world.send(std::span(send), world.rank()), Catch::Contains("itself"));
+  CHECK_THROWS_WITH(world.recv(std::span(send), n + 3), Catch::Contains("source"));
+  std::vector<float> shared(8);
+  CHECK_THROWS_WITH(world.send_recv(host_buffer(std::span<const float>(shared.data(), 4)), 0,
+                                    host_buffer(std::span<float>(shared.data() + 2, 4)), 0),
+                    Catch::Contains("overlap"));
+  CHECK_THROWS_WITH(world.all_reduce(RecvBuffer{nullptr, 4, ElementType::Float32}, ReduceOp::Sum),
+                    Catch::Contains("no data"));
+  CHECK_THROWS_AS(world.all_reduce(RecvBuffer{send.data(), -1, ElementType::Float32}, ReduceOp::Max),
+                  mgt::Error);
+  world.barrier();  // still in step
+}
+
+TEST_CASE("a local communicator is a group of one", "[dist][comm]") {
+  LocalCommunicator comm("embedding", 5, nullptr, nullptr);
+  CHECK(comm.size() == 1);
+  CHECK(comm.rank() == 0);
+  CHECK(comm.world_ranks() == std::vector<int>{5});
+  CHECK(comm.description() == "embedding group [5]");
+  mgt::dist_test::HostMemory host;
+  check_all_operations(comm, host);
+  mgt::dist_test::FakeDeviceMemory device;
+  LocalCommunicator staged("embedding", 5, &device, nullptr);
+  check_all_operations(staged, device);
+}
+
+TEST_CASE("long rank lists are abbreviated in messages", "[dist][comm]") {
+  std::vector<int> ranks(64);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  CHECK(describe_group("world", ranks) == "world group [0, 1, 2, 3, 4, 5, 6, ..., 63] (64 ranks)");
+  CHECK(describe_group("data-parallel", {1, 3}) == "data-parallel group [1, 3]");
+}

@@ -1,0 +1,102 @@
+#include <catch2/catch.hpp>
+
+#include "core/error.hpp"
+#include "dist/parallel_layout.hpp"
+
+using namespace mgt::dist;
+using Groups = std::vector<std::vector<int>>;
+
+namespace {
+
+ParallelFlags flags(std::int64_t tp, std::int64_t pp) {
+  ParallelFlags f;
+  f.tensor_model_parallel_size = tp;
+  f.pipeline_model_parallel_size = pp;
+  return f;
+}
+
+std::string usage_error_of(const ParallelFlags& f, int world) {
+  try {
+    ParallelLayout layout(f, world);
+  } catch (const mgt::Error& e) {
+    CHECK(e.exit_code() == mgt::kExitUsage);
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// The groups megatron/core/parallel_state.py initialize_model_parallel builds for 8 ranks with
+// --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 (order "tp-cp-ep-dp-pp").
+TEST_CASE("world 8, TP 2, PP 2: Megatron's groups", "[dist][layout]") {
+  const ParallelLayout layout(flags(2, 2), 8);
+  CHECK(layout.data_parallel_size() == 2);
+  CHECK(layout.groups(GroupKind::TensorModelParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(layout.groups(GroupKind::DataParallel) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(layout.groups(GroupKind::PipelineModelParallel) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(layout.groups(GroupKind::ModelParallel) == Groups{{0, 1, 4, 5}, {2, 3, 6, 7}});
+  CHECK(layout.groups(GroupKind::Embedding) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+
+  const RankCoordinates c = layout.coordinates(6);
+  CHECK(c.tensor == 0);
+  CHECK(c.data == 1);
+  CHECK(c.pipeline == 1);
+  for (int rank = 0; rank < 8; ++rank) CHECK(layout.rank_of(layout.coordinates(rank)) == rank);
+  CHECK(layout.group_of(GroupKind::DataParallel, 5) == std::vector<int>{5, 7});
+}
+
+// The example in initialize_model_parallel's docstring: 16 GPUs, TP 2, PP 4.
+TEST_CASE("world 16, TP 2, PP 4: the docstring's example", "[dist][layout]") {
+  const ParallelLayout layout(flags(2, 4), 16);
+  CHECK(layout.groups(GroupKind::DataParallel) ==
+        Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}});
+  CHECK(layout.groups(GroupKind::TensorModelParallel) ==
+        Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}});
+  CHECK(layout.groups(GroupKind::PipelineModelParallel) ==
+        Groups{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}});
+  // Embedding groups: first and last stage.
+  CHECK(layout.groups(GroupKind::Embedding) == Groups{{0, 12}, {1, 13}, {2, 14}, {3, 15}});
+  CHECK(layout.group_of(GroupKind::Embedding, 4).empty());
+}
+
+TEST_CASE("4 ranks: TP2 x DP2 and PP2 x TP2", "[dist][layout]") {
+  const ParallelLayout tp_dp(flags(2, 1), 4);
+  CHECK(tp_dp.groups(GroupKind::TensorModelParallel) == Groups{{0, 1}, {2, 3}});
+  CHECK(tp_dp.groups(GroupKind::DataParallel) == Groups{{0, 2}, {1, 3}});
+  CHECK(tp_dp.groups(GroupKind::PipelineModelParallel) == Groups{{0}, {1}, {2}, {3}});
+  CHECK(tp_dp.groups(GroupKind::Embedding) == Groups{{0}, {1}, {2}, {3}});
+
+  const ParallelLayout pp_tp(flags(2, 2), 4);
+  CHECK(pp_tp.data_parallel_size() == 1);
+  CHECK(pp_tp.groups(GroupKind::TensorModelParallel) == Groups{{0, 1}, {2, 3}});
+  CHECK(pp_tp.groups(GroupKind::PipelineModelParallel) == Groups{{0, 2}, {1, 3}});
+  CHECK(pp_tp.groups(GroupKind::DataParallel) == Groups{{0}, {1}, {2}, {3}});
+  CHECK(pp_tp.groups(GroupKind::ModelParallel) == Groups{{0, 1, 2, 3}});
+}
+
+// generate_masked_orthogonal_rank_groups' docstring: sizes [tp, dp, pp] = [2, 3, 4], dp masked.
+TEST_CASE("orthogonal rank groups match Megatron's worked example", "[dist][layout]") {
+  const Groups dp = orthogonal_rank_groups(24, {2, 3, 4}, {false, true, false});
+  REQUIRE(dp.size() == 8);
+  CHECK(dp[0] == std::vector<int>{0, 2, 4});
+  CHECK(dp[1] == std::vector<int>{1, 3, 5});
+  CHECK(dp[7] == std::vector<int>{19, 21, 23});
+  // Its other example: order tp-pp-dp, sizes 2-2-2, dp groups.
+  CHECK(orthogonal_rank_groups(8, {2, 2, 2}, {false, false, true}) ==
+        Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+}
+
+TEST_CASE("layout errors name the flag", "[dist][layout]") {
+  CHECK_THAT(usage_error_of(flags(4, 1), 6),
+             Catch::Contains("world size (6) is not divisible by --tensor-model-parallel-size (4)"));
+  CHECK_THAT(usage_error_of(flags(2, 3), 8),
+             Catch::Contains("--tensor-model-parallel-size (2) x --pipeline-model-parallel-size (3)"));
+  CHECK_THAT(usage_error_of(flags(0, 1), 8), Catch::Contains("--tensor-model-parallel-size"));
+  CHECK_THAT(usage_error_of(flags(1, -2), 8), Catch::Contains("--pipeline-model-parallel-size"));
+  ParallelFlags timeout = flags(1, 1);
+  timeout.distributed_timeout_minutes = 0;
+  CHECK_THAT(usage_error_of(timeout, 1), Catch::Contains("--distributed-timeout-minutes"));
+  CHECK(usage_error_of(flags(8, 1), 8).empty());
+  CHECK(flags(1, 1).distributed_timeout() == std::chrono::minutes(10));
+}

@@ -1,0 +1,80 @@
+#include <catch2/catch.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dist/collective_watchdog.hpp"
+#include "dist/local_communicator.hpp"
+
+using namespace mgt::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Collects the watchdog's messages instead of aborting.
+struct Reports {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<std::string> messages;
+
+  CollectiveWatchdog::TimeoutAction action() {
+    return [this](const std::string& message) {
+      std::lock_guard lock(mutex);
+      messages.push_back(message);
+      arrived.notify_all();
+    };
+  }
+  std::string wait_for_first() {
+    std::unique_lock lock(mutex);
+    arrived.wait(lock, [&] { return !messages.empty(); });
+    return messages.front();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an operation past its deadline is reported with rank, operation and group",
+          "[dist][watchdog]") {
+  Reports reports;
+  const std::string group = "data-parallel group [1, 3]";
+  CollectiveWatchdog watchdog(20ms, 3, reports.action());
+  {
+    auto scope = watchdog.watch(InFlightOperation{"all_reduce", "sum", &group, 8,
+                                                  ElementType::Float32, nullptr, -1});
+    // Stays "in flight" until the report arrives, however long that takes.
+    const std::string message = reports.wait_for_first();
+    CHECK_THAT(message, Catch::StartsWith("rank 3: all_reduce (sum) of 8 float32 on the "
+                                          "data-parallel group [1, 3] did not finish within 20 ms"));
+    CHECK_THAT(message, Catch::Contains("--distributed-timeout-minutes"));
+  }
+  // Reported once, not again on later polls.
+  std::lock_guard lock(reports.mutex);
+  CHECK(reports.messages.size() == 1);
+}
+
+TEST_CASE("operations that finish are never reported", "[dist][watchdog]") {
+  Reports reports;
+  {
+    CollectiveWatchdog watchdog(10min, 0, reports.action());
+    LocalCommunicator comm("tensor-model-parallel", 0, nullptr, &watchdog);
+    std::vector<float> x(16, 1.0f);
+    for (int i = 0; i < 100; ++i) comm.all_reduce(std::span(x), ReduceOp::Sum);
+    comm.barrier();
+  }
+  CHECK(reports.messages.empty());
+}
+
+TEST_CASE("operation descriptions and timeouts read well", "[dist][watchdog]") {
+  const std::string group = "pipeline-model-parallel group [0, 4]";
+  CHECK(describe_operation(InFlightOperation{"recv", nullptr, &group, 1024, ElementType::Int64,
+                                             "from rank", 1}) ==
+        "recv of 1024 int64 on the pipeline-model-parallel group [0, 4], from rank 1");
+  CHECK(describe_operation(InFlightOperation{"barrier", nullptr, &group}) ==
+        "barrier on the pipeline-model-parallel group [0, 4]");
+  CHECK(describe_operation(InFlightOperation{"MPI_Init_thread"}) == "MPI_Init_thread");
+  CHECK(format_timeout(10min) == "10 min");
+  CHECK(format_timeout(2s) == "2 s");
+  CHECK(format_timeout(250ms) == "250 ms");
+}

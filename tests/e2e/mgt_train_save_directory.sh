@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# End-to-end checks that a save directory has one writer and that committed checkpoints are
+# never written over, with real processes: a second mgt-train on a --save that a running one
+# holds is refused (exit 1, naming the directory and the holder's host and PID) and touches
+# nothing; once the first is killed with SIGKILL, a new run takes the directory over. Without the
+# tracker file a run resumes from the newest complete iteration instead of starting over, and a
+# run that would save an iteration the directory already holds stops before training.
+# Usage: bash tests/e2e/mgt_train_save_directory.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+
+BIN="$1"
+SRC="$2"
+source "$SRC/tests/e2e/lib/common.bash"
+
+GPT2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$SRC/datasets/gpt2-vocab.json"
+      --merge-file "$SRC/datasets/gpt2-merges.txt")
+head -n 300 "$SRC/datasets/corpus-tinyshakespeare.jsonl" >"$WORK/corpus.jsonl"
+"$BIN/mgt-tokenize" --input "$WORK/corpus.jsonl" --output-prefix "$WORK/shak" "${GPT2[@]}" --append-eod \
+  --quiet >/dev/null 2>&1
+MODEL=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
+       --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3
+       --data-path "$WORK/shak_text_document" --split 90,5,5 --data-cache-path "$WORK/cache"
+       --eval-iters 0 --log-interval 1 "${GPT2[@]}")
+D="$WORK/run"
+LOCK="$D/.mgt-writer.lock"
+one_line_error() {  # the error is one line ("mgt-...: message") mentioning each argument
+  local line
+  line="$(grep '^mgt-[a-z-]*: ' "$WORK/err.txt")" || fail "no error line: $(cat "$WORK/err.txt")"
+  [[ $(wc -l <<<"$line") == 1 ]] || fail "error is not one line: $line"
+  for text in "$@"; do
+    grep -qF -- "$text" <<<"$line" || fail "error does not mention '$text': $line"
+  done
+}
+
+# A long run holds D.
+"$BIN/mgt-train" "${MODEL[@]}" --train-iters 100000 --save "$D" --save-interval 100000 \
+  >"$WORK/first.txt" 2>"$WORK/first.err" &
+first=$!
+holder=
+trap 'kill -KILL "$first" $holder 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 1 600); do
+  grep -q "pid=$first" "$LOCK" 2>/dev/null && break
+  kill -0 "$first" 2>/dev/null || { cat "$WORK/first.err" >&2; fail "the first run ended early"; }
+  sleep 0.1
+done
+grep -q "pid=$first" "$LOCK" || fail "the first run did not record itself in $LOCK"
+grep -q "host=$(hostname)" "$LOCK" || fail "lock file does not name the host: $(cat "$LOCK")"
+
+# A staging directory of the running writer (as if it were saving) must survive a refused run.
+mkdir "$D/.iter_0000007.tmp-$first"
+
+# A second writer is refused at once, naming the directory and the holder.
+expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 2 --save "$D" --save-interval 1
+one_line_error "mgt-train: " "$D" "host $(hostname)" "pid $first"
+[[ -d "$D/.iter_0000007.tmp-$first" ]] || fail "the refused run removed the running writer's staging directory"
+[[ ! -e "$D/iter_0000001" ]] || fail "the refused run saved a checkpoint"
+kill -0 "$first" 2>/dev/null || fail "the first run did not survive the second one"
+
+# mgt-ckpt-convert writing an mgt checkpoint takes the same lock: an empty output directory
+# that another process has locked is refused, and left as it was.
+mkdir "$WORK/busy"
+(exec 9>"$WORK/busy/.mgt-writer.lock" && flock -n 9 && exec sleep 600) >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 1 100); do [[ -e "$WORK/busy/.mgt-writer.lock" ]] && break; sleep 0.1; done
+expect_status 1 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mgt --load-dir "$WORK/nowhere" \
+  --save-dir "$WORK/busy"
+one_line_error "mgt-ckpt-convert: " "$WORK/busy is being written by another process"
+[[ -e "$WORK/busy/.mgt-writer.lock" ]] || fail "the refused conversion removed the other writer's lock file"
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+
+# SIGKILL: the kernel drops the lock; the next run takes D over and clears the dead run's staging.
+kill -KILL "$first"
+wait "$first" 2>/dev/null || true
+# (Every run below has --train-iters 8, the schedule of the checkpoints; --exit-interval stops.)
+expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --exit-interval 4 --save "$D" --save-interval 2
+[[ ! -e "$D/.iter_0000007.tmp-$first" ]] || fail "the staging directory of the killed run was not cleared"
+[[ "$(cat "$D/latest_checkpointed_iteration.txt")" == 4 ]] || fail "the new run did not save iteration 4"
+[[ -s "$D/iter_0000002/mp_rank_00.h5" && -s "$D/iter_0000004/mp_rank_00.h5" ]] || fail "checkpoints missing"
+
+# Without the tracker file, --load resumes from the newest complete iteration (and says so) rather
+# than starting over; iteration 4's directory is not written again.
+rm "$D/latest_checkpointed_iteration.txt"
+before="$(md5sum "$D/iter_0000004/mp_rank_00.h5")"
+expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --exit-interval 6 --load "$D" --save "$D" \
+  --save-interval 2
+grep -qF "resuming from $D/iter_0000004, its newest complete checkpoint" "$WORK/err.txt" ||
+  fail "resume without a tracker file not reported: $(cat "$WORK/err.txt")"
+grep -q "successfully loaded checkpoint from $D .* at iteration 4" "$WORK/out.txt" || fail "did not resume at 4"
+! grep -q '] iteration        1/' "$WORK/out.txt" || fail "the run started over"
+[[ "$(md5sum "$D/iter_0000004/mp_rank_00.h5")" == "$before" ]] || fail "iteration 4 was written again"
+[[ "$(cat "$D/latest_checkpointed_iteration.txt")" == 6 ]] || fail "tracker does not say 6"
+
+# The newest directory damaged: the newest complete one is 4, but resuming there would save 6
+# again, so the run stops before training and leaves everything as it was.
+rm "$D/latest_checkpointed_iteration.txt"
+truncate -s 1000 "$D/iter_0000006/mp_rank_00.h5"
+expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --load "$D" --save "$D" --save-interval 2
+grep -qF "$D/iter_0000006 is not complete" "$WORK/err.txt" || fail "damaged iteration not reported"
+grep -qF "already holds iter_0000006" "$WORK/err.txt" || fail "the save over iteration 6 was not refused"
+[[ "$(stat -c %s "$D/iter_0000006/mp_rank_00.h5")" == 1000 ]] || fail "iteration 6 was written over"
+! grep -q '] iteration ' "$WORK/out.txt" || fail "the run trained although it could not save"
+
+# No complete iteration at all: a clear stop, not a fresh start.
+truncate -s 1000 "$D/iter_0000002/mp_rank_00.h5" "$D/iter_0000004/mp_rank_00.h5"
+expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --load "$D" --save "$D" --save-interval 2
+one_line_error "none of its 3 iteration directories is a complete checkpoint" "$D/iter_0000002 is not complete"
+
+# A run from scratch into a directory with checkpoints would write iteration 2 over: refused.
+E="$WORK/other"
+expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --exit-interval 2 --save "$E" --save-interval 2
+before="$(md5sum "$E/iter_0000002/mp_rank_00.h5")"
+expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --save "$E" --save-interval 2
+one_line_error "already holds iter_0000002" "--load $E"
+[[ "$(md5sum "$E/iter_0000002/mp_rank_00.h5")" == "$before" ]] || fail "iteration 2 was written over"
+
+echo "mgt-train save directory e2e: all checks passed"

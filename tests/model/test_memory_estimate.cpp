@@ -1,0 +1,157 @@
+// The memory estimate made before a model is built: it must count what the model then allocates,
+// refuse with the numbers when that cannot fit, and survive absurd sizes without wrapping around.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "core/available_memory.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+#include "model/activation_memory.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/memory_estimate.hpp"
+#include "model_testing.hpp"
+#include "test_paths.hpp"
+
+using namespace mgt;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+}  // namespace
+
+TEST_CASE("the activation estimate counts every buffer ActivationMemory allocates", "[model]") {
+  CpuBackend backend(1);
+  GptConfig selective = model_testing::gpt2_like_config();
+  selective.recompute_granularity = RecomputeGranularity::kSelective;
+  GptConfig full = model_testing::llama_like_config();
+  full.recompute_granularity = RecomputeGranularity::kFull;
+  for (const GptConfig& config : {model_testing::gpt2_like_config(), model_testing::llama_like_config(),
+                                  model_testing::openai_gelu_config(), selective, full}) {
+    for (bool training : {true, false}) {
+      for (bool last_position_logits : {false, true}) {
+        if (training && last_position_logits) continue;
+        const ActivationMemory memory(backend, config, {}, 7, 3, training, last_position_logits);
+        const ActivationElements counted = ActivationMemory::elements(config, 1, 7, 3, training, last_position_logits);
+        const ActivationElements allocated = memory.allocated();
+        CHECK(counted.floats == allocated.floats);
+        CHECK(counted.indices == allocated.indices);
+      }
+    }
+  }
+}
+
+TEST_CASE("the memory estimate covers the parameters, gradients and Adam's moments", "[model]") {
+  const GptConfig config = model_testing::llama_like_config();
+  CpuBackend backend(1);
+  const GptParameters params(config, backend);
+  MemoryEstimateRequest r;
+  r.seq_length = 8;
+  r.micro_batch_size = 2;
+  const MemoryEstimate e = estimate_memory(config, r);
+  CHECK(e.parameters == config.num_parameters());
+  CHECK(e.parameters_per_rank == e.parameters);
+  CHECK(e.parameters == params.num_local_elements());
+  CHECK(e.weight_bytes == 4 * e.parameters);
+  CHECK(e.gradient_bytes == 4 * e.parameters);
+  CHECK(e.optimizer_bytes == 8 * e.parameters);
+  const std::int64_t activations =
+      ActivationMemory::elements(config, 1, 8, 2, true).bytes() + ActivationMemory::elements(config, 1, 8, 2, false).bytes();
+  CHECK(e.activation_bytes == activations);
+  CHECK(e.total_bytes == 16 * e.parameters + activations);
+
+  r.use = MemoryUse::kGeneration;
+  const MemoryEstimate g = estimate_memory(config, r);
+  CHECK(g.optimizer_bytes == 0);
+  // Two [8, 2, 2 groups, 8 channels] fp32 tensors per layer.
+  CHECK(g.kv_cache_bytes == 2 * 2 * 8 * 2 * 2 * 8 * 4);
+
+  // The layout planner's inputs: a distributed optimizer shards Adam over data-parallel ranks.
+  MemoryEstimateRequest sharded;
+  sharded.seq_length = 8;
+  sharded.layout.data_parallel = 4;
+  sharded.layout.distributed_optimizer = true;
+  CHECK(estimate_memory(config, sharded).optimizer_bytes == (8 * e.parameters + 3) / 4);
+  ParallelLayout tp2;
+  tp2.tensor_parallel = 2;
+  CHECK(parameters_per_rank(config, tp2) < e.parameters);
+  CHECK(parameters_per_rank(config, tp2) > e.parameters / 2);
+}
+
+TEST_CASE("a model too large for the memory is refused with the estimate and what is available", "[model]") {
+  GptConfig config = model_testing::gpt2_like_config();
+  MemoryEstimateRequest r;
+  r.seq_length = 8;
+  const MemoryEstimate e = estimate_memory(config, r);
+  CHECK_NOTHROW(require_memory(e, AvailableMemory{e.total_bytes, "test"}, "training this model"));
+  CHECK_NOTHROW(require_memory(e, std::nullopt, "training this model"));
+  const std::string message =
+      error_of([&] { require_memory(e, AvailableMemory{e.total_bytes - 1, "the test's limit"}, "training this model"); });
+  CHECK_THAT(message, Catch::StartsWith("training this model needs an estimated "));
+  CHECK_THAT(message, Catch::Contains(std::to_string(e.parameters) + " parameters (weights "));
+  CHECK_THAT(message, Catch::Contains("is available (the test's limit)"));
+
+  // --hidden-size 1000000000: counted, not allocated, and refused.
+  config.hidden_size = 1000000000;
+  config.num_attention_heads = 1;
+  const std::string huge = error_of([&] {
+    check_memory(config, r, AvailableMemory{std::int64_t{1} << 40, "1 TiB"}, "training this model");
+  });
+  CHECK_THAT(huge, Catch::Contains("needs an estimated") && Catch::Contains("EiB"));
+
+  // Sizes whose product overflows 64 bits are refused, not wrapped around to something small.
+  config = model_testing::gpt2_like_config();
+  config.num_layers = 2147483647;
+  config.hidden_size = 2147483647;
+  config.num_attention_heads = 1;
+  CHECK_THAT(error_of([&] { config.num_parameters(); }), Catch::Contains("overflow"));
+  CHECK_THAT(error_of([&] { check_memory(config, r, std::nullopt, "converting m"); }),
+             Catch::StartsWith("converting m needs an estimated more than 8.0 EiB of memory per rank for more than"));
+}
+
+TEST_CASE("available memory: MemAvailable, lowered by a cgroup's limit", "[core]") {
+  const std::string root = test::scratch_dir("available_memory");
+  write(root + "/proc/meminfo", "MemTotal:       16000000 kB\nMemAvailable:    8000000 kB\n");
+  write(root + "/proc/self/cgroup", "0::/job/step\n");
+  std::optional<AvailableMemory> a = available_host_memory(root);
+  REQUIRE(a);
+  CHECK(a->bytes == 8000000LL * 1024);
+  CHECK(a->source == "MemAvailable in /proc/meminfo");
+
+  write(root + "/sys/fs/cgroup/job/memory.max", "1073741824\n");
+  write(root + "/sys/fs/cgroup/job/memory.current", "73741824\n");
+  write(root + "/sys/fs/cgroup/job/step/memory.max", "max\n");
+  a = available_host_memory(root);
+  REQUIRE(a);
+  CHECK(a->bytes == 1000000000);
+  CHECK(a->source == "cgroup memory.max of /job");
+
+  write(root + "/proc/self/cgroup", "4:memory:/slurm\n");
+  write(root + "/sys/fs/cgroup/memory/slurm/memory.limit_in_bytes", "2000000000\n");
+  write(root + "/sys/fs/cgroup/memory/slurm/memory.usage_in_bytes", "500000000\n");
+  a = available_host_memory(root);
+  REQUIRE(a);
+  CHECK(a->bytes == 1500000000);
+  CHECK(a->source == "cgroup memory.limit_in_bytes of /slurm");
+
+  CHECK_FALSE(available_host_memory(root + "/nothing-here"));
+  CHECK(format_bytes(512) == "512 bytes");
+  CHECK(format_bytes(1536) == "1.5 KiB");
+  CHECK(format_bytes(3.0 * (1LL << 30)) == "3.0 GiB");
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with .devpack/pack.tar.xz made by tools/gpu/pack.sh:
+# builds nothing; runs the CUDA tests, the CPU-vs-GPU training comparison and the training
+# benchmark beside the PyTorch peer, logs under $OUT (or /tmp/gpu-checks), and prints a short
+# table last.
+#   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench profile (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/gpu-checks}
+mkdir -p "$out"
+dp=$PWD/.devpack
+sp=/opt/torch/.venv/lib/python3.12/site-packages
+py=/opt/torch/.venv/bin/python3
+[ -x "$py" ] || py=python3
+python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
+export PATH=$dp/bin:$PATH
+export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
+export NCCL_NVLS_ENABLE=0
+table=()
+row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
+sections=${*:-tests curve eval bench profile}
+want() { [[ " $sections " == *" $1 "* ]]; }
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+echo "GPU: $gpu"
+
+# 1. Every backend operation and the whole model against the CPU.
+if want tests; then
+start=$SECONDS
+mgt-tests "[cuda]" --durations yes > "$out/cuda-tests.log" 2>&1
+status=$?
+tail -n 30 "$out/cuda-tests.log"
+row "CUDA tests ([cuda])" "$( [ $status -eq 0 ] && echo pass || echo "FAIL ($status)") in $((SECONDS - start)) s; $(grep -E '^(All tests|test cases)' "$out/cuda-tests.log" | tail -1)"
+fi
+
+# 2. The same training run on the CPU and on the GPU: the loss curves must agree.
+common=(--mock-data --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json
+        --merge-file datasets/gpt2-merges.txt --num-layers 4 --hidden-size 256 --num-attention-heads 4
+        --seq-length 256 --max-position-embeddings 256 --micro-batch-size 4 --global-batch-size 8
+        --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 5 --train-iters 50
+        --log-interval 1 --eval-iters 0 --seed 1234)
+if want curve || want eval; then
+rm -rf /tmp/gpu-checks-ckpt
+for device in cpu cuda; do
+  save=(); [ $device = cpu ] && save=(--save /tmp/gpu-checks-ckpt --save-interval 50)
+  mgt-train "${common[@]}" "${save[@]}" --device $device --metrics-file "$out/curve-$device.jsonl" > "$out/curve-$device.log" 2>&1 ||
+    echo "mgt-train --device $device failed: $(tail -3 "$out/curve-$device.log")"
+done
+grep -m1 "compute device" "$out/curve-cuda.log"
+curve=$("$py" - "$out/curve-cpu.jsonl" "$out/curve-cuda.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return [json.loads(l)["lm_loss"] for l in open(p) if '"event": "train"' in l]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if not a or len(a) != len(b):
+    print(f"FAIL: {len(a)} vs {len(b)} logged iterations"); sys.exit()
+rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"{len(a)} iterations, loss {a[0]:.4f} -> {a[-1]:.4f} (cpu) / {b[-1]:.4f} (gpu), max rel diff {rel:.2e}")
+PY
+)
+echo "$curve"
+row "loss curve, 4L-256H fp32, cpu vs cuda" "$curve"
+fi
+
+# 2b. Zero-shot evaluation of that checkpoint on the CPU and on the GPU (fp32, then bf16 GEMMs).
+if want eval; then
+head -n 1000 datasets/wikitext-103.wiki.test.tokens > /tmp/wikitext-103.wiki.test.head.tokens
+for task in LAMBADA WIKITEXT103; do
+  data=datasets/lambada_test.jsonl; [ $task = WIKITEXT103 ] && data=/tmp/wikitext-103.wiki.test.head.tokens
+  for run in "cpu" "cuda" "cuda --bf16"; do
+    tag=$(echo "$run" | tr -d ' -')
+    mgt-eval --task $task --valid-data $data --load /tmp/gpu-checks-ckpt --micro-batch-size 16 --device $run \
+      --output "$out/eval-$task-$tag.json" > "$out/eval-$task-$tag.log" 2>&1 || echo "mgt-eval $task $run failed: $(tail -2 "$out/eval-$task-$tag.log")"
+  done
+  verdict=$("$py" - "$out/eval-$task-cpu.json" "$out/eval-$task-cuda.json" "$out/eval-$task-cudabf16.json" <<'PY'
+import json, sys
+cpu, gpu, bf = (json.load(open(p)) for p in sys.argv[1:4])
+def nums(d, prefix=""):
+    for k, v in d.items():
+        if isinstance(v, dict): yield from nums(v, prefix + k + ".")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool): yield prefix + k, v
+c, g, b = dict(nums(cpu)), dict(nums(gpu)), dict(nums(bf))
+def worst(o):
+    return max(((abs(o[k] - c[k]) / max(abs(c[k]), 1e-30), k) for k in c if k in o and c[k] != 0), default=(0, "-"))
+w, k = worst(g); wb, kb = worst(b)
+keys = [k for k in ("accuracy", "ppl", "adjusted_ppl", "correct") if k in c]
+print(f"fp32 max rel diff {w:.1e} ({k}); bf16 {wb:.1e} ({kb}); " + ", ".join(f"{k} {c[k]:.6g}/{g[k]:.6g}/{b[k]:.6g}" for k in keys))
+PY
+)
+  echo "$task: $verdict"
+  row "mgt-eval $task cpu/cuda/cuda-bf16" "$verdict"
+done
+fi
+
+# 3. Training throughput beside the PyTorch peer.
+if want bench; then
+  for spec in "fp32 8 --no-peer" "bf16 8" "bf16 16"; do
+    set -- $spec
+    bench=$("$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt2-124m --precision $1 --micro-batch $2 --iters 20 ${3:-} 2>&1 | tee -a "$out/bench.log")
+    echo "$bench"
+    row "gpt2-124m $1 mbs $2 mgt" "$(echo "$bench" | grep -m1 'mgt (' | sed 's/.*: mgt/mgt/')"
+    [ -z "${3:-}" ] && row "gpt2-124m mbs $2 peer" "$(echo "$bench" | grep -m1 'peer (' | sed 's/.*: peer/peer/')"
+  done
+fi
+
+# 4. Where a bf16 step's GPU time goes, per operation.
+if want profile; then
+  MGT_CUDA_PROFILE=1 mgt-train --device cuda --bf16 --num-layers 12 --hidden-size 768 --num-attention-heads 12 \
+    --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 3e-4 \
+    --train-iters 5 --log-interval 5 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
+    --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
+    > "$out/profile.log" 2>&1
+  grep -A14 "GPU time per operation" "$out/profile.log"
+  row "profile, gpt2-124m bf16 mbs 8, 5 iterations" "$(grep -A3 'GPU time per operation' "$out/profile.log" | tail -3 | awk '{print $1, $4}' | tr '\n' ' ')"
+fi
+
+echo
+echo "== summary ($gpu) =="
+printf '%s\n' "${table[@]}"
