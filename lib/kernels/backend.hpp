@@ -57,6 +57,11 @@ public:
     return precision == MatmulPrecision::kFp32;
   }
 
+  // Returns once every operation issued so far has completed (the CPU's operations complete
+  // before they return). For handing the backend's memory to work that is not ordered after the
+  // backend's own queue, such as a collective on a communicator's stream.
+  virtual void synchronize() {}
+
   // ---- memory (use DeviceArray rather than these directly) ----
   void* allocate_bytes(size_t bytes) { return do_allocate(bytes); }
   void free_bytes(void* data, size_t bytes) noexcept { do_free(data, bytes); }

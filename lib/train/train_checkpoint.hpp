@@ -4,7 +4,10 @@
 // In the shard:
 //   model/<name>                                   the weights, fp32, with global shape and
 //                                                  tensor-parallel partitioning
-//   optimizer/{exp_avg,exp_avg_sq}/<name>          unless --no-save-optim. The fp32 weights are
+//   optimizer/{exp_avg,exp_avg_sq}/<name>          unless --no-save-optim; whole tensors also
+//                                                  under the distributed optimizer, whose shards
+//                                                  the trainer collects on rank 0, the one writer
+//                                                  (AdamWOptimizer::collect_state). The fp32 weights are
 //                                                  the master copy, so optimizer/fp32_master_params
 //                                                  is stored only by a run whose weights differ from
 //                                                  it; where a checkpoint has it, it is loaded.

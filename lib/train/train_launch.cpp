@@ -1,7 +1,14 @@
 #include "train/train_launch.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -10,6 +17,7 @@
 #include "dist/parallel_layout.hpp"
 #include "dist/process_groups.hpp"
 #include "kernels/backend_factory.hpp"
+#include "kernels/cuda/device.hpp"
 #include "train/train_memory.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/train_options.hpp"
@@ -25,6 +33,28 @@ dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   f.pipeline_model_parallel_size = o.parallel.pipeline_model_parallel_size;
   f.distributed_timeout_minutes = o.parallel.distributed_timeout_minutes;
   return f;
+}
+
+// This rank's place among the ranks on its machine (ranks with the same host name), in rank order.
+int node_local_rank(dist::Communicator& world) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a: the same on every rank, unlike std::hash
+  for (const char* c = host; *c; ++c) hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  const auto mine = static_cast<std::int64_t>(hash >> 1);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(world.size()));
+  world.all_gather(std::span<const std::int64_t>(&mine, 1), std::span<std::int64_t>(all));
+  return static_cast<int>(std::count(all.begin(), all.begin() + world.rank(), mine));
+}
+
+// One GPU per rank, as Megatron's torch.cuda.set_device(local_rank): with several ranks, "cuda"
+// and "auto" (when a GPU is visible) mean device local rank mod the visible devices. A device
+// given by number is taken as it is.
+std::string device_of_rank(const std::string& device, int local_rank) {
+  const int gpus = cuda::visible_device_count();
+  if (device == "cuda" || (device == "auto" && gpus > 0))
+    return "cuda:" + std::to_string(local_rank % std::max(1, gpus));
+  return device;
 }
 
 }  // namespace
@@ -52,18 +82,21 @@ int run_training_program(int argc, const char* const* argv) {
   }
   if (options.dry_run) return chief ? run_train_dry_run(options, std::cout, std::cerr) : kExitOk;
 
-  // The groups move the backend's buffers: an MPI group stages device memory through the host
-  // with the backend's own copies (the CPU backend's memory is host memory already).
-  std::unique_ptr<Backend> backend = make_backend(options.device);
-  dist::BackendMemoryMover mover(*backend);
-  const dist::ParallelLayout layout(flags, runtime->world_size());
-  dist::ProcessGroups groups = dist::make_process_groups(*runtime, layout, &mover);
-
-  TrainerSettings settings;
-  settings.backend = backend.get();
-  settings.ranks.world = &runtime->world();
-  settings.ranks.data_parallel = &groups.get(dist::GroupKind::DataParallel);
+  if (runtime->world_size() > 1) options.device = device_of_rank(options.device, node_local_rank(runtime->world()));
   try {
+    std::unique_ptr<Backend> backend;
+    run_on_all_ranks_or_none(runtime->world(), "starting the compute backend",
+                             [&] { backend = make_backend(options.device); });
+    // The groups move the backend's buffers: an MPI group stages device memory through the host
+    // with the backend's own copies (the CPU backend's memory is host memory already).
+    dist::BackendMemoryMover mover(*backend);
+    const dist::ParallelLayout layout(flags, runtime->world_size());
+    dist::ProcessGroups groups = dist::make_process_groups(*runtime, layout, &mover);
+
+    TrainerSettings settings;
+    settings.backend = backend.get();
+    settings.ranks.world = &runtime->world();
+    settings.ranks.data_parallel = &groups.get(dist::GroupKind::DataParallel);
     train_gpt(options, settings);
   } catch (const FailedOnSomeRank& e) {
     // Every rank stopped at the same step: each says why (as the program reports errors) and

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "../model/model_testing.hpp"
+#include "model/kv_cache.hpp"
 #include "backend_pair.hpp"
 
 using namespace mgt;
@@ -77,4 +78,33 @@ TEST_CASE("cuda model: bf16 GEMMs stay within bf16 bounds of the fp32 CPU", "[cu
   config.padded_vocab_size = 512;
   compare_models(config, "gpt2", true);
   compare_models(llama_like_config(), "llama", true);
+}
+
+TEST_CASE("cuda model: KV-cached decoding gives the CPU's logits", "[cuda]") {
+  if (skip_without_gpu()) return;
+  for (GptConfig config : {gpt2_like_config(), llama_like_config()}) {
+    BackendPair pair;
+    config.seq_length = 32;
+    config.max_position_embeddings = 40;
+    GptModel cpu_model(config, *pair.cpu, 3);
+    GptModel gpu_model(config, *pair.gpu, 3);
+    randomize_parameters(cpu_model.parameters(), 3);
+    randomize_parameters(gpu_model.parameters(), 3);
+    const int64_t b = 2;
+    const RefBatch batch = random_batch(config, b, 20, 4);
+    KvCache cpu_cache(*pair.cpu, cpu_model.config(), b, 24);
+    KvCache gpu_cache(*pair.gpu, gpu_model.config(), b, 24);
+    // A prompt of 8 tokens, then one token at a time, as generation feeds the model.
+    int64_t done = 0;
+    for (const int64_t n : {8, 1, 1, 1, 1, 1}) {
+      std::vector<int64_t> chunk;
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t j = done; j < done + n; ++j) chunk.push_back(batch.tokens[static_cast<size_t>(i * 20 + j)]);
+      const std::vector<float> want = cpu_model.forward_cached(chunk, n, cpu_cache);
+      const std::vector<float> got = gpu_model.forward_cached(chunk, n, gpu_cache);
+      done += n;
+      INFO("after " << done << " tokens");
+      CHECK(relative_error(want, got) < 1e-5);
+    }
+  }
 }

@@ -69,11 +69,20 @@ struct Case {
   GptConfig config;
 };
 
+GptConfig with_recompute(GptConfig c, RecomputeGranularity granularity) {
+  c.recompute_granularity = granularity;
+  return c;
+}
+
 std::vector<Case> cases() {
   return {{"GPT-2-like", with_dropout(gpt2_tp_config())},
           {"Llama-like", with_dropout(llama_tp_config())},
           {"Llama-like with biases", with_dropout(llama_with_biases_config())},
-          {"GPT-2-like without dropout", gpt2_tp_config()}};
+          {"GPT-2-like without dropout", gpt2_tp_config()},
+          {"GPT-2-like, selective recompute",
+           with_recompute(with_dropout(gpt2_tp_config()), RecomputeGranularity::kSelective)},
+          {"Llama-like, full recompute",
+           with_recompute(with_dropout(llama_tp_config()), RecomputeGranularity::kFull)}};
 }
 
 // The tensor-parallel sizes a world can run besides 1: every divisor of the world size.
@@ -183,7 +192,7 @@ TEST_CASE("tensor-parallel GPT reproduces the single-rank loss and gradients", "
         INFO("largest gradient difference: " << worst_name << ", relative " << worst);
         CHECK(worst <= kTolerance);
         if (group.rank() == 0 && runtime().rank() == 0) {
-          std::printf("TP %d%s %-28s loss rel. diff %.2e, worst grad rel. diff %.2e (%s)\n", tp,
+          std::printf("TP %d%s %-32s loss rel. diff %.2e, worst grad rel. diff %.2e (%s)\n", tp,
                       sequence_parallel ? " SP" : "   ", test.name.c_str(), loss_error, worst,
                       worst_name.c_str());
         }

@@ -3,7 +3,7 @@
 # builds nothing; runs the CUDA tests, the CPU-vs-GPU training comparison and the training
 # benchmark beside the PyTorch peer, logs under $OUT (or /tmp/gpu-checks), and prints a short
 # table last.
-#   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench profile (default: all)
+#   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench decode profile (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-checks}
@@ -18,7 +18,7 @@ export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvi
 export NCCL_NVLS_ENABLE=0
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
-sections=${*:-tests curve eval bench profile}
+sections=${*:-tests curve eval bench decode profile}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
@@ -101,6 +101,16 @@ if want bench; then
     row "gpt2-124m $1 mbs $2 mgt" "$(echo "$bench" | grep -m1 'mgt (' | sed 's/.*: mgt/mgt/')"
     [ -z "${3:-}" ] && row "gpt2-124m mbs $2 peer" "$(echo "$bench" | grep -m1 'peer (' | sed 's/.*: peer/peer/')"
   done
+fi
+
+# 3b. Decoding speed beside transformers' generate() on the same GPU.
+if want decode; then
+  decode=$("$py" tools/bench/bench_decode_gpu.py --bin "$dp/bin" 2>&1 | tee "$out/decode.log")
+  echo "$decode"
+  while read -r line; do
+    row "$(echo "$line" | cut -d: -f1)" "$(echo "$line" | cut -d: -f2-)"
+  done < <(echo "$decode" | grep '^decode batch')
+  row "decode greedy agreement" "$(echo "$decode" | grep -m1 '^greedy' | cut -d: -f2)"
 fi
 
 # 4. Where a bf16 step's GPU time goes, per operation.

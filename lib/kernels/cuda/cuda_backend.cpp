@@ -9,6 +9,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cudnn_attention.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gemm.hpp"
@@ -50,6 +51,7 @@ CudaBackend::~CudaBackend() {
     profiler_.reset();
   }
   // Teardown errors cannot be reported from a destructor; the process is ending anyway.
+  cudnn_attention_.reset();  // frees its plans and scratch on the stream, which must still exist
   if (reduction_ != nullptr) cudaFreeAsync(reduction_, stream_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) {
@@ -62,7 +64,10 @@ std::string CudaBackend::description() const {
   return name() + " " + cuda::device_description(device_) + ", fp32 storage, " +
          (matmul_precision_ == MatmulPrecision::kBf16 ? "bf16 GEMMs with fp32 accumulation"
                                                        : "fp32 GEMMs") +
-         " (cuBLAS), fp32 flash-style attention kernel";
+         " (cuBLAS), " +
+         (matmul_precision_ == MatmulPrecision::kBf16 && cuda::CudnnAttention::built()
+              ? "bf16 cuDNN fused attention (fp32 flash-style kernel where cuDNN does not apply)"
+              : "fp32 flash-style attention kernel");
 }
 
 bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
@@ -218,6 +223,8 @@ void CudaBackend::do_attention_forward(const float* q, const float* k, const flo
                                        const AttentionShape& shape, const AttentionParams& params,
                                        float* out, float* lse) {
   const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
+  cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
+  if (cudnn != nullptr && cudnn->forward(q, k, v, shape, params, out, lse)) return;
   cuda::attention_forward(q, k, v, shape, params, out, lse, stream_);
 }
 void CudaBackend::do_attention_backward(const float* q, const float* k, const float* v,
@@ -226,7 +233,21 @@ void CudaBackend::do_attention_backward(const float* q, const float* k, const fl
                                         const AttentionParams& params, float* dq, float* dk,
                                         float* dv) {
   const cuda::ScopedOp scope(profiler_.get(), "attention_backward");
+  cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
+  if (cudnn != nullptr && cudnn->backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv)) {
+    return;
+  }
   cuda::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, stream_);
+}
+
+cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& shape,
+                                                       const AttentionParams& params) {
+  if (matmul_precision_ != MatmulPrecision::kBf16 || !cuda::CudnnAttention::built() ||
+      !cuda::CudnnAttention::handles(shape, params)) {
+    return nullptr;
+  }
+  if (cudnn_attention_ == nullptr) cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(stream_);
+  return cudnn_attention_.get();
 }
 
 void CudaBackend::do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups,

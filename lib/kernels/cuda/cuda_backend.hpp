@@ -12,6 +12,9 @@
 #include "kernels/cuda/op_profiler.hpp"
 
 namespace mgt {
+namespace cuda {
+class CudnnAttention;
+}
 
 class CudaBackend final : public Backend {
 public:
@@ -23,7 +26,7 @@ public:
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   // Waits for everything queued so far; reports a fault of an earlier kernel.
-  void synchronize();
+  void synchronize() override;
 
 private:
   int device_;
@@ -32,6 +35,12 @@ private:
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
   std::unique_ptr<cuda::OpProfiler> profiler_;  // MGT_CUDA_PROFILE=1
+  // bf16 attention through cuDNN, made at the first attention call under bf16 matmul precision.
+  std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;
+
+  // The cuDNN attention where it should run this call (bf16 precision, a build with cuDNN).
+  cuda::CudnnAttention* cudnn_attention_for(const AttentionShape& shape,
+                                            const AttentionParams& params);
 
   void* do_allocate(size_t bytes) override;
   void do_free(void* data, size_t bytes) noexcept override;

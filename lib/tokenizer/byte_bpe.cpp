@@ -1,0 +1,159 @@
+#include "tokenizer/byte_bpe.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "core/error.hpp"
+
+namespace mgt {
+
+std::uint32_t ByteBpeTables::intern(std::string_view bytes) {
+  auto [it, inserted] = symbols_.try_emplace(std::string(bytes), static_cast<std::uint32_t>(symbol_token_.size()));
+  if (inserted) symbol_token_.push_back(kNoToken);
+  return it->second;
+}
+
+std::optional<std::uint32_t> ByteBpeTables::symbol_of(std::string_view bytes) const {
+  auto it = symbols_.find(std::string(bytes));
+  if (it == symbols_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ByteBpeTables::add_merge(std::uint32_t left, std::uint32_t right, std::uint32_t rank,
+                              std::uint32_t merged) {
+  pending_merges_.push_back({left, right, rank, merged});
+}
+
+void ByteBpeTables::finish() {
+  for (int b = 0; b < 256; ++b) byte_symbol_[b] = intern(std::string(1, static_cast<char>(b)));
+  // MergeTable::set lets a later entry win; insert in reverse so that the first one does.
+  merges_.reserve(pending_merges_.size());
+  for (auto it = pending_merges_.rbegin(); it != pending_merges_.rend(); ++it)
+    merges_.set((*it)[0], (*it)[1], (*it)[2], (*it)[3]);
+  pending_merges_.clear();
+  pending_merges_.shrink_to_fit();
+}
+
+void ByteBpeEncoder::encode(const ByteBpeTables& t, std::string_view piece, std::vector<TokenId>& out) {
+  if (piece.empty()) return;
+  if (t.ignore_merges) {
+    if (auto s = t.symbol_of(piece); s && t.token_of(*s) != ByteBpeTables::kNoToken) {
+      out.push_back(t.token_of(*s));
+      return;
+    }
+  }
+  const bool cacheable = piece.size() <= kMaxCachedPiece;
+  std::string key;
+  if (cacheable) {
+    key.assign(piece);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  syms_.resize(piece.size());
+  for (std::size_t i = 0; i < piece.size(); ++i) syms_[i] = t.byte_symbol(static_cast<unsigned char>(piece[i]));
+  if (piece.size() <= kLongPiece) merge_short(t);
+  else merge_long(t);
+  piece_ids_.clear();
+  emit(t, piece_ids_);
+  out.insert(out.end(), piece_ids_.begin(), piece_ids_.end());
+  if (cacheable) {
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    cache_.emplace(std::move(key), piece_ids_);
+  }
+}
+
+// Rescans the pairs for the lowest (rank, position) after each merge: quadratic, but pieces
+// this short make it cheaper than a heap.
+void ByteBpeEncoder::merge_short(const ByteBpeTables& t) {
+  std::size_t n = syms_.size();
+  while (n > 1) {
+    std::uint64_t best = gpt2::kNoMerge;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+      const std::uint64_t v = t.merges().find(syms_[i], syms_[i + 1]);
+      if (v < best) {  // values order by rank; strict < keeps the leftmost on a tie
+        best = v;
+        at = i;
+      }
+    }
+    if (best == gpt2::kNoMerge) break;
+    syms_[at] = gpt2::MergeTable::merged_of(best);
+    syms_.erase(syms_.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+    --n;
+  }
+}
+
+// The same order with a min-heap of (rank, position) over a linked list, as tokenizers' Word
+// does: an entry whose pair has changed since it was pushed is stale and skipped.
+void ByteBpeEncoder::merge_long(const ByteBpeTables& t) {
+  const std::size_t n = syms_.size();
+  if (n >= UINT32_MAX) throw Error("BPE: a single pre-tokenized piece exceeds 4 GiB");
+  constexpr std::uint32_t kNone = UINT32_MAX;
+  next_.resize(n);
+  prev_.resize(n);
+  heap_.clear();
+  auto entry = [](std::uint64_t value, std::size_t pos) {
+    return (std::uint64_t{gpt2::MergeTable::rank_of(value)} << 32) | pos;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    next_[i] = i + 1 < n ? static_cast<std::uint32_t>(i + 1) : kNone;
+    prev_[i] = i > 0 ? static_cast<std::uint32_t>(i - 1) : kNone;
+  }
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    const std::uint64_t v = t.merges().find(syms_[i], syms_[i + 1]);
+    if (v != gpt2::kNoMerge) heap_.push_back(entry(v, i));
+  }
+  const auto later = std::greater<std::uint64_t>();
+  std::make_heap(heap_.begin(), heap_.end(), later);
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const std::uint64_t top = heap_.back();
+    heap_.pop_back();
+    const auto rank = static_cast<std::uint32_t>(top >> 32);
+    const auto pos = static_cast<std::uint32_t>(top);
+    const std::uint32_t right = next_[pos];
+    if (syms_[pos] == kNone || right == kNone) continue;
+    const std::uint64_t v = t.merges().find(syms_[pos], syms_[right]);
+    if (v == gpt2::kNoMerge || gpt2::MergeTable::rank_of(v) != rank) continue;
+    syms_[pos] = gpt2::MergeTable::merged_of(v);
+    syms_[right] = kNone;
+    next_[pos] = next_[right];
+    if (next_[pos] != kNone) prev_[next_[pos]] = pos;
+    if (prev_[pos] != kNone) {
+      const std::uint64_t w = t.merges().find(syms_[prev_[pos]], syms_[pos]);
+      if (w != gpt2::kNoMerge) {
+        heap_.push_back(entry(w, prev_[pos]));
+        std::push_heap(heap_.begin(), heap_.end(), later);
+      }
+    }
+    if (next_[pos] != kNone) {
+      const std::uint64_t w = t.merges().find(syms_[pos], syms_[next_[pos]]);
+      if (w != gpt2::kNoMerge) {
+        heap_.push_back(entry(w, pos));
+        std::push_heap(heap_.begin(), heap_.end(), later);
+      }
+    }
+  }
+  std::size_t m = 0;
+  for (std::uint32_t i = 0; i != kNone; i = next_[i]) syms_[m++] = syms_[i];
+  syms_.resize(m);
+}
+
+void ByteBpeEncoder::emit(const ByteBpeTables& t, std::vector<TokenId>& out) {
+  bool last_unknown = false;
+  for (std::uint32_t s : syms_) {
+    const TokenId id = t.token_of(s);
+    if (id != ByteBpeTables::kNoToken) {
+      out.push_back(id);
+      last_unknown = false;
+      continue;
+    }
+    // A byte without a token of its own: tokenizers puts unk_token there, or drops the byte.
+    if (t.unk && !(t.fuse_unk && last_unknown)) out.push_back(*t.unk);
+    last_unknown = true;
+  }
+}
+
+}  // namespace mgt

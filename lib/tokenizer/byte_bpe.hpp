@@ -1,0 +1,76 @@
+// Byte-level BPE as Hugging Face `tokenizers` (models/bpe/word.rs) and tiktoken
+// (src/lib.rs byte_pair_merge) run it: start from one symbol per byte, then repeatedly merge the
+// adjacent pair of lowest rank, the leftmost one on a tie, one pair at a time. (GPT-2's Python
+// loop merges every occurrence of the best pair per round; the results agree on trained merges
+// but not on every merges file, hence this separate engine.)
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/gpt2_merge_table.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace mgt {
+
+// The immutable tables, shared by every instance and thread.
+class ByteBpeTables {
+public:
+  static constexpr TokenId kNoToken = -1;
+
+  // The symbol of a byte string, created on first use.
+  std::uint32_t intern(std::string_view bytes);
+  std::optional<std::uint32_t> symbol_of(std::string_view bytes) const;
+  void set_token(std::uint32_t symbol, TokenId id) { symbol_token_[symbol] = id; }
+  TokenId token_of(std::uint32_t symbol) const { return symbol_token_[symbol]; }
+  // Pairs named twice keep their first rank, as tokenizers' and tiktoken's maps do.
+  void add_merge(std::uint32_t left, std::uint32_t right, std::uint32_t rank, std::uint32_t merged);
+  // Call once every symbol and merge is in.
+  void finish();
+
+  // With ignore_merges (tokenizers' option, always on in tiktoken), a piece that is itself a
+  // token is taken whole before any merging.
+  bool ignore_merges = false;
+  // The id of bytes that have no token of their own (tokenizers' unk_token), if any; fuse_unk
+  // joins consecutive unknowns into one.
+  std::optional<TokenId> unk;
+  bool fuse_unk = false;
+
+  std::uint32_t byte_symbol(unsigned char b) const { return byte_symbol_[b]; }
+  const gpt2::MergeTable& merges() const { return merges_; }
+
+private:
+  std::unordered_map<std::string, std::uint32_t> symbols_;
+  std::vector<TokenId> symbol_token_;
+  std::vector<std::array<std::uint32_t, 4>> pending_merges_;  // left, right, rank, merged
+  std::array<std::uint32_t, 256> byte_symbol_{};
+  gpt2::MergeTable merges_;
+};
+
+// The per-instance state: scratch buffers and a cache of encoded pieces.
+class ByteBpeEncoder {
+public:
+  // Appends the ids of one pre-tokenized piece (raw bytes).
+  void encode(const ByteBpeTables& t, std::string_view piece, std::vector<TokenId>& out);
+
+private:
+  void merge_short(const ByteBpeTables& t);
+  void merge_long(const ByteBpeTables& t);
+  void emit(const ByteBpeTables& t, std::vector<TokenId>& out);
+
+  static constexpr std::size_t kLongPiece = 64;
+  static constexpr std::size_t kMaxCachedPiece = 64;
+  static constexpr std::size_t kMaxCacheEntries = 1 << 16;
+
+  std::unordered_map<std::string, std::vector<TokenId>> cache_;
+  std::vector<TokenId> piece_ids_;
+  std::vector<std::uint32_t> syms_;
+  std::vector<std::uint32_t> next_, prev_;
+  std::vector<std::uint64_t> heap_;
+};
+
+}  // namespace mgt
