@@ -26,7 +26,8 @@ void make_checkpoint_directories(const std::string& path) {
 }
 
 void create_checkpoint_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kCheckpointFileMode);
+  // Files are created once, in a staging directory of our own: never follow or reuse a name.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kCheckpointFileMode);
   if (fd < 0) throw Error(system_error_message("cannot create checkpoint file", path));
   ::close(fd);
 }

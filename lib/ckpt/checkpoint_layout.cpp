@@ -13,6 +13,7 @@
 #include "ckpt/checkpoint_files.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace mgt::ckpt {
 namespace {
@@ -173,15 +174,11 @@ LatestCheckpoint parse_tracker_text(std::string_view text, const std::string& pa
 
 std::optional<LatestCheckpoint> read_tracker_file(const std::string& save_dir) {
   const auto path = tracker_file_path(save_dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!path_exists(path)) return std::nullopt;
-    throw Error(system_error_message("cannot read checkpoint tracker file", path));
-  }
-  // A real tracker holds a few digits; anything long is garbage and need not be read whole.
-  std::string text(4096, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (!path_exists(path)) return std::nullopt;
+  // Refuses a FIFO, a device or a directory at the tracker's name instead of blocking on it.
+  std::string text = read_input_file(path, "checkpoint tracker file");
+  // A real tracker holds a few digits; anything long is garbage.
+  if (text.size() > 4096) text.resize(4096);
   return parse_tracker_text(text, path);
 }
 

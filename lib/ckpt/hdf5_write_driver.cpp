@@ -69,7 +69,7 @@ H5FD_t* open_file(const char* name, unsigned flags, hid_t fapl, haddr_t maxaddr)
   if (flags & H5F_ACC_EXCL) o_flags |= O_EXCL;
   // HDF5 first opens without creating to see whether the file is open already, so a failed open
   // is no failure of ours: HDF5 reports it (the writer creates the file itself beforehand).
-  const int fd = ::open(name, o_flags | O_CLOEXEC, 0666);
+  const int fd = ::open(name, o_flags | O_CLOEXEC | O_NOFOLLOW, 0666);
   if (fd < 0) return nullptr;
   struct stat st;
   if (::fstat(fd, &st) != 0) {

@@ -9,6 +9,7 @@
 
 #include "ckpt/checkpoint_files.hpp"
 #include "ckpt/checkpoint_layout.hpp"
+#include "core/temporary_file.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -56,7 +57,8 @@ std::string default_token(const SaveOptions& options) {
       throw Error("checkpoint staging token '" + options.staging_token + "' must not contain '/'");
     return options.staging_token;
   }
-  return std::to_string(::getpid());
+  // Unpredictable, so nothing can be planted at the staging name beforehand.
+  return random_name_suffix();
 }
 
 void sync_tree_files(const std::string& dir) {

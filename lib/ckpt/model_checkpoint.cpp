@@ -1,6 +1,7 @@
 #include "ckpt/model_checkpoint.hpp"
 
 #include <cmath>
+#include <sstream>
 #include <filesystem>
 #include <set>
 #include <span>
@@ -235,9 +236,21 @@ std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& chec
     if (t.contains("merge_file") && t.show("merge_file") != "null") options.merge_file = t.text("merge_file");
     if (t.contains("vocab_size") && t.show("vocab_size") != "null") options.vocab_size = t.integer("vocab_size");
     if (t.contains("vocab_extra_ids")) options.vocab_extra_ids = static_cast<int>(t.integer("vocab_extra_ids"));
+    if (t.contains("tokenizer_model") && t.show("tokenizer_model") != "null") options.tokenizer_model = t.text("tokenizer_model");
+    if (t.contains("tiktoken_pattern") && t.show("tiktoken_pattern") != "null") options.tiktoken_pattern = t.text("tiktoken_pattern");
+    if (t.contains("tiktoken_num_special_tokens"))
+      options.tiktoken_num_special_tokens = static_cast<int>(t.integer("tiktoken_num_special_tokens"));
+    if (t.contains("tiktoken_special_tokens")) {
+      std::vector<std::string> tokens;
+      std::istringstream words(t.text("tiktoken_special_tokens"));
+      for (std::string token; words >> token;) tokens.push_back(token);
+      options.tiktoken_special_tokens = tokens;
+    }
     if (flags) {  // file flags alone override the recorded paths (a checkpoint moved between machines)
       if (!flags->vocab_file.empty()) options.vocab_file = flags->vocab_file;
       if (!flags->merge_file.empty()) options.merge_file = flags->merge_file;
+      if (!flags->tokenizer_model.empty()) options.tokenizer_model = flags->tokenizer_model;
+      if (flags->tiktoken_special_tokens) options.tiktoken_special_tokens = flags->tiktoken_special_tokens;
     }
     source = "the tokenizer recorded in checkpoint " + checkpoint.directory;
   }

@@ -5,6 +5,7 @@
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer/tokenizer_flags.hpp"
 
 namespace mgt {
 
@@ -26,7 +27,6 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--full-validation", "validation sizes follow --eval-iters and --eval-interval"},
     {"--skip-train", "the train split is always indexed"},
     {"--object-storage-cache-path", "object storage is not supported"},
-    {"--tokenizer-model", "SentencePiece, HuggingFace and TikToken tokenizers are not supported"},
     {"--rampup-batch-size", "batch-size ramp-up is not supported"},
     {"--dataloader-type", "only the 'single' sampler order is supported"},
 };
@@ -76,9 +76,11 @@ cxxopts::Options make_options() {
       ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
       ("vocab-file", "Vocabulary file", cxxopts::value<std::string>(), "FILE")
       ("merge-file", "GPT-2 BPE merges file", cxxopts::value<std::string>(), "FILE")
-      ("vocab-size", "Vocabulary size (NullTokenizer)", cxxopts::value<std::string>(), "N")
-      ("vocab-extra-ids", "Extra <extra_id_i> tokens (BERT tokenizers)",
+      ("vocab-size", "Vocabulary size (NullTokenizer; TikTokenizer, default 131072)",
+       cxxopts::value<std::string>(), "N")
+      ("vocab-extra-ids", "Extra <extra_id_i> tokens (BERT and SentencePiece tokenizers)",
        cxxopts::value<std::string>()->default_value("0"), "N");
+  add_tokenizer_model_flags(o, "tokenizer");
   o.add_options("samples")
       ("eod-mask-loss", "In --dump-samples: no loss on end-of-document input tokens")
       ("reset-position-ids", "In --dump-samples: positions restart after each end of document")
@@ -119,6 +121,7 @@ IndexOptions to_index_options(const FlagValues& f) {
   const std::int64_t extra = f.integer("vocab-extra-ids");
   if (extra < 0 || extra > 1000000) throw UsageError("--vocab-extra-ids must be between 0 and 1000000");
   o.tokenizer.vocab_extra_ids = static_cast<int>(extra);
+  set_tokenizer_model_flags(f, o.tokenizer);
   f.set("eod-mask-loss", o.eod_mask_loss);
   f.set("reset-position-ids", o.reset_position_ids);
   f.set("reset-attention-mask", o.reset_attention_mask);
@@ -131,7 +134,9 @@ IndexOptions to_index_options(const FlagValues& f) {
 
 IndexCommandLine parse_index_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  const CommandLineRules rules{declared_flags(options, kListFlags), kRefusedFlags, true};
+  std::map<std::string, FlagArity> lists = kListFlags;
+  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
   const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
   IndexCommandLine command;
   if (result.count("help")) {

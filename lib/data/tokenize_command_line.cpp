@@ -6,6 +6,7 @@
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer/tokenizer_flags.hpp"
 
 namespace mgt {
 
@@ -20,16 +21,12 @@ const std::map<std::string, FlagArity> kListFlags = {{"--input", FlagArity::Many
 
 // Megatron flags mgt-tokenize knows but does not implement, with the reason.
 const std::map<std::string, std::string> kRefusedFlags = {
-    {"--tokenizer-model", "SentencePiece, HuggingFace and TikToken tokenizers are not supported"},
-    {"--tiktoken-pattern", "TikTokenizer is not supported"},
-    {"--tiktoken-num-special-tokens", "TikTokenizer is not supported"},
-    {"--tiktoken-special-tokens", "TikTokenizer is not supported"},
     {"--tokenizer-metadata", "HEAD's TokenizerConfig flags are not supported"},
     {"--tokenizer-special-tokens", "HEAD's TokenizerConfig flags are not supported"},
-    {"--tokenizer-hf-no-use-fast", "HuggingFace tokenizers are not supported"},
-    {"--tokenizer-hf-no-include-special-tokens", "HuggingFace tokenizers are not supported"},
-    {"--trust-remote-code", "HuggingFace tokenizers are not supported"},
-    {"--chat-template", "HuggingFace tokenizers are not supported"},
+    {"--tokenizer-hf-no-use-fast", "HEAD's TokenizerConfig flags are not supported"},
+    {"--tokenizer-hf-no-include-special-tokens", "HEAD's TokenizerConfig flags are not supported"},
+    {"--trust-remote-code", "HuggingFaceTokenizer reads tokenizer.json only and runs no remote code"},
+    {"--chat-template", "HEAD's TokenizerConfig flags are not supported"},
     {"--null-tokenizer-eod-id", "NullTokenizer follows Megatron v0.13 (eod = --vocab-size)"},
     {"--null-tokenizer-pad-id", "NullTokenizer follows Megatron v0.13"},
     {"--find-optimal-num-workers", "worker benchmarking is not needed: threads share one pipeline"},
@@ -69,9 +66,11 @@ cxxopts::Options make_options() {
       ("vocab-file", "Vocabulary file (GPT-2 vocab.json, BERT vocab.txt)",
        cxxopts::value<std::string>(), "FILE")
       ("merge-file", "GPT-2 BPE merges file", cxxopts::value<std::string>(), "FILE")
-      ("vocab-size", "Vocabulary size (NullTokenizer)", cxxopts::value<std::string>(), "N")
+      ("vocab-size", "Vocabulary size (NullTokenizer; TikTokenizer, default 131072)",
+       cxxopts::value<std::string>(), "N")
       ("vocab-extra-ids", "Accepted for compatibility; preprocess_data.py forces it to 0",
        cxxopts::value<std::string>()->default_value("0"), "N");
+  add_tokenizer_model_flags(o, "tokenizer");
   o.add_options("tokenization process")
       ("append-eod", "Append the end-of-document token to each non-empty document")
       ("lang", "Sentence-splitting language (only english)",
@@ -119,6 +118,7 @@ TokenizeOptions to_tokenize_options(const FlagValues& f) {
   if (extra < INT_MIN || extra > INT_MAX)
     throw UsageError("--vocab-extra-ids: '" + f.text("vocab-extra-ids") + "' is out of range");
   o.tokenizer.vocab_extra_ids = static_cast<int>(extra);
+  set_tokenizer_model_flags(f, o.tokenizer);
   f.set("append-eod", o.append_eod);
   f.set("split-sentences", o.split_sentences);
   f.set("keep-newlines", o.keep_newlines);
@@ -137,7 +137,9 @@ TokenizeOptions to_tokenize_options(const FlagValues& f) {
 
 TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  const CommandLineRules rules{declared_flags(options, kListFlags), kRefusedFlags, false};
+  std::map<std::string, FlagArity> lists = kListFlags;
+  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, false};
   const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
   TokenizeCommandLine command;
   if (result.count("help")) {

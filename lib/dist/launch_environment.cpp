@@ -29,6 +29,12 @@ LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_nul
     const char* value = lookup(marker);
     if (value && *value) launch.has_process_manager = true;
   }
+  const char* mpi_type = lookup("SLURM_MPI_TYPE");
+  const char* pmix_rank = lookup("PMIX_RANK");
+  if (mpi_type && std::string(mpi_type).starts_with("pmix"))
+    launch.pmix_from = std::string("SLURM_MPI_TYPE=") + mpi_type;
+  else if (pmix_rank && *pmix_rank)
+    launch.pmix_from = "PMIX_RANK";
   const auto consider = [&](const char* name) {
     const int n = count_variable(lookup, name);
     if (n > launch.expected_world_size) {
@@ -54,6 +60,13 @@ LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_nul
 void check_launch(const LaunchEnvironment& launch, int world_size) {
   if (world_size != 1 || launch.expected_world_size <= 1) return;
   const std::string n = std::to_string(launch.expected_world_size);
+  // MPICH as Debian builds it speaks PMI-1/PMI-2 only: under srun --mpi=pmix each process
+  // initialises as a singleton.
+  if (!launch.pmix_from.empty())
+    throw UsageError("this process is alone in its MPI world, but " + launch.expected_from + " says the job has " + n +
+                     " processes: they were started through PMIx (" + launch.pmix_from +
+                     "), which this MPI library does not support; launch them with `srun --mpi=pmi2 -n " + n +
+                     " PROGRAM ...`");
   throw UsageError("this process is alone in its MPI world, but " + launch.expected_from +
                    " says the job has " + n + " processes; launch them as one job with `srun "
                    "--mpi=pmi2 -n " + n + " PROGRAM ...` or `mpiexec -n " + n +

@@ -17,6 +17,9 @@ struct LaunchEnvironment {
   // as NAME=VALUE for messages.
   int expected_world_size = 1;
   std::string expected_from;
+  // What says a PMIx launcher started this process (SLURM_MPI_TYPE=pmix..., or PMIX_RANK), empty
+  // otherwise: an MPI library without PMIx support then finds itself alone, whatever the count.
+  std::string pmix_from;
 };
 
 using EnvironmentLookup = std::function<const char*(const char* name)>;
@@ -26,7 +29,7 @@ using EnvironmentLookup = std::function<const char*(const char* name)>;
 LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup = nullptr);
 
 // Throws a usage error with a one-line launch instruction when the launcher meant to start
-// several processes but this one is alone in its world.
+// several processes but this one is alone in its world (naming PMIx when it was the launcher's).
 void check_launch(const LaunchEnvironment& launch, int world_size);
 
 }  // namespace mgt::dist

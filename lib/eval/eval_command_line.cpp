@@ -30,7 +30,6 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--reset-position-ids", "the zero-shot tasks evaluate text without documents inside it"},
     {"--reset-attention-mask", "the zero-shot tasks evaluate text without documents inside it"},
     {"--eod-mask-loss", "the zero-shot tasks choose the scored tokens themselves"},
-    {"--tokenizer-model", "SentencePiece, HuggingFace and TikToken tokenizers are not supported"},
 };
 
 cxxopts::Options make_options() {
@@ -138,7 +137,9 @@ EvalOptions to_eval_options(const FlagValues& f, const cxxopts::ParseResult& res
 
 EvalCommandLine parse_eval_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  const CommandLineRules rules{declared_flags(options, kListFlags), kRefusedFlags, true};
+  std::map<std::string, FlagArity> lists = kListFlags;
+  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
   const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
   EvalCommandLine command;
   if (result.count("help")) {

@@ -100,7 +100,9 @@ GenerateOptions to_options(const cxxopts::ParseResult& result) {
 
 GenerateCommandLine parse_generate_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  const CommandLineRules rules{declared_flags(options, kListFlags), kRefusedFlags, true};
+  std::map<std::string, FlagArity> lists = kListFlags;
+  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
   const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
   GenerateCommandLine command;
   if (result.count("help")) {

@@ -13,11 +13,13 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "core/available_memory.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
@@ -61,6 +63,10 @@ public:
   // before they return). For handing the backend's memory to work that is not ordered after the
   // backend's own queue, such as a collective on a communicator's stream.
   virtual void synchronize() {}
+
+  // The memory this backend's buffers come from, where it can be read: the host's for the CPU,
+  // the device's free memory for a GPU. nullopt: unknown (callers then skip their check).
+  virtual std::optional<AvailableMemory> available_memory() const { return std::nullopt; }
 
   // ---- memory (use DeviceArray rather than these directly) ----
   void* allocate_bytes(size_t bytes) { return do_allocate(bytes); }

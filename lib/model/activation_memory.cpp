@@ -11,7 +11,7 @@ int64_t ActivationElements::bytes() const {
 
 ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t tp_size, int64_t seq, int64_t batch,
                                               bool training, bool last_position_logits,
-                                              bool sequence_parallel) {
+                                              bool sequence_parallel, bool with_output) {
   const GptConfig c = config.resolved();
   using N = SaturatingSize;
   const N t = N(seq) * batch;
@@ -42,7 +42,9 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   floats += sets * per_set;
   floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
   if (sequence_parallel) floats += t * h * 2;               // the whole-sequence buffers
-  if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h + t;
+  if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h;
+  if (!with_output) return {floats.value(), indices.value()};
+  if (training) floats += t;           // loss gradient
   floats += tl * h + norm_stats * tl;  // final norm
   floats += (last_position_logits ? N(batch) : t) * vocab;
   if (!training) indices += t * 3;  // predictions, selected rows and labels
@@ -60,7 +62,7 @@ ActivationElements ActivationMemory::allocated() const {
 ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
                                    const TensorParallelRank& tp, int64_t seq, int64_t batch,
                                    bool training, bool last_position_logits,
-                                   bool sequence_parallel)
+                                   bool sequence_parallel, bool with_output)
     : seq_(seq),
       batch_(batch),
       training_(training),
@@ -145,8 +147,9 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     scratch.mlp.d_activation = take(t * ffn);
     scratch.mlp.d_fc1 = take(t * fc1);
     d_hidden = take(tl * h);
-    loss.d_loss = take(t);
   }
+  if (!with_output) return;
+  if (training) loss.d_loss = take(t);
 
   final_norm_output = take(tl * h);
   final_norm = take_norm_stats(layer_norm, tl);

@@ -10,6 +10,8 @@
 // Under sequence parallelism (training only) the buffers outside the tensor-parallel regions
 // (layer inputs, norms, residuals, their gradients) hold this rank's s/tp tokens, and two shared
 // whole-sequence buffers take the gathered and the to-be-scattered tensors.
+// A pipeline stage's memory is built from a configuration whose num_layers is the stage's count;
+// stages before the last leave out the final norm, logits and loss buffers (with_output false).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -38,12 +40,12 @@ public:
   // here (a unit test compares the two).
   static ActivationElements elements(const GptConfig& config, int64_t tp_size, int64_t seq, int64_t batch,
                                      bool training, bool last_position_logits = false,
-                                     bool sequence_parallel = false);
+                                     bool sequence_parallel = false, bool with_output = true);
 
   // sequence_parallel needs tp.size > 1 dividing seq.
   ActivationMemory(Backend& backend, const GptConfig& config, const TensorParallelRank& tp,
                    int64_t seq, int64_t batch, bool training, bool last_position_logits = false,
-                   bool sequence_parallel = false);
+                   bool sequence_parallel = false, bool with_output = true);
   ActivationMemory(const ActivationMemory&) = delete;
   ActivationMemory& operator=(const ActivationMemory&) = delete;
 

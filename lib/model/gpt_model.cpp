@@ -51,17 +51,31 @@ std::vector<T> transpose_01(std::span<const T> x, int64_t rows, int64_t cols, in
 }  // namespace
 
 GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed,
-                   const TensorParallelism& tp)
+                   const TensorParallelism& tp, const PipelineParallelism& pp)
     : backend_(&backend),
       tp_(backend, tp.group),
       sequence_parallel_(tp.sequence_parallel && tp_.active()),
-      params_(config, backend, tp_.tensor_parallel_rank()),
-      embedding_(params_, tp_),
-      final_norm_(params_, "decoder.final_layernorm"),
-      output_layer_(params_, output_weight_name(params_.config()), "", tp_),
-      loss_(params_, tp_) {
-  layers_.reserve(static_cast<size_t>(params_.config().num_layers));
-  for (int64_t l = 0; l < params_.config().num_layers; ++l) layers_.emplace_back(params_, l, tp_);
+      params_(config, backend, tp_.tensor_parallel_rank(), pp.stage),
+      stage_config_(params_.config()),
+      embedding_group_(nullptr) {
+  const PipelineStage& stage = params_.pipeline_stage();
+  stage_config_.num_layers = stage.layers_of(params_.config().num_layers);
+  if (stage.is_first()) embedding_.emplace(params_, tp_);
+  layers_.reserve(static_cast<size_t>(stage_config_.num_layers));
+  for (int64_t l = 0; l < stage_config_.num_layers; ++l)
+    layers_.emplace_back(params_, stage.first_layer + l, tp_);
+  if (stage.is_last()) {
+    final_norm_.emplace(params_, "decoder.final_layernorm");
+    output_layer_.emplace(params_, output_weight_name(params_.config()), "", tp_);
+    loss_.emplace(params_, tp_);
+  }
+  if (!stage.whole_model() && !params_.config().untie_embeddings_and_output_weights &&
+      (stage.is_first() || stage.is_last())) {
+    require(pp.embedding_group != nullptr && pp.embedding_group->size() == 2,
+            "a pipeline with tied embeddings needs the embedding group (first and last stage) on "
+            "its first and last stages");
+    embedding_group_ = pp.embedding_group;
+  }
   if (sequence_parallel_) {
     int64_t packed = 0;
     for (const ParameterEntry& e : params_.entries()) {
@@ -76,20 +90,55 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
 
 GptModel::~GptModel() = default;
 
-ActivationMemory& GptModel::memory_for(const MicroBatch& batch, bool training) {
+void GptModel::require_whole_model(const char* call) const {
+  require(pipeline_stage().whole_model(),
+          std::string(call) + " needs the whole model; pipeline stages run through stage_forward and "
+                              "stage_backward");
+}
+
+std::unique_ptr<ActivationMemory> GptModel::make_memory(const MicroBatch& batch,
+                                                        bool training) const {
   require(batch.batch_size > 0 && batch.seq_length > 0,
           "a micro-batch needs batch_size and seq_length > 0");
+  return std::make_unique<ActivationMemory>(*backend_, stage_config_, params_.tensor_parallel(),
+                                            batch.seq_length, batch.batch_size, training, false,
+                                            training && sequence_parallel_,
+                                            pipeline_stage().is_last());
+}
+
+ActivationMemory& GptModel::memory_for(const MicroBatch& batch, bool training) {
   std::unique_ptr<ActivationMemory>& memory = training ? train_memory_ : eval_memory_;
   if (!memory || memory->seq() != batch.seq_length || memory->batch() != batch.batch_size) {
     memory.reset();  // release the old shape's buffers before allocating the new ones
-    memory = std::make_unique<ActivationMemory>(*backend_, config(), params_.tensor_parallel(),
-                                                batch.seq_length, batch.batch_size, training,
-                                                false, training && sequence_parallel_);
+    memory = make_memory(batch, training);
   }
   return *memory;
 }
 
-void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory) {
+void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory, bool inputs,
+                      bool labels) {
+  const int64_t b = batch.batch_size;
+  const int64_t s = batch.seq_length;
+  const int64_t n = b * s;
+  const int64_t vocab = config().padded_vocab_size;
+  require(b == memory.batch() && s == memory.seq(),
+          "a micro-batch of " + std::to_string(b) + " × " + std::to_string(s) +
+              " tokens given to activations of " + std::to_string(memory.batch()) + " × " +
+              std::to_string(memory.seq()));
+  if (inputs) upload_inputs(batch, memory);
+  if (labels && !batch.labels.empty()) {
+    check_input(batch.labels, n, "labels", vocab);
+    backend_->copy_from_host<int64_t>(transpose_01(batch.labels, b, s, 1), memory.labels);
+    if (batch.loss_mask.empty()) {
+      backend_->fill(memory.loss_mask, 1.0f);
+    } else {
+      check_input(batch.loss_mask, n, "loss_mask", 0);
+      backend_->copy_from_host<float>(transpose_01(batch.loss_mask, b, s, 1), memory.loss_mask);
+    }
+  }
+}
+
+void GptModel::upload_inputs(const MicroBatch& batch, ActivationMemory& memory) {
   const int64_t b = batch.batch_size;
   const int64_t s = batch.seq_length;
   const int64_t n = b * s;
@@ -114,37 +163,31 @@ void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory) {
     }
     backend_->copy_from_host<int64_t>(positions, memory.positions);
   }
-
-  if (!batch.labels.empty()) {
-    check_input(batch.labels, n, "labels", vocab);
-    backend_->copy_from_host<int64_t>(transpose_01(batch.labels, b, s, 1), memory.labels);
-    if (batch.loss_mask.empty()) {
-      backend_->fill(memory.loss_mask, 1.0f);
-    } else {
-      check_input(batch.loss_mask, n, "loss_mask", 0);
-      backend_->copy_from_host<float>(transpose_01(batch.loss_mask, b, s, 1), memory.loss_mask);
-    }
-  }
 }
 
 void GptModel::decoder_pass(const ForwardContext& ctx, ActivationMemory& memory) {
   const auto num_layers = static_cast<int64_t>(layers_.size());
-  embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
-                     memory.sequence, memory.hidden(0));
+  if (embedding_) {
+    embedding_->forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
+                        memory.sequence, memory.hidden(0));
+  }
   for (int64_t l = 0; l < num_layers; ++l) {
     layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
                                             memory.hidden(l + 1));
   }
-  final_norm_.forward(memory.hidden(num_layers), ctx.local_tokens(), memory.final_norm_output,
-                      memory.final_norm);
+  if (final_norm_) {
+    final_norm_->forward(memory.hidden(num_layers), ctx.local_tokens(), memory.final_norm_output,
+                         memory.final_norm);
+  }
 }
 
 void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss) {
   const int64_t tokens = ctx.tokens();
   decoder_pass(ctx, memory);
-  output_layer_.forward(memory.final_norm_output, tokens, memory.logits,
-                        ctx.when_sequence_parallel(memory.sequence.gathered));
-  if (with_loss) loss_.forward(memory.logits, memory.labels, tokens, memory.loss);
+  if (!output_layer_) return;
+  output_layer_->forward(memory.final_norm_output, tokens, memory.logits,
+                         ctx.when_sequence_parallel(memory.sequence.gathered));
+  if (with_loss) loss_->forward(memory.logits, memory.labels, tokens, memory.loss);
 }
 
 void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory,
@@ -153,12 +196,17 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
   const auto num_layers = static_cast<int64_t>(layers_.size());
   const bool recompute_layers = config().recompute_granularity == RecomputeGranularity::kFull;
 
-  loss_.backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens, memory.loss);
-  output_layer_.backward(memory.logits, memory.final_norm_output, tokens, memory.scratch.hidden_a,
-                         ctx.when_sequence_parallel(memory.sequence.gathered),
-                         ctx.when_sequence_parallel(memory.sequence.whole));
-  final_norm_.backward(memory.scratch.hidden_a, memory.hidden(num_layers), ctx.local_tokens(),
-                       memory.final_norm, memory.d_hidden);
+  // On stages before the last, d_hidden already holds the gradient of the stage's output.
+  if (loss_) {
+    loss_->backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens,
+                    memory.loss);
+    output_layer_->backward(memory.logits, memory.final_norm_output, tokens,
+                            memory.scratch.hidden_a,
+                            ctx.when_sequence_parallel(memory.sequence.gathered),
+                            ctx.when_sequence_parallel(memory.sequence.whole));
+    final_norm_->backward(memory.scratch.hidden_a, memory.hidden(num_layers), ctx.local_tokens(),
+                          memory.final_norm, memory.d_hidden);
+  }
   for (int64_t l = num_layers - 1; l >= 0; --l) {
     const TransformerLayer& layer = layers_[static_cast<size_t>(l)];
     if (recompute_layers) {
@@ -169,7 +217,9 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
     }
     layer.backward(ctx, memory.hidden(l), memory.layer(l), memory.scratch, memory.d_hidden);
   }
-  embedding_.backward(ctx, memory.tokens, memory.positions, memory.sequence, memory.d_hidden);
+  if (embedding_) {
+    embedding_->backward(ctx, memory.tokens, memory.positions, memory.sequence, memory.d_hidden);
+  }
 }
 
 ConstFloatView GptModel::whole_vocab_logits(ConstFloatView logits, int64_t rows,
@@ -198,6 +248,7 @@ void GptModel::all_reduce_sequence_parallel_grads() {
 
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                                    int64_t num_microbatches) {
+  require_whole_model("forward_backward");
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   require(!batch.labels.empty(), "forward_backward needs labels");
   ActivationMemory& memory = memory_for(batch, true);
@@ -215,6 +266,7 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
 
 ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits,
                                      bool return_argmax) {
+  require_whole_model("forward_only");
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
   const bool with_loss = !batch.labels.empty();
@@ -250,6 +302,7 @@ ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits
 }
 
 ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_argmax) {
+  require_whole_model("forward_selected");
   require(!batch.labels.empty(), "forward_selected needs labels");
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
@@ -284,11 +337,11 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
   // then the output layer and the loss on those rows only.
   const FloatView selected = memory.scratch.hidden_a.first(m * h);
   backend_->embedding_forward(memory.selected_rows.first(m), memory.final_norm_output, 0, h, selected);
-  const FloatView logits = memory.logits.first(m * loss_.local_vocab());
-  output_layer_.forward(selected, m, logits);
+  const FloatView logits = memory.logits.first(m * loss_->local_vocab());
+  output_layer_->forward(selected, m, logits);
   const LossActivations loss{memory.loss.losses.first(m), memory.loss.row_max.first(m), memory.loss.sum_exp.first(m),
                              {}};
-  loss_.forward(logits, memory.selected_labels.first(m), m, loss);
+  loss_->forward(logits, memory.selected_labels.first(m), m, loss);
 
   std::vector<float> losses(static_cast<size_t>(m));
   backend_->copy_to_host(loss.losses, losses);
@@ -314,6 +367,7 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
 }
 
 std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int64_t n, KvCache& cache) {
+  require_whole_model("forward_cached");
   const int64_t b = cache.batch();
   const int64_t past = cache.length();
   require(n >= 1, "forward_cached needs at least one token per sequence");
@@ -343,8 +397,8 @@ std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int
   const ForwardContext ctx{n, b, false, {}};
   const int64_t h = config().hidden_size;
   const auto num_layers = static_cast<int64_t>(layers_.size());
-  embedding_.forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
-                     memory.sequence, memory.hidden(0));
+  embedding_->forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
+                      memory.sequence, memory.hidden(0));
   for (int64_t l = 0; l < num_layers; ++l) {
     layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
                                             memory.hidden(l + 1), &cache.layer(l), past);
@@ -354,12 +408,94 @@ std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int
   const FloatView last = memory.hidden(num_layers).subspan((n - 1) * b * h, b * h);
   const NormStats stats{memory.final_norm.mean.empty() ? FloatView() : memory.final_norm.mean.first(b),
                         memory.final_norm.rstd.first(b)};
-  final_norm_.forward(last, b, memory.final_norm_output.first(b * h), stats);
-  output_layer_.forward(memory.final_norm_output.first(b * h), b, memory.logits);
+  final_norm_->forward(last, b, memory.final_norm_output.first(b * h), stats);
+  output_layer_->forward(memory.final_norm_output.first(b * h), b, memory.logits);
   std::vector<float> logits(static_cast<size_t>(b * config().padded_vocab_size));
   DeviceBuffer gathered;
   backend_->copy_to_host(whole_vocab_logits(memory.logits, b, gathered), logits);
   return logits;
+}
+
+GptModel::StageSlot& GptModel::stage_slot(int64_t slot, const MicroBatch& shape) {
+  require(slot == kEvaluationSlot || slot >= 0, "pipeline slot " + std::to_string(slot) + " is invalid");
+  const bool training = slot != kEvaluationSlot;
+  if (training && slot >= static_cast<int64_t>(stage_slots_.size()))
+    stage_slots_.resize(static_cast<size_t>(slot + 1));
+  StageSlot& s = training ? stage_slots_[static_cast<size_t>(slot)] : stage_eval_slot_;
+  if (!s.memory || s.memory->seq() != shape.seq_length || s.memory->batch() != shape.batch_size) {
+    s.memory.reset();  // release the old shape's buffers before allocating the new ones
+    s.memory = make_memory(shape, training);
+  }
+  return s;
+}
+
+const GptModel::StageSlot& GptModel::used_slot(int64_t slot) const {
+  const StageSlot* s = nullptr;
+  if (slot == kEvaluationSlot) s = &stage_eval_slot_;
+  else if (slot >= 0 && slot < static_cast<int64_t>(stage_slots_.size()))
+    s = &stage_slots_[static_cast<size_t>(slot)];
+  require(s != nullptr && s->memory != nullptr,
+          "pipeline slot " + std::to_string(slot) + " holds no micro-batch");
+  return *s;
+}
+
+FloatView GptModel::stage_input(int64_t slot, const MicroBatch& shape) {
+  require(!pipeline_stage().is_first(), "the first pipeline stage takes tokens, not an input");
+  return stage_slot(slot, shape).memory->hidden(0);
+}
+
+LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
+                                int64_t num_microbatches) {
+  require(num_microbatches >= 1, "num_microbatches must be >= 1");
+  const bool training = slot != kEvaluationSlot;
+  const PipelineStage& stage = pipeline_stage();
+  require(!stage.is_last() || !batch.labels.empty(), "the last pipeline stage needs labels");
+  StageSlot& s = stage_slot(slot, batch);
+  ActivationMemory& memory = *s.memory;
+  upload(batch, memory, stage.is_first(), stage.is_last());
+  if (training) {
+    s.ctx = ForwardContext{batch.seq_length, batch.batch_size, true, rng,
+                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0};
+  } else {
+    s.ctx = ForwardContext{batch.seq_length, batch.batch_size, false, {}};
+  }
+  forward_pass(s.ctx, memory, stage.is_last());
+  if (!stage.is_last()) return {};
+  const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
+  const double denominator = sum.tokens * static_cast<double>(num_microbatches);
+  s.loss_scale = sum.tokens > 0.0 ? static_cast<float>(1.0 / denominator) : 0.0f;
+  return {sum.loss_sum, sum.tokens};
+}
+
+ConstFloatView GptModel::stage_output(int64_t slot) const {
+  require(!pipeline_stage().is_last(), "the last pipeline stage's output is the loss");
+  return used_slot(slot).memory->hidden(static_cast<int64_t>(layers_.size()));
+}
+
+FloatView GptModel::stage_output_grad(int64_t slot) {
+  require(!pipeline_stage().is_last(), "the last pipeline stage starts its backward from the loss");
+  require(slot != kEvaluationSlot, "evaluation passes have no backward");
+  return used_slot(slot).memory->d_hidden;
+}
+
+void GptModel::stage_backward(int64_t slot) {
+  require(slot != kEvaluationSlot, "evaluation passes have no backward");
+  const StageSlot& s = used_slot(slot);
+  backward_pass(s.ctx, *s.memory, s.loss_scale);
+}
+
+ConstFloatView GptModel::stage_input_grad(int64_t slot) const {
+  require(!pipeline_stage().is_first(), "the first pipeline stage has no input gradient");
+  require(slot != kEvaluationSlot, "evaluation passes have no backward");
+  return used_slot(slot).memory->d_hidden;
+}
+
+void GptModel::all_reduce_embedding_grads() {
+  if (embedding_group_ == nullptr) return;
+  const FloatView grad = params_.grad(params_.entry("embedding.word_embeddings.weight"));
+  // The communicator's stream is not ordered after the backend's (see tensor_parallel_mappings).
+  backend_->synchronize();
+  embedding_group_->all_reduce(grad, dist::ReduceOp::Sum);
 }
 
 }  // namespace mgt

@@ -17,6 +17,14 @@
 // also split the activations outside the tensor-parallel regions along the sequence; call
 // all_reduce_sequence_parallel_grads() once the iteration's micro-batches are done. Evaluation
 // and generation passes run without sequence parallelism (same results, as Megatron's inference).
+//
+// Pipeline parallelism (a PipelineParallelism with this rank's stage): the model holds its
+// stage's part only (pipeline_stage.hpp) and runs through the stage_* calls, one micro-batch
+// slot per micro-batch in flight, driven by a pipeline schedule (train/pipeline_schedule.hpp)
+// that moves the activations and their gradients between neighbouring stages. The whole-model
+// calls (forward_backward, forward_only, forward_selected, forward_cached) need the whole model.
+// Each stage computes exactly its layers of the single-rank model, so with the same micro-batches
+// the stages together compute the single-rank loss and gradients.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -34,6 +42,7 @@
 #include "model/lm_loss.hpp"
 #include "model/norm_layer.hpp"
 #include "model/parallel_linear.hpp"
+#include "model/pipeline_stage.hpp"
 #include "model/tensor_parallel_mappings.hpp"
 #include "model/transformer_layer.hpp"
 
@@ -65,14 +74,26 @@ struct ForwardOutput {
   std::vector<int64_t> argmax;
 };
 
+// How a model instance is split along the pipeline, as the model's constructor takes it.
+struct PipelineParallelism {
+  PipelineStage stage;  // the default: the whole model
+  // With tied embeddings and more than one stage, on the first and last stages: the embedding
+  // group (Megatron's, first and last stage of this pipeline), over which the word embedding's
+  // gradient is summed. Must outlive the model.
+  dist::Communicator* embedding_group = nullptr;
+};
+
 class GptModel {
 public:
+  // The slot of a stage's evaluation passes (stage_forward without dropout or backward).
+  static constexpr int64_t kEvaluationSlot = -1;
+
   // Builds the parameters and initialises them from init_seed (Megatron's --seed); without a
   // seed they stay zero, for a caller about to load them from a checkpoint. Under tensor
   // parallelism each rank initialises its shard of the single-rank model's initial values; the
   // collectives of every later call must be made by all ranks of tp.group together.
   GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed = 1234,
-           const TensorParallelism& tp = {});
+           const TensorParallelism& tp = {}, const PipelineParallelism& pp = {});
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
   ~GptModel();
@@ -84,6 +105,7 @@ public:
   const TensorParallelMappings& tensor_parallel() const { return tp_; }
   // Whether training passes split the sequence (--sequence-parallel with a group of 2 or more).
   bool sequence_parallel() const { return sequence_parallel_; }
+  const PipelineStage& pipeline_stage() const { return params_.pipeline_stage(); }
 
   // Training step on one micro-batch, dropout active: accumulates gradients (call
   // parameters().zero_grads() at the start of an iteration). A micro-batch whose loss mask is
@@ -117,9 +139,58 @@ public:
   // sequences (up to the summation order of the attention).
   std::vector<float> forward_cached(std::span<const int64_t> tokens, int64_t n, KvCache& cache);
 
+  // ---- Pipeline stages ----
+  // A slot is 0, 1, … for training passes (one per micro-batch in flight; a slot is reused once
+  // its micro-batch's backward is done) or kEvaluationSlot. Activations between stages are the
+  // [s, b, h] hidden states, sequence-major ([s/tp, b, h] in a sequence-parallel training pass).
+  //
+  // Where the previous stage's output for the micro-batch about to run in `slot` goes (not on the
+  // first stage); prepares the slot for the micro-batch's shape (only batch_size and seq_length
+  // are read).
+  FloatView stage_input(int64_t slot, const MicroBatch& shape);
+  // This stage's part of the micro-batch's forward: from its tokens (first stage) or the received
+  // input, through the stage's layers, to the loss (last stage), which it returns as
+  // forward_backward does (zero on other stages). Training slots apply dropout from `rng` and keep
+  // what stage_backward needs; the last stage scales its loss gradient by 1 / (tokens ·
+  // num_microbatches). The first stage reads the tokens and positions, the last the labels and
+  // loss mask; a stage ignores the rest.
+  LossSum stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
+                        int64_t num_microbatches);
+  // After stage_forward, not on the last stage: the output to send to the next stage.
+  ConstFloatView stage_output(int64_t slot) const;
+  // Not on the last stage: where the next stage's input gradient goes before stage_backward.
+  FloatView stage_output_grad(int64_t slot);
+  // The backward of the slot's training pass; accumulates the stage's parameter gradients.
+  void stage_backward(int64_t slot);
+  // After stage_backward, not on the first stage: the input gradient to send to the previous
+  // stage.
+  ConstFloatView stage_input_grad(int64_t slot) const;
+  // With tied embeddings over several stages: sums the word embedding's gradient of the first
+  // stage and of the last stage's copy over the embedding group, so both take the same step
+  // (Megatron's _allreduce_word_embedding_grads). Call once per iteration, after the last
+  // micro-batch's backward and before the data-parallel reduction. Nothing to do on other stages
+  // or without a pipeline. Collective over the embedding group.
+  void all_reduce_embedding_grads();
+
 private:
+  // What one micro-batch in flight on this stage keeps between its forward and backward.
+  struct StageSlot {
+    std::unique_ptr<ActivationMemory> memory;
+    ForwardContext ctx;
+    float loss_scale = 0.0f;
+  };
+  StageSlot& stage_slot(int64_t slot, const MicroBatch& shape);
+  const StageSlot& used_slot(int64_t slot) const;
+  void require_whole_model(const char* call) const;
+  std::unique_ptr<ActivationMemory> make_memory(const MicroBatch& batch, bool training) const;
+
   ActivationMemory& memory_for(const MicroBatch& batch, bool training);
-  void upload(const MicroBatch& batch, ActivationMemory& memory);
+  // Copies the micro-batch's inputs (tokens, positions) and labels (labels, loss mask) in.
+  void upload(const MicroBatch& batch, ActivationMemory& memory, bool inputs = true,
+              bool labels = true);
+  void upload_inputs(const MicroBatch& batch, ActivationMemory& memory);
+  // This stage's forward and backward over `memory`: embedding (first stage), layers, and the
+  // final norm, output layer and loss (last stage); the whole model without a pipeline.
   void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss);
   // Embedding, layers and final norm: fills memory.final_norm_output.
   void decoder_pass(const ForwardContext& ctx, ActivationMemory& memory);
@@ -133,17 +204,22 @@ private:
   TensorParallelMappings tp_;
   bool sequence_parallel_;
   GptParameters params_;
-  GptEmbedding embedding_;
+  GptConfig stage_config_;  // the configuration with this stage's number of layers
+  dist::Communicator* embedding_group_;  // null: no word embedding shared across stages
+  // The embedding on the first stage, the output head on the last (both: the whole model).
+  std::optional<GptEmbedding> embedding_;
   std::vector<TransformerLayer> layers_;
-  NormLayer final_norm_;
-  ColumnParallelLinear output_layer_;
-  LanguageModelLoss loss_;
+  std::optional<NormLayer> final_norm_;
+  std::optional<ColumnParallelLinear> output_layer_;
+  std::optional<LanguageModelLoss> loss_;
   // The sequence-parallel gradients, packed for one all-reduce.
   std::vector<const ParameterEntry*> sequence_parallel_params_;
   DeviceBuffer sequence_parallel_grads_;
   std::unique_ptr<ActivationMemory> train_memory_;
   std::unique_ptr<ActivationMemory> eval_memory_;
   std::unique_ptr<ActivationMemory> generation_memory_;
+  std::vector<StageSlot> stage_slots_;
+  StageSlot stage_eval_slot_;
 };
 
 }  // namespace mgt

@@ -5,11 +5,12 @@
 namespace mgt {
 
 GptParameters::GptParameters(const GptConfig& config, Backend& backend,
-                             const TensorParallelRank& tp)
+                             const TensorParallelRank& tp, const PipelineStage& stage)
     : backend_(&backend),
       config_(config.resolved()),
       tp_(tp),
-      table_(gpt_parameter_table(config_, tp_)),
+      stage_(stage),
+      table_(gpt_parameter_table(config_, tp_, stage_)),
       params_(backend, table_.buffer_size),
       grads_(backend, table_.buffer_size) {
   backend.fill(params_.view(), 0.0f);

@@ -17,10 +17,14 @@ namespace mgt {
 class GptParameters {
 public:
   // Allocates both buffers, parameters and gradients zeroed; call initialize() for initial values.
-  GptParameters(const GptConfig& config, Backend& backend, const TensorParallelRank& tp = {});
+  // A pipeline stage holds its part of the model only (gpt_parameter_table); config stays the
+  // whole model's.
+  GptParameters(const GptConfig& config, Backend& backend, const TensorParallelRank& tp = {},
+                const PipelineStage& stage = {});
 
   const GptConfig& config() const { return config_; }  // resolved
   const TensorParallelRank& tensor_parallel() const { return tp_; }
+  const PipelineStage& pipeline_stage() const { return stage_; }
   const ParameterTable& table() const { return table_; }
   std::span<const ParameterEntry> entries() const { return table_.entries; }
   const ParameterEntry* find(std::string_view name) const { return table_.find(name); }
@@ -58,6 +62,7 @@ private:
   Backend* backend_;
   GptConfig config_;
   TensorParallelRank tp_;
+  PipelineStage stage_;
   ParameterTable table_;
   DeviceBuffer params_;
   DeviceBuffer grads_;

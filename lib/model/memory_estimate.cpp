@@ -149,8 +149,7 @@ void require_memory(const MemoryEstimate& e, const std::optional<AvailableMemory
 }
 
 std::optional<AvailableMemory> memory_available_to(const Backend& backend) {
-  if (backend.name() == "cpu") return available_host_memory();
-  return std::nullopt;
+  return backend.available_memory();
 }
 
 MemoryEstimate check_memory(const GptConfig& config, const MemoryEstimateRequest& request,

@@ -74,8 +74,8 @@ std::string describe_memory_estimate(const MemoryEstimate& estimate);
 void require_memory(const MemoryEstimate& estimate, const std::optional<AvailableMemory>& available,
                     const std::string& what);
 
-// The memory a backend's buffers come from, as far as it is known: the host's for the CPU
-// backend; nullopt for a device backend, whose free memory is not asked yet (no check then).
+// The memory a backend's buffers come from, as far as it is known (Backend::available_memory):
+// the host's for the CPU backend, the device's free memory for a GPU; nullopt: no check.
 std::optional<AvailableMemory> memory_available_to(const Backend& backend);
 
 // estimate_memory, then require_memory against `available`. An estimate that cannot be made (an

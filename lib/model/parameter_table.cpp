@@ -59,6 +59,8 @@ public:
     table_.entries.push_back(std::move(e));
   }
 
+  void mark_pipeline_duplicate() { table_.entries.back().pipeline_duplicate = true; }
+
   ParameterTable finish() {
     table_.buffer_size = size_;
     return std::move(table_);
@@ -121,7 +123,8 @@ void validate_tensor_parallel(const GptConfig& config, const TensorParallelRank&
   require_divisible(c.padded_vocab_size, "the padded vocabulary size", tp.size);
 }
 
-ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp) {
+ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp,
+                                   const PipelineStage& stage) {
   const GptConfig c = config.resolved();
   validate_tensor_parallel(c, tp);
   const int64_t h = c.hidden_size;
@@ -140,13 +143,24 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     if (layer_norm) b.add_sequence_parallel(prefix + ".bias", h, ParameterInit::kZeros);
   };
 
-  b.add("embedding.word_embeddings.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal,
-        std);
-  if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
-    b.add("embedding.position_embeddings.weight", {c.max_position_embeddings, h}, kNotPartitioned,
-          ParameterInit::kNormal, std);
+  auto add_word_embedding = [&] {
+    b.add("embedding.word_embeddings.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal,
+          std);
+  };
+  if (stage.is_first()) {
+    add_word_embedding();
+    if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
+      b.add("embedding.position_embeddings.weight", {c.max_position_embeddings, h},
+            kNotPartitioned, ParameterInit::kNormal, std);
+    }
   }
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  const int64_t first_layer = stage.first_layer;
+  const int64_t end_layer = first_layer + stage.layers_of(c.num_layers);
+  if (first_layer < 0 || end_layer > c.num_layers || stage.rank < 0 || stage.rank >= stage.size)
+    throw Error("pipeline stage " + std::to_string(stage.rank) + " of " + std::to_string(stage.size) +
+                " holds layers [" + std::to_string(first_layer) + ", " + std::to_string(end_layer) +
+                "), outside the model's " + std::to_string(c.num_layers));
+  for (int64_t i = first_layer; i < end_layer; ++i) {
     const std::string layer = layer_prefix(i);
     add_norm(layer + ".input_layernorm");
     const std::string qkv = layer + ".self_attention.linear_qkv";
@@ -167,9 +181,15 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     b.add(fc2 + ".weight", {h, c.ffn_hidden_size}, 1, ParameterInit::kNormal, scaled_std);
     if (c.add_bias_linear) b.add_sequence_parallel(fc2 + ".bias", h, ParameterInit::kZeros);
   }
+  if (!stage.is_last()) return b.finish();
   add_norm("decoder.final_layernorm");
   if (c.untie_embeddings_and_output_weights) {
     b.add("output_layer.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal, std);
+  } else if (!stage.is_first()) {
+    // Initialised from the same (seed, name) as the first stage's, so the copies start equal
+    // without the all-reduce Megatron uses for it.
+    add_word_embedding();
+    b.mark_pipeline_duplicate();
   }
   return b.finish();
 }

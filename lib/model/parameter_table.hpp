@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/gpt_config.hpp"
+#include "model/pipeline_stage.hpp"
 
 namespace mgt {
 
@@ -56,6 +57,10 @@ struct ParameterEntry {
   // Each rank's gradient then covers its part of the sequence only, and the model all-reduces
   // these gradients over the tensor-parallel group (GptModel::all_reduce_sequence_parallel_grads).
   bool sequence_parallel = false;
+  // Megatron's `shared` attribute: the last pipeline stage's copy of the word embedding, the
+  // tied output weight (pipeline_stage.hpp). It equals the first stage's tensor, so norms and
+  // parameter counts leave it out and checkpoints store the first stage's.
+  bool pipeline_duplicate = false;
   bool weight_decay = true;  // Megatron: no decay for 1-D tensors and biases
   ParameterInit init = ParameterInit::kNormal;
   double init_std = 0.0;
@@ -65,9 +70,10 @@ struct ParameterEntry {
   // Row-major index in the global tensor of this rank's local element `local_index`.
   int64_t global_index(int64_t local_index, const TensorParallelRank& tp) const;
   // Whether the rank's copy counts in a norm or a sum over the whole model: always for a
-  // partitioned tensor, on tensor-parallel rank 0 only for a replicated one.
+  // partitioned tensor, on tensor-parallel rank 0 only for a replicated one, never for the last
+  // pipeline stage's copy of the word embedding.
   bool counted_on(const TensorParallelRank& tp) const {
-    return !tensor_parallel_replicated || tp.rank == 0;
+    return !pipeline_duplicate && (!tensor_parallel_replicated || tp.rank == 0);
   }
 };
 
@@ -84,8 +90,12 @@ struct ParameterTable {
 void validate_tensor_parallel(const GptConfig& config, const TensorParallelRank& tp);
 
 // The table for one tensor-parallel rank, in the order embedding, layers 0…L−1, final norm,
-// output layer. The config is resolved first.
-ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp = {});
+// output layer. The config is resolved first. For a pipeline stage, only what the stage holds:
+// the embedding on the first stage, its layers (by their global numbers), and the final norm
+// and output layer on the last — there, with tied embeddings, the word embedding's copy
+// (pipeline_duplicate) at the output layer's place.
+ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp = {},
+                                   const PipelineStage& stage = {});
 
 // Name prefix of layer i's parameters: "decoder.layers.{i}".
 std::string layer_prefix(int64_t layer);

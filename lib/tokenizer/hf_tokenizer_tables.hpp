@@ -59,6 +59,7 @@ struct HuggingFaceTokenizer::Tables {
   // Decoding and len(tokenizer): id -> token string (added tokens over the model's), and the
   // token's bytes when it is written in the byte alphabet.
   std::vector<std::optional<std::string>> id_token;
+  std::vector<std::uint8_t> id_is_added;
   std::int64_t vocab_size = 0;
 
   TokenId eos = 0;

@@ -225,7 +225,7 @@ void IcuSplitRegex::Matcher::split(std::string_view text,
     done = end;
   }
   if (U_FAILURE(status)) throw Error(std::string("ICU regex matching failed: ") + u_errorName(status));
-  if (done < m.text16.length()) emit(m.offset[done], text.size(), false);
+  if (done < static_cast<std::size_t>(m.text16.length())) emit(m.offset[done], text.size(), false);
 }
 
 }  // namespace mgt

@@ -20,6 +20,10 @@ struct TokenizerOptions {
   std::string merge_file;                 // --merge-file
   std::optional<std::int64_t> vocab_size; // --vocab-size (NullTokenizer)
   int vocab_extra_ids = 0;                // --vocab-extra-ids
+  std::string tokenizer_model{};          // --tokenizer-model (SentencePiece, HuggingFace, TikToken)
+  std::string tiktoken_pattern{};         // --tiktoken-pattern v1|v2 (TikTokenizer)
+  int tiktoken_num_special_tokens = 1000; // --tiktoken-num-special-tokens
+  std::optional<std::vector<std::string>> tiktoken_special_tokens{};  // --tiktoken-special-tokens
 };
 
 class Tokenizer {

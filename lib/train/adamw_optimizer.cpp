@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.hpp"
 #include "kernels/cpu/grad_clip.hpp"
@@ -19,10 +20,42 @@ BufferShard overlap(const ParameterEntry& e, const BufferShard& shard) {
 
 }  // namespace
 
+std::vector<BufferShard> AdamWOptimizer::counted_ranges(const GptParameters& params, const BufferShard& shard) {
+  const TensorParallelRank& tp = params.tensor_parallel();
+  // Runs of consecutive counted tensors (the gaps between them included), cut to the shard.
+  std::vector<BufferShard> runs;
+  bool open = false;
+  bool all_counted = true;
+  for (const ParameterEntry& e : params.entries()) {
+    if (!e.counted_on(tp)) {
+      open = false;
+      all_counted = false;
+      continue;
+    }
+    if (open) {
+      runs.back().end = e.offset + e.numel();
+    } else {
+      runs.push_back({e.offset, e.offset + e.numel()});
+      open = true;
+    }
+  }
+  // Every tensor counts (no tensor parallelism): the shard in one sum, the alignment gaps being
+  // zero.
+  if (all_counted) return {shard};
+  std::vector<BufferShard> ranges;
+  for (const BufferShard& r : runs) {
+    const std::int64_t begin = std::max(r.begin, shard.begin);
+    const std::int64_t end = std::min(r.end, shard.end);
+    if (begin < end) ranges.push_back({begin, end});
+  }
+  return ranges;
+}
+
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings)
     : params_(&params),
       settings_(settings),
       shard_{0, params.params().size()},
+      norm_ranges_(counted_ranges(params, shard_)),
       exp_avg_(params.backend(), shard_.size()),
       exp_avg_sq_(params.backend(), shard_.size()) {
   params.backend().fill(exp_avg_.view(), 0.0f);
@@ -30,13 +63,15 @@ AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& setti
 }
 
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
-                               bool distributed)
+                               bool distributed, dist::Communicator* model_parallel)
     : params_(&params),
       settings_(settings),
       group_(group.size() > 1 ? &group : nullptr),
+      model_parallel_(model_parallel && model_parallel->size() > 1 ? model_parallel : nullptr),
       distributed_(distributed),
       shard_(distributed ? data_parallel_shard(params.params().size(), group.size(), group.rank())
                          : BufferShard{0, params.params().size()}),
+      norm_ranges_(counted_ranges(params, shard_)),
       exp_avg_(params.backend(), shard_.size()),
       exp_avg_sq_(params.backend(), shard_.size()) {
   params.backend().fill(exp_avg_.view(), 0.0f);
@@ -52,15 +87,20 @@ void AdamWOptimizer::reduce_gradients() {
   }
 }
 
-OptimizerStep AdamWOptimizer::step(double lr, double weight_decay) {
+OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_finite) {
   Backend& backend = params_->backend();
   const FloatView grads = params_->grads().subspan(shard_.begin, shard_.size());
   OptimizerStep result;
   // The alignment gaps of the buffer are zero, so the sum over the buffer is the parameters'.
   // Sharded, every rank contributes its shard's sum (Megatron's get_grad_norm_fp32 all-reduces
-  // the squared norm over the data-parallel group of the distributed optimizer).
-  double sum_of_squares = backend.sum_of_squares(grads);
+  // the squared norm over the data-parallel group of the distributed optimizer), and each
+  // tensor-parallel rank its shards' (replicated tensors on rank 0 only).
+  double sum_of_squares = 0.0;
+  for (const BufferShard& r : norm_ranges_)
+    sum_of_squares += backend.sum_of_squares(params_->grads().subspan(r.begin, r.size()));
+  if (!loss_finite) sum_of_squares = std::numeric_limits<double>::quiet_NaN();
   if (group_ && distributed_) group_->all_reduce(std::span<double>(&sum_of_squares, 1), dist::ReduceOp::Sum);
+  if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&sum_of_squares, 1), dist::ReduceOp::Sum);
   result.grad_norm = std::sqrt(sum_of_squares);
   if (!std::isfinite(result.grad_norm)) return result;
 

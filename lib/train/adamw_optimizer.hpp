@@ -15,6 +15,15 @@
 //                rank clips and updates its shard, and the updated weights are all-gathered.
 // Either way every rank takes the same decision to skip or clip, from the same global norm.
 //
+// Under tensor parallelism (the model's parameters are this tensor-parallel rank's shards) the
+// data-parallel group is the one of this tensor-parallel rank, so the distributed optimizer
+// shards each rank's own buffer within it, as Megatron does. The norm counts every replicated
+// tensor once (ParameterEntry::counted_on: on tensor-parallel rank 0) and all-reduces the sum of
+// squares over the model-parallel group as well (Megatron's get_grad_norm_fp32 over
+// param_is_not_tensor_parallel_duplicate parameters). Under pipeline parallelism the
+// model-parallel group spans the stages too, and the last stage's copy of a tied word embedding
+// is left out (Megatron's param_is_not_shared).
+//
 // On every backend so far the model's fp32 parameters are themselves the master weights, so no
 // separate master copy is kept (nor sharded); checkpoints record that (train_checkpoint.hpp).
 #pragma once
@@ -46,16 +55,21 @@ public:
   AdamWOptimizer(GptParameters& params, const AdamWSettings& settings);
   // Over the data-parallel `group` (must outlive the optimizer); `distributed`: shard the state
   // (--use-distributed-optimizer).
+  // `model_parallel` (may be null; must outlive the optimizer): the ranks holding the other
+  // tensor-parallel shards and pipeline stages of the same replica, whose sums of squares
+  // complete the norm.
   AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
-                 bool distributed);
+                 bool distributed, dist::Communicator* model_parallel = nullptr);
 
   // Collective: sums the gradient buffer over the data-parallel group (all of it, or this rank's
   // shard with the distributed optimizer). Call once per iteration, after the micro-batches.
   void reduce_gradients();
 
   // Collective: one step on the reduced gradients (clipped in place). lr and weight_decay come
-  // from the scheduler; a group's decay is weight_decay × its multiplier.
-  OptimizerStep step(double lr, double weight_decay);
+  // from the scheduler; a group's decay is weight_decay × its multiplier. loss_finite false (the
+  // iteration's loss is NaN or Inf) skips the step like a non-finite gradient; it enters the
+  // reduced norm, so every rank of the groups takes the same decision.
+  OptimizerStep step(double lr, double weight_decay, bool loss_finite = true);
 
   // Adam's t: steps applied so far (skipped steps do not count).
   std::int64_t steps() const { return steps_; }
@@ -86,11 +100,16 @@ private:
   void write_moment(DeviceBuffer& moment, const ParameterEntry& e, std::span<const float> values);
   std::vector<float> collect_moment(const DeviceBuffer& moment);
 
+  // The parts of this rank's shard whose sum of squares enters the norm.
+  static std::vector<BufferShard> counted_ranges(const GptParameters& params, const BufferShard& shard);
+
   GptParameters* params_;
   AdamWSettings settings_;
   dist::Communicator* group_ = nullptr;  // null: one rank
+  dist::Communicator* model_parallel_ = nullptr;  // null: no tensor parallelism
   bool distributed_ = false;
   BufferShard shard_;
+  std::vector<BufferShard> norm_ranges_;
   DeviceBuffer exp_avg_;     // [shard size], element i is buffer element shard.begin + i
   DeviceBuffer exp_avg_sq_;
   std::int64_t steps_ = 0;

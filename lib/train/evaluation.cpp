@@ -25,12 +25,21 @@ BatchPrefetcher::Settings prefetch_settings(const EvaluationSettings& s) {
 
 Evaluator::Evaluator(GptModel& model, std::shared_ptr<const SplitSampleReader> reader,
                      const EvaluationSettings& settings)
-    : model_(&model), settings_(settings), batches_(std::move(reader), prefetch_settings(settings)) {}
+    : model_(&model), settings_(settings), batches_(std::move(reader), prefetch_settings(settings)) {
+  if (settings.pipeline && settings.pipeline->size() > 1)
+    pipeline_ = std::make_unique<PipelineExecutor>(model, *settings.pipeline);
+}
 
 LossValues Evaluator::evaluate() {
   double loss_sum = 0.0;
   double token_count = 0.0;
   for (std::int64_t it = 0; it < settings_.eval_iters; ++it) {
+    if (pipeline_) {
+      const LossSum s = pipeline_->evaluate(settings_.num_microbatches, [&] { return batches_.next(); });
+      loss_sum += s.loss_sum;
+      token_count += s.token_count;
+      continue;
+    }
     for (std::int64_t m = 0; m < settings_.num_microbatches; ++m) {
       const HostMicroBatch batch = batches_.next();
       const ForwardOutput out = model_->forward_only(batch.view());

@@ -3,7 +3,9 @@
 // split; its sample iterator continues from one evaluation to the next, as Megatron's
 // validation iterator does with the "single" data loader. Across data-parallel ranks each rank
 // evaluates its slice of every global batch (the sampler's order, batch_prefetcher.hpp) and the
-// sums are all-reduced over the group, as Megatron's evaluate() does.
+// sums are all-reduced over the group, as Megatron's evaluate() does. With pipeline stages the
+// micro-batches pass through the stages forward only (pipeline_executor.hpp); the last stage's
+// sums reach every stage.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "dist/communicator.hpp"
 #include "model/gpt_model.hpp"
 #include "train/batch_prefetcher.hpp"
+#include "train/pipeline_executor.hpp"
 #include "train/training_log.hpp"
 
 namespace mgt {
@@ -23,6 +26,9 @@ struct EvaluationSettings {
   std::int64_t num_microbatches = 1;  // per iteration and rank: global batch / (micro batch · DP)
   // The data-parallel group (null: one rank); must outlive the evaluator.
   dist::Communicator* data_parallel = nullptr;
+  // The pipeline-parallel group when the model is one stage of several (null: the whole model);
+  // must outlive the evaluator.
+  dist::Communicator* pipeline = nullptr;
   std::int64_t eval_iters = 0;        // --eval-iters
   std::string split_name = "valid";
 };
@@ -43,6 +49,7 @@ private:
   std::int64_t data_parallel_size() const { return settings_.data_parallel ? settings_.data_parallel->size() : 1; }
 
   GptModel* model_;
+  std::unique_ptr<PipelineExecutor> pipeline_;
   EvaluationSettings settings_;
   BatchPrefetcher batches_;
 };

@@ -33,8 +33,15 @@ ExitConditions::ExitConditions(const LoggingOptions& o, Clock::time_point start)
 ExitConditions::ExitConditions(const Settings& settings, Clock::time_point start)
     : settings_(settings), start_(start) {
   const int signal = exit_signal_number(settings.exit_signal);
-  // As Megatron's handler: every arrival only sets the flag, even under nohup.
-  if (settings_.exit_signal_handler) signal_flag_.emplace(std::initializer_list<int>{signal});
+  // As Megatron's handler: every arrival only sets the flag, even under nohup. SIGTERM is handled
+  // beside another exit signal: under Slurm the signal chosen with sbatch --signal comes before
+  // the time limit, but a preemption still sends SIGTERM, and a run that saves is worth more
+  // than the kill that default action would be.
+  if (!settings_.exit_signal_handler) return;
+  if (signal == SIGTERM)
+    signal_flag_.emplace(std::initializer_list<int>{SIGTERM});
+  else
+    signal_flag_.emplace(std::initializer_list<int>{signal, SIGTERM});
 }
 
 ExitConditions::~ExitConditions() = default;
@@ -57,7 +64,9 @@ ExitReason ExitConditions::should_exit(std::int64_t iteration, Clock::time_point
 
 std::string ExitConditions::exit_message(ExitReason reason, std::int64_t iteration, Clock::time_point now) const {
   switch (reason) {
-    case ExitReason::Signal: return "exiting program after receiving " + settings_.exit_signal + ".";
+    case ExitReason::Signal:
+      return "exiting program after receiving " +
+             (signal_received() ? signal_name(signal_flag_->signal()) : settings_.exit_signal) + ".";
     case ExitReason::Duration: return "exiting program after " + python_float_repr(minutes_since_start(now)) + " minutes";
     case ExitReason::Interval: return "exiting program at iteration " + std::to_string(iteration);
     case ExitReason::None: break;

@@ -1,7 +1,8 @@
 // When mgt-train stops before --train-iters: Megatron's checkpoint_and_decide_exit
 // (megatron/training/training.py). After each iteration the loop asks should_exit(iteration):
-//   Signal    --exit-signal-handler and the exit signal arrived (checked first). Megatron saves
-//             (with --save) and exits, skipping the regular save of that iteration.
+//   Signal    --exit-signal-handler and the exit signal (or SIGTERM, always handled with it)
+//             arrived (checked first). Megatron saves (with --save) and exits, skipping the
+//             regular save of that iteration.
 //   Duration  --exit-duration-in-mins: more than that many minutes since the program started.
 //   Interval  --exit-interval: the iteration is a multiple of it.
 // For Duration and Interval Megatron saves (with --save) unless the regular --save-interval
@@ -52,7 +53,8 @@ public:
   double minutes_since_start(Clock::time_point now = Clock::now()) const;
 
   // What Megatron prints (inside print_datetime's brackets) before exiting:
-  // "exiting program after receiving SIGTERM." (naming the configured signal),
+  // "exiting program after receiving SIGTERM." (naming the signal that arrived, else the
+  // configured one),
   // "exiting program after 12.5 minutes", "exiting program at iteration 100".
   std::string exit_message(ExitReason reason, std::int64_t iteration, Clock::time_point now = Clock::now()) const;
 

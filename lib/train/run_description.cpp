@@ -137,6 +137,8 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   const ParallelOptions& p = o.parallel;
   a.set("tensor_model_parallel_size", PyValue::integer(p.tensor_model_parallel_size));
   a.set("pipeline_model_parallel_size", PyValue::integer(p.pipeline_model_parallel_size));
+  a.set("decoder_first_pipeline_num_layers", integer_or_none(p.decoder_first_pipeline_num_layers));
+  a.set("decoder_last_pipeline_num_layers", integer_or_none(p.decoder_last_pipeline_num_layers));
   a.set("context_parallel_size", PyValue::integer(p.context_parallel_size));
   a.set("sequence_parallel", PyValue::boolean(p.sequence_parallel));
   a.set("use_distributed_optimizer", PyValue::boolean(p.use_distributed_optimizer));
@@ -157,6 +159,15 @@ std::string tokenizer_description_json(const TokenizerOptions& options, const To
   t.set("merge_file", options.merge_file.empty() ? PyValue::none() : PyValue::string(options.merge_file));
   t.set("vocab_size", integer_or_none(options.vocab_size));
   t.set("vocab_extra_ids", PyValue::integer(options.vocab_extra_ids));
+  t.set("tokenizer_model", options.tokenizer_model.empty() ? PyValue::none() : PyValue::string(options.tokenizer_model));
+  t.set("tiktoken_pattern", options.tiktoken_pattern.empty() ? PyValue::none() : PyValue::string(options.tiktoken_pattern));
+  t.set("tiktoken_num_special_tokens", PyValue::integer(options.tiktoken_num_special_tokens));
+  if (options.tiktoken_special_tokens) {
+    // One space-separated string: the checkpoint's tokenizer record holds scalars only.
+    std::string joined;
+    for (const std::string& token : *options.tiktoken_special_tokens) joined += (joined.empty() ? "" : " ") + token;
+    t.set("tiktoken_special_tokens", PyValue::string(joined));
+  }
   t.set("true_vocab_size", PyValue::integer(tokenizer.vocab_size()));
   t.set("padded_vocab_size", PyValue::integer(padded_vocab_size));
   t.set("eod", PyValue::integer(tokenizer.eod()));

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/log.hpp"
+#include "model/parameter_sharding.hpp"
 #include "train/checkpoint_json.hpp"
 
 namespace mgt {
@@ -29,12 +30,10 @@ constexpr const char* kOptimizerKey = "optimizer";
 constexpr const char* kMasterParamsKey = "fp32_master_params";
 constexpr const char* kMasterInModel = "model";
 
-ckpt::WorldLayout world_of(const GptParameters& params) {
-  ckpt::WorldLayout w;
-  w.tensor_model_parallel_size = static_cast<int>(params.tensor_parallel().size);
-  w.tensor_model_parallel_rank = static_cast<int>(params.tensor_parallel().rank);
-  return w;
-}
+constexpr const char* kParallelLayoutKey = "parallel_layout";
+// What every checkpoint stores: the single-rank tensors in one shard file.
+const ckpt::WorldLayout kStoredLayout{};
+const TensorParallelRank kWholeTensors{1, 0};
 
 // One parameter (or optimizer state of it) as stored: local shape, global shape and the
 // tensor-parallel split recorded so that a converter can reshard without knowing the model.
@@ -82,7 +81,12 @@ std::string write_train_checkpoint(const std::string& save_dir, const TrainCheck
                                    const TrainCheckpointSaveSettings& settings) {
   const GptParameters& params = parts.params;
   const TrainingProgress& progress = parts.progress;
-  const TensorParallelRank& tp = params.tensor_parallel();
+  const WholeTrainState* whole = settings.whole;
+  if ((params.tensor_parallel().size > 1 || !params.pipeline_stage().whole_model()) && !whole)
+    throw Error("internal error: a tensor-parallel rank's shards or a pipeline stage's tensors are not a checkpoint; "
+                "gather them whole first");
+  if (whole && settings.save_optimizer && whole->exp_avg.empty() && !whole->table.entries.empty())
+    throw Error("internal error: the optimizer state was not gathered for the checkpoint");
 
   ckpt::CheckpointMetadata meta;
   meta.iteration = progress.iteration;
@@ -93,21 +97,35 @@ std::string write_train_checkpoint(const std::string& save_dir, const TrainCheck
   meta.tokenizer_json = settings.tokenizer_json;
   meta.scheduler_json = scheduler_state_json(parts.scheduler.state());
   if (settings.save_optimizer) meta.extra_json[kOptimizerKey] = optimizer_scalars_json(parts.optimizer);
-  meta.world = world_of(params);
+  meta.extra_json[kParallelLayoutKey] = settings.parallel_layout_json;
+  meta.world = kStoredLayout;
 
   ckpt::IterationSave save(save_dir, progress.iteration);
   ckpt::ShardWriter writer(save.staged_path(ckpt::shard_file_name(ckpt::ShardId::model_shard(meta.world))), meta);
-  for (const ParameterEntry& e : params.entries())
-    writer.write(tensor_record(ckpt::model_tensor_path(e.name), e, tp), bytes_of(params.read_param(e)));
+  // Whole tensors: the gathered ones, or this single rank's own.
+  const ParameterTable& table = whole ? whole->table : params.table();
+  auto write = [&](const std::string& path, const ParameterEntry& e, const std::vector<float>& values) {
+    writer.write(tensor_record(path, e, kWholeTensors), bytes_of(values));
+  };
+  for (const ParameterEntry& e : table.entries) {
+    const std::string path = ckpt::model_tensor_path(e.name);
+    if (whole) write(path, e, whole->weights.at(e.name));
+    else write(path, e, params.read_param(e));
+  }
   if (settings.save_optimizer) {
     using ckpt::OptimizerState;
     // The weights are fp32 and are the master copy: no optimizer/fp32_master_params (see
     // kMasterParamsKey). A backend with lower-precision weights would write its master copy here.
-    for (const ParameterEntry& e : params.entries()) {
-      writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, tp),
-                   bytes_of(parts.optimizer.read_exp_avg(e)));
-      writer.write(tensor_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp),
-                   bytes_of(parts.optimizer.read_exp_avg_sq(e)));
+    for (const ParameterEntry& e : table.entries) {
+      const std::string avg = ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name);
+      const std::string avg_sq = ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name);
+      if (whole) {
+        write(avg, e, whole->exp_avg.at(e.name));
+        write(avg_sq, e, whole->exp_avg_sq.at(e.name));
+      } else {
+        write(avg, e, parts.optimizer.read_exp_avg(e));
+        write(avg_sq, e, parts.optimizer.read_exp_avg_sq(e));
+      }
     }
   }
   if (settings.save_rng) {
@@ -194,34 +212,61 @@ std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
               "; move them away to start over, or repair the tracker file");
 }
 
+// The stored whole tensor at `path`, then this rank's shard of it (a copy only under tensor
+// parallelism); `whole` is scratch.
 void read_floats(const ckpt::ShardReader& reader, const std::string& path, const ParameterEntry& e,
-                 std::vector<float>& out) {
-  out.resize(static_cast<std::size_t>(e.numel()));
-  reader.read(path, ckpt::TensorDType::Float32, e.local_shape, std::as_writable_bytes(std::span<float>(out)));
+                 const TensorParallelRank& tp, std::vector<float>& whole, std::vector<float>& out) {
+  std::vector<float>& target = tp.size == 1 ? out : whole;
+  target.resize(static_cast<std::size_t>(e.global_numel()));
+  reader.read(path, ckpt::TensorDType::Float32, e.global_shape, std::as_writable_bytes(std::span<float>(target)));
+  if (tp.size > 1) out = shard_tensor(e, tp, whole);
+}
+
+// The checkpoint a run resuming from load_dir would read, without a word: nullopt when there is
+// none.
+std::optional<std::string> quiet_checkpoint_to_resume(const std::string& load_dir) {
+  if (auto directory = ckpt::find_latest_checkpoint_directory(load_dir)) return directory;
+  const ckpt::NewestCompleteIteration found = ckpt::find_newest_complete_iteration(load_dir);
+  if (found.complete) return found.complete->directory;
+  return std::nullopt;
 }
 
 }  // namespace
+
+std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load_dir) {
+  try {
+    const std::optional<std::string> directory = quiet_checkpoint_to_resume(load_dir);
+    if (!directory) return std::nullopt;
+    ckpt::ShardReader reader(*directory + "/" + ckpt::shard_file_name(ckpt::ShardId::model_shard(kStoredLayout)));
+    JsonScalars args(reader.metadata().args_json, "the checkpoint's arguments");
+    if (!args.contains("padded_vocab_size")) return std::nullopt;
+    return args.integer("padded_vocab_size");
+  } catch (const Error&) {
+    return std::nullopt;  // loading it says what is wrong
+  }
+}
 
 std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,
                                                  const TrainCheckpointLoadSettings& settings) {
   const std::optional<std::string> directory = checkpoint_to_resume(load_dir);
   if (!directory) return std::nullopt;
   GptParameters& params = parts.params;
-  const ckpt::WorldLayout world = world_of(params);
-  ckpt::ShardReader reader(*directory + "/" + ckpt::shard_file_name(ckpt::ShardId::model_shard(world)));
+  const TensorParallelRank& tp = params.tensor_parallel();
+  ckpt::ShardReader reader(*directory + "/" + ckpt::shard_file_name(ckpt::ShardId::model_shard(kStoredLayout)));
   const ckpt::CheckpointMetadata& meta = reader.metadata();
   const std::string where = "checkpoint " + *directory;
-  if (meta.world.tensor_model_parallel_size != world.tensor_model_parallel_size ||
-      meta.world.pipeline_model_parallel_size != world.pipeline_model_parallel_size)
-    throw Error(where + " was saved with tensor-parallel size " +
-                std::to_string(meta.world.tensor_model_parallel_size) + " and pipeline-parallel size " +
-                std::to_string(meta.world.pipeline_model_parallel_size) + "; this run uses " +
-                std::to_string(world.tensor_model_parallel_size) + " and " +
-                std::to_string(world.pipeline_model_parallel_size) + " (convert it first)");
+  if (meta.world.tensor_model_parallel_size != 1 || meta.world.pipeline_model_parallel_size != 1)
+    throw Error(where + " is split over shard files (tensor-parallel size " +
+                std::to_string(meta.world.tensor_model_parallel_size) + ", pipeline-parallel size " +
+                std::to_string(meta.world.pipeline_model_parallel_size) +
+                "); mgt-train reads checkpoints of whole tensors in one file, which it reshards itself "
+                "(convert it to one shard first)");
 
-  // Every stored weight must be one of ours and every one of ours must be stored.
+  // Every stored weight must be one of the model's and every one of ours must be stored (a
+  // pipeline stage reads its own part of the whole model's tensors).
   std::set<std::string> expected;
-  for (const ParameterEntry& e : params.entries()) expected.insert(ckpt::model_tensor_path(e.name));
+  for (const ParameterEntry& e : gpt_parameter_table(params.config()).entries)
+    expected.insert(ckpt::model_tensor_path(e.name));
   for (const std::string& name : reader.tensor_names(ckpt::kModelGroup))
     if (!expected.count(name))
       throw Error(where + ": checkpoint tensor '" + name + "' is not a parameter of this model" +
@@ -231,6 +276,7 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
                        : std::string()));
 
   std::vector<float> host;
+  std::vector<float> whole;
   auto load = [&](const std::string& path, const ParameterEntry& e) {
     if (!reader.contains(path))
       throw Error(where + " has no tensor '" + path + "'" + shape_hint(meta, params.config()) +
@@ -238,7 +284,7 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
                        ? " (it was saved without --untie-embeddings-and-output-weights)"
                        : std::string()));
     try {
-      read_floats(reader, path, e, host);
+      read_floats(reader, path, e, tp, whole, host);
     } catch (const Error& error) {
       throw Error(std::string(error.what()) + shape_hint(meta, params.config()));
     }

@@ -14,7 +14,17 @@
 //   rng/dropout_state                              int64 [seed, micro steps], unless --no-save-rng
 //   metadata: iteration, consumed train/valid samples, FLOPs so far, the arguments and tokenizer
 //   as JSON, the scheduler state (Megatron's keys), extra_json["optimizer"] = {"step": t, ...,
-//   "fp32_master_params": "model"} (the master weights are model/<name>).
+//   "fp32_master_params": "model"} (the master weights are model/<name>), and
+//   extra_json["parallel_layout"]: the layout the run trained with (sizes, sequence parallelism,
+//   distributed optimizer).
+//
+// The tensors are always the single-rank (TP = 1) ones, one shard file: a tensor-parallel run
+// gathers them whole first (whole_train_state.hpp), and a run loading the checkpoint keeps its
+// own shard of each (shard_tensor), so a checkpoint resumes on any tensor- or data-parallel
+// layout. Likewise a pipeline-parallel run brings every stage's tensors to rank 0
+// (pipeline_train_state.hpp), and each stage of a run loading it reads its own tensors, so the
+// pipeline size may change between save and resume. Older checkpoints split over
+// tensor-parallel shard files are refused (convert them).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -24,6 +34,7 @@
 #include "model/gpt_parameters.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/whole_train_state.hpp"
 
 namespace mgt {
 
@@ -52,6 +63,11 @@ struct TrainCheckpointSaveSettings {
   bool save_rng = true;        // not --no-save-rng
   std::string args_json = "{}";
   std::string tokenizer_json = "{}";
+  // extra_json["parallel_layout"]: how the run is laid out over ranks (JSON object).
+  std::string parallel_layout_json = "{}";
+  // A tensor-parallel run's tensors gathered whole (gather_whole_train_state), written instead
+  // of the parts' own shards; null: the parts' tensors are whole (tensor-parallel size 1).
+  const WholeTrainState* whole = nullptr;
 };
 
 // Opens save_dir for a run's saves: creates it, takes its writer lock (mgt::Error naming the
@@ -79,10 +95,16 @@ struct TrainCheckpointLoadSettings {
   SchedulerResume scheduler_resume = SchedulerResume::RequireMatch;
 };
 
+// The padded vocabulary size recorded in the arguments of the checkpoint --load would resume
+// (nullopt: no checkpoint, or none readable: loading it reports why). A run keeps it, so that a
+// checkpoint padded for one tensor-parallel size resumes on another.
+std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load_dir);
+
 // Restores the checkpoint the tracker file in load_dir names; without a tracker file, the newest
 // complete iteration directory (with a warning; mgt::Error when there are iteration directories
 // but none is complete). Returns its directory, or nullopt when load_dir holds no checkpoint
-// (nothing is changed then). Throws mgt::Error naming the
+// (nothing is changed then). Each tensor is read whole and this rank keeps its tensor-parallel
+// shard (and, with the distributed optimizer, its part of the moments). Throws mgt::Error naming the
 // tensor when a shape differs from the model's, when a tensor is missing or is not one of the
 // model's parameters, and when optimizer or RNG state is asked for but was not saved.
 std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,

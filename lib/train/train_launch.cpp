@@ -97,6 +97,12 @@ int run_training_program(int argc, const char* const* argv) {
     settings.backend = backend.get();
     settings.ranks.world = &runtime->world();
     settings.ranks.data_parallel = &groups.get(dist::GroupKind::DataParallel);
+    settings.ranks.tensor_model_parallel = &groups.get(dist::GroupKind::TensorModelParallel);
+    if (layout.pipeline_model_parallel_size() > 1) {
+      settings.ranks.pipeline_model_parallel = &groups.get(dist::GroupKind::PipelineModelParallel);
+      settings.ranks.model_parallel = &groups.get(dist::GroupKind::ModelParallel);
+      settings.ranks.embedding = groups.find(dist::GroupKind::Embedding);
+    }
     train_gpt(options, settings);
   } catch (const FailedOnSomeRank& e) {
     // Every rank stopped at the same step: each says why (as the program reports errors) and

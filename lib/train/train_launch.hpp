@@ -6,9 +6,10 @@
 //
 // The ranks are started with lib/dist (dist/distributed_runtime.hpp) before the flags are
 // validated, because the data-parallel size is the world size divided by the model-parallel
-// sizes. Every rank computes; world rank 0 alone prints Megatron's lines, writes --metrics-file and
-// the checkpoints, and the other ranks log warnings and errors only (rank-prefixed). A usage error
-// is printed by rank 0 alone; all ranks exit with its status. On GPUs each rank of a machine takes
+// sizes. Every rank computes (tensor-parallel ranks their shards of each layer); world rank 0
+// alone prints Megatron's lines, writes --metrics-file and the checkpoints, and the other ranks
+// log warnings and errors only (rank-prefixed). A usage error is printed by rank 0 alone; all
+// ranks exit with its status. On GPUs each rank of a machine takes
 // its own device (--device auto or cuda; see device_of_rank in train_launch.cpp).
 //
 // Built into mgt-train-launch, not into mgt: it starts MPI, which only the programs that run

@@ -6,6 +6,7 @@
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
 #include "kernels/backend_factory.hpp"
+#include "tokenizer/tokenizer_flags.hpp"
 
 namespace mgt {
 
@@ -97,6 +98,10 @@ constexpr OptionDef kOptions[] = {
   {"data", "merge-file", FlagArity::One, "FILE", "GPT-2 BPE merges file"},
   {"data", "vocab-size", FlagArity::One, "N", "Vocabulary size (NullTokenizer)"},
   {"data", "vocab-extra-ids", FlagArity::One, "N", "Extra <extra_id_i> tokens (BERT tokenizers, default 0)"},
+  {"data", "tokenizer-model", FlagArity::One, "PATH", "SentencePiece .model, tokenizer.json (or its directory), or TikToken ranks"},
+  {"data", "tiktoken-pattern", FlagArity::One, "V", "TikTokenizer regex: v1 or v2"},
+  {"data", "tiktoken-num-special-tokens", FlagArity::One, "N", "TikTokenizer ids reserved for special tokens (default 1000)"},
+  {"data", "tiktoken-special-tokens", FlagArity::Many, "TOKEN...", "TikTokenizer special tokens"},
   {"data", "eod-mask-loss", FlagArity::None, "", "No loss on end-of-document input tokens"},
   {"data", "reset-position-ids", FlagArity::None, "", "Positions restart after each end of document"},
   {"data", "reset-attention-mask", FlagArity::None, "", "No attention across document boundaries"},
@@ -121,8 +126,10 @@ constexpr OptionDef kOptions[] = {
   {"logging", "log-throughput", FlagArity::None, "", "Log TFLOP/s per GPU"},
   {"logging", "metrics-file", FlagArity::One, "FILE", "mgt: append one JSON object per log line and validation"},
 
-  {"parallelism", "tensor-model-parallel-size", FlagArity::One, "N", "Tensor-parallel size (1 only for now)"},
-  {"parallelism", "pipeline-model-parallel-size", FlagArity::One, "N", "Pipeline-parallel size (1 only for now)"},
+  {"parallelism", "tensor-model-parallel-size", FlagArity::One, "N", "Tensor-parallel size: ranks that split each layer"},
+  {"parallelism", "pipeline-model-parallel-size", FlagArity::One, "N", "Pipeline-parallel size: stages of consecutive layers, 1F1B schedule"},
+  {"parallelism", "decoder-first-pipeline-num-layers", FlagArity::One, "N", "Layers of the first pipeline stage (default num-layers / PP)"},
+  {"parallelism", "decoder-last-pipeline-num-layers", FlagArity::One, "N", "Layers of the last pipeline stage (default num-layers / PP)"},
   {"parallelism", "context-parallel-size", FlagArity::One, "N", "Context-parallel size (1 only)"},
   {"parallelism", "sequence-parallel", FlagArity::None, "", "Sequence parallelism (needs tensor parallelism)"},
   {"parallelism", "use-distributed-optimizer", FlagArity::None, "", "Shard the optimizer state over data-parallel ranks"},
@@ -238,6 +245,7 @@ void read_data(const FlagValues& f, DataOptions& d) {
   f.set("vocab-file", d.tokenizer.vocab_file);
   f.set("merge-file", d.tokenizer.merge_file);
   f.set("vocab-size", d.tokenizer.vocab_size);
+  set_tokenizer_model_flags(f, d.tokenizer);
   std::int64_t extra = d.tokenizer.vocab_extra_ids;
   f.set("vocab-extra-ids", extra);
   if (extra < 0 || extra > 1000000) throw UsageError("--vocab-extra-ids must be between 0 and 1000000");
@@ -277,6 +285,8 @@ void read_checkpoint_and_logging(const FlagValues& f, CheckpointOptions& c, Logg
 void read_parallel(const FlagValues& f, ParallelOptions& p) {
   f.set("tensor-model-parallel-size", p.tensor_model_parallel_size);
   f.set("pipeline-model-parallel-size", p.pipeline_model_parallel_size);
+  f.set("decoder-first-pipeline-num-layers", p.decoder_first_pipeline_num_layers);
+  f.set("decoder-last-pipeline-num-layers", p.decoder_last_pipeline_num_layers);
   f.set("context-parallel-size", p.context_parallel_size);
   f.set("sequence-parallel", p.sequence_parallel);
   f.set("use-distributed-optimizer", p.use_distributed_optimizer);
@@ -297,6 +307,10 @@ TrainOptions read_train_options(int argc, const char* const* argv) {
   cxxopts::Options options = make_cxxopts();
   CommandLineRules rules;
   rules.known = known_flags();
+  // Megatron's interleaved schedule (virtual pipeline stages) is not implemented.
+  for (const char* flag : {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"})
+    rules.refused[flag] = "interleaved pipeline stages are not implemented; --pipeline-model-parallel-size runs "
+                          "Megatron's non-interleaved 1F1B schedule";
   const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
   TrainOptions o;
   if (result.count("help")) {
@@ -319,6 +333,10 @@ std::string train_options_help() {
   return make_cxxopts().help({"model", "training", "data", "checkpointing", "logging", "parallelism", "other"}) +
          "\nFlags are Megatron-LM's (pretrain_gpt.py), with its defaults; a Megatron flag that is "
          "not listed here is refused by name.\nSee man mgt-train(1).\n";
+}
+
+PipelineSplit pipeline_split(const ParallelOptions& p) {
+  return {p.pipeline_model_parallel_size, p.decoder_first_pipeline_num_layers, p.decoder_last_pipeline_num_layers};
 }
 
 IndexOptions index_options(const TrainOptions& o) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/index_job.hpp"
+#include "model/pipeline_stage.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace mgt {
@@ -129,8 +130,12 @@ struct LoggingOptions {
 };
 
 struct ParallelOptions {
-  std::int64_t tensor_model_parallel_size = 1;    // 1 only, for now
-  std::int64_t pipeline_model_parallel_size = 1;  // 1 only, for now
+  std::int64_t tensor_model_parallel_size = 1;    // --tensor-model-parallel-size
+  std::int64_t pipeline_model_parallel_size = 1;  // --pipeline-model-parallel-size (1F1B)
+  // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers: the layers of the
+  // first / last pipeline stage (model/pipeline_stage.hpp); unset: num_layers / PP each.
+  std::optional<std::int64_t> decoder_first_pipeline_num_layers;
+  std::optional<std::int64_t> decoder_last_pipeline_num_layers;
   std::int64_t context_parallel_size = 1;         // 1 only
   bool sequence_parallel = false;                 // cleared when TP is 1, as Megatron does
   bool use_distributed_optimizer = false;         // same results as the plain optimizer at DP 1
@@ -180,5 +185,8 @@ std::string train_options_help();
 // The data flags as mgt-index takes them, so training builds (or finds in the cache) exactly
 // the indices mgt-index builds for the same flags.
 IndexOptions index_options(const TrainOptions& options);
+
+// The pipeline flags as the model's split of the layers takes them.
+PipelineSplit pipeline_split(const ParallelOptions& parallel);
 
 }  // namespace mgt

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/command_line.hpp"
+#include "model/pipeline_stage.hpp"
 #include "train/train_options.hpp"
 
 namespace mgt {
@@ -39,8 +40,8 @@ void refuse_value(const char* flag, const std::string& value, const char* what_w
 }
 
 void validate_parallel(ParallelOptions& p, int world_size) {
-  only_one_supported("--tensor-model-parallel-size", p.tensor_model_parallel_size);
-  only_one_supported("--pipeline-model-parallel-size", p.pipeline_model_parallel_size);
+  require_positive("--tensor-model-parallel-size", p.tensor_model_parallel_size);
+  require_positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size);
   only_one_supported("--context-parallel-size", p.context_parallel_size);
   if (world_size <= 0) throw Error("world size must be positive");
   const std::int64_t model_size =
@@ -215,6 +216,22 @@ void validate_model(ModelShapeOptions& m) {
   }
 }
 
+// What Megatron's TransformerConfig and tensor-parallel layers assert (num_attention_heads and
+// num_query_groups multiples of tensor_model_parallel_size, megatron/core/utils.py divide() of
+// ffn_hidden_size, the sequence split of scatter_to_sequence_parallel_region), as flags.
+void validate_tensor_parallel(const ModelShapeOptions& m, const ParallelOptions& p) {
+  const std::int64_t tp = p.tensor_model_parallel_size;
+  if (tp == 1) return;
+  const std::string by = " must be divisible by --tensor-model-parallel-size (" + str(tp) + ")";
+  if (*m.num_attention_heads % tp != 0)
+    throw UsageError("--num-attention-heads (" + str(*m.num_attention_heads) + ")" + by);
+  if (m.group_query_attention && m.num_query_groups % tp != 0)
+    throw UsageError("--num-query-groups (" + str(m.num_query_groups) + ")" + by);
+  if (*m.ffn_hidden_size % tp != 0) throw UsageError("--ffn-hidden-size (" + str(*m.ffn_hidden_size) + ")" + by);
+  if (p.sequence_parallel && *m.seq_length % tp != 0)
+    throw UsageError("--sequence-parallel: --seq-length (" + str(*m.seq_length) + ")" + by);
+}
+
 void validate_data(DataOptions& d) {
   const bool whole = !d.data_path.empty() || d.data_args_path;
   const bool per_split = !d.train_data_path.empty() || !d.valid_data_path.empty() || !d.test_data_path.empty();
@@ -258,6 +275,9 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_batch(o.optim, o.parallel);
   validate_run_length(o.optim);
   validate_model(o.model);
+  validate_tensor_parallel(o.model, o.parallel);
+  // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
+  pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_schedule(o.optim);
   validate_optimizer(o.optim);
   validate_data(o.data);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "ckpt/checkpoint_layout.hpp"
@@ -18,11 +19,14 @@
 #include "dist/parallel_layout.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/gpt_model.hpp"
+#include "model/parameter_table.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/batch_prefetcher.hpp"
 #include "train/evaluation.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/pipeline_executor.hpp"
+#include "train/pipeline_train_state.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/run_description.hpp"
 #include "train/run_output.hpp"
@@ -30,6 +34,7 @@
 #include "train/train_data.hpp"
 #include "train/train_memory.hpp"
 #include "train/training_log.hpp"
+#include "train/whole_train_state.hpp"
 
 namespace mgt {
 
@@ -89,7 +94,7 @@ ExitConditions::Settings exit_settings(const LoggingOptions& l) {
   s.exit_interval = l.exit_interval;
   s.exit_duration_in_mins = l.exit_duration_in_mins;
   // SIGTERM always ends a run cleanly (Slurm's notice before a time limit or preemption);
-  // --exit-signal-handler --exit-signal SIG hands that role to SIG.
+  // --exit-signal-handler --exit-signal SIG adds SIG (ExitConditions keeps SIGTERM beside it).
   s.exit_signal_handler = true;
   s.exit_signal = l.exit_signal_handler ? l.exit_signal : std::string("SIGTERM");
   return s;
@@ -104,6 +109,10 @@ public:
         exit_(exit_settings(options.logging)),
         world_(settings.ranks.world ? *settings.ranks.world : own_world_),
         data_parallel_(settings.ranks.data_parallel ? *settings.ranks.data_parallel : own_data_parallel_),
+        tensor_parallel_(settings.ranks.tensor_model_parallel ? *settings.ranks.tensor_model_parallel
+                                                              : own_tensor_parallel_),
+        pipeline_(settings.ranks.pipeline_model_parallel ? *settings.ranks.pipeline_model_parallel : own_pipeline_),
+        model_parallel_(settings.ranks.model_parallel ? settings.ranks.model_parallel : &tensor_parallel_),
         chief_(world_.rank() == 0),
         output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
                 chief_ ? options.logging.metrics_file : std::nullopt),
@@ -114,6 +123,14 @@ public:
                   " (data-parallel size " + std::to_string(options.parallel.data_parallel_size) +
                   ") given a world of " + std::to_string(world_.size()) + " and a data-parallel group of " +
                   std::to_string(data_parallel_.size()));
+    if (tensor_parallel_.size() != options.parallel.tensor_model_parallel_size)
+      throw Error("internal error: a run validated for tensor-parallel size " +
+                  std::to_string(options.parallel.tensor_model_parallel_size) + " given a group of " +
+                  std::to_string(tensor_parallel_.size()));
+    if (pipeline_.size() != options.parallel.pipeline_model_parallel_size)
+      throw Error("internal error: a run validated for pipeline-parallel size " +
+                  std::to_string(options.parallel.pipeline_model_parallel_size) + " given a group of " +
+                  std::to_string(pipeline_.size()));
   }
 
   TrainResult run() {
@@ -157,6 +174,14 @@ private:
   // Per rank and iteration: global batch / (micro batch × data-parallel size).
   std::int64_t microbatches() const { return options_.num_microbatches(); }
   std::int64_t data_parallel_size() const { return data_parallel_.size(); }
+  std::int64_t tensor_parallel_size() const { return tensor_parallel_.size(); }
+  std::int64_t pipeline_parallel_size() const { return pipeline_.size(); }
+  // Megatron's "[ t 1/2, p 1/1 ]": the tensor- and pipeline-parallel coordinates of the printing
+  // rank (world rank 0).
+  std::string model_parallel_coordinates() const {
+    return "[ t 1/" + std::to_string(tensor_parallel_size()) + ", p 1/" + std::to_string(pipeline_parallel_size()) +
+           " ]";
+  }
 
   // Megatron's first line (arguments.py validate_args), and the groups of a distributed run.
   void print_layout() {
@@ -167,13 +192,29 @@ private:
                  std::to_string(p.tensor_model_parallel_size) + ", pipeline-model-parallel size: " +
                  std::to_string(p.pipeline_model_parallel_size));
     if (world_.size() == 1) return;
+    // Megatron's initialize.py _initialize_distributed, then mgt's list of the groups.
+    output_.line("> initialized tensor model parallel with size " + std::to_string(p.tensor_model_parallel_size));
+    output_.line("> initialized pipeline model parallel with size " + std::to_string(p.pipeline_model_parallel_size));
     const dist::ParallelLayout layout(dist::ParallelFlags{p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
                                                           p.distributed_timeout_minutes},
                                       world_.size());
-    std::string groups;
-    for (const std::vector<int>& g : layout.groups(dist::GroupKind::DataParallel))
-      groups += (groups.empty() ? "" : " ") + dist::format_ranks(g);
-    output_.line("> data-parallel groups: " + groups + " (" + data_parallel_.transport() + ")");
+    const auto groups_of = [&](dist::GroupKind kind) {
+      std::string groups;
+      for (const std::vector<int>& g : layout.groups(kind)) groups += (groups.empty() ? "" : " ") + dist::format_ranks(g);
+      return groups;
+    };
+    if (p.tensor_model_parallel_size > 1)
+      output_.line("> tensor-model-parallel groups: " + groups_of(dist::GroupKind::TensorModelParallel) + " (" +
+                   tensor_parallel_.transport() + ")" + (p.sequence_parallel ? ", sequence parallel" : ""));
+    if (p.pipeline_model_parallel_size > 1) {
+      std::string split;
+      for (const PipelineStage& s : pipeline_stages(*options_.model.num_layers, pipeline_split(p)))
+        split += (split.empty() ? "" : ", ") + std::to_string(s.num_layers);
+      output_.line("> pipeline-model-parallel groups: " + groups_of(dist::GroupKind::PipelineModelParallel) + " (" +
+                   pipeline_.transport() + "), layers per stage " + split + ", 1F1B schedule");
+    }
+    output_.line("> data-parallel groups: " + groups_of(dist::GroupKind::DataParallel) + " (" +
+                 data_parallel_.transport() + ")");
     if (p.overlap_grad_reduce || p.overlap_param_gather)
       output_.line("> --overlap-grad-reduce / --overlap-param-gather: accepted; communication is not overlapped "
                    "with computation yet");
@@ -185,6 +226,7 @@ private:
     padded_vocab_ = padded_vocab_size(tokenizer_->vocab_size(), options_.model.make_vocab_size_divisible_by,
                                       options_.parallel.tensor_model_parallel_size);
     output_.line(format_padded_vocab_line(tokenizer_->vocab_size(), padded_vocab_));
+    keep_checkpoint_padded_vocab();
     apply_precision();
     output_.line("> compute device: " + backend_.description());
 
@@ -192,13 +234,30 @@ private:
     // Before any allocation: a model that cannot fit is refused with the numbers.
     check_train_memory(options_, config, memory_available_to(backend_));
     output_.line("building GPT model ...");
-    model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed));
-    output_.line(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
-                 std::to_string(config.num_parameters()));
+    TensorParallelism tp;
+    if (tensor_parallel_size() > 1) tp = {&tensor_parallel_, options_.parallel.sequence_parallel};
+    const std::vector<PipelineStage> stages =
+        pipeline_stages(*options_.model.num_layers, pipeline_split(options_.parallel));
+    PipelineParallelism pp;
+    if (pipeline_parallel_size() > 1) pp = {stages.at(static_cast<std::size_t>(pipeline_.rank())), settings_.ranks.embedding};
+    model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp);
+    if (pipeline_parallel_size() > 1) executor_ = std::make_unique<PipelineExecutor>(*model_, pipeline_);
+    // Megatron prints each model-parallel rank's count from that rank (a tied embedding's copy on
+    // the last stage included); rank 0 knows them all (the tables need no memory).
+    for (const PipelineStage& stage : stages) {
+      for (std::int64_t r = 0; r < tensor_parallel_size(); ++r) {
+        std::int64_t count = 0;
+        for (const ParameterEntry& e : gpt_parameter_table(config, {tensor_parallel_size(), r}, stage).entries)
+          count += e.numel();
+        output_.line(" > number of parameters on (tensor, pipeline) model parallel rank (" + std::to_string(r) +
+                     ", " + std::to_string(stage.rank) + "): " + std::to_string(count));
+      }
+    }
     const OptimizationOptions& o = options_.optim;
     optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
                                                   AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad},
-                                                  data_parallel_, options_.parallel.use_distributed_optimizer);
+                                                  data_parallel_, options_.parallel.use_distributed_optimizer,
+                                                  model_parallel_);
     if (optimizer_->distributed() && data_parallel_size() > 1) {
       const BufferShard shard = optimizer_->shard();
       output_.line("> distributed optimizer: each data-parallel rank keeps Adam's state for its shard of the " +
@@ -210,6 +269,38 @@ private:
     progress_.dropout_seed = static_cast<std::uint64_t>(options_.optim.seed);
     args_json_ = train_args_json(options_, padded_vocab_);
     tokenizer_json_ = tokenizer_description_json(options_.data.tokenizer, *tokenizer_, padded_vocab_);
+    parallel_layout_json_ = parallel_layout_json();
+  }
+
+  // The padded vocabulary of the checkpoint to resume, when it differs from this run's: kept, as
+  // Megatron keeps a --padded-vocab-size read from a checkpoint, so that a checkpoint padded for
+  // another tensor-parallel size reshards on load (the padding rows' logits take part in the
+  // softmax: re-padding would change the model).
+  void keep_checkpoint_padded_vocab() {
+    if (!options_.checkpoint.load) return;
+    const std::optional<std::int64_t> stored = checkpoint_padded_vocab_size(*options_.checkpoint.load);
+    if (!stored || *stored == padded_vocab_ || *stored < tokenizer_->vocab_size()) return;
+    if (*stored % tensor_parallel_size() != 0)
+      throw UsageError("the checkpoint in --load " + *options_.checkpoint.load + " has a padded vocabulary of " +
+                       std::to_string(*stored) + " rows, which --tensor-model-parallel-size " +
+                       std::to_string(tensor_parallel_size()) +
+                       " does not divide; re-pad it with mgt-ckpt-convert --make-vocab-size-divisible-by");
+    padded_vocab_ = *stored;
+    output_.line(" > padded vocab of the checkpoint kept (size: " + std::to_string(tokenizer_->vocab_size()) +
+                 ") with " + std::to_string(padded_vocab_ - tokenizer_->vocab_size()) + " dummy tokens (new size: " +
+                 std::to_string(padded_vocab_) + ")");
+  }
+
+  // extra_json["parallel_layout"] of the checkpoints: the layout this run trains with.
+  std::string parallel_layout_json() const {
+    const ParallelOptions& p = options_.parallel;
+    const auto flag = [](bool b) { return b ? std::string("true") : std::string("false"); };
+    return "{\"world_size\": " + std::to_string(p.world_size) + ", \"tensor_model_parallel_size\": " +
+           std::to_string(p.tensor_model_parallel_size) + ", \"pipeline_model_parallel_size\": " +
+           std::to_string(p.pipeline_model_parallel_size) + ", \"data_parallel_size\": " +
+           std::to_string(p.data_parallel_size) + ", \"sequence_parallel\": " + flag(p.sequence_parallel) +
+           ", \"use_distributed_optimizer\": " + flag(p.use_distributed_optimizer) +
+           ", \"stored_tensors\": \"whole\"}";
   }
 
   // One writer per --save directory, for the whole run; what interrupted saves left there is
@@ -248,8 +339,8 @@ private:
     // Without the checkpoint's random state the dropout streams continue past those the
     // iterations so far would have used.
     if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.iteration * microbatches() * data_parallel_size();
-    output_.line("  successfully loaded checkpoint from " + *c.load + " [ t 1/1, p 1/1 ] at iteration " +
-                 std::to_string(progress_.iteration));
+    output_.line("  successfully loaded checkpoint from " + *c.load + " " + model_parallel_coordinates() +
+                 " at iteration " + std::to_string(progress_.iteration));
   }
 
   void build_data() {
@@ -274,6 +365,7 @@ private:
     e.micro_batch_size = micro_batch();
     e.num_microbatches = microbatches();
     e.data_parallel = &data_parallel_;
+    if (pipeline_parallel_size() > 1) e.pipeline = &pipeline_;
     e.eval_iters = options_.logging.eval_iters;
     e.split_name = split_name(split);
     return e;
@@ -305,19 +397,35 @@ private:
     double sums[2] = {0.0, 0.0};
     const std::int64_t n = microbatches();
     const std::int64_t dp = data_parallel_size();
-    for (std::int64_t m = 0; m < n; ++m) {
-      const HostMicroBatch batch = train_batches_->next();
-      // This rank's micro-batch m is micro-batch m·dp + rank of the global batch (the sampler's
-      // order): its dropout masks are the ones the one-rank run draws for it.
+    // This rank's micro-batch m is micro-batch m·dp + rank of the global batch (the sampler's
+    // order): its dropout masks are the ones the one-rank run draws for it.
+    const auto dropout_of = [&](std::int64_t m) {
       const std::int64_t global_micro = m * dp + data_parallel_.rank();
-      const DropoutRng rng{progress_.dropout_seed, static_cast<std::uint64_t>(progress_.micro_steps + global_micro)};
-      // Scaled by 1 / (n · dp): Megatron's 1 / num_microbatches with the data-parallel average
-      // (DDP's gradient_scaling_factor 1 / dp) folded in, so the sum over ranks is the mean.
-      const LossSum s = model_->forward_backward(batch.view(), rng, n * dp);
-      sums[0] += s.loss_sum;
-      sums[1] += s.token_count;
+      return DropoutRng{progress_.dropout_seed, static_cast<std::uint64_t>(progress_.micro_steps + global_micro)};
+    };
+    // Each micro-batch's loss is scaled by 1 / (n · dp): Megatron's 1 / num_microbatches with the
+    // data-parallel average (DDP's gradient_scaling_factor 1 / dp) folded in, so the sum over
+    // ranks is the mean.
+    if (executor_) {
+      // Every stage reads the micro-batches; each uses its part (tokens first, labels last).
+      const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp);
+      sums[0] = s.loss_sum;
+      sums[1] = s.token_count;
+    } else {
+      for (std::int64_t m = 0; m < n; ++m) {
+        const HostMicroBatch batch = train_batches_->next();
+        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp);
+        sums[0] += s.loss_sum;
+        sums[1] += s.token_count;
+      }
     }
     progress_.micro_steps += n * dp;
+    // Megatron's finalize_model_grads: the norms' gradients of each sequence slice summed over
+    // the tensor-parallel group (nothing to do without sequence parallelism), and a tied word
+    // embedding's gradient summed over the first and last pipeline stages (nothing to do without
+    // a pipeline).
+    model_->all_reduce_sequence_parallel_grads();
+    model_->all_reduce_embedding_grads();
 
     IterationRecord record;
     record.iteration = progress_.iteration + 1;
@@ -328,9 +436,10 @@ private:
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
     record.loss = sums[0] / sums[1];
     record.learning_rate = scheduler_->lr();
-    OptimizerStep step;
-    step.grad_norm = std::numeric_limits<double>::quiet_NaN();
-    if (std::isfinite(record.loss)) step = optimizer_->step(record.learning_rate, scheduler_->weight_decay());
+    // Every rank takes the step or skips it: a non-finite loss enters the norm that the
+    // optimizer reduces over the ranks.
+    const OptimizerStep step =
+        optimizer_->step(record.learning_rate, scheduler_->weight_decay(), std::isfinite(record.loss));
     record.grad_norm = step.grad_norm;
     record.skipped = !step.applied;
     if (step.applied) scheduler_->step(global_batch());
@@ -451,9 +560,10 @@ private:
     return ExitReason::None;
   }
 
-  // Rank 0 writes the whole checkpoint: the weights (the same on every rank) and, with the
-  // distributed optimizer, every rank's optimizer shard collected to it first — so a checkpoint
-  // does not depend on the data-parallel layout that wrote it.
+  // Rank 0 writes the whole checkpoint: the weights (the same on every data-parallel rank) and,
+  // with the distributed optimizer, every rank's optimizer shard collected to it first; under
+  // tensor parallelism the ranks of data-parallel rank 0 then gather every tensor whole on it —
+  // so a checkpoint does not depend on the layout that wrote it.
   void save_checkpoint() {
     timer_.stop();
     const std::string& dir = *options_.checkpoint.save;
@@ -464,14 +574,26 @@ private:
     s.save_rng = !options_.checkpoint.no_save_rng;
     s.args_json = args_json_;
     s.tokenizer_json = tokenizer_json_;
+    s.parallel_layout_json = parallel_layout_json_;
     if (s.save_optimizer) optimizer_->collect_state();
+    std::optional<WholeTrainState> whole;
+    // The model-parallel group of data-parallel rank 0 (world rank 0's) holds one replica: each
+    // stage's tensors are made whole on its tensor-parallel rank 0, then the stages' are sent to
+    // the first stage's (world rank 0).
+    if ((tensor_parallel_size() > 1 || pipeline_parallel_size() > 1) && data_parallel_.rank() == 0)
+      whole = gather_whole_train_state(model_->parameters(), *optimizer_, tensor_parallel_, s.save_optimizer);
+    if (pipeline_parallel_size() > 1 && data_parallel_.rank() == 0 && tensor_parallel_.rank() == 0)
+      whole = gather_pipeline_train_state(std::move(*whole), model_->config(),
+                                          pipeline_stages(*options_.model.num_layers, pipeline_split(options_.parallel)),
+                                          pipeline_, s.save_optimizer);
+    s.whole = whole ? &*whole : nullptr;
     run_on_all_ranks_or_none(world_, "saving the checkpoint", [&] {
       if (chief_) last_checkpoint_ = save_train_checkpoint(dir, parts(), s);
     });
     optimizer_->release_collected_state();
     if (!chief_) last_checkpoint_ = (std::filesystem::path(dir) / ckpt::iteration_directory_name(progress_.iteration)).string();
     output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +
-                 " to " + dir + " [ t 1/1, p 1/1 ]");
+                 " to " + dir + " " + model_parallel_coordinates());
     timer_.start();
   }
 
@@ -503,8 +625,14 @@ private:
   // The groups of a lone process, used when the settings give none.
   dist::LocalCommunicator own_world_{"world", 0, nullptr, nullptr};
   dist::LocalCommunicator own_data_parallel_{"data-parallel", 0, nullptr, nullptr};
+  dist::LocalCommunicator own_tensor_parallel_{"tensor-model-parallel", 0, nullptr, nullptr};
+  dist::LocalCommunicator own_pipeline_{"pipeline-model-parallel", 0, nullptr, nullptr};
   dist::Communicator& world_;
   dist::Communicator& data_parallel_;
+  dist::Communicator& tensor_parallel_;
+  dist::Communicator& pipeline_;
+  // The gradient norm's group: tensor × pipeline (the tensor-parallel group without a pipeline).
+  dist::Communicator* model_parallel_;
   bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints
   std::ostream discarded_{nullptr};  // where the other ranks' lines go
   RunOutput output_;
@@ -513,11 +641,14 @@ private:
   std::unique_ptr<Tokenizer> tokenizer_;
   std::int64_t padded_vocab_ = 0;
   std::unique_ptr<GptModel> model_;
+  // Runs the micro-batches through the pipeline stages (null without a pipeline).
+  std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   double flops_per_iteration_ = 0.0;
   std::string args_json_;
   std::string tokenizer_json_;
+  std::string parallel_layout_json_ = "{}";
   TrainingProgress progress_;
   TrainData data_;
   // Declared after the model and data they read: destroyed (threads joined) first.

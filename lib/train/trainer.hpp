@@ -1,11 +1,17 @@
-// mgt-train's work: Megatron's pretrain_gpt.py loop, on one process or over data-parallel ranks.
+// mgt-train's work: Megatron's pretrain_gpt.py loop, on one process or over tensor-, pipeline-
+// and data-parallel ranks.
 //
 //   setup     tokenizer and padded vocabulary, model (initialised from --seed), AdamW, LR/WD
 //             scheduler; --load restores a checkpoint; the data indices are built or found in
 //             the dataset cache and read ahead on a background thread from the consumed samples.
 //   iteration this rank's micro-batches of the global batch (Megatron's sampler order) of forward
-//             and backward with dropout masks from (seed, global micro step); the gradients
-//             reduced over the data-parallel group; gradient norm over the whole model; a
+//             and backward with dropout masks from (seed, global micro step) — the ranks of a
+//             tensor-parallel group read the same micro-batches and each computes its shards —
+//             then the sequence-parallel gradients all-reduced over the tensor-parallel group, the
+//             gradients reduced over the data-parallel group; gradient norm over the whole model
+//             (replicated tensors counted once); with pipeline stages, the micro-batches run
+//             through the 1F1B schedule (pipeline_executor.hpp), each stage computing its layers,
+//             and a tied word embedding's gradient is summed over the first and last stages; a
 //             non-finite loss or gradient skips the update (counted as skipped and NaN) — a run of
 //             them stops with an error and the last checkpoint untouched; else clip, AdamW (its
 //             state sharded with --use-distributed-optimizer), scheduler step. The logged loss is
@@ -54,11 +60,25 @@ struct TrainingRanks {
   // optimizer shards and weights, and the loss sums. Its size must be the options' data-parallel
   // size.
   dist::Communicator* data_parallel = nullptr;
+  // This rank's tensor-model-parallel group, able to move the backend's buffers: the model's
+  // collectives, the gradient norm's sums and the gathering of checkpoints. Its size must be
+  // --tensor-model-parallel-size. With pipeline parallelism at 1 it is also the model-parallel
+  // group. Null: a group of one.
+  dist::Communicator* tensor_model_parallel = nullptr;
+  // With --pipeline-model-parallel-size > 1: this rank's pipeline-parallel group (rank = stage),
+  // moving activations and gradients between stages and gathering checkpoints; the
+  // model-parallel group (tensor × pipeline: one replica), over which the gradient norm is
+  // summed; and on the first and last stages the embedding group, over which a tied word
+  // embedding's gradient is summed (null elsewhere). Null: a pipeline of one stage.
+  dist::Communicator* pipeline_model_parallel = nullptr;
+  dist::Communicator* model_parallel = nullptr;
+  dist::Communicator* embedding = nullptr;
 };
 
 struct TrainerSettings {
   // Megatron's printed lines; null: standard output. Only world rank 0 prints them (and writes
-  // --metrics-file), as Megatron's print_rank_0 / print_rank_last do with data parallelism alone.
+  // --metrics-file): Megatron's print_rank_0 lines, and print_rank_last's, whose values (losses,
+  // norms) every rank holds alike.
   std::ostream* out = nullptr;
   // The backend to compute on (must outlive the run); null: one made from --device.
   Backend* backend = nullptr;

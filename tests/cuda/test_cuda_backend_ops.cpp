@@ -323,3 +323,12 @@ TEST_CASE("cuda ops: bf16 GEMMs round the inputs and accumulate in fp32", "[cuda
   check_close(pair, dx, 1e-2, "bf16 linear_backward_input");
   check_close(pair, dw, 1e-2, "bf16 linear_backward_weight");
 }
+
+TEST_CASE("cuda backend reports the device's free memory for the memory check", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const auto memory = pair.gpu->available_memory();
+  REQUIRE(memory.has_value());
+  CHECK(memory->bytes > (int64_t{1} << 30));
+  CHECK(memory->source.find("cuda:0") != std::string::npos);
+}

@@ -76,9 +76,20 @@ TEST_CASE("tokenize command line: help and usage errors", "[data][command_line]"
     CHECK(help.find(flag) != std::string::npos);
 
   CHECK(usage_error([] { tokenize({"--no-such-flag"}); }) == "unknown flag --no-such-flag (see --help)");
-  CHECK(usage_error([] { tokenize({"--tokenizer-model", "m.model"}); }) ==
-        "--tokenizer-model is not supported by mgt-tokenize: SentencePiece, HuggingFace and TikToken "
-        "tokenizers are not supported");
+  CHECK(usage_error([] { tokenize({"--trust-remote-code"}); }) ==
+        "--trust-remote-code is not supported by mgt-tokenize: HuggingFaceTokenizer reads tokenizer.json only "
+        "and runs no remote code");
+  const TokenizeOptions tiktoken =
+      tokenize({"--tokenizer-type", "TikTokenizer", "--tokenizer-model", "m.json", "--tiktoken-pattern", "v2",
+                "--tiktoken-num-special-tokens", "12", "--tiktoken-special-tokens", "<unk>", "<s>", "</s>",
+                "--vocab-size", "700"})
+          .options;
+  CHECK(tiktoken.tokenizer.tokenizer_model == "m.json");
+  CHECK(tiktoken.tokenizer.tiktoken_pattern == "v2");
+  CHECK(tiktoken.tokenizer.tiktoken_num_special_tokens == 12);
+  CHECK(tiktoken.tokenizer.tiktoken_special_tokens == std::vector<std::string>{"<unk>", "<s>", "</s>"});
+  CHECK(tokenize({}).options.tokenizer.tiktoken_num_special_tokens == 1000);
+  CHECK_FALSE(tokenize({}).options.tokenizer.tiktoken_special_tokens.has_value());
   // preprocess_data.py is not the pretraining parser: its flags are the reference.
   CHECK(usage_error([] { tokenize({"--num-layers", "2"}); }) == "unknown flag --num-layers (see --help)");
   CHECK(usage_error([] { tokenize({"--workers", "zero"}); }) == "--workers: 'zero' is not an integer");

@@ -74,3 +74,19 @@ TEST_CASE("inside a job step the step's task count applies", "[dist][launch]") {
   // Garbage counts are ignored rather than trusted.
   CHECK(launch_with({{"SLURM_NTASKS", "four"}}).expected_world_size == 1);
 }
+
+TEST_CASE("a PMIx launch that MPI did not join says so", "[dist][launch]") {
+  // srun --mpi=pmix -n 2 with an MPI library that speaks PMI-2 only: each process is a singleton.
+  const LaunchEnvironment pmix = launch_with(
+      {{"SLURM_MPI_TYPE", "pmix_v4"}, {"PMIX_RANK", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_NTASKS", "2"}});
+  CHECK(pmix.has_process_manager);
+  CHECK(pmix.pmix_from == "SLURM_MPI_TYPE=pmix_v4");
+  const std::string message = launch_error(pmix, 1);
+  CHECK_THAT(message, Catch::Contains("PMIx (SLURM_MPI_TYPE=pmix_v4)"));
+  CHECK_THAT(message, Catch::Contains("srun --mpi=pmi2 -n 2"));
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK(launch_with({{"PMIX_RANK", "0"}, {"SLURM_NTASKS", "4"}}).pmix_from == "PMIX_RANK");
+  // One task under PMIx is a world of one, as asked; pmi2 is no PMIx.
+  CHECK(launch_error(launch_with({{"SLURM_MPI_TYPE", "pmix"}, {"SLURM_STEP_NUM_TASKS", "1"}}), 1).empty());
+  CHECK(launch_with({{"SLURM_MPI_TYPE", "pmi2"}, {"PMI_RANK", "0"}}).pmix_from.empty());
+}

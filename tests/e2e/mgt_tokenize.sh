@@ -20,7 +20,7 @@ expect_status 2 "$BIN"
 grep -q "mgt-tokenize: --input is required" "$WORK/err.txt" || fail "no message for missing --input"
 expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" "${GPT2[@]}" --no-such-flag
 grep -q -- "--no-such-flag" "$WORK/err.txt" || fail "unknown flag not named"
-expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" --tokenizer-model m.model
+expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" --trust-remote-code
 grep -q "not supported" "$WORK/err.txt" || fail "refused Megatron flag without reason"
 expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" "${GPT2[@]}" --workers zero
 

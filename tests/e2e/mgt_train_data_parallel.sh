@@ -157,9 +157,6 @@ wait "$holder" 2>/dev/null || true
 expect_status 2 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --global-batch-size 6
 [[ "$(cat "$WORK/err.txt")" == "mgt-train: global batch size (6) is not divisible by micro batch size (2) times data parallel size (2)" ]] ||
   fail "usage error not printed once: $(cat "$WORK/err.txt")"
-expect_status 2 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --tensor-model-parallel-size 2
-grep -q "^mgt-train: --tensor-model-parallel-size 2 is not supported yet (only 1)$" "$WORK/err.txt" ||
-  fail "TP refusal changed"
 expect_status 2 "$BIN/mgt-train" "${GPT2[@]}" --overlap-param-gather
 grep -q "^mgt-train: --overlap-param-gather needs --use-distributed-optimizer$" "$WORK/err.txt" ||
   fail "--overlap-param-gather without the distributed optimizer accepted"

@@ -99,8 +99,26 @@ TEST_CASE("factory refuses missing flags and unknown types", "[factory]") {
   CHECK(usage_exit_code(unknown) == kExitUsage);
 
   for (const char* type : {"SentencePieceTokenizer", "GPTSentencePieceTokenizer",
-                           "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer",
-                           "MultimodalTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"}) {
+                           "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer"}) {
+    TokenizerOptions model;
+    model.type = type;
+    CHECK_THROWS_WITH(make_tokenizer(model),
+                      std::string("--tokenizer-model is required for --tokenizer-type ") + type);
+    CHECK(usage_exit_code(model) == kExitUsage);
+  }
+  TokenizerOptions tiktoken;
+  tiktoken.type = "TikTokenizer";
+  tiktoken.tokenizer_model = test::dataset_path("tokenizer-tests/tiktoken-bpe.json");
+  CHECK_THROWS_WITH(make_tokenizer(tiktoken), "--tiktoken-pattern is required for --tokenizer-type TikTokenizer");
+  tiktoken.tiktoken_pattern = "v3";
+  CHECK_THROWS_WITH(make_tokenizer(tiktoken), Catch::Contains("--tiktoken-pattern must be v1 or v2"));
+  TokenizerOptions hub;
+  hub.type = "HuggingFaceTokenizer";
+  hub.tokenizer_model = "meta-llama/Meta-Llama-3-8B";
+  CHECK_THROWS_WITH(make_tokenizer(hub), Catch::Contains("does not download"));
+  CHECK(usage_exit_code(hub) == kExitUsage);
+
+  for (const char* type : {"MultimodalTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"}) {
     TokenizerOptions megatron_only;
     megatron_only.type = type;
     megatron_only.vocab_file = "x";
@@ -119,7 +137,8 @@ TEST_CASE("factory reports a missing vocab file as a runtime error", "[factory]"
 }
 
 TEST_CASE("supported_tokenizer_types lists what make_tokenizer accepts", "[factory]") {
-  CHECK(supported_tokenizer_types() == std::vector<std::string>{"BertWordPieceLowerCase",
-                                                                "BertWordPieceCase",
-                                                                "GPT2BPETokenizer", "NullTokenizer"});
+  CHECK(supported_tokenizer_types() ==
+        std::vector<std::string>{"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer",
+                                 "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "HuggingFaceTokenizer",
+                                 "Llama2Tokenizer", "TikTokenizer", "NullTokenizer"});
 }

@@ -91,6 +91,29 @@ TEST_CASE("exit conditions: the configured signal sets the flag", "[train]") {
   CHECK(again.should_exit(1) == ExitReason::Signal);
 }
 
+TEST_CASE("exit conditions: SIGTERM still stops a run whose exit signal is another", "[train]") {
+  // The test runner may handle SIGTERM itself: compare with the handler it had.
+  const auto handler_of = [](int signal) {
+    struct sigaction current;
+    sigaction(signal, nullptr, &current);
+    return current.sa_handler;
+  };
+  const auto before = handler_of(SIGTERM);
+  {
+    auto s = settings();
+    s.exit_signal_handler = true;
+    s.exit_signal = "SIGUSR1";
+    ExitConditions e(s);
+    CHECK(handler_of(SIGTERM) != before);
+    CHECK(e.exit_message(ExitReason::Signal, 1) == "exiting program after receiving SIGUSR1.");
+    std::raise(SIGTERM);  // a preemption, say
+    CHECK(e.should_exit(1) == ExitReason::Signal);
+    CHECK(e.exit_message(ExitReason::Signal, 1) == "exiting program after receiving SIGTERM.");
+  }
+  CHECK(handler_of(SIGTERM) == before);
+  CHECK(handler_is_default(SIGUSR1));
+}
+
 TEST_CASE("exit conditions: signal names", "[train]") {
   CHECK(exit_signal_number("SIGTERM") == SIGTERM);
   CHECK(exit_signal_number("SIGUSR1") == SIGUSR1);

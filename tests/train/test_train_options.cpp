@@ -225,6 +225,13 @@ TEST_CASE("train options: values and derived values", "[train]") {
   CHECK(o.parallel.data_parallel_size == 2);
   CHECK(o.num_microbatches() == 2);
 
+  // Tensor parallelism: 4 ranks as TP 2 x DP 2, with sequence parallelism kept.
+  o = parse_with({"--tensor-model-parallel-size", "2", "--sequence-parallel", "--global-batch-size", "8"}, 4);
+  CHECK(o.parallel.tensor_model_parallel_size == 2);
+  CHECK(o.parallel.data_parallel_size == 2);
+  CHECK(o.parallel.sequence_parallel);
+  CHECK(o.num_microbatches() == 2);
+
   o = parse_with({"--recompute-activations", "--sequence-parallel", "--use-distributed-optimizer",
                   "--tensor-model-parallel-size", "1", "--fp16"});
   CHECK(o.model.recompute_granularity == "selective");
@@ -310,8 +317,46 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(usage_error_with({"--weight-decay-incr-style", "linear"}) ==
         "--weight-decay-incr-style linear needs --start-weight-decay and --end-weight-decay");
   CHECK(usage_error_with({"--optimizer", "sgd"}) == "--optimizer sgd is not supported by mgt-train (adam only)");
-  CHECK(usage_error_with({"--tensor-model-parallel-size", "2"}) == "--tensor-model-parallel-size 2 is not supported yet (only 1)");
-  CHECK(usage_error_with({"--pipeline-model-parallel-size", "4"}) == "--pipeline-model-parallel-size 4 is not supported yet (only 1)");
+  CHECK(usage_error_with({"--tensor-model-parallel-size", "2"}) ==
+        "world size (1) is not divisible by tensor x pipeline x context parallel size (2)");
+  CHECK(usage_error_with({"--tensor-model-parallel-size", "0"}) ==
+        "--tensor-model-parallel-size must be between 1 and 2147483647, got 0");
+  // Megatron's tensor-parallel divisibility checks, on 8 ranks.
+  const auto tp_error = [](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--global-batch-size", "8"});
+    try {
+      parse_with(extra, 8);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == kExitUsage);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(tp_error({"--tensor-model-parallel-size", "8", "--kv-channels", "16"}) ==
+        "--num-attention-heads (4) must be divisible by --tensor-model-parallel-size (8)");
+  CHECK(tp_error({"--tensor-model-parallel-size", "4", "--group-query-attention", "--num-query-groups", "2"}) ==
+        "--num-query-groups (2) must be divisible by --tensor-model-parallel-size (4)");
+  CHECK(tp_error({"--tensor-model-parallel-size", "4", "--ffn-hidden-size", "90"}) ==
+        "--ffn-hidden-size (90) must be divisible by --tensor-model-parallel-size (4)");
+  CHECK(tp_error({"--tensor-model-parallel-size", "4", "--sequence-parallel", "--seq-length", "30"}) ==
+        "--sequence-parallel: --seq-length (30) must be divisible by --tensor-model-parallel-size (4)");
+  CHECK(tp_error({"--tensor-model-parallel-size", "4", "--seq-length", "30"}) == "no error");
+  // Megatron's split of the layers over pipeline stages, on 8 ranks (two layers).
+  CHECK(tp_error({"--pipeline-model-parallel-size", "2"}) == "no error");
+  CHECK(tp_error({"--pipeline-model-parallel-size", "4"}) ==
+        "--num-layers (2) must be divisible by --pipeline-model-parallel-size (4), or give "
+        "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers");
+  CHECK(tp_error({"--pipeline-model-parallel-size", "2", "--decoder-first-pipeline-num-layers", "2"}) ==
+        "--num-layers 2, --decoder-first-pipeline-num-layers 2: the 0 remaining layers must divide evenly (at "
+        "least one each) over the 1 other pipeline stage");
+  CHECK(usage_error_with({"--decoder-last-pipeline-num-layers", "1"}) ==
+        "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers need "
+        "--pipeline-model-parallel-size > 1");
+  CHECK(usage_error_with({"--pipeline-model-parallel-size", "4"}) ==
+        "world size (1) is not divisible by tensor x pipeline x context parallel size (4)");
+  CHECK(usage_error_with({"--num-layers-per-virtual-pipeline-stage", "1"}) ==
+        "--num-layers-per-virtual-pipeline-stage is not supported by mgt-train: interleaved pipeline stages are not "
+        "implemented; --pipeline-model-parallel-size runs Megatron's non-interleaved 1F1B schedule");
   CHECK(usage_error_with({"--position-embedding-type", "relative"}) ==
         "--position-embedding-type relative is not supported by mgt-train (learned_absolute, rope or none)");
   CHECK(usage_error_with({"--group-query-attention", "--num-query-groups", "3"}) ==

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, with .devpack/pack.tar.xz made by tools/gpu/pack.sh:
+# On the GPU machine, from the repository root, with .devpack/pack.tar.xz (or $MGT_DEVPACK) made by
+# tools/gpu/pack.sh:
 # builds nothing; runs the CUDA tests, the CPU-vs-GPU training comparison and the training
 # benchmark beside the PyTorch peer, logs under $OUT (or /tmp/gpu-checks), and prints a short
 # table last.
@@ -8,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-checks}
 mkdir -p "$out"
-dp=$PWD/.devpack
+dp=${MGT_DEVPACK:-$PWD/.devpack}
 sp=/opt/torch/.venv/lib/python3.12/site-packages
 py=/opt/torch/.venv/bin/python3
 [ -x "$py" ] || py=python3

@@ -71,6 +71,8 @@ STRESS = [
     "The quick brown fox jumps over the lazy dog. " * 3,
     "MiXeD cAsE 123abc abc123 a1b2c3 ___init___ x__y",
     "     \n\n\t \t   end",
+    "case folding: 'ſ 'Ll 'VE 'Re x'D y'M",
+    "breaks: a\u0085b c\x0bd e\x0cf \u00a0\n \u2029 g",
 ]
 
 

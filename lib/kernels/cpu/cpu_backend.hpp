@@ -15,6 +15,7 @@ public:
     return "cpu (" + std::to_string(threads()) + " threads), fp32, OpenBLAS GEMMs, tiled attention";
   }
   int threads() const { return pool_.size(); }
+  std::optional<AvailableMemory> available_memory() const override { return available_host_memory(); }
 
 private:
   // body(begin, end) over [0, n) on the pool, ranges of at least `grain` items.

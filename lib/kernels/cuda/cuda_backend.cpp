@@ -70,6 +70,14 @@ std::string CudaBackend::description() const {
               : "fp32 flash-style attention kernel");
 }
 
+std::optional<AvailableMemory> CudaBackend::available_memory() const {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  MGT_CUDA_CHECK(cudaSetDevice(device_));
+  MGT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return AvailableMemory{static_cast<std::int64_t>(free_bytes), "free memory of " + name()};
+}
+
 bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
   matmul_precision_ = precision;
   return true;

@@ -23,6 +23,7 @@ public:
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   std::string description() const override;
   bool set_matmul_precision(MatmulPrecision precision) override;
+  std::optional<AvailableMemory> available_memory() const override;
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   // Waits for everything queued so far; reports a fault of an earlier kernel.

@@ -42,10 +42,10 @@ public:
   static bool handles(const cpu::AttentionShape& shape, const cpu::AttentionParams& params);
 
   // Each runs the call on the stream and returns true, or returns false having queued nothing,
-  // and the caller runs the fp32 kernel. Plans are built once per shape, layout and dropout rate,
-  // and a shape without an engine is reported once and then falls back at once. The backward of
-  // a forward that ran here with dropout must run here too (the masks are cuDNN's): it throws
-  // rather than falling back.
+  // and the caller runs the fp32 kernel. Plans are built once per shape, layout and dropout rate
+  // (the first call of a shape pays for cuDNN's engine compilation); a shape without an engine
+  // is reported once and then falls back at once. A forward with dropout runs here only if its
+  // backward can too, so that both draw cuDNN's masks.
   bool forward(const float* q, const float* k, const float* v, const cpu::AttentionShape& shape,
                const cpu::AttentionParams& params, float* out, float* lse);
   bool backward(const float* q, const float* k, const float* v, const float* out,

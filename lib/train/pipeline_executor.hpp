@@ -1,0 +1,48 @@
+// Runs a pipeline stage's schedule (pipeline_schedule.hpp) on the model's stage_* calls, moving
+// activations and their gradients between neighbouring stages with the pipeline-parallel group's
+// point-to-point operations, as Megatron's p2p_communication.py does: plain send/recv where
+// Megatron's send_forward / recv_forward / send_backward / recv_backward are, one send_recv
+// (both halves posted together) where its send_forward_recv_backward and
+// send_backward_recv_forward are, so blocking transports cannot deadlock. The pipeline group's
+// rank r is stage r (parallel_layout.hpp's order).
+//
+// The loss is computed on the last stage; its sums are summed over the pipeline group (the other
+// stages contribute zeros) so that every stage returns the iteration's loss, which the trainer
+// needs to skip non-finite steps together and rank 0 prints (Megatron prints from the last rank).
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include "dist/communicator.hpp"
+#include "model/gpt_model.hpp"
+#include "train/batch_prefetcher.hpp"
+
+namespace mgt {
+
+class PipelineExecutor {
+public:
+  // `model` is this rank's stage; `pipeline` its pipeline-parallel group (size = stages, rank =
+  // stage). Both must outlive the executor.
+  PipelineExecutor(GptModel& model, dist::Communicator& pipeline);
+
+  // One training iteration of `microbatches` micro-batches with the 1F1B schedule: next_batch()
+  // is called once per micro-batch, in order, at its forward; dropout_of(m) gives micro-batch m's
+  // dropout streams; each micro-batch's loss is scaled by 1 / (its tokens · loss_divisor)
+  // (GptModel::forward_backward's num_microbatches). The stage's gradients accumulate; the
+  // returned sums are the iteration's on every stage. Collective over the pipeline group.
+  LossSum train(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
+                const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor);
+
+  // Forward only, without dropout, over `microbatches` micro-batches: the loss sums on every
+  // stage. Collective over the pipeline group.
+  LossSum evaluate(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch);
+
+private:
+  LossSum run(bool training, std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
+              const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor);
+
+  GptModel* model_;
+  dist::Communicator* pipeline_;
+};
+
+}  // namespace mgt
