@@ -54,9 +54,9 @@ cxxopts::Options make_options() {
       ("seq-length", "--loader hf: sequence length of the model (default: n_positions)",
        cxxopts::value<std::string>(), "N");
   o.add_options("parallelism")
-      ("target-tensor-parallel-size", "Tensor-parallel size to write; 1 (resharding is not implemented yet)",
+      ("target-tensor-parallel-size", "Only 1: mgt checkpoints hold whole tensors, and mgt-train reshards them on --load",
        cxxopts::value<std::string>()->default_value("1"), "N")
-      ("target-pipeline-parallel-size", "Pipeline-parallel size to write; 1 (resharding is not implemented yet)",
+      ("target-pipeline-parallel-size", "Only 1: mgt checkpoints hold whole tensors, and mgt-train reshards them on --load",
        cxxopts::value<std::string>()->default_value("1"), "N")
       ("h,help", "Show this help");
   // clang-format on
@@ -92,7 +92,9 @@ ConvertOptions to_convert_options(const FlagValues& f) {
     if (size < 1) throw UsageError(std::string("--") + flag + " must be >= 1");
     if (size > 1)
       throw UsageError(std::string("--") + flag + " " + std::to_string(size) +
-                       ": resharding is not implemented yet; mgt-ckpt-convert writes single-shard checkpoints");
+                       ": mgt checkpoints hold whole tensors whatever layout trained them, and mgt-train "
+                       "reshards them on --load (give it --tensor-model-parallel-size / "
+                       "--pipeline-model-parallel-size instead)");
   }
   if (f.has("max-queue-size")) positive(f, "max-queue-size");
   ConvertOptions o;
