@@ -13,7 +13,8 @@ namespace mgt::dist {
 
 enum class ReduceOp { Sum, Max };
 
-enum class ElementType { Float32, Float64, Int64 };
+// BFloat16: the bf16 activations of a --bf16 run on a GPU (FloatView of type kBf16).
+enum class ElementType { Float32, Float64, Int64, BFloat16 };
 
 // Host: ordinary host memory, always directly usable.
 // Backend: memory a compute backend owns (a DeviceSpan). That is host memory for the CPU backend
@@ -34,10 +35,14 @@ constexpr ElementType element_type_of() {
 }
 
 constexpr std::size_t element_size(ElementType type) {
-  return type == ElementType::Float32 ? 4 : 8;
+  switch (type) {
+    case ElementType::Float32: return 4;
+    case ElementType::BFloat16: return 2;
+    default: return 8;
+  }
 }
 
-// "float32", "float64", "int64".
+// "float32", "float64", "int64", "bfloat16".
 const char* element_type_name(ElementType type);
 // "sum", "max".
 const char* reduce_op_name(ReduceOp op);
@@ -76,6 +81,16 @@ RecvBuffer backend_buffer(DeviceSpan<T> x) {
 template <CommElement T>
 SendBuffer backend_buffer(DeviceSpan<const T> x) {
   return {x.data(), x.size(), element_type_of<T>(), MemorySpace::Backend};
+}
+
+inline ElementType element_type_of(FloatType type) {
+  return type == FloatType::kF32 ? ElementType::Float32 : ElementType::BFloat16;
+}
+inline RecvBuffer backend_buffer(FloatView x) {
+  return {x.raw(), x.size(), element_type_of(x.type()), MemorySpace::Backend};
+}
+inline SendBuffer backend_buffer(ConstFloatView x) {
+  return {x.raw(), x.size(), element_type_of(x.type()), MemorySpace::Backend};
 }
 
 }  // namespace mgt::dist

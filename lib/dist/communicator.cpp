@@ -24,6 +24,7 @@ const char* element_type_name(ElementType type) {
     case ElementType::Float32: return "float32";
     case ElementType::Float64: return "float64";
     case ElementType::Int64: return "int64";
+    case ElementType::BFloat16: return "bfloat16";
   }
   return "unknown";
 }

@@ -120,6 +120,21 @@ public:
     send_recv(backend_buffer(send_data), dest, backend_buffer(recv_data), source);
   }
 
+  // ---- floating-point views of a backend's memory, of their own type ----
+  void all_reduce(FloatView data, ReduceOp op) { all_reduce(backend_buffer(data), op); }
+  void all_gather(ConstFloatView send, FloatView recv) {
+    all_gather(backend_buffer(send), backend_buffer(recv));
+  }
+  void reduce_scatter(ConstFloatView send, FloatView recv, ReduceOp op) {
+    reduce_scatter(backend_buffer(send), backend_buffer(recv), op);
+  }
+  void broadcast(FloatView data, int root) { broadcast(backend_buffer(data), root); }
+  void send(ConstFloatView data, int dest) { send(backend_buffer(data), dest); }
+  void recv(FloatView data, int source) { recv(backend_buffer(data), source); }
+  void send_recv(ConstFloatView send_data, int dest, FloatView recv_data, int source) {
+    send_recv(backend_buffer(send_data), dest, backend_buffer(recv_data), source);
+  }
+
 protected:
   // `watchdog` may be null (nothing watched); otherwise it must outlive the communicator.
   Communicator(GroupMembers members, CollectiveWatchdog* watchdog);

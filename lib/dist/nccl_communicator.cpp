@@ -21,6 +21,7 @@ ncclDataType_t nccl_type(ElementType type) {
     case ElementType::Float32: return ncclFloat32;
     case ElementType::Float64: return ncclFloat64;
     case ElementType::Int64: return ncclInt64;
+    case ElementType::BFloat16: return ncclBfloat16;
   }
   return ncclFloat32;
 }

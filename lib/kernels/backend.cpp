@@ -2,6 +2,8 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -29,18 +31,77 @@ void expect(DeviceSpan<T> view, int64_t want, const char* op, const char* name) 
   if (want > 0 && view.data() == nullptr) fail(op, std::string(name) + " is null");
 }
 
+void expect(ConstFloatView view, int64_t want, const char* op, const char* name) {
+  if (view.size() != want) {
+    fail(op, std::string(name) + " has " + std::to_string(view.size()) + " elements, expected " +
+                 std::to_string(want));
+  }
+  if (want > 0 && view.raw() == nullptr) fail(op, std::string(name) + " is null");
+}
+
+void expect_optional(ConstFloatView view, int64_t want, const char* op, const char* name) {
+  if (!view.empty()) expect(view, want, op, name);
+}
+
 // Optional operands (biases) are either empty or exactly sized.
 template <typename T>
 void expect_optional(DeviceSpan<T> view, int64_t want, const char* op, const char* name) {
   if (!view.empty()) expect(view, want, op, name);
 }
 
-template <typename T>
-auto* pointer_or_null(DeviceSpan<T> view) {
-  return view.empty() ? nullptr : view.data();
-}
-
 }  // namespace
+
+// The operands of one operation as its hook receives them: each view as it is where it is fp32 or
+// the backend takes other types for this operation, else an fp32 copy (inputs and accumulated
+// outputs converted in; outputs converted back by finish()). A hook that throws leaves the
+// outputs unwritten, as the fp32 path would leave them partly written.
+class Fp32Staging {
+public:
+  Fp32Staging(Backend& backend, const char* op)
+      : backend_(backend), native_(backend.takes_reduced_precision(op)) {}
+  Fp32Staging(const Fp32Staging&) = delete;
+  Fp32Staging& operator=(const Fp32Staging&) = delete;
+
+  ConstFloatArg in(ConstFloatView view) {
+    if (!staged(view)) return view;
+    FloatView copy = temporary(view.size());
+    backend_.do_convert(view, copy);
+    return ConstFloatView(copy);
+  }
+  FloatArg out(FloatView view) {
+    if (!staged(view)) return view;
+    FloatView copy = temporary(view.size());
+    results_.push_back({copy, view});
+    return copy;
+  }
+  FloatArg inout(FloatView view) {
+    if (!staged(view)) return view;
+    FloatView copy = temporary(view.size());
+    backend_.do_convert(view, copy);
+    results_.push_back({copy, view});
+    return copy;
+  }
+  void finish() {
+    for (const auto& [copy, view] : results_) backend_.do_convert(copy, view);
+    results_.clear();
+  }
+
+private:
+  bool staged(ConstFloatView view) const { return !native_ && !view.is_fp32() && !view.empty(); }
+  FloatView temporary(int64_t n) { return copies_.emplace_back(backend_, n).view(); }
+
+  Backend& backend_;
+  bool native_;
+  std::vector<DeviceBuffer> copies_;
+  std::vector<std::pair<FloatView, FloatView>> results_;
+};
+
+const char* float_type_name(FloatType type) { return type == FloatType::kF32 ? "fp32" : "bf16"; }
+
+void throw_not_fp32(FloatType type) {
+  throw Error(std::string("a ") + float_type_name(type) +
+              " view reached code that reads fp32 only (an operation missing its conversion)");
+}
 
 void throw_device_span_range(int64_t offset, int64_t count, int64_t size) {
   throw Error("device view: elements [" + std::to_string(offset) + ", " +
@@ -54,13 +115,41 @@ void Backend::check_transfer(int64_t from, int64_t to, const char* op) {
   }
 }
 
+void Backend::copy_from_host(std::span<const float> host, FloatView device) {
+  check_transfer(static_cast<int64_t>(host.size()), device.size(), "copy_from_host");
+  if (device.is_fp32()) return do_copy_from_host(host.data(), device.raw(), host.size_bytes());
+  DeviceBuffer staged(*this, device.size());
+  do_copy_from_host(host.data(), staged.view().raw(), host.size_bytes());
+  do_convert(staged.view(), device);
+}
+
+void Backend::copy_to_host(ConstFloatView device, std::span<float> host) {
+  check_transfer(device.size(), static_cast<int64_t>(host.size()), "copy_to_host");
+  if (device.is_fp32()) return do_copy_to_host(device.raw(), host.data(), host.size_bytes());
+  DeviceBuffer staged(*this, device.size());
+  do_convert(device, staged.view());
+  do_copy_to_host(staged.view().raw(), host.data(), host.size_bytes());
+}
+
 void Backend::copy(ConstFloatView src, FloatView dst) {
   expect(dst, src.size(), "copy", "dst");
-  if (src.size() > 0) do_copy(src.data(), dst.data(), src.size());
+  if (src.type() != dst.type()) fail("copy", "source and destination types differ (use convert)");
+  if (src.empty()) return;
+  Fp32Staging st(*this, "copy");
+  do_copy(st.in(src), st.out(dst), src.size());
+  st.finish();
+}
+
+void Backend::convert(ConstFloatView src, FloatView dst) {
+  expect(dst, src.size(), "convert", "dst");
+  if (src.size() > 0) do_convert(src, dst);
 }
 
 void Backend::fill(FloatView x, float value) {
-  if (x.size() > 0) do_fill(x.data(), x.size(), value);
+  if (x.empty()) return;
+  Fp32Staging st(*this, "fill");
+  do_fill(st.out(x), x.size(), value);
+  st.finish();
 }
 
 void Backend::linear_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias, int64_t rows,
@@ -71,7 +160,9 @@ void Backend::linear_forward(ConstFloatView x, ConstFloatView w, ConstFloatView 
   expect(w, out * in, op, "w");
   expect_optional(bias, out, op, "bias");
   expect(y, rows * out, op, "y");
-  do_linear_forward(x.data(), w.data(), pointer_or_null(bias), rows, in, out, y.data());
+  Fp32Staging st(*this, "linear_forward");
+  do_linear_forward(st.in(x), st.in(w), st.in(bias), rows, in, out, st.out(y));
+  st.finish();
 }
 
 void Backend::linear_backward_input(ConstFloatView dy, ConstFloatView w, int64_t rows, int64_t in,
@@ -81,7 +172,9 @@ void Backend::linear_backward_input(ConstFloatView dy, ConstFloatView w, int64_t
   expect(dy, rows * out, op, "dy");
   expect(w, out * in, op, "w");
   expect(dx, rows * in, op, "dx");
-  do_linear_backward_input(dy.data(), w.data(), rows, in, out, dx.data());
+  Fp32Staging st(*this, "linear_backward_input");
+  do_linear_backward_input(st.in(dy), st.in(w), rows, in, out, st.out(dx));
+  st.finish();
 }
 
 void Backend::linear_backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t in,
@@ -91,7 +184,9 @@ void Backend::linear_backward_weight(ConstFloatView dy, ConstFloatView x, int64_
   expect(dy, rows * out, op, "dy");
   expect(x, rows * in, op, "x");
   expect(dw, out * in, op, "dw");
-  do_linear_backward_weight(dy.data(), x.data(), rows, in, out, dw.data());
+  Fp32Staging st(*this, "linear_backward_weight");
+  do_linear_backward_weight(st.in(dy), st.in(x), rows, in, out, st.inout(dw));
+  st.finish();
 }
 
 void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias) {
@@ -99,7 +194,9 @@ void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, Float
   dims(op, {rows, cols});
   expect(dy, rows * cols, op, "dy");
   expect(dbias, cols, op, "dbias");
-  do_bias_backward(dy.data(), rows, cols, dbias.data());
+  Fp32Staging st(*this, "bias_backward");
+  do_bias_backward(st.in(dy), rows, cols, st.inout(dbias));
+  st.finish();
 }
 
 void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstFloatView bias,
@@ -113,8 +210,10 @@ void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstF
   expect(y, rows * hidden, op, "y");
   expect(mean, rows, op, "mean");
   expect(rstd, rows, op, "rstd");
-  do_layer_norm_forward(x.data(), weight.data(), pointer_or_null(bias), rows, hidden, eps, y.data(),
-                        mean.data(), rstd.data());
+  Fp32Staging st(*this, "layer_norm_forward");
+  do_layer_norm_forward(st.in(x), st.in(weight), st.in(bias), rows, hidden, eps, st.out(y),
+                        st.out(mean), st.out(rstd));
+  st.finish();
 }
 
 void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
@@ -131,8 +230,10 @@ void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloa
   expect(dx, rows * hidden, op, "dx");
   expect(dweight, hidden, op, "dweight");
   expect_optional(dbias, hidden, op, "dbias");
-  do_layer_norm_backward(dy.data(), x.data(), weight.data(), mean.data(), rstd.data(), rows, hidden,
-                         dx.data(), dweight.data(), pointer_or_null(dbias));
+  Fp32Staging st(*this, "layer_norm_backward");
+  do_layer_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(mean), st.in(rstd), rows, hidden,
+                         st.out(dx), st.inout(dweight), st.inout(dbias));
+  st.finish();
 }
 
 void Backend::rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t rows,
@@ -143,7 +244,9 @@ void Backend::rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t 
   expect(weight, hidden, op, "weight");
   expect(y, rows * hidden, op, "y");
   expect(rstd, rows, op, "rstd");
-  do_rms_norm_forward(x.data(), weight.data(), rows, hidden, eps, y.data(), rstd.data());
+  Fp32Staging st(*this, "rms_norm_forward");
+  do_rms_norm_forward(st.in(x), st.in(weight), rows, hidden, eps, st.out(y), st.out(rstd));
+  st.finish();
 }
 
 void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
@@ -157,30 +260,48 @@ void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatV
   expect(rstd, rows, op, "rstd");
   expect(dx, rows * hidden, op, "dx");
   expect(dweight, hidden, op, "dweight");
-  do_rms_norm_backward(dy.data(), x.data(), weight.data(), rstd.data(), rows, hidden, dx.data(),
-                       dweight.data());
+  Fp32Staging st(*this, "rms_norm_backward");
+  do_rms_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(rstd), rows, hidden, st.out(dx),
+                       st.inout(dweight));
+  st.finish();
 }
 
 void Backend::gelu_forward(ConstFloatView x, FloatView y) {
   expect(y, x.size(), "gelu_forward", "y");
-  if (x.size() > 0) do_gelu_forward(x.data(), x.size(), y.data());
+  if (x.size() > 0) {
+    Fp32Staging st(*this, "gelu_forward");
+    do_gelu_forward(st.in(x), x.size(), st.out(y));
+    st.finish();
+  }
 }
 
 void Backend::gelu_backward(ConstFloatView dy, ConstFloatView x, FloatView dx) {
   expect(dy, x.size(), "gelu_backward", "dy");
   expect(dx, x.size(), "gelu_backward", "dx");
-  if (x.size() > 0) do_gelu_backward(dy.data(), x.data(), x.size(), dx.data());
+  if (x.size() > 0) {
+    Fp32Staging st(*this, "gelu_backward");
+    do_gelu_backward(st.in(dy), st.in(x), x.size(), st.out(dx));
+    st.finish();
+  }
 }
 
 void Backend::gelu_tanh_forward(ConstFloatView x, FloatView y) {
   expect(y, x.size(), "gelu_tanh_forward", "y");
-  if (x.size() > 0) do_gelu_tanh_forward(x.data(), x.size(), y.data());
+  if (x.size() > 0) {
+    Fp32Staging st(*this, "gelu_tanh_forward");
+    do_gelu_tanh_forward(st.in(x), x.size(), st.out(y));
+    st.finish();
+  }
 }
 
 void Backend::gelu_tanh_backward(ConstFloatView dy, ConstFloatView x, FloatView dx) {
   expect(dy, x.size(), "gelu_tanh_backward", "dy");
   expect(dx, x.size(), "gelu_tanh_backward", "dx");
-  if (x.size() > 0) do_gelu_tanh_backward(dy.data(), x.data(), x.size(), dx.data());
+  if (x.size() > 0) {
+    Fp32Staging st(*this, "gelu_tanh_backward");
+    do_gelu_tanh_backward(st.in(dy), st.in(x), x.size(), st.out(dx));
+    st.finish();
+  }
 }
 
 void Backend::swiglu_forward(ConstFloatView x, int64_t rows, int64_t ffn, FloatView y) {
@@ -188,7 +309,9 @@ void Backend::swiglu_forward(ConstFloatView x, int64_t rows, int64_t ffn, FloatV
   dims(op, {rows, ffn});
   expect(x, rows * 2 * ffn, op, "x");
   expect(y, rows * ffn, op, "y");
-  do_swiglu_forward(x.data(), rows, ffn, y.data());
+  Fp32Staging st(*this, "swiglu_forward");
+  do_swiglu_forward(st.in(x), rows, ffn, st.out(y));
+  st.finish();
 }
 
 void Backend::swiglu_backward(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t ffn,
@@ -198,17 +321,27 @@ void Backend::swiglu_backward(ConstFloatView dy, ConstFloatView x, int64_t rows,
   expect(dy, rows * ffn, op, "dy");
   expect(x, rows * 2 * ffn, op, "x");
   expect(dx, rows * 2 * ffn, op, "dx");
-  do_swiglu_backward(dy.data(), x.data(), rows, ffn, dx.data());
+  Fp32Staging st(*this, "swiglu_backward");
+  do_swiglu_backward(st.in(dy), st.in(x), rows, ffn, st.out(dx));
+  st.finish();
 }
 
 void Backend::dropout_forward(ConstFloatView x, float p, DropoutKey key, FloatView y) {
   expect(y, x.size(), "dropout_forward", "y");
-  if (x.size() > 0) do_dropout_forward(x.data(), x.size(), p, key, y.data());
+  if (x.size() > 0) {
+    Fp32Staging st(*this, "dropout_forward");
+    do_dropout_forward(st.in(x), x.size(), p, key, st.out(y));
+    st.finish();
+  }
 }
 
 void Backend::dropout_backward(ConstFloatView dy, float p, DropoutKey key, FloatView dx) {
   expect(dx, dy.size(), "dropout_backward", "dx");
-  if (dy.size() > 0) do_dropout_backward(dy.data(), dy.size(), p, key, dx.data());
+  if (dy.size() > 0) {
+    Fp32Staging st(*this, "dropout_backward");
+    do_dropout_backward(st.in(dy), dy.size(), p, key, st.out(dx));
+    st.finish();
+  }
 }
 
 void Backend::embedding_forward(ConstIndexView ids, ConstFloatView table, int64_t vocab_start,
@@ -217,8 +350,10 @@ void Backend::embedding_forward(ConstIndexView ids, ConstFloatView table, int64_
   dims(op, {vocab_start, hidden});
   if (hidden == 0 || table.size() % hidden != 0) fail(op, "table is not [rows, hidden]");
   expect(out, ids.size() * hidden, op, "out");
-  do_embedding_forward(ids.data(), ids.size(), table.data(), vocab_start, table.size() / hidden,
-                       hidden, out.data());
+  Fp32Staging st(*this, "embedding_forward");
+  do_embedding_forward(ids.data(), ids.size(), st.in(table), vocab_start, table.size() / hidden,
+                       hidden, st.out(out));
+  st.finish();
 }
 
 void Backend::embedding_backward(ConstIndexView ids, ConstFloatView dout, int64_t vocab_start,
@@ -227,22 +362,28 @@ void Backend::embedding_backward(ConstIndexView ids, ConstFloatView dout, int64_
   dims(op, {vocab_start, hidden});
   if (hidden == 0 || dtable.size() % hidden != 0) fail(op, "dtable is not [rows, hidden]");
   expect(dout, ids.size() * hidden, op, "dout");
-  do_embedding_backward(ids.data(), ids.size(), dout.data(), vocab_start, dtable.size() / hidden,
-                        hidden, dtable.data());
+  Fp32Staging st(*this, "embedding_backward");
+  do_embedding_backward(ids.data(), ids.size(), st.in(dout), vocab_start, dtable.size() / hidden,
+                        hidden, st.inout(dtable));
+  st.finish();
 }
 
 void Backend::rotary_forward(ConstFloatView x, const HeadTensor& shape, const RotaryParams& params,
                              FloatView y) {
   expect(x, shape.elements(), "rotary_forward", "x");
   expect(y, shape.elements(), "rotary_forward", "y");
-  do_rotary_forward(x.data(), shape, params, y.data());
+  Fp32Staging st(*this, "rotary_forward");
+  do_rotary_forward(st.in(x), shape, params, st.out(y));
+  st.finish();
 }
 
 void Backend::rotary_backward(ConstFloatView dy, const HeadTensor& shape,
                               const RotaryParams& params, FloatView dx) {
   expect(dy, shape.elements(), "rotary_backward", "dy");
   expect(dx, shape.elements(), "rotary_backward", "dx");
-  do_rotary_backward(dy.data(), shape, params, dx.data());
+  Fp32Staging st(*this, "rotary_backward");
+  do_rotary_backward(st.in(dy), shape, params, st.out(dx));
+  st.finish();
 }
 
 void Backend::attention_forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
@@ -256,7 +397,9 @@ void Backend::attention_forward(ConstFloatView q, ConstFloatView k, ConstFloatVi
   expect(v, kv_size, op, "v");
   expect(out, q_size, op, "out");
   expect(lse, shape.batch * shape.heads * shape.seq_q, op, "lse");
-  do_attention_forward(q.data(), k.data(), v.data(), shape, params, out.data(), lse.data());
+  Fp32Staging st(*this, "attention_forward");
+  do_attention_forward(st.in(q), st.in(k), st.in(v), shape, params, st.out(out), st.out(lse));
+  st.finish();
 }
 
 void Backend::attention_backward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
@@ -275,8 +418,10 @@ void Backend::attention_backward(ConstFloatView q, ConstFloatView k, ConstFloatV
   expect(dq, q_size, op, "dq");
   expect(dk, kv_size, op, "dk");
   expect(dv, kv_size, op, "dv");
-  do_attention_backward(q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(), shape,
-                        params, dq.data(), dk.data(), dv.data());
+  Fp32Staging st(*this, "attention_backward");
+  do_attention_backward(st.in(q), st.in(k), st.in(v), st.in(out), st.in(dout), st.in(lse), shape,
+                        params, st.out(dq), st.out(dk), st.out(dv));
+  st.finish();
 }
 
 void Backend::qkv_split(ConstFloatView mixed, int64_t tokens, int64_t heads, int64_t groups,
@@ -287,7 +432,9 @@ void Backend::qkv_split(ConstFloatView mixed, int64_t tokens, int64_t heads, int
   expect(q, tokens * heads * unit, op, "q");
   expect(k, tokens * groups * unit, op, "k");
   expect(v, tokens * groups * unit, op, "v");
-  do_qkv_split(mixed.data(), tokens, heads, groups, unit, q.data(), k.data(), v.data());
+  Fp32Staging st(*this, "qkv_split");
+  do_qkv_split(st.in(mixed), tokens, heads, groups, unit, st.out(q), st.out(k), st.out(v));
+  st.finish();
 }
 
 void Backend::qkv_merge(ConstFloatView q, ConstFloatView k, ConstFloatView v, int64_t tokens,
@@ -298,7 +445,9 @@ void Backend::qkv_merge(ConstFloatView q, ConstFloatView k, ConstFloatView v, in
   expect(q, tokens * heads * unit, op, "q");
   expect(k, tokens * groups * unit, op, "k");
   expect(v, tokens * groups * unit, op, "v");
-  do_qkv_merge(q.data(), k.data(), v.data(), tokens, heads, groups, unit, mixed.data());
+  Fp32Staging st(*this, "qkv_merge");
+  do_qkv_merge(st.in(q), st.in(k), st.in(v), tokens, heads, groups, unit, st.out(mixed));
+  st.finish();
 }
 
 void Backend::cross_entropy_row_max(ConstFloatView logits, int64_t rows, int64_t vocab,
@@ -307,7 +456,9 @@ void Backend::cross_entropy_row_max(ConstFloatView logits, int64_t rows, int64_t
   dims(op, {rows, vocab});
   expect(logits, rows * vocab, op, "logits");
   expect(row_max, rows, op, "row_max");
-  do_cross_entropy_row_max(logits.data(), rows, vocab, row_max.data());
+  Fp32Staging st(*this, "cross_entropy_row_max");
+  do_cross_entropy_row_max(st.in(logits), rows, vocab, st.out(row_max));
+  st.finish();
 }
 
 void Backend::cross_entropy_sum_exp(ConstFloatView logits, ConstFloatView row_max, int64_t rows,
@@ -317,7 +468,9 @@ void Backend::cross_entropy_sum_exp(ConstFloatView logits, ConstFloatView row_ma
   expect(logits, rows * vocab, op, "logits");
   expect(row_max, rows, op, "row_max");
   expect(sum_exp, rows, op, "sum_exp");
-  do_cross_entropy_sum_exp(logits.data(), row_max.data(), rows, vocab, sum_exp.data());
+  Fp32Staging st(*this, "cross_entropy_sum_exp");
+  do_cross_entropy_sum_exp(st.in(logits), st.in(row_max), rows, vocab, st.out(sum_exp));
+  st.finish();
 }
 
 void Backend::cross_entropy_target_logit(ConstFloatView logits, ConstIndexView targets,
@@ -328,8 +481,10 @@ void Backend::cross_entropy_target_logit(ConstFloatView logits, ConstIndexView t
   expect(logits, rows * vocab, op, "logits");
   expect(targets, rows, op, "targets");
   expect(target_logit, rows, op, "target_logit");
-  do_cross_entropy_target_logit(logits.data(), targets.data(), rows, vocab, vocab_start,
-                                target_logit.data());
+  Fp32Staging st(*this, "cross_entropy_target_logit");
+  do_cross_entropy_target_logit(st.in(logits), targets.data(), rows, vocab, vocab_start,
+                                st.out(target_logit));
+  st.finish();
 }
 
 void Backend::cross_entropy_loss(ConstFloatView row_max, ConstFloatView sum_exp,
@@ -340,7 +495,9 @@ void Backend::cross_entropy_loss(ConstFloatView row_max, ConstFloatView sum_exp,
   expect(sum_exp, rows, op, "sum_exp");
   expect(target_logit, rows, op, "target_logit");
   if (rows > 0) {
-    do_cross_entropy_loss(row_max.data(), sum_exp.data(), target_logit.data(), rows, loss.data());
+    Fp32Staging st(*this, "cross_entropy_loss");
+    do_cross_entropy_loss(st.in(row_max), st.in(sum_exp), st.in(target_logit), rows, st.out(loss));
+    st.finish();
   }
 }
 
@@ -354,8 +511,10 @@ void Backend::cross_entropy_forward(ConstFloatView logits, ConstIndexView target
   expect(loss, rows, op, "loss");
   expect(row_max, rows, op, "row_max");
   expect(sum_exp, rows, op, "sum_exp");
-  do_cross_entropy_forward(logits.data(), targets.data(), rows, vocab, loss.data(), row_max.data(),
-                           sum_exp.data());
+  Fp32Staging st(*this, "cross_entropy_forward");
+  do_cross_entropy_forward(st.in(logits), targets.data(), rows, vocab, st.out(loss), st.out(row_max),
+                           st.out(sum_exp));
+  st.finish();
 }
 
 void Backend::cross_entropy_backward(ConstFloatView logits, ConstIndexView targets,
@@ -370,48 +529,75 @@ void Backend::cross_entropy_backward(ConstFloatView logits, ConstIndexView targe
   expect(sum_exp, rows, op, "sum_exp");
   expect(dloss, rows, op, "dloss");
   expect(dlogits, rows * vocab, op, "dlogits");
-  do_cross_entropy_backward(logits.data(), targets.data(), row_max.data(), sum_exp.data(),
-                            dloss.data(), rows, vocab, vocab_start, dlogits.data());
+  Fp32Staging st(*this, "cross_entropy_backward");
+  do_cross_entropy_backward(st.in(logits), targets.data(), st.in(row_max), st.in(sum_exp),
+                            st.in(dloss), rows, vocab, vocab_start, st.out(dlogits));
+  st.finish();
 }
 
 MaskedLossSum Backend::masked_loss_sum(ConstFloatView loss, ConstFloatView loss_mask) {
   expect(loss_mask, loss.size(), "masked_loss_sum", "loss_mask");
   if (loss.empty()) return {};
-  return do_masked_loss_sum(loss.data(), loss_mask.data(), loss.size());
+  Fp32Staging st(*this, "masked_loss_sum");
+  const auto result = do_masked_loss_sum(st.in(loss), st.in(loss_mask), loss.size());
+  st.finish();
+  return result;
 }
 
 void Backend::masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView dloss) {
   expect(dloss, loss_mask.size(), "masked_loss_grad", "dloss");
-  if (dloss.size() > 0) do_masked_loss_grad(loss_mask.data(), dloss.size(), scale, dloss.data());
+  if (dloss.size() > 0) {
+    Fp32Staging st(*this, "masked_loss_grad");
+    do_masked_loss_grad(st.in(loss_mask), dloss.size(), scale, st.out(dloss));
+    st.finish();
+  }
 }
 
 void Backend::row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out) {
   dims("row_argmax", {rows, cols});
   expect(x, rows * cols, "row_argmax", "x");
   expect(out, rows, "row_argmax", "out");
-  if (rows > 0 && cols > 0) do_row_argmax(x.data(), rows, cols, out.data());
+  if (rows > 0 && cols > 0) {
+    Fp32Staging st(*this, "row_argmax");
+    do_row_argmax(st.in(x), rows, cols, out.data());
+    st.finish();
+  }
 }
 
 void Backend::add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols) {
   dims("add_bias", {rows, cols});
   expect(y, rows * cols, "add_bias", "y");
   expect(bias, cols, "add_bias", "bias");
-  do_add_bias(y.data(), bias.data(), rows, cols);
+  Fp32Staging st(*this, "add_bias");
+  do_add_bias(st.inout(y), st.in(bias), rows, cols);
+  st.finish();
 }
 
 void Backend::add(ConstFloatView a, ConstFloatView b, FloatView out) {
   expect(b, a.size(), "add", "b");
   expect(out, a.size(), "add", "out");
-  if (a.size() > 0) do_add(a.data(), b.data(), a.size(), out.data());
+  if (a.size() > 0) {
+    Fp32Staging st(*this, "add");
+    do_add(st.in(a), st.in(b), a.size(), st.out(out));
+    st.finish();
+  }
 }
 
 void Backend::accumulate(FloatView y, ConstFloatView x) {
   expect(x, y.size(), "accumulate", "x");
-  if (y.size() > 0) do_accumulate(y.data(), x.data(), y.size());
+  if (y.size() > 0) {
+    Fp32Staging st(*this, "accumulate");
+    do_accumulate(st.inout(y), st.in(x), y.size());
+    st.finish();
+  }
 }
 
 void Backend::scale(FloatView x, float factor) {
-  if (x.size() > 0) do_scale(x.data(), x.size(), factor);
+  if (x.size() > 0) {
+    Fp32Staging st(*this, "scale");
+    do_scale(st.inout(x), x.size(), factor);
+    st.finish();
+  }
 }
 
 void Backend::adamw_step(FloatView param, ConstFloatView grad, FloatView exp_avg,
@@ -422,13 +608,19 @@ void Backend::adamw_step(FloatView param, ConstFloatView grad, FloatView exp_avg
   expect(exp_avg_sq, param.size(), op, "exp_avg_sq");
   if (step < 1) fail(op, "step must be >= 1");
   if (param.size() > 0) {
-    do_adamw_step(param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(), param.size(),
+    Fp32Staging st(*this, "adamw_step");
+    do_adamw_step(st.inout(param), st.in(grad), st.inout(exp_avg), st.inout(exp_avg_sq), param.size(),
                   params, step);
+    st.finish();
   }
 }
 
 double Backend::sum_of_squares(ConstFloatView x) {
-  return x.empty() ? 0.0 : do_sum_of_squares(x.data(), x.size());
+  if (x.empty()) return 0.0;
+  Fp32Staging st(*this, "sum_of_squares");
+  const auto result = do_sum_of_squares(st.in(x), x.size());
+  st.finish();
+  return result;
 }
 
 }  // namespace mgt

@@ -5,8 +5,16 @@
 //
 // Each public operation is non-virtual: it checks the sizes of its views against the dimensions
 // it is given (a wrong size must surface as an mgt::Error, not as memory corruption on a device)
-// and then calls the matching private do_* hook with raw pointers. A backend implements only the
-// hooks, so the checks exist once for all backends.
+// and then calls the matching private do_* hook. A backend implements only the hooks, so the
+// checks exist once for all backends.
+//
+// Floating-point views carry their storage type (FloatView): fp32, or bf16 for the activations
+// and weight copies of a --bf16 run. A hook receives operands of another type than fp32 only for
+// the operations its backend names in takes_reduced_precision(); for every other operation the
+// public call converts such operands to fp32 copies, runs the fp32 hook and converts the results
+// back. So every operation works on every type on every backend, the CPU's fp32 kernels stay the
+// reference for bf16 storage (rounding at the same points), and a GPU backend gains speed one
+// native kernel at a time.
 //
 // The operation descriptors (attention shape, rotary parameters, dropout keys, AdamW
 // hyper-parameters) are the CPU kernels' plain structs, reused so that each has one definition.
@@ -16,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -59,6 +68,13 @@ public:
     return precision == MatmulPrecision::kFp32;
   }
 
+  // The storage type the model gives its activations and its weights' compute copy: fp32, or
+  // bf16 after a GPU backend accepted set_matmul_precision(kBf16) (Megatron's --bf16: bf16
+  // weights and activations, fp32 master weights and gradients). Tests set it on the CPU, whose
+  // fp32 kernels then run on converted copies.
+  FloatType activation_type() const { return activation_type_; }
+  void set_activation_type(FloatType type) { activation_type_ = type; }
+
   // Returns once every operation issued so far has completed (the CPU's operations complete
   // before they return). For handing the backend's memory to work that is not ordered after the
   // backend's own queue, such as a collective on a communicator's stream.
@@ -84,8 +100,14 @@ public:
     check_transfer(device.size(), static_cast<int64_t>(host.size()), "copy_to_host");
     do_copy_to_host(device.data(), host.data(), host.size_bytes());
   }
-  // Device to device; the views must not overlap.
+  // Floating-point views to and from fp32 host memory, converting where the view is not fp32.
+  void copy_from_host(std::span<const float> host, FloatView device);
+  void copy_to_host(ConstFloatView device, std::span<float> host);
+
+  // Device to device; the views must not overlap and must have the same type.
   void copy(ConstFloatView src, FloatView dst);
+  // dst = src converted to dst's type (rounded to nearest even when narrowing).
+  void convert(ConstFloatView src, FloatView dst);
   void fill(FloatView x, float value);
 
   // ---- linear layers: y = x·Wᵀ + b with W [out, in] ----
@@ -195,103 +217,113 @@ public:
   // Σ x², accumulated in double and read back to the host.
   double sum_of_squares(ConstFloatView x);
 
+protected:
+  // The operations (by their public names, "linear_forward", …) whose hook takes operands of
+  // other types than fp32, as given; the others are run on fp32 copies.
+  virtual bool takes_reduced_precision(std::string_view /*op*/) const { return false; }
+
+  FloatType activation_type_ = FloatType::kF32;
+
 private:
+  friend class Fp32Staging;
   static void check_transfer(int64_t from, int64_t to, const char* op);
 
   virtual void* do_allocate(size_t bytes) = 0;
   virtual void do_free(void* data, size_t bytes) noexcept = 0;
   virtual void do_copy_from_host(const void* host, void* device, size_t bytes) = 0;
   virtual void do_copy_to_host(const void* device, void* host, size_t bytes) = 0;
-  virtual void do_copy(const float* src, float* dst, int64_t n) = 0;
-  virtual void do_fill(float* x, int64_t n, float value) = 0;
+  virtual void do_copy(ConstFloatArg src, FloatArg dst, int64_t n) = 0;
+  virtual void do_fill(FloatArg x, int64_t n, float value) = 0;
+  // Between any two types (the only hook that must take every type).
+  virtual void do_convert(ConstFloatView src, FloatView dst) = 0;
 
-  virtual void do_linear_forward(const float* x, const float* w, const float* bias, int64_t rows,
-                                 int64_t in, int64_t out, float* y) = 0;
-  virtual void do_linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t in,
-                                        int64_t out, float* dx) = 0;
-  virtual void do_linear_backward_weight(const float* dy, const float* x, int64_t rows, int64_t in,
-                                         int64_t out, float* dw) = 0;
-  virtual void do_bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias) = 0;
+  virtual void do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
+                                 int64_t in, int64_t out, FloatArg y) = 0;
+  virtual void do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
+                                        int64_t out, FloatArg dx) = 0;
+  virtual void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
+                                         int64_t out, FloatArg dw) = 0;
+  virtual void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) = 0;
 
-  virtual void do_layer_norm_forward(const float* x, const float* weight, const float* bias,
-                                     int64_t rows, int64_t hidden, float eps, float* y, float* mean,
-                                     float* rstd) = 0;
-  virtual void do_layer_norm_backward(const float* dy, const float* x, const float* weight,
-                                      const float* mean, const float* rstd, int64_t rows,
-                                      int64_t hidden, float* dx, float* dweight, float* dbias) = 0;
-  virtual void do_rms_norm_forward(const float* x, const float* weight, int64_t rows,
-                                   int64_t hidden, float eps, float* y, float* rstd) = 0;
-  virtual void do_rms_norm_backward(const float* dy, const float* x, const float* weight,
-                                    const float* rstd, int64_t rows, int64_t hidden, float* dx,
-                                    float* dweight) = 0;
+  virtual void do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
+                                     int64_t rows, int64_t hidden, float eps, FloatArg y, FloatArg mean,
+                                     FloatArg rstd) = 0;
+  virtual void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
+                                      ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
+                                      int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias) = 0;
+  virtual void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
+                                   int64_t hidden, float eps, FloatArg y, FloatArg rstd) = 0;
+  virtual void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
+                                    ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
+                                    FloatArg dweight) = 0;
 
-  virtual void do_gelu_forward(const float* x, int64_t n, float* y) = 0;
-  virtual void do_gelu_backward(const float* dy, const float* x, int64_t n, float* dx) = 0;
-  virtual void do_gelu_tanh_forward(const float* x, int64_t n, float* y) = 0;
-  virtual void do_gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx) = 0;
-  virtual void do_swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y) = 0;
-  virtual void do_swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn,
-                                  float* dx) = 0;
+  virtual void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) = 0;
+  virtual void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) = 0;
+  virtual void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) = 0;
+  virtual void do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) = 0;
+  virtual void do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) = 0;
+  virtual void do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
+                                  FloatArg dx) = 0;
 
-  virtual void do_dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) = 0;
-  virtual void do_dropout_backward(const float* dy, int64_t n, float p, DropoutKey key,
-                                   float* dx) = 0;
+  virtual void do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) = 0;
+  virtual void do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
+                                   FloatArg dx) = 0;
 
-  virtual void do_embedding_forward(const int64_t* ids, int64_t n, const float* table,
+  virtual void do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                     int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                    float* out) = 0;
-  virtual void do_embedding_backward(const int64_t* ids, int64_t n, const float* dout,
+                                    FloatArg out) = 0;
+  virtual void do_embedding_backward(const int64_t* ids, int64_t n, ConstFloatArg dout,
                                      int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                     float* dtable) = 0;
+                                     FloatArg dtable) = 0;
 
-  virtual void do_rotary_forward(const float* x, const HeadTensor& shape,
-                                 const RotaryParams& params, float* y) = 0;
-  virtual void do_rotary_backward(const float* dy, const HeadTensor& shape,
-                                  const RotaryParams& params, float* dx) = 0;
+  virtual void do_rotary_forward(ConstFloatArg x, const HeadTensor& shape,
+                                 const RotaryParams& params, FloatArg y) = 0;
+  virtual void do_rotary_backward(ConstFloatArg dy, const HeadTensor& shape,
+                                  const RotaryParams& params, FloatArg dx) = 0;
 
-  virtual void do_attention_forward(const float* q, const float* k, const float* v,
+  virtual void do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
                                     const AttentionShape& shape, const AttentionParams& params,
-                                    float* out, float* lse) = 0;
-  virtual void do_attention_backward(const float* q, const float* k, const float* v,
-                                     const float* out, const float* dout, const float* lse,
+                                    FloatArg out, FloatArg lse) = 0;
+  virtual void do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
+                                     ConstFloatArg out, ConstFloatArg dout, ConstFloatArg lse,
                                      const AttentionShape& shape, const AttentionParams& params,
-                                     float* dq, float* dk, float* dv) = 0;
+                                     FloatArg dq, FloatArg dk, FloatArg dv) = 0;
 
-  virtual void do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups,
-                            int64_t unit, float* q, float* k, float* v) = 0;
-  virtual void do_qkv_merge(const float* q, const float* k, const float* v, int64_t tokens,
-                            int64_t heads, int64_t groups, int64_t unit, float* mixed) = 0;
+  virtual void do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
+                            int64_t unit, FloatArg q, FloatArg k, FloatArg v) = 0;
+  virtual void do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens,
+                            int64_t heads, int64_t groups, int64_t unit, FloatArg mixed) = 0;
 
-  virtual void do_cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab,
-                                        float* row_max) = 0;
-  virtual void do_cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows,
-                                        int64_t vocab, float* sum_exp) = 0;
-  virtual void do_cross_entropy_target_logit(const float* logits, const int64_t* targets,
+  virtual void do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
+                                        FloatArg row_max) = 0;
+  virtual void do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
+                                        int64_t vocab, FloatArg sum_exp) = 0;
+  virtual void do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets,
                                              int64_t rows, int64_t vocab, int64_t vocab_start,
-                                             float* target_logit) = 0;
-  virtual void do_cross_entropy_loss(const float* row_max, const float* sum_exp,
-                                     const float* target_logit, int64_t rows, float* loss) = 0;
-  virtual void do_cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
-                                        int64_t vocab, float* loss, float* row_max,
-                                        float* sum_exp) = 0;
-  virtual void do_cross_entropy_backward(const float* logits, const int64_t* targets,
-                                         const float* row_max, const float* sum_exp,
-                                         const float* dloss, int64_t rows, int64_t vocab,
-                                         int64_t vocab_start, float* dlogits) = 0;
-  virtual MaskedLossSum do_masked_loss_sum(const float* loss, const float* loss_mask,
+                                             FloatArg target_logit) = 0;
+  virtual void do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp,
+                                     ConstFloatArg target_logit, int64_t rows, FloatArg loss) = 0;
+  virtual void do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,
+                                        int64_t vocab, FloatArg loss, FloatArg row_max,
+                                        FloatArg sum_exp) = 0;
+  virtual void do_cross_entropy_backward(ConstFloatArg logits, const int64_t* targets,
+                                         ConstFloatArg row_max, ConstFloatArg sum_exp,
+                                         ConstFloatArg dloss, int64_t rows, int64_t vocab,
+                                         int64_t vocab_start, FloatArg dlogits) = 0;
+  virtual MaskedLossSum do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                            int64_t rows) = 0;
-  virtual void do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) = 0;
-  virtual void do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
-                                   float* dloss) = 0;
+  virtual void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) = 0;
+  virtual void do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
+                                   FloatArg dloss) = 0;
 
-  virtual void do_add_bias(float* y, const float* bias, int64_t rows, int64_t cols) = 0;
-  virtual void do_add(const float* a, const float* b, int64_t n, float* out) = 0;
-  virtual void do_accumulate(float* y, const float* x, int64_t n) = 0;
-  virtual void do_scale(float* x, int64_t n, float factor) = 0;
+  virtual void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) = 0;
+  virtual void do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) = 0;
+  virtual void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) = 0;
+  virtual void do_scale(FloatArg x, int64_t n, float factor) = 0;
 
-  virtual void do_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+  virtual void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                              int64_t n, const AdamWParams& params, int64_t step) = 0;
-  virtual double do_sum_of_squares(const float* x, int64_t n) = 0;
+  virtual double do_sum_of_squares(ConstFloatArg x, int64_t n) = 0;
 };
 
 // Owning, move-only array of T in a backend's memory (RAII). Contents start undefined.
@@ -339,7 +371,33 @@ private:
   int64_t size_ = 0;
 };
 
-using DeviceBuffer = DeviceArray<float>;
 using DeviceIndexBuffer = DeviceArray<int64_t>;
+
+// Owning, move-only array of floating-point elements of one storage type (RAII).
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend& backend, int64_t size, FloatType type = FloatType::kF32)
+      : bytes_(backend, size < 0 ? size : size * float_type_size(type)), size_(size), type_(type) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : bytes_(std::move(other.bytes_)), size_(std::exchange(other.size_, 0)), type_(other.type_) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    bytes_ = std::move(other.bytes_);
+    size_ = std::exchange(other.size_, 0);
+    type_ = other.type_;
+    return *this;
+  }
+
+  int64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  FloatType type() const { return type_; }
+  FloatView view() { return {bytes_.view().data(), size_, type_}; }
+  ConstFloatView view() const { return {bytes_.view().data(), size_, type_}; }
+
+private:
+  DeviceArray<unsigned char> bytes_;
+  int64_t size_ = 0;
+  FloatType type_ = FloatType::kF32;
+};
 
 }  // namespace mgt

@@ -1,4 +1,5 @@
-// A non-owning view of elements in a backend's memory: host memory for the CPU backend, device
+// A non-owning view of elements (indices; floating-point elements have FloatView, whose type
+// travels with it) in a backend's memory: host memory for the CPU backend, device
 // memory for a GPU one. It deliberately has no element access (no operator[], no iterators):
 // the model may only hand views to backend operations, so code written against it cannot
 // accidentally dereference device memory on the host.
@@ -6,10 +7,9 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace mgt {
+#include "kernels/float_view.hpp"
 
-// Throws mgt::Error describing a subspan outside its parent view.
-[[noreturn]] void throw_device_span_range(int64_t offset, int64_t count, int64_t size);
+namespace mgt {
 
 template <typename T>
 class DeviceSpan {
@@ -42,8 +42,6 @@ private:
   int64_t size_ = 0;
 };
 
-using FloatView = DeviceSpan<float>;
-using ConstFloatView = DeviceSpan<const float>;
 using IndexView = DeviceSpan<int64_t>;
 using ConstIndexView = DeviceSpan<const int64_t>;
 

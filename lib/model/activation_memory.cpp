@@ -90,7 +90,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   tokens = take_index(t);
   positions = take_index(t);
   labels = take_index(t);
-  loss_mask = take(t);
+  loss_mask = take_fp32(t);
 
   // Layer inputs: all kept for a backward, two alternating buffers otherwise.
   if (training) {
@@ -105,7 +105,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   FloatView shared_lse;
   if (recompute == RecomputeGranularity::kSelective) {
     shared_context = take(t * heads * k);
-    shared_lse = take(batch * heads * seq);
+    shared_lse = take_fp32(batch * heads * seq);
   }
   const int64_t sets = recompute == RecomputeGranularity::kFull ? 1 : c.num_layers;
   for (int64_t l = 0; l < sets; ++l) {
@@ -120,7 +120,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.attention.lse = shared_lse;
     } else {
       a.attention.context = take(t * heads * k);
-      a.attention.lse = take(batch * heads * seq);
+      a.attention.lse = take_fp32(batch * heads * seq);
     }
     a.residual = take(tl * h);
     a.pre_mlp_norm_output = take(tl * h);
@@ -149,7 +149,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     d_hidden = take(tl * h);
   }
   if (!with_output) return;
-  if (training) loss.d_loss = take(t);
+  if (training) loss.d_loss = take_fp32(t);
 
   final_norm_output = take(tl * h);
   final_norm = take_norm_stats(layer_norm, tl);
@@ -159,13 +159,18 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     selected_rows = take_index(t);
     selected_labels = take_index(t);
   }
-  loss.losses = take(t);
-  loss.row_max = take(t);
-  loss.sum_exp = take(t);
+  loss.losses = take_fp32(t);
+  loss.row_max = take_fp32(t);
+  loss.sum_exp = take_fp32(t);
 }
 
 FloatView ActivationMemory::take(int64_t n) {
-  owned_.emplace_back(*backend_, n);
+  owned_.emplace_back(*backend_, n, backend_->activation_type());
+  return owned_.back().view();
+}
+
+FloatView ActivationMemory::take_fp32(int64_t n) {
+  owned_.emplace_back(*backend_, n, FloatType::kF32);
   return owned_.back().view();
 }
 
@@ -176,8 +181,8 @@ IndexView ActivationMemory::take_index(int64_t n) {
 
 NormStats ActivationMemory::take_norm_stats(bool with_mean, int64_t rows) {
   NormStats stats;
-  if (with_mean) stats.mean = take(rows);
-  stats.rstd = take(rows);
+  if (with_mean) stats.mean = take_fp32(rows);
+  stats.rstd = take_fp32(rows);
   return stats;
 }
 

@@ -84,7 +84,10 @@ public:
   SequenceParallelScratch sequence;  // [s·b, h] each, under sequence parallelism only
 
 private:
+  // An activation, of the backend's activation type (bf16 under --bf16 on a GPU).
   FloatView take(int64_t n);
+  // Statistics, losses and masks: fp32 whatever the activation type, as Megatron keeps them.
+  FloatView take_fp32(int64_t n);
   IndexView take_index(int64_t n);
   NormStats take_norm_stats(bool with_mean, int64_t rows);
 

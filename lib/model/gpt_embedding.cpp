@@ -9,10 +9,10 @@ GptEmbedding::GptEmbedding(GptParameters& params, const TensorParallelMappings& 
       hidden_dropout_(params.config().hidden_dropout) {
   const ParameterEntry& word = params.entry("embedding.word_embeddings.weight");
   vocab_start_ = params.tensor_parallel().rank * word.local_shape[0];
-  word_ = params.param(word);
+  word_ = params.compute_param(word);
   word_grad_ = params.grad(word);
   if (const ParameterEntry* pos = params.find("embedding.position_embeddings.weight")) {
-    position_ = params.param(*pos);
+    position_ = params.compute_param(*pos);
     position_grad_ = params.grad(*pos);
   }
 }

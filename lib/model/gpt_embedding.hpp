@@ -38,8 +38,10 @@ private:
   int64_t hidden_;
   int64_t vocab_start_;  // first vocabulary row held by this tensor-parallel rank
   double hidden_dropout_;
-  FloatView word_, word_grad_;
-  FloatView position_, position_grad_;  // empty without learned positions
+  ConstFloatView word_;  // the compute copy (GptParameters::compute_param)
+  FloatView word_grad_;
+  ConstFloatView position_;  // the compute copy (GptParameters::compute_param)
+  FloatView position_grad_;  // empty without learned positions
 };
 
 }  // namespace mgt

@@ -133,7 +133,7 @@ void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory, bool in
       backend_->fill(memory.loss_mask, 1.0f);
     } else {
       check_input(batch.loss_mask, n, "loss_mask", 0);
-      backend_->copy_from_host<float>(transpose_01(batch.loss_mask, b, s, 1), memory.loss_mask);
+      backend_->copy_from_host(transpose_01(batch.loss_mask, b, s, 1), memory.loss_mask);
     }
   }
 }
@@ -225,7 +225,7 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
 ConstFloatView GptModel::whole_vocab_logits(ConstFloatView logits, int64_t rows,
                                             DeviceBuffer& whole) const {
   if (!tp_.active()) return logits;
-  whole = DeviceBuffer(*backend_, rows * config().padded_vocab_size);
+  whole = DeviceBuffer(*backend_, rows * config().padded_vocab_size, logits.type());
   tp_.gather_from_tensor_region_forward(logits, rows, whole.view());
   return whole.view();
 }
@@ -249,6 +249,7 @@ void GptModel::all_reduce_sequence_parallel_grads() {
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                                    int64_t num_microbatches) {
   require_whole_model("forward_backward");
+  params_.refresh_compute_copy();
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   require(!batch.labels.empty(), "forward_backward needs labels");
   ActivationMemory& memory = memory_for(batch, true);
@@ -267,6 +268,7 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
 ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits,
                                      bool return_argmax) {
   require_whole_model("forward_only");
+  params_.refresh_compute_copy();
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
   const bool with_loss = !batch.labels.empty();
@@ -303,6 +305,7 @@ ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits
 
 ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_argmax) {
   require_whole_model("forward_selected");
+  params_.refresh_compute_copy();
   require(!batch.labels.empty(), "forward_selected needs labels");
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
@@ -368,6 +371,7 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
 
 std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int64_t n, KvCache& cache) {
   require_whole_model("forward_cached");
+  params_.refresh_compute_copy();
   const int64_t b = cache.batch();
   const int64_t past = cache.length();
   require(n >= 1, "forward_cached needs at least one token per sequence");
@@ -448,6 +452,7 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
                                 int64_t num_microbatches) {
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   const bool training = slot != kEvaluationSlot;
+  params_.refresh_compute_copy();
   const PipelineStage& stage = pipeline_stage();
   require(!stage.is_last() || !batch.labels.empty(), "the last pipeline stage needs labels");
   StageSlot& s = stage_slot(slot, batch);

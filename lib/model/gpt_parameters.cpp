@@ -15,6 +15,16 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       grads_(backend, table_.buffer_size) {
   backend.fill(params_.view(), 0.0f);
   backend.fill(grads_.view(), 0.0f);
+  if (backend.activation_type() != FloatType::kF32) {
+    compute_ = DeviceBuffer(backend, table_.buffer_size, backend.activation_type());
+    refresh_compute_copy();
+  }
+}
+
+void GptParameters::refresh_compute_copy() {
+  if (compute_.empty() || !compute_stale_) return;
+  backend_->convert(params_.view(), compute_.view());
+  compute_stale_ = false;
 }
 
 void GptParameters::initialize(uint64_t seed) {
@@ -25,7 +35,7 @@ void GptParameters::initialize(uint64_t seed) {
                          std::span<float>(host).subspan(static_cast<size_t>(e.offset),
                                                         static_cast<size_t>(e.numel())));
   }
-  backend_->copy_from_host<float>(host, params_.view());
+  backend_->copy_from_host(host, params());
 }
 
 void GptParameters::zero_grads() { backend_->fill(grads_.view(), 0.0f); }
@@ -43,7 +53,7 @@ std::vector<float> GptParameters::read_grad(const ParameterEntry& e) const {
 }
 
 void GptParameters::write_param(const ParameterEntry& e, std::span<const float> values) {
-  backend_->copy_from_host<float>(values, param(e));
+  backend_->copy_from_host(values, param(e));
 }
 
 int64_t GptParameters::num_local_elements() const {

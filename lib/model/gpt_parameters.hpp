@@ -31,8 +31,12 @@ public:
   const ParameterEntry& entry(std::string_view name) const { return table_.at(name); }
   Backend& backend() const { return *backend_; }
 
-  // Whole buffers, alignment gaps included (they stay zero).
-  FloatView params() { return params_.view(); }
+  // Whole buffers, alignment gaps included (they stay zero). A mutable view of the parameters
+  // marks the compute copy stale: whoever writes the parameters takes one.
+  FloatView params() {
+    compute_stale_ = true;
+    return params_.view();
+  }
   ConstFloatView params() const { return params_.view(); }
   FloatView grads() { return grads_.view(); }
   ConstFloatView grads() const { return grads_.view(); }
@@ -45,6 +49,17 @@ public:
   ConstFloatView grad(const ParameterEntry& e) const {
     return grads().subspan(e.offset, e.numel());
   }
+
+  // One tensor's weights as the layers compute with them: the fp32 parameters themselves, or,
+  // when the backend's activation type is bf16, their bf16 copy (Megatron's bf16 model weights
+  // beside the fp32 main parameters). The copy follows the parameters once refreshed.
+  ConstFloatView compute_param(const ParameterEntry& e) const {
+    return compute_params().subspan(e.offset, e.numel());
+  }
+  ConstFloatView compute_params() const { return compute_.empty() ? params() : compute_.view(); }
+  // Brings the compute copy up to date with the parameters if they may have changed since the
+  // last refresh (one conversion pass; nothing to do for fp32). Call before a forward pass.
+  void refresh_compute_copy();
 
   // Megatron's initialisation, a pure function of (seed, name, global element index).
   void initialize(uint64_t seed);
@@ -66,6 +81,8 @@ private:
   ParameterTable table_;
   DeviceBuffer params_;
   DeviceBuffer grads_;
+  DeviceBuffer compute_;  // empty when the activation type is fp32
+  bool compute_stale_ = true;
 };
 
 }  // namespace mgt

@@ -15,9 +15,9 @@ KvCache::KvCache(Backend& backend, const GptConfig& config, int64_t batch, int64
   owned_.reserve(static_cast<size_t>(2 * c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     LayerKvCache layer;
-    owned_.emplace_back(backend, capacity * position_elements_);
+    owned_.emplace_back(backend, capacity * position_elements_, backend.activation_type());
     layer.key = owned_.back().view();
-    owned_.emplace_back(backend, capacity * position_elements_);
+    owned_.emplace_back(backend, capacity * position_elements_, backend.activation_type());
     layer.value = owned_.back().view();
     layers_.push_back(layer);
   }

@@ -8,10 +8,10 @@ LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
   const ParameterEntry& w = params.entry(weight_name);
   out_ = w.local_shape.at(0);
   in_ = w.local_shape.at(1);
-  weight_ = params.param(w);
+  weight_ = params.compute_param(w);
   weight_grad_ = params.grad(w);
   if (const ParameterEntry* b = params.find(bias_name)) {
-    bias_ = params.param(*b);
+    bias_ = params.compute_param(*b);
     bias_grad_ = params.grad(*b);
   }
 }

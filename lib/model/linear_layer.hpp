@@ -40,8 +40,10 @@ private:
   Backend* backend_;
   int64_t in_ = 0;
   int64_t out_ = 0;
-  FloatView weight_, weight_grad_;
-  FloatView bias_, bias_grad_;  // empty without bias
+  ConstFloatView weight_;  // the compute copy (GptParameters::compute_param)
+  FloatView weight_grad_;
+  ConstFloatView bias_;  // the compute copy (GptParameters::compute_param)
+  FloatView bias_grad_;  // empty without bias
 };
 
 }  // namespace mgt

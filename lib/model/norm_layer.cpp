@@ -8,11 +8,11 @@ NormLayer::NormLayer(GptParameters& params, const std::string& prefix)
       hidden_(params.config().hidden_size),
       eps_(static_cast<float>(params.config().norm_epsilon)) {
   const ParameterEntry& w = params.entry(prefix + ".weight");
-  weight_ = params.param(w);
+  weight_ = params.compute_param(w);
   weight_grad_ = params.grad(w);
   if (layer_norm_) {
     const ParameterEntry& b = params.entry(prefix + ".bias");
-    bias_ = params.param(b);
+    bias_ = params.compute_param(b);
     bias_grad_ = params.grad(b);
   }
 }

@@ -33,8 +33,10 @@ private:
   bool layer_norm_;
   int64_t hidden_;
   float eps_;
-  FloatView weight_, weight_grad_;
-  FloatView bias_, bias_grad_;  // LayerNorm only
+  ConstFloatView weight_;  // the compute copy (GptParameters::compute_param)
+  FloatView weight_grad_;
+  ConstFloatView bias_;  // the compute copy (GptParameters::compute_param)
+  FloatView bias_grad_;  // LayerNorm only
 };
 
 }  // namespace mgt

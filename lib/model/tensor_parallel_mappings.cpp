@@ -31,7 +31,7 @@ void TensorParallelMappings::all_reduce(FloatView x, dist::ReduceOp op) const {
 }
 
 void TensorParallelMappings::copy_if_distinct(ConstFloatView src, FloatView dst) const {
-  if (src.data() != dst.data()) backend_->copy(src, dst);
+  if (src.raw() != dst.raw()) backend_->copy(src, dst);
 }
 
 // ---- first dim: contiguous blocks of size() equal parts ----
@@ -69,7 +69,7 @@ void TensorParallelMappings::all_gather_last_dim(ConstFloatView local, int64_t r
   }
   const int64_t cols = local.size() / rows;
   // The gathered shards, rank-major: [size, rows, cols], viewed as size·rows rows of width cols.
-  DeviceBuffer gathered(*backend_, whole.size());
+  DeviceBuffer gathered(*backend_, whole.size(), whole.type());
   backend_->synchronize();
   group_->all_gather(local, gathered.view());
   // Row (r, j) of whole, j the rank, is row j·rows + r of the gathered shards.

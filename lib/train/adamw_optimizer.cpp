@@ -183,7 +183,7 @@ void AdamWOptimizer::write_moment(DeviceBuffer& moment, const ParameterEntry& e,
                 "parameter has " + std::to_string(e.numel()));
   const BufferShard part = overlap(e, shard_);
   if (part.size() == 0) return;
-  params_->backend().copy_from_host<float>(
+  params_->backend().copy_from_host(
       values.subspan(static_cast<std::size_t>(part.begin - e.offset), static_cast<std::size_t>(part.size())),
       moment.view().subspan(part.begin - shard_.begin, part.size()));
 }

@@ -33,7 +33,7 @@ void reduce_scatter_shards(dist::Communicator& group, FloatView buffer) {
   const ShardSplit s = split_of(buffer.size(), group.size());
   // In place: this rank's chunk of the evenly split prefix receives its reduction.
   if (s.per_rank > 0)
-    group.reduce_scatter(DeviceSpan<const float>(buffer.first(s.even)),
+    group.reduce_scatter(ConstFloatView(buffer.first(s.even)),
                          buffer.subspan(group.rank() * s.per_rank, s.per_rank), dist::ReduceOp::Sum);
   // The remainder is fewer elements than ranks: summed everywhere, kept by the last rank.
   if (s.even < buffer.size()) group.all_reduce(buffer.subspan(s.even, buffer.size() - s.even), dist::ReduceOp::Sum);
@@ -43,7 +43,7 @@ void all_gather_shards(dist::Communicator& group, FloatView buffer) {
   if (group.size() == 1) return;
   const ShardSplit s = split_of(buffer.size(), group.size());
   if (s.per_rank > 0)
-    group.all_gather(DeviceSpan<const float>(buffer.subspan(group.rank() * s.per_rank, s.per_rank)),
+    group.all_gather(ConstFloatView(buffer.subspan(group.rank() * s.per_rank, s.per_rank)),
                      buffer.first(s.even));
   if (s.even < buffer.size()) group.broadcast(buffer.subspan(s.even, buffer.size() - s.even), group.size() - 1);
 }

@@ -47,15 +47,38 @@ Twin<T> twin(BackendPair& pair, const std::vector<T>& values) {
   return t;
 }
 
-inline Twin<float> random_twin(BackendPair& pair, int64_t n, uint32_t seed, float lo = -1.0f,
-                               float hi = 1.0f) {
-  return twin(pair, kernel_testing::random_floats(static_cast<size_t>(n), seed, lo, hi));
+// One floating-point tensor held by both backends, of one storage type on both.
+struct FloatTwin {
+  DeviceBuffer cpu;
+  DeviceBuffer gpu;
+  FloatView operator()(Side side) { return side == Side::kCpu ? cpu.view() : gpu.view(); }
+  int64_t size() const { return cpu.size(); }
+};
+
+inline FloatTwin twin(BackendPair& pair, const std::vector<float>& values,
+                      FloatType type = FloatType::kF32) {
+  const auto n = static_cast<int64_t>(values.size());
+  FloatTwin t{DeviceBuffer(*pair.cpu, n, type), DeviceBuffer(*pair.gpu, n, type)};
+  pair.cpu->copy_from_host(values, t.cpu.view());
+  pair.gpu->copy_from_host(values, t.gpu.view());
+  return t;
+}
+
+inline FloatTwin random_twin(BackendPair& pair, int64_t n, uint32_t seed, float lo = -1.0f,
+                             float hi = 1.0f, FloatType type = FloatType::kF32) {
+  return twin(pair, kernel_testing::random_floats(static_cast<size_t>(n), seed, lo, hi), type);
 }
 
 template <typename T>
 std::vector<T> to_host(Backend& backend, DeviceSpan<T> view) {
   std::vector<T> out(static_cast<size_t>(view.size()));
   backend.copy_to_host(DeviceSpan<const T>(view), std::span<T>(out));
+  return out;
+}
+
+inline std::vector<float> to_host(Backend& backend, ConstFloatView view) {
+  std::vector<float> out(static_cast<size_t>(view.size()));
+  backend.copy_to_host(view, std::span<float>(out));
   return out;
 }
 
@@ -73,7 +96,7 @@ inline double relative_error(const std::vector<float>& cpu, const std::vector<fl
   return diff / scale;
 }
 
-inline void check_close(BackendPair& pair, Twin<float>& t, double bound, const std::string& what) {
+inline void check_close(BackendPair& pair, FloatTwin& t, double bound, const std::string& what) {
   const double err = relative_error(to_host(*pair.cpu, t.cpu.view()), to_host(*pair.gpu, t.gpu.view()));
   INFO(what << ": relative error " << err << " (bound " << bound << ")");
   CHECK(err <= bound);

@@ -53,7 +53,7 @@ void fill_gradients(GptParameters& params, int rank, int step) {
     for (std::size_t i = 0; i < g.size(); ++i)
       g[i] = 0.05f * std::sin(0.37f * static_cast<float>(i + e.offset) + 1.3f * static_cast<float>(rank) +
                               0.7f * static_cast<float>(step));
-    params.backend().copy_from_host<float>(g, params.grad(e));
+    params.backend().copy_from_host(g, params.grad(e));
   }
 }
 
@@ -105,7 +105,7 @@ TEST_CASE("reduce-scatter and all-gather of buffer shards", "[dist][data-paralle
     DeviceBuffer buffer(dp.backend, size);
     std::vector<float> host(static_cast<std::size_t>(size));
     for (std::int64_t i = 0; i < size; ++i) host[static_cast<std::size_t>(i)] = value_of(me, i);
-    dp.backend.copy_from_host<float>(host, buffer.view());
+    dp.backend.copy_from_host(host, buffer.view());
 
     reduce_scatter_shards(comm, buffer.view());
     dp.backend.copy_to_host(ConstFloatView(buffer.view()), std::span<float>(host));
@@ -121,7 +121,7 @@ TEST_CASE("reduce-scatter and all-gather of buffer shards", "[dist][data-paralle
     // Each rank writes -(i + 1) into its own shard only; the gather makes the buffer whole.
     for (std::int64_t i = 0; i < size; ++i)
       host[static_cast<std::size_t>(i)] = i >= mine.begin && i < mine.end ? -static_cast<float>(i + 1) : 12345.0f;
-    dp.backend.copy_from_host<float>(host, buffer.view());
+    dp.backend.copy_from_host(host, buffer.view());
     all_gather_shards(comm, buffer.view());
     dp.backend.copy_to_host(ConstFloatView(buffer.view()), std::span<float>(host));
     wrong = 0;
@@ -160,7 +160,7 @@ TEST_CASE("AdamW over data-parallel ranks, plain and distributed, steps as one r
       dp.backend.copy_to_host(ConstFloatView(reference.grads()), std::span<float>(g));
       for (std::size_t i = 0; i < g.size(); ++i) summed[i] += g[i];
     }
-    dp.backend.copy_from_host<float>(summed, reference.grads());
+    dp.backend.copy_from_host(summed, reference.grads());
     fill_gradients(plain, comm.rank(), step);
     fill_gradients(sharded, comm.rank(), step);
 

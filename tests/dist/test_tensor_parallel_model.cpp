@@ -284,7 +284,7 @@ TEST_CASE("tensor-parallel mappings: each forward and its backward", "[dist][tp]
     DeviceBuffer local(backend, n);
     DeviceBuffer whole(backend, n * tp);
     const auto upload = [&](DeviceBuffer& d, const std::vector<float>& v) {
-      backend.copy_from_host<float>(v, d.view());
+      backend.copy_from_host(v, d.view());
     };
     const auto download = [&](const DeviceBuffer& d) {
       std::vector<float> v(static_cast<size_t>(d.size()));

@@ -66,7 +66,7 @@ void fill_gradients(GptParameters& params, int step, bool holds_batch) {
   for (const ParameterEntry& e : params.entries()) {
     std::vector<float> g = shard_tensor(e, params.tensor_parallel(), whole_gradient(e, step));
     if (!holds_batch) std::fill(g.begin(), g.end(), 0.0f);
-    params.backend().copy_from_host<float>(g, params.grad(e));
+    params.backend().copy_from_host(g, params.grad(e));
   }
 }
 

@@ -51,7 +51,7 @@ TEST_CASE("Backend operations check view sizes", "[model]") {
                     "Backend::linear_forward: y has 5 elements, expected 4");
   CHECK_THROWS_WITH(backend.add(x.view(), y.view(), x.view()),
                     "Backend::add: b has 5 elements, expected 6");
-  CHECK_THROWS_WITH(backend.copy_from_host<float>(std::vector<float>(3), x.view()),
+  CHECK_THROWS_WITH(backend.copy_from_host(std::vector<float>(3), x.view()),
                     Catch::Contains("source has 3 elements, destination 6"));
 }
 
@@ -59,9 +59,9 @@ TEST_CASE("CpuBackend linear and loss operations compute through the kernels", "
   CpuBackend backend;
   // y = x·Wᵀ + b with x [1, 2], W [2, 2].
   DeviceBuffer x(backend, 2), w(backend, 4), b(backend, 2), y(backend, 2);
-  backend.copy_from_host<float>(std::vector<float>{1, 2}, x.view());
-  backend.copy_from_host<float>(std::vector<float>{1, 0, 3, 4}, w.view());
-  backend.copy_from_host<float>(std::vector<float>{0.5f, -1}, b.view());
+  backend.copy_from_host(std::vector<float>{1, 2}, x.view());
+  backend.copy_from_host(std::vector<float>{1, 0, 3, 4}, w.view());
+  backend.copy_from_host(std::vector<float>{0.5f, -1}, b.view());
   backend.linear_forward(x.view(), w.view(), b.view(), 1, 2, 2, y.view());
   std::vector<float> host(2);
   backend.copy_to_host(y.view(), host);
@@ -69,7 +69,7 @@ TEST_CASE("CpuBackend linear and loss operations compute through the kernels", "
   CHECK(backend.sum_of_squares(y.view()) == Approx(1.5 * 1.5 + 100.0));
 
   DeviceBuffer mask(backend, 2);
-  backend.copy_from_host<float>(std::vector<float>{1, 0}, mask.view());
+  backend.copy_from_host(std::vector<float>{1, 0}, mask.view());
   const MaskedLossSum sum = backend.masked_loss_sum(y.view(), mask.view());
   CHECK(sum.loss_sum == 1.5);
   CHECK(sum.tokens == 1.0);

@@ -155,7 +155,7 @@ TEST_CASE("tensor-parallel mappings without a group are identities", "[model]") 
   const std::vector<float> values = iota_floats(6);
   DeviceBuffer a(backend, 6);
   DeviceBuffer b(backend, 6);
-  backend.copy_from_host<float>(values, a.view());
+  backend.copy_from_host(values, a.view());
   const auto read = [&](const DeviceBuffer& d) {
     std::vector<float> v(6);
     backend.copy_to_host(d.view(), v);

@@ -114,15 +114,34 @@ if want decode; then
   row "decode greedy agreement" "$(echo "$decode" | grep -m1 '^greedy' | cut -d: -f2)"
 fi
 
-# 4. Where a bf16 step's GPU time goes, per operation.
+# 4. Where a bf16 step's GPU time goes, per operation, at steady state: the same run for 4 and
+# for 14 iterations, the difference divided by 10, so that one-time costs (cuDNN plan builds,
+# cuBLAS heuristics, pool growth) fall out.
 if want profile; then
-  MGT_CUDA_PROFILE=1 mgt-train --device cuda --bf16 --num-layers 12 --hidden-size 768 --num-attention-heads 12 \
-    --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 3e-4 \
-    --train-iters 5 --log-interval 5 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
-    --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
-    > "$out/profile.log" 2>&1
-  grep -A14 "GPU time per operation" "$out/profile.log"
-  row "profile, gpt2-124m bf16 mbs 8, 5 iterations" "$(grep -A3 'GPU time per operation' "$out/profile.log" | tail -3 | awk '{print $1, $4}' | tr '\n' ' ')"
+  for iters in 4 14; do
+    MGT_CUDA_PROFILE=1 mgt-train --device cuda --bf16 --num-layers 12 --hidden-size 768 --num-attention-heads 12 \
+      --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 3e-4 \
+      --train-iters $iters --log-interval $iters --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
+      --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
+      > "$out/profile-$iters.log" 2>&1
+  done
+  steady=$("$py" - "$out/profile-4.log" "$out/profile-14.log" <<'PY'
+import re, sys
+def ops(p):
+    d = {}
+    for m in re.finditer(r"^\s+(\S+)\s+([0-9.]+) ms\s+[0-9.]+%\s+(\d+) calls", open(p).read(), re.M):
+        d[m.group(1)] = (float(m.group(2)), int(m.group(3)))
+    return d
+a, b = ops(sys.argv[1]), ops(sys.argv[2])
+rows = sorted(((b[k][0] - a.get(k, (0, 0))[0]) / 10, (b[k][1] - a.get(k, (0, 0))[1]) // 10, k) for k in b)[::-1]
+total = sum(r[0] for r in rows)
+print(f"steady-state GPU time per iteration: {total:.2f} ms")
+for ms, calls, k in rows[:14]:
+    print(f"  {k:28s} {ms:8.3f} ms {100 * ms / total:5.1f}% {calls:6d} calls")
+PY
+)
+  echo "$steady"
+  row "profile, gpt2-124m bf16 mbs 8, per iteration" "$(echo "$steady" | sed -n '1,4p' | sed 's/^ *//' | tr -s ' ' | tr '\n' ';')"
 fi
 
 echo

@@ -9,6 +9,7 @@
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/argmax.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -56,86 +57,101 @@ void CpuBackend::do_copy_to_host(const void* device, void* host, size_t bytes) {
   std::memcpy(host, device, bytes);
 }
 
-void CpuBackend::do_copy(const float* src, float* dst, int64_t n) { std::copy_n(src, n, dst); }
+void CpuBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) { std::copy_n(src.data(), n, dst.data()); }
 
-void CpuBackend::do_fill(float* x, int64_t n, float value) { std::fill_n(x, n, value); }
+void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
+  const int64_t n = src.size();
+  if (src.type() == dst.type()) {
+    std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.bytes()));
+  } else if (src.type() == FloatType::kF32) {
+    const float* from = src.data();
+    auto* to = static_cast<uint16_t*>(dst.raw());
+    for (int64_t i = 0; i < n; ++i) to[i] = cpu::float_to_bf16(from[i]);
+  } else {
+    const auto* from = static_cast<const uint16_t*>(src.raw());
+    float* to = dst.data();
+    for (int64_t i = 0; i < n; ++i) to[i] = cpu::bf16_to_float(from[i]);
+  }
+}
 
-void CpuBackend::do_linear_forward(const float* x, const float* w, const float* bias, int64_t rows,
-                                   int64_t in, int64_t out, float* y) {
+void CpuBackend::do_fill(FloatArg x, int64_t n, float value) { std::fill_n(x.data(), n, value); }
+
+void CpuBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
+                                   int64_t in, int64_t out, FloatArg y) {
   cpu::linear_forward(x, w, bias, rows, in, out, y);
 }
 
-void CpuBackend::do_linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t in,
-                                          int64_t out, float* dx) {
+void CpuBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
+                                          int64_t out, FloatArg dx) {
   cpu::linear_backward_input(dy, w, rows, in, out, dx);
 }
 
-void CpuBackend::do_linear_backward_weight(const float* dy, const float* x, int64_t rows,
-                                           int64_t in, int64_t out, float* dw) {
+void CpuBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
+                                           int64_t in, int64_t out, FloatArg dw) {
   cpu::linear_backward_weight(dy, x, rows, in, out, dw);
 }
 
-void CpuBackend::do_bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias) {
+void CpuBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
   cpu::bias_backward(dy, rows, cols, dbias);
 }
 
-void CpuBackend::do_layer_norm_forward(const float* x, const float* weight, const float* bias,
-                                       int64_t rows, int64_t hidden, float eps, float* y,
-                                       float* mean, float* rstd) {
+void CpuBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
+                                       int64_t rows, int64_t hidden, float eps, FloatArg y,
+                                       FloatArg mean, FloatArg rstd) {
   parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::layer_norm_forward(x + b * hidden, weight, bias, e - b, hidden, eps, y + b * hidden, mean + b, rstd + b);
   });
 }
 
-void CpuBackend::do_layer_norm_backward(const float* dy, const float* x, const float* weight,
-                                        const float* mean, const float* rstd, int64_t rows,
-                                        int64_t hidden, float* dx, float* dweight, float* dbias) {
+void CpuBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
+                                        ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
+                                        int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias) {
   cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias);
 }
 
-void CpuBackend::do_rms_norm_forward(const float* x, const float* weight, int64_t rows,
-                                     int64_t hidden, float eps, float* y, float* rstd) {
+void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
+                                     int64_t hidden, float eps, FloatArg y, FloatArg rstd) {
   parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::rms_norm_forward(x + b * hidden, weight, e - b, hidden, eps, y + b * hidden, rstd + b);
   });
 }
 
-void CpuBackend::do_rms_norm_backward(const float* dy, const float* x, const float* weight,
-                                      const float* rstd, int64_t rows, int64_t hidden, float* dx,
-                                      float* dweight) {
+void CpuBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
+                                      ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
+                                      FloatArg dweight) {
   cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight);
 }
 
-void CpuBackend::do_gelu_forward(const float* x, int64_t n, float* y) {
+void CpuBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_forward(x + b, e - b, y + b); });
 }
 
-void CpuBackend::do_gelu_backward(const float* dy, const float* x, int64_t n, float* dx) {
+void CpuBackend::do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_backward(dy + b, x + b, e - b, dx + b); });
 }
 
-void CpuBackend::do_gelu_tanh_forward(const float* x, int64_t n, float* y) {
+void CpuBackend::do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) {
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_tanh_forward(x + b, e - b, y + b); });
 }
 
-void CpuBackend::do_gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx) {
+void CpuBackend::do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
   parallel(n, kElementGrain,
            [&](int64_t b, int64_t e) { cpu::gelu_tanh_backward(dy + b, x + b, e - b, dx + b); });
 }
 
-void CpuBackend::do_swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y) {
+void CpuBackend::do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) {
   parallel(rows, row_grain(ffn),
            [&](int64_t b, int64_t e) { cpu::swiglu_forward(x + 2 * ffn * b, e - b, ffn, y + ffn * b); });
 }
 
-void CpuBackend::do_swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn,
-                                    float* dx) {
+void CpuBackend::do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
+                                    FloatArg dx) {
   parallel(rows, row_grain(ffn), [&](int64_t b, int64_t e) {
     cpu::swiglu_backward(dy + ffn * b, x + 2 * ffn * b, e - b, ffn, dx + 2 * ffn * b);
   });
 }
 
-void CpuBackend::do_dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) {
+void CpuBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) {
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     DropoutKey part = key;
     part.offset += static_cast<uint64_t>(b);  // masks are a function of the element's global index
@@ -143,8 +159,8 @@ void CpuBackend::do_dropout_forward(const float* x, int64_t n, float p, DropoutK
   });
 }
 
-void CpuBackend::do_dropout_backward(const float* dy, int64_t n, float p, DropoutKey key,
-                                     float* dx) {
+void CpuBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
+                                     FloatArg dx) {
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     DropoutKey part = key;
     part.offset += static_cast<uint64_t>(b);
@@ -152,33 +168,33 @@ void CpuBackend::do_dropout_backward(const float* dy, int64_t n, float p, Dropou
   });
 }
 
-void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, const float* table,
+void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                       int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                      float* out) {
+                                      FloatArg out) {
   parallel(n, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::embedding_forward(ids + b, e - b, table, vocab_start, local_rows, hidden, out + b * hidden);
   });
 }
 
-void CpuBackend::do_embedding_backward(const int64_t* ids, int64_t n, const float* dout,
+void CpuBackend::do_embedding_backward(const int64_t* ids, int64_t n, ConstFloatArg dout,
                                        int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                       float* dtable) {
+                                       FloatArg dtable) {
   cpu::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable);
 }
 
-void CpuBackend::do_rotary_forward(const float* x, const HeadTensor& shape,
-                                   const RotaryParams& params, float* y) {
+void CpuBackend::do_rotary_forward(ConstFloatArg x, const HeadTensor& shape,
+                                   const RotaryParams& params, FloatArg y) {
   cpu::rotary_forward(x, shape, params, y);
 }
 
-void CpuBackend::do_rotary_backward(const float* dy, const HeadTensor& shape,
-                                    const RotaryParams& params, float* dx) {
+void CpuBackend::do_rotary_backward(ConstFloatArg dy, const HeadTensor& shape,
+                                    const RotaryParams& params, FloatArg dx) {
   cpu::rotary_backward(dy, shape, params, dx);
 }
 
-void CpuBackend::do_attention_forward(const float* q, const float* k, const float* v,
+void CpuBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
                                       const AttentionShape& shape, const AttentionParams& params,
-                                      float* out, float* lse) {
+                                      FloatArg out, FloatArg lse) {
   // One (batch, head) pair per task on the pool, each head's GEMMs on its own thread.
   const cpu::SingleThreadedBlas blas;
   parallel(shape.batch * shape.heads, 1, [&](int64_t b, int64_t e) {
@@ -186,104 +202,104 @@ void CpuBackend::do_attention_forward(const float* q, const float* k, const floa
   });
 }
 
-void CpuBackend::do_attention_backward(const float* q, const float* k, const float* v,
-                                       const float* out, const float* dout, const float* lse,
+void CpuBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
+                                       ConstFloatArg out, ConstFloatArg dout, ConstFloatArg lse,
                                        const AttentionShape& shape, const AttentionParams& params,
-                                       float* dq, float* dk, float* dv) {
+                                       FloatArg dq, FloatArg dk, FloatArg dv) {
   const cpu::SingleThreadedBlas blas;
   parallel(shape.batch * shape.groups, 1, [&](int64_t b, int64_t e) {
     cpu::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, b, e);
   });
 }
 
-void CpuBackend::do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups,
-                              int64_t unit, float* q, float* k, float* v) {
+void CpuBackend::do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
+                              int64_t unit, FloatArg q, FloatArg k, FloatArg v) {
   cpu::qkv_split(mixed, tokens, heads, groups, unit, q, k, v);
 }
 
-void CpuBackend::do_qkv_merge(const float* q, const float* k, const float* v, int64_t tokens,
-                              int64_t heads, int64_t groups, int64_t unit, float* mixed) {
+void CpuBackend::do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens,
+                              int64_t heads, int64_t groups, int64_t unit, FloatArg mixed) {
   cpu::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed);
 }
 
-void CpuBackend::do_cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab,
-                                          float* row_max) {
+void CpuBackend::do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
+                                          FloatArg row_max) {
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_row_max(logits + b * vocab, e - b, vocab, row_max + b);
   });
 }
 
-void CpuBackend::do_cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows,
-                                          int64_t vocab, float* sum_exp) {
+void CpuBackend::do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
+                                          int64_t vocab, FloatArg sum_exp) {
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_sum_exp(logits + b * vocab, row_max + b, e - b, vocab, sum_exp + b);
   });
 }
 
-void CpuBackend::do_cross_entropy_target_logit(const float* logits, const int64_t* targets,
+void CpuBackend::do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets,
                                                int64_t rows, int64_t vocab, int64_t vocab_start,
-                                               float* target_logit) {
+                                               FloatArg target_logit) {
   cpu::cross_entropy_target_logit(logits, targets, rows, vocab, vocab_start, target_logit);
 }
 
-void CpuBackend::do_cross_entropy_loss(const float* row_max, const float* sum_exp,
-                                       const float* target_logit, int64_t rows, float* loss) {
+void CpuBackend::do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp,
+                                       ConstFloatArg target_logit, int64_t rows, FloatArg loss) {
   cpu::cross_entropy_loss(row_max, sum_exp, target_logit, rows, loss);
 }
 
-void CpuBackend::do_cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
-                                          int64_t vocab, float* loss, float* row_max,
-                                          float* sum_exp) {
+void CpuBackend::do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,
+                                          int64_t vocab, FloatArg loss, FloatArg row_max,
+                                          FloatArg sum_exp) {
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_forward(logits + b * vocab, targets + b, e - b, vocab, loss + b, row_max + b, sum_exp + b);
   });
 }
 
-void CpuBackend::do_cross_entropy_backward(const float* logits, const int64_t* targets,
-                                           const float* row_max, const float* sum_exp,
-                                           const float* dloss, int64_t rows, int64_t vocab,
-                                           int64_t vocab_start, float* dlogits) {
+void CpuBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t* targets,
+                                           ConstFloatArg row_max, ConstFloatArg sum_exp,
+                                           ConstFloatArg dloss, int64_t rows, int64_t vocab,
+                                           int64_t vocab_start, FloatArg dlogits) {
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_backward(logits + b * vocab, targets + b, row_max + b, sum_exp + b, dloss + b, e - b, vocab,
                                 vocab_start, dlogits + b * vocab);
   });
 }
 
-MaskedLossSum CpuBackend::do_masked_loss_sum(const float* loss, const float* loss_mask,
+MaskedLossSum CpuBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                              int64_t rows) {
   return cpu::masked_loss_sum(loss, loss_mask, rows);
 }
 
-void CpuBackend::do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) {
+void CpuBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) {
   parallel(rows, row_grain(cols), [&](int64_t b, int64_t e) { cpu::row_argmax(x + b * cols, e - b, cols, out + b); });
 }
 
-void CpuBackend::do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
-                                     float* dloss) {
+void CpuBackend::do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
+                                     FloatArg dloss) {
   cpu::masked_loss_grad(loss_mask, rows, scale, dloss);
 }
 
-void CpuBackend::do_add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+void CpuBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) {
   cpu::add_bias(y, bias, rows, cols);
 }
 
-void CpuBackend::do_add(const float* a, const float* b, int64_t n, float* out) {
+void CpuBackend::do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) {
   cpu::add(a, b, n, out);
 }
 
-void CpuBackend::do_accumulate(float* y, const float* x, int64_t n) { cpu::accumulate(y, x, n); }
+void CpuBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) { cpu::accumulate(y, x, n); }
 
-void CpuBackend::do_scale(float* x, int64_t n, float factor) { cpu::scale(x, n, factor); }
+void CpuBackend::do_scale(FloatArg x, int64_t n, float factor) { cpu::scale(x, n, factor); }
 
-void CpuBackend::do_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+void CpuBackend::do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                                int64_t n, const AdamWParams& params, int64_t step) {
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     cpu::adamw_step(param + b, grad + b, exp_avg + b, exp_avg_sq + b, e - b, params, step);
   });
 }
 
-double CpuBackend::do_sum_of_squares(const float* x, int64_t n) {
-  const std::span<const float> buffer(x, static_cast<size_t>(n));
+double CpuBackend::do_sum_of_squares(ConstFloatArg x, int64_t n) {
+  const std::span<const float> buffer(x.data(), static_cast<size_t>(n));
   return cpu::sum_of_squares(std::span<const std::span<const float>>(&buffer, 1));
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/bf16_convert.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
@@ -80,6 +81,7 @@ std::optional<AvailableMemory> CudaBackend::available_memory() const {
 
 bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
   matmul_precision_ = precision;
+  activation_type_ = precision == MatmulPrecision::kBf16 ? FloatType::kBf16 : FloatType::kF32;
   return true;
 }
 
@@ -107,139 +109,151 @@ void CudaBackend::do_copy_to_host(const void* device, void* host, size_t bytes) 
   synchronize();
 }
 
-void CudaBackend::do_copy(const float* src, float* dst, int64_t n) {
+void CudaBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), "copy");
   MGT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaBackend::do_fill(float* x, int64_t n, float value) {
+void CudaBackend::do_convert(ConstFloatView src, FloatView dst) {
+  const cuda::ScopedOp scope(profiler_.get(), "convert");
+  if (src.type() == dst.type()) {
+    MGT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.bytes()),
+                                   cudaMemcpyDeviceToDevice, stream_));
+  } else if (src.type() == FloatType::kF32) {
+    cuda::fp32_to_bf16({{src.raw(), dst.raw(), src.size()}}, stream_);
+  } else {
+    cuda::bf16_to_fp32({{src.raw(), dst.raw(), src.size()}}, stream_);
+  }
+}
+
+void CudaBackend::do_fill(FloatArg x, int64_t n, float value) {
   const cuda::ScopedOp scope(profiler_.get(), "fill"); cuda::fill(x, n, value, stream_); }
 
-void CudaBackend::do_linear_forward(const float* x, const float* w, const float* bias, int64_t rows,
-                                    int64_t in, int64_t out, float* y) {
+void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
+                                    int64_t in, int64_t out, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_forward");
   cuda::linear_forward(cublas_, matmul_precision_, x, w, rows, in, out, y);
   if (bias != nullptr) cuda::add_bias(y, bias, rows, out, stream_);
 }
 
-void CudaBackend::do_linear_backward_input(const float* dy, const float* w, int64_t rows,
-                                           int64_t in, int64_t out, float* dx) {
+void CudaBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows,
+                                           int64_t in, int64_t out, FloatArg dx) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_backward_input");
   cuda::linear_backward_input(cublas_, matmul_precision_, dy, w, rows, in, out, dx);
 }
 
-void CudaBackend::do_linear_backward_weight(const float* dy, const float* x, int64_t rows,
-                                            int64_t in, int64_t out, float* dw) {
+void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
+                                            int64_t in, int64_t out, FloatArg dw) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_backward_weight");
   cuda::linear_backward_weight(cublas_, matmul_precision_, dy, x, rows, in, out, dw);
 }
 
-void CudaBackend::do_bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias) {
+void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
   const cuda::ScopedOp scope(profiler_.get(), "bias_backward");
   cuda::bias_backward(dy, rows, cols, dbias, stream_);
 }
 
-void CudaBackend::do_layer_norm_forward(const float* x, const float* weight, const float* bias,
-                                        int64_t rows, int64_t hidden, float eps, float* y,
-                                        float* mean, float* rstd) {
+void CudaBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
+                                        int64_t rows, int64_t hidden, float eps, FloatArg y,
+                                        FloatArg mean, FloatArg rstd) {
   const cuda::ScopedOp scope(profiler_.get(), "layer_norm_forward");
   cuda::layer_norm_forward(x, weight, bias, rows, hidden, eps, y, mean, rstd, stream_);
 }
 
-void CudaBackend::do_layer_norm_backward(const float* dy, const float* x, const float* weight,
-                                         const float* mean, const float* rstd, int64_t rows,
-                                         int64_t hidden, float* dx, float* dweight, float* dbias) {
+void CudaBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
+                                         ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
+                                         int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias) {
   const cuda::ScopedOp scope(profiler_.get(), "layer_norm_backward");
   cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, stream_);
 }
 
-void CudaBackend::do_rms_norm_forward(const float* x, const float* weight, int64_t rows,
-                                      int64_t hidden, float eps, float* y, float* rstd) {
+void CudaBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
+                                      int64_t hidden, float eps, FloatArg y, FloatArg rstd) {
   const cuda::ScopedOp scope(profiler_.get(), "rms_norm_forward");
   cuda::rms_norm_forward(x, weight, rows, hidden, eps, y, rstd, stream_);
 }
 
-void CudaBackend::do_rms_norm_backward(const float* dy, const float* x, const float* weight,
-                                       const float* rstd, int64_t rows, int64_t hidden, float* dx,
-                                       float* dweight) {
+void CudaBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
+                                       ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
+                                       FloatArg dweight) {
   const cuda::ScopedOp scope(profiler_.get(), "rms_norm_backward");
   cuda::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight, stream_);
 }
 
-void CudaBackend::do_gelu_forward(const float* x, int64_t n, float* y) {
+void CudaBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "gelu_forward");
   cuda::gelu_forward(x, n, y, stream_);
 }
-void CudaBackend::do_gelu_backward(const float* dy, const float* x, int64_t n, float* dx) {
+void CudaBackend::do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
   const cuda::ScopedOp scope(profiler_.get(), "gelu_backward");
   cuda::gelu_backward(dy, x, n, dx, stream_);
 }
-void CudaBackend::do_gelu_tanh_forward(const float* x, int64_t n, float* y) {
+void CudaBackend::do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "gelu_tanh_forward");
   cuda::gelu_tanh_forward(x, n, y, stream_);
 }
-void CudaBackend::do_gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx) {
+void CudaBackend::do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
   const cuda::ScopedOp scope(profiler_.get(), "gelu_tanh_backward");
   cuda::gelu_tanh_backward(dy, x, n, dx, stream_);
 }
-void CudaBackend::do_swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y) {
+void CudaBackend::do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "swiglu_forward");
   cuda::swiglu_forward(x, rows, ffn, y, stream_);
 }
-void CudaBackend::do_swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn,
-                                     float* dx) {
+void CudaBackend::do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
+                                     FloatArg dx) {
   const cuda::ScopedOp scope(profiler_.get(), "swiglu_backward");
   cuda::swiglu_backward(dy, x, rows, ffn, dx, stream_);
 }
 
-void CudaBackend::do_dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) {
+void CudaBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "dropout_forward");
   cuda::dropout(x, n, p, key, y, stream_);
 }
-void CudaBackend::do_dropout_backward(const float* dy, int64_t n, float p, DropoutKey key,
-                                      float* dx) {
+void CudaBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
+                                      FloatArg dx) {
   const cuda::ScopedOp scope(profiler_.get(), "dropout_backward");
   cuda::dropout(dy, n, p, key, dx, stream_);
 }
 
-void CudaBackend::do_embedding_forward(const int64_t* ids, int64_t n, const float* table,
+void CudaBackend::do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                        int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                       float* out) {
+                                       FloatArg out) {
   const cuda::ScopedOp scope(profiler_.get(), "embedding_forward");
   cuda::embedding_forward(ids, n, table, vocab_start, local_rows, hidden, out, stream_);
 }
-void CudaBackend::do_embedding_backward(const int64_t* ids, int64_t n, const float* dout,
+void CudaBackend::do_embedding_backward(const int64_t* ids, int64_t n, ConstFloatArg dout,
                                         int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                        float* dtable) {
+                                        FloatArg dtable) {
   const cuda::ScopedOp scope(profiler_.get(), "embedding_backward");
   cuda::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable, stream_);
 }
 
-void CudaBackend::do_rotary_forward(const float* x, const HeadTensor& shape,
-                                    const RotaryParams& params, float* y) {
+void CudaBackend::do_rotary_forward(ConstFloatArg x, const HeadTensor& shape,
+                                    const RotaryParams& params, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "rotary_forward");
   cuda::rotary(x, shape, params, 1.0f, y, stream_);
 }
-void CudaBackend::do_rotary_backward(const float* dy, const HeadTensor& shape,
-                                     const RotaryParams& params, float* dx) {
+void CudaBackend::do_rotary_backward(ConstFloatArg dy, const HeadTensor& shape,
+                                     const RotaryParams& params, FloatArg dx) {
   const cuda::ScopedOp scope(profiler_.get(), "rotary_backward");
   cuda::rotary(dy, shape, params, -1.0f, dx, stream_);
 }
 
-void CudaBackend::do_attention_forward(const float* q, const float* k, const float* v,
+void CudaBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
                                        const AttentionShape& shape, const AttentionParams& params,
-                                       float* out, float* lse) {
+                                       FloatArg out, FloatArg lse) {
   const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->forward(q, k, v, shape, params, out, lse)) return;
   cuda::attention_forward(q, k, v, shape, params, out, lse, stream_);
 }
-void CudaBackend::do_attention_backward(const float* q, const float* k, const float* v,
-                                        const float* out, const float* dout, const float* lse,
+void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
+                                        ConstFloatArg out, ConstFloatArg dout, ConstFloatArg lse,
                                         const AttentionShape& shape,
-                                        const AttentionParams& params, float* dq, float* dk,
-                                        float* dv) {
+                                        const AttentionParams& params, FloatArg dq, FloatArg dk,
+                                        FloatArg dv) {
   const cuda::ScopedOp scope(profiler_.get(), "attention_backward");
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv)) {
@@ -258,55 +272,55 @@ cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& sha
   return cudnn_attention_.get();
 }
 
-void CudaBackend::do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups,
-                               int64_t unit, float* q, float* k, float* v) {
+void CudaBackend::do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
+                               int64_t unit, FloatArg q, FloatArg k, FloatArg v) {
   const cuda::ScopedOp scope(profiler_.get(), "qkv_split");
   cuda::qkv_split(mixed, tokens, heads, groups, unit, q, k, v, stream_);
 }
-void CudaBackend::do_qkv_merge(const float* q, const float* k, const float* v, int64_t tokens,
-                               int64_t heads, int64_t groups, int64_t unit, float* mixed) {
+void CudaBackend::do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens,
+                               int64_t heads, int64_t groups, int64_t unit, FloatArg mixed) {
   const cuda::ScopedOp scope(profiler_.get(), "qkv_merge");
   cuda::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed, stream_);
 }
 
-void CudaBackend::do_cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab,
-                                           float* row_max) {
+void CudaBackend::do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
+                                           FloatArg row_max) {
   const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_row_max");
   cuda::cross_entropy_row_max(logits, rows, vocab, row_max, stream_);
 }
-void CudaBackend::do_cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows,
-                                           int64_t vocab, float* sum_exp) {
+void CudaBackend::do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
+                                           int64_t vocab, FloatArg sum_exp) {
   const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_sum_exp");
   cuda::cross_entropy_sum_exp(logits, row_max, rows, vocab, sum_exp, stream_);
 }
-void CudaBackend::do_cross_entropy_target_logit(const float* logits, const int64_t* targets,
+void CudaBackend::do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets,
                                                 int64_t rows, int64_t vocab, int64_t vocab_start,
-                                                float* target_logit) {
+                                                FloatArg target_logit) {
   const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_target_logit");
   cuda::cross_entropy_target_logit(logits, targets, rows, vocab, vocab_start, target_logit,
                                    stream_);
 }
-void CudaBackend::do_cross_entropy_loss(const float* row_max, const float* sum_exp,
-                                        const float* target_logit, int64_t rows, float* loss) {
+void CudaBackend::do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp,
+                                        ConstFloatArg target_logit, int64_t rows, FloatArg loss) {
   const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_loss");
   cuda::cross_entropy_loss(row_max, sum_exp, target_logit, rows, loss, stream_);
 }
-void CudaBackend::do_cross_entropy_forward(const float* logits, const int64_t* targets,
-                                           int64_t rows, int64_t vocab, float* loss,
-                                           float* row_max, float* sum_exp) {
+void CudaBackend::do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets,
+                                           int64_t rows, int64_t vocab, FloatArg loss,
+                                           FloatArg row_max, FloatArg sum_exp) {
   const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_forward");
   cuda::cross_entropy_forward(logits, targets, rows, vocab, loss, row_max, sum_exp, stream_);
 }
-void CudaBackend::do_cross_entropy_backward(const float* logits, const int64_t* targets,
-                                            const float* row_max, const float* sum_exp,
-                                            const float* dloss, int64_t rows, int64_t vocab,
-                                            int64_t vocab_start, float* dlogits) {
+void CudaBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t* targets,
+                                            ConstFloatArg row_max, ConstFloatArg sum_exp,
+                                            ConstFloatArg dloss, int64_t rows, int64_t vocab,
+                                            int64_t vocab_start, FloatArg dlogits) {
   const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_backward");
   cuda::cross_entropy_backward(logits, targets, row_max, sum_exp, dloss, rows, vocab, vocab_start,
                                dlogits, stream_);
 }
 
-MaskedLossSum CudaBackend::do_masked_loss_sum(const float* loss, const float* loss_mask,
+MaskedLossSum CudaBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                               int64_t rows) {
   const cuda::ScopedOp scope(profiler_.get(), "masked_loss_sum");
   cuda::masked_loss_sum(loss, loss_mask, rows, reduction_, stream_);
@@ -318,39 +332,39 @@ MaskedLossSum CudaBackend::do_masked_loss_sum(const float* loss, const float* lo
   return total;
 }
 
-void CudaBackend::do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) {
+void CudaBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) {
   const cuda::ScopedOp scope(profiler_.get(), "row_argmax");
   cuda::row_argmax(x, rows, cols, out, stream_);
 }
 
-void CudaBackend::do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
-                                      float* dloss) {
+void CudaBackend::do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
+                                      FloatArg dloss) {
   const cuda::ScopedOp scope(profiler_.get(), "masked_loss_grad");
   cuda::masked_loss_grad(loss_mask, rows, scale, dloss, stream_);
 }
 
-void CudaBackend::do_add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+void CudaBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) {
   const cuda::ScopedOp scope(profiler_.get(), "add_bias");
   cuda::add_bias(y, bias, rows, cols, stream_);
 }
-void CudaBackend::do_add(const float* a, const float* b, int64_t n, float* out) {
+void CudaBackend::do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) {
   const cuda::ScopedOp scope(profiler_.get(), "add");
   cuda::add(a, b, n, out, stream_);
 }
-void CudaBackend::do_accumulate(float* y, const float* x, int64_t n) {
+void CudaBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), "accumulate");
   cuda::accumulate(y, x, n, stream_);
 }
-void CudaBackend::do_scale(float* x, int64_t n, float factor) {
+void CudaBackend::do_scale(FloatArg x, int64_t n, float factor) {
   const cuda::ScopedOp scope(profiler_.get(), "scale"); cuda::scale(x, n, factor, stream_); }
 
-void CudaBackend::do_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+void CudaBackend::do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                                 int64_t n, const AdamWParams& params, int64_t step) {
   const cuda::ScopedOp scope(profiler_.get(), "adamw_step");
   cuda::adamw_step(param, grad, exp_avg, exp_avg_sq, n, params, step, stream_);
 }
 
-double CudaBackend::do_sum_of_squares(const float* x, int64_t n) {
+double CudaBackend::do_sum_of_squares(ConstFloatArg x, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), "sum_of_squares");
   cuda::sum_of_squares(x, n, reduction_, stream_);
   double result = 0.0;

@@ -47,91 +47,92 @@ private:
   void do_free(void* data, size_t bytes) noexcept override;
   void do_copy_from_host(const void* host, void* device, size_t bytes) override;
   void do_copy_to_host(const void* device, void* host, size_t bytes) override;
-  void do_copy(const float* src, float* dst, int64_t n) override;
-  void do_fill(float* x, int64_t n, float value) override;
+  void do_copy(ConstFloatArg src, FloatArg dst, int64_t n) override;
+  void do_convert(ConstFloatView src, FloatView dst) override;
+  void do_fill(FloatArg x, int64_t n, float value) override;
 
-  void do_linear_forward(const float* x, const float* w, const float* bias, int64_t rows,
-                         int64_t in, int64_t out, float* y) override;
-  void do_linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t in,
-                                int64_t out, float* dx) override;
-  void do_linear_backward_weight(const float* dy, const float* x, int64_t rows, int64_t in,
-                                 int64_t out, float* dw) override;
-  void do_bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias) override;
+  void do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
+                         int64_t in, int64_t out, FloatArg y) override;
+  void do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
+                                int64_t out, FloatArg dx) override;
+  void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
+                                 int64_t out, FloatArg dw) override;
+  void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) override;
 
-  void do_layer_norm_forward(const float* x, const float* weight, const float* bias, int64_t rows,
-                             int64_t hidden, float eps, float* y, float* mean,
-                             float* rstd) override;
-  void do_layer_norm_backward(const float* dy, const float* x, const float* weight,
-                              const float* mean, const float* rstd, int64_t rows, int64_t hidden,
-                              float* dx, float* dweight, float* dbias) override;
-  void do_rms_norm_forward(const float* x, const float* weight, int64_t rows, int64_t hidden,
-                           float eps, float* y, float* rstd) override;
-  void do_rms_norm_backward(const float* dy, const float* x, const float* weight, const float* rstd,
-                            int64_t rows, int64_t hidden, float* dx, float* dweight) override;
+  void do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias, int64_t rows,
+                             int64_t hidden, float eps, FloatArg y, FloatArg mean,
+                             FloatArg rstd) override;
+  void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
+                              ConstFloatArg mean, ConstFloatArg rstd, int64_t rows, int64_t hidden,
+                              FloatArg dx, FloatArg dweight, FloatArg dbias) override;
+  void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows, int64_t hidden,
+                           float eps, FloatArg y, FloatArg rstd) override;
+  void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight, ConstFloatArg rstd,
+                            int64_t rows, int64_t hidden, FloatArg dx, FloatArg dweight) override;
 
-  void do_gelu_forward(const float* x, int64_t n, float* y) override;
-  void do_gelu_backward(const float* dy, const float* x, int64_t n, float* dx) override;
-  void do_gelu_tanh_forward(const float* x, int64_t n, float* y) override;
-  void do_gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx) override;
-  void do_swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y) override;
-  void do_swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn,
-                          float* dx) override;
+  void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
+  void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
+  void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
+  void do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
+  void do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) override;
+  void do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
+                          FloatArg dx) override;
 
-  void do_dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* y) override;
-  void do_dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float* dx) override;
+  void do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) override;
+  void do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key, FloatArg dx) override;
 
-  void do_embedding_forward(const int64_t* ids, int64_t n, const float* table, int64_t vocab_start,
-                            int64_t local_rows, int64_t hidden, float* out) override;
-  void do_embedding_backward(const int64_t* ids, int64_t n, const float* dout, int64_t vocab_start,
-                             int64_t local_rows, int64_t hidden, float* dtable) override;
+  void do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table, int64_t vocab_start,
+                            int64_t local_rows, int64_t hidden, FloatArg out) override;
+  void do_embedding_backward(const int64_t* ids, int64_t n, ConstFloatArg dout, int64_t vocab_start,
+                             int64_t local_rows, int64_t hidden, FloatArg dtable) override;
 
-  void do_rotary_forward(const float* x, const HeadTensor& shape, const RotaryParams& params,
-                         float* y) override;
-  void do_rotary_backward(const float* dy, const HeadTensor& shape, const RotaryParams& params,
-                          float* dx) override;
+  void do_rotary_forward(ConstFloatArg x, const HeadTensor& shape, const RotaryParams& params,
+                         FloatArg y) override;
+  void do_rotary_backward(ConstFloatArg dy, const HeadTensor& shape, const RotaryParams& params,
+                          FloatArg dx) override;
 
-  void do_attention_forward(const float* q, const float* k, const float* v,
-                            const AttentionShape& shape, const AttentionParams& params, float* out,
-                            float* lse) override;
-  void do_attention_backward(const float* q, const float* k, const float* v, const float* out,
-                             const float* dout, const float* lse, const AttentionShape& shape,
-                             const AttentionParams& params, float* dq, float* dk,
-                             float* dv) override;
+  void do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
+                            const AttentionShape& shape, const AttentionParams& params, FloatArg out,
+                            FloatArg lse) override;
+  void do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, ConstFloatArg out,
+                             ConstFloatArg dout, ConstFloatArg lse, const AttentionShape& shape,
+                             const AttentionParams& params, FloatArg dq, FloatArg dk,
+                             FloatArg dv) override;
 
-  void do_qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
-                    float* q, float* k, float* v) override;
-  void do_qkv_merge(const float* q, const float* k, const float* v, int64_t tokens, int64_t heads,
-                    int64_t groups, int64_t unit, float* mixed) override;
+  void do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
+                    FloatArg q, FloatArg k, FloatArg v) override;
+  void do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens, int64_t heads,
+                    int64_t groups, int64_t unit, FloatArg mixed) override;
 
-  void do_cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab,
-                                float* row_max) override;
-  void do_cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows,
-                                int64_t vocab, float* sum_exp) override;
-  void do_cross_entropy_target_logit(const float* logits, const int64_t* targets, int64_t rows,
+  void do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
+                                FloatArg row_max) override;
+  void do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
+                                int64_t vocab, FloatArg sum_exp) override;
+  void do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets, int64_t rows,
                                      int64_t vocab, int64_t vocab_start,
-                                     float* target_logit) override;
-  void do_cross_entropy_loss(const float* row_max, const float* sum_exp, const float* target_logit,
-                             int64_t rows, float* loss) override;
-  void do_cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
-                                int64_t vocab, float* loss, float* row_max,
-                                float* sum_exp) override;
-  void do_cross_entropy_backward(const float* logits, const int64_t* targets, const float* row_max,
-                                 const float* sum_exp, const float* dloss, int64_t rows,
-                                 int64_t vocab, int64_t vocab_start, float* dlogits) override;
-  MaskedLossSum do_masked_loss_sum(const float* loss, const float* loss_mask,
+                                     FloatArg target_logit) override;
+  void do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp, ConstFloatArg target_logit,
+                             int64_t rows, FloatArg loss) override;
+  void do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,
+                                int64_t vocab, FloatArg loss, FloatArg row_max,
+                                FloatArg sum_exp) override;
+  void do_cross_entropy_backward(ConstFloatArg logits, const int64_t* targets, ConstFloatArg row_max,
+                                 ConstFloatArg sum_exp, ConstFloatArg dloss, int64_t rows,
+                                 int64_t vocab, int64_t vocab_start, FloatArg dlogits) override;
+  MaskedLossSum do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                    int64_t rows) override;
-  void do_row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out) override;
-  void do_masked_loss_grad(const float* loss_mask, int64_t rows, float scale,
-                           float* dloss) override;
+  void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) override;
+  void do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
+                           FloatArg dloss) override;
 
-  void do_add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override;
-  void do_add(const float* a, const float* b, int64_t n, float* out) override;
-  void do_accumulate(float* y, const float* x, int64_t n) override;
-  void do_scale(float* x, int64_t n, float factor) override;
+  void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) override;
+  void do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) override;
+  void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) override;
+  void do_scale(FloatArg x, int64_t n, float factor) override;
 
-  void do_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+  void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq, int64_t n,
                      const AdamWParams& params, int64_t step) override;
-  double do_sum_of_squares(const float* x, int64_t n) override;
+  double do_sum_of_squares(ConstFloatArg x, int64_t n) override;
 };
 
 }  // namespace mgt
