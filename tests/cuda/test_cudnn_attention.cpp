@@ -44,6 +44,7 @@ public:
   DeviceVector& operator=(const DeviceVector&) = delete;
 
   float* get() const { return ptr_; }
+  FloatView view() const { return {ptr_, static_cast<int64_t>(size_)}; }
   std::vector<float> to_host() const {
     std::vector<float> host(size_);
     MGT_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost));
@@ -207,10 +208,10 @@ TEST_CASE("cuDNN bf16 attention matches the CPU kernels (lengths, head sizes, GQ
     const DeviceVector d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(q_nan);
     const DeviceVector d_lse(std::vector<float>(lse_size, NAN)), d_dq(q_nan), d_dk(kv_nan),
         d_dv(kv_nan);
-    REQUIRE(attention.forward(d_q.get(), d_k.get(), d_v.get(), s, p, d_out.get(), d_lse.get()));
+    REQUIRE(attention.forward(d_q.view(), d_k.view(), d_v.view(), s, p, d_out.view(), d_lse.get()));
     // The backward reads the GPU's own forward output, as it does in training.
-    REQUIRE(attention.backward(d_q.get(), d_k.get(), d_v.get(), d_out.get(), d_dout.get(),
-                               d_lse.get(), s, p, d_dq.get(), d_dk.get(), d_dv.get()));
+    REQUIRE(attention.backward(d_q.view(), d_k.view(), d_v.view(), d_out.view(), d_dout.view(),
+                               d_lse.get(), s, p, d_dq.view(), d_dk.view(), d_dv.view()));
     stream.sync();
     const double e_out = error(d_out.to_host(), out), e_lse = error(d_lse.to_host(), lse);
     const double e_dq = error(d_dq.to_host(), dq), e_dk = error(d_dk.to_host(), dk),
@@ -266,7 +267,7 @@ TEST_CASE("cuDNN attention dropout: forward and backward draw the same mask at t
         d_dv{std::vector<float>(kv_size)};
 
     // With V = I, out[i, b, h, j] is the kept, rescaled probability P[b, h, i, j] or 0.
-    REQUIRE(attention.forward(d_q.get(), d_k.get(), d_identity.get(), s, p, d_out.get(), d_lse.get()));
+    REQUIRE(attention.forward(d_q.view(), d_k.view(), d_identity.view(), s, p, d_out.view(), d_lse.get()));
     stream.sync();
     const auto dropped_probs = d_out.to_host();
     std::vector<uint8_t> keep(static_cast<size_t>(s.batch * s.heads * n * n), 0);
@@ -298,20 +299,20 @@ TEST_CASE("cuDNN attention dropout: forward and backward draw the same mask at t
     CHECK(error(dropped_probs, probs.out) <= kBf16Bound);
 
     // The same key draws the same mask; another stream another one.
-    REQUIRE(attention.forward(d_q.get(), d_k.get(), d_identity.get(), s, p, d_out.get(), d_lse.get()));
+    REQUIRE(attention.forward(d_q.view(), d_k.view(), d_identity.view(), s, p, d_out.view(), d_lse.get()));
     stream.sync();
     CHECK(d_out.to_host() == dropped_probs);
     AttentionParams other = p;
     other.dropout_key.stream += 1;
-    REQUIRE(attention.forward(d_q.get(), d_k.get(), d_identity.get(), s, other, d_out.get(),
+    REQUIRE(attention.forward(d_q.view(), d_k.view(), d_identity.view(), s, other, d_out.view(),
                               d_lse.get()));
     stream.sync();
     CHECK(d_out.to_host() != dropped_probs);
 
     // Real values under the same key: forward and backward against fp64 with that mask.
-    REQUIRE(attention.forward(d_q.get(), d_k.get(), d_v.get(), s, p, d_out.get(), d_lse.get()));
-    REQUIRE(attention.backward(d_q.get(), d_k.get(), d_v.get(), d_out.get(), d_dout.get(),
-                               d_lse.get(), s, p, d_dq.get(), d_dk.get(), d_dv.get()));
+    REQUIRE(attention.forward(d_q.view(), d_k.view(), d_v.view(), s, p, d_out.view(), d_lse.get()));
+    REQUIRE(attention.backward(d_q.view(), d_k.view(), d_v.view(), d_out.view(), d_dout.view(),
+                               d_lse.get(), s, p, d_dq.view(), d_dk.view(), d_dv.view()));
     stream.sync();
     const Reference want = reference(q, k, v, dout, s, p.softmax_scale, c.p, keep);
     CHECK(error(d_out.to_host(), want.out) <= kBf16Bound);
@@ -394,10 +395,10 @@ TEST_CASE("cuDNN attention timing against the fp32 kernel", "[.cudnn-bench]") {
     p.dropout_key = DropoutKey{1, 2, 0};
     auto run = [&] {
       if (path == Path::kCudnn) {
-        REQUIRE(attention.forward(q.get(), k.get(), v.get(), s, p, out.get(), lse.get()));
+        REQUIRE(attention.forward(q.view(), k.view(), v.view(), s, p, out.view(), lse.get()));
         if (backward) {
-          REQUIRE(attention.backward(q.get(), k.get(), v.get(), out.get(), dout.get(), lse.get(), s, p,
-                                     dq.get(), dk.get(), dv.get()));
+          REQUIRE(attention.backward(q.view(), k.view(), v.view(), out.view(), dout.view(), lse.get(), s, p,
+                                     dq.view(), dk.view(), dv.view()));
         }
       } else {
         cuda::attention_forward(q.get(), k.get(), v.get(), s, p, out.get(), lse.get(), stream.get());

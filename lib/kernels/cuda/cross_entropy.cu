@@ -7,19 +7,19 @@ namespace {
 
 constexpr int kRowThreads = 512;
 
-__global__ void row_max_kernel(const float* logits, int64_t vocab, float* row_max) {
+__global__ void row_max_kernel(In logits, int64_t vocab, float* row_max) {
   __shared__ float scratch[32];
-  const float* row = logits + blockIdx.x * vocab;
+  In row = logits + blockIdx.x * vocab;
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
   m = block_max(m, scratch);
   if (threadIdx.x == 0) row_max[blockIdx.x] = m;
 }
 
-__global__ void sum_exp_kernel(const float* logits, const float* row_max, int64_t vocab,
+__global__ void sum_exp_kernel(In logits, const float* row_max, int64_t vocab,
                                float* sum_exp) {
   __shared__ float scratch[32];
-  const float* row = logits + blockIdx.x * vocab;
+  In row = logits + blockIdx.x * vocab;
   const float m = row_max[blockIdx.x];
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(row[i] - m);
@@ -27,7 +27,7 @@ __global__ void sum_exp_kernel(const float* logits, const float* row_max, int64_
   if (threadIdx.x == 0) sum_exp[blockIdx.x] = s;
 }
 
-__global__ void target_logit_kernel(const float* logits, const int64_t* targets, int64_t rows,
+__global__ void target_logit_kernel(In logits, const int64_t* targets, int64_t rows,
                                     int64_t vocab, int64_t vocab_start, float* target_logit) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
        r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -44,11 +44,11 @@ __global__ void loss_kernel(const float* row_max, const float* sum_exp, const fl
   }
 }
 
-__global__ void forward_kernel(const float* logits, const int64_t* targets, int64_t vocab,
+__global__ void forward_kernel(In logits, const int64_t* targets, int64_t vocab,
                                float* loss, float* row_max, float* sum_exp) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
-  const float* row = logits + r * vocab;
+  In row = logits + r * vocab;
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
   m = block_max(m, scratch);
@@ -64,12 +64,12 @@ __global__ void forward_kernel(const float* logits, const int64_t* targets, int6
   }
 }
 
-__global__ void backward_kernel(const float* logits, const int64_t* targets, const float* row_max,
+__global__ void backward_kernel(In logits, const int64_t* targets, const float* row_max,
                                 const float* sum_exp, const float* dloss, int64_t vocab,
-                                int64_t vocab_start, float* dlogits) {
+                                int64_t vocab_start, Out dlogits) {
   const int64_t r = blockIdx.x;
-  const float* row = logits + r * vocab;
-  float* drow = dlogits + r * vocab;
+  In row = logits + r * vocab;
+  Out drow = dlogits + r * vocab;
   const float g = dloss[r];
   const float m = row_max[r];
   const float inv_sum = 1.0f / sum_exp[r];
@@ -113,10 +113,10 @@ __device__ __forceinline__ bool better(float v, int64_t j, float value, int64_t 
   return v > value || (v == value && j < index);
 }
 
-__global__ void row_argmax_kernel(const float* x, int64_t cols, int64_t* out) {
+__global__ void row_argmax_kernel(In x, int64_t cols, int64_t* out) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
-  const float* row = x + blockIdx.x * cols;
+  In row = x + blockIdx.x * cols;
   float value = -INFINITY;
   int64_t index = cols;  // beyond every real index, so a real one wins ties
   // Each thread scans its columns in increasing order and keeps the first strict maximum, as the
@@ -155,14 +155,14 @@ __global__ void row_argmax_kernel(const float* x, int64_t cols, int64_t* out) {
 
 }  // namespace
 
-void cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab, float* row_max,
+void cross_entropy_row_max(In logits, int64_t rows, int64_t vocab, float* row_max,
                            cudaStream_t stream) {
   if (rows == 0) return;
   row_max_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, row_max);
   MGT_CUDA_CHECK_LAUNCH(row_max_kernel);
 }
 
-void cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows, int64_t vocab,
+void cross_entropy_sum_exp(In logits, const float* row_max, int64_t rows, int64_t vocab,
                            float* sum_exp, cudaStream_t stream) {
   if (rows == 0) return;
   sum_exp_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, row_max, vocab,
@@ -170,7 +170,7 @@ void cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t ro
   MGT_CUDA_CHECK_LAUNCH(sum_exp_kernel);
 }
 
-void cross_entropy_target_logit(const float* logits, const int64_t* targets, int64_t rows,
+void cross_entropy_target_logit(In logits, const int64_t* targets, int64_t rows,
                                 int64_t vocab, int64_t vocab_start, float* target_logit,
                                 cudaStream_t stream) {
   if (rows == 0) return;
@@ -186,7 +186,7 @@ void cross_entropy_loss(const float* row_max, const float* sum_exp, const float*
   MGT_CUDA_CHECK_LAUNCH(loss_kernel);
 }
 
-void cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
+void cross_entropy_forward(In logits, const int64_t* targets, int64_t rows,
                            int64_t vocab, float* loss, float* row_max, float* sum_exp,
                            cudaStream_t stream) {
   if (rows == 0) return;
@@ -195,9 +195,9 @@ void cross_entropy_forward(const float* logits, const int64_t* targets, int64_t 
   MGT_CUDA_CHECK_LAUNCH(forward_kernel);
 }
 
-void cross_entropy_backward(const float* logits, const int64_t* targets, const float* row_max,
+void cross_entropy_backward(In logits, const int64_t* targets, const float* row_max,
                             const float* sum_exp, const float* dloss, int64_t rows, int64_t vocab,
-                            int64_t vocab_start, float* dlogits, cudaStream_t stream) {
+                            int64_t vocab_start, Out dlogits, cudaStream_t stream) {
   if (rows == 0) return;
   backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       logits, targets, row_max, sum_exp, dloss, vocab, vocab_start, dlogits);
@@ -210,7 +210,7 @@ void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, do
   MGT_CUDA_CHECK_LAUNCH(masked_loss_sum_kernel);
 }
 
-void row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream) {
+void row_argmax(In x, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream) {
   if (rows == 0) return;
   row_argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
   MGT_CUDA_CHECK_LAUNCH(row_argmax_kernel);

@@ -5,29 +5,31 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/elements.hpp"
+
 namespace mgt::cuda {
 
-void cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab, float* row_max,
+void cross_entropy_row_max(In logits, int64_t rows, int64_t vocab, float* row_max,
                            cudaStream_t stream);
-void cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows, int64_t vocab,
+void cross_entropy_sum_exp(In logits, const float* row_max, int64_t rows, int64_t vocab,
                            float* sum_exp, cudaStream_t stream);
-void cross_entropy_target_logit(const float* logits, const int64_t* targets, int64_t rows,
+void cross_entropy_target_logit(In logits, const int64_t* targets, int64_t rows,
                                 int64_t vocab, int64_t vocab_start, float* target_logit,
                                 cudaStream_t stream);
 void cross_entropy_loss(const float* row_max, const float* sum_exp, const float* target_logit,
                         int64_t rows, float* loss, cudaStream_t stream);
 // All steps over an unsharded vocabulary, one pass per row.
-void cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
+void cross_entropy_forward(In logits, const int64_t* targets, int64_t rows,
                            int64_t vocab, float* loss, float* row_max, float* sum_exp,
                            cudaStream_t stream);
 // dlogits may alias logits.
-void cross_entropy_backward(const float* logits, const int64_t* targets, const float* row_max,
+void cross_entropy_backward(In logits, const int64_t* targets, const float* row_max,
                             const float* sum_exp, const float* dloss, int64_t rows, int64_t vocab,
-                            int64_t vocab_start, float* dlogits, cudaStream_t stream);
+                            int64_t vocab_start, Out dlogits, cudaStream_t stream);
 // sums[0] = Σ loss·mask, sums[1] = Σ mask, in double, in device memory.
 void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums,
                      cudaStream_t stream);
 // out[r] = first index of the row's maximum.
-void row_argmax(const float* x, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream);
+void row_argmax(In x, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream);
 
 }  // namespace mgt::cuda

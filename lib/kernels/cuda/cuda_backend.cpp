@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda/attention.hpp"
@@ -85,6 +87,18 @@ bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
   return true;
 }
 
+bool CudaBackend::takes_reduced_precision(std::string_view op) const {
+  // Every operation on activations reads and writes bf16 storage natively; the optimizer's, the
+  // loss statistics' and the gradient norm's operands are fp32 anyway.
+  static constexpr std::string_view kFp32Only[] = {"masked_loss_sum", "masked_loss_grad",
+                                                   "cross_entropy_loss", "adamw_step",
+                                                   "sum_of_squares"};
+  for (std::string_view name : kFp32Only) {
+    if (op == name) return false;
+  }
+  return true;
+}
+
 void CudaBackend::synchronize() { MGT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 void* CudaBackend::do_allocate(size_t bytes) {
@@ -111,7 +125,7 @@ void CudaBackend::do_copy_to_host(const void* device, void* host, size_t bytes) 
 
 void CudaBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), "copy");
-  MGT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+  MGT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(n) * float_type_size(src.type()),
                                  cudaMemcpyDeviceToDevice, stream_));
 }
 
@@ -134,7 +148,7 @@ void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloat
                                     int64_t in, int64_t out, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_forward");
   cuda::linear_forward(cublas_, matmul_precision_, x, w, rows, in, out, y);
-  if (bias != nullptr) cuda::add_bias(y, bias, rows, out, stream_);
+  if (!bias.empty()) cuda::add_bias(y, bias, rows, out, stream_);
 }
 
 void CudaBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows,
@@ -247,6 +261,17 @@ void CudaBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFl
   const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->forward(q, k, v, shape, params, out, lse)) return;
+  if (!q.is_fp32()) {  // bf16 storage where cuDNN does not apply: the fp32 kernel on copies
+    DeviceBuffer q32(*this, q.size()), k32(*this, k.size()), v32(*this, v.size());
+    DeviceBuffer out32(*this, out.size());
+    do_convert(q, q32.view());
+    do_convert(k, k32.view());
+    do_convert(v, v32.view());
+    cuda::attention_forward(q32.view().data(), k32.view().data(), v32.view().data(), shape, params,
+                            out32.view().data(), lse, stream_);
+    do_convert(out32.view(), out);
+    return;
+  }
   cuda::attention_forward(q, k, v, shape, params, out, lse, stream_);
 }
 void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
@@ -257,6 +282,21 @@ void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstF
   const cuda::ScopedOp scope(profiler_.get(), "attention_backward");
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv)) {
+    return;
+  }
+  if (!q.is_fp32()) {  // bf16 storage where cuDNN does not apply: the fp32 kernel on copies
+    std::vector<DeviceBuffer> in32;
+    for (ConstFloatView t : {ConstFloatView(q), ConstFloatView(k), ConstFloatView(v),
+                             ConstFloatView(out), ConstFloatView(dout)}) {
+      do_convert(t, in32.emplace_back(*this, t.size()).view());
+    }
+    DeviceBuffer dq32(*this, dq.size()), dk32(*this, dk.size()), dv32(*this, dv.size());
+    cuda::attention_backward(in32[0].view().data(), in32[1].view().data(), in32[2].view().data(),
+                             in32[3].view().data(), in32[4].view().data(), lse, shape, params,
+                             dq32.view().data(), dk32.view().data(), dv32.view().data(), stream_);
+    do_convert(dq32.view(), dq);
+    do_convert(dk32.view(), dk);
+    do_convert(dv32.view(), dv);
     return;
   }
   cuda::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, stream_);

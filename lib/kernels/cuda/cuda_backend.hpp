@@ -23,6 +23,11 @@ public:
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   std::string description() const override;
   bool set_matmul_precision(MatmulPrecision precision) override;
+
+protected:
+  bool takes_reduced_precision(std::string_view op) const override;
+
+public:
   std::optional<AvailableMemory> available_memory() const override;
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }

@@ -653,9 +653,9 @@ bool CudnnAttention::handles(const AttentionShape& s, const AttentionParams& p) 
          p.dropout_p >= 0.0f && p.dropout_p < 1.0f && length_ok;
 }
 
-bool CudnnAttention::forward(const float* q, const float* k, const float* v,
-                             const AttentionShape& shape, const AttentionParams& params, float* out,
-                             float* lse) {
+bool CudnnAttention::forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
+                             const AttentionShape& shape, const AttentionParams& params,
+                             FloatView out, float* lse) {
   if (!handles(shape, params) || !aligned(lse)) return false;
   Impl& im = *impl_;
   const PlanKey key = make_key(false, shape, params);
@@ -667,13 +667,20 @@ bool CudnnAttention::forward(const float* q, const float* k, const float* v,
 
   const int64_t nq = shape.query().elements();
   const int64_t nkv = shape.key_value().elements();
-  const Scratch scratch(im.stream, {2 * nq, 2 * nkv, 2 * nkv, 2 * nq, 16, plan->workspace});
-  void* q16 = scratch.part(0);
-  void* k16 = scratch.part(1);
-  void* v16 = scratch.part(2);
-  void* o16 = scratch.part(3);
+  const bool copies = q.is_fp32();  // bf16 storage: cuDNN reads and writes the tensors
+  const int64_t cq = copies ? nq : 0;
+  const int64_t ckv = copies ? nkv : 0;
+  const Scratch scratch(im.stream, {2 * cq, 2 * ckv, 2 * ckv, 2 * cq, 16, plan->workspace});
+  const void* q16 = copies ? scratch.part(0) : q.raw();
+  const void* k16 = copies ? scratch.part(1) : k.raw();
+  const void* v16 = copies ? scratch.part(2) : v.raw();
+  void* o16 = copies ? scratch.part(3) : out.raw();
   int64_t* philox = scratch.part<int64_t>(4);
-  fp32_to_bf16({{q, q16, nq}, {k, k16, nkv}, {v, v16, nkv}}, im.stream);
+  if (copies) {
+    fp32_to_bf16({{q.raw(), const_cast<void*>(q16), nq}, {k.raw(), const_cast<void*>(k16), nkv},
+                  {v.raw(), const_cast<void*>(v16), nkv}},
+                 im.stream);
+  }
   const float scale = params.softmax_scale;
   const float dropout_scale = dropout ? 1.0f / (1.0f - params.dropout_p) : 1.0f;
   if (dropout) {
@@ -690,13 +697,14 @@ bool CudnnAttention::forward(const float* q, const float* k, const float* v,
                 {kMaskValue, &im.mask_value}},
                scratch.part(5));
   }
-  bf16_to_fp32({{o16, out, nq}}, im.stream);
+  if (copies) bf16_to_fp32({{o16, out.raw(), nq}}, im.stream);
   return true;
 }
 
-bool CudnnAttention::backward(const float* q, const float* k, const float* v, const float* out,
-                              const float* dout, const float* lse, const AttentionShape& shape,
-                              const AttentionParams& params, float* dq, float* dk, float* dv) {
+bool CudnnAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
+                              ConstFloatView out, ConstFloatView dout, const float* lse,
+                              const AttentionShape& shape, const AttentionParams& params,
+                              FloatView dq, FloatView dk, FloatView dv) {
   if (!handles(shape, params) || !aligned(lse)) return false;
   Impl& im = *impl_;
   const PlanKey key = make_key(true, shape, params);
@@ -707,21 +715,31 @@ bool CudnnAttention::backward(const float* q, const float* k, const float* v, co
   const int64_t nq = shape.query().elements();
   const int64_t nkv = shape.key_value().elements();
   const int64_t rows = shape.batch * shape.heads * shape.seq_q;
-  const Scratch scratch(im.stream, {2 * nq, 2 * nkv, 2 * nkv, 2 * nq, 2 * nq, 2 * nq, 2 * nkv,
-                                    2 * nkv, 4 * rows, 4 * nq, 16, plan->workspace});
-  void* q16 = scratch.part(0);
-  void* k16 = scratch.part(1);
-  void* v16 = scratch.part(2);
-  void* o16 = scratch.part(3);
-  void* do16 = scratch.part(4);
-  void* dq16 = scratch.part(5);
-  void* dk16 = scratch.part(6);
-  void* dv16 = scratch.part(7);
+  const bool copies = q.is_fp32();  // bf16 storage: cuDNN reads and writes the tensors
+  const int64_t cq = copies ? nq : 0;
+  const int64_t ckv = copies ? nkv : 0;
+  const Scratch scratch(im.stream, {2 * cq, 2 * ckv, 2 * ckv, 2 * cq, 2 * cq, 2 * cq, 2 * ckv,
+                                    2 * ckv, 4 * rows, 4 * nq, 16, plan->workspace});
+  const auto in16 = [&](ConstFloatView t, int part) {
+    return copies ? scratch.part(part) : const_cast<void*>(t.raw());
+  };
+  const auto out16 = [&](FloatView t, int part) { return copies ? scratch.part(part) : t.raw(); };
+  void* q16 = in16(q, 0);
+  void* k16 = in16(k, 1);
+  void* v16 = in16(v, 2);
+  void* o16 = in16(out, 3);
+  void* do16 = in16(dout, 4);
+  void* dq16 = out16(dq, 5);
+  void* dk16 = out16(dk, 6);
+  void* dv16 = out16(dv, 7);
   void* softmax_sum = scratch.part(8);
   void* dq_accum = scratch.part(9);
   int64_t* philox = scratch.part<int64_t>(10);
-  fp32_to_bf16({{q, q16, nq}, {k, k16, nkv}, {v, v16, nkv}, {out, o16, nq}, {dout, do16, nq}},
-               im.stream);
+  if (copies) {
+    fp32_to_bf16({{q.raw(), q16, nq}, {k.raw(), k16, nkv}, {v.raw(), v16, nkv},
+                  {out.raw(), o16, nq}, {dout.raw(), do16, nq}},
+                 im.stream);
+  }
   // cudnn-frontend stopped clearing the accumulator with cuDNN 9.6; clearing it costs little and
   // keeps older libraries right.
   MGT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<size_t>(4 * nq), im.stream));
@@ -746,7 +764,9 @@ bool CudnnAttention::backward(const float* q, const float* k, const float* v, co
                 {kDQAccum, dq_accum}, {kScale, &scale}, {kMaskValue, &im.mask_value}, {kOne, &one}},
                scratch.part(11));
   }
-  bf16_to_fp32({{dq16, dq, nq}, {dk16, dk, nkv}, {dv16, dv, nkv}}, im.stream);
+  if (copies) {
+    bf16_to_fp32({{dq16, dq.raw(), nq}, {dk16, dk.raw(), nkv}, {dv16, dv.raw(), nkv}}, im.stream);
+  }
   return true;
 }
 
@@ -771,14 +791,15 @@ bool CudnnAttention::handles(const cpu::AttentionShape& /*shape*/,
   return false;
 }
 
-bool CudnnAttention::forward(const float*, const float*, const float*, const cpu::AttentionShape&,
-                             const cpu::AttentionParams&, float*, float*) {
+bool CudnnAttention::forward(ConstFloatView, ConstFloatView, ConstFloatView,
+                             const cpu::AttentionShape&, const cpu::AttentionParams&, FloatView,
+                             float*) {
   return false;
 }
 
-bool CudnnAttention::backward(const float*, const float*, const float*, const float*,
-                              const float*, const float*, const cpu::AttentionShape&,
-                              const cpu::AttentionParams&, float*, float*, float*) {
+bool CudnnAttention::backward(ConstFloatView, ConstFloatView, ConstFloatView, ConstFloatView,
+                              ConstFloatView, const float*, const cpu::AttentionShape&,
+                              const cpu::AttentionParams&, FloatView, FloatView, FloatView) {
   return false;
 }
 

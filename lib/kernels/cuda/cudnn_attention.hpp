@@ -19,6 +19,7 @@
 // tensor-parallel run does not draw the single-rank run's masks: bf16 attention dropout is
 // statistically the same dropout, not the same bits.
 #pragma once
+#include "kernels/float_view.hpp"
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -46,11 +47,13 @@ public:
   // (the first call of a shape pays for cuDNN's engine compilation); a shape without an engine
   // is reported once and then falls back at once. A forward with dropout runs here only if its
   // backward can too, so that both draw cuDNN's masks.
-  bool forward(const float* q, const float* k, const float* v, const cpu::AttentionShape& shape,
-               const cpu::AttentionParams& params, float* out, float* lse);
-  bool backward(const float* q, const float* k, const float* v, const float* out,
-                const float* dout, const float* lse, const cpu::AttentionShape& shape,
-                const cpu::AttentionParams& params, float* dq, float* dk, float* dv);
+  // bf16 operands are used in place; fp32 ones go through bf16 copies. lse is fp32.
+  bool forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
+               const cpu::AttentionShape& shape, const cpu::AttentionParams& params,
+               FloatView out, float* lse);
+  bool backward(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView out,
+                ConstFloatView dout, const float* lse, const cpu::AttentionShape& shape,
+                const cpu::AttentionParams& params, FloatView dq, FloatView dk, FloatView dv);
 
 private:
   struct Impl;

@@ -16,8 +16,8 @@ constexpr float kTanhCubic = 0.044715f;
 enum class Op { kFill, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
 
 // One grid-stride kernel for the two-operand maps; `op` is uniform across the launch.
-__global__ void map_kernel(Op op, const float* a, const float* b, int64_t n, float value,
-                           float* out) {
+__global__ void map_kernel(Op op, In a, In b, int64_t n, float value,
+                           Out out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float r = 0.0f;
@@ -55,14 +55,14 @@ __global__ void map_kernel(Op op, const float* a, const float* b, int64_t n, flo
   }
 }
 
-void launch_map(Op op, const float* a, const float* b, int64_t n, float value, float* out,
+void launch_map(Op op, In a, In b, int64_t n, float value, Out out,
                 cudaStream_t stream) {
   if (n == 0) return;
   map_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, b, n, value, out);
   MGT_CUDA_CHECK_LAUNCH(map_kernel);
 }
 
-__global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int64_t cols) {
+__global__ void add_bias_kernel(Out y, In bias, int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     y[i] += bias[i % cols];
@@ -79,7 +79,7 @@ __global__ void masked_loss_grad_kernel(const float* mask, int64_t rows, float s
 
 __device__ __forceinline__ float sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
-__global__ void swiglu_forward_kernel(const float* x, int64_t rows, int64_t ffn, float* y) {
+__global__ void swiglu_forward_kernel(In x, int64_t rows, int64_t ffn, Out y) {
   const int64_t n = rows * ffn;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -91,8 +91,8 @@ __global__ void swiglu_forward_kernel(const float* x, int64_t rows, int64_t ffn,
   }
 }
 
-__global__ void swiglu_backward_kernel(const float* dy, const float* x, int64_t rows, int64_t ffn,
-                                       float* dx) {
+__global__ void swiglu_backward_kernel(In dy, In x, int64_t rows, int64_t ffn,
+                                       Out dx) {
   const int64_t n = rows * ffn;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -108,8 +108,8 @@ __global__ void swiglu_backward_kernel(const float* dy, const float* x, int64_t 
 }
 
 // One thread per Philox block of four consecutive global indices (see kernels/cpu/dropout.hpp).
-__global__ void dropout_kernel(const float* x, int64_t n, uint32_t threshold, float keep_scale,
-                               cpu::DropoutKey key, float* y) {
+__global__ void dropout_kernel(In x, int64_t n, uint32_t threshold, float keep_scale,
+                               cpu::DropoutKey key, Out y) {
   const uint64_t first_block = key.offset / 4;
   const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
   const cpu::PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
@@ -131,33 +131,33 @@ __global__ void dropout_kernel(const float* x, int64_t n, uint32_t threshold, fl
 
 }  // namespace
 
-void fill(float* x, int64_t n, float value, cudaStream_t stream) {
+void fill(Out x, int64_t n, float value, cudaStream_t stream) {
   launch_map(Op::kFill, nullptr, nullptr, n, value, x, stream);
 }
-void add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream) {
+void add(In a, In b, int64_t n, Out out, cudaStream_t stream) {
   launch_map(Op::kAdd, a, b, n, 0.0f, out, stream);
 }
-void accumulate(float* y, const float* x, int64_t n, cudaStream_t stream) {
+void accumulate(Out y, In x, int64_t n, cudaStream_t stream) {
   launch_map(Op::kAccumulate, x, nullptr, n, 0.0f, y, stream);
 }
-void scale(float* x, int64_t n, float factor, cudaStream_t stream) {
+void scale(Out x, int64_t n, float factor, cudaStream_t stream) {
   launch_map(Op::kScale, nullptr, nullptr, n, factor, x, stream);
 }
-void gelu_forward(const float* x, int64_t n, float* y, cudaStream_t stream) {
+void gelu_forward(In x, int64_t n, Out y, cudaStream_t stream) {
   launch_map(Op::kGelu, x, nullptr, n, 0.0f, y, stream);
 }
-void gelu_backward(const float* dy, const float* x, int64_t n, float* dx, cudaStream_t stream) {
+void gelu_backward(In dy, In x, int64_t n, Out dx, cudaStream_t stream) {
   launch_map(Op::kGeluGrad, dy, x, n, 0.0f, dx, stream);
 }
-void gelu_tanh_forward(const float* x, int64_t n, float* y, cudaStream_t stream) {
+void gelu_tanh_forward(In x, int64_t n, Out y, cudaStream_t stream) {
   launch_map(Op::kGeluTanh, x, nullptr, n, 0.0f, y, stream);
 }
-void gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx,
+void gelu_tanh_backward(In dy, In x, int64_t n, Out dx,
                         cudaStream_t stream) {
   launch_map(Op::kGeluTanhGrad, dy, x, n, 0.0f, dx, stream);
 }
 
-void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+void add_bias(Out y, In bias, int64_t rows, int64_t cols, cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
   add_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, n, cols);
@@ -171,25 +171,25 @@ void masked_loss_grad(const float* loss_mask, int64_t rows, float scale, float* 
   MGT_CUDA_CHECK_LAUNCH(masked_loss_grad_kernel);
 }
 
-void swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y, cudaStream_t stream) {
+void swiglu_forward(In x, int64_t rows, int64_t ffn, Out y, cudaStream_t stream) {
   if (rows * ffn == 0) return;
   swiglu_forward_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(x, rows, ffn, y);
   MGT_CUDA_CHECK_LAUNCH(swiglu_forward_kernel);
 }
 
-void swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn, float* dx,
+void swiglu_backward(In dy, In x, int64_t rows, int64_t ffn, Out dx,
                      cudaStream_t stream) {
   if (rows * ffn == 0) return;
   swiglu_backward_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(dy, x, rows, ffn, dx);
   MGT_CUDA_CHECK_LAUNCH(swiglu_backward_kernel);
 }
 
-void dropout(const float* x, int64_t n, float p, cpu::DropoutKey key, float* y,
+void dropout(In x, int64_t n, float p, cpu::DropoutKey key, Out y,
              cudaStream_t stream) {
   if (n == 0) return;
   if (p == 0.0f) {
-    if (x != y) {
-      MGT_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(float),
+    if (x.raw() != y.raw()) {
+      MGT_CUDA_CHECK(cudaMemcpyAsync(y.raw(), x.raw(), static_cast<size_t>(n) * (y.bf16() ? 2 : 4),
                                      cudaMemcpyDeviceToDevice, stream));
     }
     return;

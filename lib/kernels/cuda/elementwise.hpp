@@ -6,30 +6,32 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/elements.hpp"
+
 #include "kernels/cpu/dropout.hpp"
 
 namespace mgt::cuda {
 
-void fill(float* x, int64_t n, float value, cudaStream_t stream);
-void add(const float* a, const float* b, int64_t n, float* out, cudaStream_t stream);
-void accumulate(float* y, const float* x, int64_t n, cudaStream_t stream);
-void scale(float* x, int64_t n, float factor, cudaStream_t stream);
+void fill(Out x, int64_t n, float value, cudaStream_t stream);
+void add(In a, In b, int64_t n, Out out, cudaStream_t stream);
+void accumulate(Out y, In x, int64_t n, cudaStream_t stream);
+void scale(Out x, int64_t n, float factor, cudaStream_t stream);
 // y[r, c] += bias[c].
-void add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
+void add_bias(Out y, In bias, int64_t rows, int64_t cols, cudaStream_t stream);
 // dloss[r] = loss_mask[r] · scale.
 void masked_loss_grad(const float* loss_mask, int64_t rows, float scale, float* dloss,
                       cudaStream_t stream);
 
-void gelu_forward(const float* x, int64_t n, float* y, cudaStream_t stream);
-void gelu_backward(const float* dy, const float* x, int64_t n, float* dx, cudaStream_t stream);
-void gelu_tanh_forward(const float* x, int64_t n, float* y, cudaStream_t stream);
-void gelu_tanh_backward(const float* dy, const float* x, int64_t n, float* dx,
+void gelu_forward(In x, int64_t n, Out y, cudaStream_t stream);
+void gelu_backward(In dy, In x, int64_t n, Out dx, cudaStream_t stream);
+void gelu_tanh_forward(In x, int64_t n, Out y, cudaStream_t stream);
+void gelu_tanh_backward(In dy, In x, int64_t n, Out dx,
                         cudaStream_t stream);
-void swiglu_forward(const float* x, int64_t rows, int64_t ffn, float* y, cudaStream_t stream);
-void swiglu_backward(const float* dy, const float* x, int64_t rows, int64_t ffn, float* dx,
+void swiglu_forward(In x, int64_t rows, int64_t ffn, Out y, cudaStream_t stream);
+void swiglu_backward(In dy, In x, int64_t rows, int64_t ffn, Out dx,
                      cudaStream_t stream);
 
-void dropout(const float* x, int64_t n, float p, cpu::DropoutKey key, float* y,
+void dropout(In x, int64_t n, float p, cpu::DropoutKey key, Out y,
              cudaStream_t stream);
 
 }  // namespace mgt::cuda

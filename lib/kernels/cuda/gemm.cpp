@@ -16,39 +16,44 @@ int dim(int64_t v, const char* op) {
   return static_cast<int>(v);
 }
 
-// C[m, n] = alpha·op(A)·op(B) + beta·C, column-major, fp32 storage.
+cudaDataType_t data_type(bool bf16) { return bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// C[m, n] = alpha·op(A)·op(B) + beta·C, column-major; A and B of one type, C of its own.
 void gemm(cublasHandle_t handle, MatmulPrecision precision, cublasOperation_t op_a,
-          cublasOperation_t op_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const char* name) {
+          cublasOperation_t op_b, int64_t m, int64_t n, int64_t k, In a, int64_t lda, In b,
+          int64_t ldb, float beta, Out c, int64_t ldc, const char* name) {
+  if (a.bf16() != b.bf16()) throw Error(std::string(name) + ": operands of different types");
   const float alpha = 1.0f;
-  const cublasComputeType_t compute = precision == MatmulPrecision::kBf16
-                                          ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                          : CUBLAS_COMPUTE_32F_PEDANTIC;
-  MGT_CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, dim(m, name), dim(n, name), dim(k, name), &alpha,
-                                a, CUDA_R_32F, dim(lda, name), b, CUDA_R_32F, dim(ldb, name), &beta,
-                                c, CUDA_R_32F, dim(ldc, name), compute, CUBLAS_GEMM_DEFAULT));
+  const cublasComputeType_t compute =
+      a.bf16() ? CUBLAS_COMPUTE_32F
+               : precision == MatmulPrecision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                     : CUBLAS_COMPUTE_32F_PEDANTIC;
+  MGT_CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, dim(m, name), dim(n, name), dim(k, name),
+                                &alpha, a.raw(), data_type(a.bf16()), dim(lda, name), b.raw(),
+                                data_type(b.bf16()), dim(ldb, name), &beta, c.raw(),
+                                data_type(c.bf16()), dim(ldc, name), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
 
-void linear_forward(cublasHandle_t handle, MatmulPrecision precision, const float* x,
-                    const float* w, int64_t rows, int64_t in, int64_t out, float* y) {
+void linear_forward(cublasHandle_t handle, MatmulPrecision precision, In x, In w, int64_t rows,
+                    int64_t in, int64_t out, Out y) {
   if (rows == 0 || out == 0) return;
   // yᵀ[out, rows] = W[out, in]·xᵀ[in, rows].
   gemm(handle, precision, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, 0.0f, y, out,
        "linear_forward");
 }
 
-void linear_backward_input(cublasHandle_t handle, MatmulPrecision precision, const float* dy,
-                           const float* w, int64_t rows, int64_t in, int64_t out, float* dx) {
+void linear_backward_input(cublasHandle_t handle, MatmulPrecision precision, In dy, In w,
+                           int64_t rows, int64_t in, int64_t out, Out dx) {
   if (rows == 0 || in == 0) return;
   // dxᵀ[in, rows] = Wᵀ[in, out]·dyᵀ[out, rows].
   gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, 0.0f, dx, in,
        "linear_backward_input");
 }
 
-void linear_backward_weight(cublasHandle_t handle, MatmulPrecision precision, const float* dy,
-                            const float* x, int64_t rows, int64_t in, int64_t out, float* dw) {
+void linear_backward_weight(cublasHandle_t handle, MatmulPrecision precision, In dy, In x,
+                            int64_t rows, int64_t in, int64_t out, Out dw) {
   if (in == 0 || out == 0) return;
   // dWᵀ[in, out] += xᵀ[in, rows]·dy[rows, out].
   gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, 1.0f, dw, in,

@@ -1,23 +1,27 @@
 // The linear layers' GEMMs on the GPU through cuBLAS, row-major as kernels/cpu/linear.hpp:
 // y[rows, out] = x[rows, in]·W[out, in]ᵀ; dx = dy·W; dW += dyᵀ·x. fp32 inputs use full fp32
 // arithmetic (no TF32) with kFp32, so results stay within fp32 rounding of the CPU; kBf16 rounds
-// the inputs to bf16 on the tensor cores and accumulates in fp32.
+// fp32 inputs to bf16 on the tensor cores and accumulates in fp32. bf16 operands (bf16 storage)
+// always multiply on the tensor cores with fp32 accumulation.
 #pragma once
 #include <cstdint>
 
 #include <cublas_v2.h>
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/elements.hpp"
 
 namespace mgt::cuda {
 
 using MatmulPrecision = Backend::MatmulPrecision;
 
-void linear_forward(cublasHandle_t handle, MatmulPrecision precision, const float* x, const float* w, int64_t rows,
-                    int64_t in, int64_t out, float* y);
-void linear_backward_input(cublasHandle_t handle, MatmulPrecision precision, const float* dy, const float* w, int64_t rows,
-                           int64_t in, int64_t out, float* dx);
-void linear_backward_weight(cublasHandle_t handle, MatmulPrecision precision, const float* dy, const float* x, int64_t rows,
-                            int64_t in, int64_t out, float* dw);
+// Operands of the same type (fp32, or bf16 storage) each; dw may be fp32 under bf16 operands
+// (fp32 gradient accumulation).
+void linear_forward(cublasHandle_t handle, MatmulPrecision precision, In x, In w, int64_t rows,
+                    int64_t in, int64_t out, Out y);
+void linear_backward_input(cublasHandle_t handle, MatmulPrecision precision, In dy, In w,
+                           int64_t rows, int64_t in, int64_t out, Out dx);
+void linear_backward_weight(cublasHandle_t handle, MatmulPrecision precision, In dy, In x,
+                            int64_t rows, int64_t in, int64_t out, Out dw);
 
 }  // namespace mgt::cuda

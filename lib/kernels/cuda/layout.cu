@@ -5,9 +5,9 @@
 namespace mgt::cuda {
 namespace {
 
-__global__ void embedding_forward_kernel(const int64_t* ids, int64_t n, const float* table,
+__global__ void embedding_forward_kernel(const int64_t* ids, int64_t n, In table,
                                          int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                         float* out) {
+                                         Out out) {
   const int64_t total = n * hidden;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -17,7 +17,7 @@ __global__ void embedding_forward_kernel(const int64_t* ids, int64_t n, const fl
   }
 }
 
-__global__ void embedding_backward_kernel(const int64_t* ids, int64_t n, const float* dout,
+__global__ void embedding_backward_kernel(const int64_t* ids, int64_t n, In dout,
                                           int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                           float* dtable) {
   const int64_t total = n * hidden;
@@ -30,7 +30,7 @@ __global__ void embedding_backward_kernel(const int64_t* ids, int64_t n, const f
 }
 
 // One thread per element of the mixed tensor; `to_mixed` picks the direction.
-__global__ void qkv_kernel(float* mixed, float* q, float* k, float* v, int64_t tokens,
+__global__ void qkv_kernel(Out mixed, Out q, Out k, Out v, int64_t tokens,
                            int64_t heads, int64_t groups, int64_t unit, bool to_mixed) {
   const int64_t per_group = heads / groups;
   const int64_t group_width = (per_group + 2) * unit;
@@ -42,7 +42,7 @@ __global__ void qkv_kernel(float* mixed, float* q, float* k, float* v, int64_t t
     const int64_t within = i % row;
     const int64_t g = within / group_width;
     const int64_t at = within % group_width;
-    float* part;
+    Out part;
     if (at < per_group * unit) {
       part = q + (t * heads + g * per_group) * unit + at;
     } else if (at < (per_group + 1) * unit) {
@@ -51,16 +51,16 @@ __global__ void qkv_kernel(float* mixed, float* q, float* k, float* v, int64_t t
       part = v + (t * groups + g) * unit + (at - (per_group + 1) * unit);
     }
     if (to_mixed) {
-      mixed[i] = *part;
+      mixed[i] = part[0];
     } else {
-      *part = mixed[i];
+      part[0] = mixed[i];
     }
   }
 }
 
 // One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.
-__global__ void rotary_kernel(const float* x, cpu::HeadTensor shape, int64_t rotary_dim,
-                              double base, int64_t position_offset, float sign, float* y) {
+__global__ void rotary_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
+                              double base, int64_t position_offset, float sign, Out y) {
   const int64_t half = rotary_dim / 2;
   const int64_t total = shape.seq * shape.batch * shape.heads * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -84,8 +84,8 @@ __global__ void rotary_kernel(const float* x, cpu::HeadTensor shape, int64_t rot
 }
 
 // The channels past rotary_dim pass through (only when y does not alias x).
-__global__ void rotary_pass_kernel(const float* x, cpu::HeadTensor shape, int64_t rotary_dim,
-                                   float* y) {
+__global__ void rotary_pass_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
+                                   Out y) {
   const int64_t rest_dim = shape.head_dim - rotary_dim;
   const int64_t total = shape.seq * shape.batch * shape.heads * rest_dim;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -103,15 +103,15 @@ __global__ void rotary_pass_kernel(const float* x, cpu::HeadTensor shape, int64_
 
 }  // namespace
 
-void embedding_forward(const int64_t* ids, int64_t n, const float* table, int64_t vocab_start,
-                       int64_t local_rows, int64_t hidden, float* out, cudaStream_t stream) {
+void embedding_forward(const int64_t* ids, int64_t n, In table, int64_t vocab_start,
+                       int64_t local_rows, int64_t hidden, Out out, cudaStream_t stream) {
   if (n * hidden == 0) return;
   embedding_forward_kernel<<<grid_for(n * hidden), kThreads, 0, stream>>>(
       ids, n, table, vocab_start, local_rows, hidden, out);
   MGT_CUDA_CHECK_LAUNCH(embedding_forward_kernel);
 }
 
-void embedding_backward(const int64_t* ids, int64_t n, const float* dout, int64_t vocab_start,
+void embedding_backward(const int64_t* ids, int64_t n, In dout, int64_t vocab_start,
                         int64_t local_rows, int64_t hidden, float* dtable, cudaStream_t stream) {
   if (n * hidden == 0) return;
   embedding_backward_kernel<<<grid_for(n * hidden), kThreads, 0, stream>>>(
@@ -119,28 +119,28 @@ void embedding_backward(const int64_t* ids, int64_t n, const float* dout, int64_
   MGT_CUDA_CHECK_LAUNCH(embedding_backward_kernel);
 }
 
-void qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
-               float* q, float* k, float* v, cudaStream_t stream) {
+void qkv_split(In mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
+               Out q, Out k, Out v, cudaStream_t stream) {
   const int64_t total = tokens * (heads + 2 * groups) * unit;
   if (total == 0) return;
-  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(const_cast<float*>(mixed), q, k, v, tokens,
+  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(Out(const_cast<void*>(mixed.raw()), mixed.bf16()), q, k, v, tokens,
                                                        heads, groups, unit, false);
   MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
 }
 
-void qkv_merge(const float* q, const float* k, const float* v, int64_t tokens, int64_t heads,
-               int64_t groups, int64_t unit, float* mixed, cudaStream_t stream) {
+void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads,
+               int64_t groups, int64_t unit, Out mixed, cudaStream_t stream) {
   const int64_t total = tokens * (heads + 2 * groups) * unit;
   if (total == 0) return;
-  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(mixed, const_cast<float*>(q),
-                                                       const_cast<float*>(k),
-                                                       const_cast<float*>(v), tokens, heads,
+  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(mixed, Out(const_cast<void*>(q.raw()), q.bf16()),
+                                                       Out(const_cast<void*>(k.raw()), k.bf16()),
+                                                       Out(const_cast<void*>(v.raw()), v.bf16()), tokens, heads,
                                                        groups, unit, true);
   MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
 }
 
-void rotary(const float* x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
-            float sign, float* y, cudaStream_t stream) {
+void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
+            float sign, Out y, cudaStream_t stream) {
   const int64_t pairs = shape.seq * shape.batch * shape.heads * (params.rotary_dim / 2);
   if (pairs > 0) {
     rotary_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(x, shape, params.rotary_dim, params.base,
@@ -148,7 +148,7 @@ void rotary(const float* x, const cpu::HeadTensor& shape, const cpu::RotaryParam
     MGT_CUDA_CHECK_LAUNCH(rotary_kernel);
   }
   const int64_t rest = shape.seq * shape.batch * shape.heads * (shape.head_dim - params.rotary_dim);
-  if (x != y && rest > 0) {
+  if (x.raw() != y.raw() && rest > 0) {
     rotary_pass_kernel<<<grid_for(rest), kThreads, 0, stream>>>(x, shape, params.rotary_dim, y);
     MGT_CUDA_CHECK_LAUNCH(rotary_pass_kernel);
   }

@@ -5,25 +5,27 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/elements.hpp"
+
 #include "kernels/cpu/head_layout.hpp"
 #include "kernels/cpu/rotary.hpp"
 
 namespace mgt::cuda {
 
-void embedding_forward(const int64_t* ids, int64_t n, const float* table, int64_t vocab_start,
-                       int64_t local_rows, int64_t hidden, float* out, cudaStream_t stream);
+void embedding_forward(const int64_t* ids, int64_t n, In table, int64_t vocab_start,
+                       int64_t local_rows, int64_t hidden, Out out, cudaStream_t stream);
 // dtable += scatter of dout. Rows hit by several tokens are summed with atomics (the order of
 // those additions is not fixed).
-void embedding_backward(const int64_t* ids, int64_t n, const float* dout, int64_t vocab_start,
+void embedding_backward(const int64_t* ids, int64_t n, In dout, int64_t vocab_start,
                         int64_t local_rows, int64_t hidden, float* dtable, cudaStream_t stream);
 
-void qkv_split(const float* mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
-               float* q, float* k, float* v, cudaStream_t stream);
-void qkv_merge(const float* q, const float* k, const float* v, int64_t tokens, int64_t heads,
-               int64_t groups, int64_t unit, float* mixed, cudaStream_t stream);
+void qkv_split(In mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
+               Out q, Out k, Out v, cudaStream_t stream);
+void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads,
+               int64_t groups, int64_t unit, Out mixed, cudaStream_t stream);
 
 // sign = +1 for the forward rotation, −1 for the backward (its transpose). y may alias x.
-void rotary(const float* x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
-            float sign, float* y, cudaStream_t stream);
+void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
+            float sign, Out y, cudaStream_t stream);
 
 }  // namespace mgt::cuda

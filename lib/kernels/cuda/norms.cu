@@ -9,12 +9,12 @@ constexpr int kRowThreads = 256;
 // Rows per block of the first stage of a column reduction.
 constexpr int kRowsPerChunk = 256;
 
-__global__ void layer_norm_forward_kernel(const float* x, const float* weight, const float* bias,
-                                          int64_t hidden, float eps, float* y, float* mean,
+__global__ void layer_norm_forward_kernel(In x, In weight, In bias,
+                                          int64_t hidden, float eps, Out y, float* mean,
                                           float* rstd) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * hidden;
+  In xr = x + r * hidden;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) sum += xr[i];
   const float mu = block_sum(sum, scratch) / static_cast<float>(hidden);
@@ -25,7 +25,7 @@ __global__ void layer_norm_forward_kernel(const float* x, const float* weight, c
     sq += d * d;
   }
   const float inv = rsqrtf(block_sum(sq, scratch) / static_cast<float>(hidden) + eps);
-  float* yr = y + r * hidden;
+  Out yr = y + r * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     yr[i] = (xr[i] - mu) * inv * weight[i] + (bias != nullptr ? bias[i] : 0.0f);
   }
@@ -36,13 +36,13 @@ __global__ void layer_norm_forward_kernel(const float* x, const float* weight, c
 }
 
 // mean == nullptr: RMSNorm (no centring).
-__global__ void norm_backward_input_kernel(const float* dy, const float* x, const float* weight,
+__global__ void norm_backward_input_kernel(In dy, In x, In weight,
                                            const float* mean, const float* rstd, int64_t hidden,
-                                           float* dx) {
+                                           Out dx) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * hidden;
-  const float* dyr = dy + r * hidden;
+  In xr = x + r * hidden;
+  In dyr = dy + r * hidden;
   const float mu = mean != nullptr ? mean[r] : 0.0f;
   const float inv = rstd[r];
   float sum_g = 0.0f;
@@ -54,22 +54,22 @@ __global__ void norm_backward_input_kernel(const float* dy, const float* x, cons
   }
   const float mean_g = mean != nullptr ? block_sum(sum_g, scratch) / static_cast<float>(hidden) : 0.0f;
   const float mean_g_xhat = block_sum(sum_g_xhat, scratch) / static_cast<float>(hidden);
-  float* dxr = dx + r * hidden;
+  Out dxr = dx + r * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     const float xhat = (xr[i] - mu) * inv;
     dxr[i] = inv * (dyr[i] * weight[i] - mean_g - xhat * mean_g_xhat);
   }
 }
 
-__global__ void rms_norm_forward_kernel(const float* x, const float* weight, int64_t hidden,
-                                        float eps, float* y, float* rstd) {
+__global__ void rms_norm_forward_kernel(In x, In weight, int64_t hidden,
+                                        float eps, Out y, float* rstd) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * hidden;
+  In xr = x + r * hidden;
   float sq = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) sq += xr[i] * xr[i];
   const float inv = rsqrtf(block_sum(sq, scratch) / static_cast<float>(hidden) + eps);
-  float* yr = y + r * hidden;
+  Out yr = y + r * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) yr[i] = xr[i] * inv * weight[i];
   if (threadIdx.x == 0) rstd[r] = inv;
 }
@@ -79,7 +79,7 @@ enum class ColumnTerm { kValue, kValueTimesXhat };
 
 // Stage 1: partial[chunk, c] = Σ over the chunk's rows. Block (32, 8): x picks the column,
 // y strides the rows; the 8 partial sums are combined in a fixed order.
-__global__ void column_partial_kernel(const float* dy, const float* x, const float* mean,
+__global__ void column_partial_kernel(In dy, In x, const float* mean,
                                       const float* rstd, ColumnTerm term, int64_t rows,
                                       int64_t cols, float* partial) {
   __shared__ float sums[8][33];
@@ -116,7 +116,7 @@ __global__ void column_finish_kernel(const float* partial, int64_t chunks, int64
   }
 }
 
-void column_sums(const float* dy, const float* x, const float* mean, const float* rstd,
+void column_sums(In dy, In x, const float* mean, const float* rstd,
                  ColumnTerm term, int64_t rows, int64_t cols, float* out, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
   const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -134,8 +134,8 @@ void column_sums(const float* dy, const float* x, const float* mean, const float
 
 }  // namespace
 
-void layer_norm_forward(const float* x, const float* weight, const float* bias, int64_t rows,
-                        int64_t hidden, float eps, float* y, float* mean, float* rstd,
+void layer_norm_forward(In x, In weight, In bias, int64_t rows,
+                        int64_t hidden, float eps, Out y, float* mean, float* rstd,
                         cudaStream_t stream) {
   if (rows == 0) return;
   layer_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
@@ -143,8 +143,8 @@ void layer_norm_forward(const float* x, const float* weight, const float* bias, 
   MGT_CUDA_CHECK_LAUNCH(layer_norm_forward_kernel);
 }
 
-void layer_norm_backward(const float* dy, const float* x, const float* weight, const float* mean,
-                         const float* rstd, int64_t rows, int64_t hidden, float* dx,
+void layer_norm_backward(In dy, In x, In weight, const float* mean,
+                         const float* rstd, int64_t rows, int64_t hidden, Out dx,
                          float* dweight, float* dbias, cudaStream_t stream) {
   if (rows == 0) return;
   column_sums(dy, x, mean, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, stream);
@@ -155,16 +155,16 @@ void layer_norm_backward(const float* dy, const float* x, const float* weight, c
   MGT_CUDA_CHECK_LAUNCH(norm_backward_input_kernel);
 }
 
-void rms_norm_forward(const float* x, const float* weight, int64_t rows, int64_t hidden, float eps,
-                      float* y, float* rstd, cudaStream_t stream) {
+void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
+                      Out y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return;
   rms_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, weight, hidden,
                                                                                   eps, y, rstd);
   MGT_CUDA_CHECK_LAUNCH(rms_norm_forward_kernel);
 }
 
-void rms_norm_backward(const float* dy, const float* x, const float* weight, const float* rstd,
-                       int64_t rows, int64_t hidden, float* dx, float* dweight,
+void rms_norm_backward(In dy, In x, In weight, const float* rstd,
+                       int64_t rows, int64_t hidden, Out dx, float* dweight,
                        cudaStream_t stream) {
   if (rows == 0) return;
   column_sums(dy, x, nullptr, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, stream);
@@ -173,7 +173,7 @@ void rms_norm_backward(const float* dy, const float* x, const float* weight, con
   MGT_CUDA_CHECK_LAUNCH(norm_backward_input_kernel);
 }
 
-void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream) {
+void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream) {
   column_sums(dy, nullptr, nullptr, nullptr, ColumnTerm::kValue, rows, cols, dbias, stream);
 }
 

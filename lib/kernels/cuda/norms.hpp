@@ -6,21 +6,23 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/elements.hpp"
+
 namespace mgt::cuda {
 
-void layer_norm_forward(const float* x, const float* weight, const float* bias, int64_t rows,
-                        int64_t hidden, float eps, float* y, float* mean, float* rstd,
+void layer_norm_forward(In x, In weight, In bias, int64_t rows,
+                        int64_t hidden, float eps, Out y, float* mean, float* rstd,
                         cudaStream_t stream);
-void layer_norm_backward(const float* dy, const float* x, const float* weight, const float* mean,
-                         const float* rstd, int64_t rows, int64_t hidden, float* dx,
+void layer_norm_backward(In dy, In x, In weight, const float* mean,
+                         const float* rstd, int64_t rows, int64_t hidden, Out dx,
                          float* dweight, float* dbias, cudaStream_t stream);
-void rms_norm_forward(const float* x, const float* weight, int64_t rows, int64_t hidden, float eps,
-                      float* y, float* rstd, cudaStream_t stream);
-void rms_norm_backward(const float* dy, const float* x, const float* weight, const float* rstd,
-                       int64_t rows, int64_t hidden, float* dx, float* dweight,
+void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
+                      Out y, float* rstd, cudaStream_t stream);
+void rms_norm_backward(In dy, In x, In weight, const float* rstd,
+                       int64_t rows, int64_t hidden, Out dx, float* dweight,
                        cudaStream_t stream);
 
 // dbias[c] += Σ_r dy[r, c].
-void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream);
+void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream);
 
 }  // namespace mgt::cuda
