@@ -19,6 +19,12 @@ model=(--num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 16 -
 expect_status 0 "$bin/mgt-train" --version
 grep -Eq '^mgt-train \(mgt\) [0-9]+\.[0-9]+\.[0-9]+, ' "$work/out.txt" || fail "--version"
 
+# --help and the man page agree: every flag --help lists (the ignored ones included) is documented.
+expect_status 0 "$bin/mgt-train" --help
+for flag in $(grep -oE -- '--[a-z][a-z0-9_-]*' "$work/out.txt" | sort -u); do
+  grep -qF -- "\\-\\-${flag#--}" "$src/man/man1/mgt-train.1" || fail "$flag is in --help but not in mgt-train.1"
+done
+
 # Every refused or unknown flag at once, one line each, exit 2.
 expect_status 2 "$bin/mgt-train" "${model[@]}" --train-iters 2 --batch-size 4 --wandb-project p --no-such-flag 1 \
   --checkpoint-activations --ckpt-format zarr
