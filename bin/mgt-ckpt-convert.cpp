@@ -8,7 +8,7 @@
 #include "core/program_main.hpp"
 
 int main(int argc, char** argv) {
-  return mgt::run_program("mgt-ckpt-convert", [&]() -> int {
+  return mgt::run_program("mgt-ckpt-convert", argc, argv, [&]() -> int {
     const mgt::ConvertCommandLine command = mgt::parse_convert_command_line(argc, argv);
     if (command.show_help) {
       std::fputs(mgt::convert_help().c_str(), stdout);

@@ -8,12 +8,13 @@
 #include "eval/eval_job.hpp"
 
 int main(int argc, char** argv) {
-  return mgt::run_program("mgt-eval", [&]() -> int {
+  return mgt::run_program("mgt-eval", argc, argv, [&]() -> int {
     const mgt::EvalCommandLine command = mgt::parse_eval_command_line(argc, argv);
     if (command.show_help) {
       std::fputs(mgt::eval_help().c_str(), stdout);
       return mgt::kExitOk;
     }
+    mgt::print_ignored_flags("mgt-eval", command.ignored);
     return mgt::run_eval(command.options);
   });
 }

@@ -8,12 +8,13 @@
 #include "generate/generate_job.hpp"
 
 int main(int argc, char** argv) {
-  return mgt::run_program("mgt-generate", [&]() -> int {
+  return mgt::run_program("mgt-generate", argc, argv, [&]() -> int {
     const mgt::GenerateCommandLine command = mgt::parse_generate_command_line(argc, argv);
     if (command.show_help) {
       std::fputs(mgt::generate_help().c_str(), stdout);
       return mgt::kExitOk;
     }
+    mgt::print_ignored_flags("mgt-generate", command.ignored);
     return mgt::run_generate(command.options);
   });
 }

@@ -8,12 +8,13 @@
 #include "data/index_job.hpp"
 
 int main(int argc, char** argv) {
-  return mgt::run_program("mgt-index", [&]() -> int {
+  return mgt::run_program("mgt-index", argc, argv, [&]() -> int {
     const mgt::IndexCommandLine command = mgt::parse_index_command_line(argc, argv);
     if (command.show_help) {
       std::fputs(mgt::index_help().c_str(), stdout);
       return mgt::kExitOk;
     }
+    mgt::print_ignored_flags("mgt-index", command.ignored);
     return mgt::run_index(command.options);
   });
 }

@@ -10,7 +10,7 @@
 #include "data/tokenize_job.hpp"
 
 int main(int argc, char** argv) {
-  return mgt::run_program("mgt-tokenize", [&]() -> int {
+  return mgt::run_program("mgt-tokenize", argc, argv, [&]() -> int {
     const mgt::TokenizeCommandLine command = mgt::parse_tokenize_command_line(argc, argv);
     if (command.show_help) {
       std::fputs(mgt::tokenize_help().c_str(), stdout);

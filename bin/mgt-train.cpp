@@ -4,5 +4,5 @@
 #include "train/train_launch.hpp"
 
 int main(int argc, char** argv) {
-  return mgt::run_program("mgt-train", [&] { return mgt::run_training_program(argc, argv); });
+  return mgt::run_program("mgt-train", argc, argv, [&] { return mgt::run_training_program(argc, argv); });
 }

@@ -60,6 +60,7 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>()->default_value("1"), "N")
       ("h,help", "Show this help");
   // clang-format on
+  add_version_flag(o, "parallelism");
   return o;
 }
 
@@ -116,7 +117,7 @@ ConvertCommandLine parse_convert_command_line(int argc, const char* const* argv)
   cxxopts::Options options = make_options();
   // convert.py is not a pretraining script: an unknown flag is just unknown.
   const CommandLineRules rules{declared_flags(options), kRefusedFlags, false};
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram).flags;
   ConvertCommandLine command;
   if (result.count("help")) {
     command.show_help = true;

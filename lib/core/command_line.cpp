@@ -24,27 +24,74 @@ bool looks_like_negative_number(std::string_view arg) {
 
 bool is_flag(std::string_view arg) { return arg.size() > 1 && arg[0] == '-' && !looks_like_negative_number(arg); }
 
-[[noreturn]] void refuse_unknown(const std::string& name, const CommandLineRules& rules,
-                                 std::string_view program) {
+std::string refusal(const std::string& name, const CommandLineRules& rules, std::string_view program) {
   if (auto refused = rules.refused.find(name); refused != rules.refused.end())
-    throw UsageError(name + " is not supported by " + std::string(program) + ": " + refused->second);
+    return name + " is not supported by " + std::string(program) + ": " + refused->second;
   if (rules.name_pretraining_flags && find_megatron_flag(name))
-    throw UsageError(name + " is a Megatron-LM flag that " + std::string(program) + " does not support");
-  throw UsageError("unknown flag " + name + " (see --help)");
+    return name + " is a Megatron-LM flag that " + std::string(program) + " does not support";
+  return "unknown flag " + name + " (see --help)";
+}
+
+// Whether a flag the program does not take would take values: Megatron's switches do not; any
+// other flag is taken to own the arguments up to the next flag, so that they are not reported
+// again as stray arguments.
+bool owns_following_values(const std::string& name) {
+  const auto megatron = find_megatron_flag(name);
+  return !(megatron && (megatron->action == "StoreTrueAction" || megatron->action == "StoreFalseAction"));
+}
+
+// The problem with `value` of the ignored flag `name`, "" when there is none.
+std::string ignored_value_problem(const std::string& name, const std::string& value, const IgnoredFlag& flag,
+                                  std::string_view program) {
+  if (auto refused = flag.refused_values.find(value); refused != flag.refused_values.end())
+    return name + " " + value + " is not supported by " + std::string(program) + ": " + refused->second;
+  try {
+    if (flag.integer) parse_integer_flag(name, value);
+    if (!flag.choices.empty()) {
+      std::string listed;
+      for (const auto& c : flag.choices) {
+        if (c == value) return "";
+        listed += (listed.empty() ? "" : ", ") + c;
+      }
+      return name + ": invalid choice '" + value + "' (choose from " + listed + ")";
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void record_ignored(std::vector<IgnoredFlagUse>& ignored, IgnoredFlagUse use) {
+  std::erase_if(ignored, [&](const IgnoredFlagUse& u) { return u.flag == use.flag; });
+  ignored.push_back(std::move(use));
+}
+
+std::string joined_lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += (text.empty() ? "" : "\n") + line;
+  return text;
 }
 
 }  // namespace
 
-std::vector<std::string> normalize_command_line(int argc, const char* const* argv,
-                                                const std::map<std::string, FlagArity>& known,
-                                                std::string_view program) {
+NormalizedCommandLine normalize_command_line(int argc, const char* const* argv,
+                                             const std::map<std::string, FlagArity>& known, std::string_view program) {
   return normalize_command_line(argc, argv, CommandLineRules{known, {}, true}, program);
 }
 
-std::vector<std::string> normalize_command_line(int argc, const char* const* argv,
-                                                const CommandLineRules& rules, std::string_view program) {
+NormalizedCommandLine normalize_command_line(int argc, const char* const* argv, const CommandLineRules& rules,
+                                             std::string_view program) {
   const auto& known = rules.known;
-  std::vector<std::string> out{argc > 0 ? argv[0] : std::string(program)};
+  NormalizedCommandLine result;
+  std::vector<std::string>& out = result.args;
+  out.push_back(argc > 0 ? argv[0] : std::string(program));
+  std::vector<std::string> problems;
+  // Skips the arguments after argv[i] that are values, not flags; returns them.
+  const auto following_values = [&](int& i) {
+    std::vector<std::string> values;
+    while (i + 1 < argc && !is_flag(argv[i + 1])) values.emplace_back(argv[++i]);
+    return values;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -52,40 +99,88 @@ std::vector<std::string> normalize_command_line(int argc, const char* const* arg
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      if (is_flag(arg)) throw UsageError("unknown flag " + arg + " (see --help)");
-      throw UsageError("unexpected argument '" + arg + "' (see --help)");
+      problems.push_back(is_flag(arg) ? "unknown flag " + arg + " (see --help)"
+                                      : "unexpected argument '" + arg + "' (see --help)");
+      continue;
     }
     const auto eq = arg.find('=');
+    const bool inline_value = eq != std::string::npos;
     const std::string name = arg.substr(0, eq);
     auto flag = known.find(name);
-    if (flag == known.end() || rules.refused.count(name)) refuse_unknown(name, rules, program);
+    const bool refused = rules.refused.count(name) > 0;
+    if (auto ignored = rules.ignored.find(name); ignored != rules.ignored.end() && flag == known.end() && !refused) {
+      const IgnoredFlag& rule = ignored->second;
+      std::string value;
+      if (rule.arity == FlagArity::None) {
+        if (inline_value) {
+          problems.push_back(name + " takes no value");
+          continue;
+        }
+      } else if (inline_value) {
+        value = arg.substr(eq + 1);
+      } else if (rule.arity == FlagArity::One) {
+        if (i + 1 >= argc || is_flag(argv[i + 1])) {
+          problems.push_back(name + " needs a value");
+          continue;
+        }
+        value = argv[++i];
+      } else {
+        const std::vector<std::string> values = following_values(i);
+        if (values.empty()) {
+          problems.push_back(name + " needs at least one value");
+          continue;
+        }
+        for (const auto& v : values) value += (value.empty() ? "" : " ") + v;
+      }
+      if (rule.arity == FlagArity::One || (rule.arity != FlagArity::None && inline_value)) {
+        if (std::string problem = ignored_value_problem(name, value, rule, program); !problem.empty()) {
+          problems.push_back(problem);
+          continue;
+        }
+      }
+      record_ignored(result.ignored, {name, value, rule.reason});
+      continue;
+    }
+    if (flag == known.end() || refused) {
+      problems.push_back(refusal(name, rules, program));
+      if (!inline_value && owns_following_values(name)) following_values(i);
+      continue;
+    }
     const FlagArity arity = flag->second;
     if (arity == FlagArity::None) {
-      if (eq != std::string::npos) throw UsageError(name + " takes no value");
-      out.push_back(arg);
+      if (inline_value) problems.push_back(name + " takes no value");
+      else out.push_back(arg);
       continue;
     }
     if (arity == FlagArity::Many) {
       // argparse: the last occurrence wins.
       std::erase_if(out, [&](const std::string& a) { return a.rfind(name + "=", 0) == 0; });
     }
-    if (eq != std::string::npos) {
+    if (inline_value) {
       out.push_back(arg);
       continue;
     }
     if (arity == FlagArity::One) {
-      if (i + 1 >= argc || is_flag(argv[i + 1])) throw UsageError(name + " needs a value");
-      out.push_back(name + "=" + argv[++i]);
+      if (i + 1 >= argc || is_flag(argv[i + 1])) problems.push_back(name + " needs a value");
+      else out.push_back(name + "=" + argv[++i]);
       continue;
     }
-    int values = 0;
-    while (i + 1 < argc && !is_flag(argv[i + 1])) {
-      out.push_back(name + "=" + argv[++i]);
-      ++values;
-    }
-    if (values == 0) throw UsageError(name + " needs at least one value");
+    const std::vector<std::string> values = following_values(i);
+    if (values.empty()) problems.push_back(name + " needs at least one value");
+    for (const auto& v : values) out.push_back(name + "=" + v);
   }
-  return out;
+  if (!problems.empty()) throw UsageError(joined_lines(problems));
+  return result;
+}
+
+std::string ignored_flags_line(std::string_view program, const std::vector<IgnoredFlagUse>& ignored) {
+  if (ignored.empty()) return "";
+  std::string line = std::string(program) + ": ignored flags (they change nothing here): ";
+  for (std::size_t k = 0; k < ignored.size(); ++k) {
+    const IgnoredFlagUse& u = ignored[k];
+    line += (k ? "; " : "") + u.flag + (u.value.empty() ? "" : " " + u.value) + " (" + u.reason + ")";
+  }
+  return line;
 }
 
 std::int64_t parse_integer_flag(std::string_view flag, std::string_view text) {

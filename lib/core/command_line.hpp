@@ -1,6 +1,8 @@
 // Megatron-style command lines (argparse conventions) in front of cxxopts: "--flag value" and
-// "--flag=value", flags taking several values ("--data-path 0.3 A 0.7 B"), and errors that
-// tell a Megatron-LM flag the program does not support from a flag nobody knows.
+// "--flag=value", flags taking several values ("--data-path 0.3 A 0.7 B"), errors that tell a
+// Megatron-LM flag the program does not support from a flag nobody knows, and Megatron flags
+// accepted only to be ignored. Every refused or unknown flag of a command line is reported at
+// once, so that porting a long launch script takes one round, not one per flag.
 // Shared by every program; core/cxxopts_command_line.hpp connects it to cxxopts.
 #pragma once
 #include <cstdint>
@@ -19,6 +21,25 @@ enum class FlagArity {
   ManyAppending,  // as Many, but a repeated flag adds to the earlier values instead of replacing
 };
 
+// A Megatron flag a program accepts and ignores because it only tunes how Megatron's Python runs
+// (worker processes, garbage collection, kernel fusion): mgt's results are the same without it.
+// Its value is still checked as argparse would, and a value whose meaning mgt cannot honour is
+// refused with the reason.
+struct IgnoredFlag {
+  FlagArity arity = FlagArity::None;
+  std::string reason;                                 // why ignoring it changes nothing
+  std::vector<std::string> choices;                   // argparse's choices; empty: any value
+  bool integer = false;                               // argparse type=int
+  std::map<std::string, std::string> refused_values;  // value -> why mgt cannot stand for it
+};
+
+// One ignored flag as given on a command line.
+struct IgnoredFlagUse {
+  std::string flag;   // "--num-workers"
+  std::string value;  // "8"; empty for a switch
+  std::string reason;
+};
+
 struct CommandLineRules {
   std::map<std::string, FlagArity> known;  // "--name" -> arity
   // Flags refused with a reason (Megatron flags the program knows of but does not implement):
@@ -27,20 +48,31 @@ struct CommandLineRules {
   // Whether an unknown flag that Megatron's pretraining parser has is named as such. Programs
   // standing for another Megatron script (mgt-tokenize: preprocess_data.py) turn it off.
   bool name_pretraining_flags = true;
+  // Flags accepted and ignored; `known` and `refused` take precedence.
+  std::map<std::string, IgnoredFlag> ignored = {};
 };
 
-// Rewrites argv as cxxopts wants it: one "--flag=value" per value, switches as they are.
-// A repeated single-value flag keeps its last value (cxxopts does that); a repeated Many flag
-// replaces the earlier values, as argparse does. Throws mgt::UsageError for a refused flag, an
-// unknown flag ("--foo is a Megatron-LM flag that PROGRAM does not support" when Megatron's
-// pretraining parser has it, "unknown flag --foo" otherwise), a missing value, a value given to a
-// switch, or a positional argument. "-h" and "--help" pass through.
-std::vector<std::string> normalize_command_line(int argc, const char* const* argv,
-                                                const CommandLineRules& rules, std::string_view program);
-// The same with `known` alone: nothing refused by name, pretraining flags named.
-std::vector<std::string> normalize_command_line(int argc, const char* const* argv,
-                                                const std::map<std::string, FlagArity>& known,
-                                                std::string_view program);
+struct NormalizedCommandLine {
+  std::vector<std::string> args;        // argv for cxxopts
+  std::vector<IgnoredFlagUse> ignored;  // in command-line order, each flag once (its last value)
+};
+
+// Rewrites argv as cxxopts wants it: one "--flag=value" per value, switches as they are; ignored
+// flags are taken out. A repeated single-value flag keeps its last value (cxxopts does that); a
+// repeated Many flag replaces the earlier values, as argparse does. Throws one mgt::UsageError
+// listing, one per line in command-line order, every refused flag, unknown flag ("--foo is a
+// Megatron-LM flag that PROGRAM does not support" when Megatron's pretraining parser has it,
+// "unknown flag --foo" otherwise), missing value, value given to a switch, bad value of an
+// ignored flag and positional argument. "-h" and "--help" pass through.
+NormalizedCommandLine normalize_command_line(int argc, const char* const* argv, const CommandLineRules& rules,
+                                             std::string_view program);
+// The same with `known` alone: nothing refused by name or ignored, pretraining flags named.
+NormalizedCommandLine normalize_command_line(int argc, const char* const* argv,
+                                             const std::map<std::string, FlagArity>& known, std::string_view program);
+
+// The start-up line that names the ignored flags and why each changes nothing, "" when none:
+// "PROGRAM: ignored flags (they change nothing here): --num-workers 8 (REASON); --use-flash-attn (REASON)".
+std::string ignored_flags_line(std::string_view program, const std::vector<IgnoredFlagUse>& ignored);
 
 // Numbers as argparse's type=int / type=float accept them, except that a real must be finite
 // ("inf" and "nan" are refused); then checked against the flag's range in core/flag_ranges.hpp.

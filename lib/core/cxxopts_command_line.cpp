@@ -18,16 +18,20 @@ std::map<std::string, FlagArity> declared_flags(const cxxopts::Options& options,
   return known;
 }
 
-cxxopts::ParseResult parse_command_line(cxxopts::Options& options, int argc, const char* const* argv,
-                                        const CommandLineRules& rules, std::string_view program) {
-  std::vector<std::string> args = normalize_command_line(argc, argv, rules, program);
+ParsedCommandLine parse_command_line(cxxopts::Options& options, int argc, const char* const* argv,
+                                     const CommandLineRules& rules, std::string_view program) {
+  NormalizedCommandLine normalized = normalize_command_line(argc, argv, rules, program);
   std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
+  for (auto& a : normalized.args) cargs.push_back(a.data());
   try {
-    return options.parse(static_cast<int>(cargs.size()), cargs.data());
+    return {options.parse(static_cast<int>(cargs.size()), cargs.data()), std::move(normalized.ignored)};
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(std::string(e.what()) + " (see --help)");
   }
+}
+
+void add_version_flag(cxxopts::Options& options, const std::string& group) {
+  options.add_options(group)("version", "Print the version and exit");
 }
 
 std::vector<std::string> FlagValues::list(const char* name) const {

@@ -21,9 +21,18 @@ namespace mgt {
 std::map<std::string, FlagArity> declared_flags(const cxxopts::Options& options,
                                                 const std::map<std::string, FlagArity>& lists = {});
 
+struct ParsedCommandLine {
+  cxxopts::ParseResult flags;
+  std::vector<IgnoredFlagUse> ignored;  // for ignored_flags_line()
+};
+
 // normalize_command_line with `rules`, then cxxopts; cxxopts's own errors become usage errors.
-cxxopts::ParseResult parse_command_line(cxxopts::Options& options, int argc, const char* const* argv,
-                                        const CommandLineRules& rules, std::string_view program);
+ParsedCommandLine parse_command_line(cxxopts::Options& options, int argc, const char* const* argv,
+                                     const CommandLineRules& rules, std::string_view program);
+
+// Declares --version in `group`. The program's skeleton (core/program_main.hpp) answers it before
+// any parsing; declaring it lists it in --help and lets it pass normalization.
+void add_version_flag(cxxopts::Options& options, const std::string& group);
 
 // Typed reads of a parse result, by flag name without "--". Values are declared as strings and
 // converted here, so that an error names its flag. set() leaves the field alone when the flag was

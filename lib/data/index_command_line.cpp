@@ -4,6 +4,7 @@
 
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "core/megatron_compatibility.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 
@@ -93,6 +94,7 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>()->default_value("16"), "N")
       ("h,help", "Show this help");
   // clang-format on
+  add_version_flag(o, "mgt");
   return o;
 }
 
@@ -130,25 +132,34 @@ IndexOptions to_index_options(const FlagValues& f) {
   return o;
 }
 
+// The program's flags, its refusals, and the Megatron flags every program treats alike.
+CommandLineRules command_line_rules(const cxxopts::Options& options) {
+  std::map<std::string, FlagArity> lists = kListFlags;
+  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
+  add_megatron_compatibility_flags(rules);
+  return rules;
+}
+
 }  // namespace
 
 IndexCommandLine parse_index_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  std::map<std::string, FlagArity> lists = kListFlags;
-  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
-  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  ParsedCommandLine parsed = parse_command_line(options, argc, argv, command_line_rules(options), kProgram);
+  const cxxopts::ParseResult& result = parsed.flags;
   IndexCommandLine command;
   if (result.count("help")) {
     command.show_help = true;
     return command;
   }
+  command.ignored = std::move(parsed.ignored);
   command.options = to_index_options(FlagValues(result));
   return command;
 }
 
 std::string index_help() {
-  return make_options().help() +
+  const cxxopts::Options options = make_options();
+  return options.help() + "\n" + ignored_flags_help(command_line_rules(options)) +
          "\nResults go to standard output as JSON, a table and progress to standard "
          "error.\nSee man mgt-index(1) for outputs, exit codes and compatibility notes.\n";
 }

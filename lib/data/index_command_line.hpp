@@ -2,7 +2,9 @@
 // IndexOptions.
 #pragma once
 #include <string>
+#include <vector>
 
+#include "core/command_line.hpp"
 #include "data/index_job.hpp"
 
 namespace mgt {
@@ -10,6 +12,7 @@ namespace mgt {
 struct IndexCommandLine {
   bool show_help = false;  // --help: print index_help() and stop; nothing else is read
   IndexOptions options;
+  std::vector<IgnoredFlagUse> ignored;  // Megatron flags accepted and ignored, for the start-up line
 };
 
 // Throws mgt::UsageError naming the flag at fault; Megatron flags that matter for the indices but

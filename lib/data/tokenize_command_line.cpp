@@ -94,6 +94,7 @@ cxxopts::Options make_options() {
       ("quiet", "No progress lines (the summary is still printed)")
       ("h,help", "Show this help");
   // clang-format on
+  add_version_flag(o, "mgt extensions");
   return o;
 }
 
@@ -140,7 +141,7 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
   std::map<std::string, FlagArity> lists = kListFlags;
   lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
   const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, false};
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram).flags;
   TokenizeCommandLine command;
   if (result.count("help")) {
     command.show_help = true;

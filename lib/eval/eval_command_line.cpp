@@ -6,6 +6,7 @@
 #include "tokenizer/tokenizer_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "core/megatron_compatibility.hpp"
 #include "kernels/backend_factory.hpp"
 
 namespace mgt {
@@ -24,7 +25,6 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--train-data", "zero-shot evaluation does not train"},
     {"--keep-last", "zero-shot evaluation does not train"},
     {"--pretrained-checkpoint", "name the checkpoint with --load"},
-    {"--batch-size", "Megatron replaced it with --micro-batch-size"},
     {"--num-layers-per-virtual-pipeline-stage",
      "Megatron's zero-shot tasks do not support interleaved pipelines; mgt-eval runs one shard"},
     {"--reset-position-ids", "the zero-shot tasks evaluate text without documents inside it"},
@@ -76,6 +76,7 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>()->default_value("100"), "N")
       ("h,help", "Show this help");
   // clang-format on
+  add_version_flag(o, "output");
   return o;
 }
 
@@ -133,19 +134,27 @@ EvalOptions to_eval_options(const FlagValues& f, const cxxopts::ParseResult& res
   return o;
 }
 
+// The program's flags, its refusals, and the Megatron flags every program treats alike.
+CommandLineRules command_line_rules(const cxxopts::Options& options) {
+  std::map<std::string, FlagArity> lists = kListFlags;
+  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
+  add_megatron_compatibility_flags(rules);
+  return rules;
+}
+
 }  // namespace
 
 EvalCommandLine parse_eval_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  std::map<std::string, FlagArity> lists = kListFlags;
-  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
-  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  ParsedCommandLine parsed = parse_command_line(options, argc, argv, command_line_rules(options), kProgram);
+  const cxxopts::ParseResult& result = parsed.flags;
   EvalCommandLine command;
   if (result.count("help")) {
     command.show_help = true;
     return command;
   }
+  command.ignored = std::move(parsed.ignored);
   command.options = to_eval_options(FlagValues(result), result);
   return command;
 }
@@ -157,7 +166,7 @@ std::string eval_help() {
   for (const std::string& g : options.groups())
     if (g.rfind("model", 0) == 0) groups.push_back(g);
   groups.push_back("output");
-  return options.help(groups) +
+  return options.help(groups) + "\n" + ignored_flags_help(command_line_rules(options)) +
          "\nThe result goes to standard output (or --output) as one JSON object; Megatron's result "
          "line,\nprogress and a summary go to standard error.\nSee man mgt-eval(1) for the methods, "
          "outputs, exit codes and compatibility notes.\n";

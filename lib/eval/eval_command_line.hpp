@@ -3,7 +3,9 @@
 // EvalOptions.
 #pragma once
 #include <string>
+#include <vector>
 
+#include "core/command_line.hpp"
 #include "eval/eval_job.hpp"
 
 namespace mgt {
@@ -11,6 +13,7 @@ namespace mgt {
 struct EvalCommandLine {
   bool show_help = false;  // --help: print eval_help() and stop; nothing else is read
   EvalOptions options;
+  std::vector<IgnoredFlagUse> ignored;  // Megatron flags accepted and ignored, for the start-up line
 };
 
 // Throws mgt::UsageError naming the flag at fault; Megatron flags that have no meaning for a

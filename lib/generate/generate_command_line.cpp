@@ -5,6 +5,7 @@
 #include "ckpt/model_shape_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "core/megatron_compatibility.hpp"
 #include "kernels/backend_factory.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 
@@ -60,6 +61,7 @@ cxxopts::Options make_options() {
       ("return-log-probs", "Add the log-probability of each generated token")
       ("h,help", "Show this help");
   // clang-format on
+  add_version_flag(o, "generation");
   add_tokenizer_flags(o);
   add_model_shape_flags(o);
   return o;
@@ -96,25 +98,34 @@ GenerateOptions to_options(const cxxopts::ParseResult& result) {
   return o;
 }
 
+// The program's flags, its refusals, and the Megatron flags every program treats alike.
+CommandLineRules command_line_rules(const cxxopts::Options& options) {
+  std::map<std::string, FlagArity> lists = kListFlags;
+  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
+  add_megatron_compatibility_flags(rules);
+  return rules;
+}
+
 }  // namespace
 
 GenerateCommandLine parse_generate_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  std::map<std::string, FlagArity> lists = kListFlags;
-  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
-  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  ParsedCommandLine parsed = parse_command_line(options, argc, argv, command_line_rules(options), kProgram);
+  const cxxopts::ParseResult& result = parsed.flags;
   GenerateCommandLine command;
   if (result.count("help")) {
     command.show_help = true;
     return command;
   }
+  command.ignored = std::move(parsed.ignored);
   command.options = to_options(result);
   return command;
 }
 
 std::string generate_help() {
-  return make_options().help() +
+  const cxxopts::Options options = make_options();
+  return options.help() + "\n" + ignored_flags_help(command_line_rules(options)) +
          "\nCompletions go to standard output (or --output) as JSON lines, diagnostics to standard "
          "error.\nSee man mgt-generate(1).\n";
 }

@@ -3,7 +3,9 @@
 // files.
 #pragma once
 #include <string>
+#include <vector>
 
+#include "core/command_line.hpp"
 #include "generate/generate_job.hpp"
 
 namespace mgt {
@@ -11,6 +13,7 @@ namespace mgt {
 struct GenerateCommandLine {
   bool show_help = false;
   GenerateOptions options;
+  std::vector<IgnoredFlagUse> ignored;  // Megatron flags accepted and ignored, for the start-up line
 };
 
 // Throws mgt::UsageError naming the flag at fault.

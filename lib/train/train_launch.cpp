@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/program_main.hpp"
 #include "dist/backend_memory_mover.hpp"
 #include "dist/distributed_runtime.hpp"
 #include "dist/parallel_layout.hpp"
@@ -71,13 +72,14 @@ int run_training_program(int argc, const char* const* argv) {
   std::unique_ptr<dist::DistributedRuntime> runtime = dist::DistributedRuntime::start(flags.distributed_timeout());
   const bool chief = runtime->rank() == 0;
   if (!chief) log::set_min_level(log::Level::Warning);
+  if (chief) print_ignored_flags("mgt-train", options.ignored_flags);
   try {
     validate_train_options(options, runtime->world_size());
   } catch (const Error& e) {
     if (e.exit_code() != kExitUsage) throw;
     // Every rank finds the same mistake in the same flags: rank 0 says it once, as the program
     // reports errors, and every rank leaves MPI in order with the usage status.
-    if (chief) std::cerr << "mgt-train: " << e.what() << std::endl;
+    if (chief) print_program_error("mgt-train", e.what());
     return e.exit_code();
   }
   if (options.dry_run) return chief ? run_train_dry_run(options, std::cout, std::cerr) : kExitOk;
@@ -107,7 +109,7 @@ int run_training_program(int argc, const char* const* argv) {
   } catch (const FailedOnSomeRank& e) {
     // Every rank stopped at the same step: each says why (as the program reports errors) and
     // all leave MPI in order.
-    std::cerr << "mgt-train: " << e.what() << std::endl;
+    print_program_error("mgt-train", e.what());
     return e.exit_code();
   }
   return kExitOk;

@@ -5,6 +5,7 @@
 
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "core/megatron_compatibility.hpp"
 #include "kernels/backend_factory.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 
@@ -125,6 +126,14 @@ constexpr OptionDef kOptions[] = {
   {"logging", "exit-signal", FlagArity::One, "SIG", "mgt: the signal for --exit-signal-handler: SIGTERM (default), SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU"},
   {"logging", "log-throughput", FlagArity::None, "", "Log TFLOP/s per GPU"},
   {"logging", "metrics-file", FlagArity::One, "FILE", "mgt: append one JSON object per log line and validation"},
+  {"logging", "tensorboard-dir", FlagArity::One, "DIR", "Write TensorBoard event files (scalars) to DIR"},
+  {"logging", "tensorboard-log-interval", FlagArity::One, "N", "Iterations between TensorBoard training scalars (default 1)"},
+  {"logging", "tensorboard-queue-size", FlagArity::One, "N", "TensorBoard events buffered before a write (default 1000; also written at each --log-interval)"},
+  {"logging", "log-timers-to-tensorboard", FlagArity::None, "", "Write iteration-time (and throughput with --log-throughput) to TensorBoard"},
+  {"logging", "no-log-learning-rate-to-tensorboard", FlagArity::None, "", "Do not write learning-rate to TensorBoard (older Megatron's flag)"},
+  {"logging", "no-log-loss-scale-to-tensorboard", FlagArity::None, "", "Do not write loss-scale to TensorBoard"},
+  {"logging", "log-validation-ppl-to-tensorboard", FlagArity::None, "", "Write validation perplexities to TensorBoard"},
+  {"logging", "log-world-size-to-tensorboard", FlagArity::None, "", "Write world-size to TensorBoard"},
 
   {"parallelism", "tensor-model-parallel-size", FlagArity::One, "N", "Tensor-parallel size: ranks that split each layer"},
   {"parallelism", "pipeline-model-parallel-size", FlagArity::One, "N", "Pipeline-parallel size: stages of consecutive layers, 1F1B schedule"},
@@ -137,6 +146,7 @@ constexpr OptionDef kOptions[] = {
   {"parallelism", "overlap-param-gather", FlagArity::None, "", "Overlap the weight all-gather with the forward pass (accepted; not overlapped yet)"},
   {"parallelism", "distributed-timeout-minutes", FlagArity::One, "N", "End the job when a communication waits longer than N minutes (default 10)"},
 
+  {"other", "version", FlagArity::None, "", "Print the version and exit"},
   {"other", "dry-run", FlagArity::None, "", "mgt: print the parameter count and the memory per rank (JSON on stdout, a summary on stderr) and exit, reading no data"},
 };
 // clang-format on
@@ -280,6 +290,14 @@ void read_checkpoint_and_logging(const FlagValues& f, CheckpointOptions& c, Logg
   f.set("exit-signal", l.exit_signal);
   f.set("log-throughput", l.log_throughput);
   f.set("metrics-file", l.metrics_file);
+  f.set("tensorboard-dir", l.tensorboard_dir);
+  f.set("tensorboard-log-interval", l.tensorboard_log_interval);
+  f.set("tensorboard-queue-size", l.tensorboard_queue_size);
+  f.set("log-timers-to-tensorboard", l.log_timers_to_tensorboard);
+  if (f.has("no-log-learning-rate-to-tensorboard")) l.log_learning_rate_to_tensorboard = false;
+  if (f.has("no-log-loss-scale-to-tensorboard")) l.log_loss_scale_to_tensorboard = false;
+  f.set("log-validation-ppl-to-tensorboard", l.log_validation_ppl_to_tensorboard);
+  f.set("log-world-size-to-tensorboard", l.log_world_size_to_tensorboard);
 }
 
 void read_parallel(const FlagValues& f, ParallelOptions& p) {
@@ -295,6 +313,25 @@ void read_parallel(const FlagValues& f, ParallelOptions& p) {
   f.set("distributed-timeout-minutes", p.distributed_timeout_minutes);
 }
 
+CommandLineRules train_command_line_rules() {
+  CommandLineRules rules;
+  rules.known = known_flags();
+  // Megatron's interleaved schedule (virtual pipeline stages) is not implemented.
+  for (const char* flag : {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"})
+    rules.refused[flag] = "interleaved pipeline stages are not implemented; --pipeline-model-parallel-size runs "
+                          "Megatron's non-interleaved 1F1B schedule";
+  for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir"})
+    rules.refused[flag] = "Weights & Biases needs its network service; --tensorboard-dir DIR writes the same "
+                          "scalars as TensorBoard event files";
+  // Older Megatron's TensorBoard switches: core_v0.13 always writes the batch size.
+  rules.ignored["--log-batch-size-to-tensorboard"] = {FlagArity::None, "batch-size is always written, as Megatron "
+                                                      "core_v0.13 does", {}, false, {}};
+  rules.ignored["--log-memory-to-tensorboard"] = {FlagArity::None, "mgt keeps no PyTorch memory statistics; no "
+                                                  "mem-* scalars are written", {}, false, {}};
+  add_megatron_compatibility_flags(rules);
+  return rules;
+}
+
 }  // namespace
 
 TrainOptions parse_train_options(int argc, const char* const* argv, int world_size) {
@@ -305,18 +342,14 @@ TrainOptions parse_train_options(int argc, const char* const* argv, int world_si
 
 TrainOptions read_train_options(int argc, const char* const* argv) {
   cxxopts::Options options = make_cxxopts();
-  CommandLineRules rules;
-  rules.known = known_flags();
-  // Megatron's interleaved schedule (virtual pipeline stages) is not implemented.
-  for (const char* flag : {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"})
-    rules.refused[flag] = "interleaved pipeline stages are not implemented; --pipeline-model-parallel-size runs "
-                          "Megatron's non-interleaved 1F1B schedule";
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram);
+  ParsedCommandLine parsed = parse_command_line(options, argc, argv, train_command_line_rules(), kProgram);
+  const cxxopts::ParseResult& result = parsed.flags;
   TrainOptions o;
   if (result.count("help")) {
     o.show_help = true;
     return o;
   }
+  o.ignored_flags = std::move(parsed.ignored);
   const FlagValues flags(result);
   read_model(flags, o.model);
   read_optimization(flags, o.optim);
@@ -331,6 +364,7 @@ TrainOptions read_train_options(int argc, const char* const* argv) {
 
 std::string train_options_help() {
   return make_cxxopts().help({"model", "training", "data", "checkpointing", "logging", "parallelism", "other"}) +
+         "\n" + ignored_flags_help(train_command_line_rules()) +
          "\nFlags are Megatron-LM's (pretrain_gpt.py), with its defaults; a Megatron flag that is "
          "not listed here is refused by name.\nSee man mgt-train(1).\n";
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/command_line.hpp"
 #include "data/index_job.hpp"
 #include "model/pipeline_stage.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -127,6 +128,15 @@ struct LoggingOptions {
   std::string exit_signal = "SIGTERM";            // --exit-signal (mgt): the signal it waits for
   bool log_throughput = false;                    // --log-throughput
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
+  // TensorBoard event files (train/tensorboard_log.hpp): Megatron's scalars and switches.
+  std::optional<std::string> tensorboard_dir;     // --tensorboard-dir
+  std::int64_t tensorboard_log_interval = 1;      // --tensorboard-log-interval
+  std::int64_t tensorboard_queue_size = 1000;     // --tensorboard-queue-size: events held before a write
+  bool log_timers_to_tensorboard = false;         // --log-timers-to-tensorboard
+  bool log_learning_rate_to_tensorboard = true;   // older Megatron's --no-log-learning-rate-to-tensorboard
+  bool log_loss_scale_to_tensorboard = true;      // --no-log-loss-scale-to-tensorboard clears it
+  bool log_validation_ppl_to_tensorboard = false; // --log-validation-ppl-to-tensorboard
+  bool log_world_size_to_tensorboard = false;     // --log-world-size-to-tensorboard
 };
 
 struct ParallelOptions {
@@ -158,6 +168,8 @@ struct TrainOptions {
   std::string device = "auto";  // --device: auto, cpu, cuda or cuda:N (kernels/backend_factory.hpp)
   bool show_help = false;  // --help: print train_options_help() and stop
   bool dry_run = false;    // --dry-run (mgt): estimate parameters and memory, then stop
+  // Megatron flags accepted and ignored (core/megatron_compatibility.hpp), for the start-up line.
+  std::vector<IgnoredFlagUse> ignored_flags;
 
   // Valid after validation: iterations to run (sample-based runs: train_samples // gbs).
   std::int64_t total_train_iters() const;

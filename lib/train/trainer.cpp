@@ -30,6 +30,7 @@
 #include "train/rank_agreement.hpp"
 #include "train/run_description.hpp"
 #include "train/run_output.hpp"
+#include "train/tensorboard_log.hpp"
 #include "train/train_checkpoint.hpp"
 #include "train/train_data.hpp"
 #include "train/train_memory.hpp"
@@ -141,6 +142,7 @@ public:
     // contents; it also builds the dataset indices first, which the other ranks then find in the
     // cache instead of building them again.
     run_on_all_ranks_or_none(world_, "locking the save directory", [&] { if (chief_) lock_save_directory(); });
+    run_on_all_ranks_or_none(world_, "opening --tensorboard-dir", [&] { if (chief_) open_tensorboard(); });
     run_on_all_ranks_or_none(world_, "building the model", [&] { build_model(); });
     run_on_all_ranks_or_none(world_, "loading the checkpoint", [&] { load_checkpoint(); });
     run_on_all_ranks_or_none(world_, "checking the save directory",
@@ -165,6 +167,7 @@ public:
       final_evaluations();
     }
     result.last_checkpoint = last_checkpoint_;
+    if (tensorboard_) tensorboard_->flush();
     return result;
   }
 
@@ -218,6 +221,13 @@ private:
     if (p.overlap_grad_reduce || p.overlap_param_gather)
       output_.line("> --overlap-grad-reduce / --overlap-param-gather: accepted; communication is not overlapped "
                    "with computation yet");
+  }
+
+  // Megatron's writer lives on the rank that prints; here that is world rank 0.
+  void open_tensorboard() {
+    if (!options_.logging.tensorboard_dir) return;
+    output_.line("> setting tensorboard ...");
+    tensorboard_.emplace(options_.logging, world_.size());
   }
 
   void build_model() {
@@ -377,6 +387,7 @@ private:
     while (progress_.iteration < train_iters) {
       const IterationRecord record = train_step();
       if (hooks_.after_iteration) hooks_.after_iteration(record);
+      if (tensorboard_) write_tensorboard_scalars(record);
       if (progress_.iteration % options_.logging.log_interval == 0) log_iteration(record, train_iters);
       if (do_valid() && progress_.iteration % options_.logging.eval_interval == 0) {
         timer_.stop();
@@ -483,6 +494,18 @@ private:
                 checkpoint + ". Lower --lr, check the data, or resume from the checkpoint");
   }
 
+  void write_tensorboard_scalars(const IterationRecord& record) {
+    TrainingScalars s;
+    s.iteration = progress_.iteration;
+    s.consumed_samples = progress_.consumed_train_samples;
+    // The rate the log line prints: the scheduler's after this iteration's step, as Megatron reads it.
+    s.learning_rate = scheduler_->lr();
+    s.batch_size = global_batch();
+    s.losses = {{"lm loss", record.loss}};
+    s.grad_norm = record.grad_norm;
+    tensorboard_->training_iteration(s);
+  }
+
   void log_iteration(const IterationRecord& record, std::int64_t train_iters) {
     IterationLog g;
     g.iteration = progress_.iteration;
@@ -507,6 +530,7 @@ private:
     // tokens per second at the end.
     output_.line(format_iteration_line(g, stamp) + " tokens per second: " + one_decimal(tokens_per_second) + " |");
     output_.metrics(iteration_metrics_json(g, stamp));
+    if (tensorboard_) tensorboard_->log_interval_end(progress_.iteration, g.seconds_per_iteration, g.tflops_per_gpu);
     losses_.reset();
   }
 
@@ -516,6 +540,8 @@ private:
     if (!block.empty() && block.back() == '\n') block.pop_back();
     output_.line(block);
     output_.metrics(validation_metrics_json(event, progress_.iteration, losses, now_stamp()));
+    // Megatron writes the test set's losses under the validation names too.
+    if (tensorboard_) tensorboard_->evaluation(progress_.iteration, progress_.consumed_train_samples, losses);
   }
 
   // Megatron's checkpoint_and_decide_exit.
@@ -636,6 +662,7 @@ private:
   bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints
   std::ostream discarded_{nullptr};  // where the other ranks' lines go
   RunOutput output_;
+  std::optional<TensorBoardLog> tensorboard_;  // --tensorboard-dir, on rank 0
   std::unique_ptr<Backend> backend_owner_;
   Backend& backend_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -168,6 +168,13 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       {"--exit-duration-in-mins", py(o.logging.exit_duration_in_mins)},
       {"--exit-signal-handler", py(o.logging.exit_signal_handler)},
       {"--log-throughput", py(o.logging.log_throughput)},
+      {"--tensorboard-dir", py(o.logging.tensorboard_dir)},
+      {"--tensorboard-log-interval", py(o.logging.tensorboard_log_interval)},
+      {"--tensorboard-queue-size", py(o.logging.tensorboard_queue_size)},
+      {"--log-timers-to-tensorboard", py(o.logging.log_timers_to_tensorboard)},
+      {"--no-log-loss-scale-to-tensorboard", py(o.logging.log_loss_scale_to_tensorboard)},  // store_false
+      {"--log-validation-ppl-to-tensorboard", py(o.logging.log_validation_ppl_to_tensorboard)},
+      {"--log-world-size-to-tensorboard", py(o.logging.log_world_size_to_tensorboard)},
       {"--tensor-model-parallel-size", py(o.parallel.tensor_model_parallel_size)},
       {"--pipeline-model-parallel-size", py(o.parallel.pipeline_model_parallel_size)},
       {"--context-parallel-size", py(o.parallel.context_parallel_size)},
@@ -277,8 +284,8 @@ TEST_CASE("train options: argparse-style values", "[train]") {
 
 TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
   CHECK(usage_error_with({"--num-experts", "8"}) == "--num-experts is a Megatron-LM flag that mgt-train does not support");
-  CHECK(usage_error_with({"--tensorboard-dir=tb"}) == "--tensorboard-dir is a Megatron-LM flag that mgt-train does not support");
-  CHECK(usage_error_with({"--use-flash-attn"}) == "--use-flash-attn is a Megatron-LM flag that mgt-train does not support");
+  CHECK(usage_error_with({"--use-cpu-initialization"}) ==
+        "--use-cpu-initialization is a Megatron-LM flag that mgt-train does not support");
   CHECK(usage_error_with({"--num-layer", "2"}) == "unknown flag --num-layer (see --help)");
   CHECK(usage_error_with({"-x"}) == "unknown flag -x (see --help)");
   CHECK(usage_error_with({"stray"}) == "unexpected argument 'stray' (see --help)");
@@ -288,6 +295,89 @@ TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
   CHECK(usage_error_with({"--seed", "x"}) == "--seed: 'x' is not an integer");
   CHECK(usage_error_with({"--seed", "1.5"}) == "--seed: '1.5' is not an integer");
   CHECK(usage_error_with({"--lr", "fast"}) == "--lr: 'fast' is not a number");
+}
+
+TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
+  CHECK(usage_error_with({"--num-experts", "8", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
+                          "--checkpoint-activations", "--model-parallel-size", "2", "--activations-checkpoint-method",
+                          "uniform", "--num-layers-per-virtual-pipeline-stage", "1", "--data-impl", "lazy"}) ==
+        "--num-experts is a Megatron-LM flag that mgt-train does not support\n"
+        "--batch-size is not supported by mgt-train: Megatron replaced it with --micro-batch-size\n"
+        "--wandb-project is not supported by mgt-train: Weights & Biases needs its network service; "
+        "--tensorboard-dir DIR writes the same scalars as TensorBoard event files\n"
+        "unknown flag --no-such-flag (see --help)\n"
+        "--checkpoint-activations is not supported by mgt-train: Megatron replaced it with --recompute-activations, "
+        "or --recompute-granularity and --recompute-method for more control\n"
+        "--model-parallel-size is not supported by mgt-train: Megatron replaced it with --tensor-model-parallel-size\n"
+        "--activations-checkpoint-method is not supported by mgt-train: Megatron replaced it with --recompute-method\n"
+        "--num-layers-per-virtual-pipeline-stage is not supported by mgt-train: interleaved pipeline stages are not "
+        "implemented; --pipeline-model-parallel-size runs Megatron's non-interleaved 1F1B schedule\n"
+        "--data-impl lazy is not supported by mgt-train: the old IndexedDataset format is not read; tokenize the "
+        "corpus again with mgt-tokenize (mmap format)");
+}
+
+TEST_CASE("train options: flags of Megatron's Python runtime are accepted and named", "[train]") {
+  const TrainOptions o = parse_with({"--use-mcore-models", "--num-workers", "8", "--manual-gc", "--manual-gc-interval",
+                                     "10", "--empty-unused-memory-level", "1", "--no-mmap-bin-files",
+                                     "--cross-entropy-loss-fusion", "--attention-backend", "flash",
+                                     "--no-create-attention-mask-in-dataloader", "--distributed-backend", "nccl",
+                                     "--data-impl", "mmap", "--ckpt-format", "torch_dist", "--use-flash-attn",
+                                     "--no-async-tensor-model-parallel-allreduce", "--no-gradient-accumulation-fusion",
+                                     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
+                                     "--no-rope-fusion", "--timing-log-level", "2", "--log-memory-to-tensorboard"});
+  std::vector<std::string> flags;
+  for (const IgnoredFlagUse& u : o.ignored_flags) flags.push_back(u.flag);
+  CHECK(flags == std::vector<std::string>{"--use-mcore-models", "--num-workers", "--manual-gc", "--manual-gc-interval",
+                                          "--empty-unused-memory-level", "--no-mmap-bin-files",
+                                          "--cross-entropy-loss-fusion", "--attention-backend",
+                                          "--no-create-attention-mask-in-dataloader", "--distributed-backend",
+                                          "--data-impl", "--ckpt-format", "--use-flash-attn",
+                                          "--no-async-tensor-model-parallel-allreduce",
+                                          "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion",
+                                          "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-rope-fusion",
+                                          "--timing-log-level", "--log-memory-to-tensorboard"});
+  const std::string line = ignored_flags_line("mgt-train", o.ignored_flags);
+  CHECK(line.rfind("mgt-train: ignored flags (they change nothing here): --use-mcore-models (", 0) == 0);
+  CHECK(line.find("; --num-workers 8 (mgt reads batches in its own prefetch thread);") != std::string::npos);
+  CHECK(line.find('\n') == std::string::npos);
+  // Flags mgt-train implements are not in the line.
+  CHECK(parse_with({"--use-distributed-optimizer", "--log-throughput"}).ignored_flags.empty());
+  // Values whose meaning cannot be kept are refused, saying why; argparse's choices still hold.
+  CHECK(usage_error_with({"--ckpt-format", "zarr"}).rfind("--ckpt-format zarr is not supported by mgt-train: ", 0) == 0);
+  CHECK(usage_error_with({"--attention-backend", "magic"}) ==
+        "--attention-backend: invalid choice 'magic' (choose from flash, fused, unfused, local, auto)");
+  CHECK(usage_error_with({"--empty-unused-memory-level", "3"}) ==
+        "--empty-unused-memory-level: invalid choice '3' (choose from 0, 1, 2)");
+  CHECK(usage_error_with({"--num-workers", "-1"}) == "--num-workers must be at least 0, got -1");
+}
+
+TEST_CASE("train options: TensorBoard flags", "[train]") {
+  const TrainOptions d = parse(kMinimal);
+  CHECK_FALSE(d.logging.tensorboard_dir);
+  CHECK(d.logging.tensorboard_log_interval == 1);
+  CHECK(d.logging.tensorboard_queue_size == 1000);
+  CHECK(d.logging.log_learning_rate_to_tensorboard);
+  CHECK(d.logging.log_loss_scale_to_tensorboard);
+  CHECK_FALSE(d.logging.log_timers_to_tensorboard);
+  CHECK_FALSE(d.logging.log_validation_ppl_to_tensorboard);
+  CHECK_FALSE(d.logging.log_world_size_to_tensorboard);
+  const TrainOptions o = parse_with({"--tensorboard-dir", "tb", "--tensorboard-log-interval", "5",
+                                     "--tensorboard-queue-size", "10", "--log-timers-to-tensorboard",
+                                     "--no-log-learning-rate-to-tensorboard", "--no-log-loss-scale-to-tensorboard",
+                                     "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard",
+                                     "--log-batch-size-to-tensorboard"});
+  CHECK(o.logging.tensorboard_dir == "tb");
+  CHECK(o.logging.tensorboard_log_interval == 5);
+  CHECK(o.logging.tensorboard_queue_size == 10);
+  CHECK(o.logging.log_timers_to_tensorboard);
+  CHECK_FALSE(o.logging.log_learning_rate_to_tensorboard);
+  CHECK_FALSE(o.logging.log_loss_scale_to_tensorboard);
+  CHECK(o.logging.log_validation_ppl_to_tensorboard);
+  CHECK(o.logging.log_world_size_to_tensorboard);
+  REQUIRE(o.ignored_flags.size() == 1);
+  CHECK(o.ignored_flags[0].flag == "--log-batch-size-to-tensorboard");
+  CHECK(usage_error_with({"--tensorboard-log-interval", "0"}) == "--tensorboard-log-interval must be at least 1, got 0");
+  CHECK(usage_error_with({"--tensorboard-queue-size", "0"}) == "--tensorboard-queue-size must be at least 1, got 0");
 }
 
 TEST_CASE("train options: validation like Megatron's", "[train]") {
@@ -391,7 +481,8 @@ TEST_CASE("train options: help and the mgt-index view of the data flags", "[trai
   CHECK(h.show_help);
   const std::string help = train_options_help();
   for (const char* flag : {"--num-layers", "--lr-decay-style", "--data-path", "--exit-signal", "--metrics-file",
-                           "--tensor-model-parallel-size"})
+                           "--tensor-model-parallel-size", "--tensorboard-dir", "--version", "--num-workers",
+                           "--use-flash-attn"})
     CHECK(help.find(flag) != std::string::npos);
 
   auto args = without(kMinimal, "--mock-data", 0);

@@ -1,0 +1,117 @@
+#include "core/megatron_compatibility.hpp"
+
+namespace mgt {
+
+namespace {
+
+IgnoredFlag switch_flag(std::string reason) { return {FlagArity::None, std::move(reason), {}, false, {}}; }
+IgnoredFlag integer_flag(std::string reason, std::vector<std::string> choices = {}) {
+  return {FlagArity::One, std::move(reason), std::move(choices), true, {}};
+}
+IgnoredFlag choice_flag(std::string reason, std::vector<std::string> choices,
+                        std::map<std::string, std::string> refused_values = {}) {
+  return {FlagArity::One, std::move(reason), std::move(choices), false, std::move(refused_values)};
+}
+
+std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
+  const std::string fusion = "a kernel-fusion choice; results agree up to rounding";
+  const std::string gc = "mgt has no Python garbage collector to drive";
+  const std::string timers = "mgt times whole iterations only";
+  const std::string attention = "mgt chooses its attention kernel itself; results agree up to rounding";
+  const std::string loss_fusion = "mgt's cross-entropy is always fused; the loss agrees up to rounding";
+  return {
+      {"--use-mcore-models", switch_flag("mgt's model is Megatron Core's GPT already")},
+      {"--num-workers", integer_flag("mgt reads batches in its own prefetch thread")},
+      {"--manual-gc", switch_flag(gc)},
+      {"--manual-gc-interval", integer_flag(gc)},
+      {"--no-manual-gc-eval", switch_flag(gc)},
+      {"--empty-unused-memory-level",
+       integer_flag("a PyTorch caching-allocator setting; it does not change results", {"0", "1", "2"})},
+      {"--no-mmap-bin-files", switch_flag("mgt maps .bin files into memory; the data read is the same")},
+      {"--cross-entropy-loss-fusion", switch_flag(loss_fusion)},
+      {"--cross-entropy-fusion-impl", choice_flag(loss_fusion, {"native", "te"})},
+      {"--attention-backend", choice_flag(attention, {"flash", "fused", "unfused", "local", "auto"})},
+      {"--use-flash-attn", switch_flag(attention)},
+      {"--no-create-attention-mask-in-dataloader", switch_flag("mgt's attention is causal without a mask tensor")},
+      {"--distributed-backend",
+       choice_flag("mgt communicates through NCCL on GPUs and MPI otherwise", {"nccl", "gloo"})},
+      // Megatron's last versions with --data-impl read the mmap format only; lazy and cached
+      // were an older file format.
+      {"--data-impl", choice_flag("mgt reads Megatron's mmap indexed datasets, the only kind there is now",
+                                  {"mmap", "infer"},
+                                  {{"lazy", "the old IndexedDataset format is not read; tokenize the corpus again "
+                                            "with mgt-tokenize (mmap format)"},
+                                   {"cached", "the old IndexedDataset format is not read; tokenize the corpus "
+                                              "again with mgt-tokenize (mmap format)"}})},
+      {"--ckpt-format",
+       choice_flag("mgt writes HDF5 checkpoints that reshard on load, in place of torch, torch_dist and torch_dcp",
+                   {"torch", "torch_dist", "torch_dcp"},
+                   {{"zarr", "Megatron deprecated the zarr backend; mgt's HDF5 checkpoints stand for torch, "
+                             "torch_dist and torch_dcp"}})},
+      {"--auto-detect-ckpt-format", switch_flag("mgt reads its own checkpoint format only")},
+      {"--transformer-impl", choice_flag("mgt has one transformer implementation, with Megatron's local layer "
+                                         "names; results agree up to rounding",
+                                         {"local", "transformer_engine"})},
+      {"--no-async-tensor-model-parallel-allreduce", switch_flag("it schedules communication only")},
+      {"--ddp-bucket-size", integer_flag("it schedules communication only")},
+      {"--no-gradient-accumulation-fusion", switch_flag(fusion)},
+      {"--no-masked-softmax-fusion", switch_flag(fusion)},
+      {"--no-bias-gelu-fusion", switch_flag(fusion)},
+      {"--no-bias-swiglu-fusion", switch_flag(fusion)},
+      {"--no-bias-dropout-fusion", switch_flag(fusion)},
+      {"--no-rope-fusion", switch_flag(fusion)},
+      {"--no-persist-layer-norm", switch_flag(fusion)},
+      {"--timing-log-level", integer_flag(timers, {"0", "1", "2"})},
+      {"--timing-log-option", choice_flag(timers, {"max", "minmax", "all"})},
+      {"--no-barrier-with-level-1-timing", switch_flag(timers)},
+      {"--no-one-logger", switch_flag("mgt has no One Logger telemetry to turn off")},
+  };
+}
+
+constexpr RenamedFlag kRenamed[] = {
+    {"--batch-size", "--micro-batch-size", "Megatron replaced it with --micro-batch-size"},
+    {"--model-parallel-size", "--tensor-model-parallel-size",
+     "Megatron replaced it with --tensor-model-parallel-size"},
+    {"--checkpoint-activations", "--recompute-activations",
+     "Megatron replaced it with --recompute-activations, or --recompute-granularity and --recompute-method for "
+     "more control"},
+    {"--activations-checkpoint-method", "--recompute-method", "Megatron replaced it with --recompute-method"},
+    {"--activations-checkpoint-num-layers", "--recompute-num-layers",
+     "Megatron replaced it with --recompute-num-layers"},
+    {"--warmup", "--lr-warmup-fraction", "Megatron replaced it with --lr-warmup-fraction"},
+};
+
+}  // namespace
+
+const std::map<std::string, IgnoredFlag>& python_runtime_flags() {
+  static const std::map<std::string, IgnoredFlag> flags = make_python_runtime_flags();
+  return flags;
+}
+
+std::span<const RenamedFlag> renamed_megatron_flags() { return kRenamed; }
+
+void add_megatron_compatibility_flags(CommandLineRules& rules) {
+  for (const auto& [name, flag] : python_runtime_flags())
+    if (!rules.known.count(name) && !rules.refused.count(name)) rules.ignored.emplace(name, flag);
+  for (const RenamedFlag& r : kRenamed)
+    if (rules.known.count(r.successor) && !rules.known.count(r.name)) rules.refused.emplace(r.name, r.advice);
+}
+
+std::string ignored_flags_help(const CommandLineRules& rules) {
+  if (rules.ignored.empty()) return "";
+  std::string text =
+      "Accepted and ignored, named on a start-up line (they tune how Megatron-LM runs, not what it computes):\n ";
+  std::size_t column = 1;
+  for (const auto& entry : rules.ignored) {
+    const std::string& name = entry.first;
+    if (column > 1 && column + 1 + name.size() > 100) {
+      text += "\n ";
+      column = 1;
+    }
+    text += " " + name;
+    column += 1 + name.size();
+  }
+  return text + "\n";
+}
+
+}  // namespace mgt
