@@ -83,7 +83,7 @@ std::string format_of(const char* flag, const std::string& name) {
   if (name == "hf") return "hf";
   if (name == "legacy")
     throw UsageError(std::string("--") + flag + " legacy: Megatron's torch checkpoints are not supported; mgt "
-                     "converts its own checkpoints (mgt) and Hugging Face GPT-2 (hf)");
+                     "converts its own checkpoints (mgt) and Hugging Face GPT-2, Llama and Mistral (hf)");
   throw UsageError(std::string("--") + flag + " '" + name + "' is not a format mgt-ckpt-convert knows (mgt, hf)");
 }
 
