@@ -1,5 +1,5 @@
 // mgt-ckpt-convert: Megatron-LM's tools/checkpoint/convert.py for mgt — mgt checkpoints to and
-// from Hugging Face GPT-2 (config.json + model.safetensors).
+// from Hugging Face GPT-2, Llama and Mistral (config.json + safetensors).
 // Flags → ConvertOptions in lib/ckpt/convert_command_line; the work is in lib/ckpt/convert_job.
 #include <cstdio>
 

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "ckpt/hf_directory_files.hpp"
+#include "ckpt/safetensors_model_files.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
 
@@ -18,17 +20,19 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--saver-transformer-impl", "mgt checkpoints have one layout (Megatron's local spec names)"},
     {"--position-embedding-type", "the position embedding is read from the checkpoint"},
     {"--target-expert-parallel-size", "mgt has no mixture-of-experts layers"},
-    {"--checkpoint-type", "Meta's Llama checkpoints are not supported; --loader hf reads GPT-2 directories"},
+    {"--checkpoint-type", "Meta's original Llama checkpoints are not read; --loader hf reads Hugging Face "
+                          "directories and takes the architecture from config.json"},
     {"--model-size", "--loader hf reads the architecture from config.json"},
-    {"--tokenizer-model", "SentencePiece tokenizers are not supported"},
-    {"--bf16", "conversions keep fp32 weights"},
-    {"--fp16", "conversions keep fp32 weights"},
+    {"--tokenizer-model", "a conversion records no tokenizer model; give it to mgt-train, mgt-eval and "
+                          "mgt-generate"},
+    {"--bf16", "mgt checkpoints keep fp32 weights; --hf-dtype bf16 writes a Hugging Face export in bf16"},
+    {"--fp16", "mgt checkpoints keep fp32 weights; --hf-dtype fp16 writes a Hugging Face export in fp16"},
 };
 
 cxxopts::Options make_options() {
   cxxopts::Options o(kProgram,
-                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2 (config.json + "
-                     "model.safetensors), like Megatron-LM's tools/checkpoint/convert.py.");
+                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2, Llama and Mistral "
+                     "(config.json + safetensors), like Megatron-LM's tools/checkpoint/convert.py.");
   o.custom_help("--model-type GPT --loader mgt|hf --saver mgt|hf --load-dir DIR --save-dir DIR [options]");
   // clang-format off
   o.add_options("convert")
@@ -51,8 +55,17 @@ cxxopts::Options make_options() {
       ("merge-file", "--saver mgt: GPT-2 merges file of the tokenizer to record",
        cxxopts::value<std::string>(), "FILE");
   o.add_options("model")
-      ("seq-length", "--loader hf: sequence length of the model (default: n_positions)",
-       cxxopts::value<std::string>(), "N");
+      ("seq-length", "--loader hf: sequence length of the model (default: n_positions or "
+                     "max_position_embeddings)", cxxopts::value<std::string>(), "N");
+  o.add_options("hugging face")
+      ("hf-model-type", "--saver hf: architecture to write: gpt2, llama or mistral (default: the one read, "
+                        "else gpt2 for learned positions and llama for rotary ones)",
+       cxxopts::value<std::string>(), "TYPE")
+      ("hf-dtype", "--saver hf: dtype of the exported weights: fp32 (default), bf16 or fp16",
+       cxxopts::value<std::string>(), "DTYPE")
+      ("max-shard-size", "--saver hf: largest safetensors file before the weights are split into shards "
+                         "with model.safetensors.index.json, like save_pretrained (default 5GB; also MB, GiB, ...)",
+       cxxopts::value<std::string>(), "SIZE");
   o.add_options("parallelism")
       ("target-tensor-parallel-size", "Only 1: mgt checkpoints hold whole tensors, and mgt-train reshards them on --load",
        cxxopts::value<std::string>()->default_value("1"), "N")
@@ -71,7 +84,7 @@ std::string format_of(const char* flag, const std::string& name) {
   if (name == "hf") return "hf";
   if (name == "legacy")
     throw UsageError(std::string("--") + flag + " legacy: Megatron's torch checkpoints are not supported; mgt "
-                     "converts its own checkpoints (mgt) and Hugging Face GPT-2 (hf)");
+                     "converts its own checkpoints (mgt) and Hugging Face GPT-2, Llama and Mistral (hf)");
   throw UsageError(std::string("--") + flag + " '" + name + "' is not a format mgt-ckpt-convert knows (mgt, hf)");
 }
 
@@ -108,6 +121,10 @@ ConvertOptions to_convert_options(const FlagValues& f) {
   o.seq_length = positive(f, "seq-length");
   f.set("vocab-file", o.vocab_file);
   f.set("merge-file", o.merge_file);
+  f.set("hf-model-type", o.hf_model_type);
+  if (f.has("hf-model-type") && o.hf_model_type.empty()) throw UsageError("--hf-model-type needs a value");
+  if (f.has("hf-dtype")) o.hf_dtype = parse_hf_dtype(f.text("hf-dtype"));
+  if (f.has("max-shard-size")) o.max_shard_bytes = ckpt::parse_shard_size(f.text("max-shard-size"), "--max-shard-size");
   return o;
 }
 
@@ -128,9 +145,9 @@ ConvertCommandLine parse_convert_command_line(int argc, const char* const* argv)
 }
 
 std::string convert_help() {
-  return make_options().help({"convert", "vocabulary", "model", "parallelism"}) +
+  return make_options().help({"convert", "vocabulary", "model", "hugging face", "parallelism"}) +
          "\nA JSON summary goes to standard output, diagnostics to standard error.\n"
-         "See man mgt-ckpt-convert(1) for the mapping to GPT-2, refusals and exit codes.\n";
+         "See man mgt-ckpt-convert(1) for the mappings to GPT-2 and Llama, refusals and exit codes.\n";
 }
 
 }  // namespace mgt

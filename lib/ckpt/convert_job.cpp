@@ -5,8 +5,7 @@
 #include <optional>
 
 #include "ckpt/fresh_output_directory.hpp"
-#include "ckpt/hf_gpt2_config.hpp"
-#include "ckpt/hf_gpt2_directory.hpp"
+#include "ckpt/hf_model_directory.hpp"
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/model_weights.hpp"
 #include "core/error.hpp"
@@ -27,6 +26,8 @@ void check_options(const ConvertOptions& o) {
   if (o.save_dir.empty()) throw UsageError("--save-dir is required: where to write the converted checkpoint");
   if (o.seq_length && o.loader != "hf")
     throw UsageError("--seq-length applies to --loader hf only (mgt checkpoints record theirs)");
+  if ((!o.hf_model_type.empty() || o.hf_dtype || o.max_shard_bytes) && o.saver != "hf")
+    throw UsageError("--hf-model-type, --hf-dtype and --max-shard-size apply to --saver hf only");
   if ((!o.vocab_file.empty() || !o.merge_file.empty()) && o.saver != "mgt")
     throw UsageError("--vocab-file and --merge-file apply to --saver mgt only (they name the tokenizer it records)");
   if (o.vocab_file.empty() != o.merge_file.empty())
@@ -54,10 +55,10 @@ std::string gpt2_tokenizer_json(const ConvertOptions& o, std::int64_t padded_voc
 // Before any tensor is read: a model whose copies cannot fit is refused with the numbers, as is
 // a configuration whose sizes overflow (a config.json with n_layer 10^12).
 void require_conversion_memory(const ConvertOptions& o) {
-  HfGpt2ReadOptions read_options;
+  HfReadOptions read_options;
   read_options.seq_length = o.seq_length;
   const GptConfig config =
-      o.loader == "mgt" ? open_model_checkpoint(o.load_dir).config : read_hf_gpt2_model_config(o.load_dir, read_options);
+      o.loader == "mgt" ? open_model_checkpoint(o.load_dir).config : read_hf_model_config(o.load_dir, read_options);
   MemoryEstimateRequest memory;
   memory.use = MemoryUse::kConversion;
   memory.seq_length = 1;
@@ -78,11 +79,11 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
   if (o.loader == "mgt") {
     weights = read_mgt_model_weights(o.load_dir);
   } else {
-    HfGpt2ReadOptions read_options;
+    HfReadOptions read_options;
     read_options.seq_length = o.seq_length;
-    weights = read_hf_gpt2_directory(o.load_dir, read_options);
+    weights = read_hf_model_directory(o.load_dir, read_options);
   }
-  if (o.saver == "hf") require_gpt2_expressible(weights.config, weights.source);
+  if (o.saver == "hf") require_hf_expressible(weights, o.hf_model_type);
 
   ConvertResult result;
   result.source = weights.source;
@@ -97,8 +98,10 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     result.destination = write_mgt_model_weights(weights, o.save_dir);
     mgt_output->keep();
   } else {
-    const std::int64_t eod = eod_of_tokenizer_json(weights.tokenizer_json, "the tokenizer of " + weights.source);
-    write_hf_gpt2_directory(weights, o.save_dir, eod);
+    HfExportOptions export_options;
+    if (o.hf_dtype) export_options.dtype = *o.hf_dtype;
+    if (o.max_shard_bytes) export_options.max_shard_bytes = *o.max_shard_bytes;
+    write_hf_model_directory(weights, o.save_dir, o.hf_model_type, export_options);
     result.destination = o.save_dir;
   }
   log::info("converted " + weights.source + " to " + result.destination + ": " + std::to_string(result.tensors) +

@@ -118,7 +118,7 @@ std::string hf_gpt2_config_json(const HfGpt2Config& hf) {
   j.set("scale_attn_by_inverse_layer_idx", PyValue::boolean(false));
   j.set("scale_attn_weights", PyValue::boolean(true));
   j.set("tie_word_embeddings", PyValue::boolean(true));
-  j.set("torch_dtype", PyValue::string("float32"));
+  j.set("torch_dtype", PyValue::string(hf.torch_dtype));
   j.set("use_cache", PyValue::boolean(true));
   j.set("vocab_size", PyValue::integer(hf.vocab_size));
   return j.dumps() + "\n";
@@ -166,6 +166,7 @@ HfGpt2Config parse_hf_gpt2_config_json(const std::string& text, const std::strin
   real("initializer_range", hf.initializer_range);
   if (j.contains("bos_token_id") && j.show("bos_token_id") != "null") hf.bos_token_id = j.integer("bos_token_id");
   if (j.contains("eos_token_id") && j.show("eos_token_id") != "null") hf.eos_token_id = j.integer("eos_token_id");
+  if (j.contains("torch_dtype") && j.show("torch_dtype") != "null") hf.torch_dtype = j.text("torch_dtype");
 
   if (!is_erf_gelu(hf.activation_function) && !is_tanh_gelu(hf.activation_function))
     refuse("activation_function '" + hf.activation_function +

@@ -27,6 +27,7 @@ struct HfGpt2Config {
   double initializer_range = 0.02;
   std::int64_t bos_token_id = 50256;
   std::int64_t eos_token_id = 50256;
+  std::string torch_dtype = "float32";  // of the weights as written
 };
 
 // GPT-2's end-of-text token, the id to write when the checkpoint does not record its tokenizer.

@@ -1,26 +1,15 @@
 #include "ckpt/hf_gpt2_directory.hpp"
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "ckpt/hf_gpt2_config.hpp"
 #include "ckpt/hf_gpt2_layout.hpp"
-#include "ckpt/safetensors_reader.hpp"
-#include "ckpt/safetensors_writer.hpp"
-#include "core/atomic_file.hpp"
+#include "ckpt/safetensors_model_files.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
-#include "core/temporary_file.hpp"
 #include "train/checkpoint_json.hpp"
 
 namespace mgt {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -43,17 +32,6 @@ bool is_attention_mask_buffer(const std::string& name) {
          (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"));
 }
 
-void require_safetensors_present(const std::string& dir, const std::string& weights_path) {
-  if (fs::exists(weights_path)) return;
-  if (fs::exists(dir + "/model.safetensors.index.json"))
-    throw Error("GPT-2 model " + dir + " is split into several safetensors files (model.safetensors.index.json); "
-                "mgt-ckpt-convert reads one model.safetensors");
-  if (fs::exists(dir + "/pytorch_model.bin"))
-    throw Error("GPT-2 model " + dir + " has pytorch_model.bin but no model.safetensors; mgt does not read pickled "
-                "PyTorch files (they can run code): save it with save_pretrained(dir, safe_serialization=True)");
-  throw Error("GPT-2 model " + dir + " has no " + kHfWeightsFile);
-}
-
 }  // namespace
 
 std::int64_t eod_of_tokenizer_json(const std::string& tokenizer_json, const std::string& what) {
@@ -63,10 +41,8 @@ std::int64_t eod_of_tokenizer_json(const std::string& tokenizer_json, const std:
 }
 
 GptConfig read_hf_gpt2_model_config(const std::string& dir, const HfGpt2ReadOptions& options) {
-  if (!fs::is_directory(dir)) throw Error("--load-dir " + dir + ": no such directory");
+  require_hf_model_files(dir, "GPT-2 model " + dir);
   const std::string config_path = dir + "/" + kHfConfigFile;
-  if (!fs::exists(config_path)) throw Error("GPT-2 model " + dir + " has no " + kHfConfigFile);
-  require_safetensors_present(dir, dir + "/" + kHfWeightsFile);
   const HfGpt2Config hf = parse_hf_gpt2_config_json(read_text_file(config_path), config_path);
   const std::int64_t seq_length = options.seq_length.value_or(hf.n_positions);
   if (seq_length < 1 || seq_length > hf.n_positions)
@@ -79,9 +55,10 @@ ModelWeights read_hf_gpt2_directory(const std::string& dir, const HfGpt2ReadOpti
   ModelWeights w;
   w.config = read_hf_gpt2_model_config(dir, options);
   const std::string config_path = dir + "/" + kHfConfigFile;
-  const std::string weights_path = dir + "/" + kHfWeightsFile;
   w.source = "GPT-2 model " + dir;
-  const ckpt::SafetensorsReader file(weights_path);
+  w.hf_model_type = "gpt2";
+  const ckpt::SafetensorsModelFiles file(dir);
+  const std::string& weights_path = file.description();
 
   std::set<std::string> used;
   auto lookup = [&](const std::string& name) -> const ckpt::SafetensorsTensorInfo* {
@@ -94,54 +71,33 @@ ModelWeights read_hf_gpt2_directory(const std::string& dir, const HfGpt2ReadOpti
     const ckpt::SafetensorsTensorInfo* t = lookup(m.hf_name);
     if (t == nullptr) throw Error("safetensors file " + weights_path + " has no tensor '" + m.hf_name + "'");
     if (t->shape != m.hf_shape)
-      throw Error("safetensors file " + weights_path + ": tensor '" + t->name + "' has shape " + shape_text(t->shape) +
+      throw Error("safetensors file " + file.file_of(*t) + ": tensor '" + t->name + "' has shape " + shape_text(t->shape) +
                   ", " + config_path + " implies " + shape_text(m.hf_shape));
     w.tensors[m.megatron_name] = from_hf_layout(m, file.read_float32(*t));
     used.insert(t->name);
   }
-  for (const ckpt::SafetensorsTensorInfo& t : file.tensors()) {
-    if (used.count(t.name) || is_attention_mask_buffer(t.name)) continue;
-    if (t.name == "lm_head.weight") {
-      if (file.read_float32(t) != w.at("embedding.word_embeddings.weight"))
+  for (const std::string& name : file.tensor_names()) {
+    if (used.count(name) || is_attention_mask_buffer(name)) continue;
+    if (name == "lm_head.weight") {
+      if (file.read_float32(*file.find(name)) != w.at("embedding.word_embeddings.weight"))
         throw Error("safetensors file " + weights_path + ": lm_head.weight differs from the word embedding; mgt reads "
                     "GPT-2 with its output layer tied to the word embedding");
       continue;
     }
-    throw Error("safetensors file " + weights_path + ": tensor '" + t.name + "' is not a parameter of GPT-2");
+    throw Error("safetensors file " + weights_path + ": tensor '" + name + "' is not a parameter of GPT-2");
   }
   return w;
 }
 
-void write_hf_gpt2_directory(const ModelWeights& weights, const std::string& dir, std::int64_t eod) {
+void write_hf_gpt2_directory(const ModelWeights& weights, const std::string& dir, std::int64_t eod,
+                             const HfExportOptions& options) {
   require_gpt2_expressible(weights.config, weights.source);
-  require_fresh_output_directory(dir);
-  const fs::path final_dir = fs::absolute(fs::path(dir).lexically_normal());
-  if (final_dir.has_parent_path()) fs::create_directories(final_dir.parent_path());
-  // An unpredictable name, created exclusively: nothing planted beside DIR is written through.
-  const fs::path staging = create_temporary_directory(final_dir.string());
-  try {
-    std::vector<std::vector<float>> converted;
-    std::vector<ckpt::SafetensorsTensor> tensors;
-    const auto mappings = hf_gpt2_tensor_mappings(weights.config);
-    converted.reserve(mappings.size());
-    for (const HfGpt2TensorMapping& m : mappings) {
-      converted.push_back(to_hf_layout(m, weights.at(m.megatron_name)));
-      tensors.push_back(ckpt::SafetensorsTensor::float32(m.hf_name, m.hf_shape, converted.back()));
-    }
-    // transformers refuses safetensors files whose metadata does not name a framework.
-    ckpt::write_safetensors((staging / kHfWeightsFile).string(), std::move(tensors), {{"format", "pt"}});
-    const HfGpt2Config hf = hf_gpt2_config_of(weights.config, weights.config.padded_vocab_size, eod);
-    write_file_atomically((staging / kHfConfigFile).string(), hf_gpt2_config_json(hf));
-    sync_directory(staging.string());
-    // rename(2) replaces an empty directory in one step.
-    if (std::rename(staging.c_str(), final_dir.c_str()) != 0)
-      throw Error(system_error_message("cannot rename the finished export into place", final_dir.string()));
-    sync_directory(final_dir.parent_path().string());
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(staging, ignored);
-    throw;
-  }
+  std::vector<HfExportTensor> tensors;
+  for (const HfGpt2TensorMapping& m : hf_gpt2_tensor_mappings(weights.config))
+    tensors.push_back({m.hf_name, m.hf_shape, to_hf_layout(m, weights.at(m.megatron_name))});
+  HfGpt2Config hf = hf_gpt2_config_of(weights.config, weights.config.padded_vocab_size, eod);
+  hf.torch_dtype = hf_torch_dtype_name(options.dtype);
+  write_hf_export_directory(dir, hf_gpt2_config_json(hf), tensors, options);
 }
 
 }  // namespace mgt

@@ -21,6 +21,9 @@ struct ModelWeights {
   std::string args_json;
   std::int64_t iteration = 0;
   std::string source;  // what was loaded, for messages: "checkpoint DIR", "GPT-2 model DIR"
+  // config.json's model_type when read from a Hugging Face directory ("gpt2", "llama",
+  // "mistral"): what a Hugging Face saver writes unless told otherwise. Empty for mgt checkpoints.
+  std::string hf_model_type;
 
   std::int64_t num_parameters() const;  // Σ elements over tensors
   // The tensor or mgt::Error naming it.

@@ -23,6 +23,12 @@ std::optional<SafetensorsDType> parse_safetensors_dtype(std::string_view name);
 // F64 rounds to nearest. bytes.size() must be a multiple of the element size.
 std::vector<float> safetensors_to_float32(SafetensorsDType dtype, std::span<const std::byte> bytes);
 
+// The inverse, for writing: fp32 values as little-endian elements of `dtype`, rounded to nearest
+// (ties to even) as torch's Tensor.to(dtype) rounds them; F16 overflows to ±inf, NaN stays NaN.
+// Widening the result again with safetensors_to_float32 gives back F32 values exactly and
+// F16/BF16 values that are exactly representable.
+std::vector<std::byte> float32_to_safetensors(SafetensorsDType dtype, std::span<const float> values);
+
 // A header larger than this is refused before parsing, as Hugging Face's reader does, so that a
 // corrupt length cannot make us allocate gigabytes.
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;

@@ -349,6 +349,25 @@ TEST_CASE("GPT-2 import accepts GPT2Model names and refuses what it cannot read"
   CHECK_THROWS_WITH(read_hf_gpt2_directory(dir + "/short"), Contains("has no tensor 'transformer.wte.weight'"));
 }
 
+TEST_CASE("GPT-2 exports in bf16 and in shards, and reads sharded directories", "[ckpt][hf]") {
+  const std::string dir = test::scratch_dir("hf_gpt2_shards");
+  CpuBackend backend;
+  auto original = save_random_model(tiny_gpt2_config(), backend, dir + "/mgt");
+  ConvertOptions sharded = convert("mgt", "hf", dir + "/mgt", dir + "/sharded");
+  sharded.max_shard_bytes = 4096;
+  convert_checkpoint(sharded);
+  CHECK(std::filesystem::exists(dir + "/sharded/model.safetensors.index.json"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/sharded/model.safetensors"));
+  CHECK(read_hf_gpt2_directory(dir + "/sharded").tensors == read_mgt_model_weights(dir + "/mgt").tensors);
+
+  ConvertOptions narrow = convert("hf", "hf", dir + "/sharded", dir + "/bf16");
+  narrow.hf_dtype = ckpt::SafetensorsDType::kBF16;
+  convert_checkpoint(narrow);
+  CHECK_THAT(file_bytes(dir + "/bf16/config.json"), Contains("\"torch_dtype\": \"bfloat16\""));
+  const ckpt::SafetensorsReader st(dir + "/bf16/model.safetensors");
+  CHECK(st.find("transformer.wte.weight")->dtype == ckpt::SafetensorsDType::kBF16);
+}
+
 // Run by tools/reference/verify_hf_export.py: mgt's logits for one sequence of token ids, from a
 // checkpoint, so that the script can compare them with transformers' on the exported model.
 // MGT_HF_LOGITS_CHECKPOINT: an mgt checkpoint; MGT_HF_LOGITS_TOKENS: int64 token ids;

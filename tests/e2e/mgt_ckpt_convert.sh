@@ -107,10 +107,11 @@ expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/edited
 one_line_error "resid_pdrop must be in \[0, 1) (got 1.5)"
 [[ ! -e "$work/x" ]] || fail "a refused conversion left $work/x"
 
-# An architecture GPT-2 cannot express is refused, naming the property.
+# An architecture neither GPT-2 nor Llama can express is refused, naming the properties.
 expect_status 0 "$bin/mgt-train" --num-layers 1 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16 \
   --micro-batch-size 2 --lr 1e-3 --train-iters 1 --eval-iters 0 --mock-data --tokenizer-type GPT2BPETokenizer \
   "${gpt2[@]}" --position-embedding-type rope --save "$work/rope" --save-interval 1
 expect_status 1 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/rope" --save-dir "$work/x"
 one_line_error "--position-embedding-type rope"
+one_line_error "cannot be expressed as Llama: --normalization LayerNorm"
 echo "mgt-ckpt-convert e2e: all checks passed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks an mgt-ckpt-convert export against Hugging Face transformers.
 
-Loads the export with transformers.GPT2LMHeadModel.from_pretrained (torch, fp32), computes the
+Loads the export with transformers.AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel,
+LlamaForCausalLM or MistralForCausalLM as config.json says; torch, fp32), computes the
 logits of a sequence of token ids, and compares them with mgt's logits for the same ids computed
 from the mgt checkpoint the export came from. mgt's side runs through the hidden Catch2 test
 "[.hf-logits-reference]" of mgt-tests (CPU backend, fp32), which reads the ids from a file and
@@ -44,7 +45,7 @@ def hf_logits(export, tokens, float64):
     import torch
     import transformers
 
-    model = transformers.GPT2LMHeadModel.from_pretrained(export, torch_dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(export)
     model = model.to(torch.float64 if float64 else torch.float32).eval()
     with torch.no_grad():
         out = model(torch.tensor([tokens], dtype=torch.long)).logits[0]
@@ -77,8 +78,8 @@ def main():
 
     with open(os.path.join(args.export, "config.json")) as f:
         config = json.load(f)
-    n = min(args.tokens, config["n_positions"])
-    vocab = min(config["vocab_size"], 50257)
+    n = min(args.tokens, config.get("n_positions") or config["max_position_embeddings"])
+    vocab = min(config["vocab_size"], 50257) if config.get("model_type") == "gpt2" else config["vocab_size"]
     tokens = np.random.default_rng(args.seed).integers(0, vocab, size=n).tolist()
 
     mgt = mgt_logits(args.mgt_tests, os.path.abspath(args.checkpoint), tokens)

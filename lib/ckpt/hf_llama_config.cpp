@@ -1,0 +1,297 @@
+#include "ckpt/hf_llama_config.hpp"
+
+#include <simdjson.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/json_text.hpp"
+#include "data/python_json.hpp"
+
+namespace mgt {
+
+namespace {
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// The largest model dimension config.json may give, as for GPT-2 (hf_gpt2_config.cpp).
+constexpr std::int64_t kMaxDimension = 2147483647;
+
+bool is_mistral(const std::string& model_type) { return model_type == kHfMistralModelType; }
+std::string family_name(const std::string& model_type) { return is_mistral(model_type) ? "Mistral" : "Llama"; }
+std::string architecture_of(const std::string& model_type) {
+  return is_mistral(model_type) ? "MistralForCausalLM" : "LlamaForCausalLM";
+}
+
+// config.json's fields by key, each judged under its own name.
+class ConfigFields {
+public:
+  ConfigFields(const std::string& text, std::string what) : text_(text), what_(std::move(what)) {
+    simdjson::dom::element root;
+    if (auto error = parser_.parse(text_).get(root))
+      fail(std::string("is not valid JSON (") + simdjson::error_message(error) + ")");
+    if (root.get(object_)) fail("is not a JSON object");
+  }
+
+  [[noreturn]] void fail(const std::string& why) const { throw Error(what_ + ": " + why); }
+
+  // Absent and null are alike: transformers takes its default for both.
+  bool has(const char* key) const {
+    simdjson::dom::element v;
+    return !object_[key].get(v) && !v.is_null();
+  }
+  std::optional<simdjson::dom::element> element(const char* key) const {
+    simdjson::dom::element v;
+    if (object_[key].get(v) || v.is_null()) return std::nullopt;
+    return v;
+  }
+
+  std::int64_t integer(const char* key) const {
+    const auto v = element(key);
+    if (!v) fail("has no '" + std::string(key) + "'");
+    std::int64_t i;
+    if (v->get(i)) fail("'" + std::string(key) + "' is not an integer");
+    return i;
+  }
+  void integer(const char* key, std::int64_t& field) const {
+    if (has(key)) field = integer(key);
+  }
+  void real(const char* key, double& field) const {
+    const auto v = element(key);
+    if (v && v->get(field)) fail("'" + std::string(key) + "' is not a number");
+  }
+  void boolean(const char* key, bool& field) const {
+    const auto v = element(key);
+    if (v && v->get(field)) fail("'" + std::string(key) + "' is not a boolean");
+  }
+  std::string text(const char* key) const {
+    const auto v = element(key);
+    std::string_view s;
+    if (!v || v->get(s)) fail("has no string '" + std::string(key) + "'");
+    return std::string(s);
+  }
+  // The rope type an object such as rope_scaling names ("rope_type", or the older "type").
+  std::string rope_type(const char* key) const {
+    simdjson::dom::object o;
+    if (element(key)->get(o)) fail("'" + std::string(key) + "' is not an object");
+    std::string_view type;
+    if (!o["rope_type"].get(type) || !o["type"].get(type)) return std::string(type);
+    fail("'" + std::string(key) + "' names no rope_type");
+  }
+  double nested_real(const char* key, const char* inner) const {
+    simdjson::dom::object o;
+    if (element(key)->get(o)) fail("'" + std::string(key) + "' is not an object");
+    double d;
+    if (o[inner].get(d)) fail("'" + std::string(key) + "' has no number '" + inner + "'");
+    return d;
+  }
+
+private:
+  simdjson::padded_string text_;
+  std::string what_;
+  simdjson::dom::parser parser_;
+  simdjson::dom::object object_;
+};
+
+}  // namespace
+
+void require_llama_expressible(const GptConfig& config, const std::string& model_type, const std::string& what) {
+  const GptConfig c = config.resolved();
+  const std::string family = family_name(model_type);
+  auto refuse = [&](const std::string& why) { throw Error(what + " cannot be expressed as " + family + ": " + why); };
+  if (c.position_embedding_type != PositionEmbeddingType::kRope)
+    refuse("--position-embedding-type " + std::string(to_string(c.position_embedding_type)) + " (" + family +
+           " uses rotary position embeddings)");
+  if (c.rotary_percent != 1.0)
+    refuse("--rotary-percent " + python_float_repr(c.rotary_percent) + " (" + family + " rotates whole heads)");
+  if (c.normalization != Normalization::kRmsNorm)
+    refuse("--normalization " + std::string(to_string(c.normalization)) + " (" + family + " uses RMSNorm)");
+  if (c.activation != Activation::kSwiglu)
+    refuse("an MLP without --swiglu (" + family + "'s MLP is silu(gate) · up, then down)");
+  if (c.add_bias_linear && is_mistral(model_type))
+    refuse("biases on the linear layers (no --disable-bias-linear; Mistral's linear layers have none)");
+}
+
+HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& model_type, std::int64_t vocab_rows,
+                                 std::optional<std::int64_t> bos, std::optional<std::int64_t> eos,
+                                 const std::string& torch_dtype) {
+  const GptConfig c = config.resolved();
+  HfLlamaConfig hf;
+  hf.model_type = model_type;
+  hf.vocab_size = vocab_rows;
+  hf.hidden_size = c.hidden_size;
+  hf.intermediate_size = c.ffn_hidden_size;
+  hf.num_hidden_layers = c.num_layers;
+  hf.num_attention_heads = c.num_attention_heads;
+  hf.num_key_value_heads = c.query_groups();
+  hf.head_dim = c.kv_channels;
+  hf.max_position_embeddings = c.max_position_embeddings;
+  hf.rms_norm_eps = c.norm_epsilon;
+  hf.rope_theta = c.rotary_base;
+  hf.tie_word_embeddings = !c.untie_embeddings_and_output_weights;
+  hf.attention_bias = c.add_bias_linear;
+  hf.mlp_bias = c.add_bias_linear;
+  hf.attention_dropout = c.attention_dropout;
+  hf.initializer_range = c.init_method_std;
+  hf.bos_token_id = bos;
+  hf.eos_token_id = eos;
+  hf.torch_dtype = torch_dtype;
+  return hf;
+}
+
+GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::int64_t padded_vocab_size) {
+  GptConfig c;
+  c.num_layers = hf.num_hidden_layers;
+  c.hidden_size = hf.hidden_size;
+  c.num_attention_heads = hf.num_attention_heads;
+  c.group_query_attention = hf.num_key_value_heads != hf.num_attention_heads;
+  c.num_query_groups = c.group_query_attention ? hf.num_key_value_heads : 1;
+  c.kv_channels = hf.head_dim;
+  c.ffn_hidden_size = hf.intermediate_size;
+  c.seq_length = seq_length;
+  c.max_position_embeddings = hf.max_position_embeddings;
+  c.position_embedding_type = PositionEmbeddingType::kRope;
+  c.rotary_percent = 1.0;
+  c.rotary_base = hf.rope_theta;
+  c.normalization = Normalization::kRmsNorm;
+  c.norm_epsilon = hf.rms_norm_eps;
+  c.activation = Activation::kSwiglu;
+  c.add_bias_linear = hf.attention_bias;
+  c.untie_embeddings_and_output_weights = !hf.tie_word_embeddings;
+  c.hidden_dropout = 0.0;
+  c.attention_dropout = hf.attention_dropout;
+  c.init_method_std = hf.initializer_range;
+  c.padded_vocab_size = padded_vocab_size;
+  return c.resolved();
+}
+
+std::string hf_llama_config_json(const HfLlamaConfig& hf) {
+  const bool mistral = is_mistral(hf.model_type);
+  // An id outside the vocabulary would make transformers warn; unknown ids are null.
+  auto token = [&](std::optional<std::int64_t> id) {
+    return id && *id >= 0 && *id < hf.vocab_size ? PyValue::integer(*id) : PyValue::none();
+  };
+  // Keys in sorted order, as PretrainedConfig.to_json_string writes them.
+  PyValue j = PyValue::dict();
+  j.set("architectures", PyValue::list({PyValue::string(architecture_of(hf.model_type))}));
+  if (!mistral) j.set("attention_bias", PyValue::boolean(hf.attention_bias));
+  j.set("attention_dropout", PyValue::real(hf.attention_dropout));
+  j.set("bos_token_id", token(hf.bos_token_id));
+  j.set("eos_token_id", token(hf.eos_token_id));
+  j.set("head_dim", PyValue::integer(hf.head_dim));
+  j.set("hidden_act", PyValue::string("silu"));
+  j.set("hidden_size", PyValue::integer(hf.hidden_size));
+  j.set("initializer_range", PyValue::real(hf.initializer_range));
+  j.set("intermediate_size", PyValue::integer(hf.intermediate_size));
+  j.set("max_position_embeddings", PyValue::integer(hf.max_position_embeddings));
+  if (!mistral) j.set("mlp_bias", PyValue::boolean(hf.mlp_bias));
+  j.set("model_type", PyValue::string(hf.model_type));
+  j.set("num_attention_heads", PyValue::integer(hf.num_attention_heads));
+  j.set("num_hidden_layers", PyValue::integer(hf.num_hidden_layers));
+  j.set("num_key_value_heads", PyValue::integer(hf.num_key_value_heads));
+  if (!mistral) j.set("pretraining_tp", PyValue::integer(1));
+  j.set("rms_norm_eps", PyValue::real(hf.rms_norm_eps));
+  if (!mistral) j.set("rope_scaling", PyValue::none());
+  j.set("rope_theta", PyValue::real(hf.rope_theta));
+  if (mistral) j.set("sliding_window", PyValue::none());
+  j.set("tie_word_embeddings", PyValue::boolean(hf.tie_word_embeddings));
+  j.set("torch_dtype", PyValue::string(hf.torch_dtype));
+  j.set("use_cache", PyValue::boolean(true));
+  j.set("vocab_size", PyValue::integer(hf.vocab_size));
+  return j.dumps() + "\n";
+}
+
+HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::string& path) {
+  const ConfigFields j(text, "config " + path);
+  HfLlamaConfig hf;
+  hf.model_type = j.text("model_type");
+  const bool mistral = is_mistral(hf.model_type);
+  if (hf.model_type != kHfLlamaModelType && !mistral)
+    j.fail("model_type is '" + hf.model_type + "', not llama or mistral");
+  auto refuse = [&](const std::string& why) { j.fail(why); };
+
+  hf.vocab_size = j.integer("vocab_size");
+  hf.hidden_size = j.integer("hidden_size");
+  hf.intermediate_size = j.integer("intermediate_size");
+  hf.num_hidden_layers = j.integer("num_hidden_layers");
+  hf.num_attention_heads = j.integer("num_attention_heads");
+  hf.num_key_value_heads = hf.num_attention_heads;
+  j.integer("num_key_value_heads", hf.num_key_value_heads);
+  if (mistral) hf.max_position_embeddings = 4096 * 32;
+  j.integer("max_position_embeddings", hf.max_position_embeddings);
+  j.real("rms_norm_eps", hf.rms_norm_eps);
+  j.real("rope_theta", hf.rope_theta);
+  j.boolean("tie_word_embeddings", hf.tie_word_embeddings);
+  if (!mistral) {  // MistralConfig has neither: its linear layers never have biases
+    j.boolean("attention_bias", hf.attention_bias);
+    j.boolean("mlp_bias", hf.mlp_bias);
+  }
+  j.real("attention_dropout", hf.attention_dropout);
+  j.real("initializer_range", hf.initializer_range);
+  hf.bos_token_id = j.has("bos_token_id") ? std::optional(j.integer("bos_token_id")) : std::nullopt;
+  hf.eos_token_id = j.has("eos_token_id") ? std::optional(j.integer("eos_token_id")) : std::nullopt;
+  if (j.has("torch_dtype")) hf.torch_dtype = j.text("torch_dtype");
+
+  for (auto [key, value] : {std::pair<const char*, std::int64_t>{"vocab_size", hf.vocab_size},
+                            {"hidden_size", hf.hidden_size}, {"intermediate_size", hf.intermediate_size},
+                            {"num_hidden_layers", hf.num_hidden_layers},
+                            {"num_attention_heads", hf.num_attention_heads},
+                            {"num_key_value_heads", hf.num_key_value_heads},
+                            {"max_position_embeddings", hf.max_position_embeddings}})
+    if (value <= 0 || value > kMaxDimension)
+      refuse(std::string(key) + " must be between 1 and " + str(kMaxDimension) + " (got " + str(value) + ")");
+  if (hf.num_attention_heads % hf.num_key_value_heads != 0)
+    refuse("num_attention_heads (" + str(hf.num_attention_heads) + ") is not divisible by num_key_value_heads (" +
+           str(hf.num_key_value_heads) + ")");
+  if (j.has("head_dim")) {
+    hf.head_dim = j.integer("head_dim");
+    if (hf.head_dim <= 0 || hf.head_dim > kMaxDimension || hf.head_dim % 2 != 0)
+      refuse("head_dim must be an even number between 2 and " + str(kMaxDimension) + " (got " + str(hf.head_dim) + ")");
+  } else {
+    if (hf.hidden_size % hf.num_attention_heads != 0)
+      refuse("hidden_size (" + str(hf.hidden_size) + ") is not divisible by num_attention_heads (" +
+             str(hf.num_attention_heads) + ") and there is no head_dim");
+    hf.head_dim = hf.hidden_size / hf.num_attention_heads;
+    if (hf.head_dim % 2 != 0) refuse("the head dimension " + str(hf.head_dim) + " is odd; rotary needs it even");
+  }
+
+  if (j.has("hidden_act") && j.text("hidden_act") != "silu" && j.text("hidden_act") != "swish")
+    refuse("hidden_act '" + j.text("hidden_act") + "' is not silu, the SwiGLU activation mgt computes");
+  // transformers 5 gathers the rotary settings into rope_parameters; earlier versions have
+  // rope_theta and rope_scaling.
+  if (j.has("rope_parameters")) {
+    const std::string type = j.rope_type("rope_parameters");
+    if (type != "default")
+      refuse("rope_parameters has rope_type '" + type + "'; mgt's rotary embedding has no frequency scaling "
+             "(Megatron's --use-rope-scaling), only the default type");
+    hf.rope_theta = j.nested_real("rope_parameters", "rope_theta");
+  }
+  if (j.has("rope_scaling") && j.rope_type("rope_scaling") != "default")
+    refuse("rope_scaling of type '" + j.rope_type("rope_scaling") + "' is not supported: mgt's rotary embedding "
+           "has no frequency scaling (Megatron's --use-rope-scaling); only rope_scaling null is read");
+  double partial_rotary_factor = 1.0;
+  j.real("partial_rotary_factor", partial_rotary_factor);
+  if (partial_rotary_factor != 1.0)
+    refuse("partial_rotary_factor " + python_float_repr(partial_rotary_factor) + " is not 1: Llama rotates whole heads");
+  if (hf.attention_bias != hf.mlp_bias)
+    refuse(std::string("attention_bias is ") + (hf.attention_bias ? "true" : "false") + " but mlp_bias is " +
+           (hf.mlp_bias ? "true" : "false") + "; mgt's linear layers have biases all together or not at all "
+           "(--disable-bias-linear)");
+  if (mistral && j.has("sliding_window")) {
+    const std::int64_t window = j.integer("sliding_window");
+    if (window < hf.max_position_embeddings)
+      refuse("sliding_window " + str(window) + " is shorter than max_position_embeddings (" +
+             str(hf.max_position_embeddings) + "): mgt has no sliding-window attention (only a window that "
+             "covers every position, or null, is read)");
+  }
+
+  for (auto [key, value] : {std::pair<const char*, double>{"rms_norm_eps", hf.rms_norm_eps},
+                            {"rope_theta", hf.rope_theta}, {"initializer_range", hf.initializer_range}})
+    if (!(value > 0.0 && std::isfinite(value)))
+      refuse(std::string(key) + " must be a positive number (got " + python_float_repr(value) + ")");
+  if (!(hf.attention_dropout >= 0.0 && hf.attention_dropout < 1.0))
+    refuse("attention_dropout must be in [0, 1) (got " + python_float_repr(hf.attention_dropout) + ")");
+  return hf;
+}
+
+}  // namespace mgt

@@ -1,0 +1,69 @@
+// The Llama architecture as Hugging Face's LlamaConfig and MistralConfig (config.json) describe
+// it, and how it corresponds to mgt's GptConfig. Llama is Megatron's GPT with
+// --position-embedding-type rope (rotate-half, the whole head), --normalization RMSNorm, --swiglu,
+// --disable-bias-linear, optionally --group-query-attention and
+// --untie-embeddings-and-output-weights (Megatron's tools/checkpoint/loader_llama_mistral.py sets
+// the same arguments). Mistral is the same network; its sliding-window attention is accepted
+// only when the window covers every position the model takes. What mgt does not compute
+// (rope_scaling, another activation, biases on only some linear layers) is refused, naming the
+// field.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "model/gpt_config.hpp"
+
+namespace mgt {
+
+// config.json's model_type values read and written here.
+inline constexpr const char* kHfLlamaModelType = "llama";
+inline constexpr const char* kHfMistralModelType = "mistral";
+
+// The fields of LlamaConfig / MistralConfig that matter here, with transformers' defaults for the
+// optional keys (the five sizes are required: a config without them describes no model).
+struct HfLlamaConfig {
+  std::string model_type = kHfLlamaModelType;  // "llama" | "mistral"
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t num_hidden_layers = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_key_value_heads = 0;  // absent or null: num_attention_heads
+  std::int64_t head_dim = 0;             // absent or null: hidden_size / num_attention_heads
+  std::int64_t max_position_embeddings = 2048;  // MistralConfig's default is 4096·32
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // Llama only: biases of q, k, v and o
+  bool mlp_bias = false;        // Llama only: biases of gate, up and down
+  double attention_dropout = 0.0;
+  double initializer_range = 0.02;
+  std::optional<std::int64_t> bos_token_id = 1;
+  std::optional<std::int64_t> eos_token_id = 2;
+  std::string torch_dtype = "float32";  // of the weights as written: float32, bfloat16 or float16
+};
+
+// Throws mgt::Error "WHAT cannot be expressed as ARCH: ..." naming the first property the Hugging
+// Face class has no equivalent for (learned or no position embeddings, partial rotary, LayerNorm,
+// an MLP without SwiGLU, biases for Mistral).
+void require_llama_expressible(const GptConfig& config, const std::string& model_type, const std::string& what);
+
+// The Llama (or Mistral) configuration of a model whose word embedding has `vocab_rows` rows.
+HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& model_type, std::int64_t vocab_rows,
+                                 std::optional<std::int64_t> bos, std::optional<std::int64_t> eos,
+                                 const std::string& torch_dtype);
+
+// The mgt configuration of a Llama model trained (or run) on sequences of `seq_length` tokens,
+// with a word embedding of `padded_vocab_size` rows. Llama has no residual dropout: hidden_dropout
+// is 0.
+GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::int64_t padded_vocab_size);
+
+// config.json as save_pretrained writes it for LlamaForCausalLM / MistralForCausalLM (keys sorted).
+std::string hf_llama_config_json(const HfLlamaConfig& config);
+
+// Reads config.json; throws mgt::Error naming `path` and the key when a field is missing, of the
+// wrong type or out of range, or describes something mgt's model does not compute the same way.
+HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::string& path);
+
+}  // namespace mgt

@@ -1,0 +1,150 @@
+#include "ckpt/hf_llama_layout.hpp"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "core/error.hpp"
+#include "model/parameter_table.hpp"
+
+namespace mgt {
+
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+// Names inside a layer, in the order LlamaDecoderLayer registers its modules.
+constexpr std::array<const char*, 16> kLayerTensorOrder = {
+    "self_attn.q_proj.weight", "self_attn.q_proj.bias",  "self_attn.k_proj.weight", "self_attn.k_proj.bias",
+    "self_attn.v_proj.weight", "self_attn.v_proj.bias",  "self_attn.o_proj.weight", "self_attn.o_proj.bias",
+    "mlp.gate_proj.weight",    "mlp.gate_proj.bias",     "mlp.up_proj.weight",      "mlp.up_proj.bias",
+    "mlp.down_proj.weight",    "mlp.down_proj.bias",     "input_layernorm.weight",  "post_attention_layernorm.weight"};
+
+// A Megatron parameter that maps to one Hugging Face tensor of the same shape.
+HfLlamaTensorMapping whole(const ParameterEntry& e, std::string hf_name) {
+  HfLlamaTensorMapping m;
+  m.megatron_name = e.name;
+  m.megatron_shape = e.global_shape;
+  m.parts = {{std::move(hf_name), e.global_shape}};
+  m.rows = {{0, 0, e.global_shape[0]}};
+  return m;
+}
+
+// A part of `rows` rows with the Megatron tensor's trailing dimensions.
+HfLlamaPart part_of(const ParameterEntry& e, std::string hf_name, std::int64_t rows) {
+  std::vector<std::int64_t> shape = e.global_shape;
+  shape[0] = rows;
+  return {std::move(hf_name), std::move(shape)};
+}
+
+HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c) {
+  const std::string& name = e.name;
+  const std::string p = kHfLlamaPrefix;
+  if (name == "embedding.word_embeddings.weight") return whole(e, p + "embed_tokens.weight");
+  if (name == "decoder.final_layernorm.weight") return whole(e, p + "norm.weight");
+  if (name == "output_layer.weight") return whole(e, "lm_head.weight");
+  const std::string layers = "decoder.layers.";
+  if (starts_with(name, layers)) {
+    const std::size_t dot = name.find('.', layers.size());
+    const std::string layer = p + "layers." + name.substr(layers.size(), dot - layers.size()) + ".";
+    const std::string rest = name.substr(dot + 1);
+    const std::string kind = rest.substr(rest.rfind('.') + 1);  // weight | bias
+    if (rest == "input_layernorm.weight") return whole(e, layer + "input_layernorm.weight");
+    if (rest == "pre_mlp_layernorm.weight") return whole(e, layer + "post_attention_layernorm.weight");
+    if (starts_with(rest, "self_attention.linear_proj.")) return whole(e, layer + "self_attn.o_proj." + kind);
+    if (starts_with(rest, "mlp.linear_fc2.")) return whole(e, layer + "mlp.down_proj." + kind);
+    if (starts_with(rest, "self_attention.linear_qkv.")) {
+      const std::int64_t d = c.kv_channels, groups = c.query_groups();
+      const std::int64_t heads_per_group = c.num_attention_heads / groups;
+      HfLlamaTensorMapping m;
+      m.megatron_name = name;
+      m.megatron_shape = e.global_shape;
+      m.parts = {part_of(e, layer + "self_attn.q_proj." + kind, c.num_attention_heads * d),
+                 part_of(e, layer + "self_attn.k_proj." + kind, groups * d),
+                 part_of(e, layer + "self_attn.v_proj." + kind, groups * d)};
+      for (std::int64_t j = 0; j < groups; ++j) {
+        m.rows.push_back({0, j * heads_per_group * d, heads_per_group * d});
+        m.rows.push_back({1, j * d, d});
+        m.rows.push_back({2, j * d, d});
+      }
+      return m;
+    }
+    if (starts_with(rest, "mlp.linear_fc1.")) {
+      const std::int64_t f = c.ffn_hidden_size;
+      HfLlamaTensorMapping m;
+      m.megatron_name = name;
+      m.megatron_shape = e.global_shape;
+      m.parts = {part_of(e, layer + "mlp.gate_proj." + kind, f), part_of(e, layer + "mlp.up_proj." + kind, f)};
+      m.rows = {{0, 0, f}, {1, 0, f}};
+      return m;
+    }
+  }
+  throw Error("parameter '" + name + "' has no Llama counterpart");
+}
+
+std::int64_t elements(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::vector<HfLlamaTensorMapping> hf_llama_tensor_mappings(const GptConfig& config) {
+  const GptConfig c = config.resolved();
+  std::vector<HfLlamaTensorMapping> mappings;
+  for (const ParameterEntry& e : gpt_parameter_table(c).entries) mappings.push_back(mapping_of(e, c));
+  return mappings;
+}
+
+std::vector<std::vector<float>> to_hf_parts(const HfLlamaTensorMapping& m, std::span<const float> megatron) {
+  if (static_cast<std::int64_t>(megatron.size()) != elements(m.megatron_shape))
+    throw Error("tensor '" + m.megatron_name + "' has " + std::to_string(megatron.size()) + " elements, expected " +
+                std::to_string(elements(m.megatron_shape)));
+  const std::int64_t inner = elements(m.megatron_shape) / m.megatron_shape[0];
+  std::vector<std::vector<float>> parts;
+  for (const HfLlamaPart& part : m.parts) parts.emplace_back(static_cast<std::size_t>(elements(part.hf_shape)));
+  std::int64_t row = 0;
+  for (const HfLlamaRowBlock& b : m.rows) {
+    std::copy_n(megatron.begin() + row * inner, b.rows * inner, parts[b.part].begin() + b.first_row * inner);
+    row += b.rows;
+  }
+  return parts;
+}
+
+std::vector<float> from_hf_parts(const HfLlamaTensorMapping& m, const std::vector<std::vector<float>>& parts) {
+  if (parts.size() != m.parts.size())
+    throw Error("tensor '" + m.megatron_name + "' needs " + std::to_string(m.parts.size()) + " Hugging Face tensors");
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    if (static_cast<std::int64_t>(parts[i].size()) != elements(m.parts[i].hf_shape))
+      throw Error("tensor '" + m.parts[i].hf_name + "' has " + std::to_string(parts[i].size()) +
+                  " elements, expected " + std::to_string(elements(m.parts[i].hf_shape)));
+  const std::int64_t inner = elements(m.megatron_shape) / m.megatron_shape[0];
+  std::vector<float> megatron(static_cast<std::size_t>(elements(m.megatron_shape)));
+  std::int64_t row = 0;
+  for (const HfLlamaRowBlock& b : m.rows) {
+    const auto from = parts[b.part].begin() + b.first_row * inner;
+    std::copy(from, from + b.rows * inner, megatron.begin() + row * inner);
+    row += b.rows;
+  }
+  return megatron;
+}
+
+std::int64_t hf_llama_state_dict_position(const std::string& hf_name) {
+  const std::string p = kHfLlamaPrefix;
+  const std::string name = starts_with(hf_name, p) ? hf_name.substr(p.size()) : hf_name;
+  constexpr std::int64_t kPerLayer = static_cast<std::int64_t>(kLayerTensorOrder.size());
+  if (name == "embed_tokens.weight") return 0;
+  if (name == "lm_head.weight") return std::numeric_limits<std::int64_t>::max();
+  if (name == "norm.weight") return std::numeric_limits<std::int64_t>::max() - 1;
+  if (starts_with(name, "layers.")) {
+    const std::size_t dot = name.find('.', 7);
+    const std::int64_t layer = std::stoll(name.substr(7, dot - 7));
+    const std::string rest = name.substr(dot + 1);
+    const auto at = std::find(kLayerTensorOrder.begin(), kLayerTensorOrder.end(), rest);
+    return 1 + layer * kPerLayer + (at - kLayerTensorOrder.begin());
+  }
+  return std::numeric_limits<std::int64_t>::max() - 2;
+}
+
+}  // namespace mgt

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Writes the golden files of mgt's Llama and Mistral import tests with Hugging Face transformers.
+
+Builds two small random models in fp32 with transformers itself, saves them with save_pretrained
+and records their logits for one fixed sequence of token ids:
+
+  tests/ckpt/golden/hf-llama-tiny/     LlamaForCausalLM, tied embeddings, one model.safetensors
+  tests/ckpt/golden/hf-mistral-tiny/   MistralForCausalLM, untied, head_dim != hidden/heads,
+                                       sharded (model.safetensors.index.json and three shards)
+  tests/ckpt/golden/hf_llama_logits.json
+                                       {"tokens": [...], "<model dir>": {"shape": [T, V],
+                                        "logits": [...]}, ...} with transformers' fp32 logits
+
+tests/ckpt/test_hf_llama.cpp imports each directory with mgt-ckpt-convert's loader, runs mgt's
+forward on the CPU backend (fp32) and compares its logits with these.
+
+Both models have two layers, hidden size 32, four query heads sharing two key/value heads
+(grouped-query attention), intermediate size 88, a vocabulary of 300 and rotary bases of
+Llama 3 (500000) and Mistral v0.2 (1e6). Their weights are drawn with a larger spread than the
+default initialisation, and the norms' weights away from 1, so that a wrong row order anywhere
+changes the logits visibly.
+
+  python3 tools/reference/llama_hf_reference.py [--out tests/ckpt/golden]
+
+Needs torch and transformers (written with torch 2.15 and transformers 5.24; any version that has
+MistralForCausalLM and head_dim should give the same files up to config.json's version keys).
+"""
+import argparse
+import json
+import os
+import shutil
+
+import numpy as np
+import torch
+import transformers
+
+VOCAB = 300
+TOKENS = 16
+SEED = 1234
+
+
+def randomize(model, seed):
+    """Weights of a wider spread than the default init; norm weights around 1."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
+            if name.endswith("norm.weight"):
+                param.copy_(1.0 + 0.1 * noise)
+            else:
+                param.copy_(0.15 * noise)
+
+
+def build_llama():
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=88, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=500000.0,
+        tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    return transformers.LlamaForCausalLM(config)
+
+
+def build_mistral():
+    config = transformers.MistralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=88, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        sliding_window=None, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+    return transformers.MistralForCausalLM(config)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "ckpt", "golden"))
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    tokens = np.random.default_rng(SEED).integers(0, VOCAB, size=TOKENS).tolist()
+    golden = {
+        "command": "python3 tools/reference/llama_hf_reference.py",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tokens": tokens,
+    }
+    models = [("hf-llama-tiny", build_llama, 1, None), ("hf-mistral-tiny", build_mistral, 2, "80KB")]
+    for name, build, seed, shard_size in models:
+        torch.manual_seed(seed)
+        model = build().to(torch.float32).eval()
+        randomize(model, seed)
+        if model.config.tie_word_embeddings:
+            model.tie_weights()
+        directory = os.path.join(args.out, name)
+        shutil.rmtree(directory, ignore_errors=True)
+        save = {"safe_serialization": True} if int(transformers.__version__.split(".")[0]) < 5 else {}
+        if shard_size:
+            save["max_shard_size"] = shard_size
+        model.save_pretrained(directory, **save)
+        # Only what a model directory needs: no generation_config.json.
+        for extra in os.listdir(directory):
+            if extra != "config.json" and not extra.startswith("model"):
+                os.remove(os.path.join(directory, extra))
+        with torch.no_grad():
+            logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0].to(torch.float32).numpy()
+        golden[name] = {"shape": list(logits.shape), "logits": [float(f"{v:.9g}") for v in logits.reshape(-1)]}
+        print(f"{name}: {sorted(os.listdir(directory))}, |logits| <= {np.abs(logits).max():.3f}")
+
+    with open(os.path.join(args.out, "hf_llama_logits.json"), "w") as f:
+        json.dump(golden, f, separators=(",", ":"))
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
