@@ -80,7 +80,8 @@ int run_eval(const EvalOptions& options) {
   const std::int64_t seq_length = checked_seq_length(checkpoint, options);
   const std::unique_ptr<Backend> backend_owner = make_backend(options.device);
   Backend& backend = *backend_owner;
-  // --bf16 rounds the GEMMs' inputs to bf16 where the backend can; fp32 otherwise, with a warning.
+  // --bf16 stores weights and activations in bf16 where the backend can; fp32 otherwise, with a
+  // warning.
   const bool reduced = options.precision_flag == "--bf16" &&
                        backend.set_matmul_precision(Backend::MatmulPrecision::kBf16);
   if (options.precision_flag && !reduced)

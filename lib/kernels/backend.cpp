@@ -615,6 +615,57 @@ void Backend::adamw_step(FloatView param, ConstFloatView grad, FloatView exp_avg
   }
 }
 
+void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
+                           FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
+                           std::span<const int64_t> decayed, const AdamWParams& params,
+                           float grad_scale, int64_t step, FloatView compute) {
+  const char* op = "adamw_update";
+  expect(grad, param.size(), op, "grad");
+  expect(exp_avg, param.size(), op, "exp_avg");
+  expect(exp_avg_sq, param.size(), op, "exp_avg_sq");
+  expect_optional(compute, param.size(), op, "compute");
+  if (step < 1) fail(op, "step must be >= 1");
+  if (!param.is_fp32() || !grad.is_fp32() || !exp_avg.is_fp32() || !exp_avg_sq.is_fp32()) {
+    fail(op, "parameters, gradients and moments must be fp32");
+  }
+  if (segment_ends.size() != decayed.size()) fail(op, "one decay flag per segment");
+  int64_t previous = 0;
+  for (const int64_t end : segment_ends) {
+    if (end < previous) fail(op, "segment ends must increase");
+    previous = end;
+  }
+  if (previous != param.size()) fail(op, "the last segment must end at the buffer's end");
+  if (param.size() > 0) {
+    do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, decayed, params, grad_scale,
+                    step, compute);
+  }
+}
+
+void Backend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
+                              FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
+                              std::span<const int64_t> decayed, const AdamWParams& params,
+                              float grad_scale, int64_t step, FloatView compute) {
+  DeviceBuffer scaled;
+  if (grad_scale != 1.0f) {
+    scaled = DeviceBuffer(*this, grad.size());
+    do_copy(grad, scaled.view(), grad.size());
+    do_scale(scaled.view(), grad.size(), grad_scale);
+    grad = scaled.view();
+  }
+  int64_t begin = 0;
+  for (size_t r = 0; r < segment_ends.size(); ++r) {
+    const int64_t n = segment_ends[r] - begin;
+    if (n > 0) {
+      AdamWParams run = params;
+      if (decayed[r] == 0) run.weight_decay = 0.0f;
+      do_adamw_step(param.subspan(begin, n), grad.subspan(begin, n), exp_avg.subspan(begin, n),
+                    exp_avg_sq.subspan(begin, n), n, run, step);
+    }
+    begin = segment_ends[r];
+  }
+  if (!compute.empty()) do_convert(param, compute);
+}
+
 double Backend::sum_of_squares(ConstFloatView x) {
   if (x.empty()) return 0.0;
   Fp32Staging st(*this, "sum_of_squares");

@@ -60,6 +60,10 @@ public:
   // Brings the compute copy up to date with the parameters if they may have changed since the
   // last refresh (one conversion pass; nothing to do for fp32). Call before a forward pass.
   void refresh_compute_copy();
+  // For an optimizer that writes the compute copy along with the weights (Backend::adamw_update):
+  // the copy itself (empty for fp32), and the note that it now matches the weights again.
+  FloatView compute_copy() { return compute_.view(); }
+  void mark_compute_copy_fresh() { compute_stale_ = false; }
 
   // Megatron's initialisation, a pure function of (seed, name, global element index).
   void initialize(uint64_t seed);

@@ -60,6 +60,7 @@ AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& setti
       exp_avg_sq_(params.backend(), shard_.size()) {
   params.backend().fill(exp_avg_.view(), 0.0f);
   params.backend().fill(exp_avg_sq_.view(), 0.0f);
+  build_segments();
 }
 
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
@@ -76,6 +77,30 @@ AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& setti
       exp_avg_sq_(params.backend(), shard_.size()) {
   params.backend().fill(exp_avg_.view(), 0.0f);
   params.backend().fill(exp_avg_sq_.view(), 0.0f);
+  build_segments();
+}
+
+void AdamWOptimizer::build_segments() {
+  // Runs of the shard with the same weight decay; alignment gaps (zero weights and gradients,
+  // which the update leaves zero) count as undecayed.
+  segment_ends_.clear();
+  segment_decayed_.clear();
+  const auto add = [&](std::int64_t end, bool decayed) {
+    if (end <= (segment_ends_.empty() ? 0 : segment_ends_.back())) return;
+    if (!segment_decayed_.empty() && (segment_decayed_.back() != 0) == decayed) {
+      segment_ends_.back() = end;
+    } else {
+      segment_ends_.push_back(end);
+      segment_decayed_.push_back(decayed ? 1 : 0);
+    }
+  };
+  for (const ParameterEntry& e : params_->entries()) {
+    const BufferShard part = overlap(e, shard_);
+    if (part.size() == 0) continue;
+    add(part.begin - shard_.begin, false);
+    add(part.end - shard_.begin, e.weight_decay);
+  }
+  add(shard_.size(), false);
 }
 
 void AdamWOptimizer::reduce_gradients() {
@@ -105,7 +130,6 @@ OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_fin
   if (!std::isfinite(result.grad_norm)) return result;
 
   const double coefficient = cpu::clip_coefficient(result.grad_norm, settings_.clip_grad);
-  if (coefficient < 1.0) backend.scale(grads, static_cast<float>(coefficient));
 
   ++steps_;
   AdamWParams hp;
@@ -113,16 +137,18 @@ OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_fin
   hp.beta1 = static_cast<float>(settings_.beta1);
   hp.beta2 = static_cast<float>(settings_.beta2);
   hp.eps = static_cast<float>(settings_.eps);
-  for (const ParameterEntry& e : params_->entries()) {
-    const BufferShard part = overlap(e, shard_);
-    if (part.size() == 0) continue;
-    hp.weight_decay = e.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
-    const std::int64_t local = part.begin - shard_.begin;
-    backend.adamw_step(params_->params().subspan(part.begin, part.size()),
-                       params_->grads().subspan(part.begin, part.size()),
-                       exp_avg_.view().subspan(local, part.size()), exp_avg_sq_.view().subspan(local, part.size()),
-                       hp, steps_);
-  }
+  hp.weight_decay = static_cast<float>(weight_decay);
+  // One pass over the shard: clipping folded into the read of the gradient, and (without
+  // sharding) the bf16 compute copy written beside the weights. With the distributed optimizer
+  // the other shards arrive by the all-gather below and the copy is refreshed before the next
+  // forward.
+  const bool writes_copy = !(group_ && distributed_) && !params_->compute_copy().empty();
+  const FloatView copy = writes_copy ? params_->compute_copy().subspan(shard_.begin, shard_.size())
+                                     : FloatView();
+  backend.adamw_update(params_->params().subspan(shard_.begin, shard_.size()), grads, exp_avg_.view(),
+                       exp_avg_sq_.view(), segment_ends_, segment_decayed_, hp,
+                       coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f, steps_, copy);
+  if (writes_copy) params_->mark_compute_copy_fresh();
   // Megatron's param all-gather: every rank's weights become whole again.
   if (group_ && distributed_) all_gather_shards(*group_, params_->params());
   result.applied = true;

@@ -101,6 +101,8 @@ private:
   std::vector<float> collect_moment(const DeviceBuffer& moment);
 
   // The parts of this rank's shard whose sum of squares enters the norm.
+  // segment_ends_ / segment_decayed_: the shard's runs of equal weight decay (adamw_update).
+  void build_segments();
   static std::vector<BufferShard> counted_ranges(const GptParameters& params, const BufferShard& shard);
 
   GptParameters* params_;
@@ -108,6 +110,8 @@ private:
   dist::Communicator* group_ = nullptr;  // null: one rank
   dist::Communicator* model_parallel_ = nullptr;  // null: no tensor parallelism
   bool distributed_ = false;
+  std::vector<std::int64_t> segment_ends_;
+  std::vector<std::int64_t> segment_decayed_;
   BufferShard shard_;
   std::vector<BufferShard> norm_ranges_;
   DeviceBuffer exp_avg_;     // [shard size], element i is buffer element shard.begin + i

@@ -623,8 +623,9 @@ private:
     timer_.start();
   }
 
-  // --bf16 rounds the GEMMs' inputs to bf16 where the backend can (fp32 storage and master
-  // weights stay); --fp16 is not available yet. Either computes in fp32 on the CPU, with a warning.
+  // --bf16 stores activations and the weights' compute copy in bf16 where the backend can (fp32
+  // master weights, gradients and optimizer state stay); --fp16 is not available yet. Either
+  // computes in fp32 on the CPU, with a warning.
   void apply_precision() {
     const Precision p = options_.optim.precision;
     if (p == Precision::Fp32) return;

@@ -265,6 +265,27 @@ TEST_CASE("cuda ops: AdamW and sum of squares", "[cuda]") {
   CHECK(norms[1] == Approx(norms[0]).epsilon(1e-12));
 }
 
+TEST_CASE("cuda ops: one-launch AdamW over segments with clipping and a bf16 weight copy", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t n = 100003;
+  auto param = random_twin(pair, n, 95);
+  auto grad = random_twin(pair, n, 96);
+  auto m = random_twin(pair, n, 97, -0.1f, 0.1f);
+  auto v = random_twin(pair, n, 98, 0.0f, 0.01f);
+  auto copy = random_twin(pair, n, 99, -1.0f, 1.0f, FloatType::kBf16);
+  const std::vector<int64_t> ends{1000, 1001, 50000, 77777, n};
+  const std::vector<int64_t> decayed{1, 0, 1, 0, 1};
+  const AdamWParams params{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  for (Side s : kSides) {
+    pair.on(s).adamw_update(param(s), grad(s), m(s), v(s), ends, decayed, params, 0.625f, 7, copy(s));
+  }
+  check_close(pair, param, kExact, "adamw_update param");
+  check_close(pair, m, kExact, "adamw_update exp_avg");
+  check_close(pair, v, kExact, "adamw_update exp_avg_sq");
+  check_close(pair, copy, 1e-2, "adamw_update bf16 copy");
+}
+
 TEST_CASE("cuda ops: attention forward and backward", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;

@@ -4,7 +4,8 @@
 # builds nothing; runs the CUDA tests, the CPU-vs-GPU training comparison and the training
 # benchmark beside the PyTorch peer, logs under $OUT (or /tmp/gpu-checks), and prints a short
 # table last.
-#   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench decode profile (default: all)
+#   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench parallel decode profile
+#                                      kernels (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-checks}
@@ -19,7 +20,7 @@ export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvi
 export NCCL_NVLS_ENABLE=0
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
-sections=${*:-tests curve eval bench decode profile}
+sections=${*:-tests curve eval bench parallel decode profile kernels}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
@@ -104,6 +105,15 @@ if want bench; then
   done
 fi
 
+# 3a. The parallel layouts as processes sharing the one GPU, against the one-process run.
+if want parallel; then
+  parallel=$(tools/gpu/parallel_one_gpu.sh "$out/parallel" 2>&1 | tee "$out/parallel.log")
+  echo "$parallel"
+  while read -r line; do
+    row "$(echo "$line" | cut -d: -f1)" "$(echo "$line" | cut -d: -f2-)"
+  done < <(echo "$parallel" | grep '^parallel on one GPU')
+fi
+
 # 3b. Decoding speed beside transformers' generate() on the same GPU.
 if want decode; then
   decode=$("$py" tools/bench/bench_decode_gpu.py --bin "$dp/bin" 2>&1 | tee "$out/decode.log")
@@ -128,20 +138,56 @@ if want profile; then
   steady=$("$py" - "$out/profile-4.log" "$out/profile-14.log" <<'PY'
 import re, sys
 def ops(p):
-    d = {}
-    for m in re.finditer(r"^\s+(\S+)\s+([0-9.]+) ms\s+[0-9.]+%\s+(\d+) calls", open(p).read(), re.M):
-        d[m.group(1)] = (float(m.group(2)), int(m.group(3)))
-    return d
-a, b = ops(sys.argv[1]), ops(sys.argv[2])
-rows = sorted(((b[k][0] - a.get(k, (0, 0))[0]) / 10, (b[k][1] - a.get(k, (0, 0))[1]) // 10, k) for k in b)[::-1]
+    text = open(p).read()
+    d = {m.group(1): (float(m.group(2)), int(m.group(3)), float(m.group(4)))
+         for m in re.finditer(r"^\s+(\S+)\s+([0-9.]+) ms\s+[0-9.]+%\s+(\d+) calls\s+([0-9.]+) ms host", text, re.M)}
+    blocked = re.search(r"host_blocked\s+([0-9.]+) ms in (\d+) waits", text)
+    return d, (float(blocked.group(1)), int(blocked.group(2))) if blocked else (0.0, 0)
+(a, wa), (b, wb) = ops(sys.argv[1]), ops(sys.argv[2])
+zero = (0.0, 0, 0.0)
+rows = sorted((((b[k][0] - a.get(k, zero)[0]) / 10, (b[k][1] - a.get(k, zero)[1]) // 10,
+                (b[k][2] - a.get(k, zero)[2]) / 10, k) for k in b), reverse=True)
 total = sum(r[0] for r in rows)
-print(f"steady-state GPU time per iteration: {total:.2f} ms")
-for ms, calls, k in rows[:14]:
-    print(f"  {k:28s} {ms:8.3f} ms {100 * ms / total:5.1f}% {calls:6d} calls")
+host = sum(r[2] for r in rows)
+print(f"steady-state per iteration: GPU {total:.2f} ms (event spans), host issuing {host:.2f} ms, "
+      f"host blocked {(wb[0] - wa[0]) / 10:.2f} ms in {(wb[1] - wa[1]) // 10} waits")
+for ms, calls, host_ms, k in rows[:16]:
+    print(f"  {k:28s} {ms:8.3f} ms {100 * ms / total:5.1f}% {calls:6d} calls  host {host_ms:7.3f} ms")
 PY
 )
   echo "$steady"
   row "profile, gpt2-124m bf16 mbs 8, per iteration" "$(echo "$steady" | sed -n '1,4p' | sed 's/^ *//' | tr -s ' ' | tr '\n' ';')"
+fi
+
+# 5. Pure GPU time per kernel (Nsight Compute, kernels serialised), against the step's wall time:
+# what is left when the host issues work faster than the GPU runs it.
+if want kernels; then
+  iters=3
+  ncu --csv --metrics gpu__time_duration.sum --print-units base \
+    mgt-train --device cuda --bf16 --num-layers 12 --hidden-size 768 --num-attention-heads 12 \
+    --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 3e-4 \
+    --train-iters $iters --log-interval 1 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
+    --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
+    > "$out/kernels.csv" 2> "$out/kernels.err"
+  kernels=$("$py" - "$out/kernels.csv" $iters <<'PY'
+import csv, re, sys
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+head, body = rows[0], rows[1:]
+name, value = head.index("Kernel Name"), head.index("Metric Value")
+iters = int(sys.argv[2])
+by = {}
+for r in body:
+    k = re.sub(r"<.*", "", r[name])[:60]
+    t, n = by.get(k, (0.0, 0))
+    by[k] = (t + float(r[value]) / 1e6, n + 1)
+total = sum(t for t, _ in by.values()) / iters
+print(f"GPU kernel time per iteration (ncu, {iters} iterations averaged): {total:.2f} ms, {sum(n for _, n in by.values()) // iters} kernels")
+for k, (t, n) in sorted(by.items(), key=lambda kv: -kv[1][0])[:18]:
+    print(f"  {k:60s} {t / iters:8.3f} ms {100 * t / iters / total:5.1f}% {n // iters:5d}")
+PY
+)
+  echo "$kernels"
+  row "ncu kernel time, gpt2-124m bf16 mbs 8" "$(echo "$kernels" | head -1)"
 fi
 
 echo

@@ -1,5 +1,7 @@
 #include "kernels/cuda/cuda_backend.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -40,6 +42,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   MGT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Full fp32 GEMMs: TF32 would put the fp32 path outside its bound against the CPU.
   MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+  lt_ = std::make_unique<cuda::LtMatmul>(stream_);
   MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
   if (cuda::OpProfiler::requested()) profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
 }
@@ -55,6 +58,7 @@ CudaBackend::~CudaBackend() {
   }
   // Teardown errors cannot be reported from a destructor; the process is ending anyway.
   cudnn_attention_.reset();  // frees its plans and scratch on the stream, which must still exist
+  lt_.reset();
   if (reduction_ != nullptr) cudaFreeAsync(reduction_, stream_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) {
@@ -64,11 +68,13 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::description() const {
-  return name() + " " + cuda::device_description(device_) + ", fp32 storage, " +
-         (matmul_precision_ == MatmulPrecision::kBf16 ? "bf16 GEMMs with fp32 accumulation"
-                                                       : "fp32 GEMMs") +
+  const bool bf16 = matmul_precision_ == MatmulPrecision::kBf16;
+  return name() + " " + cuda::device_description(device_) +
+         (bf16 ? ", bf16 weights and activations (fp32 master weights, gradients and optimizer "
+                 "state), bf16 GEMMs with fp32 accumulation"
+               : ", fp32 storage, fp32 GEMMs") +
          " (cuBLAS), " +
-         (matmul_precision_ == MatmulPrecision::kBf16 && cuda::CudnnAttention::built()
+         (bf16 && cuda::CudnnAttention::built()
               ? "bf16 cuDNN fused attention (fp32 flash-style kernel where cuDNN does not apply)"
               : "fp32 flash-style attention kernel");
 }
@@ -99,7 +105,16 @@ bool CudaBackend::takes_reduced_precision(std::string_view op) const {
   return true;
 }
 
-void CudaBackend::synchronize() { MGT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  if (profiler_ == nullptr) {
+    MGT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  MGT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  profiler_->add_host_wait(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
 
 void* CudaBackend::do_allocate(size_t bytes) {
   void* data = nullptr;
@@ -147,20 +162,22 @@ void CudaBackend::do_fill(FloatArg x, int64_t n, float value) {
 void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                                     int64_t in, int64_t out, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_forward");
-  cuda::linear_forward(cublas_, matmul_precision_, x, w, rows, in, out, y);
-  if (!bias.empty()) cuda::add_bias(y, bias, rows, out, stream_);
+  if (!cuda::linear_forward(cublas_, *lt_, matmul_precision_, x, w, bias.empty() ? cuda::In() : cuda::In(bias),
+                            rows, in, out, y)) {
+    cuda::add_bias(y, bias, rows, out, stream_);
+  }
 }
 
 void CudaBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows,
                                            int64_t in, int64_t out, FloatArg dx) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_backward_input");
-  cuda::linear_backward_input(cublas_, matmul_precision_, dy, w, rows, in, out, dx);
+  cuda::linear_backward_input(cublas_, *lt_, matmul_precision_, dy, w, rows, in, out, dx);
 }
 
 void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
                                             int64_t in, int64_t out, FloatArg dw) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_backward_weight");
-  cuda::linear_backward_weight(cublas_, matmul_precision_, dy, x, rows, in, out, dw);
+  cuda::linear_backward_weight(cublas_, *lt_, matmul_precision_, dy, x, rows, in, out, dw);
 }
 
 void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
@@ -397,6 +414,26 @@ void CudaBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
 }
 void CudaBackend::do_scale(FloatArg x, int64_t n, float factor) {
   const cuda::ScopedOp scope(profiler_.get(), "scale"); cuda::scale(x, n, factor, stream_); }
+
+void CudaBackend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
+                                  FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
+                                  std::span<const int64_t> decayed, const AdamWParams& params,
+                                  float grad_scale, int64_t step, FloatView compute) {
+  const cuda::ScopedOp scope(profiler_.get(), "adamw_update");
+  const auto segments = static_cast<int64_t>(segment_ends.size());
+  if (static_cast<int64_t>(segments_host_.size()) != 2 * segments ||
+      !std::equal(segment_ends.begin(), segment_ends.end(), segments_host_.begin()) ||
+      !std::equal(decayed.begin(), decayed.end(), segments_host_.begin() + segments)) {
+    segments_host_.assign(segment_ends.begin(), segment_ends.end());
+    segments_host_.insert(segments_host_.end(), decayed.begin(), decayed.end());
+    segments_device_ = DeviceIndexBuffer(*this, 2 * segments);
+    copy_from_host<int64_t>(segments_host_, segments_device_.view());
+  }
+  const int64_t* ends = segments_device_.view().data();
+  cuda::adamw_update(param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(), param.size(),
+                     ends, ends + segments, segments, params, grad_scale, step,
+                     compute.empty() ? cuda::Out() : cuda::Out(compute), stream_);
+}
 
 void CudaBackend::do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                                 int64_t n, const AdamWParams& params, int64_t step) {

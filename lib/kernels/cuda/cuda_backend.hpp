@@ -1,14 +1,16 @@
 // The CUDA backend: device memory from a stream-ordered pool (no cudaMalloc in the steady
-// state), every operation queued on one stream, cuBLAS for GEMMs and the kernels of
-// kernels/cuda. Operations return without waiting; only transfers to the host and the two
-// reductions that return host values synchronise.
+// state), every operation queued on one stream, cuBLAS (fp32) and cuBLASLt (bf16, bias in the
+// epilogue) for GEMMs and the kernels of kernels/cuda. Operations return without waiting; only
+// transfers to the host and the two reductions that return host values synchronise.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/lt_matmul.hpp"
 #include "kernels/cuda/op_profiler.hpp"
 
 namespace mgt {
@@ -38,8 +40,12 @@ private:
   int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<cuda::LtMatmul> lt_;
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
+  // adamw_update's segments on the device ([ends…, decayed…]), uploaded when they change.
+  std::vector<int64_t> segments_host_;
+  DeviceIndexBuffer segments_device_;
   std::unique_ptr<cuda::OpProfiler> profiler_;  // MGT_CUDA_PROFILE=1
   // bf16 attention through cuDNN, made at the first attention call under bf16 matmul precision.
   std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;
@@ -134,6 +140,11 @@ private:
   void do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) override;
   void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) override;
   void do_scale(FloatArg x, int64_t n, float factor) override;
+
+  void do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg, FloatView exp_avg_sq,
+                       std::span<const int64_t> segment_ends, std::span<const int64_t> decayed,
+                       const AdamWParams& params, float grad_scale, int64_t step,
+                       FloatView compute) override;
 
   void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq, int64_t n,
                      const AdamWParams& params, int64_t step) override;

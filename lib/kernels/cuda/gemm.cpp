@@ -36,26 +36,42 @@ void gemm(cublasHandle_t handle, MatmulPrecision precision, cublasOperation_t op
 
 }  // namespace
 
-void linear_forward(cublasHandle_t handle, MatmulPrecision precision, In x, In w, int64_t rows,
-                    int64_t in, int64_t out, Out y) {
-  if (rows == 0 || out == 0) return;
-  // yᵀ[out, rows] = W[out, in]·xᵀ[in, rows].
+bool linear_forward(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In x, In w,
+                    In bias, int64_t rows, int64_t in, int64_t out, Out y) {
+  if (rows == 0 || out == 0) return true;
+  // yᵀ[out, rows] = W[out, in]·xᵀ[in, rows] (+ bias down the columns).
+  if (x.bf16() && w.bf16()) {
+    lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, 0.0f, y.raw(), out,
+              CUDA_R_16BF, data_type(y.bf16()), bias.raw(), "linear_forward");
+    return true;
+  }
   gemm(handle, precision, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, 0.0f, y, out,
        "linear_forward");
+  return bias == nullptr;
 }
 
-void linear_backward_input(cublasHandle_t handle, MatmulPrecision precision, In dy, In w,
-                           int64_t rows, int64_t in, int64_t out, Out dx) {
+void linear_backward_input(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
+                           In w, int64_t rows, int64_t in, int64_t out, Out dx) {
   if (rows == 0 || in == 0) return;
   // dxᵀ[in, rows] = Wᵀ[in, out]·dyᵀ[out, rows].
+  if (dy.bf16() && w.bf16()) {
+    lt.matmul(false, false, in, rows, out, w.raw(), in, dy.raw(), out, 0.0f, dx.raw(), in,
+              CUDA_R_16BF, data_type(dx.bf16()), nullptr, "linear_backward_input");
+    return;
+  }
   gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, 0.0f, dx, in,
        "linear_backward_input");
 }
 
-void linear_backward_weight(cublasHandle_t handle, MatmulPrecision precision, In dy, In x,
-                            int64_t rows, int64_t in, int64_t out, Out dw) {
+void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
+                            In x, int64_t rows, int64_t in, int64_t out, Out dw) {
   if (in == 0 || out == 0) return;
   // dWᵀ[in, out] += xᵀ[in, rows]·dy[rows, out].
+  if (dy.bf16() && x.bf16()) {
+    lt.matmul(false, true, in, out, rows, x.raw(), in, dy.raw(), out, 1.0f, dw.raw(), in,
+              CUDA_R_16BF, data_type(dw.bf16()), nullptr, "linear_backward_weight");
+    return;
+  }
   gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, 1.0f, dw, in,
        "linear_backward_weight");
 }

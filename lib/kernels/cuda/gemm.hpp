@@ -10,6 +10,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cuda/elements.hpp"
+#include "kernels/cuda/lt_matmul.hpp"
 
 namespace mgt::cuda {
 
@@ -17,11 +18,13 @@ using MatmulPrecision = Backend::MatmulPrecision;
 
 // Operands of the same type (fp32, or bf16 storage) each; dw may be fp32 under bf16 operands
 // (fp32 gradient accumulation).
-void linear_forward(cublasHandle_t handle, MatmulPrecision precision, In x, In w, int64_t rows,
-                    int64_t in, int64_t out, Out y);
-void linear_backward_input(cublasHandle_t handle, MatmulPrecision precision, In dy, In w,
-                           int64_t rows, int64_t in, int64_t out, Out dx);
-void linear_backward_weight(cublasHandle_t handle, MatmulPrecision precision, In dy, In x,
-                            int64_t rows, int64_t in, int64_t out, Out dw);
+// bf16 operands go through cuBLASLt (lt), fp32 ones through cuBLAS (handle). Returns whether the
+// bias (may be null) was added in the GEMM's epilogue; if not, the caller adds it.
+bool linear_forward(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In x, In w,
+                    In bias, int64_t rows, int64_t in, int64_t out, Out y);
+void linear_backward_input(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
+                           In w, int64_t rows, int64_t in, int64_t out, Out dx);
+void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
+                            In x, int64_t rows, int64_t in, int64_t out, Out dw);
 
 }  // namespace mgt::cuda

@@ -29,33 +29,50 @@ __global__ void embedding_backward_kernel(const int64_t* ids, int64_t n, In dout
   }
 }
 
-// One thread per element of the mixed tensor; `to_mixed` picks the direction.
-__global__ void qkv_kernel(Out mixed, Out q, Out k, Out v, int64_t tokens,
-                           int64_t heads, int64_t groups, int64_t unit, bool to_mixed) {
-  const int64_t per_group = heads / groups;
-  const int64_t group_width = (per_group + 2) * unit;
-  const int64_t row = (heads + 2 * groups) * unit;
-  const int64_t total = tokens * row;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = i / row;
-    const int64_t within = i % row;
-    const int64_t g = within / group_width;
-    const int64_t at = within % group_width;
-    Out part;
-    if (at < per_group * unit) {
-      part = q + (t * heads + g * per_group) * unit + at;
-    } else if (at < (per_group + 1) * unit) {
-      part = k + (t * groups + g) * unit + (at - per_group * unit);
-    } else {
-      part = v + (t * groups + g) * unit + (at - (per_group + 1) * unit);
-    }
+// Thread x of the grid's x dimension owns position x of every token's mixed row: which of q, k,
+// v it maps to and where is worked out once (32-bit arithmetic), then the thread walks the
+// tokens of its y slice. `to_mixed` picks the direction.
+__global__ void qkv_kernel(Out mixed, Out q, Out k, Out v, int64_t tokens, int heads, int groups,
+                           int unit, bool to_mixed) {
+  const int per_group = heads / groups;
+  const int group_width = (per_group + 2) * unit;
+  const int row = (heads + 2 * groups) * unit;
+  const int within = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (within >= row) return;
+  const int g = within / group_width;
+  const int at = within - g * group_width;
+  Out part;
+  int64_t part_row;  // elements of the part's tensor per token
+  if (at < per_group * unit) {
+    part = q + (static_cast<int64_t>(g) * per_group * unit + at);
+    part_row = static_cast<int64_t>(heads) * unit;
+  } else if (at < (per_group + 1) * unit) {
+    part = k + (static_cast<int64_t>(g) * unit + (at - per_group * unit));
+    part_row = static_cast<int64_t>(groups) * unit;
+  } else {
+    part = v + (static_cast<int64_t>(g) * unit + (at - (per_group + 1) * unit));
+    part_row = static_cast<int64_t>(groups) * unit;
+  }
+  for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+    const int64_t i = t * row + within;
     if (to_mixed) {
-      mixed[i] = part[0];
+      mixed[i] = part[t * part_row];
     } else {
-      part[0] = mixed[i];
+      part[t * part_row] = mixed[i];
     }
   }
+}
+
+void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, int64_t groups,
+                int64_t unit, bool to_mixed, cudaStream_t stream) {
+  const int64_t row = (heads + 2 * groups) * unit;
+  if (tokens * row == 0) return;
+  const dim3 grid(static_cast<unsigned>((row + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
+  qkv_kernel<<<grid, kThreads, 0, stream>>>(mixed, q, k, v, tokens, static_cast<int>(heads),
+                                            static_cast<int>(groups), static_cast<int>(unit),
+                                            to_mixed);
+  MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
 }
 
 // One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.
@@ -119,24 +136,16 @@ void embedding_backward(const int64_t* ids, int64_t n, In dout, int64_t vocab_st
   MGT_CUDA_CHECK_LAUNCH(embedding_backward_kernel);
 }
 
-void qkv_split(In mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
-               Out q, Out k, Out v, cudaStream_t stream) {
-  const int64_t total = tokens * (heads + 2 * groups) * unit;
-  if (total == 0) return;
-  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(Out(const_cast<void*>(mixed.raw()), mixed.bf16()), q, k, v, tokens,
-                                                       heads, groups, unit, false);
-  MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
+void qkv_split(In mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit, Out q, Out k,
+               Out v, cudaStream_t stream) {
+  launch_qkv(Out(const_cast<void*>(mixed.raw()), mixed.bf16()), q, k, v, tokens, heads, groups,
+             unit, false, stream);
 }
 
-void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads,
-               int64_t groups, int64_t unit, Out mixed, cudaStream_t stream) {
-  const int64_t total = tokens * (heads + 2 * groups) * unit;
-  if (total == 0) return;
-  qkv_kernel<<<grid_for(total), kThreads, 0, stream>>>(mixed, Out(const_cast<void*>(q.raw()), q.bf16()),
-                                                       Out(const_cast<void*>(k.raw()), k.bf16()),
-                                                       Out(const_cast<void*>(v.raw()), v.bf16()), tokens, heads,
-                                                       groups, unit, true);
-  MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
+void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
+               Out mixed, cudaStream_t stream) {
+  launch_qkv(mixed, Out(const_cast<void*>(q.raw()), q.bf16()), Out(const_cast<void*>(k.raw()), k.bf16()),
+             Out(const_cast<void*>(v.raw()), v.bf16()), tokens, heads, groups, unit, true, stream);
 }
 
 void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,

@@ -1,6 +1,7 @@
 #include "kernels/cuda/op_profiler.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -8,6 +9,15 @@
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace mgt::cuda {
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 bool OpProfiler::requested() {
   const char* value = std::getenv("MGT_CUDA_PROFILE");
@@ -22,39 +32,56 @@ OpProfiler::~OpProfiler() {
 }
 
 void OpProfiler::begin(const char* op) {
-  Span s{op, nullptr, nullptr};
+  Span s{op, nullptr, nullptr, 0.0};
+  host_start_ = now_ms();
   MGT_CUDA_CHECK(cudaEventCreate(&s.start));
   MGT_CUDA_CHECK(cudaEventCreate(&s.stop));
   MGT_CUDA_CHECK(cudaEventRecord(s.start, stream_));
   spans_.push_back(s);
 }
 
-void OpProfiler::end() { MGT_CUDA_CHECK(cudaEventRecord(spans_.back().stop, stream_)); }
+void OpProfiler::end() {
+  MGT_CUDA_CHECK(cudaEventRecord(spans_.back().stop, stream_));
+  spans_.back().host_ms = now_ms() - host_start_;
+}
 
 std::string OpProfiler::report() {
   MGT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::map<std::string, std::pair<double, long>> by_op;
+  struct Totals {
+    double gpu_ms = 0.0;
+    long calls = 0;
+    double host_ms = 0.0;
+  };
+  std::map<std::string, Totals> by_op;
   double total = 0.0;
+  double host_total = 0.0;
   for (const Span& s : spans_) {
     float ms = 0.0f;
     MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, s.start, s.stop));
-    auto& entry = by_op[s.op];
-    entry.first += ms;
-    entry.second += 1;
+    Totals& entry = by_op[s.op];
+    entry.gpu_ms += ms;
+    entry.calls += 1;
+    entry.host_ms += s.host_ms;
     total += ms;
+    host_total += s.host_ms;
   }
-  std::vector<std::pair<std::string, std::pair<double, long>>> rows(by_op.begin(), by_op.end());
+  std::vector<std::pair<std::string, Totals>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(),
-            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+            [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });
   std::string text = "GPU time per operation (MGT_CUDA_PROFILE), " + std::to_string(spans_.size()) +
                      " operations:\n";
   char line[160];
   for (const auto& [op, value] : rows) {
-    std::snprintf(line, sizeof line, "  %-28s %10.2f ms %6.1f%% %8ld calls\n", op.c_str(),
-                  value.first, total > 0.0 ? 100.0 * value.first / total : 0.0, value.second);
+    std::snprintf(line, sizeof line, "  %-28s %10.2f ms %6.1f%% %8ld calls %10.2f ms host\n",
+                  op.c_str(), value.gpu_ms, total > 0.0 ? 100.0 * value.gpu_ms / total : 0.0,
+                  value.calls, value.host_ms);
     text += line;
   }
-  std::snprintf(line, sizeof line, "  %-28s %10.2f ms\n", "total", total);
+  std::snprintf(line, sizeof line, "  %-28s %10.2f ms %17s %10.2f ms host\n", "total", total, "",
+                host_total);
+  text += line;
+  std::snprintf(line, sizeof line, "  %-28s %10.2f ms in %ld waits\n", "host_blocked", host_wait_ms_,
+                host_waits_);
   return text + line;
 }
 

@@ -22,6 +22,12 @@ public:
 
   void begin(const char* op);
   void end();
+  // Host time spent blocked waiting for the stream (synchronisation, read-backs): large when the
+  // GPU is the bottleneck, near zero when the host cannot issue work fast enough.
+  void add_host_wait(double ms) {
+    host_wait_ms_ += ms;
+    ++host_waits_;
+  }
   // The table of accumulated times, one line per operation (synchronises the stream).
   std::string report();
 
@@ -30,9 +36,13 @@ private:
     const char* op;
     cudaEvent_t start;
     cudaEvent_t stop;
+    double host_ms;  // host time from the start event to the stop event: issuing the work
   };
   cudaStream_t stream_;
   std::vector<Span> spans_;
+  double host_start_ = 0.0;
+  double host_wait_ms_ = 0.0;
+  long host_waits_ = 0;
 };
 
 // Brackets one operation when a profiler is present (null: no cost beyond a branch).

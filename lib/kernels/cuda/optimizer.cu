@@ -28,6 +28,40 @@ __global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, fl
   }
 }
 
+// adamw_kernel's arithmetic over the whole buffer in one launch: each thread walks its elements
+// in increasing order, so finding each element's run (weight decay or none) costs a comparison.
+__global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
+                                    float* exp_avg_sq, int64_t n, const int64_t* ends,
+                                    const int64_t* decayed, int64_t segments, cpu::AdamWParams p,
+                                    float grad_scale, float correction1, float correction2,
+                                    Out compute) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  int64_t lo = 0;
+  int64_t hi = segments - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (ends[mid] <= i) lo = mid + 1;
+    else hi = mid;
+  }
+  int64_t seg = lo;
+  for (; i < n; i += stride) {
+    while (ends[seg] <= i) ++seg;
+    const float weight_decay = decayed[seg] != 0 ? p.weight_decay : 0.0f;
+    const float g = grad[i] * grad_scale;
+    const float m = p.beta1 * exp_avg[i] + (1.0f - p.beta1) * g;
+    const float v = p.beta2 * exp_avg_sq[i] + (1.0f - p.beta2) * g * g;
+    const float m_hat = m / correction1;
+    const float v_hat = v / correction2;
+    const float update = m_hat / (sqrtf(v_hat) + p.eps) + weight_decay * param[i];
+    const float updated = param[i] - p.lr * update;
+    param[i] = updated;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    if (compute != nullptr) compute[i] = updated;
+  }
+}
+
 __device__ __forceinline__ double block_sum_double(double v, double* scratch) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   const int lane = threadIdx.x % 32;
@@ -72,6 +106,20 @@ void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_
   adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, n, params,
                                                      correction1, correction2);
   MGT_CUDA_CHECK_LAUNCH(adamw_kernel);
+}
+
+void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                  const int64_t* segment_ends, const int64_t* decayed, int64_t segments,
+                  const cpu::AdamWParams& params, float grad_scale, int64_t step, Out compute,
+                  cudaStream_t stream) {
+  if (n == 0) return;
+  const auto t = static_cast<double>(step);
+  const auto correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
+  const auto correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta2), t));
+  adamw_update_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+      param, grad, exp_avg, exp_avg_sq, n, segment_ends, decayed, segments, params, grad_scale,
+      correction1, correction2, compute);
+  MGT_CUDA_CHECK_LAUNCH(adamw_update_kernel);
 }
 
 void sum_of_squares(const float* x, int64_t n, double* result, cudaStream_t stream) {

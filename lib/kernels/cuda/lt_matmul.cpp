@@ -1,0 +1,101 @@
+#include "kernels/cuda/lt_matmul.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace mgt::cuda {
+namespace {
+
+// cuBLASLt's recommendation for Hopper: enough for its split-K and stream-K algorithms.
+constexpr size_t kWorkspaceBytes = 32u << 20;
+
+void check(cublasStatus_t status, const char* call, const char* name) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw Error(std::string(name) + ": " + call + " failed: " + cublasGetStatusString(status));
+  }
+}
+
+}  // namespace
+
+LtMatmul::LtMatmul(cudaStream_t stream) : stream_(stream) {
+  check(cublasLtCreate(&handle_), "cublasLtCreate", "LtMatmul");
+  MGT_CUDA_CHECK(cudaMallocAsync(&workspace_, kWorkspaceBytes, stream_));
+}
+
+LtMatmul::~LtMatmul() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  if (workspace_ != nullptr) cudaFreeAsync(workspace_, stream_);
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name) {
+  if (const auto found = plans_.find(key); found != plans_.end()) return found->second;
+  const auto [ta, tb, m, n, k, lda, ldb, ldd, ab_int, d_int, with_bias, accumulate] = key;
+  const auto ab = static_cast<cudaDataType_t>(ab_int);
+  const auto d_type = static_cast<cudaDataType_t>(d_int);
+  Plan p;
+  check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", name);
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
+        "cublasLtMatmulDescSetAttribute(TRANSA)", name);
+  check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
+        "cublasLtMatmulDescSetAttribute(TRANSB)", name);
+  if (with_bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                         sizeof epilogue),
+          "cublasLtMatmulDescSetAttribute(EPILOGUE)", name);
+    const int32_t bias_type = d_type;
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                         sizeof bias_type),
+          "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)", name);
+  }
+  // Column-major layouts of the stored matrices: op(A) is m×k, so A is stored k×m when
+  // transposed.
+  check(cublasLtMatrixLayoutCreate(&p.a, ab, ta ? k : m, ta ? m : k, lda), "cublasLtMatrixLayoutCreate(A)", name);
+  check(cublasLtMatrixLayoutCreate(&p.b, ab, tb ? n : k, tb ? k : n, ldb), "cublasLtMatrixLayoutCreate(B)", name);
+  check(cublasLtMatrixLayoutCreate(&p.d, d_type, m, n, ldd), "cublasLtMatrixLayoutCreate(D)", name);
+  cublasLtMatmulPreference_t preference = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", name);
+  const size_t workspace = kWorkspaceBytes;
+  check(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace, sizeof workspace),
+        "cublasLtMatmulPreferenceSetAttribute", name);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d,
+                                                               preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  check(status, "cublasLtMatmulAlgoGetHeuristic", name);
+  if (found == 0) throw Error(std::string(name) + ": cuBLASLt has no algorithm for this GEMM");
+  p.algo = result.algo;
+  (void)accumulate;
+  return plans_.emplace(key, p).first->second;
+}
+
+void LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                      const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* d,
+                      int64_t ldd, cudaDataType_t ab, cudaDataType_t d_type, const void* bias,
+                      const char* name) {
+  Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
+                  static_cast<int>(d_type), bias != nullptr, beta != 0.0f},
+                 name);
+  if (bias != nullptr) {
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+          "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", name);
+  }
+  const float alpha = 1.0f;
+  check(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo,
+                       workspace_, kWorkspaceBytes, stream_),
+        "cublasLtMatmul", name);
+}
+
+}  // namespace mgt::cuda

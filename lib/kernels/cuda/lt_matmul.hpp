@@ -1,0 +1,46 @@
+// GEMMs through cuBLASLt for the bf16 path: the bias added in the GEMM's epilogue (one rounding
+// of y = x·Wᵀ + b to bf16, no separate pass over y), and, per GEMM shape, the matmul descriptors
+// and the algorithm chosen once by cuBLASLt's heuristic and cached, so that a training step
+// makes no heuristic query and builds no descriptor.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace mgt::cuda {
+
+class LtMatmul {
+public:
+  explicit LtMatmul(cudaStream_t stream);
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+  ~LtMatmul();
+
+  // Column-major D[m, n] = op(A)·op(B) (+ bias[m] broadcast over columns when bias is not null)
+  // + beta·C with C = D; A and B of type ab, D and bias of type d; fp32 accumulation.
+  void matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
+              int64_t lda, const void* b, int64_t ldb, float beta, void* d, int64_t ldd,
+              cudaDataType_t ab, cudaDataType_t d_type, const void* bias, const char* name);
+
+private:
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
+                         bool, bool>;
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr;
+    cublasLtMatrixLayout_t b = nullptr;
+    cublasLtMatrixLayout_t d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  Plan& plan(const Key& key, const char* name);
+
+  cudaStream_t stream_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace mgt::cuda

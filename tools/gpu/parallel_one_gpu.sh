@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# On the GPU machine (called by checks.sh with the pack's programs on PATH): the parallel layouts
+# as several processes sharing one GPU (ranks talk over MPI, device buffers staged through host
+# memory) against the one-process GPU run of the same model and data, in fp32 and with --bf16.
+# Prints one line per layout: the largest relative lm-loss difference over 20 iterations.
+#   tools/gpu/parallel_one_gpu.sh OUT_DIR
+set -uo pipefail
+out=${1:?OUT_DIR}
+mkdir -p "$out"
+model=(--mock-data --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json
+       --merge-file datasets/gpt2-merges.txt --num-layers 4 --hidden-size 256 --num-attention-heads 4
+       --seq-length 256 --max-position-embeddings 256 --micro-batch-size 4 --global-batch-size 8
+       --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 2 --train-iters 20
+       --log-interval 1 --eval-iters 0 --seed 1234 --hidden-dropout 0 --attention-dropout 0
+       --device cuda)
+run() {  # run NAME RANKS FLAGS...
+  local name=$1 n=$2; shift 2
+  if [ "$n" -eq 1 ]; then
+    mgt-train "${model[@]}" "$@" --metrics-file "$out/$name.jsonl" > "$out/$name.log" 2>&1
+  else
+    mpiexec.hydra -launcher fork -n "$n" mgt-train "${model[@]}" "$@" --metrics-file "$out/$name.jsonl" \
+      > "$out/$name.log" 2>&1
+  fi || echo "$name: mgt-train failed: $(grep -m3 -iE 'error|mgt-train:' "$out/$name.log" | head -3)"
+}
+compare() {  # compare REFERENCE RUN
+  python3 - "$out/$1.jsonl" "$out/$2.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    try:
+        return [json.loads(l)["lm_loss"] for l in open(p) if '"event": "train"' in l]
+    except OSError:
+        return []
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if not a or len(a) != len(b):
+    print(f"FAIL ({len(b)} of {len(a)} iterations)")
+else:
+    print(f"{len(a)} iterations, max rel lm-loss diff {max(abs(x - y) / abs(x) for x, y in zip(a, b)):.2e}")
+PY
+}
+for precision in fp32 bf16; do
+  extra=(); [ $precision = bf16 ] && extra=(--bf16)
+  run "one-$precision" 1 "${extra[@]}"
+  for layout in "tp2:2:--tensor-model-parallel-size 2" \
+                "tp2-sp:2:--tensor-model-parallel-size 2 --sequence-parallel" \
+                "pp2:2:--pipeline-model-parallel-size 2" \
+                "dp2:2:" \
+                "dp2-distopt:2:--use-distributed-optimizer" \
+                "tp2-pp2:4:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"; do
+    IFS=: read -r name n flags <<< "$layout"
+    # shellcheck disable=SC2086
+    run "$name-$precision" "$n" "${extra[@]}" $flags
+    echo "parallel on one GPU, $precision, $name ($n processes) vs 1: $(compare "one-$precision" "$name-$precision")"
+  done
+done
