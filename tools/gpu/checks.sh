@@ -177,9 +177,10 @@ name, value = head.index("Kernel Name"), head.index("Metric Value")
 iters = int(sys.argv[2])
 by = {}
 for r in body:
-    k = re.sub(r"<.*", "", r[name])[:60]
+    k = re.search(r"(\w+_kernel|nvjet\w*|cudnn\w*|\w+)\W*\(", r[name])
+    k = k.group(1)[:60] if k else r[name][:60]
     t, n = by.get(k, (0.0, 0))
-    by[k] = (t + float(r[value]) / 1e6, n + 1)
+    by[k] = (t + float(r[value].replace(",", "")) / 1e6, n + 1)
 total = sum(t for t, _ in by.values()) / iters
 print(f"GPU kernel time per iteration (ncu, {iters} iterations averaged): {total:.2f} ms, {sum(n for _, n in by.values()) // iters} kernels")
 for k, (t, n) in sorted(by.items(), key=lambda kv: -kv[1][0])[:18]:

@@ -2,13 +2,15 @@
 # On the GPU machine (called by checks.sh with the pack's programs on PATH): the parallel layouts
 # as several processes sharing one GPU (ranks talk over MPI, device buffers staged through host
 # memory) against the one-process GPU run of the same model and data, in fp32 and with --bf16.
-# Prints one line per layout: the largest relative lm-loss difference over 20 iterations.
+# Prints one line per layout: the largest relative lm-loss difference over 20 iterations. The
+# vocabulary is padded to 50,304 for one and two tensor-parallel ranks alike (Megatron pads to a
+# multiple of --make-vocab-size-divisible-by × TP), so every layout trains the same model.
 #   tools/gpu/parallel_one_gpu.sh OUT_DIR
 set -uo pipefail
 out=${1:?OUT_DIR}
 mkdir -p "$out"
 model=(--mock-data --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json
-       --merge-file datasets/gpt2-merges.txt --num-layers 4 --hidden-size 256 --num-attention-heads 4
+       --merge-file datasets/gpt2-merges.txt --make-vocab-size-divisible-by 64 --num-layers 4 --hidden-size 256 --num-attention-heads 4
        --seq-length 256 --max-position-embeddings 256 --micro-batch-size 4 --global-batch-size 8
        --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 2 --train-iters 20
        --log-interval 1 --eval-iters 0 --seed 1234 --hidden-dropout 0 --attention-dropout 0

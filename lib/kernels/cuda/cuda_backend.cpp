@@ -59,6 +59,7 @@ CudaBackend::~CudaBackend() {
   // Teardown errors cannot be reported from a destructor; the process is ending anyway.
   cudnn_attention_.reset();  // frees its plans and scratch on the stream, which must still exist
   lt_.reset();
+  segments_device_ = DeviceIndexBuffer();  // freed on the stream too, before it goes
   if (reduction_ != nullptr) cudaFreeAsync(reduction_, stream_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) {

@@ -1,5 +1,7 @@
 #include "kernels/cuda/layout.hpp"
 
+#include <cstdint>
+
 #include "kernels/cuda/launch.cuh"
 
 namespace mgt::cuda {
@@ -63,10 +65,64 @@ __global__ void qkv_kernel(Out mixed, Out q, Out k, Out v, int64_t tokens, int h
   }
 }
 
+// qkv_kernel on raw 16-byte vectors: the layouts only move elements, so where every tensor has
+// one type, a head's run of `unit` elements is whole vectors and the pointers are aligned, each
+// thread moves 16 bytes (`unit` below counts vectors).
+__global__ void qkv_vector_kernel(uint4* mixed, uint4* q, uint4* k, uint4* v, int64_t tokens,
+                                  int heads, int groups, int unit, bool to_mixed) {
+  const int per_group = heads / groups;
+  const int group_width = (per_group + 2) * unit;
+  const int row = (heads + 2 * groups) * unit;
+  const int within = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (within >= row) return;
+  const int g = within / group_width;
+  const int at = within - g * group_width;
+  uint4* part;
+  int64_t part_row;
+  if (at < per_group * unit) {
+    part = q + (static_cast<int64_t>(g) * per_group * unit + at);
+    part_row = static_cast<int64_t>(heads) * unit;
+  } else if (at < (per_group + 1) * unit) {
+    part = k + (static_cast<int64_t>(g) * unit + (at - per_group * unit));
+    part_row = static_cast<int64_t>(groups) * unit;
+  } else {
+    part = v + (static_cast<int64_t>(g) * unit + (at - (per_group + 1) * unit));
+    part_row = static_cast<int64_t>(groups) * unit;
+  }
+  for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+    const int64_t i = t * row + within;
+    if (to_mixed) {
+      mixed[i] = part[t * part_row];
+    } else {
+      part[t * part_row] = mixed[i];
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, int64_t groups,
                 int64_t unit, bool to_mixed, cudaStream_t stream) {
   const int64_t row = (heads + 2 * groups) * unit;
   if (tokens * row == 0) return;
+  const bool same_type = mixed.bf16() == q.bf16() && q.bf16() == k.bf16() && k.bf16() == v.bf16();
+  const int64_t per_vector = mixed.bf16() ? 8 : 4;
+  if (same_type && unit % per_vector == 0 && aligned16(mixed.raw()) && aligned16(q.raw()) &&
+      aligned16(k.raw()) && aligned16(v.raw())) {
+    const int64_t vector_unit = unit / per_vector;
+    const int64_t vector_row = row / per_vector;
+    // The row split evenly over as few blocks as fit it, in whole warps.
+    const int64_t blocks = (vector_row + kThreads - 1) / kThreads;
+    const int64_t threads = ((vector_row + blocks - 1) / blocks + 31) / 32 * 32;
+    const dim3 grid(static_cast<unsigned>(blocks),
+                    static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
+    qkv_vector_kernel<<<grid, static_cast<unsigned>(threads), 0, stream>>>(
+        static_cast<uint4*>(mixed.raw()), static_cast<uint4*>(q.raw()), static_cast<uint4*>(k.raw()),
+        static_cast<uint4*>(v.raw()), tokens, static_cast<int>(heads), static_cast<int>(groups),
+        static_cast<int>(vector_unit), to_mixed);
+    MGT_CUDA_CHECK_LAUNCH(qkv_vector_kernel);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((row + kThreads - 1) / kThreads),
                   static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
   qkv_kernel<<<grid, kThreads, 0, stream>>>(mixed, q, k, v, tokens, static_cast<int>(heads),

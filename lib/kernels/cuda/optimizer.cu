@@ -1,6 +1,7 @@
 #include "kernels/cuda/optimizer.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/launch.cuh"
 
@@ -28,15 +29,23 @@ __global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, fl
   }
 }
 
-// adamw_kernel's arithmetic over the whole buffer in one launch: each thread walks its elements
-// in increasing order, so finding each element's run (weight decay or none) costs a comparison.
-__global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
-                                    float* exp_avg_sq, int64_t n, const int64_t* ends,
-                                    const int64_t* decayed, int64_t segments, cpu::AdamWParams p,
-                                    float grad_scale, float correction1, float correction2,
-                                    Out compute) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+// One element of adamw_update: adamw_kernel's arithmetic on a gradient scaled as it is read.
+__device__ __forceinline__ float adam_element(float& param, float grad, float& m, float& v,
+                                              const cpu::AdamWParams& p, float weight_decay,
+                                              float grad_scale, float correction1,
+                                              float correction2) {
+  const float g = grad * grad_scale;
+  m = p.beta1 * m + (1.0f - p.beta1) * g;
+  v = p.beta2 * v + (1.0f - p.beta2) * g * g;
+  const float m_hat = m / correction1;
+  const float v_hat = v / correction2;
+  const float update = m_hat / (sqrtf(v_hat) + p.eps) + weight_decay * param;
+  param = param - p.lr * update;
+  return param;
+}
+
+// The first run containing element i (runs end at ends[0…segments)).
+__device__ __forceinline__ int64_t find_run(const int64_t* ends, int64_t segments, int64_t i) {
   int64_t lo = 0;
   int64_t hi = segments - 1;
   while (lo < hi) {
@@ -44,20 +53,49 @@ __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_
     if (ends[mid] <= i) lo = mid + 1;
     else hi = mid;
   }
-  int64_t seg = lo;
-  for (; i < n; i += stride) {
-    while (ends[seg] <= i) ++seg;
-    const float weight_decay = decayed[seg] != 0 ? p.weight_decay : 0.0f;
-    const float g = grad[i] * grad_scale;
-    const float m = p.beta1 * exp_avg[i] + (1.0f - p.beta1) * g;
-    const float v = p.beta2 * exp_avg_sq[i] + (1.0f - p.beta2) * g * g;
-    const float m_hat = m / correction1;
-    const float v_hat = v / correction2;
-    const float update = m_hat / (sqrtf(v_hat) + p.eps) + weight_decay * param[i];
-    const float updated = param[i] - p.lr * update;
-    param[i] = updated;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
+  return lo;
+}
+
+// The whole buffer in one launch, four elements per thread and step through 16-byte accesses
+// (when the pointers are 16-byte aligned, else one element at a time; the last n % 4 elements by
+// the first threads). Each thread walks its
+// elements in increasing order, so finding each element's run (weight decay or none) costs a
+// comparison.
+__global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
+                                    float* exp_avg_sq, int64_t n, const int64_t* ends,
+                                    const int64_t* decayed, int64_t segments, cpu::AdamWParams p,
+                                    float grad_scale, float correction1, float correction2,
+                                    Out compute, bool vectorized) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t vectors = vectorized ? n / 4 : 0;
+  int64_t seg = find_run(ends, segments, first * 4);
+  for (int64_t q = first; q < vectors; q += stride) {
+    float4 w = reinterpret_cast<float4*>(param)[q];
+    const float4 g = reinterpret_cast<const float4*>(grad)[q];
+    float4 m = reinterpret_cast<float4*>(exp_avg)[q];
+    float4 v = reinterpret_cast<float4*>(exp_avg_sq)[q];
+    float* wp = &w.x;
+    const float* gp = &g.x;
+    float* mp = &m.x;
+    float* vp = &v.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = q * 4 + j;
+      while (ends[seg] <= i) ++seg;
+      const float decay = decayed[seg] != 0 ? p.weight_decay : 0.0f;
+      adam_element(wp[j], gp[j], mp[j], vp[j], p, decay, grad_scale, correction1, correction2);
+      if (compute != nullptr) compute[i] = wp[j];
+    }
+    reinterpret_cast<float4*>(param)[q] = w;
+    reinterpret_cast<float4*>(exp_avg)[q] = m;
+    reinterpret_cast<float4*>(exp_avg_sq)[q] = v;
+  }
+  for (int64_t i = vectors * 4 + first; i < n; i += stride) {
+    const int64_t run = find_run(ends, segments, i);
+    const float decay = decayed[run] != 0 ? p.weight_decay : 0.0f;
+    const float updated = adam_element(param[i], grad[i], exp_avg[i], exp_avg_sq[i], p, decay,
+                                       grad_scale, correction1, correction2);
     if (compute != nullptr) compute[i] = updated;
   }
 }
@@ -116,9 +154,14 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
   const auto t = static_cast<double>(step);
   const auto correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
   const auto correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta2), t));
-  adamw_update_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+  bool vectorized = true;
+  for (const void* buffer : {static_cast<const void*>(param), static_cast<const void*>(grad),
+                             static_cast<const void*>(exp_avg), static_cast<const void*>(exp_avg_sq)}) {
+    vectorized = vectorized && reinterpret_cast<uintptr_t>(buffer) % 16 == 0;
+  }
+  adamw_update_kernel<<<grid_for(vectorized ? (n + 3) / 4 : n), kThreads, 0, stream>>>(
       param, grad, exp_avg, exp_avg_sq, n, segment_ends, decayed, segments, params, grad_scale,
-      correction1, correction2, compute);
+      correction1, correction2, compute, vectorized);
   MGT_CUDA_CHECK_LAUNCH(adamw_update_kernel);
 }
 
