@@ -39,6 +39,19 @@ std::string e6(double v) { return python_format(v, "%.6E", true); }
 std::string f1(double v) { return python_format(v, "%.1f", false); }
 std::string f3(double v) { return python_format(v, "%.3f", false); }
 
+// Megatron prints the throughput with one decimal, which shows a CPU's few GFLOP/s as 0.0;
+// below 1 the value keeps two significant digits instead (0.0034), so it stays readable while
+// Megatron's pattern (digits, a point, digits) still matches.
+std::string throughput_text(double v) {
+  if (!(v > 0.0) || v >= 1.0 || !std::isfinite(v)) return f1(v);
+  const int decimals = 1 - static_cast<int>(std::floor(std::log10(v)));
+  std::string text = printf_string("%.*f", decimals, v);
+  // Rounding up may carry into a new digit (0.0995 -> 0.100): keep two significant digits.
+  if (text.size() > 1 && text.back() == '0' && decimals > 1 && std::stod(text) >= std::pow(10.0, 2 - decimals))
+    text.pop_back();
+  return text;
+}
+
 long long ll(std::int64_t v) { return static_cast<long long>(v); }
 
 std::string json_number(double v) { return std::isfinite(v) ? python_float_repr(v) : "null"; }
@@ -121,7 +134,7 @@ std::string format_iteration_line(const IterationLog& g, const std::string& time
   s += printf_string(" consumed samples: %12lld |", ll(g.consumed_samples));
   if (g.skipped_samples > 0) s += printf_string(" skipped samples: %12lld |", ll(g.skipped_samples));
   s += " elapsed time per iteration (ms): " + f1(g.seconds_per_iteration * 1000.0) + " |";
-  if (g.tflops_per_gpu) s += " throughput per GPU (TFLOP/s/GPU): " + f1(*g.tflops_per_gpu) + " |";
+  if (g.tflops_per_gpu) s += " throughput per GPU (TFLOP/s/GPU): " + throughput_text(*g.tflops_per_gpu) + " |";
   if (g.learning_rate) s += " learning rate: " + e6(*g.learning_rate) + " |";
   s += printf_string(" global batch size: %5lld |", ll(g.global_batch_size));
   for (const auto& [name, avg] : g.losses)

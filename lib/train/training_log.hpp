@@ -44,7 +44,9 @@ struct IterationLog {
   std::int64_t consumed_samples = 0;
   std::int64_t skipped_samples = 0;      // printed only when positive
   double seconds_per_iteration = 0.0;    // elapsed time since the last log / iterations
-  std::optional<double> tflops_per_gpu;  // with --log-throughput; see throughput_tflops_per_gpu
+  // With --log-throughput (see throughput_tflops_per_gpu): printed with one decimal as Megatron
+  // does, or with two significant digits below 1 (0.0034), which one decimal would show as 0.0.
+  std::optional<double> tflops_per_gpu;
   std::optional<double> learning_rate;   // absent on ranks without parameters
   std::int64_t global_batch_size = 0;
   LossValues losses;                     // averaged; a loss is printed only when >= 0
