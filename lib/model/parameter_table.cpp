@@ -194,4 +194,8 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
   return b.finish();
 }
 
+bool is_embedding_or_output_parameter(const ParameterEntry& entry) {
+  return entry.name == "embedding.word_embeddings.weight" || entry.name == "output_layer.weight";
+}
+
 }  // namespace mgt

@@ -87,7 +87,30 @@ void AdamWOptimizer::reduce_gradients() {
   }
 }
 
-OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_finite) {
+double AdamWOptimizer::count_zeros_in_grads() {
+  const std::vector<float> grads = [&] {
+    std::vector<float> host(static_cast<std::size_t>(params_->grads().size()));
+    params_->backend().copy_to_host(params_->grads(), host);
+    return host;
+  }();
+  const TensorParallelRank& tp = params_->tensor_parallel();
+  double zeros = 0.0;
+  for (const ParameterEntry& e : params_->entries()) {
+    if (!e.counted_on(tp)) continue;
+    const BufferShard part = overlap(e, shard_);
+    for (std::int64_t i = part.begin; i < part.end; ++i) zeros += grads[static_cast<std::size_t>(i)] == 0.0f ? 1.0 : 0.0;
+  }
+  // Megatron's grad_stats_parallel_group: the model-parallel group, and with the distributed
+  // optimizer its data-parallel ranks too (each counts its shard).
+  if (group_ && distributed_) group_->all_reduce(std::span<double>(&zeros, 1), dist::ReduceOp::Sum);
+  if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&zeros, 1), dist::ReduceOp::Sum);
+  return zeros;
+}
+
+OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
+  const double lr = request.lr;
+  const double weight_decay = request.weight_decay;
+  const bool loss_finite = request.loss_finite;
   Backend& backend = params_->backend();
   const FloatView grads = params_->grads().subspan(shard_.begin, shard_.size());
   OptimizerStep result;
@@ -106,10 +129,11 @@ OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_fin
 
   const double coefficient = cpu::clip_coefficient(result.grad_norm, settings_.clip_grad);
   if (coefficient < 1.0) backend.scale(grads, static_cast<float>(coefficient));
+  // Megatron's MegatronOptimizer.step counts after clipping.
+  if (request.count_zeros) result.num_zeros = count_zeros_in_grads();
 
   ++steps_;
   AdamWParams hp;
-  hp.lr = static_cast<float>(lr);
   hp.beta1 = static_cast<float>(settings_.beta1);
   hp.beta2 = static_cast<float>(settings_.beta2);
   hp.eps = static_cast<float>(settings_.eps);
@@ -117,6 +141,7 @@ OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_fin
     const BufferShard part = overlap(e, shard_);
     if (part.size() == 0) continue;
     hp.weight_decay = e.weight_decay ? static_cast<float>(weight_decay) : 0.0f;
+    hp.lr = static_cast<float>(request.decoupled_lr && is_embedding_or_output_parameter(e) ? *request.decoupled_lr : lr);
     const std::int64_t local = part.begin - shard_.begin;
     backend.adamw_step(params_->params().subspan(part.begin, part.size()),
                        params_->grads().subspan(part.begin, part.size()),

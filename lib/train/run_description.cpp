@@ -132,6 +132,8 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("exit_signal_handler", PyValue::boolean(l.exit_signal_handler));
   a.set("exit_signal", PyValue::string(l.exit_signal));
   a.set("log_throughput", PyValue::boolean(l.log_throughput));
+  a.set("log_params_norm", PyValue::boolean(l.log_params_norm));
+  a.set("log_num_zeros_in_grad", PyValue::boolean(l.log_num_zeros_in_grad));
   a.set("metrics_file", PyValue::string_or_none(l.metrics_file));
 
   const ParallelOptions& p = o.parallel;

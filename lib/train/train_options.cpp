@@ -125,6 +125,8 @@ constexpr OptionDef kOptions[] = {
   {"logging", "exit-signal-handler", FlagArity::None, "", "On the exit signal, save and exit after the current iteration"},
   {"logging", "exit-signal", FlagArity::One, "SIG", "mgt: the signal for --exit-signal-handler: SIGTERM (default), SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU"},
   {"logging", "log-throughput", FlagArity::None, "", "Log TFLOP/s per GPU"},
+  {"logging", "log-params-norm", FlagArity::None, "", "Log the L2 norm of the parameters"},
+  {"logging", "log-num-zeros-in-grad", FlagArity::None, "", "Log the number of zeros in the gradient"},
   {"logging", "metrics-file", FlagArity::One, "FILE", "mgt: append one JSON object per log line and validation"},
   {"logging", "tensorboard-dir", FlagArity::One, "DIR", "Write TensorBoard event files (scalars) to DIR"},
   {"logging", "tensorboard-log-interval", FlagArity::One, "N", "Iterations between TensorBoard training scalars (default 1)"},
@@ -289,6 +291,8 @@ void read_checkpoint_and_logging(const FlagValues& f, CheckpointOptions& c, Logg
     throw UsageError("--exit-signal needs --exit-signal-handler");
   f.set("exit-signal", l.exit_signal);
   f.set("log-throughput", l.log_throughput);
+  f.set("log-params-norm", l.log_params_norm);
+  f.set("log-num-zeros-in-grad", l.log_num_zeros_in_grad);
   f.set("metrics-file", l.metrics_file);
   f.set("tensorboard-dir", l.tensorboard_dir);
   f.set("tensorboard-log-interval", l.tensorboard_log_interval);

@@ -127,6 +127,8 @@ struct LoggingOptions {
   bool exit_signal_handler = false;               // --exit-signal-handler
   std::string exit_signal = "SIGTERM";            // --exit-signal (mgt): the signal it waits for
   bool log_throughput = false;                    // --log-throughput
+  bool log_params_norm = false;                   // --log-params-norm: "params norm" in the log line
+  bool log_num_zeros_in_grad = false;             // --log-num-zeros-in-grad: "num zeros" in the log line
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
   // TensorBoard event files (train/tensorboard_log.hpp): Megatron's scalars and switches.
   std::optional<std::string> tensorboard_dir;     // --tensorboard-dir

@@ -25,6 +25,7 @@
 #include "train/evaluation.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/params_norm.hpp"
 #include "train/pipeline_executor.hpp"
 #include "train/pipeline_train_state.hpp"
 #include "train/rank_agreement.hpp"
@@ -449,11 +450,20 @@ private:
     record.learning_rate = scheduler_->lr();
     // Every rank takes the step or skips it: a non-finite loss enters the norm that the
     // optimizer reduces over the ranks.
-    const OptimizerStep step =
-        optimizer_->step(record.learning_rate, scheduler_->weight_decay(), std::isfinite(record.loss));
+    const bool log_stats = logs_statistics(record.iteration);
+    StepRequest request;
+    request.lr = record.learning_rate;
+    request.weight_decay = scheduler_->weight_decay();
+    request.loss_finite = std::isfinite(record.loss);
+    request.count_zeros = log_stats && options_.logging.log_num_zeros_in_grad;
+    const OptimizerStep step = optimizer_->step(request);
     record.grad_norm = step.grad_norm;
+    record.num_zeros = step.num_zeros;
     record.skipped = !step.applied;
     if (step.applied) scheduler_->step(global_batch());
+    // Megatron's train() takes the norm of the updated parameters.
+    if (log_stats && options_.logging.log_params_norm)
+      record.params_norm = params_l2_norm(model_->parameters(), model_parallel_);
 
     progress_.iteration = record.iteration;
     progress_.consumed_train_samples += global_batch();
@@ -468,6 +478,15 @@ private:
       if (consecutive_nonfinite_ >= settings_.max_consecutive_nonfinite_iterations) stop_on_nonfinite();
     }
     return record;
+  }
+
+  // Whether the iteration's log line or TensorBoard scalars show the --log-num-zeros-in-grad and
+  // --log-params-norm statistics: Megatron computes them every iteration, but only these
+  // iterations show them, and counting zeros reads the gradients back to the host. Every rank
+  // decides alike (the statistics are collective).
+  bool logs_statistics(std::int64_t iteration) const {
+    const LoggingOptions& l = options_.logging;
+    return iteration % l.log_interval == 0 || (l.tensorboard_dir && iteration % l.tensorboard_log_interval == 0);
   }
 
   // A loss or norm for a message: "nan", "inf" or the log line's %.6E.
@@ -503,6 +522,8 @@ private:
     s.batch_size = global_batch();
     s.losses = {{"lm loss", record.loss}};
     s.grad_norm = record.grad_norm;
+    s.num_zeros = record.num_zeros;
+    s.params_norm = record.params_norm;
     tensorboard_->training_iteration(s);
   }
 
@@ -520,6 +541,8 @@ private:
     g.global_batch_size = global_batch();
     g.losses = losses_.averages();
     g.grad_norm = record.grad_norm;
+    g.num_zeros = record.num_zeros;
+    g.params_norm = record.params_norm;
     g.skipped_iterations = losses_.skipped_iterations();
     g.nan_iterations = losses_.nan_iterations();
     g.seq_length = *options_.model.seq_length;

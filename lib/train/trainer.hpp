@@ -41,6 +41,10 @@ struct IterationRecord {
   double grad_norm = 0.0;      // before clipping; not finite when the step was skipped
   double learning_rate = 0.0;  // the rate this step used
   bool skipped = false;        // loss or gradients not finite: no update
+  // At iterations that log them (the log line's, or TensorBoard's), with --log-num-zeros-in-grad
+  // and --log-params-norm; num_zeros is absent when the step was skipped, as in Megatron.
+  std::optional<double> num_zeros;
+  std::optional<double> params_norm;
 };
 
 struct TrainerHooks {

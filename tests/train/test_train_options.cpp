@@ -168,6 +168,8 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       {"--exit-duration-in-mins", py(o.logging.exit_duration_in_mins)},
       {"--exit-signal-handler", py(o.logging.exit_signal_handler)},
       {"--log-throughput", py(o.logging.log_throughput)},
+      {"--log-params-norm", py(o.logging.log_params_norm)},
+      {"--log-num-zeros-in-grad", py(o.logging.log_num_zeros_in_grad)},
       {"--tensorboard-dir", py(o.logging.tensorboard_dir)},
       {"--tensorboard-log-interval", py(o.logging.tensorboard_log_interval)},
       {"--tensorboard-queue-size", py(o.logging.tensorboard_queue_size)},
