@@ -69,6 +69,8 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("train_samples", integer_or_none(t.train_samples));
   a.set("lr", real_or_none(t.lr));
   a.set("min_lr", PyValue::real(t.min_lr));
+  a.set("decoupled_lr", real_or_none(t.decoupled_lr));
+  a.set("decoupled_min_lr", real_or_none(t.decoupled_min_lr));
   a.set("lr_decay_style", PyValue::string(t.lr_decay_style));
   a.set("lr_warmup_iters", PyValue::integer(t.lr_warmup_iters));
   a.set("lr_warmup_fraction", real_or_none(t.lr_warmup_fraction));

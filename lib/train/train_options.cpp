@@ -58,6 +58,8 @@ constexpr OptionDef kOptions[] = {
   {"training", "train-samples", FlagArity::One, "N", "Samples to train (or --train-iters)"},
   {"training", "lr", FlagArity::One, "F", "Peak learning rate (required)"},
   {"training", "min-lr", FlagArity::One, "F", "Learning rate at the end of the decay (default 0.0)"},
+  {"training", "decoupled-lr", FlagArity::One, "F", "Peak learning rate of the word embedding and output layer (default --lr)"},
+  {"training", "decoupled-min-lr", FlagArity::One, "F", "Their learning rate at the end of the decay (default --min-lr)"},
   {"training", "lr-decay-style", FlagArity::One, "S", "constant, linear (default), cosine, inverse-square-root or WSD"},
   {"training", "lr-warmup-iters", FlagArity::One, "N", "Warm-up iterations (default 0)"},
   {"training", "lr-warmup-fraction", FlagArity::One, "F", "Warm-up as a fraction of the decay"},
@@ -215,6 +217,8 @@ void read_optimization(const FlagValues& f, OptimizationOptions& o) {
   f.set("train-samples", o.train_samples);
   f.set("lr", o.lr);
   f.set("min-lr", o.min_lr);
+  f.set("decoupled-lr", o.decoupled_lr);
+  f.set("decoupled-min-lr", o.decoupled_min_lr);
   f.set("lr-decay-style", o.lr_decay_style);
   f.set("lr-warmup-iters", o.lr_warmup_iters);
   f.set("lr-warmup-fraction", o.lr_warmup_fraction);

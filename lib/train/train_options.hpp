@@ -64,6 +64,10 @@ struct OptimizationOptions {
   std::optional<std::int64_t> train_samples;      // --train-samples }
   std::optional<double> lr;                       // --lr (required)
   double min_lr = 0.0;                            // --min-lr
+  // The word embedding's and output layer's own peak and final rates, same schedule shape
+  // (Megatron's is_decoupled_lr parameter group); --decoupled-min-lr defaults to --min-lr.
+  std::optional<double> decoupled_lr;             // --decoupled-lr
+  std::optional<double> decoupled_min_lr;         // --decoupled-min-lr
   std::string lr_decay_style = "linear";          // constant | linear | cosine | inverse-square-root | WSD
   std::int64_t lr_warmup_iters = 0;               // --lr-warmup-iters
   std::optional<double> lr_warmup_fraction;       // --lr-warmup-fraction (of the decay steps)

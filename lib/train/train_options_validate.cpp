@@ -119,6 +119,18 @@ void validate_schedule(OptimizationOptions& o) {
   if (!(o.min_lr >= 0.0)) throw UsageError("--min-lr must not be negative");
   if (!(o.min_lr <= *o.lr)) throw UsageError("--min-lr must not exceed --lr");
   if (!(o.lr_warmup_init <= *o.lr)) throw UsageError("--lr-warmup-init must not exceed --lr");
+  // Megatron ignores --decoupled-min-lr without --decoupled-lr (_update_min_and_max_lr_in_param_groups);
+  // refused here rather than ignored silently.
+  if (o.decoupled_min_lr && !o.decoupled_lr) throw UsageError("--decoupled-min-lr needs --decoupled-lr");
+  if (o.decoupled_lr) {
+    if (!(*o.decoupled_lr >= 0.0)) throw UsageError("--decoupled-lr must not be negative");
+    const double decoupled_min = o.decoupled_min_lr.value_or(o.min_lr);
+    if (!(decoupled_min >= 0.0)) throw UsageError("--decoupled-min-lr must not be negative");
+    if (!(decoupled_min <= *o.decoupled_lr))
+      throw UsageError(std::string(o.decoupled_min_lr ? "--decoupled-min-lr" : "--min-lr (the default of "
+                                                                                "--decoupled-min-lr)") +
+                       " must not exceed --decoupled-lr");
+  }
   if (o.lr_decay_style == "WSD" && !o.lr_wsd_decay_iters && !o.lr_wsd_decay_samples)
     throw UsageError("--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples)");
 

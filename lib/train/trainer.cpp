@@ -453,6 +453,7 @@ private:
     const bool log_stats = logs_statistics(record.iteration);
     StepRequest request;
     request.lr = record.learning_rate;
+    request.decoupled_lr = record.decoupled_learning_rate = decoupled_lr();
     request.weight_decay = scheduler_->weight_decay();
     request.loss_finite = std::isfinite(record.loss);
     request.count_zeros = log_stats && options_.logging.log_num_zeros_in_grad;
@@ -478,6 +479,14 @@ private:
       if (consecutive_nonfinite_ >= settings_.max_consecutive_nonfinite_iterations) stop_on_nonfinite();
     }
     return record;
+  }
+
+  // The scheduler's rate for Megatron's is_decoupled_lr group: its own max and min, the same
+  // schedule (megatron/core/optimizer_param_scheduler.py get_lr of a group with max_lr/min_lr).
+  std::optional<double> decoupled_lr() const {
+    const OptimizationOptions& o = options_.optim;
+    if (!o.decoupled_lr) return std::nullopt;
+    return scheduler_->lr(*o.decoupled_lr, o.decoupled_min_lr.value_or(o.min_lr));
   }
 
   // Whether the iteration's log line or TensorBoard scalars show the --log-num-zeros-in-grad and
@@ -519,6 +528,7 @@ private:
     s.consumed_samples = progress_.consumed_train_samples;
     // The rate the log line prints: the scheduler's after this iteration's step, as Megatron reads it.
     s.learning_rate = scheduler_->lr();
+    s.decoupled_learning_rate = decoupled_lr();
     s.batch_size = global_batch();
     s.losses = {{"lm loss", record.loss}};
     s.grad_norm = record.grad_norm;
@@ -538,6 +548,7 @@ private:
       g.tflops_per_gpu = throughput_tflops_per_gpu(flops_per_iteration_, g.seconds_per_iteration,
                                                    options_.parallel.world_size);
     g.learning_rate = scheduler_->lr();
+    g.decoupled_learning_rate = decoupled_lr();
     g.global_batch_size = global_batch();
     g.losses = losses_.averages();
     g.grad_norm = record.grad_norm;

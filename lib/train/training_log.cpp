@@ -136,6 +136,8 @@ std::string format_iteration_line(const IterationLog& g, const std::string& time
   s += " elapsed time per iteration (ms): " + f1(g.seconds_per_iteration * 1000.0) + " |";
   if (g.tflops_per_gpu) s += " throughput per GPU (TFLOP/s/GPU): " + throughput_text(*g.tflops_per_gpu) + " |";
   if (g.learning_rate) s += " learning rate: " + e6(*g.learning_rate) + " |";
+  if (g.learning_rate && g.decoupled_learning_rate)
+    s += " decoupled learning rate: " + e6(*g.decoupled_learning_rate) + " |";
   s += printf_string(" global batch size: %5lld |", ll(g.global_batch_size));
   for (const auto& [name, avg] : g.losses)
     if (avg >= 0.0) s += " " + name + ": " + e6(avg) + " |";
@@ -189,6 +191,7 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   j.add("tokens_per_second", g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : std::nan(""));
   if (g.tflops_per_gpu) j.add("tflops_per_gpu", *g.tflops_per_gpu);
   if (g.learning_rate) j.add("learning_rate", *g.learning_rate);
+  if (g.decoupled_learning_rate) j.add("decoupled_learning_rate", *g.decoupled_learning_rate);
   j.add("global_batch_size", g.global_batch_size);
   for (const auto& [name, avg] : g.losses) j.add(metric_key(name), avg);
   j.add("loss_scale", g.loss_scale);

@@ -116,6 +116,8 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       {"--train-samples", py(t.train_samples)},
       {"--lr", py(t.lr)},
       {"--min-lr", py(t.min_lr)},
+      {"--decoupled-lr", py(t.decoupled_lr)},
+      {"--decoupled-min-lr", py(t.decoupled_min_lr)},
       {"--lr-decay-style", py(t.lr_decay_style)},
       {"--lr-warmup-iters", py(t.lr_warmup_iters)},
       {"--lr-warmup-fraction", py(t.lr_warmup_fraction)},

@@ -91,6 +91,15 @@ TEST_CASE("training log: optional fields of the iteration line", "[train]") {
         " loss scale: 65536.0 | number of skipped iterations:   2 | number of nan iterations:   1 |");
 }
 
+TEST_CASE("training log: --decoupled-lr's rate follows the learning rate", "[train]") {
+  IterationLog g = sample_log();
+  g.decoupled_learning_rate = 6e-3;
+  CHECK(format_iteration_line(g, kStamp).find(" learning rate: 3.000000E-04 | decoupled learning rate: 6.000000E-03 |"
+                                              " global batch size:") != std::string::npos);
+  CHECK(iteration_metrics_json(g, kStamp).find("\"learning_rate\": 0.0003, \"decoupled_learning_rate\": 0.006, ") !=
+        std::string::npos);
+}
+
 TEST_CASE("training log: a throughput below 1 TFLOP/s keeps two significant digits", "[train]") {
   const auto field = [](double tflops) {
     IterationLog g = sample_log();

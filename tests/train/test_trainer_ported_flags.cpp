@@ -1,0 +1,64 @@
+// The trainer with the Megatron flags that change results: what each changes, and what it must
+// leave alone.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <regex>
+
+#include "trainer_testing.hpp"
+
+using namespace mgt;
+using namespace mgt::trainer_test;
+
+namespace {
+
+std::vector<double> losses_of(const RunCapture& c) {
+  std::vector<double> out;
+  for (const auto& r : c.records) out.push_back(r.loss);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: --log-params-norm and --log-num-zeros-in-grad in the log line", "[trainer]") {
+  TrainerFixture f("trainer_gradient_statistics");
+  RunCapture plain;
+  run(f.options({"--train-iters", "4"}), plain);
+  RunCapture logged;
+  run(f.options({"--train-iters", "4", "--log-interval", "2", "--log-params-norm", "--log-num-zeros-in-grad"}), logged);
+  CHECK(losses_of(logged) == losses_of(plain));  // statistics change nothing
+  const auto lines = lines_containing(logged.out.str(), " iteration ");
+  REQUIRE(lines.size() == 2);
+  for (const std::string& line : lines)
+    CHECK(std::regex_search(line, std::regex(R"( grad norm: \d+\.\d{3} \| num zeros: \d+\.0 \| params norm: \d+\.\d{3} \|)")));
+  // Only the iterations that log compute them.
+  CHECK_FALSE(logged.records[0].params_norm);
+  REQUIRE(logged.records[1].params_norm);
+  REQUIRE(logged.records[1].num_zeros);
+  // The padding rows of the vocabulary (63 tokens + EOD padded to 64... none here) and the
+  // position embeddings past the sequence get no gradient: zeros exist but are a minority.
+  CHECK(*logged.records[1].num_zeros >= 0.0);
+  CHECK(*logged.records[1].params_norm > 1.0);
+}
+
+TEST_CASE("trainer: --decoupled-lr equal to --lr changes nothing; another value changes the run", "[trainer]") {
+  TrainerFixture f("trainer_decoupled_lr");
+  RunCapture plain;
+  run(f.options({"--train-iters", "4"}), plain);
+  RunCapture same;
+  run(f.options({"--train-iters", "4", "--decoupled-lr", "1e-3", "--decoupled-min-lr", "1e-4"}), same);
+  CHECK(losses_of(same) == losses_of(plain));
+  REQUIRE(same.records[0].decoupled_learning_rate);
+  CHECK(*same.records[0].decoupled_learning_rate == same.records[0].learning_rate);
+
+  RunCapture other;
+  run(f.options({"--train-iters", "4", "--decoupled-lr", "1e-2"}), other);
+  CHECK(other.records[0].loss == plain.records[0].loss);  // the first step has not happened yet
+  CHECK(other.records[3].loss != plain.records[3].loss);
+  // Linear decay from 1e-2 to --min-lr 1e-4 over 4 iterations, as the main rate from 1e-3.
+  for (const IterationRecord& r : other.records) {
+    const double progress = (r.learning_rate - 1e-3) / (1e-4 - 1e-3);
+    CHECK(*r.decoupled_learning_rate == Approx(1e-2 + progress * (1e-4 - 1e-2)).epsilon(1e-12));
+  }
+  CHECK(lines_containing(other.out.str(), "| decoupled learning rate: ").size() == 4);
+}
