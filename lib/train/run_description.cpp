@@ -49,6 +49,7 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("rotary_base", PyValue::integer(m.rotary_base));
   a.set("normalization", PyValue::string(m.normalization));
   a.set("norm_epsilon", PyValue::real(m.norm_epsilon));
+  a.set("apply_layernorm_1p", PyValue::boolean(m.apply_layernorm_1p));
   a.set("swiglu", PyValue::boolean(m.swiglu));
   a.set("openai_gelu", PyValue::boolean(m.openai_gelu));
   a.set("add_bias_linear", PyValue::boolean(m.add_bias_linear));

@@ -39,6 +39,7 @@ constexpr OptionDef kOptions[] = {
   {"model", "rotary-base", FlagArity::One, "N", "RoPE base (default 10000)"},
   {"model", "normalization", FlagArity::One, "NORM", "LayerNorm (default) or RMSNorm"},
   {"model", "norm-epsilon", FlagArity::One, "F", "Norm epsilon (default 1e-05)"},
+  {"model", "apply-layernorm-1p", FlagArity::None, "", "Norm weights stored zero-centred (initialised to 0), the norm scaling by 1 + weight"},
   {"model", "swiglu", FlagArity::None, "", "SwiGLU MLP"},
   {"model", "openai-gelu", FlagArity::None, "", "GELU by its tanh approximation, as OpenAI's GPT-2"},
   {"model", "disable-bias-linear", FlagArity::None, "", "No biases in the linear layers"},
@@ -196,6 +197,7 @@ void read_model(const FlagValues& f, ModelShapeOptions& m) {
   f.set("rotary-base", m.rotary_base);
   f.set("normalization", m.normalization);
   f.set("norm-epsilon", m.norm_epsilon);
+  f.set("apply-layernorm-1p", m.apply_layernorm_1p);
   f.set("swiglu", m.swiglu);
   f.set("openai-gelu", m.openai_gelu);
   if (f.has("disable-bias-linear")) m.add_bias_linear = false;

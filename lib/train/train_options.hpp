@@ -37,6 +37,7 @@ struct ModelShapeOptions {
   std::int64_t rotary_base = 10000;                  // --rotary-base
   std::string normalization = "LayerNorm";           // LayerNorm | RMSNorm
   double norm_epsilon = 1e-5;                        // --norm-epsilon
+  bool apply_layernorm_1p = false;                   // --apply-layernorm-1p: weights zero-centred, 1 + w applied
   bool swiglu = false;                               // --swiglu
   bool openai_gelu = false;                          // --openai-gelu
   bool add_bias_linear = true;                       // --disable-bias-linear clears it

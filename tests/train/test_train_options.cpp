@@ -98,6 +98,7 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       {"--rotary-base", py(m.rotary_base)},
       {"--normalization", py(m.normalization)},
       {"--norm-epsilon", py(m.norm_epsilon)},
+      {"--apply-layernorm-1p", py(m.apply_layernorm_1p)},
       {"--swiglu", py(m.swiglu)},
       {"--openai-gelu", py(m.openai_gelu)},
       {"--disable-bias-linear", py(m.add_bias_linear)},  // store_false: the default is True

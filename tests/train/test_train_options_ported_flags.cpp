@@ -45,6 +45,12 @@ TEST_CASE("ported flags: --log-params-norm and --log-num-zeros-in-grad", "[train
   CHECK_FALSE(parse_with({"--train-iters", "10"}).logging.log_params_norm);
 }
 
+TEST_CASE("ported flags: --apply-layernorm-1p", "[train]") {
+  CHECK(parse_with({"--train-iters", "10", "--apply-layernorm-1p"}).model.apply_layernorm_1p);
+  CHECK_FALSE(parse_with({"--train-iters", "10"}).model.apply_layernorm_1p);
+  CHECK(usage_error_with({"--train-iters", "10", "--apply-layernorm-1p=1"}) == "--apply-layernorm-1p takes no value");
+}
+
 TEST_CASE("ported flags: --decoupled-lr and --decoupled-min-lr", "[train]") {
   const TrainOptions o = parse_with({"--train-iters", "10", "--decoupled-lr", "5e-3", "--decoupled-min-lr", "1e-4"});
   CHECK(o.optim.decoupled_lr == 5e-3);

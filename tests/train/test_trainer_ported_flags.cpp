@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <regex>
 
 #include "trainer_testing.hpp"
@@ -35,8 +36,6 @@ TEST_CASE("trainer: --log-params-norm and --log-num-zeros-in-grad in the log lin
   CHECK_FALSE(logged.records[0].params_norm);
   REQUIRE(logged.records[1].params_norm);
   REQUIRE(logged.records[1].num_zeros);
-  // The padding rows of the vocabulary (63 tokens + EOD padded to 64... none here) and the
-  // position embeddings past the sequence get no gradient: zeros exist but are a minority.
   CHECK(*logged.records[1].num_zeros >= 0.0);
   CHECK(*logged.records[1].params_norm > 1.0);
 }
@@ -61,4 +60,42 @@ TEST_CASE("trainer: --decoupled-lr equal to --lr changes nothing; another value 
     CHECK(*r.decoupled_learning_rate == Approx(1e-2 + progress * (1e-4 - 1e-2)).epsilon(1e-12));
   }
   CHECK(lines_containing(other.out.str(), "| decoupled learning rate: ").size() == 4);
+}
+
+TEST_CASE("trainer: --apply-layernorm-1p trains the same model as plain norms, up to rounding", "[trainer]") {
+  TrainerFixture f("trainer_layernorm_1p");
+  // Zero-centred weights start at 0 (1 + 0 = the plain weights' 1) and get the same gradients;
+  // only the rounding of w against 1 + w differs.
+  RunCapture plain;
+  run(f.options({"--train-iters", "6"}), plain);
+  RunCapture centred;
+  run(f.options({"--train-iters", "6", "--apply-layernorm-1p"}), centred);
+  REQUIRE(centred.records.size() == 6);
+  CHECK(centred.records[0].loss == plain.records[0].loss);
+  for (std::size_t i = 0; i < 6; ++i) CHECK(centred.records[i].loss == Approx(plain.records[i].loss).epsilon(1e-5));
+
+  // Stopped at 3 and resumed: the norms' 1 + w follows the loaded weights, bit for bit.
+  const std::vector<std::string> resumable = {"--train-iters", "6", "--apply-layernorm-1p", "--save", f.dir + "/ckpt",
+                                              "--save-interval", "3"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), resumable.begin(), resumable.end());
+    return extra;
+  };
+  RunCapture first;
+  run(f.options(with({"--exit-interval", "3"})), first);
+  // The checkpoint stores the zero-centred weights.
+  bool found = false;
+  for (const auto& [name, bytes] : checkpoint_tensors(f.dir + "/ckpt")) {
+    if (name.find("final_layernorm.weight") == std::string::npos) continue;
+    found = true;
+    float value = 0.0f;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    CHECK(std::abs(value) < 0.1f);  // near 0, where plain weights sit near 1
+  }
+  CHECK(found);
+  RunCapture second;
+  run(f.options(with({"--load", f.dir + "/ckpt"})), second);
+  std::vector<double> resumed = losses_of(first);
+  for (double l : losses_of(second)) resumed.push_back(l);
+  CHECK(resumed == losses_of(centred));
 }
