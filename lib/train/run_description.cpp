@@ -87,6 +87,7 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("end_weight_decay", real_or_none(t.end_weight_decay));
   a.set("weight_decay_incr_style", PyValue::string(t.weight_decay_incr_style));
   a.set("clip_grad", PyValue::real(t.clip_grad));
+  a.set("calculate_per_token_loss", PyValue::boolean(t.calculate_per_token_loss));
   a.set("adam_beta1", PyValue::real(t.adam_beta1));
   a.set("adam_beta2", PyValue::real(t.adam_beta2));
   a.set("adam_eps", PyValue::real(t.adam_eps));

@@ -77,6 +77,7 @@ constexpr OptionDef kOptions[] = {
   {"training", "start-weight-decay", FlagArity::One, "F", "Initial weight decay (non-constant increment styles)"},
   {"training", "end-weight-decay", FlagArity::One, "F", "Final weight decay (non-constant increment styles)"},
   {"training", "weight-decay-incr-style", FlagArity::One, "S", "constant (default), linear or cosine"},
+  {"training", "calculate-per-token-loss", FlagArity::None, "", "Normalise the loss by the global batch's tokens, not per micro-batch"},
   {"training", "clip-grad", FlagArity::One, "F", "Global gradient-norm clip, 0 for none (default 1.0)"},
   {"training", "adam-beta1", FlagArity::One, "F", "Adam beta1 (default 0.9)"},
   {"training", "adam-beta2", FlagArity::One, "F", "Adam beta2 (default 0.999)"},
@@ -238,6 +239,7 @@ void read_optimization(const FlagValues& f, OptimizationOptions& o) {
   f.set("end-weight-decay", o.end_weight_decay);
   f.set("weight-decay-incr-style", o.weight_decay_incr_style);
   f.set("clip-grad", o.clip_grad);
+  f.set("calculate-per-token-loss", o.calculate_per_token_loss);
   f.set("adam-beta1", o.adam_beta1);
   f.set("adam-beta2", o.adam_beta2);
   f.set("adam-eps", o.adam_eps);

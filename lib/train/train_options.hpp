@@ -91,6 +91,9 @@ struct OptimizationOptions {
   double adam_eps = 1e-8;                         // --adam-eps
   std::string optimizer = "adam";                 // --optimizer: adam (AdamW semantics) only
   std::int64_t seed = 1234;                       // --seed
+  // --calculate-per-token-loss: the gradient of Σ(CE · mask) over the global batch divided by its
+  // tokens, in place of the mean of the micro-batches' per-token means.
+  bool calculate_per_token_loss = false;
   Precision precision = Precision::Fp32;          // --bf16 | --fp16
 };
 

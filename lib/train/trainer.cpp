@@ -417,16 +417,19 @@ private:
     };
     // Each micro-batch's loss is scaled by 1 / (n · dp): Megatron's 1 / num_microbatches with the
     // data-parallel average (DDP's gradient_scaling_factor 1 / dp) folded in, so the sum over
-    // ranks is the mean.
+    // ranks is the mean. With --calculate-per-token-loss it is not scaled (DDP's factor is 1
+    // then too); the sum over micro-batches and ranks is divided by the tokens below.
+    const bool per_token = options_.optim.calculate_per_token_loss;
+    const LossReduction reduction = per_token ? LossReduction::kSum : LossReduction::kMicroBatchMean;
     if (executor_) {
       // Every stage reads the micro-batches; each uses its part (tokens first, labels last).
-      const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp);
+      const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp, reduction);
       sums[0] = s.loss_sum;
       sums[1] = s.token_count;
     } else {
       for (std::int64_t m = 0; m < n; ++m) {
         const HostMicroBatch batch = train_batches_->next();
-        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp);
+        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction);
         sums[0] += s.loss_sum;
         sums[1] += s.token_count;
       }
@@ -446,6 +449,7 @@ private:
     optimizer_->reduce_gradients();
     // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
+    if (per_token) divide_gradients_by_tokens(sums[1]);
     record.loss = sums[0] / sums[1];
     record.learning_rate = scheduler_->lr();
     // Every rank takes the step or skips it: a non-finite loss enters the norm that the
@@ -479,6 +483,16 @@ private:
       if (consecutive_nonfinite_ >= settings_.max_consecutive_nonfinite_iterations) stop_on_nonfinite();
     }
     return record;
+  }
+
+  // Megatron's finalize_model_grads under --calculate-per-token-loss: the reduced gradients scaled
+  // by 1 / (the global batch's loss-mask sum, over the pipeline's last stage and the data-
+  // parallel ranks), in fp32 as its scale_gradients does; nothing when there are no tokens.
+  void divide_gradients_by_tokens(double tokens) {
+    if (!(tokens > 0.0)) return;
+    const BufferShard shard = optimizer_->shard();
+    backend_.scale(model_->parameters().grads().subspan(shard.begin, shard.size()),
+                   static_cast<float>(1.0 / tokens));
   }
 
   // The scheduler's rate for Megatron's is_decoupled_lr group: its own max and min, the same

@@ -136,6 +136,7 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       {"--end-weight-decay", py(t.end_weight_decay)},
       {"--weight-decay-incr-style", py(t.weight_decay_incr_style)},
       {"--clip-grad", py(t.clip_grad)},
+      {"--calculate-per-token-loss", py(t.calculate_per_token_loss)},
       {"--adam-beta1", py(t.adam_beta1)},
       {"--adam-beta2", py(t.adam_beta2)},
       {"--adam-eps", py(t.adam_eps)},

@@ -99,3 +99,25 @@ TEST_CASE("trainer: --apply-layernorm-1p trains the same model as plain norms, u
   for (double l : losses_of(second)) resumed.push_back(l);
   CHECK(resumed == losses_of(centred));
 }
+
+TEST_CASE("trainer: --calculate-per-token-loss divides by the global batch's tokens", "[trainer]") {
+  TrainerFixture f("trainer_per_token_loss");
+  // One micro-batch per iteration: the micro-batch mean is the per-token mean already.
+  RunCapture mean_one;
+  run(f.options({"--train-iters", "4", "--global-batch-size", "2"}), mean_one);
+  RunCapture per_token_one;
+  run(f.options({"--train-iters", "4", "--global-batch-size", "2", "--calculate-per-token-loss"}), per_token_one);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(per_token_one.records[i].loss == Approx(mean_one.records[i].loss).epsilon(1e-6));
+    CHECK(per_token_one.records[i].grad_norm == Approx(mean_one.records[i].grad_norm).epsilon(1e-5));
+  }
+  // Two micro-batches with different token counts (--eod-mask-loss masks the documents' ends):
+  // the mean of two means weighs their tokens differently from the mean over all tokens.
+  RunCapture mean_two;
+  run(f.options({"--train-iters", "4", "--eod-mask-loss"}), mean_two);
+  RunCapture per_token_two;
+  run(f.options({"--train-iters", "4", "--eod-mask-loss", "--calculate-per-token-loss"}), per_token_two);
+  CHECK(per_token_two.records[0].loss == mean_two.records[0].loss);  // the same reported loss
+  CHECK(per_token_two.records[0].grad_norm != Approx(mean_two.records[0].grad_norm).epsilon(1e-6));
+  CHECK(per_token_two.records[3].loss != mean_two.records[3].loss);
+}
