@@ -68,6 +68,11 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("global_batch_size", integer_or_none(t.global_batch_size));
   a.set("train_iters", integer_or_none(t.train_iters));
   a.set("train_samples", integer_or_none(t.train_samples));
+  // Megatron keeps the flag's strings (nargs='*').
+  a.set("rampup_batch_size", t.rampup_batch_size ? string_list({std::to_string(t.rampup_batch_size->start),
+                                                                 std::to_string(t.rampup_batch_size->increment),
+                                                                 std::to_string(t.rampup_batch_size->samples)})
+                                                 : PyValue::none());
   a.set("lr", real_or_none(t.lr));
   a.set("min_lr", PyValue::real(t.min_lr));
   a.set("decoupled_lr", real_or_none(t.decoupled_lr));

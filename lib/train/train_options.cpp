@@ -57,6 +57,7 @@ constexpr OptionDef kOptions[] = {
   {"training", "global-batch-size", FlagArity::One, "N", "Samples per iteration (default micro-batch x data-parallel size)"},
   {"training", "train-iters", FlagArity::One, "N", "Iterations to train (or --train-samples)"},
   {"training", "train-samples", FlagArity::One, "N", "Samples to train (or --train-iters)"},
+  {"training", "rampup-batch-size", FlagArity::Many, "START INCREMENT SAMPLES", "Ramp the global batch size up from START by INCREMENT over SAMPLES samples (with --train-samples)"},
   {"training", "lr", FlagArity::One, "F", "Peak learning rate (required)"},
   {"training", "min-lr", FlagArity::One, "F", "Learning rate at the end of the decay (default 0.0)"},
   {"training", "decoupled-lr", FlagArity::One, "F", "Peak learning rate of the word embedding and output layer (default --lr)"},
@@ -218,6 +219,7 @@ void read_optimization(const FlagValues& f, OptimizationOptions& o) {
   f.set("global-batch-size", o.global_batch_size);
   f.set("train-iters", o.train_iters);
   f.set("train-samples", o.train_samples);
+  if (f.has("rampup-batch-size")) o.rampup_batch_size = parse_rampup_batch_size(f.list("rampup-batch-size"));
   f.set("lr", o.lr);
   f.set("min-lr", o.min_lr);
   f.set("decoupled-lr", o.decoupled_lr);
@@ -400,6 +402,7 @@ IndexOptions index_options(const TrainOptions& o) {
   x.train_iters = o.optim.train_iters;
   x.global_batch_size = o.optim.global_batch_size;
   x.micro_batch_size = o.optim.micro_batch_size;
+  x.rampup_batch_size = o.optim.rampup_batch_size;
   x.eval_iters = o.logging.eval_iters;
   x.eval_interval = o.logging.eval_interval;
   x.mid_level_dataset_surplus = o.data.mid_level_dataset_surplus;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/command_line.hpp"
+#include "data/batch_size_rampup.hpp"
 #include "data/index_job.hpp"
 #include "model/pipeline_stage.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -63,6 +64,8 @@ struct OptimizationOptions {
   std::optional<std::int64_t> global_batch_size;  // --global-batch-size: micro × data-parallel
   std::optional<std::int64_t> train_iters;        // --train-iters  } exactly one of the two
   std::optional<std::int64_t> train_samples;      // --train-samples }
+  // --rampup-batch-size START INCREMENT SAMPLES (with --train-samples): data/batch_size_rampup.hpp.
+  std::optional<BatchSizeRampup> rampup_batch_size;
   std::optional<double> lr;                       // --lr (required)
   double min_lr = 0.0;                            // --min-lr
   // The word embedding's and output layer's own peak and final rates, same schedule shape
@@ -181,10 +184,14 @@ struct TrainOptions {
   // Megatron flags accepted and ignored (core/megatron_compatibility.hpp), for the start-up line.
   std::vector<IgnoredFlagUse> ignored_flags;
 
-  // Valid after validation: iterations to run (sample-based runs: train_samples // gbs).
+  // Valid after validation: iterations to run (sample-based runs: train_samples // gbs, or
+  // Megatron's update_train_iters with --rampup-batch-size).
   std::int64_t total_train_iters() const;
-  // Valid after validation: gbs / (micro-batch × data-parallel size).
+  // Valid after validation: gbs / (micro-batch × data-parallel size), with the final global batch
+  // size under --rampup-batch-size (evaluation's, as Megatron's evaluate()).
   std::int64_t num_microbatches() const;
+  // Valid after validation: the global batch size as consumed samples grow.
+  GlobalBatchSizeSchedule global_batch_size_schedule() const;
 };
 
 // Parses and validates (validate_train_options with `world_size`, the number of ranks, known

@@ -76,6 +76,23 @@ void validate_batch(OptimizationOptions& o, const ParallelOptions& p) {
                      str(p.data_parallel_size) + ")");
 }
 
+// Megatron's ramp-up calculator asserts at each iteration that the batch size it reaches is a
+// multiple of micro-batch × data-parallel size; here every size the run will reach is checked
+// before it starts.
+void validate_rampup(const OptimizationOptions& o, const ParallelOptions& p) {
+  if (!o.rampup_batch_size) return;
+  if (o.train_iters)
+    throw UsageError("--rampup-batch-size needs --train-samples (Megatron: 'expected no batch-size rampup for "
+                     "iteration-based training')");
+  const GlobalBatchSizeSchedule schedule(*o.global_batch_size, o.rampup_batch_size);
+  const std::int64_t unit = *o.micro_batch_size * p.data_parallel_size;
+  for (std::int64_t size : schedule.batch_sizes_used(schedule.train_iters(*o.train_samples)))
+    if (size % unit != 0)
+      throw UsageError("--rampup-batch-size: the global batch size " + str(size) + " that the ramp-up reaches is not "
+                       "divisible by micro batch size (" + str(*o.micro_batch_size) + ") times data parallel size (" +
+                       str(p.data_parallel_size) + ")");
+}
+
 // Iteration-based and sample-based runs each take their own family of schedule flags.
 void validate_run_length(const OptimizationOptions& o) {
   if (o.train_iters && o.train_samples)
@@ -286,6 +303,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_parallel(o.parallel, world_size);
   validate_batch(o.optim, o.parallel);
   validate_run_length(o.optim);
+  validate_rampup(o.optim, o.parallel);
   validate_model(o.model);
   validate_tensor_parallel(o.model, o.parallel);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
@@ -298,8 +316,12 @@ void validate_train_options(TrainOptions& o, int world_size) {
 
 std::int64_t TrainOptions::total_train_iters() const {
   if (optim.train_iters) return *optim.train_iters;
-  if (optim.train_samples && optim.global_batch_size) return *optim.train_samples / *optim.global_batch_size;
+  if (optim.train_samples && optim.global_batch_size) return global_batch_size_schedule().train_iters(*optim.train_samples);
   return 0;
+}
+
+GlobalBatchSizeSchedule TrainOptions::global_batch_size_schedule() const {
+  return GlobalBatchSizeSchedule(optim.global_batch_size.value_or(0), optim.rampup_batch_size);
 }
 
 std::int64_t TrainOptions::num_microbatches() const {

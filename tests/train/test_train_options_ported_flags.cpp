@@ -64,3 +64,25 @@ TEST_CASE("ported flags: --decoupled-lr and --decoupled-min-lr", "[train]") {
         "--min-lr (the default of --decoupled-min-lr) must not exceed --decoupled-lr");
   CHECK(usage_error_with({"--train-iters", "10", "--decoupled-lr", "x"}) == "--decoupled-lr: 'x' is not a number");
 }
+
+TEST_CASE("ported flags: --rampup-batch-size", "[train]") {
+  const TrainOptions o = parse_with({"--train-samples", "100", "--global-batch-size", "16", "--micro-batch-size", "4",
+                                     "--rampup-batch-size", "4", "4", "24"});
+  REQUIRE(o.optim.rampup_batch_size);
+  CHECK(o.optim.rampup_batch_size->start == 4);
+  CHECK(o.total_train_iters() == 8);   // Megatron's update_train_iters
+  CHECK(o.num_microbatches() == 4);    // the final size's, for evaluation
+  CHECK(usage_error_with({"--train-iters", "10", "--global-batch-size", "16", "--rampup-batch-size", "4", "4", "24"})
+            .rfind("--rampup-batch-size needs --train-samples", 0) == 0);
+  // Every size reached must be a multiple of micro-batch x data-parallel size: 4 with 2 ranks
+  // of micro-batch 2 is, 6 is not.
+  CHECK(parse_with({"--train-samples", "100", "--global-batch-size", "16", "--rampup-batch-size", "4", "4", "24"}, 2)
+            .parallel.data_parallel_size == 2);
+  CHECK(usage_error_with({"--train-samples", "100", "--global-batch-size", "16", "--rampup-batch-size", "4", "6", "24"}, 2) ==
+        "--rampup-batch-size: --global-batch-size minus the start batch size (12) is not divisible by the increment (6)");
+  CHECK(usage_error_with({"--train-samples", "100", "--global-batch-size", "20", "--rampup-batch-size", "2", "6", "24"}, 2) ==
+        "--rampup-batch-size: the global batch size 2 that the ramp-up reaches is not divisible by micro batch size (2) "
+        "times data parallel size (2)");
+  CHECK(usage_error_with({"--train-samples", "100", "--global-batch-size", "16", "--rampup-batch-size", "4", "4"}) ==
+        "--rampup-batch-size takes three values, START INCREMENT SAMPLES, not 2");
+}

@@ -121,3 +121,42 @@ TEST_CASE("trainer: --calculate-per-token-loss divides by the global batch's tok
   CHECK(per_token_two.records[0].grad_norm != Approx(mean_two.records[0].grad_norm).epsilon(1e-6));
   CHECK(per_token_two.records[3].loss != mean_two.records[3].loss);
 }
+
+TEST_CASE("trainer: --rampup-batch-size grows the batch and resumes mid-ramp bit for bit", "[trainer]") {
+  TrainerFixture f("trainer_rampup");
+  // Global batch 8 reached from 2 in steps of 2 over 24 samples (a step every 8 samples): sizes
+  // 2, 2, 2, 2, 4, 4, 6, 6, then 8; 80 samples make 8 + (80 - 28) / 8 = 14 iterations.
+  const std::vector<std::string> common = {"--train-samples", "80", "--global-batch-size", "8",
+                                           "--rampup-batch-size", "2", "2", "24", "--eval-interval", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  RunCapture straight;
+  run(f.options(with({})), straight);
+  REQUIRE(straight.records.size() == 14);
+  const std::vector<std::int64_t> expected = {2, 2, 2, 2, 4, 4, 6, 6, 8, 8, 8, 8, 8, 8};
+  std::vector<std::int64_t> sizes;
+  for (const IterationRecord& r : straight.records) sizes.push_back(r.global_batch_size);
+  CHECK(sizes == expected);
+  const std::string out = straight.out.str();
+  CHECK(lines_containing(out, "setting initial batch size to 2").size() == 1);
+  CHECK(lines_containing(out, "ramping up batch size from 6 to 8").size() == 1);
+  CHECK(lines_containing(out, "consumed samples:           76 |").size() == 1);
+  CHECK(lines_containing(out, "global batch size:     4 |").size() == 2);
+
+  // Stopped at iteration 6 (batch size 4, mid-ramp) and resumed.
+  RunCapture first;
+  run(f.options(with({"--save", f.dir + "/ckpt", "--save-interval", "100", "--exit-interval", "6"})), first);
+  REQUIRE(first.records.size() == 6);
+  RunCapture second;
+  run(f.options(with({"--save", f.dir + "/ckpt", "--save-interval", "100", "--load", f.dir + "/ckpt"})), second);
+  REQUIRE(second.records.size() == 8);
+  std::vector<double> resumed = losses_of(first);
+  for (double l : losses_of(second)) resumed.push_back(l);
+  CHECK(resumed == losses_of(straight));
+  for (std::size_t i = 0; i < 8; ++i) {
+    CHECK(second.records[i].global_batch_size == expected[6 + i]);
+    CHECK(second.records[i].learning_rate == straight.records[6 + i].learning_rate);
+  }
+}
