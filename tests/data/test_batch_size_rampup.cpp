@@ -24,7 +24,8 @@ void check_sizes(std::int64_t gbs, BatchSizeRampup rampup, const std::vector<std
 std::string error_of(std::int64_t gbs, BatchSizeRampup rampup) {
   try {
     GlobalBatchSizeSchedule schedule(gbs, rampup);
-  } catch (const UsageError& e) {
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
     return e.what();
   }
   return "(no error)";
@@ -48,7 +49,7 @@ TEST_CASE("batch-size ramp-up: Megatron's sizes and iterations", "[data]") {
   CHECK_FALSE(constant.ramps());
 
   CHECK(GlobalBatchSizeSchedule(16, BatchSizeRampup{4, 4, 24}).batch_sizes_used(8) == std::vector<std::int64_t>{4, 8, 12, 16});
-  CHECK(GlobalBatchSizeSchedule(16, BatchSizeRampup{4, 4, 24}).batch_sizes_used(2) == std::vector<std::int64_t>{4, 8});
+  CHECK(GlobalBatchSizeSchedule(16, BatchSizeRampup{4, 4, 24}).batch_sizes_used(3) == std::vector<std::int64_t>{4, 8});
 }
 
 TEST_CASE("batch-size ramp-up: bad values name the flag", "[data]") {

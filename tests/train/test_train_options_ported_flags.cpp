@@ -30,7 +30,8 @@ TrainOptions parse_with(std::vector<std::string> extra, int world_size = 1) {
 std::string usage_error_with(std::vector<std::string> extra, int world_size = 1) {
   try {
     parse_with(std::move(extra), world_size);
-  } catch (const UsageError& e) {
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
     return e.what();
   }
   return "(no error)";
@@ -79,7 +80,8 @@ TEST_CASE("ported flags: --rampup-batch-size", "[train]") {
   CHECK(parse_with({"--train-samples", "100", "--global-batch-size", "16", "--rampup-batch-size", "4", "4", "24"}, 2)
             .parallel.data_parallel_size == 2);
   CHECK(usage_error_with({"--train-samples", "100", "--global-batch-size", "16", "--rampup-batch-size", "4", "6", "24"}, 2) ==
-        "--rampup-batch-size: --global-batch-size minus the start batch size (12) is not divisible by the increment (6)");
+        "--rampup-batch-size: the global batch size 10 that the ramp-up reaches is not divisible by micro batch size (2) "
+        "times data parallel size (2)");
   CHECK(usage_error_with({"--train-samples", "100", "--global-batch-size", "20", "--rampup-batch-size", "2", "6", "24"}, 2) ==
         "--rampup-batch-size: the global batch size 2 that the ramp-up reaches is not divisible by micro batch size (2) "
         "times data parallel size (2)");
