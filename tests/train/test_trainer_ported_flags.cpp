@@ -28,7 +28,7 @@ TEST_CASE("trainer: --log-params-norm and --log-num-zeros-in-grad in the log lin
   RunCapture logged;
   run(f.options({"--train-iters", "4", "--log-params-norm", "--log-num-zeros-in-grad"}), logged);
   CHECK(losses_of(logged) == losses_of(plain));  // statistics change nothing
-  const auto lines = lines_containing(logged.out.str(), " iteration ");
+  const auto lines = lines_containing(logged.out.str(), "] iteration ");
   REQUIRE(lines.size() == 4);
   for (const std::string& line : lines)
     CHECK(std::regex_search(line, std::regex(R"( grad norm: \d+\.\d{3} \| num zeros: \d+\.0 \| params norm: \d+\.\d{3} \|)")));
