@@ -36,6 +36,8 @@ void require_gpt2_expressible(const GptConfig& config, const std::string& what) 
            " (GPT-2 has learned absolute position embeddings only)");
   if (c.normalization != Normalization::kLayerNorm)
     refuse("--normalization " + std::string(to_string(c.normalization)) + " (GPT-2 uses LayerNorm)");
+  if (c.layernorm_zero_centered_gamma)
+    refuse("--apply-layernorm-1p (GPT-2's LayerNorm scales by its weight, not by 1 + weight)");
   if (c.activation == Activation::kSwiglu) refuse("--swiglu (GPT-2's MLP is one projection and a GELU)");
   if (!c.add_bias_linear) refuse("--disable-bias-linear (GPT-2's linear layers have biases)");
   if (c.untie_embeddings_and_output_weights)

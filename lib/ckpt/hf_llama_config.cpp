@@ -106,6 +106,8 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
     refuse("--rotary-percent " + python_float_repr(c.rotary_percent) + " (" + family + " rotates whole heads)");
   if (c.normalization != Normalization::kRmsNorm)
     refuse("--normalization " + std::string(to_string(c.normalization)) + " (" + family + " uses RMSNorm)");
+  if (c.layernorm_zero_centered_gamma)
+    refuse("--apply-layernorm-1p (" + family + "'s RMSNorm scales by its weight, not by 1 + weight)");
   if (c.activation != Activation::kSwiglu)
     refuse("an MLP without --swiglu (" + family + "'s MLP is silu(gate) · up, then down)");
   if (c.add_bias_linear && is_mistral(model_type))

@@ -62,6 +62,7 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
   if (a.contains("rotary_base")) c.rotary_base = a.real("rotary_base");
   if (a.contains("normalization")) c.normalization = parse_normalization(a.text("normalization"));
   if (a.contains("norm_epsilon")) c.norm_epsilon = a.real("norm_epsilon");
+  c.layernorm_zero_centered_gamma = flag_of(a, "apply_layernorm_1p", false);
   c.activation = flag_of(a, "swiglu", false)        ? Activation::kSwiglu
                  : flag_of(a, "openai_gelu", false) ? Activation::kOpenaiGelu
                                                     : Activation::kGelu;
@@ -95,6 +96,7 @@ std::string model_args_json(const GptConfig& config) {
   a.set("rotary_base", PyValue::real(c.rotary_base));
   a.set("normalization", PyValue::string(std::string(to_string(c.normalization))));
   a.set("norm_epsilon", PyValue::real(c.norm_epsilon));
+  a.set("apply_layernorm_1p", PyValue::boolean(c.layernorm_zero_centered_gamma));
   a.set("swiglu", PyValue::boolean(c.activation == Activation::kSwiglu));
   a.set("openai_gelu", PyValue::boolean(c.activation == Activation::kOpenaiGelu));
   a.set("add_bias_linear", PyValue::boolean(c.add_bias_linear));

@@ -19,7 +19,8 @@ constexpr const char* kProgram = "mgt-index";
 const std::map<std::string, FlagArity> kListFlags = {{"--data-path", FlagArity::ManyAppending},
                                                      {"--train-data-path", FlagArity::ManyAppending},
                                                      {"--valid-data-path", FlagArity::ManyAppending},
-                                                     {"--test-data-path", FlagArity::ManyAppending}};
+                                                     {"--test-data-path", FlagArity::ManyAppending},
+                                                     {"--rampup-batch-size", FlagArity::Many}};
 
 // Megatron flags that matter for dataset indices but are not implemented, with the reason.
 const std::map<std::string, std::string> kRefusedFlags = {
@@ -28,7 +29,6 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--full-validation", "validation sizes follow --eval-iters and --eval-interval"},
     {"--skip-train", "the train split is always indexed"},
     {"--object-storage-cache-path", "object storage is not supported"},
-    {"--rampup-batch-size", "batch-size ramp-up is not supported"},
     {"--dataloader-type", "only the 'single' sampler order is supported"},
 };
 
@@ -68,6 +68,9 @@ cxxopts::Options make_options() {
       ("global-batch-size", "Samples per iteration (default: --micro-batch-size)",
        cxxopts::value<std::string>(), "N")
       ("micro-batch-size", "Samples per micro-batch", cxxopts::value<std::string>(), "N")
+      ("rampup-batch-size", "Batch-size ramp-up, as mgt-train's (with --train-samples): the iterations, "
+                            "and so the validation samples, follow it",
+       cxxopts::value<std::vector<std::string>>(), "START INCREMENT SAMPLES")
       ("eval-iters", "Validation iterations per evaluation",
        cxxopts::value<std::string>()->default_value("100"), "N")
       ("eval-interval", "Iterations between evaluations",
@@ -113,6 +116,7 @@ IndexOptions to_index_options(const FlagValues& f) {
   f.set("train-samples", o.train_samples);
   f.set("global-batch-size", o.global_batch_size);
   f.set("micro-batch-size", o.micro_batch_size);
+  if (f.has("rampup-batch-size")) o.rampup_batch_size = parse_rampup_batch_size(f.list("rampup-batch-size"));
   o.eval_iters = f.integer("eval-iters");
   o.eval_interval = f.integer("eval-interval");
   o.seed = f.integer("seed");

@@ -35,6 +35,9 @@ std::array<std::int64_t, 3> requested_samples(const IndexOptions& o) {
   if (!o.train_samples && !o.train_iters) throw UsageError("--train-iters or --train-samples is required");
   if (o.train_samples && *o.train_samples <= 0) throw UsageError("--train-samples must be positive");
   if (o.train_iters && *o.train_iters <= 0) throw UsageError("--train-iters must be positive");
+  // Megatron's validate_args: 'expected no batch-size rampup for iteration-based training'.
+  if (o.rampup_batch_size && o.train_iters)
+    throw UsageError("--rampup-batch-size needs --train-samples (the ramp-up counts samples, not iterations)");
   if (o.eval_iters < 0) throw UsageError("--eval-iters must not be negative");
   if (o.eval_interval <= 0) throw UsageError("--eval-interval must be positive");
 
@@ -44,7 +47,8 @@ std::array<std::int64_t, 3> requested_samples(const IndexOptions& o) {
     return a * b;
   };
   std::int64_t train = o.train_samples ? *o.train_samples : mul(*o.train_iters, gbs, "--train-iters × --global-batch-size");
-  std::int64_t iters = o.train_iters ? *o.train_iters : *o.train_samples / gbs;
+  std::int64_t iters = o.train_iters ? *o.train_iters
+                                     : GlobalBatchSizeSchedule(gbs, o.rampup_batch_size).train_iters(*o.train_samples);
   std::int64_t valid = mul(mul(iters / o.eval_interval + 1, o.eval_iters, "validation iterations"), gbs,
                            "validation samples");
   std::int64_t test = mul(o.eval_iters, gbs, "test samples");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batch_size_rampup.hpp"
 #include "data/blended_index.hpp"
 #include "data/gpt_dataset_index.hpp"
 #include "data/gpt_sample.hpp"
@@ -29,6 +30,9 @@ struct IndexOptions {
   std::optional<std::int64_t> train_iters;     // --train-iters
   std::optional<std::int64_t> global_batch_size;  // --global-batch-size
   std::optional<std::int64_t> micro_batch_size;   // --micro-batch-size
+  // --rampup-batch-size (with --train-samples): the run's iterations, and so the validation
+  // samples, follow the ramp-up (data/batch_size_rampup.hpp).
+  std::optional<BatchSizeRampup> rampup_batch_size;
   std::int64_t eval_iters = 100;       // --eval-iters
   std::int64_t eval_interval = 1000;   // --eval-interval
   double mid_level_dataset_surplus = 0.005;  // --mid-level-dataset-surplus

@@ -617,8 +617,8 @@ void Backend::adamw_step(FloatView param, ConstFloatView grad, FloatView exp_avg
 
 void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
                            FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
-                           std::span<const int64_t> decayed, const AdamWParams& params,
-                           float grad_scale, int64_t step, FloatView compute) {
+                           std::span<const int64_t> segment_flags, const AdamWParams& params,
+                           float decoupled_lr, float grad_scale, int64_t step, FloatView compute) {
   const char* op = "adamw_update";
   expect(grad, param.size(), op, "grad");
   expect(exp_avg, param.size(), op, "exp_avg");
@@ -628,7 +628,7 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
   if (!param.is_fp32() || !grad.is_fp32() || !exp_avg.is_fp32() || !exp_avg_sq.is_fp32()) {
     fail(op, "parameters, gradients and moments must be fp32");
   }
-  if (segment_ends.size() != decayed.size()) fail(op, "one decay flag per segment");
+  if (segment_ends.size() != segment_flags.size()) fail(op, "one flag set per segment");
   int64_t previous = 0;
   for (const int64_t end : segment_ends) {
     if (end < previous) fail(op, "segment ends must increase");
@@ -636,15 +636,16 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
   }
   if (previous != param.size()) fail(op, "the last segment must end at the buffer's end");
   if (param.size() > 0) {
-    do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, decayed, params, grad_scale,
-                    step, compute);
+    do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, segment_flags, params,
+                    decoupled_lr, grad_scale, step, compute);
   }
 }
 
 void Backend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
                               FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
-                              std::span<const int64_t> decayed, const AdamWParams& params,
-                              float grad_scale, int64_t step, FloatView compute) {
+                              std::span<const int64_t> segment_flags, const AdamWParams& params,
+                              float decoupled_lr, float grad_scale, int64_t step,
+                              FloatView compute) {
   DeviceBuffer scaled;
   if (grad_scale != 1.0f) {
     scaled = DeviceBuffer(*this, grad.size());
@@ -657,7 +658,8 @@ void Backend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView ex
     const int64_t n = segment_ends[r] - begin;
     if (n > 0) {
       AdamWParams run = params;
-      if (decayed[r] == 0) run.weight_decay = 0.0f;
+      if ((segment_flags[r] & kAdamWDecay) == 0) run.weight_decay = 0.0f;
+      if ((segment_flags[r] & kAdamWDecoupledLr) != 0) run.lr = decoupled_lr;
       do_adamw_step(param.subspan(begin, n), grad.subspan(begin, n), exp_avg.subspan(begin, n),
                     exp_avg_sq.subspan(begin, n), n, run, step);
     }

@@ -48,6 +48,10 @@ using MaskedLossSum = cpu::MaskedLossSum;
 using RotaryParams = cpu::RotaryParams;
 using SeqLayout = cpu::SeqLayout;
 
+// Flags of Backend::adamw_update's runs.
+inline constexpr int64_t kAdamWDecay = 1;
+inline constexpr int64_t kAdamWDecoupledLr = 2;
+
 class Backend {
 public:
   Backend() = default;
@@ -215,15 +219,17 @@ public:
   void adamw_step(FloatView param, ConstFloatView grad, FloatView exp_avg, FloatView exp_avg_sq,
                   const AdamWParams& params, int64_t step);
   // One AdamW step over a contiguous part of the flat buffers (Megatron's fused Adam over its
-  // gradient buffer): runs [segment_ends[r−1], segment_ends[r]) are decayed with
-  // params.weight_decay where decayed[r] is non-zero and not at all otherwise (segment_ends
-  // increasing, the last one = param.size()). The gradient is multiplied by grad_scale as it is
-  // read (gradient clipping without a pass of its own). compute, when not empty, receives the
-  // updated weights in its own type (the model's bf16 copy). Element for element the result
-  // equals scale() followed by adamw_step() on each run.
+  // gradient buffer), in runs [segment_ends[r−1], segment_ends[r]) (increasing, the last one =
+  // param.size()) whose segment_flags[r] say how they update: kAdamWDecay, decayed with
+  // params.weight_decay (else not at all); kAdamWDecoupledLr, at decoupled_lr instead of
+  // params.lr (Megatron's --decoupled-lr for the embedding and output layer). The gradient is
+  // multiplied by grad_scale as it is read (gradient clipping without a pass of its own).
+  // compute, when not empty, receives the updated weights in its own type (the model's bf16
+  // copy). Element for element the result equals scale() followed by adamw_step() on each run.
   void adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg, FloatView exp_avg_sq,
-                    std::span<const int64_t> segment_ends, std::span<const int64_t> decayed,
-                    const AdamWParams& params, float grad_scale, int64_t step, FloatView compute);
+                    std::span<const int64_t> segment_ends, std::span<const int64_t> segment_flags,
+                    const AdamWParams& params, float decoupled_lr, float grad_scale, int64_t step,
+                    FloatView compute);
   // Σ x², accumulated in double and read back to the host.
   double sum_of_squares(ConstFloatView x);
 
@@ -336,8 +342,9 @@ private:
   // Default: scale and adamw_step per run, then a conversion into compute.
   virtual void do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
                                FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
-                               std::span<const int64_t> decayed, const AdamWParams& params,
-                               float grad_scale, int64_t step, FloatView compute);
+                               std::span<const int64_t> segment_flags, const AdamWParams& params,
+                               float decoupled_lr, float grad_scale, int64_t step,
+                               FloatView compute);
   virtual double do_sum_of_squares(ConstFloatArg x, int64_t n) = 0;
 };
 

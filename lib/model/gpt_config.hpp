@@ -41,6 +41,9 @@ struct GptConfig {
   double rotary_percent = 1.0;
   double rotary_base = 10000.0;
   Normalization normalization = Normalization::kLayerNorm;
+  // --apply-layernorm-1p: norm weights stored zero-centred (initialised to 0), applied as 1 + w
+  // (Megatron's TransformerConfig.layernorm_zero_centered_gamma).
+  bool layernorm_zero_centered_gamma = false;
   double norm_epsilon = 1e-5;
   Activation activation = Activation::kGelu;
   bool add_bias_linear = true;  // --disable-bias-linear clears it

@@ -246,8 +246,20 @@ void GptModel::all_reduce_sequence_parallel_grads() {
   }
 }
 
+namespace {
+
+// The factor of the loss gradient: 1 / (tokens · micro-batches), 0 for a micro-batch without
+// tokens (Megatron would divide by zero), or 1 for the plain sum.
+float loss_gradient_scale(const MaskedLossSum& sum, int64_t num_microbatches, LossReduction reduction) {
+  if (reduction == LossReduction::kSum) return 1.0f;
+  const double denominator = sum.tokens * static_cast<double>(num_microbatches);
+  return sum.tokens > 0.0 ? static_cast<float>(1.0 / denominator) : 0.0f;
+}
+
+}  // namespace
+
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
-                                   int64_t num_microbatches) {
+                                   int64_t num_microbatches, LossReduction reduction) {
   require_whole_model("forward_backward");
   params_.refresh_compute_copy();
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
@@ -259,9 +271,7 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
                            sequence_parallel_ ? tp_.rank() : 0};
   forward_pass(ctx, memory, true);
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
-  const double denominator = sum.tokens * static_cast<double>(num_microbatches);
-  const float scale = sum.tokens > 0.0 ? static_cast<float>(1.0 / denominator) : 0.0f;
-  backward_pass(ctx, memory, scale);
+  backward_pass(ctx, memory, loss_gradient_scale(sum, num_microbatches, reduction));
   return {sum.loss_sum, sum.tokens};
 }
 
@@ -449,7 +459,7 @@ FloatView GptModel::stage_input(int64_t slot, const MicroBatch& shape) {
 }
 
 LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
-                                int64_t num_microbatches) {
+                                int64_t num_microbatches, LossReduction reduction) {
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   const bool training = slot != kEvaluationSlot;
   params_.refresh_compute_copy();
@@ -467,8 +477,7 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
   forward_pass(s.ctx, memory, stage.is_last());
   if (!stage.is_last()) return {};
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
-  const double denominator = sum.tokens * static_cast<double>(num_microbatches);
-  s.loss_scale = sum.tokens > 0.0 ? static_cast<float>(1.0 / denominator) : 0.0f;
+  s.loss_scale = loss_gradient_scale(sum, num_microbatches, reduction);
   return {sum.loss_sum, sum.tokens};
 }
 

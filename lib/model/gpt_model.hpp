@@ -7,6 +7,9 @@
 // Megatron's per-micro-batch loss (pretrain_gpt.py loss_func, then forward_step's division by
 // the number of micro-batches), so that after all micro-batches of an iteration the buffer holds
 // the gradient of the mean of the micro-batch losses. Data-parallel averaging is the caller's.
+// With LossReduction::kSum (--calculate-per-token-loss) the gradient is that of Σ(CE · loss_mask)
+// itself; the caller divides the iteration's gradient by the global batch's tokens (Megatron's
+// finalize_model_grads).
 //
 // Tensor parallelism (a TensorParallelism with the tensor-model-parallel group): Megatron's
 // splits, each rank holding its shard of every partitioned tensor (see parameter_table.hpp) —
@@ -60,6 +63,13 @@ struct MicroBatch {
 };
 
 // Megatron's 'lm loss' reduction pair.
+// How forward_backward and stage_forward scale a micro-batch's loss into the gradient.
+enum class LossReduction {
+  kMicroBatchMean,  // Σ(CE · mask) / Σ mask / num_microbatches: Megatron's default
+  kSum,             // Σ(CE · mask): --calculate-per-token-loss (megatron/core/pipeline_parallel/
+                    // schedules.py forward_step leaves the loss undivided)
+};
+
 struct LossSum {
   double loss_sum = 0.0;     // Σ CE · mask
   double token_count = 0.0;  // Σ mask
@@ -111,7 +121,8 @@ public:
   // parameters().zero_grads() at the start of an iteration). A micro-batch whose loss mask is
   // all zero contributes no gradient (Megatron would divide by zero).
   LossSum forward_backward(const MicroBatch& batch, const DropoutRng& rng,
-                           int64_t num_microbatches);
+                           int64_t num_microbatches,
+                           LossReduction reduction = LossReduction::kMicroBatchMean);
 
   // Under sequence parallelism, each rank's gradients of the parameters applied to sequence
   // slices (norms, row-parallel biases: ParameterEntry::sequence_parallel) cover its slice only;
@@ -155,7 +166,8 @@ public:
   // num_microbatches). The first stage reads the tokens and positions, the last the labels and
   // loss mask; a stage ignores the rest.
   LossSum stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
-                        int64_t num_microbatches);
+                        int64_t num_microbatches,
+                        LossReduction reduction = LossReduction::kMicroBatchMean);
   // After stage_forward, not on the last stage: the output to send to the next stage.
   ConstFloatView stage_output(int64_t slot) const;
   // Not on the last stage: where the next stage's input gradient goes before stage_backward.

@@ -35,8 +35,13 @@ public:
   // marks the compute copy stale: whoever writes the parameters takes one.
   FloatView params() {
     compute_stale_ = true;
+    ++params_version_;
     return params_.view();
   }
+  // Changes whenever a mutable view of the parameters is taken: what is derived from the
+  // parameters (a zero-centred norm's 1 + w, model/norm_layer.hpp) compares it with the value
+  // it was made at.
+  std::uint64_t params_version() const { return params_version_; }
   ConstFloatView params() const { return params_.view(); }
   FloatView grads() { return grads_.view(); }
   ConstFloatView grads() const { return grads_.view(); }
@@ -87,6 +92,7 @@ private:
   DeviceBuffer grads_;
   DeviceBuffer compute_;  // empty when the activation type is fp32
   bool compute_stale_ = true;
+  std::uint64_t params_version_ = 0;
 };
 
 }  // namespace mgt

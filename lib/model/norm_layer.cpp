@@ -4,6 +4,7 @@ namespace mgt {
 
 NormLayer::NormLayer(GptParameters& params, const std::string& prefix)
     : backend_(&params.backend()),
+      params_(&params),
       layer_norm_(params.config().normalization == Normalization::kLayerNorm),
       hidden_(params.config().hidden_size),
       eps_(static_cast<float>(params.config().norm_epsilon)) {
@@ -15,23 +16,42 @@ NormLayer::NormLayer(GptParameters& params, const std::string& prefix)
     bias_ = params.compute_param(b);
     bias_grad_ = params.grad(b);
   }
+  if (params.config().layernorm_zero_centered_gamma) {
+    stored_weight_ = static_cast<const GptParameters&>(params).param(w);
+    one_plus_weight_ = DeviceBuffer(params.backend(), hidden_, weight_.type());
+  }
+}
+
+ConstFloatView NormLayer::effective_weight() const {
+  if (one_plus_weight_.empty()) return weight_;
+  if (!one_plus_valid_ || one_plus_version_ != params_->params_version()) {
+    // 1 + w summed in fp32 from the fp32 parameters, then stored in the compute type (a bf16
+    // buffer rounds the sum once, as the compute copy rounds w).
+    backend_->fill(one_plus_weight_.view(), 1.0f);
+    backend_->accumulate(one_plus_weight_.view(), stored_weight_);
+    one_plus_version_ = params_->params_version();
+    one_plus_valid_ = true;
+  }
+  return one_plus_weight_.view();
 }
 
 void NormLayer::forward(ConstFloatView x, int64_t rows, FloatView y, const NormStats& stats) const {
+  const ConstFloatView weight = effective_weight();
   if (layer_norm_) {
-    backend_->layer_norm_forward(x, weight_, bias_, rows, hidden_, eps_, y, stats.mean, stats.rstd);
+    backend_->layer_norm_forward(x, weight, bias_, rows, hidden_, eps_, y, stats.mean, stats.rstd);
   } else {
-    backend_->rms_norm_forward(x, weight_, rows, hidden_, eps_, y, stats.rstd);
+    backend_->rms_norm_forward(x, weight, rows, hidden_, eps_, y, stats.rstd);
   }
 }
 
 void NormLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
                          FloatView dx) const {
+  const ConstFloatView weight = effective_weight();
   if (layer_norm_) {
-    backend_->layer_norm_backward(dy, x, weight_, stats.mean, stats.rstd, rows, hidden_, dx,
+    backend_->layer_norm_backward(dy, x, weight, stats.mean, stats.rstd, rows, hidden_, dx,
                                   weight_grad_, bias_grad_);
   } else {
-    backend_->rms_norm_backward(dy, x, weight_, stats.rstd, rows, hidden_, dx, weight_grad_);
+    backend_->rms_norm_backward(dy, x, weight, stats.rstd, rows, hidden_, dx, weight_grad_);
   }
 }
 

@@ -1,5 +1,13 @@
 // LayerNorm or RMSNorm (--normalization) over the hidden dimension, with its weight (and, for
 // LayerNorm, bias) in the flat parameter buffer.
+//
+// With --apply-layernorm-1p (GptConfig::layernorm_zero_centered_gamma) the stored weight w is
+// zero-centred and the norm scales by 1 + w (Megatron's zero_centered_gamma,
+// megatron/core/fusions/fused_layer_norm.py and TENorm). The layer keeps 1 + w in a buffer of
+// its own, in the type the layers compute with, made from the fp32 parameters (the source of the
+// compute copy) whenever they have changed since (GptParameters::params_version); the kernels
+// see an ordinary weight. Since ∂(1 + w)/∂w = 1, the gradient the kernels accumulate for the
+// effective weight is the stored weight's.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,8 +36,12 @@ public:
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
                 FloatView dx) const;
 
+  // The weight the kernels scale by: the compute copy of w, or 1 + w when zero-centred.
+  ConstFloatView effective_weight() const;
+
 private:
   Backend* backend_;
+  const GptParameters* params_;
   bool layer_norm_;
   int64_t hidden_;
   float eps_;
@@ -37,6 +49,11 @@ private:
   FloatView weight_grad_;
   ConstFloatView bias_;  // the compute copy (GptParameters::compute_param)
   FloatView bias_grad_;  // LayerNorm only
+  // --apply-layernorm-1p only: the stored weight and 1 + w as of params_version one_plus_version_.
+  ConstFloatView stored_weight_;
+  mutable DeviceBuffer one_plus_weight_;
+  mutable std::uint64_t one_plus_version_ = 0;
+  mutable bool one_plus_valid_ = false;
 };
 
 }  // namespace mgt

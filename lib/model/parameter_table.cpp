@@ -139,7 +139,9 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
 
   TableBuilder b(tp);
   auto add_norm = [&](const std::string& prefix) {
-    b.add_sequence_parallel(prefix + ".weight", h, ParameterInit::kOnes);
+    // Megatron initialises a zero-centred gamma to 0 (init.zeros_ in its norms' reset_parameters).
+    b.add_sequence_parallel(prefix + ".weight", h,
+                            c.layernorm_zero_centered_gamma ? ParameterInit::kZeros : ParameterInit::kOnes);
     if (layer_norm) b.add_sequence_parallel(prefix + ".bias", h, ParameterInit::kZeros);
   };
 
@@ -192,6 +194,10 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     b.mark_pipeline_duplicate();
   }
   return b.finish();
+}
+
+bool is_embedding_or_output_parameter(const ParameterEntry& entry) {
+  return entry.name == "embedding.word_embeddings.weight" || entry.name == "output_layer.weight";
 }
 
 }  // namespace mgt

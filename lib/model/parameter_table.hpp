@@ -100,4 +100,9 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
 // Name prefix of layer i's parameters: "decoder.layers.{i}".
 std::string layer_prefix(int64_t layer);
 
+// Megatron's is_embedding_or_output_parameter (megatron/core/models/common/language_module/
+// language_module.py): the word embedding (on the first stage, and its tied copy on the last)
+// and the untied output layer. --decoupled-lr gives them their own learning rate.
+bool is_embedding_or_output_parameter(const ParameterEntry& entry);
+
 }  // namespace mgt

@@ -81,26 +81,28 @@ AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& setti
 }
 
 void AdamWOptimizer::build_segments() {
-  // Runs of the shard with the same weight decay; alignment gaps (zero weights and gradients,
-  // which the update leaves zero) count as undecayed.
+  // Runs of the shard with the same weight decay and learning rate (the embedding and output
+  // layer take --decoupled-lr); alignment gaps (zero weights and gradients, which the update
+  // leaves zero) join plain runs.
   segment_ends_.clear();
-  segment_decayed_.clear();
-  const auto add = [&](std::int64_t end, bool decayed) {
+  segment_flags_.clear();
+  const auto add = [&](std::int64_t end, std::int64_t flags) {
     if (end <= (segment_ends_.empty() ? 0 : segment_ends_.back())) return;
-    if (!segment_decayed_.empty() && (segment_decayed_.back() != 0) == decayed) {
+    if (!segment_flags_.empty() && segment_flags_.back() == flags) {
       segment_ends_.back() = end;
     } else {
       segment_ends_.push_back(end);
-      segment_decayed_.push_back(decayed ? 1 : 0);
+      segment_flags_.push_back(flags);
     }
   };
   for (const ParameterEntry& e : params_->entries()) {
     const BufferShard part = overlap(e, shard_);
     if (part.size() == 0) continue;
-    add(part.begin - shard_.begin, false);
-    add(part.end - shard_.begin, e.weight_decay);
+    add(part.begin - shard_.begin, 0);
+    add(part.end - shard_.begin, (e.weight_decay ? kAdamWDecay : 0) |
+                                     (is_embedding_or_output_parameter(e) ? kAdamWDecoupledLr : 0));
   }
-  add(shard_.size(), false);
+  add(shard_.size(), 0);
 }
 
 void AdamWOptimizer::reduce_gradients() {
@@ -112,7 +114,30 @@ void AdamWOptimizer::reduce_gradients() {
   }
 }
 
-OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_finite) {
+double AdamWOptimizer::count_zeros_in_grads() {
+  const std::vector<float> grads = [&] {
+    std::vector<float> host(static_cast<std::size_t>(params_->grads().size()));
+    params_->backend().copy_to_host(params_->grads(), host);
+    return host;
+  }();
+  const TensorParallelRank& tp = params_->tensor_parallel();
+  double zeros = 0.0;
+  for (const ParameterEntry& e : params_->entries()) {
+    if (!e.counted_on(tp)) continue;
+    const BufferShard part = overlap(e, shard_);
+    for (std::int64_t i = part.begin; i < part.end; ++i) zeros += grads[static_cast<std::size_t>(i)] == 0.0f ? 1.0 : 0.0;
+  }
+  // Megatron's grad_stats_parallel_group: the model-parallel group, and with the distributed
+  // optimizer its data-parallel ranks too (each counts its shard).
+  if (group_ && distributed_) group_->all_reduce(std::span<double>(&zeros, 1), dist::ReduceOp::Sum);
+  if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&zeros, 1), dist::ReduceOp::Sum);
+  return zeros;
+}
+
+OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
+  const double lr = request.lr;
+  const double weight_decay = request.weight_decay;
+  const bool loss_finite = request.loss_finite;
   Backend& backend = params_->backend();
   const FloatView grads = params_->grads().subspan(shard_.begin, shard_.size());
   OptimizerStep result;
@@ -130,24 +155,32 @@ OptimizerStep AdamWOptimizer::step(double lr, double weight_decay, bool loss_fin
   if (!std::isfinite(result.grad_norm)) return result;
 
   const double coefficient = cpu::clip_coefficient(result.grad_norm, settings_.clip_grad);
+  // Megatron's MegatronOptimizer.step counts after clipping: on an iteration that counts, the
+  // gradients are clipped in place first, and the update then reads them unscaled.
+  float grad_scale = coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f;
+  if (request.count_zeros) {
+    if (grad_scale != 1.0f) backend.scale(grads, grad_scale);
+    grad_scale = 1.0f;
+    result.num_zeros = count_zeros_in_grads();
+  }
 
   ++steps_;
   AdamWParams hp;
-  hp.lr = static_cast<float>(lr);
   hp.beta1 = static_cast<float>(settings_.beta1);
   hp.beta2 = static_cast<float>(settings_.beta2);
   hp.eps = static_cast<float>(settings_.eps);
+  hp.lr = static_cast<float>(lr);
   hp.weight_decay = static_cast<float>(weight_decay);
-  // One pass over the shard: clipping folded into the read of the gradient, and (without
-  // sharding) the bf16 compute copy written beside the weights. With the distributed optimizer
-  // the other shards arrive by the all-gather below and the copy is refreshed before the next
-  // forward.
+  // One pass over the shard: clipping folded into the read of the gradient, the embedding and
+  // output layer at --decoupled-lr, and (without sharding) the bf16 compute copy written beside
+  // the weights. With the distributed optimizer the other shards arrive by the all-gather below
+  // and the copy is refreshed before the next forward.
   const bool writes_copy = !(group_ && distributed_) && !params_->compute_copy().empty();
   const FloatView copy = writes_copy ? params_->compute_copy().subspan(shard_.begin, shard_.size())
                                      : FloatView();
   backend.adamw_update(params_->params().subspan(shard_.begin, shard_.size()), grads, exp_avg_.view(),
-                       exp_avg_sq_.view(), segment_ends_, segment_decayed_, hp,
-                       coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f, steps_, copy);
+                       exp_avg_sq_.view(), segment_ends_, segment_flags_, hp,
+                       static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale, steps_, copy);
   if (writes_copy) params_->mark_compute_copy_fresh();
   // Megatron's param all-gather: every rank's weights become whole again.
   if (group_ && distributed_) all_gather_shards(*group_, params_->params());

@@ -28,6 +28,7 @@
 // separate master copy is kept (nor sharded); checkpoints record that (train_checkpoint.hpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -47,6 +48,21 @@ struct AdamWSettings {
 struct OptimizerStep {
   double grad_norm = 0.0;  // before clipping; NaN or Inf when the step was skipped
   bool applied = false;    // false: gradients not finite, nothing changed
+  // With StepRequest::count_zeros, when applied: the zero elements of the clipped gradients,
+  // each tensor counted once over the ranks (Megatron's count_zeros_fp32, megatron/core/optimizer/
+  // clip_grads.py, over the gradient-norm group); a float, as Megatron's .item() of a float tensor.
+  std::optional<double> num_zeros;
+};
+
+// One step's rates: from the scheduler, per parameter group.
+struct StepRequest {
+  double lr = 0.0;
+  // The word embedding's and output layer's rate under --decoupled-lr (Megatron's param groups
+  // with is_decoupled_lr, megatron/core/optimizer/__init__.py _get_param_groups); unset: lr.
+  std::optional<double> decoupled_lr;
+  double weight_decay = 0.0;   // before each group's multiplier (0 for biases and 1-D tensors)
+  bool loss_finite = true;     // false skips the step (see step())
+  bool count_zeros = false;    // --log-num-zeros-in-grad at an iteration that logs it
 };
 
 class AdamWOptimizer {
@@ -69,7 +85,10 @@ public:
   // from the scheduler; a group's decay is weight_decay × its multiplier. loss_finite false (the
   // iteration's loss is NaN or Inf) skips the step like a non-finite gradient; it enters the
   // reduced norm, so every rank of the groups takes the same decision.
-  OptimizerStep step(double lr, double weight_decay, bool loss_finite = true);
+  OptimizerStep step(double lr, double weight_decay, bool loss_finite = true) {
+    return step(StepRequest{lr, std::nullopt, weight_decay, loss_finite, false});
+  }
+  OptimizerStep step(const StepRequest& request);
 
   // Adam's t: steps applied so far (skipped steps do not count).
   std::int64_t steps() const { return steps_; }
@@ -101,9 +120,13 @@ private:
   std::vector<float> collect_moment(const DeviceBuffer& moment);
 
   // The parts of this rank's shard whose sum of squares enters the norm.
-  // segment_ends_ / segment_decayed_: the shard's runs of equal weight decay (adamw_update).
+  // segment_ends_ / segment_flags_: the shard's runs of equal weight decay and learning rate
+  // (Backend::adamw_update).
   void build_segments();
   static std::vector<BufferShard> counted_ranges(const GptParameters& params, const BufferShard& shard);
+  // Zeros in the gradients of norm_ranges_ that belong to a tensor (not the alignment gaps),
+  // summed over the gradient-norm group. Read on the host: no backend operation counts zeros.
+  double count_zeros_in_grads();
 
   GptParameters* params_;
   AdamWSettings settings_;
@@ -111,7 +134,7 @@ private:
   dist::Communicator* model_parallel_ = nullptr;  // null: no tensor parallelism
   bool distributed_ = false;
   std::vector<std::int64_t> segment_ends_;
-  std::vector<std::int64_t> segment_decayed_;
+  std::vector<std::int64_t> segment_flags_;
   BufferShard shard_;
   std::vector<BufferShard> norm_ranges_;
   DeviceBuffer exp_avg_;     // [shard size], element i is buffer element shard.begin + i

@@ -18,18 +18,18 @@ PipelineExecutor::PipelineExecutor(GptModel& model, dist::Communicator& pipeline
 
 LossSum PipelineExecutor::train(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
                                 const std::function<DropoutRng(std::int64_t)>& dropout_of,
-                                std::int64_t loss_divisor) {
-  return run(true, microbatches, next_batch, dropout_of, loss_divisor);
+                                std::int64_t loss_divisor, LossReduction reduction) {
+  return run(true, microbatches, next_batch, dropout_of, loss_divisor, reduction);
 }
 
 LossSum PipelineExecutor::evaluate(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch) {
-  return run(false, microbatches, next_batch, {}, microbatches);
+  return run(false, microbatches, next_batch, {}, microbatches, LossReduction::kMicroBatchMean);
 }
 
 LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
                               const std::function<HostMicroBatch()>& next_batch,
                               const std::function<DropoutRng(std::int64_t)>& dropout_of,
-                              std::int64_t loss_divisor) {
+                              std::int64_t loss_divisor, LossReduction reduction) {
   GptModel& model = *model_;
   dist::Communicator& group = *pipeline_;
   Backend& backend = model.backend();
@@ -64,7 +64,7 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
         break;
       case PipelineOp::kForward: {
         const DropoutRng rng = training ? dropout_of(mb) : DropoutRng{};
-        const LossSum s = model.stage_forward(slot_of(mb), batch(mb).view(), rng, loss_divisor);
+        const LossSum s = model.stage_forward(slot_of(mb), batch(mb).view(), rng, loss_divisor, reduction);
         sums[0] += s.loss_sum;
         sums[1] += s.token_count;
         fetched.erase(mb);

@@ -49,6 +49,7 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("rotary_base", PyValue::integer(m.rotary_base));
   a.set("normalization", PyValue::string(m.normalization));
   a.set("norm_epsilon", PyValue::real(m.norm_epsilon));
+  a.set("apply_layernorm_1p", PyValue::boolean(m.apply_layernorm_1p));
   a.set("swiglu", PyValue::boolean(m.swiglu));
   a.set("openai_gelu", PyValue::boolean(m.openai_gelu));
   a.set("add_bias_linear", PyValue::boolean(m.add_bias_linear));
@@ -67,8 +68,15 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("global_batch_size", integer_or_none(t.global_batch_size));
   a.set("train_iters", integer_or_none(t.train_iters));
   a.set("train_samples", integer_or_none(t.train_samples));
+  // Megatron keeps the flag's strings (nargs='*').
+  a.set("rampup_batch_size", t.rampup_batch_size ? string_list({std::to_string(t.rampup_batch_size->start),
+                                                                 std::to_string(t.rampup_batch_size->increment),
+                                                                 std::to_string(t.rampup_batch_size->samples)})
+                                                 : PyValue::none());
   a.set("lr", real_or_none(t.lr));
   a.set("min_lr", PyValue::real(t.min_lr));
+  a.set("decoupled_lr", real_or_none(t.decoupled_lr));
+  a.set("decoupled_min_lr", real_or_none(t.decoupled_min_lr));
   a.set("lr_decay_style", PyValue::string(t.lr_decay_style));
   a.set("lr_warmup_iters", PyValue::integer(t.lr_warmup_iters));
   a.set("lr_warmup_fraction", real_or_none(t.lr_warmup_fraction));
@@ -84,6 +92,7 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("end_weight_decay", real_or_none(t.end_weight_decay));
   a.set("weight_decay_incr_style", PyValue::string(t.weight_decay_incr_style));
   a.set("clip_grad", PyValue::real(t.clip_grad));
+  a.set("calculate_per_token_loss", PyValue::boolean(t.calculate_per_token_loss));
   a.set("adam_beta1", PyValue::real(t.adam_beta1));
   a.set("adam_beta2", PyValue::real(t.adam_beta2));
   a.set("adam_eps", PyValue::real(t.adam_eps));
@@ -132,6 +141,8 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("exit_signal_handler", PyValue::boolean(l.exit_signal_handler));
   a.set("exit_signal", PyValue::string(l.exit_signal));
   a.set("log_throughput", PyValue::boolean(l.log_throughput));
+  a.set("log_params_norm", PyValue::boolean(l.log_params_norm));
+  a.set("log_num_zeros_in_grad", PyValue::boolean(l.log_num_zeros_in_grad));
   a.set("metrics_file", PyValue::string_or_none(l.metrics_file));
 
   const ParallelOptions& p = o.parallel;

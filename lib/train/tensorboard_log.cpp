@@ -18,7 +18,10 @@ void TensorBoardLog::both(const std::string& tag, double value, std::int64_t ite
 void TensorBoardLog::training_iteration(const TrainingScalars& s) {
   if (s.iteration % options_.tensorboard_log_interval != 0) return;
   const std::int64_t n = s.consumed_samples;
-  if (options_.log_learning_rate_to_tensorboard) both("learning-rate", s.learning_rate, s.iteration, n);
+  if (options_.log_learning_rate_to_tensorboard) {
+    both("learning-rate", s.learning_rate, s.iteration, n);
+    if (s.decoupled_learning_rate) writer_.add_scalar("decoupled-learning-rate", *s.decoupled_learning_rate, s.iteration);
+  }
   both("batch-size", static_cast<double>(s.batch_size), s.iteration, n);
   for (const auto& [key, value] : s.losses) both(key, value, s.iteration, n);
   if (options_.log_loss_scale_to_tensorboard) both("loss-scale", s.loss_scale, s.iteration, n);

@@ -1,7 +1,8 @@
 // What Megatron-LM writes to --tensorboard-dir, under its names (megatron/training/training.py
 // training_log and evaluate_and_print_results, core_v0.13): each scalar at step = iteration, and
 // again as "<name> vs samples" at step = consumed training samples.
-//   every --tensorboard-log-interval iterations: learning-rate, batch-size, each loss ("lm loss"),
+//   every --tensorboard-log-interval iterations: learning-rate (and decoupled-learning-rate with
+//     --decoupled-lr, with no "vs samples" twin, as Megatron), batch-size, each loss ("lm loss"),
 //     loss-scale (unless --no-log-loss-scale-to-tensorboard), world-size (with
 //     --log-world-size-to-tensorboard), grad-norm, num-zeros, params-norm (when known);
 //   every --log-interval iterations with --log-timers-to-tensorboard: iteration-time (seconds),
@@ -23,6 +24,7 @@ struct TrainingScalars {
   std::int64_t iteration = 0;
   std::int64_t consumed_samples = 0;  // after this iteration
   double learning_rate = 0.0;
+  std::optional<double> decoupled_learning_rate;  // --decoupled-lr
   std::int64_t batch_size = 0;        // global batch size
   LossValues losses;                  // this iteration's
   double loss_scale = 1.0;

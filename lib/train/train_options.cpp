@@ -39,6 +39,7 @@ constexpr OptionDef kOptions[] = {
   {"model", "rotary-base", FlagArity::One, "N", "RoPE base (default 10000)"},
   {"model", "normalization", FlagArity::One, "NORM", "LayerNorm (default) or RMSNorm"},
   {"model", "norm-epsilon", FlagArity::One, "F", "Norm epsilon (default 1e-05)"},
+  {"model", "apply-layernorm-1p", FlagArity::None, "", "Norm weights stored zero-centred (initialised to 0), the norm scaling by 1 + weight"},
   {"model", "swiglu", FlagArity::None, "", "SwiGLU MLP"},
   {"model", "openai-gelu", FlagArity::None, "", "GELU by its tanh approximation, as OpenAI's GPT-2"},
   {"model", "disable-bias-linear", FlagArity::None, "", "No biases in the linear layers"},
@@ -56,8 +57,11 @@ constexpr OptionDef kOptions[] = {
   {"training", "global-batch-size", FlagArity::One, "N", "Samples per iteration (default micro-batch x data-parallel size)"},
   {"training", "train-iters", FlagArity::One, "N", "Iterations to train (or --train-samples)"},
   {"training", "train-samples", FlagArity::One, "N", "Samples to train (or --train-iters)"},
+  {"training", "rampup-batch-size", FlagArity::Many, "START INCREMENT SAMPLES", "Ramp the global batch size up from START by INCREMENT over SAMPLES samples (with --train-samples)"},
   {"training", "lr", FlagArity::One, "F", "Peak learning rate (required)"},
   {"training", "min-lr", FlagArity::One, "F", "Learning rate at the end of the decay (default 0.0)"},
+  {"training", "decoupled-lr", FlagArity::One, "F", "Peak learning rate of the word embedding and output layer (default --lr)"},
+  {"training", "decoupled-min-lr", FlagArity::One, "F", "Their learning rate at the end of the decay (default --min-lr)"},
   {"training", "lr-decay-style", FlagArity::One, "S", "constant, linear (default), cosine, inverse-square-root or WSD"},
   {"training", "lr-warmup-iters", FlagArity::One, "N", "Warm-up iterations (default 0)"},
   {"training", "lr-warmup-fraction", FlagArity::One, "F", "Warm-up as a fraction of the decay"},
@@ -74,6 +78,7 @@ constexpr OptionDef kOptions[] = {
   {"training", "start-weight-decay", FlagArity::One, "F", "Initial weight decay (non-constant increment styles)"},
   {"training", "end-weight-decay", FlagArity::One, "F", "Final weight decay (non-constant increment styles)"},
   {"training", "weight-decay-incr-style", FlagArity::One, "S", "constant (default), linear or cosine"},
+  {"training", "calculate-per-token-loss", FlagArity::None, "", "Normalise the loss by the global batch's tokens, not per micro-batch"},
   {"training", "clip-grad", FlagArity::One, "F", "Global gradient-norm clip, 0 for none (default 1.0)"},
   {"training", "adam-beta1", FlagArity::One, "F", "Adam beta1 (default 0.9)"},
   {"training", "adam-beta2", FlagArity::One, "F", "Adam beta2 (default 0.999)"},
@@ -125,6 +130,8 @@ constexpr OptionDef kOptions[] = {
   {"logging", "exit-signal-handler", FlagArity::None, "", "On the exit signal, save and exit after the current iteration"},
   {"logging", "exit-signal", FlagArity::One, "SIG", "mgt: the signal for --exit-signal-handler: SIGTERM (default), SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU"},
   {"logging", "log-throughput", FlagArity::None, "", "Log TFLOP/s per GPU"},
+  {"logging", "log-params-norm", FlagArity::None, "", "Log the L2 norm of the parameters"},
+  {"logging", "log-num-zeros-in-grad", FlagArity::None, "", "Log the number of zeros in the gradient"},
   {"logging", "metrics-file", FlagArity::One, "FILE", "mgt: append one JSON object per log line and validation"},
   {"logging", "tensorboard-dir", FlagArity::One, "DIR", "Write TensorBoard event files (scalars) to DIR"},
   {"logging", "tensorboard-log-interval", FlagArity::One, "N", "Iterations between TensorBoard training scalars (default 1)"},
@@ -192,6 +199,7 @@ void read_model(const FlagValues& f, ModelShapeOptions& m) {
   f.set("rotary-base", m.rotary_base);
   f.set("normalization", m.normalization);
   f.set("norm-epsilon", m.norm_epsilon);
+  f.set("apply-layernorm-1p", m.apply_layernorm_1p);
   f.set("swiglu", m.swiglu);
   f.set("openai-gelu", m.openai_gelu);
   if (f.has("disable-bias-linear")) m.add_bias_linear = false;
@@ -211,8 +219,11 @@ void read_optimization(const FlagValues& f, OptimizationOptions& o) {
   f.set("global-batch-size", o.global_batch_size);
   f.set("train-iters", o.train_iters);
   f.set("train-samples", o.train_samples);
+  if (f.has("rampup-batch-size")) o.rampup_batch_size = parse_rampup_batch_size(f.list("rampup-batch-size"));
   f.set("lr", o.lr);
   f.set("min-lr", o.min_lr);
+  f.set("decoupled-lr", o.decoupled_lr);
+  f.set("decoupled-min-lr", o.decoupled_min_lr);
   f.set("lr-decay-style", o.lr_decay_style);
   f.set("lr-warmup-iters", o.lr_warmup_iters);
   f.set("lr-warmup-fraction", o.lr_warmup_fraction);
@@ -230,6 +241,7 @@ void read_optimization(const FlagValues& f, OptimizationOptions& o) {
   f.set("end-weight-decay", o.end_weight_decay);
   f.set("weight-decay-incr-style", o.weight_decay_incr_style);
   f.set("clip-grad", o.clip_grad);
+  f.set("calculate-per-token-loss", o.calculate_per_token_loss);
   f.set("adam-beta1", o.adam_beta1);
   f.set("adam-beta2", o.adam_beta2);
   f.set("adam-eps", o.adam_eps);
@@ -289,6 +301,8 @@ void read_checkpoint_and_logging(const FlagValues& f, CheckpointOptions& c, Logg
     throw UsageError("--exit-signal needs --exit-signal-handler");
   f.set("exit-signal", l.exit_signal);
   f.set("log-throughput", l.log_throughput);
+  f.set("log-params-norm", l.log_params_norm);
+  f.set("log-num-zeros-in-grad", l.log_num_zeros_in_grad);
   f.set("metrics-file", l.metrics_file);
   f.set("tensorboard-dir", l.tensorboard_dir);
   f.set("tensorboard-log-interval", l.tensorboard_log_interval);
@@ -388,6 +402,7 @@ IndexOptions index_options(const TrainOptions& o) {
   x.train_iters = o.optim.train_iters;
   x.global_batch_size = o.optim.global_batch_size;
   x.micro_batch_size = o.optim.micro_batch_size;
+  x.rampup_batch_size = o.optim.rampup_batch_size;
   x.eval_iters = o.logging.eval_iters;
   x.eval_interval = o.logging.eval_interval;
   x.mid_level_dataset_surplus = o.data.mid_level_dataset_surplus;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/command_line.hpp"
+#include "data/batch_size_rampup.hpp"
 #include "data/index_job.hpp"
 #include "model/pipeline_stage.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -37,6 +38,7 @@ struct ModelShapeOptions {
   std::int64_t rotary_base = 10000;                  // --rotary-base
   std::string normalization = "LayerNorm";           // LayerNorm | RMSNorm
   double norm_epsilon = 1e-5;                        // --norm-epsilon
+  bool apply_layernorm_1p = false;                   // --apply-layernorm-1p: weights zero-centred, 1 + w applied
   bool swiglu = false;                               // --swiglu
   bool openai_gelu = false;                          // --openai-gelu
   bool add_bias_linear = true;                       // --disable-bias-linear clears it
@@ -62,8 +64,14 @@ struct OptimizationOptions {
   std::optional<std::int64_t> global_batch_size;  // --global-batch-size: micro × data-parallel
   std::optional<std::int64_t> train_iters;        // --train-iters  } exactly one of the two
   std::optional<std::int64_t> train_samples;      // --train-samples }
+  // --rampup-batch-size START INCREMENT SAMPLES (with --train-samples): data/batch_size_rampup.hpp.
+  std::optional<BatchSizeRampup> rampup_batch_size;
   std::optional<double> lr;                       // --lr (required)
   double min_lr = 0.0;                            // --min-lr
+  // The word embedding's and output layer's own peak and final rates, same schedule shape
+  // (Megatron's is_decoupled_lr parameter group); --decoupled-min-lr defaults to --min-lr.
+  std::optional<double> decoupled_lr;             // --decoupled-lr
+  std::optional<double> decoupled_min_lr;         // --decoupled-min-lr
   std::string lr_decay_style = "linear";          // constant | linear | cosine | inverse-square-root | WSD
   std::int64_t lr_warmup_iters = 0;               // --lr-warmup-iters
   std::optional<double> lr_warmup_fraction;       // --lr-warmup-fraction (of the decay steps)
@@ -86,6 +94,9 @@ struct OptimizationOptions {
   double adam_eps = 1e-8;                         // --adam-eps
   std::string optimizer = "adam";                 // --optimizer: adam (AdamW semantics) only
   std::int64_t seed = 1234;                       // --seed
+  // --calculate-per-token-loss: the gradient of Σ(CE · mask) over the global batch divided by its
+  // tokens, in place of the mean of the micro-batches' per-token means.
+  bool calculate_per_token_loss = false;
   Precision precision = Precision::Fp32;          // --bf16 | --fp16
 };
 
@@ -127,6 +138,8 @@ struct LoggingOptions {
   bool exit_signal_handler = false;               // --exit-signal-handler
   std::string exit_signal = "SIGTERM";            // --exit-signal (mgt): the signal it waits for
   bool log_throughput = false;                    // --log-throughput
+  bool log_params_norm = false;                   // --log-params-norm: "params norm" in the log line
+  bool log_num_zeros_in_grad = false;             // --log-num-zeros-in-grad: "num zeros" in the log line
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
   // TensorBoard event files (train/tensorboard_log.hpp): Megatron's scalars and switches.
   std::optional<std::string> tensorboard_dir;     // --tensorboard-dir
@@ -171,10 +184,14 @@ struct TrainOptions {
   // Megatron flags accepted and ignored (core/megatron_compatibility.hpp), for the start-up line.
   std::vector<IgnoredFlagUse> ignored_flags;
 
-  // Valid after validation: iterations to run (sample-based runs: train_samples // gbs).
+  // Valid after validation: iterations to run (sample-based runs: train_samples // gbs, or
+  // Megatron's update_train_iters with --rampup-batch-size).
   std::int64_t total_train_iters() const;
-  // Valid after validation: gbs / (micro-batch × data-parallel size).
+  // Valid after validation: gbs / (micro-batch × data-parallel size), with the final global batch
+  // size under --rampup-batch-size (evaluation's, as Megatron's evaluate()).
   std::int64_t num_microbatches() const;
+  // Valid after validation: the global batch size as consumed samples grow.
+  GlobalBatchSizeSchedule global_batch_size_schedule() const;
 };
 
 // Parses and validates (validate_train_options with `world_size`, the number of ranks, known

@@ -76,6 +76,23 @@ void validate_batch(OptimizationOptions& o, const ParallelOptions& p) {
                      str(p.data_parallel_size) + ")");
 }
 
+// Megatron's ramp-up calculator asserts at each iteration that the batch size it reaches is a
+// multiple of micro-batch × data-parallel size; here every size the run will reach is checked
+// before it starts.
+void validate_rampup(const OptimizationOptions& o, const ParallelOptions& p) {
+  if (!o.rampup_batch_size) return;
+  if (o.train_iters)
+    throw UsageError("--rampup-batch-size needs --train-samples (Megatron: 'expected no batch-size rampup for "
+                     "iteration-based training')");
+  const GlobalBatchSizeSchedule schedule(*o.global_batch_size, o.rampup_batch_size);
+  const std::int64_t unit = *o.micro_batch_size * p.data_parallel_size;
+  for (std::int64_t size : schedule.batch_sizes_used(schedule.train_iters(*o.train_samples)))
+    if (size % unit != 0)
+      throw UsageError("--rampup-batch-size: the global batch size " + str(size) + " that the ramp-up reaches is not "
+                       "divisible by micro batch size (" + str(*o.micro_batch_size) + ") times data parallel size (" +
+                       str(p.data_parallel_size) + ")");
+}
+
 // Iteration-based and sample-based runs each take their own family of schedule flags.
 void validate_run_length(const OptimizationOptions& o) {
   if (o.train_iters && o.train_samples)
@@ -119,6 +136,18 @@ void validate_schedule(OptimizationOptions& o) {
   if (!(o.min_lr >= 0.0)) throw UsageError("--min-lr must not be negative");
   if (!(o.min_lr <= *o.lr)) throw UsageError("--min-lr must not exceed --lr");
   if (!(o.lr_warmup_init <= *o.lr)) throw UsageError("--lr-warmup-init must not exceed --lr");
+  // Megatron ignores --decoupled-min-lr without --decoupled-lr (_update_min_and_max_lr_in_param_groups);
+  // refused here rather than ignored silently.
+  if (o.decoupled_min_lr && !o.decoupled_lr) throw UsageError("--decoupled-min-lr needs --decoupled-lr");
+  if (o.decoupled_lr) {
+    if (!(*o.decoupled_lr >= 0.0)) throw UsageError("--decoupled-lr must not be negative");
+    const double decoupled_min = o.decoupled_min_lr.value_or(o.min_lr);
+    if (!(decoupled_min >= 0.0)) throw UsageError("--decoupled-min-lr must not be negative");
+    if (!(decoupled_min <= *o.decoupled_lr))
+      throw UsageError(std::string(o.decoupled_min_lr ? "--decoupled-min-lr" : "--min-lr (the default of "
+                                                                                "--decoupled-min-lr)") +
+                       " must not exceed --decoupled-lr");
+  }
   if (o.lr_decay_style == "WSD" && !o.lr_wsd_decay_iters && !o.lr_wsd_decay_samples)
     throw UsageError("--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples)");
 
@@ -274,6 +303,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_parallel(o.parallel, world_size);
   validate_batch(o.optim, o.parallel);
   validate_run_length(o.optim);
+  validate_rampup(o.optim, o.parallel);
   validate_model(o.model);
   validate_tensor_parallel(o.model, o.parallel);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
@@ -286,8 +316,12 @@ void validate_train_options(TrainOptions& o, int world_size) {
 
 std::int64_t TrainOptions::total_train_iters() const {
   if (optim.train_iters) return *optim.train_iters;
-  if (optim.train_samples && optim.global_batch_size) return *optim.train_samples / *optim.global_batch_size;
+  if (optim.train_samples && optim.global_batch_size) return global_batch_size_schedule().train_iters(*optim.train_samples);
   return 0;
+}
+
+GlobalBatchSizeSchedule TrainOptions::global_batch_size_schedule() const {
+  return GlobalBatchSizeSchedule(optim.global_batch_size.value_or(0), optim.rampup_batch_size);
 }
 
 std::int64_t TrainOptions::num_microbatches() const {

@@ -25,6 +25,7 @@
 #include "train/evaluation.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/params_norm.hpp"
 #include "train/pipeline_executor.hpp"
 #include "train/pipeline_train_state.hpp"
 #include "train/rank_agreement.hpp"
@@ -172,10 +173,18 @@ public:
   }
 
 private:
-  std::int64_t global_batch() const { return *options_.optim.global_batch_size; }
+  // The global batch size of the next iteration: --global-batch-size, or the ramp-up's size
+  // after the samples consumed so far (Megatron's update_num_microbatches at each iteration).
+  std::int64_t global_batch() const { return batch_sizes_.global_batch_size(progress_.consumed_train_samples); }
   std::int64_t micro_batch() const { return *options_.optim.micro_batch_size; }
-  // Per rank and iteration: global batch / (micro batch × data-parallel size).
+  // Per rank, at the final global batch size: global batch / (micro batch × data-parallel size).
   std::int64_t microbatches() const { return options_.num_microbatches(); }
+  // Megatron's FLOP count of an iteration of `global_batch_size` samples.
+  double flops_of_iteration(std::int64_t global_batch_size) const {
+    GptFlopsShape shape = flops_shape_;
+    shape.global_batch_size = global_batch_size;
+    return gpt_flops_per_iteration(shape);
+  }
   std::int64_t data_parallel_size() const { return data_parallel_.size(); }
   std::int64_t tensor_parallel_size() const { return tensor_parallel_.size(); }
   std::int64_t pipeline_parallel_size() const { return pipeline_.size(); }
@@ -275,7 +284,7 @@ private:
                    std::to_string(shard.begin) + ", " + std::to_string(shard.end) + "))");
     }
     scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
-    flops_per_iteration_ = gpt_flops_per_iteration(gpt_flops_shape(options_, padded_vocab_));
+    flops_shape_ = gpt_flops_shape(options_, padded_vocab_);
     progress_.dropout_seed = static_cast<std::uint64_t>(options_.optim.seed);
     args_json_ = train_args_json(options_, padded_vocab_);
     tokenizer_json_ = tokenizer_description_json(options_.data.tokenizer, *tokenizer_, padded_vocab_);
@@ -348,7 +357,7 @@ private:
     }
     // Without the checkpoint's random state the dropout streams continue past those the
     // iterations so far would have used.
-    if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.iteration * microbatches() * data_parallel_size();
+    if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.consumed_train_samples / micro_batch();
     output_.line("  successfully loaded checkpoint from " + *c.load + " " + model_parallel_coordinates() +
                  " at iteration " + std::to_string(progress_.iteration));
   }
@@ -406,8 +415,10 @@ private:
     params.zero_grads();
     // [Σ CE · mask, Σ mask] of this rank's micro-batches.
     double sums[2] = {0.0, 0.0};
-    const std::int64_t n = microbatches();
     const std::int64_t dp = data_parallel_size();
+    const std::int64_t batch_size = global_batch();
+    announce_batch_size(batch_size);
+    const std::int64_t n = batch_size / (micro_batch() * dp);
     // This rank's micro-batch m is micro-batch m·dp + rank of the global batch (the sampler's
     // order): its dropout masks are the ones the one-rank run draws for it.
     const auto dropout_of = [&](std::int64_t m) {
@@ -416,16 +427,19 @@ private:
     };
     // Each micro-batch's loss is scaled by 1 / (n · dp): Megatron's 1 / num_microbatches with the
     // data-parallel average (DDP's gradient_scaling_factor 1 / dp) folded in, so the sum over
-    // ranks is the mean.
+    // ranks is the mean. With --calculate-per-token-loss it is not scaled (DDP's factor is 1
+    // then too); the sum over micro-batches and ranks is divided by the tokens below.
+    const bool per_token = options_.optim.calculate_per_token_loss;
+    const LossReduction reduction = per_token ? LossReduction::kSum : LossReduction::kMicroBatchMean;
     if (executor_) {
       // Every stage reads the micro-batches; each uses its part (tokens first, labels last).
-      const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp);
+      const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp, reduction);
       sums[0] = s.loss_sum;
       sums[1] = s.token_count;
     } else {
       for (std::int64_t m = 0; m < n; ++m) {
         const HostMicroBatch batch = train_batches_->next();
-        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp);
+        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction);
         sums[0] += s.loss_sum;
         sums[1] += s.token_count;
       }
@@ -445,19 +459,31 @@ private:
     optimizer_->reduce_gradients();
     // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
+    if (per_token) divide_gradients_by_tokens(sums[1]);
     record.loss = sums[0] / sums[1];
     record.learning_rate = scheduler_->lr();
     // Every rank takes the step or skips it: a non-finite loss enters the norm that the
     // optimizer reduces over the ranks.
-    const OptimizerStep step =
-        optimizer_->step(record.learning_rate, scheduler_->weight_decay(), std::isfinite(record.loss));
+    const bool log_stats = logs_statistics(record.iteration);
+    StepRequest request;
+    request.lr = record.learning_rate;
+    request.decoupled_lr = record.decoupled_learning_rate = decoupled_lr();
+    request.weight_decay = scheduler_->weight_decay();
+    request.loss_finite = std::isfinite(record.loss);
+    request.count_zeros = log_stats && options_.logging.log_num_zeros_in_grad;
+    const OptimizerStep step = optimizer_->step(request);
     record.grad_norm = step.grad_norm;
+    record.num_zeros = step.num_zeros;
     record.skipped = !step.applied;
-    if (step.applied) scheduler_->step(global_batch());
+    if (step.applied) scheduler_->step(batch_size);
+    // Megatron's train() takes the norm of the updated parameters.
+    if (log_stats && options_.logging.log_params_norm)
+      record.params_norm = params_l2_norm(model_->parameters(), model_parallel_);
 
     progress_.iteration = record.iteration;
-    progress_.consumed_train_samples += global_batch();
-    progress_.num_floating_point_operations_so_far += flops_per_iteration_;
+    record.global_batch_size = batch_size;
+    progress_.consumed_train_samples += batch_size;
+    progress_.num_floating_point_operations_so_far += flops_of_iteration(batch_size);
     // A skipped iteration's loss is not averaged; a NaN marks it as a NaN iteration.
     losses_.add({{"lm loss", record.skipped ? std::numeric_limits<double>::quiet_NaN() : record.loss}},
                 record.skipped);
@@ -468,6 +494,43 @@ private:
       if (consecutive_nonfinite_ >= settings_.max_consecutive_nonfinite_iterations) stop_on_nonfinite();
     }
     return record;
+  }
+
+  // Megatron's calculator logs the ramp-up's sizes as they change ('setting initial batch size
+  // to N', 'ramping up batch size from N to M').
+  void announce_batch_size(std::int64_t batch_size) {
+    if (!batch_sizes_.ramps() || batch_size == announced_batch_size_) return;
+    output_.line(announced_batch_size_ == 0 ? "setting initial batch size to " + std::to_string(batch_size)
+                                            : "ramping up batch size from " + std::to_string(announced_batch_size_) +
+                                                  " to " + std::to_string(batch_size));
+    announced_batch_size_ = batch_size;
+  }
+
+  // Megatron's finalize_model_grads under --calculate-per-token-loss: the reduced gradients scaled
+  // by 1 / (the global batch's loss-mask sum, over the pipeline's last stage and the data-
+  // parallel ranks), in fp32 as its scale_gradients does; nothing when there are no tokens.
+  void divide_gradients_by_tokens(double tokens) {
+    if (!(tokens > 0.0)) return;
+    const BufferShard shard = optimizer_->shard();
+    backend_.scale(model_->parameters().grads().subspan(shard.begin, shard.size()),
+                   static_cast<float>(1.0 / tokens));
+  }
+
+  // The scheduler's rate for Megatron's is_decoupled_lr group: its own max and min, the same
+  // schedule (megatron/core/optimizer_param_scheduler.py get_lr of a group with max_lr/min_lr).
+  std::optional<double> decoupled_lr() const {
+    const OptimizationOptions& o = options_.optim;
+    if (!o.decoupled_lr) return std::nullopt;
+    return scheduler_->lr(*o.decoupled_lr, o.decoupled_min_lr.value_or(o.min_lr));
+  }
+
+  // Whether the iteration's log line or TensorBoard scalars show the --log-num-zeros-in-grad and
+  // --log-params-norm statistics: Megatron computes them every iteration, but only these
+  // iterations show them, and counting zeros reads the gradients back to the host. Every rank
+  // decides alike (the statistics are collective).
+  bool logs_statistics(std::int64_t iteration) const {
+    const LoggingOptions& l = options_.logging;
+    return iteration % l.log_interval == 0 || (l.tensorboard_dir && iteration % l.tensorboard_log_interval == 0);
   }
 
   // A loss or norm for a message: "nan", "inf" or the log line's %.6E.
@@ -500,9 +563,12 @@ private:
     s.consumed_samples = progress_.consumed_train_samples;
     // The rate the log line prints: the scheduler's after this iteration's step, as Megatron reads it.
     s.learning_rate = scheduler_->lr();
-    s.batch_size = global_batch();
+    s.decoupled_learning_rate = decoupled_lr();
+    s.batch_size = record.global_batch_size;
     s.losses = {{"lm loss", record.loss}};
     s.grad_norm = record.grad_norm;
+    s.num_zeros = record.num_zeros;
+    s.params_norm = record.params_norm;
     tensorboard_->training_iteration(s);
   }
 
@@ -514,17 +580,20 @@ private:
     const std::int64_t iterations = std::max<std::int64_t>(1, losses_.iterations());
     g.seconds_per_iteration = timer_.lap() / static_cast<double>(iterations);
     if (options_.logging.log_throughput)
-      g.tflops_per_gpu = throughput_tflops_per_gpu(flops_per_iteration_, g.seconds_per_iteration,
+      g.tflops_per_gpu = throughput_tflops_per_gpu(flops_of_iteration(record.global_batch_size), g.seconds_per_iteration,
                                                    options_.parallel.world_size);
     g.learning_rate = scheduler_->lr();
-    g.global_batch_size = global_batch();
+    g.decoupled_learning_rate = decoupled_lr();
+    g.global_batch_size = record.global_batch_size;
     g.losses = losses_.averages();
     g.grad_norm = record.grad_norm;
+    g.num_zeros = record.num_zeros;
+    g.params_norm = record.params_norm;
     g.skipped_iterations = losses_.skipped_iterations();
     g.nan_iterations = losses_.nan_iterations();
     g.seq_length = *options_.model.seq_length;
     const std::string stamp = now_stamp();
-    const double tokens = static_cast<double>(global_batch() * g.seq_length);
+    const double tokens = static_cast<double>(record.global_batch_size * g.seq_length);
     const double tokens_per_second = g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : 0.0;
     // Megatron's fields first, in its order, so that its log parsers keep working; mgt adds
     // tokens per second at the end.
@@ -673,7 +742,9 @@ private:
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
-  double flops_per_iteration_ = 0.0;
+  GptFlopsShape flops_shape_;
+  GlobalBatchSizeSchedule batch_sizes_{options_.global_batch_size_schedule()};
+  std::int64_t announced_batch_size_ = 0;  // the ramp-up's size last printed
   std::string args_json_;
   std::string tokenizer_json_;
   std::string parallel_layout_json_ = "{}";

@@ -40,7 +40,13 @@ struct IterationRecord {
   double loss = 0.0;           // Σ CE·mask / Σ mask over the global batch
   double grad_norm = 0.0;      // before clipping; not finite when the step was skipped
   double learning_rate = 0.0;  // the rate this step used
+  std::int64_t global_batch_size = 0;  // this iteration's (--rampup-batch-size changes it)
+  std::optional<double> decoupled_learning_rate;  // --decoupled-lr: the embedding's and output layer's
   bool skipped = false;        // loss or gradients not finite: no update
+  // At iterations that log them (the log line's, or TensorBoard's), with --log-num-zeros-in-grad
+  // and --log-params-norm; num_zeros is absent when the step was skipped, as in Megatron.
+  std::optional<double> num_zeros;
+  std::optional<double> params_norm;
 };
 
 struct TrainerHooks {

@@ -39,6 +39,19 @@ std::string e6(double v) { return python_format(v, "%.6E", true); }
 std::string f1(double v) { return python_format(v, "%.1f", false); }
 std::string f3(double v) { return python_format(v, "%.3f", false); }
 
+// Megatron prints the throughput with one decimal, which shows a CPU's few GFLOP/s as 0.0;
+// below 1 the value keeps two significant digits instead (0.0034), so it stays readable while
+// Megatron's pattern (digits, a point, digits) still matches.
+std::string throughput_text(double v) {
+  if (!(v > 0.0) || v >= 1.0 || !std::isfinite(v)) return f1(v);
+  const int decimals = 1 - static_cast<int>(std::floor(std::log10(v)));
+  std::string text = printf_string("%.*f", decimals, v);
+  // Rounding up may carry into a new digit (0.0995 -> 0.100): keep two significant digits.
+  if (text.size() > 1 && text.back() == '0' && decimals > 1 && std::stod(text) >= std::pow(10.0, 2 - decimals))
+    text.pop_back();
+  return text;
+}
+
 long long ll(std::int64_t v) { return static_cast<long long>(v); }
 
 std::string json_number(double v) { return std::isfinite(v) ? python_float_repr(v) : "null"; }
@@ -121,8 +134,10 @@ std::string format_iteration_line(const IterationLog& g, const std::string& time
   s += printf_string(" consumed samples: %12lld |", ll(g.consumed_samples));
   if (g.skipped_samples > 0) s += printf_string(" skipped samples: %12lld |", ll(g.skipped_samples));
   s += " elapsed time per iteration (ms): " + f1(g.seconds_per_iteration * 1000.0) + " |";
-  if (g.tflops_per_gpu) s += " throughput per GPU (TFLOP/s/GPU): " + f1(*g.tflops_per_gpu) + " |";
+  if (g.tflops_per_gpu) s += " throughput per GPU (TFLOP/s/GPU): " + throughput_text(*g.tflops_per_gpu) + " |";
   if (g.learning_rate) s += " learning rate: " + e6(*g.learning_rate) + " |";
+  if (g.learning_rate && g.decoupled_learning_rate)
+    s += " decoupled learning rate: " + e6(*g.decoupled_learning_rate) + " |";
   s += printf_string(" global batch size: %5lld |", ll(g.global_batch_size));
   for (const auto& [name, avg] : g.losses)
     if (avg >= 0.0) s += " " + name + ": " + e6(avg) + " |";
@@ -176,6 +191,7 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   j.add("tokens_per_second", g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : std::nan(""));
   if (g.tflops_per_gpu) j.add("tflops_per_gpu", *g.tflops_per_gpu);
   if (g.learning_rate) j.add("learning_rate", *g.learning_rate);
+  if (g.decoupled_learning_rate) j.add("decoupled_learning_rate", *g.decoupled_learning_rate);
   j.add("global_batch_size", g.global_batch_size);
   for (const auto& [name, avg] : g.losses) j.add(metric_key(name), avg);
   j.add("loss_scale", g.loss_scale);

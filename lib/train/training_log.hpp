@@ -44,8 +44,11 @@ struct IterationLog {
   std::int64_t consumed_samples = 0;
   std::int64_t skipped_samples = 0;      // printed only when positive
   double seconds_per_iteration = 0.0;    // elapsed time since the last log / iterations
-  std::optional<double> tflops_per_gpu;  // with --log-throughput; see throughput_tflops_per_gpu
+  // With --log-throughput (see throughput_tflops_per_gpu): printed with one decimal as Megatron
+  // does, or with two significant digits below 1 (0.0034), which one decimal would show as 0.0.
+  std::optional<double> tflops_per_gpu;
   std::optional<double> learning_rate;   // absent on ranks without parameters
+  std::optional<double> decoupled_learning_rate;  // --decoupled-lr: the embedding's and output layer's
   std::int64_t global_batch_size = 0;
   LossValues losses;                     // averaged; a loss is printed only when >= 0
   double loss_scale = 1.0;               // 1.0 without fp16 loss scaling
@@ -87,6 +90,7 @@ std::string format_building_tokenizer_line(const std::string& tokenizer_type);
 // JSON objects for --metrics-file, one per line (no trailing newline), keys in a fixed order:
 // {"event": "train", "iteration", "train_iters", "consumed_samples", "skipped_samples",
 //  "elapsed_ms_per_iteration", "tokens_per_second", ["tflops_per_gpu",] ["learning_rate",]
+//  ["decoupled_learning_rate",]
 //  "global_batch_size", "lm_loss" (each loss, spaces as '_'), "loss_scale", ["grad_norm",]
 //  ["num_zeros",] ["params_norm",] "skipped_iterations", "nan_iterations", "timestamp"}.
 // Non-finite numbers are written as null (JSON has no NaN).

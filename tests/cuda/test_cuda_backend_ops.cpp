@@ -275,10 +275,12 @@ TEST_CASE("cuda ops: one-launch AdamW over segments with clipping and a bf16 wei
   auto v = random_twin(pair, n, 98, 0.0f, 0.01f);
   auto copy = random_twin(pair, n, 99, -1.0f, 1.0f, FloatType::kBf16);
   const std::vector<int64_t> ends{1000, 1001, 50000, 77777, n};
-  const std::vector<int64_t> decayed{1, 0, 1, 0, 1};
+  const std::vector<int64_t> flags{kAdamWDecay, 0, kAdamWDecay | kAdamWDecoupledLr,
+                                   kAdamWDecoupledLr, kAdamWDecay};
   const AdamWParams params{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
   for (Side s : kSides) {
-    pair.on(s).adamw_update(param(s), grad(s), m(s), v(s), ends, decayed, params, 0.625f, 7, copy(s));
+    pair.on(s).adamw_update(param(s), grad(s), m(s), v(s), ends, flags, params, 1e-3f, 0.625f, 7,
+                            copy(s));
   }
   check_close(pair, param, kExact, "adamw_update param");
   check_close(pair, m, kExact, "adamw_update exp_avg");

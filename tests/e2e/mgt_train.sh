@@ -72,7 +72,7 @@ iteration_lines="$(grep -c '] iteration ' "$LOG")"
 [[ "$iteration_lines" == 3 ]] || fail "expected 3 iteration lines, got $iteration_lines"
 line="$(grep '] iteration        2/      10 |' "$LOG")" || fail "no line for iteration 2"
 for field in 'consumed samples:            8 \|' 'elapsed time per iteration \(ms\): [0-9]+\.[0-9] \|' \
-    'throughput per GPU \(TFLOP/s/GPU\): [0-9]+\.[0-9] \|' 'learning rate: [0-9]\.[0-9]{6}E[-+][0-9]{2} \|' \
+    'throughput per GPU \(TFLOP/s/GPU\): [0-9]+\.[0-9]+ \|' 'learning rate: [0-9]\.[0-9]{6}E[-+][0-9]{2} \|' \
     'global batch size:     4 \|' 'lm loss: [0-9]\.[0-9]{6}E\+[0-9]{2} \|' 'loss scale: 1\.0 \|' \
     'grad norm: [0-9]+\.[0-9]{3} \|' 'number of skipped iterations:   0 \|' \
     'number of nan iterations:   0 \|' 'tokens per second: [0-9]+\.[0-9] \|$'; do

@@ -35,7 +35,7 @@ TEST_CASE("trainer: Megatron's iteration, validation and test lines", "[trainer]
   REQUIRE(iterations.size() == 2);
   const std::regex line(
       R"(^ \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] iteration        2/       4 \| consumed samples:            8 \|)"
-      R"( elapsed time per iteration \(ms\): \d+\.\d \| throughput per GPU \(TFLOP/s/GPU\): \d+\.\d \|)"
+      R"( elapsed time per iteration \(ms\): \d+\.\d \| throughput per GPU \(TFLOP/s/GPU\): \d+\.\d+ \|)"
       R"( learning rate: \d\.\d{6}E[-+]\d\d \| global batch size:     4 \| lm loss: \d\.\d{6}E[-+]\d\d \|)"
       R"( loss scale: 1\.0 \| grad norm: \d+\.\d{3} \| number of skipped iterations:   0 \|)"
       R"( number of nan iterations:   0 \| tokens per second: \d+\.\d \|$)");

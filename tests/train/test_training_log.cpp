@@ -91,6 +91,34 @@ TEST_CASE("training log: optional fields of the iteration line", "[train]") {
         " loss scale: 65536.0 | number of skipped iterations:   2 | number of nan iterations:   1 |");
 }
 
+TEST_CASE("training log: --decoupled-lr's rate follows the learning rate", "[train]") {
+  IterationLog g = sample_log();
+  g.decoupled_learning_rate = 6e-3;
+  CHECK(format_iteration_line(g, kStamp).find(" learning rate: 3.000000E-04 | decoupled learning rate: 6.000000E-03 |"
+                                              " global batch size:") != std::string::npos);
+  CHECK(iteration_metrics_json(g, kStamp).find("\"learning_rate\": 0.0003, \"decoupled_learning_rate\": 0.006, ") !=
+        std::string::npos);
+}
+
+TEST_CASE("training log: a throughput below 1 TFLOP/s keeps two significant digits", "[train]") {
+  const auto field = [](double tflops) {
+    IterationLog g = sample_log();
+    g.tflops_per_gpu = tflops;
+    const std::string line = format_iteration_line(g, kStamp);
+    const std::string key = "throughput per GPU (TFLOP/s/GPU): ";
+    const std::size_t at = line.find(key) + key.size();
+    return line.substr(at, line.find(' ', at) - at);
+  };
+  CHECK(field(12.345) == "12.3");  // Megatron's {:.1f}
+  CHECK(field(1.25) == "1.2");
+  CHECK(field(0.5) == "0.50");
+  CHECK(field(0.0034567) == "0.0035");
+  CHECK(field(0.000012) == "0.000012");
+  CHECK(field(0.0999) == "0.10");
+  CHECK(field(0.9999) == "1.0");
+  CHECK(field(0.0) == "0.0");
+}
+
 TEST_CASE("training log: validation and test blocks", "[train]") {
   // ' validation loss at {prefix} | ' + '{key} value: {:.6E} | ' + '{key} PPL: {:.6E} | ',
   // framed by len(string) + 1 dashes.

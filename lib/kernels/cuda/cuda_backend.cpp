@@ -418,21 +418,22 @@ void CudaBackend::do_scale(FloatArg x, int64_t n, float factor) {
 
 void CudaBackend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
                                   FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
-                                  std::span<const int64_t> decayed, const AdamWParams& params,
-                                  float grad_scale, int64_t step, FloatView compute) {
+                                  std::span<const int64_t> segment_flags, const AdamWParams& params,
+                                  float decoupled_lr, float grad_scale, int64_t step,
+                                  FloatView compute) {
   const cuda::ScopedOp scope(profiler_.get(), "adamw_update");
   const auto segments = static_cast<int64_t>(segment_ends.size());
   if (static_cast<int64_t>(segments_host_.size()) != 2 * segments ||
       !std::equal(segment_ends.begin(), segment_ends.end(), segments_host_.begin()) ||
-      !std::equal(decayed.begin(), decayed.end(), segments_host_.begin() + segments)) {
+      !std::equal(segment_flags.begin(), segment_flags.end(), segments_host_.begin() + segments)) {
     segments_host_.assign(segment_ends.begin(), segment_ends.end());
-    segments_host_.insert(segments_host_.end(), decayed.begin(), decayed.end());
+    segments_host_.insert(segments_host_.end(), segment_flags.begin(), segment_flags.end());
     segments_device_ = DeviceIndexBuffer(*this, 2 * segments);
     copy_from_host<int64_t>(segments_host_, segments_device_.view());
   }
   const int64_t* ends = segments_device_.view().data();
   cuda::adamw_update(param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(), param.size(),
-                     ends, ends + segments, segments, params, grad_scale, step,
+                     ends, ends + segments, segments, params, decoupled_lr, grad_scale, step,
                      compute.empty() ? cuda::Out() : cuda::Out(compute), stream_);
 }
 

@@ -43,7 +43,7 @@ private:
   std::unique_ptr<cuda::LtMatmul> lt_;
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
-  // adamw_update's segments on the device ([ends…, decayed…]), uploaded when they change.
+  // adamw_update's segments on the device ([ends…, flags…]), uploaded when they change.
   std::vector<int64_t> segments_host_;
   DeviceIndexBuffer segments_device_;
   std::unique_ptr<cuda::OpProfiler> profiler_;  // MGT_CUDA_PROFILE=1
@@ -142,8 +142,8 @@ private:
   void do_scale(FloatArg x, int64_t n, float factor) override;
 
   void do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg, FloatView exp_avg_sq,
-                       std::span<const int64_t> segment_ends, std::span<const int64_t> decayed,
-                       const AdamWParams& params, float grad_scale, int64_t step,
+                       std::span<const int64_t> segment_ends, std::span<const int64_t> segment_flags,
+                       const AdamWParams& params, float decoupled_lr, float grad_scale, int64_t step,
                        FloatView compute) override;
 
   void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq, int64_t n,

@@ -31,16 +31,16 @@ __global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, fl
 
 // One element of adamw_update: adamw_kernel's arithmetic on a gradient scaled as it is read.
 __device__ __forceinline__ float adam_element(float& param, float grad, float& m, float& v,
-                                              const cpu::AdamWParams& p, float weight_decay,
-                                              float grad_scale, float correction1,
-                                              float correction2) {
+                                              const cpu::AdamWParams& p, float lr,
+                                              float weight_decay, float grad_scale,
+                                              float correction1, float correction2) {
   const float g = grad * grad_scale;
   m = p.beta1 * m + (1.0f - p.beta1) * g;
   v = p.beta2 * v + (1.0f - p.beta2) * g * g;
   const float m_hat = m / correction1;
   const float v_hat = v / correction2;
   const float update = m_hat / (sqrtf(v_hat) + p.eps) + weight_decay * param;
-  param = param - p.lr * update;
+  param = param - lr * update;
   return param;
 }
 
@@ -56,16 +56,18 @@ __device__ __forceinline__ int64_t find_run(const int64_t* ends, int64_t segment
   return lo;
 }
 
-// The whole buffer in one launch, four elements per thread and step through 16-byte accesses
+// The whole buffer in one launch (run flags: 1 weight decay, 2 the decoupled learning rate, as
+// kAdamWDecay and kAdamWDecoupledLr of kernels/backend.hpp), four elements per thread and step
+// through 16-byte accesses
 // (when the pointers are 16-byte aligned, else one element at a time; the last n % 4 elements by
 // the first threads). Each thread walks its
 // elements in increasing order, so finding each element's run (weight decay or none) costs a
 // comparison.
 __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
                                     float* exp_avg_sq, int64_t n, const int64_t* ends,
-                                    const int64_t* decayed, int64_t segments, cpu::AdamWParams p,
-                                    float grad_scale, float correction1, float correction2,
-                                    Out compute, bool vectorized) {
+                                    const int64_t* flags, int64_t segments, cpu::AdamWParams p,
+                                    float decoupled_lr, float grad_scale, float correction1,
+                                    float correction2, Out compute, bool vectorized) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t vectors = vectorized ? n / 4 : 0;
@@ -83,8 +85,9 @@ __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_
     for (int j = 0; j < 4; ++j) {
       const int64_t i = q * 4 + j;
       while (ends[seg] <= i) ++seg;
-      const float decay = decayed[seg] != 0 ? p.weight_decay : 0.0f;
-      adam_element(wp[j], gp[j], mp[j], vp[j], p, decay, grad_scale, correction1, correction2);
+      const int64_t f = flags[seg];
+      adam_element(wp[j], gp[j], mp[j], vp[j], p, (f & 2) != 0 ? decoupled_lr : p.lr,
+                   (f & 1) != 0 ? p.weight_decay : 0.0f, grad_scale, correction1, correction2);
       if (compute != nullptr) compute[i] = wp[j];
     }
     reinterpret_cast<float4*>(param)[q] = w;
@@ -92,10 +95,11 @@ __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_
     reinterpret_cast<float4*>(exp_avg_sq)[q] = v;
   }
   for (int64_t i = vectors * 4 + first; i < n; i += stride) {
-    const int64_t run = find_run(ends, segments, i);
-    const float decay = decayed[run] != 0 ? p.weight_decay : 0.0f;
-    const float updated = adam_element(param[i], grad[i], exp_avg[i], exp_avg_sq[i], p, decay,
-                                       grad_scale, correction1, correction2);
+    const int64_t f = flags[find_run(ends, segments, i)];
+    const float updated = adam_element(param[i], grad[i], exp_avg[i], exp_avg_sq[i], p,
+                                       (f & 2) != 0 ? decoupled_lr : p.lr,
+                                       (f & 1) != 0 ? p.weight_decay : 0.0f, grad_scale,
+                                       correction1, correction2);
     if (compute != nullptr) compute[i] = updated;
   }
 }
@@ -147,9 +151,9 @@ void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_
 }
 
 void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-                  const int64_t* segment_ends, const int64_t* decayed, int64_t segments,
-                  const cpu::AdamWParams& params, float grad_scale, int64_t step, Out compute,
-                  cudaStream_t stream) {
+                  const int64_t* segment_ends, const int64_t* segment_flags, int64_t segments,
+                  const cpu::AdamWParams& params, float decoupled_lr, float grad_scale,
+                  int64_t step, Out compute, cudaStream_t stream) {
   if (n == 0) return;
   const auto t = static_cast<double>(step);
   const auto correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
@@ -160,8 +164,8 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
     vectorized = vectorized && reinterpret_cast<uintptr_t>(buffer) % 16 == 0;
   }
   adamw_update_kernel<<<grid_for(vectorized ? (n + 3) / 4 : n), kThreads, 0, stream>>>(
-      param, grad, exp_avg, exp_avg_sq, n, segment_ends, decayed, segments, params, grad_scale,
-      correction1, correction2, compute, vectorized);
+      param, grad, exp_avg, exp_avg_sq, n, segment_ends, segment_flags, segments, params,
+      decoupled_lr, grad_scale, correction1, correction2, compute, vectorized);
   MGT_CUDA_CHECK_LAUNCH(adamw_update_kernel);
 }
 
