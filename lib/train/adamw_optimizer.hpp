@@ -93,12 +93,18 @@ public:
   // part inside its shard, so every rank passes every tensor.
   void write_exp_avg(const ParameterEntry& e, std::span<const float> values);
   void write_exp_avg_sq(const ParameterEntry& e, std::span<const float> values);
+  // The part of e's elements (in flat-buffer positions) whose moments this rank keeps, and
+  // their values: what a rank writes into its own checkpoint shard, with no collective.
+  BufferShard owned_part(const ParameterEntry& e) const;
+  std::vector<float> read_owned_exp_avg(const ParameterEntry& e) const;
+  std::vector<float> read_owned_exp_avg_sq(const ParameterEntry& e) const;
 
 private:
   std::vector<float> read_moment(const DeviceBuffer& moment, const std::vector<float>& collected,
                                  const ParameterEntry& e) const;
   void write_moment(DeviceBuffer& moment, const ParameterEntry& e, std::span<const float> values);
   std::vector<float> collect_moment(const DeviceBuffer& moment);
+  std::vector<float> read_owned_moment(const DeviceBuffer& moment, const ParameterEntry& e) const;
 
   // The parts of this rank's shard whose sum of squares enters the norm.
   static std::vector<BufferShard> counted_ranges(const GptParameters& params, const BufferShard& shard);
