@@ -107,6 +107,6 @@ TEST_CASE("a checkpoint written at TP=2 x PP=2 with optimizer shards reads back 
   CHECK_THROWS_WITH(damaged.read_whole(ckpt::optimizer_tensor_path(ckpt::OptimizerState::ExpAvg, table.entries.back().name),
                                        ckpt::TensorDType::Float32, table.entries.back().global_shape,
                                        std::as_writable_bytes(std::span<float>(read))),
-                    Catch::Contains("a data-parallel shard file is missing"));
+                    Catch::Contains("output_layer.weight") && Catch::Contains("shard file is missing"));
   fs::remove_all(dir);
 }
