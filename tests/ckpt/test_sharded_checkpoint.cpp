@@ -10,6 +10,7 @@
 
 #include "../model/model_testing.hpp"
 #include "../test_paths.hpp"
+#include "ckpt/checkpoint_discovery.hpp"
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_metadata.hpp"
 #include "ckpt/layout_shard_writers.hpp"
@@ -100,8 +101,10 @@ TEST_CASE("a checkpoint written at TP=2 x PP=2 with optimizer shards reads back 
     CHECK(read == counting(e.global_numel(), -start));
     start += 1000.0f;
   }
-  // A lost optimizer shard is named.
+  CHECK(ckpt::iteration_directory_problem(dir.string(), 7).empty());
+  // A lost optimizer shard makes the iteration incomplete, and reading names it.
   fs::remove(dir / "mp_rank_01_001_dp_001.h5");
+  CHECK_THAT(ckpt::iteration_directory_problem(dir.string(), 7), Catch::Contains("7 optimizer shards of 8"));
   const ckpt::ShardedCheckpoint damaged(dir.string());
   std::vector<float> read(static_cast<std::size_t>(table.entries.back().global_numel()));
   CHECK_THROWS_WITH(damaged.read_whole(ckpt::optimizer_tensor_path(ckpt::OptimizerState::ExpAvg, table.entries.back().name),
