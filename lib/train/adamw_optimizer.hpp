@@ -80,8 +80,9 @@ public:
   // distributed).
   BufferShard shard() const { return shard_; }
 
-  // Checkpoints store the moments of the whole model whatever the data-parallel layout, so that
-  // any layout can resume them. With the distributed optimizer, collect_state() (collective over
+  // The moments of whole tensors (the rank's tensor-parallel shards), e.g. to compare layouts;
+  // a checkpoint instead stores each rank's own part (owned_part below). With the distributed
+  // optimizer, collect_state() (collective over
   // the data-parallel group) copies every rank's shard to data-parallel rank 0, whose
   // read_exp_avg / read_exp_avg_sq read that copy until release_collected_state(); they throw on
   // other ranks. Without it they read the rank's own moments and collect_state() does nothing.
