@@ -9,7 +9,10 @@
 namespace mgt::ckpt {
 
 // Version of the shard file layout written by this code; readers refuse newer versions.
-inline constexpr std::int64_t kFormatVersion = 1;
+// 1: whole tensors written by rank 0. 2: each rank writes its own piece of each tensor
+// (partition_chunks for fused tensors, flat ranges inside tensor-parallel pieces for the
+// distributed optimizer); version 1 files read the same way, as pieces that are whole.
+inline constexpr std::int64_t kFormatVersion = 2;
 
 // Megatron's parallel sizes, and this shard's coordinates in them.
 struct WorldLayout {

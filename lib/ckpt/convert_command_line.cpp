@@ -67,10 +67,16 @@ cxxopts::Options make_options() {
                          "with model.safetensors.index.json, like save_pretrained (default 5GB; also MB, GiB, ...)",
        cxxopts::value<std::string>(), "SIZE");
   o.add_options("parallelism")
-      ("target-tensor-parallel-size", "Only 1: mgt checkpoints hold whole tensors, and mgt-train reshards them on --load",
-       cxxopts::value<std::string>()->default_value("1"), "N")
-      ("target-pipeline-parallel-size", "Only 1: mgt checkpoints hold whole tensors, and mgt-train reshards them on --load",
-       cxxopts::value<std::string>()->default_value("1"), "N")
+      ("target-tensor-parallel-size", "--saver mgt: tensor-parallel size to write (default: the source's; 1 from "
+                                      "Hugging Face)", cxxopts::value<std::string>(), "N")
+      ("target-pipeline-parallel-size", "--saver mgt: pipeline-parallel size to write (default: the source's; 1 "
+                                        "from Hugging Face)", cxxopts::value<std::string>(), "N")
+      ("target-data-parallel-size", "--saver mgt: data-parallel size whose ranks get a distributed-optimizer "
+                                    "shard each (default: the source's)", cxxopts::value<std::string>(), "N")
+      ("target-use-distributed-optimizer", "--saver mgt: store the optimizer state per data-parallel rank "
+                                           "(default: as the source)")
+      ("target-no-distributed-optimizer", "--saver mgt: store the optimizer state with the weights, one copy "
+                                          "per model-parallel rank")
       ("h,help", "Show this help");
   // clang-format on
   add_version_flag(o, "parallelism");
@@ -101,17 +107,21 @@ ConvertOptions to_convert_options(const FlagValues& f) {
     throw UsageError("--model-type " + f.text("model-type") + ": mgt-ckpt-convert converts GPT models only");
   if (!f.has("loader")) throw UsageError("--loader is required (mgt or hf)");
   if (!f.has("saver")) throw UsageError("--saver is required (mgt or hf)");
-  for (const char* flag : {"target-tensor-parallel-size", "target-pipeline-parallel-size"}) {
-    const std::int64_t size = f.integer(flag);
-    if (size < 1) throw UsageError(std::string("--") + flag + " must be >= 1");
-    if (size > 1)
-      throw UsageError(std::string("--") + flag + " " + std::to_string(size) +
-                       ": mgt checkpoints hold whole tensors whatever layout trained them, and mgt-train "
-                       "reshards them on --load (give it --tensor-model-parallel-size / "
-                       "--pipeline-model-parallel-size instead)");
-  }
   if (f.has("max-queue-size")) positive(f, "max-queue-size");
   ConvertOptions o;
+  auto size_flag = [&](const char* flag, std::optional<int>& into) {
+    if (auto v = positive(f, flag)) {
+      if (*v > 1 << 20) throw UsageError(std::string("--") + flag + " " + std::to_string(*v) + " is too large");
+      into = static_cast<int>(*v);
+    }
+  };
+  size_flag("target-tensor-parallel-size", o.target_tensor_parallel_size);
+  size_flag("target-pipeline-parallel-size", o.target_pipeline_parallel_size);
+  size_flag("target-data-parallel-size", o.target_data_parallel_size);
+  if (f.has("target-use-distributed-optimizer") && f.has("target-no-distributed-optimizer"))
+    throw UsageError("--target-use-distributed-optimizer and --target-no-distributed-optimizer exclude each other");
+  if (f.has("target-use-distributed-optimizer")) o.target_distributed_optimizer = true;
+  if (f.has("target-no-distributed-optimizer")) o.target_distributed_optimizer = false;
   o.loader = format_of("loader", f.text("loader"));
   o.saver = format_of("saver", f.text("saver"));
   f.set("load-dir", o.load_dir);

@@ -4,14 +4,17 @@
 #include <memory>
 #include <optional>
 
+#include "ckpt/checkpoint_reshard.hpp"
 #include "ckpt/fresh_output_directory.hpp"
 #include "ckpt/hf_model_directory.hpp"
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/model_weights.hpp"
+#include "ckpt/sharded_checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/python_json.hpp"
 #include "model/memory_estimate.hpp"
+#include "model/parameter_table.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/run_description.hpp"
 
@@ -28,6 +31,12 @@ void check_options(const ConvertOptions& o) {
     throw UsageError("--seq-length applies to --loader hf only (mgt checkpoints record theirs)");
   if ((!o.hf_model_type.empty() || o.hf_dtype || o.max_shard_bytes) && o.saver != "hf")
     throw UsageError("--hf-model-type, --hf-dtype and --max-shard-size apply to --saver hf only");
+  if ((o.target_tensor_parallel_size || o.target_pipeline_parallel_size || o.target_data_parallel_size ||
+       o.target_distributed_optimizer) &&
+      o.saver != "mgt")
+    throw UsageError("--target-tensor-parallel-size, --target-pipeline-parallel-size, --target-data-parallel-size and "
+                     "--target-use-distributed-optimizer apply to --saver mgt only (a Hugging Face export holds whole "
+                     "tensors)");
   if ((!o.vocab_file.empty() || !o.merge_file.empty()) && o.saver != "mgt")
     throw UsageError("--vocab-file and --merge-file apply to --saver mgt only (they name the tokenizer it records)");
   if (o.vocab_file.empty() != o.merge_file.empty())
@@ -65,10 +74,60 @@ void require_conversion_memory(const ConvertOptions& o) {
   check_memory(config, memory, available_host_memory(), "converting " + o.load_dir);
 }
 
+// The given target sizes over `base` (the source's layout, or one rank).
+ckpt::TargetLayout target_layout(const ConvertOptions& o, ckpt::TargetLayout base) {
+  if (o.target_tensor_parallel_size) base.tensor_parallel_size = *o.target_tensor_parallel_size;
+  if (o.target_pipeline_parallel_size) base.pipeline_parallel_size = *o.target_pipeline_parallel_size;
+  if (o.target_data_parallel_size) base.data_parallel_size = *o.target_data_parallel_size;
+  if (o.target_distributed_optimizer) base.distributed_optimizer = *o.target_distributed_optimizer;
+  return base;
+}
+
+// mgt to mgt with nothing to change but the layout: tensor by tensor, optimizer state included.
+bool streams(const ConvertOptions& o) {
+  return o.loader == "mgt" && o.saver == "mgt" && !o.true_vocab_size && !o.make_vocab_size_divisible_by &&
+         o.vocab_file.empty();
+}
+
+ConvertResult stream_checkpoint(const ConvertOptions& o) {
+  ckpt::FreshOutputDirectory output(o.save_dir);
+  const ModelCheckpoint opened = open_model_checkpoint(o.load_dir);
+  const ckpt::TargetLayout layout = target_layout(o, ckpt::stored_layout(ckpt::ShardedCheckpoint(opened.directory)));
+  const ckpt::ReshardResult r = ckpt::reshard_checkpoint(o.load_dir, o.save_dir, layout);
+  output.keep();
+  ConvertResult result;
+  result.source = "checkpoint " + r.source;
+  result.destination = r.destination;
+  result.tensors = r.tensors;
+  const ParameterTable table = gpt_parameter_table(opened.config);
+  for (const ParameterEntry& e : table.entries) result.parameters += e.global_numel();
+  result.vocabulary.source_rows = opened.config.padded_vocab_size;
+  result.vocabulary.destination_rows = opened.config.padded_vocab_size;
+  result.source_layout = r.source_layout;
+  result.target_layout = layout;
+  result.streamed = true;
+  result.bytes = r.bytes_read;
+  result.seconds = r.seconds;
+  return result;
+}
+
+PyValue layout_json(const ckpt::TargetLayout& l) {
+  PyValue v = PyValue::dict();
+  v.set("tensor_model_parallel_size", PyValue::integer(l.tensor_parallel_size));
+  v.set("pipeline_model_parallel_size", PyValue::integer(l.pipeline_parallel_size));
+  v.set("data_parallel_size", PyValue::integer(l.data_parallel_size));
+  v.set("use_distributed_optimizer", PyValue::boolean(l.distributed_optimizer));
+  return v;
+}
+
 }  // namespace
 
 ConvertResult convert_checkpoint(const ConvertOptions& o) {
   check_options(o);
+  if (streams(o)) {
+    require_fresh_output_directory(o.save_dir);
+    return stream_checkpoint(o);
+  }
   require_fresh_output_directory(o.save_dir);  // before the reading, which may take a while
   // An mgt checkpoint's directory is locked for the whole conversion, and removed again (or
   // emptied, if it existed) when the conversion fails: no partial output.
@@ -95,7 +154,16 @@ ConvertResult convert_checkpoint(const ConvertOptions& o) {
     if (!o.vocab_file.empty()) weights.tokenizer_json = gpt2_tokenizer_json(o, weights.config.padded_vocab_size);
     // A checkpoint read from another format starts a new history; an mgt one keeps its iteration.
     if (o.loader != "mgt") weights.iteration = 0;
-    result.destination = write_mgt_model_weights(weights, o.save_dir);
+    ckpt::TargetLayout base;
+    if (o.loader == "mgt") {
+      base = ckpt::stored_layout(ckpt::ShardedCheckpoint(open_model_checkpoint(o.load_dir).directory));
+      result.source_layout = base;
+    }
+    ckpt::TargetLayout layout = target_layout(o, base);
+    // Weights only: no optimizer state to spread over data-parallel ranks.
+    layout.distributed_optimizer = false;
+    result.target_layout = layout;
+    result.destination = write_mgt_model_weights(weights, o.save_dir, layout);
     mgt_output->keep();
   } else {
     HfExportOptions export_options;
@@ -129,6 +197,14 @@ std::string convert_summary_json(const ConvertOptions& o, const ConvertResult& r
   summary.set("tensors", PyValue::integer(r.tensors));
   summary.set("parameters", PyValue::integer(r.parameters));
   summary.set("vocabulary", std::move(vocabulary));
+  if (r.source_layout) summary.set("source_layout", layout_json(*r.source_layout));
+  if (r.target_layout) summary.set("target_layout", layout_json(*r.target_layout));
+  summary.set("optimizer_state", PyValue::boolean(r.streamed));
+  if (r.streamed) {
+    summary.set("bytes", PyValue::integer(static_cast<std::int64_t>(r.bytes)));
+    summary.set("seconds", PyValue::real(r.seconds));
+    summary.set("gb_per_second", PyValue::real(r.seconds > 0 ? static_cast<double>(r.bytes) / 1e9 / r.seconds : 0.0));
+  }
   return summary.dumps() + "\n";
 }
 

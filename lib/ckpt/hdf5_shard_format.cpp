@@ -109,6 +109,8 @@ void write_tensor_attributes(hid_t dataset, const TensorRecord& r, const std::st
   write_int64_attribute(dataset, "partition_dim", r.partition.dim, context);
   write_int64_attribute(dataset, "partition_rank", r.partition.rank, context);
   write_int64_attribute(dataset, "partition_count", r.partition.count, context);
+  // Absent means 1, so that files of format version 1 read as they were written.
+  if (r.partition.chunks != 1) write_int64_attribute(dataset, "partition_chunks", r.partition.chunks, context);
   if (r.flat_range) {
     write_int64_attribute(dataset, "flat_offset", r.flat_range->offset, context);
     write_int64_attribute(dataset, "flat_length", r.flat_range->length, context);
@@ -138,6 +140,8 @@ TensorRecord read_tensor_record(hid_t dataset, const std::string& name, const st
   r.partition.dim = static_cast<int>(read_int64_attribute(dataset, "partition_dim", context));
   r.partition.rank = static_cast<int>(read_int64_attribute(dataset, "partition_rank", context));
   r.partition.count = static_cast<int>(read_int64_attribute(dataset, "partition_count", context));
+  if (has_attribute(dataset, "partition_chunks", context))
+    r.partition.chunks = static_cast<int>(read_int64_attribute(dataset, "partition_chunks", context));
   if (has_attribute(dataset, "flat_offset", context))
     r.flat_range = FlatRange{read_int64_attribute(dataset, "flat_offset", context),
                              read_int64_attribute(dataset, "flat_length", context)};

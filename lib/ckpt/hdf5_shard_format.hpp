@@ -6,7 +6,8 @@
 //   /meta/extra      one JSON text attribute per CheckpointMetadata::extra_json entry
 //   /model/<param>, /optimizer/<state>/<param>, /rng/<name>, ...   tensors, each with attributes
 //                    dtype, global_shape, partition_dim, partition_rank, partition_count
-//                    [, flat_offset, flat_length]
+//                    [, partition_chunks (absent: 1)] [, flat_offset, flat_length (of the piece)]
+// (man/man5/mgt-checkpoint.5 describes it for users.)
 #pragma once
 #include <hdf5.h>
 

@@ -11,6 +11,7 @@
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
 #include "ckpt/iteration_save.hpp"
+#include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
 #include "data/python_json.hpp"
@@ -29,17 +30,6 @@ bool flag_of(const JsonScalars& args, const std::string& key, bool fallback) {
   if (!args.contains(key)) return fallback;
   const std::string v = args.show(key);
   return v == "true";
-}
-
-std::string shard_in(const std::string& directory) {
-  const std::vector<std::string> shards = ckpt::list_shard_files(directory);
-  const std::string single = ckpt::shard_file_name(ckpt::ShardId{});
-  if (shards.size() > 1 || (shards.size() == 1 && std::filesystem::path(shards[0]).filename() != single))
-    throw Error("checkpoint " + directory + " is split into " + std::to_string(shards.size()) +
-                " model-parallel shards; convert it to one shard first (mgt-ckpt-convert "
-                "--target-tensor-parallel-size 1 --target-pipeline-parallel-size 1)");
-  if (shards.empty()) throw Error("checkpoint " + directory + " has no " + single);
-  return shards[0];
 }
 
 }  // namespace
@@ -142,8 +132,9 @@ ModelCheckpoint open_model_checkpoint(const std::string& load) {
     throw Error("--load " + load + " holds no checkpoint (no " + std::string(ckpt::kTrackerFileName) +
                 " and no " + ckpt::shard_file_name({}) + ")");
   }
-  checkpoint.shard_path = shard_in(checkpoint.directory);
-  const ckpt::ShardReader reader(checkpoint.shard_path);
+  // Any layout: the tensors are assembled from the shard files when read.
+  const ckpt::ShardedCheckpoint reader(checkpoint.directory);
+  checkpoint.shard_path = ckpt::list_shard_files(checkpoint.directory).front();
   checkpoint.metadata = reader.metadata();
   checkpoint.config = gpt_config_from_args_json(checkpoint.metadata.args_json,
                                                 "the arguments of checkpoint " + checkpoint.directory);
@@ -154,7 +145,7 @@ std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoin
   // No initialisation: every weight is read below.
   auto model = std::make_unique<GptModel>(checkpoint.config, backend, std::nullopt);
   GptParameters& params = model->parameters();
-  const ckpt::ShardReader reader(checkpoint.shard_path);
+  const ckpt::ShardedCheckpoint reader(checkpoint.directory);
   const std::string where = "checkpoint " + checkpoint.directory;
 
   std::set<std::string> expected;
@@ -168,7 +159,7 @@ std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoin
     const std::string path = ckpt::model_tensor_path(e.name);
     if (!reader.contains(path)) throw Error(where + " has no tensor '" + path + "'");
     host.resize(static_cast<std::size_t>(e.numel()));
-    reader.read(path, ckpt::TensorDType::Float32, e.local_shape, std::as_writable_bytes(std::span<float>(host)));
+    reader.read_whole(path, ckpt::TensorDType::Float32, e.global_shape, std::as_writable_bytes(std::span<float>(host)));
     params.write_param(e, host);
   }
   return model;

@@ -19,15 +19,14 @@ namespace mgt {
 
 struct ModelCheckpoint {
   std::string directory;   // the iteration directory read, e.g. SAVE/iter_0000100
-  std::string shard_path;  // its mp_rank_00.h5
+  std::string shard_path;  // its first shard file (mp_rank_00.h5, mp_rank_00_000.h5, ...)
   ckpt::CheckpointMetadata metadata;
   GptConfig config;        // resolved; dropout as trained (inference never applies it)
 };
 
 // `load` is a save directory (the tracker file picks the iteration, as --load does in Megatron)
-// or an iteration directory itself. Throws mgt::Error when there is no checkpoint there, when it
-// is split over tensor- or pipeline-parallel shards (convert it to one shard first), or when its
-// arguments do not describe a model.
+// or an iteration directory itself, of any parallel layout. Throws mgt::Error when there is no
+// checkpoint there, or when its arguments do not describe a model.
 ModelCheckpoint open_model_checkpoint(const std::string& load);
 
 // The model configuration stored in a checkpoint's arguments (Megatron's argument names as

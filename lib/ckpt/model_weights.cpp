@@ -6,11 +6,11 @@
 
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/fresh_output_directory.hpp"
+#include "ckpt/iteration_save.hpp"
+#include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
-#include "kernels/backend_factory.hpp"
-#include "model/gpt_parameters.hpp"
 #include "model/parameter_table.hpp"
 
 namespace mgt {
@@ -39,7 +39,7 @@ ModelWeights read_mgt_model_weights(const std::string& load_dir) {
   w.source = "checkpoint " + checkpoint.directory;
   // Read straight from the shard rather than through load_checkpoint_model: a conversion needs
   // no gradient buffer and no initialisation, which would triple the memory of a large model.
-  const ckpt::ShardReader reader(checkpoint.shard_path);
+  const ckpt::ShardedCheckpoint reader(checkpoint.directory);
   const ParameterTable table = gpt_parameter_table(w.config);
   std::set<std::string> expected;
   for (const ParameterEntry& e : table.entries) expected.insert(ckpt::model_tensor_path(e.name));
@@ -51,27 +51,37 @@ ModelWeights read_mgt_model_weights(const std::string& load_dir) {
     if (!reader.contains(path)) throw Error(w.source + " has no tensor '" + path + "'");
     std::vector<float>& values = w.tensors[e.name];
     values.resize(static_cast<std::size_t>(e.global_numel()));
-    reader.read(path, ckpt::TensorDType::Float32, e.global_shape, std::as_writable_bytes(std::span<float>(values)));
+    reader.read_whole(path, ckpt::TensorDType::Float32, e.global_shape,
+                      std::as_writable_bytes(std::span<float>(values)));
   }
   return w;
 }
 
-std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir) {
+std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir,
+                                   const ckpt::TargetLayout& layout) {
   require_fresh_output_directory(save_dir);
-  // Host memory: the weights only pass through on their way to the file.
-  const std::unique_ptr<Backend> backend = make_backend("cpu");
-  GptParameters params(weights.config, *backend);
-  for (const ParameterEntry& e : params.entries()) {
+  const ParameterTable table = gpt_parameter_table(weights.config);
+  for (const ParameterEntry& e : table.entries) {
     const std::vector<float>& values = weights.at(e.name);
-    if (static_cast<std::int64_t>(values.size()) != e.numel())
+    if (static_cast<std::int64_t>(values.size()) != e.global_numel())
       throw Error(weights.source + ": tensor '" + e.name + "' has " + std::to_string(values.size()) +
-                  " elements, the model needs " + std::to_string(e.numel()));
-    params.write_param(e, values);
+                  " elements, the model needs " + std::to_string(e.global_numel()));
   }
-  if (weights.tensors.size() != params.entries().size())
+  if (weights.tensors.size() != table.entries.size())
     throw Error(weights.source + " has tensors that are not parameters of its model");
-  const std::string args = weights.args_json.empty() ? model_args_json(weights.config) : weights.args_json;
-  return save_model_checkpoint(save_dir, weights.iteration, params, args, weights.tokenizer_json);
+  ckpt::CheckpointMetadata meta;
+  meta.iteration = weights.iteration;
+  meta.args_json = weights.args_json.empty() ? model_args_json(weights.config) : weights.args_json;
+  meta.tokenizer_json = weights.tokenizer_json;
+  meta.extra_json["parallel_layout"] = ckpt::parallel_layout_json(layout);
+  ckpt::IterationSave save(save_dir, weights.iteration);
+  ckpt::LayoutShardWriters writers(save.staging_dir(), weights.config, layout, meta);
+  for (const ParameterEntry& e : table.entries)
+    writers.write(ckpt::model_tensor_path(e.name), ckpt::TensorDType::Float32, e.global_shape,
+                  std::as_bytes(std::span<const float>(weights.at(e.name))));
+  writers.close();
+  save.commit();
+  return save.final_dir();
 }
 
 }  // namespace mgt

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/layout_shard_writers.hpp"
 #include "model/gpt_config.hpp"
 
 namespace mgt {
@@ -30,14 +31,15 @@ struct ModelWeights {
   const std::vector<float>& at(const std::string& name) const;
 };
 
-// Reads a single-shard mgt checkpoint (a save directory or an iteration directory).
+// Reads an mgt checkpoint of any layout (a save directory or an iteration directory).
 ModelWeights read_mgt_model_weights(const std::string& load_dir);
 
-// Writes a weights-only mgt checkpoint of weights.iteration into save_dir, which must not exist
-// or be empty (a conversion never adds to, or moves the tracker of, an existing run); a caller
-// other than a single-threaded tool holds save_dir's lock (FreshOutputDirectory). Returns the
-// iteration directory written.
-std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir);
+// Writes a weights-only mgt checkpoint of weights.iteration into save_dir at `layout` (one file
+// per tensor and pipeline rank), which must not exist or be empty (a conversion never adds to,
+// or moves the tracker of, an existing run); a caller other than a single-threaded tool holds
+// save_dir's lock (FreshOutputDirectory). Returns the iteration directory written.
+std::string write_mgt_model_weights(const ModelWeights& weights, const std::string& save_dir,
+                                    const ckpt::TargetLayout& layout = {});
 
 // Throws mgt::Error unless `dir` is absent or an empty directory (a lone writer lock file counts
 // as empty).

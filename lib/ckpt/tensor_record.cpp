@@ -63,14 +63,14 @@ TensorRecord TensorRecord::whole(std::string name, TensorDType dtype, std::vecto
 
 TensorRecord TensorRecord::partitioned(std::string name, TensorDType dtype,
                                        std::vector<std::int64_t> local_shape, int dim, int rank,
-                                       int count) {
+                                       int count, int chunks) {
   TensorRecord r;
   r.name = std::move(name);
   r.dtype = dtype;
   r.global_shape = local_shape;
   if (dim >= 0 && static_cast<std::size_t>(dim) < local_shape.size()) r.global_shape[dim] *= count;
   r.shape = std::move(local_shape);
-  r.partition = {dim, rank, count};
+  r.partition = {dim, rank, count, chunks};
   return r;
 }
 
@@ -86,6 +86,13 @@ TensorRecord TensorRecord::flat_slice(std::string name, TensorDType dtype,
   return r;
 }
 
+std::vector<std::int64_t> partition_piece_shape(const TensorRecord& record) {
+  std::vector<std::int64_t> shape = record.global_shape;
+  const auto& p = record.partition;
+  if (p.dim >= 0 && static_cast<std::size_t>(p.dim) < shape.size() && p.count > 0) shape[p.dim] /= p.count;
+  return shape;
+}
+
 void validate_tensor_record(const TensorRecord& record) {
   validate_tensor_path(record.name);
   info_of(record.dtype);
@@ -98,19 +105,28 @@ void validate_tensor_record(const TensorRecord& record) {
   const auto& p = record.partition;
   if (p.count < 1 || p.rank < 0 || p.rank >= p.count)
     invalid(record, "partition rank " + std::to_string(p.rank) + " of " + std::to_string(p.count));
+  if (p.chunks < 1) invalid(record, "partition chunks " + std::to_string(p.chunks));
+  if (p.dim >= 0) {
+    if (static_cast<std::size_t>(p.dim) >= record.global_shape.size())
+      invalid(record, "partition dimension " + std::to_string(p.dim) + " outside global shape " +
+                          format_shape(record.global_shape));
+    if (record.global_shape[p.dim] % (std::int64_t{p.count} * p.chunks) != 0)
+      invalid(record, "dimension " + std::to_string(p.dim) + " of global shape " + format_shape(record.global_shape) +
+                          " does not split into " + std::to_string(p.chunks) + " x " + std::to_string(p.count) +
+                          " equal pieces");
+  }
 
   if (record.flat_range) {
     std::int64_t global_elements = 1;
-    for (auto d : record.global_shape) global_elements *= d;
+    for (auto d : partition_piece_shape(record)) global_elements *= d;
     const auto& f = *record.flat_range;
     if (record.shape.size() != 1 || record.shape[0] != f.length)
       invalid(record, "a flat range of length " + std::to_string(f.length) +
                           " must be stored as a 1-D tensor of that length, not " + format_shape(record.shape));
     if (f.offset < 0 || f.length < 0 || f.offset + f.length > global_elements)
       invalid(record, "flat range [" + std::to_string(f.offset) + ", " + std::to_string(f.offset + f.length) +
-                          ") lies outside the " + std::to_string(global_elements) + " elements of global shape " +
-                          format_shape(record.global_shape));
-    if (p.dim != -1) invalid(record, "a flat range cannot also be partitioned along a dimension");
+                          ") lies outside the " + std::to_string(global_elements) + " elements of piece shape " +
+                          format_shape(partition_piece_shape(record)));
     return;
   }
 

@@ -263,4 +263,23 @@ void AdamWOptimizer::write_exp_avg_sq(const ParameterEntry& e, std::span<const f
   write_moment(exp_avg_sq_, e, values);
 }
 
+BufferShard AdamWOptimizer::owned_part(const ParameterEntry& e) const { return overlap(e, shard_); }
+
+std::vector<float> AdamWOptimizer::read_owned_moment(const DeviceBuffer& moment, const ParameterEntry& e) const {
+  const BufferShard part = overlap(e, shard_);
+  std::vector<float> host(static_cast<std::size_t>(std::max<std::int64_t>(part.size(), 0)));
+  if (!host.empty())
+    params_->backend().copy_to_host(ConstFloatView(moment.view()).subspan(part.begin - shard_.begin, part.size()),
+                                     std::span<float>(host));
+  return host;
+}
+
+std::vector<float> AdamWOptimizer::read_owned_exp_avg(const ParameterEntry& e) const {
+  return read_owned_moment(exp_avg_, e);
+}
+
+std::vector<float> AdamWOptimizer::read_owned_exp_avg_sq(const ParameterEntry& e) const {
+  return read_owned_moment(exp_avg_sq_, e);
+}
+
 }  // namespace mgt

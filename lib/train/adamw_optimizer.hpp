@@ -99,8 +99,9 @@ public:
   // distributed).
   BufferShard shard() const { return shard_; }
 
-  // Checkpoints store the moments of the whole model whatever the data-parallel layout, so that
-  // any layout can resume them. With the distributed optimizer, collect_state() (collective over
+  // The moments of whole tensors (the rank's tensor-parallel shards), e.g. to compare layouts;
+  // a checkpoint instead stores each rank's own part (owned_part below). With the distributed
+  // optimizer, collect_state() (collective over
   // the data-parallel group) copies every rank's shard to data-parallel rank 0, whose
   // read_exp_avg / read_exp_avg_sq read that copy until release_collected_state(); they throw on
   // other ranks. Without it they read the rank's own moments and collect_state() does nothing.
@@ -112,12 +113,18 @@ public:
   // part inside its shard, so every rank passes every tensor.
   void write_exp_avg(const ParameterEntry& e, std::span<const float> values);
   void write_exp_avg_sq(const ParameterEntry& e, std::span<const float> values);
+  // The part of e's elements (in flat-buffer positions) whose moments this rank keeps, and
+  // their values: what a rank writes into its own checkpoint shard, with no collective.
+  BufferShard owned_part(const ParameterEntry& e) const;
+  std::vector<float> read_owned_exp_avg(const ParameterEntry& e) const;
+  std::vector<float> read_owned_exp_avg_sq(const ParameterEntry& e) const;
 
 private:
   std::vector<float> read_moment(const DeviceBuffer& moment, const std::vector<float>& collected,
                                  const ParameterEntry& e) const;
   void write_moment(DeviceBuffer& moment, const ParameterEntry& e, std::span<const float> values);
   std::vector<float> collect_moment(const DeviceBuffer& moment);
+  std::vector<float> read_owned_moment(const DeviceBuffer& moment, const ParameterEntry& e) const;
 
   // The parts of this rank's shard whose sum of squares enters the norm.
   // segment_ends_ / segment_flags_: the shard's runs of equal weight decay and learning rate

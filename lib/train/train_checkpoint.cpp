@@ -1,7 +1,10 @@
 #include "train/train_checkpoint.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <random>
 #include <set>
 #include <span>
 #include <vector>
@@ -11,12 +14,16 @@
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
 #include "ckpt/iteration_save.hpp"
+#include "ckpt/parameter_piece_record.hpp"
+#include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/log.hpp"
 #include "model/parameter_sharding.hpp"
+#include "dist/local_communicator.hpp"
 #include "train/checkpoint_json.hpp"
+#include "train/rank_agreement.hpp"
 
 namespace mgt {
 
@@ -31,19 +38,7 @@ constexpr const char* kMasterParamsKey = "fp32_master_params";
 constexpr const char* kMasterInModel = "model";
 
 constexpr const char* kParallelLayoutKey = "parallel_layout";
-// What every checkpoint stores: the single-rank tensors in one shard file.
-const ckpt::WorldLayout kStoredLayout{};
-const TensorParallelRank kWholeTensors{1, 0};
-
-// One parameter (or optimizer state of it) as stored: local shape, global shape and the
-// tensor-parallel split recorded so that a converter can reshard without knowing the model.
-ckpt::TensorRecord tensor_record(std::string path, const ParameterEntry& e, const TensorParallelRank& tp) {
-  if (e.partition_dim == kNotPartitioned)
-    return ckpt::TensorRecord::whole(std::move(path), ckpt::TensorDType::Float32, e.local_shape);
-  return ckpt::TensorRecord::partitioned(std::move(path), ckpt::TensorDType::Float32, e.local_shape,
-                                         static_cast<int>(e.partition_dim), static_cast<int>(tp.rank),
-                                         static_cast<int>(tp.size));
-}
+constexpr const char* kShardKey = "shard";
 
 std::span<const std::byte> bytes_of(const std::vector<float>& v) { return std::as_bytes(std::span<const float>(v)); }
 
@@ -77,17 +72,23 @@ void require_planned_saves_new(const std::string& save_dir, std::int64_t start_i
 
 namespace {
 
-std::string write_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
-                                   const TrainCheckpointSaveSettings& settings) {
-  const GptParameters& params = parts.params;
-  const TrainingProgress& progress = parts.progress;
-  const WholeTrainState* whole = settings.whole;
-  if ((params.tensor_parallel().size > 1 || !params.pipeline_stage().whole_model()) && !whole)
-    throw Error("internal error: a tensor-parallel rank's shards or a pipeline stage's tensors are not a checkpoint; "
-                "gather them whole first");
-  if (whole && settings.save_optimizer && whole->exp_avg.empty() && !whole->table.entries.empty())
-    throw Error("internal error: the optimizer state was not gathered for the checkpoint");
+// Every rank of one save writes into the same staging directory: rank 0 draws its name and
+// tells the others.
+std::string agreed_staging_token(dist::Communicator& world) {
+  std::int64_t token = 0;
+  if (world.rank() == 0) {
+    std::random_device random;
+    token = static_cast<std::int64_t>((std::uint64_t{random()} << 32) ^ random()) & 0x7fffffffffffffff;
+  }
+  world.broadcast(std::span<std::int64_t>(&token, 1), 0);
+  char text[24];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(token));
+  return text;
+}
 
+ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const TrainCheckpointSaveSettings& settings,
+                                        const ckpt::WorldLayout& layout) {
+  const TrainingProgress& progress = parts.progress;
   ckpt::CheckpointMetadata meta;
   meta.iteration = progress.iteration;
   meta.consumed_train_samples = progress.consumed_train_samples;
@@ -98,65 +99,122 @@ std::string write_train_checkpoint(const std::string& save_dir, const TrainCheck
   meta.scheduler_json = scheduler_state_json(parts.scheduler.state());
   if (settings.save_optimizer) meta.extra_json[kOptimizerKey] = optimizer_scalars_json(parts.optimizer);
   meta.extra_json[kParallelLayoutKey] = settings.parallel_layout_json;
-  meta.world = kStoredLayout;
+  // The pipeline layer offset of this shard: its layers keep their global numbers in the tensor
+  // names, this says which ones the stage held.
+  const PipelineStage& stage = parts.params.pipeline_stage();
+  meta.extra_json[kShardKey] = "{\"first_layer\": " + std::to_string(stage.first_layer) + ", \"num_layers\": " +
+                               std::to_string(stage.layers_of(parts.params.config().num_layers)) + "}";
+  meta.world = layout;
+  return meta;
+}
 
-  ckpt::IterationSave save(save_dir, progress.iteration);
-  ckpt::ShardWriter writer(save.staged_path(ckpt::shard_file_name(ckpt::ShardId::model_shard(meta.world))), meta);
-  // Whole tensors: the gathered ones, or this single rank's own.
-  const ParameterTable& table = whole ? whole->table : params.table();
-  auto write = [&](const std::string& path, const ParameterEntry& e, const std::vector<float>& values) {
-    writer.write(tensor_record(path, e, kWholeTensors), bytes_of(values));
-  };
-  for (const ParameterEntry& e : table.entries) {
-    const std::string path = ckpt::model_tensor_path(e.name);
-    if (whole) write(path, e, whole->weights.at(e.name));
-    else write(path, e, params.read_param(e));
-  }
-  if (settings.save_optimizer) {
-    using ckpt::OptimizerState;
+// This rank's files in the staging directory, with no communication: data-parallel rank 0 of each
+// model-parallel rank writes its pieces of the weights (and of the optimizer state when that is
+// replicated over data-parallel ranks), and with the distributed optimizer every data-parallel
+// rank writes the optimizer state it owns, as Megatron's distrib_optim.pt files hold each rank's
+// shard (megatron/core/optimizer/distrib_optimizer.py).
+void write_rank_shards(const std::string& staging_dir, const TrainCheckpointParts& parts,
+                       const TrainCheckpointSaveSettings& settings, const ckpt::WorldLayout& layout) {
+  const GptParameters& params = parts.params;
+  const TensorParallelRank& tp = params.tensor_parallel();
+  const ckpt::CheckpointMetadata meta = shard_metadata(parts, settings, layout);
+  const bool optimizer_shards =
+      settings.save_optimizer && parts.optimizer.distributed() && layout.data_parallel_size > 1;
+  using ckpt::OptimizerState;
+  const auto in_staging = [&](const ckpt::ShardId& id) { return staging_dir + "/" + ckpt::shard_file_name(id); };
+
+  if (layout.data_parallel_rank == 0) {
+    ckpt::ShardWriter writer(in_staging(ckpt::ShardId::model_shard(layout)), meta);
+    auto write = [&](const std::string& path, const ParameterEntry& e, const std::vector<float>& values) {
+      writer.write(ckpt::parameter_piece_record(path, e, tp), bytes_of(values));
+    };
+    // The last stage's copy of a tied word embedding is the first stage's tensor: stored once.
+    for (const ParameterEntry& e : params.entries())
+      if (!e.pipeline_duplicate) write(ckpt::model_tensor_path(e.name), e, params.read_param(e));
     // The weights are fp32 and are the master copy: no optimizer/fp32_master_params (see
     // kMasterParamsKey). A backend with lower-precision weights would write its master copy here.
-    for (const ParameterEntry& e : table.entries) {
-      const std::string avg = ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name);
-      const std::string avg_sq = ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name);
-      if (whole) {
-        write(avg, e, whole->exp_avg.at(e.name));
-        write(avg_sq, e, whole->exp_avg_sq.at(e.name));
-      } else {
-        write(avg, e, parts.optimizer.read_exp_avg(e));
-        write(avg_sq, e, parts.optimizer.read_exp_avg_sq(e));
+    if (settings.save_optimizer && !optimizer_shards)
+      for (const ParameterEntry& e : params.entries()) {
+        if (e.pipeline_duplicate) continue;
+        write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, parts.optimizer.read_exp_avg(e));
+        write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, parts.optimizer.read_exp_avg_sq(e));
       }
+    if (settings.save_rng) {
+      const std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(parts.progress.dropout_seed),
+                                                 parts.progress.micro_steps};
+      writer.write(ckpt::TensorRecord::whole(ckpt::rng_state_path(kDropoutState), ckpt::TensorDType::Int64, {2}),
+                   std::as_bytes(std::span<const std::int64_t>(dropout)));
     }
+    writer.close();
   }
-  if (settings.save_rng) {
-    const std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(progress.dropout_seed),
-                                               progress.micro_steps};
-    writer.write(ckpt::TensorRecord::whole(ckpt::rng_state_path(kDropoutState), ckpt::TensorDType::Int64, {2}),
-                 std::as_bytes(std::span<const std::int64_t>(dropout)));
+  if (optimizer_shards) {
+    ckpt::ShardWriter writer(in_staging(ckpt::ShardId::data_parallel_shard(layout)), meta);
+    for (const ParameterEntry& e : params.entries()) {
+      const BufferShard part = parts.optimizer.owned_part(e);
+      if (e.pipeline_duplicate || part.size() == 0) continue;
+      const std::int64_t offset = part.begin - e.offset;
+      writer.write(ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, tp,
+                                                offset, part.size()),
+                   bytes_of(parts.optimizer.read_owned_exp_avg(e)));
+      writer.write(ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp,
+                                                offset, part.size()),
+                   bytes_of(parts.optimizer.read_owned_exp_avg_sq(e)));
+    }
+    writer.close();
   }
-  writer.close();
-  save.commit();
-  return save.final_dir();
+}
+
+// What still stands after a failed save, for its message.
+std::string previous_checkpoint_note(const std::string& save_dir) {
+  try {
+    if (auto latest = ckpt::latest_iteration(save_dir))
+      return "the last checkpoint (iteration " + std::to_string(*latest) + " in " + save_dir + ") is intact";
+    return save_dir + " holds no earlier checkpoint";
+  } catch (const Error&) {
+    return "the earlier checkpoints in " + save_dir + " are as they were";
+  }
 }
 
 }  // namespace
 
 std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
-                                  const TrainCheckpointSaveSettings& settings) {
+                                  const TrainCheckpointSaveSettings& settings, dist::Communicator& world,
+                                  const ckpt::WorldLayout& layout) {
+  const std::int64_t iteration = parts.progress.iteration;
+  const bool chief = world.rank() == 0;
+  ckpt::SaveOptions options;
+  options.staging_token = agreed_staging_token(world);
+  const std::string staging = ckpt::staging_directory(save_dir, iteration, options.staging_token);
   try {
-    return write_train_checkpoint(save_dir, parts, settings);
-  } catch (const Error& e) {
-    // The save left nothing behind (its staging directory is gone); say what still stands.
-    std::string previous = save_dir + " holds no earlier checkpoint";
+    // Rank 0 holds the writer lock: it alone prepares and publishes; every rank writes its own
+    // files in between, and a failure on any rank abandons the whole save.
+    run_on_all_ranks_or_none(world, "preparing the checkpoint", [&] {
+      if (chief) ckpt::prepare_staging_directory(save_dir, iteration, options);
+    });
     try {
-      if (auto latest = ckpt::latest_iteration(save_dir))
-        previous = "the last checkpoint (iteration " + std::to_string(*latest) + " in " + save_dir + ") is intact";
-    } catch (const Error&) {
-      previous = "the earlier checkpoints in " + save_dir + " are as they were";
+      run_on_all_ranks_or_none(world, "writing the checkpoint shards",
+                               [&] { write_rank_shards(staging, parts, settings, layout); });
+      run_on_all_ranks_or_none(world, "publishing the checkpoint", [&] {
+        if (chief) ckpt::publish_iteration(save_dir, iteration, staging, options);
+      });
+    } catch (...) {
+      std::error_code ec;
+      if (chief) std::filesystem::remove_all(staging, ec);  // best effort; the next save cleans up anyway
+      throw;
     }
-    throw Error("checkpoint of iteration " + std::to_string(parts.progress.iteration) + " not saved: " + e.what() +
-                "; " + previous, e.exit_code());
+  } catch (const Error& e) {
+    const std::string message = "checkpoint of iteration " + std::to_string(iteration) + " not saved: " + e.what() +
+                                "; " + previous_checkpoint_note(save_dir);
+    if (dynamic_cast<const FailedOnSomeRank*>(&e)) throw FailedOnSomeRank(message, e.exit_code());
+    throw Error(message, e.exit_code());
   }
+  return ckpt::iteration_directory(save_dir, iteration);
+}
+
+std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                  const TrainCheckpointSaveSettings& settings) {
+  dist::LocalCommunicator alone{"world", 0, nullptr, nullptr};
+  return save_train_checkpoint(save_dir, parts, settings, alone, ckpt::WorldLayout{});
 }
 
 namespace {
@@ -212,13 +270,14 @@ std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
               "; move them away to start over, or repair the tracker file");
 }
 
-// The stored whole tensor at `path`, then this rank's shard of it (a copy only under tensor
-// parallelism); `whole` is scratch.
-void read_floats(const ckpt::ShardReader& reader, const std::string& path, const ParameterEntry& e,
+// The whole tensor at `path`, assembled from whatever pieces the checkpoint's layout stored, then
+// this rank's tensor-parallel shard of it (a copy only under tensor parallelism); `whole` is scratch.
+void read_floats(const ckpt::ShardedCheckpoint& checkpoint, const std::string& path, const ParameterEntry& e,
                  const TensorParallelRank& tp, std::vector<float>& whole, std::vector<float>& out) {
   std::vector<float>& target = tp.size == 1 ? out : whole;
   target.resize(static_cast<std::size_t>(e.global_numel()));
-  reader.read(path, ckpt::TensorDType::Float32, e.global_shape, std::as_writable_bytes(std::span<float>(target)));
+  checkpoint.read_whole(path, ckpt::TensorDType::Float32, e.global_shape,
+                        std::as_writable_bytes(std::span<float>(target)));
   if (tp.size > 1) out = shard_tensor(e, tp, whole);
 }
 
@@ -237,7 +296,9 @@ std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load
   try {
     const std::optional<std::string> directory = quiet_checkpoint_to_resume(load_dir);
     if (!directory) return std::nullopt;
-    ckpt::ShardReader reader(*directory + "/" + ckpt::shard_file_name(ckpt::ShardId::model_shard(kStoredLayout)));
+    const std::vector<std::string> shards = ckpt::list_shard_files(*directory);
+    if (shards.empty()) return std::nullopt;
+    ckpt::ShardReader reader(shards.front());
     JsonScalars args(reader.metadata().args_json, "the checkpoint's arguments");
     if (!args.contains("padded_vocab_size")) return std::nullopt;
     return args.integer("padded_vocab_size");
@@ -252,15 +313,11 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
   if (!directory) return std::nullopt;
   GptParameters& params = parts.params;
   const TensorParallelRank& tp = params.tensor_parallel();
-  ckpt::ShardReader reader(*directory + "/" + ckpt::shard_file_name(ckpt::ShardId::model_shard(kStoredLayout)));
+  // Whatever layout wrote it: each tensor is assembled from the stored pieces and this rank keeps
+  // its own part, so the tensor-, pipeline- and data-parallel sizes may change between runs.
+  const ckpt::ShardedCheckpoint reader(*directory);
   const ckpt::CheckpointMetadata& meta = reader.metadata();
   const std::string where = "checkpoint " + *directory;
-  if (meta.world.tensor_model_parallel_size != 1 || meta.world.pipeline_model_parallel_size != 1)
-    throw Error(where + " is split over shard files (tensor-parallel size " +
-                std::to_string(meta.world.tensor_model_parallel_size) + ", pipeline-parallel size " +
-                std::to_string(meta.world.pipeline_model_parallel_size) +
-                "); mgt-train reads checkpoints of whole tensors in one file, which it reshards itself "
-                "(convert it to one shard first)");
 
   // Every stored weight must be one of the model's and every one of ours must be stored (a
   // pipeline stage reads its own part of the whole model's tensors).
@@ -335,7 +392,7 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
       throw Error(where + " holds no random state (saved with --no-save-rng?); pass --no-load-rng or --finetune");
     std::vector<std::int64_t> dropout(2);
     const std::int64_t shape[] = {2};
-    reader.read(path, ckpt::TensorDType::Int64, shape, std::as_writable_bytes(std::span<std::int64_t>(dropout)));
+    reader.read_whole(path, ckpt::TensorDType::Int64, shape, std::as_writable_bytes(std::span<std::int64_t>(dropout)));
     progress.dropout_seed = static_cast<std::uint64_t>(dropout[0]);
     progress.micro_steps = dropout[1];
   }

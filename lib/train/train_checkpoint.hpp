@@ -1,40 +1,42 @@
 // A training run's state as an HDF5 checkpoint (lib/ckpt): SAVE/iter_NNNNNNN/mp_rank_00.h5 plus
 // SAVE/latest_checkpointed_iteration.txt, published atomically.
 //
-// In the shard:
-//   model/<name>                                   the weights, fp32, with global shape and
-//                                                  tensor-parallel partitioning
-//   optimizer/{exp_avg,exp_avg_sq}/<name>          unless --no-save-optim; whole tensors also
-//                                                  under the distributed optimizer, whose shards
-//                                                  the trainer collects on rank 0, the one writer
-//                                                  (AdamWOptimizer::collect_state). The fp32 weights are
-//                                                  the master copy, so optimizer/fp32_master_params
-//                                                  is stored only by a run whose weights differ from
-//                                                  it; where a checkpoint has it, it is loaded.
-//   rng/dropout_state                              int64 [seed, micro steps], unless --no-save-rng
-//   metadata: iteration, consumed train/valid samples, FLOPs so far, the arguments and tokenizer
-//   as JSON, the scheduler state (Megatron's keys), extra_json["optimizer"] = {"step": t, ...,
-//   "fp32_master_params": "model"} (the master weights are model/<name>), and
-//   extra_json["parallel_layout"]: the layout the run trained with (sizes, sequence parallelism,
-//   distributed optimizer).
+// Each rank writes its own part, into one staging directory that rank 0 then publishes:
+//   mp_rank_TT[_PPP].h5        written by data-parallel rank 0 of each tensor/pipeline rank:
+//     model/<name>                               the rank's piece of each weight, fp32, with the
+//                                                global shape and the tensor-parallel split (dim,
+//                                                rank, count, chunks for SwiGLU's fc1); a stage
+//                                                holds its layers under their global numbers
+//     optimizer/{exp_avg,exp_avg_sq}/<name>      the same pieces of Adam's moments, unless
+//                                                --no-save-optim or kept per data-parallel rank
+//     rng/dropout_state                          int64 [seed, micro steps], unless --no-save-rng
+//   mp_rank_TT[_PPP]_dp_DDD.h5  with --use-distributed-optimizer and DP > 1, every data-parallel
+//                              rank: the flat range of each moment it owns (Megatron's
+//                              distrib_optim.pt per rank)
+// The fp32 weights are the master copy, so optimizer/fp32_master_params is stored only by a run
+// whose weights differ from it; where a checkpoint has it, it is loaded.
+// Metadata in every file: iteration, consumed train/valid samples, FLOPs so far, the arguments
+// and tokenizer as JSON, the scheduler state (Megatron's keys), the file's layout coordinates,
+// extra_json["optimizer"] = {"step": t, ..., "fp32_master_params": "model"},
+// extra_json["parallel_layout"] (the sizes the run trained with) and extra_json["shard"] (the
+// pipeline stage's first layer and layer count).
 //
-// The tensors are always the single-rank (TP = 1) ones, one shard file: a tensor-parallel run
-// gathers them whole first (whole_train_state.hpp), and a run loading the checkpoint keeps its
-// own shard of each (shard_tensor), so a checkpoint resumes on any tensor- or data-parallel
-// layout. Likewise a pipeline-parallel run brings every stage's tensors to rank 0
-// (pipeline_train_state.hpp), and each stage of a run loading it reads its own tensors, so the
-// pipeline size may change between save and resume. Older checkpoints split over
-// tensor-parallel shard files are refused (convert them).
+// No tensor travels between ranks to save, and no rank holds more than its own part. Loading
+// assembles each tensor from the pieces of whatever layout wrote them (ckpt/sharded_checkpoint.hpp,
+// one tensor at a time) and keeps this rank's part, so a checkpoint resumes on any tensor-,
+// pipeline- or data-parallel layout; checkpoints of whole tensors in one file (written before
+// format version 2) load the same way.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "ckpt/checkpoint_metadata.hpp"
 #include "ckpt/save_directory_lock.hpp"
+#include "dist/communicator.hpp"
 #include "model/gpt_parameters.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/lr_schedule.hpp"
-#include "train/whole_train_state.hpp"
 
 namespace mgt {
 
@@ -65,9 +67,6 @@ struct TrainCheckpointSaveSettings {
   std::string tokenizer_json = "{}";
   // extra_json["parallel_layout"]: how the run is laid out over ranks (JSON object).
   std::string parallel_layout_json = "{}";
-  // A tensor-parallel run's tensors gathered whole (gather_whole_train_state), written instead
-  // of the parts' own shards; null: the parts' tensors are whole (tensor-parallel size 1).
-  const WholeTrainState* whole = nullptr;
 };
 
 // Opens save_dir for a run's saves: creates it, takes its writer lock (mgt::Error naming the
@@ -82,9 +81,16 @@ ckpt::SaveDirectoryLock open_save_directory(const std::string& save_dir);
 void require_planned_saves_new(const std::string& save_dir, std::int64_t start_iteration,
                                std::int64_t last_iteration, std::int64_t save_interval);
 
-// Writes the checkpoint of progress.iteration into save_dir and moves the tracker file to it; the
-// caller holds save_dir's lock (open_save_directory). Throws mgt::Error, leaving SAVE unchanged,
-// also when save_dir already holds that iteration. Returns the iteration directory.
+// Collective over `world`: writes the checkpoint of progress.iteration into save_dir, each rank
+// its own files (layout: the sizes and this rank's coordinates), and moves the tracker file to
+// it once every rank has written. World rank 0 holds save_dir's lock (open_save_directory).
+// Throws mgt::Error on every rank (FailedOnSomeRank where it failed elsewhere), leaving SAVE
+// unchanged, when any rank fails and when save_dir already holds that iteration. Returns the
+// iteration directory.
+std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                  const TrainCheckpointSaveSettings& settings, dist::Communicator& world,
+                                  const ckpt::WorldLayout& layout);
+// A lone process.
 std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
                                   const TrainCheckpointSaveSettings& settings);
 
@@ -103,8 +109,8 @@ std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load
 // Restores the checkpoint the tracker file in load_dir names; without a tracker file, the newest
 // complete iteration directory (with a warning; mgt::Error when there are iteration directories
 // but none is complete). Returns its directory, or nullopt when load_dir holds no checkpoint
-// (nothing is changed then). Each tensor is read whole and this rank keeps its tensor-parallel
-// shard (and, with the distributed optimizer, its part of the moments). Throws mgt::Error naming the
+// (nothing is changed then). Each tensor is assembled whole from the stored pieces and this rank
+// keeps its tensor-parallel shard (and, with the distributed optimizer, its part of the moments). Throws mgt::Error naming the
 // tensor when a shape differs from the model's, when a tensor is missing or is not one of the
 // model's parameters, and when optimizer or RNG state is asked for but was not saved.
 std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,

@@ -27,7 +27,6 @@
 #include "train/lr_schedule.hpp"
 #include "train/params_norm.hpp"
 #include "train/pipeline_executor.hpp"
-#include "train/pipeline_train_state.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/run_description.hpp"
 #include "train/run_output.hpp"
@@ -36,7 +35,6 @@
 #include "train/train_data.hpp"
 #include "train/train_memory.hpp"
 #include "train/training_log.hpp"
-#include "train/whole_train_state.hpp"
 
 namespace mgt {
 
@@ -319,7 +317,7 @@ private:
            std::to_string(p.pipeline_model_parallel_size) + ", \"data_parallel_size\": " +
            std::to_string(p.data_parallel_size) + ", \"sequence_parallel\": " + flag(p.sequence_parallel) +
            ", \"use_distributed_optimizer\": " + flag(p.use_distributed_optimizer) +
-           ", \"stored_tensors\": \"whole\"}";
+           ", \"stored_tensors\": \"per_rank\"}";
   }
 
   // One writer per --save directory, for the whole run; what interrupted saves left there is
@@ -655,10 +653,8 @@ private:
     return ExitReason::None;
   }
 
-  // Rank 0 writes the whole checkpoint: the weights (the same on every data-parallel rank) and,
-  // with the distributed optimizer, every rank's optimizer shard collected to it first; under
-  // tensor parallelism the ranks of data-parallel rank 0 then gather every tensor whole on it —
-  // so a checkpoint does not depend on the layout that wrote it.
+  // Every rank writes its own part of the checkpoint (train_checkpoint.hpp): no gather, and no
+  // rank holds more than its shard; rank 0 publishes the directory once all have written.
   void save_checkpoint() {
     timer_.stop();
     const std::string& dir = *options_.checkpoint.save;
@@ -670,23 +666,14 @@ private:
     s.args_json = args_json_;
     s.tokenizer_json = tokenizer_json_;
     s.parallel_layout_json = parallel_layout_json_;
-    if (s.save_optimizer) optimizer_->collect_state();
-    std::optional<WholeTrainState> whole;
-    // The model-parallel group of data-parallel rank 0 (world rank 0's) holds one replica: each
-    // stage's tensors are made whole on its tensor-parallel rank 0, then the stages' are sent to
-    // the first stage's (world rank 0).
-    if ((tensor_parallel_size() > 1 || pipeline_parallel_size() > 1) && data_parallel_.rank() == 0)
-      whole = gather_whole_train_state(model_->parameters(), *optimizer_, tensor_parallel_, s.save_optimizer);
-    if (pipeline_parallel_size() > 1 && data_parallel_.rank() == 0 && tensor_parallel_.rank() == 0)
-      whole = gather_pipeline_train_state(std::move(*whole), model_->config(),
-                                          pipeline_stages(*options_.model.num_layers, pipeline_split(options_.parallel)),
-                                          pipeline_, s.save_optimizer);
-    s.whole = whole ? &*whole : nullptr;
-    run_on_all_ranks_or_none(world_, "saving the checkpoint", [&] {
-      if (chief_) last_checkpoint_ = save_train_checkpoint(dir, parts(), s);
-    });
-    optimizer_->release_collected_state();
-    if (!chief_) last_checkpoint_ = (std::filesystem::path(dir) / ckpt::iteration_directory_name(progress_.iteration)).string();
+    ckpt::WorldLayout layout;
+    layout.tensor_model_parallel_size = static_cast<int>(tensor_parallel_size());
+    layout.pipeline_model_parallel_size = static_cast<int>(pipeline_parallel_size());
+    layout.data_parallel_size = static_cast<int>(data_parallel_size());
+    layout.tensor_model_parallel_rank = tensor_parallel_.rank();
+    layout.pipeline_model_parallel_rank = pipeline_parallel_size() > 1 ? pipeline_.rank() : 0;
+    layout.data_parallel_rank = data_parallel_.rank();
+    last_checkpoint_ = save_train_checkpoint(dir, parts(), s, world_, layout);
     output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +
                  " to " + dir + " " + model_parallel_coordinates());
     timer_.start();

@@ -1,12 +1,10 @@
-// A tensor-parallel run's weights and Adam moments made whole again, for a checkpoint that does
-// not depend on the layout that wrote it.
+// A tensor-parallel run's weights and Adam moments made whole again: the single-rank (TP = 1)
+// tensors, to compare a tensor-parallel run's state with a one-rank run's (checkpoints no longer
+// need it: each rank saves its own shards, train_checkpoint.hpp).
 //
-// Each tensor-parallel rank holds its shard of every partitioned tensor; the checkpoint stores
-// the single-rank (TP = 1) tensors, as Megatron's torch_dist checkpoints store global tensors
-// (megatron/core/dist_checkpointing): each shard is sent to tensor-parallel rank 0 and put back
-// in its place along the tensor's partition (unshard_tensor), and a replicated tensor is taken
-// from rank 0. A run of any tensor-parallel size then reads the whole tensors and keeps its own
-// shards (shard_tensor), so a checkpoint saved at TP = 2 resumes at TP = 1 or 4.
+// Each tensor-parallel rank holds its shard of every partitioned tensor: each shard is sent to
+// tensor-parallel rank 0 and put back in its place along the tensor's partition
+// (unshard_tensor), and a replicated tensor is taken from rank 0.
 #pragma once
 #include <map>
 #include <optional>

@@ -8,6 +8,7 @@
 #include "../model/model_testing.hpp"
 #include "../test_paths.hpp"
 #include "ckpt/model_checkpoint.hpp"
+#include "ckpt/model_weights.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 
 using namespace mgt;
@@ -121,10 +122,12 @@ TEST_CASE("Opening what is not a runnable checkpoint fails with a clear message"
   CpuBackend backend;
   GptModel model(gpt2_like_config(), backend, 1);
   const std::string saved = save_model_checkpoint(dir.path.string(), 3, model.parameters(), model_args_json(model.config()));
-  fs::copy_file(saved + "/mp_rank_00.h5", saved + "/mp_rank_01.h5");
-  CHECK_THROWS_WITH(open_model_checkpoint(dir.path.string()),
-                    Catch::Contains("split into 2 model-parallel shards") && Catch::Contains("convert"));
-  fs::remove(saved + "/mp_rank_01.h5");
+  // A tensor-parallel checkpoint that lost a rank's file names the missing piece.
+  TempDir split("split");
+  write_mgt_model_weights(read_mgt_model_weights(saved), (split.path / "tp2").string(), ckpt::TargetLayout{2});
+  fs::remove(split.path / "tp2" / "iter_0000003" / "mp_rank_01.h5");
+  CHECK_THROWS_WITH(load_checkpoint_model(open_model_checkpoint((split.path / "tp2").string()), backend),
+                    Catch::Contains("lacks piece 1 of 2"));
 
   // Arguments describing another model than the stored tensors.
   GptConfig other = gpt2_like_config();

@@ -60,7 +60,7 @@ expect_status 1 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" 
 one_line_error "is not empty"
 expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/x" \
   --target-tensor-parallel-size 2
-one_line_error "reshards them on --load"
+one_line_error "apply to --saver mgt only"
 expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/x" --bogus
 one_line_error "unknown flag --bogus"
 expect_status 2 "${convert[@]}" --loader legacy --saver hf --load-dir "$work/ckpt" --save-dir "$work/x"

@@ -2,7 +2,8 @@
 # End-to-end checks of a full disk during a save, on a 2 MiB tmpfs: mgt-train saving every
 # iteration until the disk fills, and mgt-ckpt-convert writing an mgt checkpoint there, each end
 # with exit status 1 and one clear message (no crash in HDF5's clean-up at exit), leave no
-# staging directory or partial output, and keep the previous checkpoint loadable.
+# staging directory or partial output, and keep the previous checkpoint loadable; two
+# tensor-parallel ranks, each writing its own shard, abandon the save together.
 # Needs root and a mount(8) that may mount tmpfs; otherwise it says so and passes.
 # Usage: bash tests/e2e/mgt_ckpt_disk_full.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -68,5 +69,24 @@ expect_status 1 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mg
   --save-dir "$MNT/empty"
 one_line_error "mgt-ckpt-convert: " "No space left on device"
 [[ -d "$MNT/empty" && -z "$(ls -A "$MNT/empty")" ]] || fail "the failed conversion left output behind"
+
+# Two tensor-parallel ranks saving every iteration until the disk is full: each writes its own
+# file, so one rank's failed write must abort the save on both; no staging directory is left, and
+# the last complete checkpoint (both ranks' files) stays the latest and resumes on one rank.
+rm -rf "${MNT:?}"/*
+source "$SRC/tests/e2e/lib/parallel_training.bash"
+P="$MNT/ckpt-tp2"
+expect_status 1 ranks 2 "$BIN/mgt-train" "${MODEL[@]}" --tensor-model-parallel-size 2 --train-iters 50 --save "$P" \
+  --save-interval 1
+grep -q "No space left on device" "$WORK/err.txt" || fail "TP=2: no disk-full message: $(cat "$WORK/err.txt")"
+grep -q "is intact" "$WORK/err.txt" || fail "TP=2: the message does not say the last checkpoint is intact"
+no_staging_left "$P"
+saved="$(cat "$P/latest_checkpointed_iteration.txt")"
+(( saved >= 1 )) || fail "TP=2: no checkpoint before the disk filled"
+[[ "$(ls "$P/iter_$(printf '%07d' "$saved")" | tr '\n' ' ')" == "mp_rank_00.h5 mp_rank_01.h5 " ]] ||
+  fail "TP=2: the last checkpoint lacks a rank's file"
+expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 50 --exit-interval $((saved + 1)) --load "$P"
+grep -q "successfully loaded checkpoint from $P .* at iteration $saved" "$WORK/out.txt" ||
+  fail "TP=2: the last checkpoint does not resume on one rank"
 
 echo "disk full e2e: all checks passed"

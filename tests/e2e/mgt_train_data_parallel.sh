@@ -108,13 +108,14 @@ expect_status 0 ranks 4 "$BIN/mgt-train" "${LLAMA[@]}" --use-distributed-optimiz
   --metrics-file "$WORK/LLAMA-dp4-distopt.jsonl"
 compare "$WORK/LLAMA-1.jsonl" "$WORK/LLAMA-dp4-distopt.jsonl"
 
-# Save on DP=2 with the distributed optimizer and stop at 10 (--exit-interval); rank 0 writes one
-# checkpoint with the whole optimizer state.
+# Save on DP=2 with the distributed optimizer and stop at 10 (--exit-interval); rank 0 writes the
+# weights, each data-parallel rank the optimizer state it owns.
 CK="$WORK/ckpt"
 expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --use-distributed-optimizer --save "$CK" --save-interval 5 \
   --exit-interval 10 --metrics-file "$WORK/first-half.jsonl"
 [[ "$(cat "$CK/latest_checkpointed_iteration.txt")" == 10 ]] || fail "tracker does not say 10"
-[[ "$(ls "$CK/iter_0000010")" == mp_rank_00.h5 ]] || fail "iter_0000010 holds more than one shard file"
+[[ "$(ls "$CK/iter_0000010" | tr '\n' ' ')" == "mp_rank_00.h5 mp_rank_00_dp_000.h5 mp_rank_00_dp_001.h5 " ]] ||
+  fail "iter_0000010: not the weights plus one optimizer shard per data-parallel rank"
 compare "$WORK/GPT2-dp2-distopt.jsonl" "$WORK/first-half.jsonl" exact
 cp -r "$CK" "$WORK/ckpt-copy"
 # Resumed on the same layout: the uninterrupted run, bit for bit.

@@ -4,7 +4,7 @@
 # validation, every iteration, within 1e-5 relative) for a GPT-2-style model (tied embeddings:
 # the last stage's copy of the word embedding) and a Llama-style one; PP=2 x DP=2 with the
 # distributed optimizer, PP=4, and an uneven split (--decoder-first-pipeline-num-layers) do too;
-# a PP=2 checkpoint is one file of whole tensors, resumes bit for bit at PP=2 and continues the
+# a PP=2 checkpoint is one file per stage, resumes bit for bit at PP=2 and continues the
 # one-rank curve at PP=1, and a one-rank checkpoint continues at PP=2; interleaving and splits
 # Megatron rejects are usage errors.
 # Usage: bash tests/e2e/mgt_train_pipeline_parallel.sh BIN_DIR SOURCE_DIR
@@ -55,15 +55,16 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-para
 grep -q 'layers per stage 1, 3, 1F1B schedule$' "$WORK/out.txt" || fail "uneven split not reported"
 compare_curves "$WORK/PIPE_GPT2-1.jsonl" "$WORK/gpt2-pp2-uneven.jsonl" same
 
-# Save at PP=2 and stop at 10: rank 0 writes one file of whole tensors.
+# Save at PP=2 and stop at 10: each stage writes its own file.
 CK="$WORK/ckpt"
 expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-parallel-size 2 --save "$CK" \
   --save-interval 5 --exit-interval 10 --metrics-file "$WORK/first-half.jsonl"
 grep -q "successfully saved checkpoint from iteration      10 to $CK \[ t 1/1, p 1/2 \]" "$WORK/out.txt" ||
   fail "PP=2: no save line"
 [[ "$(cat "$CK/latest_checkpointed_iteration.txt")" == 10 ]] || fail "tracker does not say 10"
-[[ "$(ls "$CK/iter_0000010")" == mp_rank_00.h5 ]] || fail "PP=2: not one file of whole tensors"
-grep -aq '"pipeline_model_parallel_size": 2, "data_parallel_size": 1' "$CK/iter_0000010/mp_rank_00.h5" ||
+[[ "$(ls "$CK/iter_0000010" | tr '\n' ' ')" == "mp_rank_00_000.h5 mp_rank_00_001.h5 " ]] ||
+  fail "PP=2: not one file per stage"
+grep -aq '"pipeline_model_parallel_size": 2, "data_parallel_size": 1' "$CK/iter_0000010/mp_rank_00_001.h5" ||
   fail "PP=2: layout not recorded"
 cp -r "$CK" "$WORK/ckpt-to-1"
 # Resumed at PP=2: the uninterrupted PP=2 run, bit for bit.

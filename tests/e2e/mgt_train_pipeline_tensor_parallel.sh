@@ -3,8 +3,8 @@
 # (mpiexec, CPU backend): TP=2 x PP=2 reproduces the one-rank run's losses (train and
 # validation, every iteration, within 1e-5 relative) for a GPT-2-style model (tied embeddings,
 # the embedding group [0, 2] [1, 3]) and a Llama-style one with sequence parallelism and the
-# distributed optimizer; its checkpoint (tensors gathered whole over both dimensions on rank 0)
-# continues the one-rank curve on one rank.
+# distributed optimizer; its checkpoint (one file per tensor-parallel rank and stage, each rank's
+# own shards) continues the one-rank curve on one rank.
 # Usage: bash tests/e2e/mgt_train_pipeline_tensor_parallel.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -37,7 +37,8 @@ compare_curves "$WORK/gpt2-1.jsonl" "$WORK/gpt2-tp2-pp2.jsonl" same
 mkdir "$WORK/from-10"
 cp -r "$WORK/ckpt/iter_0000010" "$WORK/from-10/"
 echo 10 >"$WORK/from-10/latest_checkpointed_iteration.txt"
-[[ "$(ls "$WORK/from-10/iter_0000010")" == mp_rank_00.h5 ]] || fail "TP=2 x PP=2: not one file of whole tensors"
+[[ "$(ls "$WORK/from-10/iter_0000010" | tr '\n' ' ')" == "mp_rank_00_000.h5 mp_rank_00_001.h5 mp_rank_01_000.h5 mp_rank_01_001.h5 " ]] ||
+  fail "TP=2 x PP=2: not one file per tensor-parallel rank and stage"
 expect_status 0 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --load "$WORK/from-10" --metrics-file "$WORK/gpt2-from-10.jsonl"
 compare_curves "$WORK/gpt2-1.jsonl" "$WORK/gpt2-from-10.jsonl" continues
 

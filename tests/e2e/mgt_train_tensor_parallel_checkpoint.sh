@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of checkpoints under tensor parallelism (mpiexec, CPU backend): a TP=2 run
-# writes one file of whole tensors (rank 0, the layout recorded in its metadata); resumed at
+# writes one file per tensor-parallel rank, each with its own shards (the layout recorded in
+# their metadata); resumed at
 # TP=2 it continues bit for bit, resumed at TP=1 and at TP=4 it continues the one-rank run's
 # loss curve (within 1e-5 relative), and a one-rank checkpoint resumes at TP=2 with sequence
 # parallelism; mgt-eval and mgt-generate (one process) read the TP=2 checkpoint as the one-rank
@@ -30,13 +31,16 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --tensor-model-parallel-si
 grep -q "successfully saved checkpoint from iteration      10 to $WORK/ckpt-tp2 \[ t 1/2, p 1/1 \]" "$WORK/out.txt" ||
   fail "TP=2: no save line"
 compare_curves "$WORK/one.jsonl" "$WORK/tp2.jsonl" same
-[[ "$(ls "$WORK/ckpt-tp2/iter_0000010")" == mp_rank_00.h5 ]] || fail "TP=2: not one file of whole tensors"
+[[ "$(ls "$WORK/ckpt-tp2/iter_0000010" | tr '\n' ' ')" == "mp_rank_00.h5 mp_rank_01.h5 " ]] ||
+  fail "TP=2: not one file per tensor-parallel rank"
 # The layout trained with, in the metadata (an HDF5 attribute holding JSON).
-grep -aq '{"world_size": 2, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1, "data_parallel_size": 1, "sequence_parallel": false, "use_distributed_optimizer": true, "stored_tensors": "whole"}' \
-  "$WORK/ckpt-tp2/iter_0000010/mp_rank_00.h5" || fail "TP=2: layout not recorded"
-# Same size as the one-rank file: whole tensors, not a shard.
-[[ "$(stat -c %s "$WORK/ckpt-tp2/iter_0000010/mp_rank_00.h5")" -ge \
-   "$(( $(stat -c %s "$WORK/ckpt-1/iter_0000010/mp_rank_00.h5") * 9 / 10 ))" ]] || fail "TP=2: checkpoint too small"
+for f in mp_rank_00.h5 mp_rank_01.h5; do
+  grep -aq '{"world_size": 2, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1, "data_parallel_size": 1, "sequence_parallel": false, "use_distributed_optimizer": true, "stored_tensors": "per_rank"}' \
+    "$WORK/ckpt-tp2/iter_0000010/$f" || fail "TP=2: layout not recorded in $f"
+  # Each rank's own shards, not the whole tensors.
+  [[ "$(stat -c %s "$WORK/ckpt-tp2/iter_0000010/$f")" -lt \
+     "$(( $(stat -c %s "$WORK/ckpt-1/iter_0000010/mp_rank_00.h5") * 3 / 4 ))" ]] || fail "TP=2: $f holds more than its shards"
+done
 
 for n in 2 1 4; do keep_iteration "$WORK/ckpt-tp2" "$WORK/from-tp2-to-$n" 10; done
 keep_iteration "$WORK/ckpt-1" "$WORK/from-1-to-2" 10
