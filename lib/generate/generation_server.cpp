@@ -44,8 +44,16 @@ void serve_batches(const GenerateOptions& options, RequestQueue& queue, std::pro
       answerer.answer(batch);
     }
   } catch (...) {
-    if (!is_ready) ready.set_exception(std::current_exception());
-    else log::error("the generation thread stopped: requests still queued are not answered");
+    if (!is_ready) {
+      ready.set_exception(std::current_exception());
+      return;
+    }
+    // Nothing can generate any more: refuse what waits and what comes (503), so that no HTTP
+    // thread waits for ever.
+    log::error("the generation thread stopped; requests are refused from now on");
+    queue.close();
+    for (std::vector<PendingRequest> batch = queue.next_batch(); !batch.empty(); batch = queue.next_batch())
+      for (PendingRequest& pending : batch) pending.reply.set_value({503, server_error_json("generation failed")});
   }
 }
 
