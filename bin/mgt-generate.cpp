@@ -1,11 +1,12 @@
 // mgt-generate: complete prompts with a checkpoint, greedy or sampled, with a key/value cache.
 // Flags → GenerateOptions in lib/generate/generate_command_line; the work is in
-// lib/generate/generate_job.
+// lib/generate/generate_job, or lib/generate/generation_server with --server.
 #include <cstdio>
 
 #include "core/program_main.hpp"
 #include "generate/generate_command_line.hpp"
 #include "generate/generate_job.hpp"
+#include "generate/generation_server.hpp"
 
 int main(int argc, char** argv) {
   return mgt::run_program("mgt-generate", argc, argv, [&]() -> int {
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
       return mgt::kExitOk;
     }
     mgt::print_ignored_flags("mgt-generate", command.ignored);
-    return mgt::run_generate(command.options);
+    return command.options.server.enabled ? mgt::run_generation_server(command.options)
+                                          : mgt::run_generate(command.options);
   });
 }

@@ -9,6 +9,7 @@ packages=(
   build-essential cmake pkg-config
   libsimdjson-dev libcxxopts-dev libicu-dev zlib1g-dev libzstd-dev
   libopenblas-dev libhdf5-dev libsentencepiece-dev mpich libmpich-dev
+  libcpp-httplib-dev  # mgt-generate --server
   catch2 python3
   slurmctld slurmd slurm-client munge  # the one-node cluster of tests/e2e/slurm_cluster.sh
 )

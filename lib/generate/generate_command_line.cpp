@@ -18,7 +18,6 @@ constexpr const char* kProgram = "mgt-generate";
 const std::map<std::string, FlagArity> kListFlags = {{"--stop", FlagArity::ManyAppending}};
 
 const std::map<std::string, std::string> kRefusedFlags = {
-    {"--port", "mgt-generate reads prompts from a file or standard input; there is no HTTP server"},
     {"--beam-width", "beam search is not supported"},
     {"--tensor-model-parallel-size", "generation runs a single-shard checkpoint (convert it first)"},
     {"--pipeline-model-parallel-size", "generation runs a single-shard checkpoint (convert it first)"},
@@ -40,6 +39,11 @@ cxxopts::Options make_options() {
       ("device", "Compute device: auto (a GPU when one is visible), cpu, cuda or cuda:N", cxxopts::value<std::string>()->default_value("auto"), "D")
       ("log-interval", "Progress line every N prompts when standard error is not a terminal",
        cxxopts::value<std::string>()->default_value("100"), "N");
+  o.add_options("server")
+      ("server", "Serve Megatron's text-generation REST API (PUT /api) instead of reading prompts")
+      ("host", "Address the server listens on", cxxopts::value<std::string>()->default_value("127.0.0.1"), "ADDR")
+      ("port", "Port the server listens on (0: any free port, printed at start)",
+       cxxopts::value<std::string>()->default_value("5000"), "N");
   o.add_options("generation")
       ("max-new-tokens", "Tokens to generate per prompt (Megatron's tokens_to_generate)",
        cxxopts::value<std::string>()->default_value("30"), "N")
@@ -65,6 +69,30 @@ cxxopts::Options make_options() {
   add_tokenizer_flags(o);
   add_model_shape_flags(o);
   return o;
+}
+
+// Flags that mean something only for prompt files: a request carries its own settings.
+constexpr const char* kPerRequestFlags[] = {
+    "prompts", "output", "max-new-tokens", "num-tokens-to-generate", "temperature", "top-k", "top-p",
+    "top-p-decay", "top-p-bound", "stop", "stop-on-eol", "stop-on-double-eol", "add-bos", "return-log-probs"};
+
+void set_server_options(const FlagValues& f, GenerateOptions& o) {
+  ServerOptions& s = o.server;
+  f.set("server", s.enabled);
+  if (!s.enabled) {
+    for (const char* flag : {"host", "port"})
+      if (f.has(flag)) throw UsageError(std::string("--") + flag + " needs --server");
+    return;
+  }
+  for (const char* flag : kPerRequestFlags)
+    if (f.has(flag))
+      throw UsageError(std::string("--") + flag +
+                       " does not apply with --server: each request gives its own prompts and settings (see "
+                       "mgt-generate(1), SERVER)");
+  s.host = f.text("host");
+  if (s.host.empty()) throw UsageError("--host must not be empty");
+  s.port = f.integer("port");
+  if (s.port < 0 || s.port > 65535) throw UsageError("--port must be in [0, 65535], got " + std::to_string(s.port));
 }
 
 GenerateOptions to_options(const cxxopts::ParseResult& result) {
@@ -94,6 +122,7 @@ GenerateOptions to_options(const cxxopts::ParseResult& result) {
   f.set("add-bos", g.add_bos);
   f.set("return-log-probs", g.return_log_probs);
   o.tokenizer = given_tokenizer_flags(f);
+  set_server_options(f, o);
   o.model_flags = given_model_shape_flags(result);
   return o;
 }

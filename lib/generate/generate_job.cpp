@@ -8,15 +8,13 @@
 #include <iostream>
 #include <memory>
 
-#include "ckpt/model_checkpoint.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "generate/completion_json.hpp"
+#include "generate/generation_model.hpp"
 #include "generate/prompt_reader.hpp"
-#include "kernels/backend_factory.hpp"
-#include "model/memory_estimate.hpp"
 
 namespace mgt {
 
@@ -106,26 +104,8 @@ int run_interactive(Generator& generator) {
 }  // namespace
 
 int run_generate(const GenerateOptions& options) {
-  if (options.micro_batch_size < 1)
-    throw UsageError("--micro-batch-size must be >= 1, got " + std::to_string(options.micro_batch_size));
-  const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
-  check_model_flags_agree(checkpoint, options.model_flags);
-  std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer);
-  const std::unique_ptr<Backend> backend = make_backend(options.device);
-  log::info("compute device: " + backend->description());
-  // Before the weights load: a model that cannot fit is refused with the numbers. The estimate
-  // takes prompts of up to the checkpoint's --seq-length tokens plus the tokens to generate.
-  const GptConfig& config = checkpoint.config;
-  MemoryEstimateRequest memory;
-  memory.use = MemoryUse::kGeneration;
-  memory.seq_length = std::max<int64_t>(
-      1, std::min(config.max_position_embeddings, config.seq_length + options.generation.max_new_tokens));
-  memory.micro_batch_size = options.micro_batch_size;
-  check_memory(config, memory, memory_available_to(*backend), "generating with checkpoint " + checkpoint.directory);
-  std::unique_ptr<GptModel> model = load_checkpoint_model(checkpoint, *backend);
-  log::info("loaded " + checkpoint.directory + " (iteration " + std::to_string(checkpoint.metadata.iteration) + ", " +
-           std::to_string(checkpoint.config.num_parameters()) + " parameters)");
-  Generator generator(*model, *tokenizer, options.generation);
+  GenerationModel loaded = load_generation_model(options);
+  Generator generator(*loaded.model, *loaded.tokenizer, options.generation);
 
   const bool interactive = options.prompts.empty() && options.output.empty() && isatty(STDIN_FILENO);
   return interactive ? run_interactive(generator) : run_batches(generator, options);

@@ -13,6 +13,13 @@
 
 namespace mgt {
 
+// --server: Megatron's text-generation REST API instead of prompt files.
+struct ServerOptions {
+  bool enabled = false;            // --server
+  std::string host = "127.0.0.1";  // --host: loopback unless told otherwise
+  int64_t port = 5000;             // --port (Megatron's default); 0: any free port
+};
+
 struct GenerateOptions {
   std::string load;                                // --load
   std::optional<TokenizerOptions> tokenizer;       // tokenizer flags, if any were given
@@ -23,6 +30,7 @@ struct GenerateOptions {
   std::string device = "auto";                     // --device (kernels/backend_factory.hpp)
   GenerationSettings generation;
   int64_t log_interval = 0;  // progress lines every N prompts when not on a terminal; 0: every batch
+  ServerOptions server;
 };
 
 // Returns the exit code; throws mgt::Error on failure (no output file is left then).

@@ -35,9 +35,34 @@ struct Sequence {
   int64_t end = 0;  // positions [0, end) at most
   bool done = false;
   SampleRng rng;
-  SamplingParams sampling;
+  SamplingParams sampling;  // top_p decays as tokens are generated
+  const GenerationSettings* settings = nullptr;
   Completion completion;
+  bool watch_text = false;  // a stop condition looks at the text
 };
+
+// A row's prompt cannot be generated from; the message continues "prompt N".
+struct RowError : Error {
+  RowError(int64_t row_index, const std::string& rest) : Error(rest), row(row_index) {}
+  int64_t row;
+};
+
+bool watches_text(const GenerationSettings& s) {
+  return s.stop_on_eol || s.stop_on_double_eol ||
+         std::any_of(s.stop_strings.begin(), s.stop_strings.end(), [](const std::string& t) { return !t.empty(); });
+}
+
+// The first id of a text's tokens, or -1 when it has none (or the tokenizer cannot write the
+// text, as the null tokenizer cannot write ":").
+int64_t first_token(Tokenizer& tokenizer, const std::string& text) {
+  std::vector<TokenId> ids;
+  try {
+    tokenizer.tokenize(text, ids);
+  } catch (const Error&) {
+    return -1;
+  }
+  return ids.empty() ? -1 : ids.front();
+}
 
 // The first stop condition the text now meets: where the completion's text ends, or npos.
 size_t stop_position(const std::string& text, const GenerationSettings& s) {
@@ -58,10 +83,54 @@ Generator::Generator(GptModel& model, Tokenizer& tokenizer, GenerationSettings s
     throw UsageError("--max-new-tokens must be >= 0, got " + std::to_string(settings_.max_new_tokens));
 }
 
+std::vector<float> Generator::prompt_log_probs(std::span<const TokenId> prompt) const {
+  const auto n = static_cast<int64_t>(prompt.size());
+  if (n < 2) return {};
+  // The forward pass's per-token cross-entropy against the next token is −log_softmax over the
+  // padded vocabulary, as Megatron's log_softmax of the logits gives it.
+  std::vector<int64_t> tokens(prompt.begin(), prompt.end());
+  std::vector<int64_t> labels(tokens.begin() + 1, tokens.end());
+  labels.push_back(tokenizer_->eod());  // the last position's loss is not used
+  MicroBatch batch;
+  batch.batch_size = 1;
+  batch.seq_length = n;
+  batch.tokens = tokens;
+  batch.labels = labels;
+  const ForwardOutput output = model_->forward_only(batch);
+  std::vector<float> out(static_cast<size_t>(n - 1));
+  for (int64_t t = 0; t + 1 < n; ++t) out[static_cast<size_t>(t)] = -output.losses[static_cast<size_t>(t)];
+  return out;
+}
+
 int64_t Generator::max_sequence_length() const { return model_->config().max_position_embeddings; }
 
+std::vector<TokenId> Generator::prompt_tokens(const std::string& prompt, bool add_bos) const {
+  std::vector<TokenId> ids;
+  if (add_bos) ids.push_back(tokenizer_->eod());
+  if (!prompt.empty()) tokenizer_->tokenize(prompt, ids);
+  return ids;
+}
+
 std::vector<Completion> Generator::generate(std::span<const std::string> prompts, int64_t first_index) {
-  const auto b = static_cast<int64_t>(prompts.size());
+  std::vector<GenerationRow> rows;
+  rows.reserve(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationRow row{prompt_tokens(prompts[i], settings_.add_bos), &settings_, settings_.seed,
+                      static_cast<uint64_t>(first_index) + i};
+    if (row.prompt_tokens.empty())
+      throw Error("prompt " + std::to_string(first_index + static_cast<int64_t>(i) + 1) +
+                  " is empty; pass --add-bos to generate from the end-of-document token alone");
+    rows.push_back(std::move(row));
+  }
+  try {
+    return generate_rows(rows);
+  } catch (const RowError& e) {
+    throw Error("prompt " + std::to_string(first_index + e.row + 1) + e.what());
+  }
+}
+
+std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> rows) {
+  const auto b = static_cast<int64_t>(rows.size());
   if (b == 0) return {};
   const int64_t limit = max_sequence_length();
   const int64_t vocab = model_->config().padded_vocab_size;
@@ -71,17 +140,17 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
   std::vector<Sequence> seqs;
   seqs.reserve(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; ++i) {
-    Sequence s{0, 0, false, SampleRng(settings_.seed, static_cast<uint64_t>(first_index + i)), settings_.sampling, {}};
-    std::vector<TokenId>& ids = s.completion.prompt_tokens;
-    if (settings_.add_bos) ids.push_back(eod);
-    if (!prompts[static_cast<size_t>(i)].empty()) tokenizer_->tokenize(prompts[static_cast<size_t>(i)], ids);
-    const std::string which = "prompt " + std::to_string(first_index + i + 1);
-    if (ids.empty()) throw Error(which + " is empty; pass --add-bos to generate from the end-of-document token alone");
-    s.prompt_length = static_cast<int64_t>(ids.size());
-    if (s.prompt_length >= limit)
-      throw Error(which + " has " + std::to_string(s.prompt_length) + " tokens; the model's " + std::to_string(limit) +
-                  " positions leave no room to generate");
-    s.end = std::min(limit, s.prompt_length + settings_.max_new_tokens);
+    const GenerationRow& row = rows[static_cast<size_t>(i)];
+    Sequence s{0, 0, false, SampleRng(row.seed, row.stream), row.settings->sampling, row.settings, {},
+               watches_text(*row.settings)};
+    s.completion.prompt_tokens = row.prompt_tokens;
+    if (row.prompt_tokens.empty()) throw RowError(i, " is empty");
+    s.prompt_length = static_cast<int64_t>(row.prompt_tokens.size());
+    // A prompt may fill every position only when nothing is to be generated (scoring it).
+    if (s.prompt_length > limit || (s.prompt_length == limit && row.settings->max_new_tokens > 0))
+      throw RowError(i, " has " + std::to_string(s.prompt_length) + " tokens; the model's " + std::to_string(limit) +
+                            " positions leave no room to generate");
+    s.end = std::min(limit, s.prompt_length + row.settings->max_new_tokens);
     s.done = s.end == s.prompt_length;
     seqs.push_back(std::move(s));
   }
@@ -98,9 +167,13 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
     std::copy(seqs[static_cast<size_t>(i)].completion.prompt_tokens.begin(),
               seqs[static_cast<size_t>(i)].completion.prompt_tokens.end(), tokens.begin() + i * total);
 
-  const bool watch_text =
-      settings_.stop_on_eol || settings_.stop_on_double_eol ||
-      std::any_of(settings_.stop_strings.begin(), settings_.stop_strings.end(), [](const std::string& t) { return !t.empty(); });
+  // Megatron bans the first token of "\n" after the first token of ":" (tokenizer.tokenize(':')[0]).
+  int64_t colon = -1;
+  int64_t newline = -1;
+  if (std::any_of(seqs.begin(), seqs.end(), [](const Sequence& s) { return s.settings->prevent_newline_after_colon; })) {
+    colon = first_token(*tokenizer_, ":");
+    newline = first_token(*tokenizer_, "\n");
+  }
   KvCache cache(model_->backend(), model_->config(), b, total);
   std::vector<int64_t> chunk;
   std::vector<float> row;
@@ -119,6 +192,9 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
       if (s.done || position < s.prompt_length) continue;
       const std::span<const float> padded(logits.data() + i * vocab, static_cast<size_t>(vocab));
       row.assign(padded.begin(), padded.begin() + true_vocab);
+      if (s.settings->prevent_newline_after_colon && colon >= 0 && newline >= 0 && newline < true_vocab &&
+          tokens[static_cast<size_t>(i * total + position - 1)] == colon)
+        row[static_cast<size_t>(newline)] = -1e10f;
       const int64_t token = sample_token(row, s.sampling, s.rng);
       tokens[static_cast<size_t>(i * total + position)] = token;
       if (s.sampling.top_p_decay > 0.0)
@@ -128,14 +204,15 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
       if (token == eod) {
         s.done = true;
         c.finish_reason = FinishReason::kEndOfDocument;
+        if (s.settings->return_log_probs) c.end_of_document_log_prob = log_prob(padded, token);
         continue;
       }
       c.tokens.push_back(static_cast<TokenId>(token));
-      if (settings_.return_log_probs) c.log_probs.push_back(log_prob(padded, token));
+      if (s.settings->return_log_probs) c.log_probs.push_back(log_prob(padded, token));
       // The text is needed on every token only to look for a stop; otherwise once, at the end.
-      if (watch_text) {
+      if (s.watch_text) {
         c.text = tokenizer_->detokenize(c.tokens);
-        if (const size_t cut = stop_position(c.text, settings_); cut != std::string::npos) {
+        if (const size_t cut = stop_position(c.text, *s.settings); cut != std::string::npos) {
           c.text.resize(cut);
           s.done = true;
           c.finish_reason = FinishReason::kStop;
@@ -148,6 +225,9 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
       }
     }
   }
+
+  for (Sequence& s : seqs)
+    if (s.settings->return_prompt_log_probs) s.completion.prompt_log_probs = prompt_log_probs(s.completion.prompt_tokens);
 
   std::vector<Completion> out;
   out.reserve(static_cast<size_t>(b));

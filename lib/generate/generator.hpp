@@ -6,6 +6,7 @@
 // sampled one. Each position costs one token's forward plus attention over the cache.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,12 @@ struct GenerationSettings {
   std::vector<std::string> stop_strings;
   bool stop_on_eol = false;         // ends at the first newline
   bool stop_on_double_eol = false;  // ends at the first blank line
+  // Megatron's prevent_newline_after_colon: the token of "\n" is never drawn right after the
+  // token of ":" (its logit becomes -1e10, as in Megatron's generation loop).
+  bool prevent_newline_after_colon = false;
+  // Also the log-probability of each prompt token after the first, given the tokens before it
+  // (Megatron's server returns these ahead of the generated tokens' own).
+  bool return_prompt_log_probs = false;
 };
 
 enum class FinishReason { kEndOfDocument, kStop, kLength };
@@ -37,6 +44,20 @@ struct Completion {
   std::vector<float> log_probs;  // log-softmax of each generated token, when asked for
   std::string text;              // detokenized generated tokens, cut before a stop string
   FinishReason finish_reason = FinishReason::kLength;
+  // With return_prompt_log_probs: one per prompt token after the first.
+  std::vector<float> prompt_log_probs;
+  // With return_log_probs, when the end-of-document token ended the completion: its
+  // log-probability (it is not among `tokens`); NaN otherwise.
+  float end_of_document_log_prob = std::numeric_limits<float>::quiet_NaN();
+};
+
+// One sequence of a batch whose rows each carry their own settings, so that requests with
+// different sampling parameters share one batch.
+struct GenerationRow {
+  std::vector<TokenId> prompt_tokens;  // non-empty, shorter than the model's positions
+  const GenerationSettings* settings = nullptr;  // sampling and stopping; its seed is not used
+  uint64_t seed = 0;                             // the row draws from SampleRng(seed, stream)
+  uint64_t stream = 0;
 };
 
 class Generator {
@@ -53,7 +74,17 @@ public:
   // first_index + i) when it is empty without add_bos or leaves no room for new tokens.
   std::vector<Completion> generate(std::span<const std::string> prompts, int64_t first_index = 0);
 
+  // The prompt's ids as generation sees them: the end-of-document token first with add_bos.
+  std::vector<TokenId> prompt_tokens(const std::string& prompt, bool add_bos) const;
+  // Completes rows with per-row settings (validated by the caller: validate_sampling, a
+  // non-negative max_new_tokens). Throws mgt::Error naming the row (from 1) whose prompt is
+  // empty or leaves no room for new tokens. A row's completion does not depend on the others.
+  std::vector<Completion> generate_rows(std::span<const GenerationRow> rows);
+
 private:
+  // log_softmax of each prompt token after the first, from one forward pass over the prompt.
+  std::vector<float> prompt_log_probs(std::span<const TokenId> prompt) const;
+
   GptModel* model_;
   Tokenizer* tokenizer_;
   GenerationSettings settings_;

@@ -93,7 +93,7 @@ grep -q "hidden-size 64 disagrees" "$work/err.txt" || fail "disagreeing model fl
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --top-p 0.5
 grep -q -- "--top-k 0" "$work/err.txt" || fail "top-p with top-k not refused"
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --port 5000
-grep -q "no HTTP server" "$work/err.txt" || fail "--port not refused with a reason"
+grep -q -- "--port needs --server" "$work/err.txt" || fail "--port without --server not refused with a reason"
 # A prompts file that is a FIFO is a stream, read once its writer comes; a directory is refused
 # at once, naming it.
 mkfifo "$work/prompts.fifo"

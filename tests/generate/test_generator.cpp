@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "../model/model_testing.hpp"
+#include "test_paths.hpp"
 #include "generate/generator.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "tokenizer/null_tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 using namespace mgt;
 using namespace mgt::model_testing;
@@ -198,4 +200,75 @@ TEST_CASE("Generation stops at the model's last position and refuses prompts wit
   const Completion z = Generator(model, tokenizer, s).generate(std::vector<std::string>{"3"}).front();
   CHECK(z.tokens.empty());
   CHECK(z.finish_reason == FinishReason::kLength);
+}
+
+TEST_CASE("Rows with their own settings complete as a generator with each setting does", "[generate]") {
+  CpuBackend backend;
+  GptModel model(generation_config(gpt2_like_config()), backend, 11);
+  randomize_parameters(model.parameters(), 11);
+  NullTokenizer tokenizer(kNullVocab);
+  GenerationSettings greedy;
+  greedy.max_new_tokens = 3;
+  GenerationSettings sampled;
+  sampled.max_new_tokens = 6;
+  sampled.sampling.top_k = 0;
+  sampled.sampling.temperature = 2.0;
+  sampled.seed = 9;
+  sampled.return_log_probs = true;
+  sampled.return_prompt_log_probs = true;
+
+  Generator generator(model, tokenizer, GenerationSettings{});
+  const std::vector<GenerationRow> rows = {{tokenizer.tokenize("1 2 3"), &greedy, 0, 0},
+                                           {tokenizer.tokenize("4 5"), &sampled, 9, 0}};
+  const std::vector<Completion> both = generator.generate_rows(rows);
+  const Completion alone_greedy = Generator(model, tokenizer, greedy).generate(std::vector<std::string>{"1 2 3"}).front();
+  const Completion alone_sampled = Generator(model, tokenizer, sampled).generate(std::vector<std::string>{"4 5"}).front();
+  CHECK(both[0].tokens == alone_greedy.tokens);
+  CHECK(both[1].tokens == alone_sampled.tokens);
+  CHECK(both[0].log_probs.empty());
+  CHECK(both[0].prompt_log_probs.empty());
+  CHECK(both[1].log_probs.size() == both[1].tokens.size());
+
+  // The prompt's log-probabilities: log_softmax over the padded vocabulary of the plain forward.
+  REQUIRE(both[1].prompt_log_probs.size() == 1);
+  MicroBatch m;
+  m.batch_size = 1;
+  m.seq_length = 1;
+  const std::vector<int64_t> first = {4};
+  m.tokens = first;
+  const std::vector<float> logits = model.forward_only(m, true).logits;
+  double total = 0.0;
+  for (int64_t v = 0; v < model.config().padded_vocab_size; ++v) total += std::exp(double(logits[v]));
+  CHECK(both[1].prompt_log_probs[0] == Approx(double(logits[5]) - std::log(total)).epsilon(1e-4));
+
+  // A prompt may fill every position when nothing is generated (it is only scored).
+  GenerationSettings score;
+  score.max_new_tokens = 0;
+  score.return_prompt_log_probs = true;
+  std::vector<TokenId> full(24, 1);
+  const Completion scored = generator.generate_rows(std::vector<GenerationRow>{{full, &score, 0, 0}}).front();
+  CHECK(scored.tokens.empty());
+  CHECK(scored.prompt_log_probs.size() == 23);
+}
+
+TEST_CASE("prevent_newline_after_colon bans the newline token right after a colon token", "[generate]") {
+  const auto tokenizer = make_tokenizer({"GPT2BPETokenizer", test::dataset_path("gpt2-vocab.json"),
+                                         test::dataset_path("gpt2-merges.txt"), std::nullopt, 0});
+  GptConfig config = generation_config(gpt2_like_config());
+  config.padded_vocab_size = 50304;
+  CpuBackend backend;
+  GptModel model(config, backend, 7);
+  const TokenId newline = tokenizer->tokenize("\n").front();
+  force_prediction(model, newline);
+  GenerationSettings s;
+  s.max_new_tokens = 2;
+  const std::vector<std::string> prompts = {"Note:", "Note"};
+  const std::vector<Completion> plain = Generator(model, *tokenizer, s).generate(prompts);
+  CHECK(plain[0].tokens == std::vector<TokenId>{newline, newline});
+  s.prevent_newline_after_colon = true;
+  const std::vector<Completion> banned = Generator(model, *tokenizer, s).generate(prompts);
+  REQUIRE(banned[0].tokens.size() == 2);
+  CHECK(banned[0].tokens[0] != newline);  // after ":"
+  CHECK(banned[0].tokens[1] == newline);
+  CHECK(banned[1].tokens == plain[1].tokens);  // no colon: unchanged
 }
