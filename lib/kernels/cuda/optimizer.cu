@@ -58,11 +58,9 @@ __device__ __forceinline__ int64_t find_run(const int64_t* ends, int64_t segment
 
 // The whole buffer in one launch (run flags: 1 weight decay, 2 the decoupled learning rate, as
 // kAdamWDecay and kAdamWDecoupledLr of kernels/backend.hpp), four elements per thread and step
-// through 16-byte accesses
-// (when the pointers are 16-byte aligned, else one element at a time; the last n % 4 elements by
-// the first threads). Each thread walks its
-// elements in increasing order, so finding each element's run (weight decay or none) costs a
-// comparison.
+// through 16-byte accesses when the pointers are 16-byte aligned, else one at a time (the last
+// n % 4 elements by the first threads). Each thread walks its elements in increasing order, so
+// finding each element's run costs a comparison.
 __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
                                     float* exp_avg_sq, int64_t n, const int64_t* ends,
                                     const int64_t* flags, int64_t segments, cpu::AdamWParams p,
