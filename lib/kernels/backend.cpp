@@ -535,6 +535,29 @@ void Backend::cross_entropy_backward(ConstFloatView logits, ConstIndexView targe
   st.finish();
 }
 
+void Backend::cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
+                                             ConstFloatView dloss, int64_t rows, int64_t vocab,
+                                             FloatView loss) {
+  const char* op = "cross_entropy_forward_backward";
+  dims(op, {rows, vocab});
+  expect(logits, rows * vocab, op, "logits");
+  expect(targets, rows, op, "targets");
+  expect(dloss, rows, op, "dloss");
+  expect(loss, rows, op, "loss");
+  if (!dloss.is_fp32() || !loss.is_fp32()) fail(op, "dloss and loss must be fp32");
+  if (rows > 0) do_cross_entropy_forward_backward(logits, targets, dloss, rows, vocab, loss);
+}
+
+void Backend::do_cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
+                                                ConstFloatView dloss, int64_t rows, int64_t vocab,
+                                                FloatView loss) {
+  DeviceBuffer row_max(*this, rows);
+  DeviceBuffer sum_exp(*this, rows);
+  cross_entropy_forward(logits, targets, rows, vocab, loss, row_max.view(), sum_exp.view());
+  cross_entropy_backward(logits, targets, row_max.view(), sum_exp.view(), dloss, rows, vocab, 0,
+                         logits);
+}
+
 MaskedLossSum Backend::masked_loss_sum(ConstFloatView loss, ConstFloatView loss_mask) {
   expect(loss_mask, loss.size(), "masked_loss_sum", "loss_mask");
   if (loss.empty()) return {};

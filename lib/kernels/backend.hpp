@@ -199,6 +199,13 @@ public:
   void cross_entropy_backward(ConstFloatView logits, ConstIndexView targets, ConstFloatView row_max,
                               ConstFloatView sum_exp, ConstFloatView dloss, int64_t rows,
                               int64_t vocab, int64_t vocab_start, FloatView dlogits);
+  // Both steps in one pass where the backend can (the vocabulary's logits are read once from
+  // memory): loss[r] = CE of row r, and logits overwritten by their gradient, (softmax − one-hot)
+  // · dloss[r]. Element for element the result equals cross_entropy_forward followed by
+  // cross_entropy_backward into the logits.
+  void cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
+                                      ConstFloatView dloss, int64_t rows, int64_t vocab,
+                                      FloatView loss);
   // Σ loss·mask and Σ mask, read back to the host.
   MaskedLossSum masked_loss_sum(ConstFloatView loss, ConstFloatView loss_mask);
   // dloss = loss_mask · scale.
@@ -339,6 +346,10 @@ private:
 
   virtual void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                              int64_t n, const AdamWParams& params, int64_t step) = 0;
+  // Default: the two operations with their statistics in temporaries.
+  virtual void do_cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
+                                                 ConstFloatView dloss, int64_t rows,
+                                                 int64_t vocab, FloatView loss);
   // Default: scale and adamw_step per run, then a conversion into compute.
   virtual void do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
                                FloatView exp_avg_sq, std::span<const int64_t> segment_ends,

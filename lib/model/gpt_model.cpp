@@ -191,15 +191,17 @@ void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory,
 }
 
 void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory,
-                             float loss_scale) {
+                             float loss_scale, bool logits_hold_gradient) {
   const int64_t tokens = ctx.tokens();
   const auto num_layers = static_cast<int64_t>(layers_.size());
   const bool recompute_layers = config().recompute_granularity == RecomputeGranularity::kFull;
 
   // On stages before the last, d_hidden already holds the gradient of the stage's output.
   if (loss_) {
-    loss_->backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens,
-                    memory.loss);
+    if (!logits_hold_gradient) {
+      loss_->backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens,
+                      memory.loss);
+    }
     output_layer_->backward(memory.logits, memory.final_norm_output, tokens,
                             memory.scratch.hidden_a,
                             ctx.when_sequence_parallel(memory.sequence.gathered),
@@ -269,9 +271,17 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
   const ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng,
                            sequence_parallel_ ? tp_.size() : 1,
                            sequence_parallel_ ? tp_.rank() : 0};
-  forward_pass(ctx, memory, true);
+  // The loss gradient's scale from the host's mask, so that the loss and its gradient come from
+  // one pass over the logits and nothing is read back before the backward is queued.
+  MaskedLossSum host_count;
+  for (const float m : batch.loss_mask) host_count.tokens += m;
+  if (batch.loss_mask.empty()) host_count.tokens = static_cast<double>(batch.batch_size * batch.seq_length);
+  const float scale = loss_gradient_scale(host_count, num_microbatches, reduction);
+  forward_pass(ctx, memory, false);
+  loss_->forward_backward(memory.logits, memory.labels, memory.loss_mask, scale, ctx.tokens(),
+                          memory.loss);
+  backward_pass(ctx, memory, scale, true);
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
-  backward_pass(ctx, memory, loss_gradient_scale(sum, num_microbatches, reduction));
   return {sum.loss_sum, sum.tokens};
 }
 

@@ -206,7 +206,10 @@ private:
   void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss);
   // Embedding, layers and final norm: fills memory.final_norm_output.
   void decoder_pass(const ForwardContext& ctx, ActivationMemory& memory);
-  void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale);
+  // With logits_hold_gradient the loss's backward has already run (the fused loss step of
+  // forward_backward) and the logits hold their gradient.
+  void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale,
+                     bool logits_hold_gradient = false);
   // The whole-vocabulary logits of `rows` rows from this rank's [rows, local vocab] ones: the
   // logits themselves without tensor parallelism, else gathered into `whole`.
   ConstFloatView whole_vocab_logits(ConstFloatView logits, int64_t rows,

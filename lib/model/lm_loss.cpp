@@ -28,6 +28,19 @@ void LanguageModelLoss::forward(ConstFloatView logits, ConstIndexView labels, in
   backend_->cross_entropy_loss(row_max, sum_exp, losses, losses);
 }
 
+void LanguageModelLoss::forward_backward(FloatView logits, ConstIndexView labels,
+                                         ConstFloatView loss_mask, float scale, int64_t tokens,
+                                         const LossActivations& saved) const {
+  if (tp_->active()) {
+    forward(logits, labels, tokens, saved);
+    backward(logits, labels, loss_mask, scale, tokens, saved);
+    return;
+  }
+  backend_->masked_loss_grad(loss_mask, scale, saved.d_loss);
+  backend_->cross_entropy_forward_backward(logits, labels, saved.d_loss, tokens, vocab_,
+                                           saved.losses);
+}
+
 void LanguageModelLoss::backward(FloatView logits, ConstIndexView labels, ConstFloatView loss_mask,
                                  float scale, int64_t tokens, const LossActivations& saved) const {
   backend_->masked_loss_grad(loss_mask, scale, saved.d_loss);

@@ -31,6 +31,11 @@ public:
   // logits [tokens, local vocab]; every rank gets the whole losses.
   void forward(ConstFloatView logits, ConstIndexView labels, int64_t tokens,
                const LossActivations& saved) const;
+  // forward, then backward with the same arguments: the losses, and the logits overwritten by
+  // their gradient. Without tensor parallelism one pass over the logits (the loss gradient's
+  // scale must then be known before the losses are: from the host's loss mask).
+  void forward_backward(FloatView logits, ConstIndexView labels, ConstFloatView loss_mask,
+                        float scale, int64_t tokens, const LossActivations& saved) const;
   // Overwrites logits with ∂loss/∂logits, where the loss is Σ mask·CE · scale.
   void backward(FloatView logits, ConstIndexView labels, ConstFloatView loss_mask, float scale,
                 int64_t tokens, const LossActivations& saved) const;

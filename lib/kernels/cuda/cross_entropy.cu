@@ -80,6 +80,36 @@ __global__ void backward_kernel(In logits, const int64_t* targets, const float* 
   }
 }
 
+// forward_kernel then backward_kernel in one block per row: the row is read from memory once
+// and again from L2 (a row of the vocabulary is a few hundred KB at most), and the gradient
+// replaces the logits (dlogits may alias them: every read of the row, the target logit's too,
+// happens before the first write).
+__global__ void forward_backward_kernel(In logits, const int64_t* targets, const float* dloss,
+                                        int64_t vocab, float* loss, Out dlogits) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  In row = logits + r * vocab;
+  Out drow = dlogits + r * vocab;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
+  m = block_max(m, scratch);
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(row[i] - m);
+  s = block_sum(s, scratch);
+  const int64_t t = targets[r];
+  if (threadIdx.x == 0) {
+    const float target = t >= 0 && t < vocab ? row[t] : NAN;  // NaN: an id outside the vocabulary
+    loss[r] = (m - target) + logf(s);
+  }
+  __syncthreads();
+  const float g = dloss[r];
+  const float inv_sum = 1.0f / s;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float p = expf(row[i] - m) * inv_sum * g;
+    drow[i] = i == t ? p - g : p;
+  }
+}
+
 __global__ void masked_loss_sum_kernel(const float* loss, const float* mask, int64_t rows,
                                        double* sums) {
   __shared__ double partial[2][1024];
@@ -202,6 +232,15 @@ void cross_entropy_backward(In logits, const int64_t* targets, const float* row_
   backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       logits, targets, row_max, sum_exp, dloss, vocab, vocab_start, dlogits);
   MGT_CUDA_CHECK_LAUNCH(backward_kernel);
+}
+
+void cross_entropy_forward_backward(In logits, const int64_t* targets, const float* dloss,
+                                    int64_t rows, int64_t vocab, float* loss, Out dlogits,
+                                    cudaStream_t stream) {
+  if (rows == 0) return;
+  forward_backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      logits, targets, dloss, vocab, loss, dlogits);
+  MGT_CUDA_CHECK_LAUNCH(forward_backward_kernel);
 }
 
 void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums,

@@ -27,6 +27,12 @@ void cross_entropy_backward(In logits, const int64_t* targets, const float* row_
                             const float* sum_exp, const float* dloss, int64_t rows, int64_t vocab,
                             int64_t vocab_start, Out dlogits, cudaStream_t stream);
 // sums[0] = Σ loss·mask, sums[1] = Σ mask, in double, in device memory.
+// cross_entropy_forward and cross_entropy_backward (vocab_start 0) in one kernel; dlogits may
+// alias logits.
+void cross_entropy_forward_backward(In logits, const int64_t* targets, const float* dloss,
+                                    int64_t rows, int64_t vocab, float* loss, Out dlogits,
+                                    cudaStream_t stream);
+
 void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums,
                      cudaStream_t stream);
 // out[r] = first index of the row's maximum.

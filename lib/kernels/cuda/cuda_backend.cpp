@@ -416,6 +416,14 @@ void CudaBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
 void CudaBackend::do_scale(FloatArg x, int64_t n, float factor) {
   const cuda::ScopedOp scope(profiler_.get(), "scale"); cuda::scale(x, n, factor, stream_); }
 
+void CudaBackend::do_cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
+                                                    ConstFloatView dloss, int64_t rows,
+                                                    int64_t vocab, FloatView loss) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_forward_backward");
+  cuda::cross_entropy_forward_backward(logits, targets.data(), dloss.data(), rows, vocab,
+                                       loss.data(), logits, stream_);
+}
+
 void CudaBackend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
                                   FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
                                   std::span<const int64_t> segment_flags, const AdamWParams& params,

@@ -141,6 +141,10 @@ private:
   void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) override;
   void do_scale(FloatArg x, int64_t n, float factor) override;
 
+  void do_cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
+                                         ConstFloatView dloss, int64_t rows, int64_t vocab,
+                                         FloatView loss) override;
+
   void do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg, FloatView exp_avg_sq,
                        std::span<const int64_t> segment_ends, std::span<const int64_t> segment_flags,
                        const AdamWParams& params, float decoupled_lr, float grad_scale, int64_t step,
