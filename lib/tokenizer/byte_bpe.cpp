@@ -1,6 +1,7 @@
 #include "tokenizer/byte_bpe.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
 #include "core/error.hpp"
@@ -9,14 +10,44 @@ namespace mgt {
 
 std::uint32_t ByteBpeTables::intern(std::string_view bytes) {
   auto [it, inserted] = symbols_.try_emplace(std::string(bytes), static_cast<std::uint32_t>(symbol_token_.size()));
-  if (inserted) symbol_token_.push_back(kNoToken);
+  if (inserted) {
+    symbol_token_.push_back(kNoToken);
+    symbol_index_.clear();  // stale until the next finish()
+  }
   return it->second;
 }
 
 std::optional<std::uint32_t> ByteBpeTables::symbol_of(std::string_view bytes) const {
-  auto it = symbols_.find(std::string(bytes));
-  if (it == symbols_.end()) return std::nullopt;
-  return it->second;
+  if (symbol_index_.empty()) {
+    auto it = symbols_.find(std::string(bytes));
+    if (it == symbols_.end()) return std::nullopt;
+    return it->second;
+  }
+  const std::uint64_t hash = std::hash<std::string_view>{}(bytes);
+  for (std::size_t i = hash & symbol_mask_;; i = (i + 1) & symbol_mask_) {
+    const SymbolSlot& s = symbol_index_[i];
+    if (s.symbol == kEmptySlot) return std::nullopt;
+    if (s.hash == hash && s.length == bytes.size() &&
+        (bytes.empty() || std::memcmp(symbol_bytes_.data() + s.offset, bytes.data(), bytes.size()) == 0))
+      return s.symbol;
+  }
+}
+
+void ByteBpeTables::build_symbol_index() {
+  std::size_t capacity = 16;
+  while (capacity < 2 * symbols_.size()) capacity *= 2;
+  symbol_index_.assign(capacity, SymbolSlot{0, 0, 0, kEmptySlot});
+  symbol_mask_ = capacity - 1;
+  symbol_bytes_.clear();
+  for (const auto& [bytes, symbol] : symbols_) {
+    if (symbol_bytes_.size() + bytes.size() >= UINT32_MAX) throw Error("BPE: the vocabulary's tokens exceed 4 GiB");
+    const std::uint64_t hash = std::hash<std::string_view>{}(bytes);
+    std::size_t i = hash & symbol_mask_;
+    while (symbol_index_[i].symbol != kEmptySlot) i = (i + 1) & symbol_mask_;
+    symbol_index_[i] = SymbolSlot{hash, static_cast<std::uint32_t>(symbol_bytes_.size()),
+                                  static_cast<std::uint32_t>(bytes.size()), symbol};
+    symbol_bytes_ += bytes;
+  }
 }
 
 void ByteBpeTables::add_merge(std::uint32_t left, std::uint32_t right, std::uint32_t rank,
@@ -32,6 +63,7 @@ void ByteBpeTables::finish() {
     merges_.set((*it)[0], (*it)[1], (*it)[2], (*it)[3]);
   pending_merges_.clear();
   pending_merges_.shrink_to_fit();
+  build_symbol_index();
 }
 
 void ByteBpeEncoder::encode(const ByteBpeTables& t, std::string_view piece, std::vector<TokenId>& out) {

@@ -24,6 +24,7 @@ public:
 
   // The symbol of a byte string, created on first use.
   std::uint32_t intern(std::string_view bytes);
+  // Without allocating once finish() has run: with ignore_merges it runs once per piece.
   std::optional<std::uint32_t> symbol_of(std::string_view bytes) const;
   void set_token(std::uint32_t symbol, TokenId id) { symbol_token_[symbol] = id; }
   TokenId token_of(std::uint32_t symbol) const { return symbol_token_[symbol]; }
@@ -44,7 +45,20 @@ public:
   const gpt2::MergeTable& merges() const { return merges_; }
 
 private:
+  void build_symbol_index();
+
   std::unordered_map<std::string, std::uint32_t> symbols_;
+  // symbols_ again after finish(), as open addressing over one buffer of bytes: the node-based
+  // map's cache misses and modulo were most of the time of a cache-friendly encode.
+  struct SymbolSlot {
+    std::uint64_t hash;
+    std::uint32_t offset, length;
+    std::uint32_t symbol;  // kEmptySlot for a free slot
+  };
+  static constexpr std::uint32_t kEmptySlot = UINT32_MAX;
+  std::vector<SymbolSlot> symbol_index_;
+  std::string symbol_bytes_;
+  std::size_t symbol_mask_ = 0;
   std::vector<TokenId> symbol_token_;
   std::vector<std::array<std::uint32_t, 4>> pending_merges_;  // left, right, rank, merged
   std::array<std::uint32_t, 256> byte_symbol_{};
