@@ -265,6 +265,25 @@ TEST_CASE("cuda ops: AdamW and sum of squares", "[cuda]") {
   CHECK(norms[1] == Approx(norms[0]).epsilon(1e-12));
 }
 
+TEST_CASE("cuda ops: cross-entropy forward and backward in one pass, fp32 and bf16 logits", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t rows = 70, vocab = 5003;
+  for (const FloatType type : {FloatType::kF32, FloatType::kBf16}) {
+    auto logits = random_twin(pair, rows * vocab, 84, -8.0f, 8.0f, type);
+    auto targets = twin(pair, random_ids(rows, 0, vocab, 85));
+    auto dloss = random_twin(pair, rows, 86, 0.0f, 1.0f);
+    auto loss = random_twin(pair, rows, 87);
+    for (Side s : kSides) {
+      pair.on(s).cross_entropy_forward_backward(logits(s), targets(s), dloss(s), rows, vocab, loss(s));
+    }
+    const bool bf16 = type == FloatType::kBf16;
+    check_close(pair, loss, kReduction, bf16 ? "fused loss, bf16 logits" : "fused loss");
+    // bf16 gradients: the same value on both sides may round to neighbouring bf16 numbers.
+    check_close(pair, logits, bf16 ? 1e-2 : kReduction, bf16 ? "fused gradient, bf16" : "fused gradient");
+  }
+}
+
 TEST_CASE("cuda ops: one-launch AdamW over segments with clipping and a bf16 weight copy", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
