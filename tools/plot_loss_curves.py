@@ -35,18 +35,16 @@ def read_losses(path):
 
 
 def nice_ticks(low, high, count=5):
-    """Round tick values covering [low, high]: steps of 1, 2 or 5 times a power of ten."""
+    """Round tick values from at most `low` to at least `high`: steps of 1, 2 or 5 times a power of ten."""
     if high <= low:
         high = low + 1.0
     raw = (high - low) / count
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.floor(low / step) * step
-    ticks = []
-    value = first
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
+    # The last tick is at or above `high`, so that no point falls outside the axes.
+    ticks = [round(math.floor(low / step) * step, 10)]
+    while ticks[-1] < high - step * 1e-9:
+        ticks.append(round(ticks[-1] + step, 10))
     return ticks
 
 

@@ -31,8 +31,32 @@ assert len(svg.findall("svg:circle", ns)) == len(valid)
 # Later iterations sit further right.
 xs = [float(p.split(",")[0]) for p in lines["train"]]
 assert xs == sorted(xs) and xs[0] < xs[-1], xs
+# Every point lies inside the frame, the first train loss (the highest) included.
+frame = next(r for r in svg.findall("svg:rect", ns) if r.get("fill") == "none")
+left, top = float(frame.get("x")), float(frame.get("y"))
+right, bottom = left + float(frame.get("width")), top + float(frame.get("height"))
+for points in lines.values():
+    for p in points:
+        x, y = map(float, p.split(","))
+        assert left <= x <= right and top <= y <= bottom, (p, left, top, right, bottom)
 texts = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")]
 assert "train lm loss" in texts and "validation lm loss" in texts and "iteration" in texts, texts
+PY
+
+# A highest loss between two ticks still lies inside the frame: the axis reaches past it.
+printf '%s\n' '{"event": "train", "iteration": 10, "lm_loss": 10.44}' '{"event": "train", "iteration": 60, "lm_loss": 6.99}' \
+  '{"event": "validation", "iteration": 60, "lm_loss": 7.3}' >"$work/between.jsonl"
+expect_status 0 python3 "$src/tools/plot_loss_curves.py" "$work/between.jsonl" "$work/between.svg"
+python3 - "$work/between.svg" <<'PY' || fail "a point lies outside the frame"
+import sys
+import xml.etree.ElementTree as ET
+ns = {"svg": "http://www.w3.org/2000/svg"}
+svg = ET.parse(sys.argv[1]).getroot()
+frame = next(r for r in svg.findall("svg:rect", ns) if r.get("fill") == "none")
+top, bottom = float(frame.get("y")), float(frame.get("y")) + float(frame.get("height"))
+for line in svg.findall("svg:polyline", ns):
+    for p in line.get("points").split():
+        assert top <= float(p.split(",")[1]) <= bottom, (p, top, bottom)
 PY
 
 # A metrics file with no loss is an error, not an empty picture.
