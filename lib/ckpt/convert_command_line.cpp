@@ -5,8 +5,8 @@
 #include "ckpt/hf_directory_files.hpp"
 #include "ckpt/safetensors_model_files.hpp"
 #include "core/cxxopts_command_line.hpp"
-#include "core/megatron_compatibility.hpp"
 #include "core/error.hpp"
+#include "core/megatron_compatibility.hpp"
 
 namespace mgt {
 

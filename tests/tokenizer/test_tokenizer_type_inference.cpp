@@ -4,7 +4,7 @@
 
 using namespace mgt;
 
-TEST_CASE("--vocab-file and --merge-file without --tokenizer-type select GPT2BPETokenizer", "[tokenizer]") {
+TEST_CASE("A vocabulary and a merges file without a tokenizer type select GPT2BPETokenizer", "[tokenizer]") {
   TokenizerOptions both;
   both.vocab_file = "vocab.json";
   both.merge_file = "merges.txt";
