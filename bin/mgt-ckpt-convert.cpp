@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       std::fputs(mgt::convert_help().c_str(), stdout);
       return mgt::kExitOk;
     }
+    mgt::print_ignored_flags("mgt-ckpt-convert", command.ignored);
     const mgt::ConvertResult result = mgt::convert_checkpoint(command.options);
     std::fputs(mgt::convert_summary_json(command.options, result).c_str(), stdout);
     return mgt::kExitOk;

@@ -6,6 +6,7 @@
 #include "ckpt/safetensors_model_files.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "core/megatron_compatibility.hpp"
 
 namespace mgt {
 
@@ -20,14 +21,24 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--saver-transformer-impl", "mgt checkpoints have one layout (Megatron's local spec names)"},
     {"--position-embedding-type", "the position embedding is read from the checkpoint"},
     {"--target-expert-parallel-size", "mgt has no mixture-of-experts layers"},
-    {"--checkpoint-type", "Meta's original Llama checkpoints are not read; --loader hf reads Hugging Face "
-                          "directories and takes the architecture from config.json"},
-    {"--model-size", "--loader hf reads the architecture from config.json"},
-    {"--tokenizer-model", "a conversion records no tokenizer model; give it to mgt-train, mgt-eval and "
-                          "mgt-generate"},
     {"--bf16", "mgt checkpoints keep fp32 weights; --hf-dtype bf16 writes a Hugging Face export in bf16"},
     {"--fp16", "mgt checkpoints keep fp32 weights; --hf-dtype fp16 writes a Hugging Face export in fp16"},
 };
+
+// The flags convert.py's llama_mistral loader requires: accepted, so that its command lines run
+// unchanged, and named on one line, since the hf loader takes all they say from config.json.
+const std::map<std::string, IgnoredFlag>& llama_mistral_loader_flags() {
+  static const std::map<std::string, IgnoredFlag> flags = {
+      {"--checkpoint-type",
+       {FlagArity::One, "the hf loader reads Hugging Face directories", {"meta", "hf"}, false,
+        {{"meta", "Meta's original Llama checkpoints are not read; convert them to Hugging Face format first"}}}},
+      {"--model-size", {FlagArity::One, "the architecture is read from config.json", {}, false, {}}},
+      {"--tokenizer-model",
+       {FlagArity::One, "a conversion records no tokenizer model; give it to mgt-train, mgt-eval and mgt-generate",
+        {}, false, {}}},
+  };
+  return flags;
+}
 
 cxxopts::Options make_options() {
   cxxopts::Options o(kProgram,
@@ -37,8 +48,10 @@ cxxopts::Options make_options() {
   // clang-format off
   o.add_options("convert")
       ("model-type", "Model type; GPT is the only one", cxxopts::value<std::string>(), "GPT")
-      ("loader", "Format to read: mgt (aliases core, mcore) or hf", cxxopts::value<std::string>(), "NAME")
-      ("saver", "Format to write: mgt (aliases core, mcore) or hf", cxxopts::value<std::string>(), "NAME")
+      ("loader", "Format to read: mgt (aliases core, legacy, mcore, megatron) or hf (alias llama_mistral)",
+       cxxopts::value<std::string>(), "NAME")
+      ("saver", "Format to write: mgt (aliases core, legacy, mcore, megatron) or hf", cxxopts::value<std::string>(),
+       "NAME")
       ("load-dir", "Checkpoint to read: an mgt save or iteration directory, or a Hugging Face model directory",
        cxxopts::value<std::string>(), "DIR")
       ("save-dir", "Directory to write; must not exist or be empty", cxxopts::value<std::string>(), "DIR")
@@ -83,15 +96,21 @@ cxxopts::Options make_options() {
   return o;
 }
 
-// Megatron names its own checkpoints' plugin "core" (and maps the old "mcore" to it); here that
-// format is mgt's. "legacy" would name Megatron's torch files, which mgt does not read.
+// convert.py's plugin names, so that its command lines run unchanged. Its own checkpoint
+// plugins (core, legacy, and the older names mcore and megatron) stand for Megatron's checkpoint
+// format, which mgt's takes the place of: a script converting Megatron checkpoints converts mgt's.
+// Its llama_mistral loader reads Hugging Face Llama and Mistral directories, as hf does; it has no
+// saver of that name.
 std::string format_of(const char* flag, const std::string& name) {
-  if (name == "mgt" || name == "core" || name == "mcore") return "mgt";
+  if (name == "mgt" || name == "core" || name == "mcore" || name == "legacy" || name == "megatron") return "mgt";
   if (name == "hf") return "hf";
-  if (name == "legacy")
-    throw UsageError(std::string("--") + flag + " legacy: Megatron's torch checkpoints are not supported; mgt "
-                     "converts its own checkpoints (mgt) and Hugging Face GPT-2, Llama and Mistral (hf)");
-  throw UsageError(std::string("--") + flag + " '" + name + "' is not a format mgt-ckpt-convert knows (mgt, hf)");
+  if (name == "llama_mistral") {
+    if (std::string(flag) == "loader") return "hf";
+    throw UsageError("--saver llama_mistral: convert.py has no saver of that name; --saver hf --hf-model-type "
+                     "llama|mistral writes Hugging Face Llama and Mistral");
+  }
+  throw UsageError(std::string("--") + flag + " '" + name + "' is not a format mgt-ckpt-convert knows (mgt, hf; "
+                   "convert.py's core, legacy, mcore, megatron and llama_mistral)");
 }
 
 std::optional<std::int64_t> positive(const FlagValues& f, const char* name) {
@@ -143,19 +162,21 @@ ConvertOptions to_convert_options(const FlagValues& f) {
 ConvertCommandLine parse_convert_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
   // convert.py is not a pretraining script: an unknown flag is just unknown.
-  const CommandLineRules rules{declared_flags(options), kRefusedFlags, false};
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram).flags;
+  const CommandLineRules rules{declared_flags(options), kRefusedFlags, false, llama_mistral_loader_flags()};
+  ParsedCommandLine parsed = parse_command_line(options, argc, argv, rules, kProgram);
   ConvertCommandLine command;
-  if (result.count("help")) {
+  if (parsed.flags.count("help")) {
     command.show_help = true;
     return command;
   }
-  command.options = to_convert_options(FlagValues(result));
+  command.options = to_convert_options(FlagValues(parsed.flags));
+  command.ignored = std::move(parsed.ignored);
   return command;
 }
 
 std::string convert_help() {
-  return make_options().help({"convert", "vocabulary", "model", "hugging face", "parallelism"}) +
+  return make_options().help({"convert", "vocabulary", "model", "hugging face", "parallelism"}) + "\n" +
+         ignored_flags_help(CommandLineRules{{}, {}, false, llama_mistral_loader_flags()}) +
          "\nA JSON summary goes to standard output, diagnostics to standard error.\n"
          "See man mgt-ckpt-convert(1) for the mappings to GPT-2 and Llama, refusals and exit codes.\n";
 }

@@ -2,6 +2,9 @@
 // loader's and saver's) into ConvertOptions.
 #pragma once
 #include <string>
+#include <vector>
+
+#include "core/command_line.hpp"
 
 #include "ckpt/convert_job.hpp"
 
@@ -10,6 +13,7 @@ namespace mgt {
 struct ConvertCommandLine {
   bool show_help = false;  // --help: print convert_help() and stop; nothing else is read
   ConvertOptions options;
+  std::vector<IgnoredFlagUse> ignored;  // accepted flags that change nothing, for print_ignored_flags
 };
 
 // Throws mgt::UsageError naming the flag at fault.

@@ -15,6 +15,7 @@
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
 #include "data/python_json.hpp"
+#include "tokenizer/tokenizer_type_inference.hpp"
 #include "train/checkpoint_json.hpp"
 
 namespace mgt {
@@ -212,12 +213,24 @@ void check_model_flags_agree(const ModelCheckpoint& checkpoint, const std::map<s
   }
 }
 
+namespace {
+bool records_tokenizer_type(const ModelCheckpoint& checkpoint) {
+  return JsonScalars(checkpoint.metadata.tokenizer_json, "the tokenizer of checkpoint " + checkpoint.directory)
+      .contains("tokenizer_type");
+}
+}  // namespace
+
 std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& checkpoint,
-                                                     const std::optional<TokenizerOptions>& flags) {
+                                                     const std::optional<TokenizerOptions>& flags,
+                                                     std::string_view program) {
   TokenizerOptions options;
   std::string source;
-  if (flags && !flags->type.empty()) {
-    options = *flags;
+  // A recorded tokenizer wins over the inference: the files alone then only move its paths.
+  std::optional<TokenizerOptions> given = flags;
+  if (given && given->type.empty() && !records_tokenizer_type(checkpoint))
+    infer_tokenizer_type_from_files(*given, program);
+  if (given && !given->type.empty()) {
+    options = *given;
     source = "--tokenizer-type " + options.type;
   } else {
     const JsonScalars t(checkpoint.metadata.tokenizer_json, "the tokenizer of checkpoint " + checkpoint.directory);

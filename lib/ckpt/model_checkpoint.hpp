@@ -54,9 +54,12 @@ void check_model_flags_agree(const ModelCheckpoint& checkpoint,
                              const std::map<std::string, std::string>& given);
 
 // The tokenizer: built from `flags` when they name a type, otherwise from the description the
-// checkpoint carries (type and file paths as training saw them). Throws mgt::Error when neither
-// names one, and when the tokenizer's vocabulary does not fit the model's padded vocabulary.
+// checkpoint carries (type and file paths as training saw them); a checkpoint that records none
+// (an import from Hugging Face) takes --vocab-file and --merge-file alone as GPT2BPETokenizer,
+// saying so as `program` on standard error. Throws mgt::Error when nothing names a tokenizer,
+// and when the tokenizer's vocabulary does not fit the model's padded vocabulary.
 std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& checkpoint,
-                                                     const std::optional<TokenizerOptions>& flags);
+                                                     const std::optional<TokenizerOptions>& flags,
+                                                     std::string_view program);
 
 }  // namespace mgt

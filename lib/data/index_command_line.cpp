@@ -7,6 +7,7 @@
 #include "core/megatron_compatibility.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
+#include "tokenizer/tokenizer_type_inference.hpp"
 
 namespace mgt {
 
@@ -128,6 +129,7 @@ IndexOptions to_index_options(const FlagValues& f) {
   if (extra < 0 || extra > 1000000) throw UsageError("--vocab-extra-ids must be between 0 and 1000000");
   o.tokenizer.vocab_extra_ids = static_cast<int>(extra);
   set_tokenizer_model_flags(f, o.tokenizer);
+  infer_tokenizer_type_from_files(o.tokenizer, kProgram);
   f.set("eod-mask-loss", o.eod_mask_loss);
   f.set("reset-position-ids", o.reset_position_ids);
   f.set("reset-attention-mask", o.reset_attention_mask);

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
+#include "tokenizer/tokenizer_type_inference.hpp"
 
 namespace mgt {
 
@@ -120,6 +121,7 @@ TokenizeOptions to_tokenize_options(const FlagValues& f) {
     throw UsageError("--vocab-extra-ids: '" + f.text("vocab-extra-ids") + "' is out of range");
   o.tokenizer.vocab_extra_ids = static_cast<int>(extra);
   set_tokenizer_model_flags(f, o.tokenizer);
+  infer_tokenizer_type_from_files(o.tokenizer, kProgram);
   f.set("append-eod", o.append_eod);
   f.set("split-sentences", o.split_sentences);
   f.set("keep-newlines", o.keep_newlines);

@@ -75,7 +75,7 @@ int run_eval(const EvalOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
   check_model_flags_agree(checkpoint, options.model_flags);
-  const std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer);
+  const std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-eval");
   check_padded_vocab(checkpoint, *tokenizer, options);
   const std::int64_t seq_length = checked_seq_length(checkpoint, options);
   const std::unique_ptr<Backend> backend_owner = make_backend(options.device);

@@ -16,7 +16,7 @@ GenerationModel load_generation_model(const GenerateOptions& options) {
   const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
   check_model_flags_agree(checkpoint, options.model_flags);
   GenerationModel loaded;
-  loaded.tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer);
+  loaded.tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-generate");
   loaded.backend = make_backend(options.device);
   log::info("compute device: " + loaded.backend->description());
   // Before the weights load: a model that cannot fit is refused with the numbers. The estimate

@@ -8,6 +8,7 @@
 #include "core/megatron_compatibility.hpp"
 #include "kernels/backend_factory.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
+#include "tokenizer/tokenizer_type_inference.hpp"
 
 namespace mgt {
 
@@ -272,6 +273,7 @@ void read_data(const FlagValues& f, DataOptions& d) {
   f.set("vocab-extra-ids", extra);
   if (extra < 0 || extra > 1000000) throw UsageError("--vocab-extra-ids must be between 0 and 1000000");
   d.tokenizer.vocab_extra_ids = static_cast<int>(extra);
+  infer_tokenizer_type_from_files(d.tokenizer, kProgram);
   f.set("eod-mask-loss", d.eod_mask_loss);
   f.set("reset-position-ids", d.reset_position_ids);
   f.set("reset-attention-mask", d.reset_attention_mask);

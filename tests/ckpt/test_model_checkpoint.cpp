@@ -100,18 +100,23 @@ TEST_CASE("The tokenizer comes from the checkpoint unless flags name one", "[ckp
   save_model_checkpoint(dir.path.string(), 1, model.parameters(), model_args_json(model.config()),
                         gpt2_tokenizer_json());
   const ModelCheckpoint ckpt = open_model_checkpoint(dir.path.string());
-  CHECK(make_checkpoint_tokenizer(ckpt, std::nullopt)->vocab_size() == 50257);
+  CHECK(make_checkpoint_tokenizer(ckpt, std::nullopt, "mgt-eval")->vocab_size() == 50257);
   TokenizerOptions null;
   null.type = "NullTokenizer";
   null.vocab_size = 100;
-  CHECK(make_checkpoint_tokenizer(ckpt, null)->vocab_size() == 101);
+  CHECK(make_checkpoint_tokenizer(ckpt, null, "mgt-eval")->vocab_size() == 101);
   null.vocab_size = 60000;
-  CHECK_THROWS_WITH(make_checkpoint_tokenizer(ckpt, null), Catch::Contains("more than the model's vocabulary of 50304"));
+  CHECK_THROWS_WITH(make_checkpoint_tokenizer(ckpt, null, "mgt-eval"), Catch::Contains("more than the model's vocabulary of 50304"));
 
   TempDir bare("bare");
   save_model_checkpoint(bare.path.string(), 1, model.parameters(), model_args_json(model.config()));
-  CHECK_THROWS_WITH(make_checkpoint_tokenizer(open_model_checkpoint(bare.path.string()), std::nullopt),
+  CHECK_THROWS_WITH(make_checkpoint_tokenizer(open_model_checkpoint(bare.path.string()), std::nullopt, "mgt-eval"),
                     Catch::Contains("does not record its tokenizer"));
+  // Without a recorded tokenizer, the GPT-2 files alone name GPT2BPETokenizer, as in older scripts.
+  TokenizerOptions files;
+  files.vocab_file = test::dataset_path("gpt2-vocab.json");
+  files.merge_file = test::dataset_path("gpt2-merges.txt");
+  CHECK(make_checkpoint_tokenizer(open_model_checkpoint(bare.path.string()), files, "mgt-eval")->vocab_size() == 50257);
 }
 
 TEST_CASE("Opening what is not a runnable checkpoint fails with a clear message", "[ckpt]") {

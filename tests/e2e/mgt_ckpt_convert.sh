@@ -45,6 +45,14 @@ expect_status 0 "${convert[@]}" --loader core --saver hf --load-dir "$work/back"
 cmp "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || fail "re-export differs"
 cmp "$work/hf/config.json" "$work/hf2/config.json" || fail "re-exported config.json differs"
 
+# convert.py's names for Megatron's own checkpoints are mgt's format, on either side: each copy
+# holds the same weights.
+for alias in legacy megatron mcore; do
+  expect_status 0 "${convert[@]}" --loader "$alias" --saver "$alias" --load-dir "$work/ckpt" --save-dir "$work/$alias"
+  expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/$alias" --save-dir "$work/hf-$alias"
+  cmp "$work/hf-$alias/model.safetensors" "$work/hf/model.safetensors" || fail "--loader/--saver $alias changed the weights"
+done
+
 # mgt -> mgt is a weights-only copy that keeps the iteration.
 expect_status 0 "${convert[@]}" --loader mgt --saver mgt --load-dir "$work/ckpt" --save-dir "$work/copy"
 [[ -s "$work/copy/iter_0000002/mp_rank_00.h5" ]] || fail "copy lacks iteration 2"
@@ -63,8 +71,10 @@ expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" 
 one_line_error "apply to --saver mgt only"
 expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/x" --bogus
 one_line_error "unknown flag --bogus"
-expect_status 2 "${convert[@]}" --loader legacy --saver hf --load-dir "$work/ckpt" --save-dir "$work/x"
-one_line_error "legacy"
+expect_status 2 "${convert[@]}" --loader mgt --saver llama_mistral --load-dir "$work/ckpt" --save-dir "$work/x"
+one_line_error "convert.py has no saver of that name"
+expect_status 2 "${convert[@]}" --loader torch --saver hf --load-dir "$work/ckpt" --save-dir "$work/x"
+one_line_error "'torch' is not a format"
 expect_status 2 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/x" \
   --true-vocab-size 60000
 one_line_error "--true-vocab-size 60000"

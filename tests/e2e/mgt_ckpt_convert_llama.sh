@@ -49,6 +49,16 @@ cmp "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || fail "re-expor
 cmp "$work/hf/config.json" "$work/hf2/config.json" || fail "re-exported config.json differs"
 expect_status 0 "${convert[@]}" --loader hf --saver hf --load-dir "$work/hf" --save-dir "$work/hf3"
 cmp "$work/hf/model.safetensors" "$work/hf3/model.safetensors" || fail "hf -> hf differs"
+# convert.py's llama_mistral loader is the hf import; the flags it requires are named, not refused.
+expect_status 0 "${convert[@]}" --loader llama_mistral --checkpoint-type hf --model-size llama3 \
+  --tokenizer-model "$src/datasets/tokenizer-tests/hf-llama3-bpe" --saver hf --load-dir "$work/hf" --save-dir "$work/hf4"
+cmp "$work/hf/model.safetensors" "$work/hf4/model.safetensors" || fail "--loader llama_mistral differs from hf"
+grep -q '^mgt-ckpt-convert: ignored flags (they change nothing here): --checkpoint-type hf (.*); --model-size llama3 (.*); --tokenizer-model ' \
+  "$work/err.txt" || fail "llama_mistral flags not named: $(cat "$work/err.txt")"
+expect_status 2 "${convert[@]}" --loader llama_mistral --checkpoint-type meta --saver hf --load-dir "$work/hf" \
+  --save-dir "$work/hf5"
+grep -q -- "--checkpoint-type meta is not supported by mgt-ckpt-convert: Meta's original" "$work/err.txt" ||
+  fail "--checkpoint-type meta: $(cat "$work/err.txt")"
 
 # Shared the usual way: bf16, sharded with an index.
 expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/bf16" \
