@@ -64,9 +64,10 @@ public:
   // One line for logs: the device, its precision and the attention implementation.
   virtual std::string description() const { return name(); }
 
-  // How the linear layers' GEMMs round their inputs: fp32 throughout, or bf16 inputs with fp32
-  // accumulation (--bf16 while activations are still stored in fp32). Returns false, changing
-  // nothing, where the backend has no such arithmetic (the CPU).
+  // The run's precision: fp32 throughout, or --bf16 (bf16 storage for activations and the
+  // weights' compute copy, see activation_type(); GEMMs of fp32 operands then also round their
+  // inputs to bf16 with fp32 accumulation). Returns false, changing nothing, where the backend
+  // has no such arithmetic (the CPU).
   enum class MatmulPrecision { kFp32, kBf16 };
   virtual bool set_matmul_precision(MatmulPrecision precision) {
     return precision == MatmulPrecision::kFp32;
