@@ -392,6 +392,7 @@ private:
     const std::int64_t train_iters = options_.total_train_iters();
     timer_.start();
     while (progress_.iteration < train_iters) {
+      save_when_batch_size_changes();
       const IterationRecord record = train_step();
       if (hooks_.after_iteration) hooks_.after_iteration(record);
       if (tensorboard_) write_tensorboard_scalars(record);
@@ -492,6 +493,19 @@ private:
       if (consecutive_nonfinite_ >= settings_.max_consecutive_nonfinite_iterations) stop_on_nonfinite();
     }
     return record;
+  }
+
+  // Megatron's train(): when the ramp-up changes the number of micro-batches, a checkpoint of the
+  // state before the first iteration of the new size (not at the run's first iteration, and not a
+  // second time for an iteration just saved).
+  void save_when_batch_size_changes() {
+    const std::int64_t batch_size = global_batch();
+    const bool changed = previous_batch_size_ != 0 && batch_size != previous_batch_size_;
+    previous_batch_size_ = batch_size;
+    if (changed && options_.checkpoint.save && progress_.iteration != 0 &&
+        last_saved_iteration_ != progress_.iteration) {
+      save_checkpoint();
+    }
   }
 
   // Megatron's calculator logs the ramp-up's sizes as they change ('setting initial batch size
@@ -674,6 +688,7 @@ private:
     layout.pipeline_model_parallel_rank = pipeline_parallel_size() > 1 ? pipeline_.rank() : 0;
     layout.data_parallel_rank = data_parallel_.rank();
     last_checkpoint_ = save_train_checkpoint(dir, parts(), s, world_, layout);
+    last_saved_iteration_ = progress_.iteration;
     output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +
                  " to " + dir + " " + model_parallel_coordinates());
     timer_.start();
@@ -744,6 +759,8 @@ private:
   IntervalTimer timer_;
   std::int64_t consecutive_nonfinite_ = 0;
   std::optional<std::string> last_checkpoint_;
+  std::int64_t last_saved_iteration_ = -1;
+  std::int64_t previous_batch_size_ = 0;  // of the last iteration run; 0 before the first
   std::optional<ckpt::SaveDirectoryLock> save_lock_;
 };
 

@@ -65,6 +65,9 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" --save "$WORK/ckpt" --sav
 expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" --save "$WORK/ckpt" --save-interval 100 --load "$WORK/ckpt" \
   --metrics-file "$WORK/second.jsonl"
 compare_curves "$WORK/dp2-plain.jsonl" "$WORK/second.jsonl" exact
+# As Megatron's train(), a checkpoint where the batch size grows (4 -> 8 after 32 samples: before
+# iteration 9).
+[[ -d "$WORK/ckpt/iter_0000008" ]] || fail "no checkpoint where the ramp-up changed the batch size: $(ls "$WORK/ckpt")"
 
 # A batch size the ramp-up reaches that DP=2 x micro-batch 2 does not divide, and a bad rate:
 # one-line usage errors naming the flag.
