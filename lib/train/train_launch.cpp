@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <span>
@@ -85,6 +86,13 @@ int run_training_program(int argc, const char* const* argv) {
   if (options.dry_run) return chief ? run_train_dry_run(options, std::cout, std::cerr) : kExitOk;
 
   if (runtime->world_size() > 1) options.device = device_of_rank(options.device, node_local_rank(runtime->world()));
+  // Megatron's --profile, on the ranks of --profile-ranks: mgt's per-operation GPU profile, which
+  // the CUDA backend takes from its environment when it starts.
+  const std::vector<std::int64_t>& profiled = options.logging.profile_ranks;
+  if (options.logging.profile &&
+      std::find(profiled.begin(), profiled.end(), runtime->rank()) != profiled.end()) {
+    ::setenv("MGT_CUDA_PROFILE", "1", 1);
+  }
   try {
     std::unique_ptr<Backend> backend;
     run_on_all_ranks_or_none(runtime->world(), "starting the compute backend",

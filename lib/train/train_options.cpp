@@ -131,6 +131,8 @@ constexpr OptionDef kOptions[] = {
   {"logging", "exit-signal-handler", FlagArity::None, "", "On the exit signal, save and exit after the current iteration"},
   {"logging", "exit-signal", FlagArity::One, "SIG", "mgt: the signal for --exit-signal-handler: SIGTERM (default), SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU"},
   {"logging", "log-throughput", FlagArity::None, "", "Log TFLOP/s per GPU"},
+  {"logging", "profile", FlagArity::None, "", "Print the GPU time per backend operation at the end of the run (as MGT_CUDA_PROFILE=1; the CUDA backend only)"},
+  {"logging", "profile-ranks", FlagArity::Many, "RANK...", "The ranks that --profile profiles (default: 0)"},
   {"logging", "log-params-norm", FlagArity::None, "", "Log the L2 norm of the parameters"},
   {"logging", "log-num-zeros-in-grad", FlagArity::None, "", "Log the number of zeros in the gradient"},
   {"logging", "metrics-file", FlagArity::One, "FILE", "mgt: append one JSON object per log line and validation"},
@@ -303,6 +305,15 @@ void read_checkpoint_and_logging(const FlagValues& f, CheckpointOptions& c, Logg
     throw UsageError("--exit-signal needs --exit-signal-handler");
   f.set("exit-signal", l.exit_signal);
   f.set("log-throughput", l.log_throughput);
+  f.set("profile", l.profile);
+  if (f.has("profile-ranks")) {
+    l.profile_ranks.clear();
+    for (const std::string& rank : f.list("profile-ranks")) {
+      const std::int64_t r = parse_integer_flag("--profile-ranks", rank);
+      if (r < 0) throw UsageError("--profile-ranks: a rank is at least 0, not " + rank);
+      l.profile_ranks.push_back(r);
+    }
+  }
   f.set("log-params-norm", l.log_params_norm);
   f.set("log-num-zeros-in-grad", l.log_num_zeros_in_grad);
   f.set("metrics-file", l.metrics_file);

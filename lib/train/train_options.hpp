@@ -138,6 +138,8 @@ struct LoggingOptions {
   bool exit_signal_handler = false;               // --exit-signal-handler
   std::string exit_signal = "SIGTERM";            // --exit-signal (mgt): the signal it waits for
   bool log_throughput = false;                    // --log-throughput
+  bool profile = false;                           // --profile
+  std::vector<std::int64_t> profile_ranks{0};     // --profile-ranks
   bool log_params_norm = false;                   // --log-params-norm: "params norm" in the log line
   bool log_num_zeros_in_grad = false;             // --log-num-zeros-in-grad: "num zeros" in the log line
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
