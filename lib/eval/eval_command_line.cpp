@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "ckpt/checkpoint_read_flags.hpp"
 #include "ckpt/model_shape_flags.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
@@ -55,18 +56,8 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>()->default_value("auto"), "D");
   o.add_options("checkpoint")
       ("load", "Checkpoint: a save directory (latest iteration) or an iteration directory",
-       cxxopts::value<std::string>(), "DIR")
-      ("no-load-optim", "Accepted: the optimizer state is never read")
-      ("no-load-rng", "Accepted: the RNG state is never read")
-      ("use-checkpoint-args", "Accepted: the architecture is always read from the checkpoint")
-      ("tensor-model-parallel-size", "Only 1: convert a split checkpoint with mgt-ckpt-convert",
-       cxxopts::value<std::string>(), "1")
-      ("pipeline-model-parallel-size", "Only 1: convert a split checkpoint with mgt-ckpt-convert",
-       cxxopts::value<std::string>(), "1")
-      ("make-vocab-size-divisible-by", "Checked: must give the checkpoint's padded vocabulary",
-       cxxopts::value<std::string>(), "N")
-      ("bf16", "Accepted with a warning: the CPU backend computes in fp32")
-      ("fp16", "Accepted with a warning: the CPU backend computes in fp32");
+       cxxopts::value<std::string>(), "DIR");
+  add_checkpoint_read_flags(o);
   add_tokenizer_flags(o);
   add_model_shape_flags(o);
   o.add_options("output")
@@ -84,13 +75,6 @@ std::int64_t positive(const FlagValues& f, const char* name) {
   const std::int64_t v = f.integer(name);
   if (v < 1) throw UsageError(std::string("--") + name + " must be at least 1, not " + std::to_string(v));
   return v;
-}
-
-void require_one(const FlagValues& f, const char* name) {
-  if (f.has(name) && f.integer(name) != 1)
-    throw UsageError(std::string("--") + name + " " + f.text(name) +
-                     ": mgt-eval runs a single-shard checkpoint; convert it with mgt-ckpt-convert "
-                     "--target-tensor-parallel-size 1 --target-pipeline-parallel-size 1");
 }
 
 EvalOptions to_eval_options(const FlagValues& f, const cxxopts::ParseResult& result) {
@@ -118,14 +102,9 @@ EvalOptions to_eval_options(const FlagValues& f, const cxxopts::ParseResult& res
 
   if (!f.has("load")) throw UsageError("--load is required: the checkpoint to evaluate");
   o.load = f.text("load");
-  require_one(f, "tensor-model-parallel-size");
-  require_one(f, "pipeline-model-parallel-size");
-  if (f.has("make-vocab-size-divisible-by")) o.make_vocab_size_divisible_by = positive(f, "make-vocab-size-divisible-by");
-  if (f.has("bf16") && f.has("fp16")) throw UsageError("--bf16 and --fp16 are mutually exclusive");
+  o.checkpoint_flags = read_checkpoint_read_flags(f, kProgram);
   o.device = f.text("device");
   check_device_name(o.device);
-  if (f.has("bf16")) o.precision_flag = "--bf16";
-  if (f.has("fp16")) o.precision_flag = "--fp16";
 
   o.tokenizer = given_tokenizer_flags(f);
   o.model_flags = given_model_shape_flags(result);

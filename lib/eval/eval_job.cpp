@@ -47,15 +47,6 @@ std::int64_t checked_seq_length(const ModelCheckpoint& checkpoint, const EvalOpt
   return seq;
 }
 
-void check_padded_vocab(const ModelCheckpoint& checkpoint, const Tokenizer& tokenizer, const EvalOptions& options) {
-  if (!options.make_vocab_size_divisible_by) return;
-  const std::int64_t padded = padded_vocab_size(tokenizer.vocab_size(), *options.make_vocab_size_divisible_by, 1);
-  if (padded != checkpoint.config.padded_vocab_size)
-    throw UsageError("--make-vocab-size-divisible-by " + std::to_string(*options.make_vocab_size_divisible_by) +
-                     " pads the vocabulary to " + std::to_string(padded) + ", but checkpoint " +
-                     checkpoint.directory + " has " + std::to_string(checkpoint.config.padded_vocab_size));
-}
-
 // Progress over `total` rows, lines every log_interval micro-batches when not on a terminal.
 struct RowProgress {
   Progress progress;
@@ -76,16 +67,11 @@ int run_eval(const EvalOptions& options) {
   const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
   check_model_flags_agree(checkpoint, options.model_flags);
   const std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-eval");
-  check_padded_vocab(checkpoint, *tokenizer, options);
+  check_padded_vocab(checkpoint, *tokenizer, options.checkpoint_flags);
   const std::int64_t seq_length = checked_seq_length(checkpoint, options);
   const std::unique_ptr<Backend> backend_owner = make_backend(options.device);
   Backend& backend = *backend_owner;
-  // --bf16 stores weights and activations in bf16 where the backend can; fp32 otherwise, with a
-  // warning.
-  const bool reduced = options.precision_flag == "--bf16" &&
-                       backend.set_matmul_precision(Backend::MatmulPrecision::kBf16);
-  if (options.precision_flag && !reduced)
-    log::warn(*options.precision_flag + ": the " + backend.name() + " backend computes in fp32 here");
+  apply_precision_flag(backend, options.checkpoint_flags);
   say("> compute device: " + backend.description() + "\n");
   // Before the data and the weights: a model that cannot fit is refused with the numbers.
   MemoryEstimateRequest memory;

@@ -2,6 +2,7 @@
 // of a checkpoint: open it, build its tokenizer, read the task's data, run the model over it in
 // micro-batches and report Megatron's metrics as one JSON object and a human summary.
 #pragma once
+#include "ckpt/checkpoint_read_flags.hpp"
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,11 +27,10 @@ struct EvalOptions {
   std::string device = "auto";                 // --device (kernels/backend_factory.hpp)
   std::optional<std::int64_t> seq_length;      // --seq-length; default: the checkpoint's
   std::optional<TokenizerOptions> tokenizer;   // tokenizer flags, when any was given
-  std::optional<std::int64_t> make_vocab_size_divisible_by;  // checked against the checkpoint
   std::int64_t log_interval = 100;             // --log-interval, in micro-batches
   std::map<std::string, std::string> model_flags;  // model-shape flags given, must agree
   std::optional<std::string> output;           // --output FILE; standard output otherwise
-  std::optional<std::string> precision_flag;   // "--bf16" / "--fp16" when given (CPU runs fp32)
+  CheckpointReadFlags checkpoint_flags;  // --make-vocab-size-divisible-by, --bf16, …
 };
 
 // Runs the evaluation; returns the exit code. Throws mgt::Error (usage errors with exit code 2).

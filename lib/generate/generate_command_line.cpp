@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "ckpt/checkpoint_read_flags.hpp"
 #include "ckpt/model_shape_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
@@ -19,8 +20,6 @@ const std::map<std::string, FlagArity> kListFlags = {{"--stop", FlagArity::ManyA
 
 const std::map<std::string, std::string> kRefusedFlags = {
     {"--beam-width", "beam search is not supported"},
-    {"--tensor-model-parallel-size", "generation runs a single-shard checkpoint (convert it first)"},
-    {"--pipeline-model-parallel-size", "generation runs a single-shard checkpoint (convert it first)"},
 };
 
 cxxopts::Options make_options() {
@@ -66,6 +65,7 @@ cxxopts::Options make_options() {
       ("h,help", "Show this help");
   // clang-format on
   add_version_flag(o, "generation");
+  add_checkpoint_read_flags(o);
   add_tokenizer_flags(o);
   add_model_shape_flags(o);
   return o;
@@ -124,6 +124,7 @@ GenerateOptions to_options(const cxxopts::ParseResult& result) {
   o.tokenizer = given_tokenizer_flags(f);
   set_server_options(f, o);
   o.model_flags = given_model_shape_flags(result);
+  o.checkpoint_flags = read_checkpoint_read_flags(f, kProgram);
   return o;
 }
 

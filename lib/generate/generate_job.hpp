@@ -3,6 +3,7 @@
 // lines, or, when standard input is a terminal and no prompt file is named, answer prompts
 // typed one per line.
 #pragma once
+#include "ckpt/checkpoint_read_flags.hpp"
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,6 +29,7 @@ struct GenerateOptions {
   std::string output;                              // --output: file; empty: standard output
   int64_t micro_batch_size = 8;                    // prompts completed together
   std::string device = "auto";                     // --device (kernels/backend_factory.hpp)
+  CheckpointReadFlags checkpoint_flags;            // --make-vocab-size-divisible-by, --bf16, …
   GenerationSettings generation;
   int64_t log_interval = 0;  // progress lines every N prompts when not on a terminal; 0: every batch
   ServerOptions server;

@@ -17,7 +17,9 @@ GenerationModel load_generation_model(const GenerateOptions& options) {
   check_model_flags_agree(checkpoint, options.model_flags);
   GenerationModel loaded;
   loaded.tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-generate");
+  check_padded_vocab(checkpoint, *loaded.tokenizer, options.checkpoint_flags);
   loaded.backend = make_backend(options.device);
+  apply_precision_flag(*loaded.backend, options.checkpoint_flags);
   log::info("compute device: " + loaded.backend->description());
   // Before the weights load: a model that cannot fit is refused with the numbers. The estimate
   // takes prompts of up to the checkpoint's --seq-length tokens plus the tokens to generate.

@@ -3,27 +3,19 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "../command_line_testing.hpp"
 #include "eval/eval_command_line.hpp"
 
 using namespace mgt;
 
 namespace {
 
-EvalCommandLine parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "mgt-eval");
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  return parse_eval_command_line(static_cast<int>(argv.size()), argv.data());
+EvalCommandLine parse(const std::vector<std::string>& args) {
+  return command_line_testing::parse_args(parse_eval_command_line, "mgt-eval", args);
 }
 
-std::string usage_error(std::vector<std::string> args) {
-  try {
-    parse(std::move(args));
-  } catch (const Error& e) {
-    return e.exit_code() == kExitUsage ? e.what() : std::string("not a usage error: ") + e.what();
-  }
-  return "";
+std::string usage_error(const std::vector<std::string>& args) {
+  return command_line_testing::usage_error_of(parse_eval_command_line, "mgt-eval", args);
 }
 
 const std::vector<std::string> kBase = {"--task", "LAMBADA", "--valid-data", "l.jsonl", "--load", "ckpt"};
@@ -69,7 +61,7 @@ TEST_CASE("mgt-eval command line: Megatron's flags", "[eval]") {
   CHECK(o.tokenizer->type == "GPT2BPETokenizer");
   CHECK(o.tokenizer->merge_file == "m.txt");
   CHECK(o.model_flags == std::map<std::string, std::string>{{"num-layers", "2"}, {"swiglu", "true"}});
-  CHECK(o.precision_flag == "--fp16");
+  CHECK(o.checkpoint_flags.precision_flag == "--fp16");
   CHECK(o.log_interval == 5);
   CHECK(o.output == "r.json");
   // A file flag alone still counts: it replaces the path recorded in the checkpoint.
@@ -86,7 +78,7 @@ TEST_CASE("mgt-eval command line: refusals name the flag and the reason", "[eval
   CHECK(usage_error(with({"--overlapping-eval", "0"})).find("at least 1") != std::string::npos);
   CHECK(usage_error(with({"--micro-batch-size", "0"})).find("--micro-batch-size") != std::string::npos);
   CHECK(usage_error(with({"--seq-length", "x"})).find("--seq-length") != std::string::npos);
-  CHECK(usage_error(with({"--tensor-model-parallel-size", "2"})).find("single-shard") != std::string::npos);
+  CHECK(usage_error(with({"--tensor-model-parallel-size", "2"})).find("reads any checkpoint whole") != std::string::npos);
   CHECK(usage_error(with({"--epochs", "3"})).find("does not train") != std::string::npos);
   CHECK(usage_error(with({"--pretrained-checkpoint", "x"})).find("--load") != std::string::npos);
   CHECK(usage_error(with({"--bf16", "--fp16"})).find("mutually exclusive") != std::string::npos);

@@ -255,9 +255,9 @@ TEST_CASE("run_eval end to end on a saved checkpoint: JSON result file", "[eval]
   wiki.model_flags = {{"hidden-size", "32"}};
   CHECK_THROWS_WITH(run_eval(wiki), Catch::Contains("--hidden-size 32 disagrees"));
   wiki.model_flags.clear();
-  wiki.make_vocab_size_divisible_by = 64;
+  wiki.checkpoint_flags.make_vocab_size_divisible_by = 64;
   CHECK_THROWS_WITH(run_eval(wiki), Catch::Contains("pads the vocabulary to 64"));
-  wiki.make_vocab_size_divisible_by = 8;  // 31 → 32
+  wiki.checkpoint_flags.make_vocab_size_divisible_by = 8;  // 31 → 32
   CHECK(run_eval(wiki) == 0);
   wiki.load = dir + "/none";
   CHECK_THROWS_WITH(run_eval(wiki), Catch::Contains("no such directory"));
