@@ -268,8 +268,7 @@ void cross_entropy_forward_backward(In logits, const int64_t* targets, const flo
                                     cudaStream_t stream) {
   if (rows == 0) return;
   const bool vectors = logits.bf16() && dlogits.bf16() && vocab % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(logits.raw()) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(dlogits.raw()) % 16 == 0;
+                       aligned16(logits.raw()) && aligned16(dlogits.raw());
   forward_backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       logits, targets, dloss, vocab, loss, dlogits, vectors);
   MGT_CUDA_CHECK_LAUNCH(forward_backward_kernel);

@@ -17,8 +17,6 @@
 
 namespace mgt::cuda {
 
-class Out;
-
 class In {
 public:
   In() = default;
@@ -40,7 +38,6 @@ public:
 #endif
 
 private:
-  friend class Out;
   MGT_HOST_DEVICE In(const void* p, bool bf16) : p_(p), bf16_(bf16) {}
   const void* p_ = nullptr;
   bool bf16_ = false;
@@ -55,7 +52,6 @@ public:
   MGT_HOST_DEVICE Out operator+(int64_t n) const {
     return Out(static_cast<char*>(p_) + n * (bf16_ ? 2 : 4), bf16_);
   }
-  MGT_HOST_DEVICE operator In() const { return In(p_, bf16_); }
   MGT_HOST_DEVICE bool operator==(std::nullptr_t) const { return p_ == nullptr; }
   MGT_HOST_DEVICE bool operator!=(std::nullptr_t) const { return p_ != nullptr; }
   MGT_HOST_DEVICE bool bf16() const { return bf16_; }

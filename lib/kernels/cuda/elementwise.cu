@@ -81,8 +81,6 @@ __global__ void map_bf16x8_kernel(Op op, const uint4* a, const uint4* b, int64_t
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 void launch_map(Op op, In a, In b, int64_t n, float value, Out out, cudaStream_t stream) {
   if (n == 0) return;
   if (!reads_a(op)) a = In();

@@ -8,6 +8,9 @@ namespace mgt::cuda {
 
 constexpr int kThreads = 256;
 
+// Whether a pointer can take 16-byte vector loads and stores (the kernels' vector paths).
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // Blocks for a grid-stride loop over n elements: enough to fill the GPU, never more than n needs.
 inline unsigned grid_for(int64_t n, int threads = kThreads) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -33,8 +33,11 @@ __global__ void embedding_backward_kernel(const int64_t* ids, int64_t n, In dout
 
 // Thread x of the grid's x dimension owns position x of every token's mixed row: which of q, k,
 // v it maps to and where is worked out once (32-bit arithmetic), then the thread walks the
-// tokens of its y slice. `to_mixed` picks the direction.
-__global__ void qkv_kernel(Out mixed, Out q, Out k, Out v, int64_t tokens, int heads, int groups,
+// tokens of its y slice. `to_mixed` picks the direction. Ptr is Out (elements of either type)
+// or uint4* (16-byte vectors of one type: `unit` then counts vectors), since the layout only
+// moves values.
+template <typename Ptr>
+__global__ void qkv_kernel(Ptr mixed, Ptr q, Ptr k, Ptr v, int64_t tokens, int heads, int groups,
                            int unit, bool to_mixed) {
   const int per_group = heads / groups;
   const int group_width = (per_group + 2) * unit;
@@ -43,7 +46,7 @@ __global__ void qkv_kernel(Out mixed, Out q, Out k, Out v, int64_t tokens, int h
   if (within >= row) return;
   const int g = within / group_width;
   const int at = within - g * group_width;
-  Out part;
+  Ptr part;
   int64_t part_row;  // elements of the part's tensor per token
   if (at < per_group * unit) {
     part = q + (static_cast<int64_t>(g) * per_group * unit + at);
@@ -65,70 +68,35 @@ __global__ void qkv_kernel(Out mixed, Out q, Out k, Out v, int64_t tokens, int h
   }
 }
 
-// qkv_kernel on raw 16-byte vectors: the layouts only move elements, so where every tensor has
-// one type, a head's run of `unit` elements is whole vectors and the pointers are aligned, each
-// thread moves 16 bytes (`unit` below counts vectors).
-__global__ void qkv_vector_kernel(uint4* mixed, uint4* q, uint4* k, uint4* v, int64_t tokens,
-                                  int heads, int groups, int unit, bool to_mixed) {
-  const int per_group = heads / groups;
-  const int group_width = (per_group + 2) * unit;
-  const int row = (heads + 2 * groups) * unit;
-  const int within = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (within >= row) return;
-  const int g = within / group_width;
-  const int at = within - g * group_width;
-  uint4* part;
-  int64_t part_row;
-  if (at < per_group * unit) {
-    part = q + (static_cast<int64_t>(g) * per_group * unit + at);
-    part_row = static_cast<int64_t>(heads) * unit;
-  } else if (at < (per_group + 1) * unit) {
-    part = k + (static_cast<int64_t>(g) * unit + (at - per_group * unit));
-    part_row = static_cast<int64_t>(groups) * unit;
-  } else {
-    part = v + (static_cast<int64_t>(g) * unit + (at - (per_group + 1) * unit));
-    part_row = static_cast<int64_t>(groups) * unit;
-  }
-  for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
-    const int64_t i = t * row + within;
-    if (to_mixed) {
-      mixed[i] = part[t * part_row];
-    } else {
-      part[t * part_row] = mixed[i];
-    }
-  }
+// The kernel over rows of `row` elements: the row split evenly over as few blocks as fit it, in
+// whole warps.
+template <typename Ptr>
+void launch_qkv_kernel(Ptr mixed, Ptr q, Ptr k, Ptr v, int64_t tokens, int64_t heads,
+                       int64_t groups, int64_t unit, bool to_mixed, cudaStream_t stream) {
+  const int64_t row = (heads + 2 * groups) * unit;
+  const int64_t blocks = (row + kThreads - 1) / kThreads;
+  const int64_t threads = ((row + blocks - 1) / blocks + 31) / 32 * 32;
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
+  qkv_kernel<<<grid, static_cast<unsigned>(threads), 0, stream>>>(
+      mixed, q, k, v, tokens, static_cast<int>(heads), static_cast<int>(groups),
+      static_cast<int>(unit), to_mixed);
+  MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, int64_t groups,
                 int64_t unit, bool to_mixed, cudaStream_t stream) {
-  const int64_t row = (heads + 2 * groups) * unit;
-  if (tokens * row == 0) return;
+  if (tokens * (heads + 2 * groups) * unit == 0) return;
+  // One type throughout, whole 16-byte vectors per head and aligned tensors: raw vectors.
   const bool same_type = mixed.bf16() == q.bf16() && q.bf16() == k.bf16() && k.bf16() == v.bf16();
   const int64_t per_vector = mixed.bf16() ? 8 : 4;
   if (same_type && unit % per_vector == 0 && aligned16(mixed.raw()) && aligned16(q.raw()) &&
       aligned16(k.raw()) && aligned16(v.raw())) {
-    const int64_t vector_unit = unit / per_vector;
-    const int64_t vector_row = row / per_vector;
-    // The row split evenly over as few blocks as fit it, in whole warps.
-    const int64_t blocks = (vector_row + kThreads - 1) / kThreads;
-    const int64_t threads = ((vector_row + blocks - 1) / blocks + 31) / 32 * 32;
-    const dim3 grid(static_cast<unsigned>(blocks),
-                    static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
-    qkv_vector_kernel<<<grid, static_cast<unsigned>(threads), 0, stream>>>(
-        static_cast<uint4*>(mixed.raw()), static_cast<uint4*>(q.raw()), static_cast<uint4*>(k.raw()),
-        static_cast<uint4*>(v.raw()), tokens, static_cast<int>(heads), static_cast<int>(groups),
-        static_cast<int>(vector_unit), to_mixed);
-    MGT_CUDA_CHECK_LAUNCH(qkv_vector_kernel);
+    launch_qkv_kernel(static_cast<uint4*>(mixed.raw()), static_cast<uint4*>(q.raw()),
+                      static_cast<uint4*>(k.raw()), static_cast<uint4*>(v.raw()), tokens, heads,
+                      groups, unit / per_vector, to_mixed, stream);
     return;
   }
-  const dim3 grid(static_cast<unsigned>((row + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
-  qkv_kernel<<<grid, kThreads, 0, stream>>>(mixed, q, k, v, tokens, static_cast<int>(heads),
-                                            static_cast<int>(groups), static_cast<int>(unit),
-                                            to_mixed);
-  MGT_CUDA_CHECK_LAUNCH(qkv_kernel);
+  launch_qkv_kernel(mixed, q, k, v, tokens, heads, groups, unit, to_mixed, stream);
 }
 
 // One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.

@@ -159,7 +159,7 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
   bool vectorized = true;
   for (const void* buffer : {static_cast<const void*>(param), static_cast<const void*>(grad),
                              static_cast<const void*>(exp_avg), static_cast<const void*>(exp_avg_sq)}) {
-    vectorized = vectorized && reinterpret_cast<uintptr_t>(buffer) % 16 == 0;
+    vectorized = vectorized && aligned16(buffer);
   }
   adamw_update_kernel<<<grid_for(vectorized ? (n + 3) / 4 : n), kThreads, 0, stream>>>(
       param, grad, exp_avg, exp_avg_sq, n, segment_ends, segment_flags, segments, params,
