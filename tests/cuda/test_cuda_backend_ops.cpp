@@ -83,7 +83,8 @@ TEST_CASE("cuda ops: linear forward and backward", "[cuda]") {
 TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
-  for (const int64_t hidden : {64, 768, 1000}) {
+  // 1001: rows that are not whole 16-byte vectors, the kernels' scalar path.
+  for (const int64_t hidden : {64, 768, 1000, 1001}) {
     const int64_t rows = 300;
     // An offset mean: the two-pass variance must not cancel.
     auto x = random_twin(pair, rows * hidden, 21, 2.0f, 4.0f);
@@ -119,6 +120,51 @@ TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
     check_close(pair, rrstd, kReduction, "rms_norm rstd");
     check_close(pair, rdx, 1e-4, "rms_norm_backward dx");
     check_close(pair, rdweight, kReduction, "rms_norm_backward dweight");
+  }
+}
+
+TEST_CASE("cuda ops: bf16 norms and column sums, 16-byte vector paths", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  constexpr FloatType kBf16 = FloatType::kBf16;
+  // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256.
+  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}}) {
+    auto x = random_twin(pair, rows * hidden, 121, 2.0f, 4.0f, kBf16);
+    auto weight = random_twin(pair, hidden, 122, 0.5f, 1.5f, kBf16);
+    auto bias = random_twin(pair, hidden, 123, -1.0f, 1.0f, kBf16);
+    auto dy = random_twin(pair, rows * hidden, 124, -1.0f, 1.0f, kBf16);
+    auto y = random_twin(pair, rows * hidden, 125, -1.0f, 1.0f, kBf16);
+    auto mean = random_twin(pair, rows, 126);
+    auto rstd = random_twin(pair, rows, 127);
+    auto dx = random_twin(pair, rows * hidden, 128, -1.0f, 1.0f, kBf16);
+    auto dweight = random_twin(pair, hidden, 129);
+    auto dbias = random_twin(pair, hidden, 130);
+    auto ry = random_twin(pair, rows * hidden, 131, -1.0f, 1.0f, kBf16);
+    auto rrstd = random_twin(pair, rows, 132);
+    auto rdx = random_twin(pair, rows * hidden, 133, -1.0f, 1.0f, kBf16);
+    auto rdweight = random_twin(pair, hidden, 134);
+    for (Side s : kSides) {
+      Backend& be = pair.on(s);
+      be.layer_norm_forward(x(s), weight(s), bias(s), rows, hidden, 1e-5f, y(s), mean(s), rstd(s));
+      be.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, hidden, dx(s),
+                             dweight(s), dbias(s));
+      be.rms_norm_forward(x(s), weight(s), rows, hidden, 1e-5f, ry(s), rrstd(s));
+      be.rms_norm_backward(dy(s), x(s), weight(s), rrstd(s), rows, hidden, rdx(s), rdweight(s));
+      be.bias_backward(dy(s), rows, hidden, dbias(s));
+    }
+    INFO("rows " << rows << " hidden " << hidden);
+    // bf16 outputs: the same value on both sides may round to neighbouring bf16 numbers. The
+    // statistics and the fp32 gradient sums see the same bf16 inputs on both sides.
+    check_close(pair, y, 1e-2, "bf16 layer_norm_forward y");
+    check_close(pair, mean, kReduction, "bf16 layer_norm_forward mean");
+    check_close(pair, rstd, kReduction, "bf16 layer_norm_forward rstd");
+    check_close(pair, dx, 1e-2, "bf16 layer_norm_backward dx");
+    check_close(pair, dweight, kReduction, "bf16 layer_norm_backward dweight");
+    check_close(pair, dbias, kReduction, "bf16 layer_norm_backward dbias + bias_backward");
+    check_close(pair, ry, 1e-2, "bf16 rms_norm_forward");
+    check_close(pair, rrstd, kReduction, "bf16 rms_norm rstd");
+    check_close(pair, rdx, 1e-2, "bf16 rms_norm_backward dx");
+    check_close(pair, rdweight, kReduction, "bf16 rms_norm_backward dweight");
   }
 }
 

@@ -96,24 +96,38 @@ __global__ void forward_backward_kernel(In logits, const int64_t* targets, const
   Out drow = dlogits + r * vocab;
   const auto* packed = static_cast<const uint4*>(row.raw());
   const int64_t n8 = vectors ? vocab / 8 : 0;
+  // One pass for the maximum and the sum of exponentials: each thread keeps its running sum
+  // relative to its running maximum, rescaled when the maximum grows (online softmax).
   float m = -INFINITY;
-  for (int64_t v = threadIdx.x; v < n8; v += blockDim.x) {
-    const uint4 w = packed[v];
-    const auto* h = reinterpret_cast<const __nv_bfloat16*>(&w);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) m = fmaxf(m, __bfloat162float(h[j]));
-  }
-  for (int64_t i = n8 * 8 + threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
-  m = block_max(m, scratch);
   float s = 0.0f;
+  const auto rescale_to = [&](float new_max) {
+    if (new_max > m) {
+      s *= expf(m - new_max);  // m = −∞ gives 0, with s still 0
+      m = new_max;
+    }
+  };
   for (int64_t v = threadIdx.x; v < n8; v += blockDim.x) {
     const uint4 w = packed[v];
     const auto* h = reinterpret_cast<const __nv_bfloat16*>(&w);
+    float x[8];
+    float group_max = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) s += expf(__bfloat162float(h[j]) - m);
+    for (int j = 0; j < 8; ++j) {
+      x[j] = __bfloat162float(h[j]);
+      group_max = fmaxf(group_max, x[j]);
+    }
+    rescale_to(group_max);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += expf(x[j] - m);
   }
-  for (int64_t i = n8 * 8 + threadIdx.x; i < vocab; i += blockDim.x) s += expf(row[i] - m);
-  s = block_sum(s, scratch);
+  for (int64_t i = n8 * 8 + threadIdx.x; i < vocab; i += blockDim.x) {
+    const float x = row[i];
+    rescale_to(x);
+    s += expf(x - m);
+  }
+  const float thread_max = m;
+  m = block_max(m, scratch);
+  s = block_sum(thread_max == -INFINITY ? 0.0f : s * expf(thread_max - m), scratch);
   const int64_t t = targets[r];
   if (threadIdx.x == 0) {
     const float target = t >= 0 && t < vocab ? row[t] : NAN;  // NaN: an id outside the vocabulary

@@ -1,6 +1,7 @@
 #include "kernels/cuda/norms.hpp"
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vector8.cuh"
 
 namespace mgt::cuda {
 namespace {
@@ -132,12 +133,204 @@ void column_sums(In dy, In x, const float* mean, const float* rstd,
   MGT_CUDA_CHECK(cudaFreeAsync(partial, stream));
 }
 
+// ---- Vector paths: one warp per row, eight elements per access (see vector8.cuh) ----
+// Rows of a few thousand elements are re-read from L1/L2 by the later passes, so each row
+// costs one read from memory; the scalar kernels above serve rows that cannot be vectorized.
+constexpr int kWarpsPerBlock = kRowThreads / 32;
+
+// mean == nullptr: RMSNorm (no centring, no bias).
+__global__ void norm_forward8_kernel(In x, In weight, In bias, int64_t rows, int64_t hidden,
+                                     float eps, Out y, float* mean, float* rstd) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t n8 = hidden / 8;
+  const In xr = x + r * hidden;
+  float v[8];
+  float mu = 0.0f;
+  if (mean != nullptr) {
+    float sum = 0.0f;
+    for (int64_t i = lane; i < n8; i += 32) {
+      load8(xr, i, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum += v[j];
+    }
+    mu = warp_sum(sum) / static_cast<float>(hidden);
+  }
+  // Two passes for LayerNorm: E[x²] − E[x]² cancels badly when |mean| ≫ std.
+  float sq = 0.0f;
+  for (int64_t i = lane; i < n8; i += 32) {
+    load8(xr, i, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sq += (v[j] - mu) * (v[j] - mu);
+  }
+  const float inv = rsqrtf(warp_sum(sq) / static_cast<float>(hidden) + eps);
+  const Out yr = y + r * hidden;
+  for (int64_t i = lane; i < n8; i += 32) {
+    float w[8], b[8] = {};
+    load8(xr, i, v);
+    load8(weight, i, w);
+    if (bias != nullptr) load8(bias, i, b);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = (v[j] - mu) * inv * w[j] + b[j];
+    store8(yr, i, v);
+  }
+  if (lane == 0) {
+    if (mean != nullptr) mean[r] = mu;
+    rstd[r] = inv;
+  }
+}
+
+// dx may alias dy: each lane reads its group of dy before writing the same group of dx.
+__global__ void norm_backward_input8_kernel(In dy, In x, In weight, const float* mean,
+                                            const float* rstd, int64_t rows, int64_t hidden,
+                                            Out dx) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t n8 = hidden / 8;
+  const In xr = x + r * hidden;
+  const In dyr = dy + r * hidden;
+  const float mu = mean != nullptr ? mean[r] : 0.0f;
+  const float inv = rstd[r];
+  float g[8], xv[8], w[8];
+  float sum_g = 0.0f;
+  float sum_g_xhat = 0.0f;
+  for (int64_t i = lane; i < n8; i += 32) {
+    load8(dyr, i, g);
+    load8(xr, i, xv);
+    load8(weight, i, w);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      sum_g += g[j] * w[j];
+      sum_g_xhat += g[j] * w[j] * (xv[j] - mu) * inv;
+    }
+  }
+  const float mean_g = mean != nullptr ? warp_sum(sum_g) / static_cast<float>(hidden) : 0.0f;
+  const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(hidden);
+  const Out dxr = dx + r * hidden;
+  for (int64_t i = lane; i < n8; i += 32) {
+    load8(dyr, i, g);
+    load8(xr, i, xv);
+    load8(weight, i, w);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) g[j] = inv * (g[j] * w[j] - mean_g - (xv[j] - mu) * inv * mean_g_xhat);
+    store8(dxr, i, g);
+  }
+}
+
+// Rows per chunk of the vector column reduction: enough chunks to fill the GPU at hidden 768.
+constexpr int kVectorRowsPerChunk = 64;
+
+// Stage 1 of a column reduction, eight columns per thread: partial_value[chunk, c] = Σ dy and
+// partial_xhat[chunk, c] = Σ dy·x̂ over the chunk's rows (either may be null). Block (32, 8):
+// x picks eight columns, y strides the rows; the eight row sums are combined in a fixed order.
+__global__ void column_partial8_kernel(In dy, In x, const float* mean, const float* rstd,
+                                       int64_t rows, int64_t cols, float* partial_value,
+                                       float* partial_xhat) {
+  __shared__ float value_sums[8][32][9];
+  __shared__ float xhat_sums[8][32][9];
+  const int64_t group = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const bool active = group < cols / 8;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kVectorRowsPerChunk;
+  const int64_t last = min(first + kVectorRowsPerChunk, rows);
+  float value[8] = {}, xhat[8] = {};
+  if (active) {
+    for (int64_t r = first + threadIdx.y; r < last; r += 8) {
+      float g[8];
+      load8(dy + r * cols, group, g);
+      if (partial_xhat != nullptr) {
+        float xv[8];
+        load8(x + r * cols, group, xv);
+        const float mu = mean != nullptr ? mean[r] : 0.0f;
+        const float inv = rstd[r];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xhat[j] += g[j] * (xv[j] - mu) * inv;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) value[j] += g[j];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    value_sums[threadIdx.y][threadIdx.x][j] = value[j];
+    xhat_sums[threadIdx.y][threadIdx.x][j] = xhat[j];
+  }
+  __syncthreads();
+  // Thread (x, y) finishes column 8·group + y.
+  if (!active) return;
+  const int64_t c = group * 8 + threadIdx.y;
+  const int64_t at = static_cast<int64_t>(blockIdx.y) * cols + c;
+  float total_value = 0.0f, total_xhat = 0.0f;
+  for (int k = 0; k < 8; ++k) {
+    total_value += value_sums[k][threadIdx.x][threadIdx.y];
+    total_xhat += xhat_sums[k][threadIdx.x][threadIdx.y];
+  }
+  if (partial_value != nullptr) partial_value[at] = total_value;
+  if (partial_xhat != nullptr) partial_xhat[at] = total_xhat;
+}
+
+// Stage 2: out[c] += Σ_chunk partial[chunk, c] for the pair blockIdx.y picks (0: value,
+// 1: xhat). Block (32, 8): y takes every eighth chunk; the eight sums are combined in order.
+struct ColumnOutputs {
+  const float* partial[2];
+  float* out[2];
+};
+
+__global__ void column_finish8_kernel(ColumnOutputs outputs, int64_t chunks, int64_t cols) {
+  __shared__ float sums[8][33];
+  const float* partial = outputs.partial[blockIdx.y];
+  float* out = outputs.out[blockIdx.y];
+  if (out == nullptr) return;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (c < cols)
+    for (int64_t k = threadIdx.y; k < chunks; k += 8) acc += partial[k * cols + c];
+  sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float total = 0.0f;
+    for (int k = 0; k < 8; ++k) total += sums[k][threadIdx.x];
+    out[c] += total;
+  }
+}
+
+// dvalue += Σ_r dy, dxhat += Σ_r dy·x̂ (either may be null), eight columns per thread.
+void column_sums8(In dy, In x, const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                  float* dvalue, float* dxhat, cudaStream_t stream) {
+  const int64_t chunks = (rows + kVectorRowsPerChunk - 1) / kVectorRowsPerChunk;
+  const size_t one = static_cast<size_t>(chunks * cols);
+  float* partial = nullptr;
+  MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), 2 * one * sizeof(float), stream));
+  float* partial_value = dvalue != nullptr ? partial : nullptr;
+  float* partial_xhat = dxhat != nullptr ? partial + one : nullptr;
+  const dim3 grid(static_cast<unsigned>((cols / 8 + 31) / 32), static_cast<unsigned>(chunks));
+  column_partial8_kernel<<<grid, dim3(32, 8), 0, stream>>>(dy, x, mean, rstd, rows, cols,
+                                                           partial_value, partial_xhat);
+  MGT_CUDA_CHECK_LAUNCH(column_partial8_kernel);
+  const ColumnOutputs outputs{{partial_value, partial_xhat}, {dvalue, dxhat}};
+  column_finish8_kernel<<<dim3(static_cast<unsigned>((cols + 31) / 32), 2), dim3(32, 8), 0, stream>>>(
+      outputs, chunks, cols);
+  MGT_CUDA_CHECK_LAUNCH(column_finish8_kernel);
+  MGT_CUDA_CHECK(cudaFreeAsync(partial, stream));
+}
+
+unsigned row_warp_blocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
 }  // namespace
 
 void layer_norm_forward(In x, In weight, In bias, int64_t rows,
                         int64_t hidden, float eps, Out y, float* mean, float* rstd,
                         cudaStream_t stream) {
   if (rows == 0) return;
+  if (vectorizable(hidden, {x.raw(), weight.raw(), bias.raw(), y.raw()})) {
+    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, weight, bias, rows, hidden,
+                                                                            eps, y, mean, rstd);
+    MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
+    return;
+  }
   layer_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       x, weight, bias, hidden, eps, y, mean, rstd);
   MGT_CUDA_CHECK_LAUNCH(layer_norm_forward_kernel);
@@ -147,6 +340,14 @@ void layer_norm_backward(In dy, In x, In weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t hidden, Out dx,
                          float* dweight, float* dbias, cudaStream_t stream) {
   if (rows == 0) return;
+  if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
+    column_sums8(dy, x, mean, rstd, rows, hidden, dbias, dweight, stream);
+    // dx last: it may alias dy.
+    norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
+        dy, x, weight, mean, rstd, rows, hidden, dx);
+    MGT_CUDA_CHECK_LAUNCH(norm_backward_input8_kernel);
+    return;
+  }
   column_sums(dy, x, mean, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, stream);
   if (dbias != nullptr) column_sums(dy, x, mean, rstd, ColumnTerm::kValue, rows, hidden, dbias, stream);
   // dx last: it may alias dy.
@@ -158,6 +359,12 @@ void layer_norm_backward(In dy, In x, In weight, const float* mean,
 void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
                       Out y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return;
+  if (vectorizable(hidden, {x.raw(), weight.raw(), y.raw()})) {
+    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, weight, nullptr, rows,
+                                                                            hidden, eps, y, nullptr, rstd);
+    MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
+    return;
+  }
   rms_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, weight, hidden,
                                                                                   eps, y, rstd);
   MGT_CUDA_CHECK_LAUNCH(rms_norm_forward_kernel);
@@ -167,6 +374,13 @@ void rms_norm_backward(In dy, In x, In weight, const float* rstd,
                        int64_t rows, int64_t hidden, Out dx, float* dweight,
                        cudaStream_t stream) {
   if (rows == 0) return;
+  if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
+    column_sums8(dy, x, nullptr, rstd, rows, hidden, nullptr, dweight, stream);
+    norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
+        dy, x, weight, nullptr, rstd, rows, hidden, dx);
+    MGT_CUDA_CHECK_LAUNCH(norm_backward_input8_kernel);
+    return;
+  }
   column_sums(dy, x, nullptr, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, stream);
   norm_backward_input_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       dy, x, weight, nullptr, rstd, hidden, dx);
@@ -174,6 +388,11 @@ void rms_norm_backward(In dy, In x, In weight, const float* rstd,
 }
 
 void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  if (vectorizable(cols, {dy.raw()})) {
+    column_sums8(dy, nullptr, nullptr, nullptr, rows, cols, dbias, nullptr, stream);
+    return;
+  }
   column_sums(dy, nullptr, nullptr, nullptr, ColumnTerm::kValue, rows, cols, dbias, stream);
 }
 
