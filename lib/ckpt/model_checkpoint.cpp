@@ -54,10 +54,11 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
   if (a.contains("normalization")) c.normalization = parse_normalization(a.text("normalization"));
   if (a.contains("norm_epsilon")) c.norm_epsilon = a.real("norm_epsilon");
   c.layernorm_zero_centered_gamma = flag_of(a, "apply_layernorm_1p", false);
-  c.activation = flag_of(a, "swiglu", false)        ? Activation::kSwiglu
-                 : flag_of(a, "openai_gelu", false) ? Activation::kOpenaiGelu
-                                                    : Activation::kGelu;
   c.add_bias_linear = flag_of(a, "add_bias_linear", true);
+  // Arguments without bias_gelu_fusion come from mgt before it followed Megatron's fused
+  // bias-GELU: their GELU was the erf form.
+  c.activation = gelu_activation(flag_of(a, "swiglu", false), flag_of(a, "openai_gelu", false),
+                                 flag_of(a, "bias_gelu_fusion", false), c.add_bias_linear);
   c.untie_embeddings_and_output_weights = flag_of(a, "untie_embeddings_and_output_weights", false);
   if (a.contains("hidden_dropout")) c.hidden_dropout = a.real("hidden_dropout");
   if (a.contains("attention_dropout")) c.attention_dropout = a.real("attention_dropout");
@@ -91,6 +92,7 @@ std::string model_args_json(const GptConfig& config) {
   a.set("swiglu", PyValue::boolean(c.activation == Activation::kSwiglu));
   a.set("openai_gelu", PyValue::boolean(c.activation == Activation::kOpenaiGelu));
   a.set("add_bias_linear", PyValue::boolean(c.add_bias_linear));
+  a.set("bias_gelu_fusion", PyValue::boolean(c.activation == Activation::kOpenaiGelu && c.add_bias_linear));
   a.set("untie_embeddings_and_output_weights", PyValue::boolean(c.untie_embeddings_and_output_weights));
   a.set("hidden_dropout", PyValue::real(c.hidden_dropout));
   a.set("attention_dropout", PyValue::real(c.attention_dropout));

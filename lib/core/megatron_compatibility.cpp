@@ -56,7 +56,7 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--ddp-bucket-size", integer_flag("it schedules communication only")},
       {"--no-gradient-accumulation-fusion", switch_flag(fusion)},
       {"--no-masked-softmax-fusion", switch_flag(fusion)},
-      {"--no-bias-gelu-fusion", switch_flag(fusion)},
+      {"--no-bias-gelu-fusion", switch_flag("the model's GELU form is read from its checkpoint")},
       {"--no-bias-swiglu-fusion", switch_flag(fusion)},
       {"--no-bias-dropout-fusion", switch_flag(fusion)},
       {"--no-rope-fusion", switch_flag(fusion)},

@@ -41,6 +41,11 @@ std::string_view to_string(Normalization norm) {
   return norm == Normalization::kLayerNorm ? "LayerNorm" : "RMSNorm";
 }
 
+Activation gelu_activation(bool swiglu, bool openai_gelu, bool bias_gelu_fusion, bool add_bias_linear) {
+  if (swiglu) return Activation::kSwiglu;
+  return openai_gelu || (bias_gelu_fusion && add_bias_linear) ? Activation::kOpenaiGelu : Activation::kGelu;
+}
+
 std::string_view to_string(Activation activation) {
   switch (activation) {
     case Activation::kGelu:

@@ -11,8 +11,13 @@ namespace mgt {
 enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
 // --normalization
 enum class Normalization { kLayerNorm, kRmsNorm };
-// GELU (erf form, torch's default) unless --openai-gelu (tanh approximation) or --swiglu.
+// kGelu: the exact erf form (torch's F.gelu); kOpenaiGelu: the tanh approximation (OpenAI's
+// GPT-2, and Megatron's fused bias-GELU); kSwiglu: --swiglu.
 enum class Activation { kGelu, kOpenaiGelu, kSwiglu };
+// Megatron's choice: SwiGLU if asked for; otherwise the tanh form under --openai-gelu or under
+// the fused bias-GELU (--bias-gelu-fusion, on by default, and only with biased linears); the erf
+// form otherwise.
+Activation gelu_activation(bool swiglu, bool openai_gelu, bool bias_gelu_fusion, bool add_bias_linear);
 // --recompute-granularity: full keeps only each layer's input and recomputes the layer in the
 // backward; selective recomputes only the core attention (softmax·V).
 enum class RecomputeGranularity { kNone, kSelective, kFull };

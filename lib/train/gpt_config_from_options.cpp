@@ -20,7 +20,7 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.normalization = parse_normalization(m.normalization);
   c.norm_epsilon = m.norm_epsilon;
   c.layernorm_zero_centered_gamma = m.apply_layernorm_1p;
-  c.activation = m.swiglu ? Activation::kSwiglu : m.openai_gelu ? Activation::kOpenaiGelu : Activation::kGelu;
+  c.activation = gelu_activation(m.swiglu, m.openai_gelu, m.bias_gelu_fusion, m.add_bias_linear);
   c.add_bias_linear = m.add_bias_linear;
   c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;
   c.hidden_dropout = m.hidden_dropout;

@@ -53,6 +53,7 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("swiglu", PyValue::boolean(m.swiglu));
   a.set("openai_gelu", PyValue::boolean(m.openai_gelu));
   a.set("add_bias_linear", PyValue::boolean(m.add_bias_linear));
+  a.set("bias_gelu_fusion", PyValue::boolean(m.bias_gelu_fusion && m.add_bias_linear));
   a.set("untie_embeddings_and_output_weights", PyValue::boolean(m.untie_embeddings_and_output_weights));
   a.set("hidden_dropout", PyValue::real(m.hidden_dropout));
   a.set("attention_dropout", PyValue::real(m.attention_dropout));

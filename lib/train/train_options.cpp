@@ -43,6 +43,8 @@ constexpr OptionDef kOptions[] = {
   {"model", "apply-layernorm-1p", FlagArity::None, "", "Norm weights stored zero-centred (initialised to 0), the norm scaling by 1 + weight"},
   {"model", "swiglu", FlagArity::None, "", "SwiGLU MLP"},
   {"model", "openai-gelu", FlagArity::None, "", "GELU by its tanh approximation, as OpenAI's GPT-2"},
+  {"model", "no-bias-gelu-fusion", FlagArity::None, "",
+   "GELU in its exact erf form; by default the MLP's GELU is Megatron's fused bias-GELU, the tanh approximation"},
   {"model", "disable-bias-linear", FlagArity::None, "", "No biases in the linear layers"},
   {"model", "untie-embeddings-and-output-weights", FlagArity::None, "", "Separate output layer weights"},
   {"model", "hidden-dropout", FlagArity::One, "P", "Dropout after attention, MLP and embedding (default 0.1)"},
@@ -206,6 +208,7 @@ void read_model(const FlagValues& f, ModelShapeOptions& m) {
   f.set("swiglu", m.swiglu);
   f.set("openai-gelu", m.openai_gelu);
   if (f.has("disable-bias-linear")) m.add_bias_linear = false;
+  if (f.has("no-bias-gelu-fusion")) m.bias_gelu_fusion = false;
   f.set("untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights);
   f.set("hidden-dropout", m.hidden_dropout);
   f.set("attention-dropout", m.attention_dropout);

@@ -41,6 +41,9 @@ struct ModelShapeOptions {
   bool apply_layernorm_1p = false;                   // --apply-layernorm-1p: weights zero-centred, 1 + w applied
   bool swiglu = false;                               // --swiglu
   bool openai_gelu = false;                          // --openai-gelu
+  // Megatron's fused bias-GELU, on unless --no-bias-gelu-fusion: the tanh approximation of GELU
+  // wherever the linears have biases (Megatron turns the fusion off without them).
+  bool bias_gelu_fusion = true;
   bool add_bias_linear = true;                       // --disable-bias-linear clears it
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   double hidden_dropout = 0.1;                       // --hidden-dropout

@@ -70,6 +70,14 @@ TEST_CASE("The arguments of a training run describe the model for inference", "[
   CHECK(c.max_position_embeddings == 48);
   CHECK(c.activation == Activation::kOpenaiGelu);
   CHECK(c.padded_vocab_size == 50304);
+  // Megatron's arguments: the fused bias-GELU (its default) computes the tanh form, its absence
+  // the erf form (and so do arguments of mgt from before it recorded the fusion).
+  std::string fused = args;
+  fused.replace(fused.find("\"openai_gelu\": true"), 19, "\"openai_gelu\": false, \"bias_gelu_fusion\": true");
+  CHECK(gpt_config_from_args_json(fused, "Megatron's arguments").activation == Activation::kOpenaiGelu);
+  std::string unfused = args;
+  unfused.replace(unfused.find("\"openai_gelu\": true"), 19, "\"openai_gelu\": false");
+  CHECK(gpt_config_from_args_json(unfused, "older arguments").activation == Activation::kGelu);
   CHECK_THROWS_WITH(gpt_config_from_args_json("{\"hidden_size\": 64}", "the arguments of X"),
                     Catch::Contains("the arguments of X has no 'num_layers'"));
   CHECK_THROWS_WITH(gpt_config_from_args_json("[1]", "the arguments of X"), Catch::Contains("not a JSON object"));

@@ -34,7 +34,7 @@ assert s["vocabulary"] == {"source_rows": 50304, "true_vocab_size": None, "desti
 c = json.load(open(sys.argv[2]))
 assert c["architectures"] == ["GPT2LMHeadModel"] and c["model_type"] == "gpt2", c
 assert (c["n_layer"], c["n_embd"], c["n_head"], c["n_positions"], c["n_inner"]) == (2, 32, 4, 32, 128), c
-assert c["vocab_size"] == 50304 and c["eos_token_id"] == 50256 and c["activation_function"] == "gelu", c
+assert c["vocab_size"] == 50304 and c["eos_token_id"] == 50256 and c["activation_function"] == "gelu_new", c
 PY
 [[ $(ls "$work/hf") == $'config.json\nmodel.safetensors' ]] || fail "export directory holds $(ls "$work/hf")"
 

@@ -278,3 +278,12 @@ TEST_CASE("standard_normal has unit variance and depends on seed and stream", "[
   CHECK(standard_normal(1, 2, 7) != standard_normal(1, 3, 7));
   CHECK(parameter_stream("a.weight") != parameter_stream("a.bias"));
 }
+
+TEST_CASE("GELU form follows Megatron's fused bias-GELU", "[model]") {
+  // swiglu, openai_gelu, bias_gelu_fusion, add_bias_linear
+  CHECK(gelu_activation(false, false, true, true) == Activation::kOpenaiGelu);  // Megatron's default
+  CHECK(gelu_activation(false, false, false, true) == Activation::kGelu);       // --no-bias-gelu-fusion
+  CHECK(gelu_activation(false, false, true, false) == Activation::kGelu);       // --disable-bias-linear
+  CHECK(gelu_activation(false, true, false, false) == Activation::kOpenaiGelu);
+  CHECK(gelu_activation(true, false, true, true) == Activation::kSwiglu);
+}

@@ -340,7 +340,7 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
                                           "--data-impl", "--ckpt-format", "--use-flash-attn",
                                           "--no-async-tensor-model-parallel-allreduce",
                                           "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion",
-                                          "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--no-rope-fusion",
+                                          "--no-bias-dropout-fusion", "--no-rope-fusion",
                                           "--timing-log-level", "--log-memory-to-tensorboard"});
   const std::string line = ignored_flags_line("mgt-train", o.ignored_flags);
   CHECK(line.rfind("mgt-train: ignored flags (they change nothing here): --use-mcore-models (", 0) == 0);
@@ -348,6 +348,7 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
   CHECK(line.find('\n') == std::string::npos);
   // Flags mgt-train implements are not in the line.
   CHECK(parse_with({"--use-distributed-optimizer", "--log-throughput"}).ignored_flags.empty());
+  CHECK(!o.model.bias_gelu_fusion);
   // Values whose meaning cannot be kept are refused, saying why; argparse's choices still hold.
   CHECK(usage_error_with({"--ckpt-format", "zarr"}).rfind("--ckpt-format zarr is not supported by mgt-train: ", 0) == 0);
   CHECK(usage_error_with({"--attention-backend", "magic"}) ==
