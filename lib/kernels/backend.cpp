@@ -199,6 +199,44 @@ void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, Float
   st.finish();
 }
 
+void Backend::linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
+                                       int64_t rows, int64_t in, int64_t out, FloatView pre,
+                                       FloatView y) {
+  const char* op = "linear_gelu_tanh_forward";
+  dims(op, {rows, in, out});
+  expect(x, rows * in, op, "x");
+  expect(w, out * in, op, "w");
+  expect_optional(bias, out, op, "bias");
+  expect(pre, rows * out, op, "pre");
+  expect(y, rows * out, op, "y");
+  do_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
+}
+
+void Backend::do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
+                                          int64_t rows, int64_t in, int64_t out, FloatView pre,
+                                          FloatView y) {
+  linear_forward(x, w, bias, rows, in, out, pre);
+  gelu_tanh_forward(pre, y);
+}
+
+void Backend::linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
+                                              int64_t rows, int64_t in, int64_t out, FloatView dpre) {
+  const char* op = "linear_backward_input_gelu_tanh";
+  dims(op, {rows, in, out});
+  expect(dy, rows * out, op, "dy");
+  expect(w, out * in, op, "w");
+  expect(pre, rows * in, op, "pre");
+  expect(dpre, rows * in, op, "dpre");
+  do_linear_backward_input_gelu_tanh(dy, w, pre, rows, in, out, dpre);
+}
+
+void Backend::do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w,
+                                                 ConstFloatView pre, int64_t rows, int64_t in,
+                                                 int64_t out, FloatView dpre) {
+  linear_backward_input(dy, w, rows, in, out, dpre);
+  gelu_tanh_backward(dpre, pre, dpre);
+}
+
 void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstFloatView bias,
                                  int64_t rows, int64_t hidden, float eps, FloatView y,
                                  FloatView mean, FloatView rstd) {

@@ -127,6 +127,14 @@ public:
                               int64_t out, FloatView dw);
   // dbias += Σ_rows dy.
   void bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias);
+  // Megatron's fused bias-GELU after a linear layer: pre = x·Wᵀ + b (saved for the backward),
+  // y = gelu_tanh(pre). A GPU backend computes both in the GEMM's epilogue.
+  void linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias, int64_t rows,
+                                int64_t in, int64_t out, FloatView pre, FloatView y);
+  // The input gradient of the linear layer that follows such a GELU, through the GELU:
+  // dpre = (dy·W) ⊙ gelu_tanh'(pre), overwritten; pre and dpre are [rows, in].
+  void linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
+                                       int64_t rows, int64_t in, int64_t out, FloatView dpre);
 
   // ---- normalisation over the last dimension ----
   // bias / dbias may be empty. mean and rstd: [rows], saved for the backward.
@@ -247,6 +255,15 @@ protected:
   virtual bool takes_reduced_precision(std::string_view /*op*/) const { return false; }
 
   FloatType activation_type_ = FloatType::kF32;
+
+  // Fused operations: by default the unfused operations one after the other (the reference); a
+  // backend's override falls back to these where its fused kernel does not apply.
+  virtual void do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
+                                           int64_t rows, int64_t in, int64_t out, FloatView pre,
+                                           FloatView y);
+  virtual void do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w,
+                                                  ConstFloatView pre, int64_t rows, int64_t in,
+                                                  int64_t out, FloatView dpre);
 
 private:
   friend class Fp32Staging;

@@ -26,6 +26,10 @@ void LinearLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Fl
   if (!dx.empty()) backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
 }
 
+void LinearLayer::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y) const {
+  backend_->linear_gelu_tanh_forward(x, weight_, bias_, rows, in_, out_, pre, y);
+}
+
 void LinearLayer::forward_without_bias(ConstFloatView x, int64_t rows, FloatView y) const {
   backend_->linear_forward(x, weight_, {}, rows, in_, out_, y);
 }
@@ -44,6 +48,11 @@ void LinearLayer::backward_bias(ConstFloatView dy, int64_t rows) const {
 
 void LinearLayer::backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {
   backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
+}
+
+void LinearLayer::backward_input_gelu_tanh(ConstFloatView dy, int64_t rows, ConstFloatView pre,
+                                           FloatView dpre) const {
+  backend_->linear_backward_input_gelu_tanh(dy, weight_, pre, rows, in_, out_, dpre);
 }
 
 }  // namespace mgt

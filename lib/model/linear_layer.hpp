@@ -22,6 +22,8 @@ public:
   void forward(ConstFloatView x, int64_t rows, FloatView y) const;
   // dW += dyᵀ·x, db += Σ dy; dx = dy·W unless dx is empty.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const;
+  // Followed by Megatron's fused bias-GELU: pre = x·Wᵀ + b, y = gelu_tanh(pre).
+  void forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y) const;
 
   // The steps separately, for a layer whose bias is added after a reduction.
   bool has_bias() const { return !bias_.empty(); }
@@ -35,6 +37,9 @@ public:
   void backward_bias(ConstFloatView dy, int64_t rows) const;
   // dx = dy·W.
   void backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const;
+  // The input gradient through the tanh GELU that made this layer's input from pre:
+  // dpre = (dy·W) ⊙ gelu_tanh'(pre).
+  void backward_input_gelu_tanh(ConstFloatView dy, int64_t rows, ConstFloatView pre, FloatView dpre) const;
 
 private:
   Backend* backend_;

@@ -14,15 +14,18 @@ Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp)
 void Mlp::forward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
                   const MlpScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
-  fc1_.forward(input, tokens, saved.fc1_output,
-               ctx.when_sequence_parallel(scratch.sequence.gathered));
+  if (activation_ == Activation::kOpenaiGelu) {
+    fc1_.forward_gelu_tanh(input, tokens, saved.fc1_output, saved.activation_output,
+                           ctx.when_sequence_parallel(scratch.sequence.gathered));
+  } else {
+    fc1_.forward(input, tokens, saved.fc1_output, ctx.when_sequence_parallel(scratch.sequence.gathered));
+  }
   switch (activation_) {
     case Activation::kGelu:
       backend_->gelu_forward(saved.fc1_output, saved.activation_output);
       break;
     case Activation::kOpenaiGelu:
-      backend_->gelu_tanh_forward(saved.fc1_output, saved.activation_output);
-      break;
+      break;  // in fc1's epilogue
     case Activation::kSwiglu:
       backend_->swiglu_forward(saved.fc1_output, tokens, ffn_, saved.activation_output);
       break;
@@ -34,15 +37,19 @@ void Mlp::forward(const ForwardContext& ctx, ConstFloatView input, const MlpActi
 void Mlp::backward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
                    const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input) const {
   const int64_t tokens = ctx.tokens();
-  fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_activation,
-                ctx.when_sequence_parallel(scratch.sequence.whole));
+  if (activation_ == Activation::kOpenaiGelu) {
+    fc2_.backward_gelu_tanh(d_output, saved.activation_output, saved.fc1_output, tokens, scratch.d_fc1,
+                            ctx.when_sequence_parallel(scratch.sequence.whole));
+  } else {
+    fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_activation,
+                  ctx.when_sequence_parallel(scratch.sequence.whole));
+  }
   switch (activation_) {
     case Activation::kGelu:
       backend_->gelu_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
       break;
     case Activation::kOpenaiGelu:
-      backend_->gelu_tanh_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
-      break;
+      break;  // in fc2's input-gradient epilogue
     case Activation::kSwiglu:
       backend_->swiglu_backward(scratch.d_activation, saved.fc1_output, tokens, ffn_,
                                 scratch.d_fc1);

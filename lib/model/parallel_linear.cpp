@@ -18,6 +18,17 @@ void ColumnParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
   linear_.forward(input, rows, y);
 }
 
+void ColumnParallelLinear::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
+                                             FloatView gathered) const {
+  if (gathered.empty()) {
+    linear_.forward_gelu_tanh(tp_->copy_to_tensor_region_forward(x), rows, pre, y);
+    return;
+  }
+  const FloatView input = gathered.first(rows * in_features());
+  tp_->gather_from_sequence_parallel_region_forward(x, input);
+  linear_.forward_gelu_tanh(input, rows, pre, y);
+}
+
 void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows,
                                     FloatView dx, FloatView gathered, FloatView d_whole) const {
   if (gathered.empty()) {
@@ -64,8 +75,22 @@ void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t ro
     linear_.backward(dy, x, rows, dx);
     return;
   }
-  ConstFloatView d_output;
-  if (d_whole.empty()) {
+  const ConstFloatView d_output = backward_parameters(dy, x, rows, d_whole);
+  if (!dx.empty()) linear_.backward_input(d_output, rows, dx);
+}
+
+void RowParallelLinear::backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, ConstFloatView pre,
+                                           int64_t rows, FloatView dpre, FloatView d_whole) const {
+  const ConstFloatView d_output = backward_parameters(dy, x, rows, d_whole);
+  linear_.backward_input_gelu_tanh(d_output, rows, pre, dpre);
+}
+
+ConstFloatView RowParallelLinear::backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows,
+                                                      FloatView d_whole) const {
+  ConstFloatView d_output = dy;
+  if (!tp_->active()) {
+    linear_.backward_bias(dy, rows);
+  } else if (d_whole.empty()) {
     d_output = tp_->reduce_from_tensor_region_backward(dy);
     linear_.backward_bias(d_output, rows);
   } else {
@@ -76,7 +101,7 @@ void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t ro
     d_output = gathered;
   }
   linear_.backward_weight(d_output, x, rows);
-  if (!dx.empty()) linear_.backward_input(d_output, rows, dx);
+  return d_output;
 }
 
 }  // namespace mgt

@@ -41,6 +41,9 @@ public:
   // parallelism), x is this rank's [rows/tp, in] slice and X is all-gathered into `gathered`
   // [rows, in] first.
   void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView gathered = {}) const;
+  // The same followed by Megatron's fused bias-GELU: pre = X·Wᵀ + b, y = gelu_tanh(pre).
+  void forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
+                         FloatView gathered = {}) const;
   // dW += dyᵀ·X, db += Σ dy; dx (shaped as the forward's x) = the gradient of x unless empty.
   // Under sequence parallelism X is rebuilt in `gathered` (Megatron keeps only the slice too)
   // and the input gradient passes through d_whole [rows, in] before its reduce-scatter.
@@ -71,8 +74,17 @@ public:
   // overwritten unless empty.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
                 FloatView d_whole = {}) const;
+  // The same where x = gelu_tanh(pre) came from Megatron's fused bias-GELU: the input gradient
+  // goes on through the GELU, dpre = (dy·W) ⊙ gelu_tanh'(pre) [rows, in].
+  void backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, ConstFloatView pre, int64_t rows,
+                          FloatView dpre, FloatView d_whole = {}) const;
 
 private:
+  // dW and db as backward() computes them; returns the output gradient the input gradient
+  // starts from (dy, or its all-reduced or all-gathered form).
+  ConstFloatView backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows,
+                                     FloatView d_whole) const;
+
   const TensorParallelMappings* tp_;
   LinearLayer linear_;
 };

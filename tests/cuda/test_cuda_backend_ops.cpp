@@ -415,6 +415,56 @@ TEST_CASE("cuda ops: bf16 GEMMs round the inputs and accumulate in fp32", "[cuda
   check_close(pair, dw, 1e-2, "bf16 linear_backward_weight");
 }
 
+TEST_CASE("cuda ops: linear layers with Megatron's fused bias-GELU in the GEMM epilogue", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
+  constexpr FloatType kBf16 = FloatType::kBf16;
+  const int64_t rows = 96, in = 256, out = 512;
+  // bf16 operands; pre-activations spread over about [-5, 5], where the erf and tanh GELUs differ.
+  auto x = random_twin(pair, rows * in, 141, -1.0f, 1.0f, kBf16);
+  auto w = random_twin(pair, out * in, 142, -0.25f, 0.25f, kBf16);
+  auto bias = random_twin(pair, out, 143, -0.5f, 0.5f, kBf16);
+  auto w2 = random_twin(pair, in * out, 144, -0.25f, 0.25f, kBf16);  // the next layer, out → in
+  auto dy = random_twin(pair, rows * in, 145, -1.0f, 1.0f, kBf16);
+  for (const FloatType type : {FloatType::kF32, kBf16}) {
+    auto pre = random_twin(pair, rows * out, 146, -1.0f, 1.0f, type);
+    auto y = random_twin(pair, rows * out, 147, -1.0f, 1.0f, type);
+    auto dpre = random_twin(pair, rows * out, 148, -1.0f, 1.0f, type);
+    for (Side s : kSides) {
+      Backend& be = pair.on(s);
+      be.linear_gelu_tanh_forward(x(s), w(s), bias(s), rows, in, out, pre(s), y(s));
+      be.linear_backward_input_gelu_tanh(dy(s), w2(s), pre(s), rows, out, in, dpre(s));
+    }
+    const bool fp32 = type == FloatType::kF32;
+    INFO((fp32 ? "fp32" : "bf16") << " outputs");
+    // fp32 outputs of exact bf16 products: the fused results must be the tanh form, far closer to
+    // it than to the erf form.
+    const double bound = fp32 ? 1e-4 : 1e-2;
+    check_close(pair, pre, bound, "fused linear, pre-activation");
+    check_close(pair, y, bound, "fused linear + GELU");
+    check_close(pair, dpre, bound, "fused input gradient through GELU");
+    if (fp32) {
+      Backend& cpu = *pair.cpu;
+      auto erf_y = random_twin(pair, rows * out, 149);
+      auto erf_dpre = random_twin(pair, rows * out, 150);
+      cpu.gelu_forward(pre(Side::kCpu), erf_y.cpu.view());
+      cpu.linear_backward_input(dy(Side::kCpu), w2(Side::kCpu), rows, out, in, erf_dpre.cpu.view());
+      cpu.gelu_backward(erf_dpre.cpu.view(), pre(Side::kCpu), erf_dpre.cpu.view());
+      const auto gpu_y = to_host(*pair.gpu, y.gpu.view());
+      const auto gpu_dpre = to_host(*pair.gpu, dpre.gpu.view());
+      const double tanh_error = relative_error(to_host(cpu, y.cpu.view()), gpu_y);
+      const double erf_error = relative_error(to_host(cpu, erf_y.cpu.view()), gpu_y);
+      INFO("GELU: off the tanh form by " << tanh_error << ", off the erf form by " << erf_error);
+      CHECK(tanh_error * 4 < erf_error);
+      const double tanh_grad_error = relative_error(to_host(cpu, dpre.cpu.view()), gpu_dpre);
+      const double erf_grad_error = relative_error(to_host(cpu, erf_dpre.cpu.view()), gpu_dpre);
+      INFO("GELU gradient: off the tanh form by " << tanh_grad_error << ", off the erf form by " << erf_grad_error);
+      CHECK(tanh_grad_error * 4 < erf_grad_error);
+    }
+  }
+}
+
 TEST_CASE("cuda backend reports the device's free memory for the memory check", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;

@@ -181,6 +181,26 @@ void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, i
   cuda::linear_backward_weight(cublas_, *lt_, matmul_precision_, dy, x, rows, in, out, dw);
 }
 
+void CudaBackend::do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
+                                              int64_t rows, int64_t in, int64_t out, FloatView pre,
+                                              FloatView y) {
+  {
+    const cuda::ScopedOp scope(profiler_.get(), "linear_gelu_tanh_forward");
+    if (cuda::linear_gelu_tanh_forward(*lt_, x, w, bias, rows, in, out, pre, y)) return;
+  }
+  Backend::do_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
+}
+
+void CudaBackend::do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w,
+                                                     ConstFloatView pre, int64_t rows, int64_t in,
+                                                     int64_t out, FloatView dpre) {
+  {
+    const cuda::ScopedOp scope(profiler_.get(), "linear_backward_input_gelu_tanh");
+    if (cuda::linear_backward_input_gelu_tanh(*lt_, dy, w, pre, rows, in, out, dpre)) return;
+  }
+  Backend::do_linear_backward_input_gelu_tanh(dy, w, pre, rows, in, out, dpre);
+}
+
 void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
   const cuda::ScopedOp scope(profiler_.get(), "bias_backward");
   cuda::bias_backward(dy, rows, cols, dbias, stream_);

@@ -83,6 +83,10 @@ private:
 
   void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
+  void do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias, int64_t rows,
+                                   int64_t in, int64_t out, FloatView pre, FloatView y) override;
+  void do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
+                                          int64_t rows, int64_t in, int64_t out, FloatView dpre) override;
   void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
   void do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) override;

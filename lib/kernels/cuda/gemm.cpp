@@ -1,6 +1,7 @@
 #include "kernels/cuda/gemm.hpp"
 
 #include <climits>
+#include <cstdint>
 #include <string>
 
 #include "core/error.hpp"
@@ -74,6 +75,39 @@ void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision
   }
   gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, 1.0f, dw, in,
        "linear_backward_weight");
+}
+
+namespace {
+
+// What cuBLASLt's GELU epilogues need: bf16 operands, the auxiliary matrix of the output's type,
+// and its leading dimension a multiple of 8 elements at 16-byte-aligned addresses.
+bool gelu_epilogue_fits(In a, In b, bool aux_bf16, const void* aux, Out d, int64_t aux_ld) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return a.bf16() && b.bf16() && aux_bf16 == d.bf16() && aux_ld % 8 == 0 && aligned(aux) && aligned(d.raw());
+}
+
+}  // namespace
+
+bool linear_gelu_tanh_forward(LtMatmul& lt, In x, In w, In bias, int64_t rows, int64_t in, int64_t out,
+                              Out pre, Out y) {
+  if (!gelu_epilogue_fits(x, w, pre.bf16(), pre.raw(), y, out)) return false;
+  if (rows == 0 || out == 0) return true;
+  // yᵀ[out, rows] = gelu(W[out, in]·xᵀ[in, rows] + bias), preᵀ the GELU's input.
+  lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, y.raw(), out, CUDA_R_16BF,
+            data_type(y.bf16()), bias == nullptr ? LtEpilogue::kGeluTanhAux : LtEpilogue::kGeluTanhAuxBias,
+            bias.raw(), {pre.raw(), out}, "linear_gelu_tanh_forward");
+  return true;
+}
+
+bool linear_backward_input_gelu_tanh(LtMatmul& lt, In dy, In w, In pre, int64_t rows, int64_t in,
+                                     int64_t out, Out dpre) {
+  if (!gelu_epilogue_fits(dy, w, pre.bf16(), pre.raw(), dpre, in)) return false;
+  if (rows == 0 || in == 0) return true;
+  // dpreᵀ[in, rows] = (Wᵀ[in, out]·dyᵀ[out, rows]) ⊙ gelu'(preᵀ).
+  lt.matmul(false, false, in, rows, out, w.raw(), in, dy.raw(), out, dpre.raw(), in, CUDA_R_16BF,
+            data_type(dpre.bf16()), LtEpilogue::kGeluTanhGrad, nullptr,
+            {const_cast<void*>(pre.raw()), in}, "linear_backward_input_gelu_tanh");
+  return true;
 }
 
 }  // namespace mgt::cuda

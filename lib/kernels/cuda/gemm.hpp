@@ -27,4 +27,12 @@ void linear_backward_input(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision 
 void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
                             In x, int64_t rows, int64_t in, int64_t out, Out dw);
 
+// Megatron's fused bias-GELU in the GEMM's epilogue: pre = x·Wᵀ + b, y = gelu_tanh(pre); and the
+// input gradient through it, dpre = (dy·W) ⊙ gelu_tanh'(pre). bf16 operands only, pre of the
+// output's type, rows of whole 16-byte vectors; false (nothing done) otherwise.
+bool linear_gelu_tanh_forward(LtMatmul& lt, In x, In w, In bias, int64_t rows, int64_t in, int64_t out,
+                              Out pre, Out y);
+bool linear_backward_input_gelu_tanh(LtMatmul& lt, In dy, In w, In pre, int64_t rows, int64_t in,
+                                     int64_t out, Out dpre);
+
 }  // namespace mgt::cuda

@@ -17,6 +17,27 @@ void check(cublasStatus_t status, const char* call, const char* name) {
   }
 }
 
+// cuBLASLt's GELU epilogues compute the tanh approximation, Megatron's fused bias-GELU.
+cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
+  switch (e) {
+    case LtEpilogue::kNone: return CUBLASLT_EPILOGUE_DEFAULT;
+    case LtEpilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case LtEpilogue::kGeluTanhAux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case LtEpilogue::kGeluTanhAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LtEpilogue::kGeluTanhGrad: return CUBLASLT_EPILOGUE_DGELU;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool has_bias(LtEpilogue e) { return e == LtEpilogue::kBias || e == LtEpilogue::kGeluTanhAuxBias; }
+bool has_aux(LtEpilogue e) { return e != LtEpilogue::kNone && e != LtEpilogue::kBias; }
+
+template <typename T>
+void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value,
+         const char* what, const char* name) {
+  check(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value), what, name);
+}
+
 }  // namespace
 
 LtMatmul::LtMatmul(cudaStream_t stream) : stream_(stream) {
@@ -37,7 +58,7 @@ LtMatmul::~LtMatmul() {
 
 LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name) {
   if (const auto found = plans_.find(key); found != plans_.end()) return found->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldd, ab_int, d_int, with_bias, accumulate] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldd, ab_int, d_int, epilogue, aux_ld, accumulate] = key;
   const auto ab = static_cast<cudaDataType_t>(ab_int);
   const auto d_type = static_cast<cudaDataType_t>(d_int);
   Plan p;
@@ -48,15 +69,19 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name) {
         "cublasLtMatmulDescSetAttribute(TRANSA)", name);
   check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
         "cublasLtMatmulDescSetAttribute(TRANSB)", name);
-  if (with_bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                         sizeof epilogue),
-          "cublasLtMatmulDescSetAttribute(EPILOGUE)", name);
-    const int32_t bias_type = d_type;
-    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                         sizeof bias_type),
-          "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)", name);
+  if (epilogue != LtEpilogue::kNone) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(epilogue), "cublasLtMatmulDescSetAttribute(EPILOGUE)",
+        name);
+  }
+  if (has_bias(epilogue)) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(d_type),
+        "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)", name);
+  }
+  if (has_aux(epilogue)) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)",
+        name);
+    set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, static_cast<int32_t>(d_type),
+        "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_DATA_TYPE)", name);
   }
   // Column-major layouts of the stored matrices: op(A) is m×k, so A is stored k×m when
   // transposed.
@@ -85,12 +110,30 @@ void LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
                       const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* d,
                       int64_t ldd, cudaDataType_t ab, cudaDataType_t d_type, const void* bias,
                       const char* name) {
+  const LtEpilogue epilogue = bias != nullptr ? LtEpilogue::kBias : LtEpilogue::kNone;
   Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
-                  static_cast<int>(d_type), bias != nullptr, beta != 0.0f},
+                  static_cast<int>(d_type), epilogue, 0, beta != 0.0f},
                  name);
-  if (bias != nullptr) {
-    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-          "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", name);
+  run(p, a, b, beta, d, bias, {}, name);
+}
+
+void LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                      const void* a, int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd,
+                      cudaDataType_t ab, cudaDataType_t d_type, LtEpilogue epilogue, const void* bias,
+                      LtAux aux, const char* name) {
+  Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
+                  static_cast<int>(d_type), epilogue, aux.ld, false},
+                 name);
+  run(p, a, b, 0.0f, d, bias, aux, name);
+}
+
+void LtMatmul::run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
+                   LtAux aux, const char* name) {
+  // Pointers are per call; the rest of the descriptor is the cached plan's.
+  if (bias != nullptr) set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", name);
+  if (aux.data != nullptr) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data,
+        "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", name);
   }
   const float alpha = 1.0f;
   check(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo,

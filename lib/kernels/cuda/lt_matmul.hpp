@@ -12,6 +12,21 @@
 
 namespace mgt::cuda {
 
+// What the GEMM's epilogue does besides writing D (bias: add bias[m] down the columns).
+enum class LtEpilogue {
+  kNone,
+  kBias,
+  kGeluTanhAux,      // D = gelu_tanh(A·B (+ bias)), aux = its input (for the backward)
+  kGeluTanhAuxBias,
+  kGeluTanhGrad,     // D = (A·B) ⊙ gelu_tanh'(aux)
+};
+
+// The extra operand of the GELU epilogues: column-major like D, of D's type.
+struct LtAux {
+  void* data = nullptr;
+  int64_t ld = 0;
+};
+
 class LtMatmul {
 public:
   explicit LtMatmul(cudaStream_t stream);
@@ -24,10 +39,14 @@ public:
   void matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
               int64_t lda, const void* b, int64_t ldb, float beta, void* d, int64_t ldd,
               cudaDataType_t ab, cudaDataType_t d_type, const void* bias, const char* name);
+  // The same with a GELU epilogue (bias may be null for kGeluTanhAux).
+  void matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
+              int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd, cudaDataType_t ab,
+              cudaDataType_t d_type, LtEpilogue epilogue, const void* bias, LtAux aux, const char* name);
 
 private:
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
-                         bool, bool>;
+                         LtEpilogue, int64_t, bool>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr;
@@ -36,6 +55,8 @@ private:
     cublasLtMatmulAlgo_t algo{};
   };
   Plan& plan(const Key& key, const char* name);
+  void run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias, LtAux aux,
+           const char* name);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
