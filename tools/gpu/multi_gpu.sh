@@ -81,7 +81,10 @@ if want tests; then
   ranks "$n" "$dist_tests" "[nccl]" > "$out/nccl-tests.log" 2>&1
   status=$?
   tail -n 5 "$out/nccl-tests.log"
-  row "NCCL tests ([nccl]), $n ranks" "$([ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $(grep -E '^(All tests|test cases)' "$out/nccl-tests.log" | tail -1)"
+  # Every rank prints Catch2's summary, sometimes on one line: the first one suffices.
+  summary=$(grep -m1 -oE 'All tests passed \([0-9]+ assertions? in [0-9]+ test cases?\)|test cases: *[0-9]+ \|[^|]*(\|[^|]*)?|All tests passed' \
+    "$out/nccl-tests.log")
+  row "NCCL tests ([nccl]), $n ranks" "$([ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $summary"
 fi
 
 # 1. The layouts against one GPU. The vocabulary (50,257 GPT-2 tokens) is padded to 50,432 in
