@@ -41,10 +41,15 @@ CollectiveWatchdog::Scope::~Scope() {
 }
 
 CollectiveWatchdog::Scope CollectiveWatchdog::watch(const InFlightOperation& op) {
+  return watch(op, {});
+}
+
+CollectiveWatchdog::Scope CollectiveWatchdog::watch(const InFlightOperation& op,
+                                                    std::function<bool()> finished) {
   // No notification: the thread polls, so starting an operation costs one uncontended lock.
   std::lock_guard lock(mutex_);
   const std::uint64_t id = next_id_++;
-  in_flight_.emplace(id, Entry{op, std::chrono::steady_clock::now() + timeout_});
+  in_flight_.emplace(id, Entry{op, std::chrono::steady_clock::now() + timeout_, std::move(finished)});
   return Scope(this, id);
 }
 
@@ -66,6 +71,11 @@ void CollectiveWatchdog::run() {
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
       if (now < it->second.deadline) {
         ++it;
+        continue;
+      }
+      // Queued work that completed after its call returned, not yet retired by its owner.
+      if (it->second.finished && it->second.finished()) {
+        it = in_flight_.erase(it);
         continue;
       }
       // Formatted under the lock: the group description lives while the operation does.

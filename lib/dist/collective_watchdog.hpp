@@ -64,6 +64,12 @@ public:
     std::uint64_t id_;
   };
   [[nodiscard]] Scope watch(const InFlightOperation& op);
+  // For an operation that goes on after the call that started it returned (a collective queued on
+  // a device stream), whose scope therefore lives until its owner sees it complete: past the
+  // deadline, `finished` is asked first, and an operation it reports finished is dropped without
+  // a word. It runs on the watchdog's thread with the watchdog's lock held, so it must be quick
+  // and must not call the watchdog; the scope's end waits for it to return.
+  [[nodiscard]] Scope watch(const InFlightOperation& op, std::function<bool()> finished);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
   // The rank named in messages (known only once MPI has started).
@@ -73,6 +79,7 @@ private:
   struct Entry {
     InFlightOperation op;
     std::chrono::steady_clock::time_point deadline;
+    std::function<bool()> finished;  // empty: in flight until its scope ends
   };
   void run();
   void finish(std::uint64_t id);

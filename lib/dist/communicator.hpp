@@ -5,9 +5,19 @@
 // Each public operation is non-virtual: it checks what a transport would otherwise turn into a
 // hang or memory corruption (element counts against the group size, element types, peers and
 // roots in range, overlapping buffers), registers the operation with the collective watchdog,
-// then calls the transport's do_* hook. Every operation is blocking: when it returns, the result
-// is in the receive buffer and the send buffer may be reused. All ranks of the group must call a
-// collective in the same order with the same counts.
+// then calls the transport's do_* hook. All ranks of the group must call a collective in the
+// same order with the same counts.
+//
+// When an operation is complete:
+//   - host buffers: when the call returns, the result is in the receive buffer and the send
+//     buffer may be reused, on every transport;
+//   - a compute backend's buffers, on a communicator made for that backend: the operation reads
+//     what the backend's earlier operations wrote and the backend's later operations see what it
+//     wrote, so callers never synchronise the backend around a communication. MPI (and a group
+//     of one) stage them with the backend's own transfers, which wait for its queue, and return
+//     once complete; NCCL made with the backend's DeviceQueue queues the operation on the
+//     backend's stream and returns at once (stream_ordered()): the host sees the result through
+//     the backend's transfers to the host, which wait for the queue like any other.
 //
 // Buffers come as type-erased SendBuffer/RecvBuffer (comm_buffer.hpp) or through the typed
 // overloads: std::span for host memory, DeviceSpan for a backend's memory.
@@ -48,6 +58,9 @@ public:
   CollectiveWatchdog* watchdog() const { return watchdog_; }
   // "mpi", "nccl", "local".
   virtual const char* transport() const = 0;
+  // True when operations on a backend's buffers return once queued on the backend's device
+  // stream, before they have run (see above); false when every operation returns complete.
+  virtual bool stream_ordered() const { return false; }
 
   // Element-wise reduction over the group, in place.
   void all_reduce(RecvBuffer data, ReduceOp op);

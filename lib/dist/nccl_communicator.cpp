@@ -5,9 +5,11 @@
 
 #include <array>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <span>
 #include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
@@ -36,23 +38,34 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 
 class NcclCommunicator final : public Communicator {
 public:
+  // `stream` null: the communicator's own, every operation waited for.
   NcclCommunicator(GroupMembers members, CollectiveWatchdog* watchdog, int device,
-                   const ncclUniqueId& id)
-      : Communicator(std::move(members), watchdog), device_(device) {
+                   cudaStream_t stream, const ncclUniqueId& id)
+      : Communicator(std::move(members), watchdog), device_(device), ordered_(stream != nullptr) {
     MGT_CUDA_CHECK(cudaSetDevice(device_));
-    MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (ordered_) {
+      stream_ = stream;
+    } else {
+      MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
+      stream_ = own_stream_;
+    }
     MGT_NCCL_CHECK(ncclCommInitRank(&comm_, size(), id, rank()));
   }
 
   ~NcclCommunicator() override {
-    // Destructors do not throw; every operation has completed by now.
+    // Destructors do not throw. Queued operations run to their end first: NCCL must not be torn
+    // down under them.
     cudaSetDevice(device_);
+    if (comm_ && ordered_) drain();
+    while (!queued_.empty()) release_oldest();
+    for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
     if (comm_) ncclCommDestroy(comm_);
     if (scratch_) cudaFree(scratch_);
-    if (stream_) cudaStreamDestroy(stream_);
+    if (own_stream_) cudaStreamDestroy(own_stream_);
   }
 
   const char* transport() const override { return "nccl"; }
+  bool stream_ordered() const override { return ordered_; }
 
 private:
   // A buffer as NCCL sees it: device memory, either the caller's or a staged copy of host
@@ -104,10 +117,17 @@ private:
     return v;
   }
 
-  // Reserves scratch for both buffers, whichever turn out to need staging (host buffers, and
-  // backend buffers that are a CPU backend's host memory).
+  // Host buffers, and backend buffers that are a CPU backend's host memory.
+  bool needs_staging(SendBuffer b) const {
+    return b.count > 0 && !(b.space == MemorySpace::Backend && on_this_device(b.data));
+  }
+
+  // Reserves scratch for both buffers when either needs staging (the offsets view() is given
+  // assume both are staged). Device buffers alone need none: a gradient buffer of gigabytes
+  // must not get a copy.
   void reserve_for(SendBuffer a, SendBuffer b = {}) {
-    reserve_scratch(aligned(a.bytes()) + aligned(b.bytes()) + kAlign);
+    if (needs_staging(a) || needs_staging(b))
+      reserve_scratch(aligned(a.bytes()) + aligned(b.bytes()) + kAlign);
   }
 
   void store(const DeviceView& v) {
@@ -120,18 +140,98 @@ private:
   void wait(const char* operation) {
     for (;;) {
       const cudaError_t status = cudaStreamQuery(stream_);
-      if (status == cudaSuccess) return;
+      if (status == cudaSuccess) break;
       if (status != cudaErrorNotReady) MGT_CUDA_CHECK(status);
+      check_async_error(operation);
+      std::this_thread::yield();
+    }
+    retire_completed();  // everything queued before has run too
+  }
+
+  void check_async_error(const char* operation) {
+    ncclResult_t async = ncclSuccess;
+    MGT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    if (async == ncclSuccess || async == ncclInProgress) return;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    throw Error(std::string(operation) + " on the NCCL " + description() +
+                " failed: " + ncclGetErrorString(async));
+  }
+
+  // The end of every operation: one that staged a buffer through the scratch (whose results are
+  // copied back to the host) or runs on the communicator's own stream returns complete; one on
+  // device buffers in the caller's stream stays queued there.
+  void complete(const InFlightOperation& op, bool staged) {
+    if (staged || !ordered_) {
+      wait(op.operation);
+    } else {
+      queued(op);
+    }
+  }
+
+  // An operation left queued on the caller's stream: a failure NCCL already knows of is reported
+  // now, and the operation stays watched until an event recorded after it has completed, so that
+  // a peer that never joins it still ends the job (the host may next wait for the stream
+  // anywhere, outside any communicator call).
+  void queued(const InFlightOperation& op) {
+    check_async_error(op.operation);
+    retire_completed();
+    if (!watchdog()) return;
+    cudaEvent_t done = nullptr;
+    if (spare_events_.empty()) {
+      MGT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    } else {
+      done = spare_events_.back();
+      spare_events_.pop_back();
+    }
+    MGT_CUDA_CHECK(cudaEventRecord(done, stream_));
+    // Asked on the watchdog's thread, past the deadline only; that thread's current device
+    // must be this one, or the query could start a context on another GPU.
+    const int device = device_;
+    queued_.push_back({done, watchdog()->watch(op, [done, device] {
+                         return cudaSetDevice(device) == cudaSuccess &&
+                                cudaEventQuery(done) == cudaSuccess;
+                       })});
+  }
+
+  // Ends the watch of the queued operations that have run (they run in queue order).
+  void retire_completed() {
+    while (!queued_.empty()) {
+      const cudaError_t status = cudaEventQuery(queued_.front().done);
+      if (status == cudaErrorNotReady) return;
+      if (status != cudaSuccess) MGT_CUDA_CHECK(status);
+      release_oldest();
+    }
+  }
+
+  void release_oldest() {
+    Queued& oldest = queued_.front();
+    oldest.watch.reset();  // the watchdog stops asking about the event before it is reused
+    spare_events_.push_back(oldest.done);
+    queued_.pop_front();
+  }
+
+  // For the destructor: waits for the caller's stream, giving up (and aborting NCCL, which
+  // frees the stream) when NCCL reports a failed peer. Operations still watched end the job
+  // through the watchdog if they never finish.
+  void drain() noexcept {
+    for (;;) {
+      if (cudaStreamQuery(stream_) != cudaErrorNotReady) return;
       ncclResult_t async = ncclSuccess;
-      MGT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
-      if (async != ncclSuccess && async != ncclInProgress) {
+      if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess ||
+          (async != ncclSuccess && async != ncclInProgress)) {
         ncclCommAbort(comm_);
         comm_ = nullptr;
-        throw Error(std::string(operation) + " on the NCCL " + description() +
-                    " failed: " + ncclGetErrorString(async));
+        return;
       }
       std::this_thread::yield();
     }
+  }
+
+  InFlightOperation operation(const char* name, std::int64_t count, ElementType type,
+                              const char* reduce = nullptr, const char* peer_role = nullptr,
+                              int peer = -1) const {
+    return InFlightOperation{name, reduce, &description(), count, type, peer_role, peer};
   }
 
   void use_device() { MGT_CUDA_CHECK(cudaSetDevice(device_)); }
@@ -144,7 +244,7 @@ private:
     MGT_NCCL_CHECK(ncclAllReduce(v.device, v.device, count_of(data.count), nccl_type(data.type),
                                  nccl_op(op), comm_, stream_));
     store(v);
-    wait("all_reduce");
+    complete(operation("all_reduce", data.count, data.type, reduce_op_name(op)), v.host != nullptr);
   }
 
   void do_all_gather(SendBuffer send, RecvBuffer recv) override {
@@ -154,13 +254,17 @@ private:
     const bool in_place =
         send.data == static_cast<const std::byte*>(recv.data) + rank() * send.bytes();
     const DeviceView out = view(recv.data, recv.bytes(), recv.space, 0, in_place);
-    const void* in = in_place ? static_cast<std::byte*>(out.device) + rank() * send.bytes()
-                              : view(send.data, send.bytes(), send.space,
-                                     aligned(recv.bytes()), true).device;
+    bool staged = out.host != nullptr;
+    const void* in = static_cast<std::byte*>(out.device) + rank() * send.bytes();
+    if (!in_place) {
+      const DeviceView v = view(send.data, send.bytes(), send.space, aligned(recv.bytes()), true);
+      in = v.device;
+      staged = staged || v.host != nullptr;
+    }
     MGT_NCCL_CHECK(ncclAllGather(in, out.device, count_of(send.count), nccl_type(send.type),
                                  comm_, stream_));
     store(out);
-    wait("all_gather");
+    complete(operation("all_gather", recv.count, recv.type), staged);
   }
 
   void do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
@@ -182,7 +286,8 @@ private:
     MGT_NCCL_CHECK(ncclReduceScatter(in.device, out.device, count_of(recv.count),
                                      nccl_type(recv.type), nccl_op(op), comm_, stream_));
     store(out);
-    wait("reduce_scatter");
+    complete(operation("reduce_scatter", send.count, send.type, reduce_op_name(op)),
+             in.host != nullptr || out.host != nullptr);
   }
 
   void do_broadcast(RecvBuffer data, int root) override {
@@ -193,7 +298,7 @@ private:
     MGT_NCCL_CHECK(ncclBroadcast(v.device, v.device, count_of(data.count), nccl_type(data.type),
                                  root, comm_, stream_));
     if (rank() != root) store(v);
-    wait("broadcast");
+    complete(operation("broadcast", data.count, data.type, nullptr, "root", root), v.host != nullptr);
   }
 
   void do_send(SendBuffer data, int dest) override {
@@ -203,7 +308,7 @@ private:
     const DeviceView v = view(data.data, data.bytes(), data.space, 0, true);
     MGT_NCCL_CHECK(
         ncclSend(v.device, count_of(data.count), nccl_type(data.type), dest, comm_, stream_));
-    wait("send");
+    complete(operation("send", data.count, data.type, nullptr, "to rank", dest), v.host != nullptr);
   }
 
   void do_recv(RecvBuffer data, int source) override {
@@ -214,7 +319,8 @@ private:
     MGT_NCCL_CHECK(
         ncclRecv(v.device, count_of(data.count), nccl_type(data.type), source, comm_, stream_));
     store(v);
-    wait("recv");
+    complete(operation("recv", data.count, data.type, nullptr, "from rank", source),
+             v.host != nullptr);
   }
 
   void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) override {
@@ -232,7 +338,8 @@ private:
                               comm_, stream_));
     MGT_NCCL_CHECK(ncclGroupEnd());
     store(out);
-    wait("send_recv");
+    complete(operation("send_recv", recv.count, recv.type, nullptr, "from rank", source),
+             in.host != nullptr || out.host != nullptr);
   }
 
   void do_barrier() override {
@@ -243,18 +350,29 @@ private:
     wait("barrier");
   }
 
+  // An operation queued on the caller's stream, watched until `done` has completed.
+  struct Queued {
+    cudaEvent_t done = nullptr;
+    std::optional<CollectiveWatchdog::Scope> watch;
+  };
+
   int device_;
-  cudaStream_t stream_ = nullptr;
+  bool ordered_;                     // operations on device buffers stay queued on stream_
+  cudaStream_t own_stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;    // the caller's, or own_stream_
   ncclComm_t comm_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  std::deque<Queued> queued_;        // oldest first
+  std::vector<cudaEvent_t> spare_events_;
 };
 
 }  // namespace
 
 bool nccl_available() { return true; }
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int cuda_device) {
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
+                                                     const DeviceQueue& queue) {
   // ncclUniqueId is an opaque byte array; it travels as int64 words.
   std::array<std::int64_t, (sizeof(ncclUniqueId) + 7) / 8> words{};
   ncclUniqueId id{};
@@ -271,7 +389,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, in
         InFlightOperation{"ncclCommInitRank", nullptr, &bootstrap.description()}));
   return std::make_unique<NcclCommunicator>(
       GroupMembers{bootstrap.kind(), bootstrap.world_ranks(), bootstrap.rank()},
-      bootstrap.watchdog(), cuda_device, id);
+      bootstrap.watchdog(), queue.device, static_cast<cudaStream_t>(queue.stream), id);
 }
 
 }  // namespace mgt::dist

@@ -3,25 +3,42 @@
 //
 // Each NCCL communicator mirrors an existing communicator of the same ranks (an MPI group, or a
 // LocalCommunicator for a group of one): group rank 0 creates NCCL's unique id and broadcasts it
-// over that communicator, then the ranks join. Operations run on the communicator's own CUDA
-// stream and return once complete, like every Communicator operation. Buffers in device memory
-// (backend_buffer / DeviceSpan) are used in place; host buffers are staged through device
-// memory. NCCL cannot check point-to-point counts: a send and its recv must agree.
+// over that communicator, then the ranks join.
+//
+// Where operations run:
+//   - given a DeviceQueue with a stream (a compute backend's, Backend::device_queue()), an
+//     operation on device buffers of that device is queued on that stream and returns at once:
+//     it runs after the work queued there before it and before the work queued after it, with no
+//     host synchronisation (stream_ordered(); see communicator.hpp). It stays watched by the
+//     collective watchdog until it has run. The stream must outlive the communicator;
+//   - given a device only, operations run on the communicator's own stream and return once
+//     complete. Nothing orders them after other streams' work: the caller synchronises first.
+// Host buffers (and a CPU backend's memory) are staged through device memory, on the same stream,
+// and every operation that stages returns complete. NCCL cannot check point-to-point counts: a
+// send and its recv must agree.
 #pragma once
 #include <memory>
 
 #include "dist/communicator.hpp"
 #include "dist/process_groups.hpp"
+#include "kernels/device_queue.hpp"
 
 namespace mgt::dist {
 
 bool nccl_available();
 
-// Collective over `bootstrap`'s group. Reports to `bootstrap`'s watchdog.
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int cuda_device);
+// Collective over `bootstrap`'s group. Reports to `bootstrap`'s watchdog. `queue.stream` null:
+// the communicator's own stream.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, const DeviceQueue& queue);
+inline std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int cuda_device) {
+  return make_nccl_communicator(bootstrap, DeviceQueue{cuda_device, nullptr});
+}
 
 // NCCL communicators for every group of `bootstrap` (the embedding group stays null where it
-// is null). Collective over the world; every rank passes its own CUDA device.
-ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device);
+// is null). Collective over the world; every rank passes its own device (and stream).
+ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue);
+inline ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device) {
+  return make_nccl_process_groups(bootstrap, DeviceQueue{cuda_device, nullptr});
+}
 
 }  // namespace mgt::dist

@@ -41,10 +41,10 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
   return groups;
 }
 
-ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device) {
+ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue) {
   // Same order on every rank, as for the MPI groups: each creation is collective over its group.
   const auto mirror = [&](const std::unique_ptr<Communicator>& group) {
-    return group ? make_nccl_communicator(*group, cuda_device) : nullptr;
+    return group ? make_nccl_communicator(*group, queue) : nullptr;
   };
   ProcessGroups groups;
   groups.tensor_model_parallel = mirror(bootstrap.tensor_model_parallel);

@@ -35,6 +35,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/head_layout.hpp"
 #include "kernels/cpu/rotary.hpp"
+#include "kernels/device_queue.hpp"
 #include "kernels/device_span.hpp"
 
 namespace mgt {
@@ -82,8 +83,14 @@ public:
 
   // Returns once every operation issued so far has completed (the CPU's operations complete
   // before they return). For handing the backend's memory to work that is not ordered after the
-  // backend's own queue, such as a collective on a communicator's stream.
+  // backend's own queue, such as a collective on a communicator's own stream.
   virtual void synchronize() {}
+
+  // The device queue the operations run in, for work outside the backend that should be queued
+  // among them instead (a communicator made for it: dist/nccl_communicator.hpp), so that neither
+  // the host nor the device waits for a synchronisation. nullopt where operations complete before
+  // they return (the CPU).
+  virtual std::optional<DeviceQueue> device_queue() const { return std::nullopt; }
 
   // The memory this backend's buffers come from, where it can be read: the host's for the CPU,
   // the device's free memory for a GPU. nullopt: unknown (callers then skip their check).

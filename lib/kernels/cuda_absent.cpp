@@ -12,6 +12,8 @@ int visible_device_count() { return 0; }
 
 std::string device_description(int /*device*/) { return "none (built without CUDA)"; }
 
+std::string device_uuid(int /*device*/) { throw Error("this mgt was built without CUDA support"); }
+
 }  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend(int /*device*/) {

@@ -517,8 +517,6 @@ ConstFloatView GptModel::stage_input_grad(int64_t slot) const {
 void GptModel::all_reduce_embedding_grads() {
   if (embedding_group_ == nullptr) return;
   const FloatView grad = params_.grad(params_.entry("embedding.word_embeddings.weight"));
-  // The communicator's stream is not ordered after the backend's (see tensor_parallel_mappings).
-  backend_->synchronize();
   embedding_group_->all_reduce(grad, dist::ReduceOp::Sum);
 }
 

@@ -26,7 +26,6 @@ TensorParallelMappings::TensorParallelMappings(Backend& backend, dist::Communica
 
 void TensorParallelMappings::all_reduce(FloatView x, dist::ReduceOp op) const {
   if (!group_) return;
-  backend_->synchronize();
   group_->all_reduce(x, op);
 }
 
@@ -41,7 +40,6 @@ void TensorParallelMappings::all_gather_first_dim(ConstFloatView local, FloatVie
           "the whole tensor has " + count_text(whole.size()) + " elements, expected " +
               count_text(size_) + " x " + count_text(local.size()));
   if (group_) {
-    backend_->synchronize();
     group_->all_gather(local, whole);
   } else {
     copy_if_distinct(local, whole);
@@ -70,7 +68,6 @@ void TensorParallelMappings::all_gather_last_dim(ConstFloatView local, int64_t r
   const int64_t cols = local.size() / rows;
   // The gathered shards, rank-major: [size, rows, cols], viewed as size·rows rows of width cols.
   DeviceBuffer gathered(*backend_, whole.size(), whole.type());
-  backend_->synchronize();
   group_->all_gather(local, gathered.view());
   // Row (r, j) of whole, j the rank, is row j·rows + r of the gathered shards.
   std::vector<int64_t> source(static_cast<size_t>(rows * size_));
@@ -153,7 +150,6 @@ void TensorParallelMappings::gather_from_sequence_parallel_region_backward(
           "the whole gradient has " + count_text(d_whole.size()) + " elements, expected " +
               count_text(size_) + " x " + count_text(d_local.size()));
   if (group_) {
-    backend_->synchronize();
     group_->reduce_scatter(d_whole, d_local, dist::ReduceOp::Sum);
   } else {
     copy_if_distinct(d_whole, d_local);
@@ -166,7 +162,6 @@ void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
           "the whole tensor has " + count_text(whole.size()) + " elements, expected " +
               count_text(size_) + " x " + count_text(local.size()));
   if (group_) {
-    backend_->synchronize();
     group_->reduce_scatter(whole, local, dist::ReduceOp::Sum);
   } else {
     copy_if_distinct(whole, local);

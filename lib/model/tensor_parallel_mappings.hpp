@@ -16,9 +16,9 @@
 // "First dim" is the token dimension of the sequence-major [s, b, …] activations: the rows of
 // rank r are tokens [r·s/tp, (r+1)·s/tp) of every sequence, one contiguous block. The buffers are
 // the backend's memory and go to the communicator as DeviceSpans (the communicator stages them
-// through its MemoryMover when its transport cannot read them in place). The backend is
-// synchronised before each collective, since a communicator's own stream (NCCL) is not ordered
-// after the backend's; collectives block, so the backend's later work sees their results.
+// through its MemoryMover when its transport cannot read them in place). The group orders each
+// collective with the backend's operations (communicator.hpp: MPI stages through the backend's
+// own copies, NCCL is queued on the backend's stream), so nothing here synchronises the backend.
 // Without a group, or with a group of one, every pair is the identity and nothing is
 // communicated.
 #pragma once

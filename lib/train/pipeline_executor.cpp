@@ -32,7 +32,6 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
                               std::int64_t loss_divisor, LossReduction reduction) {
   GptModel& model = *model_;
   dist::Communicator& group = *pipeline_;
-  Backend& backend = model.backend();
   const std::int64_t stages = group.size();
   const std::int64_t stage = group.rank();
   const int previous = static_cast<int>(stage) - 1;
@@ -55,9 +54,9 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
   double sums[2] = {0.0, 0.0};
   for (const PipelineAction& a : actions) {
     const std::int64_t mb = a.microbatch;
-    // The communicator's stream (NCCL) is not ordered after the backend's work; every operation
-    // blocks, so the backend's later work sees what arrived.
-    if (a.op != PipelineOp::kForward && a.op != PipelineOp::kBackward) backend.synchronize();
+    // No synchronisation around the transfers: the pipeline group orders them with the
+    // backend's work (communicator.hpp), MPI by staging through the backend's own copies, NCCL
+    // by queueing them on the backend's stream.
     switch (a.op) {
       case PipelineOp::kRecvForward:
         group.recv(input(mb), previous);

@@ -156,6 +156,7 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("use_distributed_optimizer", PyValue::boolean(p.use_distributed_optimizer));
   a.set("overlap_grad_reduce", PyValue::boolean(p.overlap_grad_reduce));
   a.set("overlap_param_gather", PyValue::boolean(p.overlap_param_gather));
+  a.set("distributed_backend", PyValue::string(p.distributed_backend));
   a.set("distributed_timeout_minutes", PyValue::integer(p.distributed_timeout_minutes));
   a.set("world_size", PyValue::integer(p.world_size));
   a.set("data_parallel_size", PyValue::integer(p.data_parallel_size));

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,9 +16,12 @@
 #include "core/log.hpp"
 #include "core/program_main.hpp"
 #include "dist/backend_memory_mover.hpp"
+#include "dist/device_uuids.hpp"
 #include "dist/distributed_runtime.hpp"
+#include "dist/nccl_communicator.hpp"
 #include "dist/parallel_layout.hpp"
 #include "dist/process_groups.hpp"
+#include "dist/transport_choice.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda/device.hpp"
 #include "train/train_memory.hpp"
@@ -59,6 +63,25 @@ std::string device_of_rank(const std::string& device, int local_rank) {
   return device;
 }
 
+// NCCL or MPI for the groups (dist/transport_choice.hpp), the same on every rank. Collective over
+// the world.
+dist::TransportChoice choose_transport(const TrainOptions& options, dist::DistributedRuntime& runtime,
+                                       const dist::ParallelLayout& layout, const Backend& backend) {
+  dist::TransportInputs in;
+  in.requested = dist::parse_distributed_backend(options.parallel.distributed_backend);
+  in.world_size = runtime.world_size();
+  in.nccl_built = dist::nccl_available();
+  const std::optional<DeviceQueue> queue = backend.device_queue();
+  if (in.world_size == 1) return dist::choose_transport(in);
+  // NCCL needs every rank on a GPU: agreed, so that all or none gather the devices below.
+  std::int64_t cpu_ranks = queue ? 0 : 1;
+  runtime.world().all_reduce(std::span<std::int64_t>(&cpu_ranks, 1), dist::ReduceOp::Sum);
+  in.device_backend = cpu_ranks == 0;
+  if (dist::wants_nccl(in))
+    in.shared_device = dist::find_shared_device(layout, dist::gather_device_uuids(runtime.world(), queue->device));
+  return dist::choose_transport(in);
+}
+
 }  // namespace
 
 int run_training_program(int argc, const char* const* argv) {
@@ -98,10 +121,16 @@ int run_training_program(int argc, const char* const* argv) {
     run_on_all_ranks_or_none(runtime->world(), "starting the compute backend",
                              [&] { backend = make_backend(options.device); });
     // The groups move the backend's buffers: an MPI group stages device memory through the host
-    // with the backend's own copies (the CPU backend's memory is host memory already).
+    // with the backend's own copies (the CPU backend's memory is host memory already); NCCL
+    // groups, set up over the MPI ones, queue the operations on the backend's stream.
     dist::BackendMemoryMover mover(*backend);
     const dist::ParallelLayout layout(flags, runtime->world_size());
-    dist::ProcessGroups groups = dist::make_process_groups(*runtime, layout, &mover);
+    dist::ProcessGroups mpi_groups = dist::make_process_groups(*runtime, layout, &mover);
+    const dist::TransportChoice transport = choose_transport(options, *runtime, layout, *backend);
+    if (chief && !transport.line.empty()) log::info(transport.line);
+    dist::ProcessGroups nccl_groups;
+    if (transport.nccl) nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue());
+    const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 
     TrainerSettings settings;
     settings.backend = backend.get();

@@ -10,7 +10,9 @@
 // alone prints Megatron's lines, writes --metrics-file and the checkpoints, and the other ranks
 // log warnings and errors only (rank-prefixed). A usage error is printed by rank 0 alone; all
 // ranks exit with its status. On GPUs each rank of a machine takes
-// its own device (--device auto or cuda; see device_of_rank in train_launch.cpp).
+// its own device (--device auto or cuda; see device_of_rank in train_launch.cpp), and the groups
+// communicate over NCCL, queued on the backend's stream, where dist/transport_choice.hpp allows
+// (--distributed-backend nccl, one GPU per rank), over MPI otherwise; rank 0 says which.
 //
 // Built into mgt-train-launch, not into mgt: it starts MPI, which only the programs that run
 // distributed link.

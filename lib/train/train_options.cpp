@@ -156,6 +156,7 @@ constexpr OptionDef kOptions[] = {
   {"parallelism", "use-distributed-optimizer", FlagArity::None, "", "Shard the optimizer state over data-parallel ranks"},
   {"parallelism", "overlap-grad-reduce", FlagArity::None, "", "Overlap the gradient reduction with the backward pass (accepted; not overlapped yet)"},
   {"parallelism", "overlap-param-gather", FlagArity::None, "", "Overlap the weight all-gather with the forward pass (accepted; not overlapped yet)"},
+  {"parallelism", "distributed-backend", FlagArity::One, "B", "nccl (the default: NCCL between GPUs, MPI for CPU ranks and ranks sharing a GPU) or gloo/mpi (MPI, device buffers staged through host memory)"},
   {"parallelism", "distributed-timeout-minutes", FlagArity::One, "N", "End the job when a communication waits longer than N minutes (default 10)"},
 
   {"other", "version", FlagArity::None, "", "Print the version and exit"},
@@ -340,6 +341,7 @@ void read_parallel(const FlagValues& f, ParallelOptions& p) {
   f.set("use-distributed-optimizer", p.use_distributed_optimizer);
   f.set("overlap-grad-reduce", p.overlap_grad_reduce);
   f.set("overlap-param-gather", p.overlap_param_gather);
+  f.set("distributed-backend", p.distributed_backend);
   f.set("distributed-timeout-minutes", p.distributed_timeout_minutes);
 }
 

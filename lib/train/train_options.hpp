@@ -170,6 +170,9 @@ struct ParallelOptions {
   // Accepted for Megatron's scripts: communication is not yet overlapped with computation.
   bool overlap_grad_reduce = false;               // --overlap-grad-reduce
   bool overlap_param_gather = false;              // --overlap-param-gather (needs both above)
+  // --distributed-backend: nccl (NCCL between GPUs where it can run), gloo or mpi (MPI);
+  // dist/transport_choice.hpp decides.
+  std::string distributed_backend = "nccl";
   std::int64_t distributed_timeout_minutes = 10;  // --distributed-timeout-minutes
   // Derived by validation: world_size / (TP × PP × CP), and the micro-batches per iteration.
   std::int64_t world_size = 1;

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/command_line.hpp"
+#include "dist/transport_choice.hpp"
 #include "model/pipeline_stage.hpp"
 #include "train/train_options.hpp"
 
@@ -52,6 +53,7 @@ void validate_parallel(ParallelOptions& p, int world_size) {
   p.world_size = world_size;
   p.data_parallel_size = world_size / model_size;
   require_positive("--distributed-timeout-minutes", p.distributed_timeout_minutes);
+  dist::parse_distributed_backend(p.distributed_backend);
   // Megatron's validate_args.
   if (p.overlap_param_gather && !p.use_distributed_optimizer)
     throw UsageError("--overlap-param-gather needs --use-distributed-optimizer");

@@ -1,8 +1,10 @@
 // NCCL communicators on real GPUs: one device per rank. Without NCCL in the build, or with
-// fewer visible devices than ranks, the test passes with a notice (every rank decides alike).
+// fewer visible devices than ranks, the tests pass with a notice (every rank decides alike).
+// Tagged [cuda]: the GPU machine runs them (tools/gpu/checks.sh, tools/gpu/multi_gpu.sh).
 #include <catch2/catch.hpp>
 
 #include <numeric>
+#include <optional>
 
 #include "dist/backend_memory_mover.hpp"
 #include "dist/dist_testing.hpp"
@@ -47,20 +49,33 @@ private:
   std::map<void*, size_t> blocks_;
 };
 
-}  // namespace
-
-TEST_CASE("NCCL communicators: every operation, host and device buffers, sub-groups",
-          "[dist][nccl]") {
+// False, with a notice, where NCCL cannot run a device per rank here.
+bool nccl_runs_here() {
   const int world = runtime().world_size();
   if (!nccl_available()) {
     SUCCEED("built without NCCL");
-    return;
+    return false;
   }
   const int devices = mgt::cuda::visible_device_count();
   if (devices < world) {
     WARN("NCCL tests skipped: " << devices << " CUDA devices for " << world << " ranks");
-    return;
+    return false;
   }
+  return true;
+}
+
+std::vector<float> read(mgt::Backend& backend, const mgt::DeviceBuffer& buffer) {
+  std::vector<float> host(static_cast<size_t>(buffer.size()));
+  backend.copy_to_host(buffer.view(), std::span<float>(host));
+  return host;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL communicators: every operation, host and device buffers, sub-groups",
+          "[dist][nccl][cuda]") {
+  const int world = runtime().world_size();
+  if (!nccl_runs_here()) return;
   const int device = runtime().rank();
   auto backend = mgt::make_cuda_backend(device);
   BackendMemory gpu(*backend);
@@ -92,5 +107,71 @@ TEST_CASE("NCCL communicators: every operation, host and device buffers, sub-gro
       CHECK(groups.get(kind).world_ranks() == mpi_groups.get(kind).world_ranks());
       mgt::dist_test::check_all_operations(groups.get(kind), gpu);
     }
+  }
+}
+
+TEST_CASE("NCCL on the backend's stream: collectives ordered with its kernels, no host wait",
+          "[dist][nccl][cuda]") {
+  const int world = runtime().world_size();
+  if (!nccl_runs_here()) return;
+  const int rank = runtime().rank();
+  auto backend = mgt::make_cuda_backend(rank);
+  const std::optional<mgt::DeviceQueue> queue = backend->device_queue();
+  REQUIRE(queue);
+  CHECK(queue->device == rank);
+  auto comm = make_nccl_communicator(runtime().world(), *queue);
+  CHECK(comm->stream_ordered());
+  CHECK_FALSE(make_nccl_communicator(runtime().world(), rank)->stream_ordered());
+  // The helpers' transfers are the backend's, on the same stream; host buffers stay blocking.
+  BackendMemory gpu(*backend);
+  mgt::dist_test::HostMemory host;
+  mgt::dist_test::check_all_operations(*comm, gpu);
+  mgt::dist_test::check_all_operations(*comm, host);
+
+  // Each result feeds the next kernel with nothing but the stream between them: a collective
+  // that ran before the fill, or after the scale, would leave other sums. 16 MiB per buffer, so
+  // that the kernels and transfers take long enough for a race to show.
+  const std::int64_t n = std::int64_t{1} << 22;
+  const double ranks_sum = world * (world + 1) / 2.0;  // Σ (rank + 1)
+  mgt::DeviceBuffer x(*backend, n);
+  for (int round = 0; round < 3; ++round) {
+    backend->fill(x.view(), static_cast<float>(rank + 1 + round));
+    comm->all_reduce(x.view(), ReduceOp::Sum);
+    backend->scale(x.view(), 0.5f);
+    comm->all_reduce(x.view(), ReduceOp::Max);  // equal on every rank: unchanged
+  }
+  const std::vector<float> reduced = read(*backend, x);
+  const float expected = static_cast<float>(0.5 * (ranks_sum + 2.0 * world));
+  CHECK(std::count(reduced.begin(), reduced.end(), expected) == n);
+
+  // all_gather → kernel → reduce_scatter, and a temporary freed (back to the stream's pool) while
+  // the collectives reading it may still be queued.
+  mgt::DeviceBuffer part(*backend, n);
+  backend->fill(part.view(), static_cast<float>(rank + 1));
+  {
+    mgt::DeviceBuffer whole(*backend, n * world);
+    comm->all_gather(mgt::ConstFloatView(part.view()), whole.view());
+    backend->scale(whole.view(), 2.0f);
+    comm->reduce_scatter(mgt::ConstFloatView(whole.view()), part.view(), ReduceOp::Sum);
+  }
+  mgt::DeviceBuffer reused(*backend, n * world);
+  backend->fill(reused.view(), -1.0f);
+  const std::vector<float> scattered = read(*backend, part);
+  CHECK(std::count(scattered.begin(), scattered.end(), static_cast<float>(2 * world * (rank + 1))) == n);
+
+  // bf16 activations, as a --bf16 run all-reduces them.
+  mgt::DeviceBuffer half(*backend, 1024, mgt::FloatType::kBf16);
+  backend->fill(half.view(), static_cast<float>(rank + 1));
+  comm->all_reduce(half.view(), ReduceOp::Sum);
+  const std::vector<float> halves = read(*backend, half);
+  CHECK(std::count(halves.begin(), halves.end(), static_cast<float>(ranks_sum)) == 1024);
+
+  // The process groups mirror the MPI ones on the same stream.
+  ProcessGroups mpi_groups = make_process_groups(runtime(), ParallelLayout(ParallelFlags{}, world));
+  ProcessGroups groups = make_nccl_process_groups(mpi_groups, *queue);
+  for (GroupKind kind : {GroupKind::TensorModelParallel, GroupKind::DataParallel,
+                         GroupKind::PipelineModelParallel, GroupKind::ModelParallel}) {
+    CHECK(groups.get(kind).stream_ordered());
+    CHECK(std::string(groups.get(kind).transport()) == "nccl");
   }
 }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -64,6 +65,29 @@ TEST_CASE("operations that finish are never reported", "[dist][watchdog]") {
     comm.barrier();
   }
   CHECK(reports.messages.empty());
+}
+
+TEST_CASE("queued work is asked whether it finished before it is called stuck", "[dist][watchdog]") {
+  // A collective queued on a device stream outlives its call: its scope ends when its owner sees
+  // it complete, which may be long after it did.
+  Reports reports;
+  const std::string group = "tensor-model-parallel group [0, 1]";
+  std::atomic<int> asked{0};
+  CollectiveWatchdog watchdog(20ms, 1, reports.action());
+  auto finished = watchdog.watch(InFlightOperation{"all_reduce", "sum", &group, 4, ElementType::Float32},
+                                 [&asked] {
+                                   ++asked;
+                                   return true;
+                                 });
+  auto stuck = watchdog.watch(
+      InFlightOperation{"send", nullptr, &group, 4, ElementType::Float32, "to rank", 0}, [] { return false; });
+  const std::string message = reports.wait_for_first();
+  CHECK_THAT(message, Catch::StartsWith("rank 1: send of 4 float32 on the tensor-model-parallel group "
+                                        "[0, 1], to rank 0 did not finish within 20 ms"));
+  // The finished one was asked (it is older, so at the latest in the same round) and dropped.
+  CHECK(asked.load() >= 1);
+  std::lock_guard lock(reports.mutex);
+  CHECK(reports.messages.size() == 1);
 }
 
 TEST_CASE("operation descriptions and timeouts read well", "[dist][watchdog]") {

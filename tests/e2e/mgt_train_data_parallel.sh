@@ -92,11 +92,14 @@ for model in GPT2 LLAMA; do
   grep -q '^using world size: 2, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 1, pipeline-model-parallel size: 1$' \
     "$WORK/out.txt" || fail "$model DP=2: no layout line"
   grep -q '^> data-parallel groups: \[0, 1\] (mpi)$' "$WORK/out.txt" || fail "$model DP=2: no group line"
+  [[ "$(grep -c 'communication: ' "$WORK/err.txt")" == 1 ]] &&
+    grep -q "^\[rank 0/2\] > communication: MPI (the CPU backend's buffers are host memory)$" "$WORK/err.txt" ||
+    fail "$model DP=2: not one line naming the transport: $(grep 'communication' "$WORK/err.txt")"
   [[ "$(grep -c 'validation loss at iteration 10 |' "$WORK/out.txt")" == 1 ]] || fail "$model DP=2: validation"
   compare "$WORK/$model-1.jsonl" "$WORK/$model-dp2.jsonl"
-  # --overlap-* are accepted and change nothing.
+  # --overlap-* are accepted and change nothing; so does --distributed-backend on CPU ranks.
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" --use-distributed-optimizer --overlap-grad-reduce \
-    --overlap-param-gather --metrics-file "$WORK/$model-dp2-distopt.jsonl"
+    --overlap-param-gather --distributed-backend gloo --metrics-file "$WORK/$model-dp2-distopt.jsonl"
   grep -q '^> distributed optimizer: each data-parallel rank keeps ' "$WORK/out.txt" || fail "no sharding line"
   compare "$WORK/$model-1.jsonl" "$WORK/$model-dp2-distopt.jsonl"
 done
@@ -158,6 +161,9 @@ wait "$holder" 2>/dev/null || true
 expect_status 2 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --global-batch-size 6
 [[ "$(cat "$WORK/err.txt")" == "mgt-train: global batch size (6) is not divisible by micro batch size (2) times data parallel size (2)" ]] ||
   fail "usage error not printed once: $(cat "$WORK/err.txt")"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --distributed-backend tcp
+[[ "$(cat "$WORK/err.txt")" == "mgt-train: --distributed-backend: 'tcp' is not one of nccl, gloo, mpi" ]] ||
+  fail "--distributed-backend tcp: $(cat "$WORK/err.txt")"
 expect_status 2 "$BIN/mgt-train" "${GPT2[@]}" --overlap-param-gather
 grep -q "^mgt-train: --overlap-param-gather needs --use-distributed-optimizer$" "$WORK/err.txt" ||
   fail "--overlap-param-gather without the distributed optimizer accepted"

@@ -186,6 +186,7 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       {"--context-parallel-size", py(o.parallel.context_parallel_size)},
       {"--sequence-parallel", py(o.parallel.sequence_parallel)},
       {"--use-distributed-optimizer", py(o.parallel.use_distributed_optimizer)},
+      {"--distributed-backend", py(o.parallel.distributed_backend)},
   };
   for (const auto& [flag, value] : ours) {
     INFO(flag);
@@ -254,6 +255,16 @@ TEST_CASE("train options: values and derived values", "[train]") {
 
   o = parse_with({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
   CHECK(o.model.recompute_method == "uniform");
+}
+
+TEST_CASE("train options: --distributed-backend chooses the transport's request", "[train]") {
+  // Megatron's default; gloo (Megatron's other choice) and mpi ask for MPI (dist/transport_choice.hpp).
+  CHECK(parse_with({}).parallel.distributed_backend == "nccl");
+  CHECK(parse_with({"--distributed-backend", "gloo"}, 2).parallel.distributed_backend == "gloo");
+  CHECK(parse_with({"--distributed-backend", "mpi"}).parallel.distributed_backend == "mpi");
+  CHECK(parse_with({"--distributed-backend", "nccl"}).ignored_flags.empty());
+  CHECK(usage_error_with({"--distributed-backend", "ucc"}) ==
+        "--distributed-backend: 'ucc' is not one of nccl, gloo, mpi");
 }
 
 TEST_CASE("train options: argparse-style values", "[train]") {
@@ -326,8 +337,7 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
   const TrainOptions o = parse_with({"--use-mcore-models", "--num-workers", "8", "--manual-gc", "--manual-gc-interval",
                                      "10", "--empty-unused-memory-level", "1", "--no-mmap-bin-files",
                                      "--cross-entropy-loss-fusion", "--attention-backend", "flash",
-                                     "--no-create-attention-mask-in-dataloader", "--distributed-backend", "nccl",
-                                     "--data-impl", "mmap", "--ckpt-format", "torch_dist", "--use-flash-attn",
+                                     "--no-create-attention-mask-in-dataloader", "--data-impl", "mmap", "--ckpt-format", "torch_dist", "--use-flash-attn",
                                      "--no-async-tensor-model-parallel-allreduce", "--no-gradient-accumulation-fusion",
                                      "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
                                      "--no-rope-fusion", "--timing-log-level", "2", "--log-memory-to-tensorboard"});
@@ -336,8 +346,7 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
   CHECK(flags == std::vector<std::string>{"--use-mcore-models", "--num-workers", "--manual-gc", "--manual-gc-interval",
                                           "--empty-unused-memory-level", "--no-mmap-bin-files",
                                           "--cross-entropy-loss-fusion", "--attention-backend",
-                                          "--no-create-attention-mask-in-dataloader", "--distributed-backend",
-                                          "--data-impl", "--ckpt-format", "--use-flash-attn",
+                                          "--no-create-attention-mask-in-dataloader", "--data-impl", "--ckpt-format", "--use-flash-attn",
                                           "--no-async-tensor-model-parallel-allreduce",
                                           "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion",
                                           "--no-bias-dropout-fusion", "--no-rope-fusion",
@@ -347,7 +356,8 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
   CHECK(line.find("; --num-workers 8 (mgt reads batches in its own prefetch thread);") != std::string::npos);
   CHECK(line.find('\n') == std::string::npos);
   // Flags mgt-train implements are not in the line.
-  CHECK(parse_with({"--use-distributed-optimizer", "--log-throughput"}).ignored_flags.empty());
+  CHECK(parse_with({"--use-distributed-optimizer", "--log-throughput", "--distributed-backend", "nccl"})
+            .ignored_flags.empty());
   CHECK(!o.model.bias_gelu_fusion);
   // Values whose meaning cannot be kept are refused, saying why; argparse's choices still hold.
   CHECK(usage_error_with({"--ckpt-format", "zarr"}).rfind("--ckpt-format zarr is not supported by mgt-train: ", 0) == 0);

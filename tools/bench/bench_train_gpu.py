@@ -4,14 +4,22 @@
 Shapes (named so results stay comparable):
   gpt2-124m: 12 layers, hidden 768, 12 heads, seq 1024, vocab 50304 (padded GPT-2)
   gpt-1.3b:  24 layers, hidden 2048, 16 heads, seq 2048, vocab 50304
+  tiny:      2 layers, hidden 64, 4 heads, seq 64 (for trying the script on CPU ranks)
 mgt-train runs on Megatron's --mock-data with learned positions, LayerNorm, GeLU, tied embeddings,
 no dropout, AdamW, clip 1.0. The peer is Hugging Face's GPT2LMHeadModel (SDPA attention, bf16
 autocast, fused AdamW, torch.compile) with the same shape and micro-batch. Reported: tokens/s over
 the steady-state steps, MFU against 989 TFLOP/s with Megatron's FLOP formula (the one mgt-train
 logs), peak GPU memory, and the ratio mgt/peer.
 
+With --ranks N, mgt-train runs as N ranks under MPICH's launcher (one GPU each, communicating
+over NCCL), --tensor-parallel T of them per model replica (--sequence-parallel adds sequence
+parallelism) and the rest data-parallel, each replica at --micro-batch (global batch micro-batch x
+data-parallel size); tokens/s is then also given per GPU, and the transport mgt-train chose.
+--json FILE appends the figures as one JSON object per run.
+
 Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-batch 8]
-       [--iters 20] [--precision fp32|bf16] [--no-peer]
+       [--iters 20] [--precision fp32|bf16] [--no-peer] [--ranks N [--tensor-parallel T]
+       [--sequence-parallel] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
 """
 import argparse
 import json
@@ -24,7 +32,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "datasets")
-SHAPES = {"gpt2-124m": (12, 768, 12, 1024), "gpt-1.3b": (24, 2048, 16, 2048)}
+SHAPES = {"gpt2-124m": (12, 768, 12, 1024), "gpt-1.3b": (24, 2048, 16, 2048), "tiny": (2, 64, 4, 64)}
 VOCAB = 50304
 PEAK_TFLOPS = 989.0
 
@@ -42,7 +50,7 @@ class GpuMemoryPeak:
             try:
                 out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
                                      capture_output=True, text=True, timeout=5).stdout
-                self.peak = max(self.peak, int(out.split()[0]))
+                self.peak = max([self.peak] + [int(line) for line in out.split()])  # the fullest GPU
             except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
                 pass
             time.sleep(0.05)
@@ -56,30 +64,41 @@ class GpuMemoryPeak:
         self._thread.join()
 
 
-def run_mgt(bindir, shape, mbs, iters, precision):
+def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, sequence_parallel=False,
+            device="cuda", launcher="mpiexec.hydra"):
     layers, hidden, heads, seq = SHAPES[shape]
-    cmd = [os.path.join(bindir, "mgt-train"), "--device", "cuda", "--num-layers", str(layers),
+    data_parallel = ranks // tensor_parallel
+    cmd = [os.path.join(bindir, "mgt-train"), "--device", device, "--num-layers", str(layers),
            "--hidden-size", str(hidden), "--num-attention-heads", str(heads), "--seq-length", str(seq),
            "--max-position-embeddings", str(seq), "--micro-batch-size", str(mbs), "--global-batch-size",
-           str(mbs), "--lr", "3e-4", "--train-iters", str(iters), "--log-interval", "5", "--eval-iters", "0",
-           "--hidden-dropout", "0", "--attention-dropout", "0", "--mock-data", "--tokenizer-type",
-           "GPT2BPETokenizer", "--vocab-file", os.path.join(DATA, "gpt2-vocab.json"), "--merge-file",
-           os.path.join(DATA, "gpt2-merges.txt"), "--log-throughput"]
+           str(mbs * data_parallel), "--lr", "3e-4", "--train-iters", str(iters), "--log-interval", "5",
+           "--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0", "--mock-data",
+           "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", os.path.join(DATA, "gpt2-vocab.json"),
+           "--merge-file", os.path.join(DATA, "gpt2-merges.txt"), "--log-throughput"]
     if precision == "bf16":
         cmd.append("--bf16")
+    if tensor_parallel > 1:
+        cmd += ["--tensor-model-parallel-size", str(tensor_parallel)]
+    if sequence_parallel:
+        cmd.append("--sequence-parallel")
+    # Hydra's fork launcher keeps the ranks on this machine.
+    launch = [launcher, "-launcher", "fork", "-n", str(ranks)] if ranks > 1 else []
     with tempfile.TemporaryDirectory() as tmp, GpuMemoryPeak() as memory:
         metrics = os.path.join(tmp, "metrics.jsonl")
-        proc = subprocess.run(cmd + ["--metrics-file", metrics], capture_output=True, text=True)
+        proc = subprocess.run(launch + cmd + ["--metrics-file", metrics], capture_output=True, text=True)
         if proc.returncode != 0:
             sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
             raise SystemExit(f"mgt-train failed with exit code {proc.returncode}")
         rows = [json.loads(line) for line in open(metrics) if '"event": "train"' in line]
     last = rows[-1]  # the first interval includes start-up
     # FLOPs per token by Megatron's formula, as mgt-train logs them: the peer is rated with it too.
-    flops_per_token = last["tflops_per_gpu"] * 1e12 / last["tokens_per_second"]
-    return {"tokens_per_second": last["tokens_per_second"], "peak_mib": memory.peak,
-            "flops_per_token": flops_per_token,
-            "loss": [r["lm_loss"] for r in rows], "cmd": " ".join(cmd)}
+    # tflops_per_gpu divides the iteration's FLOPs by the ranks; tokens_per_second is the job's.
+    flops_per_token = last["tflops_per_gpu"] * 1e12 * ranks / last["tokens_per_second"]
+    transport = next((line.split("communication: ", 1)[1] for line in proc.stderr.splitlines()
+                      if "communication: " in line), "none (one rank)")
+    return {"tokens_per_second": last["tokens_per_second"], "tokens_per_second_per_gpu": last["tokens_per_second"] / ranks,
+            "peak_mib": memory.peak, "flops_per_token": flops_per_token, "transport": transport,
+            "loss": [r["lm_loss"] for r in rows], "cmd": " ".join(launch + cmd)}
 
 
 def run_peer(shape, mbs, iters):
@@ -123,14 +142,36 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--tensor-parallel", type=int, default=1)
+    ap.add_argument("--sequence-parallel", action="store_true")
+    ap.add_argument("--launcher", default="mpiexec.hydra")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--json")
     args = ap.parse_args()
-    mgt = run_mgt(args.bin, args.shape, args.micro_batch, args.iters, args.precision)
+    if args.ranks < 1 or args.tensor_parallel < 1 or args.ranks % args.tensor_parallel:
+        ap.error("--ranks must be a positive multiple of --tensor-parallel")
+    mgt = run_mgt(args.bin, args.shape, args.micro_batch, args.iters, args.precision, args.ranks,
+                  args.tensor_parallel, args.sequence_parallel, args.device, args.launcher)
     fpt = mgt["flops_per_token"]
-    mfu = mgt["tokens_per_second"] * fpt / 1e12 / PEAK_TFLOPS
-    print(f"{args.shape} mbs {args.micro_batch}: mgt ({args.precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
-          f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi), "
-          f"loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
+    mfu = mgt["tokens_per_second_per_gpu"] * fpt / 1e12 / PEAK_TFLOPS
+    if args.ranks == 1:
+        print(f"{args.shape} mbs {args.micro_batch}: mgt ({args.precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
+              f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi), "
+              f"loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
+    else:
+        layout = f"TP {args.tensor_parallel}{' SP' if args.sequence_parallel else ''} x DP {args.ranks // args.tensor_parallel}"
+        print(f"{args.shape} mbs {args.micro_batch}, {args.ranks} ranks ({layout}): mgt ({args.precision}) "
+              f"{mgt['tokens_per_second']:.0f} tokens/s, {mgt['tokens_per_second_per_gpu']:.0f} per GPU, "
+              f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (fullest GPU, nvidia-smi), "
+              f"loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}; {mgt['transport']}")
     print(f"  {mgt['cmd']}")
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps({"shape": args.shape, "micro_batch": args.micro_batch, "precision": args.precision,
+                                "ranks": args.ranks, "tensor_parallel": args.tensor_parallel,
+                                "sequence_parallel": args.sequence_parallel, "mfu": mfu,
+                                **{k: v for k, v in mgt.items() if k != "loss"}}) + "\n")
     if not args.no_peer:
         peer = run_peer(args.shape, args.micro_batch, args.iters)
         peer_mfu = peer["tokens_per_second"] * fpt / 1e12 / PEAK_TFLOPS

@@ -17,7 +17,7 @@ py=/opt/torch/.venv/bin/python3
 python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
 export PATH=$dp/bin:$PATH
 export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
 sections=${*:-tests curve eval bench parallel decode profile kernels}
@@ -33,6 +33,14 @@ mgt-tests "[cuda]" --durations yes > "$out/cuda-tests.log" 2>&1
 status=$?
 tail -n 30 "$out/cuda-tests.log"
 row "CUDA tests ([cuda])" "$( [ $status -eq 0 ] && echo pass || echo "FAIL ($status)") in $((SECONDS - start)) s; $(grep -E '^(All tests|test cases)' "$out/cuda-tests.log" | tail -1)"
+# NCCL on one GPU (one rank): the communicators on the backend's stream and a training step over
+# them against MPI staging; two processes sharing the GPU must be found sharing it.
+mgt-dist-tests "[cuda]" > "$out/nccl-tests.log" 2>&1
+status=$?
+mpiexec.hydra -launcher fork -n 2 mgt-dist-tests "[cuda]" > "$out/nccl-tests-shared.log" 2>&1
+shared=$?
+tail -n 5 "$out/nccl-tests.log"
+row "NCCL tests ([cuda] of mgt-dist-tests)" "$( [ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); 2 ranks on one GPU $( [ $shared -eq 0 ] && echo pass || echo "FAIL ($shared)"); $(grep -E '^(All tests|test cases)' "$out/nccl-tests.log" | tail -1)"
 fi
 
 # 2. The same training run on the CPU and on the GPU: the loss curves must agree.

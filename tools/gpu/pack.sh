@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs mgt's programs and CUDA tests, built on this machine, for a GPU machine that has the CUDA
+# Packs mgt's programs and CUDA tests (mgt-tests, and mgt-dist-tests for NCCL), built on this machine, for a GPU machine that has the CUDA
 # driver and libraries but not mgt's other dependencies: the binaries, MPICH's launcher, and every
 # shared library they load that is not glibc, libstdc++ or CUDA's, into DIR/pack.tar.xz.
 #   tools/gpu/pack.sh [BUILD_DIR] [DIR]      (defaults: build-gpu, .devpack)
@@ -8,10 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
 out=${2:-.devpack}
-[ -x "$build/bin/mgt-train" ] && [ -x "$build/tests/mgt-tests" ] ||
-  { echo "pack.sh: build $build first (cmake --build $build --target mgt-tests mgt-train mgt-eval mgt-generate)" >&2; exit 1; }
+[ -x "$build/bin/mgt-train" ] && [ -x "$build/tests/mgt-tests" ] && [ -x "$build/tests/mgt-dist-tests" ] ||
+  { echo "pack.sh: build $build first (cmake --build $build --target mgt-tests mgt-dist-tests mgt-train mgt-eval mgt-generate)" >&2; exit 1; }
 rm -rf "$out/stage" && mkdir -p "$out/stage/bin" "$out/stage/lib"
-cp -L "$build"/bin/mgt-* "$build/tests/mgt-tests" "$out/stage/bin/"
+cp -L "$build"/bin/mgt-* "$build/tests/mgt-tests" "$build/tests/mgt-dist-tests" "$out/stage/bin/"
 for tool in mpiexec.hydra hydra_pmi_proxy; do
   [ -x "/usr/bin/$tool" ] && cp -L "/usr/bin/$tool" "$out/stage/bin/"
 done

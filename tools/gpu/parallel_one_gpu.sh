@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (called by checks.sh with the pack's programs on PATH): the parallel layouts
-# as several processes sharing one GPU (ranks talk over MPI, device buffers staged through host
-# memory) against the one-process GPU run of the same model and data, in fp32 and with --bf16.
-# Prints one line per layout: the largest relative lm-loss difference over 20 iterations. The
+# as several processes sharing one GPU (NCCL refuses that, so mgt-train finds the shared device and
+# keeps MPI, staging device buffers through host memory) against the one-process GPU run of the
+# same model and data, in fp32 and with --bf16. Prints one line per layout: the largest relative
+# lm-loss difference over 20 iterations, and the transport the ranks used. The
 # vocabulary is padded to 50,304 for one and two tensor-parallel ranks alike (Megatron pads to a
 # multiple of --make-vocab-size-divisible-by × TP), so every layout trains the same model.
 #   tools/gpu/parallel_one_gpu.sh OUT_DIR
@@ -25,19 +26,7 @@ run() {  # run NAME RANKS FLAGS...
   fi || echo "$name: mgt-train failed: $(grep -m3 -iE 'error|mgt-train:' "$out/$name.log" | head -3)"
 }
 compare() {  # compare REFERENCE RUN
-  python3 - "$out/$1.jsonl" "$out/$2.jsonl" <<'PY'
-import json, sys
-def losses(p):
-    try:
-        return [json.loads(l)["lm_loss"] for l in open(p) if '"event": "train"' in l]
-    except OSError:
-        return []
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-if not a or len(a) != len(b):
-    print(f"FAIL ({len(b)} of {len(a)} iterations)")
-else:
-    print(f"{len(a)} iterations, max rel lm-loss diff {max(abs(x - y) / abs(x) for x, y in zip(a, b)):.2e}")
-PY
+  python3 tools/gpu/compare_losses.py "$out/$1.jsonl" "$out/$2.jsonl"
 }
 for precision in fp32 bf16; do
   extra=(); [ $precision = bf16 ] && extra=(--bf16)
@@ -51,6 +40,8 @@ for precision in fp32 bf16; do
     IFS=: read -r name n flags <<< "$layout"
     # shellcheck disable=SC2086
     run "$name-$precision" "$n" "${extra[@]}" $flags
-    echo "parallel on one GPU, $precision, $name ($n processes) vs 1: $(compare "one-$precision" "$name-$precision")"
+    transport=$(grep -m1 -oE 'communication: [A-Z]+' "$out/$name-$precision.log" | cut -d' ' -f2)
+    echo "parallel on one GPU, $precision, $name ($n processes, ${transport:-no transport line}) vs 1:" \
+      "$(compare "one-$precision" "$name-$precision")"
   done
 done

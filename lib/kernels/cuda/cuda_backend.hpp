@@ -33,6 +33,7 @@ public:
   std::optional<AvailableMemory> available_memory() const override;
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  std::optional<DeviceQueue> device_queue() const override { return DeviceQueue{device_, stream_}; }
   // Waits for everything queued so far; reports a fault of an earlier kernel.
   void synchronize() override;
 

@@ -27,4 +27,18 @@ std::string device_description(int device) {
          ", " + memory + ")";
 }
 
+std::string device_uuid(int device) {
+  cudaDeviceProp prop{};
+  MGT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  // nvidia-smi's grouping of the 16 bytes: 8-4-4-4-12 hexadecimal digits.
+  std::string text = "GPU";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 0 || i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(prop.uuid.bytes[i]));
+    text += hex;
+  }
+  return text;
+}
+
 }  // namespace mgt::cuda

@@ -11,4 +11,9 @@ int visible_device_count();
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" for logs.
 std::string device_description(int device);
 
+// The device's UUID as nvidia-smi prints it ("GPU-3f2a9c1e-..."; a MIG instance has its own): the
+// same in every process that sees the device, whatever its number there, so ranks can tell
+// whether they share one.
+std::string device_uuid(int device);
+
 }  // namespace mgt::cuda

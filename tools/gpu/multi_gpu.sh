@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# On a GPU machine of 2 or 4 GPUs (4 are used where there are more), from the repository root,
+# with .devpack/pack.tar.xz (or $MGT_DEVPACK) made by tools/gpu/pack.sh: mgt-train's ranks on a
+# GPU each, communicating over NCCL. In one call:
+#   tests    the NCCL tests of mgt-dist-tests ([nccl]), one rank per GPU;
+#   layouts  the parallel layouts on the bundled corpus (datasets/corpus-gutenberg.jsonl, GPT-2
+#            BPE) for 200 iterations against the one-GPU run, in fp32 and bf16: on 2 GPUs TP=2,
+#            PP=2, DP=2, DP=2 with --use-distributed-optimizer, TP=2 with --sequence-parallel; on 4
+#            GPUs TP=4, TP=2 x DP=2, TP=2 x PP=2; the largest relative lm-loss difference of each;
+#   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
+#            replica) at DP=1, DP=N and TP=2 with sequence parallelism (x DP=N/2): tokens/s per GPU
+#            and the scaling efficiency against DP=1 (tools/bench/bench_train_gpu.py);
+# then a short table, last. Logs under $OUT (or /tmp/multi-gpu), data under $MGT_WORK (or
+# /tmp/multi-gpu-work).
+#   tools/gpu/multi_gpu.sh [SECTION...]     sections: tests layouts scaling (default: all)
+# MGT_MULTI_GPU_CPU=1 tries the script itself on a machine without GPUs: CPU ranks over MPI
+# (MGT_GPUS of them, default 2), tiny shapes, MGT_MULTI_GPU_ITERS iterations (default 10), the
+# programs of ${MGT_BUILD_DIR:-build}.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+out=${OUT:-/tmp/multi-gpu}
+work=${MGT_WORK:-/tmp/multi-gpu-work}
+mkdir -p "$out" "$work"
+sections=${*:-tests layouts scaling}
+want() { [[ " $sections " == *" $1 "* ]]; }
+table=()
+row() { table+=("$(printf '%-52s %s' "$1" "$2")"); }
+# Every multi-GPU run: no NVLink multicast (NVLS), which these machines cannot use.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+if [ "${MGT_MULTI_GPU_CPU:-0}" = 1 ]; then
+  build=$PWD/${MGT_BUILD_DIR:-build}
+  bin=$build/bin
+  dist_tests=$build/tests/mgt-dist-tests
+  gpus=${MGT_GPUS:-2}
+  launcher=$(command -v mpiexec.hydra || command -v mpiexec)
+  py=python3
+  device=cpu
+  iters=${MGT_MULTI_GPU_ITERS:-10}
+  size=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64)
+  shape=tiny
+  machine="$gpus CPU ranks (MGT_MULTI_GPU_CPU=1)"
+  # One thread per rank, so that the ranks do not fight over the cores.
+  export OPENBLAS_NUM_THREADS=1 MGT_NUM_THREADS=1
+else
+  dp=${MGT_DEVPACK:-$PWD/.devpack}
+  sp=/opt/torch/.venv/lib/python3.12/site-packages
+  python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
+  export PATH=$dp/bin:$PATH UCX_MODULE_DIR=$dp/lib/ucx
+  export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
+  bin=$dp/bin
+  dist_tests=$dp/bin/mgt-dist-tests
+  gpus=${MGT_GPUS:-$(nvidia-smi -L | grep -c '^GPU ')}
+  launcher=mpiexec.hydra
+  py=/opt/torch/.venv/bin/python3
+  [ -x "$py" ] || py=python3
+  device=cuda
+  iters=${MGT_MULTI_GPU_ITERS:-200}
+  size=(--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 256 --max-position-embeddings 256)
+  shape=gpt-1.3b
+  machine="$gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+fi
+if [ "$gpus" -ge 4 ]; then
+  n=4
+elif [ "$gpus" -ge 2 ]; then
+  n=2
+else
+  echo "multi_gpu.sh: needs 2 or 4 GPUs, found ${gpus:-none}" >&2
+  exit 1
+fi
+echo "machine: $machine; using $n"
+# ranks N COMMAND...: N ranks on this machine (hydra's fork launcher), or the command alone.
+ranks() {
+  local count=$1
+  shift
+  if [ "$count" -eq 1 ]; then "$@"; else "$launcher" -launcher fork -n "$count" "$@"; fi
+}
+
+# 0. The communicators themselves, one rank per GPU.
+if want tests; then
+  ranks "$n" "$dist_tests" "[nccl]" > "$out/nccl-tests.log" 2>&1
+  status=$?
+  tail -n 5 "$out/nccl-tests.log"
+  # Every rank prints Catch2's summary, sometimes on one line: the first one suffices.
+  summary=$(grep -m1 -oE 'All tests passed \([0-9]+ assertions? in [0-9]+ test cases?\)|test cases: *[0-9]+ \|[^|]*(\|[^|]*)?|All tests passed' \
+    "$out/nccl-tests.log")
+  row "NCCL tests ([nccl]), $n ranks" "$([ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $summary"
+fi
+
+# 1. The layouts against one GPU. The vocabulary (50,257 GPT-2 tokens) is padded to 50,432 in
+# every layout: Megatron pads to a multiple of --make-vocab-size-divisible-by x TP, so TP=t takes
+# 256/t, and every layout trains the same model.
+if want layouts; then
+  data=$work/gutenberg
+  tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json
+             --merge-file datasets/gpt2-merges.txt)
+  [ -f "${data}_text_document.idx" ] ||
+    "$bin/mgt-tokenize" --input datasets/corpus-gutenberg.jsonl --output-prefix "$data" --json-keys text \
+      --append-eod --workers "$(nproc)" "${tokenizer[@]}" > "$out/tokenize.log" 2>&1 ||
+    echo "mgt-tokenize failed: $(tail -2 "$out/tokenize.log")"
+  model=("${tokenizer[@]}" "${size[@]}" --data-path "${data}_text_document" --split "969,30,1"
+         --data-cache-path "$work/index-cache" --micro-batch-size 4 --global-batch-size 8 --lr 1e-3
+         --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters $(((iters + 19) / 20)) --train-iters "$iters" --log-interval 1
+         --eval-iters 0 --seed 1234 --hidden-dropout 0 --attention-dropout 0 --device "$device")
+  mkdir -p "$out/layouts"
+  train() {  # train NAME RANKS TP FLAGS...: the run's metrics in layouts/NAME.jsonl
+    local name=$1 count=$2 tp=$3
+    shift 3
+    ranks "$count" "$bin/mgt-train" "${model[@]}" --make-vocab-size-divisible-by $((256 / tp)) "$@" \
+      --metrics-file "$out/layouts/$name.jsonl" > "$out/layouts/$name.log" 2>&1 ||
+      echo "$name: mgt-train failed: $(grep -m3 -iE 'error|mgt-train:' "$out/layouts/$name.log" | head -3)"
+  }
+  if [ "$n" -eq 4 ]; then
+    layouts=("tp4:4:--tensor-model-parallel-size 4"
+             "tp2-dp2:2:--tensor-model-parallel-size 2"
+             "tp2-pp2:2:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2")
+  else
+    layouts=("tp2:2:--tensor-model-parallel-size 2"
+             "pp2:1:--pipeline-model-parallel-size 2"
+             "dp2:1:"
+             "dp2-distopt:1:--use-distributed-optimizer"
+             "tp2-sp:2:--tensor-model-parallel-size 2 --sequence-parallel")
+  fi
+  rm -f "$out/layouts"/*.jsonl
+  for precision in fp32 bf16; do
+    extra=()
+    [ $precision = bf16 ] && extra=(--bf16)
+    train "one-$precision" 1 1 "${extra[@]}"
+    for layout in "${layouts[@]}"; do
+      IFS=: read -r name tp flags <<< "$layout"
+      # shellcheck disable=SC2086 # the layout's flags, split into words
+      train "$name-$precision" "$n" "$tp" "${extra[@]}" $flags
+      transport=$(grep -m1 -oE 'communication: [A-Za-z]+' "$out/layouts/$name-$precision.log" | cut -d' ' -f2)
+      result=$("$py" tools/gpu/compare_losses.py "$out/layouts/one-$precision.jsonl" \
+        "$out/layouts/$name-$precision.jsonl")
+      echo "layout $name, $precision, $n ranks over ${transport:-?} vs 1 GPU: $result"
+      row "$name $precision ($n ranks, ${transport:-?}) vs 1" "$result"
+    done
+  done
+fi
+
+# 2. Throughput of the 1.3B shape, per GPU, against one GPU.
+if want scaling; then
+  rm -f "$out/scaling.jsonl"
+  bench() {
+    "$py" tools/bench/bench_train_gpu.py --bin "$bin" --shape "$shape" --precision bf16 --micro-batch 4 \
+      --iters 20 --no-peer --device "$device" --launcher "$launcher" --json "$out/scaling.jsonl" "$@" 2>&1 |
+      tee -a "$out/scaling.log"
+  }
+  bench --ranks 1
+  bench --ranks "$n"
+  bench --ranks "$n" --tensor-parallel 2 --sequence-parallel
+  while IFS= read -r line; do
+    table+=("$line")
+  done < <("$py" - "$out/scaling.jsonl" <<'PY'
+import json, sys
+try:
+    runs = [json.loads(line) for line in open(sys.argv[1])]
+except OSError:
+    runs = []
+if not runs:
+    print(f"{'throughput':52s} FAIL: no run finished (see scaling.log)")
+one = next((r for r in runs if r["ranks"] == 1), None)
+for r in runs:
+    tp, n = r["tensor_parallel"], r["ranks"]
+    name = "DP=1" if n == 1 else f"TP={tp}{' SP' if r['sequence_parallel'] else ''} x DP={n // tp}"
+    per_gpu = r["tokens_per_second_per_gpu"]
+    efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
+    transport = r["transport"].split(" ")[0].rstrip(",") if n > 1 else "one GPU"
+    label = f"{r['shape']} bf16 mbs 4, {name} ({transport})"
+    print(f"{label:52s} {per_gpu:.0f} tokens/s per GPU, MFU {r['mfu']:.1%}{efficiency}")
+PY
+  )
+fi
+
+echo
+echo "== summary ($machine, $n ranks) =="
+printf '%s\n' "${table[@]}"
