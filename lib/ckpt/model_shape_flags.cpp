@@ -13,11 +13,13 @@ namespace {
 constexpr std::array kValueFlags = {"num-layers",       "hidden-size",      "num-attention-heads",
                                     "ffn-hidden-size",  "kv-channels",      "num-query-groups",
                                     "max-position-embeddings", "position-embedding-type", "normalization",
-                                    "norm-epsilon",     "rotary-percent",   "rotary-base"};
-const std::set<std::string_view> kRealFlags = {"norm-epsilon", "rotary-percent"};
+                                    "norm-epsilon",     "rotary-percent",   "rotary-base",
+                                    "rope-scaling-factor"};
+const std::set<std::string_view> kRealFlags = {"norm-epsilon", "rotary-percent", "rope-scaling-factor"};
 const std::set<std::string_view> kTextFlags = {"position-embedding-type", "normalization"};
 constexpr std::array kSwitchFlags = {"swiglu", "openai-gelu", "disable-bias-linear",
-                                     "untie-embeddings-and-output-weights", "group-query-attention"};
+                                     "untie-embeddings-and-output-weights", "group-query-attention",
+                                     "use-rope-scaling"};
 
 }  // namespace
 

@@ -38,6 +38,8 @@ constexpr OptionDef kOptions[] = {
   {"model", "position-embedding-type", FlagArity::One, "TYPE", "learned_absolute (default), rope or none"},
   {"model", "rotary-percent", FlagArity::One, "F", "Fraction of each head rotated by RoPE (default 1.0)"},
   {"model", "rotary-base", FlagArity::One, "N", "RoPE base (default 10000)"},
+  {"model", "use-rope-scaling", FlagArity::None, "", "Llama 3.1's scaling of the RoPE frequencies (low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192)"},
+  {"model", "rope-scaling-factor", FlagArity::One, "F", "Its factor (default 8.0)"},
   {"model", "normalization", FlagArity::One, "NORM", "LayerNorm (default) or RMSNorm"},
   {"model", "norm-epsilon", FlagArity::One, "F", "Norm epsilon (default 1e-05)"},
   {"model", "apply-layernorm-1p", FlagArity::None, "", "Norm weights stored zero-centred (initialised to 0), the norm scaling by 1 + weight"},
@@ -200,6 +202,8 @@ void read_model(const FlagValues& f, ModelShapeOptions& m) {
   f.set("position-embedding-type", m.position_embedding_type);
   f.set("rotary-percent", m.rotary_percent);
   f.set("rotary-base", m.rotary_base);
+  f.set("use-rope-scaling", m.use_rope_scaling);
+  f.set("rope-scaling-factor", m.rope_scaling_factor);
   f.set("normalization", m.normalization);
   f.set("norm-epsilon", m.norm_epsilon);
   f.set("apply-layernorm-1p", m.apply_layernorm_1p);
