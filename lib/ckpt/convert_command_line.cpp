@@ -47,14 +47,17 @@ cxxopts::Options make_options() {
   o.custom_help("--model-type GPT --loader mgt|hf --saver mgt|hf --load-dir DIR --save-dir DIR [options]");
   // clang-format off
   o.add_options("convert")
-      ("model-type", "Model type; GPT is the only one", cxxopts::value<std::string>(), "GPT")
-      ("loader", "Format to read: mgt (aliases core, legacy, mcore, megatron) or hf (alias llama_mistral)",
+      ("model-type", "Model type; GPT is the only one (required)", cxxopts::value<std::string>(), "GPT")
+      ("loader", "Format to read: mgt (aliases core, legacy, mcore, megatron) or hf (alias llama_mistral) "
+                 "(required)",
        cxxopts::value<std::string>(), "NAME")
-      ("saver", "Format to write: mgt (aliases core, legacy, mcore, megatron) or hf", cxxopts::value<std::string>(),
-       "NAME")
-      ("load-dir", "Checkpoint to read: an mgt save or iteration directory, or a Hugging Face model directory",
+      ("saver", "Format to write: mgt (aliases core, legacy, mcore, megatron) or hf (required)",
+       cxxopts::value<std::string>(), "NAME")
+      ("load-dir", "Checkpoint to read: an mgt save or iteration directory, or a Hugging Face model directory "
+                   "(required)",
        cxxopts::value<std::string>(), "DIR")
-      ("save-dir", "Directory to write; must not exist or be empty", cxxopts::value<std::string>(), "DIR")
+      ("save-dir", "Directory to write; must not exist or be empty (required)", cxxopts::value<std::string>(),
+       "DIR")
       ("max-queue-size", "Accepted for convert.py compatibility; mgt converts in one process",
        cxxopts::value<std::string>(), "N")
       ("no-checking", "Accepted for convert.py compatibility; tensors are always checked");
@@ -71,24 +74,25 @@ cxxopts::Options make_options() {
       ("seq-length", "--loader hf: sequence length of the model (default: n_positions or "
                      "max_position_embeddings)", cxxopts::value<std::string>(), "N");
   o.add_options("hugging face")
-      ("hf-model-type", "--saver hf: architecture to write: gpt2, llama or mistral (default: the one read, "
+      ("hf-model-type", "mgt: with --saver hf, the architecture to write: gpt2, llama or mistral (default: the one read, "
                         "else gpt2 for learned positions and llama for rotary ones)",
        cxxopts::value<std::string>(), "TYPE")
-      ("hf-dtype", "--saver hf: dtype of the exported weights: fp32 (default), bf16 or fp16",
+      ("hf-dtype", "mgt: with --saver hf, the dtype of the exported weights: fp32, bf16 or fp16 (default: fp32)",
        cxxopts::value<std::string>(), "DTYPE")
-      ("max-shard-size", "--saver hf: largest safetensors file before the weights are split into shards "
-                         "with model.safetensors.index.json, like save_pretrained (default 5GB; also MB, GiB, ...)",
+      ("max-shard-size", "mgt: with --saver hf, the largest safetensors file before the weights are split into "
+                         "shards with model.safetensors.index.json, like save_pretrained; also in MB, GiB, ... "
+                         "(default: 5GB)",
        cxxopts::value<std::string>(), "SIZE");
   o.add_options("parallelism")
       ("target-tensor-parallel-size", "--saver mgt: tensor-parallel size to write (default: the source's; 1 from "
                                       "Hugging Face)", cxxopts::value<std::string>(), "N")
       ("target-pipeline-parallel-size", "--saver mgt: pipeline-parallel size to write (default: the source's; 1 "
                                         "from Hugging Face)", cxxopts::value<std::string>(), "N")
-      ("target-data-parallel-size", "--saver mgt: data-parallel size whose ranks get a distributed-optimizer "
+      ("target-data-parallel-size", "mgt: with --saver mgt, the data-parallel size whose ranks get a distributed-optimizer "
                                     "shard each (default: the source's)", cxxopts::value<std::string>(), "N")
-      ("target-use-distributed-optimizer", "--saver mgt: store the optimizer state per data-parallel rank "
+      ("target-use-distributed-optimizer", "mgt: with --saver mgt, store the optimizer state per data-parallel rank "
                                            "(default: as the source)")
-      ("target-no-distributed-optimizer", "--saver mgt: store the optimizer state with the weights, one copy "
+      ("target-no-distributed-optimizer", "mgt: with --saver mgt, store the optimizer state with the weights, one copy "
                                           "per model-parallel rank")
       ("h,help", "Show this help");
   // clang-format on

@@ -85,6 +85,11 @@ public:
     if (o[inner].get(d)) fail("'" + std::string(key) + "' has no number '" + inner + "'");
     return d;
   }
+  bool nested_has(const char* key, const char* inner) const {
+    simdjson::dom::object o;
+    simdjson::dom::element v;
+    return !element(key)->get(o) && !o[inner].get(v) && !v.is_null();
+  }
 
 private:
   simdjson::padded_string text_;
@@ -112,6 +117,8 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
     refuse("an MLP without --swiglu (" + family + "'s MLP is silu(gate) · up, then down)");
   if (c.add_bias_linear && is_mistral(model_type))
     refuse("biases on the linear layers (no --disable-bias-linear; Mistral's linear layers have none)");
+  if (c.use_rope_scaling && is_mistral(model_type))
+    refuse("--use-rope-scaling (Llama 3.1's frequency scaling; write it as llama instead)");
 }
 
 HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& model_type, std::int64_t vocab_rows,
@@ -130,6 +137,7 @@ HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& mod
   hf.max_position_embeddings = c.max_position_embeddings;
   hf.rms_norm_eps = c.norm_epsilon;
   hf.rope_theta = c.rotary_base;
+  if (c.use_rope_scaling) hf.llama3_rope_factor = c.rope_scaling_factor;
   hf.tie_word_embeddings = !c.untie_embeddings_and_output_weights;
   hf.attention_bias = c.add_bias_linear;
   hf.mlp_bias = c.add_bias_linear;
@@ -155,6 +163,8 @@ GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::i
   c.position_embedding_type = PositionEmbeddingType::kRope;
   c.rotary_percent = 1.0;
   c.rotary_base = hf.rope_theta;
+  c.use_rope_scaling = hf.llama3_rope_factor.has_value();
+  if (hf.llama3_rope_factor) c.rope_scaling_factor = *hf.llama3_rope_factor;
   c.normalization = Normalization::kRmsNorm;
   c.norm_epsilon = hf.rms_norm_eps;
   c.activation = Activation::kSwiglu;
@@ -193,7 +203,20 @@ std::string hf_llama_config_json(const HfLlamaConfig& hf) {
   j.set("num_key_value_heads", PyValue::integer(hf.num_key_value_heads));
   if (!mistral) j.set("pretraining_tp", PyValue::integer(1));
   j.set("rms_norm_eps", PyValue::real(hf.rms_norm_eps));
-  if (!mistral) j.set("rope_scaling", PyValue::none());
+  if (!mistral) {
+    if (hf.llama3_rope_factor) {
+      // Llama 3.1's config.json, in the transformers 4 layout that transformers 5 reads too.
+      PyValue scaling = PyValue::dict();
+      scaling.set("factor", PyValue::real(*hf.llama3_rope_factor));
+      scaling.set("high_freq_factor", PyValue::real(4.0));
+      scaling.set("low_freq_factor", PyValue::real(1.0));
+      scaling.set("original_max_position_embeddings", PyValue::integer(8192));
+      scaling.set("rope_type", PyValue::string("llama3"));
+      j.set("rope_scaling", scaling);
+    } else {
+      j.set("rope_scaling", PyValue::none());
+    }
+  }
   j.set("rope_theta", PyValue::real(hf.rope_theta));
   if (mistral) j.set("sliding_window", PyValue::none());
   j.set("tie_word_embeddings", PyValue::boolean(hf.tie_word_embeddings));
@@ -260,17 +283,31 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
   if (j.has("hidden_act") && j.text("hidden_act") != "silu" && j.text("hidden_act") != "swish")
     refuse("hidden_act '" + j.text("hidden_act") + "' is not silu, the SwiGLU activation mgt computes");
   // transformers 5 gathers the rotary settings into rope_parameters; earlier versions have
-  // rope_theta and rope_scaling.
+  // rope_theta and rope_scaling. Of the scaled types mgt computes Llama 3.1's (rope_type
+  // "llama3"), with the constants Megatron's --use-rope-scaling fixes.
+  auto read_scaling = [&](const char* key) {
+    const std::string type = j.rope_type(key);
+    if (type == "default") return;
+    if (type != "llama3")
+      refuse(std::string(key) + " of type '" + type + "' is not supported: mgt scales rotary frequencies only "
+             "as Llama 3.1 does (rope_type llama3, Megatron's --use-rope-scaling)");
+    if (mistral) refuse(std::string(key) + " of type 'llama3' in a Mistral config: mgt reads it for Llama only");
+    const double factor = j.nested_real(key, "factor");
+    if (!(factor > 0.0 && std::isfinite(factor)))
+      refuse(std::string(key) + "'s factor must be a positive number (got " + python_float_repr(factor) + ")");
+    for (auto [inner, fixed] : {std::pair<const char*, double>{"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                {"original_max_position_embeddings", 8192.0}})
+      if (j.nested_has(key, inner) && j.nested_real(key, inner) != fixed)
+        refuse(std::string(key) + "'s " + inner + " is " + python_float_repr(j.nested_real(key, inner)) + ", not " +
+               python_float_repr(fixed) + ": Megatron's --use-rope-scaling fixes low_freq_factor 1, "
+               "high_freq_factor 4 and original_max_position_embeddings 8192");
+    hf.llama3_rope_factor = factor;
+  };
   if (j.has("rope_parameters")) {
-    const std::string type = j.rope_type("rope_parameters");
-    if (type != "default")
-      refuse("rope_parameters has rope_type '" + type + "'; mgt's rotary embedding has no frequency scaling "
-             "(Megatron's --use-rope-scaling), only the default type");
+    read_scaling("rope_parameters");
     hf.rope_theta = j.nested_real("rope_parameters", "rope_theta");
   }
-  if (j.has("rope_scaling") && j.rope_type("rope_scaling") != "default")
-    refuse("rope_scaling of type '" + j.rope_type("rope_scaling") + "' is not supported: mgt's rotary embedding "
-           "has no frequency scaling (Megatron's --use-rope-scaling); only rope_scaling null is read");
+  if (j.has("rope_scaling")) read_scaling("rope_scaling");
   double partial_rotary_factor = 1.0;
   j.real("partial_rotary_factor", partial_rotary_factor);
   if (partial_rotary_factor != 1.0)

@@ -4,9 +4,10 @@
 // --disable-bias-linear, optionally --group-query-attention and
 // --untie-embeddings-and-output-weights (Megatron's tools/checkpoint/loader_llama_mistral.py sets
 // the same arguments). Mistral is the same network; its sliding-window attention is accepted
-// only when the window covers every position the model takes. What mgt does not compute
-// (rope_scaling, another activation, biases on only some linear layers) is refused, naming the
-// field.
+// only when the window covers every position the model takes. Llama 3.1's rope scaling
+// (rope_type "llama3") is Megatron's --use-rope-scaling. What mgt does not compute (another
+// rope_scaling type, another activation, biases on only some linear layers) is refused, naming
+// the field.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -34,6 +35,9 @@ struct HfLlamaConfig {
   std::int64_t max_position_embeddings = 2048;  // MistralConfig's default is 4096·32
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  // rope_scaling (or rope_parameters) of rope_type "llama3": its factor. Its low_freq_factor,
+  // high_freq_factor and original_max_position_embeddings are Megatron's fixed 1, 4 and 8192.
+  std::optional<double> llama3_rope_factor;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // Llama only: biases of q, k, v and o
   bool mlp_bias = false;        // Llama only: biases of gate, up and down

@@ -51,6 +51,8 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
     c.position_embedding_type = parse_position_embedding_type(a.text("position_embedding_type"));
   if (a.contains("rotary_percent")) c.rotary_percent = a.real("rotary_percent");
   if (a.contains("rotary_base")) c.rotary_base = a.real("rotary_base");
+  c.use_rope_scaling = flag_of(a, "use_rope_scaling", false);
+  if (a.contains("rope_scaling_factor")) c.rope_scaling_factor = a.real("rope_scaling_factor");
   if (a.contains("normalization")) c.normalization = parse_normalization(a.text("normalization"));
   if (a.contains("norm_epsilon")) c.norm_epsilon = a.real("norm_epsilon");
   c.layernorm_zero_centered_gamma = flag_of(a, "apply_layernorm_1p", false);
@@ -86,6 +88,8 @@ std::string model_args_json(const GptConfig& config) {
   a.set("position_embedding_type", PyValue::string(std::string(to_string(c.position_embedding_type))));
   a.set("rotary_percent", PyValue::real(c.rotary_percent));
   a.set("rotary_base", PyValue::real(c.rotary_base));
+  a.set("use_rope_scaling", PyValue::boolean(c.use_rope_scaling));
+  a.set("rope_scaling_factor", PyValue::real(c.rope_scaling_factor));
   a.set("normalization", PyValue::string(std::string(to_string(c.normalization))));
   a.set("norm_epsilon", PyValue::real(c.norm_epsilon));
   a.set("apply_layernorm_1p", PyValue::boolean(c.layernorm_zero_centered_gamma));
@@ -185,6 +189,7 @@ void check_model_flags_agree(const ModelCheckpoint& checkpoint, const std::map<s
     else if (flag == "norm-epsilon") ours = std::to_string(c.norm_epsilon);
     else if (flag == "rotary-percent") ours = std::to_string(c.rotary_percent);
     else if (flag == "rotary-base") ours = std::to_string(c.rotary_base);
+    else if (flag == "rope-scaling-factor") ours = std::to_string(c.rope_scaling_factor);
     else {
       numeric = false;
       if (flag == "position-embedding-type") ours = std::string(to_string(c.position_embedding_type));
@@ -195,6 +200,7 @@ void check_model_flags_agree(const ModelCheckpoint& checkpoint, const std::map<s
       else if (flag == "untie-embeddings-and-output-weights")
         ours = c.untie_embeddings_and_output_weights ? "true" : "false";
       else if (flag == "group-query-attention") ours = c.group_query_attention ? "true" : "false";
+      else if (flag == "use-rope-scaling") ours = c.use_rope_scaling ? "true" : "false";
       else throw UsageError("--" + flag + " is not a model-shape flag");
     }
     bool agree = text == ours;

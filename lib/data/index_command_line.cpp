@@ -37,18 +37,19 @@ cxxopts::Options make_options() {
   cxxopts::Options o(kProgram,
                      "Build (or find in the cache) the GPTDataset and BlendedDataset indices that "
                      "Megatron-LM's pretrain_gpt.py would build for the same flags, byte for byte.");
-  o.custom_help("--data-path [W] PREFIX... --seq-length N --train-iters N --global-batch-size N "
-                "--tokenizer-type TYPE [options]");
+  o.custom_help("--data-path [W] PREFIX... --seq-length N (--train-iters N | --train-samples N) "
+                "(--global-batch-size N | --micro-batch-size N) --tokenizer-type TYPE [options]");
   std::string types;
   for (const auto& t : supported_tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
   // Numbers are declared as strings and parsed by FlagValues, so that a bad value names its flag.
   // clang-format off
   o.add_options("data")
-      ("data-path", "Dataset prefixes, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...'",
+      ("data-path", "Dataset prefixes, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or "
+                    "--data-args-path, or the per-split paths)",
        cxxopts::value<std::vector<std::string>>(), "[W] PREFIX...")
       ("data-args-path", "File holding the --data-path list (needs --split)",
        cxxopts::value<std::string>(), "FILE")
-      ("split", "Train, valid, test proportions of --data-path (default \"969, 30, 1\")",
+      ("split", "Train, valid, test proportions of --data-path (default: \"969, 30, 1\")",
        cxxopts::value<std::string>(), "A,B,C")
       ("train-data-path", "Train split datasets ([W] PREFIX...), instead of --data-path",
        cxxopts::value<std::vector<std::string>>(), "[W] PREFIX...")
@@ -62,13 +63,13 @@ cxxopts::Options make_options() {
       ("mid-level-dataset-surplus", "Extra fraction of samples built per blended dataset",
        cxxopts::value<std::string>()->default_value("0.005"), "F");
   o.add_options("sizes")
-      ("seq-length", "Tokens per sample", cxxopts::value<std::string>(), "N")
-      ("train-iters", "Training iterations", cxxopts::value<std::string>(), "N")
-      ("train-samples", "Training samples (instead of --train-iters)",
+      ("seq-length", "Tokens per sample (required)", cxxopts::value<std::string>(), "N")
+      ("train-iters", "Training iterations (required, or --train-samples)", cxxopts::value<std::string>(), "N")
+      ("train-samples", "Training samples (required, or --train-iters)", cxxopts::value<std::string>(), "N")
+      ("global-batch-size", "Samples per iteration (required, or --micro-batch-size)",
        cxxopts::value<std::string>(), "N")
-      ("global-batch-size", "Samples per iteration (default: --micro-batch-size)",
-       cxxopts::value<std::string>(), "N")
-      ("micro-batch-size", "Samples per micro-batch", cxxopts::value<std::string>(), "N")
+      ("micro-batch-size", "Samples per micro-batch; alone, also per iteration, one data-parallel rank "
+                           "(required, or --global-batch-size)", cxxopts::value<std::string>(), "N")
       ("rampup-batch-size", "Batch-size ramp-up, as mgt-train's (with --train-samples): the iterations, "
                             "and so the validation samples, follow it",
        cxxopts::value<std::vector<std::string>>(), "START INCREMENT SAMPLES")
@@ -78,10 +79,11 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>()->default_value("1000"), "N")
       ("seed", "Random seed of the shuffles", cxxopts::value<std::string>()->default_value("1234"), "N");
   o.add_options("tokenizer")
-      ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
+      ("tokenizer-type", "One of: " + types + " (required, unless --vocab-file and --merge-file name "
+                         "GPT2BPETokenizer)", cxxopts::value<std::string>(), "TYPE")
       ("vocab-file", "Vocabulary file", cxxopts::value<std::string>(), "FILE")
       ("merge-file", "GPT-2 BPE merges file", cxxopts::value<std::string>(), "FILE")
-      ("vocab-size", "Vocabulary size (NullTokenizer; TikTokenizer, default 131072)",
+      ("vocab-size", "Vocabulary size of NullTokenizer, or of TikTokenizer (default: 131072 for TikTokenizer)",
        cxxopts::value<std::string>(), "N")
       ("vocab-extra-ids", "Extra <extra_id_i> tokens (BERT and SentencePiece tokenizers)",
        cxxopts::value<std::string>()->default_value("0"), "N");
@@ -91,10 +93,10 @@ cxxopts::Options make_options() {
       ("reset-position-ids", "In --dump-samples: positions restart after each end of document")
       ("reset-attention-mask", "In --dump-samples: list where documents start (segment_starts)");
   o.add_options("mgt")
-      ("dump-samples", "Write the first --dump-count samples of each split (tokens, labels, loss "
+      ("dump-samples", "mgt: write the first --dump-count samples of each split (tokens, labels, loss "
                        "mask, positions) to FILE as JSON lines",
        cxxopts::value<std::string>(), "FILE")
-      ("dump-count", "Samples per split for --dump-samples",
+      ("dump-count", "mgt: samples per split for --dump-samples",
        cxxopts::value<std::string>()->default_value("16"), "N")
       ("h,help", "Show this help");
   // clang-format on

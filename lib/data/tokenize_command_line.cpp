@@ -54,7 +54,7 @@ cxxopts::Options make_options() {
   o.add_options("input data")
       ("input", "JSON-lines inputs, in order: files, glob patterns (sorted matches), or - for "
                 "standard input; gzip and zstd are decompressed (detected by content). With "
-                "--merge: dataset prefixes or directories of datasets",
+                "--merge: dataset prefixes or directories of datasets (required)",
        cxxopts::value<std::vector<std::string>>(), "FILE...")
       ("json-keys", "Keys to extract from each JSON object, one output dataset per key "
                     "(default: text)",
@@ -63,11 +63,12 @@ cxxopts::Options make_options() {
                           "outputs are named _sentence")
       ("keep-newlines", "With --split-sentences, keep the newlines between sentences");
   o.add_options("tokenizer")
-      ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
+      ("tokenizer-type", "One of: " + types + " (required without --merge, unless --vocab-file and "
+                         "--merge-file name GPT2BPETokenizer)", cxxopts::value<std::string>(), "TYPE")
       ("vocab-file", "Vocabulary file (GPT-2 vocab.json, BERT vocab.txt)",
        cxxopts::value<std::string>(), "FILE")
       ("merge-file", "GPT-2 BPE merges file", cxxopts::value<std::string>(), "FILE")
-      ("vocab-size", "Vocabulary size (NullTokenizer; TikTokenizer, default 131072)",
+      ("vocab-size", "Vocabulary size of NullTokenizer, or of TikTokenizer (default: 131072 for TikTokenizer)",
        cxxopts::value<std::string>(), "N")
       ("vocab-extra-ids", "Accepted for compatibility; preprocess_data.py forces it to 0",
        cxxopts::value<std::string>()->default_value("0"), "N");
@@ -78,7 +79,7 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>()->default_value("english"), "LANG");
   o.add_options("output data")
       ("output-prefix", "Output path without suffix: writes PREFIX_KEY_document.bin/.idx "
-                        "(PREFIX.bin/.idx with --merge)",
+                        "(PREFIX.bin/.idx with --merge) (required)",
        cxxopts::value<std::string>(), "PREFIX");
   o.add_options("runtime")
       ("workers", "Worker threads (default: the number of cores)",
@@ -89,10 +90,10 @@ cxxopts::Options make_options() {
        cxxopts::value<std::string>()->default_value("1000"), "N")
       ("keep-sequential-samples", "With --partitions, keep input order (contiguous partitions)");
   o.add_options("mgt extensions")
-      ("skip-bad-lines", "Skip bad lines (malformed JSON, missing key, ...) with a warning and "
+      ("skip-bad-lines", "mgt: skip bad lines (malformed JSON, missing key, ...) with a warning and "
                          "count them, instead of failing")
-      ("merge", "Concatenate the datasets given by --input into --output-prefix")
-      ("quiet", "No progress lines (the summary is still printed)")
+      ("merge", "mgt: concatenate the datasets given by --input into --output-prefix")
+      ("quiet", "mgt: no progress lines (the summary is still printed)")
       ("h,help", "Show this help");
   // clang-format on
   add_version_flag(o, "mgt extensions");

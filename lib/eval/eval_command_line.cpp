@@ -40,9 +40,9 @@ cxxopts::Options make_options() {
   o.custom_help("--task LAMBADA|WIKITEXT103 --valid-data FILE --load DIR [options]");
   // clang-format off
   o.add_options("task")
-      ("task", "LAMBADA (accuracy) or WIKITEXT103 (perplexity)", cxxopts::value<std::string>(), "NAME")
+      ("task", "LAMBADA (accuracy) or WIKITEXT103 (perplexity) (required)", cxxopts::value<std::string>(), "NAME")
       ("valid-data", "The data file: LAMBADA JSON lines with \"text\", or a WikiText token file "
-                     "(its path picks the detokenizer: 'ptb', 'wiki' or 'lambada')",
+                     "(its path picks the detokenizer: 'ptb', 'wiki' or 'lambada') (required)",
        cxxopts::value<std::vector<std::string>>(), "FILE")
       ("strict-lambada", "LAMBADA: the target is the last word (possibly several tokens), not the "
                          "last token")
@@ -52,16 +52,16 @@ cxxopts::Options make_options() {
                      "(default: the checkpoint's)", cxxopts::value<std::string>(), "N")
       ("micro-batch-size", "Windows or examples per forward pass",
        cxxopts::value<std::string>()->default_value("8"), "N")
-      ("device", "Compute device: auto (a GPU when one is visible), cpu, cuda or cuda:N",
+      ("device", "mgt: compute device: auto (a GPU when one is visible), cpu, cuda or cuda:N",
        cxxopts::value<std::string>()->default_value("auto"), "D");
   o.add_options("checkpoint")
-      ("load", "Checkpoint: a save directory (latest iteration) or an iteration directory",
+      ("load", "Checkpoint: a save directory (latest iteration) or an iteration directory (required)",
        cxxopts::value<std::string>(), "DIR");
   add_checkpoint_read_flags(o);
   add_tokenizer_flags(o);
   add_model_shape_flags(o);
   o.add_options("output")
-      ("output", "Write the JSON result to FILE (atomically) instead of standard output",
+      ("output", "mgt: write the JSON result to FILE (atomically) instead of standard output",
        cxxopts::value<std::string>(), "FILE")
       ("log-interval", "Micro-batches between progress lines when stderr is not a terminal",
        cxxopts::value<std::string>()->default_value("100"), "N")

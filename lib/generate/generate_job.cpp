@@ -105,7 +105,7 @@ int run_interactive(Generator& generator) {
 
 int run_generate(const GenerateOptions& options) {
   GenerationModel loaded = load_generation_model(options);
-  Generator generator(*loaded.model, *loaded.tokenizer, options.generation);
+  Generator generator(*loaded.model, *loaded.tokenizer, options.generation, loaded.max_sequence_length);
 
   const bool interactive = options.prompts.empty() && options.output.empty() && isatty(STDIN_FILENO);
   return interactive ? run_interactive(generator) : run_batches(generator, options);

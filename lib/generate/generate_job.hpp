@@ -28,6 +28,11 @@ struct GenerateOptions {
   std::string prompts;                             // --prompts: file or "-"; empty: standard input
   std::string output;                              // --output: file; empty: standard output
   int64_t micro_batch_size = 8;                    // prompts completed together
+  // The longest prompt plus completion, in tokens: --seq-length (at most the checkpoint's
+  // max_position_embeddings, as Megatron's validate_args requires), and Megatron Core's
+  // --inference-max-seq-length; none: the checkpoint's max_position_embeddings.
+  std::optional<int64_t> seq_length;
+  std::optional<int64_t> inference_max_seq_length;
   std::string device = "auto";                     // --device (kernels/backend_factory.hpp)
   CheckpointReadFlags checkpoint_flags;            // --make-vocab-size-divisible-by, --bf16, …
   GenerationSettings generation;

@@ -1,7 +1,7 @@
 // What generation runs on, loaded the same way for mgt-generate's prompt files and its server:
-// the checkpoint's tokenizer (or the one the flags name), the compute device of --device, a
-// memory check for --micro-batch-size sequences of the checkpoint's length plus the tokens to
-// generate, then the weights.
+// the checkpoint's tokenizer (or the one the flags name), the compute device of --device, the
+// longest sequence (--seq-length), a memory check for --micro-batch-size sequences of the
+// checkpoint's length plus the tokens to generate, then the weights.
 #pragma once
 #include <memory>
 
@@ -17,7 +17,13 @@ struct GenerationModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<GptModel> model;
+  // Prompt plus completion, in tokens (Generator's max_sequence_length).
+  int64_t max_sequence_length = 0;
 };
+
+// The longest prompt plus completion `options` allow with a checkpoint of `max_position_embeddings`
+// positions. Throws mgt::UsageError for a --seq-length beyond them.
+int64_t generation_length_limit(const GenerateOptions& options, int64_t max_position_embeddings);
 
 // Throws mgt::Error (unreadable checkpoint, flags that disagree with it, a model that does not
 // fit in the device's memory, no such device).

@@ -34,7 +34,7 @@ void serve_batches(const GenerateOptions& options, RequestQueue& queue, std::pro
     // Requests may use every position of the model: the memory check must allow for it.
     load.generation.max_new_tokens = int64_t{1} << 40;
     GenerationModel loaded = load_generation_model(load);
-    Generator generator(*loaded.model, *loaded.tokenizer, GenerationSettings{});
+    Generator generator(*loaded.model, *loaded.tokenizer, GenerationSettings{}, loaded.max_sequence_length);
     BatchAnswerer answerer(generator, *loaded.tokenizer, options.generation.seed, options.micro_batch_size);
     ready.set_value(generator.max_sequence_length());
     is_ready = true;

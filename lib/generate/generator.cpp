@@ -76,8 +76,10 @@ size_t stop_position(const std::string& text, const GenerationSettings& s) {
 
 }  // namespace
 
-Generator::Generator(GptModel& model, Tokenizer& tokenizer, GenerationSettings settings)
+Generator::Generator(GptModel& model, Tokenizer& tokenizer, GenerationSettings settings, int64_t max_sequence_length)
     : model_(&model), tokenizer_(&tokenizer), settings_(std::move(settings)) {
+  const int64_t positions = model.config().max_position_embeddings;
+  max_sequence_length_ = max_sequence_length > 0 ? std::min(max_sequence_length, positions) : positions;
   validate_sampling(settings_.sampling, tokenizer.vocab_size());
   if (settings_.max_new_tokens < 0)
     throw UsageError("--max-new-tokens must be >= 0, got " + std::to_string(settings_.max_new_tokens));
@@ -101,8 +103,6 @@ std::vector<float> Generator::prompt_log_probs(std::span<const TokenId> prompt) 
   for (int64_t t = 0; t + 1 < n; ++t) out[static_cast<size_t>(t)] = -output.losses[static_cast<size_t>(t)];
   return out;
 }
-
-int64_t Generator::max_sequence_length() const { return model_->config().max_position_embeddings; }
 
 std::vector<TokenId> Generator::prompt_tokens(const std::string& prompt, bool add_bos) const {
   std::vector<TokenId> ids;
@@ -148,8 +148,9 @@ std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> 
     s.prompt_length = static_cast<int64_t>(row.prompt_tokens.size());
     // A prompt may fill every position only when nothing is to be generated (scoring it).
     if (s.prompt_length > limit || (s.prompt_length == limit && row.settings->max_new_tokens > 0))
-      throw RowError(i, " has " + std::to_string(s.prompt_length) + " tokens; the model's " + std::to_string(limit) +
-                            " positions leave no room to generate");
+      throw RowError(i, " has " + std::to_string(s.prompt_length) + " tokens; the " + std::to_string(limit) +
+                            " positions of a sequence (max_position_embeddings, or --seq-length) leave no room "
+                            "to generate");
     s.end = std::min(limit, s.prompt_length + row.settings->max_new_tokens);
     s.done = s.end == s.prompt_length;
     seqs.push_back(std::move(s));

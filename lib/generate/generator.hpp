@@ -62,12 +62,14 @@ struct GenerationRow {
 
 class Generator {
 public:
-  // Throws mgt::UsageError for invalid sampling settings.
-  Generator(GptModel& model, Tokenizer& tokenizer, GenerationSettings settings);
+  // Throws mgt::UsageError for invalid sampling settings. A sequence (prompt and generated
+  // tokens) has at most max_sequence_length positions; 0 or more than the model's
+  // max_position_embeddings: those.
+  Generator(GptModel& model, Tokenizer& tokenizer, GenerationSettings settings, int64_t max_sequence_length = 0);
 
   const GenerationSettings& settings() const { return settings_; }
   // The most positions one sequence can have (prompt and generated tokens).
-  int64_t max_sequence_length() const;
+  int64_t max_sequence_length() const { return max_sequence_length_; }
 
   // Completes `prompts`; prompt i draws from random stream first_index + i, so a completion is
   // the same whichever prompts share its batch. Throws mgt::Error naming the prompt (by
@@ -88,6 +90,7 @@ private:
   GptModel* model_;
   Tokenizer* tokenizer_;
   GenerationSettings settings_;
+  int64_t max_sequence_length_ = 0;
 };
 
 }  // namespace mgt

@@ -151,6 +151,7 @@ GptConfig GptConfig::resolved() const {
     require(c.rotary_percent > 0.0 && c.rotary_percent <= 1.0,
             "--rotary-percent must be in (0, 1] (got " + std::to_string(c.rotary_percent) + ")");
     require(c.rotary_base > 0.0, "--rotary-base must be > 0");
+    require(c.rope_scaling_factor > 0.0, "--rope-scaling-factor must be > 0");
     const int64_t dim = c.rotary_dim();
     require(dim > 0 && dim % 2 == 0,
             "RoPE rotates int(--kv-channels · --rotary-percent) = " + str(dim) +

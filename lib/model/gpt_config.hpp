@@ -45,6 +45,10 @@ struct GptConfig {
   PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   double rotary_percent = 1.0;
   double rotary_base = 10000.0;
+  // --use-rope-scaling: Llama 3.1's scaling of the rotary frequencies by --rope-scaling-factor
+  // (kernels/cpu/rotary.hpp llama3_scaled_inv_freq).
+  bool use_rope_scaling = false;
+  double rope_scaling_factor = 8.0;
   Normalization normalization = Normalization::kLayerNorm;
   // --apply-layernorm-1p: norm weights stored zero-centred (initialised to 0), applied as 1 + w
   // (Megatron's TransformerConfig.layernorm_zero_centered_gamma).

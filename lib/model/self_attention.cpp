@@ -21,6 +21,7 @@ SelfAttention::SelfAttention(GptParameters& params, int64_t layer,
             layer_prefix(layer) + ".self_attention.linear_proj.bias", tp) {
   rotary_.rotary_dim = params.config().rotary_dim();
   rotary_.base = params.config().rotary_base;
+  if (params.config().use_rope_scaling) rotary_.llama3_scaling_factor = params.config().rope_scaling_factor;
   rotary_.position_offset = 0;
 }
 

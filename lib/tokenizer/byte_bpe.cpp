@@ -57,6 +57,9 @@ void ByteBpeTables::add_merge(std::uint32_t left, std::uint32_t right, std::uint
 
 void ByteBpeTables::finish() {
   for (int b = 0; b < 256; ++b) byte_symbol_[b] = intern(std::string(1, static_cast<char>(b)));
+  // A symbol no string maps to: not in symbols_, so no vocabulary entry or merge can name it.
+  unknown_symbol_ = static_cast<std::uint32_t>(symbol_token_.size());
+  symbol_token_.push_back(kNoToken);
   // MergeTable::set lets a later entry win; insert in reverse so that the first one does.
   merges_.reserve(pending_merges_.size());
   for (auto it = pending_merges_.rbegin(); it != pending_merges_.rend(); ++it)
@@ -83,9 +86,13 @@ void ByteBpeEncoder::encode(const ByteBpeTables& t, std::string_view piece, std:
       return;
     }
   }
-  syms_.resize(piece.size());
-  for (std::size_t i = 0; i < piece.size(); ++i) syms_[i] = t.byte_symbol(static_cast<unsigned char>(piece[i]));
-  if (piece.size() <= kLongPiece) merge_short(t);
+  if (t.char_symbols) {
+    start_from_characters(t, piece);
+  } else {
+    syms_.resize(piece.size());
+    for (std::size_t i = 0; i < piece.size(); ++i) syms_[i] = t.byte_symbol(static_cast<unsigned char>(piece[i]));
+  }
+  if (syms_.size() <= kLongPiece) merge_short(t);
   else merge_long(t);
   piece_ids_.clear();
   emit(t, piece_ids_);
@@ -93,6 +100,31 @@ void ByteBpeEncoder::encode(const ByteBpeTables& t, std::string_view piece, std:
   if (cacheable) {
     if (cache_.size() >= kMaxCacheEntries) cache_.clear();
     cache_.emplace(std::move(key), piece_ids_);
+  }
+}
+
+void ByteBpeEncoder::start_from_characters(const ByteBpeTables& t, std::string_view piece) {
+  syms_.clear();
+  std::size_t i = 0;
+  while (i < piece.size()) {
+    // One UTF-8 character (a stray continuation or truncated byte counts as one character,
+    // as it never occurs in text that came from a Rust string).
+    std::size_t end = i + 1;
+    while (end < piece.size() && (static_cast<unsigned char>(piece[end]) & 0xC0) == 0x80 && end - i < 4) ++end;
+    const std::string_view ch = piece.substr(i, end - i);
+    if (auto s = t.symbol_of(ch); s && t.token_of(*s) != ByteBpeTables::kNoToken) {
+      syms_.push_back(*s);
+    } else {
+      bool every_byte = true;
+      for (char b : ch)
+        every_byte &= t.token_of(t.byte_symbol(static_cast<unsigned char>(b))) != ByteBpeTables::kNoToken;
+      if (every_byte) {
+        for (char b : ch) syms_.push_back(t.byte_symbol(static_cast<unsigned char>(b)));
+      } else {
+        syms_.push_back(t.unknown_symbol());
+      }
+    }
+    i = end;
   }
 }
 

@@ -2,7 +2,9 @@
 // (src/lib.rs byte_pair_merge) run it: start from one symbol per byte, then repeatedly merge the
 // adjacent pair of lowest rank, the leftmost one on a tie, one pair at a time. (GPT-2's Python
 // loop merges every occurrence of the best pair per round; the results agree on trained merges
-// but not on every merges file, hence this separate engine.)
+// but not on every merges file, hence this separate engine.) The same engine runs the
+// SentencePiece-derived BPE of Llama 2-style tokenizer.json files, whose words start from one
+// symbol per character instead (char_symbols).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -40,8 +42,15 @@ public:
   // joins consecutive unknowns into one.
   std::optional<TokenId> unk;
   bool fuse_unk = false;
+  // tokenizers' BPE::merge_word for vocabularies of plain strings: a word starts from one symbol
+  // per UTF-8 character; a character that is not a token becomes its bytes' tokens (the
+  // <0xHH> tokens of byte_fallback, set as the single bytes' tokens) or one unknown symbol.
+  bool char_symbols = false;
 
   std::uint32_t byte_symbol(unsigned char b) const { return byte_symbol_[b]; }
+  // With char_symbols: the symbol of a character that has no token and no byte fallback. It has
+  // no token and is in no merge, so emit() writes unk for it.
+  std::uint32_t unknown_symbol() const { return unknown_symbol_; }
   const gpt2::MergeTable& merges() const { return merges_; }
 
 private:
@@ -62,6 +71,7 @@ private:
   std::vector<TokenId> symbol_token_;
   std::vector<std::array<std::uint32_t, 4>> pending_merges_;  // left, right, rank, merged
   std::array<std::uint32_t, 256> byte_symbol_{};
+  std::uint32_t unknown_symbol_ = 0;
   gpt2::MergeTable merges_;
 };
 
@@ -72,6 +82,7 @@ public:
   void encode(const ByteBpeTables& t, std::string_view piece, std::vector<TokenId>& out);
 
 private:
+  void start_from_characters(const ByteBpeTables& t, std::string_view piece);
   void merge_short(const ByteBpeTables& t);
   void merge_long(const ByteBpeTables& t);
   void emit(const ByteBpeTables& t, std::vector<TokenId>& out);

@@ -1,6 +1,7 @@
 // Megatron's HuggingFaceTokenizer (v0.13 tokenizer.py _HuggingFaceTokenizer): what
 // transformers.AutoTokenizer.from_pretrained(DIR)(text).input_ids returns for a fast tokenizer
-// described by DIR/tokenizer.json, for the byte-level BPE family (GPT-2, Llama 3, Qwen2, ...).
+// described by DIR/tokenizer.json, for the BPE family: byte-level (GPT-2, Llama 3, Qwen2, ...) and
+// SentencePiece-derived with byte fallback (Llama 2, Mistral: Metaspace, or Prepend + Replace).
 #pragma once
 #include <memory>
 #include <optional>
@@ -19,7 +20,7 @@ public:
   // special_tokens_map.json, which name eos_token, bos_token, pad_token), or a tokenizer.json
   // file, whose directory is searched for those. Throws mgt::Error naming the file and the
   // unsupported feature (a model other than BPE, a normalizer other than Unicode normalization,
-  // a pre-tokenizer without byte-level encoding, ...), or when no eos_token is named.
+  // Prepend or a literal Replace, a Whitespace pre-tokenizer, ...), or when no eos_token is named.
   static std::unique_ptr<HuggingFaceTokenizer> load(const std::string& path);
 
   ~HuggingFaceTokenizer() override;

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/mapped_file.hpp"
+#include "core/utf8.hpp"
 #include "tokenizer/gpt2_vocab_files.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
 #include "tokenizer/hf_tokenizer_tables.hpp"
@@ -45,8 +46,9 @@ public:
   }
   // A feature mgt does not implement: named, so that a user knows what to change.
   [[noreturn]] void unsupported(const std::string& feature) const {
-    fail(feature + " is not supported (mgt reads byte-level BPE tokenizers: ByteLevel, Split and "
-                   "Digits pre-tokenizers, Unicode normalizers, BPE models)");
+    fail(feature + " is not supported (mgt reads BPE tokenizers: byte-level ones with ByteLevel, Split "
+                   "and Digits pre-tokenizers, and SentencePiece-style ones with a Metaspace pre-tokenizer "
+                   "or Prepend and Replace normalizers; Unicode normalizers)");
   }
 
   element root() const { return root_; }
@@ -90,6 +92,25 @@ public:
     if (!t) fail(where + " has no \"type\"");
     return *t;
   }
+  std::size_t count(object o, std::string_view key, const std::string& where) const {
+    auto e = field(o, key);
+    if (!e) return 0;
+    std::uint64_t v;
+    if (e->get_uint64().get(v) || v > 1000000) fail(where + "." + std::string(key) + " is not a small count");
+    return static_cast<std::size_t>(v);
+  }
+  // {"String": "..."}; a regular expression is refused by name.
+  std::string string_pattern(object o, const std::string& where) const {
+    auto pattern = field(o, "pattern");
+    if (!pattern) fail(where + " has no \"pattern\"");
+    const object p = as_object(*pattern, where + ".pattern");
+    if (auto literal = text(p, "String", where + ".pattern")) {
+      if (literal->empty()) unsupported(where + " on the empty string");
+      return *literal;
+    }
+    if (field(p, "Regex")) unsupported(where + " with a Regex pattern");
+    fail(where + ".pattern is not {\"String\": ...}");
+  }
   TokenId id(element e, const std::string& where) const {
     std::int64_t v;
     if (e.get_int64().get(v) || v < 0 || v >= kMaxTokenId) fail(where + " is not a token id in [0, 2^26)");
@@ -104,7 +125,7 @@ private:
   element root_;
 };
 
-void read_normalizer(const JsonFile& f, element e, std::vector<HfNormalization>& out) {
+void read_normalizer(const JsonFile& f, element e, std::vector<HfNormalizer>& out) {
   const object o = f.as_object(e, "normalizer");
   const std::string type = f.type_of(o, "normalizer");
   if (type == "Sequence") {
@@ -112,13 +133,22 @@ void read_normalizer(const JsonFile& f, element e, std::vector<HfNormalization>&
     if (!list) f.fail("normalizer Sequence has no \"normalizers\"");
     for (element n : f.as_array(*list, "normalizer.normalizers")) read_normalizer(f, n, out);
   } else if (type == "NFC") {
-    out.push_back(HfNormalization::kNfc);
+    out.push_back({HfNormalizer::Kind::kNfc, "", ""});
   } else if (type == "NFD") {
-    out.push_back(HfNormalization::kNfd);
+    out.push_back({HfNormalizer::Kind::kNfd, "", ""});
   } else if (type == "NFKC") {
-    out.push_back(HfNormalization::kNfkc);
+    out.push_back({HfNormalizer::Kind::kNfkc, "", ""});
   } else if (type == "NFKD") {
-    out.push_back(HfNormalization::kNfkd);
+    out.push_back({HfNormalizer::Kind::kNfkd, "", ""});
+  } else if (type == "Prepend") {
+    auto prepend = f.text(o, "prepend", "normalizer");
+    if (!prepend) f.fail("the Prepend normalizer has no \"prepend\"");
+    out.push_back({HfNormalizer::Kind::kPrepend, "", *prepend});
+  } else if (type == "Replace") {
+    std::string pattern = f.string_pattern(o, "the Replace normalizer");
+    auto content = f.text(o, "content", "normalizer");
+    if (!content) f.fail("the Replace normalizer has no \"content\"");
+    out.push_back({HfNormalizer::Kind::kReplace, std::move(pattern), *content});
   } else {
     f.unsupported("the normalizer \"" + type + "\"");
   }
@@ -138,6 +168,18 @@ void read_pre_tokenizer(const JsonFile& f, element e, std::vector<HfPreTokenizer
     step.kind = HfPreTokenizerStep::Kind::kByteLevel;
     step.add_prefix_space = f.flag(o, "add_prefix_space", true, "pre_tokenizer");
     step.use_regex = f.flag(o, "use_regex", true, "pre_tokenizer");
+  } else if (type == "Metaspace") {
+    step.kind = HfPreTokenizerStep::Kind::kMetaspace;
+    step.replacement = f.text(o, "replacement", "pre_tokenizer").value_or("\u2581");
+    if (step.replacement.empty()) f.fail("the Metaspace pre-tokenizer's replacement is empty");
+    // tokenizers before 0.19 wrote add_prefix_space instead of prepend_scheme; split defaults on.
+    const std::string scheme = f.text(o, "prepend_scheme", "pre_tokenizer")
+                                   .value_or(f.flag(o, "add_prefix_space", true, "pre_tokenizer") ? "always" : "never");
+    if (scheme == "always") step.prepend = HfPreTokenizerStep::Prepend::kAlways;
+    else if (scheme == "first") step.prepend = HfPreTokenizerStep::Prepend::kFirst;
+    else if (scheme == "never") step.prepend = HfPreTokenizerStep::Prepend::kNever;
+    else f.fail("the Metaspace pre-tokenizer's prepend_scheme \"" + scheme + "\" is not always, first or never");
+    step.split = f.flag(o, "split", true, "pre_tokenizer");
   } else if (type == "Digits") {
     step.kind = HfPreTokenizerStep::Kind::kDigits;
     step.individual_digits = f.flag(o, "individual_digits", false, "pre_tokenizer");
@@ -166,6 +208,49 @@ void read_pre_tokenizer(const JsonFile& f, element e, std::vector<HfPreTokenizer
     }
   } else {
     f.unsupported("the pre-tokenizer \"" + type + "\"");
+  }
+  out.push_back(std::move(step));
+}
+
+std::size_t utf8_length(std::string_view s) {
+  std::size_t n = 0;
+  for (std::size_t pos = 0; pos < s.size(); ++n) utf8::decode_next(s, pos);
+  return n;
+}
+
+// The decoders of a plain-string vocabulary, flattened out of any Sequence.
+void read_decoder(const JsonFile& f, element e, std::vector<HfDecoderStep>& out) {
+  const object o = f.as_object(e, "decoder");
+  const std::string type = f.type_of(o, "decoder");
+  HfDecoderStep step{};
+  if (type == "Sequence") {
+    auto list = f.field(o, "decoders");
+    if (!list) f.fail("decoder Sequence has no \"decoders\"");
+    for (element d : f.as_array(*list, "decoder.decoders")) read_decoder(f, d, out);
+    return;
+  }
+  if (type == "Replace") {
+    step.kind = HfDecoderStep::Kind::kReplace;
+    step.pattern = f.string_pattern(o, "the Replace decoder");
+    step.content = f.text(o, "content", "decoder").value_or("");
+  } else if (type == "ByteFallback") {
+    step.kind = HfDecoderStep::Kind::kByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = HfDecoderStep::Kind::kFuse;
+  } else if (type == "Strip") {
+    step.kind = HfDecoderStep::Kind::kStrip;
+    step.content = f.text(o, "content", "decoder").value_or(" ");
+    if (utf8_length(step.content) != 1) f.fail("the Strip decoder's content is not one character");
+    step.start = f.count(o, "start", "decoder");
+    step.stop = f.count(o, "stop", "decoder");
+  } else if (type == "Metaspace") {
+    step.kind = HfDecoderStep::Kind::kMetaspace;
+    step.content = f.text(o, "replacement", "decoder").value_or("\u2581");
+    const std::string scheme = f.text(o, "prepend_scheme", "decoder")
+                                   .value_or(f.flag(o, "add_prefix_space", true, "decoder") ? "always" : "never");
+    step.strip_first = scheme != "never";
+  } else {
+    f.unsupported("the decoder \"" + type + "\" for a vocabulary that is not byte-level");
   }
   out.push_back(std::move(step));
 }
@@ -279,11 +364,15 @@ std::unique_ptr<HuggingFaceTokenizer> HuggingFaceTokenizer::load(const std::stri
   // Pre-tokenizer and normalizer.
   if (auto n = f.field(root, "normalizer")) read_normalizer(f, *n, t->normalizers);
   if (auto p = f.field(root, "pre_tokenizer")) read_pre_tokenizer(f, *p, t->pre_tokenizer);
-  bool byte_level = false;
-  for (const auto& step : t->pre_tokenizer) byte_level |= step.kind == HfPreTokenizerStep::Kind::kByteLevel;
-  if (!byte_level) f.unsupported("a tokenizer without a ByteLevel pre-tokenizer (SentencePiece-style BPE)");
+  // Without a ByteLevel pre-tokenizer the vocabulary is of plain strings (SentencePiece-derived
+  // BPE, as Llama 2's): words start from characters, and the decoder is read.
+  t->byte_level = false;
+  for (const auto& step : t->pre_tokenizer) t->byte_level |= step.kind == HfPreTokenizerStep::Kind::kByteLevel;
+  t->bpe.char_symbols = !t->byte_level;
+  if (!t->byte_level)
+    if (auto d = f.field(root, "decoder")) read_decoder(f, *d, t->decoder.emplace());
 
-  // Vocabulary: token strings in GPT-2's byte alphabet.
+  // Vocabulary: token strings in GPT-2's byte alphabet, or plain strings.
   auto vocab_e = f.field(model, "vocab");
   if (!vocab_e) f.fail("model has no \"vocab\"");
   std::unordered_map<std::string, TokenId> token_id;   // model and added tokens, by string
@@ -294,7 +383,8 @@ std::unique_ptr<HuggingFaceTokenizer> HuggingFaceTokenizer::load(const std::stri
     model_vocab[std::string(key)] = id;
     if (static_cast<std::size_t>(id) >= t->id_token.size()) t->id_token.resize(static_cast<std::size_t>(id) + 1);
     t->id_token[static_cast<std::size_t>(id)] = std::string(key);
-    if (gpt2::alphabet_to_bytes(key, bytes)) t->bpe.set_token(t->bpe.intern(bytes), id);
+    if (!t->byte_level) t->bpe.set_token(t->bpe.intern(key), id);
+    else if (gpt2::alphabet_to_bytes(key, bytes)) t->bpe.set_token(t->bpe.intern(bytes), id);
   }
   token_id = model_vocab;
   if (auto unk = f.text(model, "unk_token", "model")) {
@@ -339,8 +429,12 @@ std::unique_ptr<HuggingFaceTokenizer> HuggingFaceTokenizer::load(const std::stri
           f.fail("merge " + std::to_string(rank) + " names " + json_quote(*part) + ", which is not in the vocabulary");
       if (!model_vocab.count(left + right))
         f.fail("merge " + std::to_string(rank) + " makes " + json_quote(left + right) + ", which is not in the vocabulary");
-      if (!gpt2::alphabet_to_bytes(left, left_bytes) || !gpt2::alphabet_to_bytes(right, right_bytes))
+      if (!t->byte_level) {
+        left_bytes = left;
+        right_bytes = right;
+      } else if (!gpt2::alphabet_to_bytes(left, left_bytes) || !gpt2::alphabet_to_bytes(right, right_bytes)) {
         f.fail("merge " + std::to_string(rank) + " has characters outside the byte-level alphabet");
+      }
       const std::uint32_t l = t->bpe.intern(left_bytes);
       const std::uint32_t r = t->bpe.intern(right_bytes);
       t->bpe.add_merge(l, r, rank, t->bpe.intern(left_bytes + right_bytes));

@@ -30,6 +30,7 @@ struct HfPreTokenizerStep {
     kSplitIcu,     // Split (Isolated) with any other regex
     kSplitString,  // Split (Isolated) on a literal string
     kDigits,       // Digits: runs of ASCII digits (or each digit) apart
+    kMetaspace,    // spaces to `replacement`, which may be prepended; optionally split before it
   } kind;
   bool add_prefix_space = false;
   bool use_regex = false;
@@ -37,17 +38,41 @@ struct HfPreTokenizerStep {
   LlamaSplitPattern llama;
   std::shared_ptr<const IcuSplitRegex> icu;
   std::string literal;
+  // Metaspace (pre_tokenizers/metaspace.rs): prepend `replacement` always, only to the piece
+  // that starts the input ("first"), or never; `split` cuts before every replacement.
+  enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
+  std::string replacement;
+  bool split = false;
 };
 
-enum class HfNormalization { kNfc, kNfd, kNfkc, kNfkd };
+// One normalizer of the sequence: Unicode normalization forms, or the string edits of Llama 2's
+// Prepend("▁") + Replace(" ", "▁").
+struct HfNormalizer {
+  enum class Kind { kNfc, kNfd, kNfkc, kNfkd, kPrepend, kReplace } kind;
+  std::string pattern;  // Replace: the literal replaced everywhere
+  std::string content;  // Prepend: the prefix of a non-empty text; Replace: the replacement
+};
+
+// One decoder of the sequence, for vocabularies of plain strings (byte-level ones decode through
+// GPT-2's byte alphabet): tokenizers' decoders/{replace,byte_fallback,fuse,strip,metaspace}.rs.
+struct HfDecoderStep {
+  enum class Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind;
+  std::string pattern, content;   // Replace; Metaspace: content is the replacement
+  std::size_t start = 0, stop = 0;  // Strip: characters equal to content cut at each end, at most
+  bool strip_first = true;         // Metaspace: prepend_scheme is not "never"
+};
 
 struct HuggingFaceTokenizer::Tables {
   std::string path;             // as given (the directory, or tokenizer.json)
   std::string tokenizer_json;   // the file read
 
-  std::vector<HfNormalization> normalizers;
+  std::vector<HfNormalizer> normalizers;
   std::vector<HfPreTokenizerStep> pre_tokenizer;
   ByteBpeTables bpe;
+  // Byte-level vocabularies write tokens in GPT-2's byte alphabet; the others (SentencePiece-
+  // derived, Llama 2) write them as plain strings, with <0xHH> tokens for byte fallback.
+  bool byte_level = true;
+  std::optional<std::vector<HfDecoderStep>> decoder;  // plain-string vocabularies; none: tokens joined by spaces
 
   // Added tokens, matched leftmost-longest: those with normalized=false in the raw text, then
   // the others in the normalized text.

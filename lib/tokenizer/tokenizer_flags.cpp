@@ -15,7 +15,7 @@ void add_tokenizer_flags(cxxopts::Options& options) {
       ("tokenizer-type", "One of: " + types, cxxopts::value<std::string>(), "TYPE")
       ("vocab-file", "Vocabulary file (alone: replaces the recorded path)", cxxopts::value<std::string>(), "FILE")
       ("merge-file", "GPT-2 BPE merges file (alone: replaces the recorded path)", cxxopts::value<std::string>(), "FILE")
-      ("vocab-size", "Vocabulary size (NullTokenizer; TikTokenizer, default 131072)", cxxopts::value<std::string>(), "N")
+      ("vocab-size", "Vocabulary size of NullTokenizer, or of TikTokenizer (default: 131072 for TikTokenizer)", cxxopts::value<std::string>(), "N")
       ("vocab-extra-ids", "Extra <extra_id_i> tokens (BERT and SentencePiece tokenizers)", cxxopts::value<std::string>(), "N");
   // clang-format on
   add_tokenizer_model_flags(options, group);

@@ -17,6 +17,8 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.position_embedding_type = parse_position_embedding_type(m.position_embedding_type);
   c.rotary_percent = m.rotary_percent;
   c.rotary_base = static_cast<double>(m.rotary_base);
+  c.use_rope_scaling = m.use_rope_scaling;
+  c.rope_scaling_factor = m.rope_scaling_factor;
   c.normalization = parse_normalization(m.normalization);
   c.norm_epsilon = m.norm_epsilon;
   c.layernorm_zero_centered_gamma = m.apply_layernorm_1p;

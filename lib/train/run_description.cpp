@@ -47,6 +47,8 @@ std::string train_args_json(const TrainOptions& o, std::int64_t padded_vocab_siz
   a.set("position_embedding_type", PyValue::string(m.position_embedding_type));
   a.set("rotary_percent", PyValue::real(m.rotary_percent));
   a.set("rotary_base", PyValue::integer(m.rotary_base));
+  a.set("use_rope_scaling", PyValue::boolean(m.use_rope_scaling));
+  a.set("rope_scaling_factor", PyValue::real(m.rope_scaling_factor));
   a.set("normalization", PyValue::string(m.normalization));
   a.set("norm_epsilon", PyValue::real(m.norm_epsilon));
   a.set("apply_layernorm_1p", PyValue::boolean(m.apply_layernorm_1p));

@@ -36,6 +36,8 @@ struct ModelShapeOptions {
   std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
   double rotary_percent = 1.0;                       // --rotary-percent
   std::int64_t rotary_base = 10000;                  // --rotary-base
+  bool use_rope_scaling = false;                     // --use-rope-scaling: Llama 3.1's frequency scaling
+  double rope_scaling_factor = 8.0;                  // --rope-scaling-factor
   std::string normalization = "LayerNorm";           // LayerNorm | RMSNorm
   double norm_epsilon = 1e-5;                        // --norm-epsilon
   bool apply_layernorm_1p = false;                   // --apply-layernorm-1p: weights zero-centred, 1 + w applied

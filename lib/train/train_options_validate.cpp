@@ -224,6 +224,9 @@ void validate_model(ModelShapeOptions& m) {
   if (!(m.rotary_percent > 0.0 && m.rotary_percent <= 1.0))
     throw UsageError("--rotary-percent must be in (0, 1]");
   require_positive("--rotary-base", m.rotary_base);
+  if (!(m.rope_scaling_factor > 0.0)) throw UsageError("--rope-scaling-factor must be positive");
+  if (m.use_rope_scaling && pe != "rope")
+    throw UsageError("--use-rope-scaling scales rotary frequencies: it needs --position-embedding-type rope");
   check_choice("--normalization", m.normalization, {"LayerNorm", "RMSNorm"});
   if (!(m.norm_epsilon > 0.0)) throw UsageError("--norm-epsilon must be positive");
   require_probability("--hidden-dropout", m.hidden_dropout);

@@ -25,6 +25,7 @@
 #include "ckpt/safetensors_writer.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/rotary.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
@@ -93,7 +94,8 @@ const HfLlamaTensorMapping& mapping_named(const std::vector<HfLlamaTensorMapping
 struct GoldenLogits {
   std::vector<std::int64_t> tokens;
   std::int64_t vocab = 0;
-  std::vector<float> logits;  // [tokens, vocab]
+  std::vector<float> logits;    // [tokens, vocab]
+  std::vector<double> inv_freq;  // the scaled model's rotary inverse frequencies
 };
 
 GoldenLogits golden_logits(const std::string& model) {
@@ -101,8 +103,13 @@ GoldenLogits golden_logits(const std::string& model) {
   const simdjson::padded_string text = simdjson::padded_string::load(golden_path("hf_llama_logits.json"));
   const simdjson::dom::element root = parser.parse(text);
   GoldenLogits g;
-  for (std::int64_t t : root["tokens"].get_array()) g.tokens.push_back(t);
   const simdjson::dom::element entry = root[model];
+  simdjson::dom::array tokens;
+  if (entry["tokens"].get(tokens)) tokens = root["tokens"].get_array();  // the shared ones
+  for (std::int64_t t : tokens) g.tokens.push_back(t);
+  simdjson::dom::array inv_freq;
+  if (!entry["inv_freq"].get(inv_freq))
+    for (double f : inv_freq) g.inv_freq.push_back(f);
   g.vocab = entry["shape"].at(1).get_int64();
   for (double v : entry["logits"].get_array()) g.logits.push_back(static_cast<float>(v));
   return g;
@@ -227,6 +234,52 @@ TEST_CASE("Imported Llama and Mistral models give transformers' logits", "[ckpt]
     // The padding rows are zero, so their logits are too.
     CHECK(logits[static_cast<std::size_t>(383)] == 0.0f);
   }
+}
+
+TEST_CASE("A Llama 3.1 model with rope scaling gives transformers' logits and exports back", "[ckpt][hf][llama]") {
+  const GoldenLogits golden = golden_logits("hf-llama31-tiny");
+  // The scaling rule against transformers' own inverse frequencies (rope_type llama3).
+  REQUIRE(golden.inv_freq.size() == 16);
+  for (std::size_t i = 0; i < golden.inv_freq.size(); ++i) {
+    INFO("frequency " << i);
+    const double plain = std::pow(500000.0, -2.0 * static_cast<double>(i) / 32.0);
+    CHECK(cpu::llama3_scaled_inv_freq(plain, 8.0) == Approx(golden.inv_freq[i]).epsilon(1e-6));
+  }
+  const std::string dir = test::scratch_dir("hf_llama31");
+  convert_checkpoint(convert("hf", "mgt", golden_path("hf-llama31-tiny"), dir + "/mgt"));
+  const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
+  CHECK(checkpoint.config.use_rope_scaling);
+  CHECK(checkpoint.config.rope_scaling_factor == 8.0);
+  CHECK(checkpoint.config.query_groups() == 1);
+  CHECK_THAT(checkpoint.metadata.args_json,
+             Contains("\"use_rope_scaling\": true") && Contains("\"rope_scaling_factor\": 8.0"));
+  CpuBackend backend;
+  auto model = load_checkpoint_model(checkpoint, backend);
+  const std::vector<float> logits = logits_of(*model, golden.tokens);
+  REQUIRE(logits.size() == golden.logits.size());
+  float largest = 0.0f, worst = 0.0f;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    largest = std::max(largest, std::fabs(golden.logits[i]));
+    worst = std::max(worst, std::fabs(logits[i] - golden.logits[i]));
+  }
+  INFO("largest |logit| " << largest << ", largest difference " << worst);
+  CHECK(largest > 1.0f);
+  CHECK(worst <= 1e-5f * largest);
+  // Back to Hugging Face: the same weights, and Llama 3.1's rope_scaling in config.json, which
+  // reads back as the same model.
+  convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf"));
+  CHECK(file_bytes(dir + "/hf/model.safetensors") == file_bytes(golden_path("hf-llama31-tiny/model.safetensors")));
+  CHECK_THAT(file_bytes(dir + "/hf/config.json"),
+             Contains(R"("rope_scaling": {)") && Contains(R"("factor": 8.0)") &&
+                 Contains(R"("high_freq_factor": 4.0)") && Contains(R"("low_freq_factor": 1.0)") &&
+                 Contains(R"("original_max_position_embeddings": 8192)") && Contains(R"("rope_type": "llama3")"));
+  const HfLlamaConfig back = parse_hf_llama_config_json(file_bytes(dir + "/hf/config.json"), "config.json");
+  REQUIRE(back.llama3_rope_factor.has_value());
+  CHECK(*back.llama3_rope_factor == 8.0);
+  // Mistral has no such field here: the export is refused rather than silently unscaled.
+  ConvertOptions mistral = convert("mgt", "hf", dir + "/mgt", dir + "/mistral");
+  mistral.hf_model_type = "mistral";
+  CHECK_THROWS_WITH(convert_checkpoint(mistral), Contains("--use-rope-scaling"));
 }
 
 TEST_CASE("Hugging Face Llama and Mistral to mgt and back is byte for byte", "[ckpt][hf][llama]") {
@@ -364,10 +417,22 @@ TEST_CASE("Llama config.json: transformers 4 and 5 layouts and refusals naming t
     return std::string("accepted");
   };
   auto with = [&](const std::string& extra) { return "{" + extra + "," + v4.substr(1); };
-  CHECK_THAT(refused(with(R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0})")),
-             Contains("c.json") && Contains("rope_scaling of type 'llama3'"));
+  // Llama 3.1's scaling is read, in either layout; the factor is its only free parameter.
+  const HfLlamaConfig scaled = parse_hf_llama_config_json(
+      with(R"("rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, )"
+           R"("high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"), "c.json");
+  CHECK(scaled.llama3_rope_factor == 32.0);
+  CHECK(gpt_config_of(scaled, 64, 300).use_rope_scaling);
+  CHECK(gpt_config_of(scaled, 64, 300).rope_scaling_factor == 32.0);
+  CHECK(refused(with(R"("rope_scaling": {"type": "default"})")) == "accepted");
+  CHECK_THAT(refused(with(R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 2.0})")),
+             Contains("c.json") && Contains("rope_scaling's low_freq_factor is 2.0, not 1.0"));
+  CHECK_THAT(refused(with(R"("rope_scaling": {"rope_type": "llama3", "factor": 0})")),
+             Contains("rope_scaling's factor must be a positive number"));
+  CHECK_THAT(refused(with(R"("rope_scaling": {"rope_type": "linear", "factor": 2.0})")),
+             Contains("rope_scaling of type 'linear' is not supported") && Contains("llama3"));
   CHECK_THAT(refused(with(R"("rope_parameters": {"rope_type": "yarn", "rope_theta": 1.0})")),
-             Contains("rope_parameters has rope_type 'yarn'"));
+             Contains("rope_parameters of type 'yarn' is not supported"));
   CHECK_THAT(refused(with(R"("hidden_act": "gelu")")), Contains("hidden_act 'gelu'"));
   CHECK_THAT(refused(with(R"("attention_bias": true)")), Contains("attention_bias is true but mlp_bias is false"));
   CHECK_THAT(refused(with(R"("num_key_value_heads": 3)")), Contains("not divisible by num_key_value_heads"));
@@ -385,8 +450,8 @@ TEST_CASE("Llama config.json: transformers 4 and 5 layouts and refusals naming t
 
 TEST_CASE("Llama import refuses broken directories, naming the file and tensor", "[ckpt][hf][llama]") {
   const std::string dir = test::scratch_dir("hf_llama_refusals");
-  CHECK_THAT(refusal(edited_llama(dir, "rope_scaling", R"({"rope_type": "llama3", "factor": 8.0})")),
-             Contains("config.json") && Contains("rope_scaling"));
+  CHECK_THAT(refusal(edited_llama(dir, "rope_scaling", R"({"rope_type": "yarn", "factor": 8.0})")),
+             Contains("config.json") && Contains("rope_scaling of type 'yarn'"));
   CHECK_THAT(refusal(edited_llama(dir, "num_hidden_layers", "")), Contains("config.json") &&
                                                                       Contains("'num_hidden_layers'"));
   CHECK_THAT(refusal(edited_llama(dir, "model_type", "\"qwen2\"")),

@@ -215,9 +215,10 @@ TEST_CASE("cuda ops: embedding, rotary, fused QKV layout", "[cuda]") {
   check_close(pair, out, 0.0, "embedding_forward");
   check_close(pair, dtable, kReduction, "embedding_backward");
 
+  // The second rotation has Llama 3.1's frequency scaling, at positions where it matters.
+  for (const RotaryParams& params : {RotaryParams{48, 10000.0, 7}, RotaryParams{48, 500000.0, 9000, 8.0}})
   for (const SeqLayout layout : {SeqLayout::kSeqMajor, SeqLayout::kBatchMajor}) {
     const HeadTensor shape{50, 3, 4, 64, layout};
-    const RotaryParams params{48, 10000.0, 7};
     auto x = random_twin(pair, shape.elements(), 55);
     auto y = random_twin(pair, shape.elements(), 56);
     auto dx = random_twin(pair, shape.elements(), 57);

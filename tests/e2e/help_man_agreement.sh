@@ -3,7 +3,7 @@
 # --help names is documented in man/man1/PROGRAM.1, and each flag the man page sets in bold or
 # bold-italic at the start of a line (.B, .BR, .BI, the forms its option lists use) is one --help
 # names, or one the program refuses by name with its reason, as the page says. A Megatron user reads one and types what the other accepts, so a gap either way is a bug.
-# The SEE ALSO section of every page names the five sibling programs.
+# (help_conventions.sh checks the conventions of --help itself, and each page's SEE ALSO.)
 # Usage: bash tests/e2e/help_man_agreement.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 bin=$1
@@ -61,11 +61,6 @@ for program in "${programs[@]}"; do
     grep -qE -- "${flag}([^a-z0-9_-]|\$)" "$work/$program.help" && continue
     refused_by_name "$program" "$flag" ||
       problems+=("$flag is documented in $program.1 but neither in $program --help nor refused by name")
-  done
-  see_also=$(sed -n '/^\.SH SEE ALSO/,/^\.SH/p' "$page")
-  for sibling in "${programs[@]}"; do
-    [[ $sibling == "$program" ]] && continue
-    grep -qF -- ".BR $sibling (1)" <<<"$see_also" || problems+=("SEE ALSO of $program.1 does not name $sibling")
   done
 done
 

@@ -97,12 +97,11 @@ mkdir "$work/scaled" && cp "$work/hf/model.safetensors" "$work/scaled/"
 python3 - "$work/hf/config.json" "$work/scaled/config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192}
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}
 json.dump(c, open(sys.argv[2], "w"))
 PY
 expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/scaled" --save-dir "$work/x"
-one_line_error "config.json: rope_scaling of type 'llama3' is not supported"
+one_line_error "config.json: rope_scaling of type 'yarn' is not supported"
 mkdir "$work/missing" && cp "$work/bf16/"* "$work/missing/" && rm "$work/missing/$(basename "${shards[1]}")"
 expect_status 1 "${convert[@]}" --loader hf --saver mgt --load-dir "$work/missing" --save-dir "$work/x"
 one_line_error "$(basename "${shards[1]}"), which does not exist"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of mgt-generate on a tiny checkpoint trained here: JSONL in and out,
 # standard input and output, reproducible sampling, stop texts, log-probabilities, the atomic
-# output file, interactive prompts on a terminal, and one-line errors.
+# output file, interactive prompts on a terminal, Megatron's generation flags (--seq-length
+# bounding prompt plus completion), and one-line errors.
 # Usage: bash tests/e2e/mgt_generate.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 bin=$1
@@ -120,6 +121,53 @@ def refuse(name):
 for line in open(sys.argv[1]):
     json.loads(line, parse_constant=refuse)
 PY
+
+# Megatron's generation command lines port: examples/inference/run_text_generation_server_345M.sh's
+# flags (the model shape repeated and checked, --fp16 with a warning on the CPU, --seq-length,
+# --seed) give the same greedy completions.
+megatron=(--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --num-layers 2 --hidden-size 32
+          --num-attention-heads 4 --max-position-embeddings 64 "${gpt2[@]}" --fp16 --micro-batch-size 1
+          --seq-length 64 --seed 42)
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" "${megatron[@]}" --prompts "$work/prompts.jsonl" \
+  --max-new-tokens 6
+python3 - "$work/out.txt" "$work/greedy.jsonl" <<'PY' || fail "Megatron's generation flags changed the completions"
+import json, sys
+ours, greedy = ([json.loads(l) for l in open(path)] for path in sys.argv[1:])
+assert [r["tokens"] for r in ours] == [r["tokens"] for r in greedy], (ours, greedy)
+PY
+# --seq-length bounds prompt plus completion: a completion that reaches it ends there.
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 30 \
+  --seq-length 12
+cp "$work/out.txt" "$work/bounded.jsonl"
+python3 - "$work/bounded.jsonl" <<'PY' || fail "--seq-length does not bound prompt plus completion"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    total = r["prompt_tokens"] + r["generated_tokens"]
+    assert total <= 12, r
+    assert r["finish_reason"] != "length" or total == 12, r
+assert any(r["finish_reason"] == "length" for r in rows), rows
+PY
+# Megatron Core's --inference-max-seq-length bounds the same way; the smaller bound holds.
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 30 \
+  --inference-max-seq-length 12 --seq-length 40
+cmp -s "$work/out.txt" "$work/bounded.jsonl" || fail "--inference-max-seq-length bounds differently"
+# A prompt that fills the bound leaves no room; a bound past the checkpoint's positions is
+# refused at start-up, as Megatron's validate_args refuses seq_length > max_position_embeddings.
+expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --seq-length 4
+grep -q -- "--seq-length) leave no room" "$work/err.txt" || fail "a prompt longer than --seq-length not explained"
+expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --seq-length 65
+[[ $(wc -l <"$work/err.txt") == 1 ]] && grep -q "seq-length 65 exceeds the checkpoint's max_position_embeddings (64)" \
+  "$work/err.txt" || fail "--seq-length past the positions not refused in one line"
+# tools/run_text_generation_server.py spells the sampling flags --top_k and --top_p.
+expect_status 0 "$bin/mgt-generate" "${sample[@]}" --top_k 0 --top_p 0.9 --seed 5 --output "$work/underscore.jsonl"
+expect_status 0 "$bin/mgt-generate" "${sample[@]}" --top-k 0 --top-p 0.9 --seed 5 --output "$work/dash.jsonl"
+cmp -s "$work/underscore.jsonl" "$work/dash.jsonl" || fail "--top_k/--top_p differ from --top-k/--top-p"
+# Older Megatron's examples/generate_text.sh flags are refused, naming what to give instead.
+expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --out-seq-length 101 --genfile "$work/g.json" --num-samples 8
+grep -q -- "--out-seq-length is not supported by mgt-generate: .*--max-new-tokens" "$work/err.txt" &&
+  grep -q -- "--genfile" "$work/err.txt" && grep -q -- "--num-samples" "$work/err.txt" ||
+  fail "generate_text.sh's flags not refused by name"
 
 printf '{"prompt": ""}\n' >"$work/empty.jsonl"
 expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/empty.jsonl"

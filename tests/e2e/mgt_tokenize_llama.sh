@@ -43,6 +43,7 @@ check hf-llama3 hf-llama3-bpe.jsonl --tokenizer-type HuggingFaceTokenizer --toke
 check hf-gpt2 hf-gpt2-bpe.jsonl --tokenizer-type HuggingFaceTokenizer \
   --tokenizer-model "$MODELS/hf-gpt2-bpe/tokenizer.json"
 check hf-qwen2 hf-qwen2-bpe.jsonl --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$MODELS/hf-qwen2-bpe"
+check hf-llama2 hf-llama2-bpe.jsonl --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$MODELS/hf-llama2-bpe"
 check llama2 spm-llama-bpe-llama2.jsonl --tokenizer-type Llama2Tokenizer --tokenizer-model "$MODELS/spm-llama-bpe.model"
 check tiktoken tiktoken-v2.jsonl --tokenizer-type TikTokenizer --tokenizer-model "$MODELS/tiktoken-bpe.json" \
   --tiktoken-pattern v2 --vocab-size 709 --tiktoken-num-special-tokens 12 \

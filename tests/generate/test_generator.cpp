@@ -90,6 +90,27 @@ TEST_CASE("KV-cached greedy generation equals greedy decoding over whole sequenc
   }
 }
 
+TEST_CASE("A sequence length bound ends completions early and is capped by the positions", "[generate]") {
+  CpuBackend backend;
+  GptModel model(generation_config(gpt2_like_config()), backend, 3);
+  randomize_parameters(model.parameters(), 3);
+  NullTokenizer tokenizer(kNullVocab);
+  GenerationSettings s;
+  s.max_new_tokens = 9;
+  Generator bounded(model, tokenizer, s, 5);
+  CHECK(bounded.max_sequence_length() == 5);
+  const Completion full = Generator(model, tokenizer, s).generate(std::vector<std::string>{"1 2"}).front();
+  const Completion cut = bounded.generate(std::vector<std::string>{"1 2"}).front();
+  // The same greedy tokens, up to prompt plus completion = 5 (unless eod came first).
+  REQUIRE(cut.tokens.size() <= 3);
+  CHECK(std::equal(cut.tokens.begin(), cut.tokens.end(), full.tokens.begin()));
+  if (cut.tokens.size() == 3) CHECK(cut.finish_reason == FinishReason::kLength);
+  CHECK_THROWS_WITH(bounded.generate(std::vector<std::string>{"1 2 3 4 5"}), Catch::Contains("leave no room"));
+  const int64_t positions = model.config().max_position_embeddings;
+  CHECK(Generator(model, tokenizer, s, positions + 100).max_sequence_length() == positions);
+  CHECK(Generator(model, tokenizer, s).max_sequence_length() == positions);
+}
+
 TEST_CASE("Seeded sampling is reproducible and independent of the batch", "[generate]") {
   CpuBackend backend;
   GptModel model(generation_config(gpt2_like_config()), backend, 5);

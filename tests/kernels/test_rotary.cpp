@@ -24,8 +24,9 @@ std::vector<double> reference_rope(const std::vector<double>& x, const HeadTenso
       for (int64_t h = 0; h < t.heads; ++h) {
         const int64_t o = t.offset(s, b, h);
         for (int64_t i = 0; i < p.rotary_dim; ++i) {
-          const double freq = std::pow(p.base, -2.0 * static_cast<double>(i % half) /
-                                                   static_cast<double>(p.rotary_dim));
+          const double freq = cpu::llama3_scaled_inv_freq(
+              std::pow(p.base, -2.0 * static_cast<double>(i % half) / static_cast<double>(p.rotary_dim)),
+              p.llama3_scaling_factor);
           const double theta = static_cast<double>(s + p.position_offset) * freq;
           const double rotated = i < half ? -x[o + i + half] : x[o + i - half];
           y[o + i] = x[o + i] * std::cos(theta) + rotated * std::sin(theta);
@@ -42,6 +43,27 @@ TEST_CASE("rotary_dim_for truncates like Megatron", "[kernels]") {
   CHECK(cpu::rotary_dim_for(64, 1.0) == 64);
   CHECK(cpu::rotary_dim_for(64, 0.5) == 32);
   CHECK(cpu::rotary_dim_for(10, 0.25) == 2);
+}
+
+TEST_CASE("Llama 3.1 rope scaling keeps, interpolates and slows frequencies as Megatron does", "[kernels]") {
+  constexpr double kPi = 3.14159265358979323846;
+  // Wavelengths (2π / inv_freq) below 8192/4 keep their frequency; above 8192 it is divided by the
+  // factor; between, (1 − s)·f/factor + s·f with s = (8192/wavelength − 1) / 3.
+  CHECK(cpu::llama3_scaled_inv_freq(0.5, 8.0) == 0.5);
+  CHECK(cpu::llama3_scaled_inv_freq(2 * kPi / 10000.0, 8.0) == Approx(2 * kPi / 10000.0 / 8.0));
+  const double medium = 2 * kPi / 4096.0;  // s = 1/3
+  CHECK(cpu::llama3_scaled_inv_freq(medium, 8.0) == Approx((2.0 / 3.0) * medium / 8.0 + medium / 3.0));
+  CHECK(cpu::llama3_scaled_inv_freq(2 * kPi / 10000.0, 0.0) == 2 * kPi / 10000.0);  // no scaling
+  // The rotation uses the scaled frequencies, at positions far enough for them to matter.
+  const HeadTensor t{4, 1, 2, 16, SeqLayout::kSeqMajor};
+  const cpu::RotaryParams p{16, 500000.0, 20000, 8.0};
+  const auto x = random_floats(static_cast<size_t>(t.elements()), 133, -2.0f, 2.0f);
+  std::vector<float> y(x.size());
+  cpu::rotary_forward(x.data(), t, p, y.data());
+  CHECK(max_rel_error(y, reference_rope(to_double(x), t, p)) < 1e-5);
+  cpu::RotaryParams unscaled = p;
+  unscaled.llama3_scaling_factor = 0.0;
+  CHECK(max_rel_error(y, reference_rope(to_double(x), t, unscaled)) > 1e-2);
 }
 
 TEST_CASE("rotary forward and backward match fp64 in both layouts", "[kernels]") {

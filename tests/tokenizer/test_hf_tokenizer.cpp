@@ -45,6 +45,31 @@ TEST_CASE("hf: Qwen2-style NFC + Split matches transformers", "[hf][tokenizer]")
   test::check_golden("hf-qwen2-bpe.jsonl");
 }
 
+TEST_CASE("hf: Llama 2-style Prepend + Replace normalizer with byte fallback matches tokenizers", "[hf][tokenizer]") {
+  test::check_golden("hf-llama2-bpe.jsonl");
+}
+
+TEST_CASE("hf: Llama 2-style Metaspace pre-tokenizer (prepend_scheme first) matches tokenizers", "[hf][tokenizer]") {
+  test::check_golden("hf-llama2-metaspace.jsonl");
+}
+
+TEST_CASE("hf: Metaspace splitting on every space (prepend_scheme always) matches tokenizers", "[hf][tokenizer]") {
+  test::check_golden("hf-metaspace-split.jsonl");
+}
+
+TEST_CASE("hf: a plain-string vocabulary starts words from characters", "[hf][tokenizer]") {
+  // No pre-tokenizer and no ByteLevel: "é" is one symbol, not two bytes; a character outside the
+  // vocabulary without byte fallback is one <unk> (fused with its neighbours), and decoding
+  // without a decoder joins the tokens with spaces, as tokenizers does.
+  const std::string dir = scratch_tokenizer(
+      "hf-plain",
+      R"({"model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "vocab": {"<unk>": 0, "é": 1, "t": 2, "ét": 3}, )"
+      R"("merges": [["é", "t"]]}})");
+  auto tok = HuggingFaceTokenizer::load(dir);
+  CHECK(tok->tokenize("étxyét") == std::vector<TokenId>{3, 0, 3});
+  CHECK(tok->detokenize(std::vector<TokenId>{3, 2}) == "ét t");
+}
+
 TEST_CASE("hf: Megatron's identifiers and special ids", "[hf][tokenizer]") {
   auto llama = HuggingFaceTokenizer::load(model_dir("hf-llama3-bpe"));
   CHECK(llama->class_name() == "_HuggingFaceTokenizer");
@@ -76,11 +101,22 @@ TEST_CASE("hf: unsupported tokenizer.json features are refused by name", "[hf][t
       "hf-lowercase", std::string(R"({"normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "ByteLevel"}, )") +
                           kTinyModel + "}");
   CHECK_THROWS_WITH(HuggingFaceTokenizer::load(lower), Catch::Contains("the normalizer \"Lowercase\""));
-  const std::string metaspace = scratch_tokenizer(
-      "hf-metaspace", std::string(R"({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}, )") + kTinyModel + "}");
-  CHECK_THROWS_WITH(HuggingFaceTokenizer::load(metaspace), Catch::Contains("the pre-tokenizer \"Metaspace\""));
-  const std::string no_byte_level = scratch_tokenizer("hf-no-byte-level", std::string("{") + kTinyModel + "}");
-  CHECK_THROWS_WITH(HuggingFaceTokenizer::load(no_byte_level), Catch::Contains("without a ByteLevel pre-tokenizer"));
+  const std::string whitespace = scratch_tokenizer(
+      "hf-whitespace", std::string(R"({"pre_tokenizer": {"type": "Whitespace"}, )") + kTinyModel + "}");
+  CHECK_THROWS_WITH(HuggingFaceTokenizer::load(whitespace), Catch::Contains("the pre-tokenizer \"Whitespace\""));
+  const std::string regex_replace = scratch_tokenizer(
+      "hf-regex-replace",
+      std::string(R"({"normalizer": {"type": "Replace", "pattern": {"Regex": " +"}, "content": "▁"}, )") + kTinyModel +
+          "}");
+  CHECK_THROWS_WITH(HuggingFaceTokenizer::load(regex_replace),
+                    Catch::Contains("the Replace normalizer with a Regex pattern is not supported"));
+  const std::string scheme = scratch_tokenizer(
+      "hf-metaspace-scheme",
+      std::string(R"({"pre_tokenizer": {"type": "Metaspace", "prepend_scheme": "sometimes"}, )") + kTinyModel + "}");
+  CHECK_THROWS_WITH(HuggingFaceTokenizer::load(scheme), Catch::Contains("prepend_scheme \"sometimes\""));
+  const std::string wordpiece_decoder = scratch_tokenizer(
+      "hf-wordpiece-decoder", std::string(R"({"decoder": {"type": "WordPiece"}, )") + kTinyModel + "}");
+  CHECK_THROWS_WITH(HuggingFaceTokenizer::load(wordpiece_decoder), Catch::Contains("the decoder \"WordPiece\""));
   const std::string removed = scratch_tokenizer(
       "hf-split-removed",
       std::string(R"({"pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed", )"

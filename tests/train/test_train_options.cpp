@@ -96,6 +96,8 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       {"--position-embedding-type", py(m.position_embedding_type)},
       {"--rotary-percent", py(m.rotary_percent)},
       {"--rotary-base", py(m.rotary_base)},
+      {"--use-rope-scaling", py(m.use_rope_scaling)},
+      {"--rope-scaling-factor", py(m.rope_scaling_factor)},
       {"--normalization", py(m.normalization)},
       {"--norm-epsilon", py(m.norm_epsilon)},
       {"--apply-layernorm-1p", py(m.apply_layernorm_1p)},

@@ -6,12 +6,17 @@ Commands:
   models OUTDIR   train the small models on the bundled corpora and write them to OUTDIR
                   (datasets/tokenizer-tests/): three tokenizer.json directories (GPT-2-style
                   byte-level BPE, Llama 3-style Split + ByteLevel, Qwen2-style NFC + Split),
-                  two SentencePiece models (unigram, Llama-style BPE with byte fallback) and a
-                  TikToken vocabulary in Megatron's JSON format.
-  golden MODELDIR OUTDIR
+                  two SentencePiece models (unigram, Llama-style BPE with byte fallback), a
+                  TikToken vocabulary in Megatron's JSON format, and three tokenizer.json
+                  directories converted from the SentencePiece BPE model the way transformers'
+                  LlamaConverter converts Llama 2's (Prepend + Replace normalizer; Metaspace
+                  pre-tokenizer; Metaspace splitting on every space).
+  llama2 OUTDIR   only the last three (the SentencePiece model must be in OUTDIR already).
+  golden MODELDIR OUTDIR [NAME...]
                   write one JSONL golden file per Megatron tokenizer type to OUTDIR
                   (tests/tokenizer/golden/): a header line with the tokenizer's properties, then
                   {"text", "ids"} lines for the bundled text lines and the Unicode stress inputs.
+                  With NAMEs, only those files (hf-llama2-bpe, ...).
 
 The ids are what Megatron-LM's tokenizer classes (megatron/training/tokenizer/tokenizer.py)
 return: _HuggingFaceTokenizer is AutoTokenizer(text).input_ids; _SentencePieceTokenizer splits
@@ -19,10 +24,14 @@ out its special tokens and encodes the rest with SentencePiece; _GPTSentencePiec
 encode_as_ids; _Llama2Tokenizer prepends BOS; CustomTikTokenizer is tiktoken's encode_ordinary
 with the special ids first. Megatron's classes are restated here (the package is not needed).
 
-Requirements: pip install tokenizers transformers sentencepiece tiktoken
+Requirements: pip install tokenizers transformers sentencepiece tiktoken protobuf
 Regenerate with:
   python3 tools/reference/llama_tokenizers_reference.py models datasets/tokenizer-tests
   python3 tools/reference/llama_tokenizers_reference.py golden datasets/tokenizer-tests tests/tokenizer/golden
+The Llama 2-style directories alone (they were added later):
+  python3 tools/reference/llama_tokenizers_reference.py llama2 datasets/tokenizer-tests
+  python3 tools/reference/llama_tokenizers_reference.py golden datasets/tokenizer-tests tests/tokenizer/golden \
+      hf-llama2-bpe hf-llama2-metaspace hf-metaspace-split
 """
 import base64
 import io
@@ -223,6 +232,52 @@ def make_models(out):
         json.dump(entries, f, ensure_ascii=False)
         f.write("\n")
 
+    make_llama2(out)
+
+
+def make_llama2(out):
+    """Llama 2-style tokenizer.json files: the SentencePiece BPE model (byte fallback) converted
+    as transformers' LlamaConverter (convert_slow_tokenizer.py) converts Llama 2's tokenizer.model,
+    restated here because its BPE branch does not run in transformers 5. The vocabulary and merges
+    come from transformers' SentencePieceExtractor; <unk> <s> </s> are special added tokens; the
+    template prepends <s> as LlamaTokenizerFast's does.
+
+      hf-llama2-bpe        legacy=True: normalizer Prepend("▁") + Replace(" ", "▁"), no pre-tokenizer
+      hf-llama2-metaspace  legacy=False: Metaspace pre-tokenizer, prepend_scheme "first", no split
+      hf-metaspace-split   Metaspace with prepend_scheme "always" and split on every "▁", and the
+                           Metaspace decoder (the form older tokenizers versions wrote)
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import BPE
+    from transformers.convert_slow_tokenizer import SentencePieceExtractor
+    extracted = SentencePieceExtractor(os.path.join(out, "spm-llama-bpe.model")).extract(BPE)
+    vocab, merges = extracted["vocab"], extracted["merges"]
+    byte_fallback_decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                               decoders.Strip(content=" ", left=1)])
+    variants = [
+        ("hf-llama2-bpe", normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]), None,
+         byte_fallback_decoder),
+        ("hf-llama2-metaspace", None, pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False),
+         byte_fallback_decoder),
+        ("hf-metaspace-split", None, pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True),
+         decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="always")])),
+    ]
+    for name, normalizer, pre_tokenizer, decoder in variants:
+        tok = Tokenizer(BPE(vocab, merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True, dropout=None))
+        tok.add_tokens([AddedToken(t, normalized=False, special=True) for t in ("<unk>", "<s>", "</s>")])
+        if normalizer:
+            tok.normalizer = normalizer
+        if pre_tokenizer:
+            tok.pre_tokenizer = pre_tokenizer
+        tok.decoder = decoder
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                           special_tokens=[("<s>", tok.token_to_id("<s>"))])
+        # PreTrainedTokenizerFast: transformers runs tokenizer.json as it is (its LlamaTokenizer
+        # class would rebuild the pipeline from its own legacy setting).
+        save_hf(tok, os.path.join(out, name),
+                {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                 "unk_token": "<unk>", "clean_up_tokenization_spaces": False, "model_max_length": 4096})
+
 
 def gpt2_alphabet_inverse():
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -364,7 +419,7 @@ class HuggingFaceMegatron:
 # golden
 
 
-def golden(models, out):
+def golden(models, out, names=()):
     import sentencepiece
     import tiktoken
     import tokenizers
@@ -382,6 +437,12 @@ def golden(models, out):
         ("hf-llama3-bpe", "HuggingFaceTokenizer", os.path.join(models, "hf-llama3-bpe"), {},
          lambda p: HuggingFaceMegatron(p)),
         ("hf-qwen2-bpe", "HuggingFaceTokenizer", os.path.join(models, "hf-qwen2-bpe"), {},
+         lambda p: HuggingFaceMegatron(p)),
+        ("hf-llama2-bpe", "HuggingFaceTokenizer", os.path.join(models, "hf-llama2-bpe"), {},
+         lambda p: HuggingFaceMegatron(p)),
+        ("hf-llama2-metaspace", "HuggingFaceTokenizer", os.path.join(models, "hf-llama2-metaspace"), {},
+         lambda p: HuggingFaceMegatron(p)),
+        ("hf-metaspace-split", "HuggingFaceTokenizer", os.path.join(models, "hf-metaspace-split"), {},
          lambda p: HuggingFaceMegatron(p)),
         ("spm-unigram-sentencepiece", "SentencePieceTokenizer", os.path.join(models, "spm-unigram.model"), {},
          lambda p: SentencePieceMegatron(p, "SentencePieceTokenizer")),
@@ -401,6 +462,8 @@ def golden(models, out):
                                     ["<unk>", "<s>", "</s>", "<|im_start|>"])),
     ]
     for name, kind, path, flags, make in cases:
+        if names and name not in names:
+            continue
         t = make(path)
         header = {
             "comment": f"{kind} ids of Megatron-LM's tokenizer class ({versions}). Regenerate with: "
@@ -424,8 +487,10 @@ def golden(models, out):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "models":
         make_models(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "golden":
-        golden(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "llama2":
+        make_llama2(sys.argv[2])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "golden":
+        golden(sys.argv[2], sys.argv[3], sys.argv[4:])
     else:
         sys.exit(__doc__)
 

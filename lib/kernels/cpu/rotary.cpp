@@ -18,6 +18,7 @@ void rotate(const float* x, const HeadTensor& shape, const RotaryParams& params,
           "rotary_dim must be in (0, head_dim]");
   require(params.rotary_dim % 2 == 0, name, "rotary_dim must be even");
   require(params.base > 0.0, name, "base must be > 0");
+  require(params.llama3_scaling_factor >= 0.0, name, "llama3_scaling_factor must be >= 0");
 
   const int64_t half = params.rotary_dim / 2;
   // Angles in double: positions reach thousands, and fp32 θ would lose several digits there.
@@ -28,7 +29,7 @@ void rotate(const float* x, const HeadTensor& shape, const RotaryParams& params,
     for (int64_t i = 0; i < half; ++i) {
       const double exponent =
           -static_cast<double>(2 * i) / static_cast<double>(params.rotary_dim);
-      const double inv_freq = std::pow(params.base, exponent);
+      const double inv_freq = llama3_scaled_inv_freq(std::pow(params.base, exponent), params.llama3_scaling_factor);
       const double theta = pos * inv_freq;
       cos_table[static_cast<size_t>(s * half + i)] = static_cast<float>(std::cos(theta));
       sin_table[static_cast<size_t>(s * half + i)] = static_cast<float>(sign * std::sin(theta));

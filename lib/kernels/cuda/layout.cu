@@ -101,7 +101,7 @@ void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, i
 
 // One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.
 __global__ void rotary_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
-                              double base, int64_t position_offset, float sign, Out y) {
+                              double base, double llama3_factor, int64_t position_offset, float sign, Out y) {
   const int64_t half = rotary_dim / 2;
   const int64_t total = shape.seq * shape.batch * shape.heads * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -112,7 +112,8 @@ __global__ void rotary_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
     rest /= shape.heads;
     const int64_t b = rest % shape.batch;
     const int64_t s = rest / shape.batch;
-    const double inv_freq = pow(base, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim));
+    const double inv_freq = cpu::llama3_scaled_inv_freq(
+        pow(base, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim)), llama3_factor);
     const double theta = static_cast<double>(position_offset + s) * inv_freq;
     const auto c = static_cast<float>(cos(theta));
     const auto sn = static_cast<float>(sign * sin(theta));
@@ -177,7 +178,8 @@ void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
   const int64_t pairs = shape.seq * shape.batch * shape.heads * (params.rotary_dim / 2);
   if (pairs > 0) {
     rotary_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(x, shape, params.rotary_dim, params.base,
-                                                            params.position_offset, sign, y);
+                                                            params.llama3_scaling_factor, params.position_offset,
+                                                            sign, y);
     MGT_CUDA_CHECK_LAUNCH(rotary_kernel);
   }
   const int64_t rest = shape.seq * shape.batch * shape.heads * (shape.head_dim - params.rotary_dim);
