@@ -46,7 +46,7 @@ constexpr OptionDef kOptions[] = {
   {"model", "swiglu", FlagArity::None, "", "SwiGLU MLP"},
   {"model", "openai-gelu", FlagArity::None, "", "GELU by its tanh approximation, as OpenAI's GPT-2"},
   {"model", "no-bias-gelu-fusion", FlagArity::None, "",
-   "GELU in its exact erf form; by default the MLP's GELU is Megatron's fused bias-GELU, the tanh approximation"},
+   "GELU in its exact erf form instead of the tanh approximation that Megatron's fused bias-GELU computes"},
   {"model", "disable-bias-linear", FlagArity::None, "", "No biases in the linear layers"},
   {"model", "untie-embeddings-and-output-weights", FlagArity::None, "", "Separate output layer weights"},
   {"model", "hidden-dropout", FlagArity::One, "P", "Dropout after attention, MLP and embedding (default: 0.1)"},
