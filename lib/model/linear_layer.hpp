@@ -35,6 +35,8 @@ public:
   void backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const;
   // db += Σ dy over `rows` rows (nothing without bias).
   void backward_bias(ConstFloatView dy, int64_t rows) const;
+  // dW += dyᵀ·x and db += Σ dy (without bias, dW alone).
+  void backward_weight_and_bias(ConstFloatView dy, ConstFloatView x, int64_t rows) const;
   // dx = dy·W.
   void backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const;
   // The input gradient through the tanh GELU that made this layer's input from pre:

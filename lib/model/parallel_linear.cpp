@@ -38,8 +38,7 @@ void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t
   }
   const FloatView input = gathered.first(rows * in_features());
   tp_->gather_from_sequence_parallel_region_forward(x, input);
-  linear_.backward_weight(dy, input, rows);
-  linear_.backward_bias(dy, rows);
+  linear_.backward_weight_and_bias(dy, input, rows);
   if (dx.empty()) return;
   const FloatView d_input = d_whole.first(rows * in_features());
   linear_.backward_input(dy, rows, d_input);
@@ -87,19 +86,15 @@ void RowParallelLinear::backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, 
 
 ConstFloatView RowParallelLinear::backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows,
                                                       FloatView d_whole) const {
-  ConstFloatView d_output = dy;
-  if (!tp_->active()) {
-    linear_.backward_bias(dy, rows);
-  } else if (d_whole.empty()) {
-    d_output = tp_->reduce_from_tensor_region_backward(dy);
-    linear_.backward_bias(d_output, rows);
-  } else {
-    // The bias was added to this rank's rows only: its gradient sums those rows.
-    linear_.backward_bias(dy, rows / tp_->size());
-    const FloatView gathered = d_whole.first(rows * out_features());
-    tp_->reduce_scatter_to_sequence_parallel_region_backward(dy, gathered);
-    d_output = gathered;
+  if (!tp_->active() || d_whole.empty()) {
+    const ConstFloatView d_output = tp_->active() ? tp_->reduce_from_tensor_region_backward(dy) : dy;
+    linear_.backward_weight_and_bias(d_output, x, rows);
+    return d_output;
   }
+  // The bias was added to this rank's rows only: its gradient sums those rows.
+  linear_.backward_bias(dy, rows / tp_->size());
+  const FloatView d_output = d_whole.first(rows * out_features());
+  tp_->reduce_scatter_to_sequence_parallel_region_backward(dy, d_output);
   linear_.backward_weight(d_output, x, rows);
   return d_output;
 }

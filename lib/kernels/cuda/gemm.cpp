@@ -42,9 +42,11 @@ bool linear_forward(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precisi
   if (rows == 0 || out == 0) return true;
   // yᵀ[out, rows] = W[out, in]·xᵀ[in, rows] (+ bias down the columns).
   if (x.bf16() && w.bf16()) {
+    // The epilogue reads the bias as y's type; a bias of another type is left to the caller.
+    const bool epilogue_bias = bias != nullptr && bias.bf16() == y.bf16();
     lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, 0.0f, y.raw(), out,
-              CUDA_R_16BF, data_type(y.bf16()), bias.raw(), "linear_forward");
-    return true;
+              CUDA_R_16BF, data_type(y.bf16()), epilogue_bias ? bias.raw() : nullptr, "linear_forward");
+    return bias == nullptr || epilogue_bias;
   }
   gemm(handle, precision, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, 0.0f, y, out,
        "linear_forward");
@@ -91,12 +93,13 @@ bool gelu_epilogue_fits(In a, In b, bool aux_bf16, const void* aux, Out d, int64
 bool linear_gelu_tanh_forward(LtMatmul& lt, In x, In w, In bias, int64_t rows, int64_t in, int64_t out,
                               Out pre, Out y) {
   if (!gelu_epilogue_fits(x, w, pre.bf16(), pre.raw(), y, out)) return false;
+  if (bias != nullptr && bias.bf16() != y.bf16()) return false;  // the epilogue reads it as y's type
   if (rows == 0 || out == 0) return true;
   // yᵀ[out, rows] = gelu(W[out, in]·xᵀ[in, rows] + bias), preᵀ the GELU's input.
-  lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, y.raw(), out, CUDA_R_16BF,
-            data_type(y.bf16()), bias == nullptr ? LtEpilogue::kGeluTanhAux : LtEpilogue::kGeluTanhAuxBias,
-            bias.raw(), {pre.raw(), out}, "linear_gelu_tanh_forward");
-  return true;
+  return lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, 0.0f, y.raw(), out, CUDA_R_16BF,
+                   data_type(y.bf16()),
+                   bias == nullptr ? LtEpilogue::kGeluTanhAux : LtEpilogue::kGeluTanhAuxBias, bias.raw(),
+                   {pre.raw(), out}, "linear_gelu_tanh_forward");
 }
 
 bool linear_backward_input_gelu_tanh(LtMatmul& lt, In dy, In w, In pre, int64_t rows, int64_t in,
@@ -104,10 +107,18 @@ bool linear_backward_input_gelu_tanh(LtMatmul& lt, In dy, In w, In pre, int64_t 
   if (!gelu_epilogue_fits(dy, w, pre.bf16(), pre.raw(), dpre, in)) return false;
   if (rows == 0 || in == 0) return true;
   // dpreᵀ[in, rows] = (Wᵀ[in, out]·dyᵀ[out, rows]) ⊙ gelu'(preᵀ).
-  lt.matmul(false, false, in, rows, out, w.raw(), in, dy.raw(), out, dpre.raw(), in, CUDA_R_16BF,
-            data_type(dpre.bf16()), LtEpilogue::kGeluTanhGrad, nullptr,
-            {const_cast<void*>(pre.raw()), in}, "linear_backward_input_gelu_tanh");
-  return true;
+  return lt.matmul(false, false, in, rows, out, w.raw(), in, dy.raw(), out, 0.0f, dpre.raw(), in,
+                   CUDA_R_16BF, data_type(dpre.bf16()), LtEpilogue::kGeluTanhGrad, nullptr,
+                   {const_cast<void*>(pre.raw()), in}, "linear_backward_input_gelu_tanh");
+}
+
+bool linear_backward_weight_bias(LtMatmul& lt, In dy, In x, int64_t rows, int64_t in, int64_t out, Out dw,
+                                 float* dbias) {
+  if (!dy.bf16() || !x.bf16() || dw.bf16()) return false;
+  if (in == 0 || out == 0) return true;
+  // dWᵀ[in, out] += xᵀ[in, rows]·dy[rows, out]; dbias[out] = Σ_rows dy, the reduction of B over k.
+  return lt.matmul(false, true, in, out, rows, x.raw(), in, dy.raw(), out, 1.0f, dw.raw(), in, CUDA_R_16BF,
+                   CUDA_R_32F, LtEpilogue::kBiasGradB, dbias, {}, "linear_backward_weight_bias");
 }
 
 }  // namespace mgt::cuda

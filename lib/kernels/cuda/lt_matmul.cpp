@@ -25,12 +25,17 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
     case LtEpilogue::kGeluTanhAux: return CUBLASLT_EPILOGUE_GELU_AUX;
     case LtEpilogue::kGeluTanhAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case LtEpilogue::kGeluTanhGrad: return CUBLASLT_EPILOGUE_DGELU;
+    case LtEpilogue::kBiasGradB: return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-bool has_bias(LtEpilogue e) { return e == LtEpilogue::kBias || e == LtEpilogue::kGeluTanhAuxBias; }
-bool has_aux(LtEpilogue e) { return e != LtEpilogue::kNone && e != LtEpilogue::kBias; }
+bool has_bias(LtEpilogue e) {
+  return e == LtEpilogue::kBias || e == LtEpilogue::kGeluTanhAuxBias || e == LtEpilogue::kBiasGradB;
+}
+bool has_aux(LtEpilogue e) {
+  return e == LtEpilogue::kGeluTanhAux || e == LtEpilogue::kGeluTanhAuxBias || e == LtEpilogue::kGeluTanhGrad;
+}
 
 template <typename T>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value,
@@ -56,7 +61,7 @@ LtMatmul::~LtMatmul() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name) {
+LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) {
   if (const auto found = plans_.find(key); found != plans_.end()) return found->second;
   const auto [ta, tb, m, n, k, lda, ldb, ldd, ab_int, d_int, epilogue, aux_ld, accumulate] = key;
   const auto ab = static_cast<cudaDataType_t>(ab_int);
@@ -99,9 +104,11 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name) {
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d,
                                                                preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  if (optional && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return plans_.emplace(key, p).first->second;
   check(status, "cublasLtMatmulAlgoGetHeuristic", name);
   if (found == 0) throw Error(std::string(name) + ": cuBLASLt has no algorithm for this GEMM");
   p.algo = result.algo;
+  p.found = true;
   (void)accumulate;
   return plans_.emplace(key, p).first->second;
 }
@@ -117,14 +124,16 @@ void LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
   run(p, a, b, beta, d, bias, {}, name);
 }
 
-void LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
-                      const void* a, int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd,
-                      cudaDataType_t ab, cudaDataType_t d_type, LtEpilogue epilogue, const void* bias,
-                      LtAux aux, const char* name) {
+bool LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                      const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* d,
+                      int64_t ldd, cudaDataType_t ab, cudaDataType_t d_type, LtEpilogue epilogue,
+                      const void* bias, LtAux aux, const char* name) {
   Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
-                  static_cast<int>(d_type), epilogue, aux.ld, false},
-                 name);
-  run(p, a, b, 0.0f, d, bias, aux, name);
+                  static_cast<int>(d_type), epilogue, aux.ld, beta != 0.0f},
+                 name, true);
+  if (!p.found) return false;
+  run(p, a, b, beta, d, bias, aux, name);
+  return true;
 }
 
 void LtMatmul::run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,

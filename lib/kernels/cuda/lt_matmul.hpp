@@ -19,6 +19,7 @@ enum class LtEpilogue {
   kGeluTanhAux,      // D = gelu_tanh(A·B (+ bias)), aux = its input (for the backward)
   kGeluTanhAuxBias,
   kGeluTanhGrad,     // D = (A·B) ⊙ gelu_tanh'(aux)
+  kBiasGradB,        // bias[n] = Σ_k op(B)[k, n] (overwritten), of D's type
 };
 
 // The extra operand of the GELU epilogues: column-major like D, of D's type.
@@ -39,9 +40,10 @@ public:
   void matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
               int64_t lda, const void* b, int64_t ldb, float beta, void* d, int64_t ldd,
               cudaDataType_t ab, cudaDataType_t d_type, const void* bias, const char* name);
-  // The same with a GELU epilogue (bias may be null for kGeluTanhAux).
-  void matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
-              int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd, cudaDataType_t ab,
+  // The same with one of the other epilogues (bias may be null for kGeluTanhAux). Returns false,
+  // having done nothing, when cuBLASLt has no algorithm for it: the caller takes the unfused path.
+  bool matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
+              int64_t lda, const void* b, int64_t ldb, float beta, void* d, int64_t ldd, cudaDataType_t ab,
               cudaDataType_t d_type, LtEpilogue epilogue, const void* bias, LtAux aux, const char* name);
 
 private:
@@ -53,8 +55,10 @@ private:
     cublasLtMatrixLayout_t b = nullptr;
     cublasLtMatrixLayout_t d = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    bool found = false;
   };
-  Plan& plan(const Key& key, const char* name);
+  // Throws when cuBLASLt has no algorithm, unless `optional` (then the plan is not found).
+  Plan& plan(const Key& key, const char* name, bool optional = false);
   void run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias, LtAux aux,
            const char* name);
 
