@@ -199,23 +199,6 @@ void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, Float
   st.finish();
 }
 
-void Backend::linear_backward_weight_bias(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t in,
-                                          int64_t out, FloatView dw, FloatView dbias) {
-  const char* op = "linear_backward_weight_bias";
-  dims(op, {rows, in, out});
-  expect(dy, rows * out, op, "dy");
-  expect(x, rows * in, op, "x");
-  expect(dw, out * in, op, "dw");
-  expect(dbias, out, op, "dbias");
-  do_linear_backward_weight_bias(dy, x, rows, in, out, dw, dbias);
-}
-
-void Backend::do_linear_backward_weight_bias(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t in,
-                                             int64_t out, FloatView dw, FloatView dbias) {
-  linear_backward_weight(dy, x, rows, in, out, dw);
-  bias_backward(dy, rows, out, dbias);
-}
-
 void Backend::linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
                                        int64_t rows, int64_t in, int64_t out, FloatView pre,
                                        FloatView y) {

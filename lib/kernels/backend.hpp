@@ -134,10 +134,6 @@ public:
                               int64_t out, FloatView dw);
   // dbias += Σ_rows dy.
   void bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias);
-  // dw += dyᵀ·x and dbias += Σ_rows dy together (a GPU backend sums the bias gradient in the
-  // weight gradient's GEMM).
-  void linear_backward_weight_bias(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t in,
-                                   int64_t out, FloatView dw, FloatView dbias);
   // Megatron's fused bias-GELU after a linear layer: pre = x·Wᵀ + b (saved for the backward),
   // y = gelu_tanh(pre). A GPU backend computes both in the GEMM's epilogue.
   void linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias, int64_t rows,
@@ -269,8 +265,6 @@ protected:
 
   // Fused operations: by default the unfused operations one after the other (the reference); a
   // backend's override falls back to these where its fused kernel does not apply.
-  virtual void do_linear_backward_weight_bias(ConstFloatView dy, ConstFloatView x, int64_t rows,
-                                             int64_t in, int64_t out, FloatView dw, FloatView dbias);
   virtual void do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
                                            int64_t rows, int64_t in, int64_t out, FloatView pre,
                                            FloatView y);

@@ -26,8 +26,8 @@ void LinearLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Fl
 }
 
 void LinearLayer::backward_weight_and_bias(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
-  if (bias_grad_.empty()) backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
-  else backend_->linear_backward_weight_bias(dy, x, rows, in_, out_, weight_grad_, bias_grad_);
+  backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
+  if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_);
 }
 
 void LinearLayer::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y) const {

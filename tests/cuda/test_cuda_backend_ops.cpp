@@ -416,22 +416,6 @@ TEST_CASE("cuda ops: bf16 GEMMs round the inputs and accumulate in fp32", "[cuda
   check_close(pair, dw, 1e-2, "bf16 linear_backward_weight");
 }
 
-TEST_CASE("cuda ops: weight and bias gradients in one GEMM, accumulating into fp32", "[cuda]") {
-  if (skip_without_gpu()) return;
-  BackendPair pair;
-  constexpr FloatType kBf16 = FloatType::kBf16;
-  for (const auto& [rows, in, out] : {std::tuple<int64_t, int64_t, int64_t>{2048, 768, 2304}, {77, 130, 65}}) {
-    auto dy = random_twin(pair, rows * out, 151, -1.0f, 1.0f, kBf16);
-    auto x = random_twin(pair, rows * in, 152, -1.0f, 1.0f, kBf16);
-    auto dw = random_twin(pair, out * in, 153);  // gradients from an earlier micro-batch
-    auto dbias = random_twin(pair, out, 154);
-    for (Side s : kSides) pair.on(s).linear_backward_weight_bias(dy(s), x(s), rows, in, out, dw(s), dbias(s));
-    INFO("rows " << rows << " in " << in << " out " << out);
-    check_close(pair, dw, kReduction, "fused weight gradient");
-    check_close(pair, dbias, kReduction, "fused bias gradient");
-  }
-}
-
 TEST_CASE("cuda ops: linear layers with Megatron's fused bias-GELU in the GEMM epilogue", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;

@@ -181,24 +181,6 @@ void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, i
   cuda::linear_backward_weight(cublas_, *lt_, matmul_precision_, dy, x, rows, in, out, dw);
 }
 
-void CudaBackend::do_linear_backward_weight_bias(ConstFloatView dy, ConstFloatView x, int64_t rows,
-                                                int64_t in, int64_t out, FloatView dw, FloatView dbias) {
-  if (dbias.is_fp32()) {
-    // The epilogue overwrites its bias gradient; the parameter's gradient accumulates.
-    DeviceBuffer sums(*this, out);
-    bool fused = false;
-    {
-      const cuda::ScopedOp scope(profiler_.get(), "linear_backward_weight_bias");
-      fused = cuda::linear_backward_weight_bias(*lt_, dy, x, rows, in, out, dw, static_cast<float*>(sums.view().raw()));
-    }
-    if (fused) {
-      accumulate(dbias, sums.view());
-      return;
-    }
-  }
-  Backend::do_linear_backward_weight_bias(dy, x, rows, in, out, dw, dbias);
-}
-
 void CudaBackend::do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
                                               int64_t rows, int64_t in, int64_t out, FloatView pre,
                                               FloatView y) {

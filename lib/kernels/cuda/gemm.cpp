@@ -112,13 +112,4 @@ bool linear_backward_input_gelu_tanh(LtMatmul& lt, In dy, In w, In pre, int64_t 
                    {const_cast<void*>(pre.raw()), in}, "linear_backward_input_gelu_tanh");
 }
 
-bool linear_backward_weight_bias(LtMatmul& lt, In dy, In x, int64_t rows, int64_t in, int64_t out, Out dw,
-                                 float* dbias) {
-  if (!dy.bf16() || !x.bf16() || dw.bf16()) return false;
-  if (in == 0 || out == 0) return true;
-  // dWᵀ[in, out] += xᵀ[in, rows]·dy[rows, out]; dbias[out] = Σ_rows dy, the reduction of B over k.
-  return lt.matmul(false, true, in, out, rows, x.raw(), in, dy.raw(), out, 1.0f, dw.raw(), in, CUDA_R_16BF,
-                   CUDA_R_32F, LtEpilogue::kBiasGradB, dbias, {}, "linear_backward_weight_bias");
-}
-
 }  // namespace mgt::cuda

@@ -34,9 +34,5 @@ bool linear_gelu_tanh_forward(LtMatmul& lt, In x, In w, In bias, int64_t rows, i
                               Out pre, Out y);
 bool linear_backward_input_gelu_tanh(LtMatmul& lt, In dy, In w, In pre, int64_t rows, int64_t in,
                                      int64_t out, Out dpre);
-// dW += dyᵀ·x with the bias gradient Σ_rows dy written (not added) to dbias[out], in the GEMM's
-// epilogue: bf16 operands and an fp32 dW only; false (nothing done) otherwise.
-bool linear_backward_weight_bias(LtMatmul& lt, In dy, In x, int64_t rows, int64_t in, int64_t out, Out dw,
-                                 float* dbias);
 
 }  // namespace mgt::cuda

@@ -25,13 +25,12 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
     case LtEpilogue::kGeluTanhAux: return CUBLASLT_EPILOGUE_GELU_AUX;
     case LtEpilogue::kGeluTanhAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case LtEpilogue::kGeluTanhGrad: return CUBLASLT_EPILOGUE_DGELU;
-    case LtEpilogue::kBiasGradB: return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 bool has_bias(LtEpilogue e) {
-  return e == LtEpilogue::kBias || e == LtEpilogue::kGeluTanhAuxBias || e == LtEpilogue::kBiasGradB;
+  return e == LtEpilogue::kBias || e == LtEpilogue::kGeluTanhAuxBias;
 }
 bool has_aux(LtEpilogue e) {
   return e == LtEpilogue::kGeluTanhAux || e == LtEpilogue::kGeluTanhAuxBias || e == LtEpilogue::kGeluTanhGrad;

@@ -19,7 +19,6 @@ enum class LtEpilogue {
   kGeluTanhAux,      // D = gelu_tanh(A·B (+ bias)), aux = its input (for the backward)
   kGeluTanhAuxBias,
   kGeluTanhGrad,     // D = (A·B) ⊙ gelu_tanh'(aux)
-  kBiasGradB,        // bias[n] = Σ_k op(B)[k, n] (overwritten), of D's type
 };
 
 // The extra operand of the GELU epilogues: column-major like D, of D's type.
