@@ -4,8 +4,8 @@
 # builds nothing; runs the CUDA tests, the CPU-vs-GPU training comparison and the training
 # benchmark beside the PyTorch peer, logs under $OUT (or /tmp/gpu-checks), and prints a short
 # table last.
-#   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench parallel decode profile
-#                                      kernels (default: all)
+#   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench large parallel decode
+#                                      profile kernels (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-checks}
@@ -20,7 +20,7 @@ export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
-sections=${*:-tests curve eval bench parallel decode profile kernels}
+sections=${*:-tests curve eval bench large parallel decode profile kernels}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
@@ -111,6 +111,21 @@ if want bench; then
     row "gpt2-124m $1 mbs $2 mgt" "$(echo "$bench" | grep -m1 'mgt (' | sed 's/.*: mgt/mgt/')"
     [ -z "${3:-}" ] && row "gpt2-124m mbs $2 peer" "$(echo "$bench" | grep -m1 'peer (' | sed 's/.*: peer/peer/')"
   done
+fi
+
+# 3. The 1.3B shape (24 layers, hidden 2048, seq 2048) beside the peer, and where its step's GPU
+# time goes per operation (6 iterations, the first one's plan builds included).
+if want large; then
+  bench=$("$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt-1.3b --precision bf16 --micro-batch 4 --iters 10 2>&1 | tee -a "$out/bench-large.log")
+  echo "$bench"
+  row "gpt-1.3b bf16 mbs 4 mgt" "$(echo "$bench" | grep -m1 'mgt (' | sed 's/.*: mgt/mgt/')"
+  row "gpt-1.3b mbs 4 peer" "$(echo "$bench" | grep -m1 'peer (' | sed 's/.*: peer/peer/')"
+  MGT_CUDA_PROFILE=1 mgt-train --device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 \
+    --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 3e-4 \
+    --train-iters 6 --log-interval 6 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
+    --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
+    > "$out/profile-large.log" 2>&1
+  grep -A14 "GPU time per operation" "$out/profile-large.log"
 fi
 
 # 3a. The parallel layouts as processes sharing the one GPU, against the one-process run.
