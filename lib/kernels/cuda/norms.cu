@@ -236,8 +236,6 @@ __global__ void column_partial8_kernel(In dy, In x, const float* mean, const flo
   const int64_t last = min(first + kVectorRowsPerChunk, rows);
   float value[8] = {}, xhat[8] = {};
   if (active) {
-    // Unrolled so that the loads of several rows are in flight at once.
-#pragma unroll 4
     for (int64_t r = first + threadIdx.y; r < last; r += 8) {
       float g[8];
       load8(dy + r * cols, group, g);
