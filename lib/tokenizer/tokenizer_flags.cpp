@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "core/error.hpp"
-
 namespace mgt {
 
 void add_tokenizer_flags(cxxopts::Options& options) {
@@ -30,11 +28,8 @@ std::optional<TokenizerOptions> given_tokenizer_flags(const FlagValues& f) {
   f.set("vocab-file", o.vocab_file);
   f.set("merge-file", o.merge_file);
   if (f.has("vocab-size")) o.vocab_size = f.integer("vocab-size");
-  if (f.has("vocab-extra-ids")) {
-    const std::int64_t extra = f.integer("vocab-extra-ids");
-    if (extra < 0 || extra > 1000000) throw UsageError("--vocab-extra-ids must be between 0 and 1000000");
-    o.vocab_extra_ids = static_cast<int>(extra);
-  }
+  // Within int: core/flag_ranges.cpp bounds it.
+  if (f.has("vocab-extra-ids")) o.vocab_extra_ids = static_cast<int>(f.integer("vocab-extra-ids"));
   set_tokenizer_model_flags(f, o);
   return o;
 }
@@ -62,12 +57,9 @@ void set_tokenizer_model_flags(const FlagValues& f, TokenizerOptions& o) {
   f.set("tokenizer-model", o.tokenizer_model);
   f.set("tiktoken-pattern", o.tiktoken_pattern);
   // Absent: the options' default (1000, Megatron's), whether or not a program declared one.
-  if (f.has("tiktoken-num-special-tokens")) {
-    const std::int64_t special = f.integer("tiktoken-num-special-tokens");
-    if (special < 0 || special > (std::int64_t{1} << 26))
-      throw UsageError("--tiktoken-num-special-tokens must be between 0 and 2^26, got " + std::to_string(special));
-    o.tiktoken_num_special_tokens = static_cast<int>(special);
-  }
+  // Within int: core/flag_ranges.cpp bounds it.
+  if (f.has("tiktoken-num-special-tokens"))
+    o.tiktoken_num_special_tokens = static_cast<int>(f.integer("tiktoken-num-special-tokens"));
   if (f.has("tiktoken-special-tokens")) o.tiktoken_special_tokens = f.list("tiktoken-special-tokens");
 }
 

@@ -10,7 +10,9 @@
 
 namespace mgt {
 
-// Every flag mgt-train takes, after validation, plus padded_vocab_size and world_size.
+// Every flag of train_flags() that the table records, after validation, under Megatron's args
+// names, then the values no flag sets: padded_vocab_size, params_dtype, ckpt_format, world_size
+// and data_parallel_size.
 std::string train_args_json(const TrainOptions& options, std::int64_t padded_vocab_size);
 
 // {"tokenizer_type", "class", "vocab_file", "merge_file", "vocab_size", "vocab_extra_ids",

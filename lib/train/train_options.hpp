@@ -1,7 +1,8 @@
 // mgt-train's flags: Megatron-LM's pretraining flag names and defaults (core_v0.13.0 parser,
 // spec/pretrain-flags.tsv), checked and completed the way Megatron's validate_args does, so a
 // Megatron launch script ports by changing the program name. Flags Megatron has but mgt-train
-// does not are refused by name; see core/command_line.hpp.
+// does not are refused by name; see core/command_line.hpp. Each flag is defined once, bound to
+// its field here, in train/train_flags.cpp.
 //
 // Fields whose Megatron default is None are std::optional until validation fills the ones
 // Megatron fills (global batch size, FFN size, kv channels, split, start/end weight decay, ...).

@@ -1,13 +1,15 @@
 // Megatron's validate_args (megatron/training/arguments.py) for the flags mgt-train supports,
 // plus the checks Megatron leaves to later asserts (OptimizerParamScheduler, TransformerConfig),
-// moved up front so that every mistake is a usage error naming its flags.
+// moved up front so that every mistake is a usage error naming its flags. What concerns one flag
+// alone (required, choices, ranges) is declared in its definition (train/train_flags.cpp) and
+// checked first; what follows relates flags to each other.
 #include <string>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/command_line.hpp"
 #include "dist/transport_choice.hpp"
 #include "model/pipeline_stage.hpp"
+#include "train/train_flags.hpp"
 #include "train/train_options.hpp"
 
 namespace mgt {
@@ -16,34 +18,10 @@ namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
-void require_positive(const char* flag, std::int64_t value) {
-  if (value <= 0) throw UsageError(std::string(flag) + " must be positive, not " + str(value));
-}
-
-std::int64_t required(const char* flag, const std::optional<std::int64_t>& value) {
-  if (!value) throw UsageError(std::string(flag) + " is required");
-  require_positive(flag, *value);
-  return *value;
-}
-
-void require_probability(const char* flag, double p) {
-  if (!(p >= 0.0 && p <= 1.0)) throw UsageError(std::string(flag) + " must be between 0 and 1");
-}
-
-void only_one_supported(const char* flag, std::int64_t value) {
-  if (value <= 0) throw UsageError(std::string(flag) + " must be positive, not " + str(value));
-  if (value != 1) throw UsageError(std::string(flag) + " " + str(value) + " is not supported yet (only 1)");
-}
-
-// A choice Megatron offers that mgt-train does not implement: refused by name.
-void refuse_value(const char* flag, const std::string& value, const char* what_works) {
-  throw UsageError(std::string(flag) + " " + value + " is not supported by mgt-train (" + what_works + ")");
-}
-
 void validate_parallel(ParallelOptions& p, int world_size) {
-  require_positive("--tensor-model-parallel-size", p.tensor_model_parallel_size);
-  require_positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size);
-  only_one_supported("--context-parallel-size", p.context_parallel_size);
+  // mgt's limit, not the flag's range (core/flag_ranges.cpp), which is Megatron's meaning of it.
+  if (p.context_parallel_size != 1)
+    throw UsageError("--context-parallel-size " + str(p.context_parallel_size) + " is not supported yet (only 1)");
   if (world_size <= 0) throw Error("world size must be positive");
   const std::int64_t model_size =
       p.tensor_model_parallel_size * p.pipeline_model_parallel_size * p.context_parallel_size;
@@ -52,7 +30,6 @@ void validate_parallel(ParallelOptions& p, int world_size) {
                      "context parallel size (" + str(model_size) + ")");
   p.world_size = world_size;
   p.data_parallel_size = world_size / model_size;
-  require_positive("--distributed-timeout-minutes", p.distributed_timeout_minutes);
   dist::parse_distributed_backend(p.distributed_backend);
   // Megatron's validate_args.
   if (p.overlap_param_gather && !p.use_distributed_optimizer)
@@ -66,12 +43,11 @@ void validate_parallel(ParallelOptions& p, int world_size) {
 }
 
 void validate_batch(OptimizationOptions& o, const ParallelOptions& p) {
-  const std::int64_t micro = required("--micro-batch-size", o.micro_batch_size);
+  const std::int64_t micro = *o.micro_batch_size;
   if (!o.global_batch_size) {
     o.global_batch_size = micro * p.data_parallel_size;
     log::info("setting global batch size to " + str(*o.global_batch_size));
   }
-  require_positive("--global-batch-size", *o.global_batch_size);
   if (*o.global_batch_size % (micro * p.data_parallel_size) != 0)
     throw UsageError("global batch size (" + str(*o.global_batch_size) + ") is not divisible by "
                      "micro batch size (" + str(micro) + ") times data parallel size (" +
@@ -101,7 +77,6 @@ void validate_run_length(const OptimizationOptions& o) {
     throw UsageError("--train-iters and --train-samples are mutually exclusive");
   if (!o.train_iters && !o.train_samples) throw UsageError("--train-iters or --train-samples is required");
   if (o.train_iters) {
-    require_positive("--train-iters", *o.train_iters);
     if (o.lr_decay_samples) throw UsageError("--lr-decay-samples needs --train-samples (use --lr-decay-iters)");
     if (o.lr_warmup_samples != 0)
       throw UsageError("--lr-warmup-samples needs --train-samples (use --lr-warmup-iters)");
@@ -109,10 +84,7 @@ void validate_run_length(const OptimizationOptions& o) {
       throw UsageError("--lr-wsd-decay-samples needs --train-samples (use --lr-wsd-decay-iters)");
     if (o.lr_warmup_fraction && o.lr_warmup_iters != 0)
       throw UsageError("can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
-    if (o.lr_decay_iters) require_positive("--lr-decay-iters", *o.lr_decay_iters);
-    if (o.lr_wsd_decay_iters) require_positive("--lr-wsd-decay-iters", *o.lr_wsd_decay_iters);
   } else {
-    require_positive("--train-samples", *o.train_samples);
     if (o.lr_decay_iters) throw UsageError("--lr-decay-iters needs --train-iters (use --lr-decay-samples)");
     if (o.lr_warmup_iters != 0)
       throw UsageError("--lr-warmup-iters needs --train-iters (use --lr-warmup-samples)");
@@ -120,31 +92,18 @@ void validate_run_length(const OptimizationOptions& o) {
       throw UsageError("--lr-wsd-decay-iters needs --train-iters (use --lr-wsd-decay-samples)");
     if (o.lr_warmup_fraction && o.lr_warmup_samples != 0)
       throw UsageError("can only specify one of --lr-warmup-fraction and --lr-warmup-samples");
-    if (o.lr_decay_samples) require_positive("--lr-decay-samples", *o.lr_decay_samples);
-    if (o.lr_wsd_decay_samples) require_positive("--lr-wsd-decay-samples", *o.lr_wsd_decay_samples);
   }
-  if (o.lr_warmup_iters < 0) throw UsageError("--lr-warmup-iters must not be negative");
-  if (o.lr_warmup_samples < 0) throw UsageError("--lr-warmup-samples must not be negative");
-  if (o.lr_warmup_fraction && !(*o.lr_warmup_fraction >= 0.0 && *o.lr_warmup_fraction < 1.0))
-    throw UsageError("--lr-warmup-fraction must be at least 0 and less than 1");
 }
 
 // What OptimizerParamScheduler's constructor asserts, said in terms of flags.
 void validate_schedule(OptimizationOptions& o) {
-  check_choice("--lr-decay-style", o.lr_decay_style, {"constant", "linear", "cosine", "inverse-square-root", "WSD"});
-  check_choice("--lr-wsd-decay-style", o.lr_wsd_decay_style, {"exponential", "linear", "cosine", "minus_sqrt"});
-  check_choice("--weight-decay-incr-style", o.weight_decay_incr_style, {"constant", "linear", "cosine"});
-  if (!o.lr) throw UsageError("--lr is required");
-  if (!(o.min_lr >= 0.0)) throw UsageError("--min-lr must not be negative");
   if (!(o.min_lr <= *o.lr)) throw UsageError("--min-lr must not exceed --lr");
   if (!(o.lr_warmup_init <= *o.lr)) throw UsageError("--lr-warmup-init must not exceed --lr");
   // Megatron ignores --decoupled-min-lr without --decoupled-lr (_update_min_and_max_lr_in_param_groups);
   // refused here rather than ignored silently.
   if (o.decoupled_min_lr && !o.decoupled_lr) throw UsageError("--decoupled-min-lr needs --decoupled-lr");
   if (o.decoupled_lr) {
-    if (!(*o.decoupled_lr >= 0.0)) throw UsageError("--decoupled-lr must not be negative");
     const double decoupled_min = o.decoupled_min_lr.value_or(o.min_lr);
-    if (!(decoupled_min >= 0.0)) throw UsageError("--decoupled-min-lr must not be negative");
     if (!(decoupled_min <= *o.decoupled_lr))
       throw UsageError(std::string(o.decoupled_min_lr ? "--decoupled-min-lr" : "--min-lr (the default of "
                                                                                 "--decoupled-min-lr)") +
@@ -173,7 +132,6 @@ void validate_schedule(OptimizationOptions& o) {
     throw UsageError("--weight-decay-incr-style " + o.weight_decay_incr_style +
                      " needs --start-weight-decay and --end-weight-decay");
   }
-  if (!(*o.start_weight_decay >= 0.0)) throw UsageError("weight decay must not be negative");
   if (!(*o.end_weight_decay >= *o.start_weight_decay))
     throw UsageError("--end-weight-decay must not be less than --start-weight-decay");
   if (o.override_opt_param_scheduler && o.use_checkpoint_opt_param_scheduler)
@@ -181,36 +139,23 @@ void validate_schedule(OptimizationOptions& o) {
                      "mutually exclusive");
 }
 
-void validate_optimizer(const OptimizationOptions& o) {
-  if (o.optimizer == "sgd") refuse_value("--optimizer", o.optimizer, "adam only");
-  check_choice("--optimizer", o.optimizer, {"adam"});
-  if (!(o.clip_grad >= 0.0)) throw UsageError("--clip-grad must not be negative");
-  if (!(o.adam_beta1 >= 0.0 && o.adam_beta1 < 1.0)) throw UsageError("--adam-beta1 must be in [0, 1)");
-  if (!(o.adam_beta2 >= 0.0 && o.adam_beta2 < 1.0)) throw UsageError("--adam-beta2 must be in [0, 1)");
-  if (!(o.adam_eps > 0.0)) throw UsageError("--adam-eps must be positive");
-  if (!(o.weight_decay >= 0.0)) throw UsageError("--weight-decay must not be negative");
-}
-
 void validate_model(ModelShapeOptions& m) {
-  const std::int64_t layers = required("--num-layers", m.num_layers);
-  const std::int64_t hidden = required("--hidden-size", m.hidden_size);
-  const std::int64_t heads = required("--num-attention-heads", m.num_attention_heads);
-  const std::int64_t max_positions = required("--max-position-embeddings", m.max_position_embeddings);
-  const std::int64_t seq = required("--seq-length", m.seq_length);
+  const std::int64_t layers = *m.num_layers;
+  const std::int64_t hidden = *m.hidden_size;
+  const std::int64_t heads = *m.num_attention_heads;
+  const std::int64_t max_positions = *m.max_position_embeddings;
+  const std::int64_t seq = *m.seq_length;
   if (m.swiglu && m.openai_gelu) throw UsageError("--swiglu and --openai-gelu are mutually exclusive");
   if (!m.ffn_hidden_size)
     m.ffn_hidden_size = m.swiglu ? static_cast<std::int64_t>((4.0 * static_cast<double>(hidden) * 2.0 / 3.0) / 64.0) * 64
                                  : 4 * hidden;
-  require_positive("--ffn-hidden-size", *m.ffn_hidden_size);
   if (!m.kv_channels) {
     if (hidden % heads != 0)
       throw UsageError("--hidden-size (" + str(hidden) + ") must be divisible by --num-attention-heads (" +
                        str(heads) + "), or give --kv-channels");
     m.kv_channels = hidden / heads;
   }
-  require_positive("--kv-channels", *m.kv_channels);
   if (m.group_query_attention) {
-    require_positive("--num-query-groups", m.num_query_groups);
     if (heads % m.num_query_groups != 0)
       throw UsageError("--num-attention-heads (" + str(heads) + ") must be divisible by --num-query-groups (" +
                        str(m.num_query_groups) + ")");
@@ -218,25 +163,10 @@ void validate_model(ModelShapeOptions& m) {
   if (seq > max_positions)
     throw UsageError("max_position_embeddings (" + str(max_positions) + ") must be greater than or equal to "
                      "seq_length (" + str(seq) + ")");
-  const auto& pe = m.position_embedding_type;
-  if (pe == "mrope" || pe == "relative") refuse_value("--position-embedding-type", pe, "learned_absolute, rope or none");
-  check_choice("--position-embedding-type", pe, {"learned_absolute", "rope", "none"});
-  if (!(m.rotary_percent > 0.0 && m.rotary_percent <= 1.0))
-    throw UsageError("--rotary-percent must be in (0, 1]");
-  require_positive("--rotary-base", m.rotary_base);
-  if (!(m.rope_scaling_factor > 0.0)) throw UsageError("--rope-scaling-factor must be positive");
-  if (m.use_rope_scaling && pe != "rope")
+  if (m.use_rope_scaling && m.position_embedding_type != "rope")
     throw UsageError("--use-rope-scaling scales rotary frequencies: it needs --position-embedding-type rope");
-  check_choice("--normalization", m.normalization, {"LayerNorm", "RMSNorm"});
-  if (!(m.norm_epsilon > 0.0)) throw UsageError("--norm-epsilon must be positive");
-  require_probability("--hidden-dropout", m.hidden_dropout);
-  require_probability("--attention-dropout", m.attention_dropout);
-  if (!(m.init_method_std > 0.0)) throw UsageError("--init-method-std must be positive");
-  require_positive("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
 
   if (m.recompute_activations) m.recompute_granularity = "selective";
-  if (m.recompute_granularity) check_choice("--recompute-granularity", *m.recompute_granularity, {"full", "selective"});
-  if (m.recompute_method) check_choice("--recompute-method", *m.recompute_method, {"uniform", "block"});
   const bool full = m.recompute_granularity == "full";
   if (m.recompute_method && !full)
     throw UsageError("--recompute-method needs --recompute-granularity full");
@@ -280,31 +210,18 @@ void validate_data(DataOptions& d) {
     log::warn("Please specify --split when using --data-path. Using legacy default value of \"969, 30, 1\"");
     d.split = kDefaultSplit;
   }
-  if (d.dataloader_type == "cyclic" || d.dataloader_type == "external")
-    refuse_value("--dataloader-type", d.dataloader_type, "single only");
-  check_choice("--dataloader-type", d.dataloader_type, {"single"});
+  // Not required by its definition: the tokenizer files may name the type.
   if (d.tokenizer.type.empty()) throw UsageError("--tokenizer-type is required");
-  if (!(d.mid_level_dataset_surplus >= 0.0)) throw UsageError("--mid-level-dataset-surplus must not be negative");
 }
 
-void validate_checkpoint_and_logging(const CheckpointOptions& c, const LoggingOptions& l) {
-  if (c.save) {
-    if (!c.save_interval) throw UsageError("--save needs --save-interval");
-    require_positive("--save-interval", *c.save_interval);
-  }
-  require_positive("--log-interval", l.log_interval);
-  require_positive("--eval-interval", l.eval_interval);
-  if (l.eval_iters < 0) throw UsageError("--eval-iters must not be negative");
-  // Megatron treats 0 as "not set" for both.
-  if (l.exit_interval && *l.exit_interval < 0) throw UsageError("--exit-interval must not be negative");
-  if (l.exit_duration_in_mins && *l.exit_duration_in_mins < 0)
-    throw UsageError("--exit-duration-in-mins must not be negative");
-  check_choice("--exit-signal", l.exit_signal, {"SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU"});
+void validate_checkpoint(const CheckpointOptions& c) {
+  if (c.save && !c.save_interval) throw UsageError("--save needs --save-interval");
 }
 
 }  // namespace
 
 void validate_train_options(TrainOptions& o, int world_size) {
+  check_flag_values(train_flags(o), "mgt-train");
   validate_parallel(o.parallel, world_size);
   validate_batch(o.optim, o.parallel);
   validate_run_length(o.optim);
@@ -314,9 +231,8 @@ void validate_train_options(TrainOptions& o, int world_size) {
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_schedule(o.optim);
-  validate_optimizer(o.optim);
   validate_data(o.data);
-  validate_checkpoint_and_logging(o.checkpoint, o.logging);
+  validate_checkpoint(o.checkpoint);
 }
 
 std::int64_t TrainOptions::total_train_iters() const {

@@ -58,7 +58,7 @@ TEST_CASE("ported flags: --decoupled-lr and --decoupled-min-lr", "[train]") {
   CHECK(o.optim.decoupled_min_lr == 1e-4);
   CHECK(usage_error_with({"--train-iters", "10", "--decoupled-min-lr", "1e-4"}) ==
         "--decoupled-min-lr needs --decoupled-lr");
-  CHECK(usage_error_with({"--train-iters", "10", "--decoupled-lr", "-1"}) == "--decoupled-lr must not be negative");
+  CHECK(usage_error_with({"--train-iters", "10", "--decoupled-lr", "-1"}) == "--decoupled-lr must be at least 0, got -1");
   CHECK(usage_error_with({"--train-iters", "10", "--decoupled-lr", "1e-3", "--decoupled-min-lr", "2e-3"}) ==
         "--decoupled-min-lr must not exceed --decoupled-lr");
   CHECK(usage_error_with({"--train-iters", "10", "--decoupled-lr", "1e-5", "--min-lr", "1e-4"}) ==

@@ -1,0 +1,198 @@
+#include "train/train_flags.hpp"
+
+#include <string>
+
+#include "data/index_job.hpp"
+
+namespace mgt {
+
+namespace {
+
+// Megatron keeps --rampup-batch-size's strings (nargs='*').
+ArgValue rampup_strings(const std::optional<BatchSizeRampup>& r) {
+  if (!r) return {};
+  return std::vector<std::string>{std::to_string(r->start), std::to_string(r->increment), std::to_string(r->samples)};
+}
+
+}  // namespace
+
+// Each entry: the flag, its metavar, the field it sets and its description (the "mgt: " mark,
+// "(required)" and "(default: X)" are added from the entry; core/flag_table.hpp). The ranges of
+// numbers are a property of the flag's name, shared by every program: core/flag_ranges.cpp.
+// The run description records each flag under its name with '_' for '-' unless the entry says
+// otherwise. Checks that involve several flags are in train_options_validate.cpp.
+// clang-format off
+std::vector<FlagDefinition> train_flags(TrainOptions& o) {
+  ModelShapeOptions& m = o.model;
+  OptimizationOptions& t = o.optim;
+  DataOptions& d = o.data;
+  TokenizerOptions& tok = o.data.tokenizer;
+  CheckpointOptions& c = o.checkpoint;
+  LoggingOptions& l = o.logging;
+  ParallelOptions& p = o.parallel;
+  return flag_groups({
+    {"model", {
+      store("num-layers", "N", m.num_layers, "Transformer layers").required(),
+      store("hidden-size", "N", m.hidden_size, "Hidden size").required(),
+      store("num-attention-heads", "N", m.num_attention_heads, "Attention heads").required(),
+      store("ffn-hidden-size", "N", m.ffn_hidden_size, "MLP hidden size")
+          .default_text("4 x hidden, or int(8 x hidden / 3 / 64) x 64 with --swiglu"),
+      store("kv-channels", "N", m.kv_channels, "Channels per head").default_text("hidden / heads"),
+      store_true("group-query-attention", m.group_query_attention, "Grouped-query attention with --num-query-groups groups"),
+      // Megatron's args hold one group per head without GQA.
+      store("num-query-groups", "N", m.num_query_groups, "Key/value groups with --group-query-attention")
+          .recorded_as([&m] { return ArgValue(m.query_groups()); }),
+      store("seq-length", "N", m.seq_length, "Tokens per sample").required(),
+      store("max-position-embeddings", "N", m.max_position_embeddings, "Position table size, >= --seq-length").required(),
+      store("position-embedding-type", "TYPE", m.position_embedding_type, "learned_absolute, rope or none")
+          .choices({"learned_absolute", "rope", "none"}, {"mrope", "relative"}),
+      store("rotary-percent", "F", m.rotary_percent, "Fraction of each head rotated by RoPE"),
+      store("rotary-base", "N", m.rotary_base, "RoPE base"),
+      store_true("use-rope-scaling", m.use_rope_scaling, "Llama 3.1's scaling of the RoPE frequencies (low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192)"),
+      store("rope-scaling-factor", "F", m.rope_scaling_factor, "Its factor"),
+      store("normalization", "NORM", m.normalization, "LayerNorm or RMSNorm").choices({"LayerNorm", "RMSNorm"}),
+      store("norm-epsilon", "F", m.norm_epsilon, "Norm epsilon"),
+      store_true("apply-layernorm-1p", m.apply_layernorm_1p, "Norm weights stored zero-centred (initialised to 0), the norm scaling by 1 + weight"),
+      store_true("swiglu", m.swiglu, "SwiGLU MLP"),
+      store_true("openai-gelu", m.openai_gelu, "GELU by its tanh approximation, as OpenAI's GPT-2"),
+      // Megatron turns the fusion off in linears without biases; the record says what ran.
+      store_false("no-bias-gelu-fusion", m.bias_gelu_fusion, "GELU in its exact erf form instead of the tanh approximation that Megatron's fused bias-GELU computes")
+          .key("bias_gelu_fusion").recorded_as([&m] { return ArgValue(m.bias_gelu_fusion && m.add_bias_linear); }),
+      store_false("disable-bias-linear", m.add_bias_linear, "No biases in the linear layers").key("add_bias_linear"),
+      store_true("untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights, "Separate output layer weights"),
+      store("hidden-dropout", "P", m.hidden_dropout, "Dropout after attention, MLP and embedding"),
+      store("attention-dropout", "P", m.attention_dropout, "Dropout of attention probabilities"),
+      store("init-method-std", "F", m.init_method_std, "Standard deviation of initial weights"),
+      store("make-vocab-size-divisible-by", "N", m.make_vocab_size_divisible_by, "Pad the vocabulary to a multiple of N x TP"),
+      store_true("recompute-activations", m.recompute_activations, "Selective activation recomputation"),
+      store("recompute-granularity", "G", m.recompute_granularity, "full or selective").choices({"full", "selective"}),
+      store("recompute-method", "M", m.recompute_method, "uniform or block (with full granularity)").choices({"uniform", "block"}),
+      store("recompute-num-layers", "N", m.recompute_num_layers, "Layers per recomputation unit (with full granularity)"),
+    }},
+    {"training", {
+      store("micro-batch-size", "N", t.micro_batch_size, "Samples per micro-batch").required(),
+      store("global-batch-size", "N", t.global_batch_size, "Samples per iteration").default_text("micro-batch x data-parallel size"),
+      store("train-iters", "N", t.train_iters, "Iterations to train (required, or --train-samples)"),
+      store("train-samples", "N", t.train_samples, "Samples to train (required, or --train-iters)"),
+      custom_flag("rampup-batch-size", FlagArity::Many, "START INCREMENT SAMPLES", "Ramp the global batch size up from START by INCREMENT over SAMPLES samples (with --train-samples)",
+                  [&t](const std::vector<std::string>& values) { t.rampup_batch_size = parse_rampup_batch_size(values); },
+                  [&t] { return rampup_strings(t.rampup_batch_size); }),
+      store("lr", "F", t.lr, "Peak learning rate").required(),
+      store("min-lr", "F", t.min_lr, "Learning rate at the end of the decay"),
+      store("decoupled-lr", "F", t.decoupled_lr, "Peak learning rate of the word embedding and output layer").default_text("--lr"),
+      store("decoupled-min-lr", "F", t.decoupled_min_lr, "Their learning rate at the end of the decay").default_text("--min-lr"),
+      store("lr-decay-style", "S", t.lr_decay_style, "constant, linear, cosine, inverse-square-root or WSD")
+          .choices({"constant", "linear", "cosine", "inverse-square-root", "WSD"}),
+      store("lr-warmup-iters", "N", t.lr_warmup_iters, "Warm-up iterations"),
+      store("lr-warmup-fraction", "F", t.lr_warmup_fraction, "Warm-up as a fraction of the decay"),
+      store("lr-warmup-samples", "N", t.lr_warmup_samples, "Warm-up samples"),
+      store("lr-warmup-init", "F", t.lr_warmup_init, "Learning rate at the start of warm-up"),
+      store("lr-decay-iters", "N", t.lr_decay_iters, "Decay iterations").default_text("--train-iters"),
+      store("lr-decay-samples", "N", t.lr_decay_samples, "Decay samples").default_text("--train-samples"),
+      store("lr-wsd-decay-style", "S", t.lr_wsd_decay_style, "WSD annealing: exponential, linear, cosine or minus_sqrt")
+          .choices({"exponential", "linear", "cosine", "minus_sqrt"}),
+      store("lr-wsd-decay-iters", "N", t.lr_wsd_decay_iters, "WSD annealing iterations"),
+      store("lr-wsd-decay-samples", "N", t.lr_wsd_decay_samples, "WSD annealing samples"),
+      store_true("override-opt_param-scheduler", t.override_opt_param_scheduler, "On --load, keep the schedule of the flags"),
+      store_true("use-checkpoint-opt_param-scheduler", t.use_checkpoint_opt_param_scheduler, "On --load, take the schedule from the checkpoint"),
+      store("weight-decay", "F", t.weight_decay, "Weight decay"),
+      store("start-weight-decay", "F", t.start_weight_decay, "Initial weight decay (non-constant increment styles)"),
+      store("end-weight-decay", "F", t.end_weight_decay, "Final weight decay (non-constant increment styles)"),
+      store("weight-decay-incr-style", "S", t.weight_decay_incr_style, "constant, linear or cosine").choices({"constant", "linear", "cosine"}),
+      store_true("calculate-per-token-loss", t.calculate_per_token_loss, "Normalise the loss by the global batch's tokens, not per micro-batch"),
+      store("clip-grad", "F", t.clip_grad, "Global gradient-norm clip, 0 for none"),
+      store("adam-beta1", "F", t.adam_beta1, "Adam beta1"),
+      store("adam-beta2", "F", t.adam_beta2, "Adam beta2"),
+      store("adam-eps", "F", t.adam_eps, "Adam epsilon"),
+      store("optimizer", "NAME", t.optimizer, "adam (AdamW), the only one").choices({"adam"}, {"sgd"}),
+      store("seed", "N", t.seed, "Random seed"),
+      store("device", "D", o.device, "auto (a GPU when one is visible), cpu, cuda or cuda:N")
+          .not_recorded("where the run computes, not what: a checkpoint resumes on any device"),
+      store_true_as("bf16", t.precision, Precision::Bf16, "bf16 compute on CUDA (the CPU backend computes in fp32)"),
+      store_true_as("fp16", t.precision, Precision::Fp16, "fp16 compute on CUDA (the CPU backend computes in fp32)"),
+    }},
+    {"data", {
+      store_list("data-path", "[W] PREFIX...", d.data_path, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"),
+      store("data-args-path", "FILE", d.data_args_path, "File holding the --data-path list"),
+      // None until validation fills Megatron's legacy default in, with --data-path only.
+      store("split", "A,B,C", d.split, "Train, valid, test proportions").default_text("\"" + std::string(kDefaultSplit) + "\""),
+      store_list("train-data-path", "[W] PREFIX...", d.train_data_path, "Train split datasets, instead of --data-path"),
+      store_list("valid-data-path", "[W] PREFIX...", d.valid_data_path, "Validation split datasets"),
+      store_list("test-data-path", "[W] PREFIX...", d.test_data_path, "Test split datasets"),
+      store("data-cache-path", "DIR", d.data_cache_path, "Directory for the index files"),
+      store_true("mock-data", d.mock_data, "Megatron's synthetic data instead of datasets (required without a data path)"),
+      store("mid-level-dataset-surplus", "F", d.mid_level_dataset_surplus, "Extra fraction of samples per blended dataset"),
+      store("dataloader-type", "TYPE", d.dataloader_type, "single, the only one").choices({"single"}, {"cyclic", "external"}),
+      store("tokenizer-type", "TYPE", tok.type, "Tokenizer (GPT2BPETokenizer, NullTokenizer, ...) (required, unless --vocab-file and --merge-file name GPT2BPETokenizer)"),
+      store("vocab-file", "FILE", tok.vocab_file, "Vocabulary file"),
+      store("merge-file", "FILE", tok.merge_file, "GPT-2 BPE merges file"),
+      store("vocab-size", "N", tok.vocab_size, "Vocabulary size (NullTokenizer)"),
+      store("vocab-extra-ids", "N", tok.vocab_extra_ids, "Extra <extra_id_i> tokens of the BERT tokenizers"),
+      store("tokenizer-model", "PATH", tok.tokenizer_model, "SentencePiece .model, tokenizer.json (or its directory), or TikToken ranks"),
+      store("tiktoken-pattern", "V", tok.tiktoken_pattern, "TikTokenizer regex: v1 or v2"),
+      store("tiktoken-num-special-tokens", "N", tok.tiktoken_num_special_tokens, "TikTokenizer ids reserved for special tokens"),
+      store_list("tiktoken-special-tokens", "TOKEN...", tok.tiktoken_special_tokens, "TikTokenizer special tokens"),
+      store_true("eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document input tokens"),
+      store_true("reset-position-ids", d.reset_position_ids, "Positions restart after each end of document"),
+      store_true("reset-attention-mask", d.reset_attention_mask, "No attention across document boundaries"),
+    }},
+    {"checkpointing", {
+      store("save", "DIR", c.save, "Checkpoint directory to write"),
+      store("save-interval", "N", c.save_interval, "Iterations between checkpoints (needed with --save)"),
+      store("persistent-save-interval", "N", c.save_interval, "Same as --save-interval")
+          .not_recorded("Megatron's other name of --save-interval, recorded as save_interval"),
+      store("load", "DIR", c.load, "Checkpoint directory to resume from"),
+      store_true("no-save-optim", c.no_save_optim, "Do not save the optimizer state"),
+      store_true("no-save-rng", c.no_save_rng, "Do not save the random state"),
+      store_true("no-load-optim", c.no_load_optim, "Do not load the optimizer state"),
+      store_true("no-load-rng", c.no_load_rng, "Do not load the random state"),
+      store_true("finetune", c.finetune, "Load weights only and start at iteration 0"),
+    }},
+    {"logging", {
+      store("log-interval", "N", l.log_interval, "Iterations between log lines"),
+      store("eval-interval", "N", l.eval_interval, "Iterations between validations"),
+      store("eval-iters", "N", l.eval_iters, "Iterations per validation"),
+      store("exit-interval", "N", l.exit_interval, "Exit (after saving) when the iteration is a multiple of N"),
+      store("exit-duration-in-mins", "N", l.exit_duration_in_mins, "Exit (after saving) once N minutes have passed"),
+      store_true("exit-signal-handler", l.exit_signal_handler, "On the exit signal, save and exit after the current iteration"),
+      store("exit-signal", "SIG", l.exit_signal, "the signal for --exit-signal-handler: SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 or SIGXCPU")
+          .choices({"SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU"}),
+      store_true("log-throughput", l.log_throughput, "Log TFLOP/s per GPU"),
+      store_true("profile", l.profile, "Print the GPU time per backend operation at the end of the run (as MGT_CUDA_PROFILE=1; the CUDA backend only)"),
+      store_list("profile-ranks", "RANK...", l.profile_ranks, "The ranks that --profile profiles"),
+      store_true("log-params-norm", l.log_params_norm, "Log the L2 norm of the parameters"),
+      store_true("log-num-zeros-in-grad", l.log_num_zeros_in_grad, "Log the number of zeros in the gradient"),
+      store("metrics-file", "FILE", l.metrics_file, "append one JSON object per log line and validation"),
+      store("tensorboard-dir", "DIR", l.tensorboard_dir, "Write TensorBoard event files (scalars) to DIR"),
+      store("tensorboard-log-interval", "N", l.tensorboard_log_interval, "Iterations between TensorBoard training scalars"),
+      store("tensorboard-queue-size", "N", l.tensorboard_queue_size, "TensorBoard events buffered before a write; they are also written at each --log-interval"),
+      store_true("log-timers-to-tensorboard", l.log_timers_to_tensorboard, "Write iteration-time (and throughput with --log-throughput) to TensorBoard"),
+      store_false("no-log-learning-rate-to-tensorboard", l.log_learning_rate_to_tensorboard, "Do not write learning-rate to TensorBoard (older Megatron's flag)")
+          .key("log_learning_rate_to_tensorboard").megatron_flag(),
+      store_false("no-log-loss-scale-to-tensorboard", l.log_loss_scale_to_tensorboard, "Do not write loss-scale to TensorBoard")
+          .key("log_loss_scale_to_tensorboard"),
+      store_true("log-validation-ppl-to-tensorboard", l.log_validation_ppl_to_tensorboard, "Write validation perplexities to TensorBoard"),
+      store_true("log-world-size-to-tensorboard", l.log_world_size_to_tensorboard, "Write world-size to TensorBoard"),
+    }},
+    {"parallelism", {
+      store("tensor-model-parallel-size", "N", p.tensor_model_parallel_size, "Tensor-parallel size: ranks that split each layer"),
+      store("pipeline-model-parallel-size", "N", p.pipeline_model_parallel_size, "Pipeline-parallel size: stages of consecutive layers, 1F1B schedule"),
+      store("decoder-first-pipeline-num-layers", "N", p.decoder_first_pipeline_num_layers, "Layers of the first pipeline stage").default_text("num-layers / PP"),
+      store("decoder-last-pipeline-num-layers", "N", p.decoder_last_pipeline_num_layers, "Layers of the last pipeline stage").default_text("num-layers / PP"),
+      store("context-parallel-size", "N", p.context_parallel_size, "Context-parallel size; only 1 is implemented"),
+      store_true("sequence-parallel", p.sequence_parallel, "Sequence parallelism (needs tensor parallelism)"),
+      store_true("use-distributed-optimizer", p.use_distributed_optimizer, "Shard the optimizer state over data-parallel ranks"),
+      store_true("overlap-grad-reduce", p.overlap_grad_reduce, "Overlap the gradient reduction with the backward pass (accepted; not overlapped yet)"),
+      store_true("overlap-param-gather", p.overlap_param_gather, "Overlap the weight all-gather with the forward pass (accepted; not overlapped yet)"),
+      store("distributed-backend", "B", p.distributed_backend, "nccl (NCCL between GPUs, MPI for CPU ranks and ranks sharing a GPU) or gloo/mpi (MPI, device buffers staged through host memory)"),
+      store("distributed-timeout-minutes", "N", p.distributed_timeout_minutes, "End the job when a communication waits longer than N minutes"),
+    }},
+    {"other", {
+      store_true("dry-run", o.dry_run, "print the parameter count and the memory per rank (JSON on stdout, a summary on stderr) and exit, reading no data")
+          .not_recorded("a dry run stops before training and writes no checkpoint"),
+    }},
+  });
+}
+// clang-format on
+
+}  // namespace mgt
