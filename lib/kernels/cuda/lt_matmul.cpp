@@ -103,7 +103,9 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d,
                                                                preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
-  if (optional && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return plans_.emplace(key, p).first->second;
+  if (optional && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
+    return plans_.emplace(key, p).first->second;  // remembered as not found
+  }
   check(status, "cublasLtMatmulAlgoGetHeuristic", name);
   if (found == 0) throw Error(std::string(name) + ": cuBLASLt has no algorithm for this GEMM");
   p.algo = result.algo;
@@ -138,7 +140,9 @@ bool LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
 void LtMatmul::run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
                    LtAux aux, const char* name) {
   // Pointers are per call; the rest of the descriptor is the cached plan's.
-  if (bias != nullptr) set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", name);
+  if (bias != nullptr) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", name);
+  }
   if (aux.data != nullptr) {
     set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data,
         "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", name);
