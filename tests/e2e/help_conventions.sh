@@ -11,6 +11,10 @@
 #     with "mgt: ", and no other flag does (--help and --version, which every program has, are
 #     neither);
 #   - every flag has a description;
+#   - each man page marks exactly the flags --help marks, one way: in its OPTIONS section, the
+#     description of an option's entry (the text after the tag of .TP and any .TQ) begins with
+#     "mgt:" exactly when --help marks the entry's flags; a marked flag has such an entry, and no
+#     flag is marked otherwise ("(mgt)");
 #   - each man page's SEE ALSO names the five sibling programs.
 # Usage: bash tests/e2e/help_conventions.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -85,6 +89,30 @@ def parse_help(text):
     return usage, flags
 
 
+def man_marks(page):
+    """{flag: [marked, ...]} for each option entry of a man page's OPTIONS section: the flags of the
+    tag (the line after .TP, and after each .TQ) and whether the description begins with "mgt:"."""
+    lines = page.replace("\\-", "-").split("\n")
+    marks, in_options, i = {}, False, 0
+    while i < len(lines):
+        if lines[i].startswith(".SH"):
+            in_options = re.match(r'^\.SH +"?OPTIONS', lines[i]) is not None
+        if not in_options or lines[i].strip() != ".TP":
+            i += 1
+            continue
+        tags = lines[i + 1:i + 2]
+        i += 2
+        while i + 1 < len(lines) and lines[i].strip() == ".TQ":
+            tags.append(lines[i + 1])
+            i += 2
+        marked = i < len(lines) and re.match(r"^mgt:(\s|$)", lines[i]) is not None
+        for tag in tags:
+            for flag in re.findall(r"--[A-Za-z0-9_*-]*[A-Za-z0-9_*]", tag):
+                if "*" not in flag:
+                    marks.setdefault(flag, []).append(marked)
+    return marks
+
+
 def outside_brackets(usage_line):
     depth, kept = 0, []
     for ch in usage_line:
@@ -140,8 +168,28 @@ for program in programs:
             problems.append(f"{program}: {flag} is mgt's own but its description does not begin with 'mgt: '")
         if marked and not own:
             problems.append(f"{program}: {flag} is a Megatron-LM flag but is marked 'mgt: '")
-    # SEE ALSO.
+    # The man page marks the flags --help marks, the same way.
     page = open(f"{src}/man/man1/{program}.1", encoding="utf-8").read()
+    marks = man_marks(page)
+    for flag, text in sorted(flags.items()):
+        if flag in EVERY_PROGRAM:
+            continue
+        in_help = text.startswith("mgt: ")
+        if flag not in marks:
+            if in_help:  # a Megatron flag may be described in running text; a marked one needs its entry
+                problems.append(f"{program}.1: {flag} is marked 'mgt: ' in --help but has no entry (.TP) "
+                                f"in OPTIONS to mark")
+        elif any(m != in_help for m in marks[flag]):
+            problems.append(f"{program}.1: {flag} is " + ("" if in_help else "not ") + "marked 'mgt: ' in --help, "
+                            "but its OPTIONS entry " + ("does not begin" if in_help else "begins") +
+                            " with 'mgt:'")
+    for flag, marked in sorted(marks.items()):
+        if flag not in flags and any(marked):
+            problems.append(f"{program}.1: {flag}, which --help does not list, is marked 'mgt:'")
+    if "(mgt)" in page:
+        problems.append(f"{program}.1: marks a flag '(mgt)'; mgt's own flags are marked by an entry "
+                        f"that begins with 'mgt:'")
+    # SEE ALSO.
     see_also = page.split(".SH SEE ALSO", 1)[1].split("\n.SH", 1)[0] if ".SH SEE ALSO" in page else ""
     for sibling in programs:
         if sibling != program and f".BR {sibling} (1)" not in see_also:
