@@ -11,7 +11,7 @@
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
 #include "core/error.hpp"
-#include "train/checkpoint_json.hpp"
+#include "core/json_scalars.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
 

@@ -10,13 +10,13 @@
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/model_weights.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
+#include "ckpt/tokenizer_description.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/python_json.hpp"
 #include "model/memory_estimate.hpp"
 #include "model/parameter_table.hpp"
 #include "tokenizer/tokenizer.hpp"
-#include "train/run_description.hpp"
 
 namespace mgt {
 

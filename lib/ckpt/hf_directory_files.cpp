@@ -8,8 +8,8 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/json_scalars.hpp"
 #include "core/temporary_file.hpp"
-#include "train/checkpoint_json.hpp"
 
 namespace mgt {
 

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/json_scalars.hpp"
 #include "core/json_text.hpp"
 #include "data/python_json.hpp"
-#include "train/checkpoint_json.hpp"
 
 namespace mgt {
 

@@ -7,7 +7,7 @@
 #include "ckpt/safetensors_model_files.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
-#include "train/checkpoint_json.hpp"
+#include "core/json_scalars.hpp"
 
 namespace mgt {
 

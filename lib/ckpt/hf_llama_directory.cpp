@@ -7,8 +7,8 @@
 #include "ckpt/hf_llama_layout.hpp"
 #include "ckpt/safetensors_model_files.hpp"
 #include "core/error.hpp"
+#include "core/json_scalars.hpp"
 #include "data/python_json.hpp"
-#include "train/checkpoint_json.hpp"
 
 namespace mgt {
 

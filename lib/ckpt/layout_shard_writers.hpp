@@ -13,9 +13,9 @@
 
 #include "ckpt/checkpoint_metadata.hpp"
 #include "ckpt/checkpoint_writer.hpp"
+#include "dist/buffer_shards.hpp"
 #include "model/gpt_config.hpp"
 #include "model/parameter_table.hpp"
-#include "train/buffer_shards.hpp"
 
 namespace mgt::ckpt {
 

@@ -14,9 +14,9 @@
 #include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
+#include "core/json_scalars.hpp"
 #include "data/python_json.hpp"
 #include "tokenizer/tokenizer_type_inference.hpp"
-#include "train/checkpoint_json.hpp"
 
 namespace mgt {
 

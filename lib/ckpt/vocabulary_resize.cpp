@@ -1,9 +1,9 @@
 #include "ckpt/vocabulary_resize.hpp"
 
 #include "core/error.hpp"
+#include "core/json_scalars.hpp"
 #include "core/log.hpp"
 #include "tokenizer/tokenizer.hpp"
-#include "train/checkpoint_json.hpp"
 
 namespace mgt {
 

@@ -8,6 +8,7 @@
 #include "ckpt/model_checkpoint.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/json_scalars.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
 #include "eval/eval_report.hpp"
@@ -17,7 +18,6 @@
 #include "eval/wikitext_task.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/memory_estimate.hpp"
-#include "train/checkpoint_json.hpp"
 
 namespace mgt {
 

@@ -10,7 +10,7 @@
 //                gradient_scaling_factor folded in, so the sum is the average); every rank then
 //                takes the same step on its whole copy.
 //   distributed  (--use-distributed-optimizer) this rank keeps Adam's moments for its shard of the
-//                flat buffer only (train/buffer_shards.hpp). reduce_gradients() reduce-scatters,
+//                flat buffer only (dist/buffer_shards.hpp). reduce_gradients() reduce-scatters,
 //                the norm is the square root of the shards' sums of squares all-reduced, each
 //                rank clips and updates its shard, and the updated weights are all-gathered.
 // Either way every rank takes the same decision to skip or clip, from the same global norm.
@@ -32,9 +32,9 @@
 #include <span>
 #include <vector>
 
+#include "dist/buffer_shards.hpp"
 #include "dist/communicator.hpp"
 #include "model/gpt_parameters.hpp"
-#include "train/buffer_shards.hpp"
 
 namespace mgt {
 

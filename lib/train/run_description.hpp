@@ -1,11 +1,10 @@
 // What a checkpoint says about the run that wrote it, as JSON text: the arguments (keys are
-// Megatron's args names, so tools that read Megatron's saved args find the same fields) and the
-// tokenizer (enough to rebuild it and to check the vocabulary padding).
+// Megatron's args names, so tools that read Megatron's saved args find the same fields). The
+// tokenizer's record is ckpt/tokenizer_description.hpp, which converted checkpoints write too.
 #pragma once
 #include <cstdint>
 #include <string>
 
-#include "tokenizer/tokenizer.hpp"
 #include "train/train_options.hpp"
 
 namespace mgt {
@@ -14,10 +13,5 @@ namespace mgt {
 // names, then the values no flag sets: padded_vocab_size, params_dtype, ckpt_format, world_size
 // and data_parallel_size.
 std::string train_args_json(const TrainOptions& options, std::int64_t padded_vocab_size);
-
-// {"tokenizer_type", "class", "vocab_file", "merge_file", "vocab_size", "vocab_extra_ids",
-//  "true_vocab_size", "padded_vocab_size", "eod", "pad"}.
-std::string tokenizer_description_json(const TokenizerOptions& options, const Tokenizer& tokenizer,
-                                       std::int64_t padded_vocab_size);
 
 }  // namespace mgt

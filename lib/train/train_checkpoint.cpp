@@ -18,12 +18,13 @@
 #include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
+#include "core/json_scalars.hpp"
 #include "core/json_text.hpp"
 #include "core/log.hpp"
 #include "model/parameter_sharding.hpp"
 #include "dist/local_communicator.hpp"
-#include "train/checkpoint_json.hpp"
 #include "train/rank_agreement.hpp"
+#include "train/scheduler_state_json.hpp"
 
 namespace mgt {
 

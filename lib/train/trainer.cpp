@@ -12,6 +12,7 @@
 #include <span>
 
 #include "ckpt/checkpoint_layout.hpp"
+#include "ckpt/tokenizer_description.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/dataset_split.hpp"

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "dist/backend_memory_mover.hpp"
+#include "dist/buffer_shards.hpp"
 #include "dist/dist_testing.hpp"
 #include "dist/process_groups.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "model/gpt_parameters.hpp"
 #include "train/adamw_optimizer.hpp"
-#include "train/buffer_shards.hpp"
 
 using namespace mgt;
 using mgt::dist_test::runtime;

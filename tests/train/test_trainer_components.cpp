@@ -7,7 +7,7 @@
 #include "kernels/cpu/cpu_backend.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/batch_prefetcher.hpp"
-#include "train/checkpoint_json.hpp"
+#include "train/scheduler_state_json.hpp"
 #include "train/train_data.hpp"
 #include "trainer_testing.hpp"
 

@@ -1,21 +1,12 @@
-// The small JSON texts a training checkpoint carries next to its tensors (scheduler state,
-// optimizer scalars, the run's arguments), written and read back. Numbers are written as
-// Python's repr prints them, which reads back to the same double.
+// The scalar members of one flat JSON object, read by key with the reader's name in every error:
+// checkpoints, Hugging Face configs and run records all carry such objects.
 #pragma once
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <variant>
 
-#include "train/lr_schedule.hpp"
-
 namespace mgt {
-
-// Megatron's OptimizerParamScheduler.state_dict() keys.
-std::string scheduler_state_json(const LrSchedulerState& state);
-// Throws mgt::Error naming `what` and the missing or mistyped key.
-LrSchedulerState parse_scheduler_state_json(const std::string& text, const std::string& what);
 
 // The scalar members of one flat JSON object; nested values are skipped. Throws mgt::Error
 // naming `what` when the text is not a JSON object.

@@ -1,4 +1,4 @@
-#include "train/buffer_shards.hpp"
+#include "dist/buffer_shards.hpp"
 
 #include "core/error.hpp"
 
