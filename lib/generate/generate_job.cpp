@@ -52,16 +52,25 @@ int run_batches(Generator& generator, const GenerateOptions& options) {
   Progress progress = Progress::counting_items("prompts", 0, static_cast<uint64_t>(options.log_interval));
   int64_t done = 0;
   int64_t generated = 0;
+  int64_t batches = 0;
+  double last_rate = 0.0;  // of the last micro-batch: past the first one's start-up costs
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     const std::vector<std::string> prompts = reader.next_batch(options.micro_batch_size);
     if (prompts.empty()) break;
+    const auto batch_start = std::chrono::steady_clock::now();
     const std::vector<Completion> completions = generator.generate(prompts, done);
+    const double batch_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_start).count();
+    int64_t batch_tokens = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       sink.write_line(completion_json(done + static_cast<int64_t>(i), prompts[i], completions[i],
                                       options.generation.return_log_probs));
-      generated += static_cast<int64_t>(completions[i].tokens.size());
+      batch_tokens += static_cast<int64_t>(completions[i].tokens.size());
     }
+    generated += batch_tokens;
+    ++batches;
+    last_rate = batch_seconds > 0 ? static_cast<double>(batch_tokens) / batch_seconds : 0.0;
     sink.end_batch();
     done += static_cast<int64_t>(prompts.size());
     progress.update(static_cast<uint64_t>(done), 0);
@@ -72,8 +81,13 @@ int run_batches(Generator& generator, const GenerateOptions& options) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sink.commit();
   progress.finish(static_cast<uint64_t>(done), 0);
-  char rate[64];
-  std::snprintf(rate, sizeof rate, " in %.3f s (%.1f tokens/s)", seconds, seconds > 0 ? generated / seconds : 0.0);
+  char rate[128];
+  const double overall = seconds > 0 ? static_cast<double>(generated) / seconds : 0.0;
+  if (batches > 1)
+    std::snprintf(rate, sizeof rate, " in %.3f s (%.1f tokens/s; the last micro-batch %.1f tokens/s)", seconds,
+                  overall, last_rate);
+  else
+    std::snprintf(rate, sizeof rate, " in %.3f s (%.1f tokens/s)", seconds, overall);
   log::info("generated " + std::to_string(generated) + " tokens for " + std::to_string(done) + " prompts" + rate);
   return kExitOk;
 }

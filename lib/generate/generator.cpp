@@ -129,6 +129,16 @@ std::vector<Completion> Generator::generate(std::span<const std::string> prompts
   }
 }
 
+KvCache& Generator::cache_for(int64_t batch, int64_t capacity) {
+  if (cache_ && cache_->batch() == batch && cache_->capacity() == capacity) {
+    cache_->clear();
+  } else {
+    cache_.reset();  // its memory goes before the new one's is taken
+    cache_ = std::make_unique<KvCache>(model_->backend(), model_->config(), batch, capacity);
+  }
+  return *cache_;
+}
+
 std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> rows) {
   const auto b = static_cast<int64_t>(rows.size());
   if (b == 0) return {};
@@ -175,8 +185,15 @@ std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> 
     colon = first_token(*tokenizer_, ":");
     newline = first_token(*tokenizer_, "\n");
   }
-  KvCache cache(model_->backend(), model_->config(), b, total);
+  // Where every row picks greedily from the logits alone, the pick happens where the logits are
+  // and only the tokens come back.
+  const bool greedy_on_device = std::all_of(seqs.begin(), seqs.end(), [](const Sequence& s) {
+    return s.sampling.greedy() && !s.settings->return_log_probs && !s.settings->prevent_newline_after_colon;
+  });
+  KvCache& cache = cache_for(b, total);
   std::vector<int64_t> chunk;
+  std::vector<float> logits;
+  std::vector<int64_t> picked;
   std::vector<float> row;
   int64_t previous = 0;
   for (int64_t position = shortest; position < total; ++position) {
@@ -185,18 +202,26 @@ std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> 
     chunk.clear();
     for (int64_t i = 0; i < b; ++i)
       chunk.insert(chunk.end(), tokens.begin() + i * total + previous, tokens.begin() + i * total + position);
-    const std::vector<float> logits = model_->forward_cached(chunk, n, cache);  // of position − 1
+    // Of position − 1.
+    if (greedy_on_device) picked = model_->forward_cached_greedy(chunk, n, cache, true_vocab);
+    else logits = model_->forward_cached(chunk, n, cache);
     previous = position;
 
     for (int64_t i = 0; i < b; ++i) {
       Sequence& s = seqs[static_cast<size_t>(i)];
       if (s.done || position < s.prompt_length) continue;
-      const std::span<const float> padded(logits.data() + i * vocab, static_cast<size_t>(vocab));
-      row.assign(padded.begin(), padded.begin() + true_vocab);
-      if (s.settings->prevent_newline_after_colon && colon >= 0 && newline >= 0 && newline < true_vocab &&
-          tokens[static_cast<size_t>(i * total + position - 1)] == colon)
-        row[static_cast<size_t>(newline)] = -1e10f;
-      const int64_t token = sample_token(row, s.sampling, s.rng);
+      int64_t token = 0;
+      std::span<const float> padded;
+      if (greedy_on_device) {
+        token = picked[static_cast<size_t>(i)];
+      } else {
+        padded = std::span<const float>(logits.data() + i * vocab, static_cast<size_t>(vocab));
+        row.assign(padded.begin(), padded.begin() + true_vocab);
+        if (s.settings->prevent_newline_after_colon && colon >= 0 && newline >= 0 && newline < true_vocab &&
+            tokens[static_cast<size_t>(i * total + position - 1)] == colon)
+          row[static_cast<size_t>(newline)] = -1e10f;
+        token = sample_token(row, s.sampling, s.rng);
+      }
       tokens[static_cast<size_t>(i * total + position)] = token;
       if (s.sampling.top_p_decay > 0.0)
         s.sampling.top_p = std::max(s.sampling.top_p * s.sampling.top_p_decay, s.sampling.top_p_bound);

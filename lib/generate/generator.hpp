@@ -7,11 +7,13 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "generate/sampling.hpp"
+#include "model/kv_cache.hpp"
 #include "model/gpt_model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -87,8 +89,13 @@ private:
   // log_softmax of each prompt token after the first, from one forward pass over the prompt.
   std::vector<float> prompt_log_probs(std::span<const TokenId> prompt) const;
 
+  // A cache for `batch` sequences of `capacity` positions: the last one, emptied, when it has that
+  // shape (the model's recorded decode step belongs to one cache), else a new one.
+  KvCache& cache_for(int64_t batch, int64_t capacity);
+
   GptModel* model_;
   Tokenizer* tokenizer_;
+  std::unique_ptr<KvCache> cache_;
   GenerationSettings settings_;
   int64_t max_sequence_length_ = 0;
 };

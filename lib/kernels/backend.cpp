@@ -462,6 +462,55 @@ void Backend::attention_backward(ConstFloatView q, ConstFloatView k, ConstFloatV
   st.finish();
 }
 
+void Backend::cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
+                               FloatView value_cache, ConstIndexView length, const AttentionShape& shape,
+                               const RotaryParams* rotary, float softmax_scale, FloatView out) {
+  const char* op = "cached_attention";
+  dims(op, {shape.batch, shape.seq_q, shape.seq_kv, shape.heads, shape.groups, shape.head_dim});
+  if (shape.groups == 0 || shape.heads % shape.groups != 0) fail(op, "groups must divide heads");
+  if (shape.seq_q < 1 || shape.seq_q > shape.seq_kv) fail(op, "seq_q must be in [1, the cache's capacity]");
+  if (shape.layout != SeqLayout::kSeqMajor) fail(op, "the cache is sequence-major");
+  if (rotary != nullptr && (rotary->rotary_dim <= 0 || rotary->rotary_dim % 2 != 0 || rotary->rotary_dim > shape.head_dim))
+    fail(op, "rotary_dim must be even and in (0, head_dim]");
+  const int64_t new_kv = shape.seq_q * shape.batch * shape.groups * shape.head_dim;
+  expect(q, shape.query().elements(), op, "q");
+  expect(k, new_kv, op, "k");
+  expect(v, new_kv, op, "v");
+  expect(key_cache, shape.key_value().elements(), op, "key_cache");
+  expect(value_cache, shape.key_value().elements(), op, "value_cache");
+  expect(length, 1, op, "length");
+  expect(out, shape.query().elements(), op, "out");
+  if (k.type() != key_cache.type() || v.type() != value_cache.type())
+    fail(op, "new keys and values must have their cache's type");
+  do_cached_attention(q, k, v, key_cache, value_cache, length, shape, rotary, softmax_scale, out);
+}
+
+void Backend::do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
+                                  FloatView value_cache, ConstIndexView length, const AttentionShape& shape,
+                                  const RotaryParams* rotary, float softmax_scale, FloatView out) {
+  int64_t past = 0;
+  copy_to_host(length, std::span<int64_t>(&past, 1));
+  if (past < 0 || past + shape.seq_q > shape.seq_kv)
+    fail("cached_attention", std::to_string(past) + " cached + " + std::to_string(shape.seq_q) +
+                                 " new positions exceed the capacity of " + std::to_string(shape.seq_kv));
+  if (rotary != nullptr) {
+    RotaryParams at = *rotary;
+    at.position_offset += past;
+    rotary_forward(q, shape.query(), at, q);
+    rotary_forward(k, {shape.seq_q, shape.batch, shape.groups, shape.head_dim, SeqLayout::kSeqMajor}, at, k);
+  }
+  const int64_t per_position = shape.batch * shape.groups * shape.head_dim;
+  copy(k, key_cache.subspan(past * per_position, shape.seq_q * per_position));
+  copy(v, value_cache.subspan(past * per_position, shape.seq_q * per_position));
+  AttentionShape visible = shape;
+  visible.seq_kv = past + shape.seq_q;
+  AttentionParams params;
+  params.softmax_scale = softmax_scale;
+  DeviceBuffer lse(*this, shape.batch * shape.heads * shape.seq_q);
+  attention_forward(q, key_cache.first(visible.seq_kv * per_position), value_cache.first(visible.seq_kv * per_position),
+                    visible, params, out, lse.view());
+}
+
 void Backend::qkv_split(ConstFloatView mixed, int64_t tokens, int64_t heads, int64_t groups,
                         int64_t unit, FloatView q, FloatView k, FloatView v) {
   const char* op = "qkv_split";
@@ -614,13 +663,15 @@ void Backend::masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView 
   }
 }
 
-void Backend::row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out) {
-  dims("row_argmax", {rows, cols});
-  expect(x, rows * cols, "row_argmax", "x");
+void Backend::row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out, int64_t row_stride) {
+  dims("row_argmax", {rows, cols, row_stride});
+  if (row_stride == 0) row_stride = cols;
+  if (row_stride < cols) fail("row_argmax", "row_stride must be >= cols");
+  expect(x, rows * row_stride, "row_argmax", "x");
   expect(out, rows, "row_argmax", "out");
   if (rows > 0 && cols > 0) {
     Fp32Staging st(*this, "row_argmax");
-    do_row_argmax(st.in(x), rows, cols, out.data());
+    do_row_argmax(st.in(x), rows, cols, row_stride, out.data());
     st.finish();
   }
 }

@@ -21,6 +21,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,6 +54,15 @@ using SeqLayout = cpu::SeqLayout;
 // Flags of Backend::adamw_update's runs.
 inline constexpr int64_t kAdamWDecay = 1;
 inline constexpr int64_t kAdamWDecoupledLr = 2;
+
+// Operations recorded once and replayed as a whole (a CUDA graph on a GPU): for a decode step,
+// whose many short operations would otherwise each pay a launch. A replay runs the same
+// operations on the same memory; what varies between replays must be read from that memory.
+class RecordedOperations {
+public:
+  virtual ~RecordedOperations() = default;
+  virtual void replay() = 0;
+};
 
 class Backend {
 public:
@@ -95,6 +106,14 @@ public:
   // The memory this backend's buffers come from, where it can be read: the host's for the CPU,
   // the device's free memory for a GPU. nullopt: unknown (callers then skip their check).
   virtual std::optional<AvailableMemory> available_memory() const { return std::nullopt; }
+
+  // Records the operations `run` issues and runs them once; replay() runs them again. nullptr,
+  // with nothing run, where the backend does not record (the CPU, whose operations have no
+  // launch cost) or where `run` did something a recording cannot hold (a read-back, an
+  // allocation): the caller then runs the operations directly.
+  virtual std::unique_ptr<RecordedOperations> record(const std::function<void()>& /*run*/) {
+    return nullptr;
+  }
 
   // ---- memory (use DeviceArray rather than these directly) ----
   void* allocate_bytes(size_t bytes) { return do_allocate(bytes); }
@@ -194,6 +213,19 @@ public:
                           ConstFloatView dout, ConstFloatView lse, const AttentionShape& shape,
                           const AttentionParams& params, FloatView dq, FloatView dk, FloatView dv);
 
+  // ---- one step of key/value-cached decoding ----
+  // The seq_q new positions of each sequence follow `length` cached ones, length being read from
+  // backend memory (length[0]) so that a recorded step replays at any length: q [seq_q, batch,
+  // heads, head_dim] and k, v [seq_q, batch, groups, head_dim] are this step's, sequence-major;
+  // with rotary (non-null) q and k are rotated in place at positions length…length + seq_q − 1;
+  // k and v are stored into the caches ([shape.seq_kv = capacity, batch, groups, head_dim]) at
+  // position length; out = causal attention of q over the caches' first length + seq_q
+  // positions (no dropout). Element for element: rotary_forward, two copies and
+  // attention_forward.
+  void cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
+                        FloatView value_cache, ConstIndexView length, const AttentionShape& shape,
+                        const RotaryParams* rotary, float softmax_scale, FloatView out);
+
   // ---- Megatron's per-group fused QKV layout ----
   void qkv_split(ConstFloatView mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
                  FloatView q, FloatView k, FloatView v);
@@ -227,8 +259,10 @@ public:
   // dloss = loss_mask · scale.
   void masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView dloss);
   // out[r] = index of the largest of x[r, 0…cols), the first one on ties (torch.argmax): the
-  // model's prediction at each position, without moving the logits to the host.
-  void row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out);
+  // model's prediction at each position, without moving the logits to the host. Rows are
+  // row_stride elements apart (0: cols), so that x may be [rows, row_stride] of which the first
+  // cols columns count (a padded vocabulary).
+  void row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out, int64_t row_stride = 0);
 
   // ---- element-wise ----
   void add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols);
@@ -271,6 +305,11 @@ protected:
   virtual void do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w,
                                                   ConstFloatView pre, int64_t rows, int64_t in,
                                                   int64_t out, FloatView dpre);
+  // Default: the length read back, then rotary_forward, copies and attention_forward.
+  virtual void do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
+                                   FloatView value_cache, ConstIndexView length,
+                                   const AttentionShape& shape, const RotaryParams* rotary,
+                                   float softmax_scale, FloatView out);
 
 private:
   friend class Fp32Staging;
@@ -360,7 +399,8 @@ private:
                                          int64_t vocab_start, FloatArg dlogits) = 0;
   virtual MaskedLossSum do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                            int64_t rows) = 0;
-  virtual void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) = 0;
+  virtual void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
+                             int64_t* out) = 0;
   virtual void do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
                                    FloatArg dloss) = 0;
 

@@ -149,6 +149,11 @@ public:
   // [b, padded vocab]. The logits equal forward_only's at the same positions of the whole
   // sequences (up to the summation order of the attention).
   std::vector<float> forward_cached(std::span<const int64_t> tokens, int64_t n, KvCache& cache);
+  // As forward_cached, but returns each sequence's greedy next token: the first index of the
+  // largest of its logits [0, vocab) (the true vocabulary, without the padding), found where the
+  // logits are, so that only b tokens come back to the host.
+  std::vector<int64_t> forward_cached_greedy(std::span<const int64_t> tokens, int64_t n, KvCache& cache,
+                                             int64_t vocab);
 
   // ---- Pipeline stages ----
   // A slot is 0, 1, … for training passes (one per micro-batch in flight; a slot is reused once
@@ -210,6 +215,10 @@ private:
   // forward_backward) and the logits hold their gradient.
   void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale,
                      bool logits_hold_gradient = false);
+  // forward_cached's pass, leaving the [b, padded vocab] logits in backend memory. One-token
+  // steps are recorded on their second run for a cache and replayed after that (one launch per
+  // step on a GPU).
+  ConstFloatView decode_step(std::span<const int64_t> tokens, int64_t n, KvCache& cache);
   // The whole-vocabulary logits of `rows` rows from this rank's [rows, local vocab] ones: the
   // logits themselves without tensor parallelism, else gathered into `whole`.
   ConstFloatView whole_vocab_logits(ConstFloatView logits, int64_t rows,
@@ -232,7 +241,17 @@ private:
   DeviceBuffer sequence_parallel_grads_;
   std::unique_ptr<ActivationMemory> train_memory_;
   std::unique_ptr<ActivationMemory> eval_memory_;
-  std::unique_ptr<ActivationMemory> generation_memory_;
+  std::unique_ptr<ActivationMemory> generation_memory_;  // forward_cached of several tokens
+  std::unique_ptr<ActivationMemory> step_memory_;        // forward_cached of one token
+  // The recorded one-token decode step over step_memory_ and one cache's buffers.
+  struct DecodeRecording {
+    uint64_t cache_id = 0;
+    int64_t runs = 0;     // steps run for this cache
+    bool failed = false;  // the backend could not record the step: run it directly
+    std::unique_ptr<RecordedOperations> operations;
+  };
+  DecodeRecording decode_recording_;
+  DeviceIndexBuffer decode_tokens_;  // forward_cached_greedy's picks
   std::vector<StageSlot> stage_slots_;
   StageSlot stage_eval_slot_;
 };

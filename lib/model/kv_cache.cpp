@@ -1,5 +1,6 @@
 #include "model/kv_cache.hpp"
 
+#include <atomic>
 #include <string>
 
 #include "core/error.hpp"
@@ -8,8 +9,11 @@ namespace mgt {
 
 KvCache::KvCache(Backend& backend, const GptConfig& config, int64_t batch, int64_t capacity,
                  const TensorParallelRank& tp)
-    : batch_(batch), capacity_(capacity) {
+    : backend_(&backend), batch_(batch), capacity_(capacity) {
+  static std::atomic<uint64_t> caches_made{0};
+  id_ = ++caches_made;
   if (batch < 1 || capacity < 1) throw Error("KvCache: batch and capacity must be positive");
+  length_on_device_ = DeviceIndexBuffer(backend, 1);
   const GptConfig c = config.resolved();
   position_elements_ = batch * (c.query_groups() / tp.size) * c.kv_channels;
   owned_.reserve(static_cast<size_t>(2 * c.num_layers));
@@ -19,15 +23,23 @@ KvCache::KvCache(Backend& backend, const GptConfig& config, int64_t batch, int64
     layer.key = owned_.back().view();
     owned_.emplace_back(backend, capacity * position_elements_, backend.activation_type());
     layer.value = owned_.back().view();
+    layer.capacity = capacity;
+    layer.length = length_on_device_.view();
     layers_.push_back(layer);
   }
+  set_length(0);
+}
+
+void KvCache::set_length(int64_t length) {
+  length_ = length;
+  backend_->copy_from_host<int64_t>(std::span<const int64_t>(&length_, 1), length_on_device_.view());
 }
 
 void KvCache::advance(int64_t n) {
   if (n < 0 || length_ + n > capacity_)
     throw Error("KvCache: " + std::to_string(length_) + " + " + std::to_string(n) +
                 " positions exceed the capacity of " + std::to_string(capacity_));
-  length_ += n;
+  set_length(length_ + n);
 }
 
 }  // namespace mgt

@@ -3,7 +3,8 @@
 // over the whole sequence. Sequence-major like the activations, [capacity, batch, groups,
 // head_dim] per layer: the first `length` positions of every sequence of the batch are filled,
 // and the keys of positions [0, n) are one contiguous [n, batch, groups, head_dim] block, which
-// is what the attention kernel reads.
+// is what the attention kernel reads. The length is also kept in backend memory, where a
+// recorded decode step reads it.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,6 +18,8 @@ namespace mgt {
 struct LayerKvCache {
   FloatView key;    // [capacity, batch, groups, head_dim], keys after RoPE
   FloatView value;  // same shape
+  int64_t capacity = 0;
+  ConstIndexView length;  // [1]: the cache's length, in backend memory
 };
 
 class KvCache {
@@ -26,6 +29,9 @@ public:
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
+  // Distinguishes this cache from every other made in the process (a recorded decode step
+  // belongs to one cache's buffers).
+  uint64_t id() const { return id_; }
   int64_t batch() const { return batch_; }
   int64_t capacity() const { return capacity_; }
   // Positions filled in every sequence.
@@ -37,14 +43,19 @@ public:
   // Called by the model after it appended n positions; throws past the capacity.
   void advance(int64_t n);
   // Forgets every position (the buffers are reused).
-  void clear() { length_ = 0; }
+  void clear() { set_length(0); }
 
 private:
+  void set_length(int64_t length);
+
+  Backend* backend_;
+  uint64_t id_;
   int64_t batch_;
   int64_t capacity_;
   int64_t length_ = 0;
   int64_t position_elements_;
   std::vector<DeviceBuffer> owned_;
+  DeviceIndexBuffer length_on_device_;
   std::vector<LayerKvCache> layers_;
 };
 

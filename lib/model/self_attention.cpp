@@ -54,28 +54,21 @@ HeadTensor SelfAttention::head_tensor(const ForwardContext& ctx, int64_t heads) 
 
 void SelfAttention::forward(const ForwardContext& ctx, ConstFloatView input,
                             const AttentionActivations& saved, const AttentionScratch& scratch,
-                            FloatView output, const LayerKvCache* cache, int64_t past) const {
+                            FloatView output, const LayerKvCache* cache) const {
   const int64_t tokens = ctx.tokens();
-  const int64_t kv_elements = tokens * groups_ * head_dim_;
-  const FloatView key = cache ? cache->key.subspan(past * ctx.batch * groups_ * head_dim_, kv_elements) : saved.key;
-  const FloatView value =
-      cache ? cache->value.subspan(past * ctx.batch * groups_ * head_dim_, kv_elements) : saved.value;
   qkv_.forward(input, tokens, scratch.mixed, ctx.when_sequence_parallel(scratch.sequence.gathered));
-  backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, key, value);
-  if (rope_) {
-    // Megatron rotates by sequence index; position_ids only feed learned absolute embeddings.
-    RotaryParams rotary = rotary_;
-    rotary.position_offset = past;
-    backend_->rotary_forward(saved.query, head_tensor(ctx, heads_), rotary, saved.query);
-    backend_->rotary_forward(key, head_tensor(ctx, groups_), rotary, key);
-  }
+  backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, saved.key, saved.value);
   if (cache) {
     AttentionShape s = shape(ctx);
-    s.seq_kv = past + ctx.seq;
-    const int64_t visible = s.seq_kv * ctx.batch * groups_ * head_dim_;
-    backend_->attention_forward(saved.query, cache->key.subspan(0, visible), cache->value.subspan(0, visible), s,
-                                params(ctx), saved.context, saved.lse);
+    s.seq_kv = cache->capacity;
+    backend_->cached_attention(saved.query, saved.key, saved.value, cache->key, cache->value, cache->length, s,
+                               rope_ ? &rotary_ : nullptr, params(ctx).softmax_scale, saved.context);
   } else {
+    if (rope_) {
+      // Megatron rotates by sequence index; position_ids only feed learned absolute embeddings.
+      backend_->rotary_forward(saved.query, head_tensor(ctx, heads_), rotary_, saved.query);
+      backend_->rotary_forward(saved.key, head_tensor(ctx, groups_), rotary_, saved.key);
+    }
     recompute_core(ctx, saved);
   }
   proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole));

@@ -51,13 +51,13 @@ public:
   // output[s, b, hidden] = linear_proj(attention(rope(split(linear_qkv(input))))); under
   // sequence parallelism input and output are this rank's [s/tp, b, hidden] slices.
   //
-  // With a key/value cache (inference): the s = ctx.seq tokens of this pass follow `past` cached
-  // positions. Their keys and values are written into the cache at [past, past + s) instead of
-  // saved.key / saved.value, RoPE rotates them by their true positions, and the queries attend
-  // to all past + s positions.
+  // With a key/value cache (inference): the s = ctx.seq tokens of this pass follow the cache's
+  // length (read from backend memory, so that a recorded decode step replays at any length).
+  // Their keys and values are also stored into the cache there, RoPE rotates them by their true
+  // positions, and the queries attend to all length + s positions.
   void forward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
                const AttentionScratch& scratch, FloatView output,
-               const LayerKvCache* cache = nullptr, int64_t past = 0) const;
+               const LayerKvCache* cache = nullptr) const;
   // Rebuilds saved.context and saved.lse from the saved query, key and value.
   void recompute_core(const ForwardContext& ctx, const AttentionActivations& saved) const;
   // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten).

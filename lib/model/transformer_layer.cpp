@@ -16,15 +16,14 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
 
 void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
                                const LayerActivations& saved, const LayerScratch& scratch,
-                               FloatView output, const LayerKvCache* cache, int64_t past) const {
+                               FloatView output, const LayerKvCache* cache) const {
   const int64_t tokens = ctx.local_tokens();
   const int64_t hidden = input_norm_.hidden();
   const float p = ctx.dropout_p(hidden_dropout_);
   const FloatView branch = scratch.hidden_a;
 
   input_norm_.forward(input, tokens, saved.input_norm_output, saved.input_norm);
-  attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache,
-                     past);
+  attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache);
   if (p > 0.0f) {
     const DropoutKey key = ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden);
     backend_->dropout_forward(branch, p, key, branch);

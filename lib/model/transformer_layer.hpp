@@ -47,8 +47,7 @@ public:
   // output must not alias input or scratch.hidden_a. With a key/value cache, see
   // SelfAttention::forward.
   void forward(const ForwardContext& ctx, ConstFloatView input, const LayerActivations& saved,
-               const LayerScratch& scratch, FloatView output, const LayerKvCache* cache = nullptr,
-               int64_t past = 0) const;
+               const LayerScratch& scratch, FloatView output, const LayerKvCache* cache = nullptr) const;
   // d_hidden holds ∂loss/∂output on entry and ∂loss/∂input on return. With selective
   // recomputation the core attention is rebuilt first.
   void backward(const ForwardContext& ctx, ConstFloatView input, const LayerActivations& saved,

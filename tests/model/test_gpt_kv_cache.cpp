@@ -97,3 +97,27 @@ TEST_CASE("KV-cached forward refuses positions past the cache and the position t
   CHECK_THROWS_WITH(model.forward_cached(std::vector<int64_t>{1}, 1, large),
                     Catch::Contains("--max-position-embeddings 10"));
 }
+
+TEST_CASE("KV-cached greedy step picks the first largest logit of the true vocabulary", "[model]") {
+  CpuBackend backend;
+  const GptConfig c = llama_like_config();
+  GptModel model(c, backend, 5);
+  randomize_parameters(model.parameters(), 5);
+  const int64_t b = 3, vocab = c.padded_vocab_size - 5;
+  const std::vector<int64_t> tokens = random_tokens(model.config(), b, 6, 6);
+  KvCache by_logits(backend, model.config(), b, 8);
+  KvCache greedy(backend, model.config(), b, 8);
+  for (int64_t done = 0; done < 6; done += 2) {
+    const std::vector<int64_t> chunk = columns(tokens, b, 6, done, 2);
+    const std::vector<float> logits = model.forward_cached(chunk, 2, by_logits);
+    const std::vector<int64_t> picked = model.forward_cached_greedy(chunk, 2, greedy, vocab);
+    REQUIRE(picked.size() == static_cast<size_t>(b));
+    for (int64_t i = 0; i < b; ++i) {
+      const auto row = logits.begin() + i * c.padded_vocab_size;
+      CHECK(picked[static_cast<size_t>(i)] == std::max_element(row, row + vocab) - row);
+    }
+  }
+  CHECK(greedy.length() == 6);
+  CHECK_THROWS_WITH(model.forward_cached_greedy(columns(tokens, b, 6, 0, 1), 1, greedy, c.padded_vocab_size + 1),
+                    Catch::Contains("vocabulary to pick from"));
+}

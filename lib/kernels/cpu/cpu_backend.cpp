@@ -270,8 +270,11 @@ MaskedLossSum CpuBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg l
   return cpu::masked_loss_sum(loss, loss_mask, rows);
 }
 
-void CpuBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) {
-  parallel(rows, row_grain(cols), [&](int64_t b, int64_t e) { cpu::row_argmax(x + b * cols, e - b, cols, out + b); });
+void CpuBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
+                               int64_t* out) {
+  parallel(rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    cpu::row_argmax(x + b * row_stride, e - b, cols, out + b, row_stride);
+  });
 }
 
 void CpuBackend::do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,

@@ -103,7 +103,8 @@ private:
                                  int64_t vocab, int64_t vocab_start, FloatArg dlogits) override;
   MaskedLossSum do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                    int64_t rows) override;
-  void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) override;
+  void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
+                     int64_t* out) override;
   void do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
                            FloatArg dloss) override;
 

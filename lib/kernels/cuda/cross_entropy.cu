@@ -186,10 +186,10 @@ __device__ __forceinline__ bool better(float v, int64_t j, float value, int64_t 
   return v > value || (v == value && j < index);
 }
 
-__global__ void row_argmax_kernel(In x, int64_t cols, int64_t* out) {
+__global__ void row_argmax_kernel(In x, int64_t cols, int64_t row_stride, int64_t* out) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
-  In row = x + blockIdx.x * cols;
+  In row = x + blockIdx.x * row_stride;
   float value = -INFINITY;
   int64_t index = cols;  // beyond every real index, so a real one wins ties
   // Each thread scans its columns in increasing order and keeps the first strict maximum, as the
@@ -294,9 +294,10 @@ void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, do
   MGT_CUDA_CHECK_LAUNCH(masked_loss_sum_kernel);
 }
 
-void row_argmax(In x, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream) {
+void row_argmax(In x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* out, cudaStream_t stream) {
   if (rows == 0) return;
-  row_argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
+  // A whole vocabulary per row: the widest block, so that each thread scans few columns.
+  row_argmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, stream>>>(x, cols, row_stride, out);
   MGT_CUDA_CHECK_LAUNCH(row_argmax_kernel);
 }
 

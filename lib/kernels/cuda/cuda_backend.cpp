@@ -9,11 +9,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/bf16_convert.hpp"
+#include "kernels/cuda/cached_attention.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_graph.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/elementwise.hpp"
@@ -22,6 +25,7 @@
 #include "kernels/cuda/norms.hpp"
 #include "kernels/cuda/op_profiler.hpp"
 #include "kernels/cuda/optimizer.hpp"
+#include "kernels/cuda/small_rows_linear.hpp"
 
 namespace mgt {
 
@@ -117,7 +121,14 @@ void CudaBackend::synchronize() {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
 }
 
+std::unique_ptr<RecordedOperations> CudaBackend::record(const std::function<void()>& run) {
+  if (profiler_ != nullptr) return nullptr;
+  return cuda::record_graph(stream_, run, recording_);
+}
+
 void* CudaBackend::do_allocate(size_t bytes) {
+  // A graph would keep the block for its replays while the pool hands it out again.
+  if (recording_) throw Error("an allocation cannot be recorded");
   void* data = nullptr;
   MGT_CUDA_CHECK(cudaMallocAsync(&data, bytes, stream_));
   // All-ones bytes, as on the CPU backend: a NaN in every float, so reading memory that no
@@ -163,6 +174,9 @@ void CudaBackend::do_fill(FloatArg x, int64_t n, float value) {
 void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                                     int64_t in, int64_t out, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), "linear_forward");
+  if (cuda::small_rows_linear(x, w, bias.empty() ? cuda::In() : cuda::In(bias), rows, in, out, cuda::Out(), y,
+                              stream_))
+    return;
   if (!cuda::linear_forward(cublas_, *lt_, matmul_precision_, x, w, bias.empty() ? cuda::In() : cuda::In(bias),
                             rows, in, out, y)) {
     cuda::add_bias(y, bias, rows, out, stream_);
@@ -186,7 +200,10 @@ void CudaBackend::do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w
                                               FloatView y) {
   {
     const cuda::ScopedOp scope(profiler_.get(), "linear_gelu_tanh_forward");
-    if (cuda::linear_gelu_tanh_forward(*lt_, x, w, bias, rows, in, out, pre, y)) return;
+    const cuda::In b = bias.empty() ? cuda::In() : cuda::In(bias);
+    if (cuda::small_rows_linear(x, w, b, rows, in, out, pre, y, stream_)) return;  // decoding
+    if (rows > cuda::kSmallRowsMax && cuda::linear_gelu_tanh_forward(*lt_, x, w, bias, rows, in, out, pre, y))
+      return;
   }
   Backend::do_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
 }
@@ -350,6 +367,22 @@ cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& sha
   return cudnn_attention_.get();
 }
 
+void CudaBackend::do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
+                                      FloatView value_cache, ConstIndexView length, const AttentionShape& shape,
+                                      const RotaryParams* rotary, float softmax_scale, FloatView out) {
+  if (shape.head_dim > cuda::kCachedAttentionMaxHeadDim) {
+    Backend::do_cached_attention(q, k, v, key_cache, value_cache, length, shape, rotary, softmax_scale, out);
+    return;
+  }
+  const cuda::ScopedOp scope(profiler_.get(), "cached_attention");
+  if (rotary != nullptr) {
+    cuda::rotary(q, shape.query(), *rotary, 1.0f, q, stream_, length.data());
+    const HeadTensor keys{shape.seq_q, shape.batch, shape.groups, shape.head_dim, SeqLayout::kSeqMajor};
+    cuda::rotary(k, keys, *rotary, 1.0f, k, stream_, length.data());
+  }
+  cuda::cached_attention(q, k, v, key_cache, value_cache, length.data(), shape, softmax_scale, out, stream_);
+}
+
 void CudaBackend::do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
                                int64_t unit, FloatArg q, FloatArg k, FloatArg v) {
   const cuda::ScopedOp scope(profiler_.get(), "qkv_split");
@@ -410,9 +443,10 @@ MaskedLossSum CudaBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg 
   return total;
 }
 
-void CudaBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) {
+void CudaBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
+                                int64_t* out) {
   const cuda::ScopedOp scope(profiler_.get(), "row_argmax");
-  cuda::row_argmax(x, rows, cols, out, stream_);
+  cuda::row_argmax(x, rows, cols, row_stride, out, stream_);
 }
 
 void CudaBackend::do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,

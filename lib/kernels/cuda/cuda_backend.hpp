@@ -36,6 +36,8 @@ public:
   std::optional<DeviceQueue> device_queue() const override { return DeviceQueue{device_, stream_}; }
   // Waits for everything queued so far; reports a fault of an earlier kernel.
   void synchronize() override;
+  // A CUDA graph of the operations (none while MGT_CUDA_PROFILE times each operation).
+  std::unique_ptr<RecordedOperations> record(const std::function<void()>& run) override;
 
 private:
   int device_;
@@ -44,6 +46,7 @@ private:
   std::unique_ptr<cuda::LtMatmul> lt_;
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
+  bool recording_ = false;  // capturing a graph: allocations are refused
   // adamw_update's segments on the device ([ends…, flags…]), uploaded when they change.
   std::vector<int64_t> segments_host_;
   DeviceIndexBuffer segments_device_;
@@ -115,6 +118,10 @@ private:
                              const AttentionParams& params, FloatArg dq, FloatArg dk,
                              FloatArg dv) override;
 
+  void do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
+                           FloatView value_cache, ConstIndexView length, const AttentionShape& shape,
+                           const RotaryParams* rotary, float softmax_scale, FloatView out) override;
+
   void do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
                     FloatArg q, FloatArg k, FloatArg v) override;
   void do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens, int64_t heads,
@@ -137,7 +144,8 @@ private:
                                  int64_t vocab, int64_t vocab_start, FloatArg dlogits) override;
   MaskedLossSum do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                    int64_t rows) override;
-  void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t* out) override;
+  void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
+                     int64_t* out) override;
   void do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
                            FloatArg dloss) override;
 

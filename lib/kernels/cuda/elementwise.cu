@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/philox.hpp"
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace mgt::cuda {
@@ -11,8 +12,8 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-constexpr float kTanhScale = 0.79788456f;
-constexpr float kTanhCubic = 0.044715f;
+constexpr float kTanhScale = kGeluTanhScale;
+constexpr float kTanhCubic = kGeluTanhCubic;
 
 enum class Op { kFill, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
 
@@ -29,8 +30,7 @@ __device__ __forceinline__ float apply(Op op, float a, float b, float o, float v
       const float pdf = kInvSqrt2Pi * expf(-0.5f * b * b);
       return a * (cdf + b * pdf);
     }
-    case Op::kGeluTanh:
-      return 0.5f * a * (1.0f + tanhf(kTanhScale * a * (1.0f + kTanhCubic * a * a)));
+    case Op::kGeluTanh: return gelu_tanh(a);
     case Op::kGeluTanhGrad: {
       const float t = tanhf(kTanhScale * b * (1.0f + kTanhCubic * b * b));
       const float du = kTanhScale * (1.0f + 3.0f * kTanhCubic * b * b);

@@ -101,7 +101,9 @@ void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, i
 
 // One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.
 __global__ void rotary_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
-                              double base, double llama3_factor, int64_t position_offset, float sign, Out y) {
+                              double base, double llama3_factor, int64_t position_offset,
+                              const int64_t* offset_on_device, float sign, Out y) {
+  if (offset_on_device != nullptr) position_offset += *offset_on_device;
   const int64_t half = rotary_dim / 2;
   const int64_t total = shape.seq * shape.batch * shape.heads * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -174,12 +176,12 @@ void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads, int64_t groups, 
 }
 
 void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
-            float sign, Out y, cudaStream_t stream) {
+            float sign, Out y, cudaStream_t stream, const int64_t* offset_on_device) {
   const int64_t pairs = shape.seq * shape.batch * shape.heads * (params.rotary_dim / 2);
   if (pairs > 0) {
     rotary_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(x, shape, params.rotary_dim, params.base,
                                                             params.llama3_scaling_factor, params.position_offset,
-                                                            sign, y);
+                                                            offset_on_device, sign, y);
     MGT_CUDA_CHECK_LAUNCH(rotary_kernel);
   }
   const int64_t rest = shape.seq * shape.batch * shape.heads * (shape.head_dim - params.rotary_dim);

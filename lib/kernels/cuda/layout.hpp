@@ -25,7 +25,9 @@ void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads,
                int64_t groups, int64_t unit, Out mixed, cudaStream_t stream);
 
 // sign = +1 for the forward rotation, −1 for the backward (its transpose). y may alias x.
+// offset_on_device, when not null, is added to params.position_offset as the kernel reads it
+// (a key/value cache's length in a recorded decode step).
 void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
-            float sign, Out y, cudaStream_t stream);
+            float sign, Out y, cudaStream_t stream, const int64_t* offset_on_device = nullptr);
 
 }  // namespace mgt::cuda

@@ -1,0 +1,86 @@
+#include "kernels/cuda/small_rows_linear.hpp"
+
+#include "kernels/cuda/gelu.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vector8.cuh"
+
+namespace mgt::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+// Vectors of W each lane loads before it multiplies: loads in flight hide the memory latency.
+constexpr int kUnroll = 4;
+// Warps the grid should hold to keep every SM's memory pipe busy (132 SMs, several each).
+constexpr int64_t kWantedWarps = 4096;
+
+// Each output o is computed by `split` warps of one block, each over every split-th stretch of
+// 32 vectors of W's row; their sums meet in shared memory.
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    small_rows_linear_kernel(In x, In w, In bias, int rows, int64_t in, int64_t out, int split, Out pre, Out y) {
+  __shared__ float partial[kWarpsPerBlock][kSmallRowsMax];
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / split) + warp / split;
+  const int part = warp % split;
+  const int64_t vectors = in / 8;
+  float acc[kSmallRowsMax] = {};
+  if (o < out) {
+    const In w_row = w + o * in;
+    const int64_t stride = 32LL * split;
+    for (int64_t v0 = part * 32LL + lane; v0 < vectors; v0 += stride * kUnroll) {
+      float wv[kUnroll][8];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (v0 + u * stride < vectors) load8(w_row, v0 + u * stride, wv[u]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (v0 + u * stride >= vectors) break;
+#pragma unroll
+        for (int r = 0; r < kSmallRowsMax; ++r) {
+          if (r >= rows) break;
+          float xv[8];
+          load8(x + r * in, v0 + u * stride, xv);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r] += xv[j] * wv[u][j];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kSmallRowsMax; ++r) {
+    if (r >= rows) break;
+    const float sum = warp_sum(acc[r]);
+    if (lane == 0) partial[warp][r] = sum;
+  }
+  __syncthreads();
+  // The first warp of each output adds its split's partial sums in a fixed order.
+  if (o >= out || part != 0 || lane >= rows) return;
+  float sum = 0.0f;
+  for (int p = 0; p < split; ++p) sum += partial[warp + p][lane];
+  const float value = sum + (bias != nullptr ? bias[o] : 0.0f);
+  if (pre == nullptr) {
+    y[lane * out + o] = value;
+  } else {
+    pre[lane * out + o] = value;
+    y[lane * out + o] = gelu_tanh(pre[lane * out + o]);
+  }
+}
+
+}  // namespace
+
+bool small_rows_linear(In x, In w, In bias, int64_t rows, int64_t in, int64_t out, Out pre, Out y,
+                       cudaStream_t stream) {
+  if (rows < 1 || rows > kSmallRowsMax || !vectorizable(in, {x.raw(), w.raw()})) return false;
+  if (out == 0) return true;
+  // Few outputs (a projection back to the hidden size) share each row of W among more warps.
+  int split = 1;
+  while (split < kWarpsPerBlock && out * split < kWantedWarps && in / 8 >= 32LL * split * 2) split *= 2;
+  const int64_t per_block = kWarpsPerBlock / split;
+  const auto blocks = static_cast<unsigned>((out + per_block - 1) / per_block);
+  small_rows_linear_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, static_cast<int>(rows), in, out,
+                                                                       split, pre, y);
+  MGT_CUDA_CHECK_LAUNCH(small_rows_linear_kernel);
+  return true;
+}
+
+}  // namespace mgt::cuda
