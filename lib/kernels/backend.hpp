@@ -85,6 +85,12 @@ public:
     return precision == MatmulPrecision::kFp32;
   }
 
+  // Megatron's --deterministic-mode: only kernels that give the same bits on every run, at some
+  // cost in speed. Without it, a backend may use faster kernels whose summation order varies
+  // between runs (on a GPU: cuDNN attention backward engines that sum with atomics). The CPU's
+  // kernels are always deterministic.
+  virtual void set_deterministic(bool /*deterministic*/) {}
+
   // The storage type the model gives its activations and its weights' compute copy: fp32, or
   // bf16 after a GPU backend accepted set_matmul_precision(kBf16) (Megatron's --bf16: bf16
   // weights and activations, fp32 master weights and gradients). Tests set it on the CPU, whose
@@ -106,6 +112,17 @@ public:
   // The memory this backend's buffers come from, where it can be read: the host's for the CPU,
   // the device's free memory for a GPU. nullopt: unknown (callers then skip their check).
   virtual std::optional<AvailableMemory> available_memory() const { return std::nullopt; }
+
+  // What the backend's allocator holds, in bytes, as Megatron's report_memory prints it from
+  // PyTorch's: allocated now and at most, reserved from the device now and at most. nullopt where
+  // the backend keeps no such count (the CPU).
+  struct MemoryUse {
+    int64_t allocated = 0;
+    int64_t max_allocated = 0;
+    int64_t reserved = 0;
+    int64_t max_reserved = 0;
+  };
+  virtual std::optional<MemoryUse> memory_use() const { return std::nullopt; }
 
   // Records the operations `run` issues and runs them once; replay() runs them again. nullptr,
   // with nothing run, where the backend does not record (the CPU, whose operations have no

@@ -11,7 +11,7 @@ int64_t ActivationElements::bytes() const {
 
 ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t tp_size, int64_t seq, int64_t batch,
                                               bool training, bool last_position_logits,
-                                              bool sequence_parallel, bool with_output) {
+                                              bool sequence_parallel, bool with_output, int64_t logits_rows) {
   const GptConfig c = config.resolved();
   using N = SaturatingSize;
   const N t = N(seq) * batch;
@@ -46,7 +46,8 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   if (!with_output) return {floats.value(), indices.value()};
   if (training) floats += t;           // loss gradient
   floats += tl * h + norm_stats * tl;  // final norm
-  floats += (last_position_logits ? N(batch) : t) * vocab;
+  const N rows = last_position_logits ? N(batch) : t;
+  floats += (logits_rows > 0 && N(logits_rows).value() < rows.value() ? N(logits_rows) : rows) * vocab;
   if (!training) indices += t * 3;  // predictions, selected rows and labels
   floats += t * 3;                  // losses, row max, sum of exponentials
   return {floats.value(), indices.value()};
@@ -62,7 +63,7 @@ ActivationElements ActivationMemory::allocated() const {
 ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
                                    const TensorParallelRank& tp, int64_t seq, int64_t batch,
                                    bool training, bool last_position_logits,
-                                   bool sequence_parallel, bool with_output)
+                                   bool sequence_parallel, bool with_output, int64_t logits_rows)
     : seq_(seq),
       batch_(batch),
       training_(training),
@@ -153,7 +154,8 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
 
   final_norm_output = take(tl * h);
   final_norm = take_norm_stats(layer_norm, tl);
-  logits = take((last_position_logits ? batch : t) * vocab);
+  const int64_t rows = last_position_logits ? batch : t;
+  logits = take((logits_rows > 0 && logits_rows < rows ? logits_rows : rows) * vocab);
   if (!training) {
     predictions = take_index(t);
     selected_rows = take_index(t);

@@ -33,6 +33,12 @@ struct ActivationElements {
   int64_t bytes() const;  // as fp32 floats
 };
 
+// Rows of logits a whole-model training pass holds at a time: GptModel::forward_backward runs
+// the output layer, the loss and their backward chunk by chunk, since [tokens, vocab] logits
+// would be a large micro-batch's largest activation (1.6 GB in bf16 at 16 × 1024 tokens and
+// GPT-2's vocabulary).
+inline constexpr int64_t kTrainingLogitsChunk = 4096;
+
 class ActivationMemory {
 public:
   // What the constructor with the same arguments allocates, computed without allocating and
@@ -40,12 +46,15 @@ public:
   // here (a unit test compares the two).
   static ActivationElements elements(const GptConfig& config, int64_t tp_size, int64_t seq, int64_t batch,
                                      bool training, bool last_position_logits = false,
-                                     bool sequence_parallel = false, bool with_output = true);
+                                     bool sequence_parallel = false, bool with_output = true,
+                                     int64_t logits_rows = 0);
 
-  // sequence_parallel needs tp.size > 1 dividing seq.
+  // sequence_parallel needs tp.size > 1 dividing seq. logits_rows > 0: logits for at most that
+  // many rows (processed in chunks); 0: for every token (or, last_position_logits, each
+  // sequence's last position).
   ActivationMemory(Backend& backend, const GptConfig& config, const TensorParallelRank& tp,
                    int64_t seq, int64_t batch, bool training, bool last_position_logits = false,
-                   bool sequence_parallel = false, bool with_output = true);
+                   bool sequence_parallel = false, bool with_output = true, int64_t logits_rows = 0);
   ActivationMemory(const ActivationMemory&) = delete;
   ActivationMemory& operator=(const ActivationMemory&) = delete;
 

@@ -1,5 +1,6 @@
 #include "model/gpt_model.hpp"
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -96,21 +97,23 @@ void GptModel::require_whole_model(const char* call) const {
                               "stage_backward");
 }
 
-std::unique_ptr<ActivationMemory> GptModel::make_memory(const MicroBatch& batch,
-                                                        bool training) const {
+std::unique_ptr<ActivationMemory> GptModel::make_memory(const MicroBatch& batch, bool training,
+                                                        int64_t logits_rows) const {
   require(batch.batch_size > 0 && batch.seq_length > 0,
           "a micro-batch needs batch_size and seq_length > 0");
   return std::make_unique<ActivationMemory>(*backend_, stage_config_, params_.tensor_parallel(),
                                             batch.seq_length, batch.batch_size, training, false,
                                             training && sequence_parallel_,
-                                            pipeline_stage().is_last());
+                                            pipeline_stage().is_last(), logits_rows);
 }
+
+bool GptModel::chunks_training_logits() const { return !tp_.active() && !sequence_parallel_; }
 
 ActivationMemory& GptModel::memory_for(const MicroBatch& batch, bool training) {
   std::unique_ptr<ActivationMemory>& memory = training ? train_memory_ : eval_memory_;
   if (!memory || memory->seq() != batch.seq_length || memory->batch() != batch.batch_size) {
     memory.reset();  // release the old shape's buffers before allocating the new ones
-    memory = make_memory(batch, training);
+    memory = make_memory(batch, training, training && chunks_training_logits() ? kTrainingLogitsChunk : 0);
   }
   return *memory;
 }
@@ -190,22 +193,41 @@ void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory,
   if (with_loss) loss_->forward(memory.logits, memory.labels, tokens, memory.loss);
 }
 
+void GptModel::head_forward_backward_in_chunks(const ForwardContext& ctx, ActivationMemory& memory, float scale) {
+  const int64_t tokens = ctx.tokens();
+  const int64_t h = config().hidden_size;
+  const int64_t vocab = loss_->local_vocab();
+  const int64_t chunk = memory.logits.size() / vocab;
+  for (int64_t start = 0; start < tokens; start += chunk) {
+    const int64_t rows = std::min(chunk, tokens - start);
+    const FloatView x = memory.final_norm_output.subspan(start * h, rows * h);
+    const FloatView logits = memory.logits.first(rows * vocab);
+    const LossActivations loss{memory.loss.losses.subspan(start, rows), memory.loss.row_max.subspan(start, rows),
+                               memory.loss.sum_exp.subspan(start, rows), memory.loss.d_loss.subspan(start, rows)};
+    output_layer_->forward(x, rows, logits, {});
+    loss_->forward_backward(logits, memory.labels.subspan(start, rows), memory.loss_mask.subspan(start, rows), scale,
+                            rows, loss);
+    output_layer_->backward(logits, x, rows, memory.scratch.hidden_a.subspan(start * h, rows * h), {}, {});
+  }
+}
+
 void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory,
-                             float loss_scale, bool logits_hold_gradient) {
+                             float loss_scale, HeadGradient head) {
   const int64_t tokens = ctx.tokens();
   const auto num_layers = static_cast<int64_t>(layers_.size());
   const bool recompute_layers = config().recompute_granularity == RecomputeGranularity::kFull;
 
   // On stages before the last, d_hidden already holds the gradient of the stage's output.
   if (loss_) {
-    if (!logits_hold_gradient) {
+    if (head == HeadGradient::kNone) {
       loss_->backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens,
                       memory.loss);
     }
-    output_layer_->backward(memory.logits, memory.final_norm_output, tokens,
-                            memory.scratch.hidden_a,
-                            ctx.when_sequence_parallel(memory.sequence.gathered),
-                            ctx.when_sequence_parallel(memory.sequence.whole));
+    if (head != HeadGradient::kInputGradient) {
+      output_layer_->backward(memory.logits, memory.final_norm_output, tokens, memory.scratch.hidden_a,
+                              ctx.when_sequence_parallel(memory.sequence.gathered),
+                              ctx.when_sequence_parallel(memory.sequence.whole));
+    }
     final_norm_->backward(memory.scratch.hidden_a, memory.hidden(num_layers), ctx.local_tokens(),
                           memory.final_norm, memory.d_hidden);
   }
@@ -277,10 +299,16 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
   for (const float m : batch.loss_mask) host_count.tokens += m;
   if (batch.loss_mask.empty()) host_count.tokens = static_cast<double>(batch.batch_size * batch.seq_length);
   const float scale = loss_gradient_scale(host_count, num_microbatches, reduction);
-  forward_pass(ctx, memory, false);
-  loss_->forward_backward(memory.logits, memory.labels, memory.loss_mask, scale, ctx.tokens(),
-                          memory.loss);
-  backward_pass(ctx, memory, scale, true);
+  decoder_pass(ctx, memory);
+  if (chunks_training_logits()) {
+    head_forward_backward_in_chunks(ctx, memory, scale);
+    backward_pass(ctx, memory, scale, HeadGradient::kInputGradient);
+  } else {
+    output_layer_->forward(memory.final_norm_output, ctx.tokens(), memory.logits,
+                           ctx.when_sequence_parallel(memory.sequence.gathered));
+    loss_->forward_backward(memory.logits, memory.labels, memory.loss_mask, scale, ctx.tokens(), memory.loss);
+    backward_pass(ctx, memory, scale, HeadGradient::kLogits);
+  }
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
   return {sum.loss_sum, sum.tokens};
 }

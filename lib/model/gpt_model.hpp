@@ -199,7 +199,12 @@ private:
   StageSlot& stage_slot(int64_t slot, const MicroBatch& shape);
   const StageSlot& used_slot(int64_t slot) const;
   void require_whole_model(const char* call) const;
-  std::unique_ptr<ActivationMemory> make_memory(const MicroBatch& batch, bool training) const;
+  std::unique_ptr<ActivationMemory> make_memory(const MicroBatch& batch, bool training,
+                                                int64_t logits_rows = 0) const;
+  // Whether forward_backward runs the output layer and the loss in chunks of rows
+  // (kTrainingLogitsChunk): without tensor or sequence parallelism, whose collectives span every
+  // row.
+  bool chunks_training_logits() const;
 
   ActivationMemory& memory_for(const MicroBatch& batch, bool training);
   // Copies the micro-batch's inputs (tokens, positions) and labels (labels, loss mask) in.
@@ -211,10 +216,18 @@ private:
   void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss);
   // Embedding, layers and final norm: fills memory.final_norm_output.
   void decoder_pass(const ForwardContext& ctx, ActivationMemory& memory);
-  // With logits_hold_gradient the loss's backward has already run (the fused loss step of
-  // forward_backward) and the logits hold their gradient.
+  // How far the output layer's backward has gone when backward_pass starts.
+  enum class HeadGradient {
+    kNone,           // the loss's backward is still to run
+    kLogits,         // the logits hold their gradient (the fused loss step of forward_backward)
+    kInputGradient,  // scratch.hidden_a holds the final norm output's gradient (chunked head)
+  };
   void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale,
-                     bool logits_hold_gradient = false);
+                     HeadGradient head = HeadGradient::kNone);
+  // The output layer, the fused loss and the output layer's backward, chunk by chunk of
+  // memory.logits' rows: losses into memory.loss, the final norm output's gradient into
+  // memory.scratch.hidden_a, the output weight's gradient accumulated.
+  void head_forward_backward_in_chunks(const ForwardContext& ctx, ActivationMemory& memory, float scale);
   // forward_cached's pass, leaving the [b, padded vocab] logits in backend memory. One-token
   // steps are recorded on their second run for a cache and replayed after that (one launch per
   // step on a GPU).

@@ -96,8 +96,13 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   N kv_cache = 0;
   switch (r.use) {
     case MemoryUse::kTraining:
-      // 1F1B keeps up to one micro-batch per stage in flight on the first stage.
-      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, true), r.bytes_per_weight) *
+      // 1F1B keeps up to one micro-batch per stage in flight on the first stage. A whole model
+      // without tensor parallelism computes its logits in chunks (GptModel::forward_backward).
+      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, true, false, false, true,
+                                                                tp == 1 && l.pipeline_parallel == 1
+                                                                    ? kTrainingLogitsChunk
+                                                                    : 0),
+                                     r.bytes_per_weight) *
                     l.pipeline_parallel;
       if (r.evaluation_too)
         activations += activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);

@@ -110,6 +110,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
           .not_recorded("where the run computes, not what: a checkpoint resumes on any device"),
       store_true_as("bf16", t.precision, Precision::Bf16, "bf16 compute on CUDA (the CPU backend computes in fp32)"),
       store_true_as("fp16", t.precision, Precision::Fp16, "fp16 compute on CUDA (the CPU backend computes in fp32)"),
+      store_true("deterministic-mode", t.deterministic_mode, "Deterministic kernels only: reruns and resumes give the same bits on a GPU too, somewhat slower"),
     }},
     {"data", {
       store_list("data-path", "[W] PREFIX...", d.data_path, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"),

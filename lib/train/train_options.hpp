@@ -104,6 +104,7 @@ struct OptimizationOptions {
   // tokens, in place of the mean of the micro-batches' per-token means.
   bool calculate_per_token_loss = false;
   Precision precision = Precision::Fp32;          // --bf16 | --fp16
+  bool deterministic_mode = false;                // --deterministic-mode: same bits on every run
 };
 
 struct DataOptions {

@@ -246,6 +246,7 @@ private:
     output_.line(format_padded_vocab_line(tokenizer_->vocab_size(), padded_vocab_));
     keep_checkpoint_padded_vocab();
     apply_precision();
+    backend_.set_deterministic(options_.optim.deterministic_mode);
     output_.line("> compute device: " + backend_.description());
 
     const GptConfig config = gpt_config_from_options(options_, padded_vocab_);
@@ -614,7 +615,18 @@ private:
     output_.metrics(iteration_metrics_json(g, stamp));
     if (tensorboard_) tensorboard_->log_interval_end(progress_.iteration, g.seconds_per_iteration, g.tflops_per_gpu);
     losses_.reset();
+    if (!memory_reported_) report_memory();
   }
+
+  // Megatron's report_memory after the first logged iteration (the optimizer state exists by then).
+  void report_memory() {
+    memory_reported_ = true;
+    const std::optional<Backend::MemoryUse> use = backend_.memory_use();
+    if (!use) return;
+    output_.line(format_memory_report(world_.rank(), progress_.iteration, use->allocated, use->max_allocated,
+                                      use->reserved, use->max_reserved));
+  }
+  bool memory_reported_ = false;
 
   void evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix) {
     const LossValues losses = evaluator.evaluate();

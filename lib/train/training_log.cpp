@@ -150,6 +150,14 @@ std::string format_iteration_line(const IterationLog& g, const std::string& time
   return s;
 }
 
+std::string format_memory_report(std::int64_t rank, std::int64_t iteration, std::int64_t allocated,
+                                 std::int64_t max_allocated, std::int64_t reserved, std::int64_t max_reserved) {
+  const auto mib = [](std::int64_t bytes) { return python_float_repr(static_cast<double>(bytes) / (1024.0 * 1024.0)); };
+  return "[Rank " + std::to_string(rank) + "] (after " + std::to_string(iteration) + " iterations) memory (MB) | allocated: " +
+         mib(allocated) + " | max allocated: " + mib(max_allocated) + " | reserved: " + mib(reserved) +
+         " | max reserved: " + mib(max_reserved);
+}
+
 std::string format_validation_block(const std::string& prefix, const LossValues& losses) {
   std::string s = " validation loss at " + prefix + " | ";
   for (const auto& [name, value] : losses) {

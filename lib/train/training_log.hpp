@@ -70,6 +70,12 @@ std::string log_timestamp(std::chrono::system_clock::time_point when);
 // " [TIMESTAMP] iteration        N/       T | consumed samples: ... | number of nan iterations:   0 |"
 std::string format_iteration_line(const IterationLog& log, const std::string& timestamp);
 
+// Megatron's report_memory line after the first logged iteration, sizes in bytes:
+// "[Rank 0] (after 1 iterations) memory (MB) | allocated: … | max allocated: … | reserved: … |
+// max reserved: …", the MiB as Python prints floats.
+std::string format_memory_report(std::int64_t rank, std::int64_t iteration, std::int64_t allocated,
+                                 std::int64_t max_allocated, std::int64_t reserved, std::int64_t max_reserved);
+
 // The three lines (dashes, values, dashes; each ending in '\n') of evaluate_and_print_results:
 // " validation loss at PREFIX | lm loss value: V | lm loss PPL: P | ", PPL = exp(min(20, V)).
 std::string format_validation_block(const std::string& prefix, const LossValues& losses);

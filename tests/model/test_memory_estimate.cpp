@@ -47,11 +47,15 @@ TEST_CASE("the activation estimate counts every buffer ActivationMemory allocate
     for (bool training : {true, false}) {
       for (bool last_position_logits : {false, true}) {
         if (training && last_position_logits) continue;
-        const ActivationMemory memory(backend, config, {}, 7, 3, training, last_position_logits);
-        const ActivationElements counted = ActivationMemory::elements(config, 1, 7, 3, training, last_position_logits);
-        const ActivationElements allocated = memory.allocated();
-        CHECK(counted.floats == allocated.floats);
-        CHECK(counted.indices == allocated.indices);
+        for (const int64_t logits_rows : {0, 5, 100}) {
+          const ActivationMemory memory(backend, config, {}, 7, 3, training, last_position_logits, false, true,
+                                        logits_rows);
+          const ActivationElements counted =
+              ActivationMemory::elements(config, 1, 7, 3, training, last_position_logits, false, true, logits_rows);
+          const ActivationElements allocated = memory.allocated();
+          CHECK(counted.floats == allocated.floats);
+          CHECK(counted.indices == allocated.indices);
+        }
       }
     }
   }
@@ -72,7 +76,8 @@ TEST_CASE("the memory estimate covers the parameters, gradients and Adam's momen
   CHECK(e.gradient_bytes == 4 * e.parameters);
   CHECK(e.optimizer_bytes == 8 * e.parameters);
   const std::int64_t activations =
-      ActivationMemory::elements(config, 1, 8, 2, true).bytes() + ActivationMemory::elements(config, 1, 8, 2, false).bytes();
+      ActivationMemory::elements(config, 1, 8, 2, true, false, false, true, kTrainingLogitsChunk).bytes() +
+      ActivationMemory::elements(config, 1, 8, 2, false).bytes();
   CHECK(e.activation_bytes == activations);
   CHECK(e.total_bytes == 16 * e.parameters + activations);
 

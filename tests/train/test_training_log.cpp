@@ -214,3 +214,10 @@ TEST_CASE("training log: throughput from the FLOPs formula", "[train]") {
   CHECK(gpt_flops_per_iteration(shape) ==
         Approx((339738624.0 + 12.0 * 12 * 768 * 768 * 2.0 + 231800832.0) * 8 * 1024).epsilon(1e-12));
 }
+
+TEST_CASE("memory report line is Megatron's report_memory", "[trainer]") {
+  const std::int64_t mib = 1024 * 1024;
+  CHECK(format_memory_report(0, 1, 1536 * mib + mib / 2, 3000 * mib, 4096 * mib, 4096 * mib) ==
+        "[Rank 0] (after 1 iterations) memory (MB) | allocated: 1536.5 | max allocated: 3000.0 | reserved: 4096.0 "
+        "| max reserved: 4096.0");
+}

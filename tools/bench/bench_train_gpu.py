@@ -24,6 +24,7 @@ Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-bat
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -96,8 +97,12 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
     flops_per_token = last["tflops_per_gpu"] * 1e12 * ranks / last["tokens_per_second"]
     transport = next((line.split("communication: ", 1)[1] for line in proc.stderr.splitlines()
                       if "communication: " in line), "none (one rank)")
+    # The allocator's own peak (Megatron's report_memory line), what torch.cuda.max_memory_allocated
+    # gives the peer; nvidia-smi's figure adds the CUDA context and libraries' memory.
+    allocated = re.search(r"max allocated: ([0-9.]+)", proc.stdout + proc.stderr)
     return {"tokens_per_second": last["tokens_per_second"], "tokens_per_second_per_gpu": last["tokens_per_second"] / ranks,
             "peak_mib": memory.peak, "flops_per_token": flops_per_token, "transport": transport,
+            "max_allocated_mib": float(allocated.group(1)) if allocated else None,
             "loss": [r["lm_loss"] for r in rows], "cmd": " ".join(launch + cmd)}
 
 
@@ -157,8 +162,8 @@ def main():
     mfu = mgt["tokens_per_second_per_gpu"] * fpt / 1e12 / PEAK_TFLOPS
     if args.ranks == 1:
         print(f"{args.shape} mbs {args.micro_batch}: mgt ({args.precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
-              f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi), "
-              f"loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
+              f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi; max allocated "
+              f"{mgt['max_allocated_mib'] or 0:.0f} MiB), loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
     else:
         layout = f"TP {args.tensor_parallel}{' SP' if args.sequence_parallel else ''} x DP {args.ranks // args.tensor_parallel}"
         print(f"{args.shape} mbs {args.micro_batch}, {args.ranks} ranks ({layout}): mgt ({args.precision}) "

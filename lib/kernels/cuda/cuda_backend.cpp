@@ -20,6 +20,7 @@
 #include "kernels/cuda/cudnn_attention.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/embedding_backward.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layout.hpp"
 #include "kernels/cuda/norms.hpp"
@@ -81,7 +82,8 @@ std::string CudaBackend::description() const {
          " (cuBLAS), " +
          (bf16 && cuda::CudnnAttention::built()
               ? "bf16 cuDNN fused attention (fp32 flash-style kernel where cuDNN does not apply)"
-              : "fp32 flash-style attention kernel");
+              : "fp32 flash-style attention kernel") +
+         (deterministic_ ? ", deterministic kernels only" : "");
 }
 
 std::optional<AvailableMemory> CudaBackend::available_memory() const {
@@ -92,10 +94,28 @@ std::optional<AvailableMemory> CudaBackend::available_memory() const {
   return AvailableMemory{static_cast<std::int64_t>(free_bytes), "free memory of " + name()};
 }
 
+std::optional<Backend::MemoryUse> CudaBackend::memory_use() const {
+  cudaMemPool_t pool = nullptr;
+  MGT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  const auto read = [&](cudaMemPoolAttr attribute) {
+    uint64_t value = 0;
+    MGT_CUDA_CHECK(cudaMemPoolGetAttribute(pool, attribute, &value));
+    return static_cast<int64_t>(value);
+  };
+  return MemoryUse{read(cudaMemPoolAttrUsedMemCurrent), read(cudaMemPoolAttrUsedMemHigh),
+                   read(cudaMemPoolAttrReservedMemCurrent), read(cudaMemPoolAttrReservedMemHigh)};
+}
+
 bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
   matmul_precision_ = precision;
   activation_type_ = precision == MatmulPrecision::kBf16 ? FloatType::kBf16 : FloatType::kF32;
   return true;
+}
+
+void CudaBackend::set_deterministic(bool deterministic) {
+  if (deterministic == deterministic_) return;
+  deterministic_ = deterministic;
+  cudnn_attention_.reset();  // its plans were chosen for the other mode
 }
 
 bool CudaBackend::takes_reduced_precision(std::string_view op) const {
@@ -296,7 +316,10 @@ void CudaBackend::do_embedding_backward(const int64_t* ids, int64_t n, ConstFloa
                                         int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                         FloatArg dtable) {
   const cuda::ScopedOp scope(profiler_.get(), "embedding_backward");
-  cuda::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable, stream_);
+  const size_t bytes = cuda::embedding_backward_scratch_bytes(n, local_rows);
+  DeviceArray<unsigned char> scratch(*this, static_cast<int64_t>(bytes));
+  cuda::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable, scratch.view().data(), bytes,
+                           stream_);
 }
 
 void CudaBackend::do_rotary_forward(ConstFloatArg x, const HeadTensor& shape,
@@ -363,7 +386,8 @@ cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& sha
       !cuda::CudnnAttention::handles(shape, params)) {
     return nullptr;
   }
-  if (cudnn_attention_ == nullptr) cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(stream_);
+  if (cudnn_attention_ == nullptr)
+    cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(stream_, deterministic_);
   return cudnn_attention_.get();
 }
 

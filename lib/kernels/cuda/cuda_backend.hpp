@@ -25,12 +25,15 @@ public:
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   std::string description() const override;
   bool set_matmul_precision(MatmulPrecision precision) override;
+  void set_deterministic(bool deterministic) override;
 
 protected:
   bool takes_reduced_precision(std::string_view op) const override;
 
 public:
   std::optional<AvailableMemory> available_memory() const override;
+  // The stream-ordered pool's counts (cuBLAS's and the CUDA context's own memory are outside it).
+  std::optional<MemoryUse> memory_use() const override;
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   std::optional<DeviceQueue> device_queue() const override { return DeviceQueue{device_, stream_}; }
@@ -47,6 +50,7 @@ private:
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
   bool recording_ = false;  // capturing a graph: allocations are refused
+  bool deterministic_ = false;
   // adamw_update's segments on the device ([ends…, flags…]), uploaded when they change.
   std::vector<int64_t> segments_host_;
   DeviceIndexBuffer segments_device_;

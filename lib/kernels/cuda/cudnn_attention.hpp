@@ -18,6 +18,10 @@
 // masks are not the CPU reference's (kernels/cpu/dropout.hpp), nor the fp32 kernel's, and a
 // tensor-parallel run does not draw the single-rank run's masks: bf16 attention dropout is
 // statistically the same dropout, not the same bits.
+//
+// Deterministic (--deterministic-mode): only engine configurations cuDNN does not mark
+// non-deterministic (CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, e.g. a backward that sums dQ with
+// atomics) are used; a graph without one runs on the fp32 kernels, which are deterministic.
 #pragma once
 #include "kernels/float_view.hpp"
 #include <cuda_runtime_api.h>
@@ -31,7 +35,7 @@ namespace mgt::cuda {
 class CudnnAttention {
 public:
   // A cuDNN handle on `stream`, where every call is queued. Throws where this build has no cuDNN.
-  explicit CudnnAttention(cudaStream_t stream);
+  explicit CudnnAttention(cudaStream_t stream, bool deterministic = false);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;

@@ -19,18 +19,6 @@ __global__ void embedding_forward_kernel(const int64_t* ids, int64_t n, In table
   }
 }
 
-__global__ void embedding_backward_kernel(const int64_t* ids, int64_t n, In dout,
-                                          int64_t vocab_start, int64_t local_rows, int64_t hidden,
-                                          float* dtable) {
-  const int64_t total = n * hidden;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = i / hidden;
-    const int64_t row = ids[t] - vocab_start;
-    if (row >= 0 && row < local_rows) atomicAdd(dtable + row * hidden + i % hidden, dout[i]);
-  }
-}
-
 // Thread x of the grid's x dimension owns position x of every token's mixed row: which of q, k,
 // v it maps to and where is worked out once (32-bit arithmetic), then the thread walks the
 // tokens of its y slice. `to_mixed` picks the direction. Ptr is Out (elements of either type)
@@ -153,14 +141,6 @@ void embedding_forward(const int64_t* ids, int64_t n, In table, int64_t vocab_st
   embedding_forward_kernel<<<grid_for(n * hidden), kThreads, 0, stream>>>(
       ids, n, table, vocab_start, local_rows, hidden, out);
   MGT_CUDA_CHECK_LAUNCH(embedding_forward_kernel);
-}
-
-void embedding_backward(const int64_t* ids, int64_t n, In dout, int64_t vocab_start,
-                        int64_t local_rows, int64_t hidden, float* dtable, cudaStream_t stream) {
-  if (n * hidden == 0) return;
-  embedding_backward_kernel<<<grid_for(n * hidden), kThreads, 0, stream>>>(
-      ids, n, dout, vocab_start, local_rows, hidden, dtable);
-  MGT_CUDA_CHECK_LAUNCH(embedding_backward_kernel);
 }
 
 void qkv_split(In mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit, Out q, Out k,

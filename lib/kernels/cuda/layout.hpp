@@ -1,5 +1,6 @@
-// Moves and index-driven operations on the GPU: embedding gather/scatter, Megatron's fused QKV
-// layout, rotary position embedding — as kernels/cpu/{embedding,qkv_layout,rotary}.hpp define them.
+// Moves and index-driven operations on the GPU: the embedding gather (its gradient is in
+// embedding_backward.hpp), Megatron's fused QKV layout, rotary position embedding — as
+// kernels/cpu/{embedding,qkv_layout,rotary}.hpp define them.
 #pragma once
 #include <cstdint>
 
@@ -14,10 +15,6 @@ namespace mgt::cuda {
 
 void embedding_forward(const int64_t* ids, int64_t n, In table, int64_t vocab_start,
                        int64_t local_rows, int64_t hidden, Out out, cudaStream_t stream);
-// dtable += scatter of dout. Rows hit by several tokens are summed with atomics (the order of
-// those additions is not fixed).
-void embedding_backward(const int64_t* ids, int64_t n, In dout, int64_t vocab_start,
-                        int64_t local_rows, int64_t hidden, float* dtable, cudaStream_t stream);
 
 void qkv_split(In mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
                Out q, Out k, Out v, cudaStream_t stream);
