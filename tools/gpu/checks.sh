@@ -5,7 +5,7 @@
 # benchmark beside the PyTorch peer, logs under $OUT (or /tmp/gpu-checks), and prints a short
 # table last.
 #   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench large parallel decode
-#                                      profile kernels (default: all)
+#                                      decode-kernels profile kernels (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-checks}
@@ -20,7 +20,7 @@ export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
-sections=${*:-tests curve eval bench large parallel decode profile kernels}
+sections=${*:-tests curve eval bench large parallel decode decode-kernels profile kernels}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
@@ -145,6 +145,14 @@ if want decode; then
     row "$(echo "$line" | cut -d: -f1)" "$(echo "$line" | cut -d: -f2-)"
   done < <(echo "$decode" | grep '^decode batch')
   row "decode greedy agreement" "$(echo "$decode" | grep -m1 '^greedy' | cut -d: -f2)"
+fi
+
+# 3c. Where a decode step's GPU time goes, by kernel (Nsight Compute).
+if want decode-kernels; then
+  "$py" tools/bench/decode_kernels_gpu.py --bin "$dp/bin" 2>&1 | tee "$out/decode-kernels.log"
+  while read -r line; do
+    row "$(echo "$line" | cut -d: -f1)" "$(echo "$line" | cut -d: -f2-)"
+  done < <(grep '^decode kernels' "$out/decode-kernels.log")
 fi
 
 # 4. Where a bf16 step's GPU time goes, per operation, at steady state: the same run for 4 and
