@@ -111,11 +111,19 @@ std::size_t match_upper_then_any_lower(std::string_view text, std::size_t start,
 }
 
 inline bool is_line_break(char b) { return b == '\r' || b == '\n'; }
+inline bool is_ascii_lower(char b) { return b >= 'a' && b <= 'z'; }
 
 }  // namespace
 
 std::size_t piece_end(std::string_view text, std::size_t pos, const Classes& classes) {
   const std::size_t n = text.size();
+  // Most pieces of ASCII text are a lowercase word, alone or after a space. A lowercase letter
+  // is no prefix and not in the upper set, so A's [upper]* is empty and [lower]+ takes the word;
+  // after a space, the space is A's prefix.
+  if (is_ascii_lower(text[pos])) return run_end(text, pos + 1, kLowerSet, classes);
+  if (text[pos] == ' ' && pos + 1 < n && is_ascii_lower(text[pos + 1]))
+    return run_end(text, pos + 2, kLowerSet, classes);
+
   const Char c = char_at(text, pos, classes);
   const bool prefix = c.cls & kPrefix;
 
