@@ -10,6 +10,7 @@
 #include "core/mapped_file.hpp"
 #include "tokenizer/byte_bpe.hpp"
 #include "tokenizer/split_pretokenizer.hpp"
+#include "tokenizer/tiktoken_v2_pretokenizer.hpp"
 #include "tokenizer/utf8_lossy.hpp"
 
 namespace mgt {
@@ -24,8 +25,7 @@ const std::string_view kTikTokenPatternV2 =
 struct TikTokenizer::Tables {
   TikTokenOptions options;
   std::string_view pattern;
-  std::optional<LlamaSplitPattern> llama;       // v1, matched by hand
-  std::shared_ptr<const IcuSplitRegex> icu;     // v2
+  std::optional<LlamaSplitPattern> llama;  // v1; v2 has a matcher of its own
   ByteBpeTables bpe;
   std::vector<std::string> id_bytes;  // special tokens first, then the ranks
   std::int64_t vocab_size = 0;
@@ -34,22 +34,15 @@ struct TikTokenizer::Tables {
 
 class TikTokenizer::Workspace {
 public:
-  explicit Workspace(const Tables& t) {
-    if (t.icu) matcher_ = std::make_unique<IcuSplitRegex::Matcher>(*t.icu);
-  }
+  explicit Workspace(const Tables&) {}
   void encode(const Tables& t, std::string_view text, std::vector<TokenId>& out) {
-    if (t.llama) {
-      for_each_llama_piece(text, *t.llama, [&](std::string_view piece) { bpe_.encode(t.bpe, piece, out); });
-      return;
-    }
-    matcher_->split(text, [&](std::size_t b, std::size_t e, bool matched) {
-      // encode_ordinary encodes the matches only; these patterns leave no gaps.
-      if (matched) bpe_.encode(t.bpe, text.substr(b, e - b), out);
-    });
+    // encode_ordinary encodes the matches only; both patterns match every character.
+    auto encode_piece = [&](std::string_view piece) { bpe_.encode(t.bpe, piece, out); };
+    if (t.llama) for_each_llama_piece(text, *t.llama, encode_piece);
+    else tiktoken_v2::for_each_piece(text, encode_piece);
   }
 
 private:
-  std::unique_ptr<IcuSplitRegex::Matcher> matcher_;
   ByteBpeEncoder bpe_;
 };
 
@@ -168,9 +161,9 @@ std::unique_ptr<TikTokenizer> TikTokenizer::load(const TikTokenOptions& options)
   if (options.pattern == "v1") t->pattern = kTikTokenPatternV1;
   else if (options.pattern == "v2") t->pattern = kTikTokenPatternV2;
   else throw UsageError("--tiktoken-pattern must be v1 or v2, got '" + options.pattern + "'");
-  if (auto known = recognize_split_pattern(t->pattern); known && known->kind == KnownSplitPattern::Kind::kLlama)
-    t->llama = known->llama;
-  else t->icu = std::make_shared<IcuSplitRegex>(t->pattern, "--tiktoken-pattern " + options.pattern);
+  // v1 is a Llama 3-family pattern; v2's case-sensitive letter classes need a matcher of their
+  // own. Both cut text exactly as the regex does (tests/tokenizer/test_tiktoken_v2_pretokenizer).
+  if (t->pattern == kTikTokenPatternV1) t->llama = recognize_split_pattern(t->pattern)->llama;
 
   // CustomTikTokenizer.__init__'s checks.
   const std::int64_t vocab_size = options.vocab_size.value_or(std::int64_t{1} << 17);

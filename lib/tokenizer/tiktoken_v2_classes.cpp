@@ -1,0 +1,58 @@
+#include "tokenizer/tiktoken_v2_classes.hpp"
+
+#include <unicode/uchar.h>
+
+#include <map>
+#include <string>
+
+namespace mgt::tiktoken_v2 {
+namespace {
+
+// ICU's own categories, with no additions for code points newer than ICU: the matcher must cut
+// exactly where ICU's regex engine, the reference it replaces, cuts.
+std::uint8_t icu_class(char32_t cp) {
+  const auto c = static_cast<UChar32>(cp);
+  if (c == '\r' || c == '\n') return kLineBreak;
+  if (u_isUWhiteSpace(c)) return kBlank;
+  switch (u_charType(c)) {
+    case U_UPPERCASE_LETTER:
+    case U_TITLECASE_LETTER:
+      return kUpper;
+    case U_LOWERCASE_LETTER:
+      return kLower;
+    case U_MODIFIER_LETTER:
+    case U_OTHER_LETTER:
+      return kCaseless;
+    case U_NON_SPACING_MARK:
+    case U_ENCLOSING_MARK:
+    case U_COMBINING_SPACING_MARK:
+      return kMark;
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER:
+      return kDigit;
+    default:
+      return kOther;
+  }
+}
+
+}  // namespace
+
+const Classes& Classes::instance() {
+  static const Classes table;
+  return table;
+}
+
+Classes::Classes() {
+  std::map<std::string, std::uint16_t> seen;  // block contents -> index in blocks_
+  std::string block(kBlockSize, '\0');
+  for (std::size_t b = 0; b < block_index_.size(); ++b) {
+    for (char32_t i = 0; i < kBlockSize; ++i)
+      block[i] = static_cast<char>(icu_class(static_cast<char32_t>(b) * kBlockSize + i));
+    auto [it, inserted] = seen.emplace(block, static_cast<std::uint16_t>(seen.size()));
+    if (inserted) blocks_.insert(blocks_.end(), block.begin(), block.end());
+    block_index_[b] = it->second;
+  }
+}
+
+}  // namespace mgt::tiktoken_v2
