@@ -1,6 +1,7 @@
 #include "kernels/backend.hpp"
 
 #include <initializer_list>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,6 +109,22 @@ void throw_device_span_range(int64_t offset, int64_t count, int64_t size) {
               std::to_string(offset + count) + ") are outside a view of " + std::to_string(size) +
               " elements");
 }
+
+namespace {
+
+// The CPU's operations have completed when they return: there is nothing to wait for.
+class CompletedEvent final : public QueueEvent {
+public:
+  void wait() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<QueueEvent> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
+
+void* Backend::do_allocate_pinned(size_t bytes) { return ::operator new(bytes); }
+
+void Backend::do_free_pinned(void* data, size_t /*bytes*/) noexcept { ::operator delete(data); }
 
 void Backend::check_transfer(int64_t from, int64_t to, const char* op) {
   if (from != to) {

@@ -64,6 +64,14 @@ public:
   virtual void replay() = 0;
 };
 
+// A point in the backend's queue: wait() returns once every operation issued before the event
+// was recorded has completed (at once on the CPU, whose operations complete before they return).
+class QueueEvent {
+public:
+  virtual ~QueueEvent() = default;
+  virtual void wait() = 0;
+};
+
 class Backend {
 public:
   Backend() = default;
@@ -151,6 +159,22 @@ public:
   // Floating-point views to and from fp32 host memory, converting where the view is not fp32.
   void copy_from_host(std::span<const float> host, FloatView device);
   void copy_to_host(ConstFloatView device, std::span<float> host);
+
+  // ---- asynchronous transfers ----
+  // Host memory a transfer may still read after its call returned: page-locked on a GPU, whose
+  // copy engine reads it directly; ordinary memory on the CPU. Use PinnedHostArray.
+  void* allocate_pinned(size_t bytes) { return do_allocate_pinned(bytes); }
+  void free_pinned(void* data, size_t bytes) noexcept { do_free_pinned(data, bytes); }
+  // Queues the copy among the operations and returns without waiting for it: `host` must come
+  // from allocate_pinned and stay unchanged until an event recorded after this call has been
+  // waited for (a GPU backend refuses other host memory).
+  template <typename T>
+  void copy_from_host_async(std::span<const std::type_identity_t<T>> host, DeviceSpan<T> device) {
+    check_transfer(static_cast<int64_t>(host.size()), device.size(), "copy_from_host_async");
+    do_copy_from_host_async(host.data(), device.data(), host.size_bytes());
+  }
+  // An event at the current end of the queue.
+  virtual std::unique_ptr<QueueEvent> record_event();
 
   // Device to device; the views must not overlap and must have the same type.
   void copy(ConstFloatView src, FloatView dst);
@@ -336,6 +360,12 @@ private:
   virtual void do_free(void* data, size_t bytes) noexcept = 0;
   virtual void do_copy_from_host(const void* host, void* device, size_t bytes) = 0;
   virtual void do_copy_to_host(const void* device, void* host, size_t bytes) = 0;
+  // Defaults: ordinary memory, and the synchronous copy (the CPU's operations complete anyway).
+  virtual void* do_allocate_pinned(size_t bytes);
+  virtual void do_free_pinned(void* data, size_t bytes) noexcept;
+  virtual void do_copy_from_host_async(const void* host, void* device, size_t bytes) {
+    do_copy_from_host(host, device, bytes);
+  }
   virtual void do_copy(ConstFloatArg src, FloatArg dst, int64_t n) = 0;
   virtual void do_fill(FloatArg x, int64_t n, float value) = 0;
   // Between any two types (the only hook that must take every type).
@@ -487,6 +517,45 @@ private:
 };
 
 using DeviceIndexBuffer = DeviceArray<int64_t>;
+
+// Owning, move-only array of T in host memory that asynchronous transfers may read (RAII).
+template <typename T>
+class PinnedHostArray {
+public:
+  PinnedHostArray() = default;
+  PinnedHostArray(Backend& backend, int64_t size) : backend_(&backend), size_(size) {
+    if (size < 0) throw_device_span_range(0, size, 0);
+    if (size > 0) data_ = static_cast<T*>(backend.allocate_pinned(static_cast<size_t>(size) * sizeof(T)));
+  }
+  PinnedHostArray(const PinnedHostArray&) = delete;
+  PinnedHostArray& operator=(const PinnedHostArray&) = delete;
+  PinnedHostArray(PinnedHostArray&& other) noexcept
+      : backend_(other.backend_), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  PinnedHostArray& operator=(PinnedHostArray&& other) noexcept {
+    if (this != &other) {
+      release();
+      backend_ = other.backend_;
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  ~PinnedHostArray() { release(); }
+
+  int64_t size() const { return size_; }
+  std::span<T> host() { return {data_, static_cast<size_t>(size_)}; }
+
+private:
+  void release() noexcept {
+    if (data_ != nullptr) backend_->free_pinned(data_, static_cast<size_t>(size_) * sizeof(T));
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  Backend* backend_ = nullptr;
+  T* data_ = nullptr;
+  int64_t size_ = 0;
+};
 
 // Owning, move-only array of floating-point elements of one storage type (RAII).
 class DeviceBuffer {

@@ -441,13 +441,21 @@ ConstFloatView GptModel::decode_step(std::span<const int64_t> tokens, int64_t n,
     slot = std::make_unique<ActivationMemory>(*backend_, config(), params_.tensor_parallel(), n, b, false, true);
   }
   ActivationMemory& memory = *slot;
-  backend_->copy_from_host<int64_t>(transpose_01(tokens, b, n, 1), memory.tokens);
+  // Tokens and positions go through page-locked staging without the host waiting for the copy;
+  // the staging is rewritten only once the previous step's copy has been passed.
+  if (decode_inputs_copied_) decode_inputs_copied_->wait();
+  if (decode_inputs_.size() < 2 * n * b) decode_inputs_ = PinnedHostArray<int64_t>(*backend_, 2 * n * b);
+  const std::span<int64_t> staged_tokens = decode_inputs_.host().first(static_cast<size_t>(n * b));
+  const std::span<int64_t> staged_positions = decode_inputs_.host().subspan(static_cast<size_t>(n * b), staged_tokens.size());
+  const std::vector<int64_t> sequence_major = transpose_01(tokens, b, n, 1);
+  std::copy(sequence_major.begin(), sequence_major.end(), staged_tokens.begin());
+  backend_->copy_from_host_async<int64_t>(staged_tokens, memory.tokens);
   if (learned) {
-    std::vector<int64_t> positions(static_cast<size_t>(n * b));
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < b; ++j) positions[static_cast<size_t>(i * b + j)] = past + i;
-    backend_->copy_from_host<int64_t>(positions, memory.positions);
+      for (int64_t j = 0; j < b; ++j) staged_positions[static_cast<size_t>(i * b + j)] = past + i;
+    backend_->copy_from_host_async<int64_t>(staged_positions, memory.positions);
   }
+  decode_inputs_copied_ = backend_->record_event();
 
   const int64_t h = config().hidden_size;
   // Only the last position's logits are wanted: its b rows are the last block of [n, b, h].

@@ -265,6 +265,10 @@ private:
   };
   DecodeRecording decode_recording_;
   DeviceIndexBuffer decode_tokens_;  // forward_cached_greedy's picks
+  // A step's tokens and positions as their asynchronous copies read them, and the event after
+  // those copies.
+  PinnedHostArray<int64_t> decode_inputs_;
+  std::unique_ptr<QueueEvent> decode_inputs_copied_;
   std::vector<StageSlot> stage_slots_;
   StageSlot stage_eval_slot_;
 };

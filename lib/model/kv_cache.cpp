@@ -1,6 +1,7 @@
 #include "model/kv_cache.hpp"
 
 #include <atomic>
+#include <exception>
 #include <string>
 
 #include "core/error.hpp"
@@ -14,6 +15,7 @@ KvCache::KvCache(Backend& backend, const GptConfig& config, int64_t batch, int64
   id_ = ++caches_made;
   if (batch < 1 || capacity < 1) throw Error("KvCache: batch and capacity must be positive");
   length_on_device_ = DeviceIndexBuffer(backend, 1);
+  length_staging_ = PinnedHostArray<int64_t>(backend, 1);
   const GptConfig c = config.resolved();
   position_elements_ = batch * (c.query_groups() / tp.size) * c.kv_channels;
   owned_.reserve(static_cast<size_t>(2 * c.num_layers));
@@ -30,9 +32,20 @@ KvCache::KvCache(Backend& backend, const GptConfig& config, int64_t batch, int64
   set_length(0);
 }
 
+KvCache::~KvCache() {
+  // The staging memory goes with the cache: no copy may still be reading it.
+  try {
+    if (length_copied_) length_copied_->wait();
+  } catch (const std::exception&) {  // a device fault, already reported by whatever ran last
+  }
+}
+
 void KvCache::set_length(int64_t length) {
   length_ = length;
-  backend_->copy_from_host<int64_t>(std::span<const int64_t>(&length_, 1), length_on_device_.view());
+  if (length_copied_) length_copied_->wait();
+  length_staging_.host()[0] = length;
+  backend_->copy_from_host_async<int64_t>(length_staging_.host(), length_on_device_.view());
+  length_copied_ = backend_->record_event();
 }
 
 void KvCache::advance(int64_t n) {

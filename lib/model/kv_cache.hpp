@@ -7,6 +7,7 @@
 // recorded decode step reads it.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -28,6 +29,7 @@ public:
           const TensorParallelRank& tp = {});
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
+  ~KvCache();
 
   // Distinguishes this cache from every other made in the process (a recorded decode step
   // belongs to one cache's buffers).
@@ -56,6 +58,10 @@ private:
   int64_t position_elements_;
   std::vector<DeviceBuffer> owned_;
   DeviceIndexBuffer length_on_device_;
+  // The length as the asynchronous copy to the device reads it, and the event after that copy:
+  // the staging is rewritten only once the queue has passed it.
+  PinnedHostArray<int64_t> length_staging_;
+  std::unique_ptr<QueueEvent> length_copied_;
   std::vector<LayerKvCache> layers_;
 };
 

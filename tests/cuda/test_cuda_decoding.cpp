@@ -109,3 +109,25 @@ TEST_CASE("cuda backend: recorded operations replay; reads and allocations are n
   CHECK(value() == 108.0f);
   CHECK(pair.cpu->record([] {}) == nullptr);
 }
+
+TEST_CASE("cuda backend: asynchronous copies from page-locked memory, ordered by queue events", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  for (Side s : kSides) {
+    Backend& be = pair.on(s);
+    PinnedHostArray<int64_t> staging(be, 1000);
+    DeviceIndexBuffer device(be, 1000);
+    for (int round = 0; round < 3; ++round) {
+      for (int64_t i = 0; i < 1000; ++i) staging.host()[static_cast<size_t>(i)] = 7 * i + round;
+      be.copy_from_host_async<int64_t>(staging.host(), device.view());
+      be.record_event()->wait();  // the staging may be rewritten from here on
+      const std::vector<int64_t> back = to_host(be, device.view());
+      CHECK(back[999] == 7 * 999 + round);
+      CHECK(back[0] == round);
+    }
+  }
+  // Pageable memory could still be read after the call returned: the GPU refuses it.
+  std::vector<int64_t> pageable(10, 1);
+  DeviceIndexBuffer device(*pair.gpu, 10);
+  CHECK_THROWS_WITH(pair.gpu->copy_from_host_async<int64_t>(pageable, device.view()), Catch::Contains("page-locked"));
+}

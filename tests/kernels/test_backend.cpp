@@ -74,3 +74,19 @@ TEST_CASE("CpuBackend linear and loss operations compute through the kernels", "
   CHECK(sum.loss_sum == 1.5);
   CHECK(sum.tokens == 1.0);
 }
+
+TEST_CASE("asynchronous copies and queue events on the CPU: complete at once", "[model]") {
+  CpuBackend backend;
+  PinnedHostArray<int64_t> staging(backend, 4);
+  for (int64_t i = 0; i < 4; ++i) staging.host()[static_cast<size_t>(i)] = 10 + i;
+  DeviceIndexBuffer device(backend, 4);
+  backend.copy_from_host_async<int64_t>(staging.host(), device.view());
+  backend.record_event()->wait();
+  std::vector<int64_t> back(4);
+  backend.copy_to_host(ConstIndexView(device.view()), back);
+  CHECK(back == std::vector<int64_t>{10, 11, 12, 13});
+  PinnedHostArray<int64_t> moved = std::move(staging);
+  CHECK(moved.size() == 4);
+  CHECK(staging.size() == 0);
+  CHECK_THROWS(backend.copy_from_host_async<int64_t>(moved.host().first(3), device.view()));
+}

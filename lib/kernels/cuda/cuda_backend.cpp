@@ -16,6 +16,7 @@
 #include "kernels/cuda/cached_attention.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_graph.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
 #include "kernels/cuda/device.hpp"
@@ -164,6 +165,26 @@ void CudaBackend::do_copy_from_host(const void* host, void* device, size_t bytes
   MGT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
   synchronize();
 }
+
+void* CudaBackend::do_allocate_pinned(size_t bytes) {
+  void* data = nullptr;
+  MGT_CUDA_CHECK(cudaMallocHost(&data, bytes));
+  return data;
+}
+
+void CudaBackend::do_free_pinned(void* data, size_t /*bytes*/) noexcept { cudaFreeHost(data); }
+
+void CudaBackend::do_copy_from_host_async(const void* host, void* device, size_t bytes) {
+  // From pageable memory the copy would go through a staging buffer and could still read the
+  // caller's memory after returning: refused, so that the contract cannot be broken silently.
+  cudaPointerAttributes attributes{};
+  MGT_CUDA_CHECK(cudaPointerGetAttributes(&attributes, host));
+  if (attributes.type != cudaMemoryTypeHost)
+    throw Error("copy_from_host_async: the host memory is not page-locked (take it from allocate_pinned)");
+  MGT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+std::unique_ptr<QueueEvent> CudaBackend::record_event() { return cuda::record_event(stream_); }
 
 void CudaBackend::do_copy_to_host(const void* device, void* host, size_t bytes) {
   MGT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));

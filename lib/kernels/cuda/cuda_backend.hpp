@@ -41,6 +41,7 @@ public:
   void synchronize() override;
   // A CUDA graph of the operations (none while MGT_CUDA_PROFILE times each operation).
   std::unique_ptr<RecordedOperations> record(const std::function<void()>& run) override;
+  std::unique_ptr<QueueEvent> record_event() override;
 
 private:
   int device_;
@@ -66,6 +67,9 @@ private:
   void do_free(void* data, size_t bytes) noexcept override;
   void do_copy_from_host(const void* host, void* device, size_t bytes) override;
   void do_copy_to_host(const void* device, void* host, size_t bytes) override;
+  void* do_allocate_pinned(size_t bytes) override;
+  void do_free_pinned(void* data, size_t bytes) noexcept override;
+  void do_copy_from_host_async(const void* host, void* device, size_t bytes) override;
   void do_copy(ConstFloatArg src, FloatArg dst, int64_t n) override;
   void do_convert(ConstFloatView src, FloatView dst) override;
   void do_fill(FloatArg x, int64_t n, float value) override;
