@@ -165,6 +165,8 @@ const SentencePieceBpeTables::Found* SentencePieceBpeTables::find(const char* p,
 bool SentencePieceBpeEncoder::encode(std::string_view text, std::vector<TokenId>& out) {
   // The library's normalizer gives nothing for an empty text (no dummy prefix either).
   if (text.empty()) return true;
+  // Symbols hold 32-bit offsets; a text near 4 GiB (never a real document) stays with the library.
+  if (text.size() > (std::size_t{1} << 30)) return false;
   if (!valid_utf8(text)) return false;
   const SentencePieceBpeTables& t = *tables_;
   normalized_.clear();

@@ -60,7 +60,7 @@ public:
       : tables_(std::move(tables)) {}
 
   // Appends the ids SentencePieceProcessor::Encode gives for `text`; false (appending nothing)
-  // when the text is not valid UTF-8, whose replacement the library does itself.
+  // when the text is not valid UTF-8, whose replacement the library does itself, or over 1 GiB.
   bool encode(std::string_view text, std::vector<TokenId>& out);
 
 private:
