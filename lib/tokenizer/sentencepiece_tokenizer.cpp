@@ -5,6 +5,8 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "tokenizer/sentencepiece_bpe_encoder.hpp"
+#include "tokenizer/sentencepiece_model_proto.hpp"
 
 namespace mgt {
 
@@ -20,6 +22,10 @@ struct SentencePieceTokenizer::Tables {
   // between tokens found at the same position.
   std::vector<std::pair<std::string, TokenId>> special;
   std::unordered_map<TokenId, std::string> special_of_id;
+  // mgt's own encoder when the model's settings are ones it reproduces; null sends every text
+  // to the library.
+  std::shared_ptr<const SentencePieceBpeTables> bpe;
+  std::string bpe_refused;  // why bpe is null
 };
 
 namespace {
@@ -31,12 +37,17 @@ namespace {
 }  // namespace
 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::string& model_file, Kind kind,
-                                                                     int vocab_extra_ids) {
+                                                                     int vocab_extra_ids, bool use_own_encoder) {
   auto t = std::make_shared<Tables>();
   t->path = model_file;
   t->kind = kind;
   t->vocab_extra_ids = vocab_extra_ids;
   if (const auto status = t->sp.Load(model_file); !status.ok()) fail(model_file, status.ToString());
+  if (use_own_encoder)
+    t->bpe = SentencePieceBpeTables::build(SentencePieceModelProto::parse(t->sp.serialized_model_proto()),
+                                           &t->bpe_refused);
+  else
+    t->bpe_refused = "disabled by the caller";
   const int pieces = t->sp.GetPieceSize();
   auto piece_or = [&](int id, const char* fallback) {
     return id >= 0 && id < pieces ? t->sp.IdToPiece(id) : std::string(fallback);
@@ -82,7 +93,9 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
 }
 
 SentencePieceTokenizer::SentencePieceTokenizer(Private, std::shared_ptr<const Tables> tables)
-    : tables_(std::move(tables)) {}
+    : tables_(std::move(tables)) {
+  if (tables_->bpe) bpe_ = std::make_unique<SentencePieceBpeEncoder>(tables_->bpe);
+}
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
@@ -95,6 +108,7 @@ void SentencePieceTokenizer::tokenize(std::string_view text, std::vector<TokenId
   std::vector<int> ids;
   auto encode = [&](std::string_view part) {
     if (part.empty()) return;
+    if (bpe_ && bpe_->encode(part, out)) return;
     ids.clear();
     if (const auto status = t.sp.Encode(part, &ids); !status.ok())
       throw Error("SentencePiece '" + t.path + "': " + status.ToString());
@@ -124,6 +138,11 @@ void SentencePieceTokenizer::tokenize(std::string_view text, std::vector<TokenId
     idx = best + found->first.size();
   }
   encode(text.substr(idx));
+}
+
+bool SentencePieceTokenizer::uses_own_encoder(std::string* why_not) const {
+  if (why_not) *why_not = tables_->bpe_refused;
+  return bpe_ != nullptr;
 }
 
 std::string SentencePieceTokenizer::detokenize(std::span<const TokenId> ids) const {

@@ -13,6 +13,8 @@
 
 namespace mgt {
 
+class SentencePieceBpeEncoder;
+
 class SentencePieceTokenizer : public Tokenizer {
 public:
   enum class Kind {
@@ -28,8 +30,9 @@ public:
 
   // Throws mgt::Error naming the file when it is not a SentencePiece model, or when a kind that
   // needs them finds no eos (all kinds but kSentencePiece) or bos (kLlama2) piece.
+  // use_own_encoder = false keeps every text with the library (tests compare the two).
   static std::unique_ptr<SentencePieceTokenizer> load(const std::string& model_file, Kind kind,
-                                                      int vocab_extra_ids = 0);
+                                                      int vocab_extra_ids = 0, bool use_own_encoder = true);
   ~SentencePieceTokenizer() override;
 
   using Tokenizer::tokenize;
@@ -37,6 +40,9 @@ public:
   // Megatron's detokenize: decode_ids, with kSentencePiece's special tokens written " TOKEN ".
   std::string detokenize(std::span<const TokenId> ids) const override;
   std::unique_ptr<Tokenizer> clone() const override;
+  // Whether texts go through mgt's SentencePieceBpeEncoder (ids equal to the library's) rather
+  // than the library; why_not receives the model setting that keeps them with the library.
+  bool uses_own_encoder(std::string* why_not = nullptr) const;
 
   std::int64_t vocab_size() const override;
   TokenId eod() const override;
@@ -56,6 +62,7 @@ public:
 
 private:
   std::shared_ptr<const Tables> tables_;
+  std::unique_ptr<SentencePieceBpeEncoder> bpe_;  // per instance: it holds a word cache
 };
 
 }  // namespace mgt

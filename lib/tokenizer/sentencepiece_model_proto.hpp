@@ -1,0 +1,38 @@
+// The parts of a SentencePiece .model file (a serialized sentencepiece.ModelProto) that decide
+// how text is encoded: the pieces, the model type, and the normalizer and trainer settings that
+// the encoder reads. Read from the protobuf wire format directly, because Debian's
+// libsentencepiece-dev does not ship the generated message classes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mgt {
+
+struct SentencePieceModelProto {
+  // sentencepiece_model.proto ModelProto.SentencePiece.Type.
+  enum class PieceType : int { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+  struct Piece {
+    std::string text;
+    float score = 0.0f;
+    PieceType type = PieceType::kNormal;
+  };
+  std::vector<Piece> pieces;
+
+  // TrainerSpec, with the proto's defaults.
+  int model_type = 1;  // UNIGRAM = 1, BPE = 2, WORD = 3, CHAR = 4
+  bool treat_whitespace_as_suffix = false;
+  bool byte_fallback = false;
+
+  // NormalizerSpec, with the proto's defaults.
+  std::string precompiled_charsmap;
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+  bool escape_whitespaces = true;
+
+  // Throws mgt::Error when `bytes` is not a well-formed message.
+  static SentencePieceModelProto parse(std::string_view bytes);
+};
+
+}  // namespace mgt
