@@ -137,4 +137,4 @@ wait "$server_pid" || status=$?
 server_pid=
 [[ $status == 0 ]] || { tail -5 "$work/server.log" >&2; fail "the server exited $status after SIGTERM"; }
 grep -q "stopped by SIGTERM" "$work/server.log" || fail "no stop message"
-echo "mgt-generate server: ok"
+echo "mgt-generate server: ok ($(sed -n 's/.*compute device: \([^ ]*\).*/\1/p' "$work/server.log" | head -1))"
