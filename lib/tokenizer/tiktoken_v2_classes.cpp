@@ -2,8 +2,7 @@
 
 #include <unicode/uchar.h>
 
-#include <map>
-#include <string>
+#include <vector>
 
 namespace mgt::tiktoken_v2 {
 namespace {
@@ -36,6 +35,12 @@ std::uint8_t icu_class(char32_t cp) {
   }
 }
 
+std::vector<std::uint8_t> flat_classes() {
+  std::vector<std::uint8_t> flat(unicode::CodePointTable::kCodePoints);
+  for (char32_t cp = 0; cp < unicode::CodePointTable::kCodePoints; ++cp) flat[cp] = icu_class(cp);
+  return flat;
+}
+
 }  // namespace
 
 const Classes& Classes::instance() {
@@ -43,16 +48,6 @@ const Classes& Classes::instance() {
   return table;
 }
 
-Classes::Classes() {
-  std::map<std::string, std::uint16_t> seen;  // block contents -> index in blocks_
-  std::string block(kBlockSize, '\0');
-  for (std::size_t b = 0; b < block_index_.size(); ++b) {
-    for (char32_t i = 0; i < kBlockSize; ++i)
-      block[i] = static_cast<char>(icu_class(static_cast<char32_t>(b) * kBlockSize + i));
-    auto [it, inserted] = seen.emplace(block, static_cast<std::uint16_t>(seen.size()));
-    if (inserted) blocks_.insert(blocks_.end(), block.begin(), block.end());
-    block_index_[b] = it->second;
-  }
-}
+Classes::Classes() : table_(flat_classes()) {}
 
 }  // namespace mgt::tiktoken_v2

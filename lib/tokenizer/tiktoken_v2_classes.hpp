@@ -4,9 +4,9 @@
 // Each code point carries the set of character classes of the pattern it belongs to, so the
 // hand-written matcher tests membership with one mask.
 #pragma once
-#include <array>
 #include <cstdint>
-#include <vector>
+
+#include "tokenizer/code_point_table.hpp"
 
 namespace mgt::tiktoken_v2 {
 
@@ -36,21 +36,12 @@ public:
   // Built once from ICU on first use, immutable afterwards (safe to share between threads).
   static const Classes& instance();
 
-  std::uint8_t of(char32_t cp) const {
-    if (cp >= kCodePoints) return kOther;
-    return blocks_[block_index_[cp >> kBlockBits] * kBlockSize + (cp & (kBlockSize - 1))];
-  }
+  std::uint8_t of(char32_t cp) const { return table_.of(cp, kOther); }
 
 private:
   Classes();
 
-  static constexpr char32_t kCodePoints = 0x110000;
-  static constexpr int kBlockBits = 8;
-  static constexpr char32_t kBlockSize = 1u << kBlockBits;
-
-  // Two-stage table, as in unicode::PretokenClasses: distinct 256-code-point blocks stored once.
-  std::array<std::uint16_t, kCodePoints / kBlockSize> block_index_{};
-  std::vector<std::uint8_t> blocks_;
+  unicode::CodePointTable table_;
 };
 
 }  // namespace mgt::tiktoken_v2

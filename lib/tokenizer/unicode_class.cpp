@@ -2,8 +2,7 @@
 
 #include <unicode/uchar.h>
 
-#include <map>
-#include <string>
+#include <vector>
 
 namespace mgt::unicode {
 namespace {
@@ -57,14 +56,9 @@ PretokenClass icu_class(char32_t cp) {
   return PretokenClass::kOther;
 }
 
-}  // namespace
-
-const PretokenClasses& PretokenClasses::instance() {
-  static const PretokenClasses table;
-  return table;
-}
-
-PretokenClasses::PretokenClasses() {
+// ICU's classes, with the code points assigned after ICU 72 filled in where ICU lacks them.
+std::vector<std::uint8_t> flat_classes() {
+  constexpr char32_t kCodePoints = CodePointTable::kCodePoints;
   std::vector<std::uint8_t> flat(kCodePoints);
   for (char32_t cp = 0; cp < kCodePoints; ++cp) flat[cp] = static_cast<std::uint8_t>(icu_class(cp));
   for (const Assigned& range : kNewerThanIcu72) {
@@ -74,14 +68,16 @@ PretokenClasses::PretokenClasses() {
         flat[cp] = static_cast<std::uint8_t>(range.cls);
     }
   }
-
-  std::map<std::string, std::uint16_t> seen;  // block contents -> index in blocks_
-  for (std::size_t b = 0; b < block_index_.size(); ++b) {
-    std::string block(reinterpret_cast<const char*>(flat.data() + b * kBlockSize), kBlockSize);
-    auto [it, inserted] = seen.emplace(block, static_cast<std::uint16_t>(seen.size()));
-    if (inserted) blocks_.insert(blocks_.end(), block.begin(), block.end());
-    block_index_[b] = it->second;
-  }
+  return flat;
 }
+
+}  // namespace
+
+const PretokenClasses& PretokenClasses::instance() {
+  static const PretokenClasses table;
+  return table;
+}
+
+PretokenClasses::PretokenClasses() : table_(flat_classes()) {}
 
 }  // namespace mgt::unicode

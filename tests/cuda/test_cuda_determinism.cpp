@@ -10,16 +10,6 @@ using namespace mgt;
 using namespace mgt::trainer_test;
 using namespace mgt::cuda_testing;
 
-namespace {
-
-std::vector<double> losses_of(const RunCapture& c) {
-  std::vector<double> out;
-  for (const auto& r : c.records) out.push_back(r.loss);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("cuda training: --deterministic-mode reruns and resumes bit for bit", "[cuda]") {
   if (skip_without_gpu()) return;
   for (const bool bf16 : {false, true}) {

@@ -11,16 +11,6 @@
 using namespace mgt;
 using namespace mgt::trainer_test;
 
-namespace {
-
-std::vector<double> losses_of(const RunCapture& c) {
-  std::vector<double> out;
-  for (const auto& r : c.records) out.push_back(r.loss);
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("trainer: --log-params-norm and --log-num-zeros-in-grad in the log line", "[trainer]") {
   TrainerFixture f("trainer_gradient_statistics");
   RunCapture plain;

@@ -6,16 +6,6 @@
 using namespace mgt;
 using namespace mgt::trainer_test;
 
-namespace {
-
-std::vector<double> losses_of(const RunCapture& c) {
-  std::vector<double> out;
-  for (const auto& r : c.records) out.push_back(r.loss);
-  return out;
-}
-
-}  // namespace
-
 // Dropout on, two micro-batches per iteration, validation every 2 iterations: stopping halfway
 // (--exit-interval saves) and resuming must replay the uninterrupted run bit for bit.
 TEST_CASE("trainer: resumed run is bit-identical to an uninterrupted one", "[trainer]") {

@@ -22,11 +22,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::vector<double> losses_of(const RunCapture& c) {
-  std::vector<double> out;
-  for (const auto& r : c.records) out.push_back(r.loss);
-  return out;
-}
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -89,6 +89,13 @@ inline TrainResult run(const TrainOptions& options, RunCapture& capture, Trainer
   return capture.result;
 }
 
+// The loss of each recorded iteration, in order.
+inline std::vector<double> losses_of(const RunCapture& c) {
+  std::vector<double> out;
+  for (const auto& r : c.records) out.push_back(r.loss);
+  return out;
+}
+
 inline std::vector<std::string> lines_containing(const std::string& text, const std::string& needle) {
   std::vector<std::string> out;
   std::istringstream in(text);
