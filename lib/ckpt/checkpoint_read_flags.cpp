@@ -20,7 +20,7 @@ void add_checkpoint_read_flags(cxxopts::Options& options) {
       ("make-vocab-size-divisible-by", "Checked: must give the checkpoint's padded vocabulary",
        cxxopts::value<std::string>(), "N")
       ("bf16", "bf16 weights and activations on a GPU; accepted with a warning on the CPU, which computes in fp32")
-      ("fp16", "Accepted with a warning: computed in fp32");
+      ("fp16", "fp16 weights and activations on a GPU; accepted with a warning on the CPU, which computes in fp32");
   // clang-format on
 }
 
@@ -55,8 +55,10 @@ void check_padded_vocab(const ModelCheckpoint& checkpoint, const Tokenizer& toke
 }
 
 void apply_precision_flag(Backend& backend, const CheckpointReadFlags& flags) {
-  const bool reduced = flags.precision_flag == "--bf16" &&
-                       backend.set_matmul_precision(Backend::MatmulPrecision::kBf16);
+  const bool reduced =
+      flags.precision_flag &&
+      backend.set_matmul_precision(*flags.precision_flag == "--bf16" ? Backend::MatmulPrecision::kBf16
+                                                                     : Backend::MatmulPrecision::kFp16);
   if (flags.precision_flag && !reduced)
     log::warn(*flags.precision_flag + ": the " + backend.name() + " backend computes in fp32 here");
 }

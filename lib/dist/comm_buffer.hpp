@@ -13,8 +13,9 @@ namespace mgt::dist {
 
 enum class ReduceOp { Sum, Max };
 
-// BFloat16: the bf16 activations of a --bf16 run on a GPU (FloatView of type kBf16).
-enum class ElementType { Float32, Float64, Int64, BFloat16 };
+// BFloat16, Float16: the activations of a --bf16 / --fp16 run on a GPU (FloatView of type kBf16 /
+// kF16).
+enum class ElementType { Float32, Float64, Int64, BFloat16, Float16 };
 
 // Host: ordinary host memory, always directly usable.
 // Backend: memory a compute backend owns (a DeviceSpan). That is host memory for the CPU backend
@@ -37,12 +38,13 @@ constexpr ElementType element_type_of() {
 constexpr std::size_t element_size(ElementType type) {
   switch (type) {
     case ElementType::Float32: return 4;
-    case ElementType::BFloat16: return 2;
+    case ElementType::BFloat16:
+    case ElementType::Float16: return 2;
     default: return 8;
   }
 }
 
-// "float32", "float64", "int64", "bfloat16".
+// "float32", "float64", "int64", "bfloat16", "float16".
 const char* element_type_name(ElementType type);
 // "sum", "max".
 const char* reduce_op_name(ReduceOp op);
@@ -84,7 +86,9 @@ SendBuffer backend_buffer(DeviceSpan<const T> x) {
 }
 
 inline ElementType element_type_of(FloatType type) {
-  return type == FloatType::kF32 ? ElementType::Float32 : ElementType::BFloat16;
+  return type == FloatType::kF32    ? ElementType::Float32
+         : type == FloatType::kBf16 ? ElementType::BFloat16
+                                    : ElementType::Float16;
 }
 inline RecvBuffer backend_buffer(FloatView x) {
   return {x.raw(), x.size(), element_type_of(x.type()), MemorySpace::Backend};

@@ -25,6 +25,7 @@ const char* element_type_name(ElementType type) {
     case ElementType::Float64: return "float64";
     case ElementType::Int64: return "int64";
     case ElementType::BFloat16: return "bfloat16";
+    case ElementType::Float16: return "float16";
   }
   return "unknown";
 }

@@ -24,6 +24,7 @@ ncclDataType_t nccl_type(ElementType type) {
     case ElementType::Float64: return ncclFloat64;
     case ElementType::Int64: return ncclInt64;
     case ElementType::BFloat16: return ncclBfloat16;
+    case ElementType::Float16: return ncclFloat16;
   }
   return ncclFloat32;
 }

@@ -97,7 +97,14 @@ private:
   std::vector<std::pair<FloatView, FloatView>> results_;
 };
 
-const char* float_type_name(FloatType type) { return type == FloatType::kF32 ? "fp32" : "bf16"; }
+const char* float_type_name(FloatType type) {
+  switch (type) {
+    case FloatType::kF32: return "fp32";
+    case FloatType::kBf16: return "bf16";
+    case FloatType::kF16: return "fp16";
+  }
+  return "?";
+}
 
 void throw_not_fp32(FloatType type) {
   throw Error(std::string("a ") + float_type_name(type) +

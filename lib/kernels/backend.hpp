@@ -84,11 +84,11 @@ public:
   // One line for logs: the device, its precision and the attention implementation.
   virtual std::string description() const { return name(); }
 
-  // The run's precision: fp32 throughout, or --bf16 (bf16 storage for activations and the
-  // weights' compute copy, see activation_type(); GEMMs of fp32 operands then also round their
-  // inputs to bf16 with fp32 accumulation). Returns false, changing nothing, where the backend
-  // has no such arithmetic (the CPU).
-  enum class MatmulPrecision { kFp32, kBf16 };
+  // The run's precision: fp32 throughout, or --bf16 / --fp16 (bf16 / fp16 storage for activations
+  // and the weights' compute copy, see activation_type(); GEMMs of fp32 operands then also round
+  // their inputs to that type with fp32 accumulation). Returns false, changing nothing, where the
+  // backend has no such arithmetic (the CPU).
+  enum class MatmulPrecision { kFp32, kBf16, kFp16 };
   virtual bool set_matmul_precision(MatmulPrecision precision) {
     return precision == MatmulPrecision::kFp32;
   }
@@ -100,8 +100,8 @@ public:
   virtual void set_deterministic(bool /*deterministic*/) {}
 
   // The storage type the model gives its activations and its weights' compute copy: fp32, or
-  // bf16 after a GPU backend accepted set_matmul_precision(kBf16) (Megatron's --bf16: bf16
-  // weights and activations, fp32 master weights and gradients). Tests set it on the CPU, whose
+  // bf16 / fp16 after a GPU backend accepted set_matmul_precision(kBf16 / kFp16) (Megatron's
+  // --bf16 / --fp16: 2-byte weights and activations, fp32 master weights and gradients). Tests set it on the CPU, whose
   // fp32 kernels then run on converted copies.
   FloatType activation_type() const { return activation_type_; }
   void set_activation_type(FloatType type) { activation_type_ = type; }

@@ -9,11 +9,12 @@
 
 namespace mgt {
 
-// Storage type of a floating-point view. bf16 elements are the upper 16 bits of an fp32 value.
-enum class FloatType : uint8_t { kF32, kBf16 };
+// Storage type of a floating-point view. bf16 elements are the upper 16 bits of an fp32 value;
+// fp16 is IEEE half precision (--fp16 on a GPU).
+enum class FloatType : uint8_t { kF32, kBf16, kF16 };
 
 constexpr int64_t float_type_size(FloatType type) { return type == FloatType::kF32 ? 4 : 2; }
-// "fp32", "bf16".
+// "fp32", "bf16", "fp16".
 const char* float_type_name(FloatType type);
 
 [[noreturn]] void throw_device_span_range(int64_t offset, int64_t count, int64_t size);

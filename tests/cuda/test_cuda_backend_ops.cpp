@@ -1,7 +1,9 @@
 // Every Backend operation on the CUDA backend against the CPU reference, forward and backward, on
 // random inputs (never zeros), fp32 with a relative bound per operation family.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backend_pair.hpp"
@@ -123,10 +125,10 @@ TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
   }
 }
 
-TEST_CASE("cuda ops: bf16 norms and column sums, 16-byte vector paths", "[cuda]") {
+TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
-  constexpr FloatType kBf16 = FloatType::kBf16;
+  for (const FloatType kBf16 : {FloatType::kBf16, FloatType::kF16})
   // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256.
   for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}}) {
     auto x = random_twin(pair, rows * hidden, 121, 2.0f, 4.0f, kBf16);
@@ -152,9 +154,9 @@ TEST_CASE("cuda ops: bf16 norms and column sums, 16-byte vector paths", "[cuda]"
       be.rms_norm_backward(dy(s), x(s), weight(s), rrstd(s), rows, hidden, rdx(s), rdweight(s));
       be.bias_backward(dy(s), rows, hidden, dbias(s));
     }
-    INFO("rows " << rows << " hidden " << hidden);
-    // bf16 outputs: the same value on both sides may round to neighbouring bf16 numbers. The
-    // statistics and the fp32 gradient sums see the same bf16 inputs on both sides.
+    INFO(float_type_name(kBf16) << " rows " << rows << " hidden " << hidden);
+    // 2-byte outputs: the same value on both sides may round to neighbouring numbers. The
+    // statistics and the fp32 gradient sums see the same 2-byte inputs on both sides.
     check_close(pair, y, 1e-2, "bf16 layer_norm_forward y");
     check_close(pair, mean, kReduction, "bf16 layer_norm_forward mean");
     check_close(pair, rstd, kReduction, "bf16 layer_norm_forward rstd");
@@ -312,14 +314,16 @@ TEST_CASE("cuda ops: AdamW and sum of squares", "[cuda]") {
   CHECK(norms[1] == Approx(norms[0]).epsilon(1e-12));
 }
 
-TEST_CASE("cuda ops: cross-entropy forward and backward in one pass, fp32 and bf16 logits", "[cuda]") {
+TEST_CASE("cuda ops: cross-entropy forward and backward in one pass, fp32, bf16 and fp16 logits", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
   const int64_t rows = 70;
-  // 5008: whole 16-byte vectors of bf16 per row, the kernel's vector path.
+  // 5008: whole 16-byte vectors of bf16 or fp16 per row, the kernel's vector path.
   for (const auto& [type, vocab] : {std::pair{FloatType::kF32, int64_t{5003}},
                                     std::pair{FloatType::kBf16, int64_t{5003}},
-                                    std::pair{FloatType::kBf16, int64_t{5008}}}) {
+                                    std::pair{FloatType::kBf16, int64_t{5008}},
+                                    std::pair{FloatType::kF16, int64_t{5003}},
+                                    std::pair{FloatType::kF16, int64_t{5008}}}) {
     auto logits = random_twin(pair, rows * vocab, 84, -8.0f, 8.0f, type);
     auto targets = twin(pair, random_ids(rows, 0, vocab, 85));
     auto dloss = random_twin(pair, rows, 86, 0.0f, 1.0f);
@@ -327,22 +331,25 @@ TEST_CASE("cuda ops: cross-entropy forward and backward in one pass, fp32 and bf
     for (Side s : kSides) {
       pair.on(s).cross_entropy_forward_backward(logits(s), targets(s), dloss(s), rows, vocab, loss(s));
     }
-    const bool bf16 = type == FloatType::kBf16;
-    check_close(pair, loss, kReduction, bf16 ? "fused loss, bf16 logits" : "fused loss");
-    // bf16 gradients: the same value on both sides may round to neighbouring bf16 numbers.
-    check_close(pair, logits, bf16 ? 1e-2 : kReduction, bf16 ? "fused gradient, bf16" : "fused gradient");
+    const bool narrow = type != FloatType::kF32;
+    INFO(float_type_name(type) << " logits, vocabulary " << vocab);
+    check_close(pair, loss, kReduction, "fused loss");
+    // 2-byte gradients: the same value on both sides may round to neighbouring numbers.
+    check_close(pair, logits, narrow ? 1e-2 : kReduction, "fused gradient");
   }
 }
 
-TEST_CASE("cuda ops: one-launch AdamW over segments with clipping and a bf16 weight copy", "[cuda]") {
+TEST_CASE("cuda ops: one-launch AdamW over segments with clipping and a bf16 or fp16 weight copy", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
+  for (const FloatType copy_type : {FloatType::kBf16, FloatType::kF16}) {
+  INFO(float_type_name(copy_type) << " copy");
   const int64_t n = 100003;
   auto param = random_twin(pair, n, 95);
   auto grad = random_twin(pair, n, 96);
   auto m = random_twin(pair, n, 97, -0.1f, 0.1f);
   auto v = random_twin(pair, n, 98, 0.0f, 0.01f);
-  auto copy = random_twin(pair, n, 99, -1.0f, 1.0f, FloatType::kBf16);
+  auto copy = random_twin(pair, n, 99, -1.0f, 1.0f, copy_type);
   const std::vector<int64_t> ends{1000, 1001, 50000, 77777, n};
   const std::vector<int64_t> flags{kAdamWDecay, 0, kAdamWDecay | kAdamWDecoupledLr,
                                    kAdamWDecoupledLr, kAdamWDecay};
@@ -354,7 +361,8 @@ TEST_CASE("cuda ops: one-launch AdamW over segments with clipping and a bf16 wei
   check_close(pair, param, kExact, "adamw_update param");
   check_close(pair, m, kExact, "adamw_update exp_avg");
   check_close(pair, v, kExact, "adamw_update exp_avg_sq");
-  check_close(pair, copy, 1e-2, "adamw_update bf16 copy");
+  check_close(pair, copy, 1e-2, "adamw_update 2-byte copy");
+  }
 }
 
 TEST_CASE("cuda ops: attention forward and backward", "[cuda]") {
@@ -392,10 +400,12 @@ TEST_CASE("cuda ops: attention forward and backward", "[cuda]") {
   }
 }
 
-TEST_CASE("cuda ops: bf16 GEMMs round the inputs and accumulate in fp32", "[cuda]") {
+TEST_CASE("cuda ops: bf16 and fp16 GEMMs round the inputs and accumulate in fp32", "[cuda]") {
   if (skip_without_gpu()) return;
+  for (const auto precision : {Backend::MatmulPrecision::kBf16, Backend::MatmulPrecision::kFp16}) {
   BackendPair pair;
-  REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
+  REQUIRE(pair.gpu->set_matmul_precision(precision));
+  INFO((precision == Backend::MatmulPrecision::kBf16 ? "bf16" : "fp16"));
   const int64_t rows = 512, in = 768, out_dim = 1024;
   auto x = random_twin(pair, rows * in, 111);
   auto w = random_twin(pair, out_dim * in, 112, -0.05f, 0.05f);
@@ -414,13 +424,16 @@ TEST_CASE("cuda ops: bf16 GEMMs round the inputs and accumulate in fp32", "[cuda
   check_close(pair, y, 1e-2, "bf16 linear_forward");
   check_close(pair, dx, 1e-2, "bf16 linear_backward_input");
   check_close(pair, dw, 1e-2, "bf16 linear_backward_weight");
+  }
 }
 
 TEST_CASE("cuda ops: linear layers with Megatron's fused bias-GELU in the GEMM epilogue", "[cuda]") {
   if (skip_without_gpu()) return;
+  for (const FloatType kBf16 : {FloatType::kBf16, FloatType::kF16}) {
   BackendPair pair;
-  REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
-  constexpr FloatType kBf16 = FloatType::kBf16;
+  REQUIRE(pair.gpu->set_matmul_precision(kBf16 == FloatType::kBf16 ? Backend::MatmulPrecision::kBf16
+                                                                   : Backend::MatmulPrecision::kFp16));
+  INFO(float_type_name(kBf16) << " operands");
   const int64_t rows = 96, in = 256, out = 512;
   // bf16 operands; pre-activations spread over about [-5, 5], where the erf and tanh GELUs differ.
   auto x = random_twin(pair, rows * in, 141, -1.0f, 1.0f, kBf16);
@@ -438,7 +451,7 @@ TEST_CASE("cuda ops: linear layers with Megatron's fused bias-GELU in the GEMM e
       be.linear_backward_input_gelu_tanh(dy(s), w2(s), pre(s), rows, out, in, dpre(s));
     }
     const bool fp32 = type == FloatType::kF32;
-    INFO((fp32 ? "fp32" : "bf16") << " outputs");
+    INFO(float_type_name(type) << " outputs");
     // fp32 outputs of exact bf16 products: the fused results must be the tanh form, far closer to
     // it than to the erf form.
     const double bound = fp32 ? 1e-4 : 1e-2;
@@ -463,6 +476,30 @@ TEST_CASE("cuda ops: linear layers with Megatron's fused bias-GELU in the GEMM e
       INFO("GELU gradient: off the tanh form by " << tanh_grad_error << ", off the erf form by " << erf_grad_error);
       CHECK(tanh_grad_error * 4 < erf_grad_error);
     }
+  }
+  }
+}
+
+TEST_CASE("cuda ops: fp16 and bf16 conversions give the CPU's bits", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  // Random values over fp16's whole range, ties, subnormals, overflow and signed zeros.
+  std::vector<float> values = kernel_testing::random_floats(4099, 151, -70000.0f, 70000.0f);
+  for (const float v : kernel_testing::random_floats(4099, 152, -1e-3f, 1e-3f)) values.push_back(v);
+  for (const float v : {0.0f, -0.0f, 1.0f + std::ldexp(1.0f, -11), 65504.0f, 65519.0f, 65520.0f, 1e10f,
+                        std::ldexp(1.0f, -24), std::ldexp(1.0f, -25), std::ldexp(1023.5f, -24), -3.0e-6f}) {
+    values.push_back(v);
+  }
+  for (const FloatType type : {FloatType::kF16, FloatType::kBf16}) {
+    INFO(float_type_name(type));
+    auto t = twin(pair, values, type);  // converted by each backend
+    const std::vector<float> cpu = to_host(*pair.cpu, t.cpu.view());
+    const std::vector<float> gpu = to_host(*pair.gpu, t.gpu.view());
+    int mismatches = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (std::memcmp(&cpu[i], &gpu[i], sizeof(float)) != 0) ++mismatches;
+    }
+    CHECK(mismatches == 0);
   }
 }
 

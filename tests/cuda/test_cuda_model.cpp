@@ -13,14 +13,16 @@ using namespace mgt::model_testing;
 
 namespace {
 
-void compare_models(GptConfig config, const char* name, bool bf16 = false) {
+void compare_models(GptConfig config, const char* name, FloatType storage = FloatType::kF32) {
   BackendPair pair;
+  const bool bf16 = storage != FloatType::kF32;  // either 2-byte type: bf16's bounds hold fp16 too
   if (bf16) {
-    // bf16 storage on the GPU against the CPU's fp32 kernels on bf16 storage (the same values
-    // rounded at the same points): what differs is the order of sums, moved by bf16 rounding.
-    REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
-    REQUIRE(pair.gpu->activation_type() == FloatType::kBf16);
-    pair.cpu->set_activation_type(FloatType::kBf16);
+    // 2-byte storage on the GPU against the CPU's fp32 kernels on the same storage (the same
+    // values rounded at the same points): what differs is the order of sums, moved by rounding.
+    REQUIRE(pair.gpu->set_matmul_precision(storage == FloatType::kBf16 ? Backend::MatmulPrecision::kBf16
+                                                                       : Backend::MatmulPrecision::kFp16));
+    REQUIRE(pair.gpu->activation_type() == storage);
+    pair.cpu->set_activation_type(storage);
   }
   // fp32 agrees to rounding; bf16 storage moves the loss and gradients by about 2⁻⁸.
   const double loss_bound = bf16 ? 1e-2 : 1e-5;
@@ -60,7 +62,7 @@ void compare_models(GptConfig config, const char* name, bool bf16 = false) {
   INFO(name << ": logits relative error " << logit_err);
   CHECK(logit_err < logit_bound);
   std::printf("  cuda model (%s%s): loss %.6f vs %.6f, gradient rel err %.2e, logits rel err %.2e\n",
-              name, bf16 ? ", bf16 storage" : "", cpu_loss.loss_sum, gpu_loss.loss_sum, grad_err, logit_err);
+              name, bf16 ? (storage == FloatType::kBf16 ? ", bf16 storage" : ", fp16 storage") : "", cpu_loss.loss_sum, gpu_loss.loss_sum, grad_err, logit_err);
 }
 
 }  // namespace
@@ -79,24 +81,28 @@ TEST_CASE("cuda model: Llama shape matches the CPU", "[cuda]") {
   compare_models(llama_like_config(), "llama");
 }
 
-TEST_CASE("cuda model: bf16 GEMMs stay within bf16 bounds of the fp32 CPU", "[cuda]") {
+TEST_CASE("cuda model: bf16 and fp16 storage stay within bf16 bounds of the fp32 CPU", "[cuda]") {
   if (skip_without_gpu()) return;
   GptConfig config = gpt2_like_config();
   config.hidden_size = 128;
   config.num_attention_heads = 2;
   config.padded_vocab_size = 512;
-  compare_models(config, "gpt2", true);
-  compare_models(llama_like_config(), "llama", true);
+  for (const FloatType storage : {FloatType::kBf16, FloatType::kF16}) {
+    compare_models(config, "gpt2", storage);
+    compare_models(llama_like_config(), "llama", storage);
+  }
 }
 
 TEST_CASE("cuda model: KV-cached decoding gives the CPU's logits, recorded steps included", "[cuda]") {
   if (skip_without_gpu()) return;
-  for (const bool bf16 : {false, true})
+  for (const FloatType storage : {FloatType::kF32, FloatType::kBf16, FloatType::kF16})
   for (GptConfig config : {gpt2_like_config(), llama_like_config()}) {
     BackendPair pair;
+    const bool bf16 = storage != FloatType::kF32;  // either 2-byte type: bf16's bound holds fp16 too
     if (bf16) {
-      REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
-      pair.cpu->set_activation_type(FloatType::kBf16);
+      REQUIRE(pair.gpu->set_matmul_precision(storage == FloatType::kBf16 ? Backend::MatmulPrecision::kBf16
+                                                                         : Backend::MatmulPrecision::kFp16));
+      pair.cpu->set_activation_type(storage);
     }
     config.seq_length = 32;
     config.max_position_embeddings = 40;
@@ -117,7 +123,7 @@ TEST_CASE("cuda model: KV-cached decoding gives the CPU's logits, recorded steps
       for (int64_t i = 0; i < b; ++i)
         for (int64_t j = done; j < done + n; ++j) chunk.push_back(batch.tokens[static_cast<size_t>(i * 20 + j)]);
       done += n;
-      INFO((bf16 ? "bf16" : "fp32") << ", after " << done << " tokens");
+      INFO(float_type_name(storage) << ", after " << done << " tokens");
       if (done < 14) {
         const std::vector<float> want = cpu_model.forward_cached(chunk, n, cpu_cache);
         const std::vector<float> got = gpu_model.forward_cached(chunk, n, gpu_cache);
@@ -125,7 +131,7 @@ TEST_CASE("cuda model: KV-cached decoding gives the CPU's logits, recorded steps
       } else {
         const std::vector<int64_t> want = cpu_model.forward_cached_greedy(chunk, n, cpu_cache, vocab);
         const std::vector<int64_t> got = gpu_model.forward_cached_greedy(chunk, n, gpu_cache, vocab);
-        if (!bf16) CHECK(want == got);  // bf16 sums in another order may flip a near tie
+        if (!bf16) CHECK(want == got);  // 2-byte sums in another order may flip a near tie
         for (const int64_t token : got) CHECK((token >= 0 && token < vocab));
       }
     }

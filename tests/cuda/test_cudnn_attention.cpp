@@ -322,11 +322,18 @@ TEST_CASE("cuDNN attention dropout: forward and backward draw the same mask at t
   }
 }
 
-TEST_CASE("cuda backend: bf16 precision runs attention through cuDNN where it applies", "[cuda]") {
+TEST_CASE("cuda backend: bf16 and fp16 precision run attention through cuDNN where it applies", "[cuda]") {
   if (cuda_testing::skip_without_gpu()) return;
   using cuda_testing::Side;
+  // fp32 operands under bf16 precision (cuDNN on bf16 copies), and operands stored in bf16 or
+  // fp16, which cuDNN reads and writes in place.
+  for (const auto& [precision, storage] :
+       {std::pair{Backend::MatmulPrecision::kBf16, FloatType::kF32},
+        std::pair{Backend::MatmulPrecision::kBf16, FloatType::kBf16},
+        std::pair{Backend::MatmulPrecision::kFp16, FloatType::kF16}}) {
   cuda_testing::BackendPair pair;
-  REQUIRE(pair.gpu->set_matmul_precision(Backend::MatmulPrecision::kBf16));
+  REQUIRE(pair.gpu->set_matmul_precision(precision));
+  INFO(float_type_name(storage) << " operands");
   if (cuda::CudnnAttention::built()) CHECK(pair.gpu->description().find("cuDNN") != std::string::npos);
   struct Case {
     AttentionShape shape;
@@ -340,31 +347,35 @@ TEST_CASE("cuda backend: bf16 precision runs attention through cuDNN where it ap
       {{2, 100, 160, 4, 2, 64, SeqLayout::kSeqMajor}, 1e-4},
       {{2, 96, 96, 4, 4, 36, SeqLayout::kBatchMajor}, 1e-4},
   };
+  // 2-byte operands round on the way in and out whichever kernel runs.
+  const double storage_bound = storage == FloatType::kF32 ? 0.0 : kBf16Bound;
   for (const Case& c : cases) {
     const AttentionShape& s = c.shape;
     INFO(describe(s) << " seq_kv " << s.seq_kv);
     AttentionParams params;
     params.softmax_scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-    auto q = cuda_testing::random_twin(pair, s.query().elements(), 301, -2.0f, 2.0f);
-    auto k = cuda_testing::random_twin(pair, s.key_value().elements(), 302, -2.0f, 2.0f);
-    auto v = cuda_testing::random_twin(pair, s.key_value().elements(), 303);
-    auto dout = cuda_testing::random_twin(pair, s.query().elements(), 304);
-    auto out = cuda_testing::random_twin(pair, s.query().elements(), 305);
+    auto q = cuda_testing::random_twin(pair, s.query().elements(), 301, -2.0f, 2.0f, storage);
+    auto k = cuda_testing::random_twin(pair, s.key_value().elements(), 302, -2.0f, 2.0f, storage);
+    auto v = cuda_testing::random_twin(pair, s.key_value().elements(), 303, -1.0f, 1.0f, storage);
+    auto dout = cuda_testing::random_twin(pair, s.query().elements(), 304, -1.0f, 1.0f, storage);
+    auto out = cuda_testing::random_twin(pair, s.query().elements(), 305, -1.0f, 1.0f, storage);
     auto lse = cuda_testing::random_twin(pair, s.batch * s.heads * s.seq_q, 306);
-    auto dq = cuda_testing::random_twin(pair, q.size(), 307);
-    auto dk = cuda_testing::random_twin(pair, k.size(), 308);
-    auto dv = cuda_testing::random_twin(pair, v.size(), 309);
+    auto dq = cuda_testing::random_twin(pair, q.size(), 307, -1.0f, 1.0f, storage);
+    auto dk = cuda_testing::random_twin(pair, k.size(), 308, -1.0f, 1.0f, storage);
+    auto dv = cuda_testing::random_twin(pair, v.size(), 309, -1.0f, 1.0f, storage);
     for (Side side : {Side::kCpu, Side::kGpu}) {
       Backend& be = pair.on(side);
       be.attention_forward(q(side), k(side), v(side), s, params, out(side), lse(side));
       be.attention_backward(q(side), k(side), v(side), out(side), dout(side), lse(side), s, params,
                             dq(side), dk(side), dv(side));
     }
-    cuda_testing::check_close(pair, out, c.bound, "attention out");
-    cuda_testing::check_close(pair, lse, c.bound, "attention lse");
-    cuda_testing::check_close(pair, dq, c.bound, "attention dq");
-    cuda_testing::check_close(pair, dk, c.bound, "attention dk");
-    cuda_testing::check_close(pair, dv, c.bound, "attention dv");
+    const double bound = std::max(c.bound, storage_bound);
+    cuda_testing::check_close(pair, out, bound, "attention out");
+    cuda_testing::check_close(pair, lse, bound, "attention lse");
+    cuda_testing::check_close(pair, dq, bound, "attention dq");
+    cuda_testing::check_close(pair, dk, bound, "attention dk");
+    cuda_testing::check_close(pair, dv, bound, "attention dv");
+  }
   }
 }
 

@@ -15,10 +15,14 @@ With --ranks N, mgt-train runs as N ranks under MPICH's launcher (one GPU each, 
 over NCCL), --tensor-parallel T of them per model replica (--sequence-parallel adds sequence
 parallelism) and the rest data-parallel, each replica at --micro-batch (global batch micro-batch x
 data-parallel size); tokens/s is then also given per GPU, and the transport mgt-train chose.
+With --accumulate K, each iteration accumulates the gradients of K micro-batches before the
+optimizer's step (global batch K x micro-batch x data-parallel size), in mgt and in the peer alike:
+how a model is trained in practice, the step's fixed costs (AdamW, the gradient norm) spread over
+K micro-batches.
 --json FILE appends the figures as one JSON object per run.
 
 Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-batch 8]
-       [--iters 20] [--precision fp32|bf16] [--no-peer] [--ranks N [--tensor-parallel T]
+       [--iters 20] [--accumulate 1] [--precision fp32|bf16] [--no-peer] [--ranks N [--tensor-parallel T]
        [--sequence-parallel] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
 """
 import argparse
@@ -66,13 +70,13 @@ class GpuMemoryPeak:
 
 
 def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, sequence_parallel=False,
-            device="cuda", launcher="mpiexec.hydra"):
+            device="cuda", launcher="mpiexec.hydra", accumulate=1):
     layers, hidden, heads, seq = SHAPES[shape]
     data_parallel = ranks // tensor_parallel
     cmd = [os.path.join(bindir, "mgt-train"), "--device", device, "--num-layers", str(layers),
            "--hidden-size", str(hidden), "--num-attention-heads", str(heads), "--seq-length", str(seq),
            "--max-position-embeddings", str(seq), "--micro-batch-size", str(mbs), "--global-batch-size",
-           str(mbs * data_parallel), "--lr", "3e-4", "--train-iters", str(iters), "--log-interval", "5",
+           str(mbs * data_parallel * accumulate), "--lr", "3e-4", "--train-iters", str(iters), "--log-interval", "5",
            "--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0", "--mock-data",
            "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", os.path.join(DATA, "gpt2-vocab.json"),
            "--merge-file", os.path.join(DATA, "gpt2-merges.txt"), "--log-throughput"]
@@ -106,7 +110,7 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             "loss": [r["lm_loss"] for r in rows], "cmd": " ".join(launch + cmd)}
 
 
-def run_peer(shape, mbs, iters):
+def run_peer(shape, mbs, iters, accumulate=1):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     layers, hidden, heads, seq = SHAPES[shape]
@@ -119,9 +123,10 @@ def run_peer(shape, mbs, iters):
     tokens = torch.randint(0, 50257, (mbs, seq + 1), device="cuda")
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, 1:]).loss
-        loss.backward()
+        for _ in range(accumulate):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, 1:]).loss
+            (loss / accumulate).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -135,7 +140,7 @@ def run_peer(shape, mbs, iters):
         step()
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / iters
-    return {"tokens_per_second": mbs * seq / seconds,
+    return {"tokens_per_second": accumulate * mbs * seq / seconds,
             "peak_mib": torch.cuda.max_memory_allocated() / 2**20, "version": torch.__version__}
 
 
@@ -145,6 +150,7 @@ def main():
     ap.add_argument("--shape", default="gpt2-124m", choices=sorted(SHAPES))
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--ranks", type=int, default=1)
@@ -154,33 +160,37 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.accumulate < 1:
+        ap.error("--accumulate must be positive")
     if args.ranks < 1 or args.tensor_parallel < 1 or args.ranks % args.tensor_parallel:
         ap.error("--ranks must be a positive multiple of --tensor-parallel")
     mgt = run_mgt(args.bin, args.shape, args.micro_batch, args.iters, args.precision, args.ranks,
-                  args.tensor_parallel, args.sequence_parallel, args.device, args.launcher)
+                  args.tensor_parallel, args.sequence_parallel, args.device, args.launcher, args.accumulate)
+    what = f"{args.shape} mbs {args.micro_batch}" + (f" x {args.accumulate}" if args.accumulate > 1 else "")
     fpt = mgt["flops_per_token"]
     mfu = mgt["tokens_per_second_per_gpu"] * fpt / 1e12 / PEAK_TFLOPS
     if args.ranks == 1:
-        print(f"{args.shape} mbs {args.micro_batch}: mgt ({args.precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
+        print(f"{what}: mgt ({args.precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi; max allocated "
               f"{mgt['max_allocated_mib'] or 0:.0f} MiB), loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
     else:
         layout = f"TP {args.tensor_parallel}{' SP' if args.sequence_parallel else ''} x DP {args.ranks // args.tensor_parallel}"
-        print(f"{args.shape} mbs {args.micro_batch}, {args.ranks} ranks ({layout}): mgt ({args.precision}) "
+        print(f"{what}, {args.ranks} ranks ({layout}): mgt ({args.precision}) "
               f"{mgt['tokens_per_second']:.0f} tokens/s, {mgt['tokens_per_second_per_gpu']:.0f} per GPU, "
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (fullest GPU, nvidia-smi), "
               f"loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}; {mgt['transport']}")
     print(f"  {mgt['cmd']}")
     if args.json:
         with open(args.json, "a") as f:
-            f.write(json.dumps({"shape": args.shape, "micro_batch": args.micro_batch, "precision": args.precision,
+            f.write(json.dumps({"shape": args.shape, "micro_batch": args.micro_batch, "accumulate": args.accumulate,
+                                "precision": args.precision,
                                 "ranks": args.ranks, "tensor_parallel": args.tensor_parallel,
                                 "sequence_parallel": args.sequence_parallel, "mfu": mfu,
                                 **{k: v for k, v in mgt.items() if k != "loss"}}) + "\n")
     if not args.no_peer:
-        peer = run_peer(args.shape, args.micro_batch, args.iters)
+        peer = run_peer(args.shape, args.micro_batch, args.iters, args.accumulate)
         peer_mfu = peer["tokens_per_second"] * fpt / 1e12 / PEAK_TFLOPS
-        print(f"{args.shape} mbs {args.micro_batch}: peer (torch {peer['version']}, bf16 autocast, compile) "
+        print(f"{what}: peer (torch {peer['version']}, bf16 autocast, compile) "
               f"{peer['tokens_per_second']:.0f} tokens/s, MFU {100 * peer_mfu:.1f}%, peak {peer['peak_mib']:.0f} MiB; "
               f"mgt/peer = {mgt['tokens_per_second'] / peer['tokens_per_second']:.3f}")
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/argmax.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/bf16.hpp"
+#include "kernels/cpu/fp16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -63,15 +64,22 @@ void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
   const int64_t n = src.size();
   if (src.type() == dst.type()) {
     std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.bytes()));
-  } else if (src.type() == FloatType::kF32) {
-    const float* from = src.data();
-    auto* to = static_cast<uint16_t*>(dst.raw());
-    for (int64_t i = 0; i < n; ++i) to[i] = cpu::float_to_bf16(from[i]);
-  } else {
-    const auto* from = static_cast<const uint16_t*>(src.raw());
-    float* to = dst.data();
-    for (int64_t i = 0; i < n; ++i) to[i] = cpu::bf16_to_float(from[i]);
+    return;
   }
+  // Through fp32: every conversion is exact or one rounding, as on the GPU.
+  const auto to_float = [&](int64_t i) {
+    if (src.type() == FloatType::kF32) return src.data()[i];
+    const uint16_t h = static_cast<const uint16_t*>(src.raw())[i];
+    return src.type() == FloatType::kBf16 ? cpu::bf16_to_float(h) : cpu::fp16_to_float(h);
+  };
+  if (dst.type() == FloatType::kF32) {
+    float* to = dst.data();
+    for (int64_t i = 0; i < n; ++i) to[i] = to_float(i);
+    return;
+  }
+  auto* to = static_cast<uint16_t*>(dst.raw());
+  const bool bf16 = dst.type() == FloatType::kBf16;
+  for (int64_t i = 0; i < n; ++i) to[i] = bf16 ? cpu::float_to_bf16(to_float(i)) : cpu::float_to_fp16(to_float(i));
 }
 
 void CpuBackend::do_fill(FloatArg x, int64_t n, float value) { std::fill_n(x.data(), n, value); }

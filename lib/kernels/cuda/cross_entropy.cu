@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vector8.cuh"
 
 namespace mgt::cuda {
 namespace {
@@ -85,7 +86,7 @@ __global__ void backward_kernel(In logits, const int64_t* targets, const float* 
 // forward_kernel then backward_kernel in one block per row: the row is read from memory once
 // and again from L2 (a row of the vocabulary is a few hundred KB at most), and the gradient
 // replaces the logits (dlogits may alias them: every read of the row, the target logit's too,
-// happens before the first write). bf16 rows whose length is a multiple of 8 are read and written
+// happens before the first write). bf16 and fp16 rows whose length is a multiple of 8 are read and written
 // 16 bytes at a time, which keeps enough loads in flight; sums and maxima are the same either way
 // up to their order.
 __global__ void forward_backward_kernel(In logits, const int64_t* targets, const float* dloss,
@@ -94,7 +95,6 @@ __global__ void forward_backward_kernel(In logits, const int64_t* targets, const
   const int64_t r = blockIdx.x;
   In row = logits + r * vocab;
   Out drow = dlogits + r * vocab;
-  const auto* packed = static_cast<const uint4*>(row.raw());
   const int64_t n8 = vectors ? vocab / 8 : 0;
   // One pass for the maximum and the sum of exponentials: each thread keeps its running sum
   // relative to its running maximum, rescaled when the maximum grows (online softmax).
@@ -107,15 +107,11 @@ __global__ void forward_backward_kernel(In logits, const int64_t* targets, const
     }
   };
   for (int64_t v = threadIdx.x; v < n8; v += blockDim.x) {
-    const uint4 w = packed[v];
-    const auto* h = reinterpret_cast<const __nv_bfloat16*>(&w);
     float x[8];
+    load8(row, v, x);
     float group_max = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      x[j] = __bfloat162float(h[j]);
-      group_max = fmaxf(group_max, x[j]);
-    }
+    for (int j = 0; j < 8; ++j) group_max = fmaxf(group_max, x[j]);
     rescale_to(group_max);
 #pragma unroll
     for (int j = 0; j < 8; ++j) s += expf(x[j] - m);
@@ -136,16 +132,15 @@ __global__ void forward_backward_kernel(In logits, const int64_t* targets, const
   __syncthreads();
   const float g = dloss[r];
   const float inv_sum = 1.0f / s;
-  auto* out = static_cast<uint4*>(drow.raw());
   for (int64_t v = threadIdx.x; v < n8; v += blockDim.x) {
-    uint4 w = packed[v];
-    auto* h = reinterpret_cast<__nv_bfloat16*>(&w);
+    float x[8];
+    load8(row, v, x);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float p = expf(__bfloat162float(h[j]) - m) * inv_sum * g;
-      h[j] = __float2bfloat16_rn(v * 8 + j == t ? p - g : p);
+      const float p = expf(x[j] - m) * inv_sum * g;
+      x[j] = v * 8 + j == t ? p - g : p;
     }
-    out[v] = w;
+    store8(drow, v, x);
   }
   for (int64_t i = n8 * 8 + threadIdx.x; i < vocab; i += blockDim.x) {
     const float p = expf(row[i] - m) * inv_sum * g;
@@ -281,7 +276,7 @@ void cross_entropy_forward_backward(In logits, const int64_t* targets, const flo
                                     int64_t rows, int64_t vocab, float* loss, Out dlogits,
                                     cudaStream_t stream) {
   if (rows == 0) return;
-  const bool vectors = logits.bf16() && dlogits.bf16() && vocab % 8 == 0 &&
+  const bool vectors = logits.narrow() && dlogits.type() == logits.type() && vocab % 8 == 0 &&
                        aligned16(logits.raw()) && aligned16(dlogits.raw());
   forward_backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       logits, targets, dloss, vocab, loss, dlogits, vectors);

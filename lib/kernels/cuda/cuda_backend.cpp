@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string_view>
@@ -31,6 +32,23 @@
 
 namespace mgt {
 
+namespace {
+
+// MGT_GEMM_CHOICE=heuristic: every GEMM shape takes cuBLASLt's heuristic first choice instead of
+// the fastest of its candidates timed at the first call (lt_matmul.hpp), e.g. to compare the two.
+bool gemm_choice_timed() {
+  const char* value = std::getenv("MGT_GEMM_CHOICE");
+  return value == nullptr || std::string_view(value) != "heuristic";
+}
+
+// MGT_CUDNN_ATTENTION=0: attention on mgt's own kernels even where cuDNN applies, e.g. to compare.
+bool cudnn_attention_allowed() {
+  const char* value = std::getenv("MGT_CUDNN_ATTENTION");
+  return value == nullptr || std::string_view(value) != "0";
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> make_cuda_backend(int device) {
   return std::make_unique<CudaBackend>(device);
 }
@@ -49,6 +67,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   // Full fp32 GEMMs: TF32 would put the fp32 path outside its bound against the CPU.
   MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
   lt_ = std::make_unique<cuda::LtMatmul>(stream_);
+  lt_->set_timed_choice(gemm_choice_timed());
   MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
   if (cuda::OpProfiler::requested()) profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
 }
@@ -75,15 +94,16 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::description() const {
-  const bool bf16 = matmul_precision_ == MatmulPrecision::kBf16;
+  const bool narrow = matmul_precision_ != MatmulPrecision::kFp32;
+  const std::string type = float_type_name(activation_type_);
   return name() + " " + cuda::device_description(device_) +
-         (bf16 ? ", bf16 weights and activations (fp32 master weights, gradients and optimizer "
-                 "state), bf16 GEMMs with fp32 accumulation"
-               : ", fp32 storage, fp32 GEMMs") +
+         (narrow ? ", " + type + " weights and activations (fp32 master weights, gradients and optimizer "
+                   "state), " + type + " GEMMs with fp32 accumulation"
+                 : std::string(", fp32 storage, fp32 GEMMs")) +
          " (cuBLAS), " +
-         (bf16 && cuda::CudnnAttention::built()
-              ? "bf16 cuDNN fused attention (fp32 flash-style kernel where cuDNN does not apply)"
-              : "fp32 flash-style attention kernel") +
+         (narrow && cuda::CudnnAttention::built()
+              ? type + " cuDNN fused attention (fp32 flash-style kernel where cuDNN does not apply)"
+              : std::string("fp32 flash-style attention kernel")) +
          (deterministic_ ? ", deterministic kernels only" : "");
 }
 
@@ -109,7 +129,9 @@ std::optional<Backend::MemoryUse> CudaBackend::memory_use() const {
 
 bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
   matmul_precision_ = precision;
-  activation_type_ = precision == MatmulPrecision::kBf16 ? FloatType::kBf16 : FloatType::kF32;
+  activation_type_ = precision == MatmulPrecision::kBf16   ? FloatType::kBf16
+                     : precision == MatmulPrecision::kFp16 ? FloatType::kF16
+                                                           : FloatType::kF32;
   return true;
 }
 
@@ -117,10 +139,14 @@ void CudaBackend::set_deterministic(bool deterministic) {
   if (deterministic == deterministic_) return;
   deterministic_ = deterministic;
   cudnn_attention_.reset();  // its plans were chosen for the other mode
+  // Timing may pick another algorithm, with other rounding, on each run: deterministic mode
+  // takes the heuristic's choice, the same every time.
+  lt_ = std::make_unique<cuda::LtMatmul>(stream_);
+  lt_->set_timed_choice(!deterministic_ && gemm_choice_timed());
 }
 
 bool CudaBackend::takes_reduced_precision(std::string_view op) const {
-  // Every operation on activations reads and writes bf16 storage natively; the optimizer's, the
+  // Every operation on activations reads and writes bf16 and fp16 storage natively; the optimizer's, the
   // loss statistics' and the gradient norm's operands are fp32 anyway.
   static constexpr std::string_view kFp32Only[] = {"masked_loss_sum", "masked_loss_grad",
                                                    "cross_entropy_loss", "adamw_step",
@@ -202,10 +228,12 @@ void CudaBackend::do_convert(ConstFloatView src, FloatView dst) {
   if (src.type() == dst.type()) {
     MGT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.bytes()),
                                    cudaMemcpyDeviceToDevice, stream_));
-  } else if (src.type() == FloatType::kF32) {
+  } else if (src.type() == FloatType::kF32 && dst.type() == FloatType::kBf16) {
     cuda::fp32_to_bf16({{src.raw(), dst.raw(), src.size()}}, stream_);
-  } else {
+  } else if (src.type() == FloatType::kBf16 && dst.type() == FloatType::kF32) {
     cuda::bf16_to_fp32({{src.raw(), dst.raw(), src.size()}}, stream_);
+  } else {
+    cuda::convert(cuda::In(src), src.size(), cuda::Out(dst), stream_);
   }
 }
 
@@ -360,7 +388,7 @@ void CudaBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFl
   const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->forward(q, k, v, shape, params, out, lse)) return;
-  if (!q.is_fp32()) {  // bf16 storage where cuDNN does not apply: the fp32 kernel on copies
+  if (!q.is_fp32()) {  // 2-byte storage where cuDNN does not apply: the fp32 kernel on copies
     DeviceBuffer q32(*this, q.size()), k32(*this, k.size()), v32(*this, v.size());
     DeviceBuffer out32(*this, out.size());
     do_convert(q, q32.view());
@@ -383,7 +411,7 @@ void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstF
   if (cudnn != nullptr && cudnn->backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv)) {
     return;
   }
-  if (!q.is_fp32()) {  // bf16 storage where cuDNN does not apply: the fp32 kernel on copies
+  if (!q.is_fp32()) {  // 2-byte storage where cuDNN does not apply: the fp32 kernel on copies
     std::vector<DeviceBuffer> in32;
     for (ConstFloatView t : {ConstFloatView(q), ConstFloatView(k), ConstFloatView(v),
                              ConstFloatView(out), ConstFloatView(dout)}) {
@@ -403,7 +431,7 @@ void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstF
 
 cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& shape,
                                                        const AttentionParams& params) {
-  if (matmul_precision_ != MatmulPrecision::kBf16 || !cuda::CudnnAttention::built() ||
+  if (matmul_precision_ == MatmulPrecision::kFp32 || !cuda::CudnnAttention::built() || !cudnn_attention_allowed() ||
       !cuda::CudnnAttention::handles(shape, params)) {
     return nullptr;
   }

@@ -7,10 +7,10 @@
 //             [dropout: P = P · bernoulli(1 − p) · 1/(1 − p)];  O = P·V
 //   backward  D = Σ dO∘O · (1 − p);  P = exp(causal(scale · Q·Kᵀ − stats)) [· mask / (1 − p)];
 //             dV = Pᵀ·dO;  dS = (dO·Vᵀ [· mask] − D) ∘ exp(…) [/ (1 − p)] · scale;
-//             dK = dSᵀ·Q;  dQ = dS·K (accumulated in fp32, then rounded to bf16)
+//             dK = dSᵀ·Q;  dQ = dS·K (accumulated in fp32, then rounded to the i/o type)
 //
 // with the key/value heads of a group shared by its query heads (dK, dV summed over them by a
-// reduction). Q, K, V, O and their gradients are bf16 copies in the caller's layout, addressed with
+// reduction). Q, K, V, O and their gradients are bf16 or fp16, in the caller's layout, addressed with
 // strides (no transposes); the scores never leave the engine.
 #include "kernels/cuda/cudnn_attention.hpp"
 
@@ -268,6 +268,9 @@ struct PlanKey {
   int64_t batch = 0, seq = 0, heads = 0, groups = 0, head_dim = 0;
   bool batch_major = false;
   uint32_t dropout_bits = 0;  // the dropout rate's bits: it is baked into the RNG operation
+  bool half = false;          // fp16 operands (--fp16); otherwise bf16
+
+  cudnnDataType_t io_type() const { return half ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
 
   auto operator<=>(const PlanKey&) const = default;
 
@@ -276,12 +279,22 @@ struct PlanKey {
     return std::string(backward ? "backward" : "forward") + " batch " + std::to_string(batch) +
            " seq " + std::to_string(seq) + " heads " + std::to_string(heads) + "/" +
            std::to_string(groups) + " head_dim " + std::to_string(head_dim) +
-           (batch_major ? " batch-major" : " seq-major") + " dropout " + std::to_string(dropout());
+           (batch_major ? " batch-major" : " seq-major") + " dropout " + std::to_string(dropout()) +
+           (half ? " fp16" : " bf16");
   }
 };
 
-PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& p) {
+// The operands of one call share a storage type: fp32 (attended through bf16 copies), bf16 or fp16.
+bool same_type(std::initializer_list<ConstFloatView> operands) {
+  for (const ConstFloatView& t : operands) {
+    if (t.type() != operands.begin()->type()) return false;
+  }
+  return true;
+}
+
+PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& p, bool half) {
   PlanKey key;
+  key.half = half;
   key.backward = backward;
   key.batch = s.batch;
   key.seq = s.seq_q;
@@ -349,12 +362,13 @@ int64_t dropout_mask(GraphBuilder& g, const PlanKey& key, const Geometry& t) {
 }
 
 void build_forward(GraphBuilder& g, const PlanKey& key) {
+  const cudnnDataType_t io = key.io_type();
   const Geometry t = geometry(key);
   const bool dropout = key.dropout_bits != 0;
-  const int64_t q = g.io(kQ, t.q, t.q_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t kt = g.io(kK, t.kt, t.kt_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t v = g.io(kV, t.kv, t.kv_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t o = g.io(kO, t.q, t.q_strides, CUDNN_DATA_BFLOAT16);
+  const int64_t q = g.io(kQ, t.q, t.q_strides, io);
+  const int64_t kt = g.io(kK, t.kt, t.kt_strides, io);
+  const int64_t v = g.io(kV, t.kv, t.kv_strides, io);
+  const int64_t o = g.io(kO, t.q, t.q_strides, io);
   const int64_t stats = g.io(kStats, t.rows, t.rows_strides, CUDNN_DATA_FLOAT);
   const int64_t scale = g.scalar(kScale);
   const int64_t mask_value = g.scalar(kMaskValue);
@@ -378,14 +392,14 @@ void build_forward(GraphBuilder& g, const PlanKey& key) {
   g.unary(CUDNN_POINTWISE_LOG, sum, log_sum);
   g.binary(CUDNN_POINTWISE_ADD, max, log_sum, stats);
   // The second matmul takes its left operand in the i/o type.
-  int64_t p = g.temp_like(s, dropout ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16);
+  int64_t p = g.temp_like(s, dropout ? CUDNN_DATA_FLOAT : io);
   g.binary(CUDNN_POINTWISE_DIV, e, sum, p);
 
   if (dropout) {
     const int64_t mask = dropout_mask(g, key, t);
     const int64_t kept = g.temp_like(s);
     g.binary(CUDNN_POINTWISE_MUL, p, mask, kept);
-    const int64_t rescaled = g.temp_like(s, CUDNN_DATA_BFLOAT16);
+    const int64_t rescaled = g.temp_like(s, io);
     g.binary(CUDNN_POINTWISE_MUL, kept, g.scalar(kDropoutScale), rescaled);
     p = rescaled;
   }
@@ -393,18 +407,19 @@ void build_forward(GraphBuilder& g, const PlanKey& key) {
 }
 
 void build_backward(GraphBuilder& g, const PlanKey& key) {
+  const cudnnDataType_t io = key.io_type();
   const Geometry t = geometry(key);
   const bool dropout = key.dropout_bits != 0;
   const bool grouped = key.groups != key.heads;
-  const int64_t q = g.io(kQ, t.q, t.q_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t kt = g.io(kK, t.kt, t.kt_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t vt = g.io(kV, t.kt, t.kt_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t o = g.io(kO, t.q, t.q_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t d_o = g.io(kDO, t.q, t.q_strides, CUDNN_DATA_BFLOAT16);
+  const int64_t q = g.io(kQ, t.q, t.q_strides, io);
+  const int64_t kt = g.io(kK, t.kt, t.kt_strides, io);
+  const int64_t vt = g.io(kV, t.kt, t.kt_strides, io);
+  const int64_t o = g.io(kO, t.q, t.q_strides, io);
+  const int64_t d_o = g.io(kDO, t.q, t.q_strides, io);
   const int64_t stats = g.io(kStats, t.rows, t.rows_strides, CUDNN_DATA_FLOAT);
-  const int64_t dq = g.io(kDQ, t.q, t.q_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t dk = g.io(kDK, t.kv, t.kv_strides, CUDNN_DATA_BFLOAT16);
-  const int64_t dv = g.io(kDV, t.kv, t.kv_strides, CUDNN_DATA_BFLOAT16);
+  const int64_t dq = g.io(kDQ, t.q, t.q_strides, io);
+  const int64_t dk = g.io(kDK, t.kv, t.kv_strides, io);
+  const int64_t dv = g.io(kDV, t.kv, t.kv_strides, io);
   const int64_t softmax_sum = g.io(kSoftmaxSum, t.rows, t.rows_strides, CUDNN_DATA_FLOAT);
   const int64_t dq_accum = g.io(kDQAccum, t.q, t.packed_q_strides, CUDNN_DATA_FLOAT);
   const int64_t scale = g.scalar(kScale);
@@ -439,10 +454,10 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
     g.binary(CUDNN_POINTWISE_MUL, kept, dropout_scale, rescaled);
     p_used = rescaled;
   }
-  const int64_t p_t = g.temp(t.scores, t.scores_t_strides, CUDNN_DATA_BFLOAT16);
+  const int64_t p_t = g.temp(t.scores, t.scores_t_strides, io);
   g.reshape(p_used, p_t);
   if (grouped) {
-    const int64_t dv_heads = g.temp(t.q, t.packed_q_strides, CUDNN_DATA_BFLOAT16);
+    const int64_t dv_heads = g.temp(t.q, t.packed_q_strides, io);
     g.matmul(p_t, d_o, dv_heads);
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv_heads, dv);
   } else {
@@ -470,10 +485,10 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
   g.binary(CUDNN_POINTWISE_MUL, ds, scale, ds_scaled);
 
   // dK = dSᵀ·Q, summed over the query heads of a group.
-  const int64_t ds_t = g.temp(t.scores, t.scores_t_strides, CUDNN_DATA_BFLOAT16);
+  const int64_t ds_t = g.temp(t.scores, t.scores_t_strides, io);
   g.reshape(ds_scaled, ds_t);
   if (grouped) {
-    const int64_t dk_heads = g.temp(t.q, t.packed_q_strides, CUDNN_DATA_BFLOAT16);
+    const int64_t dk_heads = g.temp(t.q, t.packed_q_strides, io);
     g.matmul(ds_t, q, dk_heads);
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk_heads, dk);
   } else {
@@ -679,18 +694,19 @@ bool CudnnAttention::handles(const AttentionShape& s, const AttentionParams& p) 
 bool CudnnAttention::forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
                              const AttentionShape& shape, const AttentionParams& params,
                              FloatView out, float* lse) {
-  if (!handles(shape, params) || !aligned(lse)) return false;
+  if (!handles(shape, params) || !aligned(lse) || !same_type({q, k, v, out})) return false;
   Impl& im = *impl_;
-  const PlanKey key = make_key(false, shape, params);
+  const bool half = q.type() == FloatType::kF16;
+  const PlanKey key = make_key(false, shape, params, half);
   const bool dropout = key.dropout_bits != 0;
   const Plan* plan = im.plan_for(key);
   if (plan == nullptr) return false;
   // With dropout the masks are cuDNN's: the forward runs here only if the backward can too.
-  if (dropout && im.plan_for(make_key(true, shape, params)) == nullptr) return false;
+  if (dropout && im.plan_for(make_key(true, shape, params, half)) == nullptr) return false;
 
   const int64_t nq = shape.query().elements();
   const int64_t nkv = shape.key_value().elements();
-  const bool copies = q.is_fp32();  // bf16 storage: cuDNN reads and writes the tensors
+  const bool copies = q.is_fp32();  // 2-byte storage: cuDNN reads and writes the tensors
   const int64_t cq = copies ? nq : 0;
   const int64_t ckv = copies ? nkv : 0;
   const Scratch scratch(im.stream, {2 * cq, 2 * ckv, 2 * ckv, 2 * cq, 16, plan->workspace});
@@ -728,9 +744,9 @@ bool CudnnAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView
                               ConstFloatView out, ConstFloatView dout, const float* lse,
                               const AttentionShape& shape, const AttentionParams& params,
                               FloatView dq, FloatView dk, FloatView dv) {
-  if (!handles(shape, params) || !aligned(lse)) return false;
+  if (!handles(shape, params) || !aligned(lse) || !same_type({q, k, v, out, dout, dq, dk, dv})) return false;
   Impl& im = *impl_;
-  const PlanKey key = make_key(true, shape, params);
+  const PlanKey key = make_key(true, shape, params, q.type() == FloatType::kF16);
   const bool dropout = key.dropout_bits != 0;
   const Plan* plan = im.plan_for(key);
   if (plan == nullptr) return false;
@@ -738,7 +754,7 @@ bool CudnnAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView
   const int64_t nq = shape.query().elements();
   const int64_t nkv = shape.key_value().elements();
   const int64_t rows = shape.batch * shape.heads * shape.seq_q;
-  const bool copies = q.is_fp32();  // bf16 storage: cuDNN reads and writes the tensors
+  const bool copies = q.is_fp32();  // 2-byte storage: cuDNN reads and writes the tensors
   const int64_t cq = copies ? nq : 0;
   const int64_t ckv = copies ? nkv : 0;
   const Scratch scratch(im.stream, {2 * cq, 2 * ckv, 2 * ckv, 2 * cq, 2 * cq, 2 * cq, 2 * ckv,

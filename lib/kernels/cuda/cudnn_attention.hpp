@@ -1,7 +1,7 @@
 // Causal self-attention through cuDNN's fused flash-attention engines (the scaled-dot-product
-// attention operation graphs of its backend API): bf16 operands, fp32 softmax and accumulation.
-// The CUDA backend routes attention here when its matmul precision is bf16 (--bf16) and cuDNN
-// runs the call; otherwise the fp32 kernels of attention.cu run.
+// attention operation graphs of its backend API): bf16 or fp16 operands, fp32 softmax and
+// accumulation. The CUDA backend routes attention here when its matmul precision is bf16 (--bf16)
+// or fp16 (--fp16) and cuDNN runs the call; otherwise the fp32 kernels of attention.cu run.
 //
 // The semantics are those of kernels/cpu/attention.hpp with q, k, v (and dout) rounded to bf16 on
 // the way in and out, dq, dk, dv rounded to bf16 before they are widened back to fp32. lse is
@@ -51,7 +51,8 @@ public:
   // (the first call of a shape pays for cuDNN's engine compilation); a shape without an engine
   // is reported once and then falls back at once. A forward with dropout runs here only if its
   // backward can too, so that both draw cuDNN's masks.
-  // bf16 operands are used in place; fp32 ones go through bf16 copies. lse is fp32.
+  // bf16 and fp16 operands are used in place; fp32 ones go through bf16 copies. All operands of a
+  // call are of one type. lse is fp32.
   bool forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
                const cpu::AttentionShape& shape, const cpu::AttentionParams& params,
                FloatView out, float* lse);

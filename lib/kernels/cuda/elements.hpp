@@ -1,7 +1,7 @@
-// A kernel's floating-point operand: fp32 or bf16 elements, read and written as float (bf16
-// rounded to nearest even on store). Built on the host from a FloatView; the type is uniform
-// across a launch, so the branch per access costs nothing next to the memory access, and one
-// kernel serves both types without a template instance per type combination.
+// A kernel's floating-point operand: fp32, bf16 or fp16 elements, read and written as float
+// (bf16 and fp16 rounded to nearest even on store). Built on the host from a FloatView; the type is
+// uniform across a launch, so the branch per access costs nothing next to the memory access, and
+// one kernel serves every type without a template instance per type combination.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +10,7 @@
 
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #define MGT_HOST_DEVICE __host__ __device__
 #else
 #define MGT_HOST_DEVICE
@@ -17,57 +18,73 @@
 
 namespace mgt::cuda {
 
+#ifdef __CUDACC__
+__device__ __forceinline__ float load_element(const void* p, FloatType type, int64_t i) {
+  if (type == FloatType::kF32) return static_cast<const float*>(p)[i];
+  if (type == FloatType::kBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return __half2float(static_cast<const __half*>(p)[i]);
+}
+
+__device__ __forceinline__ void store_element(void* p, FloatType type, int64_t i, float v) {
+  if (type == FloatType::kF32) static_cast<float*>(p)[i] = v;
+  else if (type == FloatType::kBf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  else static_cast<__half*>(p)[i] = __float2half_rn(v);
+}
+#endif
+
 class In {
 public:
   In() = default;
-  In(ConstFloatView v) : p_(v.raw()), bf16_(v.type() == FloatType::kBf16) {}
-  In(FloatView v) : p_(v.raw()), bf16_(v.type() == FloatType::kBf16) {}
+  In(ConstFloatView v) : p_(v.raw()), type_(v.type()) {}
+  In(FloatView v) : p_(v.raw()), type_(v.type()) {}
   MGT_HOST_DEVICE In(const float* p) : p_(p) {}
+  MGT_HOST_DEVICE In(const void* p, FloatType type) : p_(p), type_(type) {}
   MGT_HOST_DEVICE In operator+(int64_t n) const {
-    return In(static_cast<const char*>(p_) + n * (bf16_ ? 2 : 4), bf16_);
+    return In(static_cast<const char*>(p_) + n * element_bytes(), type_);
   }
   MGT_HOST_DEVICE bool operator==(std::nullptr_t) const { return p_ == nullptr; }
   MGT_HOST_DEVICE bool operator!=(std::nullptr_t) const { return p_ != nullptr; }
-  MGT_HOST_DEVICE bool bf16() const { return bf16_; }
+  MGT_HOST_DEVICE FloatType type() const { return type_; }
+  MGT_HOST_DEVICE bool bf16() const { return type_ == FloatType::kBf16; }
+  MGT_HOST_DEVICE bool f16() const { return type_ == FloatType::kF16; }
+  // bf16 or fp16: two bytes per element.
+  MGT_HOST_DEVICE bool narrow() const { return type_ != FloatType::kF32; }
+  MGT_HOST_DEVICE int64_t element_bytes() const { return type_ == FloatType::kF32 ? 4 : 2; }
   MGT_HOST_DEVICE const void* raw() const { return p_; }
 #ifdef __CUDACC__
-  __device__ float operator[](int64_t i) const {
-    return bf16_ ? __bfloat162float(static_cast<const __nv_bfloat16*>(p_)[i])
-                 : static_cast<const float*>(p_)[i];
-  }
+  __device__ float operator[](int64_t i) const { return load_element(p_, type_, i); }
 #endif
 
 private:
-  MGT_HOST_DEVICE In(const void* p, bool bf16) : p_(p), bf16_(bf16) {}
   const void* p_ = nullptr;
-  bool bf16_ = false;
+  FloatType type_ = FloatType::kF32;
 };
 
 class Out {
 public:
   Out() = default;
-  Out(FloatView v) : p_(v.raw()), bf16_(v.type() == FloatType::kBf16) {}
+  Out(FloatView v) : p_(v.raw()), type_(v.type()) {}
   MGT_HOST_DEVICE Out(float* p) : p_(p) {}
-  MGT_HOST_DEVICE Out(void* p, bool bf16) : p_(p), bf16_(bf16) {}
+  MGT_HOST_DEVICE Out(void* p, FloatType type) : p_(p), type_(type) {}
   MGT_HOST_DEVICE Out operator+(int64_t n) const {
-    return Out(static_cast<char*>(p_) + n * (bf16_ ? 2 : 4), bf16_);
+    return Out(static_cast<char*>(p_) + n * element_bytes(), type_);
   }
   MGT_HOST_DEVICE bool operator==(std::nullptr_t) const { return p_ == nullptr; }
   MGT_HOST_DEVICE bool operator!=(std::nullptr_t) const { return p_ != nullptr; }
-  MGT_HOST_DEVICE bool bf16() const { return bf16_; }
+  MGT_HOST_DEVICE FloatType type() const { return type_; }
+  MGT_HOST_DEVICE bool bf16() const { return type_ == FloatType::kBf16; }
+  MGT_HOST_DEVICE bool f16() const { return type_ == FloatType::kF16; }
+  MGT_HOST_DEVICE bool narrow() const { return type_ != FloatType::kF32; }
+  MGT_HOST_DEVICE int64_t element_bytes() const { return type_ == FloatType::kF32 ? 4 : 2; }
   MGT_HOST_DEVICE void* raw() const { return p_; }
 #ifdef __CUDACC__
   // One element, read as float and assigned from float.
   class Ref {
   public:
-    __device__ Ref(void* p, bool bf16, int64_t i) : p_(p), bf16_(bf16), i_(i) {}
-    __device__ operator float() const {
-      return bf16_ ? __bfloat162float(static_cast<const __nv_bfloat16*>(p_)[i_])
-                   : static_cast<const float*>(p_)[i_];
-    }
+    __device__ Ref(void* p, FloatType type, int64_t i) : p_(p), type_(type), i_(i) {}
+    __device__ operator float() const { return load_element(p_, type_, i_); }
     __device__ Ref& operator=(float v) {
-      if (bf16_) static_cast<__nv_bfloat16*>(p_)[i_] = __float2bfloat16_rn(v);
-      else static_cast<float*>(p_)[i_] = v;
+      store_element(p_, type_, i_, v);
       return *this;
     }
     __device__ Ref& operator=(const Ref& other) { return *this = static_cast<float>(other); }
@@ -76,15 +93,15 @@ public:
 
   private:
     void* p_;
-    bool bf16_;
+    FloatType type_;
     int64_t i_;
   };
-  __device__ Ref operator[](int64_t i) const { return Ref(p_, bf16_, i); }
+  __device__ Ref operator[](int64_t i) const { return Ref(p_, type_, i); }
 #endif
 
 private:
   void* p_ = nullptr;
-  bool bf16_ = false;
+  FloatType type_ = FloatType::kF32;
 };
 
 }  // namespace mgt::cuda

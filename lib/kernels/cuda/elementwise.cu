@@ -6,6 +6,7 @@
 #include "kernels/cpu/philox.hpp"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vector8.cuh"
 
 namespace mgt::cuda {
 namespace {
@@ -15,12 +16,13 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 constexpr float kTanhScale = kGeluTanhScale;
 constexpr float kTanhCubic = kGeluTanhCubic;
 
-enum class Op { kFill, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
+enum class Op { kFill, kCopy, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
 
 // out = op(a, b, out) element-wise; `op` is uniform across the launch.
 __device__ __forceinline__ float apply(Op op, float a, float b, float o, float value) {
   switch (op) {
     case Op::kFill: return value;
+    case Op::kCopy: return a;
     case Op::kAdd: return a + b;
     case Op::kAccumulate: return o + a;
     case Op::kScale: return o * value;
@@ -59,25 +61,18 @@ __global__ void map_kernel(Op op, In a, In b, int64_t n, float value, Out out) {
   }
 }
 
-// All operands bf16: eight elements per thread through 16-byte loads and stores (n a multiple of
-// 8, pointers 16-byte aligned), the same arithmetic per element.
-__global__ void map_bf16x8_kernel(Op op, const uint4* a, const uint4* b, int64_t vectors,
-                                  float value, uint4* out) {
+// All operands of one 2-byte type (bf16 or fp16): eight elements per thread through 16-byte loads
+// and stores (n a multiple of 8, pointers 16-byte aligned), the same arithmetic per element.
+__global__ void map_narrow8_kernel(Op op, In a, In b, int64_t vectors, float value, Out out) {
   for (int64_t v = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; v < vectors;
        v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint4 av{}, bv{}, ov{};
-    if (a != nullptr) av = a[v];
-    if (b != nullptr) bv = b[v];
-    if (reads_out(op)) ov = out[v];
-    const auto* ah = reinterpret_cast<const __nv_bfloat16*>(&av);
-    const auto* bh = reinterpret_cast<const __nv_bfloat16*>(&bv);
-    auto* oh = reinterpret_cast<__nv_bfloat16*>(&ov);
+    float x[8] = {}, y[8] = {}, o[8] = {};
+    if (a != nullptr) load8(a, v, x);
+    if (b != nullptr) load8(b, v, y);
+    if (reads_out(op)) load8(In(out.raw(), out.type()), v, o);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      oh[j] = __float2bfloat16_rn(apply(op, __bfloat162float(ah[j]), __bfloat162float(bh[j]),
-                                        __bfloat162float(oh[j]), value));
-    }
-    out[v] = ov;
+    for (int j = 0; j < 8; ++j) o[j] = apply(op, x[j], y[j], o[j], value);
+    store8(out, v, o);
   }
 }
 
@@ -85,15 +80,13 @@ void launch_map(Op op, In a, In b, int64_t n, float value, Out out, cudaStream_t
   if (n == 0) return;
   if (!reads_a(op)) a = In();
   if (!reads_b(op)) b = In();
-  const bool vector = out.bf16() && n % 8 == 0 && aligned16(out.raw()) &&
-                      (a == nullptr || (a.bf16() && aligned16(a.raw()))) &&
-                      (b == nullptr || (b.bf16() && aligned16(b.raw())));
+  const bool vector = out.narrow() && n % 8 == 0 && aligned16(out.raw()) &&
+                      (a == nullptr || (a.type() == out.type() && aligned16(a.raw()))) &&
+                      (b == nullptr || (b.type() == out.type() && aligned16(b.raw())));
   if (vector) {
     const int64_t vectors = n / 8;
-    map_bf16x8_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(
-        op, static_cast<const uint4*>(a.raw()), static_cast<const uint4*>(b.raw()), vectors, value,
-        static_cast<uint4*>(out.raw()));
-    MGT_CUDA_CHECK_LAUNCH(map_bf16x8_kernel);
+    map_narrow8_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(op, a, b, vectors, value, out);
+    MGT_CUDA_CHECK_LAUNCH(map_narrow8_kernel);
     return;
   }
   map_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, b, n, value, out);
@@ -170,12 +163,15 @@ __global__ void dropout_kernel(In x, int64_t n, uint32_t threshold, float keep_s
 }  // namespace
 
 void fill(Out x, int64_t n, float value, cudaStream_t stream) {
-  // Zero is all-zero bytes in both types: the copy engine's memset writes at full bandwidth.
+  // Zero is all-zero bytes in every type: the copy engine's memset writes at full bandwidth.
   if (value == 0.0f && !std::signbit(value)) {
-    MGT_CUDA_CHECK(cudaMemsetAsync(x.raw(), 0, static_cast<size_t>(n) * (x.bf16() ? 2 : 4), stream));
+    MGT_CUDA_CHECK(cudaMemsetAsync(x.raw(), 0, static_cast<size_t>(n * x.element_bytes()), stream));
     return;
   }
   launch_map(Op::kFill, nullptr, nullptr, n, value, x, stream);
+}
+void convert(In x, int64_t n, Out y, cudaStream_t stream) {
+  launch_map(Op::kCopy, x, nullptr, n, 0.0f, y, stream);
 }
 void add(In a, In b, int64_t n, Out out, cudaStream_t stream) {
   launch_map(Op::kAdd, a, b, n, 0.0f, out, stream);
@@ -232,7 +228,7 @@ void dropout(In x, int64_t n, float p, cpu::DropoutKey key, Out y,
   if (n == 0) return;
   if (p == 0.0f) {
     if (x.raw() != y.raw()) {
-      MGT_CUDA_CHECK(cudaMemcpyAsync(y.raw(), x.raw(), static_cast<size_t>(n) * (y.bf16() ? 2 : 4),
+      MGT_CUDA_CHECK(cudaMemcpyAsync(y.raw(), x.raw(), static_cast<size_t>(n * y.element_bytes()),
                                      cudaMemcpyDeviceToDevice, stream));
     }
     return;

@@ -17,22 +17,33 @@ int dim(int64_t v, const char* op) {
   return static_cast<int>(v);
 }
 
-cudaDataType_t data_type(bool bf16) { return bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType_t data_type(FloatType type) {
+  switch (type) {
+    case FloatType::kF32: return CUDA_R_32F;
+    case FloatType::kBf16: return CUDA_R_16BF;
+    case FloatType::kF16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+// Both operands of one 2-byte type: cuBLASLt's tensor-core GEMMs, with fp32 accumulation.
+bool narrow_pair(In a, In b) { return a.narrow() && a.type() == b.type(); }
 
 // C[m, n] = alpha·op(A)·op(B) + beta·C, column-major; A and B of one type, C of its own.
 void gemm(cublasHandle_t handle, MatmulPrecision precision, cublasOperation_t op_a,
           cublasOperation_t op_b, int64_t m, int64_t n, int64_t k, In a, int64_t lda, In b,
           int64_t ldb, float beta, Out c, int64_t ldc, const char* name) {
-  if (a.bf16() != b.bf16()) throw Error(std::string(name) + ": operands of different types");
+  if (a.type() != b.type()) throw Error(std::string(name) + ": operands of different types");
   const float alpha = 1.0f;
   const cublasComputeType_t compute =
-      a.bf16() ? CUBLAS_COMPUTE_32F
-               : precision == MatmulPrecision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                                     : CUBLAS_COMPUTE_32F_PEDANTIC;
+      a.narrow()                              ? CUBLAS_COMPUTE_32F
+      : precision == MatmulPrecision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+      : precision == MatmulPrecision::kFp16 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                            : CUBLAS_COMPUTE_32F_PEDANTIC;
   MGT_CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, dim(m, name), dim(n, name), dim(k, name),
-                                &alpha, a.raw(), data_type(a.bf16()), dim(lda, name), b.raw(),
-                                data_type(b.bf16()), dim(ldb, name), &beta, c.raw(),
-                                data_type(c.bf16()), dim(ldc, name), compute, CUBLAS_GEMM_DEFAULT));
+                                &alpha, a.raw(), data_type(a.type()), dim(lda, name), b.raw(),
+                                data_type(b.type()), dim(ldb, name), &beta, c.raw(),
+                                data_type(c.type()), dim(ldc, name), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -41,11 +52,11 @@ bool linear_forward(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precisi
                     In bias, int64_t rows, int64_t in, int64_t out, Out y) {
   if (rows == 0 || out == 0) return true;
   // yᵀ[out, rows] = W[out, in]·xᵀ[in, rows] (+ bias down the columns).
-  if (x.bf16() && w.bf16()) {
+  if (narrow_pair(x, w)) {
     // The epilogue reads the bias as y's type; a bias of another type is left to the caller.
-    const bool epilogue_bias = bias != nullptr && bias.bf16() == y.bf16();
+    const bool epilogue_bias = bias != nullptr && bias.type() == y.type();
     lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, 0.0f, y.raw(), out,
-              CUDA_R_16BF, data_type(y.bf16()), epilogue_bias ? bias.raw() : nullptr, "linear_forward");
+              data_type(x.type()), data_type(y.type()), epilogue_bias ? bias.raw() : nullptr, "linear_forward");
     return bias == nullptr || epilogue_bias;
   }
   gemm(handle, precision, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, in, x, in, 0.0f, y, out,
@@ -57,9 +68,9 @@ void linear_backward_input(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision 
                            In w, int64_t rows, int64_t in, int64_t out, Out dx) {
   if (rows == 0 || in == 0) return;
   // dxᵀ[in, rows] = Wᵀ[in, out]·dyᵀ[out, rows].
-  if (dy.bf16() && w.bf16()) {
+  if (narrow_pair(dy, w)) {
     lt.matmul(false, false, in, rows, out, w.raw(), in, dy.raw(), out, 0.0f, dx.raw(), in,
-              CUDA_R_16BF, data_type(dx.bf16()), nullptr, "linear_backward_input");
+              data_type(dy.type()), data_type(dx.type()), nullptr, "linear_backward_input");
     return;
   }
   gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, in, dy, out, 0.0f, dx, in,
@@ -70,9 +81,9 @@ void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision
                             In x, int64_t rows, int64_t in, int64_t out, Out dw) {
   if (in == 0 || out == 0) return;
   // dWᵀ[in, out] += xᵀ[in, rows]·dy[rows, out].
-  if (dy.bf16() && x.bf16()) {
+  if (narrow_pair(dy, x)) {
     lt.matmul(false, true, in, out, rows, x.raw(), in, dy.raw(), out, 1.0f, dw.raw(), in,
-              CUDA_R_16BF, data_type(dw.bf16()), nullptr, "linear_backward_weight");
+              data_type(dy.type()), data_type(dw.type()), nullptr, "linear_backward_weight");
     return;
   }
   gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, 1.0f, dw, in,
@@ -81,34 +92,34 @@ void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision
 
 namespace {
 
-// What cuBLASLt's GELU epilogues need: bf16 operands, the auxiliary matrix of the output's type,
-// and its leading dimension a multiple of 8 elements at 16-byte-aligned addresses.
-bool gelu_epilogue_fits(In a, In b, bool aux_bf16, const void* aux, Out d, int64_t aux_ld) {
+// What cuBLASLt's GELU epilogues need: 2-byte operands of one type, the auxiliary matrix of the
+// output's type, and its leading dimension a multiple of 8 elements at 16-byte-aligned addresses.
+bool gelu_epilogue_fits(In a, In b, FloatType aux_type, const void* aux, Out d, int64_t aux_ld) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return a.bf16() && b.bf16() && aux_bf16 == d.bf16() && aux_ld % 8 == 0 && aligned(aux) && aligned(d.raw());
+  return narrow_pair(a, b) && aux_type == d.type() && aux_ld % 8 == 0 && aligned(aux) && aligned(d.raw());
 }
 
 }  // namespace
 
 bool linear_gelu_tanh_forward(LtMatmul& lt, In x, In w, In bias, int64_t rows, int64_t in, int64_t out,
                               Out pre, Out y) {
-  if (!gelu_epilogue_fits(x, w, pre.bf16(), pre.raw(), y, out)) return false;
-  if (bias != nullptr && bias.bf16() != y.bf16()) return false;  // the epilogue reads it as y's type
+  if (!gelu_epilogue_fits(x, w, pre.type(), pre.raw(), y, out)) return false;
+  if (bias != nullptr && bias.type() != y.type()) return false;  // the epilogue reads it as y's type
   if (rows == 0 || out == 0) return true;
   // yᵀ[out, rows] = gelu(W[out, in]·xᵀ[in, rows] + bias), preᵀ the GELU's input.
-  return lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, 0.0f, y.raw(), out, CUDA_R_16BF,
-                   data_type(y.bf16()),
+  return lt.matmul(true, false, out, rows, in, w.raw(), in, x.raw(), in, 0.0f, y.raw(), out, data_type(x.type()),
+                   data_type(y.type()),
                    bias == nullptr ? LtEpilogue::kGeluTanhAux : LtEpilogue::kGeluTanhAuxBias, bias.raw(),
                    {pre.raw(), out}, "linear_gelu_tanh_forward");
 }
 
 bool linear_backward_input_gelu_tanh(LtMatmul& lt, In dy, In w, In pre, int64_t rows, int64_t in,
                                      int64_t out, Out dpre) {
-  if (!gelu_epilogue_fits(dy, w, pre.bf16(), pre.raw(), dpre, in)) return false;
+  if (!gelu_epilogue_fits(dy, w, pre.type(), pre.raw(), dpre, in)) return false;
   if (rows == 0 || in == 0) return true;
   // dpreᵀ[in, rows] = (Wᵀ[in, out]·dyᵀ[out, rows]) ⊙ gelu'(preᵀ).
   return lt.matmul(false, false, in, rows, out, w.raw(), in, dy.raw(), out, 0.0f, dpre.raw(), in,
-                   CUDA_R_16BF, data_type(dpre.bf16()), LtEpilogue::kGeluTanhGrad, nullptr,
+                   data_type(dy.type()), data_type(dpre.type()), LtEpilogue::kGeluTanhGrad, nullptr,
                    {const_cast<void*>(pre.raw()), in}, "linear_backward_input_gelu_tanh");
 }
 

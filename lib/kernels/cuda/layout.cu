@@ -75,8 +75,8 @@ void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, i
                 int64_t unit, bool to_mixed, cudaStream_t stream) {
   if (tokens * (heads + 2 * groups) * unit == 0) return;
   // One type throughout, whole 16-byte vectors per head and aligned tensors: raw vectors.
-  const bool same_type = mixed.bf16() == q.bf16() && q.bf16() == k.bf16() && k.bf16() == v.bf16();
-  const int64_t per_vector = mixed.bf16() ? 8 : 4;
+  const bool same_type = mixed.type() == q.type() && q.type() == k.type() && k.type() == v.type();
+  const int64_t per_vector = 16 / mixed.element_bytes();
   if (same_type && unit % per_vector == 0 && aligned16(mixed.raw()) && aligned16(q.raw()) &&
       aligned16(k.raw()) && aligned16(v.raw())) {
     launch_qkv_kernel(static_cast<uint4*>(mixed.raw()), static_cast<uint4*>(q.raw()),
@@ -145,14 +145,14 @@ void embedding_forward(const int64_t* ids, int64_t n, In table, int64_t vocab_st
 
 void qkv_split(In mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit, Out q, Out k,
                Out v, cudaStream_t stream) {
-  launch_qkv(Out(const_cast<void*>(mixed.raw()), mixed.bf16()), q, k, v, tokens, heads, groups,
+  launch_qkv(Out(const_cast<void*>(mixed.raw()), mixed.type()), q, k, v, tokens, heads, groups,
              unit, false, stream);
 }
 
 void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
                Out mixed, cudaStream_t stream) {
-  launch_qkv(mixed, Out(const_cast<void*>(q.raw()), q.bf16()), Out(const_cast<void*>(k.raw()), k.bf16()),
-             Out(const_cast<void*>(v.raw()), v.bf16()), tokens, heads, groups, unit, true, stream);
+  launch_qkv(mixed, Out(const_cast<void*>(q.raw()), q.type()), Out(const_cast<void*>(k.raw()), k.type()),
+             Out(const_cast<void*>(v.raw()), v.type()), tokens, heads, groups, unit, true, stream);
 }
 
 void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,

@@ -10,6 +10,24 @@ namespace {
 
 // cuBLASLt's recommendation for Hopper: enough for its split-K and stream-K algorithms.
 constexpr size_t kWorkspaceBytes = 32u << 20;
+// How many of the heuristic's candidates are timed, and how many runs each (after a warm-up).
+constexpr int kCandidates = 8;
+constexpr int kTimedRuns = 3;
+
+int64_t element_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
+
+// A timing event, destroyed however the timing ends.
+class TimingEvent {
+public:
+  TimingEvent() { MGT_CUDA_CHECK(cudaEventCreate(&event_)); }
+  TimingEvent(const TimingEvent&) = delete;
+  TimingEvent& operator=(const TimingEvent&) = delete;
+  ~TimingEvent() { cudaEventDestroy(event_); }
+  cudaEvent_t get() const { return event_; }
+
+private:
+  cudaEvent_t event_ = nullptr;
+};
 
 void check(cublasStatus_t status, const char* call, const char* name) {
   if (status != CUBLAS_STATUS_SUCCESS) {
@@ -98,18 +116,22 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
   check(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &workspace, sizeof workspace),
         "cublasLtMatmulPreferenceSetAttribute", name);
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d,
-                                                               preference, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle_, p.desc, p.a, p.b, p.d, p.d, preference, timed_choice_ ? kCandidates : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (optional && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
     return plans_.emplace(key, p).first->second;  // remembered as not found
   }
   check(status, "cublasLtMatmulAlgoGetHeuristic", name);
   if (found == 0) throw Error(std::string(name) + ": cuBLASLt has no algorithm for this GEMM");
-  p.algo = result.algo;
+  p.algo = results[0].algo;
   p.found = true;
+  if (found > 1) {
+    for (int i = 0; i < found; ++i) p.candidates.push_back(results[i].algo);
+  }
+  p.d_bytes = ldd * n * element_bytes(d_type);
   (void)accumulate;
   return plans_.emplace(key, p).first->second;
 }
@@ -139,6 +161,12 @@ bool LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
 
 void LtMatmul::run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
                    LtAux aux, const char* name) {
+  if (!p.candidates.empty()) choose_by_timing(p, a, b, beta, d, bias, aux, name);
+  check(launch(p, p.algo, a, b, beta, d, bias, aux, name), "cublasLtMatmul", name);
+}
+
+cublasStatus_t LtMatmul::launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
+                                float beta, void* d, const void* bias, LtAux aux, const char* name) {
   // Pointers are per call; the rest of the descriptor is the cached plan's.
   if (bias != nullptr) {
     set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", name);
@@ -148,9 +176,50 @@ void LtMatmul::run(Plan& p, const void* a, const void* b, float beta, void* d, c
         "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", name);
   }
   const float alpha = 1.0f;
-  check(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo,
-                       workspace_, kWorkspaceBytes, stream_),
-        "cublasLtMatmul", name);
+  return cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &algo, workspace_,
+                        kWorkspaceBytes, stream_);
+}
+
+void LtMatmul::choose_by_timing(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
+                                LtAux aux, const char* name) {
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  candidates.swap(p.candidates);  // chosen once, whatever happens below
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  MGT_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;  // the heuristic's first choice stays
+  // Every timed run writes D (and a GELU epilogue's aux) with the values of the call itself, so
+  // only an accumulation (beta != 0) must get its D back.
+  std::vector<unsigned char> saved;
+  if (beta != 0.0f) {
+    saved.resize(static_cast<size_t>(p.d_bytes));
+    MGT_CUDA_CHECK(cudaMemcpyAsync(saved.data(), d, saved.size(), cudaMemcpyDeviceToHost, stream_));
+    MGT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  TimingEvent start;
+  TimingEvent stop;
+  float best = 0.0f;
+  bool timed_any = false;
+  for (const cublasLtMatmulAlgo_t& algo : candidates) {
+    if (launch(p, algo, a, b, beta, d, bias, aux, name) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up
+    MGT_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+    bool ran = true;
+    for (int i = 0; i < kTimedRuns && ran; ++i) {
+      ran = launch(p, algo, a, b, beta, d, bias, aux, name) == CUBLAS_STATUS_SUCCESS;
+    }
+    MGT_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+    MGT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0.0f;
+    MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    if (ran && (!timed_any || ms < best)) {
+      best = ms;
+      p.algo = algo;
+      timed_any = true;
+    }
+  }
+  if (!saved.empty()) {
+    MGT_CUDA_CHECK(cudaMemcpyAsync(d, saved.data(), saved.size(), cudaMemcpyHostToDevice, stream_));
+    MGT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
 }
 
 }  // namespace mgt::cuda

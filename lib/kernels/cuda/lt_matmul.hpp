@@ -1,7 +1,15 @@
 // GEMMs through cuBLASLt for the bf16 path: the bias added in the GEMM's epilogue (one rounding
 // of y = x·Wᵀ + b to bf16, no separate pass over y), and, per GEMM shape, the matmul descriptors
-// and the algorithm chosen once by cuBLASLt's heuristic and cached, so that a training step
-// makes no heuristic query and builds no descriptor.
+// and the algorithm chosen once and cached, so that a training step makes no heuristic query and
+// builds no descriptor.
+//
+// The algorithm: cuBLASLt's heuristic ranks candidates by a model of the GPU, which for the
+// narrow shapes of a small transformer (k = 768) is often not the fastest. Unless told to take
+// the heuristic's first choice (set_timed_choice(false): deterministic mode, where every run must
+// pick the same algorithm), the first call of a shape times the heuristic's best few on the
+// call's own operands and keeps the fastest. Timing runs the GEMM several times; D is restored
+// afterwards when the GEMM accumulates into it. A call being recorded into a CUDA graph cannot be
+// timed and takes the heuristic's choice.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -9,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 namespace mgt::cuda {
 
@@ -34,6 +43,10 @@ public:
   LtMatmul& operator=(const LtMatmul&) = delete;
   ~LtMatmul();
 
+  // false: every shape takes cuBLASLt's heuristic first choice (the same on every run); applies to
+  // shapes not yet planned.
+  void set_timed_choice(bool timed) { timed_choice_ = timed; }
+
   // Column-major D[m, n] = op(A)·op(B) (+ bias[m] broadcast over columns when bias is not null)
   // + beta·C with C = D; A and B of type ab, D and bias of type d; fp32 accumulation.
   void matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
@@ -55,16 +68,25 @@ private:
     cublasLtMatrixLayout_t d = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool found = false;
+    // The heuristic's candidates until the first call has chosen among them by timing.
+    std::vector<cublasLtMatmulAlgo_t> candidates;
+    int64_t d_bytes = 0;  // D's extent in memory, to restore it after timing an accumulation
   };
   // Throws when cuBLASLt has no algorithm, unless `optional` (then the plan is not found).
   Plan& plan(const Key& key, const char* name, bool optional = false);
   void run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias, LtAux aux,
            const char* name);
+  cublasStatus_t launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, float beta,
+                        void* d, const void* bias, LtAux aux, const char* name);
+  // Sets p.algo to the fastest of p.candidates on these operands.
+  void choose_by_timing(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
+                        LtAux aux, const char* name);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::map<Key, Plan> plans_;
+  bool timed_choice_ = true;
 };
 
 }  // namespace mgt::cuda

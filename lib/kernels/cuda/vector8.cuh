@@ -1,8 +1,9 @@
-// Eight consecutive elements of an In/Out operand moved as one 16-byte access (bf16) or two
-// (fp32), so row kernels keep enough bytes in flight to run at memory bandwidth. The caller
+// Eight consecutive elements of an In/Out operand moved as one 16-byte access (bf16, fp16) or
+// two (fp32), so row kernels keep enough bytes in flight to run at memory bandwidth. The caller
 // checks vectorizable(): base pointers 16-byte aligned and rows a multiple of 8 elements.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -23,6 +24,15 @@ __device__ __forceinline__ void load8(In p, int64_t v, float (&out)[8]) {
       out[2 * j] = f.x;
       out[2 * j + 1] = f.y;
     }
+  } else if (p.f16()) {
+    const uint4 w = static_cast<const uint4*>(p.raw())[v];
+    const auto* h = reinterpret_cast<const __half2*>(&w);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      out[2 * j] = f.x;
+      out[2 * j + 1] = f.y;
+    }
   } else {
     const float4* f = static_cast<const float4*>(p.raw()) + 2 * v;
     const float4 a = f[0];
@@ -38,6 +48,12 @@ __device__ __forceinline__ void store8(Out p, int64_t v, const float (&in)[8]) {
     auto* h = reinterpret_cast<__nv_bfloat162*>(&w);
 #pragma unroll
     for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(in[2 * j], in[2 * j + 1]);
+    static_cast<uint4*>(p.raw())[v] = w;
+  } else if (p.f16()) {
+    uint4 w;
+    auto* h = reinterpret_cast<__half2*>(&w);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(in[2 * j], in[2 * j + 1]);
     static_cast<uint4*>(p.raw())[v] = w;
   } else {
     float4* f = static_cast<float4*>(p.raw()) + 2 * v;
