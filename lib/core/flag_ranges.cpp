@@ -28,6 +28,8 @@ constexpr FlagRange at_least(double min) { return {min, kInf, true, true, false}
 constexpr FlagRange above(double min) { return {min, kInf, false, true, false}; }
 constexpr FlagRange fraction() { return {0, 1, true, false, false}; }      // [0, 1)
 constexpr FlagRange probability() { return {0, 1, true, true, false}; }   // [0, 1]
+// Megatron keeps loss scales in fp32 tensors: positive and finite there.
+constexpr FlagRange loss_scale() { return {0, std::numeric_limits<float>::max(), false, true, false}; }
 
 // Sorted by flag name (checked by a unit test). Megatron's meanings (arguments.py, core_v0.13.0),
 // with the bounds its later asserts or the mathematics impose.
@@ -52,9 +54,13 @@ constexpr Entry kRanges[] = {
     {"--global-batch-size", count_from(1)},
     {"--hidden-dropout", fraction()},
     {"--hidden-size", size()},
+    {"--hysteresis", count_from(1)},
     {"--init-method-std", above(0)},
+    {"--initial-loss-scale", loss_scale()},
     {"--kv-channels", size()},
     {"--log-interval", count_from(1)},
+    {"--loss-scale", loss_scale()},
+    {"--loss-scale-window", count_from(1)},
     {"--lr", at_least(0)},
     {"--lr-decay-iters", count_from(1)},
     {"--lr-decay-samples", count_from(1)},
@@ -70,6 +76,7 @@ constexpr Entry kRanges[] = {
     {"--max-queue-size", count_from(1)},
     {"--micro-batch-size", size()},
     {"--mid-level-dataset-surplus", at_least(0)},
+    {"--min-loss-scale", loss_scale()},
     {"--min-lr", at_least(0)},
     {"--norm-epsilon", above(0)},
     {"--num-attention-heads", size()},

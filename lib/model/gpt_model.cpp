@@ -272,18 +272,20 @@ void GptModel::all_reduce_sequence_parallel_grads() {
 
 namespace {
 
-// The factor of the loss gradient: 1 / (tokens · micro-batches), 0 for a micro-batch without
-// tokens (Megatron would divide by zero), or 1 for the plain sum.
-float loss_gradient_scale(const MaskedLossSum& sum, int64_t num_microbatches, LossReduction reduction) {
-  if (reduction == LossReduction::kSum) return 1.0f;
+// The factor of the loss gradient: loss_scale / (tokens · micro-batches), 0 for a micro-batch
+// without tokens (Megatron would divide by zero), or loss_scale for the plain sum. A power-of-two
+// loss scale only moves the exponent: the factor is loss_scale × the unscaled factor, exactly.
+float loss_gradient_scale(const MaskedLossSum& sum, int64_t num_microbatches, LossReduction reduction,
+                          float loss_scale) {
+  if (reduction == LossReduction::kSum) return loss_scale;
   const double denominator = sum.tokens * static_cast<double>(num_microbatches);
-  return sum.tokens > 0.0 ? static_cast<float>(1.0 / denominator) : 0.0f;
+  return sum.tokens > 0.0 ? static_cast<float>(static_cast<double>(loss_scale) / denominator) : 0.0f;
 }
 
 }  // namespace
 
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
-                                   int64_t num_microbatches, LossReduction reduction) {
+                                   int64_t num_microbatches, LossReduction reduction, float loss_scale) {
   require_whole_model("forward_backward");
   params_.refresh_compute_copy();
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
@@ -298,7 +300,7 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
   MaskedLossSum host_count;
   for (const float m : batch.loss_mask) host_count.tokens += m;
   if (batch.loss_mask.empty()) host_count.tokens = static_cast<double>(batch.batch_size * batch.seq_length);
-  const float scale = loss_gradient_scale(host_count, num_microbatches, reduction);
+  const float scale = loss_gradient_scale(host_count, num_microbatches, reduction, loss_scale);
   decoder_pass(ctx, memory);
   if (chunks_training_logits()) {
     head_forward_backward_in_chunks(ctx, memory, scale);
@@ -547,7 +549,7 @@ FloatView GptModel::stage_input(int64_t slot, const MicroBatch& shape) {
 }
 
 LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
-                                int64_t num_microbatches, LossReduction reduction) {
+                                int64_t num_microbatches, LossReduction reduction, float loss_scale) {
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   const bool training = slot != kEvaluationSlot;
   params_.refresh_compute_copy();
@@ -565,7 +567,7 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
   forward_pass(s.ctx, memory, stage.is_last());
   if (!stage.is_last()) return {};
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
-  s.loss_scale = loss_gradient_scale(sum, num_microbatches, reduction);
+  s.loss_scale = loss_gradient_scale(sum, num_microbatches, reduction, loss_scale);
   return {sum.loss_sum, sum.tokens};
 }
 

@@ -10,6 +10,8 @@
 // With LossReduction::kSum (--calculate-per-token-loss) the gradient is that of Σ(CE · loss_mask)
 // itself; the caller divides the iteration's gradient by the global batch's tokens (Megatron's
 // finalize_model_grads).
+// A loss_scale (--fp16's loss scaling) multiplies that gradient; the returned loss sums stay
+// unscaled.
 //
 // Tensor parallelism (a TensorParallelism with the tensor-model-parallel group): Megatron's
 // splits, each rank holding its shard of every partitioned tensor (see parameter_table.hpp) —
@@ -122,7 +124,7 @@ public:
   // all zero contributes no gradient (Megatron would divide by zero).
   LossSum forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                            int64_t num_microbatches,
-                           LossReduction reduction = LossReduction::kMicroBatchMean);
+                           LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f);
 
   // Under sequence parallelism, each rank's gradients of the parameters applied to sequence
   // slices (norms, row-parallel biases: ParameterEntry::sequence_parallel) cover its slice only;
@@ -167,12 +169,12 @@ public:
   // This stage's part of the micro-batch's forward: from its tokens (first stage) or the received
   // input, through the stage's layers, to the loss (last stage), which it returns as
   // forward_backward does (zero on other stages). Training slots apply dropout from `rng` and keep
-  // what stage_backward needs; the last stage scales its loss gradient by 1 / (tokens ·
+  // what stage_backward needs; the last stage scales its loss gradient by loss_scale / (tokens ·
   // num_microbatches). The first stage reads the tokens and positions, the last the labels and
   // loss mask; a stage ignores the rest.
   LossSum stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
                         int64_t num_microbatches,
-                        LossReduction reduction = LossReduction::kMicroBatchMean);
+                        LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f);
   // After stage_forward, not on the last stage: the output to send to the next stage.
   ConstFloatView stage_output(int64_t slot) const;
   // Not on the last stage: where the next stage's input gradient goes before stage_backward.

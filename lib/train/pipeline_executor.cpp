@@ -18,18 +18,18 @@ PipelineExecutor::PipelineExecutor(GptModel& model, dist::Communicator& pipeline
 
 LossSum PipelineExecutor::train(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
                                 const std::function<DropoutRng(std::int64_t)>& dropout_of,
-                                std::int64_t loss_divisor, LossReduction reduction) {
-  return run(true, microbatches, next_batch, dropout_of, loss_divisor, reduction);
+                                std::int64_t loss_divisor, LossReduction reduction, float loss_scale) {
+  return run(true, microbatches, next_batch, dropout_of, loss_divisor, reduction, loss_scale);
 }
 
 LossSum PipelineExecutor::evaluate(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch) {
-  return run(false, microbatches, next_batch, {}, microbatches, LossReduction::kMicroBatchMean);
+  return run(false, microbatches, next_batch, {}, microbatches, LossReduction::kMicroBatchMean, 1.0f);
 }
 
 LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
                               const std::function<HostMicroBatch()>& next_batch,
                               const std::function<DropoutRng(std::int64_t)>& dropout_of,
-                              std::int64_t loss_divisor, LossReduction reduction) {
+                              std::int64_t loss_divisor, LossReduction reduction, float loss_scale) {
   GptModel& model = *model_;
   dist::Communicator& group = *pipeline_;
   const std::int64_t stages = group.size();
@@ -63,7 +63,7 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
         break;
       case PipelineOp::kForward: {
         const DropoutRng rng = training ? dropout_of(mb) : DropoutRng{};
-        const LossSum s = model.stage_forward(slot_of(mb), batch(mb).view(), rng, loss_divisor, reduction);
+        const LossSum s = model.stage_forward(slot_of(mb), batch(mb).view(), rng, loss_divisor, reduction, loss_scale);
         sums[0] += s.loss_sum;
         sums[1] += s.token_count;
         fetched.erase(mb);

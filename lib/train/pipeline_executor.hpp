@@ -28,12 +28,13 @@ public:
   // One training iteration of `microbatches` micro-batches with the 1F1B schedule: next_batch()
   // is called once per micro-batch, in order, at its forward; dropout_of(m) gives micro-batch m's
   // dropout streams; each micro-batch's loss is scaled by 1 / (its tokens · loss_divisor)
-  // (GptModel::forward_backward's num_microbatches), or not at all with LossReduction::kSum.
+  // (GptModel::forward_backward's num_microbatches), or not at all with LossReduction::kSum,
+  // then by loss_scale (--fp16's loss scaling).
   // The stage's gradients accumulate; the returned sums are the iteration's on every stage.
   // Collective over the pipeline group.
   LossSum train(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
                 const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor,
-                LossReduction reduction = LossReduction::kMicroBatchMean);
+                LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f);
 
   // Forward only, without dropout, over `microbatches` micro-batches: the loss sums on every
   // stage. Collective over the pipeline group.
@@ -42,7 +43,7 @@ public:
 private:
   LossSum run(bool training, std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
               const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor,
-              LossReduction reduction);
+              LossReduction reduction, float loss_scale);
 
   GptModel* model_;
   dist::Communicator* pipeline_;

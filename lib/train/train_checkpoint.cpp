@@ -38,6 +38,10 @@ constexpr const char* kOptimizerKey = "optimizer";
 constexpr const char* kMasterParamsKey = "fp32_master_params";
 constexpr const char* kMasterInModel = "model";
 
+// A dynamic loss scaler's state (loss_scaler.hpp); Megatron keeps it in the optimizer's state
+// dict under the same name, so it is saved and loaded with the optimizer state.
+constexpr const char* kGradScalerKey = "grad_scaler";
+
 constexpr const char* kParallelLayoutKey = "parallel_layout";
 constexpr const char* kShardKey = "shard";
 
@@ -49,6 +53,23 @@ std::string optimizer_scalars_json(const AdamWOptimizer& optimizer) {
          ", \"beta2\": " + python_float_repr(s.beta2) + ", \"eps\": " + python_float_repr(s.eps) +
          ", \"clip_grad\": " + python_float_repr(s.clip_grad) + ", \"" + kMasterParamsKey + "\": \"" +
          kMasterInModel + "\"}";
+}
+
+// Megatron's MixedPrecisionOptimizer.load_state_dict: a checkpoint without the scaler's state
+// (an older one, or a bf16 or fp32 run's) leaves the scaler at its initial scale, and the state
+// of a run that had one is not for a run without.
+void load_loss_scaler(const ckpt::CheckpointMetadata& meta, LossScaler* scaler, const std::string& where) {
+  const auto stored = meta.extra_json.find(kGradScalerKey);
+  if (!scaler || !scaler->dynamic()) {
+    if (stored != meta.extra_json.end())
+      log::warn(where + " holds a dynamic loss scale, which this run does not use: not loaded");
+    return;
+  }
+  if (stored == meta.extra_json.end()) {
+    log::warn(where + " holds no loss scale: the dynamic loss scale starts at --initial-loss-scale");
+    return;
+  }
+  scaler->load_state(parse_loss_scaler_state_json(stored->second, where + ": grad_scaler"));
 }
 
 }  // namespace
@@ -99,6 +120,8 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
   meta.tokenizer_json = settings.tokenizer_json;
   meta.scheduler_json = scheduler_state_json(parts.scheduler.state());
   if (settings.save_optimizer) meta.extra_json[kOptimizerKey] = optimizer_scalars_json(parts.optimizer);
+  if (settings.save_optimizer && parts.loss_scaler && parts.loss_scaler->dynamic())
+    meta.extra_json[kGradScalerKey] = loss_scaler_state_json(parts.loss_scaler->state());
   meta.extra_json[kParallelLayoutKey] = settings.parallel_layout_json;
   // The pipeline layer offset of this shard: its layers keep their global numbers in the tensor
   // names, this says which ones the stage held.
@@ -376,6 +399,7 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
       parts.optimizer.write_exp_avg_sq(e, host);
     }
     parts.optimizer.set_steps(optimizer_scalars.integer("step"));
+    load_loss_scaler(meta, parts.loss_scaler, where);
     parts.scheduler.load_state(parse_scheduler_state_json(meta.scheduler_json, where + ": scheduler state"),
                                settings.scheduler_resume);
   }

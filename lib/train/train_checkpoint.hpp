@@ -17,7 +17,9 @@
 // whose weights differ from it; where a checkpoint has it, it is loaded.
 // Metadata in every file: iteration, consumed train/valid samples, FLOPs so far, the arguments
 // and tokenizer as JSON, the scheduler state (Megatron's keys), the file's layout coordinates,
-// extra_json["optimizer"] = {"step": t, ..., "fp32_master_params": "model"},
+// extra_json["optimizer"] = {"step": t, ..., "fp32_master_params": "model"}, with a dynamic loss
+// scale extra_json["grad_scaler"] = {"scale", "growth_tracker", "hysteresis_tracker"} (both
+// unless --no-save-optim),
 // extra_json["parallel_layout"] (the sizes the run trained with) and extra_json["shard"] (the
 // pipeline stage's first layer and layer count).
 //
@@ -36,6 +38,7 @@
 #include "dist/communicator.hpp"
 #include "model/gpt_parameters.hpp"
 #include "train/adamw_optimizer.hpp"
+#include "train/loss_scaler.hpp"
 #include "train/lr_schedule.hpp"
 
 namespace mgt {
@@ -58,6 +61,7 @@ struct TrainCheckpointParts {
   AdamWOptimizer& optimizer;
   OptimizerParamScheduler& scheduler;
   TrainingProgress& progress;
+  LossScaler* loss_scaler = nullptr;  // --fp16's (or --loss-scale's); null: no loss scaling
 };
 
 struct TrainCheckpointSaveSettings {

@@ -109,7 +109,12 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("device", "D", o.device, "auto (a GPU when one is visible), cpu, cuda or cuda:N")
           .not_recorded("where the run computes, not what: a checkpoint resumes on any device"),
       store_true_as("bf16", t.precision, Precision::Bf16, "bf16 compute on CUDA (the CPU backend computes in fp32)"),
-      store_true_as("fp16", t.precision, Precision::Fp16, "fp16 compute on CUDA (the CPU backend computes in fp32)"),
+      store_true_as("fp16", t.precision, Precision::Fp16, "fp16 mixed precision with loss scaling (fp16 compute where the backend offers it, fp32 otherwise)"),
+      store("loss-scale", "S", t.loss_scale, "Constant loss scale instead of dynamic scaling").default_text("dynamic under --fp16"),
+      store("initial-loss-scale", "S", t.initial_loss_scale, "Initial dynamic loss scale"),
+      store("min-loss-scale", "S", t.min_loss_scale, "Minimum dynamic loss scale"),
+      store("loss-scale-window", "N", t.loss_scale_window, "Good iterations before the dynamic loss scale doubles"),
+      store("hysteresis", "N", t.hysteresis, "Overflow iterations before the dynamic loss scale halves"),
       store_true("deterministic-mode", t.deterministic_mode, "Deterministic kernels only: reruns and resumes give the same bits on a GPU too, somewhat slower"),
     }},
     {"data", {

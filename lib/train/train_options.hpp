@@ -104,6 +104,12 @@ struct OptimizationOptions {
   // tokens, in place of the mean of the micro-batches' per-token means.
   bool calculate_per_token_loss = false;
   Precision precision = Precision::Fp32;          // --bf16 | --fp16
+  // Loss scaling (train/loss_scaler.hpp): dynamic under --fp16 unless --loss-scale is given.
+  std::optional<double> loss_scale;               // --loss-scale: a constant scale
+  double initial_loss_scale = 4294967296.0;       // --initial-loss-scale (2^32)
+  double min_loss_scale = 1.0;                    // --min-loss-scale
+  std::int64_t loss_scale_window = 1000;          // --loss-scale-window: good steps before doubling
+  std::int64_t hysteresis = 2;                    // --hysteresis: overflow steps before halving
   bool deterministic_mode = false;                // --deterministic-mode: same bits on every run
 };
 

@@ -25,6 +25,7 @@
 #include "train/batch_prefetcher.hpp"
 #include "train/evaluation.hpp"
 #include "train/gpt_config_from_options.hpp"
+#include "train/loss_scaler.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/params_norm.hpp"
 #include "train/pipeline_executor.hpp"
@@ -284,6 +285,7 @@ private:
                    std::to_string(shard.begin) + ", " + std::to_string(shard.end) + "))");
     }
     scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
+    if (const auto s = loss_scaler_settings(o, options_.parallel.use_distributed_optimizer)) loss_scaler_.emplace(*s);
     flops_shape_ = gpt_flops_shape(options_, padded_vocab_);
     progress_.dropout_seed = static_cast<std::uint64_t>(options_.optim.seed);
     args_json_ = train_args_json(options_, padded_vocab_);
@@ -339,7 +341,9 @@ private:
     require_planned_saves_new(*c.save, progress_.iteration, last, *c.save_interval);
   }
 
-  TrainCheckpointParts parts() { return {model_->parameters(), *optimizer_, *scheduler_, progress_}; }
+  TrainCheckpointParts parts() {
+    return {model_->parameters(), *optimizer_, *scheduler_, progress_, loss_scaler_ ? &*loss_scaler_ : nullptr};
+  }
 
   void load_checkpoint() {
     const CheckpointOptions& c = options_.checkpoint;
@@ -432,15 +436,19 @@ private:
     // then too); the sum over micro-batches and ranks is divided by the tokens below.
     const bool per_token = options_.optim.calculate_per_token_loss;
     const LossReduction reduction = per_token ? LossReduction::kSum : LossReduction::kMicroBatchMean;
+    // Megatron's schedules seed the backward with the loss times the scaler's scale
+    // (config.grad_scale_func); the gradients are unscaled after their reduction, below.
+    const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0f;
     if (executor_) {
       // Every stage reads the micro-batches; each uses its part (tokens first, labels last).
-      const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp, reduction);
+      const LossSum s =
+          executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp, reduction, loss_scale);
       sums[0] = s.loss_sum;
       sums[1] = s.token_count;
     } else {
       for (std::int64_t m = 0; m < n; ++m) {
         const HostMicroBatch batch = train_batches_->next();
-        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction);
+        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction, loss_scale);
         sums[0] += s.loss_sum;
         sums[1] += s.token_count;
       }
@@ -461,6 +469,7 @@ private:
     // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
     if (per_token) divide_gradients_by_tokens(sums[1]);
+    if (loss_scaler_) unscale_gradients();
     record.loss = sums[0] / sums[1];
     record.learning_rate = scheduler_->lr();
     // Every rank takes the step or skips it: a non-finite loss enters the norm that the
@@ -477,6 +486,14 @@ private:
     record.num_zeros = step.num_zeros;
     record.skipped = !step.applied;
     if (step.applied) scheduler_->step(batch_size);
+    // Megatron's optimizer updates the scaler with found_inf at every step, and the log line
+    // shows the scale after that update.
+    const bool overflow = record.skipped && loss_scaler_ && std::isfinite(record.loss);
+    const bool scale_could_drop = loss_scaler_ && loss_scaler_->dynamic() && !loss_scaler_->at_minimum();
+    if (loss_scaler_) {
+      loss_scaler_->update(record.skipped);
+      record.loss_scale = loss_scaler_->scale();
+    }
     // Megatron's train() takes the norm of the updated parameters.
     if (log_stats && options_.logging.log_params_norm)
       record.params_norm = params_l2_norm(model_->parameters(), model_parallel_);
@@ -485,9 +502,13 @@ private:
     record.global_batch_size = batch_size;
     progress_.consumed_train_samples += batch_size;
     progress_.num_floating_point_operations_so_far += flops_of_iteration(batch_size);
-    // A skipped iteration's loss is not averaged; a NaN marks it as a NaN iteration.
-    losses_.add({{"lm loss", record.skipped ? std::numeric_limits<double>::quiet_NaN() : record.loss}},
+    // A skipped iteration's loss is not averaged; a NaN marks it as a NaN iteration. Under loss
+    // scaling a skip with a finite loss is an overflow of the scaled gradients, which Megatron
+    // counts as skipped only; while the dynamic scale can still drop, it is the scaler's to
+    // resolve, not a reason to stop.
+    losses_.add({{"lm loss", record.skipped && !overflow ? std::numeric_limits<double>::quiet_NaN() : record.loss}},
                 record.skipped);
+    if (overflow && scale_could_drop) return record;
     consecutive_nonfinite_ = record.skipped ? consecutive_nonfinite_ + 1 : 0;
     if (record.skipped) {
       log::warn("iteration " + std::to_string(record.iteration) + ": loss " + number_text(record.loss) +
@@ -518,6 +539,14 @@ private:
                                             : "ramping up batch size from " + std::to_string(announced_batch_size_) +
                                                   " to " + std::to_string(batch_size));
     announced_batch_size_ = batch_size;
+  }
+
+  // Megatron's _unscale_main_grads_and_check_for_nan: the reduced gradients (this rank's shard
+  // of them with the distributed optimizer) times 1 / scale, in fp32; a gradient that overflowed
+  // stays Inf or NaN and the optimizer's norm skips the step.
+  void unscale_gradients() {
+    const BufferShard shard = optimizer_->shard();
+    backend_.scale(model_->parameters().grads().subspan(shard.begin, shard.size()), loss_scaler_->inverse_scale());
   }
 
   // Megatron's finalize_model_grads under --calculate-per-token-loss: the reduced gradients scaled
@@ -571,6 +600,13 @@ private:
                 checkpoint + ". Lower --lr, check the data, or resume from the checkpoint");
   }
 
+  // Megatron's mixed-precision optimizer returns no norm for a step it skipped, and its log line
+  // and scalars then leave the norm out.
+  std::optional<double> logged_grad_norm(const IterationRecord& record) const {
+    if (record.skipped && loss_scaler_) return std::nullopt;
+    return record.grad_norm;
+  }
+
   void write_tensorboard_scalars(const IterationRecord& record) {
     TrainingScalars s;
     s.iteration = progress_.iteration;
@@ -580,7 +616,8 @@ private:
     s.decoupled_learning_rate = decoupled_lr();
     s.batch_size = record.global_batch_size;
     s.losses = {{"lm loss", record.loss}};
-    s.grad_norm = record.grad_norm;
+    s.loss_scale = record.loss_scale;
+    s.grad_norm = logged_grad_norm(record);
     s.num_zeros = record.num_zeros;
     s.params_norm = record.params_norm;
     tensorboard_->training_iteration(s);
@@ -600,7 +637,8 @@ private:
     g.decoupled_learning_rate = decoupled_lr();
     g.global_batch_size = record.global_batch_size;
     g.losses = losses_.averages();
-    g.grad_norm = record.grad_norm;
+    g.loss_scale = record.loss_scale;
+    g.grad_norm = logged_grad_norm(record);
     g.num_zeros = record.num_zeros;
     g.params_norm = record.params_norm;
     g.skipped_iterations = losses_.skipped_iterations();
@@ -708,14 +746,19 @@ private:
   }
 
   // --bf16 stores activations and the weights' compute copy in bf16 where the backend can (fp32
-  // master weights, gradients and optimizer state stay); --fp16 is not available yet. Either
-  // computes in fp32 on the CPU, with a warning.
+  // master weights, gradients and optimizer state stay). --fp16 scales the loss (loss_scaler_)
+  // on every backend; fp16 compute is not requested from any backend yet. A backend that cannot
+  // computes in fp32, with a warning.
   void apply_precision() {
     const Precision p = options_.optim.precision;
     if (p == Precision::Fp32) return;
-    const char* flag = p == Precision::Bf16 ? "--bf16" : "--fp16";
-    if (p == Precision::Bf16 && backend_.set_matmul_precision(Backend::MatmulPrecision::kBf16)) return;
-    log::warn(std::string(flag) + ": the " + backend_.name() + " backend computes in fp32 here");
+    if (p == Precision::Bf16) {
+      if (backend_.set_matmul_precision(Backend::MatmulPrecision::kBf16)) return;
+      log::warn("--bf16: the " + backend_.name() + " backend computes in fp32 here");
+      return;
+    }
+    // Where fp16 compute would be requested from the backend, once one offers it.
+    log::warn("--fp16: the " + backend_.name() + " backend computes in fp32 here; the loss scaling is applied");
   }
 
   void final_evaluations() {
@@ -757,6 +800,7 @@ private:
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
+  std::optional<LossScaler> loss_scaler_;  // --fp16 (or --loss-scale under Megatron's rule)
   GptFlopsShape flops_shape_;
   GlobalBatchSizeSchedule batch_sizes_{options_.global_batch_size_schedule()};
   std::int64_t announced_batch_size_ = 0;  // the ramp-up's size last printed

@@ -16,6 +16,10 @@
 //             them stops with an error and the last checkpoint untouched; else clip, AdamW (its
 //             state sharded with --use-distributed-optimizer), scheduler step. The logged loss is
 //             summed over the ranks, so it is the one-rank run's loss up to rounding.
+//             Under --fp16 (loss_scaler.hpp) the loss gradient is multiplied by the loss scale and
+//             the reduced gradients by its inverse; an overflow (finite loss, gradients not
+//             finite) is skipped and counted as skipped only, and updates the dynamic scale
+//             instead of counting towards the stop while the scale can still drop.
 //   then      the Megatron log line every --log-interval, validation every --eval-interval,
 //             checkpoint every --save-interval, and the exit conditions (exit signal,
 //             --exit-duration-in-mins, --exit-interval: save with --save, stop cleanly).
@@ -43,6 +47,7 @@ struct IterationRecord {
   std::int64_t global_batch_size = 0;  // this iteration's (--rampup-batch-size changes it)
   std::optional<double> decoupled_learning_rate;  // --decoupled-lr: the embedding's and output layer's
   bool skipped = false;        // loss or gradients not finite: no update
+  double loss_scale = 1.0;     // the loss scale after this iteration's update (1.0 without scaling)
   // At iterations that log them (the log line's, or TensorBoard's), with --log-num-zeros-in-grad
   // and --log-params-norm; num_zeros is absent when the step was skipped, as in Megatron.
   std::optional<double> num_zeros;

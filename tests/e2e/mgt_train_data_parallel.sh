@@ -4,8 +4,9 @@
 # every iteration, within 1e-5 relative) for a GPT-2-style model (learned positions, LayerNorm,
 # GELU, biases, tied embeddings, dropout) and a Llama-style one (rotary, RMSNorm, SwiGLU,
 # grouped-query attention, untied, no biases); a DP=2 checkpoint resumes exactly on DP=2 and
-# continues the one-rank run on one rank; DP=4 on 4 ranks; only rank 0 prints; failures and
-# usage errors stop every rank.
+# continues the one-rank run on one rank; --fp16's power-of-two loss scales change no bit at
+# DP=2, plain or sharded; DP=4 on 4 ranks; only rank 0 prints; failures and usage errors stop
+# every rank.
 # Usage: bash tests/e2e/mgt_train_data_parallel.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -129,6 +130,23 @@ grep -q "successfully loaded checkpoint from $CK \[ t 1/1, p 1/1 \] at iteration
 grep -q '] iteration       11/      20 | consumed samples:           88 |' "$WORK/out.txt" ||
   fail "DP=2 resume does not continue at iteration 11 with 88 samples consumed"
 compare "$WORK/GPT2-dp2-distopt.jsonl" "$WORK/second-half.jsonl" exact
+# --fp16's loss scaling over DP=2, plain and with the distributed optimizer (each rank unscales
+# its shard): a power-of-two scale, constant or dynamic (2^32, which fp32 does not overflow
+# here), changes no bit of the fp32 run.
+for scaling in constant dynamic; do
+  scale_flags=(--fp16)
+  [[ $scaling == constant ]] && scale_flags+=(--loss-scale 4096)
+  for optimizer in plain distopt; do
+    extra=()
+    reference="$WORK/GPT2-dp2.jsonl"
+    [[ $optimizer == distopt ]] && extra=(--use-distributed-optimizer) && reference="$WORK/GPT2-dp2-distopt.jsonl"
+    expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${extra[@]}" "${scale_flags[@]}" \
+      --metrics-file "$WORK/fp16-$scaling-$optimizer.jsonl"
+    compare "$reference" "$WORK/fp16-$scaling-$optimizer.jsonl" exact
+  done
+done
+grep -q '"loss_scale": 4096.0,' "$WORK/fp16-constant-plain.jsonl" || fail "--loss-scale 4096 not logged"
+grep -q '"loss_scale": 4294967296.0,' "$WORK/fp16-dynamic-distopt.jsonl" || fail "dynamic loss scale not logged"
 # The checkpoint does not depend on the layout: one rank, plain optimizer, continues too.
 expect_status 0 "$BIN/mgt-train" "${GPT2[@]}" --save "$WORK/ckpt-copy" --save-interval 5 --load "$WORK/ckpt-copy" \
   --metrics-file "$WORK/second-half-1.jsonl"

@@ -5,7 +5,8 @@
 # the last stage's copy of the word embedding) and a Llama-style one; PP=2 x DP=2 with the
 # distributed optimizer, PP=4, and an uneven split (--decoder-first-pipeline-num-layers) do too;
 # a PP=2 checkpoint is one file per stage, resumes bit for bit at PP=2 and continues the
-# one-rank curve at PP=1, and a one-rank checkpoint continues at PP=2; interleaving and splits
+# one-rank curve at PP=1, and a one-rank checkpoint continues at PP=2; --fp16's loss scaling
+# changes no bit at PP=2 and its dynamic scale resumes exactly; interleaving and splits
 # Megatron rejects are usage errors.
 # Usage: bash tests/e2e/mgt_train_pipeline_parallel.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -73,6 +74,26 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-para
 grep -q "successfully loaded checkpoint from $CK \[ t 1/1, p 1/2 \] at iteration 10" "$WORK/out.txt" ||
   fail "PP=2 resume not reported"
 compare_curves "$WORK/PIPE_GPT2-pp2.jsonl" "$WORK/second-half.jsonl" exact
+# --fp16's loss scaling at PP=2: the last stage seeds the backward with the scaled loss, every
+# stage unscales its gradients. A power-of-two scale changes no bit; a dynamic one growing every
+# 3 iterations resumes from each stage's checkpoint file with the uninterrupted run's scales.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-parallel-size 2 --fp16 --loss-scale 4096 \
+  --metrics-file "$WORK/fp16-pp2.jsonl"
+compare_curves "$WORK/PIPE_GPT2-pp2.jsonl" "$WORK/fp16-pp2.jsonl" exact
+FP16=("${PIPE_GPT2[@]}" --pipeline-model-parallel-size 2 --fp16 --initial-loss-scale 1024 --loss-scale-window 3)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${FP16[@]}" --metrics-file "$WORK/fp16-dynamic.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${FP16[@]}" --save "$WORK/ckpt-fp16" --save-interval 5 --exit-interval 10 \
+  --metrics-file "$WORK/fp16-dynamic-resumed.jsonl"
+grep -aq '"hysteresis_tracker": ' "$WORK/ckpt-fp16/iter_0000010/mp_rank_00_001.h5" || fail "PP=2: no loss scaler state saved"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${FP16[@]}" --save "$WORK/ckpt-fp16" --save-interval 5 \
+  --load "$WORK/ckpt-fp16" --metrics-file "$WORK/fp16-dynamic-resumed.jsonl"
+compare_curves "$WORK/fp16-dynamic.jsonl" "$WORK/fp16-dynamic-resumed.jsonl" exact
+python3 - "$WORK/fp16-dynamic.jsonl" "$WORK/fp16-dynamic-resumed.jsonl" <<'PY' || fail "PP=2: loss scales not resumed"
+import json, sys
+scales = [[j["loss_scale"] for j in map(json.loads, open(p)) if j["event"] == "train"] for p in sys.argv[1:]]
+assert scales[0] == scales[1], scales
+assert scales[0][0] == 1024.0 and scales[0][-1] == 1024.0 * 2 ** 6, scales[0]
+PY
 # Resumed on one rank: the one-rank curve continues.
 expect_status 0 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --save "$WORK/ckpt-to-1" --save-interval 5 \
   --load "$WORK/ckpt-to-1" --metrics-file "$WORK/second-half-1.jsonl"

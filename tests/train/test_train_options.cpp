@@ -101,6 +101,12 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       CHECK(o.data.dataloader_type == "single");
       continue;
     }
+    // Megatron's default is the int 2**32 (argparse converts only typed values); the same number.
+    if (flag.name() == "initial-loss-scale") {
+      CHECK(megatron_default("--initial-loss-scale") == "4294967296");
+      CHECK(o.optim.initial_loss_scale == 4294967296.0);
+      continue;
+    }
     CHECK(py(flag.value()) == megatron_default(flag.flag()));
     ++compared;
   }
@@ -276,6 +282,30 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
   CHECK(usage_error_with({"--empty-unused-memory-level", "3"}) ==
         "--empty-unused-memory-level: invalid choice '3' (choose from 0, 1, 2)");
   CHECK(usage_error_with({"--num-workers", "-1"}) == "--num-workers must be at least 0, got -1");
+}
+
+TEST_CASE("train options: loss scaling flags", "[train][loss_scaler]") {
+  const TrainOptions d = parse(kMinimal);
+  CHECK_FALSE(d.optim.loss_scale);
+  CHECK(d.optim.initial_loss_scale == 4294967296.0);
+  CHECK(d.optim.min_loss_scale == 1.0);
+  CHECK(d.optim.loss_scale_window == 1000);
+  CHECK(d.optim.hysteresis == 2);
+  const TrainOptions o = parse_with({"--fp16", "--loss-scale", "4096", "--initial-loss-scale", "65536",
+                                     "--min-loss-scale", "0.5", "--loss-scale-window", "200", "--hysteresis", "4"});
+  CHECK(o.optim.loss_scale == 4096.0);
+  CHECK(o.optim.initial_loss_scale == 65536.0);
+  CHECK(o.optim.min_loss_scale == 0.5);
+  CHECK(o.optim.loss_scale_window == 200);
+  CHECK(o.optim.hysteresis == 4);
+  CHECK(usage_error_with({"--loss-scale", "0"}) == "--loss-scale must be in (0, 3.40282e+38], got 0");
+  CHECK(usage_error_with({"--loss-scale", "-8"}) == "--loss-scale must be in (0, 3.40282e+38], got -8");
+  CHECK(usage_error_with({"--initial-loss-scale", "1e39"}) ==
+        "--initial-loss-scale must be in (0, 3.40282e+38], got 1e39");
+  CHECK(usage_error_with({"--min-loss-scale", "0"}) == "--min-loss-scale must be in (0, 3.40282e+38], got 0");
+  CHECK(usage_error_with({"--loss-scale-window", "0"}) == "--loss-scale-window must be at least 1, got 0");
+  CHECK(usage_error_with({"--hysteresis", "0"}) == "--hysteresis must be at least 1, got 0");
+  CHECK(usage_error_with({"--hysteresis", "1.5"}).find("--hysteresis") == 0);
 }
 
 TEST_CASE("train options: TensorBoard flags", "[train]") {
