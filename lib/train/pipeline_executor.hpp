@@ -30,10 +30,13 @@ public:
   // dropout streams; each micro-batch's loss is scaled by 1 / (its tokens · loss_divisor)
   // (GptModel::forward_backward's num_microbatches), or not at all with LossReduction::kSum.
   // The stage's gradients accumulate; the returned sums are the iteration's on every stage.
+  // before_last_backward (may be empty) runs just before the stage's last backward of the
+  // schedule, the one that finishes its gradients (--overlap-grad-reduce arms its hooks there).
   // Collective over the pipeline group.
   LossSum train(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
                 const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor,
-                LossReduction reduction = LossReduction::kMicroBatchMean);
+                LossReduction reduction = LossReduction::kMicroBatchMean,
+                const std::function<void()>& before_last_backward = {});
 
   // Forward only, without dropout, over `microbatches` micro-batches: the loss sums on every
   // stage. Collective over the pipeline group.
@@ -42,7 +45,7 @@ public:
 private:
   LossSum run(bool training, std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
               const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor,
-              LossReduction reduction);
+              LossReduction reduction, const std::function<void()>& before_last_backward);
 
   GptModel* model_;
   dist::Communicator* pipeline_;
