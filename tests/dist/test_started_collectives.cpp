@@ -3,25 +3,18 @@
 // equal the one-shot collective bit for bit — the overlapped training run's weights depend on it.
 #include <catch2/catch.hpp>
 
-#include <numeric>
-
 #include "core/error.hpp"
 #include "dist/dist_testing.hpp"
 
 using namespace mgt::dist;
 using mgt::dist_test::FakeDeviceMemory;
 using mgt::dist_test::HostMemory;
+using mgt::dist_test::all_ranks;
 using mgt::dist_test::runtime;
 using mgt::dist_test::TestArray;
 using mgt::dist_test::TestMemory;
 
 namespace {
-
-std::vector<int> all_ranks() {
-  std::vector<int> ranks(static_cast<size_t>(runtime().world_size()));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  return ranks;
-}
 
 // Values of very different magnitudes, so that any other order of summation rounds differently.
 std::vector<float> values_of(int rank, int64_t n) {
