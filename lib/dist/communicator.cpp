@@ -166,6 +166,43 @@ void Communicator::send_recv(SendBuffer send, int dest, RecvBuffer recv, int sou
   do_send_recv(send, dest, recv, source);
 }
 
+void Communicator::check_chunks(const char* operation, RecvBuffer data,
+                                std::span<const std::int64_t> counts) const {
+  check_buffer(operation, "the", data);
+  if (static_cast<int>(counts.size()) != size())
+    fail(operation, std::to_string(counts.size()) + " chunk counts for a group of " +
+                        std::to_string(size()));
+  std::int64_t total = 0;
+  for (const std::int64_t c : counts) {
+    if (c < 0) fail(operation, "a chunk has a negative count (" + count_text(c) + ")");
+    total += c;
+  }
+  if (total != data.count)
+    fail(operation, "the chunks hold " + count_text(total) + " elements, the buffer " +
+                        count_text(data.count));
+}
+
+PendingCollective Communicator::start_all_reduce(RecvBuffer data, ReduceOp op) {
+  check_buffer("all_reduce", "the", data);
+  auto scope = watch("all_reduce", reduce_op_name(op), data.count, data.type, nullptr, -1);
+  return PendingCollective(do_start_all_reduce(data, op), std::move(scope));
+}
+
+PendingCollective Communicator::start_reduce_scatter_chunks(RecvBuffer data,
+                                                            std::span<const std::int64_t> counts,
+                                                            ReduceOp op) {
+  check_chunks("reduce_scatter", data, counts);
+  auto scope = watch("reduce_scatter", reduce_op_name(op), data.count, data.type, nullptr, -1);
+  return PendingCollective(do_start_reduce_scatter_chunks(data, counts, op), std::move(scope));
+}
+
+PendingCollective Communicator::start_all_gather_chunks(RecvBuffer data,
+                                                        std::span<const std::int64_t> counts) {
+  check_chunks("all_gather", data, counts);
+  auto scope = watch("all_gather", nullptr, data.count, data.type, nullptr, -1);
+  return PendingCollective(do_start_all_gather_chunks(data, counts), std::move(scope));
+}
+
 void Communicator::barrier() {
   auto scope = watch("barrier", nullptr, -1, ElementType::Int64, nullptr, -1);
   do_barrier();

@@ -22,6 +22,7 @@
 // Buffers come as type-erased SendBuffer/RecvBuffer (comm_buffer.hpp) or through the typed
 // overloads: std::span for host memory, DeviceSpan for a backend's memory.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -31,6 +32,7 @@
 
 #include "dist/collective_watchdog.hpp"
 #include "dist/comm_buffer.hpp"
+#include "dist/pending_collective.hpp"
 
 namespace mgt::dist {
 
@@ -80,6 +82,26 @@ public:
   // between pipeline neighbours that two blocking calls could deadlock.
   void send_recv(SendBuffer send, int dest, RecvBuffer recv, int source);
   void barrier();
+
+  // ---- started now, complete at the returned handle's wait() (pending_collective.hpp) ----
+  // Collectives over parts of a buffer, so that a gradient buffer can be reduced bucket by bucket
+  // while the backward still writes its other buckets (Megatron's --overlap-grad-reduce). The
+  // ranks must start them in the same order, interleaved with their other collectives on this
+  // group in the same order too. Each element is reduced exactly as all_reduce / reduce_scatter
+  // of the whole buffer would reduce it on the transports in use (MPI: MPICH's reductions are
+  // element-wise, checked by the distributed tests).
+  //
+  // all_reduce, started now.
+  PendingCollective start_all_reduce(RecvBuffer data, ReduceOp op);
+  // In place over `data`, split in consecutive chunks of counts[0], counts[1], … elements (one
+  // per group rank, summing to data.count, zeros allowed): afterwards this rank's chunk holds the
+  // element-wise reduction of that chunk over the group; the other chunks are unspecified.
+  // A reduce_scatter whose chunks may differ in size (MPI_Reduce_scatter's recvcounts).
+  PendingCollective start_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
+                                                ReduceOp op);
+  // In place over `data`, chunked as above: afterwards every rank's chunk r holds rank r's chunk
+  // r (MPI_Allgatherv).
+  PendingCollective start_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts);
 
   // ---- typed overloads: host spans ----
   template <CommElement T>
@@ -163,11 +185,35 @@ private:
   virtual void do_recv(RecvBuffer data, int source) = 0;
   virtual void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) = 0;
   virtual void do_barrier() = 0;
+  // The chunked collectives (see start_reduce_scatter_chunks), complete (or queued on the
+  // backend's stream, as the others) when they return.
+  virtual void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
+                                        ReduceOp op) = 0;
+  virtual void do_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts) = 0;
+  // The started forms: null when the operation is complete on return. By default they run the
+  // operations above (a stream-ordered transport returns at once anyway); MPI overrides them
+  // with its nonblocking collectives.
+  virtual std::unique_ptr<PendingTransfer> do_start_all_reduce(RecvBuffer data, ReduceOp op) {
+    do_all_reduce(data, op);
+    return nullptr;
+  }
+  virtual std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
+      RecvBuffer data, std::span<const std::int64_t> counts, ReduceOp op) {
+    do_reduce_scatter_chunks(data, counts, op);
+    return nullptr;
+  }
+  virtual std::unique_ptr<PendingTransfer> do_start_all_gather_chunks(
+      RecvBuffer data, std::span<const std::int64_t> counts) {
+    do_all_gather_chunks(data, counts);
+    return nullptr;
+  }
 
   [[noreturn]] void fail(const char* operation, const std::string& problem) const;
   void check_buffer(const char* operation, const char* which, SendBuffer buffer) const;
   void check_rank(const char* operation, const char* role, int rank) const;
   void check_disjoint(const char* operation, SendBuffer a, SendBuffer b) const;
+  void check_chunks(const char* operation, RecvBuffer data,
+                    std::span<const std::int64_t> counts) const;
   std::optional<CollectiveWatchdog::Scope> watch(const char* operation, const char* reduce,
                                                  std::int64_t count, ElementType type,
                                                  const char* peer_role, int peer) const;

@@ -28,6 +28,9 @@ private:
   void do_recv(RecvBuffer, int) override { no_peer("recv"); }
   void do_send_recv(SendBuffer send, int, RecvBuffer recv, int) override;
   void do_barrier() override {}
+  // One rank: its chunk is the whole buffer, already reduced and gathered.
+  void do_reduce_scatter_chunks(RecvBuffer, std::span<const std::int64_t>, ReduceOp) override {}
+  void do_all_gather_chunks(RecvBuffer, std::span<const std::int64_t>) override {}
 
   void copy(SendBuffer from, RecvBuffer to) const;
   [[noreturn]] void no_peer(const char* operation) const;

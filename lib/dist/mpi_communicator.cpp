@@ -2,63 +2,16 @@
 
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "core/error.hpp"
-#include "kernels/cpu/bf16.hpp"
-#include "kernels/cpu/fp16.hpp"
 #include "dist/host_staging.hpp"
 #include "dist/mpi_check.hpp"
+#include "dist/mpi_rank_order_reduce_scatter.hpp"
+#include "dist/mpi_reduce_types.hpp"
 
 namespace mgt::dist {
 namespace {
-
-MPI_Datatype mpi_type(ElementType type) {
-  switch (type) {
-    case ElementType::Float32: return MPI_FLOAT;
-    case ElementType::Float64: return MPI_DOUBLE;
-    case ElementType::Int64: return MPI_INT64_T;
-    case ElementType::BFloat16:
-    case ElementType::Float16: return MPI_UINT16_T;  // reduced by the operations below
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-// MPI has no bf16 or fp16: sums and maxima of such elements are computed in fp32 and rounded back
-// per pair, as NCCL's reductions do.
-template <ReduceOp Op, float (*kToFloat)(std::uint16_t), std::uint16_t (*kFromFloat)(float)>
-void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    const float x = kToFloat(a[i]);
-    const float y = kToFloat(b[i]);
-    b[i] = kFromFloat(Op == ReduceOp::Sum ? x + y : (x > y || x != x ? x : y));
-  }
-}
-
-// Created once, after MPI_Init (the first reduction comes later), and kept until exit like MPI's
-// own operations.
-template <ReduceOp Op, float (*kToFloat)(std::uint16_t), std::uint16_t (*kFromFloat)(float)>
-MPI_Op created_op() {
-  static const MPI_Op op = [] {
-    MPI_Op created = MPI_OP_NULL;
-    MGT_MPI_CHECK(MPI_Op_create(&reduce_16bit<Op, kToFloat, kFromFloat>, 1, &created));
-    return created;
-  }();
-  return op;
-}
-
-MPI_Op mpi_op(ReduceOp op, ElementType type) {
-  if (type == ElementType::BFloat16) {
-    return op == ReduceOp::Sum ? created_op<ReduceOp::Sum, cpu::bf16_to_float, cpu::float_to_bf16>()
-                               : created_op<ReduceOp::Max, cpu::bf16_to_float, cpu::float_to_bf16>();
-  }
-  if (type == ElementType::Float16) {
-    return op == ReduceOp::Sum ? created_op<ReduceOp::Sum, cpu::fp16_to_float, cpu::float_to_fp16>()
-                               : created_op<ReduceOp::Max, cpu::fp16_to_float, cpu::float_to_fp16>();
-  }
-  return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
-}
 
 // One tag for all point-to-point traffic: operations are blocking, so messages between two
 // ranks of one communicator match in the order they were sent.
@@ -125,25 +78,19 @@ void MpiCommunicator::do_all_gather(SendBuffer send, RecvBuffer recv) {
 }
 
 void MpiCommunicator::do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) {
-  const int count = mpi_count("reduce_scatter", recv.count);
+  mpi_count("reduce_scatter", recv.count);
   mpi_count("reduce_scatter", send.count);
+  if (recv.count == 0) return;
   HostStaging in(mover_, send);
-  const bool in_place =
-      recv.data == static_cast<const std::byte*>(send.data) + rank() * recv.bytes();
-  if (!in_place) {
-    HostStaging out(mover_, recv, false);
-    MGT_MPI_CHECK(MPI_Reduce_scatter_block(in.host(), out.host(), count, mpi_type(recv.type),
-                                           mpi_op(op, recv.type), comm_));
-    out.store();
-    return;
-  }
-  // recv lies inside send: reduce into separate memory, then copy this rank's chunk over.
+  // This rank's chunk is reduced into separate memory, then copied to recv (which may lie
+  // inside send): mpi_rank_order_reduce_scatter.hpp says why MPI's own reduce-scatter is not used.
+  const std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), recv.count);
+  RankOrderReduceScatter exchange(comm_, rank(), in.host(), counts, recv.type, op);
   auto result = std::make_unique_for_overwrite<std::byte[]>(recv.bytes());
-  MGT_MPI_CHECK(MPI_Reduce_scatter_block(in.host(), result.get(), count, mpi_type(recv.type),
-                                         mpi_op(op, recv.type), comm_));
-  if (recv.space == MemorySpace::Backend && mover_ && recv.count > 0)
+  exchange.finish(result.get());
+  if (recv.space == MemorySpace::Backend && mover_)
     mover_->copy_from_host(recv.data, result.get(), recv.bytes());
-  else if (recv.count > 0)
+  else
     std::memcpy(recv.data, result.get(), recv.bytes());
 }
 

@@ -4,6 +4,11 @@
 #pragma once
 #include <mpi.h>
 
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
 #include "dist/communicator.hpp"
 #include "dist/memory_mover.hpp"
 
@@ -28,6 +33,18 @@ private:
   void do_recv(RecvBuffer data, int source) override;
   void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) override;
   void do_barrier() override;
+  void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
+                                ReduceOp op) override;
+  void do_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts) override;
+  // mpi_started_collectives.cpp: MPI's nonblocking collectives.
+  std::unique_ptr<PendingTransfer> do_start_all_reduce(RecvBuffer data, ReduceOp op) override;
+  std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
+      RecvBuffer data, std::span<const std::int64_t> counts, ReduceOp op) override;
+  std::unique_ptr<PendingTransfer> do_start_all_gather_chunks(
+      RecvBuffer data, std::span<const std::int64_t> counts) override;
+  // MPI's int counts and displacements of the chunks.
+  void chunk_layout(const char* operation, std::span<const std::int64_t> counts,
+                    std::vector<int>& mpi_counts, std::vector<int>& displacements) const;
 
   int mpi_count(const char* operation, std::int64_t count) const;
   void check_received(const char* operation, const MPI_Status& status, RecvBuffer recv,

@@ -291,6 +291,41 @@ private:
              in.host != nullptr || out.host != nullptr);
   }
 
+  // The chunked collectives as one NCCL group of a reduce (all-gather: broadcast) per chunk,
+  // rooted at the chunk's rank, in place: NCCL has no reduce-scatter of unequal chunks.
+  void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
+                                ReduceOp op) override {
+    chunked(data, counts, "reduce_scatter", reduce_op_name(op), [&](void* chunk, std::size_t n, int root) {
+      MGT_NCCL_CHECK(ncclReduce(chunk, chunk, n, nccl_type(data.type), nccl_op(op), root, comm_, stream_));
+    });
+  }
+
+  void do_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts) override {
+    chunked(data, counts, "all_gather", nullptr, [&](void* chunk, std::size_t n, int root) {
+      MGT_NCCL_CHECK(ncclBroadcast(chunk, chunk, n, nccl_type(data.type), root, comm_, stream_));
+    });
+  }
+
+  template <typename PerChunk>
+  void chunked(RecvBuffer data, std::span<const std::int64_t> counts, const char* name,
+               const char* reduce, PerChunk per_chunk) {
+    if (data.count == 0) return;
+    use_device();
+    reserve_for(data);
+    const DeviceView v = view(data.data, data.bytes(), data.space, 0, true);
+    const std::size_t element = element_size(data.type);
+    MGT_NCCL_CHECK(ncclGroupStart());
+    std::size_t offset = 0;
+    for (int r = 0; r < size(); ++r) {
+      const std::size_t n = count_of(counts[static_cast<std::size_t>(r)]);
+      if (n > 0) per_chunk(static_cast<std::byte*>(v.device) + offset * element, n, r);
+      offset += n;
+    }
+    MGT_NCCL_CHECK(ncclGroupEnd());
+    store(v);
+    complete(operation(name, data.count, data.type, reduce), v.host != nullptr);
+  }
+
   void do_broadcast(RecvBuffer data, int root) override {
     if (data.count == 0) return;
     use_device();

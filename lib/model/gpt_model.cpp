@@ -87,6 +87,42 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
     sequence_parallel_grads_ = DeviceBuffer(backend, packed);
   }
   if (init_seed) params_.initialize(*init_seed);
+  // The blocks' ranges, from the parameter names (parameter_table.cpp's order is the forward's).
+  const std::size_t blocks = (embedding_ ? 1 : 0) + layers_.size() + (final_norm_ ? 1 : 0);
+  block_ranges_.assign(blocks, BlockRange{params_.params().size(), 0});
+  for (const ParameterEntry& e : params_.entries()) {
+    std::size_t block = blocks - 1;  // the head
+    if (e.name.starts_with("embedding.") && stage.is_first()) {
+      block = 0;
+    } else if (e.name.starts_with("decoder.layers.")) {
+      const int64_t layer = std::stoll(e.name.substr(std::string("decoder.layers.").size()));
+      block = first_layer_block() + static_cast<std::size_t>(layer - stage.first_layer);
+    }
+    BlockRange& r = block_ranges_.at(block);
+    r.begin = std::min(r.begin, e.offset);
+    r.end = std::max(r.end, e.offset + e.numel());
+  }
+}
+
+bool GptModel::gradient_finalized_later(const ParameterEntry& e) const {
+  return (sequence_parallel_ && e.sequence_parallel) ||
+         (embedding_group_ != nullptr && e.name == "embedding.word_embeddings.weight");
+}
+
+void GptModel::prepare_parameters() {
+  if (hooks_ && !params_.compute_copy().empty()) hooks_->before_parameter_use(0, params_.params().size());
+  params_.refresh_compute_copy();
+}
+
+void GptModel::before_block(std::size_t index) const {
+  if (!hooks_) return;
+  const BlockRange& r = block_ranges_.at(index);
+  if (r.begin < r.end) hooks_->before_parameter_use(r.begin, r.end);
+}
+
+void GptModel::block_gradients_done(std::size_t index) const {
+  if (!hooks_) return;
+  hooks_->gradients_done_from(index == 0 ? 0 : block_ranges_.at(index).begin);
 }
 
 GptModel::~GptModel() = default;
@@ -171,14 +207,17 @@ void GptModel::upload_inputs(const MicroBatch& batch, ActivationMemory& memory) 
 void GptModel::decoder_pass(const ForwardContext& ctx, ActivationMemory& memory) {
   const auto num_layers = static_cast<int64_t>(layers_.size());
   if (embedding_) {
+    before_block(0);
     embedding_->forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
                         memory.sequence, memory.hidden(0));
   }
   for (int64_t l = 0; l < num_layers; ++l) {
+    before_block(first_layer_block() + static_cast<size_t>(l));
     layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
                                             memory.hidden(l + 1));
   }
   if (final_norm_) {
+    before_block(block_ranges_.size() - 1);
     final_norm_->forward(memory.hidden(num_layers), ctx.local_tokens(), memory.final_norm_output,
                          memory.final_norm);
   }
@@ -230,6 +269,7 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
     }
     final_norm_->backward(memory.scratch.hidden_a, memory.hidden(num_layers), ctx.local_tokens(),
                           memory.final_norm, memory.d_hidden);
+    block_gradients_done(block_ranges_.size() - 1);
   }
   for (int64_t l = num_layers - 1; l >= 0; --l) {
     const TransformerLayer& layer = layers_[static_cast<size_t>(l)];
@@ -240,10 +280,13 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
                     memory.scratch.hidden_b);
     }
     layer.backward(ctx, memory.hidden(l), memory.layer(l), memory.scratch, memory.d_hidden);
+    block_gradients_done(first_layer_block() + static_cast<size_t>(l));
   }
   if (embedding_) {
     embedding_->backward(ctx, memory.tokens, memory.positions, memory.sequence, memory.d_hidden);
   }
+  // Everything is final now (also on a stage whose blocks leave the buffer's start to none).
+  block_gradients_done(0);
 }
 
 ConstFloatView GptModel::whole_vocab_logits(ConstFloatView logits, int64_t rows,
@@ -287,7 +330,7 @@ float loss_gradient_scale(const MaskedLossSum& sum, int64_t num_microbatches, Lo
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                                    int64_t num_microbatches, LossReduction reduction, float loss_scale) {
   require_whole_model("forward_backward");
-  params_.refresh_compute_copy();
+  prepare_parameters();
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   require(!batch.labels.empty(), "forward_backward needs labels");
   ActivationMemory& memory = memory_for(batch, true);
@@ -318,7 +361,7 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
 ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits,
                                      bool return_argmax) {
   require_whole_model("forward_only");
-  params_.refresh_compute_copy();
+  prepare_parameters();
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
   const bool with_loss = !batch.labels.empty();
@@ -355,7 +398,7 @@ ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits
 
 ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_argmax) {
   require_whole_model("forward_selected");
-  params_.refresh_compute_copy();
+  prepare_parameters();
   require(!batch.labels.empty(), "forward_selected needs labels");
   ActivationMemory& memory = memory_for(batch, false);
   upload(batch, memory);
@@ -421,7 +464,7 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
 
 ConstFloatView GptModel::decode_step(std::span<const int64_t> tokens, int64_t n, KvCache& cache) {
   require_whole_model("forward_cached");
-  params_.refresh_compute_copy();
+  prepare_parameters();
   const int64_t b = cache.batch();
   const int64_t past = cache.length();
   require(n >= 1, "forward_cached needs at least one token per sequence");
@@ -552,7 +595,7 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
                                 int64_t num_microbatches, LossReduction reduction, float loss_scale) {
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   const bool training = slot != kEvaluationSlot;
-  params_.refresh_compute_copy();
+  prepare_parameters();
   const PipelineStage& stage = pipeline_stage();
   require(!stage.is_last() || !batch.labels.empty(), "the last pipeline stage needs labels");
   StageSlot& s = stage_slot(slot, batch);

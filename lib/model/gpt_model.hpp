@@ -46,6 +46,7 @@
 #include "model/kv_cache.hpp"
 #include "model/lm_loss.hpp"
 #include "model/norm_layer.hpp"
+#include "model/parameter_hooks.hpp"
 #include "model/parallel_linear.hpp"
 #include "model/pipeline_stage.hpp"
 #include "model/tensor_parallel_mappings.hpp"
@@ -133,6 +134,14 @@ public:
   // forward_backward and before the gradients are used (clipping, the optimizer). Nothing to do
   // without sequence parallelism. Collective over the tensor-parallel group.
   void all_reduce_sequence_parallel_grads();
+
+  // Tells `hooks` (null: nobody; must outlive its use) which parameters each forward is about to
+  // read and, during each backward, which gradients are complete (parameter_hooks.hpp).
+  void set_parameter_hooks(ParameterHooks* hooks) { hooks_ = hooks; }
+  // Whether the gradient of `e` changes after the backward passes, at the finalisation
+  // all_reduce_sequence_parallel_grads() and all_reduce_embedding_grads() make: a reduction over
+  // the data-parallel ranks must wait for those, to sum in the same order as without overlap.
+  bool gradient_finalized_later(const ParameterEntry& e) const;
 
   // Evaluation: no dropout, no gradients.
   ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false,
@@ -239,6 +248,21 @@ private:
   ConstFloatView whole_vocab_logits(ConstFloatView logits, int64_t rows,
                                     DeviceBuffer& whole) const;
 
+  // Before a forward: the compute copy refreshed, once the hooks have seen it read everything.
+  void prepare_parameters();
+  // The hooks' notices around block `index` of block_ranges_.
+  void before_block(std::size_t index) const;
+  void block_gradients_done(std::size_t index) const;
+  // Flat-buffer ranges of the blocks, in forward order: [embedding], each layer, [final norm and
+  // output layer (with the last stage's copy of a tied word embedding)].
+  struct BlockRange {
+    int64_t begin = 0;
+    int64_t end = 0;
+  };
+  std::vector<BlockRange> block_ranges_;
+  std::size_t first_layer_block() const { return embedding_ ? 1 : 0; }
+
+  ParameterHooks* hooks_ = nullptr;
   Backend* backend_;
   TensorParallelMappings tp_;
   bool sequence_parallel_;

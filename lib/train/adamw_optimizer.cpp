@@ -183,7 +183,7 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
                        static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale, steps_, copy);
   if (writes_copy) params_->mark_compute_copy_fresh();
   // Megatron's param all-gather: every rank's weights become whole again.
-  if (group_ && distributed_) all_gather_shards(*group_, params_->params());
+  if (group_ && distributed_ && !param_gather_deferred_) all_gather_shards(*group_, params_->params());
   result.applied = true;
   return result;
 }

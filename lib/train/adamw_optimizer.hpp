@@ -90,6 +90,11 @@ public:
   }
   OptimizerStep step(const StepRequest& request);
 
+  // With the distributed optimizer: step() leaves the all-gather of the updated weights to the
+  // caller (--overlap-param-gather, train/overlapped_data_parallel.hpp), which must complete it
+  // before the weights are read.
+  void set_param_gather_deferred(bool deferred) { param_gather_deferred_ = deferred; }
+
   // Adam's t: steps applied so far (skipped steps do not count).
   std::int64_t steps() const { return steps_; }
   void set_steps(std::int64_t steps) { steps_ = steps; }
@@ -140,6 +145,7 @@ private:
   dist::Communicator* group_ = nullptr;  // null: one rank
   dist::Communicator* model_parallel_ = nullptr;  // null: no tensor parallelism
   bool distributed_ = false;
+  bool param_gather_deferred_ = false;
   std::vector<std::int64_t> segment_ends_;
   std::vector<std::int64_t> segment_flags_;
   BufferShard shard_;

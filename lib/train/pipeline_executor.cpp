@@ -18,18 +18,20 @@ PipelineExecutor::PipelineExecutor(GptModel& model, dist::Communicator& pipeline
 
 LossSum PipelineExecutor::train(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
                                 const std::function<DropoutRng(std::int64_t)>& dropout_of,
-                                std::int64_t loss_divisor, LossReduction reduction, float loss_scale) {
-  return run(true, microbatches, next_batch, dropout_of, loss_divisor, reduction, loss_scale);
+                                std::int64_t loss_divisor, LossReduction reduction, float loss_scale,
+                                const std::function<void()>& before_last_backward) {
+  return run(true, microbatches, next_batch, dropout_of, loss_divisor, reduction, loss_scale, before_last_backward);
 }
 
 LossSum PipelineExecutor::evaluate(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch) {
-  return run(false, microbatches, next_batch, {}, microbatches, LossReduction::kMicroBatchMean, 1.0f);
+  return run(false, microbatches, next_batch, {}, microbatches, LossReduction::kMicroBatchMean, 1.0f, {});
 }
 
 LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
                               const std::function<HostMicroBatch()>& next_batch,
                               const std::function<DropoutRng(std::int64_t)>& dropout_of,
-                              std::int64_t loss_divisor, LossReduction reduction, float loss_scale) {
+                              std::int64_t loss_divisor, LossReduction reduction, float loss_scale,
+                              const std::function<void()>& before_last_backward) {
   GptModel& model = *model_;
   dist::Communicator& group = *pipeline_;
   const std::int64_t stages = group.size();
@@ -51,8 +53,13 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
   };
   const auto input = [&](std::int64_t mb) { return model.stage_input(slot_of(mb), batch(mb).view()); };
 
+  std::size_t last_backward = actions.size();
+  for (std::size_t i = 0; i < actions.size(); ++i)
+    if (actions[i].op == PipelineOp::kBackward) last_backward = i;
+
   double sums[2] = {0.0, 0.0};
-  for (const PipelineAction& a : actions) {
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
     const std::int64_t mb = a.microbatch;
     // No synchronisation around the transfers: the pipeline group orders them with the
     // backend's work (communicator.hpp), MPI by staging through the backend's own copies, NCCL
@@ -77,6 +84,7 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
                         next);
         break;
       case PipelineOp::kBackward:
+        if (i == last_backward && before_last_backward) before_last_backward();
         model.stage_backward(slot_of(mb));
         break;
       case PipelineOp::kSendBackward:

@@ -31,10 +31,13 @@ public:
   // (GptModel::forward_backward's num_microbatches), or not at all with LossReduction::kSum,
   // then by loss_scale (--fp16's loss scaling).
   // The stage's gradients accumulate; the returned sums are the iteration's on every stage.
+  // before_last_backward (may be empty) runs just before the stage's last backward of the
+  // schedule, the one that finishes its gradients (--overlap-grad-reduce arms its hooks there).
   // Collective over the pipeline group.
   LossSum train(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
                 const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor,
-                LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f);
+                LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f,
+                const std::function<void()>& before_last_backward = {});
 
   // Forward only, without dropout, over `microbatches` micro-batches: the loss sums on every
   // stage. Collective over the pipeline group.
@@ -43,7 +46,7 @@ public:
 private:
   LossSum run(bool training, std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
               const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor,
-              LossReduction reduction, float loss_scale);
+              LossReduction reduction, float loss_scale, const std::function<void()>& before_last_backward);
 
   GptModel* model_;
   dist::Communicator* pipeline_;

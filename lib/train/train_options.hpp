@@ -177,9 +177,12 @@ struct ParallelOptions {
   std::int64_t context_parallel_size = 1;         // 1 only
   bool sequence_parallel = false;                 // cleared when TP is 1, as Megatron does
   bool use_distributed_optimizer = false;         // same results as the plain optimizer at DP 1
-  // Accepted for Megatron's scripts: communication is not yet overlapped with computation.
+  // Bucket by bucket, as the backward finishes them (train/overlapped_data_parallel.hpp).
   bool overlap_grad_reduce = false;               // --overlap-grad-reduce
   bool overlap_param_gather = false;              // --overlap-param-gather (needs both above)
+  // --ddp-bucket-size: elements per gradient bucket under --overlap-grad-reduce; unset:
+  // Megatron's max(40000000, 1000000 × data-parallel size).
+  std::optional<std::int64_t> ddp_bucket_size;
   // --distributed-backend: nccl (NCCL between GPUs where it can run), gloo or mpi (MPI);
   // dist/transport_choice.hpp decides.
   std::string distributed_backend = "nccl";

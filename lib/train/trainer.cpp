@@ -27,6 +27,7 @@
 #include "train/gpt_config_from_options.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/overlapped_data_parallel.hpp"
 #include "train/params_norm.hpp"
 #include "train/pipeline_executor.hpp"
 #include "train/rank_agreement.hpp"
@@ -159,6 +160,7 @@ public:
     const std::int64_t first_iteration = progress_.iteration;
     TrainResult result;
     result.exit_reason = train_loop();
+    finish_param_gather();
     result.iteration = progress_.iteration;
     if (result.exit_reason == ExitReason::None) {
       output_.line(format_datetime_line("after training is done", now_stamp()));
@@ -227,9 +229,6 @@ private:
     }
     output_.line("> data-parallel groups: " + groups_of(dist::GroupKind::DataParallel) + " (" +
                  data_parallel_.transport() + ")");
-    if (p.overlap_grad_reduce || p.overlap_param_gather)
-      output_.line("> --overlap-grad-reduce / --overlap-param-gather: accepted; communication is not overlapped "
-                   "with computation yet");
   }
 
   // Megatron's writer lives on the rank that prints; here that is world rank 0.
@@ -284,6 +283,7 @@ private:
                    std::to_string(model_->parameters().params().size()) + " buffer elements (rank 0: [" +
                    std::to_string(shard.begin) + ", " + std::to_string(shard.end) + "))");
     }
+    build_overlap();
     scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
     if (const auto s = loss_scaler_settings(o, options_.parallel.use_distributed_optimizer)) loss_scaler_.emplace(*s);
     flops_shape_ = gpt_flops_shape(options_, padded_vocab_);
@@ -291,6 +291,32 @@ private:
     args_json_ = train_args_json(options_, padded_vocab_);
     tokenizer_json_ = tokenizer_description_json(options_.data.tokenizer, *tokenizer_, padded_vocab_);
     parallel_layout_json_ = parallel_layout_json();
+  }
+
+  // --overlap-grad-reduce (and --overlap-param-gather): the gradient buffer's buckets, reduced as
+  // the last backward finishes them. Megatron's bucket size, except on pipeline stages after the
+  // first, whose reduction is off the critical path (one bucket there, as Megatron does).
+  void build_overlap() {
+    const ParallelOptions& p = options_.parallel;
+    if (!p.overlap_grad_reduce || data_parallel_size() == 1) return;
+    std::optional<std::int64_t> bucket_size = p.ddp_bucket_size.value_or(default_ddp_bucket_size(data_parallel_size()));
+    if (pipeline_parallel_size() > 1 && pipeline_.rank() > 0) bucket_size.reset();
+    std::vector<GradientBucket> buckets = gradient_buckets(
+        model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
+    overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), data_parallel_,
+                                                        p.use_distributed_optimizer);
+    model_->set_parameter_hooks(overlap_.get());
+    if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
+    output_.line("> overlapping the data-parallel " +
+                 std::string(p.use_distributed_optimizer ? "reduce-scatter" : "all-reduce") +
+                 " of the gradients with the backward" + (p.overlap_param_gather ? " and the weights' all-gather with the forward" : "") +
+                 ": " + std::to_string(overlap_->buckets().size()) + " bucket(s) on rank 0 (--ddp-bucket-size " +
+                 (bucket_size ? std::to_string(*bucket_size) : std::string("unbounded")) + ")");
+  }
+
+  // Where the weights are read outside a forward: the all-gathers still in flight complete first.
+  void finish_param_gather() {
+    if (overlap_) overlap_->finish_param_gather();
   }
 
   // The padded vocabulary of the checkpoint to resume, when it differs from this run's: kept, as
@@ -400,7 +426,10 @@ private:
     while (progress_.iteration < train_iters) {
       save_when_batch_size_changes();
       const IterationRecord record = train_step();
-      if (hooks_.after_iteration) hooks_.after_iteration(record);
+      if (hooks_.after_iteration) {
+        finish_param_gather();
+        hooks_.after_iteration(record);
+      }
       if (tensorboard_) write_tensorboard_scalars(record);
       if (progress_.iteration % options_.logging.log_interval == 0) log_iteration(record, train_iters);
       if (do_valid() && progress_.iteration % options_.logging.eval_interval == 0) {
@@ -441,13 +470,14 @@ private:
     const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0f;
     if (executor_) {
       // Every stage reads the micro-batches; each uses its part (tokens first, labels last).
-      const LossSum s =
-          executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp, reduction, loss_scale);
+      const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp, reduction,
+                                         loss_scale, [&] { if (overlap_) overlap_->arm(); });
       sums[0] = s.loss_sum;
       sums[1] = s.token_count;
     } else {
       for (std::int64_t m = 0; m < n; ++m) {
         const HostMicroBatch batch = train_batches_->next();
+        if (overlap_ && m == n - 1) overlap_->arm();
         const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction, loss_scale);
         sums[0] += s.loss_sum;
         sums[1] += s.token_count;
@@ -463,9 +493,17 @@ private:
 
     IterationRecord record;
     record.iteration = progress_.iteration + 1;
-    if (hooks_.poison_gradients && hooks_.poison_gradients(record.iteration))
-      backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
-    optimizer_->reduce_gradients();
+    const bool poison = hooks_.poison_gradients && hooks_.poison_gradients(record.iteration);
+    if (overlap_) {
+      // The buckets the backward finished are in flight; those the finalisation above changed
+      // start now. A poisoned element lands after the reduction (its bucket may be in flight):
+      // the norm still reaches every rank non-finite.
+      overlap_->finish_gradient_reduction();
+      if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
+    } else {
+      if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
+      optimizer_->reduce_gradients();
+    }
     // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
     if (per_token) divide_gradients_by_tokens(sums[1]);
@@ -494,9 +532,12 @@ private:
       loss_scaler_->update(record.skipped);
       record.loss_scale = loss_scaler_->scale();
     }
+    if (step.applied && overlap_ && options_.parallel.overlap_param_gather) overlap_->start_param_gather();
     // Megatron's train() takes the norm of the updated parameters.
-    if (log_stats && options_.logging.log_params_norm)
+    if (log_stats && options_.logging.log_params_norm) {
+      finish_param_gather();
       record.params_norm = params_l2_norm(model_->parameters(), model_parallel_);
+    }
 
     progress_.iteration = record.iteration;
     record.global_batch_size = batch_size;
@@ -722,6 +763,7 @@ private:
   // rank holds more than its shard; rank 0 publishes the directory once all have written.
   void save_checkpoint() {
     timer_.stop();
+    finish_param_gather();
     const std::string& dir = *options_.checkpoint.save;
     output_.line("saving checkpoint at iteration " + padded_iteration(progress_.iteration) + " to " + dir +
                  " in hdf5 format");
@@ -745,20 +787,17 @@ private:
     timer_.start();
   }
 
-  // --bf16 stores activations and the weights' compute copy in bf16 where the backend can (fp32
-  // master weights, gradients and optimizer state stay). --fp16 scales the loss (loss_scaler_)
-  // on every backend; fp16 compute is not requested from any backend yet. A backend that cannot
-  // computes in fp32, with a warning.
+  // --bf16 / --fp16 store activations and the weights' compute copy in bf16 / fp16 where the
+  // backend can (fp32 master weights, gradients and optimizer state stay); --fp16 also scales the
+  // loss (loss_scaler_) on every backend. A backend that cannot computes in fp32, with a warning.
   void apply_precision() {
     const Precision p = options_.optim.precision;
     if (p == Precision::Fp32) return;
-    if (p == Precision::Bf16) {
-      if (backend_.set_matmul_precision(Backend::MatmulPrecision::kBf16)) return;
-      log::warn("--bf16: the " + backend_.name() + " backend computes in fp32 here");
+    const bool fp16 = p == Precision::Fp16;
+    if (backend_.set_matmul_precision(fp16 ? Backend::MatmulPrecision::kFp16 : Backend::MatmulPrecision::kBf16))
       return;
-    }
-    // Where fp16 compute would be requested from the backend, once one offers it.
-    log::warn("--fp16: the " + backend_.name() + " backend computes in fp32 here; the loss scaling is applied");
+    log::warn(std::string(fp16 ? "--fp16" : "--bf16") + ": the " + backend_.name() + " backend computes in fp32 here" +
+              (fp16 ? "; the loss scaling is applied" : ""));
   }
 
   void final_evaluations() {
@@ -799,6 +838,9 @@ private:
   // Runs the micro-batches through the pipeline stages (null without a pipeline).
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
+  // --overlap-grad-reduce with more than one data-parallel rank (null otherwise); the model's
+  // parameter hooks point to it.
+  std::unique_ptr<OverlappedDataParallel> overlap_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   std::optional<LossScaler> loss_scaler_;  // --fp16 (or --loss-scale under Megatron's rule)
   GptFlopsShape flops_shape_;

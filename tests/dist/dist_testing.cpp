@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <numeric>
+
 #include "core/error.hpp"
 
 namespace mgt::dist_test {
@@ -135,6 +137,12 @@ dist::DistributedRuntime& runtime() {
 }
 
 void set_runtime(dist::DistributedRuntime* runtime) { g_runtime = runtime; }
+
+std::vector<int> all_ranks() {
+  std::vector<int> ranks(static_cast<size_t>(runtime().world_size()));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
+}
 
 void* HostMemory::allocate(size_t bytes) {
   auto block = std::make_unique<std::byte[]>(bytes);

@@ -21,6 +21,8 @@ namespace mgt::dist_test {
 // The process's runtime, started by the test main.
 dist::DistributedRuntime& runtime();
 void set_runtime(dist::DistributedRuntime* runtime);
+// 0, 1, …, world size − 1: the ranks of a group spanning the world.
+std::vector<int> all_ranks();
 
 // Where test buffers live and how their contents are written and read.
 class TestMemory {

@@ -61,6 +61,11 @@ expect nonzero 'rank 0: all_reduce \(sum\) of 1 float64 on the world group \[0, 
   "watchdog ends a job whose rank never arrives" -- \
   env MGT_DIST_TEST_TIMEOUT_SECONDS=2 timeout 120 "$mpiexec" -n 2 "${flags[@]}" "$bin" "[watchdog_hang]"
 
+# The same for a started all-reduce (--overlap-grad-reduce's): watched from its start to its wait.
+expect nonzero 'rank 0: all_reduce \(sum\) of 3 float32 on the world group \[0, 1\] did not finish within 2 s' \
+  "watchdog ends a job whose rank never starts a started collective" -- \
+  env MGT_DIST_TEST_TIMEOUT_SECONDS=2 timeout 120 "$mpiexec" -n 2 "${flags[@]}" "$bin" "[watchdog_hang_started]"
+
 # Rank 1 dies before the all-reduce: the job ends (the launcher, or the watchdog) with an error.
 expect nonzero '' "a dead rank ends the job" -- \
   env MGT_DIST_TEST_TIMEOUT_SECONDS=5 timeout 120 "$mpiexec" -n 2 "${flags[@]}" "$bin" "[rank_exit]"

@@ -9,17 +9,8 @@
 
 using namespace mgt::dist;
 using mgt::dist_test::check_all_operations;
+using mgt::dist_test::all_ranks;
 using mgt::dist_test::runtime;
-
-namespace {
-
-std::vector<int> all_ranks() {
-  std::vector<int> ranks(static_cast<size_t>(runtime().world_size()));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  return ranks;
-}
-
-}  // namespace
 
 TEST_CASE("every operation on the world, host buffers", "[dist][comm]") {
   Communicator& world = runtime().world();

@@ -98,7 +98,8 @@ for model in GPT2 LLAMA; do
     fail "$model DP=2: not one line naming the transport: $(grep 'communication' "$WORK/err.txt")"
   [[ "$(grep -c 'validation loss at iteration 10 |' "$WORK/out.txt")" == 1 ]] || fail "$model DP=2: validation"
   compare "$WORK/$model-1.jsonl" "$WORK/$model-dp2.jsonl"
-  # --overlap-* are accepted and change nothing; so does --distributed-backend on CPU ranks.
+  # --overlap-* (one bucket at the default --ddp-bucket-size) change nothing; nor does --distributed-backend
+  # on CPU ranks.
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" --use-distributed-optimizer --overlap-grad-reduce \
     --overlap-param-gather --distributed-backend gloo --metrics-file "$WORK/$model-dp2-distopt.jsonl"
   grep -q '^> distributed optimizer: each data-parallel rank keeps ' "$WORK/out.txt" || fail "no sharding line"

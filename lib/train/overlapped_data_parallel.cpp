@@ -1,0 +1,117 @@
+#include "train/overlapped_data_parallel.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace mgt {
+
+OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
+                                               dist::Communicator& group, bool distributed)
+    : params_(&params),
+      buckets_(std::move(buckets)),
+      group_(&group),
+      distributed_(distributed),
+      started_(buckets_.size(), false),
+      reductions_(buckets_.size()),
+      gathers_(buckets_.size()) {
+  const std::int64_t n = params.params().size();
+  per_rank_ = n / group.size();
+  even_ = per_rank_ * group.size();
+}
+
+std::vector<std::int64_t> OverlappedDataParallel::shard_counts(std::int64_t begin, std::int64_t end) const {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(group_->size()), 0);
+  for (int r = 0; r < group_->size(); ++r) {
+    const std::int64_t lo = std::max(begin, r * per_rank_);
+    const std::int64_t hi = std::min(end, (r + 1) * per_rank_);
+    counts[static_cast<std::size_t>(r)] = std::max<std::int64_t>(0, hi - lo);
+  }
+  return counts;
+}
+
+void OverlappedDataParallel::arm() { armed_ = true; }
+
+void OverlappedDataParallel::start_reduction(std::size_t index) {
+  started_[index] = true;
+  if (group_->size() == 1) return;
+  const GradientBucket& b = buckets_[index];
+  const FloatView grads = params_->grads();
+  std::vector<dist::PendingCollective>& pending = reductions_[index];
+  if (!distributed_) {
+    pending.push_back(group_->start_all_reduce(dist::backend_buffer(grads.subspan(b.begin, b.size())),
+                                               dist::ReduceOp::Sum));
+    return;
+  }
+  // The evenly split prefix: each rank's part of the bucket reduced onto it; the remainder:
+  // summed on every rank (reduce_scatter_shards).
+  const std::int64_t split_end = std::min(b.end, even_);
+  if (b.begin < split_end)
+    pending.push_back(group_->start_reduce_scatter_chunks(
+        dist::backend_buffer(grads.subspan(b.begin, split_end - b.begin)), shard_counts(b.begin, split_end),
+        dist::ReduceOp::Sum));
+  const std::int64_t rest_begin = std::max(b.begin, even_);
+  if (rest_begin < b.end)
+    pending.push_back(group_->start_all_reduce(dist::backend_buffer(grads.subspan(rest_begin, b.end - rest_begin)),
+                                               dist::ReduceOp::Sum));
+}
+
+void OverlappedDataParallel::gradients_done_from(std::int64_t begin) {
+  if (!armed_) return;
+  for (std::size_t i = 0; i < buckets_.size(); ++i)
+    if (!started_[i] && !buckets_[i].finalized_later && buckets_[i].begin >= begin) start_reduction(i);
+}
+
+void OverlappedDataParallel::start_remaining() {
+  for (std::size_t i = 0; i < buckets_.size(); ++i)
+    if (!started_[i]) start_reduction(i);
+}
+
+void OverlappedDataParallel::finish_gradient_reduction() {
+  start_remaining();
+  for (std::vector<dist::PendingCollective>& pending : reductions_) {
+    for (dist::PendingCollective& p : pending) p.wait();
+    pending.clear();
+  }
+  std::fill(started_.begin(), started_.end(), false);
+  armed_ = false;
+}
+
+void OverlappedDataParallel::start_param_gather() {
+  if (!distributed_ || group_->size() == 1) return;
+  finish_param_gather();
+  const FloatView params = params_->params();
+  // The buffer's start first: the next forward reads the embedding before the layers.
+  for (std::size_t i = buckets_.size(); i-- > 0;) {
+    const GradientBucket& b = buckets_[i];
+    const std::int64_t split_end = std::min(b.end, even_);
+    if (b.begin < split_end)
+      gathers_[i].push_back(group_->start_all_gather_chunks(
+          dist::backend_buffer(params.subspan(b.begin, split_end - b.begin)), shard_counts(b.begin, split_end)));
+    // The remainder belongs to the last rank (all_gather_shards broadcasts it from there).
+    const std::int64_t rest_begin = std::max(b.begin, even_);
+    if (rest_begin < b.end) {
+      std::vector<std::int64_t> counts(static_cast<std::size_t>(group_->size()), 0);
+      counts.back() = b.end - rest_begin;
+      gathers_[i].push_back(
+          group_->start_all_gather_chunks(dist::backend_buffer(params.subspan(rest_begin, b.end - rest_begin)), counts));
+    }
+  }
+}
+
+void OverlappedDataParallel::finish_param_gather() {
+  for (std::vector<dist::PendingCollective>& pending : gathers_) {
+    for (dist::PendingCollective& p : pending) p.wait();
+    pending.clear();
+  }
+}
+
+void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64_t end) {
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    if (gathers_[i].empty() || buckets_[i].end <= begin || buckets_[i].begin >= end) continue;
+    for (dist::PendingCollective& p : gathers_[i]) p.wait();
+    gathers_[i].clear();
+  }
+}
+
+}  // namespace mgt

@@ -1,0 +1,74 @@
+// --overlap-grad-reduce and --overlap-param-gather (megatron/core/distributed/
+// distributed_data_parallel.py, param_and_grad_buffer.py): the data-parallel reduction of the
+// gradients and the all-gather of the updated weights, bucket by bucket (gradient_buckets.hpp),
+// started as soon as a bucket is ready and waited for only where its result is needed.
+//
+// Gradients: during the iteration's last backward (arm() before it; the earlier micro-batches'
+// backwards only accumulate), a bucket's reduction starts once the backward has finished every
+// gradient in it — an all-reduce, or with the distributed optimizer a reduce-scatter of the
+// bucket's part of every rank's shard (plus the all-reduce of the buffer's remainder the last
+// rank owns, as reduce_scatter_shards does). Buckets whose gradients the model finalises after
+// the backward (sequence parallelism, tied embeddings across stages) start at start_remaining(),
+// after that finalisation, so that every element is summed in the order the one-shot reduction
+// (AdamWOptimizer::reduce_gradients) sums it: the results are bit for bit the same.
+//
+// Weights (distributed optimizer only): after the step, each bucket's all-gather of the updated
+// shards starts, and the next forward waits for a bucket just before its first block that reads
+// it (the model's ParameterHooks); finish_param_gather() waits for all, where something else
+// reads the weights (a checkpoint, the parameter norm) or no forward follows.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "dist/communicator.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/parameter_hooks.hpp"
+#include "train/gradient_buckets.hpp"
+
+namespace mgt {
+
+class OverlappedDataParallel final : public ParameterHooks {
+public:
+  // `group`: the data-parallel group; `distributed`: --use-distributed-optimizer (each rank's
+  // shard as dist/buffer_shards.hpp lays it out). params and group must outlive this.
+  OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets, dist::Communicator& group,
+                         bool distributed);
+  OverlappedDataParallel(const OverlappedDataParallel&) = delete;
+  OverlappedDataParallel& operator=(const OverlappedDataParallel&) = delete;
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+
+  // The next backward is the iteration's last: its gradients are final as it finishes them.
+  void arm();
+  // After the model's finalisation: starts the reductions not started yet.
+  void start_remaining();
+  // Waits for every reduction: the buffer is then as AdamWOptimizer::reduce_gradients leaves it.
+  void finish_gradient_reduction();
+
+  // After a step that updated this rank's shard (distributed optimizer): starts the all-gathers.
+  void start_param_gather();
+  // Waits for every all-gather still in flight.
+  void finish_param_gather();
+
+  void before_parameter_use(std::int64_t begin, std::int64_t end) override;
+  void gradients_done_from(std::int64_t begin) override;
+
+private:
+  void start_reduction(std::size_t bucket);
+  // The counts of the chunked collectives over [begin, end) ∩ the evenly split prefix of the
+  // buffer: each rank's part of it.
+  std::vector<std::int64_t> shard_counts(std::int64_t begin, std::int64_t end) const;
+
+  GptParameters* params_;
+  std::vector<GradientBucket> buckets_;
+  dist::Communicator* group_;
+  bool distributed_;
+  std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
+  std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)
+  bool armed_ = false;
+  std::vector<bool> started_;
+  std::vector<std::vector<dist::PendingCollective>> reductions_;  // per bucket
+  std::vector<std::vector<dist::PendingCollective>> gathers_;     // per bucket
+};
+
+}  // namespace mgt

@@ -1,0 +1,183 @@
+// --overlap-grad-reduce's pieces on one process: Megatron's bucket layout, the model's notices of
+// finished gradients and parameter use, and reductions that start during the backward, bucket by
+// bucket, rather than after it. (tests/e2e/mgt_train_overlap.sh checks the results across ranks.)
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.hpp"
+#include "model/model_testing.hpp"
+#include "train/gradient_buckets.hpp"
+#include "train/overlapped_data_parallel.hpp"
+
+using namespace mgt;
+using namespace mgt::model_testing;
+
+namespace {
+
+// What happened, in order: the model's notices and the communicator's operations.
+using Log = std::vector<std::string>;
+
+// A data-parallel group of two that moves nothing and records each operation it is given.
+class RecordingCommunicator final : public dist::Communicator {
+public:
+  explicit RecordingCommunicator(Log& log) : Communicator(dist::GroupMembers{"data-parallel", {0, 1}, 0}, nullptr), log_(&log) {}
+  const char* transport() const override { return "recording"; }
+
+private:
+  void record(const std::string& what, dist::SendBuffer b) {
+    log_->push_back(what + " " + std::to_string(b.count));
+  }
+  void do_all_reduce(dist::RecvBuffer data, dist::ReduceOp) override { record("all_reduce", data); }
+  void do_all_gather(dist::SendBuffer, dist::RecvBuffer recv) override { record("all_gather", recv); }
+  void do_reduce_scatter(dist::SendBuffer send, dist::RecvBuffer, dist::ReduceOp) override { record("reduce_scatter", send); }
+  void do_broadcast(dist::RecvBuffer data, int) override { record("broadcast", data); }
+  void do_send(dist::SendBuffer, int) override {}
+  void do_recv(dist::RecvBuffer, int) override {}
+  void do_send_recv(dist::SendBuffer, int, dist::RecvBuffer, int) override {}
+  void do_barrier() override {}
+  void do_reduce_scatter_chunks(dist::RecvBuffer data, std::span<const std::int64_t>, dist::ReduceOp) override {
+    record("reduce_scatter_chunks", data);
+  }
+  void do_all_gather_chunks(dist::RecvBuffer data, std::span<const std::int64_t>) override {
+    record("all_gather_chunks", data);
+  }
+  Log* log_;
+};
+
+// Passes the model's notices on, logging them first.
+class LoggingHooks final : public ParameterHooks {
+public:
+  LoggingHooks(Log& log, ParameterHooks* next) : log_(&log), next_(next) {}
+  void before_parameter_use(std::int64_t begin, std::int64_t end) override {
+    log_->push_back("use " + std::to_string(begin) + " " + std::to_string(end));
+    if (next_) next_->before_parameter_use(begin, end);
+  }
+  void gradients_done_from(std::int64_t begin) override {
+    log_->push_back("done " + std::to_string(begin));
+    if (next_) next_->gradients_done_from(begin);
+  }
+
+private:
+  Log* log_;
+  ParameterHooks* next_;
+};
+
+std::int64_t number_after(const std::string& line, std::size_t word) {
+  std::size_t at = 0;
+  for (std::size_t w = 0; w < word; ++w) at = line.find(' ', at) + 1;
+  return std::stoll(line.substr(at));
+}
+
+}  // namespace
+
+TEST_CASE("gradient buckets: reverse parameter order, parameter boundaries, the whole buffer", "[train][overlap]") {
+  CpuBackend backend;
+  const GptConfig config = gpt2_like_config();
+  GptParameters params(config, backend);
+  const std::int64_t n = params.params().size();
+  const auto none = [](const ParameterEntry&) { return false; };
+
+  const std::vector<GradientBucket> one = gradient_buckets(params, std::nullopt, none);
+  REQUIRE(one.size() == 1);
+  CHECK((one[0].begin == 0 && one[0].end == n && !one[0].finalized_later));
+
+  const std::int64_t size = 500;
+  const std::vector<GradientBucket> buckets = gradient_buckets(params, size, none);
+  REQUIRE(buckets.size() > 3);
+  CHECK(buckets.front().end == n);
+  CHECK(buckets.back().begin == 0);
+  std::vector<std::int64_t> starts;
+  for (const ParameterEntry& e : params.entries()) starts.push_back(e.offset);
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    const GradientBucket& b = buckets[i];
+    INFO("bucket " << i << " [" << b.begin << ", " << b.end << ")");
+    if (i > 0) CHECK(b.end == buckets[i - 1].begin);
+    CHECK(std::find(starts.begin(), starts.end(), b.begin) != starts.end());
+    // Closed at the first parameter boundary at or past the size (the last takes what is left).
+    if (i + 1 < buckets.size()) {
+      CHECK(b.size() >= size);
+      const auto next_start = std::upper_bound(starts.begin(), starts.end(), b.begin);
+      if (next_start != starts.end() && *next_start < b.end) CHECK(b.end - *next_start < size);
+    }
+  }
+
+  // A parameter changed after the backward: a tied embedding gets a bucket of its own; any other
+  // marks its bucket.
+  const ParameterEntry& embedding = params.entry("embedding.word_embeddings.weight");
+  const std::vector<GradientBucket> tied = gradient_buckets(
+      params, size, [](const ParameterEntry& e) { return e.name == "embedding.word_embeddings.weight"; });
+  REQUIRE(!tied.empty());
+  CHECK((tied.back().begin == 0 && tied.back().end == embedding.offset + embedding.numel() && tied.back().finalized_later));
+  for (std::size_t i = 0; i + 1 < tied.size(); ++i) CHECK(!tied[i].finalized_later);
+  const std::vector<GradientBucket> norms = gradient_buckets(
+      params, size, [](const ParameterEntry& e) { return e.name == "decoder.final_layernorm.weight"; });
+  CHECK(norms.front().finalized_later);
+  CHECK(default_ddp_bucket_size(1) == 40000000);
+  CHECK(default_ddp_bucket_size(64) == 64000000);
+}
+
+TEST_CASE("the backward starts each bucket's reduction as soon as its gradients are done", "[train][overlap]") {
+  CpuBackend backend;
+  const GptConfig config = gpt2_like_config();
+  GptModel model(config, backend, 1234);
+  GptParameters& params = model.parameters();
+  const RefBatch batch = random_batch(config, 2, 8, 7);
+  for (const bool distributed : {false, true}) {
+    INFO((distributed ? "distributed optimizer" : "plain"));
+    Log log;
+    RecordingCommunicator group(log);
+    OverlappedDataParallel overlap(params, gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; }),
+                                   group, distributed);
+    const std::size_t buckets = overlap.buckets().size();
+    REQUIRE(buckets > 3);
+    LoggingHooks hooks(log, &overlap);
+    model.set_parameter_hooks(&hooks);
+    params.zero_grads();
+    // An earlier micro-batch only accumulates.
+    model.forward_backward(micro_batch(batch), {1, 0}, 2);
+    const std::string reduction = distributed ? "reduce_scatter_chunks" : "all_reduce";
+    const auto reductions = [&] {
+      return std::count_if(log.begin(), log.end(), [&](const std::string& l) { return l.starts_with(reduction); });
+    };
+    CHECK(reductions() == 0);
+    log.clear();
+    overlap.arm();
+    model.forward_backward(micro_batch(batch), {1, 1}, 2);
+    // Every bucket started inside the backward, in order, each right after the notice that
+    // finished it — the first long before the backward's end.
+    CHECK(static_cast<std::size_t>(reductions()) == buckets);
+    std::size_t first_start = log.size();
+    std::size_t last_done = 0;
+    std::int64_t previous_done = params.params().size();
+    std::int64_t previous_use = -1;
+    for (std::size_t i = 0; i < log.size(); ++i) {
+      if (log[i].starts_with(reduction)) first_start = std::min(first_start, i);
+      if (log[i].starts_with("done ")) {
+        last_done = i;
+        CHECK(number_after(log[i], 1) <= previous_done);
+        previous_done = number_after(log[i], 1);
+      }
+      if (log[i].starts_with("use ")) {
+        CHECK(number_after(log[i], 1) > previous_use);
+        previous_use = number_after(log[i], 1);
+      }
+    }
+    CHECK(previous_done == 0);
+    CHECK(first_start < last_done);
+    overlap.finish_gradient_reduction();
+    CHECK(static_cast<std::size_t>(reductions()) == buckets);
+
+    if (distributed) {
+      // The weights' all-gather: one per bucket, each waited for by the forward that reads it.
+      log.clear();
+      overlap.start_param_gather();
+      CHECK(std::count_if(log.begin(), log.end(), [](const std::string& l) { return l.starts_with("all_gather_chunks"); }) ==
+            static_cast<std::ptrdiff_t>(buckets));
+      model.forward_backward(micro_batch(batch), {1, 2}, 2);
+      overlap.finish_param_gather();
+    }
+    model.set_parameter_hooks(nullptr);
+  }
+}
