@@ -7,7 +7,8 @@ Shapes (named so results stay comparable):
   tiny:      2 layers, hidden 64, 4 heads, seq 64 (for trying the script on CPU ranks)
 mgt-train runs on Megatron's --mock-data with learned positions, LayerNorm, GeLU, tied embeddings,
 no dropout, AdamW, clip 1.0. The peer is Hugging Face's GPT2LMHeadModel (SDPA attention, bf16
-autocast, fused AdamW, torch.compile) with the same shape and micro-batch. Reported: tokens/s over
+autocast, or fp16 autocast with its dynamic GradScaler for --precision fp16, fused AdamW,
+torch.compile) with the same shape and micro-batch. Reported: tokens/s over
 the steady-state steps, MFU against 989 TFLOP/s with Megatron's FLOP formula (the one mgt-train
 logs), peak GPU memory, and the ratio mgt/peer.
 
@@ -22,7 +23,7 @@ K micro-batches.
 --json FILE appends the figures as one JSON object per run.
 
 Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-batch 8]
-       [--iters 20] [--accumulate 1] [--precision fp32|bf16] [--no-peer] [--ranks N [--tensor-parallel T]
+       [--iters 20] [--accumulate 1] [--precision fp32|bf16|fp16] [--no-peer] [--ranks N [--tensor-parallel T]
        [--sequence-parallel] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
 """
 import argparse
@@ -80,8 +81,8 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
            "--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0", "--mock-data",
            "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", os.path.join(DATA, "gpt2-vocab.json"),
            "--merge-file", os.path.join(DATA, "gpt2-merges.txt"), "--log-throughput"]
-    if precision == "bf16":
-        cmd.append("--bf16")
+    if precision in ("bf16", "fp16"):
+        cmd.append("--" + precision)
     if tensor_parallel > 1:
         cmd += ["--tensor-model-parallel-size", str(tensor_parallel)]
     if sequence_parallel:
@@ -107,10 +108,10 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
     return {"tokens_per_second": last["tokens_per_second"], "tokens_per_second_per_gpu": last["tokens_per_second"] / ranks,
             "peak_mib": memory.peak, "flops_per_token": flops_per_token, "transport": transport,
             "max_allocated_mib": float(allocated.group(1)) if allocated else None,
-            "loss": [r["lm_loss"] for r in rows], "cmd": " ".join(launch + cmd)}
+            "loss": [r.get("lm_loss", float("nan")) for r in rows], "cmd": " ".join(launch + cmd)}
 
 
-def run_peer(shape, mbs, iters, accumulate=1):
+def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     layers, hidden, heads, seq = SHAPES[shape]
@@ -120,15 +121,20 @@ def run_peer(shape, mbs, iters, accumulate=1):
     model = GPT2LMHeadModel(config).cuda().train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, fused=True)
     compiled = torch.compile(model)
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    # fp16 needs loss scaling, as mgt's --fp16 does (dynamic, from 2^16).
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
     tokens = torch.randint(0, 50257, (mbs, seq + 1), device="cuda")
 
     def step():
         for _ in range(accumulate):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast("cuda", dtype=dtype):
                 loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, 1:]).loss
-            (loss / accumulate).backward()
+            scaler.scale(loss / accumulate).backward()
+        scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         opt.zero_grad(set_to_none=True)
 
     for _ in range(3):
@@ -151,7 +157,7 @@ def main():
     ap.add_argument("--micro-batch", type=int, default=8)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--accumulate", type=int, default=1)
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--tensor-parallel", type=int, default=1)
@@ -188,9 +194,10 @@ def main():
                                 "sequence_parallel": args.sequence_parallel, "mfu": mfu,
                                 **{k: v for k, v in mgt.items() if k != "loss"}}) + "\n")
     if not args.no_peer:
-        peer = run_peer(args.shape, args.micro_batch, args.iters, args.accumulate)
+        peer = run_peer(args.shape, args.micro_batch, args.iters, args.accumulate,
+                        "fp16" if args.precision == "fp16" else "bf16")
         peer_mfu = peer["tokens_per_second"] * fpt / 1e12 / PEAK_TFLOPS
-        print(f"{what}: peer (torch {peer['version']}, bf16 autocast, compile) "
+        print(f"{what}: peer (torch {peer['version']}, {'fp16' if args.precision == 'fp16' else 'bf16'} autocast, compile) "
               f"{peer['tokens_per_second']:.0f} tokens/s, MFU {100 * peer_mfu:.1f}%, peak {peer['peak_mib']:.0f} MiB; "
               f"mgt/peer = {mgt['tokens_per_second'] / peer['tokens_per_second']:.3f}")
 

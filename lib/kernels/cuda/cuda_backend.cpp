@@ -101,7 +101,7 @@ std::string CudaBackend::description() const {
                    "state), " + type + " GEMMs with fp32 accumulation"
                  : std::string(", fp32 storage, fp32 GEMMs")) +
          " (cuBLAS), " +
-         (narrow && cuda::CudnnAttention::built()
+         (narrow && !deterministic_ && cuda::CudnnAttention::built() && cudnn_attention_allowed()
               ? type + " cuDNN fused attention (fp32 flash-style kernel where cuDNN does not apply)"
               : std::string("fp32 flash-style attention kernel")) +
          (deterministic_ ? ", deterministic kernels only" : "");
@@ -138,7 +138,6 @@ bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
 void CudaBackend::set_deterministic(bool deterministic) {
   if (deterministic == deterministic_) return;
   deterministic_ = deterministic;
-  cudnn_attention_.reset();  // its plans were chosen for the other mode
   // Timing may pick another algorithm, with other rounding, on each run: deterministic mode
   // takes the heuristic's choice, the same every time.
   lt_ = std::make_unique<cuda::LtMatmul>(stream_);
@@ -431,12 +430,15 @@ void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstF
 
 cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& shape,
                                                        const AttentionParams& params) {
-  if (matmul_precision_ == MatmulPrecision::kFp32 || !cuda::CudnnAttention::built() || !cudnn_attention_allowed() ||
+  // cuDNN's attention backward is not deterministic (cudnn_attention.hpp): deterministic mode
+  // attends with mgt's own kernels.
+  if (matmul_precision_ == MatmulPrecision::kFp32 || deterministic_ || !cuda::CudnnAttention::built() ||
+      !cudnn_attention_allowed() ||
       !cuda::CudnnAttention::handles(shape, params)) {
     return nullptr;
   }
   if (cudnn_attention_ == nullptr)
-    cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(stream_, deterministic_);
+    cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(stream_);
   return cudnn_attention_.get();
 }
 

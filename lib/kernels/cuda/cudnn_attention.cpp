@@ -508,25 +508,8 @@ struct Plan {
   int64_t workspace = 0;
 };
 
-// Whether cuDNN notes the configuration's engine as non-deterministic.
-bool nondeterministic(const Descriptor& config) {
-  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t raw = engine.get();
-  int64_t count = 0;
-  MGT_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw));
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  MGT_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                           CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count,
-                                           notes));
-  for (int64_t i = 0; i < count; ++i)
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return true;
-  return false;
-}
-
-// The first engine configuration cuDNN's heuristics offer that finalises for the graph (and, when
-// asked, is deterministic).
-std::unique_ptr<Plan> build_plan(cudnnHandle_t handle, const PlanKey& key, bool deterministic) {
+// The first engine configuration cuDNN's heuristics offer that finalises for the graph.
+std::unique_ptr<Plan> build_plan(cudnnHandle_t handle, const PlanKey& key) {
   auto plan = std::make_unique<Plan>();
   GraphBuilder g;
   if (key.backward) {
@@ -557,10 +540,6 @@ std::unique_ptr<Plan> build_plan(cudnnHandle_t handle, const PlanKey& key, bool 
   }
   std::string refusal = "no engine configuration offered";
   for (int64_t i = 0; i < returned; ++i) {
-    if (deterministic && nondeterministic(configs[static_cast<size_t>(i)])) {
-      refusal = "no deterministic engine configuration among " + std::to_string(returned);
-      continue;
-    }
     Descriptor candidate(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     candidate.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, handle);
     candidate.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[static_cast<size_t>(i)]);
@@ -629,7 +608,6 @@ struct CudnnAttention::Impl {
   cudaStream_t stream = nullptr;
   cudnnHandle_t handle = nullptr;
   float mask_value = 0.0f;
-  bool deterministic = false;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;  // null: no engine for the key (reported once)
 
   const Plan* plan_for(const PlanKey& key) {
@@ -637,7 +615,7 @@ struct CudnnAttention::Impl {
     if (it == plans.end()) {
       std::unique_ptr<Plan> plan;
       try {
-        plan = build_plan(handle, key, deterministic);
+        plan = build_plan(handle, key);
       } catch (const Error& e) {
         log::warn(std::string(e.what()) + "; the fp32 attention kernel runs it instead");
       }
@@ -665,9 +643,8 @@ struct CudnnAttention::Impl {
   }
 };
 
-CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic) : impl_(std::make_unique<Impl>()) {
+CudnnAttention::CudnnAttention(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
   impl_->stream = stream;
-  impl_->deterministic = deterministic;
   MGT_CUDNN_CHECK(cudnnCreate(&impl_->handle));
   MGT_CUDNN_CHECK(cudnnSetStream(impl_->handle, stream));
   // cuDNN before 9.10 wants the lowest finite float as the masked score, later ones −∞.
@@ -817,7 +794,7 @@ namespace mgt::cuda {
 
 struct CudnnAttention::Impl {};
 
-CudnnAttention::CudnnAttention(cudaStream_t /*stream*/, bool /*deterministic*/) {
+CudnnAttention::CudnnAttention(cudaStream_t /*stream*/) {
   throw Error("cuDNN attention: this build has no cuDNN");
 }
 
