@@ -173,6 +173,13 @@ public:
     check_transfer(static_cast<int64_t>(host.size()), device.size(), "copy_from_host_async");
     do_copy_from_host_async(host.data(), device.data(), host.size_bytes());
   }
+  // The other way: `host` (from allocate_pinned) holds the values once an event recorded after
+  // this call has been waited for, and must not be read before.
+  template <typename T>
+  void copy_to_host_async(DeviceSpan<T> device, std::span<std::remove_const_t<T>> host) {
+    check_transfer(device.size(), static_cast<int64_t>(host.size()), "copy_to_host_async");
+    do_copy_to_host_async(device.data(), host.data(), host.size_bytes());
+  }
   // An event at the current end of the queue.
   virtual std::unique_ptr<QueueEvent> record_event();
 
@@ -365,6 +372,9 @@ private:
   virtual void do_free_pinned(void* data, size_t bytes) noexcept;
   virtual void do_copy_from_host_async(const void* host, void* device, size_t bytes) {
     do_copy_from_host(host, device, bytes);
+  }
+  virtual void do_copy_to_host_async(const void* device, void* host, size_t bytes) {
+    do_copy_to_host(device, host, bytes);
   }
   virtual void do_copy(ConstFloatArg src, FloatArg dst, int64_t n) = 0;
   virtual void do_fill(FloatArg x, int64_t n, float value) = 0;

@@ -110,12 +110,13 @@ TEST_CASE("cuda backend: recorded operations replay; reads and allocations are n
   CHECK(pair.cpu->record([] {}) == nullptr);
 }
 
-TEST_CASE("cuda backend: asynchronous copies from page-locked memory, ordered by queue events", "[cuda]") {
+TEST_CASE("cuda backend: asynchronous copies to and from page-locked memory, ordered by queue events", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
   for (Side s : kSides) {
     Backend& be = pair.on(s);
     PinnedHostArray<int64_t> staging(be, 1000);
+    PinnedHostArray<int64_t> landing(be, 1000);
     DeviceIndexBuffer device(be, 1000);
     for (int round = 0; round < 3; ++round) {
       for (int64_t i = 0; i < 1000; ++i) staging.host()[static_cast<size_t>(i)] = 7 * i + round;
@@ -124,10 +125,20 @@ TEST_CASE("cuda backend: asynchronous copies from page-locked memory, ordered by
       const std::vector<int64_t> back = to_host(be, device.view());
       CHECK(back[999] == 7 * 999 + round);
       CHECK(back[0] == round);
+      // Both ways queued back to back: the copy back sees the copy in, and the host sees both once
+      // the event after them has been waited for.
+      for (int64_t i = 0; i < 1000; ++i) staging.host()[static_cast<size_t>(i)] = 5 * i - round;
+      be.copy_from_host_async<int64_t>(staging.host(), device.view());
+      be.copy_to_host_async(DeviceSpan<const int64_t>(device.view()), landing.host());
+      be.record_event()->wait();
+      CHECK(landing.host()[0] == -round);
+      CHECK(landing.host()[999] == 5 * 999 - round);
     }
   }
-  // Pageable memory could still be read after the call returned: the GPU refuses it.
+  // Pageable memory could still be read (or written) after the call returned: the GPU refuses it.
   std::vector<int64_t> pageable(10, 1);
   DeviceIndexBuffer device(*pair.gpu, 10);
   CHECK_THROWS_WITH(pair.gpu->copy_from_host_async<int64_t>(pageable, device.view()), Catch::Contains("page-locked"));
+  CHECK_THROWS_WITH(pair.gpu->copy_to_host_async(DeviceSpan<const int64_t>(device.view()), std::span<int64_t>(pageable)),
+                    Catch::Contains("page-locked"));
 }

@@ -199,14 +199,28 @@ void* CudaBackend::do_allocate_pinned(size_t bytes) {
 
 void CudaBackend::do_free_pinned(void* data, size_t /*bytes*/) noexcept { cudaFreeHost(data); }
 
-void CudaBackend::do_copy_from_host_async(const void* host, void* device, size_t bytes) {
-  // From pageable memory the copy would go through a staging buffer and could still read the
-  // caller's memory after returning: refused, so that the contract cannot be broken silently.
+namespace {
+
+// From pageable memory an asynchronous copy goes through a staging buffer and is not
+// asynchronous as the caller expects (it could read the memory after returning, or block):
+// refused, so that the contract cannot be broken silently.
+void require_pinned(const void* host, const char* op) {
   cudaPointerAttributes attributes{};
   MGT_CUDA_CHECK(cudaPointerGetAttributes(&attributes, host));
   if (attributes.type != cudaMemoryTypeHost)
-    throw Error("copy_from_host_async: the host memory is not page-locked (take it from allocate_pinned)");
+    throw Error(std::string(op) + ": the host memory is not page-locked (take it from allocate_pinned)");
+}
+
+}  // namespace
+
+void CudaBackend::do_copy_from_host_async(const void* host, void* device, size_t bytes) {
+  require_pinned(host, "copy_from_host_async");
   MGT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::do_copy_to_host_async(const void* device, void* host, size_t bytes) {
+  require_pinned(host, "copy_to_host_async");
+  MGT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
 }
 
 std::unique_ptr<QueueEvent> CudaBackend::record_event() { return cuda::record_event(stream_); }

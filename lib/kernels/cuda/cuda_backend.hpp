@@ -70,6 +70,7 @@ private:
   void* do_allocate_pinned(size_t bytes) override;
   void do_free_pinned(void* data, size_t bytes) noexcept override;
   void do_copy_from_host_async(const void* host, void* device, size_t bytes) override;
+  void do_copy_to_host_async(const void* device, void* host, size_t bytes) override;
   void do_copy(ConstFloatArg src, FloatArg dst, int64_t n) override;
   void do_convert(ConstFloatView src, FloatView dst) override;
   void do_fill(FloatArg x, int64_t n, float value) override;

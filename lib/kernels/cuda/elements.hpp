@@ -19,16 +19,29 @@
 namespace mgt::cuda {
 
 #ifdef __CUDACC__
+// The two 2-byte types share one load or store and differ only in a conversion of a few
+// instructions, chosen without a branch: the kernels keep the code size and speed of a two-way
+// (fp32 or 2-byte) choice.
+__device__ __forceinline__ float narrow_to_float(unsigned short bits, bool bf16) {
+  const float from_bf16 = __uint_as_float(static_cast<unsigned>(bits) << 16);
+  const float from_half = __half2float(__ushort_as_half(bits));
+  return bf16 ? from_bf16 : from_half;
+}
+
+__device__ __forceinline__ unsigned short float_to_narrow(float v, bool bf16) {
+  const unsigned short to_bf16 = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  const unsigned short to_half = __half_as_ushort(__float2half_rn(v));
+  return bf16 ? to_bf16 : to_half;
+}
+
 __device__ __forceinline__ float load_element(const void* p, FloatType type, int64_t i) {
   if (type == FloatType::kF32) return static_cast<const float*>(p)[i];
-  if (type == FloatType::kBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  return __half2float(static_cast<const __half*>(p)[i]);
+  return narrow_to_float(static_cast<const unsigned short*>(p)[i], type == FloatType::kBf16);
 }
 
 __device__ __forceinline__ void store_element(void* p, FloatType type, int64_t i, float v) {
   if (type == FloatType::kF32) static_cast<float*>(p)[i] = v;
-  else if (type == FloatType::kBf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
-  else static_cast<__half*>(p)[i] = __float2half_rn(v);
+  else static_cast<unsigned short*>(p)[i] = float_to_narrow(v, type == FloatType::kBf16);
 }
 #endif
 

@@ -13,8 +13,32 @@ constexpr int kUnroll = 4;
 // Warps the grid should hold to keep every SM's memory pipe busy (132 SMs, several each).
 constexpr int64_t kWantedWarps = 4096;
 
+// Eight elements of x and W, both of type T, whose decode is compiled in: in this loop, which
+// reads every weight once per token, a conversion chosen at run time costs a tenth of the rate.
+template <FloatType T>
+__device__ __forceinline__ void load8_as(In p, int64_t v, float (&out)[8]) {
+  if constexpr (T == FloatType::kF32) {
+    const float4* f = static_cast<const float4*>(p.raw()) + 2 * v;
+    const float4 a = f[0];
+    const float4 b = f[1];
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  } else {
+    const uint4 w = static_cast<const uint4*>(p.raw())[v];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float2 f;
+      if constexpr (T == FloatType::kBf16) f = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(&w)[j]);
+      else f = __half22float2(reinterpret_cast<const __half2*>(&w)[j]);
+      out[2 * j] = f.x;
+      out[2 * j + 1] = f.y;
+    }
+  }
+}
+
 // Each output o is computed by `split` warps of one block, each over every split-th stretch of
 // 32 vectors of W's row; their sums meet in shared memory.
+template <FloatType T>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     small_rows_linear_kernel(In x, In w, In bias, int rows, int64_t in, int64_t out, int split, Out pre, Out y) {
   __shared__ float partial[kWarpsPerBlock][kSmallRowsMax];
@@ -31,7 +55,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       float wv[kUnroll][8];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (v0 + u * stride < vectors) load8(w_row, v0 + u * stride, wv[u]);
+        if (v0 + u * stride < vectors) load8_as<T>(w_row, v0 + u * stride, wv[u]);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (v0 + u * stride >= vectors) break;
@@ -39,7 +63,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
         for (int r = 0; r < kSmallRowsMax; ++r) {
           if (r >= rows) break;
           float xv[8];
-          load8(x + r * in, v0 + u * stride, xv);
+          load8_as<T>(x + r * in, v0 + u * stride, xv);
 #pragma unroll
           for (int j = 0; j < 8; ++j) acc[r] += xv[j] * wv[u][j];
         }
@@ -70,16 +94,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 bool small_rows_linear(In x, In w, In bias, int64_t rows, int64_t in, int64_t out, Out pre, Out y,
                        cudaStream_t stream) {
-  if (rows < 1 || rows > kSmallRowsMax || !vectorizable(in, {x.raw(), w.raw()})) return false;
+  if (rows < 1 || rows > kSmallRowsMax || x.type() != w.type() || !vectorizable(in, {x.raw(), w.raw()})) return false;
   if (out == 0) return true;
   // Few outputs (a projection back to the hidden size) share each row of W among more warps.
   int split = 1;
   while (split < kWarpsPerBlock && out * split < kWantedWarps && in / 8 >= 32LL * split * 2) split *= 2;
   const int64_t per_block = kWarpsPerBlock / split;
   const auto blocks = static_cast<unsigned>((out + per_block - 1) / per_block);
-  small_rows_linear_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, static_cast<int>(rows), in, out,
-                                                                       split, pre, y);
-  MGT_CUDA_CHECK_LAUNCH(small_rows_linear_kernel);
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, static_cast<int>(rows), in, out, split, pre, y);
+    MGT_CUDA_CHECK_LAUNCH(small_rows_linear_kernel);
+  };
+  switch (w.type()) {
+    case FloatType::kF32: launch(small_rows_linear_kernel<FloatType::kF32>); break;
+    case FloatType::kBf16: launch(small_rows_linear_kernel<FloatType::kBf16>); break;
+    case FloatType::kF16: launch(small_rows_linear_kernel<FloatType::kF16>); break;
+  }
   return true;
 }
 

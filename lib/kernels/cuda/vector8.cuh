@@ -15,24 +15,12 @@ namespace mgt::cuda {
 
 // Eight-element group `v` (elements 8v … 8v+7) of p.
 __device__ __forceinline__ void load8(In p, int64_t v, float (&out)[8]) {
-  if (p.bf16()) {
+  if (p.narrow()) {
     const uint4 w = static_cast<const uint4*>(p.raw())[v];
-    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&w);
+    const auto* h = reinterpret_cast<const unsigned short*>(&w);
+    const bool bf16 = p.bf16();
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      out[2 * j] = f.x;
-      out[2 * j + 1] = f.y;
-    }
-  } else if (p.f16()) {
-    const uint4 w = static_cast<const uint4*>(p.raw())[v];
-    const auto* h = reinterpret_cast<const __half2*>(&w);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __half22float2(h[j]);
-      out[2 * j] = f.x;
-      out[2 * j + 1] = f.y;
-    }
+    for (int j = 0; j < 8; ++j) out[j] = narrow_to_float(h[j], bf16);
   } else {
     const float4* f = static_cast<const float4*>(p.raw()) + 2 * v;
     const float4 a = f[0];
@@ -43,17 +31,12 @@ __device__ __forceinline__ void load8(In p, int64_t v, float (&out)[8]) {
 }
 
 __device__ __forceinline__ void store8(Out p, int64_t v, const float (&in)[8]) {
-  if (p.bf16()) {
+  if (p.narrow()) {
     uint4 w;
-    auto* h = reinterpret_cast<__nv_bfloat162*>(&w);
+    auto* h = reinterpret_cast<unsigned short*>(&w);
+    const bool bf16 = p.bf16();
 #pragma unroll
-    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(in[2 * j], in[2 * j + 1]);
-    static_cast<uint4*>(p.raw())[v] = w;
-  } else if (p.f16()) {
-    uint4 w;
-    auto* h = reinterpret_cast<__half2*>(&w);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(in[2 * j], in[2 * j + 1]);
+    for (int j = 0; j < 8; ++j) h[j] = float_to_narrow(in[j], bf16);
     static_cast<uint4*>(p.raw())[v] = w;
   } else {
     float4* f = static_cast<float4*>(p.raw()) + 2 * v;
