@@ -104,7 +104,7 @@ fi
 
 # 3. Training throughput beside the PyTorch peer.
 if want bench; then
-  for spec in "fp32 8 --no-peer" "bf16 8" "bf16 16"; do
+  for spec in "fp32 8 --no-peer" "bf16 8" "bf16 16" "fp16 16"; do
     set -- $spec
     bench=$("$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt2-124m --precision $1 --micro-batch $2 --iters 20 ${3:-} 2>&1 | tee -a "$out/bench.log")
     echo "$bench"
@@ -116,10 +116,14 @@ fi
 # 3. The 1.3B shape (24 layers, hidden 2048, seq 2048) beside the peer, and where its step's GPU
 # time goes per operation (6 iterations, the first one's plan builds included).
 if want large; then
-  bench=$("$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt-1.3b --precision bf16 --micro-batch 4 --iters 10 2>&1 | tee -a "$out/bench-large.log")
-  echo "$bench"
-  row "gpt-1.3b bf16 mbs 4 mgt" "$(echo "$bench" | grep -m1 'mgt (' | sed 's/.*: mgt/mgt/')"
-  row "gpt-1.3b mbs 4 peer" "$(echo "$bench" | grep -m1 'peer (' | sed 's/.*: peer/peer/')"
+  # One optimizer step per micro-batch, and per eight (the step's fixed costs spread as in training).
+  for accumulate in 1 8; do
+    bench=$("$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt-1.3b --precision bf16 --micro-batch 4 \
+      --iters 10 --accumulate $accumulate 2>&1 | tee -a "$out/bench-large.log")
+    echo "$bench"
+    row "gpt-1.3b bf16 mbs 4 x $accumulate mgt" "$(echo "$bench" | grep -m1 'mgt (' | sed 's/.*: mgt/mgt/')"
+    row "gpt-1.3b mbs 4 x $accumulate peer" "$(echo "$bench" | grep -m1 'peer (' | sed 's/.*: peer/peer/')"
+  done
   MGT_CUDA_PROFILE=1 mgt-train --device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 \
     --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 3e-4 \
     --train-iters 6 --log-interval 6 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
