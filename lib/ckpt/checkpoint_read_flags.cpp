@@ -3,46 +3,58 @@
 #include "ckpt/model_checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "model/model_flags.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace mgt {
 
-void add_checkpoint_read_flags(cxxopts::Options& options) {
-  // clang-format off
-  options.add_options("checkpoint")
-      ("no-load-optim", "Accepted: the optimizer state is never read")
-      ("no-load-rng", "Accepted: the RNG state is never read")
-      ("use-checkpoint-args", "Accepted: the architecture is always read from the checkpoint")
-      ("tensor-model-parallel-size", "Only 1: any checkpoint is read whole, whatever layout saved it",
-       cxxopts::value<std::string>(), "1")
-      ("pipeline-model-parallel-size", "Only 1: any checkpoint is read whole, whatever layout saved it",
-       cxxopts::value<std::string>(), "1")
-      ("make-vocab-size-divisible-by", "Checked: must give the checkpoint's padded vocabulary",
-       cxxopts::value<std::string>(), "N")
-      ("bf16", "bf16 weights and activations on a GPU; accepted with a warning on the CPU, which computes in fp32")
-      ("fp16", "fp16 weights and activations on a GPU; accepted with a warning on the CPU, which computes in fp32");
-  // clang-format on
+namespace {
+
+// Megatron's parallel sizes, refused unless 1: mgt reads every layout's checkpoint whole.
+FlagDefinition only_one(const std::string& name, std::int64_t& field, const std::string& program) {
+  const std::string flag = "--" + name;
+  return custom_flag(
+      name, FlagArity::One, "1", "Only 1: any checkpoint is read whole, whatever layout saved it",
+      [&field, flag, program](const std::vector<std::string>& values) {
+        field = parse_integer_flag(flag, values.front());
+        if (field != 1)
+          throw UsageError(flag + " " + values.front() + ": " + program +
+                           " runs on one rank and reads any checkpoint whole; leave the flag out or give 1");
+      },
+      [] { return ArgValue(); });
 }
 
-CheckpointReadFlags read_checkpoint_read_flags(const FlagValues& flags, const char* program) {
-  for (const char* size : {"tensor-model-parallel-size", "pipeline-model-parallel-size"}) {
-    if (flags.has(size) && flags.integer(size) != 1) {
-      throw UsageError(std::string("--") + size + " " + flags.text(size) + ": " + program +
-                       " runs on one rank and reads any checkpoint whole; leave the flag out or "
-                       "give 1");
-    }
-  }
-  CheckpointReadFlags read;
-  if (flags.has("make-vocab-size-divisible-by")) {
-    const std::int64_t n = flags.integer("make-vocab-size-divisible-by");
-    if (n < 1) throw UsageError("--make-vocab-size-divisible-by must be at least 1, not " + std::to_string(n));
-    read.make_vocab_size_divisible_by = n;
-  }
-  if (flags.has("bf16") && flags.has("fp16")) throw UsageError("--bf16 and --fp16 are mutually exclusive");
-  if (flags.has("bf16")) read.precision_flag = "--bf16";
-  if (flags.has("fp16")) read.precision_flag = "--fp16";
-  return read;
+// mgt-train's --make-vocab-size-divisible-by, parsed and range-checked as there, kept to be
+// compared with the checkpoint's padded vocabulary.
+FlagDefinition checked_vocab_padding(CheckpointReadFlags& c) {
+  const FlagDefinition shared = find_flag(model_flags(c.shape), "make-vocab-size-divisible-by");
+  return custom_flag(
+      shared.name(), shared.arity(), "N", shared.description() + "; checked: must give the checkpoint's padded vocabulary",
+      [shared, &c](const std::vector<std::string>& values) {
+        shared.set(values);
+        c.make_vocab_size_divisible_by = c.shape.make_vocab_size_divisible_by;
+      },
+      [] { return ArgValue(); });
 }
+
+}  // namespace
+
+FlagDefinition checkpoint_load_flag(std::string& load) {
+  return store("load", "DIR", load, "Checkpoint: a --save directory (latest iteration) or an iteration directory");
+}
+
+// clang-format off
+std::vector<FlagDefinition> checkpoint_read_flags(CheckpointReadFlags& c, const std::string& program) {
+  return joined_flags({{
+    store_true("no-load-optim", c.no_load_optim, "Accepted: the optimizer state is never read"),
+    store_true("no-load-rng", c.no_load_rng, "Accepted: the RNG state is never read"),
+    store_true("use-checkpoint-args", c.use_checkpoint_args, "Accepted: the architecture is always read from the checkpoint"),
+    only_one("tensor-model-parallel-size", c.tensor_model_parallel_size, program),
+    only_one("pipeline-model-parallel-size", c.pipeline_model_parallel_size, program),
+    checked_vocab_padding(c),
+  }, precision_flags(c.precision)});
+}
+// clang-format on
 
 void check_padded_vocab(const ModelCheckpoint& checkpoint, const Tokenizer& tokenizer,
                         const CheckpointReadFlags& flags) {
@@ -55,12 +67,11 @@ void check_padded_vocab(const ModelCheckpoint& checkpoint, const Tokenizer& toke
 }
 
 void apply_precision_flag(Backend& backend, const CheckpointReadFlags& flags) {
-  const bool reduced =
-      flags.precision_flag &&
-      backend.set_matmul_precision(*flags.precision_flag == "--bf16" ? Backend::MatmulPrecision::kBf16
-                                                                     : Backend::MatmulPrecision::kFp16);
-  if (flags.precision_flag && !reduced)
-    log::warn(*flags.precision_flag + ": the " + backend.name() + " backend computes in fp32 here");
+  if (flags.precision == Precision::Fp32) return;
+  const bool reduced = backend.set_matmul_precision(
+      flags.precision == Precision::Bf16 ? Backend::MatmulPrecision::kBf16 : Backend::MatmulPrecision::kFp16);
+  if (!reduced)
+    log::warn(precision_flag_name(flags.precision) + ": the " + backend.name() + " backend computes in fp32 here");
 }
 
 }  // namespace mgt

@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "core/cxxopts_command_line.hpp"
+#include "core/compute_flags.hpp"
+#include "core/flag_table.hpp"
 #include "kernels/backend.hpp"
+#include "model/model_shape_options.hpp"
 
 namespace mgt {
 
@@ -19,13 +22,24 @@ class Tokenizer;
 
 struct CheckpointReadFlags {
   std::optional<std::int64_t> make_vocab_size_divisible_by;  // checked against the checkpoint
-  std::optional<std::string> precision_flag;                 // "--bf16" / "--fp16" when given
+  Precision precision = Precision::Fp32;                     // --bf16 / --fp16
+  // Accepted for Megatron's command lines; a checkpoint is read the same way with or without them.
+  bool no_load_optim = false;
+  bool no_load_rng = false;
+  bool use_checkpoint_args = false;
+  std::int64_t tensor_model_parallel_size = 1;    // only 1
+  std::int64_t pipeline_model_parallel_size = 1;  // only 1
+  // What --make-vocab-size-divisible-by parses into, by mgt-train's definition of the flag.
+  ModelShapeOptions shape;
 };
 
-// Declares them in the group "checkpoint".
-void add_checkpoint_read_flags(cxxopts::Options& options);
-// Throws UsageError naming the flag (a parallel size other than 1, both precisions, …).
-CheckpointReadFlags read_checkpoint_read_flags(const FlagValues& flags, const char* program);
+// --load DIR: the checkpoint a program reads. Callers say required() with what it is for.
+FlagDefinition checkpoint_load_flag(std::string& load);
+
+// The flags above, bound to `flags` (which must outlive the table), without a group; `program`
+// names the program in refusals ("--tensor-model-parallel-size 2: mgt-eval runs on one rank ...").
+// Give also check_one_precision_flag (core/compute_flags.hpp) the command line.
+std::vector<FlagDefinition> checkpoint_read_flags(CheckpointReadFlags& flags, const std::string& program);
 
 // --make-vocab-size-divisible-by must pad the tokenizer's vocabulary to the checkpoint's.
 void check_padded_vocab(const ModelCheckpoint& checkpoint, const Tokenizer& tokenizer,

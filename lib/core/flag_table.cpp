@@ -78,8 +78,9 @@ FlagDefinition::FlagDefinition(std::string name, FlagArity arity, std::string me
     : name_(std::move(name)), arity_(arity), metavar_(std::move(metavar)), help_(std::move(help)),
       set_(std::move(set)), read_(std::move(read)), key_(underscored(name_)) {}
 
-FlagDefinition&& FlagDefinition::required() && {
+FlagDefinition&& FlagDefinition::required(std::string what) && {
   required_ = true;
+  required_what_ = std::move(what);
   return std::move(*this);
 }
 
@@ -123,6 +124,12 @@ std::string FlagDefinition::help() const {
   const std::string shown = default_text_ ? *default_text_ : describe_default(value());
   if (!shown.empty()) text += " (default: " + shown + ")";
   return text;
+}
+
+std::vector<FlagDefinition> joined_flags(std::initializer_list<std::vector<FlagDefinition>> parts) {
+  std::vector<FlagDefinition> flags;
+  for (const auto& part : parts) flags.insert(flags.end(), part.begin(), part.end());
+  return flags;
 }
 
 std::vector<FlagDefinition> flag_groups(
@@ -251,13 +258,30 @@ void set_given_flags(std::span<const FlagDefinition> flags, const FlagValues& gi
   }
 }
 
+void read_flags(std::span<const FlagDefinition> flags, const FlagValues& given, std::string_view program) {
+  set_given_flags(flags, given);
+  check_flag_values(flags, program);
+}
+
+const FlagDefinition& find_flag(std::span<const FlagDefinition> flags, std::string_view name) {
+  const auto it = std::find_if(flags.begin(), flags.end(), [&](const FlagDefinition& f) { return f.name() == name; });
+  if (it == flags.end()) throw Error("no flag --" + std::string(name) + " in the table");
+  return *it;
+}
+
+bool any_flag_given(std::span<const FlagDefinition> flags, const FlagValues& given) {
+  return std::any_of(flags.begin(), flags.end(), [&](const FlagDefinition& f) { return given.has(f.name().c_str()); });
+}
+
 void check_flag_values(std::span<const FlagDefinition> flags, std::string_view program) {
   for (const FlagDefinition& f : flags) {
     const std::string flag = f.flag();
     const ArgValue value = f.value();
     const auto* text = std::get_if<std::string>(&value);
-    if (f.is_required() && (std::holds_alternative<std::monostate>(value) || (text && text->empty())))
-      throw UsageError(flag + " is required");
+    const auto* list = std::get_if<std::vector<std::string>>(&value);
+    if (f.is_required() &&
+        (std::holds_alternative<std::monostate>(value) || (text && text->empty()) || (list && list->empty())))
+      throw UsageError(flag + " is required" + (f.required_what().empty() ? "" : ": " + f.required_what()));
     if (text && !f.supported_choices().empty()) {
       const auto& refused = f.megatron_only_choices();
       if (std::find(refused.begin(), refused.end(), *text) != refused.end())
@@ -270,8 +294,8 @@ void check_flag_values(std::span<const FlagDefinition> flags, std::string_view p
     // A value the command line gave was checked as it was read; this catches the others.
     if (const auto* i = std::get_if<std::int64_t>(&value)) check_flag_range(flag, static_cast<double>(*i), std::to_string(*i));
     if (const auto* r = std::get_if<double>(&value)) check_flag_range(flag, *r, python_float_repr(*r));
-    if (const auto* list = std::get_if<std::vector<std::int64_t>>(&value))
-      for (std::int64_t i : *list) check_flag_range(flag, static_cast<double>(i), std::to_string(i));
+    if (const auto* numbers = std::get_if<std::vector<std::int64_t>>(&value))
+      for (std::int64_t i : *numbers) check_flag_range(flag, static_cast<double>(i), std::to_string(i));
   }
 }
 

@@ -51,8 +51,9 @@ public:
   FlagDefinition(std::string name, FlagArity arity, std::string metavar, std::string help, Setter set, Reader read);
 
   // Modifiers, chained on an entry of a braced table.
-  // "--X is required" when the field holds None after parsing; "(required)" in --help.
-  FlagDefinition&& required() &&;
+  // "--X is required" when the field holds None (or an empty list) after parsing, followed by
+  // ": WHAT" when `what` says what the flag names; "(required)" in --help.
+  FlagDefinition&& required(std::string what = "") &&;
   // The values the field may hold, and Megatron's other choices, which are refused by name
   // ("--optimizer sgd is not supported by mgt-train (adam only)") rather than as unknown.
   FlagDefinition&& choices(std::vector<std::string> supported, std::vector<std::string> megatron_only = {}) &&;
@@ -74,9 +75,13 @@ public:
   std::string flag() const { return "--" + name_; }
   FlagArity arity() const { return arity_; }
   const std::string& metavar() const { return metavar_; }
+  // The description as the entry gives it, without the marks help() adds: what another program
+  // that takes the same flag in another role builds its own description from.
+  const std::string& description() const { return help_; }
   // The --help description: "mgt: " for mgt's own flags, the text, " (required)", " (default: X)".
   std::string help() const;
   bool is_required() const { return required_; }
+  const std::string& required_what() const { return required_what_; }
   const std::vector<std::string>& supported_choices() const { return choices_; }
   const std::vector<std::string>& megatron_only_choices() const { return megatron_only_choices_; }
   bool is_megatron_flag() const;
@@ -100,6 +105,7 @@ private:
   Reader read_;
   Reader record_;
   bool required_ = false;
+  std::string required_what_;
   bool megatron_flag_ = false;
   std::vector<std::string> choices_;
   std::vector<std::string> megatron_only_choices_;
@@ -111,6 +117,9 @@ private:
 // The table: groups in --help order, each with its flags in order.
 std::vector<FlagDefinition> flag_groups(
     std::initializer_list<std::pair<const char*, std::vector<FlagDefinition>>> groups);
+
+// The tables concatenated, in order, for a group made of shared parts and a program's own flags.
+std::vector<FlagDefinition> joined_flags(std::initializer_list<std::vector<FlagDefinition>> parts);
 
 // A switch (argparse store_true): given, the field becomes true.
 FlagDefinition store_true(std::string name, bool& field, std::string help);
@@ -155,6 +164,17 @@ std::map<std::string, FlagArity> flag_arities(std::span<const FlagDefinition> fl
 
 // Sets the field of every flag the command line gave, in table order.
 void set_given_flags(std::span<const FlagDefinition> flags, const FlagValues& given);
+
+// set_given_flags, then check_flag_values: a program whose per-flag checks need no value derived
+// from other flags first (mgt-train derives some, and checks later).
+void read_flags(std::span<const FlagDefinition> flags, const FlagValues& given, std::string_view program);
+
+// The entry named `name` (without "--"), to reuse a shared definition; throws mgt::Error when
+// there is none.
+const FlagDefinition& find_flag(std::span<const FlagDefinition> flags, std::string_view name);
+
+// Whether the command line gave any of `flags`.
+bool any_flag_given(std::span<const FlagDefinition> flags, const FlagValues& given);
 
 // The per-flag checks on the fields' current values, in table order: required flags present,
 // choices among the supported ones (Megatron's others refused naming `program`), numbers within

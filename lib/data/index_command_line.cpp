@@ -143,7 +143,7 @@ IndexOptions to_index_options(const FlagValues& f) {
 // The program's flags, its refusals, and the Megatron flags every program treats alike.
 CommandLineRules command_line_rules(const cxxopts::Options& options) {
   std::map<std::string, FlagArity> lists = kListFlags;
-  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  lists.merge(tokenizer_model_list_flags());
   CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, true};
   add_megatron_compatibility_flags(rules);
   return rules;

@@ -142,7 +142,7 @@ TokenizeOptions to_tokenize_options(const FlagValues& f) {
 TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
   std::map<std::string, FlagArity> lists = kListFlags;
-  lists.insert(tokenizer_model_list_flags().begin(), tokenizer_model_list_flags().end());
+  lists.merge(tokenizer_model_list_flags());
   const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, false};
   const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram).flags;
   TokenizeCommandLine command;

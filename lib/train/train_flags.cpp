@@ -2,7 +2,10 @@
 
 #include <string>
 
+#include "core/compute_flags.hpp"
 #include "data/index_job.hpp"
+#include "model/model_flags.hpp"
+#include "tokenizer/tokenizer_flags.hpp"
 
 namespace mgt {
 
@@ -31,45 +34,8 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
   LoggingOptions& l = o.logging;
   ParallelOptions& p = o.parallel;
   return flag_groups({
-    {"model", {
-      store("num-layers", "N", m.num_layers, "Transformer layers").required(),
-      store("hidden-size", "N", m.hidden_size, "Hidden size").required(),
-      store("num-attention-heads", "N", m.num_attention_heads, "Attention heads").required(),
-      store("ffn-hidden-size", "N", m.ffn_hidden_size, "MLP hidden size")
-          .default_text("4 x hidden, or int(8 x hidden / 3 / 64) x 64 with --swiglu"),
-      store("kv-channels", "N", m.kv_channels, "Channels per head").default_text("hidden / heads"),
-      store_true("group-query-attention", m.group_query_attention, "Grouped-query attention with --num-query-groups groups"),
-      // Megatron's args hold one group per head without GQA.
-      store("num-query-groups", "N", m.num_query_groups, "Key/value groups with --group-query-attention")
-          .recorded_as([&m] { return ArgValue(m.query_groups()); }),
-      store("seq-length", "N", m.seq_length, "Tokens per sample").required(),
-      store("max-position-embeddings", "N", m.max_position_embeddings, "Position table size, >= --seq-length").required(),
-      store("position-embedding-type", "TYPE", m.position_embedding_type, "learned_absolute, rope or none")
-          .choices({"learned_absolute", "rope", "none"}, {"mrope", "relative"}),
-      store("rotary-percent", "F", m.rotary_percent, "Fraction of each head rotated by RoPE"),
-      store("rotary-base", "N", m.rotary_base, "RoPE base"),
-      store_true("use-rope-scaling", m.use_rope_scaling, "Llama 3.1's scaling of the RoPE frequencies (low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192)"),
-      store("rope-scaling-factor", "F", m.rope_scaling_factor, "Its factor"),
-      store("normalization", "NORM", m.normalization, "LayerNorm or RMSNorm").choices({"LayerNorm", "RMSNorm"}),
-      store("norm-epsilon", "F", m.norm_epsilon, "Norm epsilon"),
-      store_true("apply-layernorm-1p", m.apply_layernorm_1p, "Norm weights stored zero-centred (initialised to 0), the norm scaling by 1 + weight"),
-      store_true("swiglu", m.swiglu, "SwiGLU MLP"),
-      store_true("openai-gelu", m.openai_gelu, "GELU by its tanh approximation, as OpenAI's GPT-2"),
-      // Megatron turns the fusion off in linears without biases; the record says what ran.
-      store_false("no-bias-gelu-fusion", m.bias_gelu_fusion, "GELU in its exact erf form instead of the tanh approximation that Megatron's fused bias-GELU computes")
-          .key("bias_gelu_fusion").recorded_as([&m] { return ArgValue(m.bias_gelu_fusion && m.add_bias_linear); }),
-      store_false("disable-bias-linear", m.add_bias_linear, "No biases in the linear layers").key("add_bias_linear"),
-      store_true("untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights, "Separate output layer weights"),
-      store("hidden-dropout", "P", m.hidden_dropout, "Dropout after attention, MLP and embedding"),
-      store("attention-dropout", "P", m.attention_dropout, "Dropout of attention probabilities"),
-      store("init-method-std", "F", m.init_method_std, "Standard deviation of initial weights"),
-      store("make-vocab-size-divisible-by", "N", m.make_vocab_size_divisible_by, "Pad the vocabulary to a multiple of N x TP"),
-      store_true("recompute-activations", m.recompute_activations, "Selective activation recomputation"),
-      store("recompute-granularity", "G", m.recompute_granularity, "full or selective").choices({"full", "selective"}),
-      store("recompute-method", "M", m.recompute_method, "uniform or block (with full granularity)").choices({"uniform", "block"}),
-      store("recompute-num-layers", "N", m.recompute_num_layers, "Layers per recomputation unit (with full granularity)"),
-    }},
-    {"training", {
+    {"model", model_flags(m)},
+    {"training", joined_flags({{
       store("micro-batch-size", "N", t.micro_batch_size, "Samples per micro-batch").required(),
       store("global-batch-size", "N", t.global_batch_size, "Samples per iteration").default_text("micro-batch x data-parallel size"),
       store("train-iters", "N", t.train_iters, "Iterations to train (required, or --train-samples)"),
@@ -106,18 +72,18 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("adam-eps", "F", t.adam_eps, "Adam epsilon"),
       store("optimizer", "NAME", t.optimizer, "adam (AdamW), the only one").choices({"adam"}, {"sgd"}),
       store("seed", "N", t.seed, "Random seed"),
-      store("device", "D", o.device, "auto (a GPU when one is visible), cpu, cuda or cuda:N")
+    }, {
+      device_flag(o.device)
           .not_recorded("where the run computes, not what: a checkpoint resumes on any device"),
-      store_true_as("bf16", t.precision, Precision::Bf16, "bf16 compute on CUDA (the CPU backend computes in fp32)"),
-      store_true_as("fp16", t.precision, Precision::Fp16, "fp16 mixed precision with loss scaling (fp16 compute where the backend offers it, fp32 otherwise)"),
+    }, precision_flags(t.precision), {
       store("loss-scale", "S", t.loss_scale, "Constant loss scale instead of dynamic scaling").default_text("dynamic under --fp16"),
       store("initial-loss-scale", "S", t.initial_loss_scale, "Initial dynamic loss scale"),
       store("min-loss-scale", "S", t.min_loss_scale, "Minimum dynamic loss scale"),
       store("loss-scale-window", "N", t.loss_scale_window, "Good iterations before the dynamic loss scale doubles"),
       store("hysteresis", "N", t.hysteresis, "Overflow iterations before the dynamic loss scale halves"),
       store_true("deterministic-mode", t.deterministic_mode, "Deterministic kernels only: reruns and resumes give the same bits on a GPU too, somewhat slower"),
-    }},
-    {"data", {
+    }})},
+    {"data", joined_flags({{
       store_list("data-path", "[W] PREFIX...", d.data_path, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"),
       store("data-args-path", "FILE", d.data_args_path, "File holding the --data-path list"),
       // None until validation fills Megatron's legacy default in, with --data-path only.
@@ -129,19 +95,11 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store_true("mock-data", d.mock_data, "Megatron's synthetic data instead of datasets (required without a data path)"),
       store("mid-level-dataset-surplus", "F", d.mid_level_dataset_surplus, "Extra fraction of samples per blended dataset"),
       store("dataloader-type", "TYPE", d.dataloader_type, "single, the only one").choices({"single"}, {"cyclic", "external"}),
-      store("tokenizer-type", "TYPE", tok.type, "Tokenizer (GPT2BPETokenizer, NullTokenizer, ...) (required, unless --vocab-file and --merge-file name GPT2BPETokenizer)"),
-      store("vocab-file", "FILE", tok.vocab_file, "Vocabulary file"),
-      store("merge-file", "FILE", tok.merge_file, "GPT-2 BPE merges file"),
-      store("vocab-size", "N", tok.vocab_size, "Vocabulary size (NullTokenizer)"),
-      store("vocab-extra-ids", "N", tok.vocab_extra_ids, "Extra <extra_id_i> tokens of the BERT tokenizers"),
-      store("tokenizer-model", "PATH", tok.tokenizer_model, "SentencePiece .model, tokenizer.json (or its directory), or TikToken ranks"),
-      store("tiktoken-pattern", "V", tok.tiktoken_pattern, "TikTokenizer regex: v1 or v2"),
-      store("tiktoken-num-special-tokens", "N", tok.tiktoken_num_special_tokens, "TikTokenizer ids reserved for special tokens"),
-      store_list("tiktoken-special-tokens", "TOKEN...", tok.tiktoken_special_tokens, "TikTokenizer special tokens"),
+    }, tokenizer_flags(tok, TokenizerFlagsRole::kNamesTokenizer), {
       store_true("eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document input tokens"),
       store_true("reset-position-ids", d.reset_position_ids, "Positions restart after each end of document"),
       store_true("reset-attention-mask", d.reset_attention_mask, "No attention across document boundaries"),
-    }},
+    }})},
     {"checkpointing", {
       store("save", "DIR", c.save, "Checkpoint directory to write"),
       store("save-interval", "N", c.save_interval, "Iterations between checkpoints (needed with --save)"),

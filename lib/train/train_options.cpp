@@ -30,7 +30,7 @@ cxxopts::Options make_cxxopts() {
 // What the values alone cannot tell: flags given together that exclude each other, or one given
 // without the flag it needs.
 void check_flags_given_together(const FlagValues& f) {
-  if (f.has("bf16") && f.has("fp16")) throw UsageError("--bf16 and --fp16 are mutually exclusive");
+  check_one_precision_flag(f);
   // Megatron declares both names for one option; the later one on the line wins there too, but
   // giving both is almost certainly a mistake.
   if (f.has("save-interval") && f.has("persistent-save-interval"))

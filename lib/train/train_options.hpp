@@ -2,7 +2,9 @@
 // spec/pretrain-flags.tsv), checked and completed the way Megatron's validate_args does, so a
 // Megatron launch script ports by changing the program name. Flags Megatron has but mgt-train
 // does not are refused by name; see core/command_line.hpp. Each flag is defined once, bound to
-// its field here, in train/train_flags.cpp.
+// its field here, in train/train_flags.cpp; the model-shape, tokenizer and compute flags there
+// are the definitions mgt-eval and mgt-generate share (model/model_flags.hpp,
+// tokenizer/tokenizer_flags.hpp, core/compute_flags.hpp).
 //
 // Fields whose Megatron default is None are std::optional until validation fills the ones
 // Megatron fills (global batch size, FFN size, kv channels, split, start/end weight decay, ...).
@@ -13,57 +15,14 @@
 #include <vector>
 
 #include "core/command_line.hpp"
+#include "core/compute_flags.hpp"
 #include "data/batch_size_rampup.hpp"
 #include "data/index_job.hpp"
+#include "model/model_shape_options.hpp"
 #include "model/pipeline_stage.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace mgt {
-
-// --bf16 / --fp16 choose the CUDA backend's reduced-precision compute (fp32 master weights and
-// optimizer state either way). The CPU backend always computes in fp32 whatever is asked.
-enum class Precision { Fp32, Bf16, Fp16 };
-
-struct ModelShapeOptions {
-  std::optional<std::int64_t> num_layers;            // --num-layers (required)
-  std::optional<std::int64_t> hidden_size;           // --hidden-size (required)
-  std::optional<std::int64_t> num_attention_heads;   // --num-attention-heads (required)
-  std::optional<std::int64_t> ffn_hidden_size;       // --ffn-hidden-size: 4h, or int(8h/3/64)*64 with SwiGLU
-  std::optional<std::int64_t> kv_channels;           // --kv-channels: h / heads
-  bool group_query_attention = false;                // --group-query-attention
-  std::int64_t num_query_groups = 1;                 // --num-query-groups (used with GQA only)
-  std::optional<std::int64_t> seq_length;            // --seq-length (required)
-  std::optional<std::int64_t> max_position_embeddings;  // --max-position-embeddings (required)
-  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
-  double rotary_percent = 1.0;                       // --rotary-percent
-  std::int64_t rotary_base = 10000;                  // --rotary-base
-  bool use_rope_scaling = false;                     // --use-rope-scaling: Llama 3.1's frequency scaling
-  double rope_scaling_factor = 8.0;                  // --rope-scaling-factor
-  std::string normalization = "LayerNorm";           // LayerNorm | RMSNorm
-  double norm_epsilon = 1e-5;                        // --norm-epsilon
-  bool apply_layernorm_1p = false;                   // --apply-layernorm-1p: weights zero-centred, 1 + w applied
-  bool swiglu = false;                               // --swiglu
-  bool openai_gelu = false;                          // --openai-gelu
-  // Megatron's fused bias-GELU, on unless --no-bias-gelu-fusion: the tanh approximation of GELU
-  // wherever the linears have biases (Megatron turns the fusion off without them).
-  bool bias_gelu_fusion = true;
-  bool add_bias_linear = true;                       // --disable-bias-linear clears it
-  bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
-  double hidden_dropout = 0.1;                       // --hidden-dropout
-  double attention_dropout = 0.1;                    // --attention-dropout
-  double init_method_std = 0.02;                     // --init-method-std
-  std::int64_t make_vocab_size_divisible_by = 128;   // --make-vocab-size-divisible-by
-  // Recomputation trades compute for activation memory; results do not change.
-  bool recompute_activations = false;                // --recompute-activations: granularity selective
-  std::optional<std::string> recompute_granularity;  // full | selective
-  std::optional<std::string> recompute_method;       // uniform | block
-  std::optional<std::int64_t> recompute_num_layers;  // --recompute-num-layers
-
-  // Megatron's num_query_groups as the model sees it: the flag with GQA, else one group per head.
-  std::int64_t query_groups() const {
-    return group_query_attention ? num_query_groups : num_attention_heads.value_or(0);
-  }
-};
 
 struct OptimizationOptions {
   std::optional<std::int64_t> micro_batch_size;   // --micro-batch-size (required)

@@ -155,3 +155,24 @@ TEST_CASE("flag table: defaults as --help writes them", "[core][command_line]") 
   CHECK(describe_default(ArgValue(std::string("LayerNorm"))) == "LayerNorm");
   CHECK(describe_default(ArgValue(std::vector<std::int64_t>{0, 1})) == "0 1");
 }
+
+TEST_CASE("flag table: shared parts, required lists and what a requirement names", "[core][command_line]") {
+  std::vector<std::string> files;
+  std::string task;
+  bool verbose = false;
+  const auto flags = flag_groups({{"task", joined_flags({
+                                              {store("task", "NAME", task, "Task").required("A or B")},
+                                              {store_list("valid-data", "FILE", files, "Files").required()},
+                                              {store_true("verbose", verbose, "More")},
+                                          })}});
+  REQUIRE(flags.size() == 3);
+  CHECK(flags[2].group() == "task");
+  CHECK(find_flag(flags, "verbose").description() == "More");
+  CHECK_THROWS_WITH(find_flag(flags, "nope"), Catch::Contains("no flag --nope"));
+  CHECK(usage_error([&] { check_flag_values(flags, "prog"); }) == "--task is required: A or B");
+  task = "A";
+  // An empty list is no value.
+  CHECK(usage_error([&] { check_flag_values(flags, "prog"); }) == "--valid-data is required");
+  files = {"f"};
+  CHECK_NOTHROW(check_flag_values(flags, "prog"));
+}

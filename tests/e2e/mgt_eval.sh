@@ -122,4 +122,13 @@ grep -q -- "--epochs is not supported by mgt-eval" "$work/err.txt" || fail "--ep
 expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --task RACE
 expect_status 2 "$bin/mgt-eval" --task LAMBADA --load "$work/ckpt"
 grep -q -- "--valid-data is required" "$work/err.txt" || fail "missing --valid-data not named"
+# A usage error is one line naming the flag, and exit 2: an unknown flag, a bad value.
+expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --no-such-flag
+[[ $(wc -l <"$work/err.txt") == 1 ]] && grep -q -- "unknown flag --no-such-flag" "$work/err.txt" ||
+  fail "unknown flag not refused on one line"
+expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --micro-batch-size 0
+[[ $(wc -l <"$work/err.txt") == 1 ]] && grep -q -- "--micro-batch-size must be" "$work/err.txt" ||
+  fail "bad --micro-batch-size not named on one line"
+expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --num-layers x
+grep -q -- "--num-layers" "$work/err.txt" || fail "bad --num-layers not named"
 echo "mgt-eval e2e: ok"

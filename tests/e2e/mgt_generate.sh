@@ -95,6 +95,13 @@ expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts
 grep -q -- "--top-k 0" "$work/err.txt" || fail "top-p with top-k not refused"
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --port 5000
 grep -q -- "--port needs --server" "$work/err.txt" || fail "--port without --server not refused with a reason"
+# A usage error is one line naming the flag, and exit 2: an unknown flag, a bad value.
+expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --no-such-flag
+[[ $(wc -l <"$work/err.txt") == 1 ]] && grep -q -- "unknown flag --no-such-flag" "$work/err.txt" ||
+  fail "unknown flag not refused on one line"
+expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --temperature 0
+[[ $(wc -l <"$work/err.txt") == 1 ]] && grep -q -- "--temperature must be" "$work/err.txt" ||
+  fail "bad --temperature not named on one line"
 # A prompts file that is a FIFO is a stream, read once its writer comes; a directory is refused
 # at once, naming it.
 mkfifo "$work/prompts.fifo"

@@ -61,7 +61,7 @@ TEST_CASE("mgt-eval command line: Megatron's flags", "[eval]") {
   CHECK(o.tokenizer->type == "GPT2BPETokenizer");
   CHECK(o.tokenizer->merge_file == "m.txt");
   CHECK(o.model_flags == std::map<std::string, std::string>{{"num-layers", "2"}, {"swiglu", "true"}});
-  CHECK(o.checkpoint_flags.precision_flag == "--fp16");
+  CHECK(o.checkpoint_flags.precision == Precision::Fp16);
   CHECK(o.log_interval == 5);
   CHECK(o.output == "r.json");
   // A file flag alone still counts: it replaces the path recorded in the checkpoint.

@@ -30,7 +30,7 @@ TEST_CASE("mgt-generate command line: Megatron's checkpoint-reading flags", "[ge
              "1", "--pipeline-model-parallel-size", "1", "--make-vocab-size-divisible-by", "128", "--bf16"})
           .options;
   CHECK(o.checkpoint_flags.make_vocab_size_divisible_by == 128);
-  CHECK(o.checkpoint_flags.precision_flag == "--bf16");
+  CHECK(o.checkpoint_flags.precision == Precision::Bf16);
   CHECK(usage_error({"--tensor-model-parallel-size", "2"}).find("reads any checkpoint whole") != std::string::npos);
   CHECK(usage_error({"--bf16", "--fp16"}).find("mutually exclusive") != std::string::npos);
   CHECK(usage_error({"--make-vocab-size-divisible-by", "0"}).find("--make-vocab-size-divisible-by must be") != std::string::npos);

@@ -116,6 +116,6 @@ TEST_CASE("train flags: --help lists every flag as its definition describes it",
   CHECK(described["profile-ranks"] == "The ranks that --profile profiles (default: 0)");
   CHECK(described["num-layers"] == "Transformer layers (required)");
   CHECK(described["split"] == "Train, valid, test proportions (default: \"969, 30, 1\")");
-  CHECK(described["device"] == "mgt: auto (a GPU when one is visible), cpu, cuda or cuda:N (default: auto)");
+  CHECK(described["device"] == "mgt: compute device: auto (a GPU when one is visible), cpu, cuda or cuda:N (default: auto)");
   CHECK(described["swiglu"] == "SwiGLU MLP");
 }
