@@ -278,6 +278,34 @@ void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstF
   st.finish();
 }
 
+void Backend::add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
+                               ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
+                               FloatView mean, FloatView rstd) {
+  const char* op = "add_norm_forward";
+  dims(op, {rows, hidden});
+  expect(a, rows * hidden, op, "a");
+  expect(b, rows * hidden, op, "b");
+  expect(sum, rows * hidden, op, "sum");
+  expect(weight, hidden, op, "weight");
+  expect_optional(bias, hidden, op, "bias");
+  expect(y, rows * hidden, op, "y");
+  expect_optional(mean, rows, op, "mean");
+  expect(rstd, rows, op, "rstd");
+  if (mean.empty() && !bias.empty()) throw Error("add_norm_forward: RMSNorm (no mean) takes no bias");
+  do_add_norm_forward(a, b, sum, weight, bias, rows, hidden, eps, y, mean, rstd);
+}
+
+void Backend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
+                                  ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
+                                  FloatView mean, FloatView rstd) {
+  add(a, b, sum);
+  if (mean.empty()) {
+    rms_norm_forward(sum, weight, rows, hidden, eps, y, rstd);
+  } else {
+    layer_norm_forward(sum, weight, bias, rows, hidden, eps, y, mean, rstd);
+  }
+}
+
 void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                                   ConstFloatView mean, ConstFloatView rstd, int64_t rows,
                                   int64_t hidden, FloatView dx, FloatView dweight,

@@ -219,6 +219,12 @@ public:
   void layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                            ConstFloatView mean, ConstFloatView rstd, int64_t rows, int64_t hidden,
                            FloatView dx, FloatView dweight, FloatView dbias);
+  // The residual add before a norm: sum = a + b (rounded to sum's type), then LayerNorm of sum
+  // (mean given; bias may be empty) or RMSNorm (mean and bias empty) into y. A GPU backend does
+  // both in one pass over the rows.
+  void add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
+                        ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
+                        FloatView mean, FloatView rstd);
   void rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t rows, int64_t hidden,
                         float eps, FloatView y, FloatView rstd);
   void rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
@@ -358,6 +364,11 @@ protected:
                                    FloatView value_cache, ConstIndexView length,
                                    const AttentionShape& shape, const RotaryParams* rotary,
                                    float softmax_scale, FloatView out);
+
+  // Default: add, then layer_norm_forward or rms_norm_forward.
+  virtual void do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
+                                   ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
+                                   FloatView mean, FloatView rstd);
 
 private:
   friend class Fp32Staging;

@@ -32,6 +32,9 @@ public:
   int64_t hidden() const { return hidden_; }
 
   void forward(ConstFloatView x, int64_t rows, FloatView y, const NormStats& stats) const;
+  // sum = a + b (a residual connection), then the norm of sum into y.
+  void add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows, FloatView y,
+                   const NormStats& stats) const;
   // dx overwritten (must not alias dy); weight and bias gradients accumulate.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
                 FloatView dx) const;

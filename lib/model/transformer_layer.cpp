@@ -28,9 +28,8 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
     const DropoutKey key = ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden);
     backend_->dropout_forward(branch, p, key, branch);
   }
-  backend_->add(input, branch, saved.residual);
-
-  pre_mlp_norm_.forward(saved.residual, tokens, saved.pre_mlp_norm_output, saved.pre_mlp_norm);
+  pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens, saved.pre_mlp_norm_output,
+                            saved.pre_mlp_norm);
   mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, branch);
   if (p > 0.0f) {
     backend_->dropout_forward(branch, p, ctx.hidden_key(layer_, DropoutSite::kMlpOutput, hidden),

@@ -170,6 +170,43 @@ TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths",
   }
 }
 
+TEST_CASE("cuda ops: residual add fused into LayerNorm and RMSNorm", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  // 768: the fused vector kernel; 100: rows that cannot be read eight at a time (add, then norm).
+  for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16})
+  for (const int64_t hidden : {int64_t{768}, int64_t{100}}) {
+    const int64_t rows = 333;
+    INFO(float_type_name(type) << " hidden " << hidden);
+    auto a = random_twin(pair, rows * hidden, 161, -2.0f, 2.0f, type);
+    auto b = random_twin(pair, rows * hidden, 162, 1.0f, 3.0f, type);
+    auto weight = random_twin(pair, hidden, 163, 0.5f, 1.5f, type);
+    auto bias = random_twin(pair, hidden, 164, -1.0f, 1.0f, type);
+    auto sum = random_twin(pair, rows * hidden, 165, -1.0f, 1.0f, type);
+    auto y = random_twin(pair, rows * hidden, 166, -1.0f, 1.0f, type);
+    auto mean = random_twin(pair, rows, 167);
+    auto rstd = random_twin(pair, rows, 168);
+    auto rsum = random_twin(pair, rows * hidden, 169, -1.0f, 1.0f, type);
+    auto ry = random_twin(pair, rows * hidden, 170, -1.0f, 1.0f, type);
+    auto rrstd = random_twin(pair, rows, 171);
+    for (Side s : kSides) {
+      Backend& be = pair.on(s);
+      be.add_norm_forward(a(s), b(s), sum(s), weight(s), bias(s), rows, hidden, 1e-5f, y(s), mean(s), rstd(s));
+      be.add_norm_forward(a(s), b(s), rsum(s), weight(s), {}, rows, hidden, 1e-5f, ry(s), {}, rrstd(s));
+    }
+    // The sums are one rounding of the same two numbers; 2-byte normalised outputs may round to
+    // neighbouring numbers.
+    const double bound = type == FloatType::kF32 ? 1e-5 : 1e-2;
+    check_close(pair, sum, kExact, "add_norm_forward sum");
+    check_close(pair, y, bound, "add_norm_forward LayerNorm y");
+    check_close(pair, mean, kReduction, "add_norm_forward mean");
+    check_close(pair, rstd, kReduction, "add_norm_forward rstd");
+    check_close(pair, rsum, kExact, "add_norm_forward RMSNorm sum");
+    check_close(pair, ry, bound, "add_norm_forward RMSNorm y");
+    check_close(pair, rrstd, kReduction, "add_norm_forward RMSNorm rstd");
+  }
+}
+
 TEST_CASE("cuda ops: activations and dropout", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;

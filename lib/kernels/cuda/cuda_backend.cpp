@@ -319,6 +319,20 @@ void CudaBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, Cons
   cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, stream_);
 }
 
+void CudaBackend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
+                                      ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
+                                      FloatView mean, FloatView rstd) {
+  // The statistics are fp32 whatever the activations' type.
+  if (mean.is_fp32() && rstd.is_fp32()) {
+    const cuda::ScopedOp scope(profiler_.get(), "add_norm_forward");
+    if (cuda::add_norm_forward(a, b, weight, bias.empty() ? cuda::In() : cuda::In(bias), rows, hidden, eps, sum, y,
+                               mean.empty() ? nullptr : mean.data(), rstd.data(), stream_)) {
+      return;
+    }
+  }
+  Backend::do_add_norm_forward(a, b, sum, weight, bias, rows, hidden, eps, y, mean, rstd);
+}
+
 void CudaBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
                                       int64_t hidden, float eps, FloatArg y, FloatArg rstd) {
   const cuda::ScopedOp scope(profiler_.get(), "rms_norm_forward");

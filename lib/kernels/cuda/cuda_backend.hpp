@@ -89,6 +89,9 @@ private:
   void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                               ConstFloatArg mean, ConstFloatArg rstd, int64_t rows, int64_t hidden,
                               FloatArg dx, FloatArg dweight, FloatArg dbias) override;
+  void do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
+                           ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
+                           FloatView mean, FloatView rstd) override;
   void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows, int64_t hidden,
                            float eps, FloatArg y, FloatArg rstd) override;
   void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight, ConstFloatArg rstd,

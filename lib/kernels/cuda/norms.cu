@@ -138,15 +138,30 @@ void column_sums(In dy, In x, const float* mean, const float* rstd,
 // costs one read from memory; the scalar kernels above serve rows that cannot be vectorized.
 constexpr int kWarpsPerBlock = kRowThreads / 32;
 
-// mean == nullptr: RMSNorm (no centring, no bias).
-__global__ void norm_forward8_kernel(In x, In weight, In bias, int64_t rows, int64_t hidden,
-                                     float eps, Out y, float* mean, float* rstd) {
+// mean == nullptr: RMSNorm (no centring, no bias). With a residual, the row normalised is
+// sum = x + residual, written first in sum's type and read back by the passes below (each lane
+// rereads the groups it wrote), so the norm sees the rounded sum, as after a separate add.
+__global__ void norm_forward8_kernel(In x, In residual, In weight, In bias, int64_t rows, int64_t hidden,
+                                     float eps, Out sum, Out y, float* mean, float* rstd) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = threadIdx.x % 32;
   const int64_t n8 = hidden / 8;
-  const In xr = x + r * hidden;
+  In xr = x + r * hidden;
   float v[8];
+  if (residual != nullptr) {
+    const In rr = residual + r * hidden;
+    const Out sr = sum + r * hidden;
+    for (int64_t i = lane; i < n8; i += 32) {
+      float b[8];
+      load8(xr, i, v);
+      load8(rr, i, b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] += b[j];
+      store8(sr, i, v);
+    }
+    xr = In(sr.raw(), sr.type());
+  }
   float mu = 0.0f;
   if (mean != nullptr) {
     float sum = 0.0f;
@@ -326,8 +341,8 @@ void layer_norm_forward(In x, In weight, In bias, int64_t rows,
                         cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), bias.raw(), y.raw()})) {
-    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, weight, bias, rows, hidden,
-                                                                            eps, y, mean, rstd);
+    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), weight, bias, rows, hidden,
+                                                                            eps, Out(), y, mean, rstd);
     MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
     return;
   }
@@ -360,8 +375,8 @@ void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
                       Out y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), y.raw()})) {
-    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, weight, nullptr, rows,
-                                                                            hidden, eps, y, nullptr, rstd);
+    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), weight, In(), rows,
+                                                                            hidden, eps, Out(), y, nullptr, rstd);
     MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
     return;
   }
@@ -385,6 +400,16 @@ void rms_norm_backward(In dy, In x, In weight, const float* rstd,
   norm_backward_input_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       dy, x, weight, nullptr, rstd, hidden, dx);
   MGT_CUDA_CHECK_LAUNCH(norm_backward_input_kernel);
+}
+
+bool add_norm_forward(In a, In b, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out sum, Out y,
+                      float* mean, float* rstd, cudaStream_t stream) {
+  if (!vectorizable(hidden, {a.raw(), b.raw(), weight.raw(), bias.raw(), sum.raw(), y.raw()})) return false;
+  if (rows == 0) return true;
+  norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(a, b, weight, bias, rows, hidden, eps,
+                                                                          sum, y, mean, rstd);
+  MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
+  return true;
 }
 
 void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream) {
