@@ -145,8 +145,8 @@ void CudaBackend::set_deterministic(bool deterministic) {
 }
 
 bool CudaBackend::takes_reduced_precision(std::string_view op) const {
-  // Every operation on activations reads and writes bf16 and fp16 storage natively; the optimizer's, the
-  // loss statistics' and the gradient norm's operands are fp32 anyway.
+  // Every operation on activations reads and writes bf16 and fp16 storage natively; the
+  // optimizer's, the loss statistics' and the gradient norm's operands are fp32 anyway.
   static constexpr std::string_view kFp32Only[] = {"masked_loss_sum", "masked_loss_grad",
                                                    "cross_entropy_loss", "adamw_step",
                                                    "sum_of_squares"};

@@ -188,7 +188,10 @@ void LtMatmul::choose_by_timing(Plan& p, const void* a, const void* b, float bet
   MGT_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   if (capture != cudaStreamCaptureStatusNone) return;  // the heuristic's first choice stays
   // Every timed run writes D (and a GELU epilogue's aux) with the values of the call itself, so
-  // only an accumulation (beta != 0) must get its D back.
+  // only an accumulation (beta != 0) must get its D back. A D that overwrites an operand (the
+  // gradient through a GELU written over its saved input) would change the later runs' inputs:
+  // such a call keeps the heuristic's choice.
+  if (d == a || d == b || d == aux.data) return;
   std::vector<unsigned char> saved;
   if (beta != 0.0f) {
     saved.resize(static_cast<size_t>(p.d_bytes));
