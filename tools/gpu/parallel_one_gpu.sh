@@ -36,6 +36,8 @@ for precision in fp32 bf16; do
                 "pp2:2:--pipeline-model-parallel-size 2" \
                 "dp2:2:" \
                 "dp2-distopt:2:--use-distributed-optimizer" \
+                "dp2-overlap:2:--overlap-grad-reduce --ddp-bucket-size 100000" \
+                "dp2-distopt-overlap:2:--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 100000" \
                 "tp2-pp2:4:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"; do
     IFS=: read -r name n flags <<< "$layout"
     # shellcheck disable=SC2086
