@@ -89,6 +89,7 @@ class ByteBpeEncoder {
 public:
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void encode(const ByteBpeTables& t, std::string_view piece, std::vector<TokenId>& out);
+
 private:
   void encode_uncached(const ByteBpeTables& t, std::string_view piece);
   void start_from_characters(const ByteBpeTables& t, std::string_view piece);

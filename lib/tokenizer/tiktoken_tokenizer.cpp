@@ -3,7 +3,6 @@
 #include <simdjson.h>
 
 #include <array>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.hpp"
