@@ -8,45 +8,50 @@
 
 namespace mgt {
 
-std::uint32_t ByteBpeTables::intern(std::string_view bytes) {
-  auto [it, inserted] = symbols_.try_emplace(std::string(bytes), static_cast<std::uint32_t>(symbol_token_.size()));
-  if (inserted) {
-    symbol_token_.push_back(kNoToken);
-    symbol_index_.clear();  // stale until the next finish()
+std::uint64_t ByteBpeTables::hash_bytes(std::string_view bytes) {
+  if (bytes.empty()) return 0;
+  return gpt2::hash_piece(bytes.data(), bytes.size(), gpt2::piece_head(bytes.data(), bytes.size()));
+}
+
+std::size_t ByteBpeTables::find_slot(std::string_view bytes, std::uint64_t hash) const {
+  for (std::size_t i = hash & symbol_mask_;; i = (i + 1) & symbol_mask_) {
+    const SymbolSlot& s = symbol_index_[i];
+    if (s.symbol == kEmptySlot) return i;
+    if (s.hash == hash && s.length == bytes.size() &&
+        (bytes.empty() || std::memcmp(symbol_bytes_.data() + s.offset, bytes.data(), bytes.size()) == 0))
+      return i;
   }
-  return it->second;
+}
+
+std::uint32_t ByteBpeTables::intern(std::string_view bytes) {
+  const std::uint64_t hash = hash_bytes(bytes);
+  const std::size_t i = find_slot(bytes, hash);
+  if (symbol_index_[i].symbol != kEmptySlot) return symbol_index_[i].symbol;
+  if (symbol_bytes_.size() + bytes.size() >= UINT32_MAX) throw Error("BPE: the vocabulary's tokens exceed 4 GiB");
+  const auto symbol = static_cast<std::uint32_t>(symbol_token_.size());
+  symbol_index_[i] = SymbolSlot{hash, static_cast<std::uint32_t>(symbol_bytes_.size()),
+                                static_cast<std::uint32_t>(bytes.size()), symbol};
+  symbol_bytes_ += bytes;
+  symbol_token_.push_back(kNoToken);
+  if (2 * ++interned_ > symbol_index_.size()) grow_symbol_index();
+  return symbol;
 }
 
 std::optional<std::uint32_t> ByteBpeTables::symbol_of(std::string_view bytes) const {
-  if (symbol_index_.empty()) {
-    auto it = symbols_.find(std::string(bytes));
-    if (it == symbols_.end()) return std::nullopt;
-    return it->second;
-  }
-  const std::uint64_t hash = std::hash<std::string_view>{}(bytes);
-  for (std::size_t i = hash & symbol_mask_;; i = (i + 1) & symbol_mask_) {
-    const SymbolSlot& s = symbol_index_[i];
-    if (s.symbol == kEmptySlot) return std::nullopt;
-    if (s.hash == hash && s.length == bytes.size() &&
-        (bytes.empty() || std::memcmp(symbol_bytes_.data() + s.offset, bytes.data(), bytes.size()) == 0))
-      return s.symbol;
-  }
+  const SymbolSlot& s = symbol_index_[find_slot(bytes, hash_bytes(bytes))];
+  if (s.symbol == kEmptySlot) return std::nullopt;
+  return s.symbol;
 }
 
-void ByteBpeTables::build_symbol_index() {
-  std::size_t capacity = 16;
-  while (capacity < 2 * symbols_.size()) capacity *= 2;
-  symbol_index_.assign(capacity, SymbolSlot{0, 0, 0, kEmptySlot});
-  symbol_mask_ = capacity - 1;
-  symbol_bytes_.clear();
-  for (const auto& [bytes, symbol] : symbols_) {
-    if (symbol_bytes_.size() + bytes.size() >= UINT32_MAX) throw Error("BPE: the vocabulary's tokens exceed 4 GiB");
-    const std::uint64_t hash = std::hash<std::string_view>{}(bytes);
-    std::size_t i = hash & symbol_mask_;
+void ByteBpeTables::grow_symbol_index() {
+  std::vector<SymbolSlot> old(2 * symbol_index_.size(), SymbolSlot{0, 0, 0, kEmptySlot});
+  old.swap(symbol_index_);
+  symbol_mask_ = symbol_index_.size() - 1;
+  for (const SymbolSlot& s : old) {
+    if (s.symbol == kEmptySlot) continue;
+    std::size_t i = s.hash & symbol_mask_;
     while (symbol_index_[i].symbol != kEmptySlot) i = (i + 1) & symbol_mask_;
-    symbol_index_[i] = SymbolSlot{hash, static_cast<std::uint32_t>(symbol_bytes_.size()),
-                                  static_cast<std::uint32_t>(bytes.size()), symbol};
-    symbol_bytes_ += bytes;
+    symbol_index_[i] = s;
   }
 }
 
@@ -57,7 +62,7 @@ void ByteBpeTables::add_merge(std::uint32_t left, std::uint32_t right, std::uint
 
 void ByteBpeTables::finish() {
   for (int b = 0; b < 256; ++b) byte_symbol_[b] = intern(std::string(1, static_cast<char>(b)));
-  // A symbol no string maps to: not in symbols_, so no vocabulary entry or merge can name it.
+  // A symbol no string maps to: not in the index, so no vocabulary entry or merge can name it.
   unknown_symbol_ = static_cast<std::uint32_t>(symbol_token_.size());
   symbol_token_.push_back(kNoToken);
   // MergeTable::set lets a later entry win; insert in reverse so that the first one does.
@@ -66,23 +71,37 @@ void ByteBpeTables::finish() {
     merges_.set((*it)[0], (*it)[1], (*it)[2], (*it)[3]);
   pending_merges_.clear();
   pending_merges_.shrink_to_fit();
-  build_symbol_index();
 }
 
 void ByteBpeEncoder::encode(const ByteBpeTables& t, std::string_view piece, std::vector<TokenId>& out) {
   if (piece.empty()) return;
-  if (t.ignore_merges) {
-    if (auto s = t.symbol_of(piece); s && t.token_of(*s) != ByteBpeTables::kNoToken) {
-      out.push_back(t.token_of(*s));
+  if (piece.size() == 1) {
+    // One byte is one symbol in every mode (char_symbols interns it as the byte's symbol).
+    const TokenId id = t.token_of(t.byte_symbol(static_cast<unsigned char>(piece[0])));
+    if (id != ByteBpeTables::kNoToken) {
+      out.push_back(id);
       return;
     }
   }
-  const bool cacheable = piece.size() <= kMaxCachedPiece;
-  std::string key;
-  if (cacheable) {
-    key.assign(piece);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+  if (piece.size() > gpt2::PieceCache::kMaxPieceBytes) {
+    encode_uncached(t, piece);
+    out.insert(out.end(), piece_ids_.begin(), piece_ids_.end());
+    return;
+  }
+  const std::uint64_t head = gpt2::piece_head(piece.data(), piece.size());
+  const std::uint64_t hash = gpt2::hash_piece(piece.data(), piece.size(), head);
+  if (cache_.append_cached(piece, head, hash, out)) return;
+  encode_uncached(t, piece);
+  cache_.insert(piece, head, hash, piece_ids_);
+  out.insert(out.end(), piece_ids_.begin(), piece_ids_.end());
+}
+
+// The ids of one piece into piece_ids_.
+void ByteBpeEncoder::encode_uncached(const ByteBpeTables& t, std::string_view piece) {
+  piece_ids_.clear();
+  if (t.ignore_merges) {
+    if (auto s = t.symbol_of(piece); s && t.token_of(*s) != ByteBpeTables::kNoToken) {
+      piece_ids_.push_back(t.token_of(*s));
       return;
     }
   }
@@ -94,13 +113,7 @@ void ByteBpeEncoder::encode(const ByteBpeTables& t, std::string_view piece, std:
   }
   if (syms_.size() <= kLongPiece) merge_short(t);
   else merge_long(t);
-  piece_ids_.clear();
   emit(t, piece_ids_);
-  out.insert(out.end(), piece_ids_.begin(), piece_ids_.end());
-  if (cacheable) {
-    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-    cache_.emplace(std::move(key), piece_ids_);
-  }
 }
 
 void ByteBpeEncoder::start_from_characters(const ByteBpeTables& t, std::string_view piece) {

@@ -3,7 +3,6 @@
 #include <simdjson.h>
 
 #include <array>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.hpp"
@@ -215,24 +214,25 @@ std::unique_ptr<TikTokenizer> TikTokenizer::load(const TikTokenOptions& options)
   t->eos = special_id("</s>");
   t->bos = special_id("<s>");
 
-  std::unordered_map<std::string_view, std::uint32_t> rank_of;
-  rank_of.reserve(ranks.size());
-  for (std::size_t r = 0; r < ranks.size(); ++r)
-    if (!rank_of.emplace(ranks[r], static_cast<std::uint32_t>(r)).second)
-      fail(path, "rank " + std::to_string(r) + " repeats the bytes of rank " + std::to_string(rank_of[ranks[r]]));
-  for (std::size_t r = 0; r < ranks.size(); ++r)
-    t->bpe.set_token(t->bpe.intern(ranks[r]), static_cast<TokenId>(r + static_cast<std::size_t>(num_special)));
+  const auto first_id = static_cast<TokenId>(num_special);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const std::uint32_t symbol = t->bpe.intern(ranks[r]);
+    if (const TokenId seen = t->bpe.token_of(symbol); seen != ByteBpeTables::kNoToken)
+      fail(path, "rank " + std::to_string(r) + " repeats the bytes of rank " + std::to_string(seen - first_id));
+    t->bpe.set_token(symbol, static_cast<TokenId>(r) + first_id);
+  }
   // tiktoken merges the adjacent pair whose concatenation has the lowest rank: every way of
-  // cutting a token into two tokens is a merge of that token's rank.
+  // cutting a token into two tokens is a merge of that token's rank. Every symbol interned so
+  // far is a rank's, so symbol_of finds exactly the ranks.
   for (std::size_t r = 256; r < ranks.size(); ++r) {
     const std::string_view whole = ranks[r];
     const std::uint32_t merged = *t->bpe.symbol_of(whole);
     for (std::size_t k = 1; k < whole.size(); ++k) {
-      auto left = rank_of.find(whole.substr(0, k));
-      auto right = rank_of.find(whole.substr(k));
-      if (left == rank_of.end() || right == rank_of.end()) continue;
-      t->bpe.add_merge(*t->bpe.symbol_of(ranks[left->second]), *t->bpe.symbol_of(ranks[right->second]),
-                       static_cast<std::uint32_t>(r), merged);
+      const auto left = t->bpe.symbol_of(whole.substr(0, k));
+      if (!left) continue;
+      const auto right = t->bpe.symbol_of(whole.substr(k));
+      if (!right) continue;
+      t->bpe.add_merge(*left, *right, static_cast<std::uint32_t>(r), merged);
     }
   }
   t->bpe.ignore_merges = true;

@@ -1,8 +1,11 @@
 #include "tokenizer/tiktoken_v2_pretokenizer.hpp"
 
 #include <array>
+#include <bit>
+#include <cstdint>
 
 #include "core/utf8.hpp"
+#include "tokenizer/gpt2_piece_cache.hpp"
 
 namespace mgt::tiktoken_v2 {
 namespace {
@@ -39,6 +42,9 @@ constexpr std::array<std::uint8_t, 128> make_ascii_classes() {
 
 constexpr std::array<std::uint8_t, 128> kAsciiClass = make_ascii_classes();
 
+inline bool is_line_break(char b) { return b == '\r' || b == '\n'; }
+inline bool is_ascii_lower(char b) { return b >= 'a' && b <= 'z'; }
+
 struct Char {
   std::uint8_t cls;
   std::size_t len;
@@ -68,6 +74,28 @@ inline std::size_t run_end(std::string_view text, std::size_t pos, std::uint8_t 
       pos += c.len;
     }
   }
+  return pos;
+}
+
+// End of the lower-set run that starts at pos: eight ASCII bytes per step, where the loop over
+// characters mispredicted its exit once per word; the general loop takes over at a non-ASCII
+// byte. A byte is an ASCII lowercase letter when it has no high bit, adding 0x1F sets the high
+// bit (>= 'a') and adding 0x05 does not (<= 'z'). A carry out of a byte only disturbs the bytes
+// after it, and it comes from a byte of 0xE1 or more, which already ends the run.
+inline std::size_t lower_run_end(std::string_view text, std::size_t pos, const Classes& classes) {
+  constexpr std::uint64_t kHigh = 0x8080808080808080ull;
+  const std::size_t n = text.size();
+  while (pos + 8 <= n) {
+    const std::uint64_t x = gpt2::load64(text.data() + pos);
+    const std::uint64_t lower = (x + 0x1F1F1F1F1F1F1F1Full) & ~(x + 0x0505050505050505ull) & ~x & kHigh;
+    if (const std::uint64_t other = ~lower & kHigh) {
+      pos += static_cast<std::size_t>(std::countr_zero(other)) / 8;
+      break;
+    }
+    pos += 8;
+  }
+  while (pos < n && is_ascii_lower(text[pos])) ++pos;
+  if (pos < n && static_cast<unsigned char>(text[pos]) >= 0x80) return run_end(text, pos, kLowerSet, classes);
   return pos;
 }
 
@@ -110,8 +138,36 @@ std::size_t match_upper_then_any_lower(std::string_view text, std::size_t start,
   return run_end(text, end, kLowerSet, classes);
 }
 
-inline bool is_line_break(char b) { return b == '\r' || b == '\n'; }
-inline bool is_ascii_lower(char b) { return b >= 'a' && b <= 'z'; }
+// D after its first character: [\r\n/]* cannot fail, so [symbol]+ keeps its whole run.
+inline std::size_t symbols_then_breaks(std::string_view text, std::size_t from, const Classes& classes) {
+  std::size_t end = run_end(text, from, kSymbol, classes);
+  while (end < text.size() && (is_line_break(text[end]) || text[end] == '/')) ++end;
+  return end;
+}
+
+// The pieces of ASCII text that are no lowercase word, decided by their first two bytes, or
+// kNoMatch for the general path. Both bytes are ASCII and pos + 1 < text.size().
+inline std::size_t ascii_piece_end(std::string_view text, std::size_t pos, const Classes& classes) {
+  const std::uint8_t c0 = kAsciiClass[static_cast<unsigned char>(text[pos])];
+  const std::uint8_t c1 = kAsciiClass[static_cast<unsigned char>(text[pos + 1])];
+  // A capital word, after an optional prefix (" The", "(The", "THE"): [A-Z]+ then, if ASCII
+  // follows, A takes [a-z]+ when a lowercase letter follows and fails otherwise (no ASCII capital
+  // is in the lower set), and B then takes just the capitals. The optional prefix makes no
+  // difference: without it A and B find the same ends.
+  const std::size_t upper = (c0 & kPrefix) && c1 == kUpper ? pos + 1 : pos;
+  if (kAsciiClass[static_cast<unsigned char>(text[upper])] == kUpper) {
+    std::size_t end = upper + 1;
+    while (end < text.size() && text[end] >= 'A' && text[end] <= 'Z') ++end;
+    if (end == text.size()) return end;
+    if (static_cast<unsigned char>(text[end]) < 0x80)
+      return is_ascii_lower(text[end]) ? lower_run_end(text, end + 1, classes) : end;
+    return kNoMatch;
+  }
+  // A symbol (kOther is a prefix and a symbol) before no letter: A and B find no letter after
+  // it or at it, C wants a number, and D (not starting at a space) takes the symbols.
+  if (c0 == kOther && !(c1 & (kUpperSet | kLowerSet))) return symbols_then_breaks(text, pos + 1, classes);
+  return kNoMatch;
+}
 
 }  // namespace
 
@@ -120,9 +176,11 @@ std::size_t piece_end(std::string_view text, std::size_t pos, const Classes& cla
   // Most pieces of ASCII text are a lowercase word, alone or after a space. A lowercase letter
   // is no prefix and not in the upper set, so A's [upper]* is empty and [lower]+ takes the word;
   // after a space, the space is A's prefix.
-  if (is_ascii_lower(text[pos])) return run_end(text, pos + 1, kLowerSet, classes);
-  if (text[pos] == ' ' && pos + 1 < n && is_ascii_lower(text[pos + 1]))
-    return run_end(text, pos + 2, kLowerSet, classes);
+  if (is_ascii_lower(text[pos])) return lower_run_end(text, pos + 1, classes);
+  if (pos + 1 < n && static_cast<unsigned char>(text[pos]) < 0x80 && static_cast<unsigned char>(text[pos + 1]) < 0x80) {
+    if (text[pos] == ' ' && is_ascii_lower(text[pos + 1])) return lower_run_end(text, pos + 2, classes);
+    if (const std::size_t end = ascii_piece_end(text, pos, classes); end != kNoMatch) return end;
+  }
 
   const Char c = char_at(text, pos, classes);
   const bool prefix = c.cls & kPrefix;
@@ -144,17 +202,12 @@ std::size_t piece_end(std::string_view text, std::size_t pos, const Classes& cla
   // C: one number character.
   if (c.cls & kNumber) return pos + c.len;
 
-  // D: [\r\n/]* cannot fail, so [symbol]+ keeps its whole run.
-  auto symbols_then_breaks = [&](std::size_t from) {
-    std::size_t end = run_end(text, from, kSymbol, classes);
-    while (end < n && (is_line_break(text[end]) || text[end] == '/')) ++end;
-    return end;
-  };
+  // D.
   if (text[pos] == ' ' && pos + 1 < n) {
     const Char d = char_at(text, pos + 1, classes);
-    if (d.cls & kSymbol) return symbols_then_breaks(pos + 1 + d.len);
+    if (d.cls & kSymbol) return symbols_then_breaks(text, pos + 1 + d.len, classes);
   }
-  if (c.cls & kSymbol) return symbols_then_breaks(pos + c.len);
+  if (c.cls & kSymbol) return symbols_then_breaks(text, pos + c.len, classes);
 
   // Only whitespace is left. E: \s* gives back characters until [\r\n]+ can start, at the run's
   // last line break, and [\r\n]+ ends right after it. F: \s+ gives back its last character when

@@ -78,3 +78,21 @@ TEST_CASE("tiktoken: tiktoken's own BASE64 RANK file gives the same ids", "[tikt
   for (const char* text : {"Hello world, it's 2024!", "  spaces\n\nand lines", "中文 emoji 😀"})
     CHECK(tok->tokenize(text) == json->tokenize(text));
 }
+
+TEST_CASE("tiktoken: a rank that repeats another's bytes is refused, naming both", "[tiktoken][tokenizer]") {
+  // tiktoken-bpe.json as a .tiktoken file, with rank 700 given the bytes of rank 300.
+  const std::string path = test::scratch_dir("tiktoken-repeat") + "/ranks.tiktoken";
+  {
+    simdjson::dom::parser parser;
+    std::vector<std::string_view> bytes;
+    for (simdjson::dom::element e : parser.load(test::dataset_path("tokenizer-tests/tiktoken-bpe.json")).get_array())
+      bytes.push_back(e["token_bytes"].get_string());
+    REQUIRE(bytes.size() > 700);
+    bytes[700] = bytes[300];
+    std::ofstream out(path);
+    for (std::size_t r = 0; r < bytes.size(); ++r) out << bytes[r] << ' ' << r << '\n';
+  }
+  TikTokenOptions repeat = options("v1", 809, 10);
+  repeat.path = path;
+  CHECK_THROWS_WITH(TikTokenizer::load(repeat), Catch::Contains("rank 700 repeats the bytes of rank 300"));
+}

@@ -156,6 +156,32 @@ TEST_CASE("tiktoken v2 split: random texts cut exactly as ICU's regex cuts them"
   }
 }
 
+// Mostly ASCII, for the matcher's shortcuts: long lowercase runs (read eight bytes at a time)
+// ending in each byte next to 'a'..'z' and 'A'..'Z', at a non-ASCII letter, a mark or a byte
+// that is not UTF-8 (whose high bit and carries the eight-byte test must handle), and at the
+// text's end; capitals after every kind of prefix.
+const std::vector<std::string> kAsciiPool = {
+    "abcdefgh", "wordsandwords", "z", "a", "q", "A", "Z", "THE", "The", "`", "{", "@", "[", "~",
+    "\x7F", " ", " ", "\n", "\t", ".", ",", "(", "'", "0", "/",
+    "\xC3\xA9", "\xC3\x89", "\xCC\x81", "\xE4\xB8\xAD", "\xE2\x80\x8D", "\xFF", "\xE1", "\x80",
+    "\xFB", "\xC2\xA0",
+};
+
+TEST_CASE("tiktoken v2 split: random mostly-ASCII texts cut exactly as ICU's regex cuts them",
+          "[tiktoken][split][tokenizer]") {
+  Icu icu;
+  std::mt19937 rng(2026);
+  std::uniform_int_distribution<std::size_t> length(0, 24), pick(0, kAsciiPool.size() - 1);
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    for (std::size_t n = length(rng); n > 0; --n) text += kAsciiPool[pick(rng)];
+    const Pieces hand = hand_pieces(text), reference = icu.pieces(text);
+    INFO("text: " << text);
+    INFO(first_difference(hand, reference));
+    REQUIRE(hand == reference);
+  }
+}
+
 TEST_CASE("tiktoken v2 split: the class table agrees with ICU's regex classes on every code point",
           "[tiktoken][split][tokenizer]") {
   std::string all;
