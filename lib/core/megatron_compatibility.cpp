@@ -1,5 +1,7 @@
 #include "core/megatron_compatibility.hpp"
 
+#include <utility>
+
 namespace mgt {
 
 namespace {
@@ -116,6 +118,14 @@ std::string ignored_flags_help(const CommandLineRules& rules) {
     column += 1 + name.size();
   }
   return text + "\n";
+}
+
+CommandLineRules table_command_line_rules(std::span<const FlagDefinition> flags,
+                                          std::map<std::string, std::string> refused) {
+  CommandLineRules rules{flag_arities(flags), std::move(refused), true};
+  rules.known["--version"] = FlagArity::None;  // answered before parsing (core/program_main.hpp)
+  add_megatron_compatibility_flags(rules);
+  return rules;
 }
 
 }  // namespace mgt

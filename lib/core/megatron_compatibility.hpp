@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/command_line.hpp"
+#include "core/flag_table.hpp"
 
 namespace mgt {
 
@@ -26,6 +27,11 @@ std::span<const RenamedFlag> renamed_megatron_flags();
 // Adds to `rules` the runtime flags that the program neither takes nor refuses itself, and refuses
 // each renamed flag whose successor the program takes.
 void add_megatron_compatibility_flags(CommandLineRules& rules);
+
+// The rules of a program whose flags are all in `flags` (its flag table): those flags and
+// --version known, `refused` refused, then the compatibility flags above.
+CommandLineRules table_command_line_rules(std::span<const FlagDefinition> flags,
+                                          std::map<std::string, std::string> refused);
 
 // The --help paragraph naming the flags `rules` accepts and ignores; "" when none.
 std::string ignored_flags_help(const CommandLineRules& rules);

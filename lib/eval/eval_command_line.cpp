@@ -45,10 +45,7 @@ cxxopts::Options make_options() {
 // The program's flags, its refusals, and the Megatron flags every program treats alike.
 CommandLineRules command_line_rules() {
   EvalFlagFields defaults;
-  CommandLineRules rules{flag_arities(eval_flags(defaults)), kRefusedFlags, true};
-  rules.known["--version"] = FlagArity::None;  // answered before parsing (core/program_main.hpp)
-  add_megatron_compatibility_flags(rules);
-  return rules;
+  return table_command_line_rules(eval_flags(defaults), kRefusedFlags);
 }
 
 // What the values of single flags cannot tell, and the fields made of several values.

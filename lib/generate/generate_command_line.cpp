@@ -40,10 +40,7 @@ cxxopts::Options make_options() {
 // The program's flags, its refusals, and the Megatron flags every program treats alike.
 CommandLineRules command_line_rules() {
   GenerateFlagFields defaults;
-  CommandLineRules rules{flag_arities(generate_flags(defaults)), kRefusedFlags, true};
-  rules.known["--version"] = FlagArity::None;  // answered before parsing (core/program_main.hpp)
-  add_megatron_compatibility_flags(rules);
-  return rules;
+  return table_command_line_rules(generate_flags(defaults), kRefusedFlags);
 }
 
 // --host and --port serve; with --server, the per-prompt flags have nothing to set.

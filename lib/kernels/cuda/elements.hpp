@@ -59,7 +59,6 @@ public:
   MGT_HOST_DEVICE bool operator!=(std::nullptr_t) const { return p_ != nullptr; }
   MGT_HOST_DEVICE FloatType type() const { return type_; }
   MGT_HOST_DEVICE bool bf16() const { return type_ == FloatType::kBf16; }
-  MGT_HOST_DEVICE bool f16() const { return type_ == FloatType::kF16; }
   // bf16 or fp16: two bytes per element.
   MGT_HOST_DEVICE bool narrow() const { return type_ != FloatType::kF32; }
   MGT_HOST_DEVICE int64_t element_bytes() const { return type_ == FloatType::kF32 ? 4 : 2; }
@@ -86,7 +85,6 @@ public:
   MGT_HOST_DEVICE bool operator!=(std::nullptr_t) const { return p_ != nullptr; }
   MGT_HOST_DEVICE FloatType type() const { return type_; }
   MGT_HOST_DEVICE bool bf16() const { return type_ == FloatType::kBf16; }
-  MGT_HOST_DEVICE bool f16() const { return type_ == FloatType::kF16; }
   MGT_HOST_DEVICE bool narrow() const { return type_ != FloatType::kF32; }
   MGT_HOST_DEVICE int64_t element_bytes() const { return type_ == FloatType::kF32 ? 4 : 2; }
   MGT_HOST_DEVICE void* raw() const { return p_; }
