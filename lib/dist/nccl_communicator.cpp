@@ -57,12 +57,14 @@ public:
     // Destructors do not throw. Queued operations run to their end first: NCCL must not be torn
     // down under them.
     cudaSetDevice(device_);
-    if (comm_ && ordered_) drain();
+    if (comm_ && ordered_) drain(stream_);
+    if (comm_ && side_stream_) drain(side_stream_);
     while (!queued_.empty()) release_oldest();
     for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
     if (comm_) ncclCommDestroy(comm_);
     if (scratch_) cudaFree(scratch_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
+    if (side_stream_) cudaStreamDestroy(side_stream_);
   }
 
   const char* transport() const override { return "nccl"; }
@@ -178,13 +180,7 @@ private:
     check_async_error(op.operation);
     retire_completed();
     if (!watchdog()) return;
-    cudaEvent_t done = nullptr;
-    if (spare_events_.empty()) {
-      MGT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    } else {
-      done = spare_events_.back();
-      spare_events_.pop_back();
-    }
+    cudaEvent_t done = take_event();
     MGT_CUDA_CHECK(cudaEventRecord(done, stream_));
     // Asked on the watchdog's thread, past the deadline only; that thread's current device
     // must be this one, or the query could start a context on another GPU.
@@ -193,6 +189,17 @@ private:
                          return cudaSetDevice(device) == cudaSuccess &&
                                 cudaEventQuery(done) == cudaSuccess;
                        })});
+  }
+
+  cudaEvent_t take_event() {
+    cudaEvent_t event = nullptr;
+    if (spare_events_.empty()) {
+      MGT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    } else {
+      event = spare_events_.back();
+      spare_events_.pop_back();
+    }
+    return event;
   }
 
   // Ends the watch of the queued operations that have run (they run in queue order).
@@ -212,12 +219,12 @@ private:
     queued_.pop_front();
   }
 
-  // For the destructor: waits for the caller's stream, giving up (and aborting NCCL, which
+  // For the destructor: waits for one of the streams, giving up (and aborting NCCL, which
   // frees the stream) when NCCL reports a failed peer. Operations still watched end the job
   // through the watchdog if they never finish.
-  void drain() noexcept {
+  void drain(cudaStream_t stream) noexcept {
     for (;;) {
-      if (cudaStreamQuery(stream_) != cudaErrorNotReady) return;
+      if (cudaStreamQuery(stream) != cudaErrorNotReady) return;
       ncclResult_t async = ncclSuccess;
       if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess ||
           (async != ncclSuccess && async != ncclInProgress)) {
@@ -295,20 +302,24 @@ private:
   // rooted at the chunk's rank, in place: NCCL has no reduce-scatter of unequal chunks.
   void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
                                 ReduceOp op) override {
-    chunked(data, counts, "reduce_scatter", reduce_op_name(op), [&](void* chunk, std::size_t n, int root) {
-      MGT_NCCL_CHECK(ncclReduce(chunk, chunk, n, nccl_type(data.type), nccl_op(op), root, comm_, stream_));
+    chunked(data, counts, "reduce_scatter", reduce_op_name(op), stream_,
+            [&](void* chunk, std::size_t n, int root, cudaStream_t stream) {
+      MGT_NCCL_CHECK(ncclReduce(chunk, chunk, n, nccl_type(data.type), nccl_op(op), root, comm_, stream));
     });
   }
 
   void do_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts) override {
-    chunked(data, counts, "all_gather", nullptr, [&](void* chunk, std::size_t n, int root) {
-      MGT_NCCL_CHECK(ncclBroadcast(chunk, chunk, n, nccl_type(data.type), root, comm_, stream_));
+    chunked(data, counts, "all_gather", nullptr, stream_,
+            [&](void* chunk, std::size_t n, int root, cudaStream_t stream) {
+      MGT_NCCL_CHECK(ncclBroadcast(chunk, chunk, n, nccl_type(data.type), root, comm_, stream));
     });
   }
 
+  // `stream`: stream_, or the side stream for a started operation on device memory (which
+  // needs no staging, so view() queues nothing on stream_).
   template <typename PerChunk>
   void chunked(RecvBuffer data, std::span<const std::int64_t> counts, const char* name,
-               const char* reduce, PerChunk per_chunk) {
+               const char* reduce, cudaStream_t stream, PerChunk per_chunk) {
     if (data.count == 0) return;
     use_device();
     reserve_for(data);
@@ -318,12 +329,125 @@ private:
     std::size_t offset = 0;
     for (int r = 0; r < size(); ++r) {
       const std::size_t n = count_of(counts[static_cast<std::size_t>(r)]);
-      if (n > 0) per_chunk(static_cast<std::byte*>(v.device) + offset * element, n, r);
+      if (n > 0) per_chunk(static_cast<std::byte*>(v.device) + offset * element, n, r, stream);
       offset += n;
     }
     MGT_NCCL_CHECK(ncclGroupEnd());
+    if (stream != stream_) return;  // the started form completes through its PendingTransfer
     store(v);
     complete(operation(name, data.count, data.type, reduce), v.host != nullptr);
+  }
+
+  // ---- started operations: on the side stream, so that they run beside the compute ----
+  // A started operation on this device's memory, on a stream-ordered communicator, waits on the
+  // side stream for what stream_ had queued when it started, runs there while stream_ goes on
+  // with the backward (or forward), and at wait() stream_ waits for it on the device: no host
+  // synchronisation either way. NCCL runs one communicator's kernels in the order they were
+  // issued whatever their streams, so the ranks' common order of operations still holds.
+  // Anything else (host memory, an unordered communicator) runs as the blocking form.
+  class SidePending final : public PendingTransfer {
+  public:
+    SidePending(NcclCommunicator& owner, cudaEvent_t done, InFlightOperation op)
+        : owner_(&owner), done_(done), op_(op) {}
+    ~SidePending() override {
+      if (done_) owner_->end_started(done_, op_, /*report=*/false);
+    }
+    void wait() override {
+      cudaEvent_t done = done_;
+      done_ = nullptr;
+      owner_->end_started(done, op_, /*report=*/true);
+    }
+
+  private:
+    NcclCommunicator* owner_;
+    cudaEvent_t done_;
+    InFlightOperation op_;
+  };
+
+  bool runs_beside(RecvBuffer data) const {
+    return ordered_ && data.count > 0 && data.space == MemorySpace::Backend && on_this_device(data.data);
+  }
+
+  // The side stream, made on first use with the highest priority: a collective's few blocks are
+  // scheduled ahead of the compute kernels' waiting ones, so the transfer keeps moving.
+  cudaStream_t side_stream() {
+    if (!side_stream_) {
+      int least = 0, greatest = 0;
+      MGT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      MGT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, greatest));
+    }
+    return side_stream_;
+  }
+
+  // Before a started operation: the side stream waits for stream_'s work so far.
+  cudaStream_t begin_started() {
+    use_device();
+    cudaStream_t side = side_stream();
+    cudaEvent_t ready = take_event();
+    MGT_CUDA_CHECK(cudaEventRecord(ready, stream_));
+    MGT_CUDA_CHECK(cudaStreamWaitEvent(side, ready, 0));
+    // Reusable at once: the wait captured the event's current state.
+    spare_events_.push_back(ready);
+    return side;
+  }
+
+  std::unique_ptr<PendingTransfer> finish_started(const InFlightOperation& op) {
+    check_async_error(op.operation);
+    cudaEvent_t done = take_event();
+    MGT_CUDA_CHECK(cudaEventRecord(done, side_stream_));
+    return std::make_unique<SidePending>(*this, done, op);
+  }
+
+  // stream_ waits for the started operation; it stays watched until stream_ has passed that
+  // point (queued()). Without `report` (a handle dropped while unwinding) errors are swallowed.
+  void end_started(cudaEvent_t done, const InFlightOperation& op, bool report) {
+    try {
+      use_device();
+      MGT_CUDA_CHECK(cudaStreamWaitEvent(stream_, done, 0));
+      spare_events_.push_back(done);
+      if (comm_) queued(op);
+    } catch (...) {
+      if (report) throw;
+    }
+  }
+
+  std::unique_ptr<PendingTransfer> do_start_all_reduce(RecvBuffer data, ReduceOp op) override {
+    if (!runs_beside(data)) {
+      do_all_reduce(data, op);
+      return nullptr;
+    }
+    cudaStream_t side = begin_started();
+    MGT_NCCL_CHECK(ncclAllReduce(data.data, data.data, count_of(data.count), nccl_type(data.type),
+                                 nccl_op(op), comm_, side));
+    return finish_started(operation("all_reduce", data.count, data.type, reduce_op_name(op)));
+  }
+
+  std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
+      RecvBuffer data, std::span<const std::int64_t> counts, ReduceOp op) override {
+    if (!runs_beside(data)) {
+      do_reduce_scatter_chunks(data, counts, op);
+      return nullptr;
+    }
+    cudaStream_t side = begin_started();
+    chunked(data, counts, "reduce_scatter", reduce_op_name(op), side,
+            [&](void* chunk, std::size_t n, int root, cudaStream_t stream) {
+      MGT_NCCL_CHECK(ncclReduce(chunk, chunk, n, nccl_type(data.type), nccl_op(op), root, comm_, stream));
+    });
+    return finish_started(operation("reduce_scatter", data.count, data.type, reduce_op_name(op)));
+  }
+
+  std::unique_ptr<PendingTransfer> do_start_all_gather_chunks(
+      RecvBuffer data, std::span<const std::int64_t> counts) override {
+    if (!runs_beside(data)) {
+      do_all_gather_chunks(data, counts);
+      return nullptr;
+    }
+    cudaStream_t side = begin_started();
+    chunked(data, counts, "all_gather", nullptr, side,
+            [&](void* chunk, std::size_t n, int root, cudaStream_t stream) {
+      MGT_NCCL_CHECK(ncclBroadcast(chunk, chunk, n, nccl_type(data.type), root, comm_, stream));
+    });
+    return finish_started(operation("all_gather", data.count, data.type));
   }
 
   void do_broadcast(RecvBuffer data, int root) override {
@@ -396,6 +520,7 @@ private:
   bool ordered_;                     // operations on device buffers stay queued on stream_
   cudaStream_t own_stream_ = nullptr;
   cudaStream_t stream_ = nullptr;    // the caller's, or own_stream_
+  cudaStream_t side_stream_ = nullptr;  // started operations (made on first use)
   ncclComm_t comm_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;

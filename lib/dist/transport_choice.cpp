@@ -21,7 +21,7 @@ TransportChoice choose_transport(const TransportInputs& in) {
   if (in.world_size <= 1) return {};
   if (wants_nccl(in))
     return {true, "> communication: NCCL between the GPUs, queued on each rank's compute stream "
-                  "(communicators set up over MPI)"};
+                  "(--overlap-grad-reduce's buckets on a stream beside it; communicators set up over MPI)"};
   const std::string staged = "> communication: MPI, device buffers staged through host memory: ";
   if (!in.device_backend)
     return {false, "> communication: MPI (the CPU backend's buffers are host memory)"};

@@ -175,3 +175,57 @@ TEST_CASE("NCCL on the backend's stream: collectives ordered with its kernels, n
     CHECK(std::string(groups.get(kind).transport()) == "nccl");
   }
 }
+
+TEST_CASE("NCCL started collectives run beside the backend's stream, ordered at start and wait",
+          "[dist][nccl][cuda][overlap]") {
+  const int world = runtime().world_size();
+  if (!nccl_runs_here()) return;
+  const int rank = runtime().rank();
+  auto backend = mgt::make_cuda_backend(rank);
+  const std::optional<mgt::DeviceQueue> queue = backend->device_queue();
+  REQUIRE(queue);
+  auto comm = make_nccl_communicator(runtime().world(), *queue);
+
+  // Buckets of a 16 MiB buffer filled by a kernel queued just before each start: a started
+  // collective that did not wait for it, or a scale that did not wait for the collective, would
+  // leave other sums. Another buffer is written on the stream meanwhile, as the backward does.
+  const std::int64_t n = std::int64_t{1} << 22;
+  const std::int64_t bucket = n / 4;
+  const double ranks_sum = world * (world + 1) / 2.0;
+  mgt::DeviceBuffer grads(*backend, n);
+  mgt::DeviceBuffer other(*backend, n);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<PendingCollective> pending;
+    for (std::int64_t b = n - bucket; b >= 0; b -= bucket) {
+      mgt::FloatView slice = grads.view().subspan(b, bucket);
+      backend->fill(slice, static_cast<float>(rank + 1 + round));
+      pending.push_back(comm->start_all_reduce(backend_buffer(slice), ReduceOp::Sum));
+      backend->fill(other.view(), static_cast<float>(round));
+    }
+    for (PendingCollective& p : pending) p.wait();
+    backend->scale(grads.view(), 0.5f);
+    const std::vector<float> reduced = read(*backend, grads);
+    const float expected = static_cast<float>(0.5 * (ranks_sum + round * world));
+    CHECK(std::count(reduced.begin(), reduced.end(), expected) == n);
+  }
+
+  // The distributed optimizer's pair: chunked reduce-scatter, then all-gather of each rank's chunk.
+  const std::int64_t per = n / world;
+  std::vector<std::int64_t> counts(static_cast<size_t>(world), per);
+  counts.back() += n - per * world;
+  backend->fill(grads.view(), static_cast<float>(rank + 1));
+  PendingCollective scatter = comm->start_reduce_scatter_chunks(backend_buffer(grads.view()), counts, ReduceOp::Sum);
+  scatter.wait();
+  mgt::FloatView mine = grads.view().subspan(rank * per, counts[static_cast<size_t>(rank)]);
+  backend->scale(mine, 2.0f);
+  PendingCollective gather = comm->start_all_gather_chunks(backend_buffer(grads.view()), counts);
+  gather.wait();
+  const std::vector<float> gathered = read(*backend, grads);
+  CHECK(std::count(gathered.begin(), gathered.end(), static_cast<float>(2 * ranks_sum)) == n);
+
+  // Host memory still completes inside the start.
+  std::vector<double> host(64, 1.0);
+  PendingCollective on_host = comm->start_all_reduce(host_buffer(std::span<double>(host)), ReduceOp::Sum);
+  CHECK_FALSE(on_host.pending());
+  CHECK(host[63] == static_cast<double>(world));
+}

@@ -45,7 +45,7 @@ TEST_CASE("NCCL between GPU ranks, MPI otherwise, each with its reason", "[dist]
   TransportChoice c = choose_transport(in);
   CHECK(c.nccl);
   CHECK(c.line == "> communication: NCCL between the GPUs, queued on each rank's compute stream "
-                  "(communicators set up over MPI)");
+                  "(--overlap-grad-reduce's buckets on a stream beside it; communicators set up over MPI)");
 
   // A world of one has nothing to communicate, and nothing to say.
   in.world_size = 1;

@@ -4,7 +4,8 @@
 # TP=2 it continues the uninterrupted run bit for bit); converted to TP=1 x PP=2 it continues the
 # one-rank loss curve on two pipeline stages; a DP=2 distributed-optimizer checkpoint converted to
 # one rank without it continues the curve on one rank, and one converted to DP=2 with it on two;
-# TP=4 to TP=1 exports to Hugging Face the same bytes as the TP=2 source; progress and a GB/s
+# TP=4 to TP=1 exports to Hugging Face the same bytes as the TP=2 source, and that export imported
+# into TP=2 x PP=2 exports the same bytes again; progress and a GB/s
 # rate are printed; a target that does not fit the model is refused in one line.
 # Usage: bash tests/e2e/mgt_ckpt_convert_layouts.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -73,6 +74,10 @@ expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader hf --saver mgt
   --save-dir "$WORK/hf-tp2-pp2" --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 --seq-length 64
 [[ "$(ls "$WORK/hf-tp2-pp2/iter_0000000" | tr '\n' ' ')" == "mp_rank_00_000.h5 mp_rank_00_001.h5 mp_rank_01_000.h5 mp_rank_01_001.h5 " ]] ||
   fail "HF to TP=2 x PP=2: files"
+# Exported again from TP=2 x PP=2: the same bytes, so the import split every tensor right.
+expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver hf --load-dir "$WORK/hf-tp2-pp2" \
+  --save-dir "$WORK/hf-again"
+cmp "$WORK/hf-tp1/model.safetensors" "$WORK/hf-again/model.safetensors" || fail "HF -> TP=2 x PP=2 -> HF differs"
 
 # TP=2 -> TP=1 x PP=2: the one-rank curve continues on two pipeline stages.
 expect_status 0 "${CONVERT[@]}" --load-dir "$WORK/tp2-at-10" --save-dir "$WORK/pp2" --target-tensor-parallel-size 1 \

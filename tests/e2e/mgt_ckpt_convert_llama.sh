@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of mgt-ckpt-convert with Llama-shaped models: tokenize a corpus with a
 # Llama 3-style tokenizer.json, train a tiny Llama (rotary, RMSNorm, SwiGLU, grouped-query
-# attention, no biases, untied output), export it to Hugging Face as LlamaForCausalLM in fp32 and
+# attention, no biases, untied output), evaluate it (LAMBADA, WikiText-103) and complete prompts
+# with that tokenizer, export it to Hugging Face as LlamaForCausalLM in fp32 and
 # as sharded bf16, import it back and export again byte for byte; import the committed
 # transformers-made Mistral; and one-line refusals with the right exit codes.
 # Usage: bash tests/e2e/mgt_ckpt_convert_llama.sh BIN_DIR SOURCE_DIR
@@ -26,6 +27,31 @@ expect_status 0 "$bin/mgt-train" --num-layers 2 --hidden-size 32 --num-attention
   --untie-embeddings-and-output-weights --hidden-dropout 0 --attention-dropout 0 --micro-batch-size 2 --lr 1e-3 \
   --train-iters 2 --log-interval 1 --eval-iters 1 --data-path "$work/shakespeare_text_document" --split 98,1,1 \
   "${tokenizer[@]}" --save "$work/ckpt" --save-interval 2
+
+# The trained checkpoint evaluates and generates with its tokenizer.json (taken from the checkpoint).
+head -n 6 "$src/datasets/lambada_test.jsonl" >"$work/lambada.jsonl"
+head -n 30 "$src/datasets/wikitext-103.wiki.test.tokens" >"$work/wiki.tokens"
+expect_status 0 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/lambada.jsonl" --load "$work/ckpt" \
+  --micro-batch-size 4 --output "$work/lambada.json"
+expect_status 0 "$bin/mgt-eval" --task WIKITEXT103 --valid-data "$work/wiki.tokens" --load "$work/ckpt" \
+  --overlapping-eval 16 --micro-batch-size 4 --output "$work/wiki.json"
+printf '{"prompt": "ROMEO: What light"}\n{"prompt": "Caf\\u00e9 \\u2014 \\u65e5\\u672c"}\n' >"$work/prompts.jsonl"
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 5 \
+  --return-log-probs --output "$work/completions.jsonl"
+python3 - "$work/lambada.json" "$work/wiki.json" "$work/completions.jsonl" <<'PY' || fail "eval or generate with HuggingFaceTokenizer"
+import json, sys
+lambada, wiki = (json.load(open(p)) for p in sys.argv[1:3])
+for r in (lambada, wiki):
+    assert r["settings"]["tokenizer"]["type"] == "HuggingFaceTokenizer", r
+assert lambada["counts"]["examples"] == 6 and 0 <= lambada["counts"]["correct"] <= 6, lambada
+assert lambada["target_ppl"] > 1, lambada
+assert wiki["counts"]["detokenized_tokens"] > 0 and wiki["ppl"] > 1, wiki
+rows = [json.loads(l) for l in open(sys.argv[3])]
+assert [r["prompt"] for r in rows] == ["ROMEO: What light", "Café — 日本"], rows
+for r in rows:
+    assert 1 <= r["generated_tokens"] == len(r["tokens"]) == len(r["log_probs"]) <= 5, r
+    assert all(0 <= t < 1024 for t in r["tokens"]) and all(lp <= 0 for lp in r["log_probs"]), r
+PY
 
 expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/hf"
 python3 - "$work/out.txt" "$work/hf/config.json" <<'PY' || fail "export summary or config.json"

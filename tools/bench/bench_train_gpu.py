@@ -16,6 +16,9 @@ With --ranks N, mgt-train runs as N ranks under MPICH's launcher (one GPU each, 
 over NCCL), --tensor-parallel T of them per model replica (--sequence-parallel adds sequence
 parallelism) and the rest data-parallel, each replica at --micro-batch (global batch micro-batch x
 data-parallel size); tokens/s is then also given per GPU, and the transport mgt-train chose.
+--distributed-optimizer adds --use-distributed-optimizer; --overlap adds --overlap-grad-reduce (and
+--overlap-param-gather with the distributed optimizer): the data-parallel reduction (and the
+weights' all-gather) bucket by bucket, beside the compute.
 With --accumulate K, each iteration accumulates the gradients of K micro-batches before the
 optimizer's step (global batch K x micro-batch x data-parallel size), in mgt and in the peer alike:
 how a model is trained in practice, the step's fixed costs (AdamW, the gradient norm) spread over
@@ -24,7 +27,7 @@ K micro-batches.
 
 Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-batch 8]
        [--iters 20] [--accumulate 1] [--precision fp32|bf16|fp16] [--no-peer] [--ranks N [--tensor-parallel T]
-       [--sequence-parallel] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
+       [--sequence-parallel] [--distributed-optimizer] [--overlap] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
 """
 import argparse
 import json
@@ -71,7 +74,8 @@ class GpuMemoryPeak:
 
 
 def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, sequence_parallel=False,
-            device="cuda", launcher="mpiexec.hydra", accumulate=1):
+            device="cuda", launcher="mpiexec.hydra", accumulate=1, overlap=False,
+            distributed_optimizer=False):
     layers, hidden, heads, seq = SHAPES[shape]
     data_parallel = ranks // tensor_parallel
     cmd = [os.path.join(bindir, "mgt-train"), "--device", device, "--num-layers", str(layers),
@@ -87,6 +91,10 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
         cmd += ["--tensor-model-parallel-size", str(tensor_parallel)]
     if sequence_parallel:
         cmd.append("--sequence-parallel")
+    if distributed_optimizer:
+        cmd.append("--use-distributed-optimizer")
+    if overlap:
+        cmd += ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if distributed_optimizer else [])
     # Hydra's fork launcher keeps the ranks on this machine.
     launch = [launcher, "-launcher", "fork", "-n", str(ranks)] if ranks > 1 else []
     with tempfile.TemporaryDirectory() as tmp, GpuMemoryPeak() as memory:
@@ -162,6 +170,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--tensor-parallel", type=int, default=1)
     ap.add_argument("--sequence-parallel", action="store_true")
+    ap.add_argument("--distributed-optimizer", action="store_true", help="--use-distributed-optimizer")
+    ap.add_argument("--overlap", action="store_true",
+                    help="--overlap-grad-reduce (and --overlap-param-gather with the distributed optimizer)")
     ap.add_argument("--launcher", default="mpiexec.hydra")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--json")
@@ -171,7 +182,8 @@ def main():
     if args.ranks < 1 or args.tensor_parallel < 1 or args.ranks % args.tensor_parallel:
         ap.error("--ranks must be a positive multiple of --tensor-parallel")
     mgt = run_mgt(args.bin, args.shape, args.micro_batch, args.iters, args.precision, args.ranks,
-                  args.tensor_parallel, args.sequence_parallel, args.device, args.launcher, args.accumulate)
+                  args.tensor_parallel, args.sequence_parallel, args.device, args.launcher, args.accumulate,
+                  args.overlap, args.distributed_optimizer)
     what = f"{args.shape} mbs {args.micro_batch}" + (f" x {args.accumulate}" if args.accumulate > 1 else "")
     fpt = mgt["flops_per_token"]
     mfu = mgt["tokens_per_second_per_gpu"] * fpt / 1e12 / PEAK_TFLOPS
@@ -180,7 +192,9 @@ def main():
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi; max allocated "
               f"{mgt['max_allocated_mib'] or 0:.0f} MiB), loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
     else:
-        layout = f"TP {args.tensor_parallel}{' SP' if args.sequence_parallel else ''} x DP {args.ranks // args.tensor_parallel}"
+        layout = (f"TP {args.tensor_parallel}{' SP' if args.sequence_parallel else ''} x DP {args.ranks // args.tensor_parallel}"
+                  + (", distributed optimizer" if args.distributed_optimizer else "")
+                  + (", overlapped" if args.overlap else ""))
         print(f"{what}, {args.ranks} ranks ({layout}): mgt ({args.precision}) "
               f"{mgt['tokens_per_second']:.0f} tokens/s, {mgt['tokens_per_second_per_gpu']:.0f} per GPU, "
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (fullest GPU, nvidia-smi), "
@@ -191,7 +205,8 @@ def main():
             f.write(json.dumps({"shape": args.shape, "micro_batch": args.micro_batch, "accumulate": args.accumulate,
                                 "precision": args.precision,
                                 "ranks": args.ranks, "tensor_parallel": args.tensor_parallel,
-                                "sequence_parallel": args.sequence_parallel, "mfu": mfu,
+                                "sequence_parallel": args.sequence_parallel, "overlap": args.overlap,
+                                "distributed_optimizer": args.distributed_optimizer, "mfu": mfu,
                                 **{k: v for k, v in mgt.items() if k != "loss"}}) + "\n")
     if not args.no_peer:
         peer = run_peer(args.shape, args.micro_batch, args.iters, args.accumulate,

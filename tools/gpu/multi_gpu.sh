@@ -8,11 +8,15 @@
 #            PP=2, DP=2, DP=2 with --use-distributed-optimizer, TP=2 with --sequence-parallel; on 4
 #            GPUs TP=4, TP=2 x DP=2, TP=2 x PP=2; the largest relative lm-loss difference of each;
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
-#            replica) at DP=1, DP=N and TP=2 with sequence parallelism (x DP=N/2): tokens/s per GPU
-#            and the scaling efficiency against DP=1 (tools/bench/bench_train_gpu.py);
-# then a short table, last. Logs under $OUT (or /tmp/multi-gpu), data under $MGT_WORK (or
+#            replica) at DP=1, DP=N, DP=N with --overlap-grad-reduce, DP=N with the distributed
+#            optimizer and both overlaps, TP=2 with sequence parallelism (x DP=N/2): tokens/s per
+#            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
+#            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1)
+#            (tools/bench/bench_train_gpu.py);
+# then a short table, last. Sections run in the order given (default: tests scaling layouts),
+# each row printed as it is known, so that a run cut short still reports what it finished. Logs under $OUT (or /tmp/multi-gpu), data under $MGT_WORK (or
 # /tmp/multi-gpu-work).
-#   tools/gpu/multi_gpu.sh [SECTION...]     sections: tests layouts scaling (default: all)
+#   tools/gpu/multi_gpu.sh [SECTION...]     sections: tests scaling layouts (default: all)
 # MGT_MULTI_GPU_CPU=1 tries the script itself on a machine without GPUs: CPU ranks over MPI
 # (MGT_GPUS of them, default 2), tiny shapes, MGT_MULTI_GPU_ITERS iterations (default 10), the
 # programs of ${MGT_BUILD_DIR:-build}.
@@ -21,10 +25,13 @@ cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-/tmp/multi-gpu}
 work=${MGT_WORK:-/tmp/multi-gpu-work}
 mkdir -p "$out" "$work"
-sections=${*:-tests layouts scaling}
-want() { [[ " $sections " == *" $1 "* ]]; }
+sections=${*:-tests scaling layouts}
 table=()
-row() { table+=("$(printf '%-52s %s' "$1" "$2")"); }
+row() {
+  table+=("$(printf '%-52s %s' "$1" "$2")")
+  printf '%s\n' "${table[-1]}" >> "$out/summary.txt"
+}
+rm -f "$out/summary.txt"
 # Every multi-GPU run: no NVLink multicast (NVLS), which these machines cannot use.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
@@ -76,8 +83,8 @@ ranks() {
   if [ "$count" -eq 1 ]; then "$@"; else "$launcher" -launcher fork -n "$count" "$@"; fi
 }
 
-# 0. The communicators themselves, one rank per GPU.
-if want tests; then
+# The communicators themselves, one rank per GPU.
+section_tests() {
   ranks "$n" "$dist_tests" "[nccl]" > "$out/nccl-tests.log" 2>&1
   status=$?
   tail -n 5 "$out/nccl-tests.log"
@@ -85,12 +92,12 @@ if want tests; then
   summary=$(grep -m1 -oE 'All tests passed \([0-9]+ assertions? in [0-9]+ test cases?\)|test cases: *[0-9]+ \|[^|]*(\|[^|]*)?|All tests passed' \
     "$out/nccl-tests.log")
   row "NCCL tests ([nccl]), $n ranks" "$([ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $summary"
-fi
+}
 
-# 1. The layouts against one GPU. The vocabulary (50,257 GPT-2 tokens) is padded to 50,432 in
+# The layouts against one GPU. The vocabulary (50,257 GPT-2 tokens) is padded to 50,432 in
 # every layout: Megatron pads to a multiple of --make-vocab-size-divisible-by x TP, so TP=t takes
 # 256/t, and every layout trains the same model.
-if want layouts; then
+section_layouts() {
   data=$work/gutenberg
   tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json
              --merge-file datasets/gpt2-merges.txt)
@@ -137,10 +144,10 @@ if want layouts; then
       row "$name $precision ($n ranks, ${transport:-?}) vs 1" "$result"
     done
   done
-fi
+}
 
-# 2. Throughput of the 1.3B shape, per GPU, against one GPU.
-if want scaling; then
+# Throughput of the 1.3B shape, per GPU, against one GPU.
+section_scaling() {
   rm -f "$out/scaling.jsonl"
   bench() {
     "$py" tools/bench/bench_train_gpu.py --bin "$bin" --shape "$shape" --precision bf16 --micro-batch 4 \
@@ -149,9 +156,12 @@ if want scaling; then
   }
   bench --ranks 1
   bench --ranks "$n"
+  bench --ranks "$n" --overlap
+  bench --ranks "$n" --overlap --distributed-optimizer
   bench --ranks "$n" --tensor-parallel 2 --sequence-parallel
   while IFS= read -r line; do
     table+=("$line")
+    printf '%s\n' "$line" >> "$out/summary.txt"
   done < <("$py" - "$out/scaling.jsonl" <<'PY'
 import json, sys
 try:
@@ -164,14 +174,33 @@ one = next((r for r in runs if r["ranks"] == 1), None)
 for r in runs:
     tp, n = r["tensor_parallel"], r["ranks"]
     name = "DP=1" if n == 1 else f"TP={tp}{' SP' if r['sequence_parallel'] else ''} x DP={n // tp}"
+    name += " dist-opt" if r.get("distributed_optimizer") else ""
+    name += " overlapped" if r.get("overlap") else ""
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
     transport = r["transport"].split(" ")[0].rstrip(",") if n > 1 else "one GPU"
     label = f"{r['shape']} bf16 mbs 4, {name} ({transport})"
     print(f"{label:52s} {per_gpu:.0f} tokens/s per GPU, MFU {r['mfu']:.1%}{efficiency}")
+# Step time per token: DP=N spends (plain - one) on its reduction; the overlap hides what it saves.
+def dp_run(overlap):
+    return next((r for r in runs if r["ranks"] > 1 and r["tensor_parallel"] == 1 and not r.get("distributed_optimizer")
+                 and bool(r.get("overlap")) == overlap), None)
+plain, over = dp_run(False), dp_run(True)
+if one and plain and over:
+    t1, tp_, to = (1 / x["tokens_per_second_per_gpu"] for x in (one, plain, over))
+    if tp_ > t1:
+        print(f"{'DP communication hidden by the overlap':52s} {(tp_ - to) / (tp_ - t1):.0%} "
+              f"(exposed {(tp_ - t1) * 1e6:.2f} -> {(to - t1) * 1e6:.2f} us per token)")
 PY
   )
-fi
+}
+
+for section in $sections; do
+  case $section in
+    tests|scaling|layouts) "section_$section" ;;
+    *) echo "multi_gpu.sh: unknown section $section (tests, scaling, layouts)" >&2; exit 2 ;;
+  esac
+done
 
 echo
 echo "== summary ($machine, $n ranks) =="
