@@ -18,6 +18,7 @@
 #include "data/dataset_split.hpp"
 #include "dist/local_communicator.hpp"
 #include "dist/parallel_layout.hpp"
+#include "dist/rank_processes.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/gpt_model.hpp"
 #include "model/parameter_table.hpp"
@@ -229,6 +230,8 @@ private:
     }
     output_.line("> data-parallel groups: " + groups_of(dist::GroupKind::DataParallel) + " (" +
                  data_parallel_.transport() + ")");
+    // Collective: every rank runs print_layout.
+    output_.line(dist::rank_processes_line(dist::gather_rank_processes(world_)));
   }
 
   // Megatron's writer lives on the rank that prints; here that is world rank 0.
