@@ -3,7 +3,8 @@
 # non-interleaved 1F1B schedule): PP=2 reproduces the one-rank run's losses (train and
 # validation, every iteration, within 1e-5 relative) for a GPT-2-style model (tied embeddings:
 # the last stage's copy of the word embedding) and a Llama-style one; PP=2 x DP=2 with the
-# distributed optimizer, PP=4, and an uneven split (--decoder-first-pipeline-num-layers) do too;
+# distributed optimizer, PP=4, and an uneven split (--decoder-first-pipeline-num-layers) do too,
+# and a checkpoint of that split, converted to one rank or to the even split, continues;
 # a PP=2 checkpoint is one file per stage, resumes bit for bit at PP=2 and continues the
 # one-rank curve at PP=1, and a one-rank checkpoint continues at PP=2; --fp16's loss scaling
 # changes no bit at PP=2 and its dynamic scale resumes exactly; interleaving and splits
@@ -55,6 +56,21 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-para
   --decoder-first-pipeline-num-layers 1 --metrics-file "$WORK/gpt2-pp2-uneven.jsonl"
 grep -q 'layers per stage 1, 3, 1F1B schedule$' "$WORK/out.txt" || fail "uneven split not reported"
 compare_curves "$WORK/PIPE_GPT2-1.jsonl" "$WORK/gpt2-pp2-uneven.jsonl" same
+# Saved at 10 under that split, converted to one rank (and to an even PP=2, as convert.py splits),
+# it continues the one-rank curve; the even PP=2 files hold two layers each.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-parallel-size 2 \
+  --decoder-first-pipeline-num-layers 1 --save "$WORK/uneven" --save-interval 10 --exit-interval 10
+grep -aq '"first_layer": 1, "num_layers": 3' "$WORK/uneven/iter_0000010/mp_rank_00_001.h5" || fail "uneven: stage 2 layers"
+expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mgt --load-dir "$WORK/uneven" \
+  --save-dir "$WORK/uneven-to-1" --target-pipeline-parallel-size 1
+expect_status 0 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --load "$WORK/uneven-to-1" --metrics-file "$WORK/uneven-to-1.jsonl"
+compare_curves "$WORK/PIPE_GPT2-1.jsonl" "$WORK/uneven-to-1.jsonl" continues
+expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mgt --load-dir "$WORK/uneven" \
+  --save-dir "$WORK/uneven-even"
+grep -aq '"first_layer": 2, "num_layers": 2' "$WORK/uneven-even/iter_0000010/mp_rank_00_001.h5" || fail "even: stage 2 layers"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-parallel-size 2 \
+  --decoder-first-pipeline-num-layers 1 --load "$WORK/uneven-even" --metrics-file "$WORK/uneven-again.jsonl"
+compare_curves "$WORK/PIPE_GPT2-1.jsonl" "$WORK/uneven-again.jsonl" continues
 
 # Save at PP=2 and stop at 10: each stage writes its own file.
 CK="$WORK/ckpt"
