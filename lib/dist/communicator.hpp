@@ -43,6 +43,15 @@ struct GroupMembers {
   int rank = 0;                  // this process's rank in the group
 };
 
+// What the started collectives of a transport that runs them beside the compute (NCCL's
+// communication stream) cost: their time on that stream, and the part of it the compute stream
+// spent waiting for them at their wait() (the rest ran hidden behind the compute).
+struct OverlapTiming {
+  double busy_seconds = 0.0;
+  double exposed_seconds = 0.0;
+  std::int64_t operations = 0;
+};
+
 class Communicator {
 public:
   Communicator(const Communicator&) = delete;
@@ -63,6 +72,11 @@ public:
   // True when operations on a backend's buffers return once queued on the backend's device
   // stream, before they have run (see above); false when every operation returns complete.
   virtual bool stream_ordered() const { return false; }
+  // The started collectives finished and waited for since the last call, timed with events on
+  // both streams; empty where the transport does not run them beside the compute. Complete ones
+  // only: the host must have waited for the compute stream past their wait() (a training step's
+  // read-back of its loss does).
+  virtual std::optional<OverlapTiming> take_overlap_timing() { return std::nullopt; }
 
   // Element-wise reduction over the group, in place.
   void all_reduce(RecvBuffer data, ReduceOp op);

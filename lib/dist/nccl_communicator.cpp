@@ -3,7 +3,9 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -61,6 +63,10 @@ public:
     if (comm_ && side_stream_) drain(side_stream_);
     while (!queued_.empty()) release_oldest();
     for (cudaEvent_t event : spare_events_) cudaEventDestroy(event);
+    for (const Timed& t : timed_)
+      for (cudaEvent_t event : {t.begin, t.end, t.waited})
+        if (event) cudaEventDestroy(event);
+    for (cudaEvent_t event : spare_timed_) cudaEventDestroy(event);
     if (comm_) ncclCommDestroy(comm_);
     if (scratch_) cudaFree(scratch_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
@@ -69,6 +75,29 @@ public:
 
   const char* transport() const override { return "nccl"; }
   bool stream_ordered() const override { return ordered_; }
+
+  std::optional<OverlapTiming> take_overlap_timing() override {
+    if (!ordered_) return std::nullopt;
+    use_device();
+    OverlapTiming timing;
+    // Oldest first, up to the first one not waited for or not complete (a gather the next
+    // forward has yet to wait for): those stay for the next call.
+    while (!timed_.empty()) {
+      Timed& t = timed_.front();
+      if (!t.waited || cudaEventQuery(t.waited) != cudaSuccess || cudaEventQuery(t.end) != cudaSuccess) break;
+      float busy = 0.0f, exposed = 0.0f;
+      MGT_CUDA_CHECK(cudaEventElapsedTime(&busy, t.begin, t.end));
+      MGT_CUDA_CHECK(cudaEventElapsedTime(&exposed, t.waited, t.end));
+      timing.busy_seconds += busy / 1e3;
+      timing.exposed_seconds += std::max(0.0f, exposed) / 1e3;
+      ++timing.operations;
+      for (cudaEvent_t event : {t.begin, t.end, t.waited}) spare_timed_.push_back(event);
+      timed_.pop_front();
+      ++first_timed_;
+    }
+    cudaGetLastError();  // a query's cudaErrorNotReady is not sticky, but clear it all the same
+    return timing;
+  }
 
 private:
   // A buffer as NCCL sees it: device memory, either the caller's or a staged copy of host
@@ -189,6 +218,18 @@ private:
                          return cudaSetDevice(device) == cudaSuccess &&
                                 cudaEventQuery(done) == cudaSuccess;
                        })});
+  }
+
+  // Events that time the started operations (cudaEventDisableTiming off).
+  cudaEvent_t take_timed_event() {
+    cudaEvent_t event = nullptr;
+    if (spare_timed_.empty()) {
+      MGT_CUDA_CHECK(cudaEventCreate(&event));
+    } else {
+      event = spare_timed_.back();
+      spare_timed_.pop_back();
+    }
+    return event;
   }
 
   cudaEvent_t take_event() {
@@ -347,22 +388,32 @@ private:
   // Anything else (host memory, an unordered communicator) runs as the blocking form.
   class SidePending final : public PendingTransfer {
   public:
-    SidePending(NcclCommunicator& owner, cudaEvent_t done, InFlightOperation op)
-        : owner_(&owner), done_(done), op_(op) {}
+    SidePending(NcclCommunicator& owner, std::uint64_t serial, InFlightOperation op)
+        : owner_(&owner), serial_(serial), op_(op) {}
     ~SidePending() override {
-      if (done_) owner_->end_started(done_, op_, /*report=*/false);
+      if (!waited_) owner_->end_started(serial_, op_, /*report=*/false);
     }
     void wait() override {
-      cudaEvent_t done = done_;
-      done_ = nullptr;
-      owner_->end_started(done, op_, /*report=*/true);
+      waited_ = true;
+      owner_->end_started(serial_, op_, /*report=*/true);
     }
 
   private:
     NcclCommunicator* owner_;
-    cudaEvent_t done_;
+    std::uint64_t serial_;
     InFlightOperation op_;
+    bool waited_ = false;
   };
+
+  // A started operation's events: `begin` and `end` on the side stream around it, `waited` on
+  // stream_ where the wait was asked for (null until then).
+  struct Timed {
+    cudaEvent_t begin = nullptr;
+    cudaEvent_t end = nullptr;
+    cudaEvent_t waited = nullptr;
+  };
+
+  Timed& timed(std::uint64_t serial) { return timed_.at(static_cast<std::size_t>(serial - first_timed_)); }
 
   bool runs_beside(RecvBuffer data) const {
     return ordered_ && data.count > 0 && data.space == MemorySpace::Backend && on_this_device(data.data);
@@ -388,28 +439,39 @@ private:
     MGT_CUDA_CHECK(cudaStreamWaitEvent(side, ready, 0));
     // Reusable at once: the wait captured the event's current state.
     spare_events_.push_back(ready);
+    // Where nobody takes the timings, the finished ones are dropped now and then.
+    if (timed_.size() >= kMaxTimed) take_overlap_timing();
+    Timed t;
+    t.begin = take_timed_event();
+    MGT_CUDA_CHECK(cudaEventRecord(t.begin, side));
+    timed_.push_back(t);
     return side;
   }
 
   std::unique_ptr<PendingTransfer> finish_started(const InFlightOperation& op) {
     check_async_error(op.operation);
-    cudaEvent_t done = take_event();
-    MGT_CUDA_CHECK(cudaEventRecord(done, side_stream_));
-    return std::make_unique<SidePending>(*this, done, op);
+    Timed& t = timed_.back();
+    t.end = take_timed_event();
+    MGT_CUDA_CHECK(cudaEventRecord(t.end, side_stream_));
+    return std::make_unique<SidePending>(*this, first_timed_ + timed_.size() - 1, op);
   }
 
   // stream_ waits for the started operation; it stays watched until stream_ has passed that
   // point (queued()). Without `report` (a handle dropped while unwinding) errors are swallowed.
-  void end_started(cudaEvent_t done, const InFlightOperation& op, bool report) {
+  void end_started(std::uint64_t serial, const InFlightOperation& op, bool report) {
     try {
       use_device();
-      MGT_CUDA_CHECK(cudaStreamWaitEvent(stream_, done, 0));
-      spare_events_.push_back(done);
+      Timed& t = timed(serial);
+      t.waited = take_timed_event();
+      MGT_CUDA_CHECK(cudaEventRecord(t.waited, stream_));
+      MGT_CUDA_CHECK(cudaStreamWaitEvent(stream_, t.end, 0));
       if (comm_) queued(op);
     } catch (...) {
       if (report) throw;
     }
   }
+
+
 
   std::unique_ptr<PendingTransfer> do_start_all_reduce(RecvBuffer data, ReduceOp op) override {
     if (!runs_beside(data)) {
@@ -526,6 +588,10 @@ private:
   std::size_t scratch_bytes_ = 0;
   std::deque<Queued> queued_;        // oldest first
   std::vector<cudaEvent_t> spare_events_;
+  static constexpr std::size_t kMaxTimed = 1 << 16;
+  std::deque<Timed> timed_;          // started operations not yet taken by take_overlap_timing
+  std::uint64_t first_timed_ = 0;    // serial number of timed_.front()
+  std::vector<cudaEvent_t> spare_timed_;
 };
 
 }  // namespace

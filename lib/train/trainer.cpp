@@ -688,6 +688,11 @@ private:
     g.skipped_iterations = losses_.skipped_iterations();
     g.nan_iterations = losses_.nan_iterations();
     g.seq_length = *options_.model.seq_length;
+    // Every rank takes its timings (they would pile up otherwise); rank 0's are written.
+    if (const std::optional<dist::OverlapTiming> t = data_parallel_.take_overlap_timing(); t && t->operations > 0) {
+      g.data_parallel_comm_ms = 1e3 * t->busy_seconds / static_cast<double>(iterations);
+      g.data_parallel_comm_exposed_ms = 1e3 * t->exposed_seconds / static_cast<double>(iterations);
+    }
     const std::string stamp = now_stamp();
     const double tokens = static_cast<double>(record.global_batch_size * g.seq_length);
     const double tokens_per_second = g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : 0.0;

@@ -208,6 +208,8 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   if (g.params_norm) j.add("params_norm", *g.params_norm);
   j.add("skipped_iterations", g.skipped_iterations);
   j.add("nan_iterations", g.nan_iterations);
+  if (g.data_parallel_comm_ms) j.add("data_parallel_comm_ms", *g.data_parallel_comm_ms);
+  if (g.data_parallel_comm_exposed_ms) j.add("data_parallel_comm_exposed_ms", *g.data_parallel_comm_exposed_ms);
   j.add("timestamp", json_quote(timestamp));
   return j.str();
 }

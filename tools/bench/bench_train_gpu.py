@@ -116,7 +116,10 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
     return {"tokens_per_second": last["tokens_per_second"], "tokens_per_second_per_gpu": last["tokens_per_second"] / ranks,
             "peak_mib": memory.peak, "flops_per_token": flops_per_token, "transport": transport,
             "max_allocated_mib": float(allocated.group(1)) if allocated else None,
-            "loss": [r.get("lm_loss", float("nan")) for r in rows], "cmd": " ".join(launch + cmd)}
+            "loss": [r.get("lm_loss", float("nan")) for r in rows], "cmd": " ".join(launch + cmd),
+            # --overlap over NCCL: the collectives' time on the communication stream per iteration,
+            # and the part of it the compute stream waited for (CUDA events on both streams).
+            "comm_ms": last.get("data_parallel_comm_ms"), "comm_exposed_ms": last.get("data_parallel_comm_exposed_ms")}
 
 
 def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):
@@ -199,6 +202,9 @@ def main():
               f"{mgt['tokens_per_second']:.0f} tokens/s, {mgt['tokens_per_second_per_gpu']:.0f} per GPU, "
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (fullest GPU, nvidia-smi), "
               f"loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}; {mgt['transport']}")
+        if mgt["comm_ms"]:
+            print(f"  data-parallel communication {mgt['comm_ms']:.2f} ms per iteration on its stream, "
+                  f"{mgt['comm_exposed_ms']:.2f} ms of it waited for: {1 - mgt['comm_exposed_ms'] / mgt['comm_ms']:.0%} hidden")
     print(f"  {mgt['cmd']}")
     if args.json:
         with open(args.json, "a") as f:

@@ -11,7 +11,9 @@
 #            replica) at DP=1, DP=N, DP=N with --overlap-grad-reduce, DP=N with the distributed
 #            optimizer and both overlaps, TP=2 with sequence parallelism (x DP=N/2): tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
-#            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1)
+#            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
+#            and from CUDA events on the compute and communication streams (mgt-train's
+#            data_parallel_comm_ms and data_parallel_comm_exposed_ms metrics)
 #            (tools/bench/bench_train_gpu.py);
 # then a short table, last. Sections run in the order given (default: tests scaling layouts),
 # each row printed as it is known, so that a run cut short still reports what it finished. Logs under $OUT (or /tmp/multi-gpu), data under $MGT_WORK (or
@@ -181,6 +183,9 @@ for r in runs:
     transport = r["transport"].split(" ")[0].rstrip(",") if n > 1 else "one GPU"
     label = f"{r['shape']} bf16 mbs 4, {name} ({transport})"
     print(f"{label:52s} {per_gpu:.0f} tokens/s per GPU, MFU {r['mfu']:.1%}{efficiency}")
+    if r.get("comm_ms"):
+        print(f"{'  its DP collectives (CUDA events on both streams)':52s} {r['comm_ms']:.2f} ms per iteration, "
+              f"{r['comm_exposed_ms']:.2f} ms waited for: {1 - r['comm_exposed_ms'] / r['comm_ms']:.0%} hidden")
 # Step time per token: DP=N spends (plain - one) on its reduction; the overlap hides what it saves.
 def dp_run(overlap):
     return next((r for r in runs if r["ranks"] > 1 and r["tensor_parallel"] == 1 and not r.get("distributed_optimizer")
