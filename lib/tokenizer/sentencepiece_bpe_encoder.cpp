@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "tokenizer/utf8_validation.hpp"
+
 namespace mgt {
 
 namespace {
@@ -13,46 +15,6 @@ using PieceType = SentencePieceModelProto::PieceType;
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
 
 bool is_space_symbol(const char* p) { return std::string_view(p, 3) == kSpace; }
-
-// The length of the UTF-8 sequence at p (p < end), 0 when it is not well-formed: overlong forms,
-// surrogates and code points above U+10FFFF are refused, as the library's DecodeUTF8 does.
-std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
-  const unsigned c = p[0];
-  if (c < 0x80) return 1;
-  auto trail = [&](std::size_t i) { return p + i < end && (p[i] & 0xC0) == 0x80; };
-  if (c >= 0xC2 && c <= 0xDF) return trail(1) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (!trail(1) || !trail(2)) return 0;
-    if (c == 0xE0 && p[1] < 0xA0) return 0;  // overlong
-    if (c == 0xED && p[1] >= 0xA0) return 0;  // surrogate
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (!trail(1) || !trail(2) || !trail(3)) return 0;
-    if (c == 0xF0 && p[1] < 0x90) return 0;  // overlong
-    if (c == 0xF4 && p[1] >= 0x90) return 0;  // above U+10FFFF
-    return 4;
-  }
-  return 0;
-}
-
-bool valid_utf8(std::string_view s) {
-  auto p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto end = p + s.size();
-  while (p < end) {
-    if (*p < 0x80) {
-      ++p;
-      continue;
-    }
-    const std::size_t n = utf8_length(p, end);
-    if (n == 0) return false;
-    p += n;
-  }
-  return true;
-}
-
-// Lengths of well-formed sequences, by lead byte (the text is validated first).
-std::uint32_t char_length(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
 // The number of code points of a piece (its bytes need not be valid UTF-8).
 std::size_t code_points(std::string_view s) {
@@ -226,7 +188,7 @@ void SentencePieceBpeEncoder::merge(std::string_view word, std::vector<TokenId>&
   symbols_.clear();
   heap_.clear();
   for (std::uint32_t i = 0; i < word.size();) {
-    const std::uint32_t n = char_length(static_cast<unsigned char>(word[i]));
+    const std::uint32_t n = static_cast<std::uint32_t>(utf8_char_length(static_cast<unsigned char>(word[i])));
     const int index = static_cast<int>(symbols_.size());
     symbols_.push_back(Symbol{i, n, index - 1, i + n < word.size() ? index + 1 : -1});
     i += n;

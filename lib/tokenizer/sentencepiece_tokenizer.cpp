@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "tokenizer/sentencepiece_bpe_encoder.hpp"
 #include "tokenizer/sentencepiece_model_proto.hpp"
+#include "tokenizer/sentencepiece_unigram_encoder.hpp"
 
 namespace mgt {
 
@@ -22,10 +23,11 @@ struct SentencePieceTokenizer::Tables {
   // between tokens found at the same position.
   std::vector<std::pair<std::string, TokenId>> special;
   std::unordered_map<TokenId, std::string> special_of_id;
-  // mgt's own encoder when the model's settings are ones it reproduces; null sends every text
-  // to the library.
+  // mgt's own encoder (BPE or unigram) when the model's settings are ones it reproduces; both
+  // null send every text to the library.
   std::shared_ptr<const SentencePieceBpeTables> bpe;
-  std::string bpe_refused;  // why bpe is null
+  std::shared_ptr<const SentencePieceUnigramTables> unigram;
+  std::string own_refused;  // why both are null
 };
 
 namespace {
@@ -43,11 +45,13 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
   t->kind = kind;
   t->vocab_extra_ids = vocab_extra_ids;
   if (const auto status = t->sp.Load(model_file); !status.ok()) fail(model_file, status.ToString());
-  if (use_own_encoder)
-    t->bpe = SentencePieceBpeTables::build(SentencePieceModelProto::parse(t->sp.serialized_model_proto()),
-                                           &t->bpe_refused);
-  else
-    t->bpe_refused = "disabled by the caller";
+  if (use_own_encoder) {
+    const SentencePieceModelProto proto = SentencePieceModelProto::parse(t->sp.serialized_model_proto());
+    if (proto.model_type == 1) t->unigram = SentencePieceUnigramTables::build(proto, &t->own_refused);
+    else t->bpe = SentencePieceBpeTables::build(proto, &t->own_refused);
+  } else {
+    t->own_refused = "disabled by the caller";
+  }
   const int pieces = t->sp.GetPieceSize();
   auto piece_or = [&](int id, const char* fallback) {
     return id >= 0 && id < pieces ? t->sp.IdToPiece(id) : std::string(fallback);
@@ -95,6 +99,7 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
 SentencePieceTokenizer::SentencePieceTokenizer(Private, std::shared_ptr<const Tables> tables)
     : tables_(std::move(tables)) {
   if (tables_->bpe) bpe_ = std::make_unique<SentencePieceBpeEncoder>(tables_->bpe);
+  if (tables_->unigram) unigram_ = std::make_unique<SentencePieceUnigramEncoder>(tables_->unigram);
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
@@ -109,6 +114,7 @@ void SentencePieceTokenizer::tokenize(std::string_view text, std::vector<TokenId
   auto encode = [&](std::string_view part) {
     if (part.empty()) return;
     if (bpe_ && bpe_->encode(part, out)) return;
+    if (unigram_ && unigram_->encode(part, out)) return;
     ids.clear();
     if (const auto status = t.sp.Encode(part, &ids); !status.ok())
       throw Error("SentencePiece '" + t.path + "': " + status.ToString());
@@ -141,8 +147,8 @@ void SentencePieceTokenizer::tokenize(std::string_view text, std::vector<TokenId
 }
 
 bool SentencePieceTokenizer::uses_own_encoder(std::string* why_not) const {
-  if (why_not) *why_not = tables_->bpe_refused;
-  return bpe_ != nullptr;
+  if (why_not) *why_not = tables_->own_refused;
+  return bpe_ != nullptr || unigram_ != nullptr;
 }
 
 std::string SentencePieceTokenizer::detokenize(std::span<const TokenId> ids) const {

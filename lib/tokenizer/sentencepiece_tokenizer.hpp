@@ -14,6 +14,7 @@
 namespace mgt {
 
 class SentencePieceBpeEncoder;
+class SentencePieceUnigramEncoder;
 
 class SentencePieceTokenizer : public Tokenizer {
 public:
@@ -40,8 +41,9 @@ public:
   // Megatron's detokenize: decode_ids, with kSentencePiece's special tokens written " TOKEN ".
   std::string detokenize(std::span<const TokenId> ids) const override;
   std::unique_ptr<Tokenizer> clone() const override;
-  // Whether texts go through mgt's SentencePieceBpeEncoder (ids equal to the library's) rather
-  // than the library; why_not receives the model setting that keeps them with the library.
+  // Whether texts go through mgt's SentencePieceBpeEncoder or SentencePieceUnigramEncoder (ids
+  // equal to the library's) rather than the library; why_not receives the model setting that
+  // keeps them with the library.
   bool uses_own_encoder(std::string* why_not = nullptr) const;
 
   std::int64_t vocab_size() const override;
@@ -63,6 +65,7 @@ public:
 private:
   std::shared_ptr<const Tables> tables_;
   std::unique_ptr<SentencePieceBpeEncoder> bpe_;  // per instance: it holds a word cache
+  std::unique_ptr<SentencePieceUnigramEncoder> unigram_;  // per instance: working memory
 };
 
 }  // namespace mgt

@@ -1,4 +1,8 @@
 #include <catch2/catch.hpp>
+#include <simdjson.h>
+
+#include <cstdio>
+#include <fstream>
 
 #include <string>
 #include <vector>
@@ -14,23 +18,40 @@ namespace {
 
 std::string model(const std::string& name) { return test::dataset_path("tokenizer-tests/" + name); }
 
-// "ab" x 100: unigram segmentations with the same pieces in another order score the same, and the
-// SentencePiece library of Debian (0.1.97) breaks the tie unlike the Python package (0.2.3).
-std::string repeated(const std::string& s, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i) out += s;
-  return out;
-}
-const std::vector<std::string> kUnigramTies = {repeated("ab", 100) + " " + std::string(40, '9')};
-
 }  // namespace
 
+// Unigram models go through mgt's own encoder, which breaks ties between equal-scoring
+// segmentations ("ab" x 100) as the Python package does (Debian's library does not).
 TEST_CASE("sentencepiece: SentencePieceTokenizer on a unigram model matches Megatron", "[sentencepiece][tokenizer]") {
-  test::check_golden("spm-unigram-sentencepiece.jsonl", kUnigramTies);
+  test::check_golden("spm-unigram-sentencepiece.jsonl");
 }
 
 TEST_CASE("sentencepiece: GPTSentencePieceTokenizer on a unigram model matches Megatron", "[sentencepiece][tokenizer]") {
-  test::check_golden("spm-unigram-gpt.jsonl", kUnigramTies);
+  test::check_golden("spm-unigram-gpt.jsonl");
+}
+
+TEST_CASE("sentencepiece: a unigram model breaks ties as the Python package does", "[sentencepiece][tokenizer]") {
+  test::check_golden("spm-unigram-ties.jsonl");
+}
+
+TEST_CASE("sentencepiece: a long text on a unigram model gives the Python package's ids", "[sentencepiece][tokenizer]") {
+  // 300,000 bytes: path scores pass 100,000, where the package rescales them.
+  simdjson::dom::parser parser;
+  const simdjson::dom::element golden =
+      parser.load(std::string(MGT_SOURCE_DIR) + "/tests/tokenizer/golden/spm-unigram-long.json");
+  std::ifstream in(test::dataset_path("tinyshakespeare.txt"), std::ios::binary);
+  std::string text(static_cast<std::size_t>(int64_t(golden["bytes"])), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  REQUIRE(in.gcount() == static_cast<std::streamsize>(text.size()));
+  auto tok = SentencePieceTokenizer::load(model("spm-unigram.model"), SentencePieceTokenizer::Kind::kGpt);
+  REQUIRE(tok->uses_own_encoder());
+  const std::vector<TokenId> ids = tok->tokenize(text);
+  std::uint64_t hash = 0xCBF29CE484222325ull;
+  for (TokenId id : ids) hash = (hash ^ static_cast<std::uint64_t>(id)) * 0x100000001B3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  CHECK(static_cast<int64_t>(ids.size()) == int64_t(golden["ids"]));
+  CHECK(std::string(hex) == std::string(std::string_view(golden["ids_fnv1a64"])));
 }
 
 TEST_CASE("sentencepiece: Llama2Tokenizer on a byte-fallback BPE model matches Megatron", "[sentencepiece][tokenizer]") {

@@ -12,6 +12,9 @@ directory (or --models DIR, reused when already there):
                                 digits, identity normalizer), trained by SentencePieceTrainer
   tiktoken-32k.json             the 32k BPE's ranks in Megatron's JSON format, for TikTokenizer
                                 with Megatron's PATTERN_TIKTOKEN (v1) and PATTERN_TIKTOKEN_V2
+  spm-unigram-32k.model         SentencePiece unigram model of up to 32,000 pieces (as many as the
+                                corpus supports) with the trainer's defaults (nmt_nfkc
+                                normalizer), as spm_train makes by default
 
 Then, for each tokenizer, it runs mgt-tokenize with one worker on a JSON-lines corpus (the two
 bundled corpora repeated to --megabytes), and its peer on the same documents, one thread, the
@@ -19,6 +22,7 @@ way preprocess_data.py uses a tokenizer (json.loads per line, then encode):
 
   HuggingFaceTokenizer     tokenizers.Tokenizer.from_file(...).encode_batch (RAYON_NUM_THREADS=1)
   Llama2Tokenizer          sentencepiece.SentencePieceProcessor.encode, BOS first
+  GPTSentencePieceTokenizer sentencepiece.SentencePieceProcessor.encode (the unigram model)
   TikTokenizer             tiktoken.Encoding.encode_ordinary
 
 Every document's ids from mgt's .bin/.idx are compared with the peer's (mismatched documents are
@@ -27,7 +31,7 @@ which is the per-core figure), and the ratio of mgt's to the peer's.
 
 Requirements: pip install tokenizers sentencepiece tiktoken
 Usage: tools/bench/bench_tokenize_llama.py [--build build] [--megabytes 30] [--models DIR]
-       [--only hf spm tiktoken-v1 tiktoken-v2]
+       [--only hf spm spm-unigram tiktoken-v1 tiktoken-v2]
 """
 import argparse
 import array
@@ -86,8 +90,17 @@ def train_models(out):
     hf_dir = os.path.join(out, "hf-llama3-32k")
     spm_path = os.path.join(out, "spm-llama-32k.model")
     tik_path = os.path.join(out, "tiktoken-32k.json")
+    unigram_path = os.path.join(out, "spm-unigram-32k.model")
+    if not os.path.exists(unigram_path):
+        import sentencepiece as spm
+        start = time.perf_counter()
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus_texts()), model_prefix=unigram_path[:-len(".model")],
+                                       vocab_size=VOCAB, hard_vocab_limit=False, model_type="unigram",
+                                       max_sentence_length=1 << 20, num_threads=os.cpu_count(), minloglevel=2)
+        pieces = spm.SentencePieceProcessor(model_file=unigram_path).get_piece_size()
+        print(f"trained {unigram_path}: {pieces} pieces in {time.perf_counter() - start:.0f} s")
     if all(os.path.exists(p) for p in (os.path.join(hf_dir, "tokenizer.json"), spm_path, tik_path)):
-        return hf_dir, spm_path, tik_path
+        return hf_dir, spm_path, tik_path, unigram_path
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     os.makedirs(hf_dir, exist_ok=True)
     texts = corpus_texts()
@@ -138,7 +151,7 @@ def train_models(out):
                                    max_sentence_length=1 << 20, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
                                    num_threads=os.cpu_count(), minloglevel=2)
     print(f"trained {spm_path}: {VOCAB} pieces in {time.perf_counter() - start:.0f} s")
-    return hf_dir, spm_path, tik_path
+    return hf_dir, spm_path, tik_path, unigram_path
 
 
 def gpt2_alphabet_inverse():
@@ -169,6 +182,13 @@ def spm_peer(path):
     bos = sp.bos_id()
     # _Llama2Tokenizer.tokenize(text, bos=True): [bos] + encode(text).
     return lambda texts: [[bos] + ids for ids in sp.encode(texts, num_threads=1)]
+
+
+def spm_plain_peer(path):
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file=path)
+    # _GPTSentencePieceTokenizer.tokenize: encode_as_ids.
+    return lambda texts: sp.encode(texts, num_threads=1)
 
 
 def tiktoken_peer(path, pattern):
@@ -257,12 +277,12 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--megabytes", type=float, default=30)
     ap.add_argument("--models", help="directory for the trained tokenizers (reused when present)")
-    ap.add_argument("--only", nargs="+", choices=["hf", "spm", "tiktoken-v1", "tiktoken-v2"],
-                    default=["hf", "spm", "tiktoken-v1", "tiktoken-v2"])
+    ap.add_argument("--only", nargs="+", choices=["hf", "spm", "spm-unigram", "tiktoken-v1", "tiktoken-v2"],
+                    default=["hf", "spm", "spm-unigram", "tiktoken-v1", "tiktoken-v2"])
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        hf_dir, spm_path, tik_path = train_models(args.models or os.path.join(tmp, "models"))
+        hf_dir, spm_path, tik_path, unigram_path = train_models(args.models or os.path.join(tmp, "models"))
         corpus = os.path.join(tmp, "corpus.jsonl")
         size = make_corpus(corpus, args.megabytes)
         print(f"corpus: {size / 1e6:.1f} MB of JSON lines ({' + '.join(CORPORA)} repeated)")
@@ -270,6 +290,7 @@ def main():
             hf_eod = next(t["id"] for t in json.load(f)["added_tokens"] if t["content"] == "<|end_of_text|>")
         import sentencepiece
         spm_eod = sentencepiece.SentencePieceProcessor(model_file=spm_path).eos_id()
+        unigram_eod = sentencepiece.SentencePieceProcessor(model_file=unigram_path).eos_id()
         tik_vocab = TIKTOKEN_SPECIAL + len(json.load(open(tik_path, encoding="utf-8")))
 
         cases = {
@@ -279,6 +300,9 @@ def main():
             "spm": ("Llama2Tokenizer (32k SentencePiece BPE)", "sentencepiece",
                     ["--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model", spm_path],
                     lambda: spm_peer(spm_path), spm_eod),
+            "spm-unigram": ("GPTSentencePieceTokenizer (SentencePiece unigram, nmt_nfkc)", "sentencepiece",
+                            ["--tokenizer-type", "GPTSentencePieceTokenizer", "--tokenizer-model", unigram_path],
+                            lambda: spm_plain_peer(unigram_path), unigram_eod),
             "tiktoken-v1": ("TikTokenizer (32k ranks, pattern v1)", "tiktoken",
                             ["--tokenizer-type", "TikTokenizer", "--tokenizer-model", tik_path,
                              "--tiktoken-pattern", "v1", "--vocab-size", str(tik_vocab)],

@@ -1,0 +1,139 @@
+#include "tokenizer/sentencepiece_normalizer.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "tokenizer/utf8_validation.hpp"
+
+namespace mgt {
+
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
+// The library keeps at most this many prefix matches of the map per position (kMaxTrieResultsSize).
+constexpr std::size_t kMaxMatches = 32;
+
+// darts-clone's DoubleArrayUnit.
+bool has_leaf(std::uint32_t unit) { return ((unit >> 8) & 1) == 1; }
+std::uint32_t value_of(std::uint32_t unit) { return unit & ((1U << 31) - 1); }
+std::uint32_t label_of(std::uint32_t unit) { return unit & ((1U << 31) | 0xFF); }
+std::uint32_t offset_of(std::uint32_t unit) { return (unit >> 10) << ((unit & (1U << 9)) >> 6); }
+
+}  // namespace
+
+std::shared_ptr<const SentencePieceNormalizer> SentencePieceNormalizer::build(const SentencePieceModelProto& model,
+                                                                              std::string* why_not) {
+  auto refuse = [&](const char* why) {
+    if (why_not) *why_not = why;
+    return nullptr;
+  };
+  if (model.treat_whitespace_as_suffix) return refuse("treat_whitespace_as_suffix");
+  for (const auto& piece : model.pieces)
+    if (piece.type == SentencePieceModelProto::PieceType::kUserDefined)
+      return refuse("user-defined pieces (the normalizer matches them first)");
+  auto n = std::make_shared<SentencePieceNormalizer>();
+  n->add_dummy_prefix_ = model.add_dummy_prefix;
+  n->remove_extra_whitespaces_ = model.remove_extra_whitespaces;
+  n->escape_whitespaces_ = model.escape_whitespaces;
+  // normalizer.cc DecodePrecompiledCharsMap: <trie size, 4 bytes little-endian><trie><strings>.
+  const std::string& blob = model.precompiled_charsmap;
+  if (!blob.empty()) {
+    if (blob.size() < 4) throw Error("SentencePiece precompiled_charsmap is truncated");
+    const auto* b = reinterpret_cast<const unsigned char*>(blob.data());
+    const std::uint32_t trie_bytes = b[0] | (b[1] << 8) | (b[2] << 16) | (std::uint32_t{b[3]} << 24);
+    if (trie_bytes % 4 != 0 || trie_bytes == 0 || trie_bytes > blob.size() - 4)
+      throw Error("SentencePiece precompiled_charsmap has a trie of " + std::to_string(trie_bytes) +
+                  " bytes in " + std::to_string(blob.size()));
+    n->trie_.resize(trie_bytes / 4);
+    for (std::size_t i = 0; i < n->trie_.size(); ++i) {
+      const unsigned char* u = b + 4 + 4 * i;
+      n->trie_[i] = u[0] | (u[1] << 8) | (u[2] << 16) | (std::uint32_t{u[3]} << 24);
+    }
+    n->replacements_ = blob.substr(4 + trie_bytes);
+    // Which bytes begin a rule: the root's child for that label exists.
+    const std::uint32_t root = offset_of(n->trie_[0]);
+    for (unsigned c = 0; c < 256; ++c) {
+      const std::size_t pos = root ^ c;
+      n->starts_rule_[c] = pos < n->trie_.size() && label_of(n->trie_[pos]) == c;
+    }
+  }
+  return n;
+}
+
+std::size_t SentencePieceNormalizer::longest_rule(std::string_view text, std::string_view& replacement) const {
+  // Darts::DoubleArray::commonPrefixSearch, keeping the longest of the first kMaxMatches matches.
+  std::size_t node = offset_of(trie_[0]);
+  std::size_t longest = 0, matches = 0;
+  std::uint32_t value = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    node ^= c;
+    if (node >= trie_.size()) break;
+    const std::uint32_t unit = trie_[node];
+    if (label_of(unit) != c) break;
+    node ^= offset_of(unit);
+    if (node >= trie_.size()) break;
+    if (has_leaf(unit)) {
+      if (matches < kMaxMatches) {
+        longest = i + 1;
+        value = value_of(trie_[node]);
+      }
+      ++matches;
+    }
+  }
+  if (longest == 0) return 0;
+  if (value >= replacements_.size()) throw Error("SentencePiece precompiled_charsmap points past its strings");
+  replacement = std::string_view(replacements_.data() + value);
+  return longest;
+}
+
+bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out) const {
+  out.clear();
+  const auto* end = reinterpret_cast<const unsigned char*>(text.data() + text.size());
+  // One normalized piece of the input at a time: a rule's replacement, or the character itself.
+  auto next = [&](std::string_view& piece) -> std::size_t {
+    const auto c = static_cast<unsigned char>(text[0]);
+    if (starts_rule_[c]) {
+      const std::size_t n = longest_rule(text, piece);
+      if (n > 0) return n;
+    }
+    const std::size_t n = utf8_length(reinterpret_cast<const unsigned char*>(text.data()), end);
+    piece = text.substr(0, n);
+    return n;
+  };
+  std::string_view piece;
+  // Leading whitespace (after normalization) is dropped.
+  if (remove_extra_whitespaces_) {
+    while (!text.empty()) {
+      const std::size_t n = next(piece);
+      if (n == 0) return false;
+      if (piece != " ") break;
+      text.remove_prefix(n);
+    }
+  }
+  if (text.empty()) return true;
+  const std::string_view space = escape_whitespaces_ ? kSpace : std::string_view(" ");
+  if (add_dummy_prefix_) out.append(space);
+  bool previous_space = remove_extra_whitespaces_;
+  while (!text.empty()) {
+    const std::size_t n = next(piece);
+    if (n == 0) return false;  // not UTF-8: the library replaces it itself
+    std::string_view sp = piece;
+    while (previous_space && !sp.empty() && sp[0] == ' ') sp.remove_prefix(1);
+    if (!sp.empty()) {
+      for (char ch : sp) {
+        if (ch == ' ') out.append(space);
+        else out.push_back(ch);
+      }
+      previous_space = sp.back() == ' ';
+    }
+    text.remove_prefix(n);
+    if (!remove_extra_whitespaces_) previous_space = false;
+  }
+  if (remove_extra_whitespaces_)
+    while (out.size() >= space.size() && std::string_view(out).substr(out.size() - space.size()) == space)
+      out.resize(out.size() - space.size());
+  return true;
+}
+
+}  // namespace mgt

@@ -1,0 +1,79 @@
+// mgt's own encoder for SentencePiece unigram models (the default model type of spm_train, and
+// of T5-style vocabularies): the library's normalizer (sentencepiece_normalizer.hpp), then
+// unigram_model.cc's EncodeOptimized, the Viterbi pass over the normalized text that keeps, for
+// every end position, the best-scoring way to reach it (float sums in the order of the Python
+// package 0.2.x, which Megatron-LM runs, ties to the first found; Debian's library 0.1.97 sums
+// in double and breaks some ties otherwise), an unknown character scored min_score − 10. Models it does not reproduce
+// (user-defined pieces, whitespace as a suffix) stay with the library, as does text that is not
+// valid UTF-8.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/sentencepiece_model_proto.hpp"
+#include "tokenizer/sentencepiece_normalizer.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace mgt {
+
+// The immutable part, shared by every clone of a tokenizer: the pieces as a byte trie.
+class SentencePieceUnigramTables {
+public:
+  // Null when the model is not unigram or has a setting this encoder does not reproduce;
+  // `why_not` says which.
+  static std::shared_ptr<const SentencePieceUnigramTables> build(const SentencePieceModelProto& model,
+                                                                 std::string* why_not = nullptr);
+
+  static constexpr std::int32_t kNone = -1;
+  // The child of `node` (0: the root) along byte `c`, or kNone.
+  std::int32_t child(std::int32_t node, unsigned char c) const;
+
+  struct NodePiece {
+    TokenId id = kNone;  // the piece ending at this node (kNone: none, or an unused piece)
+    float score = 0.0f;
+  };
+  std::vector<NodePiece> nodes;
+  std::shared_ptr<const SentencePieceNormalizer> normalizer;
+  TokenId unk_id = 0;
+  float unk_score = 0.0f;  // min_score() - kUnkPenalty
+  bool byte_fallback = false;
+  TokenId byte_ids[256] = {};
+
+private:
+  std::int32_t add_child(std::int32_t node, unsigned char c);
+
+  std::int32_t root_[256];
+  struct Edge {
+    std::uint64_t key = 0;  // (node << 8 | byte) + 1; 0 marks an empty slot
+    std::int32_t child = kNone;
+  };
+  std::vector<Edge> edges_;
+  std::size_t edge_count_ = 0;
+};
+
+// Per-instance working memory; not thread-safe, one per tokenizer clone.
+class SentencePieceUnigramEncoder {
+public:
+  explicit SentencePieceUnigramEncoder(std::shared_ptr<const SentencePieceUnigramTables> tables)
+      : tables_(std::move(tables)) {}
+
+  // Appends the ids SentencePieceProcessor::Encode gives for `text`; false (appending nothing)
+  // when the text is not valid UTF-8 or over 1 GiB.
+  bool encode(std::string_view text, std::vector<TokenId>& out);
+
+private:
+  struct Best {
+    float score = 0.0f;
+    std::int32_t starts_at = -1;
+    TokenId id = SentencePieceUnigramTables::kNone;
+  };
+  std::shared_ptr<const SentencePieceUnigramTables> tables_;
+  std::string normalized_;
+  std::vector<Best> best_;
+  std::vector<std::int32_t> path_;
+};
+
+}  // namespace mgt
