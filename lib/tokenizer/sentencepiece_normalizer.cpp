@@ -57,6 +57,17 @@ std::shared_ptr<const SentencePieceNormalizer> SentencePieceNormalizer::build(co
       n->starts_rule_[c] = pos < n->trie_.size() && label_of(n->trie_[pos]) == c;
     }
   }
+  for (unsigned c = 0; c < 128; ++c) {
+    bool plain = true;
+    std::string_view unused;
+    const char alone[1] = {static_cast<char>(c)};
+    if (n->starts_rule_[c] && n->longest_rule(std::string_view(alone, 1), unused) > 0) plain = false;
+    for (unsigned d = 0; plain && n->starts_rule_[c] && d < 128; ++d) {
+      const char pair[2] = {static_cast<char>(c), static_cast<char>(d)};
+      if (n->longest_rule(std::string_view(pair, 2), unused) > 0) plain = false;
+    }
+    n->plain_ascii_[c] = plain;
+  }
   return n;
 }
 
@@ -93,6 +104,11 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
   // One normalized piece of the input at a time: a rule's replacement, or the character itself.
   auto next = [&](std::string_view& piece) -> std::size_t {
     const auto c = static_cast<unsigned char>(text[0]);
+    // Most text: an ASCII byte no rule touches, followed by another ASCII byte.
+    if (c < 0x80 && plain_ascii_[c] && (text.size() == 1 || static_cast<unsigned char>(text[1]) < 0x80)) {
+      piece = text.substr(0, 1);
+      return 1;
+    }
     if (starts_rule_[c]) {
       const std::size_t n = longest_rule(text, piece);
       if (n > 0) return n;

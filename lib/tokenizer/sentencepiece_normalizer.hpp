@@ -33,6 +33,9 @@ private:
   std::vector<std::uint32_t> trie_;   // darts-clone units
   std::string replacements_;          // NUL-terminated strings the trie's values point into
   bool starts_rule_[256] = {};        // whether some rule begins with this byte
+  // ASCII bytes that no rule maps alone or with a following ASCII byte: before another ASCII
+  // byte (or the end) such a byte is its own normalized piece.
+  bool plain_ascii_[128] = {};
   bool add_dummy_prefix_ = true;
   bool remove_extra_whitespaces_ = true;
   bool escape_whitespaces_ = true;

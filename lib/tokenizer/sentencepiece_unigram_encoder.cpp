@@ -15,7 +15,6 @@ using PieceType = SentencePieceModelProto::PieceType;
 // unigram_model.cc kUnkPenalty.
 constexpr float kUnkPenalty = 10.0f;
 
-std::size_t hash_edge(std::uint64_t key) { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 20); }
 
 }  // namespace
 
@@ -29,40 +28,25 @@ std::shared_ptr<const SentencePieceUnigramTables> SentencePieceUnigramTables::bu
   auto t = std::make_shared<SentencePieceUnigramTables>();
   t->normalizer = SentencePieceNormalizer::build(model, why_not);
   if (!t->normalizer) return nullptr;
-  std::fill(std::begin(t->root_), std::end(t->root_), kNone);
-  std::size_t bytes = 0;
-  for (const auto& p : model.pieces) bytes += p.text.size();
-  std::size_t capacity = 64;
-  while (capacity < 2 * bytes) capacity *= 2;
-  t->edges_.resize(capacity);
-  t->nodes.emplace_back();  // the root
+  // The pieces the library's trie holds (normal and unused ones; control, unknown and byte
+  // pieces are never matched in text), sorted, so that a breadth-first walk numbers the nodes.
+  std::vector<std::pair<std::string_view, std::size_t>> keys;
   float min_score = FLT_MAX;
   bool has_unk = false;
   std::fill(std::begin(t->byte_ids), std::end(t->byte_ids), kNone);
   for (std::size_t i = 0; i < model.pieces.size(); ++i) {
     const auto& p = model.pieces[i];
     const auto id = static_cast<TokenId>(i);
-    switch (p.type) {
-      case PieceType::kNormal: min_score = std::min(min_score, p.score); break;
-      case PieceType::kUnknown:
-        t->unk_id = id;
-        has_unk = true;
-        continue;
-      case PieceType::kByte: {
-        unsigned value = 0;
-        if (p.text.size() == 6 && std::sscanf(p.text.c_str(), "<0x%2X>", &value) == 1 && value < 256)
-          t->byte_ids[value] = id;
-        continue;
-      }
-      case PieceType::kUnused: break;
-      default: continue;  // control pieces are never matched in text
+    if (p.type == PieceType::kNormal) min_score = std::min(min_score, p.score);
+    if (p.type == PieceType::kUnknown) {
+      t->unk_id = id;
+      has_unk = true;
+    } else if (p.type == PieceType::kByte) {
+      unsigned value = 0;
+      if (p.text.size() == 6 && std::sscanf(p.text.c_str(), "<0x%2X>", &value) == 1 && value < 256)
+        t->byte_ids[value] = id;
     }
-    if (p.text.empty()) continue;
-    std::int32_t node = 0;
-    for (char c : p.text) node = t->add_child(node, static_cast<unsigned char>(c));
-    // The library's trie is built from the first piece of each text (duplicates are an error).
-    if (t->nodes[static_cast<std::size_t>(node)].id == kNone && p.type == PieceType::kNormal)
-      t->nodes[static_cast<std::size_t>(node)] = {id, p.score};
+    if ((p.type == PieceType::kNormal || p.type == PieceType::kUnused) && !p.text.empty()) keys.emplace_back(p.text, i);
   }
   if (!has_unk) return refuse("no unknown piece");
   t->byte_fallback = model.byte_fallback;
@@ -70,36 +54,48 @@ std::shared_ptr<const SentencePieceUnigramTables> SentencePieceUnigramTables::bu
     for (TokenId& b : t->byte_ids)
       if (b == kNone) return refuse("byte fallback without every byte piece");
   t->unk_score = min_score - kUnkPenalty;
+  // The library's trie keeps the first piece of each text (duplicates are an error there).
+  std::stable_sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  // Breadth first: a level's nodes are the distinct prefixes of one more byte, in sorted order,
+  // each the child of the node of its prefix. `level` holds, per node of the current depth, the
+  // range of keys under it.
+  struct Range {
+    std::size_t begin, end;
+    std::int32_t node;
+  };
+  std::vector<Range> level = {{0, keys.size(), 0}};
+  t->nodes.emplace_back();
+  t->child_begin_.push_back(0);
+  std::fill(std::begin(t->root_), std::end(t->root_), kNone);
+  for (std::size_t depth = 0; !level.empty(); ++depth) {
+    std::vector<Range> next;
+    for (const Range& r : level) {
+      // child_begin_[node] must be set in node order, which breadth first guarantees.
+      t->child_begin_.resize(static_cast<std::size_t>(r.node) + 1, static_cast<std::uint32_t>(t->child_bytes_.size()));
+      t->child_begin_[static_cast<std::size_t>(r.node)] = static_cast<std::uint32_t>(t->child_bytes_.size());
+      std::size_t k = r.begin;
+      while (k < r.end && keys[k].first.size() == depth) ++k;  // the key ending here (set below)
+      while (k < r.end) {
+        const auto c = static_cast<unsigned char>(keys[k].first[depth]);
+        std::size_t e = k;
+        while (e < r.end && static_cast<unsigned char>(keys[e].first[depth]) == c) ++e;
+        const auto child = static_cast<std::int32_t>(t->child_bytes_.size()) + 1;
+        t->child_bytes_.push_back(c);
+        t->nodes.emplace_back();
+        if (r.node == 0) t->root_[c] = child;
+        // The key that ends at the child (sorted first among those under it).
+        const auto& [text, index] = keys[k];
+        if (text.size() == depth + 1 && model.pieces[index].type == PieceType::kNormal)
+          t->nodes[static_cast<std::size_t>(child)] = {static_cast<TokenId>(index), model.pieces[index].score};
+        next.push_back({k, e, child});
+        k = e;
+      }
+    }
+    level = std::move(next);
+  }
+  t->child_begin_.resize(t->nodes.size() + 1, static_cast<std::uint32_t>(t->child_bytes_.size()));
   return t;
-}
-
-std::int32_t SentencePieceUnigramTables::add_child(std::int32_t node, unsigned char c) {
-  if (node == 0 && root_[c] != kNone) return root_[c];
-  const std::uint64_t key = ((static_cast<std::uint64_t>(node) << 8) | c) + 1;
-  const std::size_t mask = edges_.size() - 1;
-  std::size_t i = hash_edge(key) & mask;
-  for (; edges_[i].key != 0; i = (i + 1) & mask)
-    if (edges_[i].key == key) return edges_[i].child;
-  const auto child = static_cast<std::int32_t>(nodes.size());
-  nodes.emplace_back();
-  if (node == 0) {
-    root_[c] = child;
-  } else {
-    edges_[i] = {key, child};
-    ++edge_count_;
-  }
-  return child;
-}
-
-std::int32_t SentencePieceUnigramTables::child(std::int32_t node, unsigned char c) const {
-  if (node == 0) return root_[c];
-  const std::uint64_t key = ((static_cast<std::uint64_t>(node) << 8) | c) + 1;
-  const std::size_t mask = edges_.size() - 1;
-  for (std::size_t i = hash_edge(key) & mask;; i = (i + 1) & mask) {
-    const Edge& e = edges_[i];
-    if (e.key == key) return e.child;
-    if (e.key == 0) return kNone;
-  }
 }
 
 bool SentencePieceUnigramEncoder::encode(std::string_view text, std::vector<TokenId>& out) {

@@ -8,6 +8,7 @@
 // valid UTF-8.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,7 +30,13 @@ public:
 
   static constexpr std::int32_t kNone = -1;
   // The child of `node` (0: the root) along byte `c`, or kNone.
-  std::int32_t child(std::int32_t node, unsigned char c) const;
+  std::int32_t child(std::int32_t node, unsigned char c) const {
+    if (node == 0) return root_[c];
+    const std::uint32_t begin = child_begin_[static_cast<std::size_t>(node)];
+    const std::uint32_t end = child_begin_[static_cast<std::size_t>(node) + 1];
+    const void* at = std::memchr(child_bytes_.data() + begin, c, end - begin);
+    return at ? static_cast<std::int32_t>(static_cast<const unsigned char*>(at) - child_bytes_.data()) + 1 : kNone;
+  }
 
   struct NodePiece {
     TokenId id = kNone;  // the piece ending at this node (kNone: none, or an unused piece)
@@ -43,15 +50,12 @@ public:
   TokenId byte_ids[256] = {};
 
 private:
-  std::int32_t add_child(std::int32_t node, unsigned char c);
-
+  // Nodes are numbered breadth first, each node's children consecutively: the children of node n
+  // are nodes child_begin_[n] + 1 … child_begin_[n + 1], the bytes leading to them in
+  // child_bytes_[child_begin_[n] …] (so node i + 1 is reached by child_bytes_[i]).
   std::int32_t root_[256];
-  struct Edge {
-    std::uint64_t key = 0;  // (node << 8 | byte) + 1; 0 marks an empty slot
-    std::int32_t child = kNone;
-  };
-  std::vector<Edge> edges_;
-  std::size_t edge_count_ = 0;
+  std::vector<std::uint32_t> child_begin_;
+  std::vector<unsigned char> child_bytes_;
 };
 
 // Per-instance working memory; not thread-safe, one per tokenizer clone.
