@@ -23,12 +23,6 @@ std::size_t code_points(std::string_view s) {
   return n;
 }
 
-// A piece that has U+2581 after a non-U+2581 character could join the end of one word to the
-// start of the next.
-bool space_only_leading(std::string_view piece) {
-  while (piece.size() >= 3 && piece.substr(0, 3) == kSpace) piece.remove_prefix(3);
-  return piece.find(kSpace) == std::string_view::npos;
-}
 
 // Heap order of the library's bpe::Model agenda: the highest score first, then the leftmost.
 bool lower_priority(const auto& a, const auto& b) {
@@ -67,7 +61,7 @@ std::shared_ptr<const SentencePieceBpeTables> SentencePieceBpeTables::build(cons
     switch (p.type) {
       case PieceType::kNormal:
         if (!normal.emplace(p.text, id).second) return refuse("a piece is listed twice");
-        if (!space_only_leading(p.text)) t->words_are_independent = false;
+        if (!sentencepiece_space_only_leading(p.text)) t->words_are_independent = false;
         break;
       case PieceType::kUnknown:
         ++unknowns;

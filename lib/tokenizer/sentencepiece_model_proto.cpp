@@ -109,4 +109,10 @@ SentencePieceModelProto SentencePieceModelProto::parse(std::string_view bytes) {
   return m;
 }
 
+bool sentencepiece_space_only_leading(std::string_view piece) {
+  constexpr std::string_view kSpace = "\xE2\x96\x81";
+  while (piece.size() >= 3 && piece.substr(0, 3) == kSpace) piece.remove_prefix(3);
+  return piece.find(kSpace) == std::string_view::npos;
+}
+
 }  // namespace mgt

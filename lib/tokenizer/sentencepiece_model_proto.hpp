@@ -35,4 +35,9 @@ struct SentencePieceModelProto {
   static SentencePieceModelProto parse(std::string_view bytes);
 };
 
+// Whether U+2581 (the escaped space) comes in `piece` only as a leading run: a piece with U+2581
+// after another character could join the end of one word to the start of the next, so an
+// encoder may cut the normalized text before each run of U+2581 only when no piece has that.
+bool sentencepiece_space_only_leading(std::string_view piece);
+
 }  // namespace mgt

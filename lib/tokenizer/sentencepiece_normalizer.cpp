@@ -132,6 +132,20 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
   if (add_dummy_prefix_) out.append(space);
   bool previous_space = remove_extra_whitespaces_;
   while (!text.empty()) {
+    // A run of plain ASCII bytes other than spaces, each before another ASCII byte: copied whole.
+    std::size_t run = 0;
+    while (run < text.size()) {
+      const auto c = static_cast<unsigned char>(text[run]);
+      if (c >= 0x80 || c == ' ' || !plain_ascii_[c]) break;
+      if (run + 1 < text.size() && static_cast<unsigned char>(text[run + 1]) >= 0x80) break;
+      ++run;
+    }
+    if (run > 0) {
+      out.append(text.data(), run);
+      previous_space = false;
+      text.remove_prefix(run);
+      continue;
+    }
     const std::size_t n = next(piece);
     if (n == 0) return false;  // not UTF-8: the library replaces it itself
     std::string_view sp = piece;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "tokenizer/utf8_validation.hpp"
 
@@ -12,8 +14,13 @@ namespace {
 
 using PieceType = SentencePieceModelProto::PieceType;
 
-// unigram_model.cc kUnkPenalty.
+// unigram_model.cc kUnkPenalty and kScoreResetThreshold.
 constexpr float kUnkPenalty = 10.0f;
+constexpr float kScoreResetThreshold = 100000.0f;
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+// Cached words: at most this long, and this many (see encode_word).
+constexpr std::size_t kMaxCachedWordBytes = 64;
+constexpr std::size_t kMaxCachedWords = std::size_t{1} << 18;
 
 
 }  // namespace
@@ -46,7 +53,10 @@ std::shared_ptr<const SentencePieceUnigramTables> SentencePieceUnigramTables::bu
       if (p.text.size() == 6 && std::sscanf(p.text.c_str(), "<0x%2X>", &value) == 1 && value < 256)
         t->byte_ids[value] = id;
     }
-    if ((p.type == PieceType::kNormal || p.type == PieceType::kUnused) && !p.text.empty()) keys.emplace_back(p.text, i);
+    if ((p.type == PieceType::kNormal || p.type == PieceType::kUnused) && !p.text.empty()) {
+      keys.emplace_back(p.text, i);
+      if (!sentencepiece_space_only_leading(p.text)) t->words_are_independent = false;
+    }
   }
   if (!has_unk) return refuse("no unknown piece");
   t->byte_fallback = model.byte_fallback;
@@ -98,34 +108,34 @@ std::shared_ptr<const SentencePieceUnigramTables> SentencePieceUnigramTables::bu
   return t;
 }
 
-bool SentencePieceUnigramEncoder::encode(std::string_view text, std::vector<TokenId>& out) {
-  if (text.size() > (std::size_t{1} << 30)) return false;
+float SentencePieceUnigramEncoder::viterbi(std::string_view s, std::int32_t offset, float base, float* min_gap) {
   const SentencePieceUnigramTables& t = *tables_;
-  if (!t.normalizer->normalize(text, normalized_)) return false;
-  const std::string_view s = normalized_;
   const auto size = static_cast<std::int32_t>(s.size());
-  if (size == 0) return true;
   // EncodeOptimized: best_[e] is the best path over s[0, e), scores summed in float; once a score
   // leaves ±100000 the scores from here to the furthest end reached are shifted back to 0 (the
   // package's kScoreResetThreshold, which keeps long texts' sums precise).
   best_.assign(static_cast<std::size_t>(size) + 1, Best{});
-  constexpr float kScoreResetThreshold = 100000.0f;
+  best_[0].score = base;
   std::int32_t frontier = 0;
-  auto offer = [&](std::int32_t end, float candidate, std::int32_t start, TokenId id) {
+  auto offer = [&](std::int32_t end, float piece_score, float candidate, std::int32_t start, TokenId id) {
     Best& target = best_[static_cast<std::size_t>(end)];
     frontier = std::max(frontier, end);
     if (target.starts_at == -1 || candidate > target.score) {
+      if (target.starts_at != -1) target.runner_up = target.score;
       target.score = candidate;
+      target.piece_score = piece_score;
       target.starts_at = start;
       target.id = id;
+    } else {
+      target.runner_up = std::max(target.runner_up, candidate);
     }
   };
   for (std::int32_t start = 0; start < size;) {
     float till_here = best_[static_cast<std::size_t>(start)].score;
     if (till_here < -kScoreResetThreshold || till_here > kScoreResetThreshold) {
-      const float offset = till_here;
+      const float shift = till_here;
       for (std::int32_t i = start; i <= frontier; ++i)
-        if (i == start || best_[static_cast<std::size_t>(i)].starts_at != -1) best_[static_cast<std::size_t>(i)].score -= offset;
+        if (i == start || best_[static_cast<std::size_t>(i)].starts_at != -1) best_[static_cast<std::size_t>(i)].score -= shift;
       till_here = 0.0f;
     }
     const auto mblen = std::min<std::int32_t>(
@@ -139,27 +149,99 @@ bool SentencePieceUnigramEncoder::encode(std::string_view text, std::vector<Toke
       ++end;
       const SentencePieceUnigramTables::NodePiece& piece = t.nodes[static_cast<std::size_t>(node)];
       if (piece.id == SentencePieceUnigramTables::kNone) continue;
-      offer(end, piece.score + till_here, start, piece.id);
+      offer(end, piece.score, piece.score + till_here, start, piece.id);
       if (end - start == mblen) has_single_node = true;
     }
-    if (!has_single_node) offer(start + mblen, t.unk_score + till_here, start, t.unk_id);
+    if (!has_single_node) offer(start + mblen, t.unk_score, t.unk_score + till_here, start, t.unk_id);
     start += mblen;
   }
-  // Back from the end, then forward into `out`; the library reports a run of unknown pieces as
-  // one (with byte fallback, as the bytes of the run).
-  path_.clear();
-  for (std::int32_t end = size; end > 0; end = best_[static_cast<std::size_t>(end)].starts_at) path_.push_back(end);
+  if (min_gap) {
+    *min_gap = std::numeric_limits<float>::infinity();
+    for (std::int32_t e = 1; e <= size; ++e) {
+      const Best& b = best_[static_cast<std::size_t>(e)];
+      if (b.starts_at != -1) *min_gap = std::min(*min_gap, b.score - b.runner_up);
+    }
+  }
+  // Back from the end: the pieces in order, appended to pieces_.
+  const std::size_t first = pieces_.size();
+  for (std::int32_t end = size; end > 0; end = best_[static_cast<std::size_t>(end)].starts_at) {
+    const Best& b = best_[static_cast<std::size_t>(end)];
+    pieces_.push_back({b.id, offset + b.starts_at, offset + end, b.piece_score});
+  }
+  std::reverse(pieces_.begin() + static_cast<std::ptrdiff_t>(first), pieces_.end());
+  return best_[static_cast<std::size_t>(size)].score;
+}
+
+void SentencePieceUnigramEncoder::encode_word(std::string_view word, std::int32_t offset, float& base) {
+  const SentencePieceUnigramTables& t = *tables_;
+  // The score is reset where a word starts past the threshold: to exactly 0.
+  if (base < -kScoreResetThreshold || base > kScoreResetThreshold) base = 0.0f;
+  // Every score inside the word lies within base + (bytes) x unk_score of the base (each
+  // character has a piece of its own or is unknown), so below the threshold nothing resets there,
+  // and each float sum rounds by at most half the ulp of `magnitude`.
+  const float magnitude = std::fabs(base) + static_cast<float>(word.size()) * std::fabs(t.unk_score);
+  const bool cacheable = magnitude + 1.0f < kScoreResetThreshold && word.size() <= kMaxCachedWordBytes;
+  const float ulp = std::ldexp(1.0f, std::ilogb(std::max(magnitude, 1.0f)) - 23);
+  if (cacheable) {
+    if (auto it = cache_.find(word); it != cache_.end() && ulp < it->second.max_ulp) {
+      for (const CachedPiece& p : it->second.pieces) {
+        pieces_.push_back({p.id, offset + p.begin, offset + p.end, p.score});
+        base = p.score + base;  // the float sums the full pass makes along the path
+      }
+      return;
+    }
+  }
+  float min_gap = 0.0f;
+  const std::size_t first = pieces_.size();
+  base = viterbi(word, offset, base, cacheable ? &min_gap : nullptr);
+  if (!cacheable || cache_.size() >= kMaxCachedWords) return;
+  // A value inside the word is at most k = bytes + 1 sums from the base, each off by at most
+  // ulp / 2 here: the margins measured now are within k x ulp of the exact ones. Another base
+  // whose ulp is u makes the same decisions while k x (ulp + u) stays below the smallest margin.
+  const float k = static_cast<float>(word.size() + 1);
+  const float max_ulp = min_gap / k - ulp;
+  if (!(max_ulp > 0.0f)) return;  // a tie, or too close to one: always computed
+  CachedWord cached{{}, max_ulp};
+  for (std::size_t i = first; i < pieces_.size(); ++i) {
+    const Piece& p = pieces_[i];
+    cached.pieces.push_back({p.id, p.begin - offset, p.end - offset, p.score});
+  }
+  cache_.insert_or_assign(std::string(word), std::move(cached));
+}
+
+bool SentencePieceUnigramEncoder::encode(std::string_view text, std::vector<TokenId>& out) {
+  if (text.size() > (std::size_t{1} << 30)) return false;
+  const SentencePieceUnigramTables& t = *tables_;
+  if (!t.normalizer->normalize(text, normalized_)) return false;
+  const std::string_view s = normalized_;
+  if (s.empty()) return true;
+  pieces_.clear();
+  if (!t.words_are_independent) {
+    viterbi(s, 0, 0.0f, nullptr);
+  } else {
+    // Every path passes the start of each run of U+2581 (no piece spans one): the text is
+    // encoded word by word, each word from the score the whole pass would have there.
+    float base = 0.0f;
+    std::size_t start = 0;
+    auto space_at = [&](std::size_t i) { return s[i] == kSpace[0] && s[i + 1] == kSpace[1] && s[i + 2] == kSpace[2]; };
+    for (std::size_t i = 1; i + 3 <= s.size(); ++i) {
+      if (s[i] != kSpace[0] || !space_at(i) || (i >= 3 && space_at(i - 3))) continue;
+      encode_word(s.substr(start, i - start), static_cast<std::int32_t>(start), base);
+      start = i;
+      i += 2;
+    }
+    encode_word(s.substr(start), static_cast<std::int32_t>(start), base);
+  }
+  // The library reports a run of unknown pieces as one (with byte fallback, as the run's bytes).
   bool previous_unknown = false;
-  for (auto it = path_.rbegin(); it != path_.rend(); ++it) {
-    const Best& b = best_[static_cast<std::size_t>(*it)];
-    const bool unknown = b.id == t.unk_id;
+  for (const Piece& p : pieces_) {
+    const bool unknown = p.id == t.unk_id;
     if (unknown && previous_unknown && !t.byte_fallback) continue;
     previous_unknown = unknown;
     if (unknown && t.byte_fallback) {
-      for (std::int32_t i = b.starts_at; i < *it; ++i)
-        out.push_back(t.byte_ids[static_cast<unsigned char>(s[static_cast<std::size_t>(i)])]);
+      for (std::int32_t i = p.begin; i < p.end; ++i) out.push_back(t.byte_ids[static_cast<unsigned char>(s[static_cast<std::size_t>(i)])]);
     } else {
-      out.push_back(b.id);
+      out.push_back(p.id);
     }
   }
   return true;

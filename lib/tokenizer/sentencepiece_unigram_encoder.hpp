@@ -9,9 +9,12 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/sentencepiece_model_proto.hpp"
@@ -48,6 +51,8 @@ public:
   float unk_score = 0.0f;  // min_score() - kUnkPenalty
   bool byte_fallback = false;
   TokenId byte_ids[256] = {};
+  // No piece has U+2581 after another character: every path passes each run's start.
+  bool words_are_independent = true;
 
 private:
   // Nodes are numbered breadth first, each node's children consecutively: the children of node n
@@ -71,13 +76,43 @@ public:
 private:
   struct Best {
     float score = 0.0f;
+    float runner_up = -std::numeric_limits<float>::infinity();  // the best candidate it beat
+    float piece_score = 0.0f;  // of the piece ending here
     std::int32_t starts_at = -1;
     TokenId id = SentencePieceUnigramTables::kNone;
   };
+  struct Piece {
+    TokenId id;
+    std::int32_t begin, end;  // in the normalized text
+    float score;
+  };
+  struct CachedPiece {
+    TokenId id;
+    std::int32_t begin, end;  // in the word
+    float score;
+  };
+  struct CachedWord {
+    std::vector<CachedPiece> pieces;
+    float max_ulp;  // valid where the sums round by less than this (see encode_word)
+  };
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  // The best path over `s` (at `offset` in the normalized text) from the score `base`, appended
+  // to pieces_; returns its score. min_gap: the smallest margin by which a position's best beat
+  // another candidate.
+  float viterbi(std::string_view s, std::int32_t offset, float base, float* min_gap);
+  // One word (a run of U+2581 and what follows it up to the next run): from the cache where
+  // that gives the full pass's result, else by viterbi; `base` moves to the word's end.
+  void encode_word(std::string_view word, std::int32_t offset, float& base);
+
   std::shared_ptr<const SentencePieceUnigramTables> tables_;
   std::string normalized_;
   std::vector<Best> best_;
-  std::vector<std::int32_t> path_;
+  std::vector<Piece> pieces_;
+  std::unordered_map<std::string, CachedWord, StringHash, std::equal_to<>> cache_;
 };
 
 }  // namespace mgt
