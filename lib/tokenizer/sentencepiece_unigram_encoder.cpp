@@ -64,6 +64,9 @@ std::shared_ptr<const SentencePieceUnigramTables> SentencePieceUnigramTables::bu
     for (TokenId& b : t->byte_ids)
       if (b == kNone) return refuse("byte fallback without every byte piece");
   t->unk_score = min_score - kUnkPenalty;
+  t->max_abs_score = std::fabs(t->unk_score);
+  for (const auto& p : model.pieces)
+    if (p.type == PieceType::kNormal) t->max_abs_score = std::max(t->max_abs_score, std::fabs(p.score));
   // The library's trie keeps the first piece of each text (duplicates are an error there).
   std::stable_sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
@@ -176,10 +179,10 @@ void SentencePieceUnigramEncoder::encode_word(std::string_view word, std::int32_
   const SentencePieceUnigramTables& t = *tables_;
   // The score is reset where a word starts past the threshold: to exactly 0.
   if (base < -kScoreResetThreshold || base > kScoreResetThreshold) base = 0.0f;
-  // Every score inside the word lies within base + (bytes) x unk_score of the base (each
-  // character has a piece of its own or is unknown), so below the threshold nothing resets there,
-  // and each float sum rounds by at most half the ulp of `magnitude`.
-  const float magnitude = std::fabs(base) + static_cast<float>(word.size()) * std::fabs(t.unk_score);
+  // Every score inside the word is at most (bytes + 1) pieces from the base, each piece scoring
+  // within ±max_abs_score, so below the threshold nothing resets there, and each float sum
+  // rounds by at most half the ulp of `magnitude`.
+  const float magnitude = std::fabs(base) + static_cast<float>(word.size() + 1) * t.max_abs_score;
   const bool cacheable = magnitude + 1.0f < kScoreResetThreshold && word.size() <= kMaxCachedWordBytes;
   const float ulp = std::ldexp(1.0f, std::ilogb(std::max(magnitude, 1.0f)) - 23);
   if (cacheable) {

@@ -1,11 +1,13 @@
 // mgt's own encoder for SentencePiece unigram models (the default model type of spm_train, and
 // of T5-style vocabularies): the library's normalizer (sentencepiece_normalizer.hpp), then
 // unigram_model.cc's EncodeOptimized, the Viterbi pass over the normalized text that keeps, for
-// every end position, the best-scoring way to reach it (float sums in the order of the Python
-// package 0.2.x, which Megatron-LM runs, ties to the first found; Debian's library 0.1.97 sums
-// in double and breaks some ties otherwise), an unknown character scored min_score − 10. Models it does not reproduce
-// (user-defined pieces, whitespace as a suffix) stay with the library, as does text that is not
-// valid UTF-8.
+// every end position, the best-scoring way to reach it: float sums in the order of the Python
+// package 0.2.x, which Megatron-LM runs, rescaled past ±100000, ties to the first found (Debian's
+// library 0.1.97 sums in double and breaks some ties otherwise); an unknown character scores
+// min_score − 10. Where no piece spans a run of U+2581 the pass goes word by word, and a word
+// whose every decision won by more than any base's rounding could change comes from a cache.
+// Models it does not reproduce (user-defined pieces, whitespace as a suffix) stay with the
+// library, as does text that is not valid UTF-8.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -49,6 +51,7 @@ public:
   std::shared_ptr<const SentencePieceNormalizer> normalizer;
   TokenId unk_id = 0;
   float unk_score = 0.0f;  // min_score() - kUnkPenalty
+  float max_abs_score = 0.0f;  // the largest |score| of a normal piece or the unknown one
   bool byte_fallback = false;
   TokenId byte_ids[256] = {};
   // No piece has U+2581 after another character: every path passes each run's start.
