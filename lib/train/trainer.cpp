@@ -120,6 +120,8 @@ public:
         chief_(world_.rank() == 0),
         output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
                 chief_ ? options.logging.metrics_file : std::nullopt),
+        last_output_(world_.rank() == world_.size() - 1 ? (settings.out ? *settings.out : std::cout) : discarded_,
+                     std::nullopt),
         backend_owner_(settings.backend ? nullptr : make_backend(options.device)),
         backend_(settings.backend ? *settings.backend : *backend_owner_) {
     if (world_.size() != options.parallel.world_size || data_parallel_.size() != options.parallel.data_parallel_size)
@@ -698,7 +700,7 @@ private:
     const double tokens_per_second = g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : 0.0;
     // Megatron's fields first, in its order, so that its log parsers keep working; mgt adds
     // tokens per second at the end.
-    output_.line(format_iteration_line(g, stamp) + " tokens per second: " + one_decimal(tokens_per_second) + " |");
+    last_output_.line(format_iteration_line(g, stamp) + " tokens per second: " + one_decimal(tokens_per_second) + " |");
     output_.metrics(iteration_metrics_json(g, stamp));
     if (tensorboard_) tensorboard_->log_interval_end(progress_.iteration, g.seconds_per_iteration, g.tflops_per_gpu);
     losses_.reset();
@@ -719,7 +721,7 @@ private:
     const LossValues losses = evaluator.evaluate();
     std::string block = format_validation_block(prefix, losses);
     if (!block.empty() && block.back() == '\n') block.pop_back();
-    output_.line(block);
+    last_output_.line(block);
     output_.metrics(validation_metrics_json(event, progress_.iteration, losses, now_stamp()));
     // Megatron writes the test set's losses under the validation names too.
     if (tensorboard_) tensorboard_->evaluation(progress_.iteration, progress_.consumed_train_samples, losses);
@@ -836,7 +838,10 @@ private:
   dist::Communicator* model_parallel_;
   bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints
   std::ostream discarded_{nullptr};  // where the other ranks' lines go
+  // Megatron's print_rank_0 lines (and --metrics-file) on world rank 0; its print_rank_last lines
+  // (iterations, validation) on the last rank, which holds the same values.
   RunOutput output_;
+  RunOutput last_output_;
   std::optional<TensorBoardLog> tensorboard_;  // --tensorboard-dir, on rank 0
   std::unique_ptr<Backend> backend_owner_;
   Backend& backend_;

@@ -87,9 +87,9 @@ struct TrainingRanks {
 };
 
 struct TrainerSettings {
-  // Megatron's printed lines; null: standard output. Only world rank 0 prints them (and writes
-  // --metrics-file): Megatron's print_rank_0 lines, and print_rank_last's, whose values (losses,
-  // norms) every rank holds alike.
+  // Megatron's printed lines; null: standard output. World rank 0 prints Megatron's print_rank_0
+  // lines (and writes --metrics-file), the last rank its print_rank_last lines (iterations and
+  // validation, whose values every rank holds alike).
   std::ostream* out = nullptr;
   // The backend to compute on (must outlive the run); null: one made from --device.
   Backend* backend = nullptr;

@@ -5,8 +5,9 @@
 # GELU, biases, tied embeddings, dropout) and a Llama-style one (rotary, RMSNorm, SwiGLU,
 # grouped-query attention, untied, no biases); a DP=2 checkpoint resumes exactly on DP=2 and
 # continues the one-rank run on one rank; --fp16's power-of-two loss scales change no bit at
-# DP=2, plain or sharded; DP=4 on 4 ranks; only rank 0 prints; failures and usage errors stop
-# every rank.
+# DP=2, plain or sharded; DP=4 on 4 ranks; each of Megatron's lines is printed once, the
+# iteration and validation lines by the last rank (print_rank_last), the others by rank 0;
+# failures and usage errors stop every rank.
 # Usage: bash tests/e2e/mgt_train_data_parallel.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -88,7 +89,7 @@ for model in GPT2 LLAMA; do
   declare -n FLAGS="$model"
   expect_status 0 "$BIN/mgt-train" "${FLAGS[@]}" --metrics-file "$WORK/$model-1.jsonl"
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" --metrics-file "$WORK/$model-dp2.jsonl"
-  # Only rank 0 prints Megatron's lines, once each.
+  # Megatron's lines, once each.
   [[ "$(grep -c '] iteration ' "$WORK/out.txt")" == 20 ]] || fail "$model DP=2: not one line per iteration"
   grep -q '^using world size: 2, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 1, pipeline-model-parallel size: 1$' \
     "$WORK/out.txt" || fail "$model DP=2: no layout line"
@@ -98,6 +99,15 @@ for model in GPT2 LLAMA; do
     fail "$model DP=2: not one line naming the transport: $(grep 'communication' "$WORK/err.txt")"
   [[ "$(grep -c 'validation loss at iteration 10 |' "$WORK/out.txt")" == 1 ]] || fail "$model DP=2: validation"
   compare "$WORK/$model-1.jsonl" "$WORK/$model-dp2.jsonl"
+  if [[ $model == GPT2 && ${#LAUNCHER[@]} -gt 0 ]]; then
+    # Which rank printed which line: hydra's -prepend-rank marks each line "[RANK] ".
+    expect_status 0 env -u SLURM_NTASKS -u SLURM_NPROCS "$MPIEXEC" -n 2 "${LAUNCHER[@]}" -prepend-rank \
+      "$BIN/mgt-train" "${FLAGS[@]}" --train-iters 10
+    grep -q '^\[1\]  \[.*\] iteration       10/      10 |' "$WORK/out.txt" || fail "iteration line not from the last rank"
+    grep -q '^\[1\]  validation loss at iteration 10 |' "$WORK/out.txt" || fail "validation not from the last rank"
+    grep -q '^\[0\] using world size: 2' "$WORK/out.txt" || fail "layout line not from rank 0"
+    ! grep -q '^\[0\].* iteration ' "$WORK/out.txt" || fail "rank 0 printed an iteration line"
+  fi
   # --overlap-* (one bucket at the default --ddp-bucket-size) change nothing; nor does --distributed-backend
   # on CPU ranks.
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" --use-distributed-optimizer --overlap-grad-reduce \
