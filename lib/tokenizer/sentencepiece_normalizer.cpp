@@ -67,6 +67,7 @@ std::shared_ptr<const SentencePieceNormalizer> SentencePieceNormalizer::build(co
       if (n->longest_rule(std::string_view(pair, 2), unused) > 0) plain = false;
     }
     n->plain_ascii_[c] = plain;
+    n->copied_whole_[c] = plain && c != ' ';
   }
   return n;
 }
@@ -134,12 +135,9 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
   while (!text.empty()) {
     // A run of plain ASCII bytes other than spaces, each before another ASCII byte: copied whole.
     std::size_t run = 0;
-    while (run < text.size()) {
-      const auto c = static_cast<unsigned char>(text[run]);
-      if (c >= 0x80 || c == ' ' || !plain_ascii_[c]) break;
-      if (run + 1 < text.size() && static_cast<unsigned char>(text[run + 1]) >= 0x80) break;
-      ++run;
-    }
+    while (run < text.size() && copied_whole_[static_cast<unsigned char>(text[run])]) ++run;
+    // The last byte may begin a rule with the non-ASCII byte after it.
+    if (run > 0 && run < text.size() && static_cast<unsigned char>(text[run]) >= 0x80) --run;
     if (run > 0) {
       out.append(text.data(), run);
       previous_space = false;

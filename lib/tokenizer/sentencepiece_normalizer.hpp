@@ -36,6 +36,7 @@ private:
   // ASCII bytes that no rule maps alone or with a following ASCII byte: before another ASCII
   // byte (or the end) such a byte is its own normalized piece.
   bool plain_ascii_[128] = {};
+  bool copied_whole_[256] = {};  // plain ASCII other than the space: copied in runs
   bool add_dummy_prefix_ = true;
   bool remove_extra_whitespaces_ = true;
   bool escape_whitespaces_ = true;
