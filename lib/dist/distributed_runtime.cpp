@@ -1,9 +1,11 @@
 #include "dist/distributed_runtime.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -22,6 +24,9 @@ std::atomic<bool> g_mpi_started{false};
 void abort_job(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
+  // The launcher forwards a rank's output through a pipe and stops reading once it tears the job
+  // down: a moment for the message to get through first (on a loaded machine it was lost).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   int initialized = 0;
   int finalized = 0;
   MPI_Initialized(&initialized);
