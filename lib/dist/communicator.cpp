@@ -1,6 +1,9 @@
 #include "dist/communicator.hpp"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
+#include <span>
 
 #include "core/error.hpp"
 #include "dist/parallel_layout.hpp"
@@ -206,6 +209,20 @@ PendingCollective Communicator::start_all_gather_chunks(RecvBuffer data,
 void Communicator::barrier() {
   auto scope = watch("barrier", nullptr, -1, ElementType::Int64, nullptr, -1);
   do_barrier();
+}
+
+std::vector<std::string> all_gather_text(Communicator& group, std::string_view text, std::size_t max_bytes) {
+  const std::size_t words = max_bytes / sizeof(std::int64_t) + 1;  // room for a terminating zero
+  std::vector<std::int64_t> mine(words, 0);
+  std::memcpy(mine.data(), text.data(), std::min(text.size(), max_bytes));
+  std::vector<std::int64_t> all(words * static_cast<std::size_t>(group.size()));
+  group.all_gather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
+  std::vector<std::string> texts;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(group.size()); ++r) {
+    const char* record = reinterpret_cast<const char*>(all.data() + r * words);
+    texts.emplace_back(record, strnlen(record, words * sizeof(std::int64_t)));
+  }
+  return texts;
 }
 
 }  // namespace mgt::dist

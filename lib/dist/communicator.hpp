@@ -27,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -236,6 +237,10 @@ private:
   std::string description_;
   CollectiveWatchdog* watchdog_;
 };
+
+// Collective over `group`: element r is group rank r's `text`, cut to max_bytes (it travels as
+// fixed-size records of int64 words).
+std::vector<std::string> all_gather_text(Communicator& group, std::string_view text, std::size_t max_bytes);
 
 // "tensor-model-parallel group [0, 1]"; long rank lists are abbreviated.
 std::string describe_group(const std::string& kind, const std::vector<int>& world_ranks);

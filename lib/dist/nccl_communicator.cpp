@@ -220,28 +220,20 @@ private:
                        })});
   }
 
-  // Events that time the started operations (cudaEventDisableTiming off).
-  cudaEvent_t take_timed_event() {
+  // An event from `spares`, or a new one with `flags`.
+  static cudaEvent_t take_event(std::vector<cudaEvent_t>& spares, unsigned flags) {
     cudaEvent_t event = nullptr;
-    if (spare_timed_.empty()) {
-      MGT_CUDA_CHECK(cudaEventCreate(&event));
+    if (spares.empty()) {
+      MGT_CUDA_CHECK(cudaEventCreateWithFlags(&event, flags));
     } else {
-      event = spare_timed_.back();
-      spare_timed_.pop_back();
+      event = spares.back();
+      spares.pop_back();
     }
     return event;
   }
-
-  cudaEvent_t take_event() {
-    cudaEvent_t event = nullptr;
-    if (spare_events_.empty()) {
-      MGT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    } else {
-      event = spare_events_.back();
-      spare_events_.pop_back();
-    }
-    return event;
-  }
+  cudaEvent_t take_event() { return take_event(spare_events_, cudaEventDisableTiming); }
+  // Events that time the started operations.
+  cudaEvent_t take_timed_event() { return take_event(spare_timed_, cudaEventDefault); }
 
   // Ends the watch of the queued operations that have run (they run in queue order).
   void retire_completed() {

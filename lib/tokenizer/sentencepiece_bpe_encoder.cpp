@@ -12,7 +12,7 @@ namespace {
 
 using PieceType = SentencePieceModelProto::PieceType;
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
+constexpr std::string_view kSpace = kSentencePieceSpace;
 
 bool is_space_symbol(const char* p) { return std::string_view(p, 3) == kSpace; }
 

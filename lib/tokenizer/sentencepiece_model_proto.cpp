@@ -110,9 +110,8 @@ SentencePieceModelProto SentencePieceModelProto::parse(std::string_view bytes) {
 }
 
 bool sentencepiece_space_only_leading(std::string_view piece) {
-  constexpr std::string_view kSpace = "\xE2\x96\x81";
-  while (piece.size() >= 3 && piece.substr(0, 3) == kSpace) piece.remove_prefix(3);
-  return piece.find(kSpace) == std::string_view::npos;
+  while (piece.starts_with(kSentencePieceSpace)) piece.remove_prefix(kSentencePieceSpace.size());
+  return piece.find(kSentencePieceSpace) == std::string_view::npos;
 }
 
 }  // namespace mgt

@@ -35,6 +35,9 @@ struct SentencePieceModelProto {
   static SentencePieceModelProto parse(std::string_view bytes);
 };
 
+// U+2581, the escaped space of SentencePiece's normalized text.
+inline constexpr std::string_view kSentencePieceSpace = "\xE2\x96\x81";
+
 // Whether U+2581 (the escaped space) comes in `piece` only as a leading run: a piece with U+2581
 // after another character could join the end of one word to the start of the next, so an
 // encoder may cut the normalized text before each run of U+2581 only when no piece has that.

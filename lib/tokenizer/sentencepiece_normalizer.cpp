@@ -9,7 +9,7 @@ namespace mgt {
 
 namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
+constexpr std::string_view kSpace = kSentencePieceSpace;
 // The library keeps at most this many prefix matches of the map per position (kMaxTrieResultsSize).
 constexpr std::size_t kMaxMatches = 32;
 
@@ -66,7 +66,6 @@ std::shared_ptr<const SentencePieceNormalizer> SentencePieceNormalizer::build(co
       const char pair[2] = {static_cast<char>(c), static_cast<char>(d)};
       if (n->longest_rule(std::string_view(pair, 2), unused) > 0) plain = false;
     }
-    n->plain_ascii_[c] = plain;
     n->copied_whole_[c] = plain && c != ' ';
   }
   return n;
@@ -105,11 +104,6 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
   // One normalized piece of the input at a time: a rule's replacement, or the character itself.
   auto next = [&](std::string_view& piece) -> std::size_t {
     const auto c = static_cast<unsigned char>(text[0]);
-    // Most text: an ASCII byte no rule touches, followed by another ASCII byte.
-    if (c < 0x80 && plain_ascii_[c] && (text.size() == 1 || static_cast<unsigned char>(text[1]) < 0x80)) {
-      piece = text.substr(0, 1);
-      return 1;
-    }
     if (starts_rule_[c]) {
       const std::size_t n = longest_rule(text, piece);
       if (n > 0) return n;

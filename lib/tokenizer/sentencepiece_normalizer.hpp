@@ -33,10 +33,9 @@ private:
   std::vector<std::uint32_t> trie_;   // darts-clone units
   std::string replacements_;          // NUL-terminated strings the trie's values point into
   bool starts_rule_[256] = {};        // whether some rule begins with this byte
-  // ASCII bytes that no rule maps alone or with a following ASCII byte: before another ASCII
-  // byte (or the end) such a byte is its own normalized piece.
-  bool plain_ascii_[128] = {};
-  bool copied_whole_[256] = {};  // plain ASCII other than the space: copied in runs
+  // ASCII bytes other than the space that no rule maps alone or with a following ASCII byte:
+  // before another ASCII byte (or the end) such a byte is its own normalized piece, copied in runs.
+  bool copied_whole_[256] = {};
   bool add_dummy_prefix_ = true;
   bool remove_extra_whitespaces_ = true;
   bool escape_whitespaces_ = true;

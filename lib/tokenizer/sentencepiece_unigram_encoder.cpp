@@ -17,11 +17,10 @@ using PieceType = SentencePieceModelProto::PieceType;
 // unigram_model.cc kUnkPenalty and kScoreResetThreshold.
 constexpr float kUnkPenalty = 10.0f;
 constexpr float kScoreResetThreshold = 100000.0f;
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+constexpr std::string_view kSpace = kSentencePieceSpace;
 // Cached words: at most this long, and this many (see encode_word).
 constexpr std::size_t kMaxCachedWordBytes = 64;
 constexpr std::size_t kMaxCachedWords = std::size_t{1} << 18;
-
 
 }  // namespace
 
@@ -39,12 +38,16 @@ std::shared_ptr<const SentencePieceUnigramTables> SentencePieceUnigramTables::bu
   // pieces are never matched in text), sorted, so that a breadth-first walk numbers the nodes.
   std::vector<std::pair<std::string_view, std::size_t>> keys;
   float min_score = FLT_MAX;
+  float max_abs_normal = 0.0f;
   bool has_unk = false;
   std::fill(std::begin(t->byte_ids), std::end(t->byte_ids), kNone);
   for (std::size_t i = 0; i < model.pieces.size(); ++i) {
     const auto& p = model.pieces[i];
     const auto id = static_cast<TokenId>(i);
-    if (p.type == PieceType::kNormal) min_score = std::min(min_score, p.score);
+    if (p.type == PieceType::kNormal) {
+      min_score = std::min(min_score, p.score);
+      max_abs_normal = std::max(max_abs_normal, std::fabs(p.score));
+    }
     if (p.type == PieceType::kUnknown) {
       t->unk_id = id;
       has_unk = true;
@@ -64,9 +67,7 @@ std::shared_ptr<const SentencePieceUnigramTables> SentencePieceUnigramTables::bu
     for (TokenId& b : t->byte_ids)
       if (b == kNone) return refuse("byte fallback without every byte piece");
   t->unk_score = min_score - kUnkPenalty;
-  t->max_abs_score = std::fabs(t->unk_score);
-  for (const auto& p : model.pieces)
-    if (p.type == PieceType::kNormal) t->max_abs_score = std::max(t->max_abs_score, std::fabs(p.score));
+  t->max_abs_score = std::max(max_abs_normal, std::fabs(t->unk_score));
   // The library's trie keeps the first piece of each text (duplicates are an error there).
   std::stable_sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
