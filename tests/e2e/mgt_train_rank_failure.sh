@@ -34,13 +34,19 @@ wait_job() {
   set -e
   [[ $status != 0 ]] || fail "$name: the job exited 0"
 }
-no_rank_left() {
-  local pid
+no_rank_left() {  # no_rank_left NAME: every rank process has ended within 10 s of the job
+  local pid state
   for pid in $(cat "$WORK"/pid.* 2>/dev/null); do
-    # A zombie (state Z) has ended; where nothing reaps orphans it stays listed.
-    if kill -0 "$pid" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]; then
+    # A zombie (state Z) has ended; where nothing reaps orphans it stays listed. The launcher's
+    # kill of the other ranks may land a moment after it exits.
+    for _ in $(seq 100); do
+      state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+      [[ -z "$state" || "$state" == Z ]] && break
+      sleep 0.1
+    done
+    if [[ -n "$state" && "$state" != Z ]]; then
       kill -9 "$pid" 2>/dev/null || true
-      fail "$1: rank process $pid outlived the job"
+      fail "$1: rank process $pid (state $state) outlived the job by 10 s"
     fi
   done
 }
