@@ -5,7 +5,10 @@ Reads the train records of two mgt-train --metrics-file outputs and prints one l
 "N iterations, max rel lm-loss diff X (at iteration I)", or "FAIL (...)" when the run logged
 other iterations than the reference (or none). Exit status 0 either way: the caller prints the line.
 
-Usage: tools/gpu/compare_losses.py REFERENCE.jsonl RUN.jsonl
+With --from I, only the reference's iterations from I on are compared (a run resumed from a
+checkpoint saved at iteration I - 1).
+
+Usage: tools/gpu/compare_losses.py [--from I] REFERENCE.jsonl RUN.jsonl
 """
 import json
 import sys
@@ -20,9 +23,15 @@ def losses(path):
 
 
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    first = 0
+    if len(args) == 4 and args[0] == "--from":
+        first = int(args[1])
+        args = args[2:]
+    if len(args) != 2:
         sys.exit(__doc__.strip().splitlines()[-1])
-    ref, run = losses(sys.argv[1]), losses(sys.argv[2])
+    ref, run = losses(args[0]), losses(args[1])
+    ref = {i: loss for i, loss in ref.items() if i >= first}
     if not ref or sorted(run) != sorted(ref):
         print(f"FAIL ({len(run)} of {len(ref)} iterations)")
         return

@@ -5,20 +5,27 @@
 #   tests    the NCCL tests of mgt-dist-tests ([nccl]), one rank per GPU;
 #   layouts  the parallel layouts on the bundled corpus (datasets/corpus-gutenberg.jsonl, GPT-2
 #            BPE) for 200 iterations against the one-GPU run, in fp32 and bf16: on 2 GPUs TP=2,
-#            PP=2, DP=2, DP=2 with --use-distributed-optimizer, TP=2 with --sequence-parallel; on 4
-#            GPUs TP=4, TP=2 x DP=2, TP=2 x PP=2; the largest relative lm-loss difference of each;
+#            PP=2, DP=2, DP=2 with --use-distributed-optimizer, TP=2 with --sequence-parallel; with
+#            4 GPUs also TP=4, TP=2 x DP=2, TP=2 x PP=2; the largest relative lm-loss difference of
+#            each;
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
-#            replica) at DP=1, DP=N, DP=N with --overlap-grad-reduce, DP=N with the distributed
-#            optimizer and both overlaps, TP=2 with sequence parallelism (x DP=N/2): tokens/s per
-#            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
-#            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
-#            and from CUDA events on the compute and communication streams (mgt-train's
-#            data_parallel_comm_ms and data_parallel_comm_exposed_ms metrics)
-#            (tools/bench/bench_train_gpu.py);
+#            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
+#            --overlap-grad-reduce, DP=N with the distributed optimizer and both overlaps, TP=2
+#            with sequence parallelism (x DP=N/2): tokens/s per GPU, the scaling efficiency
+#            against DP=1, and the share of the data-parallel reduction the overlap hides, from
+#            step times: (DP=N − overlapped) / (DP=N − DP=1), and from CUDA events on the compute
+#            and communication streams (mgt-train's data_parallel_comm_ms and
+#            data_parallel_comm_exposed_ms metrics) (tools/bench/bench_train_gpu.py); the
+#            overlapped DP=N once more with 4 micro-batches accumulated per step;
+#   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
+#            1 and N GPUs at the scaling section's shape and micro-batch;
+#   ckpt     (4 GPUs) TP=2 x DP=2 for 40 iterations in fp32, saving at iteration 20; that
+#            checkpoint converted to TP=4 and to TP=1 (mgt-ckpt-convert) and resumed at TP=4 on 4
+#            GPUs and at TP=1 on one: iterations 21-40 against the uninterrupted run;
 # then a short table, last. Sections run in the order given (default: tests scaling layouts),
 # each row printed as it is known, so that a run cut short still reports what it finished. Logs under $OUT (or /tmp/multi-gpu), data under $MGT_WORK (or
 # /tmp/multi-gpu-work).
-#   tools/gpu/multi_gpu.sh [SECTION...]     sections: tests scaling layouts (default: all)
+#   tools/gpu/multi_gpu.sh [SECTION...]     sections: tests scaling peer layouts ckpt (default: all)
 # MGT_MULTI_GPU_CPU=1 tries the script itself on a machine without GPUs: CPU ranks over MPI
 # (MGT_GPUS of them, default 2), tiny shapes, MGT_MULTI_GPU_ITERS iterations (default 10), the
 # programs of ${MGT_BUILD_DIR:-build}.
@@ -27,7 +34,7 @@ cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-/tmp/multi-gpu}
 work=${MGT_WORK:-/tmp/multi-gpu-work}
 mkdir -p "$out" "$work"
-sections=${*:-tests scaling layouts}
+sections=${*:-tests scaling peer layouts ckpt}
 table=()
 row() {
   table+=("$(printf '%-52s %s' "$1" "$2")")
@@ -78,6 +85,9 @@ else
   exit 1
 fi
 echo "machine: $machine; using $n"
+# The data-parallel sizes measured: 2, and 4 where there are 4 GPUs.
+counts=(2)
+[ "$n" -eq 4 ] && counts+=(4)
 # ranks N COMMAND...: N ranks on this machine (hydra's fork launcher), or the command alone.
 ranks() {
   local count=$1
@@ -96,54 +106,58 @@ section_tests() {
   row "NCCL tests ([nccl]), $n ranks" "$([ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $summary"
 }
 
-# The layouts against one GPU. The vocabulary (50,257 GPT-2 tokens) is padded to 50,432 in
-# every layout: Megatron pads to a multiple of --make-vocab-size-divisible-by x TP, so TP=t takes
-# 256/t, and every layout trains the same model.
-section_layouts() {
-  data=$work/gutenberg
-  tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json
-             --merge-file datasets/gpt2-merges.txt)
+# The bundled corpus, tokenized once, and the small model the layouts and the checkpoint train.
+# The vocabulary (50,257 GPT-2 tokens) is padded to 50,432 in every layout: Megatron pads to a
+# multiple of --make-vocab-size-divisible-by x TP, so TP=t takes 256/t, and every layout trains
+# the same model.
+data=$work/gutenberg
+tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json
+           --merge-file datasets/gpt2-merges.txt)
+corpus_model() {  # corpus_model ITERS: sets model=(...) for runs of ITERS iterations
   [ -f "${data}_text_document.idx" ] ||
     "$bin/mgt-tokenize" --input datasets/corpus-gutenberg.jsonl --output-prefix "$data" --json-keys text \
       --append-eod --workers "$(nproc)" "${tokenizer[@]}" > "$out/tokenize.log" 2>&1 ||
     echo "mgt-tokenize failed: $(tail -2 "$out/tokenize.log")"
   model=("${tokenizer[@]}" "${size[@]}" --data-path "${data}_text_document" --split "969,30,1"
          --data-cache-path "$work/index-cache" --micro-batch-size 4 --global-batch-size 8 --lr 1e-3
-         --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters $(((iters + 19) / 20)) --train-iters "$iters" --log-interval 1
+         --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters $((($1 + 19) / 20)) --train-iters "$1" --log-interval 1
          --eval-iters 0 --seed 1234 --hidden-dropout 0 --attention-dropout 0 --device "$device")
+}
+train() {  # train DIR NAME RANKS TP FLAGS...: the run's metrics in DIR/NAME.jsonl, its log in DIR/NAME.log
+  local dir=$1 name=$2 count=$3 tp=$4
+  shift 4
+  ranks "$count" "$bin/mgt-train" "${model[@]}" --make-vocab-size-divisible-by $((256 / tp)) "$@" \
+    --metrics-file "$dir/$name.jsonl" > "$dir/$name.log" 2>&1 ||
+    echo "$name: mgt-train failed: $(grep -m3 -iE 'error|mgt-train:' "$dir/$name.log" | head -3)"
+}
+
+# The layouts against one GPU.
+section_layouts() {
+  corpus_model "$iters"
   mkdir -p "$out/layouts"
-  train() {  # train NAME RANKS TP FLAGS...: the run's metrics in layouts/NAME.jsonl
-    local name=$1 count=$2 tp=$3
-    shift 3
-    ranks "$count" "$bin/mgt-train" "${model[@]}" --make-vocab-size-divisible-by $((256 / tp)) "$@" \
-      --metrics-file "$out/layouts/$name.jsonl" > "$out/layouts/$name.log" 2>&1 ||
-      echo "$name: mgt-train failed: $(grep -m3 -iE 'error|mgt-train:' "$out/layouts/$name.log" | head -3)"
-  }
-  if [ "$n" -eq 4 ]; then
-    layouts=("tp4:4:--tensor-model-parallel-size 4"
-             "tp2-dp2:2:--tensor-model-parallel-size 2"
-             "tp2-pp2:2:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2")
-  else
-    layouts=("tp2:2:--tensor-model-parallel-size 2"
-             "pp2:1:--pipeline-model-parallel-size 2"
-             "dp2:1:"
-             "dp2-distopt:1:--use-distributed-optimizer"
-             "tp2-sp:2:--tensor-model-parallel-size 2 --sequence-parallel")
-  fi
+  # NAME:RANKS:TP:FLAGS
+  layouts=("tp2:2:2:--tensor-model-parallel-size 2"
+           "pp2:2:1:--pipeline-model-parallel-size 2"
+           "dp2:2:1:"
+           "dp2-distopt:2:1:--use-distributed-optimizer"
+           "tp2-sp:2:2:--tensor-model-parallel-size 2 --sequence-parallel")
+  [ "$n" -eq 4 ] && layouts+=("tp4:4:4:--tensor-model-parallel-size 4"
+                              "tp2-dp2:4:2:--tensor-model-parallel-size 2"
+                              "tp2-pp2:4:2:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2")
   rm -f "$out/layouts"/*.jsonl
   for precision in fp32 bf16; do
     extra=()
     [ $precision = bf16 ] && extra=(--bf16)
-    train "one-$precision" 1 1 "${extra[@]}"
+    train "$out/layouts" "one-$precision" 1 1 "${extra[@]}"
     for layout in "${layouts[@]}"; do
-      IFS=: read -r name tp flags <<< "$layout"
+      IFS=: read -r name count tp flags <<< "$layout"
       # shellcheck disable=SC2086 # the layout's flags, split into words
-      train "$name-$precision" "$n" "$tp" "${extra[@]}" $flags
+      train "$out/layouts" "$name-$precision" "$count" "$tp" "${extra[@]}" $flags
       transport=$(grep -m1 -oE 'communication: [A-Za-z]+' "$out/layouts/$name-$precision.log" | cut -d' ' -f2)
       result=$("$py" tools/gpu/compare_losses.py "$out/layouts/one-$precision.jsonl" \
         "$out/layouts/$name-$precision.jsonl")
-      echo "layout $name, $precision, $n ranks over ${transport:-?} vs 1 GPU: $result"
-      row "$name $precision ($n ranks, ${transport:-?}) vs 1" "$result"
+      echo "layout $name, $precision, $count ranks over ${transport:-?} vs 1 GPU: $result"
+      row "$name $precision ($count ranks, ${transport:-?}) vs 1" "$result"
     done
   done
 }
@@ -157,10 +171,15 @@ section_scaling() {
       tee -a "$out/scaling.log"
   }
   bench --ranks 1
-  bench --ranks "$n"
-  bench --ranks "$n" --overlap
-  bench --ranks "$n" --overlap --distributed-optimizer
-  bench --ranks "$n" --tensor-parallel 2 --sequence-parallel
+  for count in "${counts[@]}"; do
+    bench --ranks "$count"
+    bench --ranks "$count" --overlap
+    bench --ranks "$count" --overlap --distributed-optimizer
+    bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
+  done
+  # A global batch of 4 micro-batches per replica: the reduction once per 4 backwards.
+  bench --ranks 1 --accumulate 4
+  bench --ranks "$n" --overlap --accumulate 4
   while IFS= read -r line; do
     table+=("$line")
     printf '%s\n' "$line" >> "$out/summary.txt"
@@ -172,38 +191,98 @@ except OSError:
     runs = []
 if not runs:
     print(f"{'throughput':52s} FAIL: no run finished (see scaling.log)")
-one = next((r for r in runs if r["ranks"] == 1), None)
+def one_gpu(accumulate):
+    return next((r for r in runs if r["ranks"] == 1 and r.get("accumulate", 1) == accumulate), None)
 for r in runs:
-    tp, n = r["tensor_parallel"], r["ranks"]
+    tp, n, k = r["tensor_parallel"], r["ranks"], r.get("accumulate", 1)
     name = "DP=1" if n == 1 else f"TP={tp}{' SP' if r['sequence_parallel'] else ''} x DP={n // tp}"
     name += " dist-opt" if r.get("distributed_optimizer") else ""
     name += " overlapped" if r.get("overlap") else ""
+    one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
     transport = r["transport"].split(" ")[0].rstrip(",") if n > 1 else "one GPU"
-    label = f"{r['shape']} bf16 mbs 4, {name} ({transport})"
+    label = f"{r['shape']} bf16 mbs 4{f' x {k}' if k > 1 else ''}, {name} ({transport})"
     print(f"{label:52s} {per_gpu:.0f} tokens/s per GPU, MFU {r['mfu']:.1%}{efficiency}")
     if r.get("comm_ms"):
         print(f"{'  its DP collectives (CUDA events on both streams)':52s} {r['comm_ms']:.2f} ms per iteration, "
               f"{r['comm_exposed_ms']:.2f} ms waited for: {1 - r['comm_exposed_ms'] / r['comm_ms']:.0%} hidden")
 # Step time per token: DP=N spends (plain - one) on its reduction; the overlap hides what it saves.
-def dp_run(overlap):
-    return next((r for r in runs if r["ranks"] > 1 and r["tensor_parallel"] == 1 and not r.get("distributed_optimizer")
-                 and bool(r.get("overlap")) == overlap), None)
-plain, over = dp_run(False), dp_run(True)
-if one and plain and over:
-    t1, tp_, to = (1 / x["tokens_per_second_per_gpu"] for x in (one, plain, over))
-    if tp_ > t1:
-        print(f"{'DP communication hidden by the overlap':52s} {(tp_ - to) / (tp_ - t1):.0%} "
-              f"(exposed {(tp_ - t1) * 1e6:.2f} -> {(to - t1) * 1e6:.2f} us per token)")
+def dp_run(n, overlap):
+    return next((r for r in runs if r["ranks"] == n and r["tensor_parallel"] == 1 and r.get("accumulate", 1) == 1
+                 and not r.get("distributed_optimizer") and bool(r.get("overlap")) == overlap), None)
+one = one_gpu(1)
+for n in sorted({r["ranks"] for r in runs if r["ranks"] > 1}):
+    plain, over = dp_run(n, False), dp_run(n, True)
+    if one and plain and over:
+        t1, tp_, to = (1 / x["tokens_per_second_per_gpu"] for x in (one, plain, over))
+        if tp_ > t1:
+            print(f"{f'DP={n} communication hidden by the overlap':52s} {(tp_ - to) / (tp_ - t1):.0%} "
+                  f"(exposed {(tp_ - t1) * 1e6:.2f} -> {(to - t1) * 1e6:.2f} us per token)")
 PY
   )
 }
 
+# The peer: PyTorch DDP of the compiled GPT-2-style model at the scaling section's shape.
+section_peer() {
+  if [ "$device" != cuda ]; then
+    row "PyTorch DDP peer" "skipped (no GPUs)"
+    return
+  fi
+  rm -f "$out/peer.jsonl"
+  for count in 1 "${counts[@]}"; do
+    "$py" tools/bench/ddp_peer_gpu.py --gpus "$count" --shape "$shape" --micro-batch 4 --iters 20 \
+      --json "$out/peer.jsonl" >> "$out/peer.log" 2>&1 || echo "ddp peer on $count GPUs failed: $(tail -3 "$out/peer.log")"
+  done
+  while IFS= read -r line; do
+    table+=("$line")
+    printf '%s\n' "$line" >> "$out/summary.txt"
+  done < <("$py" - "$out/peer.jsonl" <<'PY'
+import json, sys
+try:
+    runs = [json.loads(line) for line in open(sys.argv[1])]
+except OSError:
+    runs = []
+one = next((r for r in runs if r["gpus"] == 1), None)
+for r in runs:
+    eff = f", scaling efficiency {r['tokens_per_second_per_gpu'] / one['tokens_per_second_per_gpu']:.1%}" if one and r["gpus"] > 1 else ""
+    label = f"peer: torch {r['torch']} DDP, {r['shape']} mbs {r['micro_batch']}, {r['gpus']} GPU(s)"
+    print(f"{label:52s} {r['tokens_per_second_per_gpu']:.0f} tokens/s per GPU, peak {r['peak_mib']:.0f} MiB{eff}")
+if not runs:
+    print(f"{'peer: PyTorch DDP':52s} FAIL: no run finished (see peer.log)")
+PY
+  )
+}
+
+# A checkpoint of TP=2 x DP=2, resharded to TP=4 and TP=1, continues the loss curve.
+section_ckpt() {
+  if [ "$n" -lt 4 ]; then
+    row "checkpoint TP=2 x DP=2 -> TP=4 / TP=1" "skipped (needs 4 GPUs)"
+    return
+  fi
+  local dir=$out/ckpt saves=$work/ckpt
+  rm -rf "$dir" "$saves" && mkdir -p "$dir" "$saves"
+  corpus_model 40
+  train "$dir" tp2-dp2 4 2 --tensor-model-parallel-size 2 --save "$saves/tp2-dp2" --save-interval 20
+  for tp in 4 1; do
+    "$bin/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mgt --load-dir "$saves/tp2-dp2/iter_0000020" \
+      --save-dir "$saves/tp$tp" --target-tensor-parallel-size "$tp" > "$dir/convert-tp$tp.log" 2>&1 ||
+      echo "conversion to TP=$tp failed: $(tail -2 "$dir/convert-tp$tp.log")"
+  done
+  train "$dir" resumed-tp4 4 4 --tensor-model-parallel-size 4 --load "$saves/tp4"
+  train "$dir" resumed-tp1 1 1 --load "$saves/tp1"
+  for run in resumed-tp4:4 resumed-tp1:1; do
+    IFS=: read -r name count <<< "$run"
+    result=$("$py" tools/gpu/compare_losses.py --from 21 "$dir/tp2-dp2.jsonl" "$dir/$name.jsonl")
+    echo "checkpoint TP=2 x DP=2 at 20 -> ${name#resumed-} on $count: $result"
+    row "ckpt TP2xDP2 -> ${name#resumed-} on $count, fp32, vs straight" "$result"
+  done
+}
+
 for section in $sections; do
   case $section in
-    tests|scaling|layouts) "section_$section" ;;
-    *) echo "multi_gpu.sh: unknown section $section (tests, scaling, layouts)" >&2; exit 2 ;;
+    tests|scaling|peer|layouts|ckpt) "section_$section" ;;
+    *) echo "multi_gpu.sh: unknown section $section (tests, scaling, peer, layouts, ckpt)" >&2; exit 2 ;;
   esac
 done
 

@@ -19,6 +19,9 @@ system='linux-vdso|ld-linux|/lib(c|m|pthread|dl|rt|resolv)\.so|libstdc\+\+|libgc
 for f in "$out"/stage/bin/*; do
   ldd "$f" 2>/dev/null | awk '/=>/ {print $3}' | grep -Ev "$system" || true
 done | sort -u | while read -r lib; do [ -n "$lib" ] && cp -L "$lib" "$out/stage/lib/"; done
+# Symbols are not needed there, and the call's transfer is limited: MPICH's and OpenBLAS's
+# libraries alone carry tens of MB of them.
+strip --strip-unneeded "$out"/stage/bin/* "$out"/stage/lib/* 2>/dev/null || true
 tar -C "$out/stage" -cJf "$out/pack.tar.xz" bin lib
 rm -rf "$out/stage"
 du -h "$out/pack.tar.xz"
