@@ -41,9 +41,10 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 
 class NcclCommunicator final : public Communicator {
 public:
-  // `stream` null: the communicator's own, every operation waited for.
+  // `stream` null: the communicator's own, every operation waited for. `max_ctas` > 0: NCCL's
+  // kernels use at most that many thread blocks (multiprocessors), NCCL's choice otherwise.
   NcclCommunicator(GroupMembers members, CollectiveWatchdog* watchdog, int device,
-                   cudaStream_t stream, const ncclUniqueId& id)
+                   cudaStream_t stream, const ncclUniqueId& id, int max_ctas)
       : Communicator(std::move(members), watchdog), device_(device), ordered_(stream != nullptr) {
     MGT_CUDA_CHECK(cudaSetDevice(device_));
     if (ordered_) {
@@ -52,7 +53,14 @@ public:
       MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
       stream_ = own_stream_;
     }
-    MGT_NCCL_CHECK(ncclCommInitRank(&comm_, size(), id, rank()));
+    if (max_ctas > 0) {
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.maxCTAs = max_ctas;
+      config.minCTAs = std::min(config.minCTAs == NCCL_CONFIG_UNDEF_INT ? 1 : config.minCTAs, max_ctas);
+      MGT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config));
+    } else {
+      MGT_NCCL_CHECK(ncclCommInitRank(&comm_, size(), id, rank()));
+    }
   }
 
   ~NcclCommunicator() override {
@@ -591,7 +599,7 @@ private:
 bool nccl_available() { return true; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
-                                                     const DeviceQueue& queue) {
+                                                     const DeviceQueue& queue, int max_ctas) {
   // ncclUniqueId is an opaque byte array; it travels as int64 words.
   std::array<std::int64_t, (sizeof(ncclUniqueId) + 7) / 8> words{};
   ncclUniqueId id{};
@@ -608,7 +616,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
         InFlightOperation{"ncclCommInitRank", nullptr, &bootstrap.description()}));
   return std::make_unique<NcclCommunicator>(
       GroupMembers{bootstrap.kind(), bootstrap.world_ranks(), bootstrap.rank()},
-      bootstrap.watchdog(), queue.device, static_cast<cudaStream_t>(queue.stream), id);
+      bootstrap.watchdog(), queue.device, static_cast<cudaStream_t>(queue.stream), id, max_ctas);
 }
 
 }  // namespace mgt::dist

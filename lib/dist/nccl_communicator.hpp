@@ -28,15 +28,20 @@ namespace mgt::dist {
 bool nccl_available();
 
 // Collective over `bootstrap`'s group. Reports to `bootstrap`'s watchdog. `queue.stream` null:
-// the communicator's own stream.
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, const DeviceQueue& queue);
+// the communicator's own stream. `max_ctas` > 0: NCCL's kernels use at most that many thread
+// blocks, each on a multiprocessor of its own (NCCL's choice otherwise).
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, const DeviceQueue& queue,
+                                                     int max_ctas = 0);
 inline std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int cuda_device) {
   return make_nccl_communicator(bootstrap, DeviceQueue{cuda_device, nullptr});
 }
 
 // NCCL communicators for every group of `bootstrap` (the embedding group stays null where it
 // is null). Collective over the world; every rank passes its own device (and stream).
-ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue);
+// `data_parallel_max_ctas` > 0 caps the data-parallel communicator's thread blocks (collectives
+// overlapped with the compute: Backend::leave_multiprocessors).
+ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue,
+                                       int data_parallel_max_ctas = 0);
 inline ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device) {
   return make_nccl_process_groups(bootstrap, DeviceQueue{cuda_device, nullptr});
 }

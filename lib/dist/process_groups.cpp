@@ -41,14 +41,15 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
   return groups;
 }
 
-ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue) {
+ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue,
+                                       int data_parallel_max_ctas) {
   // Same order on every rank, as for the MPI groups: each creation is collective over its group.
-  const auto mirror = [&](const std::unique_ptr<Communicator>& group) {
-    return group ? make_nccl_communicator(*group, queue) : nullptr;
+  const auto mirror = [&](const std::unique_ptr<Communicator>& group, int max_ctas = 0) {
+    return group ? make_nccl_communicator(*group, queue, max_ctas) : nullptr;
   };
   ProcessGroups groups;
   groups.tensor_model_parallel = mirror(bootstrap.tensor_model_parallel);
-  groups.data_parallel = mirror(bootstrap.data_parallel);
+  groups.data_parallel = mirror(bootstrap.data_parallel, data_parallel_max_ctas);
   groups.pipeline_model_parallel = mirror(bootstrap.pipeline_model_parallel);
   groups.model_parallel = mirror(bootstrap.model_parallel);
   groups.embedding = mirror(bootstrap.embedding);

@@ -99,6 +99,12 @@ public:
   // kernels are always deterministic.
   virtual void set_deterministic(bool /*deterministic*/) {}
 
+  // Until called again with 0, the GEMMs leave `count` of the device's multiprocessors to kernels
+  // that run beside the compute on another stream (collectives overlapped with the backward or
+  // the forward): a GEMM sized for the whole device would otherwise wait for them, running its
+  // last tiles in a second wave. Ignored where nothing runs beside the operations (the CPU).
+  virtual void leave_multiprocessors(int /*count*/) {}
+
   // The storage type the model gives its activations and its weights' compute copy: fp32, or
   // bf16 / fp16 after a GPU backend accepted set_matmul_precision(kBf16 / kFp16) (Megatron's
   // --bf16 / --fp16: 2-byte weights and activations, fp32 master weights and gradients). Tests set it on the CPU, whose

@@ -7,11 +7,14 @@
 namespace mgt {
 
 OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
-                                               dist::Communicator& group, bool distributed)
+                                               dist::Communicator& group, bool distributed, Backend& compute,
+                                               int collective_sms)
     : params_(&params),
       buckets_(std::move(buckets)),
       group_(&group),
       distributed_(distributed),
+      compute_(&compute),
+      collective_sms_(collective_sms),
       started_(buckets_.size(), false),
       reductions_(buckets_.size()),
       gathers_(buckets_.size()) {
@@ -32,6 +35,16 @@ std::vector<std::int64_t> OverlappedDataParallel::shard_counts(std::int64_t begi
 
 void OverlappedDataParallel::arm() { armed_ = true; }
 
+void OverlappedDataParallel::update_compute_share() {
+  const auto in_flight = [](const std::vector<std::vector<dist::PendingCollective>>& per_bucket) {
+    return std::any_of(per_bucket.begin(), per_bucket.end(), [](const auto& p) { return !p.empty(); });
+  };
+  const bool share = collective_sms_ > 0 && (in_flight(reductions_) || in_flight(gathers_));
+  if (share == sharing_) return;
+  sharing_ = share;
+  compute_->leave_multiprocessors(share ? collective_sms_ : 0);
+}
+
 void OverlappedDataParallel::start_reduction(std::size_t index) {
   started_[index] = true;
   if (group_->size() == 1) return;
@@ -41,6 +54,7 @@ void OverlappedDataParallel::start_reduction(std::size_t index) {
   if (!distributed_) {
     pending.push_back(group_->start_all_reduce(dist::backend_buffer(grads.subspan(b.begin, b.size())),
                                                dist::ReduceOp::Sum));
+    update_compute_share();
     return;
   }
   // The evenly split prefix: each rank's part of the bucket reduced onto it; the remainder:
@@ -54,6 +68,7 @@ void OverlappedDataParallel::start_reduction(std::size_t index) {
   if (rest_begin < b.end)
     pending.push_back(group_->start_all_reduce(dist::backend_buffer(grads.subspan(rest_begin, b.end - rest_begin)),
                                                dist::ReduceOp::Sum));
+  update_compute_share();
 }
 
 void OverlappedDataParallel::gradients_done_from(std::int64_t begin) {
@@ -75,6 +90,7 @@ void OverlappedDataParallel::finish_gradient_reduction() {
   }
   std::fill(started_.begin(), started_.end(), false);
   armed_ = false;
+  update_compute_share();
 }
 
 void OverlappedDataParallel::start_param_gather() {
@@ -97,6 +113,7 @@ void OverlappedDataParallel::start_param_gather() {
           group_->start_all_gather_chunks(dist::backend_buffer(params.subspan(rest_begin, b.end - rest_begin)), counts));
     }
   }
+  update_compute_share();
 }
 
 void OverlappedDataParallel::finish_param_gather() {
@@ -104,6 +121,7 @@ void OverlappedDataParallel::finish_param_gather() {
     for (dist::PendingCollective& p : pending) p.wait();
     pending.clear();
   }
+  update_compute_share();
 }
 
 void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64_t end) {
@@ -112,6 +130,7 @@ void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64
     for (dist::PendingCollective& p : gathers_[i]) p.wait();
     gathers_[i].clear();
   }
+  update_compute_share();
 }
 
 }  // namespace mgt

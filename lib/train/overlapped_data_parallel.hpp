@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "kernels/backend.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/parameter_hooks.hpp"
 #include "train/gradient_buckets.hpp"
@@ -30,9 +31,11 @@ namespace mgt {
 class OverlappedDataParallel final : public ParameterHooks {
 public:
   // `group`: the data-parallel group; `distributed`: --use-distributed-optimizer (each rank's
-  // shard as dist/buffer_shards.hpp lays it out). params and group must outlive this.
+  // shard as dist/buffer_shards.hpp lays it out). `compute`: the backend whose GEMMs leave
+  // `collective_sms` multiprocessors to the collectives in flight (0: none). params, group and
+  // compute must outlive this.
   OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets, dist::Communicator& group,
-                         bool distributed);
+                         bool distributed, Backend& compute, int collective_sms);
   OverlappedDataParallel(const OverlappedDataParallel&) = delete;
   OverlappedDataParallel& operator=(const OverlappedDataParallel&) = delete;
 
@@ -58,11 +61,16 @@ private:
   // The counts of the chunked collectives over [begin, end) ∩ the evenly split prefix of the
   // buffer: each rank's part of it.
   std::vector<std::int64_t> shard_counts(std::int64_t begin, std::int64_t end) const;
+  // Tells the backend whether collectives are in flight, when that changes.
+  void update_compute_share();
 
   GptParameters* params_;
   std::vector<GradientBucket> buckets_;
   dist::Communicator* group_;
   bool distributed_;
+  Backend* compute_;
+  int collective_sms_;
+  bool sharing_ = false;  // the GEMMs leave collective_sms_ multiprocessors now
   std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
   std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)
   bool armed_ = false;

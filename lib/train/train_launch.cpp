@@ -33,6 +33,21 @@ namespace mgt {
 
 namespace {
 
+// --overlap-grad-reduce over NCCL: the multiprocessors its collectives keep while they run beside
+// the compute (TrainerSettings::overlap_collective_sms), MGT_OVERLAP_SMS or 8; 0 leaves NCCL and
+// the GEMMs as they would be without overlap.
+int overlap_collective_sms(const TrainOptions& o, const dist::ParallelLayout& layout, bool nccl) {
+  if (!nccl || !o.parallel.overlap_grad_reduce || layout.data_parallel_size() == 1) return 0;
+  const char* value = std::getenv("MGT_OVERLAP_SMS");
+  if (value == nullptr || *value == '\0') return 8;
+  char* end = nullptr;
+  const long sms = std::strtol(value, &end, 10);
+  if (*end != '\0' || sms < 0 || sms > 64)
+    throw UsageError(std::string("MGT_OVERLAP_SMS: expected a number of multiprocessors from 0 to 64, got '") + value +
+                     "'");
+  return static_cast<int>(sms);
+}
+
 dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   dist::ParallelFlags f;
   f.tensor_model_parallel_size = o.parallel.tensor_model_parallel_size;
@@ -128,12 +143,15 @@ int run_training_program(int argc, const char* const* argv) {
     dist::ProcessGroups mpi_groups = dist::make_process_groups(*runtime, layout, &mover);
     const dist::TransportChoice transport = choose_transport(options, *runtime, layout, *backend);
     if (chief && !transport.line.empty()) log::info(transport.line);
+    const int collective_sms = overlap_collective_sms(options, layout, transport.nccl);
     dist::ProcessGroups nccl_groups;
-    if (transport.nccl) nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue());
+    if (transport.nccl)
+      nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms);
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 
     TrainerSettings settings;
     settings.backend = backend.get();
+    settings.overlap_collective_sms = collective_sms;
     settings.ranks.world = &runtime->world();
     settings.ranks.data_parallel = &groups.get(dist::GroupKind::DataParallel);
     settings.ranks.tensor_model_parallel = &groups.get(dist::GroupKind::TensorModelParallel);

@@ -309,14 +309,19 @@ private:
     std::vector<GradientBucket> buckets = gradient_buckets(
         model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
     overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), data_parallel_,
-                                                        p.use_distributed_optimizer);
+                                                        p.use_distributed_optimizer, backend_,
+                                                        settings_.overlap_collective_sms);
     model_->set_parameter_hooks(overlap_.get());
     if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
     output_.line("> overlapping the data-parallel " +
                  std::string(p.use_distributed_optimizer ? "reduce-scatter" : "all-reduce") +
                  " of the gradients with the backward" + (p.overlap_param_gather ? " and the weights' all-gather with the forward" : "") +
                  ": " + std::to_string(overlap_->buckets().size()) + " bucket(s) on rank 0 (--ddp-bucket-size " +
-                 (bucket_size ? std::to_string(*bucket_size) : std::string("unbounded")) + ")");
+                 (bucket_size ? std::to_string(*bucket_size) : std::string("unbounded")) + ")" +
+                 (settings_.overlap_collective_sms > 0
+                      ? "; the GEMMs leave " + std::to_string(settings_.overlap_collective_sms) +
+                            " multiprocessors to the collectives in flight"
+                      : std::string()));
   }
 
   // Where the weights are read outside a forward: the all-gathers still in flight complete first.

@@ -46,6 +46,16 @@ private:
   Log* log_;
 };
 
+// The CPU's kernels, logging what the GEMMs are told to leave to the collectives.
+class SharingBackend final : public CpuBackend {
+public:
+  explicit SharingBackend(Log& log) : log_(&log) {}
+  void leave_multiprocessors(int count) override { log_->push_back("leave " + std::to_string(count)); }
+
+private:
+  Log* log_;
+};
+
 // Passes the model's notices on, logging them first.
 class LoggingHooks final : public ParameterHooks {
 public:
@@ -128,8 +138,9 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
     INFO((distributed ? "distributed optimizer" : "plain"));
     Log log;
     RecordingCommunicator group(log);
+    SharingBackend sharing(log);
     OverlappedDataParallel overlap(params, gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; }),
-                                   group, distributed);
+                                   group, distributed, sharing, 8);
     const std::size_t buckets = overlap.buckets().size();
     REQUIRE(buckets > 3);
     LoggingHooks hooks(log, &overlap);
@@ -166,8 +177,16 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
     }
     CHECK(previous_done == 0);
     CHECK(first_start < last_done);
+    // From the first start on, the GEMMs leave the collectives their multiprocessors, once.
+    CHECK(std::count(log.begin(), log.end(), "leave 8") == 1);
+    const auto leave = std::find(log.begin(), log.end(), "leave 8");
+    const auto first = log.begin() + static_cast<std::ptrdiff_t>(first_start);
+    REQUIRE(leave > first);
+    CHECK(std::none_of(first, leave, [](const std::string& l) { return l.starts_with("done ") || l.starts_with("use "); }));
     overlap.finish_gradient_reduction();
     CHECK(static_cast<std::size_t>(reductions()) == buckets);
+    // ... and have the whole device again once every reduction is waited for.
+    CHECK(log.back() == "leave 0");
 
     if (distributed) {
       // The weights' all-gather: one per bucket, each waited for by the forward that reads it.
@@ -175,8 +194,12 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
       overlap.start_param_gather();
       CHECK(std::count_if(log.begin(), log.end(), [](const std::string& l) { return l.starts_with("all_gather_chunks"); }) ==
             static_cast<std::ptrdiff_t>(buckets));
+      CHECK(log.back() == "leave 8");
       model.forward_backward(micro_batch(batch), {1, 2}, 2);
+      // The forward waited for every bucket: the last wait gave the device back.
+      CHECK(std::count(log.begin(), log.end(), "leave 0") == 1);
       overlap.finish_param_gather();
+      CHECK(std::count(log.begin(), log.end(), "leave 0") == 1);
     }
     model.set_parameter_hooks(nullptr);
   }

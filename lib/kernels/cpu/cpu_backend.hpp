@@ -7,7 +7,7 @@ namespace mgt {
 
 // GEMMs run on OpenBLAS's threads; the row- and element-wise operations on the backend's own
 // pool of `threads` (results do not depend on the count).
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
 public:
   explicit CpuBackend(int threads = cpu::default_cpu_threads()) : pool_(threads) {}
   std::string name() const override { return "cpu"; }

@@ -68,6 +68,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
   lt_ = std::make_unique<cuda::LtMatmul>(stream_);
   lt_->set_timed_choice(gemm_choice_timed());
+  MGT_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device));
   MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
   if (cuda::OpProfiler::requested()) profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
 }
@@ -142,6 +143,16 @@ void CudaBackend::set_deterministic(bool deterministic) {
   // takes the heuristic's choice, the same every time.
   lt_ = std::make_unique<cuda::LtMatmul>(stream_);
   lt_->set_timed_choice(!deterministic_ && gemm_choice_timed());
+  lt_->set_sm_count_target(gemm_multiprocessors_);
+}
+
+void CudaBackend::leave_multiprocessors(int count) {
+  // At least half of the device stays with the GEMMs whatever is asked.
+  const int target = count > 0 ? std::max(multiprocessors_ - count, multiprocessors_ / 2) : 0;
+  if (target == gemm_multiprocessors_) return;
+  gemm_multiprocessors_ = target;
+  lt_->set_sm_count_target(target);
+  MGT_CUBLAS_CHECK(cublasSetSmCountTarget(cublas_, target));
 }
 
 bool CudaBackend::takes_reduced_precision(std::string_view op) const {

@@ -26,6 +26,7 @@ public:
   std::string description() const override;
   bool set_matmul_precision(MatmulPrecision precision) override;
   void set_deterministic(bool deterministic) override;
+  void leave_multiprocessors(int count) override;
 
 protected:
   bool takes_reduced_precision(std::string_view op) const override;
@@ -52,6 +53,8 @@ private:
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
   bool recording_ = false;  // capturing a graph: allocations are refused
   bool deterministic_ = false;
+  int multiprocessors_ = 0;  // the device's
+  int gemm_multiprocessors_ = 0;  // what the GEMMs run on (0: all), leave_multiprocessors()
   // adamw_update's segments on the device ([ends…, flags…]), uploaded when they change.
   std::vector<int64_t> segments_host_;
   DeviceIndexBuffer segments_device_;

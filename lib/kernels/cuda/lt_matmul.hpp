@@ -46,6 +46,11 @@ public:
   // false: every shape takes cuBLASLt's heuristic first choice (the same on every run); applies to
   // shapes not yet planned.
   void set_timed_choice(bool timed) { timed_choice_ = timed; }
+  // The GEMMs from now on run on `count` multiprocessors (0: all of the device's), for kernels
+  // of another stream that hold the others, such as collectives overlapped with the compute.
+  // Each count has its own plans: a persistent kernel sized for the whole device would run its
+  // last tiles in a second wave behind theirs.
+  void set_sm_count_target(int count) { sm_count_target_ = count; }
 
   // Column-major D[m, n] = op(A)·op(B) (+ bias[m] broadcast over columns when bias is not null)
   // + beta·C with C = D; A and B of type ab, D and bias of type d; fp32 accumulation.
@@ -60,7 +65,7 @@ public:
 
 private:
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
-                         LtEpilogue, int64_t, bool>;
+                         LtEpilogue, int64_t, bool, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr;
@@ -87,6 +92,7 @@ private:
   void* workspace_ = nullptr;
   std::map<Key, Plan> plans_;
   bool timed_choice_ = true;
+  int sm_count_target_ = 0;
 };
 
 }  // namespace mgt::cuda
