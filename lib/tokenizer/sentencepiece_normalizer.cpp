@@ -1,5 +1,11 @@
 #include "tokenizer/sentencepiece_normalizer.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -67,7 +73,9 @@ std::shared_ptr<const SentencePieceNormalizer> SentencePieceNormalizer::build(co
       if (n->longest_rule(std::string_view(pair, 2), unused) > 0) plain = false;
     }
     n->copied_whole_[c] = plain && c != ' ';
+    if (c == ' ') n->plain_space_ = plain;
   }
+  n->printable_copied_ = std::all_of(n->copied_whole_ + 0x21, n->copied_whole_ + 0x7F, [](bool b) { return b; });
   return n;
 }
 
@@ -96,6 +104,30 @@ std::size_t SentencePieceNormalizer::longest_rule(std::string_view text, std::st
   if (value >= replacements_.size()) throw Error("SentencePiece precompiled_charsmap points past its strings");
   replacement = std::string_view(replacements_.data() + value);
   return longest;
+}
+
+std::size_t SentencePieceNormalizer::copied_run(std::string_view text) const {
+  std::size_t run = 0;
+#if defined(__SSE2__)
+  if (printable_copied_) {
+    // Sixteen bytes at a time while they are all in 0x21..0x7E (compared as signed bytes, where
+    // the bytes from 0x80 on are negative); the byte that stops it is left to the table below.
+    const __m128i above_space = _mm_set1_epi8(0x20);
+    const __m128i below_delete = _mm_set1_epi8(0x7F);
+    while (run + 16 <= text.size()) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + run));
+      const __m128i printable = _mm_and_si128(_mm_cmpgt_epi8(v, above_space), _mm_cmplt_epi8(v, below_delete));
+      const auto mask = static_cast<unsigned>(_mm_movemask_epi8(printable));
+      if (mask != 0xFFFFu) {
+        run += static_cast<std::size_t>(std::countr_one(mask));
+        break;
+      }
+      run += 16;
+    }
+  }
+#endif
+  while (run < text.size() && copied_whole_[static_cast<unsigned char>(text[run])]) ++run;
+  return run;
 }
 
 bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out) const {
@@ -128,14 +160,21 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
   bool previous_space = remove_extra_whitespaces_;
   while (!text.empty()) {
     // A run of plain ASCII bytes other than spaces, each before another ASCII byte: copied whole.
-    std::size_t run = 0;
-    while (run < text.size() && copied_whole_[static_cast<unsigned char>(text[run])]) ++run;
+    std::size_t run = copied_run(text);
     // The last byte may begin a rule with the non-ASCII byte after it.
     if (run > 0 && run < text.size() && static_cast<unsigned char>(text[run]) >= 0x80) --run;
     if (run > 0) {
       out.append(text.data(), run);
       previous_space = false;
       text.remove_prefix(run);
+      continue;
+    }
+    // A space no rule maps: the escaped space, once per run where extra whitespace is removed
+    // (what the general path below does with it, without the rule lookup).
+    if (text[0] == ' ' && plain_space_ && (text.size() == 1 || static_cast<unsigned char>(text[1]) < 0x80)) {
+      if (!previous_space) out.append(space);
+      previous_space = remove_extra_whitespaces_;
+      text.remove_prefix(1);
       continue;
     }
     const std::size_t n = next(piece);

@@ -36,6 +36,13 @@ private:
   // ASCII bytes other than the space that no rule maps alone or with a following ASCII byte:
   // before another ASCII byte (or the end) such a byte is its own normalized piece, copied in runs.
   bool copied_whole_[256] = {};
+  // The same for the space itself: before an ASCII byte (or the end) it is the escaped space.
+  bool plain_space_ = false;
+  // Every printable ASCII byte but the space is copied whole: runs are found 16 bytes at a time.
+  bool printable_copied_ = false;
+
+  // The length of the run of copied-whole bytes that `text` starts with.
+  std::size_t copied_run(std::string_view text) const;
   bool add_dummy_prefix_ = true;
   bool remove_extra_whitespaces_ = true;
   bool escape_whitespaces_ = true;

@@ -1,9 +1,11 @@
 #include "tokenizer/sentencepiece_unigram_encoder.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "tokenizer/utf8_validation.hpp"
@@ -18,9 +20,12 @@ using PieceType = SentencePieceModelProto::PieceType;
 constexpr float kUnkPenalty = 10.0f;
 constexpr float kScoreResetThreshold = 100000.0f;
 constexpr std::string_view kSpace = kSentencePieceSpace;
-// Cached words: at most this long, and this many (see encode_word).
-constexpr std::size_t kMaxCachedWordBytes = 64;
-constexpr std::size_t kMaxCachedWords = std::size_t{1} << 18;
+
+// The spacing of floats at x >= 1, 2^(exponent - 23), from x's bits (std::ilogb and std::ldexp
+// were calls into libm, once per word).
+float float_spacing(float x) {
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & 0x7F800000u) - (23u << 23));
+}
 
 }  // namespace
 
@@ -176,7 +181,8 @@ float SentencePieceUnigramEncoder::viterbi(std::string_view s, std::int32_t offs
   return best_[static_cast<std::size_t>(size)].score;
 }
 
-void SentencePieceUnigramEncoder::encode_word(std::string_view word, std::int32_t offset, float& base) {
+void SentencePieceUnigramEncoder::encode_word(std::string_view word, std::int32_t offset, float& base,
+                                              const SentencePieceWordCache::Key* key) {
   const SentencePieceUnigramTables& t = *tables_;
   // The score is reset where a word starts past the threshold: to exactly 0.
   if (base < -kScoreResetThreshold || base > kScoreResetThreshold) base = 0.0f;
@@ -184,11 +190,12 @@ void SentencePieceUnigramEncoder::encode_word(std::string_view word, std::int32_
   // within ±max_abs_score, so below the threshold nothing resets there, and each float sum
   // rounds by at most half the ulp of `magnitude`.
   const float magnitude = std::fabs(base) + static_cast<float>(word.size() + 1) * t.max_abs_score;
-  const bool cacheable = magnitude + 1.0f < kScoreResetThreshold && word.size() <= kMaxCachedWordBytes;
-  const float ulp = std::ldexp(1.0f, std::ilogb(std::max(magnitude, 1.0f)) - 23);
+  const bool cacheable = key != nullptr && magnitude + 1.0f < kScoreResetThreshold;
+  const float ulp = float_spacing(std::max(magnitude, 1.0f));
   if (cacheable) {
-    if (auto it = cache_.find(word); it != cache_.end() && ulp < it->second.max_ulp) {
-      for (const CachedPiece& p : it->second.pieces) {
+    SentencePieceWordCache::Entry entry;
+    if (cache_.find(word, *key, entry) && ulp < entry.max_ulp) {
+      for (const SentencePieceWordCache::Piece& p : entry.pieces) {
         pieces_.push_back({p.id, offset + p.begin, offset + p.end, p.score});
         base = p.score + base;  // the float sums the full pass makes along the path
       }
@@ -198,19 +205,63 @@ void SentencePieceUnigramEncoder::encode_word(std::string_view word, std::int32_
   float min_gap = 0.0f;
   const std::size_t first = pieces_.size();
   base = viterbi(word, offset, base, cacheable ? &min_gap : nullptr);
-  if (!cacheable || cache_.size() >= kMaxCachedWords) return;
+  if (!cacheable) return;
   // A value inside the word is at most k = bytes + 1 sums from the base, each off by at most
   // ulp / 2 here: the margins measured now are within k x ulp of the exact ones. Another base
   // whose ulp is u makes the same decisions while k x (ulp + u) stays below the smallest margin.
   const float k = static_cast<float>(word.size() + 1);
   const float max_ulp = min_gap / k - ulp;
   if (!(max_ulp > 0.0f)) return;  // a tie, or too close to one: always computed
-  CachedWord cached{{}, max_ulp};
+  word_pieces_.clear();
   for (std::size_t i = first; i < pieces_.size(); ++i) {
     const Piece& p = pieces_[i];
-    cached.pieces.push_back({p.id, p.begin - offset, p.end - offset, p.score});
+    word_pieces_.push_back({p.id, p.begin - offset, p.end - offset, p.score});
   }
-  cache_.insert_or_assign(std::string(word), std::move(cached));
+  cache_.insert(word, *key, max_ulp, word_pieces_);
+}
+
+void SentencePieceUnigramEncoder::encode_words(std::string_view s) {
+  // Every path passes the start of each run of U+2581 (no piece spans one): the text is encoded
+  // word by word, each word from the score the whole pass would have there.
+  word_starts_.assign(1, 0);
+  const auto space_at = [&](std::size_t i) {
+    return i + 3 <= s.size() && s[i] == kSpace[0] && s[i + 1] == kSpace[1] && s[i + 2] == kSpace[2];
+  };
+  for (std::size_t i = 1; i + 3 <= s.size();) {
+    const void* lead = std::memchr(s.data() + i, kSpace[0], s.size() - i);
+    if (lead == nullptr) break;
+    i = static_cast<std::size_t>(static_cast<const char*>(lead) - s.data());
+    if (space_at(i) && !(i >= 3 && space_at(i - 3))) {
+      word_starts_.push_back(static_cast<std::int32_t>(i));
+      i += 3;
+    } else {
+      ++i;
+    }
+  }
+  word_starts_.push_back(static_cast<std::int32_t>(s.size()));
+  const std::size_t words = word_starts_.size() - 1;
+  const auto word = [&](std::size_t j) {
+    return s.substr(static_cast<std::size_t>(word_starts_[j]),
+                    static_cast<std::size_t>(word_starts_[j + 1] - word_starts_[j]));
+  };
+  const auto cached_length = [](std::string_view w) { return w.size() <= SentencePieceWordCache::kMaxWordBytes; };
+  word_keys_.resize(words);
+  for (std::size_t j = 0; j < words; ++j)
+    if (const std::string_view w = word(j); cached_length(w)) word_keys_[j] = SentencePieceWordCache::key(w);
+  // The cache's slots a few words ahead, each word's entry one word ahead (its slot has arrived
+  // by then): the misses of rarer words overlap.
+  constexpr std::size_t kSlotsAhead = 8;
+  constexpr std::size_t kEntriesAhead = 3;
+  for (std::size_t j = 0; j < std::min(words, kSlotsAhead); ++j)
+    if (cached_length(word(j))) cache_.prefetch_slot(word_keys_[j]);
+  float base = 0.0f;
+  for (std::size_t j = 0; j < words; ++j) {
+    if (j + kSlotsAhead < words && cached_length(word(j + kSlotsAhead))) cache_.prefetch_slot(word_keys_[j + kSlotsAhead]);
+    if (j + kEntriesAhead < words && cached_length(word(j + kEntriesAhead)))
+      cache_.prefetch_entry(word(j + kEntriesAhead), word_keys_[j + kEntriesAhead]);
+    const std::string_view w = word(j);
+    encode_word(w, word_starts_[j], base, cached_length(w) ? &word_keys_[j] : nullptr);
+  }
 }
 
 bool SentencePieceUnigramEncoder::encode(std::string_view text, std::vector<TokenId>& out) {
@@ -220,21 +271,10 @@ bool SentencePieceUnigramEncoder::encode(std::string_view text, std::vector<Toke
   const std::string_view s = normalized_;
   if (s.empty()) return true;
   pieces_.clear();
-  if (!t.words_are_independent) {
-    viterbi(s, 0, 0.0f, nullptr);
+  if (t.words_are_independent) {
+    encode_words(s);
   } else {
-    // Every path passes the start of each run of U+2581 (no piece spans one): the text is
-    // encoded word by word, each word from the score the whole pass would have there.
-    float base = 0.0f;
-    std::size_t start = 0;
-    auto space_at = [&](std::size_t i) { return s[i] == kSpace[0] && s[i + 1] == kSpace[1] && s[i + 2] == kSpace[2]; };
-    for (std::size_t i = 1; i + 3 <= s.size(); ++i) {
-      if (s[i] != kSpace[0] || !space_at(i) || (i >= 3 && space_at(i - 3))) continue;
-      encode_word(s.substr(start, i - start), static_cast<std::int32_t>(start), base);
-      start = i;
-      i += 2;
-    }
-    encode_word(s.substr(start), static_cast<std::int32_t>(start), base);
+    viterbi(s, 0, 0.0f, nullptr);
   }
   // The library reports a run of unknown pieces as one (with byte fallback, as the run's bytes).
   bool previous_unknown = false;

@@ -16,11 +16,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/sentencepiece_model_proto.hpp"
 #include "tokenizer/sentencepiece_normalizer.hpp"
+#include "tokenizer/sentencepiece_word_cache.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace mgt {
@@ -89,33 +89,26 @@ private:
     std::int32_t begin, end;  // in the normalized text
     float score;
   };
-  struct CachedPiece {
-    TokenId id;
-    std::int32_t begin, end;  // in the word
-    float score;
-  };
-  struct CachedWord {
-    std::vector<CachedPiece> pieces;
-    float max_ulp;  // valid where the sums round by less than this (see encode_word)
-  };
-  struct StringHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
 
   // The best path over `s` (at `offset` in the normalized text) from the score `base`, appended
   // to pieces_; returns its score. min_gap: the smallest margin by which a position's best beat
   // another candidate.
   float viterbi(std::string_view s, std::int32_t offset, float base, float* min_gap);
   // One word (a run of U+2581 and what follows it up to the next run): from the cache where
-  // that gives the full pass's result, else by viterbi; `base` moves to the word's end.
-  void encode_word(std::string_view word, std::int32_t offset, float& base);
+  // that gives the full pass's result, else by viterbi; `base` moves to the word's end. `key`:
+  // the word's cache key, null for a word too long to cache.
+  void encode_word(std::string_view word, std::int32_t offset, float& base, const SentencePieceWordCache::Key* key);
+  // The text word by word (SentencePieceUnigramTables::words_are_independent).
+  void encode_words(std::string_view s);
 
   std::shared_ptr<const SentencePieceUnigramTables> tables_;
   std::string normalized_;
   std::vector<Best> best_;
   std::vector<Piece> pieces_;
-  std::unordered_map<std::string, CachedWord, StringHash, std::equal_to<>> cache_;
+  std::vector<std::int32_t> word_starts_;  // of the text being encoded, and its end
+  std::vector<SentencePieceWordCache::Key> word_keys_;
+  std::vector<SentencePieceWordCache::Piece> word_pieces_;  // a word's, on their way to the cache
+  SentencePieceWordCache cache_;
 };
 
 }  // namespace mgt

@@ -119,7 +119,9 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             "loss": [r.get("lm_loss", float("nan")) for r in rows], "cmd": " ".join(launch + cmd),
             # --overlap over NCCL: the collectives' time on the communication stream per iteration,
             # and the part of it the compute stream waited for (CUDA events on both streams).
-            "comm_ms": last.get("data_parallel_comm_ms"), "comm_exposed_ms": last.get("data_parallel_comm_exposed_ms")}
+            "comm_ms": last.get("data_parallel_comm_ms"), "comm_exposed_ms": last.get("data_parallel_comm_exposed_ms"),
+            # The multiprocessors the overlapped collectives keep (mgt-train's default: 8).
+            "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 8) if overlap else None}
 
 
 def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):

@@ -16,7 +16,8 @@
 #            step times: (DP=N − overlapped) / (DP=N − DP=1), and from CUDA events on the compute
 #            and communication streams (mgt-train's data_parallel_comm_ms and
 #            data_parallel_comm_exposed_ms metrics) (tools/bench/bench_train_gpu.py); the
-#            overlapped DP=N once more with 4 micro-batches accumulated per step;
+#            overlapped DP=N also with MGT_OVERLAP_SMS=0 (GEMMs on the whole device), and once
+#            more with 4 micro-batches accumulated per step;
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
 #            1 and N GPUs at the scaling section's shape and micro-batch;
 #   ckpt     (4 GPUs) TP=2 x DP=2 for 40 iterations in fp32, saving at iteration 20; that
@@ -174,6 +175,8 @@ section_scaling() {
   for count in "${counts[@]}"; do
     bench --ranks "$count"
     bench --ranks "$count" --overlap
+    # The overlap with the GEMMs on the whole device and NCCL's own choice of thread blocks.
+    MGT_OVERLAP_SMS=0 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
   done
@@ -197,7 +200,7 @@ for r in runs:
     tp, n, k = r["tensor_parallel"], r["ranks"], r.get("accumulate", 1)
     name = "DP=1" if n == 1 else f"TP={tp}{' SP' if r['sequence_parallel'] else ''} x DP={n // tp}"
     name += " dist-opt" if r.get("distributed_optimizer") else ""
-    name += " overlapped" if r.get("overlap") else ""
+    name += f" overlapped ({r.get('overlap_sms')} SMs kept)" if r.get("overlap") else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
@@ -210,7 +213,8 @@ for r in runs:
 # Step time per token: DP=N spends (plain - one) on its reduction; the overlap hides what it saves.
 def dp_run(n, overlap):
     return next((r for r in runs if r["ranks"] == n and r["tensor_parallel"] == 1 and r.get("accumulate", 1) == 1
-                 and not r.get("distributed_optimizer") and bool(r.get("overlap")) == overlap), None)
+                 and not r.get("distributed_optimizer") and bool(r.get("overlap")) == overlap
+                 and r.get("overlap_sms") != 0), None)
 one = one_gpu(1)
 for n in sorted({r["ranks"] for r in runs if r["ranks"] > 1}):
     plain, over = dp_run(n, False), dp_run(n, True)
