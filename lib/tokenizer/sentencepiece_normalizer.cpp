@@ -130,8 +130,16 @@ std::size_t SentencePieceNormalizer::copied_run(std::string_view text) const {
   return run;
 }
 
-bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out) const {
+bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out,
+                                        std::vector<std::int32_t>* spaces) const {
   out.clear();
+  if (spaces) spaces->clear();
+  // Every U+2581 from `from` on in `out`, into `spaces`.
+  const auto note_spaces_from = [&](std::size_t from) {
+    if (!spaces) return;
+    for (std::size_t i = out.find(kSpace, from); i != std::string::npos; i = out.find(kSpace, i + kSpace.size()))
+      spaces->push_back(static_cast<std::int32_t>(i));
+  };
   const auto* end = reinterpret_cast<const unsigned char*>(text.data() + text.size());
   // One normalized piece of the input at a time: a rule's replacement, or the character itself.
   auto next = [&](std::string_view& piece) -> std::size_t {
@@ -156,7 +164,11 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
   }
   if (text.empty()) return true;
   const std::string_view space = escape_whitespaces_ ? kSpace : std::string_view(" ");
-  if (add_dummy_prefix_) out.append(space);
+  const bool escaped = space == kSpace;
+  if (add_dummy_prefix_) {
+    if (spaces && escaped) spaces->push_back(0);
+    out.append(space);
+  }
   bool previous_space = remove_extra_whitespaces_;
   while (!text.empty()) {
     // A run of plain ASCII bytes other than spaces, each before another ASCII byte: copied whole.
@@ -172,7 +184,10 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
     // A space no rule maps: the escaped space, once per run where extra whitespace is removed
     // (what the general path below does with it, without the rule lookup).
     if (text[0] == ' ' && plain_space_ && (text.size() == 1 || static_cast<unsigned char>(text[1]) < 0x80)) {
-      if (!previous_space) out.append(space);
+      if (!previous_space) {
+        if (spaces && escaped) spaces->push_back(static_cast<std::int32_t>(out.size()));
+        out.append(space);
+      }
       previous_space = remove_extra_whitespaces_;
       text.remove_prefix(1);
       continue;
@@ -182,10 +197,12 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
     std::string_view sp = piece;
     while (previous_space && !sp.empty() && sp[0] == ' ') sp.remove_prefix(1);
     if (!sp.empty()) {
+      const std::size_t from = out.size();
       for (char ch : sp) {
         if (ch == ' ') out.append(space);
         else out.push_back(ch);
       }
+      note_spaces_from(from);
       previous_space = sp.back() == ' ';
     }
     text.remove_prefix(n);
@@ -194,6 +211,8 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out)
   if (remove_extra_whitespaces_)
     while (out.size() >= space.size() && std::string_view(out).substr(out.size() - space.size()) == space)
       out.resize(out.size() - space.size());
+  if (spaces)
+    while (!spaces->empty() && static_cast<std::size_t>(spaces->back()) >= out.size()) spaces->pop_back();
   return true;
 }
 

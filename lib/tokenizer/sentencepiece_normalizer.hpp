@@ -23,8 +23,10 @@ public:
                                                               std::string* why_not = nullptr);
 
   // Replaces `out` with the normalized text; false (out unspecified) when `text` is not valid
-  // UTF-8, which the library replaces character by character itself.
-  bool normalize(std::string_view text, std::string& out) const;
+  // UTF-8, which the library replaces character by character itself. `spaces`, where given,
+  // receives the offset in `out` of every U+2581 (escaped spaces and any in the text), in order:
+  // the word boundaries of the unigram encoder, without another pass over `out`.
+  bool normalize(std::string_view text, std::string& out, std::vector<std::int32_t>* spaces = nullptr) const;
 
 private:
   // The longest rule matching a prefix of `text`: its length in bytes (0: none) and replacement.

@@ -222,21 +222,13 @@ void SentencePieceUnigramEncoder::encode_word(std::string_view word, std::int32_
 
 void SentencePieceUnigramEncoder::encode_words(std::string_view s) {
   // Every path passes the start of each run of U+2581 (no piece spans one): the text is encoded
-  // word by word, each word from the score the whole pass would have there.
+  // word by word, each word from the score the whole pass would have there. The words start at
+  // the runs' first U+2581, which the normalizer listed.
   word_starts_.assign(1, 0);
-  const auto space_at = [&](std::size_t i) {
-    return i + 3 <= s.size() && s[i] == kSpace[0] && s[i + 1] == kSpace[1] && s[i + 2] == kSpace[2];
-  };
-  for (std::size_t i = 1; i + 3 <= s.size();) {
-    const void* lead = std::memchr(s.data() + i, kSpace[0], s.size() - i);
-    if (lead == nullptr) break;
-    i = static_cast<std::size_t>(static_cast<const char*>(lead) - s.data());
-    if (space_at(i) && !(i >= 3 && space_at(i - 3))) {
-      word_starts_.push_back(static_cast<std::int32_t>(i));
-      i += 3;
-    } else {
-      ++i;
-    }
+  std::int32_t previous = -3;
+  for (const std::int32_t at : spaces_) {
+    if (at >= 1 && at != previous + 3) word_starts_.push_back(at);
+    previous = at;
   }
   word_starts_.push_back(static_cast<std::int32_t>(s.size()));
   const std::size_t words = word_starts_.size() - 1;
@@ -248,8 +240,8 @@ void SentencePieceUnigramEncoder::encode_words(std::string_view s) {
   word_keys_.resize(words);
   for (std::size_t j = 0; j < words; ++j)
     if (const std::string_view w = word(j); cached_length(w)) word_keys_[j] = SentencePieceWordCache::key(w);
-  // The cache's slots a few words ahead, each word's entry one word ahead (its slot has arrived
-  // by then): the misses of rarer words overlap.
+  // The cache's slots eight words ahead, each word's entry three words ahead (its slot has
+  // arrived by then): the misses of rarer words overlap.
   constexpr std::size_t kSlotsAhead = 8;
   constexpr std::size_t kEntriesAhead = 3;
   for (std::size_t j = 0; j < std::min(words, kSlotsAhead); ++j)
@@ -267,7 +259,7 @@ void SentencePieceUnigramEncoder::encode_words(std::string_view s) {
 bool SentencePieceUnigramEncoder::encode(std::string_view text, std::vector<TokenId>& out) {
   if (text.size() > (std::size_t{1} << 30)) return false;
   const SentencePieceUnigramTables& t = *tables_;
-  if (!t.normalizer->normalize(text, normalized_)) return false;
+  if (!t.normalizer->normalize(text, normalized_, t.words_are_independent ? &spaces_ : nullptr)) return false;
   const std::string_view s = normalized_;
   if (s.empty()) return true;
   pieces_.clear();

@@ -105,6 +105,7 @@ private:
   std::string normalized_;
   std::vector<Best> best_;
   std::vector<Piece> pieces_;
+  std::vector<std::int32_t> spaces_;       // offsets of U+2581 in normalized_
   std::vector<std::int32_t> word_starts_;  // of the text being encoded, and its end
   std::vector<SentencePieceWordCache::Key> word_keys_;
   std::vector<SentencePieceWordCache::Piece> word_pieces_;  // a word's, on their way to the cache
