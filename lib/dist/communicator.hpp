@@ -44,13 +44,17 @@ struct GroupMembers {
   int rank = 0;                  // this process's rank in the group
 };
 
-// What the started collectives of a transport that runs them beside the compute (NCCL's
-// communication stream) cost: their time on that stream, and the part of it the compute stream
-// spent waiting for them at their wait() (the rest ran hidden behind the compute).
+// What the collectives of a transport that queues them on the device (NCCL) cost. The started
+// ones, beside the compute on the communication stream: their time on that stream, and the part
+// of it the compute stream spent waiting for them at their wait() (the rest ran hidden behind
+// the compute). The others, queued on the compute stream itself: their time there, all of it in
+// the compute's way.
 struct OverlapTiming {
   double busy_seconds = 0.0;
   double exposed_seconds = 0.0;
   std::int64_t operations = 0;
+  double in_stream_seconds = 0.0;
+  std::int64_t in_stream_operations = 0;
 };
 
 class Communicator {

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <utility>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -75,6 +76,11 @@ public:
       for (cudaEvent_t event : {t.begin, t.end, t.waited})
         if (event) cudaEventDestroy(event);
     for (cudaEvent_t event : spare_timed_) cudaEventDestroy(event);
+    for (const auto& [begin, end] : in_stream_timed_) {
+      cudaEventDestroy(begin);
+      cudaEventDestroy(end);
+    }
+    if (pending_begin_) cudaEventDestroy(pending_begin_);
     if (comm_) ncclCommDestroy(comm_);
     if (scratch_) cudaFree(scratch_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
@@ -102,6 +108,17 @@ public:
       for (cudaEvent_t event : {t.begin, t.end, t.waited}) spare_timed_.push_back(event);
       timed_.pop_front();
       ++first_timed_;
+    }
+    while (!in_stream_timed_.empty()) {
+      const auto [begin, end] = in_stream_timed_.front();
+      if (cudaEventQuery(end) != cudaSuccess) break;
+      float ms = 0.0f;
+      MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+      timing.in_stream_seconds += ms / 1e3;
+      ++timing.in_stream_operations;
+      spare_timed_.push_back(begin);
+      spare_timed_.push_back(end);
+      in_stream_timed_.pop_front();
     }
     cudaGetLastError();  // a query's cudaErrorNotReady is not sticky, but clear it all the same
     return timing;
@@ -202,11 +219,28 @@ private:
   // copied back to the host) or runs on the communicator's own stream returns complete; one on
   // device buffers in the caller's stream stays queued there.
   void complete(const InFlightOperation& op, bool staged) {
+    cudaEvent_t begin = std::exchange(pending_begin_, nullptr);
     if (staged || !ordered_) {
+      if (begin) spare_timed_.push_back(begin);
       wait(op.operation);
     } else {
+      if (begin) {
+        // Where nobody takes the timings, the finished ones are dropped now and then.
+        if (in_stream_timed_.size() >= kMaxTimed) take_overlap_timing();
+        cudaEvent_t end = take_timed_event();
+        MGT_CUDA_CHECK(cudaEventRecord(end, stream_));
+        in_stream_timed_.emplace_back(begin, end);
+      }
       queued(op);
     }
+  }
+
+  // Just before an operation's NCCL call on stream_: an event that starts its timing there
+  // (complete() ends it).
+  void mark_begin() {
+    if (!ordered_) return;
+    if (!pending_begin_) pending_begin_ = take_timed_event();
+    MGT_CUDA_CHECK(cudaEventRecord(pending_begin_, stream_));
   }
 
   // An operation left queued on the caller's stream: a failure NCCL already knows of is reported
@@ -290,6 +324,7 @@ private:
     use_device();
     reserve_for(data);
     const DeviceView v = view(data.data, data.bytes(), data.space, 0, true);
+    mark_begin();
     MGT_NCCL_CHECK(ncclAllReduce(v.device, v.device, count_of(data.count), nccl_type(data.type),
                                  nccl_op(op), comm_, stream_));
     store(v);
@@ -310,6 +345,7 @@ private:
       in = v.device;
       staged = staged || v.host != nullptr;
     }
+    mark_begin();
     MGT_NCCL_CHECK(ncclAllGather(in, out.device, count_of(send.count), nccl_type(send.type),
                                  comm_, stream_));
     store(out);
@@ -332,6 +368,7 @@ private:
       out = view(recv.data, recv.bytes(), in.host ? MemorySpace::Host : recv.space,
                  aligned(send.bytes()), false);
     }
+    mark_begin();
     MGT_NCCL_CHECK(ncclReduceScatter(in.device, out.device, count_of(recv.count),
                                      nccl_type(recv.type), nccl_op(op), comm_, stream_));
     store(out);
@@ -366,6 +403,7 @@ private:
     reserve_for(data);
     const DeviceView v = view(data.data, data.bytes(), data.space, 0, true);
     const std::size_t element = element_size(data.type);
+    if (stream == stream_) mark_begin();
     MGT_NCCL_CHECK(ncclGroupStart());
     std::size_t offset = 0;
     for (int r = 0; r < size(); ++r) {
@@ -517,6 +555,7 @@ private:
     use_device();
     reserve_for(data);
     const DeviceView v = view(data.data, data.bytes(), data.space, 0, rank() == root);
+    mark_begin();
     MGT_NCCL_CHECK(ncclBroadcast(v.device, v.device, count_of(data.count), nccl_type(data.type),
                                  root, comm_, stream_));
     if (rank() != root) store(v);
@@ -528,6 +567,7 @@ private:
     use_device();
     reserve_for(data);
     const DeviceView v = view(data.data, data.bytes(), data.space, 0, true);
+    mark_begin();
     MGT_NCCL_CHECK(
         ncclSend(v.device, count_of(data.count), nccl_type(data.type), dest, comm_, stream_));
     complete(operation("send", data.count, data.type, nullptr, "to rank", dest), v.host != nullptr);
@@ -538,6 +578,7 @@ private:
     use_device();
     reserve_for(data);
     const DeviceView v = view(data.data, data.bytes(), data.space, 0, false);
+    mark_begin();
     MGT_NCCL_CHECK(
         ncclRecv(v.device, count_of(data.count), nccl_type(data.type), source, comm_, stream_));
     store(v);
@@ -551,6 +592,7 @@ private:
     const DeviceView in = view(send.data, send.bytes(), send.space, 0, true);
     const DeviceView out = view(recv.data, recv.bytes(), recv.space, aligned(send.bytes()), false);
     // Both halves in one group, so neither waits for the other to be posted.
+    mark_begin();
     MGT_NCCL_CHECK(ncclGroupStart());
     if (send.count > 0)
       MGT_NCCL_CHECK(ncclSend(in.device, count_of(send.count), nccl_type(send.type), dest, comm_,
@@ -592,6 +634,9 @@ private:
   std::deque<Timed> timed_;          // started operations not yet taken by take_overlap_timing
   std::uint64_t first_timed_ = 0;    // serial number of timed_.front()
   std::vector<cudaEvent_t> spare_timed_;
+  // The operations queued on stream_, timed there: [begin, end] events, oldest first.
+  std::deque<std::pair<cudaEvent_t, cudaEvent_t>> in_stream_timed_;
+  cudaEvent_t pending_begin_ = nullptr;  // mark_begin()'s, until complete() takes it
 };
 
 }  // namespace

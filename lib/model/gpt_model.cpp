@@ -522,7 +522,10 @@ ConstFloatView GptModel::decode_step(std::span<const int64_t> tokens, int64_t n,
   // cache's length) are in backend memory. The first step for a cache runs directly, so that
   // whatever the operations set up on first use (GEMM plans, workspaces) exists before.
   DecodeRecording& rec = decode_recording_;
-  if (rec.cache_id != cache.id()) rec = DecodeRecording{cache.id()};
+  if (rec.cache_id != cache.id()) {
+    rec = DecodeRecording{};
+    rec.cache_id = cache.id();
+  }
   // Tensor-parallel steps hold collectives, which stay out of recordings.
   if (n != 1 || tp_.active() || rec.failed || rec.runs++ == 0) {
     run();

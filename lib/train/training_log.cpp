@@ -210,6 +210,11 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   j.add("nan_iterations", g.nan_iterations);
   if (g.data_parallel_comm_ms) j.add("data_parallel_comm_ms", *g.data_parallel_comm_ms);
   if (g.data_parallel_comm_exposed_ms) j.add("data_parallel_comm_exposed_ms", *g.data_parallel_comm_exposed_ms);
+  if (g.tensor_parallel_comm_ms) j.add("tensor_parallel_comm_ms", *g.tensor_parallel_comm_ms);
+  if (g.tensor_parallel_comm_exposed_ms) j.add("tensor_parallel_comm_exposed_ms", *g.tensor_parallel_comm_exposed_ms);
+  if (g.pipeline_parallel_comm_ms) j.add("pipeline_parallel_comm_ms", *g.pipeline_parallel_comm_ms);
+  if (g.pipeline_parallel_comm_exposed_ms)
+    j.add("pipeline_parallel_comm_exposed_ms", *g.pipeline_parallel_comm_exposed_ms);
   j.add("timestamp", json_quote(timestamp));
   return j.str();
 }

@@ -59,11 +59,16 @@ struct IterationLog {
   std::int64_t nan_iterations = 0;
   // For the metrics file only.
   std::int64_t seq_length = 0;           // tokens per sample, for tokens per second
-  // --overlap-grad-reduce / --overlap-param-gather on a communication stream (NCCL): per
-  // iteration, the data-parallel collectives' time on that stream and the part of it the compute
-  // stream waited for.
+  // Collectives queued on the device (NCCL), per iteration and group: their time (on the
+  // communication stream for the started ones of --overlap-grad-reduce / --overlap-param-gather,
+  // on the compute stream for the others) and the part of it the compute stream waited for (all
+  // of the latter's).
   std::optional<double> data_parallel_comm_ms;
   std::optional<double> data_parallel_comm_exposed_ms;
+  std::optional<double> tensor_parallel_comm_ms;
+  std::optional<double> tensor_parallel_comm_exposed_ms;
+  std::optional<double> pipeline_parallel_comm_ms;
+  std::optional<double> pipeline_parallel_comm_exposed_ms;
 };
 
 // Megatron's throughput: FLOPs of one iteration / (seconds per iteration × 10¹² × world size).
@@ -104,7 +109,9 @@ std::string format_building_tokenizer_line(const std::string& tokenizer_type);
 //  ["decoupled_learning_rate",]
 //  "global_batch_size", "lm_loss" (each loss, spaces as '_'), "loss_scale", ["grad_norm",]
 //  ["num_zeros",] ["params_norm",] "skipped_iterations", "nan_iterations",
-//  ["data_parallel_comm_ms", "data_parallel_comm_exposed_ms",] "timestamp"}.
+//  ["data_parallel_comm_ms", "data_parallel_comm_exposed_ms",] ["tensor_parallel_comm_ms",
+//  "tensor_parallel_comm_exposed_ms",] ["pipeline_parallel_comm_ms",
+//  "pipeline_parallel_comm_exposed_ms",] "timestamp"}.
 // Non-finite numbers are written as null (JSON has no NaN).
 std::string iteration_metrics_json(const IterationLog& log, const std::string& timestamp);
 // {"event": "validation"|"test", "iteration", "lm_loss", "lm_loss_ppl", ..., "timestamp"}

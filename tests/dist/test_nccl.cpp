@@ -228,4 +228,20 @@ TEST_CASE("NCCL started collectives run beside the backend's stream, ordered at 
   PendingCollective on_host = comm->start_all_reduce(host_buffer(std::span<double>(host)), ReduceOp::Sum);
   CHECK_FALSE(on_host.pending());
   CHECK(host[63] == static_cast<double>(world));
+
+  // The timings: every started collective above on the communication stream (3 rounds of 4
+  // buckets, the chunked pair) and, after one all-reduce queued on the compute stream, that one
+  // there; the staged one on host memory is not timed.
+  (void)comm->take_overlap_timing();
+  comm->all_reduce(backend_buffer(grads.view()), ReduceOp::Sum);
+  PendingCollective beside = comm->start_all_reduce(backend_buffer(other.view()), ReduceOp::Sum);
+  beside.wait();
+  backend->synchronize();
+  const std::optional<OverlapTiming> timing = comm->take_overlap_timing();
+  REQUIRE(timing);
+  CHECK(timing->operations == 1);
+  CHECK(timing->in_stream_operations == 1);
+  CHECK(timing->busy_seconds > 0.0);
+  CHECK(timing->in_stream_seconds > 0.0);
+  CHECK(timing->exposed_seconds <= timing->busy_seconds);
 }

@@ -117,9 +117,11 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             "peak_mib": memory.peak, "flops_per_token": flops_per_token, "transport": transport,
             "max_allocated_mib": float(allocated.group(1)) if allocated else None,
             "loss": [r.get("lm_loss", float("nan")) for r in rows], "cmd": " ".join(launch + cmd),
-            # --overlap over NCCL: the collectives' time on the communication stream per iteration,
-            # and the part of it the compute stream waited for (CUDA events on both streams).
+            # Over NCCL: the data-parallel collectives' time per iteration (on the communication
+            # stream with --overlap), and the part of it the compute stream waited for (CUDA events).
             "comm_ms": last.get("data_parallel_comm_ms"), "comm_exposed_ms": last.get("data_parallel_comm_exposed_ms"),
+            # The tensor-parallel collectives' time on the compute stream (CUDA events).
+            "tp_comm_ms": last.get("tensor_parallel_comm_ms"),
             # The multiprocessors the overlapped collectives keep (mgt-train's default: 8).
             "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 8) if overlap else None}
 
@@ -205,8 +207,10 @@ def main():
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (fullest GPU, nvidia-smi), "
               f"loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}; {mgt['transport']}")
         if mgt["comm_ms"]:
-            print(f"  data-parallel communication {mgt['comm_ms']:.2f} ms per iteration on its stream, "
+            print(f"  data-parallel communication {mgt['comm_ms']:.2f} ms per iteration, "
                   f"{mgt['comm_exposed_ms']:.2f} ms of it waited for: {1 - mgt['comm_exposed_ms'] / mgt['comm_ms']:.0%} hidden")
+        if mgt["tp_comm_ms"]:
+            print(f"  tensor-parallel communication {mgt['tp_comm_ms']:.2f} ms per iteration on the compute stream")
     print(f"  {mgt['cmd']}")
     if args.json:
         with open(args.json, "a") as f:
