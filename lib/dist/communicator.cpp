@@ -98,7 +98,7 @@ void Communicator::all_reduce(RecvBuffer data, ReduceOp op) {
   do_all_reduce(data, op);
 }
 
-void Communicator::all_gather(SendBuffer send, RecvBuffer recv) {
+void Communicator::check_all_gather(SendBuffer send, RecvBuffer recv) const {
   constexpr const char* op = "all_gather";
   check_buffer(op, "the send", send);
   check_buffer(op, "the receive", recv);
@@ -112,11 +112,21 @@ void Communicator::all_gather(SendBuffer send, RecvBuffer recv) {
   const bool in_place =
       send.data == static_cast<const std::byte*>(recv.data) + rank() * send.bytes();
   if (!in_place) check_disjoint(op, send, recv);
-  auto scope = watch(op, nullptr, recv.count, recv.type, nullptr, -1);
+}
+
+void Communicator::all_gather(SendBuffer send, RecvBuffer recv) {
+  check_all_gather(send, recv);
+  auto scope = watch("all_gather", nullptr, recv.count, recv.type, nullptr, -1);
   do_all_gather(send, recv);
 }
 
-void Communicator::reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op_kind) {
+PendingCollective Communicator::start_all_gather(SendBuffer send, RecvBuffer recv) {
+  check_all_gather(send, recv);
+  auto scope = watch("all_gather", nullptr, recv.count, recv.type, nullptr, -1);
+  return PendingCollective(do_start_all_gather(send, recv), std::move(scope));
+}
+
+void Communicator::check_reduce_scatter(SendBuffer send, RecvBuffer recv) const {
   constexpr const char* op = "reduce_scatter";
   check_buffer(op, "the send", send);
   check_buffer(op, "the receive", recv);
@@ -131,8 +141,18 @@ void Communicator::reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op_
   const bool in_place =
       recv.data == static_cast<const std::byte*>(send.data) + rank() * recv.bytes();
   if (!in_place) check_disjoint(op, send, recv);
-  auto scope = watch(op, reduce_op_name(op_kind), send.count, send.type, nullptr, -1);
+}
+
+void Communicator::reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op_kind) {
+  check_reduce_scatter(send, recv);
+  auto scope = watch("reduce_scatter", reduce_op_name(op_kind), send.count, send.type, nullptr, -1);
   do_reduce_scatter(send, recv, op_kind);
+}
+
+PendingCollective Communicator::start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op_kind) {
+  check_reduce_scatter(send, recv);
+  auto scope = watch("reduce_scatter", reduce_op_name(op_kind), send.count, send.type, nullptr, -1);
+  return PendingCollective(do_start_reduce_scatter(send, recv, op_kind), std::move(scope));
 }
 
 void Communicator::broadcast(RecvBuffer data, int root) {

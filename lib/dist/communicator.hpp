@@ -110,8 +110,10 @@ public:
   // of the whole buffer would reduce it on the transports in use (MPI: MPICH's reductions are
   // element-wise, checked by the distributed tests).
   //
-  // all_reduce, started now.
+  // all_reduce, all_gather and reduce_scatter, started now.
   PendingCollective start_all_reduce(RecvBuffer data, ReduceOp op);
+  PendingCollective start_all_gather(SendBuffer send, RecvBuffer recv);
+  PendingCollective start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op);
   // In place over `data`, split in consecutive chunks of counts[0], counts[1], … elements (one
   // per group rank, summing to data.count, zeros allowed): afterwards this rank's chunk holds the
   // element-wise reduction of that chunk over the group; the other chunks are unspecified.
@@ -216,6 +218,14 @@ private:
     do_all_reduce(data, op);
     return nullptr;
   }
+  virtual std::unique_ptr<PendingTransfer> do_start_all_gather(SendBuffer send, RecvBuffer recv) {
+    do_all_gather(send, recv);
+    return nullptr;
+  }
+  virtual std::unique_ptr<PendingTransfer> do_start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) {
+    do_reduce_scatter(send, recv, op);
+    return nullptr;
+  }
   virtual std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
       RecvBuffer data, std::span<const std::int64_t> counts, ReduceOp op) {
     do_reduce_scatter_chunks(data, counts, op);
@@ -228,6 +238,9 @@ private:
   }
 
   [[noreturn]] void fail(const char* operation, const std::string& problem) const;
+  // The argument checks of all_gather and reduce_scatter (and their started forms).
+  void check_all_gather(SendBuffer send, RecvBuffer recv) const;
+  void check_reduce_scatter(SendBuffer send, RecvBuffer recv) const;
   void check_buffer(const char* operation, const char* which, SendBuffer buffer) const;
   void check_rank(const char* operation, const char* role, int rank) const;
   void check_disjoint(const char* operation, SendBuffer a, SendBuffer b) const;

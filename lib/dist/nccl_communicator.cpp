@@ -453,7 +453,7 @@ private:
 
   Timed& timed(std::uint64_t serial) { return timed_.at(static_cast<std::size_t>(serial - first_timed_)); }
 
-  bool runs_beside(RecvBuffer data) const {
+  bool runs_beside(SendBuffer data) const {
     return ordered_ && data.count > 0 && data.space == MemorySpace::Backend && on_this_device(data.data);
   }
 
@@ -520,6 +520,27 @@ private:
     MGT_NCCL_CHECK(ncclAllReduce(data.data, data.data, count_of(data.count), nccl_type(data.type),
                                  nccl_op(op), comm_, side));
     return finish_started(operation("all_reduce", data.count, data.type, reduce_op_name(op)));
+  }
+
+  std::unique_ptr<PendingTransfer> do_start_all_gather(SendBuffer send, RecvBuffer recv) override {
+    if (!runs_beside(send) || !runs_beside(recv)) {
+      do_all_gather(send, recv);
+      return nullptr;
+    }
+    cudaStream_t side = begin_started();
+    MGT_NCCL_CHECK(ncclAllGather(send.data, recv.data, count_of(send.count), nccl_type(send.type), comm_, side));
+    return finish_started(operation("all_gather", recv.count, recv.type));
+  }
+
+  std::unique_ptr<PendingTransfer> do_start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
+    if (!runs_beside(send) || !runs_beside(recv)) {
+      do_reduce_scatter(send, recv, op);
+      return nullptr;
+    }
+    cudaStream_t side = begin_started();
+    MGT_NCCL_CHECK(ncclReduceScatter(send.data, recv.data, count_of(recv.count), nccl_type(recv.type), nccl_op(op),
+                                     comm_, side));
+    return finish_started(operation("reduce_scatter", send.count, send.type, reduce_op_name(op)));
   }
 
   std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(

@@ -36,13 +36,18 @@ void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t
     if (!dx.empty()) tp_->copy_to_tensor_region_backward(dx);
     return;
   }
+  // Megatron's overlap of the two collectives with the two GEMMs: the input's all-gather runs
+  // beside the input gradient's GEMM, the input gradient's reduce-scatter beside the weight
+  // gradient's GEMM (each GEMM reads only what is already there).
   const FloatView input = gathered.first(rows * in_features());
-  tp_->gather_from_sequence_parallel_region_forward(x, input);
+  dist::PendingCollective gather = tp_->start_gather_from_sequence_parallel_region_forward(x, input);
+  const FloatView d_input = dx.empty() ? FloatView{} : d_whole.first(rows * in_features());
+  if (!dx.empty()) linear_.backward_input(dy, rows, d_input);
+  gather.wait();
+  dist::PendingCollective scatter;
+  if (!dx.empty()) scatter = tp_->start_gather_from_sequence_parallel_region_backward(d_input, dx);
   linear_.backward_weight_and_bias(dy, input, rows);
-  if (dx.empty()) return;
-  const FloatView d_input = d_whole.first(rows * in_features());
-  linear_.backward_input(dy, rows, d_input);
-  tp_->gather_from_sequence_parallel_region_backward(d_input, dx);
+  scatter.wait();
 }
 
 RowParallelLinear::RowParallelLinear(GptParameters& params, const std::string& weight_name,

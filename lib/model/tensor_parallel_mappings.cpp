@@ -156,6 +156,31 @@ void TensorParallelMappings::gather_from_sequence_parallel_region_backward(
   }
 }
 
+dist::PendingCollective TensorParallelMappings::start_gather_from_sequence_parallel_region_forward(
+    ConstFloatView local, FloatView whole) const {
+  if (!group_) {
+    all_gather_first_dim(local, whole);
+    return {};
+  }
+  require(whole.size() == local.size() * size_, "sequence-parallel all-gather",
+          "the whole tensor has " + count_text(whole.size()) + " elements, expected " +
+              count_text(size_) + " x " + count_text(local.size()));
+  return group_->start_all_gather(dist::backend_buffer(local), dist::backend_buffer(whole));
+}
+
+dist::PendingCollective TensorParallelMappings::start_gather_from_sequence_parallel_region_backward(
+    ConstFloatView d_whole, FloatView d_local) const {
+  if (!group_) {
+    gather_from_sequence_parallel_region_backward(d_whole, d_local);
+    return {};
+  }
+  require(d_whole.size() == d_local.size() * size_, "sequence-parallel reduce-scatter",
+          "the whole gradient has " + count_text(d_whole.size()) + " elements, expected " +
+              count_text(size_) + " x " + count_text(d_local.size()));
+  return group_->start_reduce_scatter(dist::backend_buffer(d_whole), dist::backend_buffer(d_local),
+                                      dist::ReduceOp::Sum);
+}
+
 void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
     ConstFloatView whole, FloatView local) const {
   require(whole.size() == local.size() * size_, "sequence-parallel reduce-scatter",

@@ -94,6 +94,13 @@ public:
   void gather_from_sequence_parallel_region_forward(ConstFloatView local, FloatView whole) const;
   void gather_from_sequence_parallel_region_backward(ConstFloatView d_whole,
                                                      FloatView d_local) const;
+  // The same two, started now and complete at the handle's wait(), for a backward that computes
+  // beside them (Megatron's LinearWithGradAccumulationAndAsyncCommunication): nothing may touch
+  // the buffers until then, and no other collective of the group may run in between.
+  dist::PendingCollective start_gather_from_sequence_parallel_region_forward(ConstFloatView local,
+                                                                             FloatView whole) const;
+  dist::PendingCollective start_gather_from_sequence_parallel_region_backward(ConstFloatView d_whole,
+                                                                              FloatView d_local) const;
 
   // ---- reduce_scatter_to_sequence_parallel_region: the output of a row-parallel layer under
   // sequence parallelism ----
