@@ -4,7 +4,6 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <utility>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"

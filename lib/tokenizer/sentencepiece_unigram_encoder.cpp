@@ -5,7 +5,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 
 #include "tokenizer/utf8_validation.hpp"
