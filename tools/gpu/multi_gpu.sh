@@ -86,9 +86,16 @@ else
   exit 1
 fi
 echo "machine: $machine; using $n"
-# The data-parallel sizes measured: 2, and 4 where there are 4 GPUs.
+# The data-parallel sizes measured: 2, and 4 where there are 4 GPUs (MGT_SCALING_RANKS="4" or
+# "2" picks, so that one call's time limit holds a section's runs).
 counts=(2)
 [ "$n" -eq 4 ] && counts+=(4)
+if [ -n "${MGT_SCALING_RANKS:-}" ]; then
+  read -ra counts <<< "$MGT_SCALING_RANKS"
+  for count in "${counts[@]}"; do
+    [ "$count" -le "$n" ] || { echo "multi_gpu.sh: MGT_SCALING_RANKS asks for $count ranks, there are $n GPUs" >&2; exit 2; }
+  done
+fi
 # ranks N COMMAND...: N ranks on this machine (hydra's fork launcher), or the command alone.
 ranks() {
   local count=$1
@@ -182,7 +189,7 @@ section_scaling() {
   done
   # A global batch of 4 micro-batches per replica: the reduction once per 4 backwards.
   bench --ranks 1 --accumulate 4
-  bench --ranks "$n" --overlap --accumulate 4
+  bench --ranks "${counts[-1]}" --overlap --accumulate 4
   while IFS= read -r line; do
     table+=("$line")
     printf '%s\n' "$line" >> "$out/summary.txt"
