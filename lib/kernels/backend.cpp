@@ -1,5 +1,6 @@
 #include "kernels/backend.hpp"
 
+#include <chrono>
 #include <initializer_list>
 #include <new>
 #include <string>
@@ -120,14 +121,25 @@ void throw_device_span_range(int64_t offset, int64_t count, int64_t size) {
 namespace {
 
 // The CPU's operations have completed when they return: there is nothing to wait for.
+// The CPU's operations complete before they return: an event is the moment it was recorded.
 class CompletedEvent final : public QueueEvent {
 public:
   void wait() override {}
+  double seconds_since(QueueEvent& earlier) override {
+    const auto* e = dynamic_cast<const CompletedEvent*>(&earlier);
+    if (e == nullptr) throw Error("QueueEvent::seconds_since: an event of another backend");
+    return std::chrono::duration<double>(at_ - e->at_).count();
+  }
+
+private:
+  std::chrono::steady_clock::time_point at_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
 
 std::unique_ptr<QueueEvent> Backend::record_event() { return std::make_unique<CompletedEvent>(); }
+
+std::unique_ptr<QueueEvent> Backend::record_timed_event() { return std::make_unique<CompletedEvent>(); }
 
 void* Backend::do_allocate_pinned(size_t bytes) { return ::operator new(bytes); }
 

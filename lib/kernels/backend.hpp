@@ -70,6 +70,9 @@ class QueueEvent {
 public:
   virtual ~QueueEvent() = default;
   virtual void wait() = 0;
+  // Seconds from `earlier` to this event, both from the same backend's record_timed_event(),
+  // `earlier` recorded first; waits for this one.
+  virtual double seconds_since(QueueEvent& earlier) = 0;
 };
 
 class Backend {
@@ -188,6 +191,9 @@ public:
   }
   // An event at the current end of the queue.
   virtual std::unique_ptr<QueueEvent> record_event();
+  // The same, for timing the operations between two of them (QueueEvent::seconds_since): on the
+  // GPU a CUDA event with timing, on the CPU the host clock.
+  virtual std::unique_ptr<QueueEvent> record_timed_event();
 
   // Device to device; the views must not overlap and must have the same type.
   void copy(ConstFloatView src, FloatView dst);

@@ -324,6 +324,28 @@ private:
                       : std::string()));
   }
 
+  // Megatron's level-1 timers, from the queue events of the steps since the last log line (the
+  // device's time between them, no synchronisation added): per iteration, the micro-batches'
+  // forwards and backwards, the gradients' finalisation and data-parallel reduction (what the
+  // step waited for of it), and the optimizer.
+  void take_step_phases(IterationLog& g) {
+    double forward_backward = 0.0, grads_sync = 0.0, optimizer = 0.0;
+    std::int64_t steps = 0;
+    for (StepMarks& m : step_marks_) {
+      if (!m.optimizer_done) continue;  // a step that did not get that far
+      forward_backward += m.forward_backward_done->seconds_since(*m.start);
+      grads_sync += m.grads_synced->seconds_since(*m.forward_backward_done);
+      optimizer += m.optimizer_done->seconds_since(*m.grads_synced);
+      ++steps;
+    }
+    step_marks_.clear();
+    if (steps == 0) return;
+    const double per = 1e3 / static_cast<double>(steps);
+    g.forward_backward_ms = forward_backward * per;
+    g.grads_sync_ms = grads_sync * per;
+    g.optimizer_ms = optimizer * per;
+  }
+
   // Where the weights are read outside a forward: the all-gathers still in flight complete first.
   void finish_param_gather() {
     if (overlap_) overlap_->finish_param_gather();
@@ -457,6 +479,8 @@ private:
   IterationRecord train_step() {
     GptParameters& params = model_->parameters();
     params.zero_grads();
+    StepMarks& marks = step_marks_.emplace_back();
+    marks.start = backend_.record_timed_event();
     // [Σ CE · mask, Σ mask] of this rank's micro-batches.
     double sums[2] = {0.0, 0.0};
     const std::int64_t dp = data_parallel_size();
@@ -494,6 +518,7 @@ private:
       }
     }
     progress_.micro_steps += n * dp;
+    marks.forward_backward_done = backend_.record_timed_event();
     // Megatron's finalize_model_grads: the norms' gradients of each sequence slice summed over
     // the tensor-parallel group (nothing to do without sequence parallelism), and a tied word
     // embedding's gradient summed over the first and last pipeline stages (nothing to do without
@@ -514,6 +539,7 @@ private:
       if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
       optimizer_->reduce_gradients();
     }
+    marks.grads_synced = backend_.record_timed_event();
     // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
     if (per_token) divide_gradients_by_tokens(sums[1]);
@@ -530,6 +556,7 @@ private:
     request.loss_finite = std::isfinite(record.loss);
     request.count_zeros = log_stats && options_.logging.log_num_zeros_in_grad;
     const OptimizerStep step = optimizer_->step(request);
+    marks.optimizer_done = backend_.record_timed_event();
     record.grad_norm = step.grad_norm;
     record.num_zeros = step.num_zeros;
     record.skipped = !step.applied;
@@ -703,6 +730,7 @@ private:
       exposed = 1e3 * (t->exposed_seconds + t->in_stream_seconds) / static_cast<double>(iterations);
     };
     take_timing(data_parallel_, g.data_parallel_comm_ms, g.data_parallel_comm_exposed_ms);
+    take_step_phases(g);
     take_timing(tensor_parallel_, g.tensor_parallel_comm_ms, g.tensor_parallel_comm_exposed_ms);
     take_timing(pipeline_, g.pipeline_parallel_comm_ms, g.pipeline_parallel_comm_exposed_ms);
     const std::string stamp = now_stamp();
@@ -864,6 +892,11 @@ private:
   // --overlap-grad-reduce with more than one data-parallel rank (null otherwise); the model's
   // parameter hooks point to it.
   std::unique_ptr<OverlappedDataParallel> overlap_;
+  // The queue events of each step since the last log line (take_step_phases).
+  struct StepMarks {
+    std::unique_ptr<QueueEvent> start, forward_backward_done, grads_synced, optimizer_done;
+  };
+  std::vector<StepMarks> step_marks_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   std::optional<LossScaler> loss_scaler_;  // --fp16 (or --loss-scale under Megatron's rule)
   GptFlopsShape flops_shape_;

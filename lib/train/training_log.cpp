@@ -215,6 +215,9 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   if (g.pipeline_parallel_comm_ms) j.add("pipeline_parallel_comm_ms", *g.pipeline_parallel_comm_ms);
   if (g.pipeline_parallel_comm_exposed_ms)
     j.add("pipeline_parallel_comm_exposed_ms", *g.pipeline_parallel_comm_exposed_ms);
+  if (g.forward_backward_ms) j.add("forward_backward_ms", *g.forward_backward_ms);
+  if (g.grads_sync_ms) j.add("grads_sync_ms", *g.grads_sync_ms);
+  if (g.optimizer_ms) j.add("optimizer_ms", *g.optimizer_ms);
   j.add("timestamp", json_quote(timestamp));
   return j.str();
 }

@@ -69,6 +69,11 @@ struct IterationLog {
   std::optional<double> tensor_parallel_comm_exposed_ms;
   std::optional<double> pipeline_parallel_comm_ms;
   std::optional<double> pipeline_parallel_comm_exposed_ms;
+  // Per iteration, the device's time in the step's phases (Megatron's level-1 timers
+  // forward-backward, all-grads-sync and optimizer), from queue events.
+  std::optional<double> forward_backward_ms;
+  std::optional<double> grads_sync_ms;
+  std::optional<double> optimizer_ms;
 };
 
 // Megatron's throughput: FLOPs of one iteration / (seconds per iteration × 10¹² × world size).
@@ -111,7 +116,8 @@ std::string format_building_tokenizer_line(const std::string& tokenizer_type);
 //  ["num_zeros",] ["params_norm",] "skipped_iterations", "nan_iterations",
 //  ["data_parallel_comm_ms", "data_parallel_comm_exposed_ms",] ["tensor_parallel_comm_ms",
 //  "tensor_parallel_comm_exposed_ms",] ["pipeline_parallel_comm_ms",
-//  "pipeline_parallel_comm_exposed_ms",] "timestamp"}.
+//  "pipeline_parallel_comm_exposed_ms",] ["forward_backward_ms", "grads_sync_ms", "optimizer_ms",]
+//  "timestamp"}.
 // Non-finite numbers are written as null (JSON has no NaN).
 std::string iteration_metrics_json(const IterationLog& log, const std::string& timestamp);
 // {"event": "validation"|"test", "iteration", "lm_loss", "lm_loss_ppl", ..., "timestamp"}

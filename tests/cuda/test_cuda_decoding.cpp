@@ -135,6 +135,16 @@ TEST_CASE("cuda backend: asynchronous copies to and from page-locked memory, ord
       CHECK(landing.host()[999] == 5 * 999 - round);
     }
   }
+  // Timed events: the device time of the operations between them, at least a fill's.
+  {
+    const std::unique_ptr<QueueEvent> before = pair.gpu->record_timed_event();
+    DeviceBuffer big(*pair.gpu, int64_t{1} << 26);
+    for (int i = 0; i < 4; ++i) pair.gpu->fill(big.view(), 1.0f + static_cast<float>(i));
+    const std::unique_ptr<QueueEvent> after = pair.gpu->record_timed_event();
+    const double seconds = after->seconds_since(*before);
+    CHECK(seconds > 0.0);
+    CHECK(seconds < 10.0);
+  }
   // Pageable memory could still be read (or written) after the call returned: the GPU refuses it.
   std::vector<int64_t> pageable(10, 1);
   DeviceIndexBuffer device(*pair.gpu, 10);

@@ -86,6 +86,9 @@ grep -q 'exiting program at iteration 6' "$LOG" || fail "--exit-interval exit no
   fail "checkpoint files missing"
 ls "$WORK/cache" | grep -q -- '-GPTDataset-train-shuffle_index.npy$' || fail "no index cache written"
 [[ "$(grep -c '"event": "train"' "$WORK/metrics.jsonl")" == 3 ]] || fail "metrics file lacks train lines"
+# The step's phases, timed on the backend's queue, in every train line.
+[[ "$(grep -c '"forward_backward_ms": [0-9.e+-]*, "grads_sync_ms": [0-9.e+-]*, "optimizer_ms": ' "$WORK/metrics.jsonl")" == 3 ]] ||
+  fail "train lines lack the step's phase times"
 
 # Resume with the same flags: the cached indices are reused, the run continues at iteration 7
 # with 24 samples consumed and ends with the validation and test evaluations.

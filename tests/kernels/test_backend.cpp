@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -73,6 +76,15 @@ TEST_CASE("CpuBackend linear and loss operations compute through the kernels", "
   const MaskedLossSum sum = backend.masked_loss_sum(y.view(), mask.view());
   CHECK(sum.loss_sum == 1.5);
   CHECK(sum.tokens == 1.0);
+}
+
+TEST_CASE("timed queue events on the CPU: the host time between them", "[model]") {
+  CpuBackend backend;
+  const std::unique_ptr<QueueEvent> before = backend.record_timed_event();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::unique_ptr<QueueEvent> after = backend.record_timed_event();
+  CHECK(after->seconds_since(*before) >= 0.019);
+  CHECK(before->seconds_since(*before) == 0.0);
 }
 
 TEST_CASE("asynchronous copies and queue events on the CPU: complete at once", "[model]") {

@@ -217,6 +217,9 @@ for r in runs:
     if r.get("comm_ms"):
         print(f"{'  its DP collectives (CUDA events)':52s} {r['comm_ms']:.2f} ms per iteration, "
               f"{r['comm_exposed_ms']:.2f} ms waited for: {1 - r['comm_exposed_ms'] / r['comm_ms']:.0%} hidden")
+    phases = r.get("phases_ms") or {}
+    if phases and all(v is not None for v in phases.values()):
+        print(f"{'  its step phases (CUDA events)':52s} " + ", ".join(f"{k} {v:.1f} ms" for k, v in phases.items()))
     if r.get("tp_comm_ms"):
         print(f"{'  its TP collectives (CUDA events)':52s} {r['tp_comm_ms']:.2f} ms per iteration on the compute stream")
 # Step time per token: DP=N spends (plain - one) on its reduction; the overlap hides what it saves.

@@ -236,6 +236,8 @@ void CudaBackend::do_copy_to_host_async(const void* device, void* host, size_t b
 
 std::unique_ptr<QueueEvent> CudaBackend::record_event() { return cuda::record_event(stream_); }
 
+std::unique_ptr<QueueEvent> CudaBackend::record_timed_event() { return cuda::record_event(stream_, true); }
+
 void CudaBackend::do_copy_to_host(const void* device, void* host, size_t bytes) {
   MGT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
   synchronize();

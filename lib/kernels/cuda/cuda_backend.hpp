@@ -43,6 +43,7 @@ public:
   // A CUDA graph of the operations (none while MGT_CUDA_PROFILE times each operation).
   std::unique_ptr<RecordedOperations> record(const std::function<void()>& run) override;
   std::unique_ptr<QueueEvent> record_event() override;
+  std::unique_ptr<QueueEvent> record_timed_event() override;
 
 private:
   int device_;

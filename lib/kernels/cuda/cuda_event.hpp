@@ -1,5 +1,6 @@
-// Backend::record_event on the GPU: a CUDA event recorded on the backend's stream (without
-// timing, the cheap kind); wait() blocks the host until the stream has passed it.
+// Backend::record_event and record_timed_event on the GPU: a CUDA event recorded on the backend's
+// stream (without timing, the cheap kind, unless `timed`); wait() blocks the host until the
+// stream has passed it.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -9,6 +10,6 @@
 
 namespace mgt::cuda {
 
-std::unique_ptr<QueueEvent> record_event(cudaStream_t stream);
+std::unique_ptr<QueueEvent> record_event(cudaStream_t stream, bool timed = false);
 
 }  // namespace mgt::cuda
