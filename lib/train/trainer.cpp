@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/tokenizer_description.hpp"
@@ -329,21 +330,26 @@ private:
   // forwards and backwards, the gradients' finalisation and data-parallel reduction (what the
   // step waited for of it), and the optimizer.
   void take_step_phases(IterationLog& g) {
-    double forward_backward = 0.0, grads_sync = 0.0, optimizer = 0.0;
-    std::int64_t steps = 0;
+    fold_step_marks();
+    const StepPhases sums = std::exchange(phases_, StepPhases{});
+    if (sums.steps == 0) return;
+    const double per = 1e3 / static_cast<double>(sums.steps);
+    g.forward_backward_ms = sums.forward_backward * per;
+    g.grads_sync_ms = sums.grads_sync * per;
+    g.optimizer_ms = sums.optimizer * per;
+  }
+
+  // The marks' times into phases_ (each step's events have passed by the time the step returns,
+  // which reads the gradient norm back): the marks of a long log interval do not pile up.
+  void fold_step_marks() {
     for (StepMarks& m : step_marks_) {
       if (!m.optimizer_done) continue;  // a step that did not get that far
-      forward_backward += m.forward_backward_done->seconds_since(*m.start);
-      grads_sync += m.grads_synced->seconds_since(*m.forward_backward_done);
-      optimizer += m.optimizer_done->seconds_since(*m.grads_synced);
-      ++steps;
+      phases_.forward_backward += m.forward_backward_done->seconds_since(*m.start);
+      phases_.grads_sync += m.grads_synced->seconds_since(*m.forward_backward_done);
+      phases_.optimizer += m.optimizer_done->seconds_since(*m.grads_synced);
+      ++phases_.steps;
     }
     step_marks_.clear();
-    if (steps == 0) return;
-    const double per = 1e3 / static_cast<double>(steps);
-    g.forward_backward_ms = forward_backward * per;
-    g.grads_sync_ms = grads_sync * per;
-    g.optimizer_ms = optimizer * per;
   }
 
   // Where the weights are read outside a forward: the all-gathers still in flight complete first.
@@ -479,6 +485,7 @@ private:
   IterationRecord train_step() {
     GptParameters& params = model_->parameters();
     params.zero_grads();
+    if (step_marks_.size() >= kMaxStepMarks) fold_step_marks();
     StepMarks& marks = step_marks_.emplace_back();
     marks.start = backend_.record_timed_event();
     // [Σ CE · mask, Σ mask] of this rank's micro-batches.
@@ -897,6 +904,12 @@ private:
     std::unique_ptr<QueueEvent> start, forward_backward_done, grads_synced, optimizer_done;
   };
   std::vector<StepMarks> step_marks_;
+  static constexpr std::size_t kMaxStepMarks = 64;
+  struct StepPhases {
+    double forward_backward = 0.0, grads_sync = 0.0, optimizer = 0.0;  // seconds
+    std::int64_t steps = 0;
+  };
+  StepPhases phases_;  // of the steps folded since the last log line
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   std::optional<LossScaler> loss_scaler_;  // --fp16 (or --loss-scale under Megatron's rule)
   GptFlopsShape flops_shape_;
