@@ -52,6 +52,15 @@ void initialize_parameter(const ParameterEntry& entry, const TensorParallelRank&
     throw Error("initialize_parameter: " + entry.name + " has " + std::to_string(entry.numel()) +
                 " local elements, got a buffer of " + std::to_string(out.size()));
   }
+  initialize_parameter_range(entry, tp, seed, 0, out);
+}
+
+void initialize_parameter_range(const ParameterEntry& entry, const TensorParallelRank& tp, uint64_t seed,
+                                int64_t first, std::span<float> out) {
+  if (first < 0 || first + static_cast<int64_t>(out.size()) > entry.numel()) {
+    throw Error("initialize_parameter: " + entry.name + " has " + std::to_string(entry.numel()) +
+                " local elements, asked for " + std::to_string(out.size()) + " from " + std::to_string(first));
+  }
   switch (entry.init) {
     case ParameterInit::kZeros:
       std::fill(out.begin(), out.end(), 0.0f);
@@ -65,13 +74,13 @@ void initialize_parameter(const ParameterEntry& entry, const TensorParallelRank&
   const uint64_t stream = parameter_stream(entry.name);
   const auto n = static_cast<int64_t>(out.size());
   for (int64_t i = 0; i < n;) {
-    const auto global = static_cast<uint64_t>(entry.global_index(i, tp));
+    const auto global = static_cast<uint64_t>(entry.global_index(first + i, tp));
     const std::array<double, 2> z = standard_normal_pair(seed, stream, global / 2);
     out[static_cast<size_t>(i)] = static_cast<float>(entry.init_std * z[global % 2]);
     ++i;
     // Shards keep pairs together almost always: use the sine half without a second draw.
     if (global % 2 == 0 && i < n &&
-        static_cast<uint64_t>(entry.global_index(i, tp)) == global + 1) {
+        static_cast<uint64_t>(entry.global_index(first + i, tp)) == global + 1) {
       out[static_cast<size_t>(i)] = static_cast<float>(entry.init_std * z[1]);
       ++i;
     }

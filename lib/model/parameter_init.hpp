@@ -27,5 +27,9 @@ double standard_normal(uint64_t seed, uint64_t stream, uint64_t index);
 // out[local elements of entry] = the entry's initial values on rank tp.
 void initialize_parameter(const ParameterEntry& entry, const TensorParallelRank& tp, uint64_t seed,
                           std::span<float> out);
+// The same for local elements [first, first + out.size()) only: any cut of the elements gives
+// the values of the whole, so ranges can be filled on several threads.
+void initialize_parameter_range(const ParameterEntry& entry, const TensorParallelRank& tp, uint64_t seed,
+                                int64_t first, std::span<float> out);
 
 }  // namespace mgt

@@ -245,6 +245,14 @@ TEST_CASE("GPT initialisation does not depend on tensor-parallel sharding", "[mo
       }
       std::vector<float> local(static_cast<size_t>(shard.numel()));
       initialize_parameter(shard, {tp, rank}, 99, local);
+      // Filled in ranges cut at odd places (as threads fill them), the same values.
+      std::vector<float> ranges(local.size(), -1.0f);
+      for (int64_t first = 0; first < shard.numel(); first += 37) {
+        const int64_t count = std::min<int64_t>(37, shard.numel() - first);
+        initialize_parameter_range(shard, {tp, rank}, 99, first,
+                                   std::span<float>(ranges).subspan(static_cast<size_t>(first), static_cast<size_t>(count)));
+      }
+      CHECK(ranges == local);
       for (int64_t i = 0; i < shard.numel(); ++i) {
         merged[static_cast<size_t>(shard.global_index(i, {tp, rank}))] =
             local[static_cast<size_t>(i)];
