@@ -104,8 +104,8 @@ public:
 
   // Until called again with 0, the GEMMs leave `count` of the device's multiprocessors to kernels
   // that run beside the compute on another stream (collectives overlapped with the backward or
-  // the forward): a GEMM sized for the whole device would otherwise wait for them, running its
-  // last tiles in a second wave. Ignored where nothing runs beside the operations (the CPU).
+  // the forward), rather than being planned for the whole device while those kernels hold part
+  // of it. Ignored where nothing runs beside the operations (the CPU).
   virtual void leave_multiprocessors(int /*count*/) {}
 
   // The storage type the model gives its activations and its weights' compute copy: fp32, or

@@ -35,10 +35,15 @@ void TensorParallelMappings::copy_if_distinct(ConstFloatView src, FloatView dst)
 
 // ---- first dim: contiguous blocks of size() equal parts ----
 
-void TensorParallelMappings::all_gather_first_dim(ConstFloatView local, FloatView whole) const {
-  require(whole.size() == local.size() * size_, "sequence-parallel all-gather",
-          "the whole tensor has " + count_text(whole.size()) + " elements, expected " +
+void TensorParallelMappings::require_first_dim(ConstFloatView whole, ConstFloatView local, const char* mapping,
+                                               const char* what) const {
+  require(whole.size() == local.size() * size_, mapping,
+          std::string("the whole ") + what + " has " + count_text(whole.size()) + " elements, expected " +
               count_text(size_) + " x " + count_text(local.size()));
+}
+
+void TensorParallelMappings::all_gather_first_dim(ConstFloatView local, FloatView whole) const {
+  require_first_dim(whole, local, "sequence-parallel all-gather", "tensor");
   if (group_) {
     group_->all_gather(local, whole);
   } else {
@@ -47,9 +52,7 @@ void TensorParallelMappings::all_gather_first_dim(ConstFloatView local, FloatVie
 }
 
 void TensorParallelMappings::split_first_dim(ConstFloatView whole, FloatView local) const {
-  require(whole.size() == local.size() * size_, "sequence-parallel split",
-          "the whole tensor has " + count_text(whole.size()) + " elements, expected " +
-              count_text(size_) + " x " + count_text(local.size()));
+  require_first_dim(whole, local, "sequence-parallel split", "tensor");
   copy_if_distinct(whole.subspan(rank_ * local.size(), local.size()), local);
 }
 
@@ -146,9 +149,7 @@ void TensorParallelMappings::gather_from_sequence_parallel_region_forward(ConstF
 
 void TensorParallelMappings::gather_from_sequence_parallel_region_backward(
     ConstFloatView d_whole, FloatView d_local) const {
-  require(d_whole.size() == d_local.size() * size_, "sequence-parallel reduce-scatter",
-          "the whole gradient has " + count_text(d_whole.size()) + " elements, expected " +
-              count_text(size_) + " x " + count_text(d_local.size()));
+  require_first_dim(d_whole, d_local, "sequence-parallel reduce-scatter", "gradient");
   if (group_) {
     group_->reduce_scatter(d_whole, d_local, dist::ReduceOp::Sum);
   } else {
@@ -162,9 +163,7 @@ dist::PendingCollective TensorParallelMappings::start_gather_from_sequence_paral
     all_gather_first_dim(local, whole);
     return {};
   }
-  require(whole.size() == local.size() * size_, "sequence-parallel all-gather",
-          "the whole tensor has " + count_text(whole.size()) + " elements, expected " +
-              count_text(size_) + " x " + count_text(local.size()));
+  require_first_dim(whole, local, "sequence-parallel all-gather", "tensor");
   return group_->start_all_gather(dist::backend_buffer(local), dist::backend_buffer(whole));
 }
 
@@ -174,18 +173,14 @@ dist::PendingCollective TensorParallelMappings::start_gather_from_sequence_paral
     gather_from_sequence_parallel_region_backward(d_whole, d_local);
     return {};
   }
-  require(d_whole.size() == d_local.size() * size_, "sequence-parallel reduce-scatter",
-          "the whole gradient has " + count_text(d_whole.size()) + " elements, expected " +
-              count_text(size_) + " x " + count_text(d_local.size()));
+  require_first_dim(d_whole, d_local, "sequence-parallel reduce-scatter", "gradient");
   return group_->start_reduce_scatter(dist::backend_buffer(d_whole), dist::backend_buffer(d_local),
                                       dist::ReduceOp::Sum);
 }
 
 void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
     ConstFloatView whole, FloatView local) const {
-  require(whole.size() == local.size() * size_, "sequence-parallel reduce-scatter",
-          "the whole tensor has " + count_text(whole.size()) + " elements, expected " +
-              count_text(size_) + " x " + count_text(local.size()));
+  require_first_dim(whole, local, "sequence-parallel reduce-scatter", "tensor");
   if (group_) {
     group_->reduce_scatter(whole, local, dist::ReduceOp::Sum);
   } else {

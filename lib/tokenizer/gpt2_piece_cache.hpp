@@ -68,6 +68,25 @@ inline std::uint64_t hash_piece(const char* p, std::size_t n, std::uint64_t head
   return finalize(h);
 }
 
+// Open addressing over `slots` (a power of two of them, `mask` = their count - 1), where a slot
+// whose `len` is 0 is free: `s` goes to the first free slot from `hash`.
+template <typename Slot>
+void place_slot(std::vector<Slot>& slots, std::size_t mask, const Slot& s, std::uint64_t hash) {
+  std::size_t i = hash & mask;
+  while (slots[i].len != 0) i = (i + 1) & mask;
+  slots[i] = s;
+}
+
+// Doubles the slots, each held one placed again by hash_of(slot).
+template <typename Slot, typename HashOf>
+void grow_slots(std::vector<Slot>& slots, std::size_t& mask, HashOf hash_of) {
+  std::vector<Slot> old(slots.size() * 2);
+  old.swap(slots);
+  mask = slots.size() - 1;
+  for (const Slot& s : old)
+    if (s.len != 0) place_slot(slots, mask, s, hash_of(s));
+}
+
 // ----------------------------------------------------------------------------------------------
 // Per-instance cache: piece bytes -> token ids. Same role as Megatron's unbounded dict cache, but
 // cleared when it reaches a size cap so that adversarial text cannot exhaust memory (results do
@@ -122,7 +141,7 @@ public:
       if (n > 8) arena_.append(piece).append(aligned(n) - n, '\0');
       arena_.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(TokenId));
     }
-    place(s, hash);
+    place_slot(slots_, mask_, s, hash);
     ++size_;
   }
 
@@ -146,21 +165,10 @@ private:
     size_ = 0;
   }
 
-  void place(const Slot& s, std::uint64_t hash) {
-    std::size_t i = hash & mask_;
-    while (slots_[i].len != 0) i = (i + 1) & mask_;
-    slots_[i] = s;
-  }
-
   void grow() {
-    std::vector<Slot> old(slots_.size() * 2);
-    old.swap(slots_);
-    mask_ = slots_.size() - 1;
-    for (const Slot& s : old) {
-      if (s.len == 0) continue;
-      const char* key = s.len > 8 ? arena_.data() + s.value : nullptr;
-      place(s, hash_piece(key, s.len, s.head));
-    }
+    grow_slots(slots_, mask_, [&](const Slot& s) {
+      return hash_piece(s.len > 8 ? arena_.data() + s.value : nullptr, s.len, s.head);
+    });
   }
 
   std::vector<Slot> slots_;

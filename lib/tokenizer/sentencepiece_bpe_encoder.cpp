@@ -23,7 +23,6 @@ std::size_t code_points(std::string_view s) {
   return n;
 }
 
-
 // Heap order of the library's bpe::Model agenda: the highest score first, then the leftmost.
 bool lower_priority(const auto& a, const auto& b) {
   return a.score < b.score || (a.score == b.score && a.left > b.left);

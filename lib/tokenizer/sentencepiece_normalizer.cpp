@@ -164,9 +164,8 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out,
   }
   if (text.empty()) return true;
   const std::string_view space = escape_whitespaces_ ? kSpace : std::string_view(" ");
-  const bool escaped = space == kSpace;
   if (add_dummy_prefix_) {
-    if (spaces && escaped) spaces->push_back(0);
+    if (spaces && escape_whitespaces_) spaces->push_back(0);
     out.append(space);
   }
   bool previous_space = remove_extra_whitespaces_;
@@ -185,7 +184,7 @@ bool SentencePieceNormalizer::normalize(std::string_view text, std::string& out,
     // (what the general path below does with it, without the rule lookup).
     if (text[0] == ' ' && plain_space_ && (text.size() == 1 || static_cast<unsigned char>(text[1]) < 0x80)) {
       if (!previous_space) {
-        if (spaces && escaped) spaces->push_back(static_cast<std::int32_t>(out.size()));
+        if (spaces && escape_whitespaces_) spaces->push_back(static_cast<std::int32_t>(out.size()));
         out.append(space);
       }
       previous_space = remove_extra_whitespaces_;

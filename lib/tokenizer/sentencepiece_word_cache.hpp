@@ -79,7 +79,7 @@ public:
       s.key_at = static_cast<std::uint32_t>(keys_.size());
       keys_.append(word);
     }
-    place(s, k.hash);
+    gpt2::place_slot(slots_, mask_, s, k.hash);
     ++size_;
   }
 
@@ -121,21 +121,10 @@ private:
     return const_cast<Slot*>(static_cast<const SentencePieceWordCache*>(this)->slot_of(word, k));
   }
 
-  void place(const Slot& s, std::uint64_t hash) {
-    std::size_t i = hash & mask_;
-    while (slots_[i].len != 0) i = (i + 1) & mask_;
-    slots_[i] = s;
-  }
-
   void grow() {
-    std::vector<Slot> old(slots_.size() * 2);
-    old.swap(slots_);
-    mask_ = slots_.size() - 1;
-    for (const Slot& s : old) {
-      if (s.len == 0) continue;
-      const char* bytes = s.len > 8 ? keys_.data() + s.key_at : nullptr;
-      place(s, gpt2::hash_piece(bytes, s.len, s.head));
-    }
+    gpt2::grow_slots(slots_, mask_, [&](const Slot& s) {
+      return gpt2::hash_piece(s.len > 8 ? keys_.data() + s.key_at : nullptr, s.len, s.head);
+    });
   }
 
   std::vector<Slot> slots_;

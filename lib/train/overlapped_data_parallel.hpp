@@ -16,6 +16,10 @@
 // shards starts, and the next forward waits for a bucket just before its first block that reads
 // it (the model's ParameterHooks); finish_param_gather() waits for all, where something else
 // reads the weights (a checkpoint, the parameter norm) or no forward follows.
+//
+// While any of them is in flight, the compute backend's GEMMs leave the collectives' thread
+// blocks their multiprocessors (Backend::leave_multiprocessors; the data-parallel communicator
+// is made with at most that many blocks).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -41,6 +41,14 @@ row() {
   table+=("$(printf '%-52s %s' "$1" "$2")")
   printf '%s\n' "${table[-1]}" >> "$out/summary.txt"
 }
+# Rows already formatted, one per line of standard input.
+add_lines() {
+  local line
+  while IFS= read -r line; do
+    table+=("$line")
+    printf '%s\n' "$line" >> "$out/summary.txt"
+  done
+}
 rm -f "$out/summary.txt"
 # Every multi-GPU run: no NVLink multicast (NVLS), which these machines cannot use.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -190,10 +198,7 @@ section_scaling() {
   # A global batch of 4 micro-batches per replica: the reduction once per 4 backwards.
   bench --ranks 1 --accumulate 4
   bench --ranks "${counts[-1]}" --overlap --accumulate 4
-  while IFS= read -r line; do
-    table+=("$line")
-    printf '%s\n' "$line" >> "$out/summary.txt"
-  done < <("$py" - "$out/scaling.jsonl" <<'PY'
+  add_lines < <("$py" - "$out/scaling.jsonl" <<'PY'
 import json, sys
 try:
     runs = [json.loads(line) for line in open(sys.argv[1])]
@@ -250,10 +255,7 @@ section_peer() {
     "$py" tools/bench/ddp_peer_gpu.py --gpus "$count" --shape "$shape" --micro-batch 4 --iters 20 \
       --json "$out/peer.jsonl" >> "$out/peer.log" 2>&1 || echo "ddp peer on $count GPUs failed: $(tail -3 "$out/peer.log")"
   done
-  while IFS= read -r line; do
-    table+=("$line")
-    printf '%s\n' "$line" >> "$out/summary.txt"
-  done < <("$py" - "$out/peer.jsonl" <<'PY'
+  add_lines < <("$py" - "$out/peer.jsonl" <<'PY'
 import json, sys
 try:
     runs = [json.loads(line) for line in open(sys.argv[1])]

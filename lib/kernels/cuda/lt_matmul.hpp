@@ -48,8 +48,7 @@ public:
   void set_timed_choice(bool timed) { timed_choice_ = timed; }
   // The GEMMs from now on run on `count` multiprocessors (0: all of the device's), for kernels
   // of another stream that hold the others, such as collectives overlapped with the compute.
-  // Each count has its own plans: a persistent kernel sized for the whole device would run its
-  // last tiles in a second wave behind theirs.
+  // Each count has its own plans (cuBLASLt's SM count target enters the algorithm choice).
   void set_sm_count_target(int count) { sm_count_target_ = count; }
 
   // Column-major D[m, n] = op(A)·op(B) (+ bias[m] broadcast over columns when bias is not null)
