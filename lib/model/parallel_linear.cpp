@@ -1,6 +1,26 @@
 #include "model/parallel_linear.hpp"
 
+#include <vector>
+
 namespace mgt {
+namespace {
+
+// This rank's rows of the sequence-major grid under sequence parallelism.
+RowRange sequence_slice(const TensorParallelMappings& tp, int64_t rows) {
+  const int64_t local = rows / tp.size();
+  return {tp.rank() * local, local};
+}
+
+// The rows before and after `mine`, those of them that exist.
+std::vector<RowRange> others(RowRange mine, int64_t rows) {
+  std::vector<RowRange> ranges;
+  if (mine.first > 0) ranges.push_back({0, mine.first});
+  const int64_t after = mine.first + mine.count;
+  if (after < rows) ranges.push_back({after, rows - after});
+  return ranges;
+}
+
+}  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(GptParameters& params, const std::string& weight_name,
                                            const std::string& bias_name,
@@ -13,9 +33,10 @@ void ColumnParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
     linear_.forward(tp_->copy_to_tensor_region_forward(x), rows, y);
     return;
   }
-  const FloatView input = gathered.first(rows * in_features());
-  tp_->gather_from_sequence_parallel_region_forward(x, input);
-  linear_.forward(input, rows, y);
+  const int64_t out = out_features();
+  forward_gathered(x, rows, gathered, [&](ConstFloatView input, RowRange r) {
+    linear_.forward(input, r.count, y.subspan(r.first * out, r.count * out));
+  });
 }
 
 void ColumnParallelLinear::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
@@ -24,9 +45,29 @@ void ColumnParallelLinear::forward_gelu_tanh(ConstFloatView x, int64_t rows, Flo
     linear_.forward_gelu_tanh(tp_->copy_to_tensor_region_forward(x), rows, pre, y);
     return;
   }
-  const FloatView input = gathered.first(rows * in_features());
-  tp_->gather_from_sequence_parallel_region_forward(x, input);
-  linear_.forward_gelu_tanh(input, rows, pre, y);
+  const int64_t out = out_features();
+  forward_gathered(x, rows, gathered, [&](ConstFloatView input, RowRange r) {
+    linear_.forward_gelu_tanh(input, r.count, pre.subspan(r.first * out, r.count * out),
+                              y.subspan(r.first * out, r.count * out));
+  });
+}
+
+void ColumnParallelLinear::forward_gathered(ConstFloatView x, int64_t rows, FloatView gathered,
+                                            const RowsGemm& gemm) const {
+  const int64_t in = in_features();
+  const FloatView input = gathered.first(rows * in);
+  if (!tp_->active()) {
+    tp_->gather_from_sequence_parallel_region_forward(x, input);
+    gemm(input, {0, rows});
+    return;
+  }
+  // This rank's rows first, from its own slice, while the all-gather brings the others' (the
+  // order of Transformer Engine's ring-exchange overlap); then the rows before and after them.
+  dist::PendingCollective gather = tp_->start_gather_from_sequence_parallel_region_forward(x, input);
+  const RowRange mine = sequence_slice(*tp_, rows);
+  gemm(x, mine);
+  gather.wait();
+  for (const RowRange r : others(mine, rows)) gemm(input.subspan(r.first * in, r.count * in), r);
 }
 
 void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows,
@@ -79,29 +120,56 @@ void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t ro
     linear_.backward(dy, x, rows, dx);
     return;
   }
-  const ConstFloatView d_output = backward_parameters(dy, x, rows, d_whole);
+  if (!d_whole.empty()) {
+    const int64_t in = in_features();
+    backward_sequence_parallel(dy, x, rows, d_whole, [&](ConstFloatView d_rows, RowRange r) {
+      if (!dx.empty()) linear_.backward_input(d_rows, r.count, dx.subspan(r.first * in, r.count * in));
+    });
+    return;
+  }
+  const ConstFloatView d_output = backward_parameters(dy, x, rows);
   if (!dx.empty()) linear_.backward_input(d_output, rows, dx);
 }
 
 void RowParallelLinear::backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, ConstFloatView pre,
                                            int64_t rows, FloatView dpre, FloatView d_whole) const {
-  const ConstFloatView d_output = backward_parameters(dy, x, rows, d_whole);
+  if (tp_->active() && !d_whole.empty()) {
+    const int64_t in = in_features();
+    backward_sequence_parallel(dy, x, rows, d_whole, [&](ConstFloatView d_rows, RowRange r) {
+      linear_.backward_input_gelu_tanh(d_rows, r.count, pre.subspan(r.first * in, r.count * in),
+                                       dpre.subspan(r.first * in, r.count * in));
+    });
+    return;
+  }
+  const ConstFloatView d_output = backward_parameters(dy, x, rows);
   linear_.backward_input_gelu_tanh(d_output, rows, pre, dpre);
 }
 
-ConstFloatView RowParallelLinear::backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows,
-                                                      FloatView d_whole) const {
-  if (!tp_->active() || d_whole.empty()) {
-    const ConstFloatView d_output = tp_->active() ? tp_->reduce_from_tensor_region_backward(dy) : dy;
-    linear_.backward_weight_and_bias(d_output, x, rows);
-    return d_output;
-  }
-  // The bias was added to this rank's rows only: its gradient sums those rows.
-  linear_.backward_bias(dy, rows / tp_->size());
-  const FloatView d_output = d_whole.first(rows * out_features());
-  tp_->reduce_scatter_to_sequence_parallel_region_backward(dy, d_output);
-  linear_.backward_weight(d_output, x, rows);
+ConstFloatView RowParallelLinear::backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
+  const ConstFloatView d_output = tp_->active() ? tp_->reduce_from_tensor_region_backward(dy) : dy;
+  linear_.backward_weight_and_bias(d_output, x, rows);
   return d_output;
+}
+
+void RowParallelLinear::backward_sequence_parallel(ConstFloatView dy, ConstFloatView x, int64_t rows,
+                                                   FloatView d_whole, const RowsGemm& input_gemm) const {
+  const int64_t in = in_features();
+  const int64_t out = out_features();
+  // The bias was added to this rank's rows only: its gradient sums those rows.
+  const RowRange mine = sequence_slice(*tp_, rows);
+  linear_.backward_bias(dy, mine.count);
+  // This rank's rows first, from its own output gradient, while the all-gather brings the
+  // others'; the weight gradient accumulates over the rows in that order.
+  const FloatView d_output = d_whole.first(rows * out);
+  dist::PendingCollective gather = tp_->start_reduce_scatter_to_sequence_parallel_region_backward(dy, d_output);
+  input_gemm(dy, mine);
+  linear_.backward_weight(dy, x.subspan(mine.first * in, mine.count * in), mine.count);
+  gather.wait();
+  for (const RowRange r : others(mine, rows)) {
+    const ConstFloatView d_rows = d_output.subspan(r.first * out, r.count * out);
+    input_gemm(d_rows, r);
+    linear_.backward_weight(d_rows, x.subspan(r.first * in, r.count * in), r.count);
+  }
 }
 
 }  // namespace mgt

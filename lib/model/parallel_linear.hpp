@@ -19,6 +19,7 @@
 // GEMM), so a single-rank model computes what it always did.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "kernels/backend.hpp"
@@ -27,6 +28,14 @@
 #include "model/tensor_parallel_mappings.hpp"
 
 namespace mgt {
+
+// Rows [first, first + count) of a layer's [rows, features] tensors.
+struct RowRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+// One GEMM over some rows: `input` holds just those rows.
+using RowsGemm = std::function<void(ConstFloatView input, RowRange rows)>;
 
 class ColumnParallelLinear {
 public:
@@ -51,6 +60,10 @@ public:
                 FloatView gathered = {}, FloatView d_whole = {}) const;
 
 private:
+  // Under sequence parallelism: gathers x into `gathered` and runs `gemm` over all its rows,
+  // this rank's own first, beside the all-gather.
+  void forward_gathered(ConstFloatView x, int64_t rows, FloatView gathered, const RowsGemm& gemm) const;
+
   const TensorParallelMappings* tp_;
   LinearLayer linear_;
 };
@@ -80,10 +93,14 @@ public:
                           FloatView dpre, FloatView d_whole = {}) const;
 
 private:
-  // dW and db as backward() computes them; returns the output gradient the input gradient
-  // starts from (dy, or its all-reduced or all-gathered form).
-  ConstFloatView backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows,
-                                     FloatView d_whole) const;
+  // dW and db as backward() computes them without sequence parallelism; returns the output
+  // gradient the input gradient starts from (dy, or its all-reduce).
+  ConstFloatView backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows) const;
+  // With it: db from this rank's rows; dy all-gathered into d_whole while this rank's rows of dW
+  // and of the input gradient (`input_gemm`, given output-gradient rows) are computed, then the
+  // other rows'.
+  void backward_sequence_parallel(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView d_whole,
+                                  const RowsGemm& input_gemm) const;
 
   const TensorParallelMappings* tp_;
   LinearLayer linear_;

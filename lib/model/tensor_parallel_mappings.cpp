@@ -178,6 +178,11 @@ dist::PendingCollective TensorParallelMappings::start_gather_from_sequence_paral
                                       dist::ReduceOp::Sum);
 }
 
+dist::PendingCollective TensorParallelMappings::start_reduce_scatter_to_sequence_parallel_region_backward(
+    ConstFloatView d_local, FloatView d_whole) const {
+  return start_gather_from_sequence_parallel_region_forward(d_local, d_whole);
+}
+
 void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
     ConstFloatView whole, FloatView local) const {
   require_first_dim(whole, local, "sequence-parallel reduce-scatter", "tensor");

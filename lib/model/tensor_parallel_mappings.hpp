@@ -108,6 +108,9 @@ public:
                                                           FloatView local) const;
   void reduce_scatter_to_sequence_parallel_region_backward(ConstFloatView d_local,
                                                            FloatView d_whole) const;
+  // Its backward's all-gather started now, complete at the handle's wait() (as above).
+  dist::PendingCollective start_reduce_scatter_to_sequence_parallel_region_backward(ConstFloatView d_local,
+                                                                                    FloatView d_whole) const;
 
 private:
   // Throws unless `whole` holds the group's `local` slices ("the whole tensor/gradient has …").

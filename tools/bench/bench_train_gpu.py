@@ -125,7 +125,7 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             # The step's phases on the compute stream (CUDA events), per iteration.
             "phases_ms": {k: last.get(k + "_ms") for k in ("forward_backward", "grads_sync", "optimizer")},
             # The multiprocessors the overlapped collectives keep (mgt-train's default: 8).
-            "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 8) if overlap else None}
+            "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 0) if overlap else None}
 
 
 def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):

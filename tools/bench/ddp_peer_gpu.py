@@ -4,13 +4,16 @@
 The model, precision and optimizer of bench_train_gpu.py's peer (SDPA attention, bf16 autocast,
 fused AdamW, clip 1.0, torch.compile, no dropout), wrapped in DistributedDataParallel (NCCL,
 gradients reduced in buckets during the backward, as DDP does by default), one process per GPU,
-each at --micro-batch: global batch micro-batch x N. Prints one JSON line: tokens/s of the job and
+each at --micro-batch, --accumulate micro-batches per step (default 1): global batch
+micro-batch x accumulate x N. Prints one JSON line: tokens/s of the job and
 per GPU over the timed steps (after 3 warm-up steps), and the peak memory of GPU 0.
 
-Usage: tools/bench/ddp_peer_gpu.py --gpus N [--shape gpt-1.3b] [--micro-batch 4] [--iters 20] [--json FILE]
+Usage: tools/bench/ddp_peer_gpu.py --gpus N [--shape gpt-1.3b] [--micro-batch 4] [--accumulate 1] [--iters 20]
+       [--json FILE]
 (it starts its N processes itself, through torch.distributed.run)
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -42,9 +45,14 @@ def worker(args):
     tokens = torch.randint(0, 50257, (args.micro_batch, seq + 1), device="cuda", generator=generator)
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, 1:]).loss
-        loss.backward()
+        # DDP reduces in the last micro-batch's backward only (no_sync before it), as
+        # mgt-train's --overlap-grad-reduce does.
+        for micro in range(args.accumulate):
+            last = micro == args.accumulate - 1
+            with contextlib.nullcontext() if last else ddp.no_sync():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, 1:]).loss
+                (loss / args.accumulate).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -61,9 +69,9 @@ def worker(args):
     dist.barrier()
     seconds = (time.perf_counter() - start) / args.iters
     if rank == 0:
-        per_gpu = args.micro_batch * seq / seconds
+        per_gpu = args.micro_batch * args.accumulate * seq / seconds
         result = {"peer": "pytorch-ddp", "torch": torch.__version__, "shape": args.shape, "gpus": world,
-                  "micro_batch": args.micro_batch, "tokens_per_second": per_gpu * world,
+                  "micro_batch": args.micro_batch, "accumulate": args.accumulate, "tokens_per_second": per_gpu * world,
                   "tokens_per_second_per_gpu": per_gpu, "peak_mib": torch.cuda.max_memory_allocated() / 2**20}
         print(json.dumps(result), flush=True)
         if args.json:
@@ -78,6 +86,7 @@ def main():
     ap.add_argument("--shape", default="gpt-1.3b", choices=sorted(SHAPES))
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--accumulate", type=int, default=1, help="micro-batches per step")
     ap.add_argument("--json")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -85,7 +94,8 @@ def main():
         return worker(args)
     if args.gpus < 1:
         ap.error("--gpus must be positive")
-    forwarded = ["--shape", args.shape, "--micro-batch", str(args.micro_batch), "--iters", str(args.iters)]
+    forwarded = ["--shape", args.shape, "--micro-batch", str(args.micro_batch), "--iters", str(args.iters),
+                 "--accumulate", str(args.accumulate)]
     if args.json:
         forwarded += ["--json", args.json]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.gpus}",

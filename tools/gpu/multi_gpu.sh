@@ -16,10 +16,11 @@
 #            step times: (DP=N − overlapped) / (DP=N − DP=1), and from CUDA events on the compute
 #            and communication streams (mgt-train's data_parallel_comm_ms and
 #            data_parallel_comm_exposed_ms metrics) (tools/bench/bench_train_gpu.py); the
-#            overlapped DP=N also with MGT_OVERLAP_SMS=0 (GEMMs on the whole device), and once
-#            more with 4 micro-batches accumulated per step;
+#            overlapped DP=N also with MGT_OVERLAP_SMS=8 (8 thread blocks for the collectives, the
+#            GEMMs leaving them those), and once more with 8 micro-batches accumulated per step;
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
-#            1 and N GPUs at the scaling section's shape and micro-batch;
+#            1 and N GPUs at the scaling section's shape and micro-batch, and with 8 micro-batches
+#            per step;
 #   ckpt     (4 GPUs) TP=2 x DP=2 for 40 iterations in fp32, saving at iteration 20; that
 #            checkpoint converted to TP=4 and to TP=1 (mgt-ckpt-convert) and resumed at TP=4 on 4
 #            GPUs and at TP=1 on one: iterations 21-40 against the uninterrupted run;
@@ -190,14 +191,17 @@ section_scaling() {
   for count in "${counts[@]}"; do
     bench --ranks "$count"
     bench --ranks "$count" --overlap
-    # The overlap with the GEMMs on the whole device and NCCL's own choice of thread blocks.
-    MGT_OVERLAP_SMS=0 bench --ranks "$count" --overlap
+    # The overlap with its collectives on 8 thread blocks and the GEMMs leaving them those.
+    MGT_OVERLAP_SMS=8 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
   done
-  # A global batch of 4 micro-batches per replica: the reduction once per 4 backwards.
-  bench --ranks 1 --accumulate 4
-  bench --ranks "${counts[-1]}" --overlap --accumulate 4
+  # A global batch of 8 micro-batches per replica (still small by Megatron's standards: 32 Ki
+  # tokens per GPU): the reduction once per 8 backwards.
+  bench --ranks 1 --accumulate 8
+  for count in "${counts[@]}"; do
+    bench --ranks "$count" --overlap --accumulate 8
+  done
   add_lines < <("$py" - "$out/scaling.jsonl" <<'PY'
 import json, sys
 try:
@@ -212,7 +216,8 @@ for r in runs:
     tp, n, k = r["tensor_parallel"], r["ranks"], r.get("accumulate", 1)
     name = "DP=1" if n == 1 else f"TP={tp}{' SP' if r['sequence_parallel'] else ''} x DP={n // tp}"
     name += " dist-opt" if r.get("distributed_optimizer") else ""
-    name += f" overlapped ({r.get('overlap_sms')} SMs kept)" if r.get("overlap") else ""
+    name += " overlapped" if r.get("overlap") else ""
+    name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
@@ -231,7 +236,7 @@ for r in runs:
 def dp_run(n, overlap):
     return next((r for r in runs if r["ranks"] == n and r["tensor_parallel"] == 1 and r.get("accumulate", 1) == 1
                  and not r.get("distributed_optimizer") and bool(r.get("overlap")) == overlap
-                 and r.get("overlap_sms") != 0), None)
+                 and not r.get("overlap_sms")), None)
 one = one_gpu(1)
 for n in sorted({r["ranks"] for r in runs if r["ranks"] > 1}):
     plain, over = dp_run(n, False), dp_run(n, True)
@@ -251,9 +256,11 @@ section_peer() {
     return
   fi
   rm -f "$out/peer.jsonl"
-  for count in 1 "${counts[@]}"; do
-    "$py" tools/bench/ddp_peer_gpu.py --gpus "$count" --shape "$shape" --micro-batch 4 --iters 20 \
-      --json "$out/peer.jsonl" >> "$out/peer.log" 2>&1 || echo "ddp peer on $count GPUs failed: $(tail -3 "$out/peer.log")"
+  # As the scaling section: 1 and N GPUs, then 8 micro-batches per step on 1 and the most GPUs.
+  for run in 1:1 "${counts[@]/%/:1}" 1:8 "${counts[-1]}:8"; do
+    "$py" tools/bench/ddp_peer_gpu.py --gpus "${run%:*}" --accumulate "${run#*:}" --shape "$shape" --micro-batch 4 \
+      --iters 20 --json "$out/peer.jsonl" >> "$out/peer.log" 2>&1 ||
+      echo "ddp peer $run (GPUs:accumulation) failed: $(tail -3 "$out/peer.log")"
   done
   add_lines < <("$py" - "$out/peer.jsonl" <<'PY'
 import json, sys
@@ -261,10 +268,11 @@ try:
     runs = [json.loads(line) for line in open(sys.argv[1])]
 except OSError:
     runs = []
-one = next((r for r in runs if r["gpus"] == 1), None)
 for r in runs:
+    k = r.get("accumulate", 1)
+    one = next((o for o in runs if o["gpus"] == 1 and o.get("accumulate", 1) == k), None)
     eff = f", scaling efficiency {r['tokens_per_second_per_gpu'] / one['tokens_per_second_per_gpu']:.1%}" if one and r["gpus"] > 1 else ""
-    label = f"peer: torch {r['torch']} DDP, {r['shape']} mbs {r['micro_batch']}, {r['gpus']} GPU(s)"
+    label = f"peer: torch {r['torch']} DDP, {r['shape']} mbs {r['micro_batch']}{f' x {k}' if k > 1 else ''}, {r['gpus']} GPU(s)"
     print(f"{label:52s} {r['tokens_per_second_per_gpu']:.0f} tokens/s per GPU, peak {r['peak_mib']:.0f} MiB{eff}")
 if not runs:
     print(f"{'peer: PyTorch DDP':52s} FAIL: no run finished (see peer.log)")
