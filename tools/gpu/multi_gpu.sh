@@ -7,7 +7,7 @@
 #            BPE) for 200 iterations against the one-GPU run, in fp32 and bf16: on 2 GPUs TP=2,
 #            PP=2, DP=2, DP=2 with --use-distributed-optimizer, TP=2 with --sequence-parallel; with
 #            4 GPUs also TP=4, TP=2 x DP=2, TP=2 x PP=2; the largest relative lm-loss difference of
-#            each;
+#            each (MGT_LAYOUTS="tp2-sp tp4 ..." picks some of them by name);
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
 #            --overlap-grad-reduce, DP=N with the distributed optimizer and both overlaps, TP=2
@@ -161,6 +161,14 @@ section_layouts() {
   [ "$n" -eq 4 ] && layouts+=("tp4:4:4:--tensor-model-parallel-size 4"
                               "tp2-dp2:4:2:--tensor-model-parallel-size 2"
                               "tp2-pp2:4:2:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2")
+  # MGT_LAYOUTS="tp2-sp tp4" runs just those (the one-GPU runs always).
+  if [ -n "${MGT_LAYOUTS:-}" ]; then
+    local picked=() layout
+    for layout in "${layouts[@]}"; do
+      [[ " $MGT_LAYOUTS " == *" ${layout%%:*} "* ]] && picked+=("$layout")
+    done
+    layouts=("${picked[@]}")
+  fi
   rm -f "$out/layouts"/*.jsonl
   for precision in fp32 bf16; do
     extra=()
