@@ -120,8 +120,10 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             # Over NCCL: the data-parallel collectives' time per iteration (on the communication
             # stream with --overlap), and the part of it the compute stream waited for (CUDA events).
             "comm_ms": last.get("data_parallel_comm_ms"), "comm_exposed_ms": last.get("data_parallel_comm_exposed_ms"),
-            # The tensor-parallel collectives' time on the compute stream (CUDA events).
+            # The tensor-parallel collectives' time on either stream, and the part the compute
+            # stream spent in them or waiting for them (CUDA events).
             "tp_comm_ms": last.get("tensor_parallel_comm_ms"),
+            "tp_comm_exposed_ms": last.get("tensor_parallel_comm_exposed_ms"),
             # The step's phases on the compute stream (CUDA events), per iteration.
             "phases_ms": {k: last.get(k + "_ms") for k in ("forward_backward", "grads_sync", "optimizer")},
             # The multiprocessors the overlapped collectives keep (mgt-train's default: 8).
@@ -212,7 +214,8 @@ def main():
             print(f"  data-parallel communication {mgt['comm_ms']:.2f} ms per iteration, "
                   f"{mgt['comm_exposed_ms']:.2f} ms of it waited for: {1 - mgt['comm_exposed_ms'] / mgt['comm_ms']:.0%} hidden")
         if mgt["tp_comm_ms"]:
-            print(f"  tensor-parallel communication {mgt['tp_comm_ms']:.2f} ms per iteration on the compute stream")
+            print(f"  tensor-parallel communication {mgt['tp_comm_ms']:.2f} ms per iteration, "
+                  f"{mgt['tp_comm_exposed_ms'] or 0:.2f} ms of it on or waited for by the compute stream")
     if all(v is not None for v in mgt["phases_ms"].values()):
         print("  step phases (ms per iteration): " + ", ".join(f"{k} {v:.1f}" for k, v in mgt["phases_ms"].items()))
     print(f"  {mgt['cmd']}")

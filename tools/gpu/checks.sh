@@ -170,26 +170,7 @@ if want profile; then
       --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
       > "$out/profile-$iters.log" 2>&1
   done
-  steady=$("$py" - "$out/profile-4.log" "$out/profile-14.log" <<'PY'
-import re, sys
-def ops(p):
-    text = open(p).read()
-    d = {m.group(1): (float(m.group(2)), int(m.group(3)), float(m.group(4)))
-         for m in re.finditer(r"^\s+(\S+)\s+([0-9.]+) ms\s+[0-9.]+%\s+(\d+) calls\s+([0-9.]+) ms host", text, re.M)}
-    blocked = re.search(r"host_blocked\s+([0-9.]+) ms in (\d+) waits", text)
-    return d, (float(blocked.group(1)), int(blocked.group(2))) if blocked else (0.0, 0)
-(a, wa), (b, wb) = ops(sys.argv[1]), ops(sys.argv[2])
-zero = (0.0, 0, 0.0)
-rows = sorted((((b[k][0] - a.get(k, zero)[0]) / 10, (b[k][1] - a.get(k, zero)[1]) // 10,
-                (b[k][2] - a.get(k, zero)[2]) / 10, k) for k in b), reverse=True)
-total = sum(r[0] for r in rows)
-host = sum(r[2] for r in rows)
-print(f"steady-state per iteration: GPU {total:.2f} ms (event spans), host issuing {host:.2f} ms, "
-      f"host blocked {(wb[0] - wa[0]) / 10:.2f} ms in {(wb[1] - wa[1]) // 10} waits")
-for ms, calls, host_ms, k in rows[:16]:
-    print(f"  {k:28s} {ms:8.3f} ms {100 * ms / total:5.1f}% {calls:6d} calls  host {host_ms:7.3f} ms")
-PY
-)
+  steady=$("$py" tools/gpu/profile_steady.py "$out/profile-4.log" "$out/profile-14.log" 10)
   echo "$steady"
   row "profile, gpt2-124m bf16 mbs 8, per iteration" "$(echo "$steady" | sed -n '1,4p' | sed 's/^ *//' | tr -s ' ' | tr '\n' ';')"
 fi

@@ -21,13 +21,17 @@
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
 #            1 and N GPUs at the scaling section's shape and micro-batch, and with 8 micro-batches
 #            per step;
+#   profile  MGT_CUDA_PROFILE's GPU time per operation on rank 0, one GPU against DP=N overlapped
+#            and TP=2 with sequence parallelism, at the scaling section's shape: which operations
+#            take longer beside the collectives (tools/gpu/profile_steady.py);
 #   ckpt     (4 GPUs) TP=2 x DP=2 for 40 iterations in fp32, saving at iteration 20; that
 #            checkpoint converted to TP=4 and to TP=1 (mgt-ckpt-convert) and resumed at TP=4 on 4
 #            GPUs and at TP=1 on one: iterations 21-40 against the uninterrupted run;
-# then a short table, last. Sections run in the order given (default: tests scaling layouts),
-# each row printed as it is known, so that a run cut short still reports what it finished. Logs under $OUT (or /tmp/multi-gpu), data under $MGT_WORK (or
-# /tmp/multi-gpu-work).
-#   tools/gpu/multi_gpu.sh [SECTION...]     sections: tests scaling peer layouts ckpt (default: all)
+# then a short table, last. Sections run in the order given, each row printed as it is known, so
+# that a run cut short still reports what it finished. Logs under $OUT (or /tmp/multi-gpu), data
+# under $MGT_WORK (or /tmp/multi-gpu-work).
+#   tools/gpu/multi_gpu.sh [SECTION...]     sections: tests scaling peer layouts ckpt profile
+#                                           (default: all but profile)
 # MGT_MULTI_GPU_CPU=1 tries the script itself on a machine without GPUs: CPU ranks over MPI
 # (MGT_GPUS of them, default 2), tiny shapes, MGT_MULTI_GPU_ITERS iterations (default 10), the
 # programs of ${MGT_BUILD_DIR:-build}.
@@ -239,7 +243,8 @@ for r in runs:
     if phases and all(v is not None for v in phases.values()):
         print(f"{'  its step phases (CUDA events)':52s} " + ", ".join(f"{k} {v:.1f} ms" for k, v in phases.items()))
     if r.get("tp_comm_ms"):
-        print(f"{'  its TP collectives (CUDA events)':52s} {r['tp_comm_ms']:.2f} ms per iteration on the compute stream")
+        print(f"{'  its TP collectives (CUDA events)':52s} {r['tp_comm_ms']:.2f} ms per iteration, "
+              f"{r.get('tp_comm_exposed_ms') or 0:.2f} ms of it on or waited for by the compute stream")
 # Step time per token: DP=N spends (plain - one) on its reduction; the overlap hides what it saves.
 def dp_run(n, overlap):
     return next((r for r in runs if r["ranks"] == n and r["tensor_parallel"] == 1 and r.get("accumulate", 1) == 1
@@ -255,6 +260,43 @@ for n in sorted({r["ranks"] for r in runs if r["ranks"] > 1}):
                   f"(exposed {(tp_ - t1) * 1e6:.2f} -> {(to - t1) * 1e6:.2f} us per token)")
 PY
   )
+}
+
+# Where a parallel layout's step goes: MGT_CUDA_PROFILE's GPU time per operation on rank 0 for
+# the 1.3B shape, one GPU against DP=N overlapped and TP=2 with sequence parallelism (halved for
+# the comparison), in the steady state (runs of 14 minus runs of 4 iterations). The collectives
+# themselves are not backend operations: what the table shows is how much longer the compute
+# takes beside them.
+section_profile() {
+  if [ "$device" != cuda ]; then
+    row "profile (MGT_CUDA_PROFILE)" "skipped (no GPUs)"
+    return
+  fi
+  mkdir -p "$out/profile"
+  local common=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
+                --max-position-embeddings 2048 --micro-batch-size 4 --lr 3e-4 --eval-iters 0 --hidden-dropout 0
+                --attention-dropout 0 --mock-data "${tokenizer[@]}" --bf16 --device cuda)
+  local dp=${counts[0]} run name count batch flags iters
+  # NAME:RANKS:GLOBAL_BATCH:FLAGS
+  local runs=("one:1:4:" "dp$dp-overlap:$dp:$((4 * dp)):--overlap-grad-reduce"
+              "tp2-sp:2:4:--tensor-model-parallel-size 2 --sequence-parallel")
+  for run in "${runs[@]}"; do
+    IFS=: read -r name count batch flags <<< "$run"
+    for iters in 4 14; do
+      # shellcheck disable=SC2086 # the run's flags, split into words
+      MGT_CUDA_PROFILE=1 "$launcher" -launcher fork -prepend-rank -n "$count" "$bin/mgt-train" "${common[@]}" \
+        --global-batch-size "$batch" --train-iters $iters --log-interval $iters $flags \
+        > "$out/profile/$name-$iters.log" 2>&1 || echo "profile $name: mgt-train failed: $(tail -2 "$out/profile/$name-$iters.log")"
+    done
+  done
+  local steady
+  for run in "dp$dp-overlap:1" "tp2-sp:0.5"; do
+    name=${run%:*}
+    steady=$("$py" tools/gpu/profile_steady.py "$out/profile/$name-4.log" "$out/profile/$name-14.log" 10 --rank 0 \
+      --against "$out/profile/one-4.log" "$out/profile/one-14.log" --scale "${run#*:}" --top 10)
+    printf '== %s against one GPU\n%s\n' "$name" "$steady"
+    row "profile $name vs one GPU, rank 0" "$(echo "$steady" | sed -n '1,5p' | sed 's/^ *//' | tr -s ' ' | tr '\n' ';')"
+  done
 }
 
 # The peer: PyTorch DDP of the compiled GPT-2-style model at the scaling section's shape.
@@ -315,8 +357,8 @@ section_ckpt() {
 
 for section in $sections; do
   case $section in
-    tests|scaling|peer|layouts|ckpt) "section_$section" ;;
-    *) echo "multi_gpu.sh: unknown section $section (tests, scaling, peer, layouts, ckpt)" >&2; exit 2 ;;
+    tests|scaling|peer|layouts|ckpt|profile) "section_$section" ;;
+    *) echo "multi_gpu.sh: unknown section $section (tests, scaling, peer, layouts, ckpt, profile)" >&2; exit 2 ;;
   esac
 done
 
