@@ -40,6 +40,16 @@ def sm_clock(device):
     return out.strip().replace(", ", " MHz, ") + " W"
 
 
+def sampled_clock(device, work):
+    """nvidia-smi's reading while `work` (queued, some hundreds of milliseconds) runs."""
+    dist.barrier()
+    torch.cuda.synchronize()
+    work()
+    clock = sm_clock(device)
+    torch.cuda.synchronize()
+    return clock
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=8192)
@@ -78,9 +88,10 @@ def main():
     reps = max(1, int(ms_ar / (flop / 600e9)))  # GEMMs for about as long as the all-reduce
     gemms = lambda: [torch.matmul(a, w.t()) for _ in range(reps)]
     alone = timed(gemms, 3)
+    clock = sampled_clock(local, lambda: [gemms() for _ in range(20)])
     say(f"all-reduce fp32 of {args.grad_params / 1e9:.1f}B alone: {ms_ar:.2f} ms; "
         f"{reps} GEMMs [{args.tokens}x{args.hidden}]x[{args.hidden}x{4 * args.hidden}] alone: {alone:.2f} ms "
-        f"({reps * flop / alone / 1e9:.0f} TFLOP/s), clock {sm_clock(local)}")
+        f"({reps * flop / alone / 1e9:.0f} TFLOP/s), clock {clock}")
     side = torch.cuda.Stream()
 
     def both():
@@ -101,9 +112,9 @@ def main():
     s.record()
     gemms()
     e.record()
-    clock = sm_clock(local)
     torch.cuda.synchronize()
     beside = s.elapsed_time(e)
+    clock = sampled_clock(local, lambda: [both() for _ in range(20)])
     say(f"both on two streams: {together:.2f} ms (sum alone {alone + ms_ar:.2f}, longer alone "
         f"{max(alone, ms_ar):.2f}); the GEMMs beside the all-reduce: {beside:.2f} ms "
         f"({reps * flop / beside / 1e9:.0f} TFLOP/s, {beside / alone - 1:+.1%}), clock {clock}")
