@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
+#include "dist/nccl_symmetric_staging.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace mgt::dist {
@@ -42,10 +43,9 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 
 class NcclCommunicator final : public Communicator {
 public:
-  // `stream` null: the communicator's own, every operation waited for. `max_ctas` > 0: NCCL's
-  // kernels use at most that many thread blocks (multiprocessors), NCCL's choice otherwise.
+  // `stream` null: the communicator's own, every operation waited for.
   NcclCommunicator(GroupMembers members, CollectiveWatchdog* watchdog, int device,
-                   cudaStream_t stream, const ncclUniqueId& id, int max_ctas)
+                   cudaStream_t stream, const ncclUniqueId& id, const NcclOptions& options)
       : Communicator(std::move(members), watchdog), device_(device), ordered_(stream != nullptr) {
     MGT_CUDA_CHECK(cudaSetDevice(device_));
     if (ordered_) {
@@ -54,14 +54,18 @@ public:
       MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
       stream_ = own_stream_;
     }
-    if (max_ctas > 0) {
+    if (options.max_ctas > 0 || options.copy_engine_all_gather) {
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.maxCTAs = max_ctas;
-      config.minCTAs = std::min(config.minCTAs == NCCL_CONFIG_UNDEF_INT ? 1 : config.minCTAs, max_ctas);
+      if (options.max_ctas > 0) {
+        config.maxCTAs = options.max_ctas;
+        config.minCTAs = std::min(config.minCTAs == NCCL_CONFIG_UNDEF_INT ? 1 : config.minCTAs, options.max_ctas);
+      }
+      if (options.copy_engine_all_gather) NcclSymmetricStaging::configure(config);
       MGT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config));
     } else {
       MGT_NCCL_CHECK(ncclCommInitRank(&comm_, size(), id, rank()));
     }
+    if (options.copy_engine_all_gather && size() > 1) staging_.emplace(comm_, size());
   }
 
   ~NcclCommunicator() override {
@@ -81,6 +85,7 @@ public:
       cudaEventDestroy(end);
     }
     if (pending_begin_) cudaEventDestroy(pending_begin_);
+    staging_.reset();  // its windows are the communicator's
     if (comm_) ncclCommDestroy(comm_);
     if (scratch_) cudaFree(scratch_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
@@ -349,10 +354,18 @@ private:
       staged = staged || v.host != nullptr;
     }
     mark_begin();
-    MGT_NCCL_CHECK(ncclAllGather(in, out.device, count_of(send.count), nccl_type(send.type),
-                                 comm_, stream_));
+    gather(in, out.device, send, stream_);
     store(out);
     complete(operation("all_gather", recv.count, recv.type), staged);
+  }
+
+  // ncclAllGather of device memory, or the same through the copy engines' staging.
+  void gather(const void* in, void* out, SendBuffer send, cudaStream_t stream) {
+    if (staging_) {
+      staging_->all_gather(in, out, send.bytes(), stream);
+    } else {
+      MGT_NCCL_CHECK(ncclAllGather(in, out, count_of(send.count), nccl_type(send.type), comm_, stream));
+    }
   }
 
   void do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
@@ -531,7 +544,7 @@ private:
       return nullptr;
     }
     cudaStream_t side = begin_started();
-    MGT_NCCL_CHECK(ncclAllGather(send.data, recv.data, count_of(send.count), nccl_type(send.type), comm_, side));
+    gather(send.data, recv.data, send, side);
     return finish_started(operation("all_gather", recv.count, recv.type));
   }
 
@@ -650,6 +663,7 @@ private:
   cudaStream_t stream_ = nullptr;    // the caller's, or own_stream_
   cudaStream_t side_stream_ = nullptr;  // started operations (made on first use)
   ncclComm_t comm_ = nullptr;
+  std::optional<NcclSymmetricStaging> staging_;  // MGT_NCCL_COPY_ENGINE's all-gathers
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
   std::deque<Queued> queued_;        // oldest first
@@ -668,7 +682,7 @@ private:
 bool nccl_available() { return true; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
-                                                     const DeviceQueue& queue, int max_ctas) {
+                                                     const DeviceQueue& queue, const NcclOptions& options) {
   // ncclUniqueId is an opaque byte array; it travels as int64 words.
   std::array<std::int64_t, (sizeof(ncclUniqueId) + 7) / 8> words{};
   ncclUniqueId id{};
@@ -685,7 +699,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
         InFlightOperation{"ncclCommInitRank", nullptr, &bootstrap.description()}));
   return std::make_unique<NcclCommunicator>(
       GroupMembers{bootstrap.kind(), bootstrap.world_ranks(), bootstrap.rank()},
-      bootstrap.watchdog(), queue.device, static_cast<cudaStream_t>(queue.stream), id, max_ctas);
+      bootstrap.watchdog(), queue.device, static_cast<cudaStream_t>(queue.stream), id, options);
 }
 
 }  // namespace mgt::dist

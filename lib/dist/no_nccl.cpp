@@ -7,7 +7,8 @@ namespace mgt::dist {
 bool nccl_available() { return false; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& /*bootstrap*/,
-                                                     const DeviceQueue& /*queue*/, int /*max_ctas*/) {
+                                                     const DeviceQueue& /*queue*/,
+                                                     const NcclOptions& /*options*/) {
   throw Error("this mgt was built without NCCL (it needs the CUDA toolkit and NCCL at build "
               "time); communicate over MPI instead");
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -47,6 +48,15 @@ int overlap_collective_sms(const TrainOptions& o, const dist::ParallelLayout& la
     throw UsageError(std::string("MGT_OVERLAP_SMS: expected a number of multiprocessors from 0 to 64, got '") + value +
                      "'");
   return static_cast<int>(sms);
+}
+
+// MGT_NCCL_COPY_ENGINE=1: the NCCL groups' all-gathers on the copy engines
+// (dist/nccl_symmetric_staging.hpp); 0 or unset: NCCL's kernels.
+bool copy_engine_all_gather() {
+  const char* value = std::getenv("MGT_NCCL_COPY_ENGINE");
+  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  throw UsageError(std::string("MGT_NCCL_COPY_ENGINE: expected 0 or 1, got '") + value + "'");
 }
 
 dist::ParallelFlags parallel_flags(const TrainOptions& o) {
@@ -146,8 +156,13 @@ int run_training_program(int argc, const char* const* argv) {
     if (chief && !transport.line.empty()) log::info(transport.line);
     const int collective_sms = overlap_collective_sms(options, layout, transport.nccl);
     dist::ProcessGroups nccl_groups;
-    if (transport.nccl)
-      nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms);
+    if (transport.nccl) {
+      const bool copy_engines = copy_engine_all_gather();
+      if (chief && copy_engines)
+        log::info("> NCCL all-gathers on the copy engines (MGT_NCCL_COPY_ENGINE=1): symmetric windows, zero-CTA policy");
+      nccl_groups =
+          dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms, copy_engines);
+    }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 
     TrainerSettings settings;

@@ -126,8 +126,10 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             "tp_comm_exposed_ms": last.get("tensor_parallel_comm_exposed_ms"),
             # The step's phases on the compute stream (CUDA events), per iteration.
             "phases_ms": {k: last.get(k + "_ms") for k in ("forward_backward", "grads_sync", "optimizer")},
-            # The multiprocessors the overlapped collectives keep (mgt-train's default: 8).
-            "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 0) if overlap else None}
+            # The multiprocessors the overlapped collectives keep (mgt-train's default: 0).
+            "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 0) if overlap else None,
+            # All-gathers on the copy engines (MGT_NCCL_COPY_ENGINE=1).
+            "copy_engine": os.environ.get("MGT_NCCL_COPY_ENGINE") == "1"}
 
 
 def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):

@@ -11,8 +11,8 @@
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
 #            --overlap-grad-reduce, DP=N with the distributed optimizer and both overlaps, TP=2
-#            with sequence parallelism (x DP=N/2): tokens/s per GPU, the scaling efficiency
-#            against DP=1, and the share of the data-parallel reduction the overlap hides, from
+#            with sequence parallelism (x DP=N/2), also with MGT_NCCL_COPY_ENGINE=1: tokens/s per
+#            GPU, the scaling efficiency against DP=1, and the share of the data-parallel reduction the overlap hides, from
 #            step times: (DP=N − overlapped) / (DP=N − DP=1), and from CUDA events on the compute
 #            and communication streams (mgt-train's data_parallel_comm_ms and
 #            data_parallel_comm_exposed_ms metrics) (tools/bench/bench_train_gpu.py); the
@@ -207,6 +207,8 @@ section_scaling() {
     MGT_OVERLAP_SMS=8 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
+    # Its all-gathers on the copy engines instead of NCCL's kernels.
+    MGT_NCCL_COPY_ENGINE=1 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
   done
   # A global batch of 8 micro-batches per replica (still small by Megatron's standards: 32 Ki
   # tokens per GPU): the reduction once per 8 backwards.
@@ -230,6 +232,7 @@ for r in runs:
     name += " dist-opt" if r.get("distributed_optimizer") else ""
     name += " overlapped" if r.get("overlap") else ""
     name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
+    name += ", copy-engine all-gathers" if r.get("copy_engine") else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""

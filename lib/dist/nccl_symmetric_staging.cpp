@@ -1,0 +1,115 @@
+#include "dist/nccl_symmetric_staging.hpp"
+
+#include <dlfcn.h>
+
+#include <string>
+
+#include "core/error.hpp"
+#include "dist/nccl_check.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace mgt::dist {
+namespace {
+
+#if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
+constexpr bool kHeadersKnowWindows = true;
+using MemAlloc = ncclResult_t (*)(void**, std::size_t);
+using MemFree = ncclResult_t (*)(void*);
+using WindowRegister = ncclResult_t (*)(ncclComm_t, void*, std::size_t, ncclWindow_t*, int);
+using WindowDeregister = ncclResult_t (*)(ncclComm_t, ncclWindow_t);
+#else
+constexpr bool kHeadersKnowWindows = false;
+#endif
+
+std::string loaded_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "of unknown version";
+  // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z from 2.9 on.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
+template <class F>
+F entry(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+
+}  // namespace
+
+void NcclSymmetricStaging::configure(ncclConfig_t& config) {
+#if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
+  config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+#else
+  (void)config;
+#endif
+}
+
+NcclSymmetricStaging::NcclSymmetricStaging(ncclComm_t comm, int ranks) : comm_(comm), ranks_(ranks) {
+  int code = 0;
+  MGT_NCCL_CHECK(ncclGetVersion(&code));
+  if (!kHeadersKnowWindows || code < 22800)
+    throw Error("copy-engine all-gathers (MGT_NCCL_COPY_ENGINE=1) need NCCL 2.28 or later, at build time and at "
+                "run time; this process loaded NCCL " + loaded_version() +
+                (kHeadersKnowWindows ? "" : " and was built with older NCCL headers"));
+}
+
+NcclSymmetricStaging::~NcclSymmetricStaging() {
+  // Destructors do not throw: a failure here leaves memory to the process's end.
+  try {
+    if (capacity_ > 0) {
+      cudaDeviceSynchronize();
+      release();
+    }
+  } catch (...) {
+  }
+}
+
+void NcclSymmetricStaging::release() {
+#if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
+  const auto deregister = entry<WindowDeregister>("ncclCommWindowDeregister");
+  const auto mem_free = entry<MemFree>("ncclMemFree");
+  if (!deregister || !mem_free) throw Error("the loaded NCCL lacks ncclCommWindowDeregister or ncclMemFree");
+  for (void* window : {send_window_, recv_window_})
+    if (window) MGT_NCCL_CHECK(deregister(comm_, static_cast<ncclWindow_t>(window)));
+  for (void* buffer : {send_, recv_})
+    if (buffer) MGT_NCCL_CHECK(mem_free(buffer));
+#endif
+  send_ = recv_ = send_window_ = recv_window_ = nullptr;
+  capacity_ = 0;
+}
+
+void NcclSymmetricStaging::reserve(std::size_t bytes) {
+  if (bytes <= capacity_) return;
+#if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
+  const auto alloc = entry<MemAlloc>("ncclMemAlloc");
+  const auto register_window = entry<WindowRegister>("ncclCommWindowRegister");
+  if (!alloc || !register_window) throw Error("the loaded NCCL lacks ncclMemAlloc or ncclCommWindowRegister");
+  // Work queued on any stream may still read the old windows.
+  MGT_CUDA_CHECK(cudaDeviceSynchronize());
+  release();
+  // Twice what is asked, so that a few growing sizes at the start do not each re-register.
+  const std::size_t capacity = 2 * bytes;
+  MGT_NCCL_CHECK(alloc(&send_, capacity));
+  MGT_NCCL_CHECK(alloc(&recv_, capacity * static_cast<std::size_t>(ranks_)));
+  ncclWindow_t send_window = nullptr, recv_window = nullptr;
+  MGT_NCCL_CHECK(register_window(comm_, send_, capacity, &send_window, NCCL_WIN_COLL_SYMMETRIC));
+  send_window_ = send_window;
+  MGT_NCCL_CHECK(register_window(comm_, recv_, capacity * static_cast<std::size_t>(ranks_), &recv_window,
+                                 NCCL_WIN_COLL_SYMMETRIC));
+  recv_window_ = recv_window;
+  capacity_ = capacity;
+#else
+  (void)bytes;
+#endif
+}
+
+void NcclSymmetricStaging::all_gather(const void* in, void* out, std::size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return;
+  reserve(bytes);
+  MGT_CUDA_CHECK(cudaMemcpyAsync(send_, in, bytes, cudaMemcpyDeviceToDevice, stream));
+  MGT_NCCL_CHECK(ncclAllGather(send_, recv_, bytes, ncclInt8, comm_, stream));
+  // The receive window holds each rank's part at a stride of `bytes`: the parts are contiguous.
+  MGT_CUDA_CHECK(cudaMemcpyAsync(out, recv_, bytes * static_cast<std::size_t>(ranks_), cudaMemcpyDeviceToDevice,
+                                 stream));
+}
+
+}  // namespace mgt::dist

@@ -1,0 +1,58 @@
+// All-gathers that move their data with the GPU's copy engines instead of kernels on the
+// multiprocessors.
+//
+// On H200s, GEMMs running beside an NCCL collective lose about a third of their rate (PyTorch's
+// own: BENCHMARKS.md, "Several GPUs", 2026-11-27). Each collective costs the compute the
+// multiprocessor time its kernels take, however they are spread. From NCCL 2.28, a communicator made
+// with the zero-CTA policy can run an all-gather on the copy engines (NCCL's ncclCeAllGather; NCCL
+// decides) when both of its buffers lie in symmetric windows: memory from ncclMemAlloc, registered
+// by every rank with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) at the same offsets. Not yet
+// measured against the kernels.
+//
+// The caller's buffers are not in such windows. Each all-gather copies this rank's part into a
+// send window, gathers into a receive window, and copies the whole out (cudaMemcpyAsync, the copy
+// engines again). The two windows are this communicator's alone, so the offsets are the same on
+// every rank by construction; they grow to the largest all-gather seen, which every rank meets at
+// the same call.
+//
+// The NCCL entry points are looked up when the staging is made, so that a process that loaded an
+// older NCCL fails with a message naming its version rather than at load.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+
+namespace mgt::dist {
+
+class NcclSymmetricStaging {
+public:
+  // `comm` must have been made with the zero-CTA policy (configure()) and
+  // outlive this. Throws mgt::Error where the loaded NCCL is older than 2.28.
+  NcclSymmetricStaging(ncclComm_t comm, int ranks);
+  NcclSymmetricStaging(const NcclSymmetricStaging&) = delete;
+  NcclSymmetricStaging& operator=(const NcclSymmetricStaging&) = delete;
+  ~NcclSymmetricStaging();
+
+  // Queues on `stream`: out = the ranks' `in` (bytes each), in rank order. Growing the windows
+  // waits for the whole device first (the old windows may still be read), and is collective.
+  void all_gather(const void* in, void* out, std::size_t bytes, cudaStream_t stream);
+
+  // Sets the zero-CTA policy in a communicator's configuration (nothing with headers before 2.28:
+  // the constructor then refuses).
+  static void configure(ncclConfig_t& config);
+
+private:
+  void reserve(std::size_t bytes);
+  void release();
+
+  ncclComm_t comm_;
+  int ranks_;
+  std::size_t capacity_ = 0;  // bytes per rank
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+  void* send_window_ = nullptr;  // ncclWindow_t, opaque
+  void* recv_window_ = nullptr;
+};
+
+}  // namespace mgt::dist
