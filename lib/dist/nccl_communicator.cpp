@@ -85,8 +85,8 @@ public:
       cudaEventDestroy(end);
     }
     if (pending_begin_) cudaEventDestroy(pending_begin_);
-    staging_.reset();  // its windows are the communicator's
     if (comm_) ncclCommDestroy(comm_);
+    staging_.reset();  // after the communicator, which releases its windows
     if (scratch_) cudaFree(scratch_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
     if (side_stream_) cudaStreamDestroy(side_stream_);

@@ -53,16 +53,17 @@ NcclSymmetricStaging::NcclSymmetricStaging(ncclComm_t comm, int ranks) : comm_(c
 }
 
 NcclSymmetricStaging::~NcclSymmetricStaging() {
-  // Destructors do not throw: a failure here leaves memory to the process's end.
-  try {
-    if (capacity_ > 0) {
-      cudaDeviceSynchronize();
-      release();
-    }
-  } catch (...) {
-  }
+  // The windows went with the communicator (deregistering is collective, and a rank unwinding
+  // from an error must not wait for the others); the memory is this rank's own to free.
+#if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
+  if (capacity_ == 0) return;
+  cudaDeviceSynchronize();
+  if (const auto mem_free = entry<MemFree>("ncclMemFree"))
+    for (void* buffer : {send_, recv_}) mem_free(buffer);
+#endif
 }
 
+// Deregisters (collectively: every rank grows at the same call) and frees the windows.
 void NcclSymmetricStaging::release() {
 #if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
   const auto deregister = entry<WindowDeregister>("ncclCommWindowDeregister");

@@ -32,6 +32,7 @@ public:
   NcclSymmetricStaging(ncclComm_t comm, int ranks);
   NcclSymmetricStaging(const NcclSymmetricStaging&) = delete;
   NcclSymmetricStaging& operator=(const NcclSymmetricStaging&) = delete;
+  // Frees the memory; destroy the communicator first (its windows go with it).
   ~NcclSymmetricStaging();
 
   // Queues on `stream`: out = the ranks' `in` (bytes each), in rank order. Growing the windows
