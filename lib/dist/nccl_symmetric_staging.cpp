@@ -43,7 +43,7 @@ void NcclSymmetricStaging::configure(ncclConfig_t& config) {
 #endif
 }
 
-NcclSymmetricStaging::NcclSymmetricStaging(ncclComm_t comm, int ranks) : comm_(comm), ranks_(ranks) {
+void NcclSymmetricStaging::require_supported() {
   int code = 0;
   MGT_NCCL_CHECK(ncclGetVersion(&code));
   if (!kHeadersKnowWindows || code < 22800)

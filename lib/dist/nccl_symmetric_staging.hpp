@@ -2,8 +2,9 @@
 // multiprocessors.
 //
 // On H200s, GEMMs running beside an NCCL collective lose about a third of their rate (PyTorch's
-// own: BENCHMARKS.md, "Several GPUs", 2026-11-27). Each collective costs the compute the
-// multiprocessor time its kernels take, however they are spread. From NCCL 2.28, a communicator made
+// own: BENCHMARKS.md, "Several GPUs", 2026-11-27), and capping NCCL's thread blocks only made
+// the collectives longer, not the compute faster: what fits is a cost in multiprocessor time per
+// byte moved, whatever the blocks. From NCCL 2.28, a communicator made
 // with the zero-CTA policy can run an all-gather on the copy engines (NCCL's ncclCeAllGather; NCCL
 // decides) when both of its buffers lie in symmetric windows: memory from ncclMemAlloc, registered
 // by every rank with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) at the same offsets. Not yet
@@ -27,9 +28,14 @@ namespace mgt::dist {
 
 class NcclSymmetricStaging {
 public:
-  // `comm` must have been made with the zero-CTA policy (configure()) and
-  // outlive this. Throws mgt::Error where the loaded NCCL is older than 2.28.
-  NcclSymmetricStaging(ncclComm_t comm, int ranks);
+  // Throws mgt::Error, naming the version, where the loaded NCCL (or the headers built against)
+  // is older than 2.28. Call before making the communicator.
+  static void require_supported();
+  // Sets the zero-CTA policy in a communicator's configuration.
+  static void configure(ncclConfig_t& config);
+
+  // `comm` must have been made with configure()'s policy and outlive this.
+  NcclSymmetricStaging(ncclComm_t comm, int ranks) : comm_(comm), ranks_(ranks) {}
   NcclSymmetricStaging(const NcclSymmetricStaging&) = delete;
   NcclSymmetricStaging& operator=(const NcclSymmetricStaging&) = delete;
   // Frees the memory; destroy the communicator first (its windows go with it).
@@ -38,10 +44,6 @@ public:
   // Queues on `stream`: out = the ranks' `in` (bytes each), in rank order. Growing the windows
   // waits for the whole device first (the old windows may still be read), and is collective.
   void all_gather(const void* in, void* out, std::size_t bytes, cudaStream_t stream);
-
-  // Sets the zero-CTA policy in a communicator's configuration (nothing with headers before 2.28:
-  // the constructor then refuses).
-  static void configure(ncclConfig_t& config);
 
 private:
   void reserve(std::size_t bytes);
