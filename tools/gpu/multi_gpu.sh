@@ -279,9 +279,9 @@ section_profile() {
   local common=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
                 --max-position-embeddings 2048 --micro-batch-size 4 --lr 3e-4 --eval-iters 0 --hidden-dropout 0
                 --attention-dropout 0 --mock-data "${tokenizer[@]}" --bf16 --device cuda)
-  local dp=${counts[0]} run name count batch flags iters
+  local replicas=${counts[0]} run name count batch flags iters
   # NAME:RANKS:GLOBAL_BATCH:FLAGS
-  local runs=("one:1:4:" "dp$dp-overlap:$dp:$((4 * dp)):--overlap-grad-reduce"
+  local runs=("one:1:4:" "dp$replicas-overlap:$replicas:$((4 * replicas)):--overlap-grad-reduce"
               "tp2-sp:2:4:--tensor-model-parallel-size 2 --sequence-parallel")
   for run in "${runs[@]}"; do
     IFS=: read -r name count batch flags <<< "$run"
@@ -293,7 +293,7 @@ section_profile() {
     done
   done
   local steady
-  for run in "dp$dp-overlap:1" "tp2-sp:0.5"; do
+  for run in "dp$replicas-overlap:1" "tp2-sp:0.5"; do
     name=${run%:*}
     steady=$("$py" tools/gpu/profile_steady.py "$out/profile/$name-4.log" "$out/profile/$name-14.log" 10 --rank 0 \
       --against "$out/profile/one-4.log" "$out/profile/one-14.log" --scale "${run#*:}" --top 10)
