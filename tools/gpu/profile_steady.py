@@ -12,7 +12,8 @@ layout) is shown beside it and the rows are sorted by how much longer they take 
 --scale F multiplies the baseline's times (0.5 against one GPU for a layout that splits each
 operation over two).
 
---rank R reads only the lines of rank R in a log written with mpiexec's -prepend-rank ("[R] ...").
+--rank R reads only the lines of rank R in logs written with mpiexec's -prepend-rank ("[R] ..."),
+the baseline's too.
 The first output line sums the table: GPU time (the events' spans), host time issuing the
 operations, and the host's waits for the stream.
 """
