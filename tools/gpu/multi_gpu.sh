@@ -13,9 +13,10 @@
 #            --overlap-grad-reduce, DP=N with the distributed optimizer and both overlaps, TP=2
 #            with sequence parallelism (x DP=N/2), also with MGT_NCCL_COPY_ENGINE=1: tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
-#            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1), and from CUDA events on the compute
-#            and communication streams (mgt-train's data_parallel_comm_ms and
-#            data_parallel_comm_exposed_ms metrics) (tools/bench/bench_train_gpu.py); the
+#            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
+#            and from CUDA events on the compute and communication streams (mgt-train's
+#            data_parallel_comm_ms and data_parallel_comm_exposed_ms metrics)
+#            (tools/bench/bench_train_gpu.py); the
 #            overlapped DP=N also with MGT_OVERLAP_SMS=8 (8 thread blocks for the collectives, the
 #            GEMMs leaving them those), and once more with 8 micro-batches accumulated per step;
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
