@@ -54,18 +54,18 @@ public:
       MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
       stream_ = own_stream_;
     }
-    if (options.max_ctas > 0 || options.copy_engine_all_gather) {
+    if (options.max_ctas > 0 || options.copy_engines) {
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       if (options.max_ctas > 0) {
         config.maxCTAs = options.max_ctas;
         config.minCTAs = std::min(config.minCTAs == NCCL_CONFIG_UNDEF_INT ? 1 : config.minCTAs, options.max_ctas);
       }
-      if (options.copy_engine_all_gather) NcclSymmetricStaging::configure(config);
+      if (options.copy_engines) NcclSymmetricStaging::configure(config);
       MGT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config));
     } else {
       MGT_NCCL_CHECK(ncclCommInitRank(&comm_, size(), id, rank()));
     }
-    if (options.copy_engine_all_gather && size() > 1) staging_.emplace(comm_, size());
+    if (options.copy_engines && size() > 1) staging_.emplace(comm_, size());
   }
 
   ~NcclCommunicator() override {
@@ -368,6 +368,17 @@ private:
     }
   }
 
+  // ncclReduceScatter of device memory, or the same through the copy engines' staging where it
+  // takes the type and operation.
+  void scatter(const void* in, void* out, RecvBuffer recv, ReduceOp op, cudaStream_t stream) {
+    if (staging_ && NcclSymmetricStaging::reduces(nccl_type(recv.type), nccl_op(op))) {
+      staging_->reduce_scatter(in, out, count_of(recv.count), nccl_type(recv.type), stream);
+    } else {
+      MGT_NCCL_CHECK(ncclReduceScatter(in, out, count_of(recv.count), nccl_type(recv.type), nccl_op(op), comm_,
+                                       stream));
+    }
+  }
+
   void do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
     if (recv.count == 0) return;
     use_device();
@@ -385,8 +396,7 @@ private:
                  aligned(send.bytes()), false);
     }
     mark_begin();
-    MGT_NCCL_CHECK(ncclReduceScatter(in.device, out.device, count_of(recv.count),
-                                     nccl_type(recv.type), nccl_op(op), comm_, stream_));
+    scatter(in.device, out.device, recv, op, stream_);
     store(out);
     complete(operation("reduce_scatter", send.count, send.type, reduce_op_name(op)),
              in.host != nullptr || out.host != nullptr);
@@ -554,8 +564,7 @@ private:
       return nullptr;
     }
     cudaStream_t side = begin_started();
-    MGT_NCCL_CHECK(ncclReduceScatter(send.data, recv.data, count_of(recv.count), nccl_type(recv.type), nccl_op(op),
-                                     comm_, side));
+    scatter(send.data, recv.data, recv, op, side);
     return finish_started(operation("reduce_scatter", send.count, send.type, reduce_op_name(op)));
   }
 
@@ -663,7 +672,7 @@ private:
   cudaStream_t stream_ = nullptr;    // the caller's, or own_stream_
   cudaStream_t side_stream_ = nullptr;  // started operations (made on first use)
   ncclComm_t comm_ = nullptr;
-  std::optional<NcclSymmetricStaging> staging_;  // MGT_NCCL_COPY_ENGINE's all-gathers
+  std::optional<NcclSymmetricStaging> staging_;  // MGT_NCCL_COPY_ENGINE's all-gathers and reduce-scatters
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
   std::deque<Queued> queued_;        // oldest first
@@ -684,7 +693,7 @@ bool nccl_available() { return true; }
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
                                                      const DeviceQueue& queue, const NcclOptions& options) {
   // Every rank loads the same NCCL: all refuse alike, before anything collective.
-  if (options.copy_engine_all_gather) NcclSymmetricStaging::require_supported();
+  if (options.copy_engines) NcclSymmetricStaging::require_supported();
   // ncclUniqueId is an opaque byte array; it travels as int64 words.
   std::array<std::int64_t, (sizeof(ncclUniqueId) + 7) / 8> words{};
   ncclUniqueId id{};

@@ -31,9 +31,10 @@ struct NcclOptions {
   // > 0: NCCL's kernels use at most that many thread blocks, each on a multiprocessor of its own
   // (NCCL's choice otherwise).
   int max_ctas = 0;
-  // All-gathers of device buffers on the copy engines, through symmetric windows, with NCCL's
-  // zero-CTA policy (nccl_symmetric_staging.hpp; NCCL 2.28 or later).
-  bool copy_engine_all_gather = false;
+  // All-gathers and reduce-scatters (sums) of device buffers on the copy engines, through
+  // symmetric windows, with NCCL's zero-CTA policy (nccl_symmetric_staging.hpp; NCCL 2.28 or
+  // later).
+  bool copy_engines = false;
 };
 
 // Collective over `bootstrap`'s group. Reports to `bootstrap`'s watchdog. `queue.stream` null:
@@ -47,10 +48,10 @@ inline std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootst
 // NCCL communicators for every group of `bootstrap` (the embedding group stays null where it
 // is null). Collective over the world; every rank passes its own device (and stream).
 // `data_parallel_max_ctas` > 0 caps the data-parallel communicator's thread blocks (collectives
-// overlapped with the compute: Backend::leave_multiprocessors); `copy_engine_all_gather` applies
+// overlapped with the compute: Backend::leave_multiprocessors); `copy_engines` applies
 // to every group.
 ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue,
-                                       int data_parallel_max_ctas = 0, bool copy_engine_all_gather = false);
+                                       int data_parallel_max_ctas = 0, bool copy_engines = false);
 inline ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device) {
   return make_nccl_process_groups(bootstrap, DeviceQueue{cuda_device, nullptr});
 }

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/rank_chunk_sum.hpp"
 
 namespace mgt::dist {
 namespace {
@@ -17,6 +18,7 @@ using MemAlloc = ncclResult_t (*)(void**, std::size_t);
 using MemFree = ncclResult_t (*)(void*);
 using WindowRegister = ncclResult_t (*)(ncclComm_t, void*, std::size_t, ncclWindow_t*, int);
 using WindowDeregister = ncclResult_t (*)(ncclComm_t, ncclWindow_t);
+using AlltoAll = ncclResult_t (*)(const void*, void*, std::size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 #else
 constexpr bool kHeadersKnowWindows = false;
 #endif
@@ -47,7 +49,7 @@ void NcclSymmetricStaging::require_supported() {
   int code = 0;
   MGT_NCCL_CHECK(ncclGetVersion(&code));
   if (!kHeadersKnowWindows || code < 22800)
-    throw Error("copy-engine all-gathers (MGT_NCCL_COPY_ENGINE=1) need NCCL 2.28 or later, at build time and at "
+    throw Error("copy-engine collectives (MGT_NCCL_COPY_ENGINE=1) need NCCL 2.28 or later, at build time and at "
                 "run time; this process loaded NCCL " + loaded_version() +
                 (kHeadersKnowWindows ? "" : " and was built with older NCCL headers"));
 }
@@ -89,13 +91,13 @@ void NcclSymmetricStaging::reserve(std::size_t bytes) {
   release();
   // Twice what is asked, so that a few growing sizes at the start do not each re-register.
   const std::size_t capacity = 2 * bytes;
-  MGT_NCCL_CHECK(alloc(&send_, capacity));
-  MGT_NCCL_CHECK(alloc(&recv_, capacity * static_cast<std::size_t>(ranks_)));
+  const std::size_t window = capacity * static_cast<std::size_t>(ranks_);
+  MGT_NCCL_CHECK(alloc(&send_, window));
+  MGT_NCCL_CHECK(alloc(&recv_, window));
   ncclWindow_t send_window = nullptr, recv_window = nullptr;
-  MGT_NCCL_CHECK(register_window(comm_, send_, capacity, &send_window, NCCL_WIN_COLL_SYMMETRIC));
+  MGT_NCCL_CHECK(register_window(comm_, send_, window, &send_window, NCCL_WIN_COLL_SYMMETRIC));
   send_window_ = send_window;
-  MGT_NCCL_CHECK(register_window(comm_, recv_, capacity * static_cast<std::size_t>(ranks_), &recv_window,
-                                 NCCL_WIN_COLL_SYMMETRIC));
+  MGT_NCCL_CHECK(register_window(comm_, recv_, window, &recv_window, NCCL_WIN_COLL_SYMMETRIC));
   recv_window_ = recv_window;
   capacity_ = capacity;
 #else
@@ -111,6 +113,33 @@ void NcclSymmetricStaging::all_gather(const void* in, void* out, std::size_t byt
   // The receive window holds each rank's part at a stride of `bytes`: the parts are contiguous.
   MGT_CUDA_CHECK(cudaMemcpyAsync(out, recv_, bytes * static_cast<std::size_t>(ranks_), cudaMemcpyDeviceToDevice,
                                  stream));
+}
+
+bool NcclSymmetricStaging::reduces(ncclDataType_t type, ncclRedOp_t op) {
+  return op == ncclSum && (type == ncclFloat32 || type == ncclBfloat16 || type == ncclFloat16);
+}
+
+void NcclSymmetricStaging::reduce_scatter(const void* in, void* out, std::size_t count, ncclDataType_t type,
+                                          cudaStream_t stream) {
+  if (count == 0) return;
+  if (!reduces(type, ncclSum)) throw Error("copy-engine reduce-scatter: only sums of fp32, bf16 or fp16");
+  const std::size_t element = type == ncclFloat32 ? 4 : 2;
+  const std::size_t bytes = count * element;
+  const std::size_t whole = bytes * static_cast<std::size_t>(ranks_);
+  reserve(bytes);
+#if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
+  const auto all_to_all = entry<AlltoAll>("ncclAlltoAll");
+  if (!all_to_all) throw Error("the loaded NCCL lacks ncclAlltoAll");
+  MGT_CUDA_CHECK(cudaMemcpyAsync(send_, in, whole, cudaMemcpyDeviceToDevice, stream));
+  // Chunk r of the send window goes to rank r; chunk r of the receive window came from rank r.
+  MGT_NCCL_CHECK(all_to_all(send_, recv_, count, type, comm_, stream));
+  const cuda::ChunkType chunk = type == ncclFloat32    ? cuda::ChunkType::kF32
+                                : type == ncclBfloat16 ? cuda::ChunkType::kBf16
+                                                       : cuda::ChunkType::kF16;
+  cuda::sum_rank_chunks(recv_, ranks_, static_cast<int64_t>(count), chunk, out, stream);
+#else
+  (void)in, (void)out, (void)stream, (void)whole;
+#endif
 }
 
 }  // namespace mgt::dist

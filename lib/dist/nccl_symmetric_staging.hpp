@@ -1,5 +1,5 @@
-// All-gathers that move their data with the GPU's copy engines instead of kernels on the
-// multiprocessors.
+// All-gathers and reduce-scatters that move their data with the GPU's copy engines instead of
+// kernels on the multiprocessors.
 //
 // On H200s, GEMMs running beside an NCCL collective lose about a third of their rate (PyTorch's
 // own: BENCHMARKS.md, "Several GPUs", 2026-11-27), and capping NCCL's thread blocks only made
@@ -12,9 +12,11 @@
 //
 // The caller's buffers are not in such windows. Each all-gather copies this rank's part into a
 // send window, gathers into a receive window, and copies the whole out (cudaMemcpyAsync, the copy
-// engines again). The two windows are this communicator's alone, so the offsets are the same on
-// every rank by construction; they grow to the largest all-gather seen, which every rank meets at
-// the same call.
+// engines again). A reduce-scatter (a sum of fp32, bf16 or fp16) copies the whole in, exchanges
+// the chunks with an all-to-all (on the copy engines likewise), and sums the ranks' chunks for its
+// own part with one small kernel (kernels/cuda/rank_chunk_sum.hpp). The two windows are this
+// communicator's alone, so the offsets are the same on every rank by construction; they grow to
+// the largest operation seen, which every rank meets at the same call.
 //
 // The NCCL entry points are looked up when the staging is made, so that a process that loaded an
 // older NCCL fails with a message naming its version rather than at load.
@@ -45,13 +47,19 @@ public:
   // waits for the whole device first (the old windows may still be read), and is collective.
   void all_gather(const void* in, void* out, std::size_t bytes, cudaStream_t stream);
 
+  // Whether reduce_scatter() takes this element type and operation.
+  static bool reduces(ncclDataType_t type, ncclRedOp_t op);
+  // Queues on `stream`: out[count] = Σ over the ranks of their in[rank · count + i], the ranks in
+  // order. Growing the windows as for all_gather().
+  void reduce_scatter(const void* in, void* out, std::size_t count, ncclDataType_t type, cudaStream_t stream);
+
 private:
   void reserve(std::size_t bytes);
   void release();
 
   ncclComm_t comm_;
   int ranks_;
-  std::size_t capacity_ = 0;  // bytes per rank
+  std::size_t capacity_ = 0;  // bytes per rank's part; each window holds ranks_ of them
   void* send_ = nullptr;
   void* recv_ = nullptr;
   void* send_window_ = nullptr;  // ncclWindow_t, opaque

@@ -50,9 +50,9 @@ int overlap_collective_sms(const TrainOptions& o, const dist::ParallelLayout& la
   return static_cast<int>(sms);
 }
 
-// MGT_NCCL_COPY_ENGINE=1: the NCCL groups' all-gathers on the copy engines
+// MGT_NCCL_COPY_ENGINE=1: the NCCL groups' all-gathers and reduce-scatters on the copy engines
 // (dist/nccl_symmetric_staging.hpp); 0 or unset: NCCL's kernels.
-bool copy_engine_all_gather() {
+bool copy_engines_requested() {
   const char* value = std::getenv("MGT_NCCL_COPY_ENGINE");
   if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
   if (std::string_view(value) == "1") return true;
@@ -157,9 +157,10 @@ int run_training_program(int argc, const char* const* argv) {
     const int collective_sms = overlap_collective_sms(options, layout, transport.nccl);
     dist::ProcessGroups nccl_groups;
     if (transport.nccl) {
-      const bool copy_engines = copy_engine_all_gather();
+      const bool copy_engines = copy_engines_requested();
       if (chief && copy_engines)
-        log::info("> NCCL all-gathers on the copy engines (MGT_NCCL_COPY_ENGINE=1): symmetric windows, zero-CTA policy");
+        log::info("> NCCL all-gathers and reduce-scatters on the copy engines (MGT_NCCL_COPY_ENGINE=1): symmetric "
+                  "windows, zero-CTA policy");
       nccl_groups =
           dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms, copy_engines);
     }

@@ -269,7 +269,7 @@ TEST_CASE("NCCL started collectives run beside the backend's stream, ordered at 
   CHECK(timing->exposed_seconds <= timing->busy_seconds);
 }
 
-TEST_CASE("NCCL all-gathers on the copy engines give the kernels' results",
+TEST_CASE("NCCL all-gathers and reduce-scatters on the copy engines give the kernels' results",
           "[dist][nccl][cuda][copy-engine]") {
   const int world = runtime().world_size();
   if (!nccl_runs_here()) return;
@@ -283,7 +283,7 @@ TEST_CASE("NCCL all-gathers on the copy engines give the kernels' results",
   } catch (const mgt::Error& e) {
     // Every rank loads the same NCCL, so every rank skips alike.
     REQUIRE(std::string(e.what()).find("need NCCL 2.28") != std::string::npos);
-    WARN("copy-engine all-gathers skipped: " << e.what());
+    WARN("copy-engine collectives skipped: " << e.what());
     return;
   }
   BackendMemory gpu(*backend);
@@ -307,6 +307,31 @@ TEST_CASE("NCCL all-gathers on the copy engines give the kernels' results",
       for (int r = 0; r < world; ++r)
         CHECK(std::count(all.begin() + r * slice, all.begin() + (r + 1) * slice,
                          static_cast<float>(r + 1) + (started ? 0.5f : 0.0f)) == slice);
+    }
+  }
+
+  // Reduce-scatters in fp32 and bf16, queued and started: rank r's whole holds r + 1 + j in chunk
+  // j, so chunk j sums to Σ (r + 1) + world · j, the same on every rank and different per chunk.
+  const double ranks_sum = world * (world + 1) / 2.0;
+  for (const mgt::FloatType type : {mgt::FloatType::kF32, mgt::FloatType::kBf16}) {
+    for (const std::int64_t slice : {std::int64_t{1} << 10, std::int64_t{5} << 20}) {
+      mgt::DeviceBuffer whole(*backend, slice * world, type);
+      mgt::DeviceBuffer mine(*backend, slice, type);
+      for (const bool started : {false, true}) {
+        INFO((type == mgt::FloatType::kBf16 ? "bf16" : "fp32") << ", " << slice << " per rank"
+                                                                 << (started ? ", started" : ""));
+        for (int j = 0; j < world; ++j)
+          backend->fill(whole.view().subspan(j * slice, slice), static_cast<float>(rank + 1 + j));
+        if (started) {
+          PendingCollective scattering = comm->start_reduce_scatter(
+              backend_buffer(mgt::ConstFloatView(whole.view())), backend_buffer(mine.view()), ReduceOp::Sum);
+          scattering.wait();
+        } else {
+          comm->reduce_scatter(mgt::ConstFloatView(whole.view()), mine.view(), ReduceOp::Sum);
+        }
+        const std::vector<float> sums = read(*backend, mine);
+        CHECK(std::count(sums.begin(), sums.end(), static_cast<float>(ranks_sum + world * rank)) == slice);
+      }
     }
   }
 }

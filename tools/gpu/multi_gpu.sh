@@ -208,7 +208,7 @@ section_scaling() {
     MGT_OVERLAP_SMS=8 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
-    # Its all-gathers on the copy engines instead of NCCL's kernels.
+    # Its all-gathers and reduce-scatters on the copy engines instead of NCCL's kernels.
     MGT_NCCL_COPY_ENGINE=1 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
   done
   # A global batch of 8 micro-batches per replica (still small by Megatron's standards: 32 Ki
@@ -233,7 +233,7 @@ for r in runs:
     name += " dist-opt" if r.get("distributed_optimizer") else ""
     name += " overlapped" if r.get("overlap") else ""
     name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
-    name += ", copy-engine all-gathers" if r.get("copy_engine") else ""
+    name += ", copy-engine collectives" if r.get("copy_engine") else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
