@@ -128,7 +128,7 @@ void NcclSymmetricStaging::reduce_scatter(const void* in, void* out, std::size_t
   const std::size_t whole = bytes * static_cast<std::size_t>(ranks_);
   reserve(bytes);
 #if defined(NCCL_WIN_COLL_SYMMETRIC) && defined(NCCL_CTA_POLICY_ZERO)
-  const auto all_to_all = entry<AlltoAll>("ncclAlltoAll");
+  static const auto all_to_all = entry<AlltoAll>("ncclAlltoAll");  // once: this runs per layer
   if (!all_to_all) throw Error("the loaded NCCL lacks ncclAlltoAll");
   MGT_CUDA_CHECK(cudaMemcpyAsync(send_, in, whole, cudaMemcpyDeviceToDevice, stream));
   // Chunk r of the send window goes to rank r; chunk r of the receive window came from rank r.

@@ -4,11 +4,11 @@
 // On H200s, GEMMs running beside an NCCL collective lose about a third of their rate (PyTorch's
 // own: BENCHMARKS.md, "Several GPUs", 2026-11-27), and capping NCCL's thread blocks only made
 // the collectives longer, not the compute faster: what fits is a cost in multiprocessor time per
-// byte moved, whatever the blocks. From NCCL 2.28, a communicator made
-// with the zero-CTA policy can run an all-gather on the copy engines (NCCL's ncclCeAllGather; NCCL
-// decides) when both of its buffers lie in symmetric windows: memory from ncclMemAlloc, registered
-// by every rank with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) at the same offsets. Not yet
-// measured against the kernels.
+// byte moved, whatever the blocks. From NCCL 2.28, a communicator made with the zero-CTA policy
+// runs an all-gather or an all-to-all on the copy engines (NCCL's ncclCeAllGather and kin) when
+// its ranks share one node and both of its buffers lie in symmetric windows: memory from
+// ncclMemAlloc, registered by every rank with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) at
+// the same offsets. Not yet measured against the kernels.
 //
 // The caller's buffers are not in such windows. Each all-gather copies this rank's part into a
 // send window, gathers into a receive window, and copies the whole out (cudaMemcpyAsync, the copy
@@ -18,7 +18,7 @@
 // communicator's alone, so the offsets are the same on every rank by construction; they grow to
 // the largest operation seen, which every rank meets at the same call.
 //
-// The NCCL entry points are looked up when the staging is made, so that a process that loaded an
+// The NCCL 2.28 entry points are looked up at run time (dlsym), so that a process that loaded an
 // older NCCL fails with a message naming its version rather than at load.
 #pragma once
 #include <cuda_runtime_api.h>
