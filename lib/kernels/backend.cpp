@@ -120,8 +120,8 @@ void throw_device_span_range(int64_t offset, int64_t count, int64_t size) {
 
 namespace {
 
-// The CPU's operations have completed when they return: there is nothing to wait for.
-// The CPU's operations complete before they return: an event is the moment it was recorded.
+// The CPU's operations complete before they return: there is nothing to wait for, and an event
+// is the moment it was recorded.
 class CompletedEvent final : public QueueEvent {
 public:
   void wait() override {}

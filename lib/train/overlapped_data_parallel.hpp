@@ -17,9 +17,10 @@
 // it (the model's ParameterHooks); finish_param_gather() waits for all, where something else
 // reads the weights (a checkpoint, the parameter norm) or no forward follows.
 //
-// While any of them is in flight, the compute backend's GEMMs leave the collectives' thread
-// blocks their multiprocessors (Backend::leave_multiprocessors; the data-parallel communicator
-// is made with at most that many blocks).
+// With `collective_sms` > 0 (MGT_OVERLAP_SMS), while any of them is in flight the compute
+// backend's GEMMs leave the collectives' thread blocks their multiprocessors
+// (Backend::leave_multiprocessors; the data-parallel communicator is made with at most that many
+// blocks).
 #pragma once
 #include <cstdint>
 #include <vector>

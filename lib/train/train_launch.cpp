@@ -37,7 +37,7 @@ namespace {
 // --overlap-grad-reduce over NCCL: the multiprocessors its collectives keep while they run beside
 // the compute (TrainerSettings::overlap_collective_sms), MGT_OVERLAP_SMS or 0: NCCL's own choice
 // and the GEMMs on the whole GPU. On 2 H200s at the 1.3B shape, keeping 8 made the overlapped
-// step slower (the collectives ran 1.8 times longer and the backward was no faster).
+// step slower (the collectives ran 1.8-2.4 times longer and the backward was no faster).
 int overlap_collective_sms(const TrainOptions& o, const dist::ParallelLayout& layout, bool nccl) {
   if (!nccl || !o.parallel.overlap_grad_reduce || layout.data_parallel_size() == 1) return 0;
   const char* value = std::getenv("MGT_OVERLAP_SMS");

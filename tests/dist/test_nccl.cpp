@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <optional>
 
@@ -66,6 +67,20 @@ bool nccl_runs_here() {
   return true;
 }
 
+// This rank's CUDA backend (device = rank) and the queue its operations run on.
+struct RankBackend {
+  std::unique_ptr<mgt::Backend> backend;
+  mgt::DeviceQueue queue;
+};
+
+RankBackend rank_backend() {
+  RankBackend r{mgt::make_cuda_backend(runtime().rank()), {}};
+  const std::optional<mgt::DeviceQueue> queue = r.backend->device_queue();
+  REQUIRE(queue);
+  r.queue = *queue;
+  return r;
+}
+
 std::vector<float> read(mgt::Backend& backend, const mgt::DeviceBuffer& buffer) {
   std::vector<float> host(static_cast<size_t>(buffer.size()));
   backend.copy_to_host(buffer.view(), std::span<float>(host));
@@ -117,11 +132,9 @@ TEST_CASE("NCCL on the backend's stream: collectives ordered with its kernels, n
   const int world = runtime().world_size();
   if (!nccl_runs_here()) return;
   const int rank = runtime().rank();
-  auto backend = mgt::make_cuda_backend(rank);
-  const std::optional<mgt::DeviceQueue> queue = backend->device_queue();
-  REQUIRE(queue);
-  CHECK(queue->device == rank);
-  auto comm = make_nccl_communicator(runtime().world(), *queue);
+  auto [backend, queue] = rank_backend();
+  CHECK(queue.device == rank);
+  auto comm = make_nccl_communicator(runtime().world(), queue);
   CHECK(comm->stream_ordered());
   CHECK_FALSE(make_nccl_communicator(runtime().world(), rank)->stream_ordered());
   // The helpers' transfers are the backend's, on the same stream; host buffers stay blocking.
@@ -170,7 +183,7 @@ TEST_CASE("NCCL on the backend's stream: collectives ordered with its kernels, n
 
   // The process groups mirror the MPI ones on the same stream.
   ProcessGroups mpi_groups = make_process_groups(runtime(), ParallelLayout(ParallelFlags{}, world));
-  ProcessGroups groups = make_nccl_process_groups(mpi_groups, *queue);
+  ProcessGroups groups = make_nccl_process_groups(mpi_groups, queue);
   for (GroupKind kind : {GroupKind::TensorModelParallel, GroupKind::DataParallel,
                          GroupKind::PipelineModelParallel, GroupKind::ModelParallel}) {
     CHECK(groups.get(kind).stream_ordered());
@@ -183,10 +196,8 @@ TEST_CASE("NCCL started collectives run beside the backend's stream, ordered at 
   const int world = runtime().world_size();
   if (!nccl_runs_here()) return;
   const int rank = runtime().rank();
-  auto backend = mgt::make_cuda_backend(rank);
-  const std::optional<mgt::DeviceQueue> queue = backend->device_queue();
-  REQUIRE(queue);
-  auto comm = make_nccl_communicator(runtime().world(), *queue);
+  auto [backend, queue] = rank_backend();
+  auto comm = make_nccl_communicator(runtime().world(), queue);
 
   // Buckets of a 16 MiB buffer filled by a kernel queued just before each start: a started
   // collective that did not wait for it, or a scale that did not wait for the collective, would
@@ -274,12 +285,10 @@ TEST_CASE("NCCL all-gathers and reduce-scatters on the copy engines give the ker
   const int world = runtime().world_size();
   if (!nccl_runs_here()) return;
   const int rank = runtime().rank();
-  auto backend = mgt::make_cuda_backend(rank);
-  const std::optional<mgt::DeviceQueue> queue = backend->device_queue();
-  REQUIRE(queue);
+  auto [backend, queue] = rank_backend();
   std::unique_ptr<Communicator> comm;
   try {
-    comm = make_nccl_communicator(runtime().world(), *queue, NcclOptions{0, true});
+    comm = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, true});
   } catch (const mgt::Error& e) {
     // Every rank loads the same NCCL, so every rank skips alike.
     REQUIRE(std::string(e.what()).find("need NCCL 2.28") != std::string::npos);
