@@ -89,6 +89,8 @@ constexpr Entry kRanges[] = {
     {"--persistent-save-interval", count_from(1)},
     {"--pipeline-model-parallel-size", size()},
     {"--profile-ranks", count_from(0)},
+    {"--profile-step-end", count_from(0)},
+    {"--profile-step-start", count_from(0)},
     {"--recompute-num-layers", size()},
     {"--rope-scaling-factor", above(0)},
     {"--rotary-base", count_from(1)},

@@ -67,9 +67,7 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--timing-log-option", choice_flag(timers, {"max", "minmax", "all"})},
       {"--no-barrier-with-level-1-timing", switch_flag(timers)},
       {"--no-one-logger", switch_flag("mgt has no One Logger telemetry to turn off")},
-      // mgt-train's --profile maps onto mgt's per-operation GPU profile (MGT_CUDA_PROFILE).
-      {"--profile-step-start", integer_flag("mgt's profile covers the whole run")},
-      {"--profile-step-end", integer_flag("mgt's profile covers the whole run")},
+      // mgt-train's --profile and its step window map onto mgt's per-operation GPU profile.
       {"--use-pytorch-profiler", switch_flag("mgt has no PyTorch; it profiles with its own events")},
   };
 }

@@ -108,6 +108,11 @@ public:
   // of it. Ignored where nothing runs beside the operations (the CPU).
   virtual void leave_multiprocessors(int /*count*/) {}
 
+  // Whether the backend's per-operation profile (the CUDA backend's MGT_CUDA_PROFILE) counts the
+  // operations issued from now on: Megatron's --profile-step-start/--profile-step-end window.
+  // Ignored where there is no profile.
+  virtual void set_profiling(bool /*on*/) {}
+
   // The storage type the model gives its activations and its weights' compute copy: fp32, or
   // bf16 / fp16 after a GPU backend accepted set_matmul_precision(kBf16 / kFp16) (Megatron's
   // --bf16 / --fp16: 2-byte weights and activations, fp32 master weights and gradients). Tests set it on the CPU, whose

@@ -122,8 +122,10 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("exit-signal", "SIG", l.exit_signal, "the signal for --exit-signal-handler: SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 or SIGXCPU")
           .choices({"SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU"}),
       store_true("log-throughput", l.log_throughput, "Log TFLOP/s per GPU"),
-      store_true("profile", l.profile, "Print the GPU time per backend operation at the end of the run (as MGT_CUDA_PROFILE=1; the CUDA backend only)"),
+      store_true("profile", l.profile, "Print the GPU time per backend operation of the profiled iterations at the end of the run (the CUDA backend only)"),
       store_list("profile-ranks", "RANK...", l.profile_ranks, "The ranks that --profile profiles"),
+      store("profile-step-start", "N", l.profile_step_start, "--profile starts counting after N iterations"),
+      store("profile-step-end", "N", l.profile_step_end, "--profile stops counting after N iterations"),
       store_true("log-params-norm", l.log_params_norm, "Log the L2 norm of the parameters"),
       store_true("log-num-zeros-in-grad", l.log_num_zeros_in_grad, "Log the number of zeros in the gradient"),
       store("metrics-file", "FILE", l.metrics_file, "append one JSON object per log line and validation"),

@@ -112,6 +112,10 @@ struct LoggingOptions {
   bool log_throughput = false;                    // --log-throughput
   bool profile = false;                           // --profile
   std::vector<std::int64_t> profile_ranks{0};     // --profile-ranks
+  // --profile-step-start/--profile-step-end: the iterations that start with this many completed
+  // are profiled (Megatron's window: 10 and 12 profile iterations 11 and 12).
+  std::int64_t profile_step_start = 10;
+  std::int64_t profile_step_end = 12;
   bool log_params_norm = false;                   // --log-params-norm: "params norm" in the log line
   bool log_num_zeros_in_grad = false;             // --log-num-zeros-in-grad: "num zeros" in the log line
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines

@@ -218,6 +218,14 @@ void validate_checkpoint(const CheckpointOptions& c) {
   if (c.save && !c.save_interval) throw UsageError("--save needs --save-interval");
 }
 
+// Megatron profiles nothing when the window is empty; a profile that is asked for and cannot
+// count anything is a mistake in the flags.
+void validate_profile(const LoggingOptions& l) {
+  if (l.profile && l.profile_step_end <= l.profile_step_start)
+    throw UsageError("--profile-step-end (" + str(l.profile_step_end) + ") must be greater than --profile-step-start (" +
+                     str(l.profile_step_start) + ")");
+}
+
 }  // namespace
 
 void validate_train_options(TrainOptions& o, int world_size) {
@@ -233,6 +241,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_schedule(o.optim);
   validate_data(o.data);
   validate_checkpoint(o.checkpoint);
+  validate_profile(o.logging);
 }
 
 std::int64_t TrainOptions::total_train_iters() const {

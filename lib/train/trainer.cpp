@@ -254,6 +254,15 @@ private:
     apply_precision();
     backend_.set_deterministic(options_.optim.deterministic_mode);
     output_.line("> compute device: " + backend_.description());
+    if (options_.logging.profile) {
+      // Counted only in train_loop's window: not the model's set-up nor the first iterations.
+      backend_.set_profiling(false);
+      const std::int64_t first = options_.logging.profile_step_start + 1, last = options_.logging.profile_step_end;
+      output_.line("> --profile: GPU time per operation of " +
+                   (first == last ? "iteration " + std::to_string(first)
+                                  : "iterations " + std::to_string(first) + " to " + std::to_string(last)) +
+                   ", printed by the profiled ranks at the end");
+    }
 
     const GptConfig config = gpt_config_from_options(options_, padded_vocab_);
     // Before any allocation: a model that cannot fit is refused with the numbers.
@@ -463,7 +472,12 @@ private:
     timer_.start();
     while (progress_.iteration < train_iters) {
       save_when_batch_size_changes();
+      const LoggingOptions& l = options_.logging;
+      const bool profiled = l.profile && progress_.iteration >= l.profile_step_start &&
+                            progress_.iteration < l.profile_step_end;
+      if (profiled) backend_.set_profiling(true);
       const IterationRecord record = train_step();
+      if (profiled) backend_.set_profiling(false);
       if (hooks_.after_iteration) {
         finish_param_gather();
         hooks_.after_iteration(record);

@@ -114,7 +114,7 @@ if want bench; then
 fi
 
 # 3. The 1.3B shape (24 layers, hidden 2048, seq 2048) beside the peer, and where its step's GPU
-# time goes per operation (6 iterations, the first one's plan builds included).
+# time goes per operation (iterations 3 to 6: --profile's step window).
 if want large; then
   # One optimizer step per micro-batch, and per eight (the step's fixed costs spread as in training).
   for accumulate in 1 8; do
@@ -124,10 +124,11 @@ if want large; then
     row "gpt-1.3b bf16 mbs 4 x $accumulate mgt" "$(echo "$bench" | grep -m1 'mgt (' | sed 's/.*: mgt/mgt/')"
     row "gpt-1.3b mbs 4 x $accumulate peer" "$(echo "$bench" | grep -m1 'peer (' | sed 's/.*: peer/peer/')"
   done
-  MGT_CUDA_PROFILE=1 mgt-train --device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 \
+  mgt-train --device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 \
     --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 3e-4 \
     --train-iters 6 --log-interval 6 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
     --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
+    --profile --profile-step-start 2 --profile-step-end 6 \
     > "$out/profile-large.log" 2>&1
   grep -A14 "GPU time per operation" "$out/profile-large.log"
 fi
@@ -159,18 +160,16 @@ if want decode-kernels; then
   done < <(grep '^decode kernels' "$out/decode-kernels.log")
 fi
 
-# 4. Where a bf16 step's GPU time goes, per operation, at steady state: the same run for 4 and
-# for 14 iterations, the difference divided by 10, so that one-time costs (cuDNN plan builds,
-# cuBLAS heuristics, pool growth) fall out.
+# 4. Where a bf16 step's GPU time goes, per operation, at steady state: iterations 5 to 14
+# profiled (--profile's step window), so that one-time costs (cuDNN plan builds, cuBLAS
+# heuristics, pool growth) stay out, divided by 10.
 if want profile; then
-  for iters in 4 14; do
-    MGT_CUDA_PROFILE=1 mgt-train --device cuda --bf16 --num-layers 12 --hidden-size 768 --num-attention-heads 12 \
-      --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 3e-4 \
-      --train-iters $iters --log-interval $iters --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
-      --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
-      > "$out/profile-$iters.log" 2>&1
-  done
-  steady=$("$py" tools/gpu/profile_steady.py "$out/profile-4.log" "$out/profile-14.log" 10)
+  mgt-train --device cuda --bf16 --num-layers 12 --hidden-size 768 --num-attention-heads 12 \
+    --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 3e-4 \
+    --train-iters 14 --log-interval 14 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data \
+    --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt \
+    --profile --profile-step-start 4 --profile-step-end 14 > "$out/profile.log" 2>&1
+  steady=$("$py" tools/gpu/profile_steady.py "$out/profile.log" 10)
   echo "$steady"
   row "profile, gpt2-124m bf16 mbs 8, per iteration" "$(echo "$steady" | sed -n '1,4p' | sed 's/^ *//' | tr -s ' ' | tr '\n' ';')"
 fi

@@ -22,8 +22,8 @@
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
 #            1 and N GPUs at the scaling section's shape and micro-batch, and with 8 micro-batches
 #            per step;
-#   profile  MGT_CUDA_PROFILE's GPU time per operation on rank 0, one GPU against DP=N overlapped
-#            and TP=2 with sequence parallelism, at the scaling section's shape: which operations
+#   profile  --profile's GPU time per operation on rank 0, one GPU against DP=N overlapped and
+#            TP=2 with sequence parallelism, at the scaling section's shape: which operations
 #            take longer beside the collectives (tools/gpu/profile_steady.py);
 #   ckpt     (4 GPUs) TP=2 x DP=2 for 40 iterations in fp32, saving at iteration 20; that
 #            checkpoint converted to TP=4 and to TP=1 (mgt-ckpt-convert) and resumed at TP=4 on 4
@@ -266,38 +266,37 @@ PY
   )
 }
 
-# Where a parallel layout's step goes: MGT_CUDA_PROFILE's GPU time per operation on rank 0 for
-# the 1.3B shape, one GPU against DP=N overlapped and TP=2 with sequence parallelism (halved for
-# the comparison), in the steady state (runs of 14 minus runs of 4 iterations). The collectives
-# themselves are not backend operations: what the table shows is how much longer the compute
-# takes beside them.
+# Where a parallel layout's step goes: the GPU time per operation on rank 0 for the 1.3B shape,
+# one GPU against DP=N overlapped and TP=2 with sequence parallelism (halved for the comparison),
+# in the steady state (iterations 5 to 14: --profile's step window). The collectives themselves
+# are not backend operations: what the table shows is how much longer the compute takes beside
+# them.
 section_profile() {
   if [ "$device" != cuda ]; then
-    row "profile (MGT_CUDA_PROFILE)" "skipped (no GPUs)"
+    row "profile (--profile)" "skipped (no GPUs)"
     return
   fi
   mkdir -p "$out/profile"
   local common=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
                 --max-position-embeddings 2048 --micro-batch-size 4 --lr 3e-4 --eval-iters 0 --hidden-dropout 0
-                --attention-dropout 0 --mock-data "${tokenizer[@]}" --bf16 --device cuda)
-  local replicas=${counts[0]} run name count batch flags iters
+                --attention-dropout 0 --mock-data "${tokenizer[@]}" --bf16 --device cuda --train-iters 14
+                --log-interval 14 --profile --profile-step-start 4 --profile-step-end 14)
+  local replicas=${counts[0]} run name count batch flags
   # NAME:RANKS:GLOBAL_BATCH:FLAGS
   local runs=("one:1:4:" "dp$replicas-overlap:$replicas:$((4 * replicas)):--overlap-grad-reduce"
               "tp2-sp:2:4:--tensor-model-parallel-size 2 --sequence-parallel")
   for run in "${runs[@]}"; do
     IFS=: read -r name count batch flags <<< "$run"
-    for iters in 4 14; do
-      # shellcheck disable=SC2086 # the run's flags, split into words
-      MGT_CUDA_PROFILE=1 "$launcher" -launcher fork -prepend-rank -n "$count" "$bin/mgt-train" "${common[@]}" \
-        --global-batch-size "$batch" --train-iters $iters --log-interval $iters $flags \
-        > "$out/profile/$name-$iters.log" 2>&1 || echo "profile $name: mgt-train failed: $(tail -2 "$out/profile/$name-$iters.log")"
-    done
+    # shellcheck disable=SC2086 # the run's flags, split into words
+    "$launcher" -launcher fork -prepend-rank -n "$count" "$bin/mgt-train" "${common[@]}" \
+      --global-batch-size "$batch" $flags > "$out/profile/$name.log" 2>&1 ||
+      echo "profile $name: mgt-train failed: $(tail -2 "$out/profile/$name.log")"
   done
   local steady
   for run in "dp$replicas-overlap:1" "tp2-sp:0.5"; do
     name=${run%:*}
-    steady=$("$py" tools/gpu/profile_steady.py "$out/profile/$name-4.log" "$out/profile/$name-14.log" 10 --rank 0 \
-      --against "$out/profile/one-4.log" "$out/profile/one-14.log" --scale "${run#*:}" --top 10)
+    steady=$("$py" tools/gpu/profile_steady.py "$out/profile/$name.log" 10 --rank 0 \
+      --against "$out/profile/one.log" --scale "${run#*:}" --top 12)
     printf '== %s against one GPU\n%s\n' "$name" "$steady"
     row "profile $name vs one GPU, rank 0" "$(echo "$steady" | sed -n '1,5p' | sed 's/^ *//' | tr -s ' ' | tr '\n' ';')"
   done

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The steady-state GPU time per operation of an mgt-train run, from MGT_CUDA_PROFILE's reports.
+"""The steady-state GPU time per operation of an mgt-train run, from its --profile report.
 
-Two runs of the same command differing only in --train-iters (SHORT and LONG iterations) are
-subtracted, so that the first iterations' plan builds and warm-up drop out; the rest is divided by
-LONG - SHORT. With --against, a second such pair (a baseline, e.g. one GPU against a parallel
-layout) is shown beside it and the rows are sorted by how much longer they take than there.
+The run profiles ITERS iterations after the first ones (--profile --profile-step-start N
+--profile-step-end N+ITERS), so that the first iterations' plan builds and warm-up stay out; the
+table is divided by ITERS. With --against, a second such report (a baseline, e.g. one GPU against
+a parallel layout) is shown beside it and the rows are sorted by how much longer they take than
+there.
 
-  profile_steady.py SHORT.log LONG.log ITERS [--against SHORT0.log LONG0.log [--scale F]] [--top N]
-                    [--rank R]
+  profile_steady.py LOG ITERS [--against LOG0 [--scale F]] [--top N] [--rank R]
 
 --scale F multiplies the baseline's times (0.5 against one GPU for a layout that splits each
 operation over two).
@@ -43,27 +43,24 @@ def report(path, rank):
     return ops, blocked
 
 
-def steady(short, long_, iters, rank):
-    (a, wa), (b, wb) = report(short, rank), report(long_, rank)
-    zero = (0.0, 0, 0.0)
-    per_op = {k: ((b[k][0] - a.get(k, zero)[0]) / iters, (b[k][1] - a.get(k, zero)[1]) // iters,
-                  (b[k][2] - a.get(k, zero)[2]) / iters) for k in b}
-    return per_op, ((wb[0] - wa[0]) / iters, (wb[1] - wa[1]) // iters)
+def steady(path, iters, rank):
+    ops, (blocked_ms, waits) = report(path, rank)
+    per_op = {k: (ms / iters, calls // iters, host / iters) for k, (ms, calls, host) in ops.items()}
+    return per_op, (blocked_ms / iters, waits // iters)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("short")
-    ap.add_argument("long")
-    ap.add_argument("iters", type=int, help="LONG's iterations minus SHORT's")
-    ap.add_argument("--against", nargs=2, metavar=("SHORT0", "LONG0"))
+    ap.add_argument("log")
+    ap.add_argument("iters", type=int, help="the iterations the report covers")
+    ap.add_argument("--against", metavar="LOG0")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the baseline's times")
     ap.add_argument("--top", type=int, default=16)
     ap.add_argument("--rank", type=int)
     args = ap.parse_args()
     if args.iters <= 0:
         ap.error("ITERS must be positive")
-    ops, (blocked_ms, waits) = steady(args.short, args.long, args.iters, args.rank)
+    ops, (blocked_ms, waits) = steady(args.log, args.iters, args.rank)
     total = sum(v[0] for v in ops.values())
     host = sum(v[2] for v in ops.values())
     print(f"steady-state per iteration: GPU {total:.2f} ms (event spans), host issuing {host:.2f} ms, "
@@ -72,7 +69,7 @@ def main():
         for k, (ms, calls, host_ms) in sorted(ops.items(), key=lambda kv: -kv[1][0])[:args.top]:
             print(f"  {k:28s} {ms:8.3f} ms {100 * ms / total:5.1f}% {calls:6d} calls  host {host_ms:7.3f} ms")
         return
-    base, _ = steady(*args.against, args.iters, args.rank)
+    base, _ = steady(args.against, args.iters, args.rank)
     base = {k: (v[0] * args.scale, v[1], v[2]) for k, v in base.items()}
     base_total = sum(v[0] for v in base.values())
     scaled = f" x {args.scale:g}" if args.scale != 1.0 else ""

@@ -178,6 +178,10 @@ void CudaBackend::synchronize() {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
 }
 
+void CudaBackend::set_profiling(bool on) {
+  if (profiler_ != nullptr) profiler_->set_active(on);
+}
+
 std::unique_ptr<RecordedOperations> CudaBackend::record(const std::function<void()>& run) {
   if (profiler_ != nullptr) return nullptr;
   return cuda::record_graph(stream_, run, recording_);

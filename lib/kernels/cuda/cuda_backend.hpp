@@ -40,6 +40,7 @@ public:
   std::optional<DeviceQueue> device_queue() const override { return DeviceQueue{device_, stream_}; }
   // Waits for everything queued so far; reports a fault of an earlier kernel.
   void synchronize() override;
+  void set_profiling(bool on) override;
   // A CUDA graph of the operations (none while MGT_CUDA_PROFILE times each operation).
   std::unique_ptr<RecordedOperations> record(const std::function<void()>& run) override;
   std::unique_ptr<QueueEvent> record_event() override;

@@ -31,13 +31,15 @@ OpProfiler::~OpProfiler() {
   }
 }
 
-void OpProfiler::begin(const char* op) {
+bool OpProfiler::begin(const char* op) {
+  if (!active_) return false;
   Span s{op, nullptr, nullptr, 0.0};
   host_start_ = now_ms();
   MGT_CUDA_CHECK(cudaEventCreate(&s.start));
   MGT_CUDA_CHECK(cudaEventCreate(&s.stop));
   MGT_CUDA_CHECK(cudaEventRecord(s.start, stream_));
   spans_.push_back(s);
+  return true;
 }
 
 void OpProfiler::end() {

@@ -1,7 +1,9 @@
 // Optional per-operation GPU timing for the CUDA backend (MGT_CUDA_PROFILE=1): each operation is
 // bracketed by two CUDA events on the backend's stream, and at the end of the run the time per
 // operation family is printed, largest first, with its share of the total. The events are only
-// read at the end, so profiling does not add synchronisation to the step.
+// read at the end, so profiling does not add synchronisation to the step. set_active(false)
+// pauses the counting (mgt-train's --profile counts only the iterations of its step window, so
+// that the first iterations' plan builds and algorithm timing stay out of the table).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -20,11 +22,14 @@ public:
   // Whether the environment asks for profiling.
   static bool requested();
 
-  void begin(const char* op);
+  void set_active(bool active) { active_ = active; }
+  // Whether the operation is counted (end() is then due).
+  bool begin(const char* op);
   void end();
   // Host time spent blocked waiting for the stream (synchronisation, read-backs): large when the
   // GPU is the bottleneck, near zero when the host cannot issue work fast enough.
   void add_host_wait(double ms) {
+    if (!active_) return;
     host_wait_ms_ += ms;
     ++host_waits_;
   }
@@ -43,14 +48,14 @@ private:
   double host_start_ = 0.0;
   double host_wait_ms_ = 0.0;
   long host_waits_ = 0;
+  bool active_ = true;
 };
 
 // Brackets one operation when a profiler is present (null: no cost beyond a branch).
 class ScopedOp {
 public:
-  ScopedOp(OpProfiler* profiler, const char* op) : profiler_(profiler) {
-    if (profiler_ != nullptr) profiler_->begin(op);
-  }
+  ScopedOp(OpProfiler* profiler, const char* op)
+      : profiler_(profiler != nullptr && profiler->begin(op) ? profiler : nullptr) {}
   ~ScopedOp() {
     if (profiler_ != nullptr) profiler_->end();
   }
