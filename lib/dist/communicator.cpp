@@ -189,6 +189,17 @@ void Communicator::send_recv(SendBuffer send, int dest, RecvBuffer recv, int sou
   do_send_recv(send, dest, recv, source);
 }
 
+PendingCollective Communicator::start_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) {
+  constexpr const char* op = "send_recv";
+  check_buffer(op, "the send", send);
+  check_buffer(op, "the receive", recv);
+  check_rank(op, "destination", dest);
+  check_rank(op, "source", source);
+  check_disjoint(op, send, recv);
+  auto scope = watch(op, nullptr, recv.count, recv.type, "from rank", source);
+  return PendingCollective(do_start_send_recv(send, dest, recv, source), std::move(scope));
+}
+
 void Communicator::check_chunks(const char* operation, RecvBuffer data,
                                 std::span<const std::int64_t> counts) const {
   check_buffer(operation, "the", data);

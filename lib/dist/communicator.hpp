@@ -110,10 +110,11 @@ public:
   // of the whole buffer would reduce it on the transports in use (MPI: MPICH's reductions are
   // element-wise, checked by the distributed tests).
   //
-  // all_reduce, all_gather and reduce_scatter, started now.
+  // all_reduce, all_gather, reduce_scatter and send_recv, started now.
   PendingCollective start_all_reduce(RecvBuffer data, ReduceOp op);
   PendingCollective start_all_gather(SendBuffer send, RecvBuffer recv);
   PendingCollective start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op);
+  PendingCollective start_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source);
   // In place over `data`, split in consecutive chunks of counts[0], counts[1], … elements (one
   // per group rank, summing to data.count, zeros allowed): afterwards this rank's chunk holds the
   // element-wise reduction of that chunk over the group; the other chunks are unspecified.
@@ -224,6 +225,11 @@ private:
   }
   virtual std::unique_ptr<PendingTransfer> do_start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) {
     do_reduce_scatter(send, recv, op);
+    return nullptr;
+  }
+  virtual std::unique_ptr<PendingTransfer> do_start_send_recv(SendBuffer send, int dest, RecvBuffer recv,
+                                                              int source) {
+    do_send_recv(send, dest, recv, source);
     return nullptr;
   }
   virtual std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(

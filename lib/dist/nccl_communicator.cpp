@@ -568,6 +568,20 @@ private:
     return finish_started(operation("reduce_scatter", send.count, send.type, reduce_op_name(op)));
   }
 
+  std::unique_ptr<PendingTransfer> do_start_send_recv(SendBuffer send, int dest, RecvBuffer recv,
+                                                      int source) override {
+    if (!runs_beside(send) || !runs_beside(recv)) {
+      do_send_recv(send, dest, recv, source);
+      return nullptr;
+    }
+    cudaStream_t side = begin_started();
+    MGT_NCCL_CHECK(ncclGroupStart());
+    MGT_NCCL_CHECK(ncclSend(send.data, count_of(send.count), nccl_type(send.type), dest, comm_, side));
+    MGT_NCCL_CHECK(ncclRecv(recv.data, count_of(recv.count), nccl_type(recv.type), source, comm_, side));
+    MGT_NCCL_CHECK(ncclGroupEnd());
+    return finish_started(operation("send_recv", recv.count, recv.type, nullptr, "from rank", source));
+  }
+
   std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
       RecvBuffer data, std::span<const std::int64_t> counts, ReduceOp op) override {
     if (!runs_beside(data)) {

@@ -176,6 +176,23 @@ void Backend::copy(ConstFloatView src, FloatView dst) {
   st.finish();
 }
 
+void Backend::copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges) {
+  if (src.type() != dst.type()) fail("copy_ranges", "source and destination types differ");
+  for (const CopyRange& r : ranges) {
+    if (r.count < 0 || r.src < 0 || r.dst < 0 || r.src + r.count > src.size() || r.dst + r.count > dst.size())
+      fail("copy_ranges", "range [" + std::to_string(r.src) + ", +" + std::to_string(r.count) + ") -> [" +
+                              std::to_string(r.dst) + ", +" + std::to_string(r.count) + ") lies outside views of " +
+                              std::to_string(src.size()) + " and " + std::to_string(dst.size()) + " elements");
+  }
+  if (!ranges.empty()) do_copy_ranges(src, dst, ranges);
+}
+
+void Backend::do_copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges) {
+  for (const CopyRange& r : ranges) {
+    if (r.count > 0) copy(src.subspan(r.src, r.count), dst.subspan(r.dst, r.count));
+  }
+}
+
 void Backend::convert(ConstFloatView src, FloatView dst) {
   expect(dst, src.size(), "convert", "dst");
   if (src.size() > 0) do_convert(src, dst);

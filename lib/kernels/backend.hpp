@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "core/available_memory.hpp"
+#include "kernels/copy_range.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
@@ -202,6 +203,10 @@ public:
 
   // Device to device; the views must not overlap and must have the same type.
   void copy(ConstFloatView src, FloatView dst);
+  // Many copies between two views of one type at once: dst[r.dst + i] = src[r.src + i] for
+  // i < r.count, for every range r (each within its view; the views must not overlap). For
+  // packing hundreds of small tensors, where one copy each costs a launch each.
+  void copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges);
   // dst = src converted to dst's type (rounded to nearest even when narrowing).
   void convert(ConstFloatView src, FloatView dst);
   void fill(FloatView x, float value);
@@ -405,6 +410,8 @@ private:
     do_copy_to_host(device, host, bytes);
   }
   virtual void do_copy(ConstFloatArg src, FloatArg dst, int64_t n) = 0;
+  // By default one do_copy per range.
+  virtual void do_copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges);
   virtual void do_fill(FloatArg x, int64_t n, float value) = 0;
   // Between any two types (the only hook that must take every type).
   virtual void do_convert(ConstFloatView src, FloatView dst) = 0;

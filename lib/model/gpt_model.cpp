@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -81,7 +82,8 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
     int64_t packed = 0;
     for (const ParameterEntry& e : params_.entries()) {
       if (!e.sequence_parallel) continue;
-      sequence_parallel_params_.push_back(&e);
+      sequence_parallel_pack_.push_back({e.offset, packed, e.numel()});
+      sequence_parallel_unpack_.push_back({packed, e.offset, e.numel()});
       packed += e.numel();
     }
     sequence_parallel_grads_ = DeviceBuffer(backend, packed);
@@ -89,7 +91,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   if (init_seed) params_.initialize(*init_seed);
   // The blocks' ranges, from the parameter names (parameter_table.cpp's order is the forward's).
   const std::size_t blocks = (embedding_ ? 1 : 0) + layers_.size() + (final_norm_ ? 1 : 0);
-  block_ranges_.assign(blocks, BlockRange{params_.params().size(), 0});
+  block_ranges_.assign(blocks, BlockRange{std::as_const(params_).params().size(), 0});
   for (const ParameterEntry& e : params_.entries()) {
     std::size_t block = blocks - 1;  // the head
     if (e.name.starts_with("embedding.") && stage.is_first()) {
@@ -110,7 +112,10 @@ bool GptModel::gradient_finalized_later(const ParameterEntry& e) const {
 }
 
 void GptModel::prepare_parameters() {
-  if (hooks_ && !params_.compute_copy().empty()) hooks_->before_parameter_use(0, params_.params().size());
+  // The size through the const view: a mutable one would mark the compute copy stale and cost a
+  // conversion of the whole buffer every step.
+  if (hooks_ && !params_.compute_copy().empty())
+    hooks_->before_parameter_use(0, std::as_const(params_).params().size());
   params_.refresh_compute_copy();
 }
 
@@ -300,17 +305,9 @@ ConstFloatView GptModel::whole_vocab_logits(ConstFloatView logits, int64_t rows,
 void GptModel::all_reduce_sequence_parallel_grads() {
   if (!sequence_parallel_) return;
   const FloatView packed = sequence_parallel_grads_.view();
-  int64_t offset = 0;
-  for (const ParameterEntry* e : sequence_parallel_params_) {
-    backend_->copy(params_.grad(*e), packed.subspan(offset, e->numel()));
-    offset += e->numel();
-  }
+  backend_->copy_ranges(params_.grads(), packed, sequence_parallel_pack_);
   tp_.all_reduce(packed, dist::ReduceOp::Sum);
-  offset = 0;
-  for (const ParameterEntry* e : sequence_parallel_params_) {
-    backend_->copy(packed.subspan(offset, e->numel()), params_.grad(*e));
-    offset += e->numel();
-  }
+  backend_->copy_ranges(packed, params_.grads(), sequence_parallel_unpack_);
 }
 
 namespace {

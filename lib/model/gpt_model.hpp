@@ -275,8 +275,10 @@ private:
   std::optional<NormLayer> final_norm_;
   std::optional<ColumnParallelLinear> output_layer_;
   std::optional<LanguageModelLoss> loss_;
-  // The sequence-parallel gradients, packed for one all-reduce.
-  std::vector<const ParameterEntry*> sequence_parallel_params_;
+  // The sequence-parallel gradients, packed for one all-reduce: where each lies in the gradient
+  // buffer and in the packed one, and the way back.
+  std::vector<CopyRange> sequence_parallel_pack_;
+  std::vector<CopyRange> sequence_parallel_unpack_;
   DeviceBuffer sequence_parallel_grads_;
   std::unique_ptr<ActivationMemory> train_memory_;
   std::unique_ptr<ActivationMemory> eval_memory_;

@@ -108,10 +108,20 @@ void RowParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
     linear_.add_bias(y, rows);
     return;
   }
-  const FloatView partial = whole.first(rows * out_features());
-  linear_.forward_without_bias(x, rows, partial);
-  tp_->reduce_scatter_to_sequence_parallel_region_forward(partial, y);
-  linear_.add_bias(y, rows / tp_->size());
+  // Block by block, the reduction of each beside the next one's GEMM; the bias, which belongs
+  // to the sum, goes with this rank's own block (in the GEMM's epilogue).
+  const int64_t local = rows / tp_->size();
+  const int64_t in = in_features();
+  tp_->reduce_scatter_to_sequence_parallel_region_forward(
+      [&](int64_t block, FloatView partial) {
+        const ConstFloatView block_rows = x.subspan(block * local * in, local * in);
+        if (block == tp_->rank()) {
+          linear_.forward(block_rows, local, partial);
+        } else {
+          linear_.forward_without_bias(block_rows, local, partial);
+        }
+      },
+      y, whole.first(rows * out_features()));
 }
 
 void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,

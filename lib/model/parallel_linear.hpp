@@ -12,8 +12,9 @@
 // RowParallelLinear (linear_proj, linear_fc2): W [out, in] split on dim 1, the input is already
 // split by features (input_is_parallel = True); the partial products leave through
 // reduce_from_tensor_region (all-reduce), or under sequence parallelism through
-// reduce_scatter_to_sequence_parallel_region, and the bias — replicated — is added after the
-// reduction, once.
+// reduce_scatter_to_sequence_parallel_region, and the bias — replicated — is added once: after
+// the all-reduce, or in the epilogue of the GEMM of this rank's own rows, to which the reduce-
+// scatter's ring then adds the other ranks' products of them.
 //
 // Without tensor parallelism both are exactly the plain LinearLayer (the bias fused into the
 // GEMM), so a single-rank model computes what it always did.
@@ -78,8 +79,8 @@ public:
   int64_t out_features() const { return linear_.out_features(); }
 
   // y = Σ_ranks x·Wᵀ + b, x[rows, in]. y is [rows, out]; or, when `whole` is given (sequence
-  // parallelism), the partial product goes to whole [rows, out] and is reduce-scattered into y,
-  // this rank's [rows/tp, out] slice.
+  // parallelism), y is this rank's [rows/tp, out] slice of it: the partial products are
+  // computed block by block into whole [rows, out] and reduce-scattered beside the GEMMs.
   void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView whole = {}) const;
   // dy is shaped as the forward's y; under sequence parallelism it is all-gathered into d_whole
   // [rows, out] first. dW and db accumulate (db from this rank's dy rows: under sequence

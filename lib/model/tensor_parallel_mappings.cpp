@@ -193,6 +193,36 @@ void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
   }
 }
 
+void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(const BlockProduct& product,
+                                                                                FloatView local,
+                                                                                FloatView whole) const {
+  require_first_dim(whole, local, "sequence-parallel reduce-scatter", "tensor");
+  if (!group_) {
+    product(0, local);
+    return;
+  }
+  const int64_t n = local.size();
+  const auto block = [&](int64_t b) { return whole.subspan(b * n, n); };
+  // This rank's own block of `whole` is not needed: it receives the partial sums.
+  const FloatView received = block(rank_);
+  const int to = (rank_ + size_ - 1) % size_;
+  const int from = (rank_ + 1) % size_;
+  dist::PendingCollective exchange;
+  for (int step = 0; step + 1 < size_; ++step) {
+    const int b = (rank_ + step + 1) % size_;
+    product(b, block(b));
+    if (step > 0) {
+      exchange.wait();
+      backend_->accumulate(block(b), received);
+    }
+    exchange = group_->start_send_recv(dist::backend_buffer(ConstFloatView(block(b))), to,
+                                       dist::backend_buffer(received), from);
+  }
+  product(rank_, local);
+  exchange.wait();
+  backend_->accumulate(local, received);
+}
+
 void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_backward(
     ConstFloatView d_local, FloatView d_whole) const {
   all_gather_first_dim(d_local, d_whole);

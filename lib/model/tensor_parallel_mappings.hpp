@@ -25,6 +25,8 @@
 #include <cstdint>
 
 #include "dist/communicator.hpp"
+#include <functional>
+
 #include "kernels/backend.hpp"
 #include "model/parameter_table.hpp"
 
@@ -111,6 +113,16 @@ public:
   // Its backward's all-gather started now, complete at the handle's wait() (as above).
   dist::PendingCollective start_reduce_scatter_to_sequence_parallel_region_backward(ConstFloatView d_local,
                                                                                     FloatView d_whole) const;
+  // Its forward for a product computed block by block, so that the reduction runs beside the
+  // GEMMs (Transformer Engine's pipelined reduce-scatter): `product(b, out)` writes this rank's
+  // partial product of rank b's rows into out [rows/tp, cols]. The blocks go round a ring: rank
+  // r computes block r+1 first and sends it to rank r-1, which adds its own product of those
+  // rows to it and passes it on while computing its next block; each rank's own block comes
+  // last, into `local`, where the sum of the others' arrives. `whole` [rows, cols] is scratch.
+  // Block b is summed in ring order (ranks b+1, b+2, …, b), not rank order.
+  using BlockProduct = std::function<void(int64_t block, FloatView out)>;
+  void reduce_scatter_to_sequence_parallel_region_forward(const BlockProduct& product, FloatView local,
+                                                          FloatView whole) const;
 
 private:
   // Throws unless `whole` holds the group's `local` slices ("the whole tensor/gradient has …").

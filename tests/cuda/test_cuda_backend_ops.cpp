@@ -47,6 +47,16 @@ TEST_CASE("cuda ops: copy, fill, add, accumulate, scale, bias", "[cuda]") {
   }
   check_close(pair, out, kExact, "add/accumulate/scale/add_bias");
   check_close(pair, dbias, kReduction, "bias_backward");
+  // Rows of a multiple of 8 take the eight-element path, in every storage type.
+  for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16}) {
+    const int64_t vrows = 33, vcols = 136;
+    auto vy = random_twin(pair, vrows * vcols, 8, -1.0f, 1.0f, type);
+    auto vbias = random_twin(pair, vcols, 9, -1.0f, 1.0f, type);
+    for (Side s : kSides) pair.on(s).add_bias(vy(s), vbias(s), vrows, vcols);
+    INFO(float_type_name(type));
+    // The same sum on both sides, rounded once to the storage type.
+    check_close(pair, vy, type == FloatType::kF32 ? kExact : 0.0, "add_bias, eight elements per access");
+  }
   auto filled = random_twin(pair, 1000, 6);
   auto copied = random_twin(pair, 1000, 7);
   for (Side s : kSides) {
@@ -55,6 +65,21 @@ TEST_CASE("cuda ops: copy, fill, add, accumulate, scale, bias", "[cuda]") {
   }
   check_close(pair, copied, 0.0, "copy");
   check_close(pair, filled, 0.0, "fill");
+  // Batched copies: more ranges than one launch takes (128), of varied lengths, some empty.
+  for (const FloatType type : {FloatType::kF32, FloatType::kBf16}) {
+    std::vector<CopyRange> ranges;
+    int64_t packed = 0;
+    for (int64_t i = 0; i < 300; ++i) {
+      const int64_t count = (i * 37) % 300;
+      ranges.push_back({(i * 53) % 700, packed, count});
+      packed += count;
+    }
+    auto from = random_twin(pair, 1000, 10, -1.0f, 1.0f, type);
+    auto to = random_twin(pair, packed, 11, -1.0f, 1.0f, type);
+    for (Side s : kSides) pair.on(s).copy_ranges(from(s), to(s), ranges);
+    INFO(float_type_name(type));
+    check_close(pair, to, 0.0, "copy_ranges");
+  }
 }
 
 TEST_CASE("cuda ops: linear forward and backward", "[cuda]") {

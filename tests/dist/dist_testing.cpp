@@ -111,6 +111,11 @@ void check_operations(dist::Communicator& comm, TestMemory& memory, int64_t coun
     TestArray<T> recv(memory, std::vector<T>(static_cast<size_t>(count), T(-1)));
     comm.send_recv(send.buffer(), next, recv.buffer(), previous);
     expect_equal(recv.read(), values_of<T>(previous, count), "send_recv on " + where);
+    // Started, the other way round.
+    TestArray<T> back(memory, std::vector<T>(static_cast<size_t>(count), T(-1)));
+    dist::PendingCollective exchange = comm.start_send_recv(send.buffer(), previous, back.buffer(), next);
+    exchange.wait();
+    expect_equal(back.read(), values_of<T>(next, count), "started send_recv on " + where);
   }
   if (n > 1) {  // blocking send and recv around the ring: even ranks send first
     const int next = (r + 1) % n;

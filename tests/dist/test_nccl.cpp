@@ -258,6 +258,22 @@ TEST_CASE("NCCL started collectives run beside the backend's stream, ordered at 
     CHECK(std::count(mine.begin(), mine.end(), static_cast<float>(world * (rank + 1))) == slice);
   }
 
+  // The pipelined reduce-scatter's exchange: a started send to the previous rank while receiving
+  // from the next, beside a fill on the compute stream; the sent buffer is filled just before.
+  {
+    const std::int64_t slice = n / world;
+    mgt::DeviceBuffer sent(*backend, slice);
+    mgt::DeviceBuffer received(*backend, slice);
+    backend->fill(sent.view(), static_cast<float>(rank + 1));
+    PendingCollective exchange = comm->start_send_recv(backend_buffer(mgt::ConstFloatView(sent.view())),
+                                                       (rank + world - 1) % world, backend_buffer(received.view()),
+                                                       (rank + 1) % world);
+    backend->fill(other.view(), 5.0f);
+    exchange.wait();
+    const std::vector<float> got = read(*backend, received);
+    CHECK(std::count(got.begin(), got.end(), static_cast<float>((rank + 1) % world + 1)) == slice);
+  }
+
   // Host memory still completes inside the start.
   std::vector<double> host(64, 1.0);
   PendingCollective on_host = comm->start_all_reduce(host_buffer(std::span<double>(host)), ReduceOp::Sum);

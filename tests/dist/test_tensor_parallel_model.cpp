@@ -330,6 +330,23 @@ TEST_CASE("tensor-parallel mappings: each forward and its backward", "[dist][tp]
     CHECK(download(local) == summed);
     map.reduce_scatter_to_sequence_parallel_region_forward(whole.view(), local.view());
     CHECK(download(local) == summed);
+    // The same reduction of products made block by block (the pipelined ring): rank j's product
+    // of block b is value(j, b·n + i); block `rank` sums them over j. Each block asked for once.
+    std::vector<float> ring_sum(static_cast<size_t>(n), 0.0f);
+    for (int j = 0; j < tp; ++j)
+      for (int64_t i = 0; i < n; ++i) ring_sum[static_cast<size_t>(i)] += value(j, rank * n + i);
+    std::vector<int> asked(static_cast<size_t>(tp), 0);
+    backend.fill(whole.view(), -1.0f);
+    map.reduce_scatter_to_sequence_parallel_region_forward(
+        [&](int64_t block, FloatView out) {
+          ++asked[static_cast<size_t>(block)];
+          std::vector<float> product(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) product[static_cast<size_t>(i)] = value(rank, block * n + i);
+          backend.copy_from_host(product, out);
+        },
+        local.view(), whole.view());
+    CHECK(download(local) == ring_sum);
+    CHECK(asked == std::vector<int>(static_cast<size_t>(tp), 1));
 
     // All-reduce pairs: copy_to's backward and reduce_from's forward sum over the ranks.
     std::vector<float> total(static_cast<size_t>(n), 0.0f);

@@ -102,3 +102,22 @@ TEST_CASE("asynchronous copies and queue events on the CPU: complete at once", "
   CHECK(staging.size() == 0);
   CHECK_THROWS(backend.copy_from_host_async<int64_t>(moved.host().first(3), device.view()));
 }
+
+TEST_CASE("copy_ranges copies each range and refuses ranges outside the views", "[model]") {
+  CpuBackend backend;
+  DeviceBuffer src(backend, 10);
+  DeviceBuffer dst(backend, 6);
+  backend.copy_from_host(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, src.view());
+  backend.fill(dst.view(), -1.0f);
+  const std::vector<CopyRange> ranges = {{7, 0, 3}, {1, 4, 2}, {5, 3, 0}};
+  backend.copy_ranges(src.view(), dst.view(), ranges);
+  std::vector<float> host(6);
+  backend.copy_to_host(dst.view(), host);
+  CHECK(host == std::vector<float>{7, 8, 9, -1, 1, 2});
+
+  const std::vector<CopyRange> past_end = {{8, 0, 3}};
+  CHECK_THROWS_WITH(backend.copy_ranges(src.view(), dst.view(), past_end),
+                    Catch::Contains("lies outside views of 10 and 6 elements"));
+  DeviceBuffer narrow(backend, 6, FloatType::kBf16);
+  CHECK_THROWS_WITH(backend.copy_ranges(src.view(), narrow.view(), ranges), Catch::Contains("types differ"));
+}

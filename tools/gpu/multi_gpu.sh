@@ -11,14 +11,15 @@
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
 #            --overlap-grad-reduce, DP=N with the distributed optimizer and both overlaps, TP=2
-#            with sequence parallelism (x DP=N/2), also with MGT_NCCL_COPY_ENGINE=1: tokens/s per
+#            with sequence parallelism (x DP=N/2): tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
 #            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
 #            and from CUDA events on the compute and communication streams (mgt-train's
 #            data_parallel_comm_ms and data_parallel_comm_exposed_ms metrics)
 #            (tools/bench/bench_train_gpu.py); the
-#            overlapped DP=N also with MGT_OVERLAP_SMS=8 (8 thread blocks for the collectives, the
-#            GEMMs leaving them those), and once more with 8 micro-batches accumulated per step;
+#            overlapped DP=N once more with 8 micro-batches accumulated per step (with
+#            MGT_MULTI_GPU_VARIANTS=1 also the overlap with MGT_OVERLAP_SMS=8 and TP=2 SP with
+#            MGT_NCCL_COPY_ENGINE=1);
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
 #            1 and N GPUs at the scaling section's shape and micro-batch, and with 8 micro-batches
 #            per step;
@@ -204,12 +205,15 @@ section_scaling() {
   for count in "${counts[@]}"; do
     bench --ranks "$count"
     bench --ranks "$count" --overlap
-    # The overlap with its collectives on 8 thread blocks and the GEMMs leaving them those.
-    MGT_OVERLAP_SMS=8 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
-    # Its all-gathers and reduce-scatters on the copy engines instead of NCCL's kernels.
-    MGT_NCCL_COPY_ENGINE=1 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
+    # MGT_MULTI_GPU_VARIANTS=1: the overlap with its collectives on 8 thread blocks and the
+    # GEMMs leaving them those (MGT_OVERLAP_SMS=8), and TP=2 SP's all-gathers and reduce-scatters
+    # on the copy engines (MGT_NCCL_COPY_ENGINE=1); both measured slower on 2 x H200.
+    if [ "${MGT_MULTI_GPU_VARIANTS:-0}" = 1 ]; then
+      MGT_OVERLAP_SMS=8 bench --ranks "$count" --overlap
+      MGT_NCCL_COPY_ENGINE=1 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
+    fi
   done
   # A global batch of 8 micro-batches per replica (still small by Megatron's standards: 32 Ki
   # tokens per GPU): the reduction once per 8 backwards.

@@ -15,6 +15,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/bf16_convert.hpp"
 #include "kernels/cuda/cached_attention.hpp"
+#include "kernels/cuda/copy_ranges.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_event.hpp"
@@ -251,6 +252,12 @@ void CudaBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), "copy");
   MGT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(n) * float_type_size(src.type()),
                                  cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::do_copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges) {
+  const cuda::ScopedOp scope(profiler_.get(), "copy_ranges");
+  cuda::copy_ranges(src.raw(), dst.raw(), static_cast<int>(float_type_size(src.type())), ranges.data(),
+                    ranges.size(), stream_);
 }
 
 void CudaBackend::do_convert(ConstFloatView src, FloatView dst) {

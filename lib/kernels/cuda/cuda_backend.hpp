@@ -68,6 +68,7 @@ private:
   cuda::CudnnAttention* cudnn_attention_for(const AttentionShape& shape,
                                             const AttentionParams& params);
 
+  void do_copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges) override;
   void* do_allocate(size_t bytes) override;
   void do_free(void* data, size_t bytes) noexcept override;
   void do_copy_from_host(const void* host, void* device, size_t bytes) override;

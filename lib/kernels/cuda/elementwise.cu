@@ -100,6 +100,21 @@ __global__ void add_bias_kernel(Out y, In bias, int64_t n, int64_t cols) {
   }
 }
 
+// Eight elements per thread (cols a multiple of 8, so the eight share a row): the row-parallel
+// layers add their bias after the reduction in a pass of its own, which should run at the
+// memory's bandwidth.
+__global__ void add_bias8_kernel(Out y, In bias, int64_t vectors, int64_t col_vectors) {
+  for (int64_t v = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; v < vectors;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float o[8], b[8];
+    load8(In(y.raw(), y.type()), v, o);
+    load8(bias, v % col_vectors, b);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] += b[j];
+    store8(y, v, o);
+  }
+}
+
 __global__ void masked_loss_grad_kernel(const float* mask, int64_t rows, float scale,
                                         float* dloss) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows;
@@ -199,6 +214,11 @@ void gelu_tanh_backward(In dy, In x, int64_t n, Out dx,
 void add_bias(Out y, In bias, int64_t rows, int64_t cols, cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
+  if (vectorizable(cols, {y.raw(), bias.raw()})) {
+    add_bias8_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(y, bias, n / 8, cols / 8);
+    MGT_CUDA_CHECK_LAUNCH(add_bias8_kernel);
+    return;
+  }
   add_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, n, cols);
   MGT_CUDA_CHECK_LAUNCH(add_bias_kernel);
 }
