@@ -592,6 +592,64 @@ void Backend::do_cached_attention(FloatView q, FloatView k, ConstFloatView v, Fl
                     visible, params, out, lse.view());
 }
 
+namespace {
+
+void expect_fused_qkv(const AttentionShape& shape, const char* op) {
+  if (shape.groups != shape.heads) fail(op, "the fused QKV layout is read with groups == heads only");
+  if (shape.layout != cpu::SeqLayout::kSeqMajor) fail(op, "the fused QKV layout is seq-major");
+}
+
+}  // namespace
+
+void Backend::attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                                          const AttentionParams& params, FloatView out, FloatView lse) {
+  const char* op = "attention_forward_fused_qkv";
+  expect_fused_qkv(shape, op);
+  const int64_t q_size = shape.query().elements();
+  expect(mixed, 3 * q_size, op, "mixed");
+  expect(out, q_size, op, "out");
+  expect(lse, shape.batch * shape.heads * shape.seq_q, op, "lse");
+  if (mixed.type() != out.type()) fail(op, "mixed and out differ in type");
+  do_attention_forward_fused_qkv(mixed, shape, params, out, lse);
+}
+
+void Backend::attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
+                                           ConstFloatView lse, const AttentionShape& shape,
+                                           const AttentionParams& params, FloatView d_mixed) {
+  const char* op = "attention_backward_fused_qkv";
+  expect_fused_qkv(shape, op);
+  const int64_t q_size = shape.query().elements();
+  expect(mixed, 3 * q_size, op, "mixed");
+  expect(out, q_size, op, "out");
+  expect(dout, q_size, op, "dout");
+  expect(lse, shape.batch * shape.heads * shape.seq_q, op, "lse");
+  expect(d_mixed, 3 * q_size, op, "d_mixed");
+  if (mixed.type() != d_mixed.type() || out.type() != dout.type()) fail(op, "operands differ in type");
+  do_attention_backward_fused_qkv(mixed, out, dout, lse, shape, params, d_mixed);
+}
+
+void Backend::do_attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                                             const AttentionParams& params, FloatView out, FloatView lse) {
+  const int64_t n = shape.query().elements();
+  DeviceBuffer q(*this, n, mixed.type()), k(*this, n, mixed.type()), v(*this, n, mixed.type());
+  qkv_split(mixed, shape.batch * shape.seq_q, shape.heads, shape.groups, shape.head_dim, q.view(), k.view(),
+            v.view());
+  attention_forward(q.view(), k.view(), v.view(), shape, params, out, lse);
+}
+
+void Backend::do_attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
+                                              ConstFloatView lse, const AttentionShape& shape,
+                                              const AttentionParams& params, FloatView d_mixed) {
+  const int64_t n = shape.query().elements();
+  const int64_t tokens = shape.batch * shape.seq_q;
+  const FloatType type = mixed.type();
+  DeviceBuffer q(*this, n, type), k(*this, n, type), v(*this, n, type);
+  DeviceBuffer dq(*this, n, type), dk(*this, n, type), dv(*this, n, type);
+  qkv_split(mixed, tokens, shape.heads, shape.groups, shape.head_dim, q.view(), k.view(), v.view());
+  attention_backward(q.view(), k.view(), v.view(), out, dout, lse, shape, params, dq.view(), dk.view(), dv.view());
+  qkv_merge(dq.view(), dk.view(), dv.view(), tokens, shape.heads, shape.groups, shape.head_dim, d_mixed);
+}
+
 void Backend::qkv_split(ConstFloatView mixed, int64_t tokens, int64_t heads, int64_t groups,
                         int64_t unit, FloatView q, FloatView k, FloatView v) {
   const char* op = "qkv_split";

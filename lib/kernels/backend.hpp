@@ -289,6 +289,21 @@ public:
                           ConstFloatView dout, ConstFloatView lse, const AttentionShape& shape,
                           const AttentionParams& params, FloatView dq, FloatView dk, FloatView dv);
 
+  // ---- attention on the fused QKV projection's output ----
+  // mixed [s, b, heads, 3, head_dim], as qkv_split reads it when groups == heads (seq-major
+  // shapes only); out and lse as attention_forward's, d_mixed (overwritten) in mixed's layout.
+  // The results of qkv_split + attention_forward, and of attention_backward + qkv_merge, without
+  // the split and the merge where attends_fused_qkv() says the backend reads the projection in
+  // place; elsewhere they split into temporaries.
+  void attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                                   const AttentionParams& params, FloatView out, FloatView lse);
+  void attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
+                                    ConstFloatView lse, const AttentionShape& shape,
+                                    const AttentionParams& params, FloatView d_mixed);
+  virtual bool attends_fused_qkv(const AttentionShape& /*shape*/, const AttentionParams& /*params*/) const {
+    return false;
+  }
+
   // ---- one step of key/value-cached decoding ----
   // The seq_q new positions of each sequence follow `length` cached ones, length being read from
   // backend memory (length[0]) so that a recorded step replays at any length: q [seq_q, batch,
@@ -370,6 +385,12 @@ protected:
   // The operations (by their public names, "linear_forward", …) whose hook takes operands of
   // other types than fp32, as given; the others are run on fp32 copies.
   virtual bool takes_reduced_precision(std::string_view /*op*/) const { return false; }
+  // By default through qkv_split / qkv_merge and temporaries (overrides fall back to them).
+  virtual void do_attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                                              const AttentionParams& params, FloatView out, FloatView lse);
+  virtual void do_attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
+                                               ConstFloatView lse, const AttentionShape& shape,
+                                               const AttentionParams& params, FloatView d_mixed);
 
   FloatType activation_type_ = FloatType::kF32;
 

@@ -113,9 +113,11 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     LayerActivations a;
     a.input_norm_output = take(tl * h);
     a.input_norm = take_norm_stats(layer_norm, tl);
-    a.attention.query = take(t * heads * k);
-    a.attention.key = take(t * groups * k);
-    a.attention.value = take(t * groups * k);
+    // One block: the split query, key and value, or the unsplit projection (self_attention.hpp).
+    a.attention.mixed = take(t * (heads + 2 * groups) * k);
+    a.attention.query = a.attention.mixed.first(t * heads * k);
+    a.attention.key = a.attention.mixed.subspan(t * heads * k, t * groups * k);
+    a.attention.value = a.attention.mixed.subspan(t * (heads + groups) * k, t * groups * k);
     if (recompute == RecomputeGranularity::kSelective) {
       a.attention.context = shared_context;
       a.attention.lse = shared_lse;

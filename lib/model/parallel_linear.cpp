@@ -168,18 +168,15 @@ void RowParallelLinear::backward_sequence_parallel(ConstFloatView dy, ConstFloat
   // The bias was added to this rank's rows only: its gradient sums those rows.
   const RowRange mine = sequence_slice(*tp_, rows);
   linear_.backward_bias(dy, mine.count);
-  // This rank's rows first, from its own output gradient, while the all-gather brings the
-  // others'; the weight gradient accumulates over the rows in that order.
+  // This rank's rows of the input gradient first, from its own output gradient, while the
+  // all-gather brings the others'; then the other rows, and the weight gradient in one GEMM over
+  // all of them (one pass over its fp32 accumulator, in the one-GPU run's row order).
   const FloatView d_output = d_whole.first(rows * out);
   dist::PendingCollective gather = tp_->start_reduce_scatter_to_sequence_parallel_region_backward(dy, d_output);
   input_gemm(dy, mine);
-  linear_.backward_weight(dy, x.subspan(mine.first * in, mine.count * in), mine.count);
   gather.wait();
-  for (const RowRange r : others(mine, rows)) {
-    const ConstFloatView d_rows = d_output.subspan(r.first * out, r.count * out);
-    input_gemm(d_rows, r);
-    linear_.backward_weight(d_rows, x.subspan(r.first * in, r.count * in), r.count);
-  }
+  for (const RowRange r : others(mine, rows)) input_gemm(d_output.subspan(r.first * out, r.count * out), r);
+  linear_.backward_weight(d_output, x, rows);
 }
 
 }  // namespace mgt

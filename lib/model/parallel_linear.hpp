@@ -97,9 +97,9 @@ private:
   // dW and db as backward() computes them without sequence parallelism; returns the output
   // gradient the input gradient starts from (dy, or its all-reduce).
   ConstFloatView backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows) const;
-  // With it: db from this rank's rows; dy all-gathered into d_whole while this rank's rows of dW
-  // and of the input gradient (`input_gemm`, given output-gradient rows) are computed, then the
-  // other rows'.
+  // With it: db from this rank's rows; dy all-gathered into d_whole while this rank's rows of
+  // the input gradient (`input_gemm`, given output-gradient rows) are computed, then the other
+  // rows' and dW over all rows.
   void backward_sequence_parallel(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView d_whole,
                                   const RowsGemm& input_gemm) const;
 

@@ -52,11 +52,23 @@ HeadTensor SelfAttention::head_tensor(const ForwardContext& ctx, int64_t heads) 
   return {ctx.seq, ctx.batch, heads, head_dim_, SeqLayout::kSeqMajor};
 }
 
+bool SelfAttention::attends_fused_qkv(const ForwardContext& ctx) const {
+  return !rope_ && groups_ == heads_ && backend_->attends_fused_qkv(shape(ctx), params(ctx));
+}
+
 void SelfAttention::forward(const ForwardContext& ctx, ConstFloatView input,
                             const AttentionActivations& saved, const AttentionScratch& scratch,
                             FloatView output, const LayerKvCache* cache) const {
   const int64_t tokens = ctx.tokens();
-  qkv_.forward(input, tokens, scratch.mixed, ctx.when_sequence_parallel(scratch.sequence.gathered));
+  const bool fused = cache == nullptr && attends_fused_qkv(ctx);
+  // Unsplit, the projection is what the backward reads: it goes to the saved activations.
+  qkv_.forward(input, tokens, fused ? saved.mixed : scratch.mixed,
+               ctx.when_sequence_parallel(scratch.sequence.gathered));
+  if (fused) {
+    recompute_core(ctx, saved);
+    proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole));
+    return;
+  }
   backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, saved.key, saved.value);
   if (cache) {
     AttentionShape s = shape(ctx);
@@ -76,6 +88,10 @@ void SelfAttention::forward(const ForwardContext& ctx, ConstFloatView input,
 
 void SelfAttention::recompute_core(const ForwardContext& ctx,
                                    const AttentionActivations& saved) const {
+  if (attends_fused_qkv(ctx)) {
+    backend_->attention_forward_fused_qkv(saved.mixed, shape(ctx), params(ctx), saved.context, saved.lse);
+    return;
+  }
   backend_->attention_forward(saved.query, saved.key, saved.value, shape(ctx), params(ctx),
                               saved.context, saved.lse);
 }
@@ -86,17 +102,22 @@ void SelfAttention::backward(const ForwardContext& ctx, ConstFloatView input,
   const int64_t tokens = ctx.tokens();
   proj_.backward(d_output, saved.context, tokens, scratch.d_context,
                  ctx.when_sequence_parallel(scratch.sequence.whole));
-  backend_->attention_backward(saved.query, saved.key, saved.value, saved.context,
-                               scratch.d_context, saved.lse, shape(ctx), params(ctx),
-                               scratch.d_query, scratch.d_key, scratch.d_value);
-  if (rope_) {
-    backend_->rotary_backward(scratch.d_query, head_tensor(ctx, heads_), rotary_, scratch.d_query);
-    backend_->rotary_backward(scratch.d_key, head_tensor(ctx, groups_), rotary_, scratch.d_key);
-  }
   // The QKV output is not needed in the backward, so its buffer takes the gradient.
   const FloatView d_mixed = scratch.mixed;
-  backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_,
-                      head_dim_, d_mixed);
+  if (attends_fused_qkv(ctx)) {
+    backend_->attention_backward_fused_qkv(saved.mixed, saved.context, scratch.d_context, saved.lse, shape(ctx),
+                                           params(ctx), d_mixed);
+  } else {
+    backend_->attention_backward(saved.query, saved.key, saved.value, saved.context,
+                                 scratch.d_context, saved.lse, shape(ctx), params(ctx),
+                                 scratch.d_query, scratch.d_key, scratch.d_value);
+    if (rope_) {
+      backend_->rotary_backward(scratch.d_query, head_tensor(ctx, heads_), rotary_, scratch.d_query);
+      backend_->rotary_backward(scratch.d_key, head_tensor(ctx, groups_), rotary_, scratch.d_key);
+    }
+    backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_,
+                        head_dim_, d_mixed);
+  }
   qkv_.backward(d_mixed, input, tokens, d_input,
                 ctx.when_sequence_parallel(scratch.sequence.gathered),
                 ctx.when_sequence_parallel(scratch.sequence.whole));

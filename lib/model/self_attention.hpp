@@ -23,6 +23,10 @@ struct AttentionActivations {
   FloatView query;  // [s, b, heads, k], after RoPE
   FloatView key;    // [s, b, groups, k], after RoPE
   FloatView value;  // [s, b, groups, k]
+  // The QKV projection's output [s, b, heads, 3, k] instead of the three, where the backend
+  // attends to it in place (Backend::attends_fused_qkv: no RoPE, groups == heads). It may share
+  // their memory.
+  FloatView mixed;
   // Core attention output [s, b, heads, k] and softmax normalisers [b, heads, s]. Selective
   // recomputation points these at buffers shared by all layers and rebuilds them in the backward.
   FloatView context;
@@ -58,7 +62,7 @@ public:
   void forward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
                const AttentionScratch& scratch, FloatView output,
                const LayerKvCache* cache = nullptr) const;
-  // Rebuilds saved.context and saved.lse from the saved query, key and value.
+  // Rebuilds saved.context and saved.lse from the saved query, key and value (or projection).
   void recompute_core(const ForwardContext& ctx, const AttentionActivations& saved) const;
   // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten).
   void backward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
@@ -68,6 +72,9 @@ private:
   AttentionShape shape(const ForwardContext& ctx) const;
   AttentionParams params(const ForwardContext& ctx) const;
   HeadTensor head_tensor(const ForwardContext& ctx, int64_t heads) const;
+  // Whether this pass attends to the QKV projection in place (saved.mixed) rather than to the
+  // split query, key and value.
+  bool attends_fused_qkv(const ForwardContext& ctx) const;
 
   Backend* backend_;
   int64_t layer_;

@@ -379,6 +379,51 @@ TEST_CASE("cuda backend: bf16 and fp16 precision run attention through cuDNN whe
   }
 }
 
+TEST_CASE("cuda backend: attention on the fused QKV projection, in place through cuDNN", "[cuda]") {
+  if (cuda_testing::skip_without_gpu()) return;
+  using cuda_testing::Side;
+  for (const auto& [precision, storage] : {std::pair{Backend::MatmulPrecision::kBf16, FloatType::kBf16},
+                                           std::pair{Backend::MatmulPrecision::kFp16, FloatType::kF16}}) {
+    cuda_testing::BackendPair pair;
+    REQUIRE(pair.gpu->set_matmul_precision(precision));
+    pair.gpu->set_activation_type(storage);
+    INFO(float_type_name(storage) << " operands");
+    // GPT-2's head size and one of 128; a length past one engine tile.
+    for (const AttentionShape& s : {AttentionShape{2, 256, 256, 4, 4, 64, SeqLayout::kSeqMajor},
+                                    AttentionShape{1, 384, 384, 2, 2, 128, SeqLayout::kSeqMajor}}) {
+      INFO(describe(s));
+      AttentionParams params;
+      params.softmax_scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+      CHECK(pair.gpu->attends_fused_qkv(s, params) == cuda::CudnnAttention::built());
+      CHECK_FALSE(pair.cpu->attends_fused_qkv(s, params));
+      const int64_t n = s.query().elements();
+      auto mixed = cuda_testing::random_twin(pair, 3 * n, 311, -2.0f, 2.0f, storage);
+      auto dout = cuda_testing::random_twin(pair, n, 312, -1.0f, 1.0f, storage);
+      auto out = cuda_testing::random_twin(pair, n, 313, -1.0f, 1.0f, storage);
+      auto lse = cuda_testing::random_twin(pair, s.batch * s.heads * s.seq_q, 314);
+      auto d_mixed = cuda_testing::random_twin(pair, 3 * n, 315, -1.0f, 1.0f, storage);
+      // The CPU splits the projection into temporaries (Backend's own version); the GPU does not.
+      for (Side side : {Side::kCpu, Side::kGpu}) {
+        Backend& be = pair.on(side);
+        be.attention_forward_fused_qkv(mixed(side), s, params, out(side), lse(side));
+        be.attention_backward_fused_qkv(mixed(side), out(side), dout(side), lse(side), s, params, d_mixed(side));
+      }
+      cuda_testing::check_close(pair, out, kBf16Bound, "fused-QKV attention out");
+      cuda_testing::check_close(pair, lse, kBf16Bound, "fused-QKV attention lse");
+      cuda_testing::check_close(pair, d_mixed, kBf16Bound, "fused-QKV attention d_mixed");
+    }
+    // Grouped-query shapes are refused: their projection interleaves the query heads of a group.
+    auto mixed = cuda_testing::random_twin(pair, 3 * 2 * 64 * 4 * 64, 316, -1.0f, 1.0f, storage);
+    auto out = cuda_testing::random_twin(pair, 2 * 64 * 4 * 64, 317, -1.0f, 1.0f, storage);
+    auto lse = cuda_testing::random_twin(pair, 2 * 4 * 64, 318);
+    const AttentionShape grouped{2, 64, 64, 4, 2, 64, SeqLayout::kSeqMajor};
+    CHECK_FALSE(pair.gpu->attends_fused_qkv(grouped, AttentionParams{}));
+    CHECK_THROWS_WITH(pair.gpu->attention_forward_fused_qkv(mixed.gpu.view(), grouped, AttentionParams{},
+                                                            out.gpu.view(), lse.gpu.view()),
+                      Catch::Contains("groups == heads only"));
+  }
+}
+
 // Not a test: times forward + backward of GPT-2-124M's attention (batch 8, seq 1024, 12 heads of
 // 64) through cuDNN and through the fp32 kernel, and prints TFLOP/s. Run it by its tag:
 //   mgt-tests "[.cudnn-bench]"

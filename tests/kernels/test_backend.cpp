@@ -121,3 +121,47 @@ TEST_CASE("copy_ranges copies each range and refuses ranges outside the views", 
   DeviceBuffer narrow(backend, 6, FloatType::kBf16);
   CHECK_THROWS_WITH(backend.copy_ranges(src.view(), narrow.view(), ranges), Catch::Contains("types differ"));
 }
+
+TEST_CASE("attention on the fused QKV projection is the split followed by attention", "[model]") {
+  CpuBackend backend;
+  const cpu::AttentionShape s{2, 16, 16, 3, 3, 8, cpu::SeqLayout::kSeqMajor};
+  cpu::AttentionParams params;
+  params.softmax_scale = 0.35f;
+  const int64_t n = s.query().elements();
+  const int64_t tokens = s.batch * s.seq_q;
+  const int64_t rows = s.batch * s.heads * s.seq_q;
+  const auto filled = [&](int64_t size, float phase) {
+    DeviceBuffer b(backend, size);
+    std::vector<float> v(static_cast<size_t>(size));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i) + phase);
+    backend.copy_from_host(v, b.view());
+    return b;
+  };
+  const auto host = [&](const DeviceBuffer& b) {
+    std::vector<float> v(static_cast<size_t>(b.size()));
+    backend.copy_to_host(b.view(), v);
+    return v;
+  };
+  const DeviceBuffer mixed = filled(3 * n, 0.1f);
+  const DeviceBuffer dout = filled(n, 0.7f);
+  DeviceBuffer q(backend, n), k(backend, n), v(backend, n), out(backend, n), lse(backend, rows);
+  DeviceBuffer dq(backend, n), dk(backend, n), dv(backend, n), d_mixed(backend, 3 * n);
+  backend.qkv_split(mixed.view(), tokens, s.heads, s.groups, s.head_dim, q.view(), k.view(), v.view());
+  backend.attention_forward(q.view(), k.view(), v.view(), s, params, out.view(), lse.view());
+  backend.attention_backward(q.view(), k.view(), v.view(), out.view(), dout.view(), lse.view(), s, params,
+                             dq.view(), dk.view(), dv.view());
+  backend.qkv_merge(dq.view(), dk.view(), dv.view(), tokens, s.heads, s.groups, s.head_dim, d_mixed.view());
+
+  DeviceBuffer fused_out(backend, n), fused_lse(backend, rows), fused_d_mixed(backend, 3 * n);
+  CHECK_FALSE(backend.attends_fused_qkv(s, params));
+  backend.attention_forward_fused_qkv(mixed.view(), s, params, fused_out.view(), fused_lse.view());
+  backend.attention_backward_fused_qkv(mixed.view(), fused_out.view(), dout.view(), fused_lse.view(), s, params,
+                                       fused_d_mixed.view());
+  CHECK(host(fused_out) == host(out));
+  CHECK(host(fused_lse) == host(lse));
+  CHECK(host(fused_d_mixed) == host(d_mixed));
+
+  const cpu::AttentionShape grouped{2, 16, 16, 4, 2, 8, cpu::SeqLayout::kSeqMajor};
+  CHECK_THROWS_WITH(backend.attention_forward_fused_qkv(mixed.view(), grouped, params, out.view(), lse.view()),
+                    Catch::Contains("groups == heads only"));
+}

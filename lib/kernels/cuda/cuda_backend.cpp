@@ -480,15 +480,46 @@ void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstF
   cuda::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, stream_);
 }
 
-cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& shape,
-                                                       const AttentionParams& params) {
+bool CudaBackend::cudnn_attention_applies(const AttentionShape& shape, const AttentionParams& params) const {
   // cuDNN's attention backward is not deterministic (cudnn_attention.hpp): deterministic mode
   // attends with mgt's own kernels.
-  if (matmul_precision_ == MatmulPrecision::kFp32 || deterministic_ || !cuda::CudnnAttention::built() ||
-      !cudnn_attention_allowed() ||
-      !cuda::CudnnAttention::handles(shape, params)) {
-    return nullptr;
+  return matmul_precision_ != MatmulPrecision::kFp32 && !deterministic_ && cuda::CudnnAttention::built() &&
+         cudnn_attention_allowed() && cuda::CudnnAttention::handles(shape, params);
+}
+
+bool CudaBackend::attends_fused_qkv(const AttentionShape& shape, const AttentionParams& params) const {
+  return activation_type() != FloatType::kF32 && cudnn_attention_applies(shape, params) &&
+         cuda::CudnnAttention::handles_fused_qkv(shape, params);
+}
+
+void CudaBackend::do_attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                                                 const AttentionParams& params, FloatView out, FloatView lse) {
+  if (!mixed.is_fp32()) {
+    if (cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params)) {
+      const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
+      if (cudnn->forward_fused_qkv(mixed, shape, params, out, static_cast<float*>(lse.raw()))) return;
+    }
   }
+  Backend::do_attention_forward_fused_qkv(mixed, shape, params, out, lse);
+}
+
+void CudaBackend::do_attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
+                                                  ConstFloatView lse, const AttentionShape& shape,
+                                                  const AttentionParams& params, FloatView d_mixed) {
+  if (!mixed.is_fp32()) {
+    if (cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params)) {
+      const cuda::ScopedOp scope(profiler_.get(), "attention_backward");
+      if (cudnn->backward_fused_qkv(mixed, out, dout, static_cast<const float*>(lse.raw()), shape, params,
+                                    d_mixed))
+        return;
+    }
+  }
+  Backend::do_attention_backward_fused_qkv(mixed, out, dout, lse, shape, params, d_mixed);
+}
+
+cuda::CudnnAttention* CudaBackend::cudnn_attention_for(const AttentionShape& shape,
+                                                       const AttentionParams& params) {
+  if (!cudnn_attention_applies(shape, params)) return nullptr;
   if (cudnn_attention_ == nullptr)
     cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(stream_);
   return cudnn_attention_.get();

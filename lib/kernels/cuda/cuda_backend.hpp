@@ -41,6 +41,8 @@ public:
   // Waits for everything queued so far; reports a fault of an earlier kernel.
   void synchronize() override;
   void set_profiling(bool on) override;
+  // cuDNN reads the fused projection in place: 2-byte storage, seq-major, groups == heads.
+  bool attends_fused_qkv(const AttentionShape& shape, const AttentionParams& params) const override;
   // A CUDA graph of the operations (none while MGT_CUDA_PROFILE times each operation).
   std::unique_ptr<RecordedOperations> record(const std::function<void()>& run) override;
   std::unique_ptr<QueueEvent> record_event() override;
@@ -67,8 +69,14 @@ private:
   // The cuDNN attention where it should run this call (bf16 precision, a build with cuDNN).
   cuda::CudnnAttention* cudnn_attention_for(const AttentionShape& shape,
                                             const AttentionParams& params);
+  bool cudnn_attention_applies(const AttentionShape& shape, const AttentionParams& params) const;
 
   void do_copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges) override;
+  void do_attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                                      const AttentionParams& params, FloatView out, FloatView lse) override;
+  void do_attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
+                                       ConstFloatView lse, const AttentionShape& shape,
+                                       const AttentionParams& params, FloatView d_mixed) override;
   void* do_allocate(size_t bytes) override;
   void do_free(void* data, size_t bytes) noexcept override;
   void do_copy_from_host(const void* host, void* device, size_t bytes) override;

@@ -267,6 +267,9 @@ struct PlanKey {
   bool backward = false;
   int64_t batch = 0, seq = 0, heads = 0, groups = 0, head_dim = 0;
   bool batch_major = false;
+  // Q, K and V inside the fused QKV projection's output (seq-major, groups == heads: per token
+  // and head, q, k and v), dQ, dK and dV written there too.
+  bool fused_qkv = false;
   uint32_t dropout_bits = 0;  // the dropout rate's bits: it is baked into the RNG operation
   bool half = false;          // fp16 operands (--fp16); otherwise bf16
 
@@ -279,7 +282,8 @@ struct PlanKey {
     return std::string(backward ? "backward" : "forward") + " batch " + std::to_string(batch) +
            " seq " + std::to_string(seq) + " heads " + std::to_string(heads) + "/" +
            std::to_string(groups) + " head_dim " + std::to_string(head_dim) +
-           (batch_major ? " batch-major" : " seq-major") + " dropout " + std::to_string(dropout()) +
+           (batch_major ? " batch-major" : " seq-major") + (fused_qkv ? " fused QKV" : "") +
+           " dropout " + std::to_string(dropout()) +
            (half ? " fp16" : " bf16");
   }
 };
@@ -292,8 +296,10 @@ bool same_type(std::initializer_list<ConstFloatView> operands) {
   return true;
 }
 
-PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& p, bool half) {
+PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& p, bool half,
+                 bool fused_qkv = false) {
   PlanKey key;
+  key.fused_qkv = fused_qkv;
   key.half = half;
   key.backward = backward;
   key.batch = s.batch;
@@ -308,7 +314,8 @@ PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& 
 
 // Dimensions and strides of the graph's tensors, in cuDNN's [batch, heads, rows, cols] order.
 struct Geometry {
-  Dims q, q_strides;          // Q, O, dQ, dO: the caller's layout
+  Dims q, q_strides;          // Q, dQ (and O, dO unless the QKV is fused)
+  Dims o_strides;             // O, dO: the caller's layout
   Dims kv, kv_strides;        // K, V, dK, dV
   Dims kt, kt_strides;        // Kᵀ and Vᵀ: K and V seen transposed
   Dims scores, scores_strides;
@@ -325,6 +332,9 @@ Geometry geometry(const PlanKey& k) {
   // cpu::HeadTensor: seq-major [s, b, heads, d] or batch-major [b, s, heads, d].
   t.q_strides = k.batch_major ? Dims{s * h * d, d, h * d, 1} : Dims{h * d, d, b * h * d, 1};
   t.kv_strides = k.batch_major ? Dims{s * g * d, d, g * d, 1} : Dims{g * d, d, b * g * d, 1};
+  t.o_strides = t.q_strides;
+  // The fused projection's [s, b, heads, 3, d]: Q, K and V are every third d-vector of a head.
+  if (k.fused_qkv) t.q_strides = t.kv_strides = Dims{3 * h * d, 3 * d, b * 3 * h * d, 1};
   t.kt = {b, g, d, s};
   t.kt_strides = {t.kv_strides[0], t.kv_strides[1], 1, t.kv_strides[2]};
   t.scores = {b, h, s, s};
@@ -368,7 +378,7 @@ void build_forward(GraphBuilder& g, const PlanKey& key) {
   const int64_t q = g.io(kQ, t.q, t.q_strides, io);
   const int64_t kt = g.io(kK, t.kt, t.kt_strides, io);
   const int64_t v = g.io(kV, t.kv, t.kv_strides, io);
-  const int64_t o = g.io(kO, t.q, t.q_strides, io);
+  const int64_t o = g.io(kO, t.q, t.o_strides, io);
   const int64_t stats = g.io(kStats, t.rows, t.rows_strides, CUDNN_DATA_FLOAT);
   const int64_t scale = g.scalar(kScale);
   const int64_t mask_value = g.scalar(kMaskValue);
@@ -414,8 +424,8 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
   const int64_t q = g.io(kQ, t.q, t.q_strides, io);
   const int64_t kt = g.io(kK, t.kt, t.kt_strides, io);
   const int64_t vt = g.io(kV, t.kt, t.kt_strides, io);
-  const int64_t o = g.io(kO, t.q, t.q_strides, io);
-  const int64_t d_o = g.io(kDO, t.q, t.q_strides, io);
+  const int64_t o = g.io(kO, t.q, t.o_strides, io);
+  const int64_t d_o = g.io(kDO, t.q, t.o_strides, io);
   const int64_t stats = g.io(kStats, t.rows, t.rows_strides, CUDNN_DATA_FLOAT);
   const int64_t dq = g.io(kDQ, t.q, t.q_strides, io);
   const int64_t dk = g.io(kDK, t.kv, t.kv_strides, io);
@@ -428,7 +438,7 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
   const int64_t dropout_scale = dropout ? g.scalar(kDropoutScale) : GraphBuilder::kNone;
 
   // D = Σ dO∘O per row, times the keep probability: O carries the dropout scale.
-  const int64_t do_o = g.temp(t.q, t.q_strides);
+  const int64_t do_o = g.temp(t.q, t.o_strides);
   g.binary(CUDNN_POINTWISE_MUL, d_o, o, do_o);
   const int64_t row_sum = g.temp(t.rows, t.rows_strides);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, do_o, row_sum);
@@ -503,6 +513,7 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
 }
 
 struct Plan {
+  PlanKey key;
   std::vector<Descriptor> parts;  // everything the plan refers to, kept alive with it
   Descriptor plan;
   int64_t workspace = 0;
@@ -511,6 +522,7 @@ struct Plan {
 // The first engine configuration cuDNN's heuristics offer that finalises for the graph.
 std::unique_ptr<Plan> build_plan(cudnnHandle_t handle, const PlanKey& key) {
   auto plan = std::make_unique<Plan>();
+  plan->key = key;
   GraphBuilder g;
   if (key.backward) {
     build_backward(g, key);
@@ -624,6 +636,67 @@ struct CudnnAttention::Impl {
     return it->second.get();
   }
 
+  // One forward on 2-byte operands (seed and offset of dropout's Philox in philox[0..1]).
+  void run_forward(const Plan& plan, const AttentionParams& params, const void* q, const void* k, const void* v,
+                   void* o, float* lse, int64_t* philox, void* workspace) {
+    const float scale = params.softmax_scale;
+    if (plan.key.dropout_bits != 0) {
+      const float dropout_scale = 1.0f / (1.0f - params.dropout_p);
+      store_int64_pair(philox, philox_seed(params), static_cast<int64_t>(params.dropout_key.offset), stream);
+      execute(plan,
+              {{kQ, q}, {kK, k}, {kV, v}, {kO, o}, {kStats, lse}, {kScale, &scale}, {kMaskValue, &mask_value},
+               {kDropoutScale, &dropout_scale}, {kSeed, philox}, {kOffset, philox + 1}},
+              workspace);
+    } else {
+      execute(plan, {{kQ, q}, {kK, k}, {kV, v}, {kO, o}, {kStats, lse}, {kScale, &scale}, {kMaskValue, &mask_value}},
+              workspace);
+    }
+  }
+
+  struct BackwardInputs {
+    const void* q;
+    const void* k;
+    const void* v;
+    const void* o;
+    const void* d_o;
+    const float* lse;
+  };
+  struct BackwardOutputs {
+    void* dq;
+    void* dk;
+    void* dv;
+  };
+  // One backward on 2-byte operands; softmax_sum (fp32, a value per query row) and dq_accum
+  // (fp32, as Q) are its scratch.
+  void run_backward(const Plan& plan, const AttentionParams& params, const BackwardInputs& in,
+                    const BackwardOutputs& out, void* softmax_sum, void* dq_accum, int64_t* philox,
+                    void* workspace) {
+    const PlanKey& key = plan.key;
+    // cudnn-frontend stopped clearing the accumulator with cuDNN 9.6; clearing it costs little and
+    // keeps older libraries right.
+    const int64_t nq = key.batch * key.heads * key.seq * key.head_dim;
+    MGT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<size_t>(4 * nq), stream));
+    const float scale = params.softmax_scale;
+    const float one = 1.0f;
+    if (key.dropout_bits != 0) {
+      const float dropout_scale = 1.0f / (1.0f - params.dropout_p);
+      const float keep = 1.0f - params.dropout_p;
+      store_int64_pair(philox, philox_seed(params), static_cast<int64_t>(params.dropout_key.offset), stream);
+      execute(plan,
+              {{kQ, in.q}, {kK, in.k}, {kV, in.v}, {kO, in.o}, {kDO, in.d_o}, {kStats, in.lse}, {kDQ, out.dq},
+               {kDK, out.dk}, {kDV, out.dv}, {kSoftmaxSum, softmax_sum}, {kDQAccum, dq_accum}, {kScale, &scale},
+               {kMaskValue, &mask_value}, {kDropoutScale, &dropout_scale}, {kDropoutKeep, &keep}, {kSeed, philox},
+               {kOffset, philox + 1}},
+              workspace);
+    } else {
+      execute(plan,
+              {{kQ, in.q}, {kK, in.k}, {kV, in.v}, {kO, in.o}, {kDO, in.d_o}, {kStats, in.lse}, {kDQ, out.dq},
+               {kDK, out.dk}, {kDV, out.dv}, {kSoftmaxSum, softmax_sum}, {kDQAccum, dq_accum}, {kScale, &scale},
+               {kMaskValue, &mask_value}, {kOne, &one}},
+              workspace);
+    }
+  }
+
   void execute(const Plan& plan, std::initializer_list<std::pair<int64_t, const void*>> bindings,
                void* workspace) {
     std::vector<int64_t> uids;
@@ -668,6 +741,10 @@ bool CudnnAttention::handles(const AttentionShape& s, const AttentionParams& p) 
          p.dropout_p >= 0.0f && p.dropout_p < 1.0f && length_ok;
 }
 
+bool CudnnAttention::handles_fused_qkv(const AttentionShape& s, const AttentionParams& p) {
+  return handles(s, p) && s.groups == s.heads && s.layout == SeqLayout::kSeqMajor;
+}
+
 bool CudnnAttention::forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
                              const AttentionShape& shape, const AttentionParams& params,
                              FloatView out, float* lse) {
@@ -697,23 +774,26 @@ bool CudnnAttention::forward(ConstFloatView q, ConstFloatView k, ConstFloatView 
                   {v.raw(), const_cast<void*>(v16), nkv}},
                  im.stream);
   }
-  const float scale = params.softmax_scale;
-  const float dropout_scale = dropout ? 1.0f / (1.0f - params.dropout_p) : 1.0f;
-  if (dropout) {
-    store_int64_pair(philox, philox_seed(params), static_cast<int64_t>(params.dropout_key.offset),
-                     im.stream);
-    im.execute(*plan,
-               {{kQ, q16}, {kK, k16}, {kV, v16}, {kO, o16}, {kStats, lse}, {kScale, &scale},
-                {kMaskValue, &im.mask_value}, {kDropoutScale, &dropout_scale}, {kSeed, philox},
-                {kOffset, philox + 1}},
-               scratch.part(5));
-  } else {
-    im.execute(*plan,
-               {{kQ, q16}, {kK, k16}, {kV, v16}, {kO, o16}, {kStats, lse}, {kScale, &scale},
-                {kMaskValue, &im.mask_value}},
-               scratch.part(5));
-  }
+  im.run_forward(*plan, params, q16, k16, v16, o16, lse, philox, scratch.part(5));
   if (copies) bf16_to_fp32({{o16, out.raw(), nq}}, im.stream);
+  return true;
+}
+
+bool CudnnAttention::forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                                       const AttentionParams& params, FloatView out, float* lse) {
+  if (!handles_fused_qkv(shape, params) || !aligned(lse) || !same_type({mixed, out}) || mixed.is_fp32())
+    return false;
+  Impl& im = *impl_;
+  const bool half = mixed.type() == FloatType::kF16;
+  const PlanKey key = make_key(false, shape, params, half, true);
+  const Plan* plan = im.plan_for(key);
+  if (plan == nullptr) return false;
+  if (key.dropout_bits != 0 && im.plan_for(make_key(true, shape, params, half, true)) == nullptr) return false;
+  const Scratch scratch(im.stream, {16, plan->workspace});
+  const auto* base = static_cast<const char*>(mixed.raw());
+  const int64_t vector_bytes = shape.head_dim * static_cast<int64_t>(float_type_size(mixed.type()));
+  im.run_forward(*plan, params, base, base + vector_bytes, base + 2 * vector_bytes, out.raw(), lse,
+                 scratch.part<int64_t>(0), scratch.part(1));
   return true;
 }
 
@@ -723,9 +803,7 @@ bool CudnnAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView
                               FloatView dq, FloatView dk, FloatView dv) {
   if (!handles(shape, params) || !aligned(lse) || !same_type({q, k, v, out, dout, dq, dk, dv})) return false;
   Impl& im = *impl_;
-  const PlanKey key = make_key(true, shape, params, q.type() == FloatType::kF16);
-  const bool dropout = key.dropout_bits != 0;
-  const Plan* plan = im.plan_for(key);
+  const Plan* plan = im.plan_for(make_key(true, shape, params, q.type() == FloatType::kF16));
   if (plan == nullptr) return false;
 
   const int64_t nq = shape.query().elements();
@@ -756,33 +834,31 @@ bool CudnnAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView
                   {out.raw(), o16, nq}, {dout.raw(), do16, nq}},
                  im.stream);
   }
-  // cudnn-frontend stopped clearing the accumulator with cuDNN 9.6; clearing it costs little and
-  // keeps older libraries right.
-  MGT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<size_t>(4 * nq), im.stream));
-  const float scale = params.softmax_scale;
-  const float one = 1.0f;
-  if (dropout) {
-    const float dropout_scale = 1.0f / (1.0f - params.dropout_p);
-    const float keep = 1.0f - params.dropout_p;
-    store_int64_pair(philox, philox_seed(params), static_cast<int64_t>(params.dropout_key.offset),
-                     im.stream);
-    im.execute(*plan,
-               {{kQ, q16}, {kK, k16}, {kV, v16}, {kO, o16}, {kDO, do16}, {kStats, lse},
-                {kDQ, dq16}, {kDK, dk16}, {kDV, dv16}, {kSoftmaxSum, softmax_sum},
-                {kDQAccum, dq_accum}, {kScale, &scale}, {kMaskValue, &im.mask_value},
-                {kDropoutScale, &dropout_scale}, {kDropoutKeep, &keep}, {kSeed, philox},
-                {kOffset, philox + 1}},
-               scratch.part(11));
-  } else {
-    im.execute(*plan,
-               {{kQ, q16}, {kK, k16}, {kV, v16}, {kO, o16}, {kDO, do16}, {kStats, lse},
-                {kDQ, dq16}, {kDK, dk16}, {kDV, dv16}, {kSoftmaxSum, softmax_sum},
-                {kDQAccum, dq_accum}, {kScale, &scale}, {kMaskValue, &im.mask_value}, {kOne, &one}},
-               scratch.part(11));
-  }
+  im.run_backward(*plan, params, {q16, k16, v16, o16, do16, lse}, {dq16, dk16, dv16}, softmax_sum, dq_accum,
+                  philox, scratch.part(11));
   if (copies) {
     bf16_to_fp32({{dq16, dq.raw(), nq}, {dk16, dk.raw(), nkv}, {dv16, dv.raw(), nkv}}, im.stream);
   }
+  return true;
+}
+
+bool CudnnAttention::backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
+                                        const float* lse, const AttentionShape& shape,
+                                        const AttentionParams& params, FloatView d_mixed) {
+  if (!handles_fused_qkv(shape, params) || !aligned(lse) || !same_type({mixed, out, dout, d_mixed}) ||
+      mixed.is_fp32())
+    return false;
+  Impl& im = *impl_;
+  const Plan* plan = im.plan_for(make_key(true, shape, params, mixed.type() == FloatType::kF16, true));
+  if (plan == nullptr) return false;
+  const int64_t rows = shape.batch * shape.heads * shape.seq_q;
+  const Scratch scratch(im.stream, {4 * rows, 4 * shape.query().elements(), 16, plan->workspace});
+  const auto* in = static_cast<const char*>(mixed.raw());
+  auto* grad = static_cast<char*>(d_mixed.raw());
+  const int64_t vector_bytes = shape.head_dim * static_cast<int64_t>(float_type_size(mixed.type()));
+  im.run_backward(*plan, params, {in, in + vector_bytes, in + 2 * vector_bytes, out.raw(), dout.raw(), lse},
+                  {grad, grad + vector_bytes, grad + 2 * vector_bytes}, scratch.part(0), scratch.part(1),
+                  scratch.part<int64_t>(2), scratch.part(3));
   return true;
 }
 
@@ -816,6 +892,21 @@ bool CudnnAttention::forward(ConstFloatView, ConstFloatView, ConstFloatView,
 bool CudnnAttention::backward(ConstFloatView, ConstFloatView, ConstFloatView, ConstFloatView,
                               ConstFloatView, const float*, const cpu::AttentionShape&,
                               const cpu::AttentionParams&, FloatView, FloatView, FloatView) {
+  return false;
+}
+
+bool CudnnAttention::handles_fused_qkv(const cpu::AttentionShape& /*shape*/,
+                                       const cpu::AttentionParams& /*params*/) {
+  return false;
+}
+
+bool CudnnAttention::forward_fused_qkv(ConstFloatView, const cpu::AttentionShape&, const cpu::AttentionParams&,
+                                       FloatView, float*) {
+  return false;
+}
+
+bool CudnnAttention::backward_fused_qkv(ConstFloatView, ConstFloatView, ConstFloatView, const float*,
+                                        const cpu::AttentionShape&, const cpu::AttentionParams&, FloatView) {
   return false;
 }
 

@@ -60,6 +60,17 @@ public:
                 ConstFloatView dout, const float* lse, const cpu::AttentionShape& shape,
                 const cpu::AttentionParams& params, FloatView dq, FloatView dk, FloatView dv);
 
+  // The same reading Q, K and V from the fused QKV projection's output, mixed [s, b, heads, 3,
+  // head_dim] (seq-major, groups == heads, 2-byte storage), and writing dQ, dK and dV into
+  // d_mixed in that layout: no split or merge around the call. The output and its gradient are
+  // [s, b, heads, head_dim] as above.
+  static bool handles_fused_qkv(const cpu::AttentionShape& shape, const cpu::AttentionParams& params);
+  bool forward_fused_qkv(ConstFloatView mixed, const cpu::AttentionShape& shape,
+                         const cpu::AttentionParams& params, FloatView out, float* lse);
+  bool backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout, const float* lse,
+                          const cpu::AttentionShape& shape, const cpu::AttentionParams& params,
+                          FloatView d_mixed);
+
 private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
