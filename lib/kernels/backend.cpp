@@ -338,7 +338,7 @@ void Backend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView 
 void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                                   ConstFloatView mean, ConstFloatView rstd, int64_t rows,
                                   int64_t hidden, FloatView dx, FloatView dweight,
-                                  FloatView dbias) {
+                                  FloatView dbias, bool accumulate_dx) {
   const char* op = "layer_norm_backward";
   dims(op, {rows, hidden});
   expect(dy, rows * hidden, op, "dy");
@@ -351,7 +351,8 @@ void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloa
   expect_optional(dbias, hidden, op, "dbias");
   Fp32Staging st(*this, "layer_norm_backward");
   do_layer_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(mean), st.in(rstd), rows, hidden,
-                         st.out(dx), st.inout(dweight), st.inout(dbias));
+                         accumulate_dx ? st.inout(dx) : st.out(dx), st.inout(dweight), st.inout(dbias),
+                         accumulate_dx);
   st.finish();
 }
 
@@ -370,7 +371,7 @@ void Backend::rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t 
 
 void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                                 ConstFloatView rstd, int64_t rows, int64_t hidden, FloatView dx,
-                                FloatView dweight) {
+                                FloatView dweight, bool accumulate_dx) {
   const char* op = "rms_norm_backward";
   dims(op, {rows, hidden});
   expect(dy, rows * hidden, op, "dy");
@@ -380,8 +381,8 @@ void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatV
   expect(dx, rows * hidden, op, "dx");
   expect(dweight, hidden, op, "dweight");
   Fp32Staging st(*this, "rms_norm_backward");
-  do_rms_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(rstd), rows, hidden, st.out(dx),
-                       st.inout(dweight));
+  do_rms_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(rstd), rows, hidden,
+                       accumulate_dx ? st.inout(dx) : st.out(dx), st.inout(dweight), accumulate_dx);
   st.finish();
 }
 

@@ -237,10 +237,11 @@ public:
   void layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstFloatView bias,
                           int64_t rows, int64_t hidden, float eps, FloatView y, FloatView mean,
                           FloatView rstd);
-  // dx overwritten; dweight and dbias accumulate.
+  // dx overwritten, or with accumulate_dx added to (the residual's gradient: one pass and one
+  // rounding, not two); dweight and dbias accumulate.
   void layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                            ConstFloatView mean, ConstFloatView rstd, int64_t rows, int64_t hidden,
-                           FloatView dx, FloatView dweight, FloatView dbias);
+                           FloatView dx, FloatView dweight, FloatView dbias, bool accumulate_dx = false);
   // The residual add before a norm: sum = a + b (rounded to sum's type), then LayerNorm of sum
   // (mean given; bias may be empty) or RMSNorm (mean and bias empty) into y. A GPU backend does
   // both in one pass over the rows.
@@ -251,7 +252,7 @@ public:
                         float eps, FloatView y, FloatView rstd);
   void rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                          ConstFloatView rstd, int64_t rows, int64_t hidden, FloatView dx,
-                         FloatView dweight);
+                         FloatView dweight, bool accumulate_dx = false);
 
   // ---- activations (outputs may alias inputs where the kernels allow it) ----
   void gelu_forward(ConstFloatView x, FloatView y);
@@ -450,12 +451,13 @@ private:
                                      FloatArg rstd) = 0;
   virtual void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                       ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
-                                      int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias) = 0;
+                                      int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
+                                      bool accumulate_dx) = 0;
   virtual void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
                                    int64_t hidden, float eps, FloatArg y, FloatArg rstd) = 0;
   virtual void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                     ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
-                                    FloatArg dweight) = 0;
+                                    FloatArg dweight, bool accumulate_dx) = 0;
 
   virtual void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) = 0;
   virtual void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) = 0;

@@ -51,13 +51,13 @@ void NormLayer::add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, i
 }
 
 void NormLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
-                         FloatView dx) const {
+                         FloatView dx, bool accumulate_dx) const {
   const ConstFloatView weight = effective_weight();
   if (layer_norm_) {
     backend_->layer_norm_backward(dy, x, weight, stats.mean, stats.rstd, rows, hidden_, dx,
-                                  weight_grad_, bias_grad_);
+                                  weight_grad_, bias_grad_, accumulate_dx);
   } else {
-    backend_->rms_norm_backward(dy, x, weight, stats.rstd, rows, hidden_, dx, weight_grad_);
+    backend_->rms_norm_backward(dy, x, weight, stats.rstd, rows, hidden_, dx, weight_grad_, accumulate_dx);
   }
 }
 

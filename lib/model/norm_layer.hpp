@@ -35,9 +35,10 @@ public:
   // sum = a + b (a residual connection), then the norm of sum into y.
   void add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows, FloatView y,
                    const NormStats& stats) const;
-  // dx overwritten (must not alias dy); weight and bias gradients accumulate.
+  // dx overwritten (must not alias dy), or with accumulate_dx added to (a residual's gradient);
+  // weight and bias gradients accumulate.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
-                FloatView dx) const;
+                FloatView dx, bool accumulate_dx = false) const;
 
   // The weight the kernels scale by: the compute copy of w, or 1 + w when zero-centred.
   ConstFloatView effective_weight() const;

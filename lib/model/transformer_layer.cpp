@@ -55,8 +55,8 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
     d_branch = a;
   }
   mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b);
-  pre_mlp_norm_.backward(b, saved.residual, tokens, saved.pre_mlp_norm, a);
-  backend_->accumulate(d_hidden, a);  // now ∂/∂h
+  pre_mlp_norm_.backward(b, saved.residual, tokens, saved.pre_mlp_norm, d_hidden, /*accumulate_dx=*/true);
+  // d_hidden is now ∂/∂h.
 
   // Attention branch.
   d_branch = d_hidden;
@@ -68,8 +68,8 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
   if (recompute_core_attention_) attention_.recompute_core(ctx, saved.attention);
   attention_.backward(ctx, saved.input_norm_output, saved.attention, scratch.attention, d_branch,
                       b);
-  input_norm_.backward(b, input, tokens, saved.input_norm, a);
-  backend_->accumulate(d_hidden, a);  // now ∂/∂x
+  input_norm_.backward(b, input, tokens, saved.input_norm, d_hidden, /*accumulate_dx=*/true);
+  // d_hidden is now ∂/∂x.
 }
 
 }  // namespace mgt

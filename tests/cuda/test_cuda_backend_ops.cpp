@@ -128,19 +128,28 @@ TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
     auto rrstd = random_twin(pair, rows, 32);
     auto rdx = random_twin(pair, rows * hidden, 33);
     auto rdweight = random_twin(pair, hidden, 34);
+    // Input gradients added to a residual's gradient instead of overwriting.
+    auto adx = random_twin(pair, rows * hidden, 35);
+    auto ardx = random_twin(pair, rows * hidden, 36);
     for (Side s : kSides) {
       Backend& be = pair.on(s);
       be.layer_norm_forward(x(s), weight(s), bias(s), rows, hidden, 1e-5f, y(s), mean(s), rstd(s));
       be.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, hidden, dx(s),
                              dweight(s), dbias(s));
+      be.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, hidden, adx(s),
+                             dweight(s), dbias(s), /*accumulate_dx=*/true);
       be.rms_norm_forward(x(s), weight(s), rows, hidden, 1e-5f, ry(s), rrstd(s));
       be.rms_norm_backward(dy(s), x(s), weight(s), rrstd(s), rows, hidden, rdx(s), rdweight(s));
+      be.rms_norm_backward(dy(s), x(s), weight(s), rrstd(s), rows, hidden, ardx(s), rdweight(s),
+                           /*accumulate_dx=*/true);
     }
     INFO("hidden " << hidden);
     check_close(pair, y, kReduction, "layer_norm_forward y");
     check_close(pair, mean, kReduction, "layer_norm_forward mean");
     check_close(pair, rstd, kReduction, "layer_norm_forward rstd");
     check_close(pair, dx, 1e-4, "layer_norm_backward dx");
+    check_close(pair, adx, 1e-4, "layer_norm_backward dx accumulated");
+    check_close(pair, ardx, 1e-4, "rms_norm_backward dx accumulated");
     check_close(pair, dweight, kReduction, "layer_norm_backward dweight");
     check_close(pair, dbias, kReduction, "layer_norm_backward dbias");
     check_close(pair, ry, kReduction, "rms_norm_forward");

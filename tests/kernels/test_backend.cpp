@@ -165,3 +165,46 @@ TEST_CASE("attention on the fused QKV projection is the split followed by attent
   CHECK_THROWS_WITH(backend.attention_forward_fused_qkv(mixed.view(), grouped, params, out.view(), lse.view()),
                     Catch::Contains("groups == heads only"));
 }
+
+TEST_CASE("norm backwards add the input gradient to dx when asked", "[model]") {
+  CpuBackend backend;
+  const int64_t rows = 3, hidden = 8;
+  const auto filled = [&](int64_t size, float phase, float offset) {
+    DeviceBuffer b(backend, size);
+    std::vector<float> v(static_cast<size_t>(size));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = offset + std::sin(0.61f * static_cast<float>(i) + phase);
+    backend.copy_from_host(v, b.view());
+    return b;
+  };
+  const auto host = [&](const DeviceBuffer& b) {
+    std::vector<float> v(static_cast<size_t>(b.size()));
+    backend.copy_to_host(b.view(), v);
+    return v;
+  };
+  const DeviceBuffer x = filled(rows * hidden, 0.2f, 1.0f), dy = filled(rows * hidden, 0.9f, 0.0f);
+  const DeviceBuffer weight = filled(hidden, 0.4f, 1.0f), bias = filled(hidden, 1.3f, 0.0f);
+  DeviceBuffer y(backend, rows * hidden), mean(backend, rows), rstd(backend, rows);
+  backend.layer_norm_forward(x.view(), weight.view(), bias.view(), rows, hidden, 1e-5f, y.view(), mean.view(),
+                             rstd.view());
+  DeviceBuffer dx(backend, rows * hidden), dweight(backend, hidden), dbias(backend, hidden);
+  backend.fill(dweight.view(), 0.0f);
+  backend.fill(dbias.view(), 0.0f);
+  backend.layer_norm_backward(dy.view(), x.view(), weight.view(), mean.view(), rstd.view(), rows, hidden, dx.view(),
+                              dweight.view(), dbias.view());
+  const DeviceBuffer residual = filled(rows * hidden, 2.1f, 0.5f);
+  DeviceBuffer sum = filled(rows * hidden, 2.1f, 0.5f);
+  backend.layer_norm_backward(dy.view(), x.view(), weight.view(), mean.view(), rstd.view(), rows, hidden,
+                              sum.view(), dweight.view(), dbias.view(), /*accumulate_dx=*/true);
+  const std::vector<float> g = host(dx), r = host(residual), got = host(sum);
+  for (size_t i = 0; i < g.size(); ++i) CHECK(got[i] == r[i] + g[i]);
+
+  DeviceBuffer rdx(backend, rows * hidden), rdweight(backend, hidden);
+  backend.fill(rdweight.view(), 0.0f);
+  backend.rms_norm_backward(dy.view(), x.view(), weight.view(), rstd.view(), rows, hidden, rdx.view(),
+                            rdweight.view());
+  DeviceBuffer rsum = filled(rows * hidden, 2.1f, 0.5f);
+  backend.rms_norm_backward(dy.view(), x.view(), weight.view(), rstd.view(), rows, hidden, rsum.view(),
+                            rdweight.view(), /*accumulate_dx=*/true);
+  const std::vector<float> rg = host(rdx), rgot = host(rsum);
+  for (size_t i = 0; i < rg.size(); ++i) CHECK(rgot[i] == r[i] + rg[i]);
+}

@@ -338,9 +338,10 @@ void CudaBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, C
 
 void CudaBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                          ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
-                                         int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias) {
+                                         int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
+                                         bool accumulate_dx) {
   const cuda::ScopedOp scope(profiler_.get(), "layer_norm_backward");
-  cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, stream_);
+  cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream_);
 }
 
 void CudaBackend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
@@ -365,9 +366,9 @@ void CudaBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int
 
 void CudaBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                        ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
-                                       FloatArg dweight) {
+                                       FloatArg dweight, bool accumulate_dx) {
   const cuda::ScopedOp scope(profiler_.get(), "rms_norm_backward");
-  cuda::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight, stream_);
+  cuda::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, accumulate_dx, dweight, stream_);
 }
 
 void CudaBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {

@@ -102,14 +102,15 @@ private:
                              FloatArg rstd) override;
   void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                               ConstFloatArg mean, ConstFloatArg rstd, int64_t rows, int64_t hidden,
-                              FloatArg dx, FloatArg dweight, FloatArg dbias) override;
+                              FloatArg dx, FloatArg dweight, FloatArg dbias, bool accumulate_dx) override;
   void do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
                            ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
                            FloatView mean, FloatView rstd) override;
   void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows, int64_t hidden,
                            float eps, FloatArg y, FloatArg rstd) override;
   void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight, ConstFloatArg rstd,
-                            int64_t rows, int64_t hidden, FloatArg dx, FloatArg dweight) override;
+                            int64_t rows, int64_t hidden, FloatArg dx, FloatArg dweight,
+                            bool accumulate_dx) override;
 
   void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;

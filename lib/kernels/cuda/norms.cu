@@ -39,7 +39,7 @@ __global__ void layer_norm_forward_kernel(In x, In weight, In bias,
 // mean == nullptr: RMSNorm (no centring).
 __global__ void norm_backward_input_kernel(In dy, In x, In weight,
                                            const float* mean, const float* rstd, int64_t hidden,
-                                           Out dx) {
+                                           Out dx, bool accumulate) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   In xr = x + r * hidden;
@@ -58,7 +58,8 @@ __global__ void norm_backward_input_kernel(In dy, In x, In weight,
   Out dxr = dx + r * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     const float xhat = (xr[i] - mu) * inv;
-    dxr[i] = inv * (dyr[i] * weight[i] - mean_g - xhat * mean_g_xhat);
+    const float g = inv * (dyr[i] * weight[i] - mean_g - xhat * mean_g_xhat);
+    dxr[i] = accumulate ? static_cast<float>(dxr[i]) + g : g;
   }
 }
 
@@ -196,10 +197,11 @@ __global__ void norm_forward8_kernel(In x, In residual, In weight, In bias, int6
   }
 }
 
-// dx may alias dy: each lane reads its group of dy before writing the same group of dx.
+// dx may alias dy (unless accumulating): each lane reads its group of dy before writing the same
+// group of dx.
 __global__ void norm_backward_input8_kernel(In dy, In x, In weight, const float* mean,
                                             const float* rstd, int64_t rows, int64_t hidden,
-                                            Out dx) {
+                                            Out dx, bool accumulate) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -230,6 +232,12 @@ __global__ void norm_backward_input8_kernel(In dy, In x, In weight, const float*
     load8(weight, i, w);
 #pragma unroll
     for (int j = 0; j < 8; ++j) g[j] = inv * (g[j] * w[j] - mean_g - (xv[j] - mu) * inv * mean_g_xhat);
+    if (accumulate) {
+      float old[8];
+      load8(In(dxr.raw(), dxr.type()), i, old);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) g[j] += old[j];
+    }
     store8(dxr, i, g);
   }
 }
@@ -352,14 +360,14 @@ void layer_norm_forward(In x, In weight, In bias, int64_t rows,
 }
 
 void layer_norm_backward(In dy, In x, In weight, const float* mean,
-                         const float* rstd, int64_t rows, int64_t hidden, Out dx,
+                         const float* rstd, int64_t rows, int64_t hidden, Out dx, bool accumulate_dx,
                          float* dweight, float* dbias, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
     column_sums8(dy, x, mean, rstd, rows, hidden, dbias, dweight, stream);
     // dx last: it may alias dy.
     norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
-        dy, x, weight, mean, rstd, rows, hidden, dx);
+        dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx);
     MGT_CUDA_CHECK_LAUNCH(norm_backward_input8_kernel);
     return;
   }
@@ -367,7 +375,7 @@ void layer_norm_backward(In dy, In x, In weight, const float* mean,
   if (dbias != nullptr) column_sums(dy, x, mean, rstd, ColumnTerm::kValue, rows, hidden, dbias, stream);
   // dx last: it may alias dy.
   norm_backward_input_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      dy, x, weight, mean, rstd, hidden, dx);
+      dy, x, weight, mean, rstd, hidden, dx, accumulate_dx);
   MGT_CUDA_CHECK_LAUNCH(norm_backward_input_kernel);
 }
 
@@ -386,19 +394,19 @@ void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
 }
 
 void rms_norm_backward(In dy, In x, In weight, const float* rstd,
-                       int64_t rows, int64_t hidden, Out dx, float* dweight,
+                       int64_t rows, int64_t hidden, Out dx, bool accumulate_dx, float* dweight,
                        cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
     column_sums8(dy, x, nullptr, rstd, rows, hidden, nullptr, dweight, stream);
     norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
-        dy, x, weight, nullptr, rstd, rows, hidden, dx);
+        dy, x, weight, nullptr, rstd, rows, hidden, dx, accumulate_dx);
     MGT_CUDA_CHECK_LAUNCH(norm_backward_input8_kernel);
     return;
   }
   column_sums(dy, x, nullptr, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, stream);
   norm_backward_input_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      dy, x, weight, nullptr, rstd, hidden, dx);
+      dy, x, weight, nullptr, rstd, hidden, dx, accumulate_dx);
   MGT_CUDA_CHECK_LAUNCH(norm_backward_input_kernel);
 }
 

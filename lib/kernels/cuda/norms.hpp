@@ -13,13 +13,14 @@ namespace mgt::cuda {
 void layer_norm_forward(In x, In weight, In bias, int64_t rows,
                         int64_t hidden, float eps, Out y, float* mean, float* rstd,
                         cudaStream_t stream);
+// dx = the input gradient, or with accumulate_dx dx += it (rounded once to dx's type).
 void layer_norm_backward(In dy, In x, In weight, const float* mean,
-                         const float* rstd, int64_t rows, int64_t hidden, Out dx,
+                         const float* rstd, int64_t rows, int64_t hidden, Out dx, bool accumulate_dx,
                          float* dweight, float* dbias, cudaStream_t stream);
 void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
                       Out y, float* rstd, cudaStream_t stream);
 void rms_norm_backward(In dy, In x, In weight, const float* rstd,
-                       int64_t rows, int64_t hidden, Out dx, float* dweight,
+                       int64_t rows, int64_t hidden, Out dx, bool accumulate_dx, float* dweight,
                        cudaStream_t stream);
 
 // sum = a + b, then LayerNorm (mean not null) or RMSNorm (mean and bias null) of sum, in one
