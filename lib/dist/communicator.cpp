@@ -178,25 +178,24 @@ void Communicator::recv(RecvBuffer data, int source) {
   do_recv(data, source);
 }
 
-void Communicator::send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) {
+void Communicator::check_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) const {
   constexpr const char* op = "send_recv";
   check_buffer(op, "the send", send);
   check_buffer(op, "the receive", recv);
   check_rank(op, "destination", dest);
   check_rank(op, "source", source);
   check_disjoint(op, send, recv);
-  auto scope = watch(op, nullptr, recv.count, recv.type, "from rank", source);
+}
+
+void Communicator::send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) {
+  check_send_recv(send, dest, recv, source);
+  auto scope = watch("send_recv", nullptr, recv.count, recv.type, "from rank", source);
   do_send_recv(send, dest, recv, source);
 }
 
 PendingCollective Communicator::start_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) {
-  constexpr const char* op = "send_recv";
-  check_buffer(op, "the send", send);
-  check_buffer(op, "the receive", recv);
-  check_rank(op, "destination", dest);
-  check_rank(op, "source", source);
-  check_disjoint(op, send, recv);
-  auto scope = watch(op, nullptr, recv.count, recv.type, "from rank", source);
+  check_send_recv(send, dest, recv, source);
+  auto scope = watch("send_recv", nullptr, recv.count, recv.type, "from rank", source);
   return PendingCollective(do_start_send_recv(send, dest, recv, source), std::move(scope));
 }
 

@@ -247,6 +247,7 @@ private:
   // The argument checks of all_gather and reduce_scatter (and their started forms).
   void check_all_gather(SendBuffer send, RecvBuffer recv) const;
   void check_reduce_scatter(SendBuffer send, RecvBuffer recv) const;
+  void check_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) const;
   void check_buffer(const char* operation, const char* which, SendBuffer buffer) const;
   void check_rank(const char* operation, const char* role, int rank) const;
   void check_disjoint(const char* operation, SendBuffer a, SendBuffer b) const;

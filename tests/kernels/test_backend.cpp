@@ -11,6 +11,25 @@
 
 using namespace mgt;
 
+namespace {
+
+// offset + sin(0.37 i + phase): values that tell positions apart, never all zero.
+DeviceBuffer wave(Backend& backend, int64_t size, float phase, float offset = 0.0f) {
+  DeviceBuffer b(backend, size);
+  std::vector<float> v(static_cast<size_t>(size));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = offset + std::sin(0.37f * static_cast<float>(i) + phase);
+  backend.copy_from_host(v, b.view());
+  return b;
+}
+
+std::vector<float> values_of(Backend& backend, const DeviceBuffer& b) {
+  std::vector<float> v(static_cast<size_t>(b.size()));
+  backend.copy_to_host(b.view(), v);
+  return v;
+}
+
+}  // namespace
+
 TEST_CASE("DeviceArray owns backend memory and moves", "[model]") {
   CpuBackend backend;
   DeviceBuffer a(backend, 5);
@@ -130,20 +149,8 @@ TEST_CASE("attention on the fused QKV projection is the split followed by attent
   const int64_t n = s.query().elements();
   const int64_t tokens = s.batch * s.seq_q;
   const int64_t rows = s.batch * s.heads * s.seq_q;
-  const auto filled = [&](int64_t size, float phase) {
-    DeviceBuffer b(backend, size);
-    std::vector<float> v(static_cast<size_t>(size));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i) + phase);
-    backend.copy_from_host(v, b.view());
-    return b;
-  };
-  const auto host = [&](const DeviceBuffer& b) {
-    std::vector<float> v(static_cast<size_t>(b.size()));
-    backend.copy_to_host(b.view(), v);
-    return v;
-  };
-  const DeviceBuffer mixed = filled(3 * n, 0.1f);
-  const DeviceBuffer dout = filled(n, 0.7f);
+  const DeviceBuffer mixed = wave(backend, 3 * n, 0.1f);
+  const DeviceBuffer dout = wave(backend, n, 0.7f);
   DeviceBuffer q(backend, n), k(backend, n), v(backend, n), out(backend, n), lse(backend, rows);
   DeviceBuffer dq(backend, n), dk(backend, n), dv(backend, n), d_mixed(backend, 3 * n);
   backend.qkv_split(mixed.view(), tokens, s.heads, s.groups, s.head_dim, q.view(), k.view(), v.view());
@@ -157,9 +164,9 @@ TEST_CASE("attention on the fused QKV projection is the split followed by attent
   backend.attention_forward_fused_qkv(mixed.view(), s, params, fused_out.view(), fused_lse.view());
   backend.attention_backward_fused_qkv(mixed.view(), fused_out.view(), dout.view(), fused_lse.view(), s, params,
                                        fused_d_mixed.view());
-  CHECK(host(fused_out) == host(out));
-  CHECK(host(fused_lse) == host(lse));
-  CHECK(host(fused_d_mixed) == host(d_mixed));
+  CHECK(values_of(backend, fused_out) == values_of(backend, out));
+  CHECK(values_of(backend, fused_lse) == values_of(backend, lse));
+  CHECK(values_of(backend, fused_d_mixed) == values_of(backend, d_mixed));
 
   const cpu::AttentionShape grouped{2, 16, 16, 4, 2, 8, cpu::SeqLayout::kSeqMajor};
   CHECK_THROWS_WITH(backend.attention_forward_fused_qkv(mixed.view(), grouped, params, out.view(), lse.view()),
@@ -169,20 +176,8 @@ TEST_CASE("attention on the fused QKV projection is the split followed by attent
 TEST_CASE("norm backwards add the input gradient to dx when asked", "[model]") {
   CpuBackend backend;
   const int64_t rows = 3, hidden = 8;
-  const auto filled = [&](int64_t size, float phase, float offset) {
-    DeviceBuffer b(backend, size);
-    std::vector<float> v(static_cast<size_t>(size));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = offset + std::sin(0.61f * static_cast<float>(i) + phase);
-    backend.copy_from_host(v, b.view());
-    return b;
-  };
-  const auto host = [&](const DeviceBuffer& b) {
-    std::vector<float> v(static_cast<size_t>(b.size()));
-    backend.copy_to_host(b.view(), v);
-    return v;
-  };
-  const DeviceBuffer x = filled(rows * hidden, 0.2f, 1.0f), dy = filled(rows * hidden, 0.9f, 0.0f);
-  const DeviceBuffer weight = filled(hidden, 0.4f, 1.0f), bias = filled(hidden, 1.3f, 0.0f);
+  const DeviceBuffer x = wave(backend, rows * hidden, 0.2f, 1.0f), dy = wave(backend, rows * hidden, 0.9f, 0.0f);
+  const DeviceBuffer weight = wave(backend, hidden, 0.4f, 1.0f), bias = wave(backend, hidden, 1.3f, 0.0f);
   DeviceBuffer y(backend, rows * hidden), mean(backend, rows), rstd(backend, rows);
   backend.layer_norm_forward(x.view(), weight.view(), bias.view(), rows, hidden, 1e-5f, y.view(), mean.view(),
                              rstd.view());
@@ -191,20 +186,20 @@ TEST_CASE("norm backwards add the input gradient to dx when asked", "[model]") {
   backend.fill(dbias.view(), 0.0f);
   backend.layer_norm_backward(dy.view(), x.view(), weight.view(), mean.view(), rstd.view(), rows, hidden, dx.view(),
                               dweight.view(), dbias.view());
-  const DeviceBuffer residual = filled(rows * hidden, 2.1f, 0.5f);
-  DeviceBuffer sum = filled(rows * hidden, 2.1f, 0.5f);
+  const DeviceBuffer residual = wave(backend, rows * hidden, 2.1f, 0.5f);
+  DeviceBuffer sum = wave(backend, rows * hidden, 2.1f, 0.5f);
   backend.layer_norm_backward(dy.view(), x.view(), weight.view(), mean.view(), rstd.view(), rows, hidden,
                               sum.view(), dweight.view(), dbias.view(), /*accumulate_dx=*/true);
-  const std::vector<float> g = host(dx), r = host(residual), got = host(sum);
+  const std::vector<float> g = values_of(backend, dx), r = values_of(backend, residual), got = values_of(backend, sum);
   for (size_t i = 0; i < g.size(); ++i) CHECK(got[i] == r[i] + g[i]);
 
   DeviceBuffer rdx(backend, rows * hidden), rdweight(backend, hidden);
   backend.fill(rdweight.view(), 0.0f);
   backend.rms_norm_backward(dy.view(), x.view(), weight.view(), rstd.view(), rows, hidden, rdx.view(),
                             rdweight.view());
-  DeviceBuffer rsum = filled(rows * hidden, 2.1f, 0.5f);
+  DeviceBuffer rsum = wave(backend, rows * hidden, 2.1f, 0.5f);
   backend.rms_norm_backward(dy.view(), x.view(), weight.view(), rstd.view(), rows, hidden, rsum.view(),
                             rdweight.view(), /*accumulate_dx=*/true);
-  const std::vector<float> rg = host(rdx), rgot = host(rsum);
+  const std::vector<float> rg = values_of(backend, rdx), rgot = values_of(backend, rsum);
   for (size_t i = 0; i < rg.size(); ++i) CHECK(rgot[i] == r[i] + rg[i]);
 }

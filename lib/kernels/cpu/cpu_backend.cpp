@@ -115,10 +115,7 @@ void CpuBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, Const
                                         ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
                                         int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
                                         bool accumulate_dx) {
-  if (!accumulate_dx) return cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias);
-  std::vector<float> g(static_cast<size_t>(rows * hidden));
-  cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, g.data(), dweight, dbias);
-  cpu::accumulate(dx, g.data(), rows * hidden);
+  cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, accumulate_dx);
 }
 
 void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
@@ -131,10 +128,7 @@ void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int6
 void CpuBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                       ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
                                       FloatArg dweight, bool accumulate_dx) {
-  if (!accumulate_dx) return cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight);
-  std::vector<float> g(static_cast<size_t>(rows * hidden));
-  cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, g.data(), dweight);
-  cpu::accumulate(dx, g.data(), rows * hidden);
+  cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight, accumulate_dx);
 }
 
 void CpuBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {

@@ -44,7 +44,7 @@ void layer_norm_forward(const float* x, const float* weight, const float* bias, 
 
 void layer_norm_backward(const float* dy, const float* x, const float* weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t hidden, float* dx,
-                         float* dweight, float* dbias) {
+                         float* dweight, float* dbias, bool accumulate_dx) {
   check(rows, hidden, 0.0f, "layer_norm_backward");
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * hidden;
@@ -66,7 +66,8 @@ void layer_norm_backward(const float* dy, const float* x, const float* weight, c
     const float mean_g_xhat = static_cast<float>(sum_g_xhat / static_cast<double>(hidden));
     for (int64_t i = 0; i < hidden; ++i) {
       const float xhat = (xr[i] - mu) * inv;
-      dxr[i] = inv * (dyr[i] * weight[i] - mean_g - xhat * mean_g_xhat);
+      const float g = inv * (dyr[i] * weight[i] - mean_g - xhat * mean_g_xhat);
+      dxr[i] = accumulate_dx ? dxr[i] + g : g;
     }
   }
 }

@@ -12,11 +12,11 @@ void layer_norm_forward(const float* x, const float* weight, const float* bias, 
                         int64_t hidden, float eps, float* y, float* mean, float* rstd);
 
 // dx = rstd · (g − mean(g) − x̂ · mean(g · x̂)) with g = dy · weight, x̂ = (x − mean) · rstd.
-// dx is overwritten; dweight += Σ_rows dy · x̂ and dbias += Σ_rows dy accumulate (dbias may be
-// null).
+// dx is overwritten (or added to, with accumulate_dx: a residual's gradient); dweight += Σ_rows
+// dy · x̂ and dbias += Σ_rows dy accumulate (dbias may be null).
 // Under sequence parallelism the caller all-reduces dweight/dbias across the tensor-parallel group.
 void layer_norm_backward(const float* dy, const float* x, const float* weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t hidden, float* dx,
-                         float* dweight, float* dbias);
+                         float* dweight, float* dbias, bool accumulate_dx = false);
 
 }  // namespace mgt::cpu

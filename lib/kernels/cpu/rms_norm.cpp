@@ -23,7 +23,7 @@ void rms_norm_forward(const float* x, const float* weight, int64_t rows, int64_t
 }
 
 void rms_norm_backward(const float* dy, const float* x, const float* weight, const float* rstd,
-                       int64_t rows, int64_t hidden, float* dx, float* dweight) {
+                       int64_t rows, int64_t hidden, float* dx, float* dweight, bool accumulate_dx) {
   require_nonnegative(rows, "rms_norm_backward", "rows");
   require(hidden > 0, "rms_norm_backward", "hidden must be > 0");
   for (int64_t r = 0; r < rows; ++r) {
@@ -39,7 +39,8 @@ void rms_norm_backward(const float* dy, const float* x, const float* weight, con
     }
     const float mean_g_xhat = static_cast<float>(sum_g_xhat / static_cast<double>(hidden));
     for (int64_t i = 0; i < hidden; ++i) {
-      dxr[i] = inv * (dyr[i] * weight[i] - xr[i] * inv * mean_g_xhat);
+      const float g = inv * (dyr[i] * weight[i] - xr[i] * inv * mean_g_xhat);
+      dxr[i] = accumulate_dx ? dxr[i] + g : g;
     }
   }
 }
