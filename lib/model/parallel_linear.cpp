@@ -163,7 +163,6 @@ ConstFloatView RowParallelLinear::backward_parameters(ConstFloatView dy, ConstFl
 
 void RowParallelLinear::backward_sequence_parallel(ConstFloatView dy, ConstFloatView x, int64_t rows,
                                                    FloatView d_whole, const RowsGemm& input_gemm) const {
-  const int64_t in = in_features();
   const int64_t out = out_features();
   // The bias was added to this rank's rows only: its gradient sums those rows.
   const RowRange mine = sequence_slice(*tp_, rows);

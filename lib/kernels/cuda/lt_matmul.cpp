@@ -1,5 +1,7 @@
 #include "kernels/cuda/lt_matmul.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/error.hpp"
@@ -12,7 +14,23 @@ namespace {
 constexpr size_t kWorkspaceBytes = 32u << 20;
 // How many of the heuristic's candidates are timed, and how many runs each (after a warm-up).
 constexpr int kCandidates = 8;
-constexpr int kTimedRuns = 3;
+constexpr int kTimedRuns = 5;
+
+// An algorithm's configuration, for the timing report.
+std::string describe(const cublasLtMatmulAlgo_t& algo) {
+  const auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attribute) {
+    int32_t value = 0;
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof value, &written);
+    return value;
+  };
+  return "id " + std::to_string(get(CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_TILE_ID)) + " splitk " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " reduction " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME)) + " stages " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " cluster " +
+         std::to_string(get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+}
 
 int64_t element_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
 
@@ -62,7 +80,8 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, co
 
 }  // namespace
 
-LtMatmul::LtMatmul(cudaStream_t stream) : stream_(stream) {
+LtMatmul::LtMatmul(cudaStream_t stream)
+    : stream_(stream), report_(std::getenv("MGT_GEMM_REPORT") != nullptr) {
   check(cublasLtCreate(&handle_), "cublasLtCreate", "LtMatmul");
   MGT_CUDA_CHECK(cudaMallocAsync(&workspace_, kWorkspaceBytes, stream_));
 }
@@ -136,7 +155,12 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
     for (int i = 0; i < found; ++i) p.candidates.push_back(results[i].algo);
   }
   p.d_bytes = ldd * n * element_bytes(d_type);
-  (void)accumulate;
+  p.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (report_) {
+    std::fprintf(stderr, "gemm plan %s: m %lld n %lld k %lld%s%s epilogue %d%s, %d candidates\n", name,
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), ta ? " A^T" : "",
+                 tb ? " B^T" : "", static_cast<int>(epilogue), accumulate ? " accumulating" : "", found);
+  }
   return plans_.emplace(key, p).first->second;
 }
 
@@ -205,6 +229,7 @@ void LtMatmul::choose_by_timing(Plan& p, const void* a, const void* b, float bet
   TimingEvent start;
   TimingEvent stop;
   float best = 0.0f;
+  float first = -1.0f;
   bool timed_any = false;
   for (const cublasLtMatmulAlgo_t& algo : candidates) {
     if (launch(p, algo, a, b, beta, d, bias, aux, name) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up
@@ -217,11 +242,17 @@ void LtMatmul::choose_by_timing(Plan& p, const void* a, const void* b, float bet
     MGT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
     float ms = 0.0f;
     MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    if (ran && first < 0.0f) first = ms / kTimedRuns;
     if (ran && (!timed_any || ms < best)) {
       best = ms;
       p.algo = algo;
       timed_any = true;
     }
+  }
+  if (report_ && timed_any) {
+    const double seconds = best / kTimedRuns / 1e3;
+    std::fprintf(stderr, "gemm timed %s: best %.4f ms (%.0f TFLOP/s; heuristic's first %.4f ms) of %zu: %s\n", name,
+                 seconds * 1e3, p.flops / seconds / 1e12, first, candidates.size(), describe(p.algo).c_str());
   }
   if (!saved.empty()) {
     MGT_CUDA_CHECK(cudaMemcpyAsync(d, saved.data(), saved.size(), cudaMemcpyHostToDevice, stream_));

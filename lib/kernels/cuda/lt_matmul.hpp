@@ -75,6 +75,7 @@ private:
     // The heuristic's candidates until the first call has chosen among them by timing.
     std::vector<cublasLtMatmulAlgo_t> candidates;
     int64_t d_bytes = 0;  // D's extent in memory, to restore it after timing an accumulation
+    double flops = 0.0;   // 2·m·n·k, for the timing report
   };
   // Throws when cuBLASLt has no algorithm, unless `optional` (then the plan is not found).
   Plan& plan(const Key& key, const char* name, bool optional = false);
@@ -92,6 +93,8 @@ private:
   std::map<Key, Plan> plans_;
   bool timed_choice_ = true;
   int sm_count_target_ = 0;
+  // MGT_GEMM_REPORT set: each planned shape and its timed choice on stderr (a diagnostic).
+  bool report_;
 };
 
 }  // namespace mgt::cuda
