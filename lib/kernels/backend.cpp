@@ -794,6 +794,23 @@ MaskedLossSum Backend::masked_loss_sum(ConstFloatView loss, ConstFloatView loss_
   return result;
 }
 
+void Backend::masked_loss_sum_on_device(ConstFloatView loss, ConstFloatView loss_mask, DeviceSpan<double> sums,
+                                        bool accumulate) {
+  expect(loss_mask, loss.size(), "masked_loss_sum_on_device", "loss_mask");
+  if (sums.size() != 2) throw Error("masked_loss_sum_on_device: sums must hold 2 values, not " +
+                                    std::to_string(sums.size()));
+  Fp32Staging st(*this, "masked_loss_sum_on_device");
+  do_masked_loss_sum_on_device(st.in(loss), st.in(loss_mask), loss.size(), sums.data(), accumulate);
+  st.finish();
+}
+
+void Backend::do_masked_loss_sum_on_device(ConstFloatArg loss, ConstFloatArg loss_mask, int64_t rows, double* sums,
+                                           bool accumulate) {
+  const MaskedLossSum s = rows > 0 ? do_masked_loss_sum(loss, loss_mask, rows) : MaskedLossSum{};
+  sums[0] = accumulate ? sums[0] + s.loss_sum : s.loss_sum;
+  sums[1] = accumulate ? sums[1] + s.tokens : s.tokens;
+}
+
 void Backend::masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView dloss) {
   expect(dloss, loss_mask.size(), "masked_loss_grad", "dloss");
   if (dloss.size() > 0) {

@@ -348,6 +348,10 @@ public:
                                       FloatView loss);
   // Σ loss·mask and Σ mask, read back to the host.
   MaskedLossSum masked_loss_sum(ConstFloatView loss, ConstFloatView loss_mask);
+  // The same sums kept on the device: sums[0] = Σ loss·mask and sums[1] = Σ mask, or with
+  // `accumulate` added to them (a step's micro-batches, read back once at its end).
+  void masked_loss_sum_on_device(ConstFloatView loss, ConstFloatView loss_mask, DeviceSpan<double> sums,
+                                 bool accumulate);
   // dloss = loss_mask · scale.
   void masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView dloss);
   // out[r] = index of the largest of x[r, 0…cols), the first one on ties (torch.argmax): the
@@ -514,6 +518,9 @@ private:
                                          int64_t vocab_start, FloatArg dlogits) = 0;
   virtual MaskedLossSum do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                            int64_t rows) = 0;
+  // Default: do_masked_loss_sum and the host's addition (memory the host can read: the CPU's).
+  virtual void do_masked_loss_sum_on_device(ConstFloatArg loss, ConstFloatArg loss_mask, int64_t rows,
+                                            double* sums, bool accumulate);
   virtual void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
                              int64_t* out) = 0;
   virtual void do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,

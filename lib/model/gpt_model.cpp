@@ -326,6 +326,21 @@ float loss_gradient_scale(const MaskedLossSum& sum, int64_t num_microbatches, Lo
 
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                                    int64_t num_microbatches, LossReduction reduction, float loss_scale) {
+  const ActivationMemory& memory = run_forward_backward(batch, rng, num_microbatches, reduction, loss_scale);
+  const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
+  return {sum.loss_sum, sum.tokens};
+}
+
+void GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng, int64_t num_microbatches,
+                                LossReduction reduction, float loss_scale, DeviceSpan<double> loss_sums,
+                                bool accumulate) {
+  const ActivationMemory& memory = run_forward_backward(batch, rng, num_microbatches, reduction, loss_scale);
+  backend_->masked_loss_sum_on_device(memory.loss.losses, memory.loss_mask, loss_sums, accumulate);
+}
+
+const ActivationMemory& GptModel::run_forward_backward(const MicroBatch& batch, const DropoutRng& rng,
+                                                       int64_t num_microbatches, LossReduction reduction,
+                                                       float loss_scale) {
   require_whole_model("forward_backward");
   prepare_parameters();
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
@@ -351,8 +366,7 @@ LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rn
     loss_->forward_backward(memory.logits, memory.labels, memory.loss_mask, scale, ctx.tokens(), memory.loss);
     backward_pass(ctx, memory, scale, HeadGradient::kLogits);
   }
-  const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
-  return {sum.loss_sum, sum.tokens};
+  return memory;
 }
 
 ForwardOutput GptModel::forward_only(const MicroBatch& batch, bool return_logits,

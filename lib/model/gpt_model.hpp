@@ -126,6 +126,11 @@ public:
   LossSum forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                            int64_t num_microbatches,
                            LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f);
+  // The same with the loss's sums [Σ CE · mask, Σ mask] left on the device in loss_sums (added to
+  // them with `accumulate`): nothing is read back, so the host queues the next micro-batch while
+  // the GPU runs this one.
+  void forward_backward(const MicroBatch& batch, const DropoutRng& rng, int64_t num_microbatches,
+                        LossReduction reduction, float loss_scale, DeviceSpan<double> loss_sums, bool accumulate);
 
   // Under sequence parallelism, each rank's gradients of the parameters applied to sequence
   // slices (norms, row-parallel biases: ParameterEntry::sequence_parallel) cover its slice only;
@@ -239,6 +244,9 @@ private:
   // memory.logits' rows: losses into memory.loss, the final norm output's gradient into
   // memory.scratch.hidden_a, the output weight's gradient accumulated.
   void head_forward_backward_in_chunks(const ForwardContext& ctx, ActivationMemory& memory, float scale);
+  // Both forward_backward()s up to the loss's sums, which are in the returned activations.
+  const ActivationMemory& run_forward_backward(const MicroBatch& batch, const DropoutRng& rng,
+                                               int64_t num_microbatches, LossReduction reduction, float loss_scale);
   // forward_cached's pass, leaving the [b, padded vocab] logits in backend memory. One-token
   // steps are recorded on their second run for a cache and replayed after that (one launch per
   // step on a GPU).

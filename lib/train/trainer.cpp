@@ -530,13 +530,15 @@ private:
       sums[0] = s.loss_sum;
       sums[1] = s.token_count;
     } else {
+      // The loss's sums stay on the device until the last micro-batch is queued: one read-back
+      // per iteration, not one per micro-batch.
       for (std::int64_t m = 0; m < n; ++m) {
         const HostMicroBatch batch = train_batches_->next();
         if (overlap_ && m == n - 1) overlap_->arm();
-        const LossSum s = model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction, loss_scale);
-        sums[0] += s.loss_sum;
-        sums[1] += s.token_count;
+        model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction, loss_scale, loss_sums_.view(),
+                                 m > 0);
       }
+      backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(sums));
     }
     progress_.micro_steps += n * dp;
     marks.forward_backward_done = backend_.record_timed_event();
@@ -907,6 +909,8 @@ private:
   std::unique_ptr<Tokenizer> tokenizer_;
   std::int64_t padded_vocab_ = 0;
   std::unique_ptr<GptModel> model_;
+  // [Σ CE · mask, Σ mask] of the iteration's micro-batches, on the device until read back.
+  DeviceArray<double> loss_sums_{backend_, 2};
   // Runs the micro-batches through the pipeline stages (null without a pipeline).
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamWOptimizer> optimizer_;

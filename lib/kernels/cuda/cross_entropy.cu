@@ -149,7 +149,7 @@ __global__ void forward_backward_kernel(In logits, const int64_t* targets, const
 }
 
 __global__ void masked_loss_sum_kernel(const float* loss, const float* mask, int64_t rows,
-                                       double* sums) {
+                                       double* sums, bool accumulate) {
   __shared__ double partial[2][1024];
   double loss_sum = 0.0;
   double tokens = 0.0;
@@ -168,8 +168,8 @@ __global__ void masked_loss_sum_kernel(const float* loss, const float* mask, int
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    sums[0] = partial[0][0];
-    sums[1] = partial[1][0];
+    sums[0] = accumulate ? sums[0] + partial[0][0] : partial[0][0];
+    sums[1] = accumulate ? sums[1] + partial[1][0] : partial[1][0];
   }
 }
 
@@ -283,9 +283,9 @@ void cross_entropy_forward_backward(In logits, const int64_t* targets, const flo
   MGT_CUDA_CHECK_LAUNCH(forward_backward_kernel);
 }
 
-void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums,
+void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums, bool accumulate,
                      cudaStream_t stream) {
-  masked_loss_sum_kernel<<<1, 1024, 0, stream>>>(loss, loss_mask, rows, sums);
+  masked_loss_sum_kernel<<<1, 1024, 0, stream>>>(loss, loss_mask, rows, sums, accumulate);
   MGT_CUDA_CHECK_LAUNCH(masked_loss_sum_kernel);
 }
 

@@ -33,7 +33,8 @@ void cross_entropy_forward_backward(In logits, const int64_t* targets, const flo
                                     int64_t rows, int64_t vocab, float* loss, Out dlogits,
                                     cudaStream_t stream);
 
-void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums,
+// sums = [Σ loss·mask, Σ mask], or with `accumulate` added to them.
+void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, double* sums, bool accumulate,
                      cudaStream_t stream);
 // out[r] = first index of the row's maximum.
 void row_argmax(In x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* out, cudaStream_t stream);

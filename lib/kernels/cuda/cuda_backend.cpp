@@ -593,13 +593,19 @@ void CudaBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t*
 MaskedLossSum CudaBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                               int64_t rows) {
   const cuda::ScopedOp scope(profiler_.get(), "masked_loss_sum");
-  cuda::masked_loss_sum(loss, loss_mask, rows, reduction_, stream_);
+  cuda::masked_loss_sum(loss, loss_mask, rows, reduction_, false, stream_);
   double sums[2] = {0.0, 0.0};
   do_copy_to_host(reduction_, sums, sizeof sums);
   MaskedLossSum total;
   total.loss_sum = sums[0];
   total.tokens = sums[1];
   return total;
+}
+
+void CudaBackend::do_masked_loss_sum_on_device(ConstFloatArg loss, ConstFloatArg loss_mask, int64_t rows,
+                                               double* sums, bool accumulate) {
+  const cuda::ScopedOp scope(profiler_.get(), "masked_loss_sum");
+  cuda::masked_loss_sum(loss, loss_mask, rows, sums, accumulate, stream_);
 }
 
 void CudaBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,

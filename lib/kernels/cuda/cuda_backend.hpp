@@ -169,6 +169,8 @@ private:
   void do_cross_entropy_backward(ConstFloatArg logits, const int64_t* targets, ConstFloatArg row_max,
                                  ConstFloatArg sum_exp, ConstFloatArg dloss, int64_t rows,
                                  int64_t vocab, int64_t vocab_start, FloatArg dlogits) override;
+  void do_masked_loss_sum_on_device(ConstFloatArg loss, ConstFloatArg loss_mask, int64_t rows, double* sums,
+                                    bool accumulate) override;
   MaskedLossSum do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                    int64_t rows) override;
   void do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
