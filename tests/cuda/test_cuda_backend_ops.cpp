@@ -362,6 +362,15 @@ TEST_CASE("cuda ops: cross-entropy, masked loss, argmax", "[cuda]") {
   check_close(pair, sdlogits, kReduction, "vocab-parallel backward");
   CHECK(sums[1].tokens == Approx(sums[0].tokens).epsilon(1e-12));
   CHECK(sums[1].loss_sum == Approx(sums[0].loss_sum).epsilon(1e-6));
+  // The same sums left on the device, then a second micro-batch's added to them: the GPU's
+  // reduction, twice, in double.
+  DeviceArray<double> on_device(*pair.gpu, 2);
+  pair.gpu->masked_loss_sum_on_device(loss(Side::kGpu), mask(Side::kGpu), on_device.view(), false);
+  pair.gpu->masked_loss_sum_on_device(loss(Side::kGpu), mask(Side::kGpu), on_device.view(), true);
+  std::vector<double> accumulated(2);
+  pair.gpu->copy_to_host(DeviceSpan<const double>(on_device.view()), std::span<double>(accumulated));
+  CHECK(accumulated[0] == sums[1].loss_sum + sums[1].loss_sum);
+  CHECK(accumulated[1] == sums[1].tokens + sums[1].tokens);
   CHECK(to_host(*pair.cpu, argmax.cpu.view()) == to_host(*pair.gpu, argmax.gpu.view()));
 }
 

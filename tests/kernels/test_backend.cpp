@@ -95,6 +95,18 @@ TEST_CASE("CpuBackend linear and loss operations compute through the kernels", "
   const MaskedLossSum sum = backend.masked_loss_sum(y.view(), mask.view());
   CHECK(sum.loss_sum == 1.5);
   CHECK(sum.tokens == 1.0);
+
+  // Kept on the device: written by the first call, added to by the next.
+  DeviceArray<double> sums(backend, 2);
+  backend.masked_loss_sum_on_device(y.view(), mask.view(), sums.view(), false);
+  backend.copy_from_host(std::vector<float>{1, 1}, mask.view());
+  backend.masked_loss_sum_on_device(y.view(), mask.view(), sums.view(), true);
+  std::vector<double> both(2);
+  backend.copy_to_host(DeviceSpan<const double>(sums.view()), std::span<double>(both));
+  CHECK(both == std::vector<double>{1.5 + 11.5, 1.0 + 2.0});
+  DeviceArray<double> wrong(backend, 3);
+  CHECK_THROWS_WITH(backend.masked_loss_sum_on_device(y.view(), mask.view(), wrong.view(), false),
+                    Catch::Contains("sums must hold 2 values"));
 }
 
 TEST_CASE("timed queue events on the CPU: the host time between them", "[model]") {
