@@ -33,8 +33,8 @@ OpProfiler::~OpProfiler() {
 
 bool OpProfiler::begin(const char* op) {
   if (!active_) return false;
-  Span s{op, nullptr, nullptr, 0.0};
   host_start_ = now_ms();
+  Span s{op, nullptr, nullptr, 0.0, host_start_};
   MGT_CUDA_CHECK(cudaEventCreate(&s.start));
   MGT_CUDA_CHECK(cudaEventCreate(&s.stop));
   MGT_CUDA_CHECK(cudaEventRecord(s.start, stream_));
@@ -45,6 +45,25 @@ bool OpProfiler::begin(const char* op) {
 void OpProfiler::end() {
   MGT_CUDA_CHECK(cudaEventRecord(spans_.back().stop, stream_));
   spans_.back().host_ms = now_ms() - host_start_;
+}
+
+void OpProfiler::write_timeline() const {
+  const char* path = std::getenv("MGT_CUDA_PROFILE_TIMELINE");
+  if (path == nullptr || path[0] == '\0' || spans_.empty()) return;
+  std::FILE* file = std::fopen(path, "w");
+  if (file == nullptr) {
+    std::fprintf(stderr, "warning: MGT_CUDA_PROFILE_TIMELINE: cannot write %s\n", path);
+    return;
+  }
+  std::fprintf(file, "op,gpu_start_ms,gpu_ms,host_begin_ms\n");
+  const Span& first = spans_.front();
+  for (const Span& s : spans_) {
+    float start = 0.0f, ms = 0.0f;
+    MGT_CUDA_CHECK(cudaEventElapsedTime(&start, first.start, s.start));
+    MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, s.start, s.stop));
+    std::fprintf(file, "%s,%.4f,%.4f,%.4f\n", s.op, start, ms, s.host_begin - first.host_begin);
+  }
+  std::fclose(file);
 }
 
 std::string OpProfiler::report() {
@@ -67,6 +86,7 @@ std::string OpProfiler::report() {
     total += ms;
     host_total += s.host_ms;
   }
+  write_timeline();
   std::vector<std::pair<std::string, Totals>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });

@@ -33,15 +33,20 @@ public:
     host_wait_ms_ += ms;
     ++host_waits_;
   }
-  // The table of accumulated times, one line per operation (synchronises the stream).
+  // The table of accumulated times, one line per operation (synchronises the stream). With
+  // MGT_CUDA_PROFILE_TIMELINE=FILE, also every counted operation as a CSV line of FILE: name,
+  // GPU start and duration, and the host's clock when it began issuing it, in ms from the first
+  // operation's (where the GPU's start trails the host's by little, the GPU waited for the host).
   std::string report();
 
 private:
+  void write_timeline() const;
   struct Span {
     const char* op;
     cudaEvent_t start;
     cudaEvent_t stop;
-    double host_ms;  // host time from the start event to the stop event: issuing the work
+    double host_ms;     // host time from the start event to the stop event: issuing the work
+    double host_begin;  // host clock at the start event (ms), for the timeline
   };
   cudaStream_t stream_;
   std::vector<Span> spans_;
