@@ -173,44 +173,62 @@ void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory, bool in
           "a micro-batch of " + std::to_string(b) + " × " + std::to_string(s) +
               " tokens given to activations of " + std::to_string(memory.batch()) + " × " +
               std::to_string(memory.seq()));
-  if (inputs) upload_inputs(batch, memory);
-  if (labels && !batch.labels.empty()) {
+  const bool learned = config().position_embedding_type == PositionEmbeddingType::kLearnedAbsolute;
+  const bool with_labels = labels && !batch.labels.empty();
+  // Every check first: a bad micro-batch throws before anything is staged.
+  if (inputs) check_input(batch.tokens, n, "tokens", vocab);
+  std::vector<int64_t> positions;
+  if (inputs && learned) positions = position_ids(batch);
+  if (with_labels) {
     check_input(batch.labels, n, "labels", vocab);
-    backend_->copy_from_host<int64_t>(transpose_01(batch.labels, b, s, 1), memory.labels);
+    if (!batch.loss_mask.empty()) check_input(batch.loss_mask, n, "loss_mask", 0);
+  }
+
+  // Through page-locked staging, queued without the host waiting for the copies (the previous
+  // micro-batch still runs on the device meanwhile; the copies follow it in the queue). The
+  // staging is rewritten only once the previous upload's copies have been passed.
+  if (batch_copied_) batch_copied_->wait();
+  if (batch_ids_.size() < 3 * n) batch_ids_ = PinnedHostArray<int64_t>(*backend_, 3 * n);
+  if (batch_mask_.size() < n) batch_mask_ = PinnedHostArray<float>(*backend_, n);
+  const auto stage = [&](const std::vector<int64_t>& values, int64_t slot, DeviceSpan<int64_t> device) {
+    const std::span<int64_t> staged = batch_ids_.host().subspan(static_cast<size_t>(slot * n), static_cast<size_t>(n));
+    std::copy(values.begin(), values.end(), staged.begin());
+    backend_->copy_from_host_async<int64_t>(staged, device);
+  };
+  if (inputs) {
+    stage(transpose_01(batch.tokens, b, s, 1), 0, memory.tokens);
+    if (learned) stage(positions, 1, memory.positions);
+  }
+  if (with_labels) {
+    stage(transpose_01(batch.labels, b, s, 1), 2, memory.labels);
     if (batch.loss_mask.empty()) {
       backend_->fill(memory.loss_mask, 1.0f);
     } else {
-      check_input(batch.loss_mask, n, "loss_mask", 0);
-      backend_->copy_from_host(transpose_01(batch.loss_mask, b, s, 1), memory.loss_mask);
+      const std::vector<float> mask = transpose_01(batch.loss_mask, b, s, 1);
+      const std::span<float> staged = batch_mask_.host().first(static_cast<size_t>(n));
+      std::copy(mask.begin(), mask.end(), staged.begin());
+      backend_->copy_from_host_async<float>(staged, DeviceSpan<float>(memory.loss_mask.data(), n));
     }
   }
+  batch_copied_ = backend_->record_event();
 }
 
-void GptModel::upload_inputs(const MicroBatch& batch, ActivationMemory& memory) {
+std::vector<int64_t> GptModel::position_ids(const MicroBatch& batch) const {
   const int64_t b = batch.batch_size;
   const int64_t s = batch.seq_length;
   const int64_t n = b * s;
-  const int64_t vocab = config().padded_vocab_size;
-
-  check_input(batch.tokens, n, "tokens", vocab);
-  backend_->copy_from_host<int64_t>(transpose_01(batch.tokens, b, s, 1), memory.tokens);
-
-  if (config().position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) {
-    std::vector<int64_t> positions;
-    if (batch.position_ids.empty()) {
-      require(s <= config().max_position_embeddings,
-              "sequence length " + std::to_string(s) + " exceeds --max-position-embeddings " +
-                  std::to_string(config().max_position_embeddings));
-      positions.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < s; ++i) {
-        for (int64_t j = 0; j < b; ++j) positions[static_cast<size_t>(i * b + j)] = i;
-      }
-    } else {
-      check_input(batch.position_ids, n, "position_ids", config().max_position_embeddings);
-      positions = transpose_01(batch.position_ids, b, s, 1);
-    }
-    backend_->copy_from_host<int64_t>(positions, memory.positions);
+  if (!batch.position_ids.empty()) {
+    check_input(batch.position_ids, n, "position_ids", config().max_position_embeddings);
+    return transpose_01(batch.position_ids, b, s, 1);
   }
+  require(s <= config().max_position_embeddings,
+          "sequence length " + std::to_string(s) + " exceeds --max-position-embeddings " +
+              std::to_string(config().max_position_embeddings));
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < s; ++i) {
+    for (int64_t j = 0; j < b; ++j) positions[static_cast<size_t>(i * b + j)] = i;
+  }
+  return positions;
 }
 
 void GptModel::decoder_pass(const ForwardContext& ctx, ActivationMemory& memory) {

@@ -226,7 +226,8 @@ private:
   // Copies the micro-batch's inputs (tokens, positions) and labels (labels, loss mask) in.
   void upload(const MicroBatch& batch, ActivationMemory& memory, bool inputs = true,
               bool labels = true);
-  void upload_inputs(const MicroBatch& batch, ActivationMemory& memory);
+  // Megatron's position ids of a micro-batch, sequence-major (checked, or 0…s−1 when it has none).
+  std::vector<int64_t> position_ids(const MicroBatch& batch) const;
   // This stage's forward and backward over `memory`: embedding (first stage), layers, and the
   // final norm, output layer and loss (last stage); the whole model without a pipeline.
   void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss);
@@ -303,6 +304,11 @@ private:
   DeviceIndexBuffer decode_tokens_;  // forward_cached_greedy's picks
   // A step's tokens and positions as their asynchronous copies read them, and the event after
   // those copies.
+  // upload()'s page-locked staging: [tokens | positions | labels] and the loss mask, and the
+  // event after their last copies.
+  PinnedHostArray<int64_t> batch_ids_;
+  PinnedHostArray<float> batch_mask_;
+  std::unique_ptr<QueueEvent> batch_copied_;
   PinnedHostArray<int64_t> decode_inputs_;
   std::unique_ptr<QueueEvent> decode_inputs_copied_;
   std::vector<StageSlot> stage_slots_;

@@ -213,7 +213,12 @@ void* CudaBackend::do_allocate_pinned(size_t bytes) {
   return data;
 }
 
-void CudaBackend::do_free_pinned(void* data, size_t /*bytes*/) noexcept { cudaFreeHost(data); }
+void CudaBackend::do_free_pinned(void* data, size_t /*bytes*/) noexcept {
+  // A queued copy may still read it (staging released at teardown or when it grows): rare, so
+  // the wait costs nothing in a step.
+  cudaStreamSynchronize(stream_);
+  cudaFreeHost(data);
+}
 
 namespace {
 
