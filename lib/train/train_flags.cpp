@@ -81,7 +81,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("min-loss-scale", "S", t.min_loss_scale, "Minimum dynamic loss scale"),
       store("loss-scale-window", "N", t.loss_scale_window, "Good iterations before the dynamic loss scale doubles"),
       store("hysteresis", "N", t.hysteresis, "Overflow iterations before the dynamic loss scale halves"),
-      store_true("deterministic-mode", t.deterministic_mode, "Deterministic kernels only: reruns and resumes give the same bits on a GPU too, somewhat slower"),
+      store_true("deterministic-mode", t.deterministic_mode, "Deterministic kernels only: reruns and resumes give the same bits on a GPU too, several times slower there"),
     }})},
     {"data", joined_flags({{
       store_list("data-path", "[W] PREFIX...", d.data_path, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"),
