@@ -797,8 +797,7 @@ MaskedLossSum Backend::masked_loss_sum(ConstFloatView loss, ConstFloatView loss_
 void Backend::masked_loss_sum_on_device(ConstFloatView loss, ConstFloatView loss_mask, DeviceSpan<double> sums,
                                         bool accumulate) {
   expect(loss_mask, loss.size(), "masked_loss_sum_on_device", "loss_mask");
-  if (sums.size() != 2) throw Error("masked_loss_sum_on_device: sums must hold 2 values, not " +
-                                    std::to_string(sums.size()));
+  if (sums.size() != 2) fail("masked_loss_sum_on_device", "sums must hold 2 values, not " + std::to_string(sums.size()));
   Fp32Staging st(*this, "masked_loss_sum_on_device");
   do_masked_loss_sum_on_device(st.in(loss), st.in(loss_mask), loss.size(), sums.data(), accumulate);
   st.finish();

@@ -184,33 +184,22 @@ void GptModel::upload(const MicroBatch& batch, ActivationMemory& memory, bool in
     if (!batch.loss_mask.empty()) check_input(batch.loss_mask, n, "loss_mask", 0);
   }
 
-  // Through page-locked staging, queued without the host waiting for the copies (the previous
-  // micro-batch still runs on the device meanwhile; the copies follow it in the queue). The
-  // staging is rewritten only once the previous upload's copies have been passed.
-  if (batch_copied_) batch_copied_->wait();
-  if (batch_ids_.size() < 3 * n) batch_ids_ = PinnedHostArray<int64_t>(*backend_, 3 * n);
-  if (batch_mask_.size() < n) batch_mask_ = PinnedHostArray<float>(*backend_, n);
-  const auto stage = [&](const std::vector<int64_t>& values, int64_t slot, DeviceSpan<int64_t> device) {
-    const std::span<int64_t> staged = batch_ids_.host().subspan(static_cast<size_t>(slot * n), static_cast<size_t>(n));
-    std::copy(values.begin(), values.end(), staged.begin());
-    backend_->copy_from_host_async<int64_t>(staged, device);
-  };
+  // Queued without the host waiting: the previous micro-batch still runs on the device
+  // meanwhile, and the copies follow it in the queue.
+  staging_.begin(3 * n, n);
   if (inputs) {
-    stage(transpose_01(batch.tokens, b, s, 1), 0, memory.tokens);
-    if (learned) stage(positions, 1, memory.positions);
+    staging_.put(transpose_01(batch.tokens, b, s, 1), memory.tokens);
+    if (learned) staging_.put(positions, memory.positions);
   }
   if (with_labels) {
-    stage(transpose_01(batch.labels, b, s, 1), 2, memory.labels);
+    staging_.put(transpose_01(batch.labels, b, s, 1), memory.labels);
     if (batch.loss_mask.empty()) {
       backend_->fill(memory.loss_mask, 1.0f);
     } else {
-      const std::vector<float> mask = transpose_01(batch.loss_mask, b, s, 1);
-      const std::span<float> staged = batch_mask_.host().first(static_cast<size_t>(n));
-      std::copy(mask.begin(), mask.end(), staged.begin());
-      backend_->copy_from_host_async<float>(staged, DeviceSpan<float>(memory.loss_mask.data(), n));
+      staging_.put(transpose_01(batch.loss_mask, b, s, 1), DeviceSpan<float>(memory.loss_mask.data(), n));
     }
   }
-  batch_copied_ = backend_->record_event();
+  staging_.end();
 }
 
 std::vector<int64_t> GptModel::position_ids(const MicroBatch& batch) const {
@@ -519,21 +508,16 @@ ConstFloatView GptModel::decode_step(std::span<const int64_t> tokens, int64_t n,
     slot = std::make_unique<ActivationMemory>(*backend_, config(), params_.tensor_parallel(), n, b, false, true);
   }
   ActivationMemory& memory = *slot;
-  // Tokens and positions go through page-locked staging without the host waiting for the copy;
-  // the staging is rewritten only once the previous step's copy has been passed.
-  if (decode_inputs_copied_) decode_inputs_copied_->wait();
-  if (decode_inputs_.size() < 2 * n * b) decode_inputs_ = PinnedHostArray<int64_t>(*backend_, 2 * n * b);
-  const std::span<int64_t> staged_tokens = decode_inputs_.host().first(static_cast<size_t>(n * b));
-  const std::span<int64_t> staged_positions = decode_inputs_.host().subspan(static_cast<size_t>(n * b), staged_tokens.size());
-  const std::vector<int64_t> sequence_major = transpose_01(tokens, b, n, 1);
-  std::copy(sequence_major.begin(), sequence_major.end(), staged_tokens.begin());
-  backend_->copy_from_host_async<int64_t>(staged_tokens, memory.tokens);
+  // Tokens and positions go through page-locked staging without the host waiting for the copy.
+  staging_.begin(2 * n * b, 0);
+  staging_.put(transpose_01(tokens, b, n, 1), memory.tokens);
   if (learned) {
+    std::vector<int64_t> positions(static_cast<size_t>(n * b));
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < b; ++j) staged_positions[static_cast<size_t>(i * b + j)] = past + i;
-    backend_->copy_from_host_async<int64_t>(staged_positions, memory.positions);
+      for (int64_t j = 0; j < b; ++j) positions[static_cast<size_t>(i * b + j)] = past + i;
+    staging_.put(positions, memory.positions);
   }
-  decode_inputs_copied_ = backend_->record_event();
+  staging_.end();
 
   const int64_t h = config().hidden_size;
   // Only the last position's logits are wanted: its b rows are the last block of [n, b, h].

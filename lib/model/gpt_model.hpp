@@ -39,6 +39,7 @@
 
 #include "model/activation_memory.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/staged_uploads.hpp"
 #include "model/forward_context.hpp"
 #include "model/gpt_config.hpp"
 #include "model/gpt_embedding.hpp"
@@ -302,15 +303,8 @@ private:
   };
   DecodeRecording decode_recording_;
   DeviceIndexBuffer decode_tokens_;  // forward_cached_greedy's picks
-  // A step's tokens and positions as their asynchronous copies read them, and the event after
-  // those copies.
-  // upload()'s page-locked staging: [tokens | positions | labels] and the loss mask, and the
-  // event after their last copies.
-  PinnedHostArray<int64_t> batch_ids_;
-  PinnedHostArray<float> batch_mask_;
-  std::unique_ptr<QueueEvent> batch_copied_;
-  PinnedHostArray<int64_t> decode_inputs_;
-  std::unique_ptr<QueueEvent> decode_inputs_copied_;
+  // The inputs of upload() and of the decode steps, on their way to the device.
+  StagedUploads staging_{*backend_};
   std::vector<StageSlot> stage_slots_;
   StageSlot stage_eval_slot_;
 };

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/staged_uploads.hpp"
 
 using namespace mgt;
 
@@ -214,4 +215,28 @@ TEST_CASE("norm backwards add the input gradient to dx when asked", "[model]") {
                             rdweight.view(), /*accumulate_dx=*/true);
   const std::vector<float> rg = values_of(backend, rdx), rgot = values_of(backend, rsum);
   for (size_t i = 0; i < rg.size(); ++i) CHECK(rgot[i] == r[i] + rg[i]);
+}
+
+TEST_CASE("staged uploads: rounds of ids and floats reach the device, and a round holds what it was begun for", "[model]") {
+  CpuBackend backend;
+  StagedUploads staging(backend);
+  DeviceArray<int64_t> ids(backend, 3);
+  DeviceArray<float> values(backend, 2);
+  staging.begin(3, 2);
+  staging.put(std::vector<int64_t>{7, 8}, ids.view().first(2));
+  staging.put(std::vector<int64_t>{9}, ids.view().subspan(2, 1));
+  staging.put(std::vector<float>{0.5f, 1.5f}, values.view());
+  staging.end();
+  std::vector<int64_t> ids_back(3);
+  std::vector<float> values_back(2);
+  backend.copy_to_host(DeviceSpan<const int64_t>(ids.view()), std::span<int64_t>(ids_back));
+  backend.copy_to_host(DeviceSpan<const float>(values.view()), std::span<float>(values_back));
+  CHECK(ids_back == std::vector<int64_t>{7, 8, 9});
+  CHECK(values_back == std::vector<float>{0.5f, 1.5f});
+  // The next round starts over at the staging's beginning, and is held to its own size.
+  staging.begin(1, 0);
+  staging.put(std::vector<int64_t>{4}, ids.view().first(1));
+  CHECK_THROWS_WITH(staging.put(std::vector<int64_t>{5, 6}, ids.view().subspan(1, 2)),
+                    Catch::Contains("3 values staged in a round begun for"));
+  staging.end();
 }
