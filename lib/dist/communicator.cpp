@@ -241,6 +241,12 @@ void Communicator::barrier() {
   do_barrier();
 }
 
+bool Communicator::register_buffer(RecvBuffer data) {
+  check_buffer("register_buffer", "the", data);
+  auto scope = watch("register_buffer", nullptr, data.count, data.type, nullptr, -1);
+  return do_register_buffer(data);
+}
+
 std::vector<std::string> all_gather_text(Communicator& group, std::string_view text, std::size_t max_bytes) {
   const std::size_t words = max_bytes / sizeof(std::int64_t) + 1;  // room for a terminating zero
   std::vector<std::int64_t> mine(words, 0);

@@ -102,6 +102,14 @@ public:
   void send_recv(SendBuffer send, int dest, RecvBuffer recv, int source);
   void barrier();
 
+  // Tells the transport that `data` (a backend's memory, from Backend::allocate_shareable) stays
+  // allocated as long as this communicator and that later collectives work on parts of it (the
+  // gradient and weight buffers). NCCL between the GPUs of one machine then moves the all-reduces,
+  // chunked reduce-scatters and chunked all-gathers over it with the copy engines
+  // (nccl_peer_copy.hpp). Collective; every rank passes a buffer of the same size. Returns whether
+  // the transport took it, alike on every rank (false on the others: nothing changes).
+  bool register_buffer(RecvBuffer data);
+
   // ---- started now, complete at the returned handle's wait() (pending_collective.hpp) ----
   // Collectives over parts of a buffer, so that a gradient buffer can be reduced bucket by bucket
   // while the backward still writes its other buckets (Megatron's --overlap-grad-reduce). The
@@ -207,6 +215,7 @@ private:
   virtual void do_recv(RecvBuffer data, int source) = 0;
   virtual void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) = 0;
   virtual void do_barrier() = 0;
+  virtual bool do_register_buffer(RecvBuffer /*data*/) { return false; }
   // The chunked collectives (see start_reduce_scatter_chunks), complete (or queued on the
   // backend's stream, as the others) when they return.
   virtual void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,

@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
+#include "dist/nccl_peer_copy.hpp"
 #include "dist/nccl_symmetric_staging.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
@@ -44,9 +45,12 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 class NcclCommunicator final : public Communicator {
 public:
   // `stream` null: the communicator's own, every operation waited for.
+  // `peer`: the copy-engine collectives over registered buffers (null: none).
   NcclCommunicator(GroupMembers members, CollectiveWatchdog* watchdog, int device,
-                   cudaStream_t stream, const ncclUniqueId& id, const NcclOptions& options)
-      : Communicator(std::move(members), watchdog), device_(device), ordered_(stream != nullptr) {
+                   cudaStream_t stream, const ncclUniqueId& id, const NcclOptions& options,
+                   std::unique_ptr<PeerCopyCollectives> peer)
+      : Communicator(std::move(members), watchdog), device_(device), ordered_(stream != nullptr),
+        peer_(std::move(peer)) {
     MGT_CUDA_CHECK(cudaSetDevice(device_));
     if (ordered_) {
       stream_ = stream;
@@ -329,6 +333,7 @@ private:
 
   void do_all_reduce(RecvBuffer data, ReduceOp op) override {
     if (data.count == 0) return;
+    if (sums_on_peers(data, op)) return start_all_reduce_on_peers(data)->wait();
     use_device();
     reserve_for(data);
     const DeviceView v = view(data.data, data.bytes(), data.space, 0, true);
@@ -341,10 +346,14 @@ private:
 
   void do_all_gather(SendBuffer send, RecvBuffer recv) override {
     if (send.count == 0) return;
-    use_device();
-    reserve_for(send, recv);
     const bool in_place =
         send.data == static_cast<const std::byte*>(recv.data) + rank() * send.bytes();
+    if (in_place && on_peers(recv)) {
+      const std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), send.count);
+      return start_all_gather_chunks_on_peers(recv, counts)->wait();
+    }
+    use_device();
+    reserve_for(send, recv);
     const DeviceView out = view(recv.data, recv.bytes(), recv.space, 0, in_place);
     bool staged = out.host != nullptr;
     const void* in = static_cast<std::byte*>(out.device) + rank() * send.bytes();
@@ -381,10 +390,15 @@ private:
 
   void do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
     if (recv.count == 0) return;
-    use_device();
-    reserve_for(send, recv);
     const bool in_place =
         recv.data == static_cast<const std::byte*>(send.data) + rank() * recv.bytes();
+    if (in_place && sums_on_peers(send, op)) {
+      const std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), recv.count);
+      const RecvBuffer data{const_cast<void*>(send.data), send.count, send.type, send.space};
+      return start_reduce_scatter_chunks_on_peers(data, counts)->wait();
+    }
+    use_device();
+    reserve_for(send, recv);
     const DeviceView in = view(send.data, send.bytes(), send.space, 0, true);
     DeviceView out;
     if (in_place && !in.host) {
@@ -406,6 +420,7 @@ private:
   // rooted at the chunk's rank, in place: NCCL has no reduce-scatter of unequal chunks.
   void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
                                 ReduceOp op) override {
+    if (sums_on_peers(data, op)) return start_reduce_scatter_chunks_on_peers(data, counts)->wait();
     chunked(data, counts, "reduce_scatter", reduce_op_name(op), stream_,
             [&](void* chunk, std::size_t n, int root, cudaStream_t stream) {
       MGT_NCCL_CHECK(ncclReduce(chunk, chunk, n, nccl_type(data.type), nccl_op(op), root, comm_, stream));
@@ -413,6 +428,7 @@ private:
   }
 
   void do_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts) override {
+    if (on_peers(data)) return start_all_gather_chunks_on_peers(data, counts)->wait();
     chunked(data, counts, "all_gather", nullptr, stream_,
             [&](void* chunk, std::size_t n, int root, cudaStream_t stream) {
       MGT_NCCL_CHECK(ncclBroadcast(chunk, chunk, n, nccl_type(data.type), root, comm_, stream));
@@ -538,6 +554,7 @@ private:
 
 
   std::unique_ptr<PendingTransfer> do_start_all_reduce(RecvBuffer data, ReduceOp op) override {
+    if (sums_on_peers(data, op)) return start_all_reduce_on_peers(data);
     if (!runs_beside(data)) {
       do_all_reduce(data, op);
       return nullptr;
@@ -584,6 +601,7 @@ private:
 
   std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
       RecvBuffer data, std::span<const std::int64_t> counts, ReduceOp op) override {
+    if (sums_on_peers(data, op)) return start_reduce_scatter_chunks_on_peers(data, counts);
     if (!runs_beside(data)) {
       do_reduce_scatter_chunks(data, counts, op);
       return nullptr;
@@ -598,6 +616,7 @@ private:
 
   std::unique_ptr<PendingTransfer> do_start_all_gather_chunks(
       RecvBuffer data, std::span<const std::int64_t> counts) override {
+    if (on_peers(data)) return start_all_gather_chunks_on_peers(data, counts);
     if (!runs_beside(data)) {
       do_all_gather_chunks(data, counts);
       return nullptr;
@@ -608,6 +627,48 @@ private:
       MGT_NCCL_CHECK(ncclBroadcast(chunk, chunk, n, nccl_type(data.type), root, comm_, stream));
     });
     return finish_started(operation("all_gather", data.count, data.type));
+  }
+
+  // ---- the copy engines' collectives over registered buffers (nccl_peer_copy.hpp) ----
+  // Started like the others, on the side stream: every one of them must run on one stream.
+  // Every rank routes alike: the buffers were registered on all of them, at the same sizes.
+  bool on_peers(SendBuffer data) const {
+    return peer_ && ordered_ && data.count > 0 && data.space == MemorySpace::Backend &&
+           peer_->covers(data.data, data.bytes());
+  }
+  bool sums_on_peers(SendBuffer data, ReduceOp op) const {
+    return op == ReduceOp::Sum && PeerCopyCollectives::sums(data.type) && on_peers(data);
+  }
+
+  template <typename Run>
+  std::unique_ptr<PendingTransfer> start_on_peers(const InFlightOperation& op, Run run) {
+    cudaStream_t side = begin_started();
+    run(side);
+    return finish_started(op);
+  }
+  std::unique_ptr<PendingTransfer> start_all_reduce_on_peers(RecvBuffer data) {
+    return start_on_peers(operation("all_reduce", data.count, data.type, "sum"), [&](cudaStream_t side) {
+      peer_->all_reduce_sum(data.data, data.count, data.type, side);
+    });
+  }
+  std::unique_ptr<PendingTransfer> start_reduce_scatter_chunks_on_peers(RecvBuffer data,
+                                                                        std::span<const std::int64_t> counts) {
+    return start_on_peers(operation("reduce_scatter", data.count, data.type, "sum"), [&](cudaStream_t side) {
+      peer_->reduce_scatter_chunks_sum(data.data, counts, data.type, side);
+    });
+  }
+  std::unique_ptr<PendingTransfer> start_all_gather_chunks_on_peers(RecvBuffer data,
+                                                                    std::span<const std::int64_t> counts) {
+    return start_on_peers(operation("all_gather", data.count, data.type), [&](cudaStream_t side) {
+      peer_->all_gather_chunks(data.data, counts, data.type, side);
+    });
+  }
+
+  bool do_register_buffer(RecvBuffer data) override {
+    if (!peer_) return false;  // alike on every rank (PeerCopyCollectives::create)
+    use_device();
+    const bool shareable = ordered_ && data.count > 0 && data.space == MemorySpace::Backend && on_this_device(data.data);
+    return peer_->register_buffer(*this, shareable ? data.data : nullptr, data.bytes());
   }
 
   void do_broadcast(RecvBuffer data, int root) override {
@@ -687,6 +748,7 @@ private:
   cudaStream_t side_stream_ = nullptr;  // started operations (made on first use)
   ncclComm_t comm_ = nullptr;
   std::optional<NcclSymmetricStaging> staging_;  // MGT_NCCL_COPY_ENGINE's all-gathers and reduce-scatters
+  std::unique_ptr<PeerCopyCollectives> peer_;     // over registered buffers; null: none
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
   std::deque<Queued> queued_;        // oldest first
@@ -722,9 +784,12 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
   if (bootstrap.watchdog())
     scope.emplace(bootstrap.watchdog()->watch(
         InFlightOperation{"ncclCommInitRank", nullptr, &bootstrap.description()}));
+  // Collective over the bootstrap too: the same order on every rank.
+  std::unique_ptr<PeerCopyCollectives> peer =
+      PeerCopyCollectives::create(bootstrap, queue.device, options.peer_copies && queue.stream != nullptr);
   return std::make_unique<NcclCommunicator>(
       GroupMembers{bootstrap.kind(), bootstrap.world_ranks(), bootstrap.rank()},
-      bootstrap.watchdog(), queue.device, static_cast<cudaStream_t>(queue.stream), id, options);
+      bootstrap.watchdog(), queue.device, static_cast<cudaStream_t>(queue.stream), id, options, std::move(peer));
 }
 
 }  // namespace mgt::dist

@@ -76,6 +76,9 @@ public:
   virtual double seconds_since(QueueEvent& earlier) = 0;
 };
 
+// Whether other processes may map an allocation (Backend::allocate_shareable).
+enum class MemorySharing { kPrivate, kShareable };
+
 class Backend {
 public:
   Backend() = default;
@@ -158,6 +161,12 @@ public:
   // ---- memory (use DeviceArray rather than these directly) ----
   void* allocate_bytes(size_t bytes) { return do_allocate(bytes); }
   void free_bytes(void* data, size_t bytes) noexcept { do_free(data, bytes); }
+  // Memory that the other processes of this machine may map (CUDA IPC): the gradients and the
+  // weights, which the data-parallel ranks' copy engines read from each other
+  // (dist/nccl_peer_copy.hpp). On a GPU an allocation of its own rather than a block of the
+  // stream-ordered pool; ordinary memory elsewhere. Free with free_shareable.
+  void* allocate_shareable(size_t bytes) { return do_allocate_shareable(bytes); }
+  void free_shareable(void* data, size_t bytes) noexcept { do_free_shareable(data, bytes); }
 
   // Transfers at the edges of the model: batches in, losses and checkpoints out.
   template <typename T>
@@ -424,6 +433,9 @@ private:
 
   virtual void* do_allocate(size_t bytes) = 0;
   virtual void do_free(void* data, size_t bytes) noexcept = 0;
+  // Defaults: do_allocate and do_free.
+  virtual void* do_allocate_shareable(size_t bytes) { return do_allocate(bytes); }
+  virtual void do_free_shareable(void* data, size_t bytes) noexcept { do_free(data, bytes); }
   virtual void do_copy_from_host(const void* host, void* device, size_t bytes) = 0;
   virtual void do_copy_to_host(const void* device, void* host, size_t bytes) = 0;
   // Defaults: ordinary memory, and the synchronous copy (the CPU's operations complete anyway).
@@ -551,10 +563,13 @@ template <typename T>
 class DeviceArray {
 public:
   DeviceArray() = default;
-  DeviceArray(Backend& backend, int64_t size) : backend_(&backend), size_(size) {
+  DeviceArray(Backend& backend, int64_t size, MemorySharing sharing = MemorySharing::kPrivate)
+      : backend_(&backend), size_(size), sharing_(sharing) {
     if (size < 0) throw_device_span_range(0, size, 0);
     if (size > 0) {
-      data_ = static_cast<T*>(backend.allocate_bytes(static_cast<size_t>(size) * sizeof(T)));
+      const size_t bytes = static_cast<size_t>(size) * sizeof(T);
+      data_ = static_cast<T*>(sharing == MemorySharing::kShareable ? backend.allocate_shareable(bytes)
+                                                                  : backend.allocate_bytes(bytes));
     }
   }
   DeviceArray(const DeviceArray&) = delete;
@@ -562,13 +577,15 @@ public:
   DeviceArray(DeviceArray&& other) noexcept
       : backend_(other.backend_),
         data_(std::exchange(other.data_, nullptr)),
-        size_(std::exchange(other.size_, 0)) {}
+        size_(std::exchange(other.size_, 0)),
+        sharing_(other.sharing_) {}
   DeviceArray& operator=(DeviceArray&& other) noexcept {
     if (this != &other) {
       release();
       backend_ = other.backend_;
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
+      sharing_ = other.sharing_;
     }
     return *this;
   }
@@ -581,7 +598,14 @@ public:
 
 private:
   void release() noexcept {
-    if (data_ != nullptr) backend_->free_bytes(data_, static_cast<size_t>(size_) * sizeof(T));
+    if (data_ != nullptr) {
+      const size_t bytes = static_cast<size_t>(size_) * sizeof(T);
+      if (sharing_ == MemorySharing::kShareable) {
+        backend_->free_shareable(data_, bytes);
+      } else {
+        backend_->free_bytes(data_, bytes);
+      }
+    }
     data_ = nullptr;
     size_ = 0;
   }
@@ -589,6 +613,7 @@ private:
   Backend* backend_ = nullptr;
   T* data_ = nullptr;
   int64_t size_ = 0;
+  MemorySharing sharing_ = MemorySharing::kPrivate;
 };
 
 using DeviceIndexBuffer = DeviceArray<int64_t>;
@@ -636,8 +661,9 @@ private:
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
-  DeviceBuffer(Backend& backend, int64_t size, FloatType type = FloatType::kF32)
-      : bytes_(backend, size < 0 ? size : size * float_type_size(type)), size_(size), type_(type) {}
+  DeviceBuffer(Backend& backend, int64_t size, FloatType type = FloatType::kF32,
+               MemorySharing sharing = MemorySharing::kPrivate)
+      : bytes_(backend, size < 0 ? size : size * float_type_size(type), sharing), size_(size), type_(type) {}
   DeviceBuffer(DeviceBuffer&& other) noexcept
       : bytes_(std::move(other.bytes_)), size_(std::exchange(other.size_, 0)), type_(other.type_) {}
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {

@@ -12,8 +12,10 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       tp_(tp),
       stage_(stage),
       table_(gpt_parameter_table(config_, tp_, stage_)),
-      params_(backend, table_.buffer_size),
-      grads_(backend, table_.buffer_size) {
+      // Shareable: the data-parallel ranks on one machine read each other's gradients and
+      // weights with the copy engines (dist/nccl_peer_copy.hpp).
+      params_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
+      grads_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable) {
   backend.fill(params_.view(), 0.0f);
   backend.fill(grads_.view(), 0.0f);
   if (backend.activation_type() != FloatType::kF32) {

@@ -59,6 +59,16 @@ bool copy_engines_requested() {
   throw UsageError(std::string("MGT_NCCL_COPY_ENGINE: expected 0 or 1, got '") + value + "'");
 }
 
+// MGT_PEER_COPY=0: the data-parallel collectives over the gradient and weight buffers in NCCL's
+// kernels even where the ranks share a machine; 1 or unset: on the copy engines there
+// (dist/nccl_peer_copy.hpp).
+bool peer_copies_requested() {
+  const char* value = std::getenv("MGT_PEER_COPY");
+  if (value == nullptr || *value == '\0' || std::string_view(value) == "1") return true;
+  if (std::string_view(value) == "0") return false;
+  throw UsageError(std::string("MGT_PEER_COPY: expected 0 or 1, got '") + value + "'");
+}
+
 dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   dist::ParallelFlags f;
   f.tensor_model_parallel_size = o.parallel.tensor_model_parallel_size;
@@ -161,8 +171,8 @@ int run_training_program(int argc, const char* const* argv) {
       if (chief && copy_engines)
         log::info("> NCCL all-gathers and reduce-scatters on the copy engines (MGT_NCCL_COPY_ENGINE=1): symmetric "
                   "windows, zero-CTA policy");
-      nccl_groups =
-          dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms, copy_engines);
+      nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms,
+                                                   copy_engines, peer_copies_requested());
     }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 

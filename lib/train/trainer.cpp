@@ -298,6 +298,7 @@ private:
                    std::to_string(model_->parameters().params().size()) + " buffer elements (rank 0: [" +
                    std::to_string(shard.begin) + ", " + std::to_string(shard.end) + "))");
     }
+    register_data_parallel_buffers();
     build_overlap();
     scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
     if (const auto s = loss_scaler_settings(o, options_.parallel.use_distributed_optimizer)) loss_scaler_.emplace(*s);
@@ -306,6 +307,18 @@ private:
     args_json_ = train_args_json(options_, padded_vocab_);
     tokenizer_json_ = tokenizer_description_json(options_.data.tokenizer, *tokenizer_, padded_vocab_);
     parallel_layout_json_ = parallel_layout_json();
+  }
+
+  // The buffers the data-parallel collectives work on: where the transport can, it moves them
+  // with the copy engines (dist/nccl_peer_copy.hpp), the GEMMs beside keeping every multiprocessor.
+  void register_data_parallel_buffers() {
+    if (data_parallel_size() == 1) return;
+    GptParameters& p = model_->parameters();
+    bool registered = data_parallel_.register_buffer(dist::backend_buffer(p.grads()));
+    if (optimizer_->distributed()) registered = data_parallel_.register_buffer(dist::backend_buffer(p.params())) && registered;
+    if (registered)
+      output_.line(std::string("> data-parallel gradients") + (optimizer_->distributed() ? " and weights" : "") +
+                   " move between the GPUs with their copy engines (MGT_PEER_COPY=0: NCCL's kernels)");
   }
 
   // --overlap-grad-reduce (and --overlap-param-gather): the gradient buffer's buckets, reduced as

@@ -4,9 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <random>
 
 #include "core/error.hpp"
 #include "dist/backend_memory_mover.hpp"
@@ -359,4 +365,214 @@ TEST_CASE("NCCL all-gathers and reduce-scatters on the copy engines give the ker
       }
     }
   }
+}
+
+namespace {
+
+// Rank r's values for a round: uniform in [-1, 1), the same on every rank that asks.
+std::vector<float> rank_values(int r, int round, std::int64_t n) {
+  std::mt19937 generator(static_cast<unsigned>(7919 * r + round));
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = uniform(generator);
+  return v;
+}
+
+// Σ over the ranks' values in rank order, in fp32: what the copy engines' reduction computes.
+std::vector<float> rank_order_sum(int world, int round, std::int64_t n) {
+  std::vector<float> sum = rank_values(0, round, n);
+  for (int r = 1; r < world; ++r) {
+    const std::vector<float> v = rank_values(r, round, n);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += v[i];
+  }
+  return sum;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact rank-order sums",
+          "[dist][nccl][cuda][peer-copy]") {
+  const int world = runtime().world_size();
+  if (!nccl_runs_here()) return;
+  const int rank = runtime().rank();
+  auto [backend, queue] = rank_backend();
+  auto comm = make_nccl_communicator(runtime().world(), queue);
+
+  // Several 32 MiB scratch pieces per rank's chunk, and a count no rank count divides.
+  const std::int64_t n = world * (std::int64_t{9} << 20) + 7;
+  mgt::DeviceBuffer grads(*backend, n, mgt::FloatType::kF32, mgt::MemorySharing::kShareable);
+  mgt::DeviceBuffer pooled(*backend, n);  // the stream-ordered pool's: not shareable
+  mgt::DeviceBuffer other(*backend, n);
+  CHECK_FALSE(comm->register_buffer(backend_buffer(pooled.view())));
+  REQUIRE(comm->register_buffer(backend_buffer(grads.view())));
+  CHECK(comm->register_buffer(backend_buffer(grads.view().subspan(5, 1000))));  // inside: known already
+
+  // Queued, on the whole buffer.
+  backend->copy_from_host(std::span<const float>(rank_values(rank, 0, n)), grads.view());
+  comm->all_reduce(backend_buffer(grads.view()), ReduceOp::Sum);
+  CHECK(same_bits(read(*backend, grads), rank_order_sum(world, 0, n)));
+
+  // Started, in uneven buckets from the end as the backward finishes them, each uploaded just
+  // before its start and another buffer written on the compute stream meanwhile.
+  {
+    const std::vector<float> values = rank_values(rank, 1, n);
+    const std::vector<std::int64_t> bounds{0, 12345, n / 3, n - 1, n};
+    std::vector<PendingCollective> pending;
+    for (size_t b = bounds.size() - 1; b-- > 0;) {
+      const std::int64_t begin = bounds[b], size = bounds[b + 1] - begin;
+      mgt::FloatView bucket = grads.view().subspan(begin, size);
+      backend->copy_from_host(std::span<const float>(values).subspan(static_cast<size_t>(begin), static_cast<size_t>(size)),
+                              bucket);
+      pending.push_back(comm->start_all_reduce(backend_buffer(bucket), ReduceOp::Sum));
+      backend->fill(other.view(), 1.0f);
+    }
+    for (PendingCollective& p : pending) p.wait();
+    CHECK(same_bits(read(*backend, grads), rank_order_sum(world, 1, n)));
+  }
+
+  // NCCL's kernels on the pool's copy of the same values: two ranks add the same two numbers.
+  {
+    backend->copy_from_host(std::span<const float>(rank_values(rank, 2, n)), grads.view());
+    backend->copy_from_host(std::span<const float>(rank_values(rank, 2, n)), pooled.view());
+    comm->all_reduce(backend_buffer(grads.view()), ReduceOp::Sum);
+    comm->all_reduce(backend_buffer(pooled.view()), ReduceOp::Sum);
+    const std::vector<float> engines = read(*backend, grads), kernels = read(*backend, pooled);
+    if (world == 2) {
+      CHECK(same_bits(engines, kernels));
+    } else {
+      double worst = 0.0;
+      for (size_t i = 0; i < engines.size(); ++i)
+        worst = std::max(worst, std::abs(double(engines[i]) - kernels[i]) / (std::abs(double(kernels[i])) + 1e-3));
+      CHECK(worst < 1e-5);
+    }
+  }
+
+  // The distributed optimizer's pair over uneven chunks, started: the reduce-scatter leaves each
+  // rank its chunk's sum; the all-gather brings every rank's chunk, scaled there by its owner.
+  {
+    std::vector<std::int64_t> counts(static_cast<size_t>(world));
+    std::int64_t used = 0;
+    for (int r = 0; r < world; ++r) used += counts[static_cast<size_t>(r)] = n / (world + 1) + 977 * r;
+    const std::int64_t offset = 3;  // a bucket that starts inside the buffer
+    mgt::FloatView part = grads.view().subspan(offset, used);
+    backend->copy_from_host(std::span<const float>(rank_values(rank, 3, n)), grads.view());
+    PendingCollective scatter = comm->start_reduce_scatter_chunks(backend_buffer(part), counts, ReduceOp::Sum);
+    backend->fill(other.view(), 2.0f);
+    scatter.wait();
+    const std::vector<float> sums = rank_order_sum(world, 3, n);
+    std::int64_t begin = offset;
+    for (int r = 0; r < rank; ++r) begin += counts[static_cast<size_t>(r)];
+    const std::int64_t own = counts[static_cast<size_t>(rank)];
+    const std::vector<float> after = read(*backend, grads);
+    CHECK(same_bits(std::span<const float>(after).subspan(static_cast<size_t>(begin), static_cast<size_t>(own)),
+                    std::span<const float>(sums).subspan(static_cast<size_t>(begin), static_cast<size_t>(own))));
+
+    backend->scale(grads.view().subspan(begin, own), static_cast<float>(rank + 2));
+    PendingCollective gather = comm->start_all_gather_chunks(backend_buffer(part), counts);
+    gather.wait();
+    const std::vector<float> gathered = read(*backend, grads);
+    std::int64_t at = offset;
+    bool all_chunks = true;
+    for (int r = 0; r < world; ++r) {
+      for (std::int64_t i = at; i < at + counts[static_cast<size_t>(r)]; ++i)
+        all_chunks = all_chunks && gathered[static_cast<size_t>(i)] == sums[static_cast<size_t>(i)] * static_cast<float>(r + 2);
+      at += counts[static_cast<size_t>(r)];
+    }
+    CHECK(all_chunks);
+  }
+
+  // The one-shot forms of the distributed optimizer (buffer_shards.cpp): in-place reduce-scatter
+  // and all-gather of even chunks.
+  {
+    const std::int64_t per = n / world;
+    backend->copy_from_host(std::span<const float>(rank_values(rank, 4, n)), grads.view());
+    mgt::FloatView mine = grads.view().subspan(rank * per, per);
+    comm->reduce_scatter(mgt::ConstFloatView(grads.view().first(per * world)), mine, ReduceOp::Sum);
+    const std::vector<float> sums = rank_order_sum(world, 4, n);
+    const std::vector<float> after = read(*backend, grads);
+    CHECK(same_bits(std::span<const float>(after).subspan(static_cast<size_t>(rank * per), static_cast<size_t>(per)),
+                    std::span<const float>(sums).subspan(static_cast<size_t>(rank * per), static_cast<size_t>(per))));
+    comm->all_gather(mgt::ConstFloatView(mine), grads.view().first(per * world));
+    const std::vector<float> gathered = read(*backend, grads);
+    CHECK(same_bits(std::span<const float>(gathered).first(static_cast<size_t>(per * world)),
+                    std::span<const float>(sums).first(static_cast<size_t>(per * world))));
+  }
+
+  // bf16: integers small enough that every sum is exact, summed in fp32 and rounded once.
+  {
+    const std::int64_t m = 3 * (std::int64_t{1} << 20) + 1;
+    mgt::DeviceBuffer halves(*backend, m, mgt::FloatType::kBf16, mgt::MemorySharing::kShareable);
+    REQUIRE(comm->register_buffer(backend_buffer(halves.view())));
+    std::vector<float> mine(static_cast<size_t>(m)), expected(static_cast<size_t>(m), 0.0f);
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (int r = 0; r < world; ++r) {
+        const float v = static_cast<float>((i * 7 + r * 13) % 33 - 16);
+        expected[static_cast<size_t>(i)] += v;
+        if (r == rank) mine[static_cast<size_t>(i)] = v;
+      }
+    }
+    backend->copy_from_host(std::span<const float>(mine), halves.view());
+    PendingCollective summing = comm->start_all_reduce(backend_buffer(halves.view()), ReduceOp::Sum);
+    summing.wait();
+    std::vector<float> got(static_cast<size_t>(m));
+    backend->copy_to_host(mgt::ConstFloatView(halves.view()), std::span<float>(got));
+    CHECK(got == expected);
+  }
+
+  // Timed as started collectives.
+  backend->synchronize();
+  const std::optional<OverlapTiming> timing = comm->take_overlap_timing();
+  REQUIRE(timing);
+  CHECK(timing->operations > 0);
+  CHECK(timing->exposed_seconds <= timing->busy_seconds);
+
+  // Turned off: nothing is registered, and NCCL's kernels run as before.
+  auto kernels_only = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, false, false});
+  CHECK_FALSE(kernels_only->register_buffer(backend_buffer(grads.view())));
+}
+
+// Not a test: timings of the copy engines' all-reduce against NCCL's on 1 GiB, whole and in
+// 40M-element buckets ([.] keeps it out of the default run).
+TEST_CASE("peer-copy timings", "[.][peer-copy-timing]") {
+  const int world = runtime().world_size();
+  if (!nccl_runs_here()) return;
+  auto [backend, queue] = rank_backend();
+  auto comm = make_nccl_communicator(runtime().world(), queue);
+  const std::int64_t n = std::int64_t{1} << 28;
+  mgt::DeviceBuffer shared(*backend, n, mgt::FloatType::kF32, mgt::MemorySharing::kShareable);
+  mgt::DeviceBuffer pooled(*backend, n);
+  REQUIRE(comm->register_buffer(backend_buffer(shared.view())));
+  backend->fill(shared.view(), 1.0f);
+  backend->fill(pooled.view(), 1.0f);
+  const auto time = [&](const char* name, const std::function<void()>& run) {
+    run();
+    backend->synchronize();
+    comm->barrier();
+    const auto begin = std::chrono::steady_clock::now();
+    for (int i = 0; i < 5; ++i) run();
+    backend->synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count() / 5;
+    if (runtime().rank() == 0) std::printf("%-50s %8.2f ms  %6.1f GB/s algbw\n", name, ms, n * 4 / ms / 1e6);
+  };
+  time("NCCL all_reduce 1 GiB", [&] { comm->all_reduce(backend_buffer(pooled.view()), ReduceOp::Sum); });
+  time("copy engines all_reduce 1 GiB", [&] { comm->all_reduce(backend_buffer(shared.view()), ReduceOp::Sum); });
+  const std::int64_t bucket = 40'000'000;
+  const auto buckets = [&](mgt::DeviceBuffer& b) {
+    std::vector<PendingCollective> pending;
+    for (std::int64_t at = 0; at < n; at += bucket)
+      pending.push_back(comm->start_all_reduce(backend_buffer(b.view().subspan(at, std::min(bucket, n - at))), ReduceOp::Sum));
+    for (PendingCollective& p : pending) p.wait();
+  };
+  time("NCCL all_reduce 1 GiB in 40M buckets", [&] { buckets(pooled); });
+  time("copy engines all_reduce 1 GiB in 40M buckets", [&] { buckets(shared); });
+  const std::vector<std::int64_t> counts(static_cast<size_t>(world), n / world);
+  time("copy engines reduce_scatter_chunks 1 GiB",
+       [&] { comm->start_reduce_scatter_chunks(backend_buffer(shared.view()), counts, ReduceOp::Sum).wait(); });
+  time("copy engines all_gather_chunks 1 GiB",
+       [&] { comm->start_all_gather_chunks(backend_buffer(shared.view()), counts).wait(); });
+  time("NCCL barrier", [&] { comm->barrier(); });
 }

@@ -205,6 +205,8 @@ section_scaling() {
   for count in "${counts[@]}"; do
     bench --ranks "$count"
     bench --ranks "$count" --overlap
+    # The same with NCCL's kernels moving the gradients instead of the copy engines.
+    MGT_PEER_COPY=0 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     # MGT_MULTI_GPU_VARIANTS=1: the overlap with its collectives on 8 thread blocks and the
@@ -238,6 +240,7 @@ for r in runs:
     name += " overlapped" if r.get("overlap") else ""
     name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
     name += ", copy-engine collectives" if r.get("copy_engine") else ""
+    name += ", NCCL kernels" if n > tp and not r.get("peer_copy", True) else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
@@ -257,7 +260,7 @@ for r in runs:
 def dp_run(n, overlap):
     return next((r for r in runs if r["ranks"] == n and r["tensor_parallel"] == 1 and r.get("accumulate", 1) == 1
                  and not r.get("distributed_optimizer") and bool(r.get("overlap")) == overlap
-                 and not r.get("overlap_sms")), None)
+                 and not r.get("overlap_sms") and r.get("peer_copy", True)), None)
 one = one_gpu(1)
 for n in sorted({r["ranks"] for r in runs if r["ranks"] > 1}):
     plain, over = dp_run(n, False), dp_run(n, True)

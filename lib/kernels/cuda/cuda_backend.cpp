@@ -125,8 +125,11 @@ std::optional<Backend::MemoryUse> CudaBackend::memory_use() const {
     MGT_CUDA_CHECK(cudaMemPoolGetAttribute(pool, attribute, &value));
     return static_cast<int64_t>(value);
   };
-  return MemoryUse{read(cudaMemPoolAttrUsedMemCurrent), read(cudaMemPoolAttrUsedMemHigh),
-                   read(cudaMemPoolAttrReservedMemCurrent), read(cudaMemPoolAttrReservedMemHigh)};
+  // The shareable allocations live as long as the model: their peak and the pool's add up.
+  return MemoryUse{read(cudaMemPoolAttrUsedMemCurrent) + shareable_bytes_,
+                   read(cudaMemPoolAttrUsedMemHigh) + max_shareable_bytes_,
+                   read(cudaMemPoolAttrReservedMemCurrent) + shareable_bytes_,
+                   read(cudaMemPoolAttrReservedMemHigh) + max_shareable_bytes_};
 }
 
 bool CudaBackend::set_matmul_precision(MatmulPrecision precision) {
@@ -200,6 +203,24 @@ void* CudaBackend::do_allocate(size_t bytes) {
 }
 
 void CudaBackend::do_free(void* data, size_t /*bytes*/) noexcept { cudaFreeAsync(data, stream_); }
+
+void* CudaBackend::do_allocate_shareable(size_t bytes) {
+  if (recording_) throw Error("an allocation cannot be recorded");
+  // cudaIpcGetMemHandle takes cudaMalloc's allocations, not the stream-ordered pool's blocks.
+  void* data = nullptr;
+  MGT_CUDA_CHECK(cudaMalloc(&data, bytes));
+  MGT_CUDA_CHECK(cudaMemsetAsync(data, 0xFF, bytes, stream_));
+  shareable_bytes_ += static_cast<int64_t>(bytes);
+  max_shareable_bytes_ = std::max(max_shareable_bytes_, shareable_bytes_);
+  return data;
+}
+
+void CudaBackend::do_free_shareable(void* data, size_t bytes) noexcept {
+  // cudaFree does not wait for this stream's queued work that may still use the memory.
+  cudaStreamSynchronize(stream_);
+  cudaFree(data);
+  shareable_bytes_ -= static_cast<int64_t>(bytes);
+}
 
 void CudaBackend::do_copy_from_host(const void* host, void* device, size_t bytes) {
   // Synchronous with respect to the host buffer: the caller may reuse it at once.

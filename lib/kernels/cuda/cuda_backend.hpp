@@ -56,6 +56,9 @@ private:
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
   bool recording_ = false;  // capturing a graph: allocations are refused
+  // allocate_shareable's allocations, outside the pool: bytes now and at most, for memory_use().
+  int64_t shareable_bytes_ = 0;
+  int64_t max_shareable_bytes_ = 0;
   bool deterministic_ = false;
   int multiprocessors_ = 0;  // the device's
   int gemm_multiprocessors_ = 0;  // what the GEMMs run on (0: all), leave_multiprocessors()
@@ -79,6 +82,8 @@ private:
                                        const AttentionParams& params, FloatView d_mixed) override;
   void* do_allocate(size_t bytes) override;
   void do_free(void* data, size_t bytes) noexcept override;
+  void* do_allocate_shareable(size_t bytes) override;
+  void do_free_shareable(void* data, size_t bytes) noexcept override;
   void do_copy_from_host(const void* host, void* device, size_t bytes) override;
   void do_copy_to_host(const void* device, void* host, size_t bytes) override;
   void* do_allocate_pinned(size_t bytes) override;

@@ -14,4 +14,15 @@ enum class ChunkType { kF32, kBf16, kF16 };
 // rounded once to the element type.
 void sum_rank_chunks(const void* chunks, int ranks, int64_t count, ChunkType type, void* out, cudaStream_t stream);
 
+// The same over pieces anywhere in this device's memory (the copy-engine reduction of
+// dist/nccl_peer_copy.hpp: this rank's own piece in place, the peers' copied to a scratch):
+// out[i] = Σ_r piece[r][i], r = 0 … ranks−1 in that order, in fp32, rounded once. `out` may be
+// one of the pieces.
+constexpr int kMaxRankPieces = 8;
+struct RankPieces {
+  const void* piece[kMaxRankPieces] = {};
+};
+void sum_rank_pieces(const RankPieces& pieces, int ranks, int64_t count, ChunkType type, void* out,
+                     cudaStream_t stream);
+
 }  // namespace mgt::cuda
