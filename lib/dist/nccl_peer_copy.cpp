@@ -185,9 +185,11 @@ PeerCopyCollectives::PeerCopyCollectives(int rank, int ranks, std::uint64_t* fla
 PeerCopyCollectives::~PeerCopyCollectives() {
   if (sum_stream_) cudaStreamSynchronize(sum_stream_);
   for (const Mapping& m : mappings_) cudaIpcCloseMemHandle(m.base);
-  for (cudaEvent_t event : {copied_[0], copied_[1], summed_[0], summed_[1]})
+  if (push_stream_) cudaStreamSynchronize(push_stream_);
+  for (cudaEvent_t event : {copied_[0], copied_[1], summed_[0], summed_[1], pushed_})
     if (event) cudaEventDestroy(event);
   if (sum_stream_) cudaStreamDestroy(sum_stream_);
+  if (push_stream_) cudaStreamDestroy(push_stream_);
   cudaFree(scratch_);
   cudaFree(flags_);
 }
@@ -225,8 +227,11 @@ bool PeerCopyCollectives::register_buffer(Communicator& group, void* data, std::
     MGT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch_), 2 * kPieceBytes * static_cast<std::size_t>(ranks_ - 1)));
     int least = 0, greatest = 0;
     MGT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    // The highest priority, as the side stream's: the sums' blocks go ahead of the compute's
+    // waiting ones, so that the copies keep moving (the compute's priority measured the same).
     MGT_CUDA_CHECK(cudaStreamCreateWithPriority(&sum_stream_, cudaStreamNonBlocking, greatest));
-    for (cudaEvent_t* event : {&copied_[0], &copied_[1], &summed_[0], &summed_[1]})
+    MGT_CUDA_CHECK(cudaStreamCreateWithPriority(&push_stream_, cudaStreamNonBlocking, greatest));
+    for (cudaEvent_t* event : {&copied_[0], &copied_[1], &summed_[0], &summed_[1], &pushed_})
       MGT_CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
   }
   return true;
@@ -268,7 +273,7 @@ void PeerCopyCollectives::barrier(cudaStream_t stream) {
 }
 
 void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data, std::int64_t begin,
-                                           std::int64_t end, ElementType type, cudaStream_t stream) {
+                                           std::int64_t end, ElementType type, bool push, cudaStream_t stream) {
   const std::size_t element = element_size(type);
   const std::int64_t piece = static_cast<std::int64_t>(kPieceBytes / element);
   const std::size_t slot_bytes = kPieceBytes * static_cast<std::size_t>(ranks_ - 1);
@@ -295,10 +300,23 @@ void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data
     MGT_CUDA_CHECK(cudaStreamWaitEvent(sum_stream_, copied_[slot], 0));
     cuda::sum_rank_pieces(pieces, ranks_, n, chunk_type(type), own, sum_stream_);
     MGT_CUDA_CHECK(cudaEventRecord(summed_[slot], sum_stream_));
+    if (!push) continue;
+    // The summed piece goes out to every peer's copy of the buffer at once, while the next piece
+    // comes in: only this rank reads the peers' copies of its chunk, and it has read this piece.
+    MGT_CUDA_CHECK(cudaStreamWaitEvent(push_stream_, summed_[slot], 0));
+    for (int r = 0; r < ranks_; ++r)
+      if (r != rank_)
+        MGT_CUDA_CHECK(cudaMemcpyAsync(peer_address(region, r, own), own, static_cast<std::size_t>(n) * element,
+                                       cudaMemcpyDefault, push_stream_));
   }
-  // What follows on `stream` (the barrier that says the chunk is summed) waits for the last sum,
-  // which comes after every other on the summing stream.
-  if (index > 0) MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, summed_[(index - 1) % 2], 0));
+  // What follows on `stream` (the barrier that says the chunk is summed, or pushed) waits for the
+  // last sum, which comes after every other on the summing stream, and the last push.
+  if (index == 0) return;
+  MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, summed_[(index - 1) % 2], 0));
+  if (push) {
+    MGT_CUDA_CHECK(cudaEventRecord(pushed_, push_stream_));
+    MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, pushed_, 0));
+  }
 }
 
 void PeerCopyCollectives::copy_from(const Region& region, int owner, std::byte* data, std::int64_t begin,
@@ -316,10 +334,8 @@ void PeerCopyCollectives::all_reduce_sum(void* data, std::int64_t count, Element
   const std::int64_t per_rank = (count + ranks_ - 1) / ranks_;
   const auto begin = [&](int r) { return std::min<std::int64_t>(count, r * per_rank); };
   barrier(stream);
-  reduce_own_chunk(region, bytes, begin(rank_), begin(rank_ + 1), type, stream);
-  barrier(stream);
-  for (int r = 0; r < ranks_; ++r)
-    if (r != rank_) copy_from(region, r, bytes, begin(r), begin(r + 1), element_size(type), stream);
+  reduce_own_chunk(region, bytes, begin(rank_), begin(rank_ + 1), type, /*push=*/true, stream);
+  // Every rank's chunk summed and in every copy; nobody reads this rank's buffer any more.
   barrier(stream);
 }
 
@@ -330,7 +346,7 @@ void PeerCopyCollectives::reduce_scatter_chunks_sum(void* data, std::span<const 
   for (int r = 0; r < rank_; ++r) begin += counts[static_cast<std::size_t>(r)];
   barrier(stream);
   reduce_own_chunk(region, static_cast<std::byte*>(data), begin, begin + counts[static_cast<std::size_t>(rank_)], type,
-                   stream);
+                   /*push=*/false, stream);
   // The peers have read their chunks of this rank's buffer: the caller may write it.
   barrier(stream);
 }

@@ -15,12 +15,13 @@
 //
 // all_reduce_sum: a barrier (every rank's data is final); each rank sums its own chunk, copying
 // the peers' copies of it into a scratch piece by piece (the sum of one piece on a stream of its
-// own while the next piece is copied, two scratch slots per peer); a barrier (every chunk summed); each rank
-// copies the other chunks from their owners; a barrier (nobody reads this rank's buffer any
-// more, so it may be written after the operation). Each element is summed by the rank that owns
+// own while the next piece is copied, two scratch slots per peer) and copying each summed piece
+// out to every peer's buffer (a third stream: the links carry both directions at once); a
+// barrier (every chunk summed and everywhere; nobody reads this rank's buffer any more, so it may
+// be written after the operation). Each element is summed by the rank that owns
 // it, in rank order r = 0, 1, … in fp32: every rank ends with the same bits, and with two ranks
-// the same bits as NCCL's sum. reduce_scatter_chunks_sum: the first two steps and the last
-// barrier. all_gather_chunks: a barrier, the copies, a barrier.
+// the same bits as NCCL's sum. reduce_scatter_chunks_sum: the same without the copies out.
+// all_gather_chunks: a barrier, the copies in, a barrier.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -81,9 +82,10 @@ private:
   const Region& region_of(const void* data) const;
   std::byte* peer_address(const Region& region, int peer, const void* data) const;
   void barrier(cudaStream_t stream);
-  // Sums chunk [begin, end) of `data` (elements) over the ranks into this rank's copy.
+  // Sums chunk [begin, end) of `data` (elements) over the ranks into this rank's copy; with
+  // `push`, copies each summed piece into every peer's copy too.
   void reduce_own_chunk(const Region& region, std::byte* data, std::int64_t begin, std::int64_t end,
-                        ElementType type, cudaStream_t stream);
+                        ElementType type, bool push, cudaStream_t stream);
   // Copies chunk [begin, end) of `data` from rank `owner`'s copy into this rank's.
   void copy_from(const Region& region, int owner, std::byte* data, std::int64_t begin, std::int64_t end,
                  std::size_t element, cudaStream_t stream);
@@ -99,6 +101,8 @@ private:
   // events that hand a slot between the two streams.
   std::byte* scratch_ = nullptr;
   cudaStream_t sum_stream_ = nullptr;
+  cudaStream_t push_stream_ = nullptr;  // the summed pieces out to the peers
+  cudaEvent_t pushed_ = nullptr;
   cudaEvent_t copied_[2] = {};
   cudaEvent_t summed_[2] = {};
 };

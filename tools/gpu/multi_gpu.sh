@@ -10,7 +10,8 @@
 #            each (MGT_LAYOUTS="tp2-sp tp4 ..." picks some of them by name);
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
-#            --overlap-grad-reduce, DP=N with the distributed optimizer and both overlaps, TP=2
+#            --overlap-grad-reduce (and the same with MGT_PEER_COPY=0: NCCL's kernels instead of
+#            the copy engines), DP=N with the distributed optimizer and both overlaps, TP=2
 #            with sequence parallelism (x DP=N/2): tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
 #            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
