@@ -43,6 +43,16 @@ TEST_CASE("backend buffers without a mover are host memory", "[dist][comm]") {
   CHECK(x == std::vector<double>(5, n * (n + 1) / 2.0));
 }
 
+TEST_CASE("registering a buffer is a no-op where the transport has no use for it", "[dist][comm]") {
+  std::vector<float> data(16, 1.0f);
+  // MPI and a group of one answer false alike on every rank, and collectives work as before.
+  CHECK_FALSE(runtime().world().register_buffer(host_buffer(std::span<float>(data))));
+  LocalCommunicator alone("world", 0, nullptr, nullptr);
+  CHECK_FALSE(alone.register_buffer(host_buffer(std::span<float>(data))));
+  runtime().world().all_reduce(std::span<float>(data), ReduceOp::Sum);
+  CHECK(data[0] == static_cast<float>(runtime().world_size()));
+}
+
 TEST_CASE("typed overloads take spans of each element type", "[dist][comm]") {
   Communicator& world = runtime().world();
   const int n = world.size();

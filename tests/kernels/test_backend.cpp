@@ -55,6 +55,17 @@ TEST_CASE("DeviceArray owns backend memory and moves", "[model]") {
   CHECK(back == values);
 }
 
+TEST_CASE("Shareable allocations are ordinary memory on the CPU and move with their kind", "[model]") {
+  CpuBackend backend;
+  DeviceBuffer shared(backend, 4, FloatType::kF32, MemorySharing::kShareable);
+  backend.fill(shared.view(), 1.5f);
+  DeviceBuffer moved = std::move(shared);
+  CHECK(shared.empty());
+  CHECK(values_of(backend, moved) == std::vector<float>(4, 1.5f));
+  moved = DeviceBuffer(backend, 2);  // the shareable block is freed as shareable, the new one kept
+  CHECK(moved.size() == 2);
+}
+
 TEST_CASE("DeviceSpan subspans are bounds-checked", "[model]") {
   CpuBackend backend;
   DeviceBuffer a(backend, 10);
