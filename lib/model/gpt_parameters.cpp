@@ -19,7 +19,8 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
   backend.fill(params_.view(), 0.0f);
   backend.fill(grads_.view(), 0.0f);
   if (backend.activation_type() != FloatType::kF32) {
-    compute_ = DeviceBuffer(backend, table_.buffer_size, backend.activation_type());
+    // Shareable too: the distributed optimizer gathers the updated bf16 weights.
+    compute_ = DeviceBuffer(backend, table_.buffer_size, backend.activation_type(), MemorySharing::kShareable);
     refresh_compute_copy();
   }
 }

@@ -69,6 +69,11 @@ public:
   // the copy itself (empty for fp32), and the note that it now matches the weights again.
   FloatView compute_copy() { return compute_.view(); }
   void mark_compute_copy_fresh() { compute_stale_ = false; }
+  // Whether refresh_compute_copy() has a conversion to do.
+  bool compute_copy_stale() const { return !compute_.empty() && compute_stale_; }
+  // Whether a forward reads the fp32 parameters themselves and not only the compute copy (a
+  // zero-centred norm sums 1 + w from them): the distributed optimizer then gathers those.
+  bool forward_reads_params() const { return config_.layernorm_zero_centered_gamma; }
 
   // Megatron's initialisation, a pure function of (seed, name, global element index).
   void initialize(uint64_t seed);

@@ -172,16 +172,17 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   hp.lr = static_cast<float>(lr);
   hp.weight_decay = static_cast<float>(weight_decay);
   // One pass over the shard: clipping folded into the read of the gradient, the embedding and
-  // output layer at --decoupled-lr, and (without sharding) the bf16 compute copy written beside
-  // the weights. With the distributed optimizer the other shards arrive by the all-gather below
-  // and the copy is refreshed before the next forward.
-  const bool writes_copy = !(group_ && distributed_) && !params_->compute_copy().empty();
+  // output layer at --decoupled-lr, and the bf16 compute copy written beside the weights. With
+  // the distributed optimizer the other shards arrive by an all-gather: of the fp32 weights
+  // below, after which the copy is refreshed before the next forward, or of the copy itself
+  // (OverlappedDataParallel::start_param_gather).
+  const bool writes_copy = !params_->compute_copy().empty();
   const FloatView copy = writes_copy ? params_->compute_copy().subspan(shard_.begin, shard_.size())
                                      : FloatView();
   backend.adamw_update(params_->params().subspan(shard_.begin, shard_.size()), grads, exp_avg_.view(),
                        exp_avg_sq_.view(), segment_ends_, segment_flags_, hp,
                        static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale, steps_, copy);
-  if (writes_copy) params_->mark_compute_copy_fresh();
+  if (writes_copy && !(group_ && distributed_)) params_->mark_compute_copy_fresh();
   // Megatron's param all-gather: every rank's weights become whole again.
   if (group_ && distributed_ && !param_gather_deferred_) all_gather_shards(*group_, params_->params());
   result.applied = true;

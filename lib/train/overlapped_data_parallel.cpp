@@ -1,8 +1,10 @@
 #include "train/overlapped_data_parallel.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.hpp"
+#include "dist/buffer_shards.hpp"
 
 namespace mgt {
 
@@ -18,9 +20,10 @@ OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vecto
       started_(buckets_.size(), false),
       reductions_(buckets_.size()),
       gathers_(buckets_.size()) {
-  const std::int64_t n = params.params().size();
+  const std::int64_t n = std::as_const(params).params().size();
   per_rank_ = n / group.size();
   even_ = per_rank_ * group.size();
+  gathers_compute_copy_ = distributed && !params.compute_copy().empty() && !params.forward_reads_params();
 }
 
 std::vector<std::int64_t> OverlappedDataParallel::shard_counts(std::int64_t begin, std::int64_t end) const {
@@ -95,8 +98,10 @@ void OverlappedDataParallel::finish_gradient_reduction() {
 
 void OverlappedDataParallel::start_param_gather() {
   if (!distributed_ || group_->size() == 1) return;
-  finish_param_gather();
-  const FloatView params = params_->params();
+  wait_param_gathers();
+  // The step wrote this rank's shard of the compute copy beside its weights; the gathers bring
+  // the others', so the copy needs no conversion (taken mutable without marking it stale).
+  const FloatView params = gathers_compute_copy_ ? params_->compute_copy() : params_->params();
   // The buffer's start first: the next forward reads the embedding before the layers.
   for (std::size_t i = buckets_.size(); i-- > 0;) {
     const GradientBucket& b = buckets_[i];
@@ -113,15 +118,28 @@ void OverlappedDataParallel::start_param_gather() {
           group_->start_all_gather_chunks(dist::backend_buffer(params.subspan(rest_begin, b.end - rest_begin)), counts));
     }
   }
+  if (gathers_compute_copy_) {
+    params_->mark_compute_copy_fresh();
+    params_behind_ = true;
+  }
   update_compute_share();
 }
 
-void OverlappedDataParallel::finish_param_gather() {
+void OverlappedDataParallel::wait_param_gathers() {
   for (std::vector<dist::PendingCollective>& pending : gathers_) {
     for (dist::PendingCollective& p : pending) p.wait();
     pending.clear();
   }
   update_compute_share();
+}
+
+void OverlappedDataParallel::finish_param_gather() {
+  wait_param_gathers();
+  if (!params_behind_) return;
+  // The fp32 weights as the non-overlapped step leaves them (this marks the compute copy stale:
+  // the next forward converts it again, to the same values).
+  all_gather_shards(*group_, params_->params());
+  params_behind_ = false;
 }
 
 void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64_t end) {

@@ -15,7 +15,11 @@
 // Weights (distributed optimizer only): after the step, each bucket's all-gather of the updated
 // shards starts, and the next forward waits for a bucket just before its first block that reads
 // it (the model's ParameterHooks); finish_param_gather() waits for all, where something else
-// reads the weights (a checkpoint, the parameter norm) or no forward follows.
+// reads the weights (a checkpoint, the parameter norm) or no forward follows. Under bf16 (or
+// fp16) the gathers bring the compute copy, as Megatron's bring its bf16 parameters: half the
+// bytes, and no conversion of the whole buffer before the forward. The fp32 weights of the other
+// shards then stay behind until finish_param_gather() gathers them too (unless the forward reads
+// them: GptParameters::forward_reads_params).
 //
 // With `collective_sms` > 0 (MGT_OVERLAP_SMS), while any of them is in flight the compute
 // backend's GEMMs leave the collectives' thread blocks their multiprocessors
@@ -55,7 +59,7 @@ public:
 
   // After a step that updated this rank's shard (distributed optimizer): starts the all-gathers.
   void start_param_gather();
-  // Waits for every all-gather still in flight.
+  // Waits for every all-gather still in flight; the fp32 weights are then whole on every rank.
   void finish_param_gather();
 
   void before_parameter_use(std::int64_t begin, std::int64_t end) override;
@@ -68,6 +72,8 @@ private:
   std::vector<std::int64_t> shard_counts(std::int64_t begin, std::int64_t end) const;
   // Tells the backend whether collectives are in flight, when that changes.
   void update_compute_share();
+  // Waits for the all-gathers in flight, whatever they gather.
+  void wait_param_gathers();
 
   GptParameters* params_;
   std::vector<GradientBucket> buckets_;
@@ -79,6 +85,8 @@ private:
   std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
   std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)
   bool armed_ = false;
+  bool gathers_compute_copy_ = false;  // the weights' all-gathers bring the compute copy
+  bool params_behind_ = false;         // ... and the other shards' fp32 weights are behind
   std::vector<bool> started_;
   std::vector<std::vector<dist::PendingCollective>> reductions_;  // per bucket
   std::vector<std::vector<dist::PendingCollective>> gathers_;     // per bucket

@@ -315,7 +315,11 @@ private:
     if (data_parallel_size() == 1) return;
     GptParameters& p = model_->parameters();
     bool registered = data_parallel_.register_buffer(dist::backend_buffer(p.grads()));
-    if (optimizer_->distributed()) registered = data_parallel_.register_buffer(dist::backend_buffer(p.params())) && registered;
+    if (optimizer_->distributed()) {
+      registered = data_parallel_.register_buffer(dist::backend_buffer(p.params())) && registered;
+      if (!p.compute_copy().empty())
+        registered = data_parallel_.register_buffer(dist::backend_buffer(p.compute_copy())) && registered;
+    }
     if (registered)
       output_.line(std::string("> data-parallel gradients") + (optimizer_->distributed() ? " and weights" : "") +
                    " move between the GPUs with their copy engines (MGT_PEER_COPY=0: NCCL's kernels)");

@@ -5,7 +5,8 @@
 #   tests    the NCCL tests of mgt-dist-tests ([nccl]), one rank per GPU;
 #   layouts  the parallel layouts on the bundled corpus (datasets/corpus-gutenberg.jsonl, GPT-2
 #            BPE) for 200 iterations against the one-GPU run, in fp32 and bf16: on 2 GPUs TP=2,
-#            PP=2, DP=2, DP=2 with --use-distributed-optimizer, TP=2 with --sequence-parallel; with
+#            PP=2, DP=2, DP=2 with --use-distributed-optimizer (and with both its overlaps), TP=2
+#            with --sequence-parallel; with
 #            4 GPUs also TP=4, TP=2 x DP=2, TP=2 x PP=2; the largest relative lm-loss difference of
 #            each (MGT_LAYOUTS="tp2-sp tp4 ..." picks some of them by name);
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
@@ -164,6 +165,7 @@ section_layouts() {
            "pp2:2:1:--pipeline-model-parallel-size 2"
            "dp2:2:1:"
            "dp2-distopt:2:1:--use-distributed-optimizer"
+           "dp2-distopt-overlap:2:1:--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"
            "tp2-sp:2:2:--tensor-model-parallel-size 2 --sequence-parallel")
   [ "$n" -eq 4 ] && layouts+=("tp4:4:4:--tensor-model-parallel-size 4"
                               "tp2-dp2:4:2:--tensor-model-parallel-size 2"
