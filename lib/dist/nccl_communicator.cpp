@@ -17,7 +17,6 @@
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
 #include "dist/nccl_peer_copy.hpp"
-#include "dist/nccl_symmetric_staging.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace mgt::dist {
@@ -58,18 +57,14 @@ public:
       MGT_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
       stream_ = own_stream_;
     }
-    if (options.max_ctas > 0 || options.copy_engines) {
+    if (options.max_ctas > 0) {
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      if (options.max_ctas > 0) {
-        config.maxCTAs = options.max_ctas;
-        config.minCTAs = std::min(config.minCTAs == NCCL_CONFIG_UNDEF_INT ? 1 : config.minCTAs, options.max_ctas);
-      }
-      if (options.copy_engines) NcclSymmetricStaging::configure(config);
+      config.maxCTAs = options.max_ctas;
+      config.minCTAs = std::min(config.minCTAs == NCCL_CONFIG_UNDEF_INT ? 1 : config.minCTAs, options.max_ctas);
       MGT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config));
     } else {
       MGT_NCCL_CHECK(ncclCommInitRank(&comm_, size(), id, rank()));
     }
-    if (options.copy_engines && size() > 1) staging_.emplace(comm_, size());
   }
 
   ~NcclCommunicator() override {
@@ -90,7 +85,6 @@ public:
     }
     if (pending_begin_) cudaEventDestroy(pending_begin_);
     if (comm_) ncclCommDestroy(comm_);
-    staging_.reset();  // after the communicator, which releases its windows
     if (scratch_) cudaFree(scratch_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
     if (side_stream_) cudaStreamDestroy(side_stream_);
@@ -368,24 +362,13 @@ private:
     complete(operation("all_gather", recv.count, recv.type), staged);
   }
 
-  // ncclAllGather of device memory, or the same through the copy engines' staging.
   void gather(const void* in, void* out, SendBuffer send, cudaStream_t stream) {
-    if (staging_) {
-      staging_->all_gather(in, out, send.bytes(), stream);
-    } else {
-      MGT_NCCL_CHECK(ncclAllGather(in, out, count_of(send.count), nccl_type(send.type), comm_, stream));
-    }
+    MGT_NCCL_CHECK(ncclAllGather(in, out, count_of(send.count), nccl_type(send.type), comm_, stream));
   }
 
-  // ncclReduceScatter of device memory, or the same through the copy engines' staging where it
-  // takes the type and operation.
   void scatter(const void* in, void* out, RecvBuffer recv, ReduceOp op, cudaStream_t stream) {
-    if (staging_ && NcclSymmetricStaging::reduces(nccl_type(recv.type), nccl_op(op))) {
-      staging_->reduce_scatter(in, out, count_of(recv.count), nccl_type(recv.type), stream);
-    } else {
-      MGT_NCCL_CHECK(ncclReduceScatter(in, out, count_of(recv.count), nccl_type(recv.type), nccl_op(op), comm_,
-                                       stream));
-    }
+    MGT_NCCL_CHECK(
+        ncclReduceScatter(in, out, count_of(recv.count), nccl_type(recv.type), nccl_op(op), comm_, stream));
   }
 
   void do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
@@ -747,7 +730,6 @@ private:
   cudaStream_t stream_ = nullptr;    // the caller's, or own_stream_
   cudaStream_t side_stream_ = nullptr;  // started operations (made on first use)
   ncclComm_t comm_ = nullptr;
-  std::optional<NcclSymmetricStaging> staging_;  // MGT_NCCL_COPY_ENGINE's all-gathers and reduce-scatters
   std::unique_ptr<PeerCopyCollectives> peer_;     // over registered buffers; null: none
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
@@ -769,7 +751,6 @@ bool nccl_available() { return true; }
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
                                                      const DeviceQueue& queue, const NcclOptions& options) {
   // Every rank loads the same NCCL: all refuse alike, before anything collective.
-  if (options.copy_engines) NcclSymmetricStaging::require_supported();
   // ncclUniqueId is an opaque byte array; it travels as int64 words.
   std::array<std::int64_t, (sizeof(ncclUniqueId) + 7) / 8> words{};
   ncclUniqueId id{};

@@ -31,10 +31,6 @@ struct NcclOptions {
   // > 0: NCCL's kernels use at most that many thread blocks, each on a multiprocessor of its own
   // (NCCL's choice otherwise).
   int max_ctas = 0;
-  // All-gathers and reduce-scatters (sums) of device buffers on the copy engines, through
-  // symmetric windows, with NCCL's zero-CTA policy (nccl_symmetric_staging.hpp; NCCL 2.28 or
-  // later).
-  bool copy_engines = false;
   // Collectives over registered buffers (Communicator::register_buffer) on the copy engines,
   // reading the peers' memory directly, where the ranks share one machine (nccl_peer_copy.hpp).
   bool peer_copies = true;
@@ -51,11 +47,10 @@ inline std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootst
 // NCCL communicators for every group of `bootstrap` (the embedding group stays null where it
 // is null). Collective over the world; every rank passes its own device (and stream).
 // `data_parallel_max_ctas` > 0 caps the data-parallel communicator's thread blocks (collectives
-// overlapped with the compute: Backend::leave_multiprocessors); `copy_engines` and
-// `peer_copies` (NcclOptions) apply to every group.
+// overlapped with the compute: Backend::leave_multiprocessors); `peer_copies` (NcclOptions)
+// applies to every group.
 ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue,
-                                       int data_parallel_max_ctas = 0, bool copy_engines = false,
-                                       bool peer_copies = true);
+                                       int data_parallel_max_ctas = 0, bool peer_copies = true);
 inline ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device) {
   return make_nccl_process_groups(bootstrap, DeviceQueue{cuda_device, nullptr});
 }

@@ -183,9 +183,10 @@ PeerCopyCollectives::PeerCopyCollectives(int rank, int ranks, std::uint64_t* fla
     : rank_(rank), ranks_(ranks), flags_(flags), peer_flags_(std::move(peer_flags)), mappings_(std::move(mappings)) {}
 
 PeerCopyCollectives::~PeerCopyCollectives() {
+  // The copies out write through the peers' mappings: they finish before those are closed.
   if (sum_stream_) cudaStreamSynchronize(sum_stream_);
-  for (const Mapping& m : mappings_) cudaIpcCloseMemHandle(m.base);
   if (push_stream_) cudaStreamSynchronize(push_stream_);
+  for (const Mapping& m : mappings_) cudaIpcCloseMemHandle(m.base);
   for (cudaEvent_t event : {copied_[0], copied_[1], summed_[0], summed_[1], pushed_})
     if (event) cudaEventDestroy(event);
   if (sum_stream_) cudaStreamDestroy(sum_stream_);
@@ -199,7 +200,7 @@ bool PeerCopyCollectives::sums(ElementType type) {
 }
 
 bool PeerCopyCollectives::register_buffer(Communicator& group, void* data, std::size_t bytes) {
-  // A buffer already registered answers alike on every rank, without a collective.
+  // A buffer registered before (on every rank, as registering is collective) needs no new mapping.
   const bool known = data && covers(data, bytes);
   if (all_agree(group, known)) return true;
   const std::vector<SharedRecord> records = exchange(group, describe(data, bytes));

@@ -50,15 +50,6 @@ int overlap_collective_sms(const TrainOptions& o, const dist::ParallelLayout& la
   return static_cast<int>(sms);
 }
 
-// MGT_NCCL_COPY_ENGINE=1: the NCCL groups' all-gathers and reduce-scatters on the copy engines
-// (dist/nccl_symmetric_staging.hpp); 0 or unset: NCCL's kernels.
-bool copy_engines_requested() {
-  const char* value = std::getenv("MGT_NCCL_COPY_ENGINE");
-  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
-  if (std::string_view(value) == "1") return true;
-  throw UsageError(std::string("MGT_NCCL_COPY_ENGINE: expected 0 or 1, got '") + value + "'");
-}
-
 // MGT_PEER_COPY=0: the data-parallel collectives over the gradient and weight buffers in NCCL's
 // kernels even where the ranks share a machine; 1 or unset: on the copy engines there
 // (dist/nccl_peer_copy.hpp).
@@ -167,12 +158,8 @@ int run_training_program(int argc, const char* const* argv) {
     const int collective_sms = overlap_collective_sms(options, layout, transport.nccl);
     dist::ProcessGroups nccl_groups;
     if (transport.nccl) {
-      const bool copy_engines = copy_engines_requested();
-      if (chief && copy_engines)
-        log::info("> NCCL all-gathers and reduce-scatters on the copy engines (MGT_NCCL_COPY_ENGINE=1): symmetric "
-                  "windows, zero-CTA policy");
       nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms,
-                                                   copy_engines, peer_copies_requested());
+                                                   peer_copies_requested());
     }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 

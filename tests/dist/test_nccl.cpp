@@ -302,71 +302,6 @@ TEST_CASE("NCCL started collectives run beside the backend's stream, ordered at 
   CHECK(timing->exposed_seconds <= timing->busy_seconds);
 }
 
-TEST_CASE("NCCL all-gathers and reduce-scatters on the copy engines give the kernels' results",
-          "[dist][nccl][cuda][copy-engine]") {
-  const int world = runtime().world_size();
-  if (!nccl_runs_here()) return;
-  const int rank = runtime().rank();
-  auto [backend, queue] = rank_backend();
-  std::unique_ptr<Communicator> comm;
-  try {
-    comm = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, true});
-  } catch (const mgt::Error& e) {
-    // Every rank loads the same NCCL, so every rank skips alike.
-    REQUIRE(std::string(e.what()).find("need NCCL 2.28") != std::string::npos);
-    WARN("copy-engine collectives skipped: " << e.what());
-    return;
-  }
-  BackendMemory gpu(*backend);
-  mgt::dist_test::check_all_operations(*comm, gpu);
-
-  // Growing sizes (the windows grow and register again), queued and started, each slice filled
-  // by a kernel just before: a gather that did not wait for it would bring other values.
-  for (const std::int64_t slice : {std::int64_t{1} << 10, std::int64_t{1} << 20, std::int64_t{3} << 20}) {
-    mgt::DeviceBuffer local(*backend, slice);
-    mgt::DeviceBuffer whole(*backend, slice * world);
-    for (const bool started : {false, true}) {
-      backend->fill(local.view(), static_cast<float>(rank + 1) + (started ? 0.5f : 0.0f));
-      if (started) {
-        PendingCollective gathering = comm->start_all_gather(backend_buffer(mgt::ConstFloatView(local.view())),
-                                                             backend_buffer(whole.view()));
-        gathering.wait();
-      } else {
-        comm->all_gather(mgt::ConstFloatView(local.view()), whole.view());
-      }
-      const std::vector<float> all = read(*backend, whole);
-      for (int r = 0; r < world; ++r)
-        CHECK(std::count(all.begin() + r * slice, all.begin() + (r + 1) * slice,
-                         static_cast<float>(r + 1) + (started ? 0.5f : 0.0f)) == slice);
-    }
-  }
-
-  // Reduce-scatters in fp32 and bf16, queued and started: rank r's whole holds r + 1 + j in chunk
-  // j, so chunk j sums to Σ (r + 1) + world · j, the same on every rank and different per chunk.
-  const double ranks_sum = world * (world + 1) / 2.0;
-  for (const mgt::FloatType type : {mgt::FloatType::kF32, mgt::FloatType::kBf16}) {
-    for (const std::int64_t slice : {std::int64_t{1} << 10, std::int64_t{5} << 20}) {
-      mgt::DeviceBuffer whole(*backend, slice * world, type);
-      mgt::DeviceBuffer mine(*backend, slice, type);
-      for (const bool started : {false, true}) {
-        INFO((type == mgt::FloatType::kBf16 ? "bf16" : "fp32") << ", " << slice << " per rank"
-                                                                 << (started ? ", started" : ""));
-        for (int j = 0; j < world; ++j)
-          backend->fill(whole.view().subspan(j * slice, slice), static_cast<float>(rank + 1 + j));
-        if (started) {
-          PendingCollective scattering = comm->start_reduce_scatter(
-              backend_buffer(mgt::ConstFloatView(whole.view())), backend_buffer(mine.view()), ReduceOp::Sum);
-          scattering.wait();
-        } else {
-          comm->reduce_scatter(mgt::ConstFloatView(whole.view()), mine.view(), ReduceOp::Sum);
-        }
-        const std::vector<float> sums = read(*backend, mine);
-        CHECK(std::count(sums.begin(), sums.end(), static_cast<float>(ranks_sum + world * rank)) == slice);
-      }
-    }
-  }
-}
-
 namespace {
 
 // Rank r's values for a round: uniform in [-1, 1), the same on every rank that asks.
@@ -531,7 +466,7 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
   CHECK(timing->exposed_seconds <= timing->busy_seconds);
 
   // Turned off: nothing is registered, and NCCL's kernels run as before.
-  auto kernels_only = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, false, false});
+  auto kernels_only = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, false});
   CHECK_FALSE(kernels_only->register_buffer(backend_buffer(grads.view())));
 }
 

@@ -128,8 +128,6 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             "phases_ms": {k: last.get(k + "_ms") for k in ("forward_backward", "grads_sync", "optimizer")},
             # The multiprocessors the overlapped collectives keep (mgt-train's default: 0).
             "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 0) if overlap else None,
-            # All-gathers and reduce-scatters on the copy engines (MGT_NCCL_COPY_ENGINE=1).
-            "copy_engine": os.environ.get("MGT_NCCL_COPY_ENGINE") == "1",
             # The data-parallel collectives over the gradients and weights on the copy engines
             # (mgt-train's default; MGT_PEER_COPY=0: NCCL's kernels).
             "peer_copy": os.environ.get("MGT_PEER_COPY") != "0"}

@@ -20,8 +20,7 @@
 #            data_parallel_comm_ms and data_parallel_comm_exposed_ms metrics)
 #            (tools/bench/bench_train_gpu.py); the
 #            overlapped DP=N once more with 8 micro-batches accumulated per step (with
-#            MGT_MULTI_GPU_VARIANTS=1 also the overlap with MGT_OVERLAP_SMS=8 and TP=2 SP with
-#            MGT_NCCL_COPY_ENGINE=1);
+#            MGT_MULTI_GPU_VARIANTS=1 also the overlap with MGT_OVERLAP_SMS=8);
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
 #            1 and N GPUs at the scaling section's shape and micro-batch, and with 8 micro-batches
 #            per step;
@@ -213,11 +212,10 @@ section_scaling() {
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     # MGT_MULTI_GPU_VARIANTS=1: the overlap with its collectives on 8 thread blocks and the
-    # GEMMs leaving them those (MGT_OVERLAP_SMS=8), and TP=2 SP's all-gathers and reduce-scatters
-    # on the copy engines (MGT_NCCL_COPY_ENGINE=1); both measured slower on 2 x H200.
+    # GEMMs leaving them those (MGT_OVERLAP_SMS=8; measured slower on 2 x H200, with NCCL's
+    # kernels moving the gradients).
     if [ "${MGT_MULTI_GPU_VARIANTS:-0}" = 1 ]; then
       MGT_OVERLAP_SMS=8 bench --ranks "$count" --overlap
-      MGT_NCCL_COPY_ENGINE=1 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     fi
   done
   # A global batch of 8 micro-batches per replica (still small by Megatron's standards: 32 Ki
@@ -242,7 +240,6 @@ for r in runs:
     name += " dist-opt" if r.get("distributed_optimizer") else ""
     name += " overlapped" if r.get("overlap") else ""
     name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
-    name += ", copy-engine collectives" if r.get("copy_engine") else ""
     name += ", NCCL kernels" if n > tp and not r.get("peer_copy", True) else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]

@@ -21,23 +21,6 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return
 template <>
 __device__ __forceinline__ __half narrow<__half>(float v) { return __float2half_rn(v); }
 
-template <class T>
-__global__ void sum_kernel(const T* chunks, int ranks, int64_t count, T* out) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count; i += step) {
-    float sum = widen(chunks[i]);
-    for (int r = 1; r < ranks; ++r) sum += widen(chunks[r * count + i]);
-    out[i] = narrow<T>(sum);
-  }
-}
-
-template <class T>
-void launch(const void* chunks, int ranks, int64_t count, void* out, cudaStream_t stream) {
-  sum_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(chunks), ranks, count,
-                                                            static_cast<T*>(out));
-  MGT_CUDA_CHECK_LAUNCH("sum_rank_chunks");
-}
-
 // The ranks' loop unrolled over the fixed bound, so that the pieces' pointers stay in registers
 // rather than a copy of the parameter array in local memory.
 template <class T>
@@ -101,15 +84,6 @@ void sum_rank_pieces(const RankPieces& pieces, int ranks, int64_t count, ChunkTy
     case ChunkType::kF32: launch_float_pieces(pieces, ranks, count, out, stream); break;
     case ChunkType::kBf16: launch_pieces<__nv_bfloat16>(pieces, ranks, count, out, stream); break;
     case ChunkType::kF16: launch_pieces<__half>(pieces, ranks, count, out, stream); break;
-  }
-}
-
-void sum_rank_chunks(const void* chunks, int ranks, int64_t count, ChunkType type, void* out, cudaStream_t stream) {
-  if (count == 0) return;
-  switch (type) {
-    case ChunkType::kF32: launch<float>(chunks, ranks, count, out, stream); break;
-    case ChunkType::kBf16: launch<__nv_bfloat16>(chunks, ranks, count, out, stream); break;
-    case ChunkType::kF16: launch<__half>(chunks, ranks, count, out, stream); break;
   }
 }
 
