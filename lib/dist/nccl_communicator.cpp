@@ -750,7 +750,6 @@ bool nccl_available() { return true; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
                                                      const DeviceQueue& queue, const NcclOptions& options) {
-  // Every rank loads the same NCCL: all refuse alike, before anything collective.
   // ncclUniqueId is an opaque byte array; it travels as int64 words.
   std::array<std::int64_t, (sizeof(ncclUniqueId) + 7) / 8> words{};
   ncclUniqueId id{};

@@ -168,25 +168,25 @@ std::unique_ptr<PeerCopyCollectives> PeerCopyCollectives::create(Communicator& b
     return nullptr;
   }
   std::vector<std::uint64_t*> peer_flags(static_cast<std::size_t>(ranks), nullptr);
-  std::vector<Mapping> mappings;
+  std::vector<void*> mappings;
   for (std::size_t r = 0; r < bases.size(); ++r) {
     if (!bases[r]) continue;
     peer_flags[r] = reinterpret_cast<std::uint64_t*>(static_cast<std::byte*>(bases[r]) + records[r].offset);
-    mappings.push_back({bases[r]});
+    mappings.push_back(bases[r]);
   }
   return std::unique_ptr<PeerCopyCollectives>(
       new PeerCopyCollectives(bootstrap.rank(), ranks, flags, std::move(peer_flags), std::move(mappings)));
 }
 
 PeerCopyCollectives::PeerCopyCollectives(int rank, int ranks, std::uint64_t* flags,
-                                         std::vector<std::uint64_t*> peer_flags, std::vector<Mapping> mappings)
+                                         std::vector<std::uint64_t*> peer_flags, std::vector<void*> mappings)
     : rank_(rank), ranks_(ranks), flags_(flags), peer_flags_(std::move(peer_flags)), mappings_(std::move(mappings)) {}
 
 PeerCopyCollectives::~PeerCopyCollectives() {
   // The copies out write through the peers' mappings: they finish before those are closed.
   if (sum_stream_) cudaStreamSynchronize(sum_stream_);
   if (push_stream_) cudaStreamSynchronize(push_stream_);
-  for (const Mapping& m : mappings_) cudaIpcCloseMemHandle(m.base);
+  for (void* base : mappings_) cudaIpcCloseMemHandle(base);
   for (cudaEvent_t event : {copied_[0], copied_[1], summed_[0], summed_[1], pushed_})
     if (event) cudaEventDestroy(event);
   if (sum_stream_) cudaStreamDestroy(sum_stream_);
@@ -221,7 +221,7 @@ bool PeerCopyCollectives::register_buffer(Communicator& group, void* data, std::
   for (std::size_t r = 0; r < bases.size(); ++r) {
     if (!bases[r]) continue;
     region.peers[r] = static_cast<std::byte*>(bases[r]) + records[r].offset;
-    mappings_.push_back({bases[r]});
+    mappings_.push_back(bases[r]);
   }
   regions_.push_back(std::move(region));
   if (!scratch_) {

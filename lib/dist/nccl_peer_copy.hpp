@@ -71,13 +71,9 @@ private:
     std::size_t bytes = 0;
     std::vector<std::byte*> peers;  // the same buffer on each rank, mapped here (null for this rank)
   };
-  // The peers' mappings of one allocation, unmapped by the destructor.
-  struct Mapping {
-    void* base = nullptr;
-  };
-
+  // `mappings`: the peers' allocations mapped here, which the destructor unmaps.
   PeerCopyCollectives(int rank, int ranks, std::uint64_t* flags, std::vector<std::uint64_t*> peer_flags,
-                      std::vector<Mapping> mappings);
+                      std::vector<void*> mappings);
 
   const Region& region_of(const void* data) const;
   std::byte* peer_address(const Region& region, int peer, const void* data) const;
@@ -94,7 +90,7 @@ private:
   int ranks_;
   std::uint64_t* flags_;                   // this rank's words, one per peer (device memory)
   std::vector<std::uint64_t*> peer_flags_;  // each peer's words, mapped here
-  std::vector<Mapping> mappings_;
+  std::vector<void*> mappings_;
   std::vector<Region> regions_;
   std::uint64_t sequence_ = 0;
   // Made at the first registration: two pieces per peer, the stream that sums them, and the

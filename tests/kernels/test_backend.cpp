@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -55,15 +56,41 @@ TEST_CASE("DeviceArray owns backend memory and moves", "[model]") {
   CHECK(back == values);
 }
 
-TEST_CASE("Shareable allocations are ordinary memory on the CPU and move with their kind", "[model]") {
-  CpuBackend backend;
-  DeviceBuffer shared(backend, 4, FloatType::kF32, MemorySharing::kShareable);
-  backend.fill(shared.view(), 1.5f);
-  DeviceBuffer moved = std::move(shared);
-  CHECK(shared.empty());
-  CHECK(values_of(backend, moved) == std::vector<float>(4, 1.5f));
-  moved = DeviceBuffer(backend, 2);  // the shareable block is freed as shareable, the new one kept
-  CHECK(moved.size() == 2);
+namespace {
+
+// The CPU backend, counting the shareable allocations it hands out and takes back.
+class ShareableCountingBackend final : public CpuBackend {
+public:
+  int64_t live = 0;
+
+private:
+  void* do_allocate_shareable(size_t bytes) override {
+    ++live;
+    return new std::byte[bytes];
+  }
+  void do_free_shareable(void* data, size_t /*bytes*/) noexcept override {
+    --live;
+    delete[] static_cast<std::byte*>(data);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Shareable allocations go through the backend's shareable hooks and move with their kind", "[model]") {
+  ShareableCountingBackend backend;
+  {
+    DeviceBuffer shared(backend, 4, FloatType::kF32, MemorySharing::kShareable);
+    CHECK(backend.live == 1);
+    backend.fill(shared.view(), 1.5f);
+    DeviceBuffer moved = std::move(shared);
+    CHECK(shared.empty());
+    CHECK(values_of(backend, moved) == std::vector<float>(4, 1.5f));
+    moved = DeviceBuffer(backend, 2);  // the shareable block goes back as shareable
+    CHECK(backend.live == 0);
+    DeviceBuffer private_buffer(backend, 3);
+    CHECK(backend.live == 0);
+  }
+  CHECK(backend.live == 0);
 }
 
 TEST_CASE("DeviceSpan subspans are bounds-checked", "[model]") {

@@ -618,8 +618,7 @@ void CudaBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t*
 
 MaskedLossSum CudaBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                               int64_t rows) {
-  const cuda::ScopedOp scope(profiler_.get(), "masked_loss_sum");
-  cuda::masked_loss_sum(loss, loss_mask, rows, reduction_, false, stream_);
+  do_masked_loss_sum_on_device(loss, loss_mask, rows, reduction_, false);
   double sums[2] = {0.0, 0.0};
   do_copy_to_host(reduction_, sums, sizeof sums);
   MaskedLossSum total;
