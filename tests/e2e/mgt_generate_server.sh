@@ -24,7 +24,9 @@ expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --server --top-k 0
 grep -q -- "--top-k does not apply with --server" "$work/err.txt" || fail "--top-k with --server"
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --server --port 70000
 
-# Port 0: the server picks a free port and names it in its start-up line.
+# Port 0: the server picks a free port and names it in its start-up line. The log exists before
+# the server starts: the background job opens it asynchronously, and a first read could find none.
+: >"$work/server.log"
 "$bin/mgt-generate" --server --port 0 --load "$work/ckpt" --micro-batch-size 8 2>"$work/server.log" &
 server_pid=$!
 port=
