@@ -944,4 +944,23 @@ double Backend::sum_of_squares(ConstFloatView x) {
   return result;
 }
 
+double Backend::sum_of_squares(ConstFloatView x, std::span<const ElementRange> ranges) {
+  std::vector<ElementRange> pieces;
+  pieces.reserve(ranges.size());
+  for (const ElementRange& r : ranges) {
+    if (r.begin < 0 || r.count < 0 || r.begin > x.size() - r.count) {
+      fail("sum_of_squares", "range [" + std::to_string(r.begin) + ", +" + std::to_string(r.count) +
+                                 ") outside the " + std::to_string(x.size()) + " elements");
+    }
+    if (r.count > 0) pieces.push_back(r);
+  }
+  return pieces.empty() ? 0.0 : do_sum_of_squares_ranges(x, pieces);
+}
+
+double Backend::do_sum_of_squares_ranges(ConstFloatView x, std::span<const ElementRange> ranges) {
+  double sum = 0.0;
+  for (const ElementRange& r : ranges) sum += sum_of_squares(x.subspan(r.begin, r.count));
+  return sum;
+}
+
 }  // namespace mgt

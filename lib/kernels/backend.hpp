@@ -394,6 +394,9 @@ public:
                     FloatView compute);
   // Σ x², accumulated in double and read back to the host.
   double sum_of_squares(ConstFloatView x);
+  // The same over some ranges of x, each range's sum as above, added in their order: what a
+  // loop of sum_of_squares(x.subspan(…)) returns, with one read back instead of one per range.
+  double sum_of_squares(ConstFloatView x, std::span<const ElementRange> ranges);
 
 protected:
   // The operations (by their public names, "linear_forward", …) whose hook takes operands of
@@ -556,6 +559,8 @@ private:
                                float decoupled_lr, float grad_scale, int64_t step,
                                FloatView compute);
   virtual double do_sum_of_squares(ConstFloatArg x, int64_t n) = 0;
+  // Default: one sum_of_squares per range. Ranges are within x and not empty.
+  virtual double do_sum_of_squares_ranges(ConstFloatView x, std::span<const ElementRange> ranges);
 };
 
 // Owning, move-only array of T in a backend's memory (RAII). Contents start undefined.

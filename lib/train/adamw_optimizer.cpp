@@ -20,7 +20,7 @@ BufferShard overlap(const ParameterEntry& e, const BufferShard& shard) {
 
 }  // namespace
 
-std::vector<BufferShard> AdamWOptimizer::counted_ranges(const GptParameters& params, const BufferShard& shard) {
+std::vector<ElementRange> AdamWOptimizer::counted_ranges(const GptParameters& params, const BufferShard& shard) {
   const TensorParallelRank& tp = params.tensor_parallel();
   // Runs of consecutive counted tensors (the gaps between them included), cut to the shard.
   std::vector<BufferShard> runs;
@@ -41,12 +41,12 @@ std::vector<BufferShard> AdamWOptimizer::counted_ranges(const GptParameters& par
   }
   // Every tensor counts (no tensor parallelism): the shard in one sum, the alignment gaps being
   // zero.
-  if (all_counted) return {shard};
-  std::vector<BufferShard> ranges;
+  if (all_counted) return {{shard.begin, shard.size()}};
+  std::vector<ElementRange> ranges;
   for (const BufferShard& r : runs) {
     const std::int64_t begin = std::max(r.begin, shard.begin);
     const std::int64_t end = std::min(r.end, shard.end);
-    if (begin < end) ranges.push_back({begin, end});
+    if (begin < end) ranges.push_back({begin, end - begin});
   }
   return ranges;
 }
@@ -144,10 +144,9 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   // The alignment gaps of the buffer are zero, so the sum over the buffer is the parameters'.
   // Sharded, every rank contributes its shard's sum (Megatron's get_grad_norm_fp32 all-reduces
   // the squared norm over the data-parallel group of the distributed optimizer), and each
-  // tensor-parallel rank its shards' (replicated tensors on rank 0 only).
-  double sum_of_squares = 0.0;
-  for (const BufferShard& r : norm_ranges_)
-    sum_of_squares += backend.sum_of_squares(params_->grads().subspan(r.begin, r.size()));
+  // tensor-parallel rank its shards' (replicated tensors on rank 0 only): runs between the
+  // replicated tensors, summed in one pass with one read back.
+  double sum_of_squares = backend.sum_of_squares(params_->grads(), norm_ranges_);
   if (!loss_finite) sum_of_squares = std::numeric_limits<double>::quiet_NaN();
   if (group_ && distributed_) group_->all_reduce(std::span<double>(&sum_of_squares, 1), dist::ReduceOp::Sum);
   if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&sum_of_squares, 1), dist::ReduceOp::Sum);

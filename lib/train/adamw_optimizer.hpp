@@ -135,7 +135,7 @@ private:
   // segment_ends_ / segment_flags_: the shard's runs of equal weight decay and learning rate
   // (Backend::adamw_update).
   void build_segments();
-  static std::vector<BufferShard> counted_ranges(const GptParameters& params, const BufferShard& shard);
+  static std::vector<ElementRange> counted_ranges(const GptParameters& params, const BufferShard& shard);
   // Zeros in the gradients of norm_ranges_ that belong to a tensor (not the alignment gaps),
   // summed over the gradient-norm group. Read on the host: no backend operation counts zeros.
   double count_zeros_in_grads();
@@ -149,7 +149,7 @@ private:
   std::vector<std::int64_t> segment_ends_;
   std::vector<std::int64_t> segment_flags_;
   BufferShard shard_;
-  std::vector<BufferShard> norm_ranges_;
+  std::vector<ElementRange> norm_ranges_;
   DeviceBuffer exp_avg_;     // [shard size], element i is buffer element shard.begin + i
   DeviceBuffer exp_avg_sq_;
   std::int64_t steps_ = 0;

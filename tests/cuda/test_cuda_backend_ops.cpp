@@ -392,6 +392,20 @@ TEST_CASE("cuda ops: AdamW and sum of squares", "[cuda]") {
   check_close(pair, m, kExact, "adamw exp_avg");
   check_close(pair, v, kExact, "adamw exp_avg_sq");
   CHECK(norms[1] == Approx(norms[0]).epsilon(1e-12));
+  // Over 300 ranges of uneven lengths (more than one launch's 128), gaps between them: the same
+  // bits as one sum per range added on the host, and close to the CPU's.
+  std::vector<ElementRange> ranges;
+  for (int64_t begin = 5, k = 0; begin < n; ++k) {
+    const int64_t count = std::min<int64_t>(n - begin, 1 + (k * 7919) % 600);
+    ranges.push_back({begin, count});
+    begin += count + k % 3;
+  }
+  REQUIRE(ranges.size() > 300);
+  double looped = 0.0;
+  for (const ElementRange& r : ranges) looped += pair.gpu->sum_of_squares(ConstFloatView(grad.gpu.view()).subspan(r.begin, r.count));
+  const double batched = pair.gpu->sum_of_squares(grad.gpu.view(), ranges);
+  CHECK(batched == looped);
+  CHECK(batched == Approx(pair.cpu->sum_of_squares(grad.cpu.view(), ranges)).epsilon(1e-12));
 }
 
 TEST_CASE("cuda ops: cross-entropy forward and backward in one pass, fp32, bf16 and fp16 logits", "[cuda]") {

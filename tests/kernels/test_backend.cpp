@@ -128,6 +128,10 @@ TEST_CASE("CpuBackend linear and loss operations compute through the kernels", "
   backend.copy_to_host(y.view(), host);
   CHECK(host == std::vector<float>{1.5f, 10.0f});
   CHECK(backend.sum_of_squares(y.view()) == Approx(1.5 * 1.5 + 100.0));
+  const std::vector<ElementRange> second_only{{1, 1}, {2, 0}};
+  CHECK(backend.sum_of_squares(y.view(), second_only) == 100.0);
+  CHECK_THROWS_WITH(backend.sum_of_squares(y.view(), std::vector<ElementRange>{{1, 2}}),
+                    Catch::Contains("range [1, +2) outside the 2 elements"));
 
   DeviceBuffer mask(backend, 2);
   backend.copy_from_host(std::vector<float>{1, 0}, mask.view());

@@ -200,6 +200,7 @@ private:
   void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq, int64_t n,
                      const AdamWParams& params, int64_t step) override;
   double do_sum_of_squares(ConstFloatArg x, int64_t n) override;
+  double do_sum_of_squares_ranges(ConstFloatView x, std::span<const ElementRange> ranges) override;
 };
 
 }  // namespace mgt

@@ -1,5 +1,6 @@
 #include "kernels/cuda/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -127,6 +128,44 @@ __global__ void sum_squares_partial_kernel(const float* x, int64_t n, double* pa
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
+// The ranges travel as the kernel's argument (2 KiB), one per blockIdx.y; each range's blocks
+// stride as sum_squares_partial_kernel's do, so that its partial sums are the same.
+constexpr int kRangesPerLaunch = 128;
+
+struct RangeBatch {
+  ElementRange ranges[kRangesPerLaunch];
+};
+
+__global__ void sum_squares_ranges_partial_kernel(const float* x, RangeBatch batch, double* partial) {
+  __shared__ double scratch[32];
+  const ElementRange r = batch.ranges[blockIdx.y];
+  double acc = 0.0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < r.count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double v = x[r.begin + i];
+    acc += v * v;
+  }
+  const double total = block_sum_double(acc, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.y * static_cast<int64_t>(gridDim.x) + blockIdx.x] = total;
+}
+
+// One block per range: its kSumBlocks partial sums into sums[range].
+__global__ void sum_range_partials_kernel(const double* partial, double* sums) {
+  __shared__ double scratch[32];
+  const double* mine = partial + static_cast<int64_t>(blockIdx.x) * kSumBlocks;
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < kSumBlocks; i += blockDim.x) acc += mine[i];
+  const double total = block_sum_double(acc, scratch);
+  if (threadIdx.x == 0) sums[blockIdx.x] = total;
+}
+
+// The ranges' sums added one after another, as the host would.
+__global__ void sum_in_order_kernel(const double* sums, int64_t n, double* result) {
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += sums[i];
+  *result = acc;
+}
+
 __global__ void sum_partials_kernel(const double* partial, int count, double* result) {
   __shared__ double scratch[32];
   double acc = 0.0;
@@ -176,6 +215,29 @@ void sum_of_squares(const float* x, int64_t n, double* result, cudaStream_t stre
   sum_partials_kernel<<<1, kSumThreads, 0, stream>>>(partial, kSumBlocks, result);
   MGT_CUDA_CHECK_LAUNCH(sum_partials_kernel);
   MGT_CUDA_CHECK(cudaFreeAsync(partial, stream));
+}
+
+void sum_of_squares(const float* x, const ElementRange* ranges, std::size_t n, double* result,
+                    cudaStream_t stream) {
+  double* scratch = nullptr;
+  const auto count = static_cast<int64_t>(n);
+  MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                                 static_cast<std::size_t>(count * (kSumBlocks + 1)) * sizeof(double), stream));
+  double* sums = scratch;
+  double* partial = scratch + count;
+  for (int64_t first = 0; first < count; first += kRangesPerLaunch) {
+    const int64_t batch_size = std::min<int64_t>(kRangesPerLaunch, count - first);
+    RangeBatch batch{};
+    for (int64_t i = 0; i < batch_size; ++i) batch.ranges[i] = ranges[first + i];
+    const dim3 grid(kSumBlocks, static_cast<unsigned>(batch_size));
+    sum_squares_ranges_partial_kernel<<<grid, kSumThreads, 0, stream>>>(x, batch, partial + first * kSumBlocks);
+    MGT_CUDA_CHECK_LAUNCH(sum_squares_ranges_partial_kernel);
+  }
+  sum_range_partials_kernel<<<static_cast<unsigned>(count), kSumThreads, 0, stream>>>(partial, sums);
+  MGT_CUDA_CHECK_LAUNCH(sum_range_partials_kernel);
+  sum_in_order_kernel<<<1, 1, 0, stream>>>(sums, count, result);
+  MGT_CUDA_CHECK_LAUNCH(sum_in_order_kernel);
+  MGT_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }
 
 }  // namespace mgt::cuda

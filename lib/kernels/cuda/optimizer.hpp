@@ -1,10 +1,12 @@
 // Optimizer support on the GPU: AdamW with the semantics of kernels/cpu/adamw.hpp, and the sum of
 // squares behind the global gradient norm, accumulated in double in a fixed order.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/copy_range.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cuda/elements.hpp"
 
@@ -22,5 +24,9 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
                   int64_t step, Out compute, cudaStream_t stream);
 
 void sum_of_squares(const float* x, int64_t n, double* result, cudaStream_t stream);
+// *result = Σ over the ranges of x of Σ x², each range summed as sum_of_squares sums it and the
+// ranges' sums added in order (so the same bits as a loop of sum_of_squares added on the host).
+void sum_of_squares(const float* x, const ElementRange* ranges, std::size_t n, double* result,
+                    cudaStream_t stream);
 
 }  // namespace mgt::cuda
