@@ -261,4 +261,13 @@ std::vector<std::string> all_gather_text(Communicator& group, std::string_view t
   return texts;
 }
 
+void OverlapTiming::add_part(const char* operation, bool beside, double seconds, double exposed) {
+  auto part = std::find_if(parts.begin(), parts.end(),
+                           [&](const Part& p) { return p.beside == beside && p.operation == operation; });
+  if (part == parts.end()) part = parts.insert(parts.end(), Part{operation, beside});
+  part->seconds += seconds;
+  part->exposed_seconds += exposed;
+  ++part->operations;
+}
+
 }  // namespace mgt::dist

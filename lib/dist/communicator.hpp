@@ -55,6 +55,17 @@ struct OverlapTiming {
   std::int64_t operations = 0;
   double in_stream_seconds = 0.0;
   std::int64_t in_stream_operations = 0;
+  // The same by operation and by where it ran, in the order first seen: which collectives the
+  // compute waits for.
+  struct Part {
+    std::string operation;  // "all_gather", "send_recv", ...
+    bool beside = false;    // started beside the compute (else queued on the compute stream)
+    double seconds = 0.0;
+    double exposed_seconds = 0.0;
+    std::int64_t operations = 0;
+  };
+  std::vector<Part> parts;
+  void add_part(const char* operation, bool beside, double seconds, double exposed);
 };
 
 class Communicator {

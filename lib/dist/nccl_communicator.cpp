@@ -79,9 +79,9 @@ public:
       for (cudaEvent_t event : {t.begin, t.end, t.waited})
         if (event) cudaEventDestroy(event);
     for (cudaEvent_t event : spare_timed_) cudaEventDestroy(event);
-    for (const auto& [begin, end] : in_stream_timed_) {
-      cudaEventDestroy(begin);
-      cudaEventDestroy(end);
+    for (const InStream& t : in_stream_timed_) {
+      cudaEventDestroy(t.begin);
+      cudaEventDestroy(t.end);
     }
     if (pending_begin_) cudaEventDestroy(pending_begin_);
     if (comm_) ncclCommDestroy(comm_);
@@ -111,19 +111,21 @@ public:
       timing.busy_seconds += busy / 1e3;
       timing.exposed_seconds += std::clamp(exposed, 0.0f, busy) / 1e3;
       ++timing.operations;
+      timing.add_part(t.operation, true, busy / 1e3, std::clamp(exposed, 0.0f, busy) / 1e3);
       for (cudaEvent_t event : {t.begin, t.end, t.waited}) spare_timed_.push_back(event);
       timed_.pop_front();
       ++first_timed_;
     }
     while (!in_stream_timed_.empty()) {
-      const auto [begin, end] = in_stream_timed_.front();
-      if (cudaEventQuery(end) != cudaSuccess) break;
+      const InStream timed = in_stream_timed_.front();
+      if (cudaEventQuery(timed.end) != cudaSuccess) break;
       float ms = 0.0f;
-      MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+      MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, timed.begin, timed.end));
       timing.in_stream_seconds += ms / 1e3;
       ++timing.in_stream_operations;
-      spare_timed_.push_back(begin);
-      spare_timed_.push_back(end);
+      timing.add_part(timed.operation, false, ms / 1e3, ms / 1e3);
+      spare_timed_.push_back(timed.begin);
+      spare_timed_.push_back(timed.end);
       in_stream_timed_.pop_front();
     }
     cudaGetLastError();  // a query's cudaErrorNotReady is not sticky, but clear it all the same
@@ -235,7 +237,7 @@ private:
         if (in_stream_timed_.size() >= kMaxTimed) take_overlap_timing();
         cudaEvent_t end = take_timed_event();
         MGT_CUDA_CHECK(cudaEventRecord(end, stream_));
-        in_stream_timed_.emplace_back(begin, end);
+        in_stream_timed_.push_back({begin, end, op.operation});
       }
       queued(op);
     }
@@ -474,6 +476,13 @@ private:
     cudaEvent_t begin = nullptr;
     cudaEvent_t end = nullptr;
     cudaEvent_t waited = nullptr;
+    const char* operation = "";  // InFlightOperation::operation, a literal
+  };
+  // One queued on the compute stream, between two events there.
+  struct InStream {
+    cudaEvent_t begin = nullptr;
+    cudaEvent_t end = nullptr;
+    const char* operation = "";
   };
 
   Timed& timed(std::uint64_t serial) { return timed_.at(static_cast<std::size_t>(serial - first_timed_)); }
@@ -514,6 +523,7 @@ private:
   std::unique_ptr<PendingTransfer> finish_started(const InFlightOperation& op) {
     check_async_error(op.operation);
     Timed& t = timed_.back();
+    t.operation = op.operation;
     t.end = take_timed_event();
     MGT_CUDA_CHECK(cudaEventRecord(t.end, side_stream_));
     return std::make_unique<SidePending>(*this, first_timed_ + timed_.size() - 1, op);
@@ -740,7 +750,7 @@ private:
   std::uint64_t first_timed_ = 0;    // serial number of timed_.front()
   std::vector<cudaEvent_t> spare_timed_;
   // The operations queued on stream_, timed there: [begin, end] events, oldest first.
-  std::deque<std::pair<cudaEvent_t, cudaEvent_t>> in_stream_timed_;
+  std::deque<InStream> in_stream_timed_;
   cudaEvent_t pending_begin_ = nullptr;  // mark_begin()'s, until complete() takes it
 };
 

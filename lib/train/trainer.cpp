@@ -763,16 +763,23 @@ private:
     g.nan_iterations = losses_.nan_iterations();
     g.seq_length = *options_.model.seq_length;
     // Every rank takes its timings (they would pile up otherwise); rank 0's are written.
-    const auto take_timing = [&](dist::Communicator& group, std::optional<double>& ms, std::optional<double>& exposed) {
+    const auto take_timing = [&](dist::Communicator& group, std::optional<double>& ms, std::optional<double>& exposed,
+                                 std::vector<IterationLog::CommPart>& parts) {
       const std::optional<dist::OverlapTiming> t = group.size() > 1 ? group.take_overlap_timing() : std::nullopt;
       if (!t || t->operations + t->in_stream_operations == 0) return;
-      ms = 1e3 * (t->busy_seconds + t->in_stream_seconds) / static_cast<double>(iterations);
-      exposed = 1e3 * (t->exposed_seconds + t->in_stream_seconds) / static_cast<double>(iterations);
+      const auto per_iteration = [&](double total) { return total / static_cast<double>(iterations); };
+      ms = 1e3 * per_iteration(t->busy_seconds + t->in_stream_seconds);
+      exposed = 1e3 * per_iteration(t->exposed_seconds + t->in_stream_seconds);
+      for (const dist::OverlapTiming::Part& p : t->parts)
+        parts.push_back({p.operation, p.beside, 1e3 * per_iteration(p.seconds), 1e3 * per_iteration(p.exposed_seconds),
+                         per_iteration(static_cast<double>(p.operations))});
     };
-    take_timing(data_parallel_, g.data_parallel_comm_ms, g.data_parallel_comm_exposed_ms);
+    take_timing(data_parallel_, g.data_parallel_comm_ms, g.data_parallel_comm_exposed_ms, g.data_parallel_comm_parts);
     take_step_phases(g);
-    take_timing(tensor_parallel_, g.tensor_parallel_comm_ms, g.tensor_parallel_comm_exposed_ms);
-    take_timing(pipeline_, g.pipeline_parallel_comm_ms, g.pipeline_parallel_comm_exposed_ms);
+    take_timing(tensor_parallel_, g.tensor_parallel_comm_ms, g.tensor_parallel_comm_exposed_ms,
+                g.tensor_parallel_comm_parts);
+    take_timing(pipeline_, g.pipeline_parallel_comm_ms, g.pipeline_parallel_comm_exposed_ms,
+                g.pipeline_parallel_comm_parts);
     const std::string stamp = now_stamp();
     const double tokens = static_cast<double>(record.global_batch_size * g.seq_length);
     const double tokens_per_second = g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : 0.0;

@@ -76,6 +76,20 @@ private:
   std::string text_;
 };
 
+// {"all_gather beside": {"ms": …, "exposed_ms": …, "count": …}, …}, nothing when empty.
+void add_comm_parts(JsonObject& j, const char* key, const std::vector<IterationLog::CommPart>& parts) {
+  if (parts.empty()) return;
+  JsonObject by_operation;
+  for (const IterationLog::CommPart& p : parts) {
+    JsonObject part;
+    part.add("ms", p.ms);
+    part.add("exposed_ms", p.exposed_ms);
+    part.add("count", p.count);
+    by_operation.add(p.operation + (p.beside ? " beside" : " on stream"), part.str());
+  }
+  j.add(key, by_operation.str());
+}
+
 }  // namespace
 
 void LossAccumulator::add(const LossValues& losses, bool skipped) {
@@ -218,6 +232,9 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   if (g.forward_backward_ms) j.add("forward_backward_ms", *g.forward_backward_ms);
   if (g.grads_sync_ms) j.add("grads_sync_ms", *g.grads_sync_ms);
   if (g.optimizer_ms) j.add("optimizer_ms", *g.optimizer_ms);
+  add_comm_parts(j, "data_parallel_comm_by_operation", g.data_parallel_comm_parts);
+  add_comm_parts(j, "tensor_parallel_comm_by_operation", g.tensor_parallel_comm_parts);
+  add_comm_parts(j, "pipeline_parallel_comm_by_operation", g.pipeline_parallel_comm_parts);
   j.add("timestamp", json_quote(timestamp));
   return j.str();
 }

@@ -69,6 +69,17 @@ struct IterationLog {
   std::optional<double> tensor_parallel_comm_exposed_ms;
   std::optional<double> pipeline_parallel_comm_ms;
   std::optional<double> pipeline_parallel_comm_exposed_ms;
+  // The same per operation ("all_gather", "send_recv", …) and where it ran.
+  struct CommPart {
+    std::string operation;
+    bool beside = false;  // started beside the compute, else on the compute stream
+    double ms = 0.0;
+    double exposed_ms = 0.0;
+    double count = 0.0;  // operations per iteration
+  };
+  std::vector<CommPart> data_parallel_comm_parts;
+  std::vector<CommPart> tensor_parallel_comm_parts;
+  std::vector<CommPart> pipeline_parallel_comm_parts;
   // Per iteration, the device's time in the step's phases (Megatron's level-1 timers
   // forward-backward, all-grads-sync and optimizer), from queue events.
   std::optional<double> forward_backward_ms;
@@ -117,7 +128,9 @@ std::string format_building_tokenizer_line(const std::string& tokenizer_type);
 //  ["data_parallel_comm_ms", "data_parallel_comm_exposed_ms",] ["tensor_parallel_comm_ms",
 //  "tensor_parallel_comm_exposed_ms",] ["pipeline_parallel_comm_ms",
 //  "pipeline_parallel_comm_exposed_ms",] ["forward_backward_ms", "grads_sync_ms", "optimizer_ms",]
-//  "timestamp"}.
+//  ["data_parallel_comm_by_operation", "tensor_parallel_comm_by_operation",
+//  "pipeline_parallel_comm_by_operation"] ({"all_gather beside": {"ms", "exposed_ms", "count"},
+//  "all_reduce on stream": {…}, …}, per iteration), "timestamp"}.
 // Non-finite numbers are written as null (JSON has no NaN).
 std::string iteration_metrics_json(const IterationLog& log, const std::string& timestamp);
 // {"event": "validation"|"test", "iteration", "lm_loss", "lm_loss_ppl", ..., "timestamp"}

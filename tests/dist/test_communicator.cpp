@@ -124,3 +124,21 @@ TEST_CASE("long rank lists are abbreviated in messages", "[dist][comm]") {
   CHECK(describe_group("world", ranks) == "world group [0, 1, 2, 3, 4, 5, 6, ..., 63] (64 ranks)");
   CHECK(describe_group("data-parallel", {1, 3}) == "data-parallel group [1, 3]");
 }
+
+TEST_CASE("collective timings add up by operation and by where they ran", "[dist][comm]") {
+  mgt::dist::OverlapTiming timing;
+  timing.add_part("all_gather", true, 2.0, 0.5);
+  timing.add_part("all_reduce", false, 1.0, 1.0);
+  timing.add_part("all_gather", true, 3.0, 0.25);
+  timing.add_part("all_gather", false, 4.0, 4.0);
+  REQUIRE(timing.parts.size() == 3);
+  CHECK(timing.parts[0].operation == "all_gather");
+  CHECK(timing.parts[0].beside);
+  CHECK(timing.parts[0].seconds == 5.0);
+  CHECK(timing.parts[0].exposed_seconds == 0.75);
+  CHECK(timing.parts[0].operations == 2);
+  CHECK(timing.parts[1].operation == "all_reduce");
+  CHECK(timing.parts[2].operation == "all_gather");
+  CHECK_FALSE(timing.parts[2].beside);
+  CHECK(timing.parts[2].operations == 1);
+}

@@ -300,6 +300,15 @@ TEST_CASE("NCCL started collectives run beside the backend's stream, ordered at 
   CHECK(timing->busy_seconds > 0.0);
   CHECK(timing->in_stream_seconds > 0.0);
   CHECK(timing->exposed_seconds <= timing->busy_seconds);
+  // By operation: the same two, one beside the compute and one on its stream.
+  REQUIRE(timing->parts.size() == 2);
+  CHECK(timing->parts[0].operation == "all_reduce");
+  CHECK(timing->parts[0].beside);
+  CHECK(timing->parts[0].seconds == timing->busy_seconds);
+  CHECK(timing->parts[0].exposed_seconds == timing->exposed_seconds);
+  CHECK(timing->parts[1].operation == "all_reduce");
+  CHECK_FALSE(timing->parts[1].beside);
+  CHECK(timing->parts[1].seconds == timing->in_stream_seconds);
 }
 
 namespace {

@@ -192,6 +192,13 @@ TEST_CASE("training log: metrics JSON lines", "[train]") {
         "\"timestamp\": \"2024-05-01 12:34:56.123456\"}");
   g.losses = {{"lm loss", std::nan("")}};
   CHECK(iteration_metrics_json(g, kStamp).find("\"lm_loss\": null") != std::string::npos);
+  // The tensor-parallel collectives by operation, after the step phases.
+  g.optimizer_ms = 7.5;
+  g.tensor_parallel_comm_parts = {{"all_gather", true, 20.25, 4.5, 120.0}, {"all_reduce", false, 1.5, 1.5, 3.0}};
+  CHECK(iteration_metrics_json(g, kStamp).find(
+            "\"optimizer_ms\": 7.5, \"tensor_parallel_comm_by_operation\": {\"all_gather beside\": {\"ms\": 20.25, "
+            "\"exposed_ms\": 4.5, \"count\": 120.0}, \"all_reduce on stream\": {\"ms\": 1.5, \"exposed_ms\": 1.5, "
+            "\"count\": 3.0}}, \"timestamp\"") != std::string::npos);
 
   CHECK(validation_metrics_json("validation", 100, {{"lm loss", 2.5}}, kStamp) ==
         "{\"event\": \"validation\", \"iteration\": 100, \"lm_loss\": 2.5, \"lm_loss_ppl\": 12.182493960703473, "

@@ -124,6 +124,9 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             # stream spent in them or waiting for them (CUDA events).
             "tp_comm_ms": last.get("tensor_parallel_comm_ms"),
             "tp_comm_exposed_ms": last.get("tensor_parallel_comm_exposed_ms"),
+            # The same two by operation and stream: {"all_gather beside": {"ms", "exposed_ms", "count"}}.
+            "tp_comm_by_operation": last.get("tensor_parallel_comm_by_operation") or {},
+            "comm_by_operation": last.get("data_parallel_comm_by_operation") or {},
             # The step's phases on the compute stream (CUDA events), per iteration.
             "phases_ms": {k: last.get(k + "_ms") for k in ("forward_backward", "grads_sync", "optimizer")},
             # The multiprocessors the overlapped collectives keep (mgt-train's default: 0).
@@ -219,6 +222,9 @@ def main():
         if mgt["tp_comm_ms"]:
             print(f"  tensor-parallel communication {mgt['tp_comm_ms']:.2f} ms per iteration, "
                   f"{mgt['tp_comm_exposed_ms'] or 0:.2f} ms of it on or waited for by the compute stream")
+        for kind, parts in (("data-parallel", mgt["comm_by_operation"]), ("tensor-parallel", mgt["tp_comm_by_operation"])):
+            for name, p in parts.items():
+                print(f"    {kind} {name}: {p['count']:.0f} per iteration, {p['ms']:.2f} ms, {p['exposed_ms']:.2f} ms waited for")
     if all(v is not None for v in mgt["phases_ms"].values()):
         print("  step phases (ms per iteration): " + ", ".join(f"{k} {v:.1f}" for k, v in mgt["phases_ms"].items()))
     print(f"  {mgt['cmd']}")

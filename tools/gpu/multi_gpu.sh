@@ -256,6 +256,8 @@ for r in runs:
     if r.get("tp_comm_ms"):
         print(f"{'  its TP collectives (CUDA events)':52s} {r['tp_comm_ms']:.2f} ms per iteration, "
               f"{r.get('tp_comm_exposed_ms') or 0:.2f} ms of it on or waited for by the compute stream")
+        for name, p in (r.get("tp_comm_by_operation") or {}).items():
+            print(f"{'    ' + name:52s} {p['count']:.0f} per iteration, {p['ms']:.2f} ms, {p['exposed_ms']:.2f} ms waited for")
 # Step time per token: DP=N spends (plain - one) on its reduction; the overlap hides what it saves.
 def dp_run(n, overlap):
     return next((r for r in runs if r["ranks"] == n and r["tensor_parallel"] == 1 and r.get("accumulate", 1) == 1
