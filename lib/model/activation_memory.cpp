@@ -139,6 +139,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   if (sequence_parallel) {
     sequence.gathered = take(t * h);
     sequence.whole = take(t * h);
+    sequence.input_grad = take(t * h);
     scratch.attention.sequence = sequence;
     scratch.mlp.sequence = sequence;
   }
