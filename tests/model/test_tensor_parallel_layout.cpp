@@ -140,7 +140,7 @@ TEST_CASE("sequence-parallel activation memory is counted exactly", "[model]") {
     CHECK(memory.hidden(0).size() == 4 * 3 * 16);
     CHECK(memory.sequence.gathered.size() == 8 * 3 * 16);
     CHECK(counted.floats <
-          ActivationMemory::elements(config, 2, 8, 3, true, false, false).floats + 2 * 8 * 3 * 16);
+          ActivationMemory::elements(config, 2, 8, 3, true, false, false).floats + 3 * 8 * 3 * 16);
   }
   CHECK_THROWS_WITH(ActivationMemory(backend, model_testing::gpt2_like_config(), {2, 0}, 7, 1,
                                      true, false, true),
