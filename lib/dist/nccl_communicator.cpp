@@ -108,10 +108,11 @@ public:
       // The compute stream may reach its wait a few microseconds before the side stream, held by
       // its own wait for the start, begins the collective: that is latency of the hand-over, not
       // communication, so no collective counts as waited for longer than it ran.
+      const float waited = std::clamp(exposed, 0.0f, busy);
       timing.busy_seconds += busy / 1e3;
-      timing.exposed_seconds += std::clamp(exposed, 0.0f, busy) / 1e3;
+      timing.exposed_seconds += waited / 1e3;
       ++timing.operations;
-      timing.add_part(t.operation, true, busy / 1e3, std::clamp(exposed, 0.0f, busy) / 1e3);
+      timing.add_part(t.operation, true, busy / 1e3, waited / 1e3);
       for (cudaEvent_t event : {t.begin, t.end, t.waited}) spare_timed_.push_back(event);
       timed_.pop_front();
       ++first_timed_;
