@@ -34,7 +34,7 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   const N lse = N(batch) * heads * seq;
   if (recompute == RecomputeGranularity::kSelective) floats += context + lse;
   const N sets = recompute == RecomputeGranularity::kFull ? N(1) : layers;
-  N per_set = tl * h * 3                      // input norm output, residual, pre-MLP norm output
+  N per_set = t * h * 2 + tl * h              // input and pre-MLP norm outputs (whole), residual
               + norm_stats * tl * 2           // the two norms' statistics
               + context + t * groups * k * 2  // query, key, value
               + t * fc1 + t * ffn;            // fc1 output, activation output
@@ -111,7 +111,9 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   const int64_t sets = recompute == RecomputeGranularity::kFull ? 1 : c.num_layers;
   for (int64_t l = 0; l < sets; ++l) {
     LayerActivations a;
-    a.input_norm_output = take(tl * h);
+    // Whole under sequence parallelism: the all-gathered inputs of linear_qkv and linear_fc1,
+    // kept for their weight gradients (transformer_layer.hpp).
+    a.input_norm_output = take(t * h);
     a.input_norm = take_norm_stats(layer_norm, tl);
     // One block: the split query, key and value, or the unsplit projection (self_attention.hpp).
     a.attention.mixed = take(t * (heads + 2 * groups) * k);
@@ -126,7 +128,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.attention.lse = take_fp32(batch * heads * seq);
     }
     a.residual = take(tl * h);
-    a.pre_mlp_norm_output = take(tl * h);
+    a.pre_mlp_norm_output = take(t * h);
     a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
     a.mlp.fc1_output = take(t * fc1);
     a.mlp.activation_output = take(t * ffn);

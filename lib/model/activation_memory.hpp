@@ -8,8 +8,9 @@
 //   evaluation:       one shared activation set and two alternating hidden buffers;
 //   generation:       as evaluation, with logits for the last position of each sequence only.
 // Under sequence parallelism (training only) the buffers outside the tensor-parallel regions
-// (layer inputs, norms, residuals, their gradients) hold this rank's s/tp tokens, and two shared
-// whole-sequence buffers take the gathered and the to-be-scattered tensors.
+// (layer inputs, residuals, their gradients) hold this rank's s/tp tokens; the norm outputs that
+// enter linear_qkv and linear_fc1 hold the whole sequence, all-gathered there and kept for the
+// backward; shared whole-sequence buffers take the other gathered and to-be-scattered tensors.
 // A pipeline stage's memory is built from a configuration whose num_layers is the stage's count;
 // stages before the last leave out the final norm, logits and loss buffers (with_output false).
 #pragma once

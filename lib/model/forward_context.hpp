@@ -58,6 +58,13 @@ struct ForwardContext {
   FloatView when_sequence_parallel(FloatView buffer) const {
     return sequence_parallel() ? buffer : FloatView();
   }
+  // This rank's [local_tokens(), width] rows of a whole [s, b, width] tensor in a sequence-
+  // parallel pass (one contiguous block); all of it otherwise.
+  template <bool Const>
+  FloatSpan<Const> own_rows(FloatSpan<Const> whole, int64_t width) const {
+    if (!sequence_parallel()) return whole;
+    return whole.subspan(sequence_shard * local_tokens() * width, local_tokens() * width);
+  }
   // The probability to apply in this pass: the configured one in training, 0 in evaluation.
   float dropout_p(double configured) const {
     return training ? static_cast<float>(configured) : 0.0f;

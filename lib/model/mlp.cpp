@@ -11,14 +11,14 @@ Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp)
       fc2_(params, layer_prefix(layer) + ".mlp.linear_fc2.weight",
            layer_prefix(layer) + ".mlp.linear_fc2.bias", tp) {}
 
-void Mlp::forward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
+void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
                   const MlpScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
+  const ConstFloatView own = ctx.own_rows(input, fc1_.in_features());
   if (activation_ == Activation::kOpenaiGelu) {
-    fc1_.forward_gelu_tanh(input, tokens, saved.fc1_output, saved.activation_output,
-                           ctx.when_sequence_parallel(scratch.sequence.gathered));
+    fc1_.forward_gelu_tanh(own, tokens, saved.fc1_output, saved.activation_output, ctx.when_sequence_parallel(input));
   } else {
-    fc1_.forward(input, tokens, saved.fc1_output, ctx.when_sequence_parallel(scratch.sequence.gathered));
+    fc1_.forward(own, tokens, saved.fc1_output, ctx.when_sequence_parallel(input));
   }
   switch (activation_) {
     case Activation::kGelu:
@@ -34,7 +34,7 @@ void Mlp::forward(const ForwardContext& ctx, ConstFloatView input, const MlpActi
                ctx.when_sequence_parallel(scratch.sequence.whole));
 }
 
-void Mlp::backward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
+void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
                    const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input,
                    DeferredGemm* fc1_weight_later) const {
   const int64_t tokens = ctx.tokens();
@@ -60,8 +60,7 @@ void Mlp::backward(const ForwardContext& ctx, ConstFloatView input, const MlpAct
                                 scratch.d_fc1);
       break;
   }
-  fc1_.backward(scratch.d_fc1, input, tokens, d_input,
-                ctx.when_sequence_parallel(scratch.sequence.gathered),
+  fc1_.backward(scratch.d_fc1, ctx.own_rows(input, fc1_.in_features()), tokens, d_input, ctx.when_sequence_parallel(input),
                 ctx.when_sequence_parallel(fc1_weight_later ? scratch.sequence.input_grad : scratch.sequence.whole),
                 fc2_weight, fc1_weight_later);
 }

@@ -32,14 +32,16 @@ public:
   int64_t ffn() const { return ffn_; }  // local
   int64_t fc1_size() const { return fc1_.out_features(); }
 
-  // Under sequence parallelism input and output are this rank's [s/tp, b, h] slices.
-  void forward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
+  // Under sequence parallelism output is this rank's [s/tp, b, h] slice, and input the whole
+  // [s, b, h] tensor of which only this rank's rows are filled: the forward all-gathers the
+  // others' into it, and the backward reads it as the forward left it.
+  void forward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
                const MlpScratch& scratch, FloatView output) const;
   // With `fc1_weight_later` (sequence parallelism), fc1's weight gradient is left there for the
   // caller to run beside a later collective (the attention projection's all-gather), and fc2's
   // runs beside fc1's input-gradient reduce-scatter (TensorParallelMappings::
   // defers_weight_gradients): the collective that each layer's own weight gradient hid before.
-  void backward(const ForwardContext& ctx, ConstFloatView input, const MlpActivations& saved,
+  void backward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
                 const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input,
                 DeferredGemm* fc1_weight_later = nullptr) const;
 

@@ -11,6 +11,11 @@ RowRange sequence_slice(const TensorParallelMappings& tp, int64_t rows) {
   return {tp.rank() * local, local};
 }
 
+// Whether x is this rank's slice of `whole` itself (an all-gather into `whole` is in place).
+bool holds_own_rows(const TensorParallelMappings& tp, ConstFloatView whole, ConstFloatView x) {
+  return whole.size() == x.size() * tp.size() && x.raw() == whole.subspan(tp.rank() * x.size(), x.size()).raw();
+}
+
 void run(const DeferredGemm& work) {
   if (work) work();
 }
@@ -85,9 +90,11 @@ void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t
   }
   // Megatron's overlap of the two collectives with the two GEMMs: the input's all-gather runs
   // beside the input gradient's GEMM, the input gradient's reduce-scatter beside the weight
-  // gradient's GEMM (each GEMM reads only what is already there).
+  // gradient's GEMM (each GEMM reads only what is already there). Where the forward gathered in
+  // place, X is still there and only the reduce-scatter is left.
   const FloatView input = gathered.first(rows * in_features());
-  dist::PendingCollective gather = tp_->start_gather_from_sequence_parallel_region_forward(x, input);
+  dist::PendingCollective gather;
+  if (!holds_own_rows(*tp_, input, x)) gather = tp_->start_gather_from_sequence_parallel_region_forward(x, input);
   const FloatView d_input = dx.empty() ? FloatView{} : d_whole.first(rows * in_features());
   if (!dx.empty()) linear_.backward_input(dy, rows, d_input);
   gather.wait();

@@ -53,14 +53,15 @@ public:
 
   // y[rows, out] = X·Wᵀ + b. X is x[rows, in]; or, when `gathered` is given (sequence
   // parallelism), x is this rank's [rows/tp, in] slice and X is all-gathered into `gathered`
-  // [rows, in] first.
+  // [rows, in] first (in place where x is this rank's rows of `gathered`).
   void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView gathered = {}) const;
   // The same followed by Megatron's fused bias-GELU: pre = X·Wᵀ + b, y = gelu_tanh(pre).
   void forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
                          FloatView gathered = {}) const;
   // dW += dyᵀ·X, db += Σ dy; dx (shaped as the forward's x) = the gradient of x unless empty.
-  // Under sequence parallelism X is rebuilt in `gathered` (Megatron keeps only the slice too)
-  // and the input gradient passes through d_whole [rows, in] before its reduce-scatter;
+  // Under sequence parallelism X is read from `gathered` where x is this rank's rows of it (the
+  // forward's in-place all-gather left X there), else rebuilt in it as Megatron does; the input
+  // gradient passes through d_whole [rows, in] before its reduce-scatter;
   // `beside_scatter` runs beside that reduce-scatter, and with `weight_later` dW and db are left
   // there, for the caller to run (`gathered` and dy untouched until then). Without sequence
   // parallelism both run at once.

@@ -56,14 +56,14 @@ bool SelfAttention::attends_fused_qkv(const ForwardContext& ctx) const {
   return !rope_ && groups_ == heads_ && backend_->attends_fused_qkv(shape(ctx), params(ctx));
 }
 
-void SelfAttention::forward(const ForwardContext& ctx, ConstFloatView input,
+void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
                             const AttentionActivations& saved, const AttentionScratch& scratch,
                             FloatView output, const LayerKvCache* cache) const {
   const int64_t tokens = ctx.tokens();
   const bool fused = cache == nullptr && attends_fused_qkv(ctx);
   // Unsplit, the projection is what the backward reads: it goes to the saved activations.
-  qkv_.forward(input, tokens, fused ? saved.mixed : scratch.mixed,
-               ctx.when_sequence_parallel(scratch.sequence.gathered));
+  qkv_.forward(ctx.own_rows(input, qkv_.in_features()), tokens, fused ? saved.mixed : scratch.mixed,
+               ctx.when_sequence_parallel(input));
   if (fused) {
     recompute_core(ctx, saved);
     proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole));
@@ -96,7 +96,7 @@ void SelfAttention::recompute_core(const ForwardContext& ctx,
                               saved.context, saved.lse);
 }
 
-void SelfAttention::backward(const ForwardContext& ctx, ConstFloatView input,
+void SelfAttention::backward(const ForwardContext& ctx, FloatView input,
                              const AttentionActivations& saved, const AttentionScratch& scratch,
                              ConstFloatView d_output, FloatView d_input, const DeferredGemm& beside) const {
   const int64_t tokens = ctx.tokens();
@@ -118,8 +118,7 @@ void SelfAttention::backward(const ForwardContext& ctx, ConstFloatView input,
     backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_,
                         head_dim_, d_mixed);
   }
-  qkv_.backward(d_mixed, input, tokens, d_input,
-                ctx.when_sequence_parallel(scratch.sequence.gathered),
+  qkv_.backward(d_mixed, ctx.own_rows(input, qkv_.in_features()), tokens, d_input, ctx.when_sequence_parallel(input),
                 ctx.when_sequence_parallel(scratch.sequence.whole));
 }
 

@@ -53,13 +53,15 @@ public:
   int64_t head_dim() const { return head_dim_; }
 
   // output[s, b, hidden] = linear_proj(attention(rope(split(linear_qkv(input))))); under
-  // sequence parallelism input and output are this rank's [s/tp, b, hidden] slices.
+  // sequence parallelism output is this rank's [s/tp, b, hidden] slice, and input the whole
+  // [s, b, hidden] tensor of which only this rank's rows are filled: the forward all-gathers the
+  // others' into it, and the backward reads it as the forward left it.
   //
   // With a key/value cache (inference): the s = ctx.seq tokens of this pass follow the cache's
   // length (read from backend memory, so that a recorded decode step replays at any length).
   // Their keys and values are also stored into the cache there, RoPE rotates them by their true
   // positions, and the queries attend to all length + s positions.
-  void forward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
+  void forward(const ForwardContext& ctx, FloatView input, const AttentionActivations& saved,
                const AttentionScratch& scratch, FloatView output,
                const LayerKvCache* cache = nullptr) const;
   // Rebuilds saved.context and saved.lse from the saved query, key and value (or projection).
@@ -67,7 +69,7 @@ public:
   // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten). `beside` runs beside
   // the projection's first collective (under sequence parallelism the all-gather of its output
   // gradient, which its own rows' input gradient alone is too short to hide), else at once.
-  void backward(const ForwardContext& ctx, ConstFloatView input, const AttentionActivations& saved,
+  void backward(const ForwardContext& ctx, FloatView input, const AttentionActivations& saved,
                 const AttentionScratch& scratch, ConstFloatView d_output, FloatView d_input,
                 const DeferredGemm& beside = {}) const;
 

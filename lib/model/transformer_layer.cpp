@@ -23,13 +23,15 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
   const float p = ctx.dropout_p(hidden_dropout_);
   const FloatView branch = scratch.hidden_a;
 
-  input_norm_.forward(input, tokens, saved.input_norm_output, saved.input_norm);
+  // Under sequence parallelism the norms write this rank's rows of their whole outputs, which the
+  // attention and the MLP then all-gather in place and keep for their backward.
+  input_norm_.forward(input, tokens, ctx.own_rows(saved.input_norm_output, hidden), saved.input_norm);
   attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache);
   if (p > 0.0f) {
     const DropoutKey key = ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden);
     backend_->dropout_forward(branch, p, key, branch);
   }
-  pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens, saved.pre_mlp_norm_output,
+  pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens, ctx.own_rows(saved.pre_mlp_norm_output, hidden),
                             saved.pre_mlp_norm);
   mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, branch);
   if (p > 0.0f) {

@@ -20,7 +20,9 @@ namespace mgt {
 
 // What the backward of one layer reads (besides the layer input).
 struct LayerActivations {
-  FloatView input_norm_output;  // [s, b, h]
+  // [s, b, h], whole under sequence parallelism too (the all-gathered input of linear_qkv and
+  // linear_fc1, kept so that their backward needs no second all-gather).
+  FloatView input_norm_output;
   NormStats input_norm;
   AttentionActivations attention;
   FloatView residual;  // h = x + dropout(attention), [s, b, h]

@@ -139,6 +139,9 @@ TEST_CASE("sequence-parallel activation memory is counted exactly", "[model]") {
     // Layer inputs hold half the sequence.
     CHECK(memory.hidden(0).size() == 4 * 3 * 16);
     CHECK(memory.sequence.gathered.size() == 8 * 3 * 16);
+    // The inputs of linear_qkv and linear_fc1 are kept whole, all-gathered.
+    CHECK(memory.layer(0).input_norm_output.size() == 8 * 3 * 16);
+    CHECK(memory.layer(0).pre_mlp_norm_output.size() == 8 * 3 * 16);
     CHECK(counted.floats <
           ActivationMemory::elements(config, 2, 8, 3, true, false, false).floats + 3 * 8 * 3 * 16);
   }
