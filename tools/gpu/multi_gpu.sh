@@ -13,8 +13,8 @@
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
 #            --overlap-grad-reduce (and the same with MGT_PEER_COPY=0: NCCL's kernels instead of
 #            the copy engines), DP=N with the distributed optimizer and both overlaps, TP=2
-#            with sequence parallelism (x DP=N/2; and the same with MGT_TP_DEFER_WGRAD=0), with
-#            its TP collectives' time by operation: tokens/s per
+#            with sequence parallelism (x DP=N/2), with its TP collectives' time by operation:
+#            tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
 #            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
 #            and from CUDA events on the compute and communication streams (mgt-train's
@@ -212,8 +212,6 @@ section_scaling() {
     MGT_PEER_COPY=0 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
-    # The same with the MLP's weight gradients in their own layers' backward (the same bits).
-    MGT_TP_DEFER_WGRAD=0 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     # MGT_MULTI_GPU_VARIANTS=1: the overlap with its collectives on 8 thread blocks and the
     # GEMMs leaving them those (MGT_OVERLAP_SMS=8; measured slower on 2 x H200, with NCCL's
     # kernels moving the gradients).
@@ -244,7 +242,6 @@ for r in runs:
     name += " overlapped" if r.get("overlap") else ""
     name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
     name += ", NCCL kernels" if n > tp and not r.get("peer_copy", True) else ""
-    name += ", wgrad in place" if r["sequence_parallel"] and not r.get("tp_defer_wgrad", True) else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
