@@ -13,8 +13,8 @@
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
 #            --overlap-grad-reduce (and the same with MGT_PEER_COPY=0: NCCL's kernels instead of
 #            the copy engines), DP=N with the distributed optimizer and both overlaps, TP=2
-#            with sequence parallelism (x DP=N/2), with its TP collectives' time by operation:
-#            tokens/s per
+#            with sequence parallelism (x DP=N/2, and with 4 GPUs also with the distributed
+#            optimizer and both overlaps), with its TP collectives' time by operation: tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
 #            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
 #            and from CUDA events on the compute and communication streams (mgt-train's
@@ -212,6 +212,8 @@ section_scaling() {
     MGT_PEER_COPY=0 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
+    # With data parallelism too, its reduction as in the fastest data-parallel row above.
+    [ "$count" -gt 2 ] && bench --ranks "$count" --tensor-parallel 2 --sequence-parallel --overlap --distributed-optimizer
     # MGT_MULTI_GPU_VARIANTS=1: the overlap with its collectives on 8 thread blocks and the
     # GEMMs leaving them those (MGT_OVERLAP_SMS=8; measured slower on 2 x H200, with NCCL's
     # kernels moving the gradients).
