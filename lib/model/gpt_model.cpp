@@ -111,8 +111,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
 }
 
 bool GptModel::gradient_finalized_later(const ParameterEntry& e) const {
-  return (sequence_parallel_ && e.sequence_parallel) ||
-         (embedding_group_ != nullptr && e.name == "embedding.word_embeddings.weight");
+  return embedding_group_ != nullptr && e.name == "embedding.word_embeddings.weight";
 }
 
 void GptModel::prepare_parameters() {

@@ -137,16 +137,18 @@ public:
   // slices (norms, row-parallel biases: ParameterEntry::sequence_parallel) cover its slice only;
   // this all-reduces them over the tensor-parallel group, as Megatron's finalize_model_grads
   // (_allreduce_layernorm_grads) does. Call once per iteration, after the last micro-batch's
-  // forward_backward and before the gradients are used (clipping, the optimizer). Nothing to do
+  // forward_backward and the data-parallel reduction (as Megatron does: that one can then overlap
+  // the backward), before the gradients are used (clipping, the optimizer). Nothing to do
   // without sequence parallelism. Collective over the tensor-parallel group.
   void all_reduce_sequence_parallel_grads();
 
   // Tells `hooks` (null: nobody; must outlive its use) which parameters each forward is about to
   // read and, during each backward, which gradients are complete (parameter_hooks.hpp).
   void set_parameter_hooks(ParameterHooks* hooks) { hooks_ = hooks; }
-  // Whether the gradient of `e` changes after the backward passes, at the finalisation
-  // all_reduce_sequence_parallel_grads() and all_reduce_embedding_grads() make: a reduction over
-  // the data-parallel ranks must wait for those, to sum in the same order as without overlap.
+  // Whether the gradient of `e` changes after the backward passes, before the data-parallel
+  // reduction: at all_reduce_embedding_grads() (a word embedding tied across pipeline stages). A
+  // reduction over the data-parallel ranks must wait for that, to sum in the same order as
+  // without overlap. (all_reduce_sequence_parallel_grads() comes after that reduction.)
   bool gradient_finalized_later(const ParameterEntry& e) const;
 
   // Evaluation: no dropout, no gradients.

@@ -559,11 +559,13 @@ private:
     }
     progress_.micro_steps += n * dp;
     marks.forward_backward_done = backend_.record_timed_event();
-    // Megatron's finalize_model_grads: the norms' gradients of each sequence slice summed over
-    // the tensor-parallel group (nothing to do without sequence parallelism), and a tied word
-    // embedding's gradient summed over the first and last pipeline stages (nothing to do without
-    // a pipeline).
-    model_->all_reduce_sequence_parallel_grads();
+    // Megatron's finalize_model_grads: a tied word embedding's gradient summed over the first
+    // and last pipeline stages (nothing to do without a pipeline), the data-parallel reduction,
+    // then the gradients of each sequence slice's parameters (norms, row-parallel biases) summed
+    // over the tensor-parallel group (nothing to do without sequence parallelism). Both sums are
+    // over other ranks' copies of the same elements, so the data-parallel one overlaps the
+    // backward; with the distributed optimizer it leaves each rank's own shard summed, and the
+    // tensor-parallel ranks of one data-parallel rank own the same elements.
     model_->all_reduce_embedding_grads();
 
     IterationRecord record;
@@ -579,6 +581,7 @@ private:
       if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
       optimizer_->reduce_gradients();
     }
+    model_->all_reduce_sequence_parallel_grads();
     marks.grads_synced = backend_.record_timed_event();
     // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);

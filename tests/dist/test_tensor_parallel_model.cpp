@@ -169,6 +169,9 @@ TEST_CASE("tensor-parallel GPT reproduces the single-rank loss and gradients", "
 
         GptModel model(c, backend, std::nullopt, {&group, sequence_parallel});
         CHECK(model.sequence_parallel() == sequence_parallel);
+        // The sequence slices' gradients are summed over the tensor-parallel group after the
+        // data-parallel reduction: none holds a data-parallel bucket back.
+        for (const ParameterEntry& e : model.parameters().entries()) CHECK_FALSE(model.gradient_finalized_later(e));
         shard_parameters(reference.parameters(), model.parameters());
         const TrainResult got = train_iteration(model, batches);
 
