@@ -408,6 +408,9 @@ protected:
   virtual void do_attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
                                                ConstFloatView lse, const AttentionShape& shape,
                                                const AttentionParams& params, FloatView d_mixed);
+  // Default: one sum_of_squares per range (overrides fall back to it). Ranges are within x and
+  // not empty.
+  virtual double do_sum_of_squares_ranges(ConstFloatView x, std::span<const ElementRange> ranges);
 
   FloatType activation_type_ = FloatType::kF32;
 
@@ -559,8 +562,6 @@ private:
                                float decoupled_lr, float grad_scale, int64_t step,
                                FloatView compute);
   virtual double do_sum_of_squares(ConstFloatArg x, int64_t n) = 0;
-  // Default: one sum_of_squares per range. Ranges are within x and not empty.
-  virtual double do_sum_of_squares_ranges(ConstFloatView x, std::span<const ElementRange> ranges);
 };
 
 // Owning, move-only array of T in a backend's memory (RAII). Contents start undefined.

@@ -704,11 +704,7 @@ double CudaBackend::do_sum_of_squares(ConstFloatArg x, int64_t n) {
 }
 
 double CudaBackend::do_sum_of_squares_ranges(ConstFloatView x, std::span<const ElementRange> ranges) {
-  if (!x.is_fp32()) {  // staged to fp32 range by range, as the default does
-    double sum = 0.0;
-    for (const ElementRange& r : ranges) sum += sum_of_squares(x.subspan(r.begin, r.count));
-    return sum;
-  }
+  if (!x.is_fp32()) return Backend::do_sum_of_squares_ranges(x, ranges);  // staged to fp32 range by range
   const cuda::ScopedOp scope(profiler_.get(), "sum_of_squares");
   cuda::sum_of_squares(x.data(), ranges.data(), ranges.size(), reduction_, stream_);
   double result = 0.0;
