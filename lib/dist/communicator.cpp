@@ -199,6 +199,16 @@ PendingCollective Communicator::start_send_recv(SendBuffer send, int dest, RecvB
   return PendingCollective(do_start_send_recv(send, dest, recv, source), std::move(scope));
 }
 
+PendingCollective Communicator::start_swap(SendBuffer send, RecvBuffer recv) {
+  if (size() != 2) fail("swap", "needs a group of two ranks, this one has " + std::to_string(size()));
+  const int other = 1 - rank();
+  check_send_recv(send, other, recv, other);
+  if (send.count != recv.count || send.type != recv.type)
+    fail("swap", "the send and receive buffers differ in size or element type");
+  auto scope = watch("send_recv", nullptr, recv.count, recv.type, "from rank", other);
+  return PendingCollective(do_start_swap(send, recv), std::move(scope));
+}
+
 void Communicator::check_chunks(const char* operation, RecvBuffer data,
                                 std::span<const std::int64_t> counts) const {
   check_buffer(operation, "the", data);
@@ -245,6 +255,12 @@ bool Communicator::register_buffer(RecvBuffer data) {
   check_buffer("register_buffer", "the", data);
   auto scope = watch("register_buffer", nullptr, data.count, data.type, nullptr, -1);
   return do_register_buffer(data);
+}
+
+void Communicator::unregister_buffer(RecvBuffer data) {
+  check_buffer("unregister_buffer", "the", data);
+  auto scope = watch("unregister_buffer", nullptr, data.count, data.type, nullptr, -1);
+  do_unregister_buffer(data);
 }
 
 std::vector<std::string> all_gather_text(Communicator& group, std::string_view text, std::size_t max_bytes) {

@@ -114,12 +114,16 @@ public:
   void barrier();
 
   // Tells the transport that `data` (a backend's memory, from Backend::allocate_shareable) stays
-  // allocated as long as this communicator and that later collectives work on parts of it (the
-  // gradient and weight buffers). NCCL between the GPUs of one machine then moves the all-reduces,
-  // chunked reduce-scatters and chunked all-gathers over it with the copy engines
+  // allocated as long as this communicator (or until unregister_buffer) and that later
+  // collectives work on parts of it (the gradient and weight buffers, the sequence-parallel
+  // activations). NCCL between the GPUs of one machine then moves the all-reduces, reduce-
+  // scatters from it, all-gathers into it and swaps within it with the copy engines
   // (nccl_peer_copy.hpp). Collective; every rank passes a buffer of the same size. Returns whether
   // the transport took it, alike on every rank (false on the others: nothing changes).
   bool register_buffer(RecvBuffer data);
+  // Undoes register_buffer(data) (the same buffer) before it is freed. Collective; the backend's
+  // work on it must be over.
+  void unregister_buffer(RecvBuffer data);
 
   // ---- started now, complete at the returned handle's wait() (pending_collective.hpp) ----
   // Collectives over parts of a buffer, so that a gradient buffer can be reduced bucket by bucket
@@ -134,6 +138,10 @@ public:
   PendingCollective start_all_gather(SendBuffer send, RecvBuffer recv);
   PendingCollective start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op);
   PendingCollective start_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source);
+  // A group of two ranks swaps parts of the same buffer: this rank's `send` goes to the other
+  // one's `recv`, which lies where `send` lies in this rank's copy (and the other way round). On
+  // a registered buffer (register_buffer) each rank may then read the other's copy directly.
+  PendingCollective start_swap(SendBuffer send, RecvBuffer recv);
   // In place over `data`, split in consecutive chunks of counts[0], counts[1], … elements (one
   // per group rank, summing to data.count, zeros allowed): afterwards this rank's chunk holds the
   // element-wise reduction of that chunk over the group; the other chunks are unspecified.
@@ -227,6 +235,7 @@ private:
   virtual void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) = 0;
   virtual void do_barrier() = 0;
   virtual bool do_register_buffer(RecvBuffer /*data*/) { return false; }
+  virtual void do_unregister_buffer(RecvBuffer /*data*/) {}
   // The chunked collectives (see start_reduce_scatter_chunks), complete (or queued on the
   // backend's stream, as the others) when they return.
   virtual void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
@@ -251,6 +260,9 @@ private:
                                                               int source) {
     do_send_recv(send, dest, recv, source);
     return nullptr;
+  }
+  virtual std::unique_ptr<PendingTransfer> do_start_swap(SendBuffer send, RecvBuffer recv) {
+    return do_start_send_recv(send, 1 - rank(), recv, 1 - rank());
   }
   virtual std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
       RecvBuffer data, std::span<const std::int64_t> counts, ReduceOp op) {

@@ -343,12 +343,9 @@ private:
 
   void do_all_gather(SendBuffer send, RecvBuffer recv) override {
     if (send.count == 0) return;
+    if (gathers_on_peers(send, recv)) return start_all_gather_on_peers(send, recv)->wait();
     const bool in_place =
         send.data == static_cast<const std::byte*>(recv.data) + rank() * send.bytes();
-    if (in_place && on_peers(recv)) {
-      const std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), send.count);
-      return start_all_gather_chunks_on_peers(recv, counts)->wait();
-    }
     use_device();
     reserve_for(send, recv);
     const DeviceView out = view(recv.data, recv.bytes(), recv.space, 0, in_place);
@@ -376,13 +373,9 @@ private:
 
   void do_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
     if (recv.count == 0) return;
+    if (scatters_on_peers(send, recv, op)) return start_reduce_scatter_on_peers(send, recv)->wait();
     const bool in_place =
         recv.data == static_cast<const std::byte*>(send.data) + rank() * recv.bytes();
-    if (in_place && sums_on_peers(send, op)) {
-      const std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), recv.count);
-      const RecvBuffer data{const_cast<void*>(send.data), send.count, send.type, send.space};
-      return start_reduce_scatter_chunks_on_peers(data, counts)->wait();
-    }
     use_device();
     reserve_for(send, recv);
     const DeviceView in = view(send.data, send.bytes(), send.space, 0, true);
@@ -560,6 +553,7 @@ private:
   }
 
   std::unique_ptr<PendingTransfer> do_start_all_gather(SendBuffer send, RecvBuffer recv) override {
+    if (gathers_on_peers(send, recv)) return start_all_gather_on_peers(send, recv);
     if (!runs_beside(send) || !runs_beside(recv)) {
       do_all_gather(send, recv);
       return nullptr;
@@ -570,6 +564,7 @@ private:
   }
 
   std::unique_ptr<PendingTransfer> do_start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override {
+    if (scatters_on_peers(send, recv, op)) return start_reduce_scatter_on_peers(send, recv);
     if (!runs_beside(send) || !runs_beside(recv)) {
       do_reduce_scatter(send, recv, op);
       return nullptr;
@@ -591,6 +586,13 @@ private:
     MGT_NCCL_CHECK(ncclRecv(recv.data, count_of(recv.count), nccl_type(recv.type), source, comm_, side));
     MGT_NCCL_CHECK(ncclGroupEnd());
     return finish_started(operation("send_recv", recv.count, recv.type, nullptr, "from rank", source));
+  }
+
+  std::unique_ptr<PendingTransfer> do_start_swap(SendBuffer send, RecvBuffer recv) override {
+    if (!on_peers(send) || !on_peers(recv)) return do_start_send_recv(send, 1 - rank(), recv, 1 - rank());
+    // Each rank's `send` lies where the other's `recv` does: each reads its part from the other.
+    return start_on_peers(operation("send_recv", recv.count, recv.type, nullptr, "from rank", 1 - rank()),
+                          [&](cudaStream_t side) { peer_->fetch(recv.data, recv.bytes(), 1 - rank(), side); });
   }
 
   std::unique_ptr<PendingTransfer> do_start_reduce_scatter_chunks(
@@ -633,6 +635,13 @@ private:
   bool sums_on_peers(SendBuffer data, ReduceOp op) const {
     return op == ReduceOp::Sum && PeerCopyCollectives::sums(data.type) && on_peers(data);
   }
+  // An all-gather into a registered buffer from this device's memory (the receive buffer's part,
+  // or any other place).
+  bool gathers_on_peers(SendBuffer send, RecvBuffer recv) const { return on_peers(recv) && runs_beside(send); }
+  // A reduce-scatter from a registered buffer into this device's memory.
+  bool scatters_on_peers(SendBuffer send, RecvBuffer recv, ReduceOp op) const {
+    return sums_on_peers(send, op) && runs_beside(recv);
+  }
 
   template <typename Run>
   std::unique_ptr<PendingTransfer> start_on_peers(const InFlightOperation& op, Run run) {
@@ -651,11 +660,37 @@ private:
       peer_->reduce_scatter_chunks_sum(data.data, counts, data.type, side);
     });
   }
+  std::unique_ptr<PendingTransfer> start_all_gather_on_peers(SendBuffer send, RecvBuffer recv) {
+    return start_on_peers(operation("all_gather", recv.count, recv.type), [&](cudaStream_t side) {
+      void* own = static_cast<std::byte*>(recv.data) + rank() * send.bytes();
+      if (own != send.data) MGT_CUDA_CHECK(cudaMemcpyAsync(own, send.data, send.bytes(), cudaMemcpyDeviceToDevice, side));
+      const std::vector<std::int64_t> counts(static_cast<std::size_t>(size()), send.count);
+      peer_->all_gather_chunks(recv.data, counts, recv.type, side);
+    });
+  }
+  std::unique_ptr<PendingTransfer> start_reduce_scatter_on_peers(SendBuffer send, RecvBuffer recv) {
+    return start_on_peers(operation("reduce_scatter", send.count, send.type, "sum"), [&](cudaStream_t side) {
+      peer_->reduce_scatter_sum(send.data, recv.count, send.type, recv.data, side);
+    });
+  }
   std::unique_ptr<PendingTransfer> start_all_gather_chunks_on_peers(RecvBuffer data,
                                                                     std::span<const std::int64_t> counts) {
     return start_on_peers(operation("all_gather", data.count, data.type), [&](cudaStream_t side) {
       peer_->all_gather_chunks(data.data, counts, data.type, side);
     });
+  }
+
+  void do_unregister_buffer(RecvBuffer data) override {
+    if (!peer_) return;
+    use_device();
+    // Nothing may still read or write it, here or on a peer.
+    if (ordered_) wait("unregister_buffer");
+    if (side_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
+    const bool mapped = peer_->unregister_buffer(data.data);
+    // Every rank has unmapped the others' copies before any frees its own.
+    std::array<std::int64_t, 1> mine{mapped ? 1 : 0};
+    std::vector<std::int64_t> all(static_cast<std::size_t>(size()));
+    all_gather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
   }
 
   bool do_register_buffer(RecvBuffer data) override {

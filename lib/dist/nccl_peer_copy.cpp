@@ -187,6 +187,8 @@ PeerCopyCollectives::~PeerCopyCollectives() {
   if (sum_stream_) cudaStreamSynchronize(sum_stream_);
   if (push_stream_) cudaStreamSynchronize(push_stream_);
   for (void* base : mappings_) cudaIpcCloseMemHandle(base);
+  for (const Region& region : regions_)
+    for (void* base : region.mappings) cudaIpcCloseMemHandle(base);
   for (cudaEvent_t event : {copied_[0], copied_[1], summed_[0], summed_[1], pushed_})
     if (event) cudaEventDestroy(event);
   if (sum_stream_) cudaStreamDestroy(sum_stream_);
@@ -221,7 +223,7 @@ bool PeerCopyCollectives::register_buffer(Communicator& group, void* data, std::
   for (std::size_t r = 0; r < bases.size(); ++r) {
     if (!bases[r]) continue;
     region.peers[r] = static_cast<std::byte*>(bases[r]) + records[r].offset;
-    mappings_.push_back(bases[r]);
+    region.mappings.push_back(bases[r]);
   }
   regions_.push_back(std::move(region));
   if (!scratch_) {
@@ -273,8 +275,19 @@ void PeerCopyCollectives::barrier(cudaStream_t stream) {
   }
 }
 
+bool PeerCopyCollectives::unregister_buffer(const void* data) {
+  const auto found = std::find_if(regions_.begin(), regions_.end(), [&](const Region& r) { return r.mine == data; });
+  if (found == regions_.end()) return false;
+  if (sum_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(sum_stream_));
+  if (push_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(push_stream_));
+  for (void* base : found->mappings) MGT_CUDA_CHECK(cudaIpcCloseMemHandle(base));
+  regions_.erase(found);
+  return true;
+}
+
 void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data, std::int64_t begin,
-                                           std::int64_t end, ElementType type, bool push, cudaStream_t stream) {
+                                           std::int64_t end, ElementType type, bool push, cudaStream_t stream,
+                                           std::byte* out) {
   const std::size_t element = element_size(type);
   const std::int64_t piece = static_cast<std::int64_t>(kPieceBytes / element);
   const std::size_t slot_bytes = kPieceBytes * static_cast<std::size_t>(ranks_ - 1);
@@ -283,6 +296,7 @@ void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data
     const int slot = index % 2;
     const std::int64_t n = std::min(piece, end - at);
     std::byte* own = data + static_cast<std::size_t>(at) * element;
+    std::byte* sum = out ? out + static_cast<std::size_t>(at - begin) * element : own;
     // The slot's previous piece has been summed before its copies are overwritten.
     if (index >= 2) MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, summed_[slot], 0));
     cuda::RankPieces pieces;
@@ -299,7 +313,7 @@ void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data
     }
     MGT_CUDA_CHECK(cudaEventRecord(copied_[slot], stream));
     MGT_CUDA_CHECK(cudaStreamWaitEvent(sum_stream_, copied_[slot], 0));
-    cuda::sum_rank_pieces(pieces, ranks_, n, chunk_type(type), own, sum_stream_);
+    cuda::sum_rank_pieces(pieces, ranks_, n, chunk_type(type), sum, sum_stream_);
     MGT_CUDA_CHECK(cudaEventRecord(summed_[slot], sum_stream_));
     if (!push) continue;
     // The summed piece goes out to every peer's copy of the buffer at once, while the next piece
@@ -362,6 +376,24 @@ void PeerCopyCollectives::all_gather_chunks(void* data, std::span<const std::int
     if (r != rank_) copy_from(region, r, static_cast<std::byte*>(data), begin, end, element_size(type), stream);
     begin = end;
   }
+  barrier(stream);
+}
+
+void PeerCopyCollectives::reduce_scatter_sum(const void* send, std::int64_t count, ElementType type, void* out,
+                                            cudaStream_t stream) {
+  auto* data = static_cast<std::byte*>(const_cast<void*>(send));  // read only: `out` takes the sum
+  const Region& region = region_of(data);
+  barrier(stream);
+  reduce_own_chunk(region, data, rank_ * count, (rank_ + 1) * count, type, /*push=*/false, stream,
+                   static_cast<std::byte*>(out));
+  // The peers have read their chunks of this rank's buffer: the caller may write it.
+  barrier(stream);
+}
+
+void PeerCopyCollectives::fetch(void* data, std::size_t bytes, int from, cudaStream_t stream) {
+  const Region& region = region_of(data);
+  barrier(stream);
+  MGT_CUDA_CHECK(cudaMemcpyAsync(data, peer_address(region, from, data), bytes, cudaMemcpyDefault, stream));
   barrier(stream);
 }
 

@@ -1,11 +1,13 @@
 // The NCCL communicator's collectives over registered buffers (Communicator::register_buffer: the
-// gradients and the weights) when its ranks share one machine: the bytes move on the GPUs' copy
-// engines, reading the peers' buffers directly (CUDA IPC), instead of in NCCL's kernels.
+// gradients and the weights; under sequence parallelism the whole-sequence activations) when its
+// ranks share one machine: the bytes move on the GPUs' copy engines, reading the peers' buffers
+// directly (CUDA IPC), instead of in NCCL's kernels.
 //
 // Why: a GEMM running beside an NCCL kernel loses about a third of its rate (BENCHMARKS.md,
-// "Several GPUs"), and the data-parallel reduction of the gradients runs beside the whole
-// backward. A copy engine needs no multiprocessor; only the additions of a reduction run as a
-// kernel, one pass over this rank's share.
+// "Several GPUs"). The data-parallel reduction of the gradients runs beside the whole backward,
+// and sequence parallelism's all-gathers and reduce-scatters beside the GEMMs of every layer. A
+// copy engine needs no multiprocessor; only the additions of a reduction run as a kernel, one
+// pass over this rank's share.
 //
 // How the ranks keep in step without the host: each rank holds one word per peer, which that
 // peer writes through its mapping (cuStreamWriteValue64) and this rank's stream waits on
@@ -20,8 +22,9 @@
 // barrier (every chunk summed and everywhere; nobody reads this rank's buffer any more, so it may
 // be written after the operation). Each element is summed by the rank that owns
 // it, in rank order r = 0, 1, … in fp32: every rank ends with the same bits, and with two ranks
-// the same bits as NCCL's sum. reduce_scatter_chunks_sum: the same without the copies out.
-// all_gather_chunks: a barrier, the copies in, a barrier.
+// the same bits as NCCL's sum. reduce_scatter_chunks_sum: the same without the copies out
+// (reduce_scatter_sum: the sums into another buffer). all_gather_chunks: a barrier, the copies
+// in, a barrier. fetch (a two-rank swap): a barrier, the copy of the peer's part, a barrier.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -64,12 +67,21 @@ public:
                                  cudaStream_t stream);
   // Every rank's chunk r becomes rank r's.
   void all_gather_chunks(void* data, std::span<const std::int64_t> counts, ElementType type, cudaStream_t stream);
+  // Chunk rank() of `send` (`count` elements each rank) summed over the ranks into `out` (this
+  // rank's memory, anywhere, possibly that chunk itself); the rest of `send` stays as it was.
+  void reduce_scatter_sum(const void* send, std::int64_t count, ElementType type, void* out, cudaStream_t stream);
+  // `data` becomes rank `from`'s copy of the same bytes of the registered buffer.
+  void fetch(void* data, std::size_t bytes, int from, cudaStream_t stream);
+  // Unmaps the peers' copies of the buffer registered at `data` (its first byte); the caller has
+  // drained the streams, and no operation may use the buffer afterwards. False: none was.
+  bool unregister_buffer(const void* data);
 
 private:
   struct Region {
     std::byte* mine = nullptr;
     std::size_t bytes = 0;
     std::vector<std::byte*> peers;  // the same buffer on each rank, mapped here (null for this rank)
+    std::vector<void*> mappings;    // the peers' allocations mapped for it, unmapped with it
   };
   // `mappings`: the peers' allocations mapped here, which the destructor unmaps.
   PeerCopyCollectives(int rank, int ranks, std::uint64_t* flags, std::vector<std::uint64_t*> peer_flags,
@@ -78,10 +90,11 @@ private:
   const Region& region_of(const void* data) const;
   std::byte* peer_address(const Region& region, int peer, const void* data) const;
   void barrier(cudaStream_t stream);
-  // Sums chunk [begin, end) of `data` (elements) over the ranks into this rank's copy; with
-  // `push`, copies each summed piece into every peer's copy too.
+  // Sums chunk [begin, end) of `data` (elements) over the ranks into this rank's copy, or into
+  // `out` where given (without `push`); with `push`, copies each summed piece into every peer's
+  // copy too.
   void reduce_own_chunk(const Region& region, std::byte* data, std::int64_t begin, std::int64_t end,
-                        ElementType type, bool push, cudaStream_t stream);
+                        ElementType type, bool push, cudaStream_t stream, std::byte* out = nullptr);
   // Copies chunk [begin, end) of `data` from rank `owner`'s copy into this rank's.
   void copy_from(const Region& region, int owner, std::byte* data, std::int64_t begin, std::int64_t end,
                  std::size_t element, cudaStream_t stream);
@@ -90,7 +103,7 @@ private:
   int ranks_;
   std::uint64_t* flags_;                   // this rank's words, one per peer (device memory)
   std::vector<std::uint64_t*> peer_flags_;  // each peer's words, mapped here
-  std::vector<void*> mappings_;
+  std::vector<void*> mappings_;  // the peers' flags
   std::vector<Region> regions_;
   std::uint64_t sequence_ = 0;
   // Made at the first registration: two pieces per peer, the stream that sums them, and the

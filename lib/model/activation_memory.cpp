@@ -113,7 +113,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     LayerActivations a;
     // Whole under sequence parallelism: the all-gathered inputs of linear_qkv and linear_fc1,
     // kept for their weight gradients (transformer_layer.hpp).
-    a.input_norm_output = take(t * h);
+    a.input_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
     a.input_norm = take_norm_stats(layer_norm, tl);
     // One block: the split query, key and value, or the unsplit projection (self_attention.hpp).
     a.attention.mixed = take(t * (heads + 2 * groups) * k);
@@ -128,7 +128,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.attention.lse = take_fp32(batch * heads * seq);
     }
     a.residual = take(tl * h);
-    a.pre_mlp_norm_output = take(t * h);
+    a.pre_mlp_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
     a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
     a.mlp.fc1_output = take(t * fc1);
     a.mlp.activation_output = take(t * ffn);
@@ -139,8 +139,8 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   scratch.hidden_a = take(tl * h);
   scratch.hidden_b = take(tl * h);
   if (sequence_parallel) {
-    sequence.gathered = take(t * h);
-    sequence.whole = take(t * h);
+    sequence.gathered = take_shareable(t * h);
+    sequence.whole = take_shareable(t * h);
     scratch.attention.sequence = sequence;
     scratch.mlp.sequence = sequence;
   }
@@ -173,6 +173,12 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
 FloatView ActivationMemory::take(int64_t n) {
   owned_.emplace_back(*backend_, n, backend_->activation_type());
   return owned_.back().view();
+}
+
+FloatView ActivationMemory::take_shareable(int64_t n) {
+  owned_.emplace_back(*backend_, n, backend_->activation_type(), MemorySharing::kShareable);
+  shareable_.push_back(owned_.back().view());
+  return shareable_.back();
 }
 
 FloatView ActivationMemory::take_fp32(int64_t n) {

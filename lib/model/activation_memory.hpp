@@ -92,10 +92,15 @@ public:
   IndexView selected_labels;
   FloatView d_hidden;  // [s·b, h] ([s/tp·b, h] under sequence parallelism)
   SequenceParallelScratch sequence;  // [s·b, h] each, under sequence parallelism only
+  // The whole-sequence buffers that sequence parallelism's collectives move (the kept norm
+  // outputs and `sequence`), allocated shareable: TensorParallelMappings::share.
+  const std::vector<FloatView>& tensor_parallel_buffers() const { return shareable_; }
 
 private:
   // An activation, of the backend's activation type (bf16 under --bf16 on a GPU).
   FloatView take(int64_t n);
+  // The same, shareable with the other ranks' processes (Backend::allocate_shareable).
+  FloatView take_shareable(int64_t n);
   // Statistics, losses and masks: fp32 whatever the activation type, as Megatron keeps them.
   FloatView take_fp32(int64_t n);
   IndexView take_index(int64_t n);
@@ -106,6 +111,7 @@ private:
   bool training_;
   bool sequence_parallel_;
   std::vector<DeviceBuffer> owned_;
+  std::vector<FloatView> shareable_;
   std::vector<DeviceIndexBuffer> owned_index_;
   std::vector<FloatView> hidden_;
   std::vector<LayerActivations> layers_;

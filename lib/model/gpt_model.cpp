@@ -153,13 +153,21 @@ std::unique_ptr<ActivationMemory> GptModel::make_memory(const MicroBatch& batch,
                                             pipeline_stage().is_last(), logits_rows);
 }
 
+bool GptModel::share_tensor_parallel_buffers() const { return tp_.active() && sequence_parallel_; }
+
 bool GptModel::chunks_training_logits() const { return !tp_.active() && !sequence_parallel_; }
 
 ActivationMemory& GptModel::memory_for(const MicroBatch& batch, bool training) {
   std::unique_ptr<ActivationMemory>& memory = training ? train_memory_ : eval_memory_;
   if (!memory || memory->seq() != batch.seq_length || memory->batch() != batch.batch_size) {
+    if (memory) {
+      for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.unshare(buffer);
+    }
     memory.reset();  // release the old shape's buffers before allocating the new ones
     memory = make_memory(batch, training, training && chunks_training_logits() ? kTrainingLogitsChunk : 0);
+    if (training && share_tensor_parallel_buffers()) {
+      for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.share(buffer);
+    }
   }
   return *memory;
 }

@@ -224,6 +224,9 @@ private:
   // (kTrainingLogitsChunk): without tensor or sequence parallelism, whose collectives span every
   // row.
   bool chunks_training_logits() const;
+  // Whether the training memory's whole-sequence buffers go to the tensor-parallel group
+  // (TensorParallelMappings::share): under sequence parallelism.
+  bool share_tensor_parallel_buffers() const;
 
   ActivationMemory& memory_for(const MicroBatch& batch, bool training);
   // Copies the micro-batch's inputs (tokens, positions) and labels (labels, loss mask) in.

@@ -29,6 +29,14 @@ void TensorParallelMappings::all_reduce(FloatView x, dist::ReduceOp op) const {
   group_->all_reduce(x, op);
 }
 
+bool TensorParallelMappings::share(FloatView buffer) const {
+  return group_ && group_->register_buffer(dist::backend_buffer(buffer));
+}
+
+void TensorParallelMappings::unshare(FloatView buffer) const {
+  if (group_) group_->unregister_buffer(dist::backend_buffer(buffer));
+}
+
 void TensorParallelMappings::copy_if_distinct(ConstFloatView src, FloatView dst) const {
   if (src.raw() != dst.raw()) backend_->copy(src, dst);
 }
@@ -215,8 +223,10 @@ void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
       exchange.wait();
       backend_->accumulate(block(b), received);
     }
-    exchange = group_->start_send_recv(dist::backend_buffer(ConstFloatView(block(b))), to,
-                                       dist::backend_buffer(received), from);
+    // Two ranks swap: each sends the other's block from where the other receives its own.
+    exchange = size_ == 2 ? group_->start_swap(dist::backend_buffer(ConstFloatView(block(b))), dist::backend_buffer(received))
+                          : group_->start_send_recv(dist::backend_buffer(ConstFloatView(block(b))), to,
+                                                    dist::backend_buffer(received), from);
   }
   product(rank_, local);
   exchange.wait();

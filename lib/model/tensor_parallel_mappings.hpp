@@ -64,6 +64,14 @@ public:
   TensorParallelRank tensor_parallel_rank() const { return {size_, rank_}; }
   Backend& backend() const { return *backend_; }
 
+  // Offers the group a whole-sequence buffer that its collectives will move (a backend buffer
+  // that can be shared, allocated for as long as it is offered): between the GPUs of one
+  // machine they then run on the copy engines, reading the other ranks' copies directly
+  // (dist/nccl_peer_copy.hpp), and leave the multiprocessors to the GEMMs beside them.
+  // Collective; returns whether the group took it. unshare() takes it back before it is freed.
+  bool share(FloatView buffer) const;
+  void unshare(FloatView buffer) const;
+
   // A plain all-reduce over the group, in place (the vocab-parallel cross-entropy's max and
   // sums, sequence-parallel gradients).
   void all_reduce(FloatView x, dist::ReduceOp op) const;

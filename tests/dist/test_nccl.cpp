@@ -349,6 +349,11 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
   // Several 32 MiB scratch pieces per rank's chunk, and a count no rank count divides.
   const std::int64_t n = world * (std::int64_t{9} << 20) + 7;
   mgt::DeviceBuffer grads(*backend, n, mgt::FloatType::kF32, mgt::MemorySharing::kShareable);
+  if (world < 2) {
+    // One rank has no peer to copy to: its collectives stay NCCL's.
+    CHECK_FALSE(comm->register_buffer(backend_buffer(grads.view())));
+    return;
+  }
   mgt::DeviceBuffer pooled(*backend, n);  // the stream-ordered pool's: not shareable
   mgt::DeviceBuffer other(*backend, n);
   CHECK_FALSE(comm->register_buffer(backend_buffer(pooled.view())));
@@ -485,6 +490,69 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
   // Turned off: nothing is registered, and NCCL's kernels run as before.
   auto kernels_only = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, false});
   CHECK_FALSE(kernels_only->register_buffer(backend_buffer(grads.view())));
+}
+
+TEST_CASE("NCCL: sequence parallelism's collectives over registered buffers on the copy engines",
+          "[dist][nccl][cuda][peer-copy]") {
+  const int world = runtime().world_size();
+  if (!nccl_runs_here() || world < 2) return;
+  const int rank = runtime().rank();
+  auto [backend, queue] = rank_backend();
+  auto comm = make_nccl_communicator(runtime().world(), queue);
+  // A whole-sequence buffer (shared) and this rank's rows elsewhere (the stream-ordered pool's).
+  const std::int64_t per = (std::int64_t{3} << 20) + 5;
+  mgt::DeviceBuffer whole(*backend, per * world, mgt::FloatType::kF32, mgt::MemorySharing::kShareable);
+  mgt::DeviceBuffer local(*backend, per);
+  REQUIRE(comm->register_buffer(backend_buffer(whole.view())));
+  const auto slice = [&](const std::vector<float>& v, int r) {
+    return std::vector<float>(v.begin() + r * per, v.begin() + (r + 1) * per);
+  };
+
+  // All-gather from another buffer into the registered one, started and blocking.
+  for (const bool started : {true, false}) {
+    backend->copy_from_host(std::span<const float>(rank_values(rank, 10, per)), local.view());
+    backend->fill(whole.view(), -7.0f);
+    if (started) {
+      PendingCollective gather = comm->start_all_gather(backend_buffer(mgt::ConstFloatView(local.view())),
+                                                        backend_buffer(whole.view()));
+      gather.wait();
+    } else {
+      comm->all_gather(mgt::ConstFloatView(local.view()), whole.view());
+    }
+    const std::vector<float> got = read(*backend, whole);
+    for (int r = 0; r < world; ++r) CHECK(same_bits(slice(got, r), rank_values(r, 10, per)));
+  }
+
+  // Reduce-scatter from the registered buffer into another one; the registered one is kept.
+  {
+    const std::vector<float> mine = rank_values(rank, 11, per * world);
+    backend->copy_from_host(std::span<const float>(mine), whole.view());
+    PendingCollective scatter = comm->start_reduce_scatter(backend_buffer(mgt::ConstFloatView(whole.view())),
+                                                           backend_buffer(local.view()), ReduceOp::Sum);
+    scatter.wait();
+    CHECK(same_bits(read(*backend, local), slice(rank_order_sum(world, 11, per * world), rank)));
+    CHECK(same_bits(read(*backend, whole), mine));
+  }
+
+  // Two ranks swap blocks: each receives, into its own block, the other's copy of that block.
+  if (world == 2) {
+    backend->copy_from_host(std::span<const float>(rank_values(rank, 12, per * 2)), whole.view());
+    const int other = 1 - rank;
+    PendingCollective swap = comm->start_swap(backend_buffer(mgt::ConstFloatView(whole.view().subspan(other * per, per))),
+                                              backend_buffer(whole.view().subspan(rank * per, per)));
+    swap.wait();
+    const std::vector<float> got = read(*backend, whole);
+    CHECK(same_bits(slice(got, rank), slice(rank_values(other, 12, per * 2), rank)));
+    CHECK(same_bits(slice(got, other), slice(rank_values(rank, 12, per * 2), other)));
+  }
+
+  // Taken back: the same collectives then run in NCCL's kernels, with the same results.
+  comm->unregister_buffer(backend_buffer(whole.view()));
+  backend->copy_from_host(std::span<const float>(rank_values(rank, 13, per)), local.view());
+  comm->all_gather(mgt::ConstFloatView(local.view()), whole.view());
+  const std::vector<float> got = read(*backend, whole);
+  for (int r = 0; r < world; ++r) CHECK(same_bits(slice(got, r), rank_values(r, 13, per)));
+  CHECK(comm->register_buffer(backend_buffer(whole.view())));
 }
 
 // Not a test: timings of the copy engines' all-reduce against NCCL's on 1 GiB, whole and in
