@@ -41,7 +41,7 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   if (recompute != RecomputeGranularity::kSelective) per_set += context + lse;
   floats += sets * per_set;
   floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
-  if (sequence_parallel) floats += t * h * 2;               // the whole-sequence buffers
+  if (sequence_parallel) floats += t * h * 3;               // the whole-sequence buffers
   if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h;
   if (!with_output) return {floats.value(), indices.value()};
   if (training) floats += t;           // loss gradient
@@ -141,6 +141,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   if (sequence_parallel) {
     sequence.gathered = take_shareable(t * h);
     sequence.whole = take_shareable(t * h);
+    sequence.input_grad = take_shareable(t * h);
     scratch.attention.sequence = sequence;
     scratch.mlp.sequence = sequence;
   }

@@ -35,14 +35,19 @@ void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivatio
 }
 
 void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
-                   const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input) const {
+                   const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input,
+                   DeferredGemm* fc1_weight_later) const {
   const int64_t tokens = ctx.tokens();
+  // fc2's weight gradient reads its all-gathered output gradient in `whole`, which fc1's input
+  // gradient therefore leaves alone (`input_grad`).
+  DeferredGemm fc2_weight;
+  DeferredGemm* fc2_weight_later = fc1_weight_later ? &fc2_weight : nullptr;
   if (activation_ == Activation::kOpenaiGelu) {
     fc2_.backward_gelu_tanh(d_output, saved.activation_output, saved.fc1_output, tokens, scratch.d_fc1,
-                            ctx.when_sequence_parallel(scratch.sequence.whole));
+                            ctx.when_sequence_parallel(scratch.sequence.whole), {}, fc2_weight_later);
   } else {
     fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_activation,
-                  ctx.when_sequence_parallel(scratch.sequence.whole));
+                  ctx.when_sequence_parallel(scratch.sequence.whole), {}, fc2_weight_later);
   }
   switch (activation_) {
     case Activation::kGelu:
@@ -56,7 +61,8 @@ void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivati
       break;
   }
   fc1_.backward(scratch.d_fc1, ctx.own_rows(input, fc1_.in_features()), tokens, d_input, ctx.when_sequence_parallel(input),
-                ctx.when_sequence_parallel(scratch.sequence.whole));
+                ctx.when_sequence_parallel(fc1_weight_later ? scratch.sequence.input_grad : scratch.sequence.whole),
+                fc2_weight, fc1_weight_later);
 }
 
 }  // namespace mgt

@@ -16,6 +16,10 @@ bool holds_own_rows(const TensorParallelMappings& tp, ConstFloatView whole, Cons
   return whole.size() == x.size() * tp.size() && x.raw() == whole.subspan(tp.rank() * x.size(), x.size()).raw();
 }
 
+void run(const DeferredGemm& work) {
+  if (work) work();
+}
+
 // The rows before and after `mine`, those of them that exist.
 std::vector<RowRange> others(RowRange mine, int64_t rows) {
   std::vector<RowRange> ranges;
@@ -76,8 +80,10 @@ void ColumnParallelLinear::forward_gathered(ConstFloatView x, int64_t rows, Floa
 }
 
 void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows,
-                                    FloatView dx, FloatView gathered, FloatView d_whole) const {
+                                    FloatView dx, FloatView gathered, FloatView d_whole,
+                                    const DeferredGemm& beside_scatter, DeferredGemm* weight_later) const {
   if (gathered.empty()) {
+    run(beside_scatter);
     linear_.backward(dy, x, rows, dx);
     if (!dx.empty()) tp_->copy_to_tensor_region_backward(dx);
     return;
@@ -94,7 +100,12 @@ void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t
   gather.wait();
   dist::PendingCollective scatter;
   if (!dx.empty()) scatter = tp_->start_gather_from_sequence_parallel_region_backward(d_input, dx);
-  linear_.backward_weight_and_bias(dy, input, rows);
+  run(beside_scatter);
+  if (weight_later) {
+    *weight_later = [this, dy, input, rows] { linear_.backward_weight_and_bias(dy, input, rows); };
+  } else {
+    linear_.backward_weight_and_bias(dy, input, rows);
+  }
   scatter.wait();
 }
 
@@ -132,16 +143,21 @@ void RowParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
 }
 
 void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
-                                 FloatView d_whole) const {
-  if (!tp_->active()) {
-    linear_.backward(dy, x, rows, dx);
+                                 FloatView d_whole, const DeferredGemm& beside_gather,
+                                 DeferredGemm* weight_later) const {
+  if (tp_->active() && !d_whole.empty()) {
+    const int64_t in = in_features();
+    backward_sequence_parallel(
+        dy, x, rows, d_whole,
+        [&](ConstFloatView d_rows, RowRange r) {
+          if (!dx.empty()) linear_.backward_input(d_rows, r.count, dx.subspan(r.first * in, r.count * in));
+        },
+        beside_gather, weight_later);
     return;
   }
-  if (!d_whole.empty()) {
-    const int64_t in = in_features();
-    backward_sequence_parallel(dy, x, rows, d_whole, [&](ConstFloatView d_rows, RowRange r) {
-      if (!dx.empty()) linear_.backward_input(d_rows, r.count, dx.subspan(r.first * in, r.count * in));
-    });
+  run(beside_gather);
+  if (!tp_->active()) {
+    linear_.backward(dy, x, rows, dx);
     return;
   }
   const ConstFloatView d_output = backward_parameters(dy, x, rows);
@@ -149,15 +165,20 @@ void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t ro
 }
 
 void RowParallelLinear::backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, ConstFloatView pre,
-                                           int64_t rows, FloatView dpre, FloatView d_whole) const {
+                                           int64_t rows, FloatView dpre, FloatView d_whole,
+                                           const DeferredGemm& beside_gather, DeferredGemm* weight_later) const {
   if (tp_->active() && !d_whole.empty()) {
     const int64_t in = in_features();
-    backward_sequence_parallel(dy, x, rows, d_whole, [&](ConstFloatView d_rows, RowRange r) {
-      linear_.backward_input_gelu_tanh(d_rows, r.count, pre.subspan(r.first * in, r.count * in),
-                                       dpre.subspan(r.first * in, r.count * in));
-    });
+    backward_sequence_parallel(
+        dy, x, rows, d_whole,
+        [&](ConstFloatView d_rows, RowRange r) {
+          linear_.backward_input_gelu_tanh(d_rows, r.count, pre.subspan(r.first * in, r.count * in),
+                                           dpre.subspan(r.first * in, r.count * in));
+        },
+        beside_gather, weight_later);
     return;
   }
+  run(beside_gather);
   const ConstFloatView d_output = backward_parameters(dy, x, rows);
   linear_.backward_input_gelu_tanh(d_output, rows, pre, dpre);
 }
@@ -169,7 +190,9 @@ ConstFloatView RowParallelLinear::backward_parameters(ConstFloatView dy, ConstFl
 }
 
 void RowParallelLinear::backward_sequence_parallel(ConstFloatView dy, ConstFloatView x, int64_t rows,
-                                                   FloatView d_whole, const RowsGemm& input_gemm) const {
+                                                   FloatView d_whole, const RowsGemm& input_gemm,
+                                                   const DeferredGemm& beside_gather,
+                                                   DeferredGemm* weight_later) const {
   const int64_t out = out_features();
   // The bias was added to this rank's rows only: its gradient sums those rows.
   const RowRange mine = sequence_slice(*tp_, rows);
@@ -180,9 +203,14 @@ void RowParallelLinear::backward_sequence_parallel(ConstFloatView dy, ConstFloat
   const FloatView d_output = d_whole.first(rows * out);
   dist::PendingCollective gather = tp_->start_reduce_scatter_to_sequence_parallel_region_backward(dy, d_output);
   input_gemm(dy, mine);
+  run(beside_gather);
   gather.wait();
   for (const RowRange r : others(mine, rows)) input_gemm(d_output.subspan(r.first * out, r.count * out), r);
-  linear_.backward_weight(d_output, x, rows);
+  if (weight_later) {
+    *weight_later = [this, d_output, x, rows] { linear_.backward_weight(d_output, x, rows); };
+  } else {
+    linear_.backward_weight(d_output, x, rows);
+  }
 }
 
 }  // namespace mgt

@@ -37,6 +37,10 @@ struct RowRange {
 };
 // One GEMM over some rows: `input` holds just those rows.
 using RowsGemm = std::function<void(ConstFloatView input, RowRange rows)>;
+// Work a backward hands on or takes in: a weight gradient left for later (its operands stay
+// untouched until it runs), to be run beside a collective that would otherwise be waited for.
+// Empty: nothing.
+using DeferredGemm = std::function<void()>;
 
 class ColumnParallelLinear {
 public:
@@ -57,9 +61,13 @@ public:
   // dW += dyᵀ·X, db += Σ dy; dx (shaped as the forward's x) = the gradient of x unless empty.
   // Under sequence parallelism X is read from `gathered` where x is this rank's rows of it (the
   // forward's in-place all-gather left X there), else rebuilt in it as Megatron does; the input
-  // gradient passes through d_whole [rows, in] before its reduce-scatter.
+  // gradient passes through d_whole [rows, in] before its reduce-scatter;
+  // `beside_scatter` runs beside that reduce-scatter, and with `weight_later` dW and db are left
+  // there, for the caller to run (`gathered` and dy untouched until then). Without sequence
+  // parallelism both run at once.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
-                FloatView gathered = {}, FloatView d_whole = {}) const;
+                FloatView gathered = {}, FloatView d_whole = {}, const DeferredGemm& beside_scatter = {},
+                DeferredGemm* weight_later = nullptr) const;
 
 private:
   // Under sequence parallelism: gathers x into `gathered` and runs `gemm` over all its rows,
@@ -84,25 +92,30 @@ public:
   // computed block by block into whole [rows, out] and reduce-scattered beside the GEMMs.
   void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView whole = {}) const;
   // dy is shaped as the forward's y; under sequence parallelism it is all-gathered into d_whole
-  // [rows, out] first. dW and db accumulate (db from this rank's dy rows: under sequence
-  // parallelism a partial sum, see ParameterEntry::sequence_parallel); dx[rows, in] is
-  // overwritten unless empty.
+  // [rows, out] first, `beside_gather` running beside that all-gather. dW and db accumulate (db
+  // from this rank's dy rows: under sequence parallelism a partial sum, see
+  // ParameterEntry::sequence_parallel); with `weight_later`, dW is left there for the caller to
+  // run (x and d_whole untouched until then). dx[rows, in] is overwritten unless empty. Without
+  // sequence parallelism everything runs at once.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
-                FloatView d_whole = {}) const;
+                FloatView d_whole = {}, const DeferredGemm& beside_gather = {},
+                DeferredGemm* weight_later = nullptr) const;
   // The same where x = gelu_tanh(pre) came from Megatron's fused bias-GELU: the input gradient
   // goes on through the GELU, dpre = (dy·W) ⊙ gelu_tanh'(pre) [rows, in].
   void backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, ConstFloatView pre, int64_t rows,
-                          FloatView dpre, FloatView d_whole = {}) const;
+                          FloatView dpre, FloatView d_whole = {}, const DeferredGemm& beside_gather = {},
+                          DeferredGemm* weight_later = nullptr) const;
 
 private:
   // dW and db as backward() computes them without sequence parallelism; returns the output
   // gradient the input gradient starts from (dy, or its all-reduce).
   ConstFloatView backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows) const;
   // With it: db from this rank's rows; dy all-gathered into d_whole while this rank's rows of
-  // the input gradient (`input_gemm`, given output-gradient rows) are computed, then the other
-  // rows' and dW over all rows.
+  // the input gradient (`input_gemm`, given output-gradient rows) and `beside_gather` are
+  // computed, then the other rows' and dW over all rows (or into `weight_later`).
   void backward_sequence_parallel(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView d_whole,
-                                  const RowsGemm& input_gemm) const;
+                                  const RowsGemm& input_gemm, const DeferredGemm& beside_gather,
+                                  DeferredGemm* weight_later) const;
 
   const TensorParallelMappings* tp_;
   LinearLayer linear_;

@@ -98,10 +98,10 @@ void SelfAttention::recompute_core(const ForwardContext& ctx,
 
 void SelfAttention::backward(const ForwardContext& ctx, FloatView input,
                              const AttentionActivations& saved, const AttentionScratch& scratch,
-                             ConstFloatView d_output, FloatView d_input) const {
+                             ConstFloatView d_output, FloatView d_input, const DeferredGemm& beside) const {
   const int64_t tokens = ctx.tokens();
   proj_.backward(d_output, saved.context, tokens, scratch.d_context,
-                 ctx.when_sequence_parallel(scratch.sequence.whole));
+                 ctx.when_sequence_parallel(scratch.sequence.whole), beside);
   // The QKV output is not needed in the backward, so its buffer takes the gradient.
   const FloatView d_mixed = scratch.mixed;
   if (attends_fused_qkv(ctx)) {

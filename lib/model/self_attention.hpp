@@ -66,9 +66,12 @@ public:
                const LayerKvCache* cache = nullptr) const;
   // Rebuilds saved.context and saved.lse from the saved query, key and value (or projection).
   void recompute_core(const ForwardContext& ctx, const AttentionActivations& saved) const;
-  // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten).
+  // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten). `beside` runs beside
+  // the projection's first collective (under sequence parallelism the all-gather of its output
+  // gradient, which its own rows' input gradient alone is too short to hide), else at once.
   void backward(const ForwardContext& ctx, FloatView input, const AttentionActivations& saved,
-                const AttentionScratch& scratch, ConstFloatView d_output, FloatView d_input) const;
+                const AttentionScratch& scratch, ConstFloatView d_output, FloatView d_input,
+                const DeferredGemm& beside = {}) const;
 
 private:
   AttentionShape shape(const ForwardContext& ctx) const;

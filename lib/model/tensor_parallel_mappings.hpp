@@ -42,14 +42,16 @@ struct TensorParallelism {
   bool sequence_parallel = false;
 };
 
-// The two [s, b, h] buffers of the whole sequence that sequence parallelism needs besides the
+// The [s, b, h] buffers of the whole sequence that sequence parallelism needs besides the
 // per-rank activations, shared by all layers: the all-gathered input of the output layer (the
-// layers' column-parallel inputs are gathered into saved buffers of their own), and a
-// row-parallel layer's output before its reduce-scatter (or a gradient after its all-gather, or
-// before its reduce-scatter). Empty without sequence parallelism.
+// layers' column-parallel inputs are gathered into saved buffers of their own), and a row-parallel layer's output before its reduce-scatter (or a gradient after its
+// all-gather, or before its reduce-scatter). `input_grad` takes fc1's input gradient before its
+// reduce-scatter, so that fc2's all-gathered output gradient in `whole` outlives it for fc2's
+// deferred weight gradient (Mlp::backward). Empty without sequence parallelism.
 struct SequenceParallelScratch {
   FloatView gathered;
   FloatView whole;
+  FloatView input_grad;
 };
 
 class TensorParallelMappings {
@@ -63,6 +65,10 @@ public:
   bool active() const { return group_ != nullptr; }
   TensorParallelRank tensor_parallel_rank() const { return {size_, rank_}; }
   Backend& backend() const { return *backend_; }
+  // Whether the sequence-parallel backward moves the MLP's weight gradients beside later
+  // collectives that would otherwise wait (Mlp::backward); MGT_TP_DEFER_WGRAD=0 keeps each in
+  // its own layer's backward, e.g. to compare. The results are the same bits either way.
+  bool defers_weight_gradients() const { return defers_weight_gradients_; }
 
   // Offers the group a whole-sequence buffer that its collectives will move (a backend buffer
   // that can be shared, allocated for as long as it is offered): between the GPUs of one
@@ -145,6 +151,7 @@ private:
 
   Backend* backend_;
   dist::Communicator* group_;  // null when inactive
+  bool defers_weight_gradients_ = true;
   int64_t size_ = 1;
   int64_t rank_ = 0;
 };

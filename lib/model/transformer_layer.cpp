@@ -9,6 +9,7 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       hidden_dropout_(params.config().hidden_dropout),
       recompute_core_attention_(params.config().recompute_granularity ==
                                 RecomputeGranularity::kSelective),
+      defers_weight_gradients_(tp.defers_weight_gradients()),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
       attention_(params, layer, tp),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm"),
@@ -56,7 +57,11 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
                                a);
     d_branch = a;
   }
-  mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b);
+  // Under sequence parallelism fc1's weight gradient waits for the attention projection's
+  // all-gather, beside which it runs (Mlp::backward).
+  DeferredGemm fc1_weight;
+  const bool defer = ctx.sequence_parallel() && defers_weight_gradients_;
+  mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b, defer ? &fc1_weight : nullptr);
   pre_mlp_norm_.backward(b, saved.residual, tokens, saved.pre_mlp_norm, d_hidden, /*accumulate_dx=*/true);
   // d_hidden is now ∂/∂h.
 
@@ -69,7 +74,7 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
   }
   if (recompute_core_attention_) attention_.recompute_core(ctx, saved.attention);
   attention_.backward(ctx, saved.input_norm_output, saved.attention, scratch.attention, d_branch,
-                      b);
+                      b, fc1_weight);
   input_norm_.backward(b, input, tokens, saved.input_norm, d_hidden, /*accumulate_dx=*/true);
   // d_hidden is now ∂/∂x.
 }

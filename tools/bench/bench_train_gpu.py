@@ -133,7 +133,10 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 0) if overlap else None,
             # The data-parallel collectives over the gradients and weights on the copy engines
             # (mgt-train's default; MGT_PEER_COPY=0: NCCL's kernels).
-            "peer_copy": os.environ.get("MGT_PEER_COPY") != "0"}
+            "peer_copy": os.environ.get("MGT_PEER_COPY") != "0",
+            # Under sequence parallelism, the MLP's weight gradients beside later collectives
+            # (mgt-train's default; MGT_TP_DEFER_WGRAD=0: in their own layers' backward).
+            "tp_defer_wgrad": os.environ.get("MGT_TP_DEFER_WGRAD") != "0"}
 
 
 def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):
