@@ -153,22 +153,26 @@ std::unique_ptr<ActivationMemory> GptModel::make_memory(const MicroBatch& batch,
                                             pipeline_stage().is_last(), logits_rows);
 }
 
+void GptModel::renew_memory(std::unique_ptr<ActivationMemory>& memory, const MicroBatch& shape, bool training,
+                            int64_t logits_rows) {
+  if (memory) {
+    for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.unshare(buffer);
+  }
+  memory.reset();  // release the old shape's buffers before allocating the new ones
+  memory = make_memory(shape, training, logits_rows);
+  if (training && share_tensor_parallel_buffers()) {
+    for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.share(buffer);
+  }
+}
+
 bool GptModel::share_tensor_parallel_buffers() const { return tp_.active() && sequence_parallel_; }
 
 bool GptModel::chunks_training_logits() const { return !tp_.active() && !sequence_parallel_; }
 
 ActivationMemory& GptModel::memory_for(const MicroBatch& batch, bool training) {
   std::unique_ptr<ActivationMemory>& memory = training ? train_memory_ : eval_memory_;
-  if (!memory || memory->seq() != batch.seq_length || memory->batch() != batch.batch_size) {
-    if (memory) {
-      for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.unshare(buffer);
-    }
-    memory.reset();  // release the old shape's buffers before allocating the new ones
-    memory = make_memory(batch, training, training && chunks_training_logits() ? kTrainingLogitsChunk : 0);
-    if (training && share_tensor_parallel_buffers()) {
-      for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.share(buffer);
-    }
-  }
+  if (!memory || memory->seq() != batch.seq_length || memory->batch() != batch.batch_size)
+    renew_memory(memory, batch, training, training && chunks_training_logits() ? kTrainingLogitsChunk : 0);
   return *memory;
 }
 
@@ -598,10 +602,8 @@ GptModel::StageSlot& GptModel::stage_slot(int64_t slot, const MicroBatch& shape)
   if (training && slot >= static_cast<int64_t>(stage_slots_.size()))
     stage_slots_.resize(static_cast<size_t>(slot + 1));
   StageSlot& s = training ? stage_slots_[static_cast<size_t>(slot)] : stage_eval_slot_;
-  if (!s.memory || s.memory->seq() != shape.seq_length || s.memory->batch() != shape.batch_size) {
-    s.memory.reset();  // release the old shape's buffers before allocating the new ones
-    s.memory = make_memory(shape, training);
-  }
+  if (!s.memory || s.memory->seq() != shape.seq_length || s.memory->batch() != shape.batch_size)
+    renew_memory(s.memory, shape, training, 0);
   return s;
 }
 

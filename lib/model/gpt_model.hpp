@@ -227,6 +227,10 @@ private:
   // Whether the training memory's whole-sequence buffers go to the tensor-parallel group
   // (TensorParallelMappings::share): under sequence parallelism.
   bool share_tensor_parallel_buffers() const;
+  // `memory` made anew for `shape` (make_memory), its whole-sequence buffers taken back from the
+  // tensor-parallel group before they are freed and the new ones offered to it.
+  void renew_memory(std::unique_ptr<ActivationMemory>& memory, const MicroBatch& shape, bool training,
+                    int64_t logits_rows);
 
   ActivationMemory& memory_for(const MicroBatch& batch, bool training);
   // Copies the micro-batch's inputs (tokens, positions) and labels (labels, loss mask) in.

@@ -14,7 +14,8 @@
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
 #            --overlap-grad-reduce (and the same with MGT_PEER_COPY=0: NCCL's kernels instead of
 #            the copy engines), DP=N with the distributed optimizer and both overlaps, TP=2
-#            with sequence parallelism (x DP=N/2, and with 4 GPUs also with the distributed
+#            with sequence parallelism (its collectives on the copy engines, and with
+#            MGT_PEER_COPY=0 in NCCL's kernels; x DP=N/2, and with 4 GPUs also with the distributed
 #            optimizer and both overlaps), with its TP collectives' time by operation: tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
 #            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
@@ -214,6 +215,7 @@ section_scaling() {
     MGT_PEER_COPY=0 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
+    [ "$count" -eq 2 ] && MGT_PEER_COPY=0 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     # With data parallelism too, its reduction as in the fastest data-parallel row above.
     [ "$count" -gt 2 ] && bench --ranks "$count" --tensor-parallel 2 --sequence-parallel --overlap --distributed-optimizer
     # MGT_MULTI_GPU_VARIANTS=1: the overlap with its collectives on 8 thread blocks and the
@@ -245,7 +247,7 @@ for r in runs:
     name += " dist-opt" if r.get("distributed_optimizer") else ""
     name += " overlapped" if r.get("overlap") else ""
     name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
-    name += ", NCCL kernels" if n > tp and not r.get("peer_copy", True) else ""
+    name += ", NCCL kernels" if n > 1 and not r.get("peer_copy", True) else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
