@@ -686,11 +686,9 @@ private:
     // Nothing may still read or write it, here or on a peer.
     if (ordered_) wait("unregister_buffer");
     if (side_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(side_stream_));
-    const bool mapped = peer_->unregister_buffer(data.data);
+    peer_->unregister_buffer(data.data);
     // Every rank has unmapped the others' copies before any frees its own.
-    std::array<std::int64_t, 1> mine{mapped ? 1 : 0};
-    std::vector<std::int64_t> all(static_cast<std::size_t>(size()));
-    all_gather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
+    do_barrier();
   }
 
   bool do_register_buffer(RecvBuffer data) override {

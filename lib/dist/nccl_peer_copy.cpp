@@ -275,14 +275,13 @@ void PeerCopyCollectives::barrier(cudaStream_t stream) {
   }
 }
 
-bool PeerCopyCollectives::unregister_buffer(const void* data) {
+void PeerCopyCollectives::unregister_buffer(const void* data) {
   const auto found = std::find_if(regions_.begin(), regions_.end(), [&](const Region& r) { return r.mine == data; });
-  if (found == regions_.end()) return false;
+  if (found == regions_.end()) return;
   if (sum_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(sum_stream_));
   if (push_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(push_stream_));
   for (void* base : found->mappings) MGT_CUDA_CHECK(cudaIpcCloseMemHandle(base));
   regions_.erase(found);
-  return true;
 }
 
 void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data, std::int64_t begin,

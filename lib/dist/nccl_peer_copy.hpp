@@ -73,8 +73,8 @@ public:
   // `data` becomes rank `from`'s copy of the same bytes of the registered buffer.
   void fetch(void* data, std::size_t bytes, int from, cudaStream_t stream);
   // Unmaps the peers' copies of the buffer registered at `data` (its first byte); the caller has
-  // drained the streams, and no operation may use the buffer afterwards. False: none was.
-  bool unregister_buffer(const void* data);
+  // drained the streams, and no operation may use the buffer afterwards. Nothing where none was.
+  void unregister_buffer(const void* data);
 
 private:
   struct Region {
@@ -83,7 +83,7 @@ private:
     std::vector<std::byte*> peers;  // the same buffer on each rank, mapped here (null for this rank)
     std::vector<void*> mappings;    // the peers' allocations mapped for it, unmapped with it
   };
-  // `mappings`: the peers' allocations mapped here, which the destructor unmaps.
+  // `mappings`: the peers' flags mapped here, which the destructor unmaps.
   PeerCopyCollectives(int rank, int ranks, std::uint64_t* flags, std::vector<std::uint64_t*> peer_flags,
                       std::vector<void*> mappings);
 

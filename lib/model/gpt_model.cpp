@@ -160,12 +160,8 @@ void GptModel::renew_memory(std::unique_ptr<ActivationMemory>& memory, const Mic
   }
   memory.reset();  // release the old shape's buffers before allocating the new ones
   memory = make_memory(shape, training, logits_rows);
-  if (training && share_tensor_parallel_buffers()) {
-    for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.share(buffer);
-  }
+  for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.share(buffer);
 }
-
-bool GptModel::share_tensor_parallel_buffers() const { return tp_.active() && sequence_parallel_; }
 
 bool GptModel::chunks_training_logits() const { return !tp_.active() && !sequence_parallel_; }
 

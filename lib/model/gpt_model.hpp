@@ -224,11 +224,9 @@ private:
   // (kTrainingLogitsChunk): without tensor or sequence parallelism, whose collectives span every
   // row.
   bool chunks_training_logits() const;
-  // Whether the training memory's whole-sequence buffers go to the tensor-parallel group
-  // (TensorParallelMappings::share): under sequence parallelism.
-  bool share_tensor_parallel_buffers() const;
-  // `memory` made anew for `shape` (make_memory), its whole-sequence buffers taken back from the
-  // tensor-parallel group before they are freed and the new ones offered to it.
+  // `memory` made anew for `shape` (make_memory), its whole-sequence buffers (sequence-parallel
+  // training only) taken back from the tensor-parallel group before they are freed and the new
+  // ones offered to it (TensorParallelMappings::share).
   void renew_memory(std::unique_ptr<ActivationMemory>& memory, const MicroBatch& shape, bool training,
                     int64_t logits_rows);
 

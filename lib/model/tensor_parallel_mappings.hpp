@@ -44,8 +44,9 @@ struct TensorParallelism {
 
 // The [s, b, h] buffers of the whole sequence that sequence parallelism needs besides the
 // per-rank activations, shared by all layers: the all-gathered input of the output layer (the
-// layers' column-parallel inputs are gathered into saved buffers of their own), and a row-parallel layer's output before its reduce-scatter (or a gradient after its
-// all-gather, or before its reduce-scatter). `input_grad` takes fc1's input gradient before its
+// layers' column-parallel inputs are gathered into saved buffers of their own), and a
+// row-parallel layer's output before its reduce-scatter (or a gradient after its all-gather, or
+// before its reduce-scatter). `input_grad` takes fc1's input gradient before its
 // reduce-scatter, so that fc2's all-gathered output gradient in `whole` outlives it for fc2's
 // deferred weight gradient (Mlp::backward). Empty without sequence parallelism.
 struct SequenceParallelScratch {
