@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -53,6 +55,15 @@ const DriverCalls& driver() {
 void check_driver(CUresult result, const char* call) {
   if (result != CUDA_SUCCESS)
     throw Error(std::string("copy-engine collectives: ") + call + " failed (CUresult " + std::to_string(result) + ")");
+}
+
+// MGT_PEER_COPY_SERIAL=1: every copy from the peers on the communicator's own stream and every
+// copy out on one stream, one after another, as before they ran at once (to compare).
+bool serial_copies_requested() {
+  const char* value = std::getenv("MGT_PEER_COPY_SERIAL");
+  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  throw Error(std::string("MGT_PEER_COPY_SERIAL: expected 0 or 1, got '") + value + "'");
 }
 
 std::string host_name() {
@@ -180,19 +191,31 @@ std::unique_ptr<PeerCopyCollectives> PeerCopyCollectives::create(Communicator& b
 
 PeerCopyCollectives::PeerCopyCollectives(int rank, int ranks, std::uint64_t* flags,
                                          std::vector<std::uint64_t*> peer_flags, std::vector<void*> mappings)
-    : rank_(rank), ranks_(ranks), flags_(flags), peer_flags_(std::move(peer_flags)), mappings_(std::move(mappings)) {}
+    : rank_(rank),
+      ranks_(ranks),
+      serial_(serial_copies_requested()),
+      flags_(flags),
+      peer_flags_(std::move(peer_flags)),
+      mappings_(std::move(mappings)) {}
 
 PeerCopyCollectives::~PeerCopyCollectives() {
+  std::vector<cudaStream_t> streams = fetch_streams_;
+  streams.insert(streams.end(), push_streams_.begin(), push_streams_.end());
+  streams.push_back(sum_stream_);
   // The copies out write through the peers' mappings: they finish before those are closed.
-  if (sum_stream_) cudaStreamSynchronize(sum_stream_);
-  if (push_stream_) cudaStreamSynchronize(push_stream_);
+  for (cudaStream_t stream : streams)
+    if (stream) cudaStreamSynchronize(stream);
   for (void* base : mappings_) cudaIpcCloseMemHandle(base);
   for (const Region& region : regions_)
     for (void* base : region.mappings) cudaIpcCloseMemHandle(base);
-  for (cudaEvent_t event : {copied_[0], copied_[1], summed_[0], summed_[1], pushed_})
+  std::vector<cudaEvent_t> events = pushed_;
+  events.insert(events.end(), copied_[0].begin(), copied_[0].end());
+  events.insert(events.end(), copied_[1].begin(), copied_[1].end());
+  events.insert(events.end(), {started_, summed_[0], summed_[1]});
+  for (cudaEvent_t event : events)
     if (event) cudaEventDestroy(event);
-  if (sum_stream_) cudaStreamDestroy(sum_stream_);
-  if (push_stream_) cudaStreamDestroy(push_stream_);
+  for (cudaStream_t stream : streams)
+    if (stream) cudaStreamDestroy(stream);
   cudaFree(scratch_);
   cudaFree(flags_);
 }
@@ -232,10 +255,29 @@ bool PeerCopyCollectives::register_buffer(Communicator& group, void* data, std::
     MGT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     // The highest priority, as the side stream's: the sums' blocks go ahead of the compute's
     // waiting ones, so that the copies keep moving (the compute's priority measured the same).
-    MGT_CUDA_CHECK(cudaStreamCreateWithPriority(&sum_stream_, cudaStreamNonBlocking, greatest));
-    MGT_CUDA_CHECK(cudaStreamCreateWithPriority(&push_stream_, cudaStreamNonBlocking, greatest));
-    for (cudaEvent_t* event : {&copied_[0], &copied_[1], &summed_[0], &summed_[1], &pushed_})
-      MGT_CUDA_CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
+    const auto new_stream = [&] {
+      cudaStream_t made = nullptr;
+      MGT_CUDA_CHECK(cudaStreamCreateWithPriority(&made, cudaStreamNonBlocking, greatest));
+      return made;
+    };
+    const auto new_event = [] {
+      cudaEvent_t made = nullptr;
+      MGT_CUDA_CHECK(cudaEventCreateWithFlags(&made, cudaEventDisableTiming));
+      return made;
+    };
+    sum_stream_ = new_stream();
+    started_ = new_event();
+    summed_[0] = new_event();
+    summed_[1] = new_event();
+    const auto peers = static_cast<std::size_t>(ranks_);
+    for (auto* per_peer : {&fetch_streams_, &push_streams_}) per_peer->assign(peers, nullptr);
+    for (auto* per_peer : {&pushed_, &copied_[0], &copied_[1]}) per_peer->assign(peers, nullptr);
+    for (std::size_t r = 0; r < peers; ++r) {
+      if (static_cast<int>(r) == rank_) continue;
+      fetch_streams_[r] = new_stream();
+      push_streams_[r] = new_stream();
+      for (auto* per_peer : {&pushed_, &copied_[0], &copied_[1]}) (*per_peer)[r] = new_event();
+    }
   }
   return true;
 }
@@ -278,8 +320,7 @@ void PeerCopyCollectives::barrier(cudaStream_t stream) {
 void PeerCopyCollectives::unregister_buffer(const void* data) {
   const auto found = std::find_if(regions_.begin(), regions_.end(), [&](const Region& r) { return r.mine == data; });
   if (found == regions_.end()) return;
-  if (sum_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(sum_stream_));
-  if (push_stream_) MGT_CUDA_CHECK(cudaStreamSynchronize(push_stream_));
+  drain();
   for (void* base : found->mappings) MGT_CUDA_CHECK(cudaIpcCloseMemHandle(base));
   regions_.erase(found);
 }
@@ -290,14 +331,13 @@ void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data
   const std::size_t element = element_size(type);
   const std::int64_t piece = static_cast<std::int64_t>(kPieceBytes / element);
   const std::size_t slot_bytes = kPieceBytes * static_cast<std::size_t>(ranks_ - 1);
+  start_fetches(stream);
   int index = 0;
   for (std::int64_t at = begin; at < end; at += piece, ++index) {
     const int slot = index % 2;
     const std::int64_t n = std::min(piece, end - at);
     std::byte* own = data + static_cast<std::size_t>(at) * element;
     std::byte* sum = out ? out + static_cast<std::size_t>(at - begin) * element : own;
-    // The slot's previous piece has been summed before its copies are overwritten.
-    if (index >= 2) MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, summed_[slot], 0));
     cuda::RankPieces pieces;
     std::byte* copy = scratch_ + static_cast<std::size_t>(slot) * slot_bytes;
     for (int r = 0; r < ranks_; ++r) {
@@ -305,32 +345,62 @@ void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data
         pieces.piece[r] = own;
         continue;
       }
+      const cudaStream_t fetch = fetch_stream(r, stream);
+      cudaEvent_t copied = copied_[slot][static_cast<std::size_t>(r)];
+      // The slot's previous piece has been summed before its copies are overwritten.
+      if (index >= 2) MGT_CUDA_CHECK(cudaStreamWaitEvent(fetch, summed_[slot], 0));
       MGT_CUDA_CHECK(cudaMemcpyAsync(copy, peer_address(region, r, own), static_cast<std::size_t>(n) * element,
-                                     cudaMemcpyDefault, stream));
+                                     cudaMemcpyDefault, fetch));
+      MGT_CUDA_CHECK(cudaEventRecord(copied, fetch));
+      MGT_CUDA_CHECK(cudaStreamWaitEvent(sum_stream_, copied, 0));
       pieces.piece[r] = copy;
       copy += kPieceBytes;
     }
-    MGT_CUDA_CHECK(cudaEventRecord(copied_[slot], stream));
-    MGT_CUDA_CHECK(cudaStreamWaitEvent(sum_stream_, copied_[slot], 0));
     cuda::sum_rank_pieces(pieces, ranks_, n, chunk_type(type), sum, sum_stream_);
     MGT_CUDA_CHECK(cudaEventRecord(summed_[slot], sum_stream_));
     if (!push) continue;
     // The summed piece goes out to every peer's copy of the buffer at once, while the next piece
     // comes in: only this rank reads the peers' copies of its chunk, and it has read this piece.
-    MGT_CUDA_CHECK(cudaStreamWaitEvent(push_stream_, summed_[slot], 0));
-    for (int r = 0; r < ranks_; ++r)
-      if (r != rank_)
-        MGT_CUDA_CHECK(cudaMemcpyAsync(peer_address(region, r, own), own, static_cast<std::size_t>(n) * element,
-                                       cudaMemcpyDefault, push_stream_));
+    for (int r = 0; r < ranks_; ++r) {
+      if (r == rank_) continue;
+      MGT_CUDA_CHECK(cudaStreamWaitEvent(push_stream(r), summed_[slot], 0));
+      MGT_CUDA_CHECK(cudaMemcpyAsync(peer_address(region, r, own), own, static_cast<std::size_t>(n) * element,
+                                     cudaMemcpyDefault, push_stream(r)));
+    }
   }
   // What follows on `stream` (the barrier that says the chunk is summed, or pushed) waits for the
   // last sum, which comes after every other on the summing stream, and the last push.
   if (index == 0) return;
   MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, summed_[(index - 1) % 2], 0));
-  if (push) {
-    MGT_CUDA_CHECK(cudaEventRecord(pushed_, push_stream_));
-    MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, pushed_, 0));
+  if (!push) return;
+  for (int r = 0; r < ranks_; ++r) {
+    if (r == rank_) continue;
+    MGT_CUDA_CHECK(cudaEventRecord(pushed_[static_cast<std::size_t>(r)], push_stream(r)));
+    MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, pushed_[static_cast<std::size_t>(r)], 0));
   }
+}
+
+void PeerCopyCollectives::drain() const {
+  std::vector<cudaStream_t> streams = fetch_streams_;
+  streams.insert(streams.end(), push_streams_.begin(), push_streams_.end());
+  streams.push_back(sum_stream_);
+  for (cudaStream_t stream : streams)
+    if (stream) MGT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+cudaStream_t PeerCopyCollectives::fetch_stream(int peer, cudaStream_t stream) const {
+  return serial_ ? stream : fetch_streams_[static_cast<std::size_t>(peer)];
+}
+
+cudaStream_t PeerCopyCollectives::push_stream(int peer) const {
+  return push_streams_[static_cast<std::size_t>(serial_ ? (rank_ == 0 ? 1 : 0) : peer)];
+}
+
+void PeerCopyCollectives::start_fetches(cudaStream_t stream) {
+  if (serial_) return;
+  MGT_CUDA_CHECK(cudaEventRecord(started_, stream));
+  for (int r = 0; r < ranks_; ++r)
+    if (r != rank_) MGT_CUDA_CHECK(cudaStreamWaitEvent(fetch_streams_[static_cast<std::size_t>(r)], started_, 0));
 }
 
 void PeerCopyCollectives::copy_from(const Region& region, int owner, std::byte* data, std::int64_t begin,
@@ -369,12 +439,19 @@ void PeerCopyCollectives::all_gather_chunks(void* data, std::span<const std::int
                                             cudaStream_t stream) {
   const Region& region = region_of(data);
   barrier(stream);
+  start_fetches(stream);
   std::int64_t begin = 0;
   for (int r = 0; r < ranks_; ++r) {
     const std::int64_t end = begin + counts[static_cast<std::size_t>(r)];
-    if (r != rank_) copy_from(region, r, static_cast<std::byte*>(data), begin, end, element_size(type), stream);
+    if (r != rank_) {
+      const cudaStream_t fetch = fetch_stream(r, stream);
+      copy_from(region, r, static_cast<std::byte*>(data), begin, end, element_size(type), fetch);
+      MGT_CUDA_CHECK(cudaEventRecord(copied_[0][static_cast<std::size_t>(r)], fetch));
+    }
     begin = end;
   }
+  for (int r = 0; r < ranks_; ++r)
+    if (r != rank_) MGT_CUDA_CHECK(cudaStreamWaitEvent(stream, copied_[0][static_cast<std::size_t>(r)], 0));
   barrier(stream);
 }
 

@@ -22,7 +22,9 @@
 // barrier (every chunk summed and everywhere; nobody reads this rank's buffer any more, so it may
 // be written after the operation). Each element is summed by the rank that owns
 // it, in rank order r = 0, 1, … in fp32: every rank ends with the same bits, and with two ranks
-// the same bits as NCCL's sum. reduce_scatter_chunks_sum: the same without the copies out
+// the same bits as NCCL's sum. With more than two ranks the copies from (and to) the different
+// peers run at once, each peer's on a stream of its own: one copy engine moves one copy at a
+// time, and a GPU has several (MGT_PEER_COPY_SERIAL=1 queues them one after another, to compare). reduce_scatter_chunks_sum: the same without the copies out
 // (reduce_scatter_sum: the sums into another buffer). all_gather_chunks: a barrier, the copies
 // in, a barrier. fetch (a two-rank swap): a barrier, the copy of the peer's part, a barrier.
 #pragma once
@@ -98,6 +100,14 @@ private:
   // Copies chunk [begin, end) of `data` from rank `owner`'s copy into this rank's.
   void copy_from(const Region& region, int owner, std::byte* data, std::int64_t begin, std::int64_t end,
                  std::size_t element, cudaStream_t stream);
+  // The streams that copy from and to `peer`: its own ones, or `stream` and the one push stream
+  // when the copies are serial.
+  cudaStream_t fetch_stream(int peer, cudaStream_t stream) const;
+  cudaStream_t push_stream(int peer) const;
+  // Makes every peer's fetch stream wait for the work queued on `stream` so far.
+  void start_fetches(cudaStream_t stream);
+  // Waits for everything queued on the side streams (the sums, the copies from and to the peers).
+  void drain() const;
 
   int rank_;
   int ranks_;
@@ -106,13 +116,17 @@ private:
   std::vector<void*> mappings_;  // the peers' flags
   std::vector<Region> regions_;
   std::uint64_t sequence_ = 0;
-  // Made at the first registration: two pieces per peer, the stream that sums them, and the
-  // events that hand a slot between the two streams.
+  bool serial_ = false;  // MGT_PEER_COPY_SERIAL=1
+  // Made at the first registration: two pieces per peer, the stream that sums them, a stream per
+  // peer that copies from it and one that copies the sums out to it, and the events that hand a
+  // slot between the streams (per peer: indexed by rank, null for this rank).
   std::byte* scratch_ = nullptr;
   cudaStream_t sum_stream_ = nullptr;
-  cudaStream_t push_stream_ = nullptr;  // the summed pieces out to the peers
-  cudaEvent_t pushed_ = nullptr;
-  cudaEvent_t copied_[2] = {};
+  std::vector<cudaStream_t> fetch_streams_;
+  std::vector<cudaStream_t> push_streams_;
+  cudaEvent_t started_ = nullptr;
+  std::vector<cudaEvent_t> pushed_;
+  std::vector<cudaEvent_t> copied_[2];
   cudaEvent_t summed_[2] = {};
 };
 

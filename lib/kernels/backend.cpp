@@ -677,55 +677,36 @@ void Backend::qkv_merge(ConstFloatView q, ConstFloatView k, ConstFloatView v, in
   st.finish();
 }
 
-void Backend::cross_entropy_row_max(ConstFloatView logits, int64_t rows, int64_t vocab,
-                                    FloatView row_max) {
-  const char* op = "cross_entropy_row_max";
-  dims(op, {rows, vocab});
-  expect(logits, rows * vocab, op, "logits");
-  expect(row_max, rows, op, "row_max");
-  Fp32Staging st(*this, "cross_entropy_row_max");
-  do_cross_entropy_row_max(st.in(logits), rows, vocab, st.out(row_max));
-  st.finish();
-}
-
-void Backend::cross_entropy_sum_exp(ConstFloatView logits, ConstFloatView row_max, int64_t rows,
-                                    int64_t vocab, FloatView sum_exp) {
-  const char* op = "cross_entropy_sum_exp";
-  dims(op, {rows, vocab});
-  expect(logits, rows * vocab, op, "logits");
-  expect(row_max, rows, op, "row_max");
-  expect(sum_exp, rows, op, "sum_exp");
-  Fp32Staging st(*this, "cross_entropy_sum_exp");
-  do_cross_entropy_sum_exp(st.in(logits), st.in(row_max), rows, vocab, st.out(sum_exp));
-  st.finish();
-}
-
-void Backend::cross_entropy_target_logit(ConstFloatView logits, ConstIndexView targets,
-                                         int64_t rows, int64_t vocab, int64_t vocab_start,
-                                         FloatView target_logit) {
-  const char* op = "cross_entropy_target_logit";
+void Backend::cross_entropy_shard_statistics(ConstFloatView logits, ConstIndexView targets,
+                                             int64_t rows, int64_t vocab, int64_t vocab_start,
+                                             FloatView statistics) {
+  const char* op = "cross_entropy_shard_statistics";
   dims(op, {rows, vocab, vocab_start});
   expect(logits, rows * vocab, op, "logits");
   expect(targets, rows, op, "targets");
-  expect(target_logit, rows, op, "target_logit");
-  Fp32Staging st(*this, "cross_entropy_target_logit");
-  do_cross_entropy_target_logit(st.in(logits), targets.data(), rows, vocab, vocab_start,
-                                st.out(target_logit));
+  expect(statistics, 3 * rows, op, "statistics");
+  if (!statistics.is_fp32()) fail(op, "statistics must be fp32");
+  if (rows == 0) return;
+  Fp32Staging st(*this, op);
+  do_cross_entropy_shard_statistics(st.in(logits), targets.data(), rows, vocab, vocab_start,
+                                    st.out(statistics));
   st.finish();
 }
 
-void Backend::cross_entropy_loss(ConstFloatView row_max, ConstFloatView sum_exp,
-                                 ConstFloatView target_logit, FloatView loss) {
-  const char* op = "cross_entropy_loss";
-  const int64_t rows = loss.size();
+void Backend::cross_entropy_combine(ConstFloatView statistics, int64_t ranks, int64_t rows,
+                                    FloatView loss, FloatView row_max, FloatView sum_exp) {
+  const char* op = "cross_entropy_combine";
+  dims(op, {ranks, rows});
+  if (ranks < 1) fail(op, "ranks must be at least 1");
+  expect(statistics, ranks * 3 * rows, op, "statistics");
+  expect(loss, rows, op, "loss");
   expect(row_max, rows, op, "row_max");
   expect(sum_exp, rows, op, "sum_exp");
-  expect(target_logit, rows, op, "target_logit");
-  if (rows > 0) {
-    Fp32Staging st(*this, "cross_entropy_loss");
-    do_cross_entropy_loss(st.in(row_max), st.in(sum_exp), st.in(target_logit), rows, st.out(loss));
-    st.finish();
-  }
+  if (rows == 0) return;
+  Fp32Staging st(*this, op);
+  do_cross_entropy_combine(st.in(statistics), ranks, rows, st.out(loss), st.out(row_max),
+                           st.out(sum_exp));
+  st.finish();
 }
 
 void Backend::cross_entropy_forward(ConstFloatView logits, ConstIndexView targets, int64_t rows,

@@ -333,14 +333,16 @@ public:
   void qkv_merge(ConstFloatView q, ConstFloatView k, ConstFloatView v, int64_t tokens,
                  int64_t heads, int64_t groups, int64_t unit, FloatView mixed);
 
-  // ---- softmax cross-entropy, in the steps of the vocab-parallel version ----
-  void cross_entropy_row_max(ConstFloatView logits, int64_t rows, int64_t vocab, FloatView row_max);
-  void cross_entropy_sum_exp(ConstFloatView logits, ConstFloatView row_max, int64_t rows,
-                             int64_t vocab, FloatView sum_exp);
-  void cross_entropy_target_logit(ConstFloatView logits, ConstIndexView targets, int64_t rows,
-                                  int64_t vocab, int64_t vocab_start, FloatView target_logit);
-  void cross_entropy_loss(ConstFloatView row_max, ConstFloatView sum_exp,
-                          ConstFloatView target_logit, FloatView loss);
+  // ---- softmax cross-entropy, whole or over a vocabulary split between ranks ----
+  // One pass over this rank's slice [rows, vocab] of the logits, vocabulary entries
+  // [vocab_start, vocab_start + vocab): statistics [3, rows] = the slice's row maxima, its sums
+  // of exp(logit − that maximum), and the target logits (0 where the target is another rank's).
+  void cross_entropy_shard_statistics(ConstFloatView logits, ConstIndexView targets, int64_t rows,
+                                      int64_t vocab, int64_t vocab_start, FloatView statistics);
+  // The ranks' statistics [ranks, 3, rows], all-gathered, combined in rank order: the whole
+  // rows' losses, maxima and sums of exp(logit − maximum), which cross_entropy_backward takes.
+  void cross_entropy_combine(ConstFloatView statistics, int64_t ranks, int64_t rows,
+                             FloatView loss, FloatView row_max, FloatView sum_exp);
   // All steps on an unsharded vocabulary.
   void cross_entropy_forward(ConstFloatView logits, ConstIndexView targets, int64_t rows,
                              int64_t vocab, FloatView loss, FloatView row_max, FloatView sum_exp);
@@ -518,15 +520,11 @@ private:
   virtual void do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens,
                             int64_t heads, int64_t groups, int64_t unit, FloatArg mixed) = 0;
 
-  virtual void do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
-                                        FloatArg row_max) = 0;
-  virtual void do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
-                                        int64_t vocab, FloatArg sum_exp) = 0;
-  virtual void do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets,
-                                             int64_t rows, int64_t vocab, int64_t vocab_start,
-                                             FloatArg target_logit) = 0;
-  virtual void do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp,
-                                     ConstFloatArg target_logit, int64_t rows, FloatArg loss) = 0;
+  virtual void do_cross_entropy_shard_statistics(ConstFloatArg logits, const int64_t* targets,
+                                                 int64_t rows, int64_t vocab, int64_t vocab_start,
+                                                 FloatArg statistics) = 0;
+  virtual void do_cross_entropy_combine(ConstFloatArg statistics, int64_t ranks, int64_t rows,
+                                        FloatArg loss, FloatArg row_max, FloatArg sum_exp) = 0;
   virtual void do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,
                                         int64_t vocab, FloatArg loss, FloatArg row_max,
                                         FloatArg sum_exp) = 0;

@@ -50,6 +50,7 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   floats += (logits_rows > 0 && N(logits_rows).value() < rows.value() ? N(logits_rows) : rows) * vocab;
   if (!training) indices += t * 3;  // predictions, selected rows and labels
   floats += t * 3;                  // losses, row max, sum of exponentials
+  if (tp_size > 1) floats += t * 3 * tp_size;  // the ranks' vocabulary-slice statistics
   return {floats.value(), indices.value()};
 }
 
@@ -169,6 +170,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   loss.losses = take_fp32(t);
   loss.row_max = take_fp32(t);
   loss.sum_exp = take_fp32(t);
+  if (tp.size > 1) loss.shard_statistics = take_fp32(tp.size * 3 * t);
 }
 
 FloatView ActivationMemory::take(int64_t n) {

@@ -266,8 +266,7 @@ void GptModel::head_forward_backward_in_chunks(const ForwardContext& ctx, Activa
     const int64_t rows = std::min(chunk, tokens - start);
     const FloatView x = memory.final_norm_output.subspan(start * h, rows * h);
     const FloatView logits = memory.logits.first(rows * vocab);
-    const LossActivations loss{memory.loss.losses.subspan(start, rows), memory.loss.row_max.subspan(start, rows),
-                               memory.loss.sum_exp.subspan(start, rows), memory.loss.d_loss.subspan(start, rows)};
+    const LossActivations loss = memory.loss.rows(start, rows);
     output_layer_->forward(x, rows, logits, {});
     loss_->forward_backward(logits, memory.labels.subspan(start, rows), memory.loss_mask.subspan(start, rows), scale,
                             rows, loss);
@@ -466,8 +465,7 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
   backend_->embedding_forward(memory.selected_rows.first(m), memory.final_norm_output, 0, h, selected);
   const FloatView logits = memory.logits.first(m * loss_->local_vocab());
   output_layer_->forward(selected, m, logits);
-  const LossActivations loss{memory.loss.losses.first(m), memory.loss.row_max.first(m), memory.loss.sum_exp.first(m),
-                             {}};
+  const LossActivations loss = memory.loss.rows(0, m);
   loss_->forward(logits, memory.selected_labels.first(m), m, loss);
 
   std::vector<float> losses(static_cast<size_t>(m));

@@ -2,6 +2,13 @@
 
 namespace mgt {
 
+LossActivations LossActivations::rows(int64_t start, int64_t count) const {
+  const auto part = [&](FloatView v) { return v.empty() ? v : v.subspan(start, count); };
+  const int64_t ranks = losses.empty() ? 0 : shard_statistics.size() / (3 * losses.size());
+  return {part(losses), part(row_max), part(sum_exp), part(d_loss),
+          shard_statistics.first(ranks * 3 * count)};
+}
+
 LanguageModelLoss::LanguageModelLoss(GptParameters& params, const TensorParallelMappings& tp)
     : backend_(&params.backend()), tp_(&tp) {
   vocab_ = params.config().padded_vocab_size / params.tensor_parallel().size;
@@ -15,17 +22,14 @@ void LanguageModelLoss::forward(ConstFloatView logits, ConstIndexView labels, in
                                     saved.sum_exp);
     return;
   }
-  const FloatView losses = saved.losses.first(tokens);
-  const FloatView row_max = saved.row_max.first(tokens);
-  const FloatView sum_exp = saved.sum_exp.first(tokens);
-  backend_->cross_entropy_row_max(logits, tokens, vocab_, row_max);
-  tp_->all_reduce(row_max, dist::ReduceOp::Max);
-  backend_->cross_entropy_sum_exp(logits, row_max, tokens, vocab_, sum_exp);
-  tp_->all_reduce(sum_exp, dist::ReduceOp::Sum);
-  // The losses buffer holds the target logits until the last step overwrites it.
-  backend_->cross_entropy_target_logit(logits, labels, tokens, vocab_, vocab_start_, losses);
-  tp_->all_reduce(losses, dist::ReduceOp::Sum);
-  backend_->cross_entropy_loss(row_max, sum_exp, losses, losses);
+  // This rank's statistics go straight into its place in the gathered buffer.
+  const int64_t ranks = tp_->size();
+  const FloatView gathered = saved.shard_statistics.first(ranks * 3 * tokens);
+  const FloatView own = gathered.subspan(tp_->rank() * 3 * tokens, 3 * tokens);
+  backend_->cross_entropy_shard_statistics(logits, labels, tokens, vocab_, vocab_start_, own);
+  tp_->all_gather(own, gathered);
+  backend_->cross_entropy_combine(gathered, ranks, tokens, saved.losses.first(tokens),
+                                  saved.row_max.first(tokens), saved.sum_exp.first(tokens));
 }
 
 void LanguageModelLoss::forward_backward(FloatView logits, ConstIndexView labels,

@@ -1,10 +1,12 @@
 // The language-model loss on the output logits: per-token softmax cross-entropy over the
 // (padded) vocabulary, then Megatron's masked mean. Under tensor parallelism the logits are split
 // over the vocabulary and the loss is Megatron's _VocabParallelCrossEntropy
-// (megatron/core/tensor_parallel/cross_entropy.py): the row maxima are all-reduced (max), then
-// the sums of exponentials and the target logits (zero on ranks not holding the target) are
-// all-reduced (sum), and loss = (max − target) + log(sum_exp) on every rank. The backward needs
-// no communication: softmax − one-hot over this rank's slice.
+// (megatron/core/tensor_parallel/cross_entropy.py) in one pass over this rank's slice: its row
+// maxima, sums of exponentials and target logits (zero on ranks not holding the target) are
+// all-gathered and combined in rank order, so every rank gets the same losses. Megatron
+// all-reduces the maxima, then the sums and the target logits, over three passes; the losses are
+// the same up to rounding (kernels/cpu/cross_entropy.hpp). The backward needs no communication:
+// softmax − one-hot over this rank's slice.
 #pragma once
 #include <cstdint>
 
@@ -19,6 +21,12 @@ struct LossActivations {
   FloatView row_max;  // [s·b]
   FloatView sum_exp;  // [s·b]
   FloatView d_loss;   // [s·b]
+  // [tp, 3, s·b] under tensor parallelism: every rank's statistics of its vocabulary slice.
+  FloatView shard_statistics;
+
+  // Rows [start, start + count) of each, for a head computed a few rows at a time (the
+  // statistics then laid out [tp, 3, count] at the front).
+  LossActivations rows(int64_t start, int64_t count) const;
 };
 
 class LanguageModelLoss {

@@ -37,6 +37,15 @@ void TensorParallelMappings::all_reduce(FloatView x, dist::ReduceOp op) const {
   group_->all_reduce(x, op);
 }
 
+void TensorParallelMappings::all_gather(ConstFloatView local, FloatView whole) const {
+  require_first_dim(whole, local, "all-gather", "tensor");
+  if (group_) {
+    group_->all_gather(local, whole);
+  } else {
+    copy_if_distinct(local, whole);
+  }
+}
+
 bool TensorParallelMappings::share(FloatView buffer) const {
   return group_ && group_->register_buffer(dist::backend_buffer(buffer));
 }

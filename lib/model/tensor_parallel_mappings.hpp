@@ -79,9 +79,11 @@ public:
   bool share(FloatView buffer) const;
   void unshare(FloatView buffer) const;
 
-  // A plain all-reduce over the group, in place (the vocab-parallel cross-entropy's max and
-  // sums, sequence-parallel gradients).
+  // A plain all-reduce over the group, in place (sequence-parallel gradients).
   void all_reduce(FloatView x, dist::ReduceOp op) const;
+  // A plain all-gather over the group: whole = every rank's `local` in rank order; in place
+  // when local is this rank's part of whole (the vocab-parallel cross-entropy's statistics).
+  void all_gather(ConstFloatView local, FloatView whole) const;
 
   // ---- copy_to_tensor_model_parallel_region: the input of a column-parallel layer ----
   ConstFloatView copy_to_tensor_region_forward(ConstFloatView x) const { return x; }

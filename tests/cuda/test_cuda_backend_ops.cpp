@@ -322,16 +322,13 @@ TEST_CASE("cuda ops: embedding, rotary, fused QKV layout", "[cuda]") {
 TEST_CASE("cuda ops: cross-entropy, masked loss, argmax", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
-  const int64_t rows = 70, vocab = 5003, vocab_start = 1000, shard = 2000;
+  const int64_t rows = 70, vocab = 5003;
   auto logits = random_twin(pair, rows * vocab, 71, -8.0f, 8.0f);
   auto targets = twin(pair, random_ids(rows, 0, vocab, 72));
   auto loss = random_twin(pair, rows, 73), row_max = random_twin(pair, rows, 74);
   auto sum_exp = random_twin(pair, rows, 75), dloss = random_twin(pair, rows, 76);
   auto dlogits = random_twin(pair, rows * vocab, 77);
   auto mask = random_twin(pair, rows, 78, 0.0f, 1.0f);
-  auto smax = random_twin(pair, rows, 79), ssum = random_twin(pair, rows, 80);
-  auto starget = random_twin(pair, rows, 81), sloss = random_twin(pair, rows, 82);
-  auto sdlogits = random_twin(pair, rows * shard, 83);
   auto argmax = twin(pair, std::vector<int64_t>(static_cast<size_t>(rows), -1));
   MaskedLossSum sums[2];
   for (Side s : kSides) {
@@ -342,24 +339,11 @@ TEST_CASE("cuda ops: cross-entropy, masked loss, argmax", "[cuda]") {
                               0, dlogits(s));
     sums[s == Side::kGpu] = be.masked_loss_sum(loss(s), mask(s));
     be.row_argmax(logits(s), rows, vocab, argmax(s));
-    // The vocab-parallel steps on one shard [vocab_start, vocab_start + shard) of a row-major
-    // [rows, shard] copy: the shard is rows of the first `shard` columns, so take a fresh tensor.
-    be.cross_entropy_row_max(logits(s).first(rows * shard), rows, shard, smax(s));
-    be.cross_entropy_sum_exp(logits(s).first(rows * shard), smax(s), rows, shard, ssum(s));
-    be.cross_entropy_target_logit(logits(s).first(rows * shard), targets(s), rows, shard,
-                                  vocab_start, starget(s));
-    be.cross_entropy_loss(smax(s), ssum(s), starget(s), sloss(s));
-    be.cross_entropy_backward(logits(s).first(rows * shard), targets(s), smax(s), ssum(s), dloss(s),
-                              rows, shard, vocab_start, sdlogits(s));
   }
   check_close(pair, loss, kReduction, "cross_entropy_forward loss");
   check_close(pair, row_max, 0.0, "row_max");
   check_close(pair, sum_exp, kReduction, "sum_exp");
   check_close(pair, dlogits, kReduction, "cross_entropy_backward");
-  check_close(pair, smax, 0.0, "vocab-parallel row_max");
-  check_close(pair, ssum, kReduction, "vocab-parallel sum_exp");
-  check_close(pair, sloss, kReduction, "vocab-parallel loss");
-  check_close(pair, sdlogits, kReduction, "vocab-parallel backward");
   CHECK(sums[1].tokens == Approx(sums[0].tokens).epsilon(1e-12));
   CHECK(sums[1].loss_sum == Approx(sums[0].loss_sum).epsilon(1e-6));
   // The same sums left on the device, then a second micro-batch's added to them: the GPU's
@@ -430,6 +414,52 @@ TEST_CASE("cuda ops: cross-entropy forward and backward in one pass, fp32, bf16 
     check_close(pair, loss, kReduction, "fused loss");
     // 2-byte gradients: the same value on both sides may round to neighbouring numbers.
     check_close(pair, logits, narrow ? 1e-2 : kReduction, "fused gradient");
+  }
+}
+
+TEST_CASE("cuda ops: vocab-parallel cross-entropy, statistics of two slices combined, and the backward", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  const int64_t rows = 70;
+  // 2000 columns a slice: whole 16-byte vectors, the kernels' vector path; 2003: the plain one.
+  for (const auto& [type, shard] : {std::pair{FloatType::kF32, int64_t{2000}},
+                                    std::pair{FloatType::kF32, int64_t{2003}},
+                                    std::pair{FloatType::kBf16, int64_t{2000}},
+                                    std::pair{FloatType::kBf16, int64_t{2003}}}) {
+    INFO(float_type_name(type) << " logits, slices of " << shard);
+    auto logits = random_twin(pair, 2 * rows * shard, 91, -8.0f, 8.0f, type);
+    auto targets = twin(pair, random_ids(rows, 0, 2 * shard, 92));
+    auto statistics = random_twin(pair, 2 * 3 * rows, 93);
+    auto loss = random_twin(pair, rows, 94), row_max = random_twin(pair, rows, 95);
+    auto sum_exp = random_twin(pair, rows, 96), dloss = random_twin(pair, rows, 97, 0.0f, 1.0f);
+    auto dlogits = random_twin(pair, 2 * rows * shard, 98, -1.0f, 1.0f, type);
+    auto whole_loss = random_twin(pair, rows, 99), whole_max = random_twin(pair, rows, 100);
+    auto whole_sum = random_twin(pair, rows, 101);
+    for (Side s : kSides) {
+      Backend& be = pair.on(s);
+      // The same logits as one [rows, 2·shard] vocabulary, unsharded.
+      be.cross_entropy_forward(logits(s), targets(s), rows, 2 * shard, whole_loss(s), whole_max(s), whole_sum(s));
+      // Rank k's slice is the k-th [rows, shard] block, vocabulary entries [k·shard, (k+1)·shard).
+      for (int64_t k = 0; k < 2; ++k) {
+        be.cross_entropy_shard_statistics(logits(s).subspan(k * rows * shard, rows * shard), targets(s),
+                                          rows, shard, k * shard,
+                                          statistics(s).subspan(k * 3 * rows, 3 * rows));
+      }
+      be.cross_entropy_combine(statistics(s), 2, rows, loss(s), row_max(s), sum_exp(s));
+      for (int64_t k = 0; k < 2; ++k) {
+        be.cross_entropy_backward(logits(s).subspan(k * rows * shard, rows * shard), targets(s), row_max(s),
+                                  sum_exp(s), dloss(s), rows, shard, k * shard,
+                                  dlogits(s).subspan(k * rows * shard, rows * shard));
+      }
+    }
+    check_close(pair, statistics, kReduction, "slice statistics");
+    check_close(pair, row_max, 0.0, "combined row_max");
+    check_close(pair, sum_exp, kReduction, "combined sum_exp");
+    check_close(pair, loss, kReduction, "combined loss");
+    check_close(pair, dlogits, type == FloatType::kF32 ? kReduction : 1e-2, "vocab-parallel backward");
+    check_close(pair, whole_loss, kReduction, "unsharded loss");
+    check_close(pair, whole_max, 0.0, "unsharded row_max");
+    check_close(pair, whole_sum, kReduction, "unsharded sum_exp");
   }
 }
 

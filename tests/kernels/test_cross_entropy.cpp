@@ -56,54 +56,57 @@ TEST_CASE("cross entropy forward and backward match fp64", "[kernels]") {
   CHECK(max_rel_error(dlogits, want_d) < 1e-5);
 }
 
-TEST_CASE("cross entropy steps reduce across vocabulary shards like the unsharded loss",
+TEST_CASE("cross entropy over vocabulary shards: statistics combined like the unsharded loss",
           "[kernels]") {
-  const auto logits = random_floats(kRows * kVocab, 411, -3.0f, 3.0f);
+  auto logits = random_floats(kRows * kVocab, 411, -3.0f, 3.0f);
+  // Rows whose maxima sit in different shards, one far above the others' (a shard's sum is
+  // relative to its own maximum until the combination rescales it).
+  for (int64_t i = 0; i < 4; ++i) logits[kVocab + i] += 40.0f;
+  for (int64_t i = 8; i < kVocab; ++i) logits[3 * kVocab + i] += 25.0f;
   const std::vector<int64_t> targets = {0, 5, 6, 10, 2, 6};
-  const int64_t split = 6;  // shard 0 holds ids 0..5, shard 1 ids 6..10
-  const int64_t widths[2] = {split, kVocab - split};
-  const int64_t starts[2] = {0, split};
-  std::vector<std::vector<float>> shards(2);
-  for (int rank = 0; rank < 2; ++rank) {
-    for (int64_t r = 0; r < kRows; ++r) {
-      const auto* row = logits.data() + r * kVocab + starts[rank];
-      shards[rank].insert(shards[rank].end(), row, row + widths[rank]);
-    }
-  }
-
-  // Emulate the three all-reduces between the steps.
-  std::vector<float> max(kRows), local(kRows), sum_exp(kRows, 0.0f), target(kRows, 0.0f);
-  std::fill(max.begin(), max.end(), -std::numeric_limits<float>::infinity());
-  for (int rank = 0; rank < 2; ++rank) {
-    cpu::cross_entropy_row_max(shards[rank].data(), kRows, widths[rank], local.data());
-    for (int64_t r = 0; r < kRows; ++r) max[r] = std::max(max[r], local[r]);
-  }
-  for (int rank = 0; rank < 2; ++rank) {
-    cpu::cross_entropy_sum_exp(shards[rank].data(), max.data(), kRows, widths[rank], local.data());
-    for (int64_t r = 0; r < kRows; ++r) sum_exp[r] += local[r];
-    cpu::cross_entropy_target_logit(shards[rank].data(), targets.data(), kRows, widths[rank],
-                                    starts[rank], local.data());
-    for (int64_t r = 0; r < kRows; ++r) target[r] += local[r];
-  }
-  std::vector<float> loss(kRows);
-  cpu::cross_entropy_loss(max.data(), sum_exp.data(), target.data(), kRows, loss.data());
-  CHECK(rel_error(loss, reference_loss(to_double(logits), targets)) < 1e-6);
-
-  // Each shard's backward is the matching slice of the unsharded gradient.
+  const auto want = reference_loss(to_double(logits), targets);
   const auto dloss = random_floats(kRows, 412);
   std::vector<float> full(logits.size()), full_max(kRows), full_sum(kRows), full_loss(kRows);
   cpu::cross_entropy_forward(logits.data(), targets.data(), kRows, kVocab, full_loss.data(),
                              full_max.data(), full_sum.data());
   cpu::cross_entropy_backward(logits.data(), targets.data(), full_max.data(), full_sum.data(),
                               dloss.data(), kRows, kVocab, 0, full.data());
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<float> d(shards[rank].size());
-    cpu::cross_entropy_backward(shards[rank].data(), targets.data(), max.data(), sum_exp.data(),
-                                dloss.data(), kRows, widths[rank], starts[rank], d.data());
-    for (int64_t r = 0; r < kRows; ++r) {
-      for (int64_t i = 0; i < widths[rank]; ++i) {
-        CHECK(d[r * widths[rank] + i] ==
-              Approx(full[r * kVocab + starts[rank] + i]).epsilon(1e-5).margin(1e-7));
+
+  for (const std::vector<int64_t>& widths : {std::vector<int64_t>{6, 5},
+                                             std::vector<int64_t>{4, 4, 3}}) {
+    const auto ranks = static_cast<int64_t>(widths.size());
+    INFO(ranks << " shards");
+    // What the all-gather leaves: [ranks, 3, rows].
+    std::vector<float> statistics(static_cast<size_t>(ranks * 3 * kRows));
+    std::vector<std::vector<float>> shards(widths.size());
+    std::vector<int64_t> starts;
+    for (int64_t rank = 0, start = 0; rank < ranks; start += widths[rank], ++rank) {
+      starts.push_back(start);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const auto* row = logits.data() + r * kVocab + start;
+        shards[rank].insert(shards[rank].end(), row, row + widths[rank]);
+      }
+      float* own = statistics.data() + rank * 3 * kRows;
+      cpu::cross_entropy_shard_statistics(shards[rank].data(), targets.data(), kRows, widths[rank],
+                                          start, own, own + kRows, own + 2 * kRows);
+    }
+    std::vector<float> loss(kRows), max(kRows), sum_exp(kRows);
+    cpu::cross_entropy_combine(statistics.data(), ranks, kRows, loss.data(), max.data(),
+                               sum_exp.data());
+    CHECK(max_rel_error(loss, want) < 1e-6);
+    CHECK(max == full_max);
+    CHECK(max_rel_error(sum_exp, to_double(full_sum)) < 1e-6);
+
+    // Each shard's backward is the matching slice of the unsharded gradient.
+    for (int64_t rank = 0; rank < ranks; ++rank) {
+      std::vector<float> d(shards[rank].size());
+      cpu::cross_entropy_backward(shards[rank].data(), targets.data(), max.data(), sum_exp.data(),
+                                  dloss.data(), kRows, widths[rank], starts[rank], d.data());
+      for (int64_t r = 0; r < kRows; ++r) {
+        for (int64_t i = 0; i < widths[rank]; ++i) {
+          CHECK(d[r * widths[rank] + i] ==
+                Approx(full[r * kVocab + starts[rank] + i]).epsilon(1e-5).margin(1e-7));
+        }
       }
     }
   }

@@ -231,29 +231,19 @@ void CpuBackend::do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
   cpu::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed);
 }
 
-void CpuBackend::do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
-                                          FloatArg row_max) {
+void CpuBackend::do_cross_entropy_shard_statistics(ConstFloatArg logits, const int64_t* targets,
+                                                   int64_t rows, int64_t vocab, int64_t vocab_start,
+                                                   FloatArg statistics) {
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
-    cpu::cross_entropy_row_max(logits + b * vocab, e - b, vocab, row_max + b);
+    cpu::cross_entropy_shard_statistics(logits + b * vocab, targets + b, e - b, vocab, vocab_start,
+                                        statistics + b, statistics + rows + b,
+                                        statistics + 2 * rows + b);
   });
 }
 
-void CpuBackend::do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
-                                          int64_t vocab, FloatArg sum_exp) {
-  parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
-    cpu::cross_entropy_sum_exp(logits + b * vocab, row_max + b, e - b, vocab, sum_exp + b);
-  });
-}
-
-void CpuBackend::do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets,
-                                               int64_t rows, int64_t vocab, int64_t vocab_start,
-                                               FloatArg target_logit) {
-  cpu::cross_entropy_target_logit(logits, targets, rows, vocab, vocab_start, target_logit);
-}
-
-void CpuBackend::do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp,
-                                       ConstFloatArg target_logit, int64_t rows, FloatArg loss) {
-  cpu::cross_entropy_loss(row_max, sum_exp, target_logit, rows, loss);
+void CpuBackend::do_cross_entropy_combine(ConstFloatArg statistics, int64_t ranks, int64_t rows,
+                                          FloatArg loss, FloatArg row_max, FloatArg sum_exp) {
+  cpu::cross_entropy_combine(statistics, ranks, rows, loss, row_max, sum_exp);
 }
 
 void CpuBackend::do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,

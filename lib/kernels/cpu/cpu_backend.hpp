@@ -87,15 +87,11 @@ private:
   void do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens, int64_t heads,
                     int64_t groups, int64_t unit, FloatArg mixed) override;
 
-  void do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
-                                FloatArg row_max) override;
-  void do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
-                                int64_t vocab, FloatArg sum_exp) override;
-  void do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets, int64_t rows,
-                                     int64_t vocab, int64_t vocab_start,
-                                     FloatArg target_logit) override;
-  void do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp, ConstFloatArg target_logit,
-                             int64_t rows, FloatArg loss) override;
+  void do_cross_entropy_shard_statistics(ConstFloatArg logits, const int64_t* targets, int64_t rows,
+                                         int64_t vocab, int64_t vocab_start,
+                                         FloatArg statistics) override;
+  void do_cross_entropy_combine(ConstFloatArg statistics, int64_t ranks, int64_t rows,
+                                FloatArg loss, FloatArg row_max, FloatArg sum_exp) override;
   void do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,
                                 int64_t vocab, FloatArg loss, FloatArg row_max,
                                 FloatArg sum_exp) override;

@@ -14,8 +14,6 @@ void check(int64_t rows, int64_t vocab, const char* name) {
   require_nonnegative(vocab, name, "vocab");
 }
 
-}  // namespace
-
 void cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab, float* row_max) {
   check(rows, vocab, "cross_entropy_row_max");
   for (int64_t r = 0; r < rows; ++r) {
@@ -53,6 +51,42 @@ void cross_entropy_loss(const float* row_max, const float* sum_exp, const float*
   for (int64_t r = 0; r < rows; ++r) {
     // (max − target) first: both are large and close, log(sum_exp) is small.
     loss[r] = (row_max[r] - target_logit[r]) + std::log(sum_exp[r]);
+  }
+}
+
+}  // namespace
+
+void cross_entropy_shard_statistics(const float* logits, const int64_t* targets, int64_t rows,
+                                    int64_t vocab, int64_t vocab_start, float* row_max,
+                                    float* sum_exp, float* target_logit) {
+  cross_entropy_row_max(logits, rows, vocab, row_max);
+  cross_entropy_sum_exp(logits, row_max, rows, vocab, sum_exp);
+  cross_entropy_target_logit(logits, targets, rows, vocab, vocab_start, target_logit);
+}
+
+void cross_entropy_combine(const float* statistics, int64_t ranks, int64_t rows, float* loss,
+                           float* row_max, float* sum_exp) {
+  require(ranks >= 1, "cross_entropy_combine", "ranks must be at least 1");
+  require_nonnegative(rows, "cross_entropy_combine", "rows");
+  const auto part = [&](int64_t rank, int64_t which, int64_t r) {
+    return statistics[(rank * 3 + which) * rows + r];
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t k = 0; k < ranks; ++k) max = std::max(max, part(k, 0, r));
+    double sum = 0.0;
+    float target = 0.0f;
+    for (int64_t k = 0; k < ranks; ++k) {
+      // A slice's sum is relative to its own maximum; an empty slice (−inf) adds nothing.
+      const float slice_max = part(k, 0, r);
+      if (slice_max != -std::numeric_limits<float>::infinity()) {
+        sum += static_cast<double>(part(k, 1, r)) * std::exp(static_cast<double>(slice_max) - max);
+      }
+      target += part(k, 2, r);
+    }
+    row_max[r] = max;
+    sum_exp[r] = static_cast<float>(sum);
+    loss[r] = (max - target) + std::log(sum_exp[r]);
   }
 }
 

@@ -1,11 +1,10 @@
-// Softmax cross-entropy over vocabulary rows, split into the steps of Megatron's vocab-parallel
-// cross entropy (tensor_parallel/cross_entropy.py) so that a rank holding only the vocabulary
-// slice [vocab_start, vocab_start + vocab) of each row can interleave all-reduces:
-//   1. cross_entropy_row_max        → all-reduce(max)
-//   2. cross_entropy_sum_exp        (with the global max) → all-reduce(sum)
-//   3. cross_entropy_target_logit   (zero where the target is not local) → all-reduce(sum)
-//   4. cross_entropy_loss: loss = log(sum_exp) + max − target_logit
-// On one rank, cross_entropy_forward runs all four. The backward needs no communication:
+// Softmax cross-entropy over vocabulary rows. A rank holding only the vocabulary slice
+// [vocab_start, vocab_start + vocab) of each row (Megatron's vocab-parallel cross entropy,
+// tensor_parallel/cross_entropy.py) takes one pass over it for its statistics (maximum, sum of
+// exponentials relative to it, target logit or 0), the ranks all-gather them, and each combines
+// them in rank order: loss = (max − target) + log Σ_k sum_k·exp(max_k − max). Megatron
+// all-reduces the maximum, then the sums and target logits (three passes, three collectives);
+// the result is the same up to rounding. The backward needs no communication:
 //   dlogits = (exp(logit − max) / sum_exp − onehot(target)) · dloss.
 // Per-token losses are unmasked; masked_loss_sum and masked_loss_grad apply the loss mask the way
 // Megatron's loss_func does (Σ loss·mask over Σ mask).
@@ -14,22 +13,16 @@
 
 namespace mgt::cpu {
 
-// logits: [rows, vocab] local slice; row_max: [rows].
-void cross_entropy_row_max(const float* logits, int64_t rows, int64_t vocab, float* row_max);
+// logits: [rows, vocab], this rank's slice; row_max, sum_exp, target_logit: [rows] each.
+void cross_entropy_shard_statistics(const float* logits, const int64_t* targets, int64_t rows,
+                                    int64_t vocab, int64_t vocab_start, float* row_max,
+                                    float* sum_exp, float* target_logit);
 
-// sum_exp[rows] = Σ_local exp(logit − row_max).
-void cross_entropy_sum_exp(const float* logits, const float* row_max, int64_t rows, int64_t vocab,
-                           float* sum_exp);
+// statistics: [ranks, 3, rows], each rank's row_max, sum_exp and target_logit above.
+void cross_entropy_combine(const float* statistics, int64_t ranks, int64_t rows, float* loss,
+                           float* row_max, float* sum_exp);
 
-// target_logit[rows] = logits[r, targets[r] − vocab_start] when the target is local, else 0.
-void cross_entropy_target_logit(const float* logits, const int64_t* targets, int64_t rows,
-                                int64_t vocab, int64_t vocab_start, float* target_logit);
-
-// loss[rows] from the (reduced) statistics.
-void cross_entropy_loss(const float* row_max, const float* sum_exp, const float* target_logit,
-                        int64_t rows, float* loss);
-
-// Steps 1-4 on an unsharded vocabulary; row_max and sum_exp are kept for the backward.
+// The loss on an unsharded vocabulary; row_max and sum_exp are kept for the backward.
 void cross_entropy_forward(const float* logits, const int64_t* targets, int64_t rows,
                            int64_t vocab, float* loss, float* row_max, float* sum_exp);
 

@@ -10,94 +10,15 @@ namespace {
 
 constexpr int kRowThreads = 512;
 
-__global__ void row_max_kernel(In logits, int64_t vocab, float* row_max) {
-  __shared__ float scratch[32];
-  In row = logits + blockIdx.x * vocab;
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
-  m = block_max(m, scratch);
-  if (threadIdx.x == 0) row_max[blockIdx.x] = m;
-}
-
-__global__ void sum_exp_kernel(In logits, const float* row_max, int64_t vocab,
-                               float* sum_exp) {
-  __shared__ float scratch[32];
-  In row = logits + blockIdx.x * vocab;
-  const float m = row_max[blockIdx.x];
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(row[i] - m);
-  s = block_sum(s, scratch);
-  if (threadIdx.x == 0) sum_exp[blockIdx.x] = s;
-}
-
-__global__ void target_logit_kernel(In logits, const int64_t* targets, int64_t rows,
-                                    int64_t vocab, int64_t vocab_start, float* target_logit) {
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t local = targets[r] - vocab_start;
-    target_logit[r] = local >= 0 && local < vocab ? logits[r * vocab + local] : 0.0f;
-  }
-}
-
-__global__ void loss_kernel(const float* row_max, const float* sum_exp, const float* target_logit,
-                            int64_t rows, float* loss) {
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    loss[r] = (row_max[r] - target_logit[r]) + logf(sum_exp[r]);
-  }
-}
-
-__global__ void forward_kernel(In logits, const int64_t* targets, int64_t vocab,
-                               float* loss, float* row_max, float* sum_exp) {
-  __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
-  In row = logits + r * vocab;
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
-  m = block_max(m, scratch);
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(row[i] - m);
-  s = block_sum(s, scratch);
-  if (threadIdx.x == 0) {
-    const int64_t t = targets[r];
-    const float target = t >= 0 && t < vocab ? row[t] : NAN;  // NaN: an id outside the vocabulary
-    row_max[r] = m;
-    sum_exp[r] = s;
-    loss[r] = (m - target) + logf(s);
-  }
-}
-
-__global__ void backward_kernel(In logits, const int64_t* targets, const float* row_max,
-                                const float* sum_exp, const float* dloss, int64_t vocab,
-                                int64_t vocab_start, Out dlogits) {
-  const int64_t r = blockIdx.x;
-  In row = logits + r * vocab;
-  Out drow = dlogits + r * vocab;
-  const float g = dloss[r];
-  const float m = row_max[r];
-  const float inv_sum = 1.0f / sum_exp[r];
-  const int64_t local = targets[r] - vocab_start;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const float p = expf(row[i] - m) * inv_sum * g;
-    drow[i] = i == local ? p - g : p;
-  }
-}
-
-// forward_kernel then backward_kernel in one block per row: the row is read from memory once
-// and again from L2 (a row of the vocabulary is a few hundred KB at most), and the gradient
-// replaces the logits (dlogits may alias them: every read of the row, the target logit's too,
-// happens before the first write). bf16 and fp16 rows whose length is a multiple of 8 are read and written
-// 16 bytes at a time, which keeps enough loads in flight; sums and maxima are the same either way
-// up to their order.
-__global__ void forward_backward_kernel(In logits, const int64_t* targets, const float* dloss,
-                                        int64_t vocab, float* loss, Out dlogits, bool vectors) {
-  __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
-  In row = logits + r * vocab;
-  Out drow = dlogits + r * vocab;
+// The maximum of a row and the sum of exp(x − maximum) over it, in one pass: each thread keeps
+// its running sum relative to its running maximum, rescaled when the maximum grows (online
+// softmax), and the block then combines them. Every thread of the block gets both. With
+// `vectors` (a row length that is a multiple of 8, 16-byte aligned rows) the row is read 16 bytes
+// at a time for bf16 and fp16, which keeps enough loads in flight; sums and maxima are the same
+// either way up to their order.
+__device__ void row_max_and_sum_exp(In row, int64_t vocab, bool vectors, float* scratch,
+                                    float& max_out, float& sum_out) {
   const int64_t n8 = vectors ? vocab / 8 : 0;
-  // One pass for the maximum and the sum of exponentials: each thread keeps its running sum
-  // relative to its running maximum, rescaled when the maximum grows (online softmax).
   float m = -INFINITY;
   float s = 0.0f;
   const auto rescale_to = [&](float new_max) {
@@ -123,29 +44,112 @@ __global__ void forward_backward_kernel(In logits, const int64_t* targets, const
   }
   const float thread_max = m;
   m = block_max(m, scratch);
+  // An empty row (or all −∞) keeps m = −∞ and a sum of 0.
   s = block_sum(thread_max == -INFINITY ? 0.0f : s * expf(thread_max - m), scratch);
-  const int64_t t = targets[r];
-  if (threadIdx.x == 0) {
-    const float target = t >= 0 && t < vocab ? row[t] : NAN;  // NaN: an id outside the vocabulary
-    loss[r] = (m - target) + logf(s);
-  }
-  __syncthreads();
-  const float g = dloss[r];
-  const float inv_sum = 1.0f / s;
+  max_out = m;
+  sum_out = s;
+}
+
+// One row's gradient, (exp(x − m) · inv_sum − onehot(target)) · g, where target is the column
+// within the row (none when outside it). drow may alias row: each element is read before it is
+// written, by the same thread.
+__device__ void write_row_gradient(In row, Out drow, int64_t vocab, bool vectors, float m,
+                                   float inv_sum, float g, int64_t target) {
+  const int64_t n8 = vectors ? vocab / 8 : 0;
   for (int64_t v = threadIdx.x; v < n8; v += blockDim.x) {
     float x[8];
     load8(row, v, x);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float p = expf(x[j] - m) * inv_sum * g;
-      x[j] = v * 8 + j == t ? p - g : p;
+      x[j] = v * 8 + j == target ? p - g : p;
     }
     store8(drow, v, x);
   }
   for (int64_t i = n8 * 8 + threadIdx.x; i < vocab; i += blockDim.x) {
     const float p = expf(row[i] - m) * inv_sum * g;
-    drow[i] = i == t ? p - g : p;
+    drow[i] = i == target ? p - g : p;
   }
+}
+
+__global__ void shard_statistics_kernel(In logits, const int64_t* targets, int64_t rows,
+                                        int64_t vocab, int64_t vocab_start, bool vectors,
+                                        float* statistics) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  In row = logits + r * vocab;
+  float m, s;
+  row_max_and_sum_exp(row, vocab, vectors, scratch, m, s);
+  if (threadIdx.x == 0) {
+    const int64_t local = targets[r] - vocab_start;
+    statistics[r] = m;
+    statistics[rows + r] = s;
+    statistics[2 * rows + r] = local >= 0 && local < vocab ? row[local] : 0.0f;
+  }
+}
+
+// cpu::cross_entropy_combine, one thread per row; the rescaled sums in double as there.
+__global__ void combine_kernel(const float* statistics, int64_t ranks, int64_t rows, float* loss,
+                               float* row_max, float* sum_exp) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float max = -INFINITY;
+    for (int64_t k = 0; k < ranks; ++k) max = fmaxf(max, statistics[k * 3 * rows + r]);
+    double sum = 0.0;
+    float target = 0.0f;
+    for (int64_t k = 0; k < ranks; ++k) {
+      const float* part = statistics + k * 3 * rows;
+      if (part[r] != -INFINITY) sum += static_cast<double>(part[rows + r]) * exp(static_cast<double>(part[r]) - max);
+      target += part[2 * rows + r];
+    }
+    row_max[r] = max;
+    sum_exp[r] = static_cast<float>(sum);
+    loss[r] = (max - target) + logf(sum_exp[r]);
+  }
+}
+
+__global__ void forward_kernel(In logits, const int64_t* targets, int64_t vocab, bool vectors,
+                               float* loss, float* row_max, float* sum_exp) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  In row = logits + r * vocab;
+  float m, s;
+  row_max_and_sum_exp(row, vocab, vectors, scratch, m, s);
+  if (threadIdx.x == 0) {
+    const int64_t t = targets[r];
+    const float target = t >= 0 && t < vocab ? row[t] : NAN;  // NaN: an id outside the vocabulary
+    row_max[r] = m;
+    sum_exp[r] = s;
+    loss[r] = (m - target) + logf(s);
+  }
+}
+
+__global__ void backward_kernel(In logits, const int64_t* targets, const float* row_max,
+                                const float* sum_exp, const float* dloss, int64_t vocab,
+                                int64_t vocab_start, bool vectors, Out dlogits) {
+  const int64_t r = blockIdx.x;
+  write_row_gradient(logits + r * vocab, dlogits + r * vocab, vocab, vectors, row_max[r],
+                     1.0f / sum_exp[r], dloss[r], targets[r] - vocab_start);
+}
+
+// forward_kernel then backward_kernel in one block per row: the row is read from memory once
+// and again from L2 (a row of the vocabulary is a few hundred KB at most), and the gradient
+// replaces the logits (dlogits may alias them: every read of the row, the target logit's too,
+// happens before the first write).
+__global__ void forward_backward_kernel(In logits, const int64_t* targets, const float* dloss,
+                                        int64_t vocab, float* loss, Out dlogits, bool vectors) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  In row = logits + r * vocab;
+  float m, s;
+  row_max_and_sum_exp(row, vocab, vectors, scratch, m, s);
+  const int64_t t = targets[r];
+  if (threadIdx.x == 0) {
+    const float target = t >= 0 && t < vocab ? row[t] : NAN;  // NaN: an id outside the vocabulary
+    loss[r] = (m - target) + logf(s);
+  }
+  __syncthreads();
+  write_row_gradient(row, dlogits + r * vocab, vocab, vectors, m, 1.0f / s, dloss[r], t);
 }
 
 __global__ void masked_loss_sum_kernel(const float* loss, const float* mask, int64_t rows,
@@ -223,43 +227,31 @@ __global__ void row_argmax_kernel(In x, int64_t cols, int64_t row_stride, int64_
 
 }  // namespace
 
-void cross_entropy_row_max(In logits, int64_t rows, int64_t vocab, float* row_max,
-                           cudaStream_t stream) {
+void cross_entropy_shard_statistics(In logits, const int64_t* targets, int64_t rows,
+                                    int64_t vocab, int64_t vocab_start, float* statistics,
+                                    cudaStream_t stream) {
   if (rows == 0) return;
-  row_max_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, row_max);
-  MGT_CUDA_CHECK_LAUNCH(row_max_kernel);
+  const bool vectors = vectorizable(vocab, {logits.raw()});
+  shard_statistics_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      logits, targets, rows, vocab, vocab_start, vectors, statistics);
+  MGT_CUDA_CHECK_LAUNCH(shard_statistics_kernel);
 }
 
-void cross_entropy_sum_exp(In logits, const float* row_max, int64_t rows, int64_t vocab,
-                           float* sum_exp, cudaStream_t stream) {
+void cross_entropy_combine(const float* statistics, int64_t ranks, int64_t rows, float* loss,
+                           float* row_max, float* sum_exp, cudaStream_t stream) {
   if (rows == 0) return;
-  sum_exp_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, row_max, vocab,
-                                                                         sum_exp);
-  MGT_CUDA_CHECK_LAUNCH(sum_exp_kernel);
-}
-
-void cross_entropy_target_logit(In logits, const int64_t* targets, int64_t rows,
-                                int64_t vocab, int64_t vocab_start, float* target_logit,
-                                cudaStream_t stream) {
-  if (rows == 0) return;
-  target_logit_kernel<<<grid_for(rows), kThreads, 0, stream>>>(logits, targets, rows, vocab,
-                                                               vocab_start, target_logit);
-  MGT_CUDA_CHECK_LAUNCH(target_logit_kernel);
-}
-
-void cross_entropy_loss(const float* row_max, const float* sum_exp, const float* target_logit,
-                        int64_t rows, float* loss, cudaStream_t stream) {
-  if (rows == 0) return;
-  loss_kernel<<<grid_for(rows), kThreads, 0, stream>>>(row_max, sum_exp, target_logit, rows, loss);
-  MGT_CUDA_CHECK_LAUNCH(loss_kernel);
+  combine_kernel<<<grid_for(rows), kThreads, 0, stream>>>(statistics, ranks, rows, loss, row_max,
+                                                          sum_exp);
+  MGT_CUDA_CHECK_LAUNCH(combine_kernel);
 }
 
 void cross_entropy_forward(In logits, const int64_t* targets, int64_t rows,
                            int64_t vocab, float* loss, float* row_max, float* sum_exp,
                            cudaStream_t stream) {
   if (rows == 0) return;
-  forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, targets, vocab,
-                                                                         loss, row_max, sum_exp);
+  const bool vectors = vectorizable(vocab, {logits.raw()});
+  forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      logits, targets, vocab, vectors, loss, row_max, sum_exp);
   MGT_CUDA_CHECK_LAUNCH(forward_kernel);
 }
 
@@ -267,8 +259,9 @@ void cross_entropy_backward(In logits, const int64_t* targets, const float* row_
                             const float* sum_exp, const float* dloss, int64_t rows, int64_t vocab,
                             int64_t vocab_start, Out dlogits, cudaStream_t stream) {
   if (rows == 0) return;
+  const bool vectors = vectorizable(vocab, {logits.raw(), dlogits.raw()});
   backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      logits, targets, row_max, sum_exp, dloss, vocab, vocab_start, dlogits);
+      logits, targets, row_max, sum_exp, dloss, vocab, vocab_start, vectors, dlogits);
   MGT_CUDA_CHECK_LAUNCH(backward_kernel);
 }
 

@@ -1,4 +1,4 @@
-// Softmax cross-entropy on the GPU in the steps of the vocab-parallel version, and the row-wise
+// Softmax cross-entropy on the GPU, whole or over a rank's slice of the vocabulary, and the row-wise
 // reductions around it, as kernels/cpu/{cross_entropy,argmax}.hpp define them.
 #pragma once
 #include <cstdint>
@@ -9,15 +9,13 @@
 
 namespace mgt::cuda {
 
-void cross_entropy_row_max(In logits, int64_t rows, int64_t vocab, float* row_max,
-                           cudaStream_t stream);
-void cross_entropy_sum_exp(In logits, const float* row_max, int64_t rows, int64_t vocab,
-                           float* sum_exp, cudaStream_t stream);
-void cross_entropy_target_logit(In logits, const int64_t* targets, int64_t rows,
-                                int64_t vocab, int64_t vocab_start, float* target_logit,
-                                cudaStream_t stream);
-void cross_entropy_loss(const float* row_max, const float* sum_exp, const float* target_logit,
-                        int64_t rows, float* loss, cudaStream_t stream);
+// statistics [3, rows]: this slice's row maxima, sums of exp(logit − maximum), target logits.
+void cross_entropy_shard_statistics(In logits, const int64_t* targets, int64_t rows,
+                                    int64_t vocab, int64_t vocab_start, float* statistics,
+                                    cudaStream_t stream);
+// statistics [ranks, 3, rows] combined in rank order.
+void cross_entropy_combine(const float* statistics, int64_t ranks, int64_t rows, float* loss,
+                           float* row_max, float* sum_exp, cudaStream_t stream);
 // All steps over an unsharded vocabulary, one pass per row.
 void cross_entropy_forward(In logits, const int64_t* targets, int64_t rows,
                            int64_t vocab, float* loss, float* row_max, float* sum_exp,
@@ -26,7 +24,6 @@ void cross_entropy_forward(In logits, const int64_t* targets, int64_t rows,
 void cross_entropy_backward(In logits, const int64_t* targets, const float* row_max,
                             const float* sum_exp, const float* dloss, int64_t rows, int64_t vocab,
                             int64_t vocab_start, Out dlogits, cudaStream_t stream);
-// sums[0] = Σ loss·mask, sums[1] = Σ mask, in double, in device memory.
 // cross_entropy_forward and cross_entropy_backward (vocab_start 0) in one kernel; dlogits may
 // alias logits.
 void cross_entropy_forward_backward(In logits, const int64_t* targets, const float* dloss,

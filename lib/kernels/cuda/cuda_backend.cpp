@@ -163,7 +163,7 @@ bool CudaBackend::takes_reduced_precision(std::string_view op) const {
   // Every operation on activations reads and writes bf16 and fp16 storage natively; the
   // optimizer's, the loss statistics' and the gradient norm's operands are fp32 anyway.
   static constexpr std::string_view kFp32Only[] = {"masked_loss_sum", "masked_loss_grad",
-                                                   "cross_entropy_loss", "adamw_step",
+                                                   "cross_entropy_combine", "adamw_step",
                                                    "sum_of_squares"};
   for (std::string_view name : kFp32Only) {
     if (op == name) return false;
@@ -579,27 +579,16 @@ void CudaBackend::do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v
   cuda::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed, stream_);
 }
 
-void CudaBackend::do_cross_entropy_row_max(ConstFloatArg logits, int64_t rows, int64_t vocab,
-                                           FloatArg row_max) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_row_max");
-  cuda::cross_entropy_row_max(logits, rows, vocab, row_max, stream_);
+void CudaBackend::do_cross_entropy_shard_statistics(ConstFloatArg logits, const int64_t* targets,
+                                                    int64_t rows, int64_t vocab, int64_t vocab_start,
+                                                    FloatArg statistics) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_shard_statistics");
+  cuda::cross_entropy_shard_statistics(logits, targets, rows, vocab, vocab_start, statistics, stream_);
 }
-void CudaBackend::do_cross_entropy_sum_exp(ConstFloatArg logits, ConstFloatArg row_max, int64_t rows,
-                                           int64_t vocab, FloatArg sum_exp) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_sum_exp");
-  cuda::cross_entropy_sum_exp(logits, row_max, rows, vocab, sum_exp, stream_);
-}
-void CudaBackend::do_cross_entropy_target_logit(ConstFloatArg logits, const int64_t* targets,
-                                                int64_t rows, int64_t vocab, int64_t vocab_start,
-                                                FloatArg target_logit) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_target_logit");
-  cuda::cross_entropy_target_logit(logits, targets, rows, vocab, vocab_start, target_logit,
-                                   stream_);
-}
-void CudaBackend::do_cross_entropy_loss(ConstFloatArg row_max, ConstFloatArg sum_exp,
-                                        ConstFloatArg target_logit, int64_t rows, FloatArg loss) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_loss");
-  cuda::cross_entropy_loss(row_max, sum_exp, target_logit, rows, loss, stream_);
+void CudaBackend::do_cross_entropy_combine(ConstFloatArg statistics, int64_t ranks, int64_t rows,
+                                           FloatArg loss, FloatArg row_max, FloatArg sum_exp) {
+  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_combine");
+  cuda::cross_entropy_combine(statistics, ranks, rows, loss, row_max, sum_exp, stream_);
 }
 void CudaBackend::do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets,
                                            int64_t rows, int64_t vocab, FloatArg loss,
