@@ -309,11 +309,12 @@ void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstF
 
 void Backend::add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
                                ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
-                               FloatView mean, FloatView rstd) {
+                               FloatView mean, FloatView rstd, ConstFloatView c) {
   const char* op = "add_norm_forward";
   dims(op, {rows, hidden});
   expect(a, rows * hidden, op, "a");
   expect(b, rows * hidden, op, "b");
+  expect_optional(c, rows * hidden, op, "c");
   expect(sum, rows * hidden, op, "sum");
   expect(weight, hidden, op, "weight");
   expect_optional(bias, hidden, op, "bias");
@@ -321,13 +322,13 @@ void Backend::add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum
   expect_optional(mean, rows, op, "mean");
   expect(rstd, rows, op, "rstd");
   if (mean.empty() && !bias.empty()) throw Error("add_norm_forward: RMSNorm (no mean) takes no bias");
-  do_add_norm_forward(a, b, sum, weight, bias, rows, hidden, eps, y, mean, rstd);
+  do_add_norm_forward(a, b, c, sum, weight, bias, rows, hidden, eps, y, mean, rstd);
 }
 
-void Backend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
-                                  ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
-                                  FloatView mean, FloatView rstd) {
-  add(a, b, sum);
+void Backend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstFloatView c, FloatView sum,
+                                  ConstFloatView weight, ConstFloatView bias, int64_t rows, int64_t hidden,
+                                  float eps, FloatView y, FloatView mean, FloatView rstd) {
+  add(a, b, sum, c);
   if (mean.empty()) {
     rms_norm_forward(sum, weight, rows, hidden, eps, y, rstd);
   } else {
@@ -822,12 +823,13 @@ void Backend::add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t c
   st.finish();
 }
 
-void Backend::add(ConstFloatView a, ConstFloatView b, FloatView out) {
+void Backend::add(ConstFloatView a, ConstFloatView b, FloatView out, ConstFloatView c) {
   expect(b, a.size(), "add", "b");
+  expect_optional(c, a.size(), "add", "c");
   expect(out, a.size(), "add", "out");
   if (a.size() > 0) {
     Fp32Staging st(*this, "add");
-    do_add(st.in(a), st.in(b), a.size(), st.out(out));
+    do_add(st.in(a), st.in(b), st.in(c), a.size(), st.out(out));
     st.finish();
   }
 }

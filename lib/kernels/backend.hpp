@@ -251,12 +251,12 @@ public:
   void layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                            ConstFloatView mean, ConstFloatView rstd, int64_t rows, int64_t hidden,
                            FloatView dx, FloatView dweight, FloatView dbias, bool accumulate_dx = false);
-  // The residual add before a norm: sum = a + b (rounded to sum's type), then LayerNorm of sum
-  // (mean given; bias may be empty) or RMSNorm (mean and bias empty) into y. A GPU backend does
-  // both in one pass over the rows.
+  // The residual add before a norm: sum = a + b, or a + b + c where c is given (rounded once to
+  // sum's type), then LayerNorm of sum (mean given; bias may be empty) or RMSNorm (mean and bias
+  // empty) into y. A GPU backend does both in one pass over the rows.
   void add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
                         ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
-                        FloatView mean, FloatView rstd);
+                        FloatView mean, FloatView rstd, ConstFloatView c = {});
   void rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t rows, int64_t hidden,
                         float eps, FloatView y, FloatView rstd);
   void rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
@@ -373,8 +373,8 @@ public:
 
   // ---- element-wise ----
   void add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols);
-  // out = a + b; out may alias a or b.
-  void add(ConstFloatView a, ConstFloatView b, FloatView out);
+  // out = a + b, or a + b + c where c is given (rounded once); out may alias a or b.
+  void add(ConstFloatView a, ConstFloatView b, FloatView out, ConstFloatView c = {});
   // y += x.
   void accumulate(FloatView y, ConstFloatView x);
   void scale(FloatView x, float factor);
@@ -431,9 +431,9 @@ protected:
                                    float softmax_scale, FloatView out);
 
   // Default: add, then layer_norm_forward or rms_norm_forward.
-  virtual void do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
-                                   ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
-                                   FloatView mean, FloatView rstd);
+  virtual void do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstFloatView c, FloatView sum,
+                                   ConstFloatView weight, ConstFloatView bias, int64_t rows, int64_t hidden,
+                                   float eps, FloatView y, FloatView mean, FloatView rstd);
 
 private:
   friend class Fp32Staging;
@@ -543,7 +543,7 @@ private:
                                    FloatArg dloss) = 0;
 
   virtual void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) = 0;
-  virtual void do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) = 0;
+  virtual void do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) = 0;
   virtual void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) = 0;
   virtual void do_scale(FloatArg x, int64_t n, float factor) = 0;
 

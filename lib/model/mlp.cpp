@@ -12,7 +12,7 @@ Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp)
            layer_prefix(layer) + ".mlp.linear_fc2.bias", tp) {}
 
 void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
-                  const MlpScratch& scratch, FloatView output) const {
+                  const MlpScratch& scratch, FloatView output, ConstFloatView* addend) const {
   const int64_t tokens = ctx.tokens();
   const ConstFloatView own = ctx.own_rows(input, fc1_.in_features());
   if (activation_ == Activation::kOpenaiGelu) {
@@ -31,7 +31,7 @@ void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivatio
       break;
   }
   fc2_.forward(saved.activation_output, tokens, output,
-               ctx.when_sequence_parallel(scratch.sequence.whole));
+               ctx.when_sequence_parallel(scratch.sequence.whole), addend);
 }
 
 void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,

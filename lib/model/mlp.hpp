@@ -35,8 +35,9 @@ public:
   // Under sequence parallelism output is this rank's [s/tp, b, h] slice, and input the whole
   // [s, b, h] tensor of which only this rank's rows are filled: the forward all-gathers the
   // others' into it, and the backward reads it as the forward left it.
+  // With `addend`, output's last addend may be left unadded (RowParallelLinear::forward).
   void forward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
-               const MlpScratch& scratch, FloatView output) const;
+               const MlpScratch& scratch, FloatView output, ConstFloatView* addend = nullptr) const;
   // With `fc1_weight_later` (sequence parallelism), fc1's weight gradient is left there for the
   // caller to run beside a later collective (the attention projection's all-gather), and fc2's
   // runs beside fc1's input-gradient reduce-scatter (TensorParallelMappings::

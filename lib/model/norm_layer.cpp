@@ -45,9 +45,9 @@ void NormLayer::forward(ConstFloatView x, int64_t rows, FloatView y, const NormS
 }
 
 void NormLayer::add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows, FloatView y,
-                            const NormStats& stats) const {
+                            const NormStats& stats, ConstFloatView c) const {
   backend_->add_norm_forward(a, b, sum, effective_weight(), layer_norm_ ? bias_ : ConstFloatView(), rows, hidden_,
-                             eps_, y, layer_norm_ ? stats.mean : FloatView(), stats.rstd);
+                             eps_, y, layer_norm_ ? stats.mean : FloatView(), stats.rstd, c);
 }
 
 void NormLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,

@@ -32,9 +32,10 @@ public:
   int64_t hidden() const { return hidden_; }
 
   void forward(ConstFloatView x, int64_t rows, FloatView y, const NormStats& stats) const;
-  // sum = a + b (a residual connection), then the norm of sum into y.
+  // sum = a + b (a residual connection), or a + b + c where c is given, then the norm of sum
+  // into y.
   void add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows, FloatView y,
-                   const NormStats& stats) const;
+                   const NormStats& stats, ConstFloatView c = {}) const;
   // dx overwritten (must not alias dy), or with accumulate_dx added to (a residual's gradient);
   // weight and bias gradients accumulate.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,

@@ -115,7 +115,8 @@ RowParallelLinear::RowParallelLinear(GptParameters& params, const std::string& w
     : tp_(&tp), linear_(params, weight_name, bias_name) {}
 
 void RowParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
-                                FloatView whole) const {
+                                FloatView whole, ConstFloatView* addend) const {
+  if (addend) *addend = {};
   if (!tp_->active()) {
     linear_.forward(x, rows, y);  // the bias in the GEMM's epilogue, as without parallelism
     return;
@@ -139,7 +140,7 @@ void RowParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
           linear_.forward_without_bias(block_rows, local, partial);
         }
       },
-      y, whole.first(rows * out_features()));
+      y, whole.first(rows * out_features()), addend);
 }
 
 void RowParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,

@@ -89,8 +89,11 @@ public:
 
   // y = Σ_ranks x·Wᵀ + b, x[rows, in]. y is [rows, out]; or, when `whole` is given (sequence
   // parallelism), y is this rank's [rows/tp, out] slice of it: the partial products are
-  // computed block by block into whole [rows, out] and reduce-scattered beside the GEMMs.
-  void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView whole = {}) const;
+  // computed block by block into whole [rows, out] and reduce-scattered beside the GEMMs. With
+  // `addend`, y's last addend may be left unadded there (empty when none is): y + *addend is the
+  // output (TensorParallelMappings' ring).
+  void forward(ConstFloatView x, int64_t rows, FloatView y, FloatView whole = {},
+               ConstFloatView* addend = nullptr) const;
   // dy is shaped as the forward's y; under sequence parallelism it is all-gathered into d_whole
   // [rows, out] first, `beside_gather` running beside that all-gather. dW and db accumulate (db
   // from this rank's dy rows: under sequence parallelism a partial sum, see

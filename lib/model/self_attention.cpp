@@ -58,7 +58,7 @@ bool SelfAttention::attends_fused_qkv(const ForwardContext& ctx) const {
 
 void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
                             const AttentionActivations& saved, const AttentionScratch& scratch,
-                            FloatView output, const LayerKvCache* cache) const {
+                            FloatView output, const LayerKvCache* cache, ConstFloatView* addend) const {
   const int64_t tokens = ctx.tokens();
   const bool fused = cache == nullptr && attends_fused_qkv(ctx);
   // Unsplit, the projection is what the backward reads: it goes to the saved activations.
@@ -66,7 +66,7 @@ void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
                ctx.when_sequence_parallel(input));
   if (fused) {
     recompute_core(ctx, saved);
-    proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole));
+    proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole), addend);
     return;
   }
   backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, saved.key, saved.value);
@@ -83,7 +83,7 @@ void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
     }
     recompute_core(ctx, saved);
   }
-  proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole));
+  proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole), addend);
 }
 
 void SelfAttention::recompute_core(const ForwardContext& ctx,

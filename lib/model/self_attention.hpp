@@ -61,9 +61,10 @@ public:
   // length (read from backend memory, so that a recorded decode step replays at any length).
   // Their keys and values are also stored into the cache there, RoPE rotates them by their true
   // positions, and the queries attend to all length + s positions.
+  // With `addend`, output's last addend may be left unadded (RowParallelLinear::forward).
   void forward(const ForwardContext& ctx, FloatView input, const AttentionActivations& saved,
                const AttentionScratch& scratch, FloatView output,
-               const LayerKvCache* cache = nullptr) const;
+               const LayerKvCache* cache = nullptr, ConstFloatView* addend = nullptr) const;
   // Rebuilds saved.context and saved.lse from the saved query, key and value (or projection).
   void recompute_core(const ForwardContext& ctx, const AttentionActivations& saved) const;
   // Accumulates parameter gradients; d_input = ∂loss/∂input (overwritten). `beside` runs beside

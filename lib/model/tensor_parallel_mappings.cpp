@@ -220,8 +220,10 @@ void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
 
 void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(const BlockProduct& product,
                                                                                 FloatView local,
-                                                                                FloatView whole) const {
+                                                                                FloatView whole,
+                                                                                ConstFloatView* addend) const {
   require_first_dim(whole, local, "sequence-parallel reduce-scatter", "tensor");
+  if (addend) *addend = {};
   if (!group_) {
     product(0, local);
     return;
@@ -247,7 +249,11 @@ void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_forward(
   }
   product(rank_, local);
   exchange.wait();
-  backend_->accumulate(local, received);
+  if (addend) {
+    *addend = received;
+  } else {
+    backend_->accumulate(local, received);
+  }
 }
 
 void TensorParallelMappings::reduce_scatter_to_sequence_parallel_region_backward(

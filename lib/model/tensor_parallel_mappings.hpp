@@ -137,10 +137,14 @@ public:
   // r computes block r+1 first and sends it to rank r-1, which adds its own product of those
   // rows to it and passes it on while computing its next block; each rank's own block comes
   // last, into `local`, where the sum of the others' arrives. `whole` [rows, cols] is scratch.
-  // Block b is summed in ring order (ranks b+1, b+2, …, b), not rank order.
+  // Block b is summed in ring order (ranks b+1, b+2, …, b), not rank order. With `addend`, the
+  // last addition is left to the caller: `local` then holds this rank's own product and
+  // *addend (a part of `whole`, valid until the next use of it) the sum of the others', which
+  // the caller adds where it reads `local` next (TransformerLayer: in the add-norm and the
+  // residual add, one pass over the rows fewer).
   using BlockProduct = std::function<void(int64_t block, FloatView out)>;
   void reduce_scatter_to_sequence_parallel_region_forward(const BlockProduct& product, FloatView local,
-                                                          FloatView whole) const;
+                                                          FloatView whole, ConstFloatView* addend = nullptr) const;
 
 private:
   // Throws unless `whole` holds the group's `local` slices ("the whole tensor/gradient has …").

@@ -22,23 +22,28 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
   const int64_t hidden = input_norm_.hidden();
   const float p = ctx.dropout_p(hidden_dropout_);
   const FloatView branch = scratch.hidden_a;
+  // Under sequence parallelism each branch's output is branch + rest: the row-parallel ring's
+  // last addition goes into the add-norm and the residual add, which read branch anyway. Dropout
+  // needs the sum first.
+  ConstFloatView rest;
+  ConstFloatView* const unsummed = p > 0.0f ? nullptr : &rest;
 
   // Under sequence parallelism the norms write this rank's rows of their whole outputs, which the
   // attention and the MLP then all-gather in place and keep for their backward.
   input_norm_.forward(input, tokens, ctx.own_rows(saved.input_norm_output, hidden), saved.input_norm);
-  attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache);
+  attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache, unsummed);
   if (p > 0.0f) {
     const DropoutKey key = ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden);
     backend_->dropout_forward(branch, p, key, branch);
   }
   pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens, ctx.own_rows(saved.pre_mlp_norm_output, hidden),
-                            saved.pre_mlp_norm);
-  mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, branch);
+                            saved.pre_mlp_norm, rest);
+  mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, branch, unsummed);
   if (p > 0.0f) {
     backend_->dropout_forward(branch, p, ctx.hidden_key(layer_, DropoutSite::kMlpOutput, hidden),
                               branch);
   }
-  backend_->add(saved.residual, branch, output);
+  backend_->add(saved.residual, branch, output, rest);
 }
 
 void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,

@@ -52,10 +52,23 @@ TEST_CASE("cuda ops: copy, fill, add, accumulate, scale, bias", "[cuda]") {
     const int64_t vrows = 33, vcols = 136;
     auto vy = random_twin(pair, vrows * vcols, 8, -1.0f, 1.0f, type);
     auto vbias = random_twin(pair, vcols, 9, -1.0f, 1.0f, type);
-    for (Side s : kSides) pair.on(s).add_bias(vy(s), vbias(s), vrows, vcols);
+    auto va = random_twin(pair, vrows * vcols, 10, -1.0f, 1.0f, type);
+    auto vc = random_twin(pair, vrows * vcols, 11, -1.0f, 1.0f, type);
+    auto vsum = random_twin(pair, vrows * vcols, 12, -1.0f, 1.0f, type);
+    auto odd_sum = random_twin(pair, rows * cols, 13, -1.0f, 1.0f, type);
+    auto odd_a = random_twin(pair, rows * cols, 14, -1.0f, 1.0f, type);
+    auto odd_c = random_twin(pair, rows * cols, 15, -1.0f, 1.0f, type);
+    for (Side s : kSides) {
+      pair.on(s).add_bias(vy(s), vbias(s), vrows, vcols);
+      // Three addends, eight elements per access and one at a time.
+      pair.on(s).add(va(s), vy(s), vsum(s), vc(s));
+      pair.on(s).add(odd_a(s), odd_a(s), odd_sum(s), odd_c(s));
+    }
     INFO(float_type_name(type));
     // The same sum on both sides, rounded once to the storage type.
     check_close(pair, vy, type == FloatType::kF32 ? kExact : 0.0, "add_bias, eight elements per access");
+    check_close(pair, vsum, type == FloatType::kF32 ? kExact : 0.0, "add of three, eight elements per access");
+    check_close(pair, odd_sum, type == FloatType::kF32 ? kExact : 0.0, "add of three");
   }
   auto filled = random_twin(pair, 1000, 6);
   auto copied = random_twin(pair, 1000, 7);
@@ -223,10 +236,18 @@ TEST_CASE("cuda ops: residual add fused into LayerNorm and RMSNorm", "[cuda]") {
     auto rsum = random_twin(pair, rows * hidden, 169, -1.0f, 1.0f, type);
     auto ry = random_twin(pair, rows * hidden, 170, -1.0f, 1.0f, type);
     auto rrstd = random_twin(pair, rows, 171);
+    // A third addend: the sum rounded once.
+    auto c = random_twin(pair, rows * hidden, 172, -1.0f, 1.0f, type);
+    auto csum = random_twin(pair, rows * hidden, 173, -1.0f, 1.0f, type);
+    auto cy = random_twin(pair, rows * hidden, 174, -1.0f, 1.0f, type);
+    auto cmean = random_twin(pair, rows, 175);
+    auto crstd = random_twin(pair, rows, 176);
     for (Side s : kSides) {
       Backend& be = pair.on(s);
       be.add_norm_forward(a(s), b(s), sum(s), weight(s), bias(s), rows, hidden, 1e-5f, y(s), mean(s), rstd(s));
       be.add_norm_forward(a(s), b(s), rsum(s), weight(s), {}, rows, hidden, 1e-5f, ry(s), {}, rrstd(s));
+      be.add_norm_forward(a(s), b(s), csum(s), weight(s), bias(s), rows, hidden, 1e-5f, cy(s), cmean(s), crstd(s),
+                          c(s));
     }
     // The sums are one rounding of the same two numbers; 2-byte normalised outputs may round to
     // neighbouring numbers.
@@ -238,6 +259,10 @@ TEST_CASE("cuda ops: residual add fused into LayerNorm and RMSNorm", "[cuda]") {
     check_close(pair, rsum, kExact, "add_norm_forward RMSNorm sum");
     check_close(pair, ry, bound, "add_norm_forward RMSNorm y");
     check_close(pair, rrstd, kReduction, "add_norm_forward RMSNorm rstd");
+    check_close(pair, csum, kExact, "add_norm_forward sum of three");
+    check_close(pair, cy, bound, "add_norm_forward of three, y");
+    check_close(pair, cmean, kReduction, "add_norm_forward of three, mean");
+    check_close(pair, crstd, kReduction, "add_norm_forward of three, rstd");
   }
 }
 

@@ -94,11 +94,15 @@ TEST_CASE("bias, residual add, accumulate and scale", "[kernels]") {
   }
   const auto other = random_floats(rows * cols, 83);
   std::vector<float> sum(y.size());
-  cpu::add(y0.data(), other.data(), rows * cols, sum.data());
+  cpu::add(y0.data(), other.data(), nullptr, rows * cols, sum.data());
   auto acc = y0;
   cpu::accumulate(acc.data(), other.data(), rows * cols);
   CHECK(acc == sum);
-  cpu::add(acc.data(), other.data(), rows * cols, acc.data());  // aliasing the output
+  cpu::add(acc.data(), other.data(), nullptr, rows * cols, acc.data());  // aliasing the output
   cpu::scale(acc.data(), rows * cols, 0.5f);
   for (size_t i = 0; i < acc.size(); ++i) CHECK(acc[i] == (sum[i] + other[i]) * 0.5f);
+  // A third addend, in the order (a + b) + c.
+  std::vector<float> three(y.size());
+  cpu::add(y0.data(), other.data(), bias.data(), cols, three.data());
+  for (int64_t c = 0; c < cols; ++c) CHECK(three[c] == (y0[c] + other[c]) + bias[c]);
 }

@@ -285,8 +285,8 @@ void CpuBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64
   cpu::add_bias(y, bias, rows, cols);
 }
 
-void CpuBackend::do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) {
-  cpu::add(a, b, n, out);
+void CpuBackend::do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) {
+  cpu::add(a, b, c, n, out);
 }
 
 void CpuBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) { cpu::accumulate(y, x, n); }

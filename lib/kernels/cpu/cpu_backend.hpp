@@ -106,7 +106,7 @@ private:
                            FloatArg dloss) override;
 
   void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) override;
-  void do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) override;
+  void do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) override;
   void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) override;
   void do_scale(FloatArg x, int64_t n, float factor) override;
 

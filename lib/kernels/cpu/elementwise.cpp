@@ -13,9 +13,13 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
   }
 }
 
-void add(const float* a, const float* b, int64_t n, float* out) {
+void add(const float* a, const float* b, const float* c, int64_t n, float* out) {
   require_nonnegative(n, "add", "n");
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  if (c == nullptr) {
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i] + c[i];
+  }
 }
 
 void accumulate(float* y, const float* x, int64_t n) {

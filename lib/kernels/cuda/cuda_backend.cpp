@@ -370,18 +370,18 @@ void CudaBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, Cons
   cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream_);
 }
 
-void CudaBackend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
-                                      ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
-                                      FloatView mean, FloatView rstd) {
+void CudaBackend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstFloatView c, FloatView sum,
+                                      ConstFloatView weight, ConstFloatView bias, int64_t rows, int64_t hidden,
+                                      float eps, FloatView y, FloatView mean, FloatView rstd) {
   // The statistics are fp32 whatever the activations' type.
   if (mean.is_fp32() && rstd.is_fp32()) {
     const cuda::ScopedOp scope(profiler_.get(), "add_norm_forward");
-    if (cuda::add_norm_forward(a, b, weight, bias.empty() ? cuda::In() : cuda::In(bias), rows, hidden, eps, sum, y,
+    if (cuda::add_norm_forward(a, b, c.empty() ? cuda::In() : cuda::In(c), weight, bias.empty() ? cuda::In() : cuda::In(bias), rows, hidden, eps, sum, y,
                                mean.empty() ? nullptr : mean.data(), rstd.data(), stream_)) {
       return;
     }
   }
-  Backend::do_add_norm_forward(a, b, sum, weight, bias, rows, hidden, eps, y, mean, rstd);
+  Backend::do_add_norm_forward(a, b, c, sum, weight, bias, rows, hidden, eps, y, mean, rstd);
 }
 
 void CudaBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
@@ -638,9 +638,9 @@ void CudaBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int6
   const cuda::ScopedOp scope(profiler_.get(), "add_bias");
   cuda::add_bias(y, bias, rows, cols, stream_);
 }
-void CudaBackend::do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) {
+void CudaBackend::do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) {
   const cuda::ScopedOp scope(profiler_.get(), "add");
-  cuda::add(a, b, n, out, stream_);
+  cuda::add(a, b, c, n, out, stream_);
 }
 void CudaBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), "accumulate");

@@ -108,7 +108,7 @@ private:
   void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                               ConstFloatArg mean, ConstFloatArg rstd, int64_t rows, int64_t hidden,
                               FloatArg dx, FloatArg dweight, FloatArg dbias, bool accumulate_dx) override;
-  void do_add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
+  void do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstFloatView c, FloatView sum, ConstFloatView weight,
                            ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
                            FloatView mean, FloatView rstd) override;
   void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows, int64_t hidden,
@@ -180,7 +180,7 @@ private:
                            FloatArg dloss) override;
 
   void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) override;
-  void do_add(ConstFloatArg a, ConstFloatArg b, int64_t n, FloatArg out) override;
+  void do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) override;
   void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) override;
   void do_scale(FloatArg x, int64_t n, float factor) override;
 

@@ -18,12 +18,14 @@ constexpr float kTanhCubic = kGeluTanhCubic;
 
 enum class Op { kFill, kCopy, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
 
-// out = op(a, b, out) element-wise; `op` is uniform across the launch.
-__device__ __forceinline__ float apply(Op op, float a, float b, float o, float value) {
+// out = op(a, b, out) element-wise; `op` is uniform across the launch. kAdd adds c too where
+// there is one (c: its value, has_c: whether there is one).
+__device__ __forceinline__ float apply(Op op, float a, float b, float o, float value, float c = 0.0f,
+                                      bool has_c = false) {
   switch (op) {
     case Op::kFill: return value;
     case Op::kCopy: return a;
-    case Op::kAdd: return a + b;
+    case Op::kAdd: return has_c ? a + b + c : a + b;
     case Op::kAccumulate: return o + a;
     case Op::kScale: return o * value;
     case Op::kGelu: return 0.5f * a * (1.0f + erff(a * kInvSqrt2));
@@ -50,46 +52,47 @@ __device__ __forceinline__ bool reads_out(Op op) {
   return op == Op::kAccumulate || op == Op::kScale;
 }
 
-// Any types, one element per step of a grid-stride loop.
-__global__ void map_kernel(Op op, In a, In b, int64_t n, float value, Out out) {
+// Any types, one element per step of a grid-stride loop; c only for kAdd.
+__global__ void map_kernel(Op op, In a, In b, In c, int64_t n, float value, Out out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float x = a != nullptr ? a[i] : 0.0f;
     const float y = b != nullptr ? b[i] : 0.0f;
+    const float z = c != nullptr ? c[i] : 0.0f;
     const float o = reads_out(op) ? static_cast<float>(out[i]) : 0.0f;
-    out[i] = apply(op, x, y, o, value);
+    out[i] = apply(op, x, y, o, value, z, c != nullptr);
   }
 }
 
 // All operands of one 2-byte type (bf16 or fp16): eight elements per thread through 16-byte loads
 // and stores (n a multiple of 8, pointers 16-byte aligned), the same arithmetic per element.
-__global__ void map_narrow8_kernel(Op op, In a, In b, int64_t vectors, float value, Out out) {
+__global__ void map_narrow8_kernel(Op op, In a, In b, In c, int64_t vectors, float value, Out out) {
   for (int64_t v = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; v < vectors;
        v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float x[8] = {}, y[8] = {}, o[8] = {};
+    float x[8] = {}, y[8] = {}, z[8] = {}, o[8] = {};
     if (a != nullptr) load8(a, v, x);
     if (b != nullptr) load8(b, v, y);
+    if (c != nullptr) load8(c, v, z);
     if (reads_out(op)) load8(In(out.raw(), out.type()), v, o);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) o[j] = apply(op, x[j], y[j], o[j], value);
+    for (int j = 0; j < 8; ++j) o[j] = apply(op, x[j], y[j], o[j], value, z[j], c != nullptr);
     store8(out, v, o);
   }
 }
 
-void launch_map(Op op, In a, In b, int64_t n, float value, Out out, cudaStream_t stream) {
+void launch_map(Op op, In a, In b, int64_t n, float value, Out out, cudaStream_t stream, In c = In()) {
   if (n == 0) return;
   if (!reads_a(op)) a = In();
   if (!reads_b(op)) b = In();
-  const bool vector = out.narrow() && n % 8 == 0 && aligned16(out.raw()) &&
-                      (a == nullptr || (a.type() == out.type() && aligned16(a.raw()))) &&
-                      (b == nullptr || (b.type() == out.type() && aligned16(b.raw())));
+  const auto matches = [&](In x) { return x == nullptr || (x.type() == out.type() && aligned16(x.raw())); };
+  const bool vector = out.narrow() && n % 8 == 0 && aligned16(out.raw()) && matches(a) && matches(b) && matches(c);
   if (vector) {
     const int64_t vectors = n / 8;
-    map_narrow8_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(op, a, b, vectors, value, out);
+    map_narrow8_kernel<<<grid_for(vectors), kThreads, 0, stream>>>(op, a, b, c, vectors, value, out);
     MGT_CUDA_CHECK_LAUNCH(map_narrow8_kernel);
     return;
   }
-  map_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, b, n, value, out);
+  map_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, a, b, c, n, value, out);
   MGT_CUDA_CHECK_LAUNCH(map_kernel);
 }
 
@@ -188,8 +191,8 @@ void fill(Out x, int64_t n, float value, cudaStream_t stream) {
 void convert(In x, int64_t n, Out y, cudaStream_t stream) {
   launch_map(Op::kCopy, x, nullptr, n, 0.0f, y, stream);
 }
-void add(In a, In b, int64_t n, Out out, cudaStream_t stream) {
-  launch_map(Op::kAdd, a, b, n, 0.0f, out, stream);
+void add(In a, In b, In c, int64_t n, Out out, cudaStream_t stream) {
+  launch_map(Op::kAdd, a, b, n, 0.0f, out, stream, c);
 }
 void accumulate(Out y, In x, int64_t n, cudaStream_t stream) {
   launch_map(Op::kAccumulate, x, nullptr, n, 0.0f, y, stream);

@@ -15,7 +15,8 @@ namespace mgt::cuda {
 void fill(Out x, int64_t n, float value, cudaStream_t stream);
 // y = x converted to y's type (rounded to nearest even).
 void convert(In x, int64_t n, Out y, cudaStream_t stream);
-void add(In a, In b, int64_t n, Out out, cudaStream_t stream);
+// out = a + b, or a + b + c where c is not null.
+void add(In a, In b, In c, int64_t n, Out out, cudaStream_t stream);
 void accumulate(Out y, In x, int64_t n, cudaStream_t stream);
 void scale(Out x, int64_t n, float factor, cudaStream_t stream);
 // y[r, c] += bias[c].

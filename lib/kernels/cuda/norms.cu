@@ -140,10 +140,11 @@ void column_sums(In dy, In x, const float* mean, const float* rstd,
 constexpr int kWarpsPerBlock = kRowThreads / 32;
 
 // mean == nullptr: RMSNorm (no centring, no bias). With a residual, the row normalised is
-// sum = x + residual, written first in sum's type and read back by the passes below (each lane
-// rereads the groups it wrote), so the norm sees the rounded sum, as after a separate add.
-__global__ void norm_forward8_kernel(In x, In residual, In weight, In bias, int64_t rows, int64_t hidden,
-                                     float eps, Out sum, Out y, float* mean, float* rstd) {
+// sum = x + residual (+ extra where given), written first in sum's type and read back by the
+// passes below (each lane rereads the groups it wrote), so the norm sees the rounded sum, as
+// after a separate add.
+__global__ void norm_forward8_kernel(In x, In residual, In extra, In weight, In bias, int64_t rows,
+                                     int64_t hidden, float eps, Out sum, Out y, float* mean, float* rstd) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -159,6 +160,11 @@ __global__ void norm_forward8_kernel(In x, In residual, In weight, In bias, int6
       load8(rr, i, b);
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] += b[j];
+      if (extra != nullptr) {
+        load8(extra + r * hidden, i, b);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] += b[j];
+      }
       store8(sr, i, v);
     }
     xr = In(sr.raw(), sr.type());
@@ -349,7 +355,7 @@ void layer_norm_forward(In x, In weight, In bias, int64_t rows,
                         cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), bias.raw(), y.raw()})) {
-    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), weight, bias, rows, hidden,
+    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), In(), weight, bias, rows, hidden,
                                                                             eps, Out(), y, mean, rstd);
     MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
     return;
@@ -383,7 +389,7 @@ void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
                       Out y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), y.raw()})) {
-    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), weight, In(), rows,
+    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), In(), weight, In(), rows,
                                                                             hidden, eps, Out(), y, nullptr, rstd);
     MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
     return;
@@ -410,11 +416,11 @@ void rms_norm_backward(In dy, In x, In weight, const float* rstd,
   MGT_CUDA_CHECK_LAUNCH(norm_backward_input_kernel);
 }
 
-bool add_norm_forward(In a, In b, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out sum, Out y,
+bool add_norm_forward(In a, In b, In c, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out sum, Out y,
                       float* mean, float* rstd, cudaStream_t stream) {
-  if (!vectorizable(hidden, {a.raw(), b.raw(), weight.raw(), bias.raw(), sum.raw(), y.raw()})) return false;
+  if (!vectorizable(hidden, {a.raw(), b.raw(), c.raw(), weight.raw(), bias.raw(), sum.raw(), y.raw()})) return false;
   if (rows == 0) return true;
-  norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(a, b, weight, bias, rows, hidden, eps,
+  norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(a, b, c, weight, bias, rows, hidden, eps,
                                                                           sum, y, mean, rstd);
   MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
   return true;

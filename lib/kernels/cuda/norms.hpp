@@ -23,10 +23,10 @@ void rms_norm_backward(In dy, In x, In weight, const float* rstd,
                        int64_t rows, int64_t hidden, Out dx, bool accumulate_dx, float* dweight,
                        cudaStream_t stream);
 
-// sum = a + b, then LayerNorm (mean not null) or RMSNorm (mean and bias null) of sum, in one
+// sum = a + b (+ c where not null), then LayerNorm (mean not null) or RMSNorm (mean and bias null) of sum, in one
 // kernel. Returns false, having done nothing, where the rows cannot be read eight elements at a
 // time: the caller adds and normalises separately.
-bool add_norm_forward(In a, In b, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out sum, Out y,
+bool add_norm_forward(In a, In b, In c, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out sum, Out y,
                       float* mean, float* rstd, cudaStream_t stream);
 
 // dbias[c] += Σ_r dy[r, c].

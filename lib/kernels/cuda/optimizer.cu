@@ -200,7 +200,20 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
                              static_cast<const void*>(exp_avg), static_cast<const void*>(exp_avg_sq)}) {
     vectorized = vectorized && aligned16(buffer);
   }
-  adamw_update_kernel<<<grid_for(vectorized ? (n + 3) / 4 : n), kThreads, 0, stream>>>(
+  // As many blocks as the GPU holds at once, each striding over the buffer: a sweep of the grid
+  // reads consecutive memory, where a block per 256 elements (a grid up to 65535·4 blocks, each
+  // striding by a gigabyte) ran the update at 3.4 TB/s on an H200 at 1.3B parameters, and
+  // slower at half of them.
+  static const unsigned resident = [] {
+    int device = 0, multiprocessors = 0, per_multiprocessor = 0;
+    MGT_CUDA_CHECK(cudaGetDevice(&device));
+    MGT_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    MGT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, adamw_update_kernel,
+                                                                 kThreads, 0));
+    return static_cast<unsigned>(std::max(1, multiprocessors * per_multiprocessor));
+  }();
+  const unsigned blocks = std::min(grid_for(vectorized ? (n + 3) / 4 : n), resident);
+  adamw_update_kernel<<<blocks, kThreads, 0, stream>>>(
       param, grad, exp_avg, exp_avg_sq, n, segment_ends, segment_flags, segments, params,
       decoupled_lr, grad_scale, correction1, correction2, compute, vectorized);
   MGT_CUDA_CHECK_LAUNCH(adamw_update_kernel);
