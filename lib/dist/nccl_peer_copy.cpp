@@ -58,7 +58,7 @@ void check_driver(CUresult result, const char* call) {
 }
 
 // MGT_PEER_COPY_SERIAL=1: every copy from the peers on the communicator's own stream and every
-// copy out on one stream, one after another, as before they ran at once (to compare).
+// copy out on one stream, one after another (to compare with a stream per peer).
 bool serial_copies_requested() {
   const char* value = std::getenv("MGT_PEER_COPY_SERIAL");
   if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;

@@ -387,6 +387,24 @@ TEST_CASE("tensor-parallel mappings: each forward and its backward", "[dist][tp]
         local.view(), whole.view());
     CHECK(download(local) == ring_sum);
     CHECK(asked == std::vector<int>(static_cast<size_t>(tp), 1));
+    // The ring's last addition left to the caller: local keeps this rank's own product and the
+    // addend holds the others' sum, which together make the same sum.
+    ConstFloatView addend;
+    map.reduce_scatter_to_sequence_parallel_region_forward(
+        [&](int64_t block, FloatView out) {
+          std::vector<float> product(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) product[static_cast<size_t>(i)] = value(rank, block * n + i);
+          backend.copy_from_host(product, out);
+        },
+        local.view(), whole.view(), &addend);
+    REQUIRE(addend.size() == n);
+    const std::vector<float> own = download(local);
+    std::vector<float> rest(static_cast<size_t>(n));
+    backend.copy_to_host(addend, rest);
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(own[static_cast<size_t>(i)] == value(rank, rank * n + i));
+      CHECK(own[static_cast<size_t>(i)] + rest[static_cast<size_t>(i)] == ring_sum[static_cast<size_t>(i)]);
+    }
 
     // All-reduce pairs: copy_to's backward and reduce_from's forward sum over the ranks.
     std::vector<float> total(static_cast<size_t>(n), 0.0f);

@@ -200,10 +200,10 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
                              static_cast<const void*>(exp_avg), static_cast<const void*>(exp_avg_sq)}) {
     vectorized = vectorized && aligned16(buffer);
   }
-  // As many blocks as the GPU holds at once, each striding over the buffer: a sweep of the grid
-  // reads consecutive memory, where a block per 256 elements (a grid up to 65535·4 blocks, each
-  // striding by a gigabyte) ran the update at 3.4 TB/s on an H200 at 1.3B parameters, and
-  // slower at half of them.
+  // As many blocks as the GPU holds at once, each striding over the buffer, so that a sweep of
+  // the grid reads consecutive memory. A block per 256 elements (up to 65535·4 blocks, each
+  // striding by a gigabyte) ran the update at 3.4 TB/s on an H200 at 1.3B parameters and at
+  // 2.9 TB/s at half of them (BENCHMARKS.md).
   static const unsigned resident = [] {
     int device = 0, multiprocessors = 0, per_multiprocessor = 0;
     MGT_CUDA_CHECK(cudaGetDevice(&device));
