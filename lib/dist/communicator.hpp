@@ -124,6 +124,13 @@ public:
   // Undoes register_buffer(data) (the same buffer) before it is freed. Collective; the backend's
   // work on it must be over.
   void unregister_buffer(RecvBuffer data);
+  // Says whether the collectives started from now on have nothing computing beside them (the
+  // data-parallel reductions started once the backward is over). A transport that moves
+  // registered buffers on the copy engines, to leave the multiprocessors to the compute, may then
+  // reduce them in its kernels instead, which are faster alone (NcclOptions). Every rank sets it
+  // alike: the ranks must route each collective the same way.
+  void set_alone(bool alone) { alone_ = alone; }
+  bool alone() const { return alone_; }
 
   // ---- started now, complete at the returned handle's wait() (pending_collective.hpp) ----
   // Collectives over parts of a buffer, so that a gradient buffer can be reduced bucket by bucket
@@ -292,6 +299,7 @@ private:
   GroupMembers members_;
   std::string description_;
   CollectiveWatchdog* watchdog_;
+  bool alone_ = false;
 };
 
 // Collective over `group`: element r is group rank r's `text`, cut to max_bytes (it travels as

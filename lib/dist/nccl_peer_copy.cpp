@@ -193,10 +193,10 @@ PeerCopyCollectives::PeerCopyCollectives(int rank, int ranks, std::uint64_t* fla
                                          std::vector<std::uint64_t*> peer_flags, std::vector<void*> mappings)
     : rank_(rank),
       ranks_(ranks),
-      serial_(serial_copies_requested()),
       flags_(flags),
       peer_flags_(std::move(peer_flags)),
-      mappings_(std::move(mappings)) {}
+      mappings_(std::move(mappings)),
+      serial_(serial_copies_requested()) {}
 
 PeerCopyCollectives::~PeerCopyCollectives() {
   std::vector<cudaStream_t> streams = fetch_streams_;

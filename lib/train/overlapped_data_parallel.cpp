@@ -7,6 +7,22 @@
 #include "dist/buffer_shards.hpp"
 
 namespace mgt {
+namespace {
+
+// The collectives started in its lifetime have nothing computing beside them, or not
+// (Communicator::set_alone).
+class StartedAlone {
+public:
+  StartedAlone(dist::Communicator& group, bool alone) : group_(&group) { group_->set_alone(alone); }
+  ~StartedAlone() { group_->set_alone(false); }
+  StartedAlone(const StartedAlone&) = delete;
+  StartedAlone& operator=(const StartedAlone&) = delete;
+
+private:
+  dist::Communicator* group_;
+};
+
+}  // namespace
 
 OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
                                                dist::Communicator& group, bool distributed, Backend& compute,
@@ -76,11 +92,14 @@ void OverlappedDataParallel::start_reduction(std::size_t index) {
 
 void OverlappedDataParallel::gradients_done_from(std::int64_t begin) {
   if (!armed_) return;
+  // From the buffer's start, the backward is over: its last bucket is reduced alone.
+  const StartedAlone alone(*group_, begin == 0);
   for (std::size_t i = 0; i < buckets_.size(); ++i)
     if (!started_[i] && !buckets_[i].finalized_later && buckets_[i].begin >= begin) start_reduction(i);
 }
 
 void OverlappedDataParallel::start_remaining() {
+  const StartedAlone alone(*group_, true);
   for (std::size_t i = 0; i < buckets_.size(); ++i)
     if (!started_[i]) start_reduction(i);
 }

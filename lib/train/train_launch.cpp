@@ -60,6 +60,16 @@ bool peer_copies_requested() {
   throw UsageError(std::string("MGT_PEER_COPY: expected 0 or 1, got '") + value + "'");
 }
 
+// MGT_TAIL_IN_KERNELS=1: with the copy engines, the data-parallel reductions started once the
+// backward is over (its last bucket: the word embedding's) run in NCCL's kernels, which are
+// faster with nothing beside them; 0 or unset: on the copy engines too.
+bool tail_in_kernels_requested() {
+  const char* value = std::getenv("MGT_TAIL_IN_KERNELS");
+  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  throw UsageError(std::string("MGT_TAIL_IN_KERNELS: expected 0 or 1, got '") + value + "'");
+}
+
 dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   dist::ParallelFlags f;
   f.tensor_model_parallel_size = o.parallel.tensor_model_parallel_size;
@@ -159,7 +169,7 @@ int run_training_program(int argc, const char* const* argv) {
     dist::ProcessGroups nccl_groups;
     if (transport.nccl) {
       nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms,
-                                                   peer_copies_requested());
+                                                   peer_copies_requested(), tail_in_kernels_requested());
     }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 

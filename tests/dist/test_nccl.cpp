@@ -383,29 +383,53 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
     CHECK(same_bits(read(*backend, grads), rank_order_sum(world, 1, n)));
   }
 
-  // NCCL's kernels on the pool's copy of the same values: two ranks add the same two numbers.
+  // Whether NCCL's sum `kernels` of the values of `seed` agrees with the copy engines' `engines`:
+  // two ranks add the same two numbers; more add them in other orders, where each rounding is at
+  // most half an ulp of a partial sum, itself at most Σ|v|, so the two differ by less than
+  // 2^-20 Σ|v| (the sum itself may cancel to almost nothing, so the bound is on the operands').
+  const auto agrees = [&](const std::vector<float>& engines, const std::vector<float>& kernels, int seed) {
+    if (world == 2) return same_bits(engines, kernels);
+    std::vector<double> magnitude(engines.size(), 0.0);
+    for (int r = 0; r < world; ++r) {
+      const std::vector<float> v = rank_values(r, seed, n);
+      for (size_t i = 0; i < v.size(); ++i) magnitude[i] += std::abs(double(v[i]));
+    }
+    double worst = 0.0;
+    for (size_t i = 0; i < engines.size(); ++i)
+      worst = std::max(worst, std::abs(double(engines[i]) - kernels[i]) / magnitude[i]);
+    return worst < std::ldexp(1.0, -20);
+  };
+
+  // NCCL's kernels on the pool's copy of the same values.
   {
     backend->copy_from_host(std::span<const float>(rank_values(rank, 2, n)), grads.view());
     backend->copy_from_host(std::span<const float>(rank_values(rank, 2, n)), pooled.view());
     comm->all_reduce(backend_buffer(grads.view()), ReduceOp::Sum);
     comm->all_reduce(backend_buffer(pooled.view()), ReduceOp::Sum);
-    const std::vector<float> engines = read(*backend, grads), kernels = read(*backend, pooled);
-    if (world == 2) {
-      CHECK(same_bits(engines, kernels));
-    } else {
-      // Other orders of the same fp32 additions: each rounding is at most half an ulp of a
-      // partial sum, itself at most Σ|v|, so the two differ by less than 2^-20 Σ|v| (the sum
-      // itself may cancel to almost nothing, so the bound is on the operands' magnitude).
-      std::vector<double> magnitude(engines.size(), 0.0);
-      for (int r = 0; r < world; ++r) {
-        const std::vector<float> v = rank_values(r, 2, n);
-        for (size_t i = 0; i < v.size(); ++i) magnitude[i] += std::abs(double(v[i]));
+    CHECK(agrees(read(*backend, grads), read(*backend, pooled), 2));
+  }
+
+  // With kernels_when_alone, reductions started alone run in NCCL's kernels on the registered
+  // buffer, and the others on the copy engines as before.
+  {
+    auto when_alone = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, true, true});
+    mgt::DeviceBuffer tail(*backend, n, mgt::FloatType::kF32, mgt::MemorySharing::kShareable);
+    REQUIRE(when_alone->register_buffer(backend_buffer(tail.view())));
+    const std::vector<float> sums = rank_order_sum(world, 5, n);
+    for (const bool alone : {true, false}) {
+      INFO((alone ? "alone" : "beside the compute"));
+      backend->copy_from_host(std::span<const float>(rank_values(rank, 5, n)), tail.view());
+      when_alone->set_alone(alone);
+      PendingCollective summing = when_alone->start_all_reduce(backend_buffer(tail.view()), ReduceOp::Sum);
+      when_alone->set_alone(false);
+      summing.wait();
+      if (alone) {
+        CHECK(agrees(sums, read(*backend, tail), 5));
+      } else {
+        CHECK(same_bits(read(*backend, tail), sums));
       }
-      double worst = 0.0;
-      for (size_t i = 0; i < engines.size(); ++i)
-        worst = std::max(worst, std::abs(double(engines[i]) - kernels[i]) / magnitude[i]);
-      CHECK(worst < std::ldexp(1.0, -20));
     }
+    when_alone->unregister_buffer(backend_buffer(tail.view()));
   }
 
   // The distributed optimizer's pair over uneven chunks, started: the reduce-scatter leaves each
