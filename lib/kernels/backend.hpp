@@ -343,7 +343,7 @@ public:
   // rows' losses, maxima and sums of exp(logit − maximum), which cross_entropy_backward takes.
   void cross_entropy_combine(ConstFloatView statistics, int64_t ranks, int64_t rows,
                              FloatView loss, FloatView row_max, FloatView sum_exp);
-  // All steps on an unsharded vocabulary.
+  // The loss on an unsharded vocabulary, and the statistics the backward takes.
   void cross_entropy_forward(ConstFloatView logits, ConstIndexView targets, int64_t rows,
                              int64_t vocab, FloatView loss, FloatView row_max, FloatView sum_exp);
   // dlogits overwritten; it may alias logits.
