@@ -199,9 +199,7 @@ PeerCopyCollectives::PeerCopyCollectives(int rank, int ranks, std::uint64_t* fla
       serial_(serial_copies_requested()) {}
 
 PeerCopyCollectives::~PeerCopyCollectives() {
-  std::vector<cudaStream_t> streams = fetch_streams_;
-  streams.insert(streams.end(), push_streams_.begin(), push_streams_.end());
-  streams.push_back(sum_stream_);
+  const std::vector<cudaStream_t> streams = side_streams();
   // The copies out write through the peers' mappings: they finish before those are closed.
   for (cudaStream_t stream : streams)
     if (stream) cudaStreamSynchronize(stream);
@@ -380,11 +378,15 @@ void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data
   }
 }
 
-void PeerCopyCollectives::drain() const {
+std::vector<cudaStream_t> PeerCopyCollectives::side_streams() const {
   std::vector<cudaStream_t> streams = fetch_streams_;
   streams.insert(streams.end(), push_streams_.begin(), push_streams_.end());
   streams.push_back(sum_stream_);
-  for (cudaStream_t stream : streams)
+  return streams;
+}
+
+void PeerCopyCollectives::drain() const {
+  for (cudaStream_t stream : side_streams())
     if (stream) MGT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -106,7 +106,9 @@ private:
   cudaStream_t push_stream(int peer) const;
   // Makes every peer's fetch stream wait for the work queued on `stream` so far.
   void start_fetches(cudaStream_t stream);
-  // Waits for everything queued on the side streams (the sums, the copies from and to the peers).
+  // The streams beside the communicator's (the copies from and to the peers, the sums; null
+  // before the first registration), and a wait for everything queued on them.
+  std::vector<cudaStream_t> side_streams() const;
   void drain() const;
 
   int rank_;

@@ -38,12 +38,7 @@ void TensorParallelMappings::all_reduce(FloatView x, dist::ReduceOp op) const {
 }
 
 void TensorParallelMappings::all_gather(ConstFloatView local, FloatView whole) const {
-  require_first_dim(whole, local, "all-gather", "tensor");
-  if (group_) {
-    group_->all_gather(local, whole);
-  } else {
-    copy_if_distinct(local, whole);
-  }
+  all_gather_first_dim(local, whole, "all-gather");
 }
 
 bool TensorParallelMappings::share(FloatView buffer) const {
@@ -67,8 +62,8 @@ void TensorParallelMappings::require_first_dim(ConstFloatView whole, ConstFloatV
               count_text(size_) + " x " + count_text(local.size()));
 }
 
-void TensorParallelMappings::all_gather_first_dim(ConstFloatView local, FloatView whole) const {
-  require_first_dim(whole, local, "sequence-parallel all-gather", "tensor");
+void TensorParallelMappings::all_gather_first_dim(ConstFloatView local, FloatView whole, const char* mapping) const {
+  require_first_dim(whole, local, mapping, "tensor");
   if (group_) {
     group_->all_gather(local, whole);
   } else {

@@ -149,7 +149,9 @@ public:
 private:
   // Throws unless `whole` holds the group's `local` slices ("the whole tensor/gradient has …").
   void require_first_dim(ConstFloatView whole, ConstFloatView local, const char* mapping, const char* what) const;
-  void all_gather_first_dim(ConstFloatView local, FloatView whole) const;
+  // `mapping` names the operation in its errors.
+  void all_gather_first_dim(ConstFloatView local, FloatView whole,
+                            const char* mapping = "sequence-parallel all-gather") const;
   void split_first_dim(ConstFloatView whole, FloatView local) const;
   void all_gather_last_dim(ConstFloatView local, int64_t rows, FloatView whole) const;
   void split_last_dim(ConstFloatView whole, int64_t rows, FloatView local) const;
