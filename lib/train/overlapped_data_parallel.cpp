@@ -26,7 +26,7 @@ private:
 
 OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
                                                dist::Communicator& group, bool distributed, Backend& compute,
-                                               int collective_sms)
+                                               int collective_sms, int tail_buckets)
     : params_(&params),
       buckets_(std::move(buckets)),
       group_(&group),
@@ -40,6 +40,8 @@ OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vecto
   per_rank_ = n / group.size();
   even_ = per_rank_ * group.size();
   gathers_compute_copy_ = distributed && !params.compute_copy().empty() && !params.forward_reads_params();
+  // The buckets run from the buffer's end to its start, the order the backward finishes them.
+  tail_from_ = buckets_.size() - std::min(buckets_.size(), static_cast<std::size_t>(std::max(tail_buckets, 0)));
 }
 
 std::vector<std::int64_t> OverlappedDataParallel::shard_counts(std::int64_t begin, std::int64_t end) const {
@@ -92,10 +94,12 @@ void OverlappedDataParallel::start_reduction(std::size_t index) {
 
 void OverlappedDataParallel::gradients_done_from(std::int64_t begin) {
   if (!armed_) return;
-  // From the buffer's start, the backward is over: its last bucket is reduced alone.
-  const StartedAlone alone(*group_, begin == 0);
-  for (std::size_t i = 0; i < buckets_.size(); ++i)
-    if (!started_[i] && !buckets_[i].finalized_later && buckets_[i].begin >= begin) start_reduction(i);
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    if (started_[i] || buckets_[i].finalized_later || buckets_[i].begin < begin) continue;
+    // The tail: the last buckets, the backward over or nearly so.
+    const StartedAlone alone(*group_, i >= tail_from_);
+    start_reduction(i);
+  }
 }
 
 void OverlappedDataParallel::start_remaining() {

@@ -10,7 +10,9 @@
 // rank owns, as reduce_scatter_shards does). Buckets whose gradients the model finalises after
 // the backward (sequence parallelism, tied embeddings across stages) start at start_remaining(),
 // after that finalisation, so that every element is summed in the order the one-shot reduction
-// (AdamWOptimizer::reduce_gradients) sums it: the results are bit for bit the same.
+// (AdamWOptimizer::reduce_gradients) sums it: the results are bit for bit the same. (Except where
+// the last buckets' reductions, started alone, go to NCCL's kernels while the others run on the
+// copy engines (MGT_TAIL_IN_KERNELS): with more than two ranks NCCL adds in another order.)
 //
 // Weights (distributed optimizer only): after the step, each bucket's all-gather of the updated
 // shards starts, and the next forward waits for a bucket just before its first block that reads
@@ -42,9 +44,10 @@ public:
   // `group`: the data-parallel group; `distributed`: --use-distributed-optimizer (each rank's
   // shard as dist/buffer_shards.hpp lays it out). `compute`: the backend whose GEMMs leave
   // `collective_sms` multiprocessors to the collectives in flight (0: none). params, group and
-  // compute must outlive this.
+  // compute must outlive this. The reductions of the last `tail_buckets` buckets the backward
+  // finishes, and of those started after it, are started alone (dist::Communicator::set_alone).
   OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets, dist::Communicator& group,
-                         bool distributed, Backend& compute, int collective_sms);
+                         bool distributed, Backend& compute, int collective_sms, int tail_buckets = 0);
   OverlappedDataParallel(const OverlappedDataParallel&) = delete;
   OverlappedDataParallel& operator=(const OverlappedDataParallel&) = delete;
 
@@ -81,6 +84,7 @@ private:
   bool distributed_;
   Backend* compute_;
   int collective_sms_;
+  std::size_t tail_from_ = 0;  // the buckets from this index on are the tail, reduced alone
   bool sharing_ = false;  // the GEMMs leave collective_sms_ multiprocessors now
   std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
   std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)

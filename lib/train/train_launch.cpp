@@ -60,14 +60,19 @@ bool peer_copies_requested() {
   throw UsageError(std::string("MGT_PEER_COPY: expected 0 or 1, got '") + value + "'");
 }
 
-// MGT_TAIL_IN_KERNELS=1: with the copy engines, the data-parallel reductions started once the
-// backward is over (its last bucket: the word embedding's) run in NCCL's kernels, which are
-// faster with nothing beside them; 0 or unset: on the copy engines too.
-bool tail_in_kernels_requested() {
+// MGT_TAIL_IN_KERNELS=N: with the copy engines, the data-parallel reductions of the last N
+// buckets the backward finishes (the last: the word embedding's, complete only at the backward's
+// end) run in NCCL's kernels, which are faster with little or nothing computing beside them.
+// Unset: 1; 0: every reduction on the copy engines.
+int tail_buckets_in_kernels() {
   const char* value = std::getenv("MGT_TAIL_IN_KERNELS");
-  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
-  if (std::string_view(value) == "1") return true;
-  throw UsageError(std::string("MGT_TAIL_IN_KERNELS: expected 0 or 1, got '") + value + "'");
+  if (value == nullptr || *value == '\0') return 1;
+  char* end = nullptr;
+  const long buckets = std::strtol(value, &end, 10);
+  if (*end != '\0' || buckets < 0 || buckets > 1000)
+    throw UsageError(std::string("MGT_TAIL_IN_KERNELS: expected a number of buckets from 0 to 1000, got '") + value +
+                     "'");
+  return static_cast<int>(buckets);
 }
 
 dist::ParallelFlags parallel_flags(const TrainOptions& o) {
@@ -166,16 +171,18 @@ int run_training_program(int argc, const char* const* argv) {
     const dist::TransportChoice transport = choose_transport(options, *runtime, layout, *backend);
     if (chief && !transport.line.empty()) log::info(transport.line);
     const int collective_sms = overlap_collective_sms(options, layout, transport.nccl);
+    const int tail_buckets = tail_buckets_in_kernels();
     dist::ProcessGroups nccl_groups;
     if (transport.nccl) {
       nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms,
-                                                   peer_copies_requested(), tail_in_kernels_requested());
+                                                   peer_copies_requested(), tail_buckets > 0);
     }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 
     TrainerSettings settings;
     settings.backend = backend.get();
     settings.overlap_collective_sms = collective_sms;
+    settings.tail_buckets_in_kernels = tail_buckets;
     settings.ranks.world = &runtime->world();
     settings.ranks.data_parallel = &groups.get(dist::GroupKind::DataParallel);
     settings.ranks.tensor_model_parallel = &groups.get(dist::GroupKind::TensorModelParallel);

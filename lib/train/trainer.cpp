@@ -337,7 +337,8 @@ private:
         model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
     overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), data_parallel_,
                                                         p.use_distributed_optimizer, backend_,
-                                                        settings_.overlap_collective_sms);
+                                                        settings_.overlap_collective_sms,
+                                                        settings_.tail_buckets_in_kernels);
     model_->set_parameter_hooks(overlap_.get());
     if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
     output_.line("> overlapping the data-parallel " +

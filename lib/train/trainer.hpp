@@ -100,6 +100,10 @@ struct TrainerSettings {
   // collectives run on (it was made with at most that many thread blocks), which the GEMMs leave
   // them while they are in flight; 0: the GEMMs use the whole device.
   int overlap_collective_sms = 0;
+  // --overlap-grad-reduce: the reductions of this many buckets, the last the backward finishes,
+  // are started alone (dist::Communicator::set_alone: over NCCL with the copy engines, they run
+  // in NCCL's kernels).
+  int tail_buckets_in_kernels = 0;
 };
 
 struct TrainResult {

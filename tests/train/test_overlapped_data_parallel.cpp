@@ -19,7 +19,8 @@ namespace {
 // What happened, in order: the model's notices and the communicator's operations.
 using Log = std::vector<std::string>;
 
-// A data-parallel group of two that moves nothing and records each operation it is given.
+// A data-parallel group of two that moves nothing and records each operation it is given, and
+// whether it was started alone (Communicator::set_alone).
 class RecordingCommunicator final : public dist::Communicator {
 public:
   explicit RecordingCommunicator(Log& log) : Communicator(dist::GroupMembers{"data-parallel", {0, 1}, 0}, nullptr), log_(&log) {}
@@ -27,7 +28,7 @@ public:
 
 private:
   void record(const std::string& what, dist::SendBuffer b) {
-    log_->push_back(what + " " + std::to_string(b.count));
+    log_->push_back(what + " " + std::to_string(b.count) + (alone() ? " alone" : ""));
   }
   void do_all_reduce(dist::RecvBuffer data, dist::ReduceOp) override { record("all_reduce", data); }
   void do_all_gather(dist::SendBuffer, dist::RecvBuffer recv) override { record("all_gather", recv); }
@@ -202,5 +203,37 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
       CHECK(std::count(log.begin(), log.end(), "leave 0") == 1);
     }
     model.set_parameter_hooks(nullptr);
+  }
+}
+
+TEST_CASE("the reductions of the last buckets the backward finishes are started alone", "[train][overlap]") {
+  CpuBackend backend;
+  const GptConfig config = gpt2_like_config();
+  GptModel model(config, backend, 1234);
+  GptParameters& params = model.parameters();
+  const RefBatch batch = random_batch(config, 2, 8, 7);
+  for (const bool distributed : {false, true}) {
+    for (const int tail : {0, 1, 2, 1000}) {
+      INFO((distributed ? "distributed optimizer" : "plain") << ", tail of " << tail);
+      Log log;
+      RecordingCommunicator group(log);
+      OverlappedDataParallel overlap(params, gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; }),
+                                     group, distributed, backend, 0, tail);
+      const std::size_t buckets = overlap.buckets().size();
+      REQUIRE(buckets > 3);
+      model.set_parameter_hooks(&overlap);
+      params.zero_grads();
+      overlap.arm();
+      model.forward_backward(micro_batch(batch), {1, 0}, 1);
+      overlap.finish_gradient_reduction();
+      // One reduction per bucket, in the backward's order: the last `tail` of them alone.
+      std::vector<bool> alone;
+      for (const std::string& line : log) alone.push_back(line.ends_with(" alone"));
+      REQUIRE(alone.size() == buckets);
+      const std::size_t expected = std::min<std::size_t>(buckets, static_cast<std::size_t>(tail));
+      for (std::size_t i = 0; i < buckets; ++i) CHECK(alone[i] == (i >= buckets - expected));
+      CHECK(!group.alone());
+      model.set_parameter_hooks(nullptr);
+    }
   }
 }

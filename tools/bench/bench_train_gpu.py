@@ -134,8 +134,9 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             # The data-parallel collectives over the gradients and weights on the copy engines
             # (mgt-train's default; MGT_PEER_COPY=0: NCCL's kernels).
             "peer_copy": os.environ.get("MGT_PEER_COPY") != "0",
-            # The reductions left after the backward in NCCL's kernels (MGT_TAIL_IN_KERNELS=1).
-            "tail_in_kernels": os.environ.get("MGT_TAIL_IN_KERNELS") == "1",
+            # With the copy engines and the overlap: the reductions of this many buckets, the last
+            # the backward finishes, in NCCL's kernels (MGT_TAIL_IN_KERNELS; mgt-train's default 1).
+            "tail_buckets_in_kernels": int(os.environ.get("MGT_TAIL_IN_KERNELS") or 1),
             # Under sequence parallelism, the MLP's weight gradients beside later collectives
             # (mgt-train's default; MGT_TP_DEFER_WGRAD=0: in their own layers' backward).
             "tp_defer_wgrad": os.environ.get("MGT_TP_DEFER_WGRAD") != "0"}

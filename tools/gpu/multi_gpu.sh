@@ -14,7 +14,7 @@
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
 #            --overlap-grad-reduce (and the same with MGT_PEER_COPY=0: NCCL's kernels instead of
 #            the copy engines), DP=N with the distributed optimizer and both overlaps (and the same
-#            with MGT_TAIL_IN_KERNELS=1), TP=2
+#            with MGT_TAIL_IN_KERNELS=0: its last bucket on the copy engines too), TP=2
 #            with sequence parallelism (its collectives on the copy engines, and with
 #            MGT_PEER_COPY=0 in NCCL's kernels; x DP=N/2, and with 4 GPUs also with the distributed
 #            optimizer and both overlaps), with its TP collectives' time by operation: tokens/s per
@@ -215,9 +215,9 @@ section_scaling() {
     # The same with NCCL's kernels moving the gradients instead of the copy engines.
     MGT_PEER_COPY=0 bench --ranks "$count" --overlap
     bench --ranks "$count" --overlap --distributed-optimizer
-    # The same with the reduction left after the backward (the word embedding's bucket) in
-    # NCCL's kernels.
-    MGT_TAIL_IN_KERNELS=1 bench --ranks "$count" --overlap --distributed-optimizer
+    # The same with the reduction left after the backward (the word embedding's bucket) on the
+    # copy engines too, instead of NCCL's kernels.
+    MGT_TAIL_IN_KERNELS=0 bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     [ "$count" -eq 2 ] && MGT_PEER_COPY=0 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     # With data parallelism too, its reduction as in the fastest data-parallel row above.
@@ -252,7 +252,9 @@ for r in runs:
     name += " overlapped" if r.get("overlap") else ""
     name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
     name += ", NCCL kernels" if n > 1 and not r.get("peer_copy", True) else ""
-    name += ", tail in NCCL kernels" if n > 1 and r.get("tail_in_kernels") else ""
+    tail = r.get("tail_buckets_in_kernels", 1)
+    if n > 1 and r.get("overlap") and r.get("peer_copy", True) and tail != 1:
+        name += f", last {tail} buckets in NCCL kernels" if tail else ", tail on the copy engines"
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
