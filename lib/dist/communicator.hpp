@@ -309,4 +309,17 @@ std::vector<std::string> all_gather_text(Communicator& group, std::string_view t
 // "tensor-model-parallel group [0, 1]"; long rank lists are abbreviated.
 std::string describe_group(const std::string& kind, const std::vector<int>& world_ranks);
 
+// Communicator::set_alone(alone) for a scope: the collectives started in it have nothing
+// computing beside them, or not.
+class StartedAlone {
+public:
+  StartedAlone(Communicator& group, bool alone) : group_(&group) { group_->set_alone(alone); }
+  ~StartedAlone() { group_->set_alone(false); }
+  StartedAlone(const StartedAlone&) = delete;
+  StartedAlone& operator=(const StartedAlone&) = delete;
+
+private:
+  Communicator* group_;
+};
+
 }  // namespace mgt::dist

@@ -7,22 +7,6 @@
 #include "dist/buffer_shards.hpp"
 
 namespace mgt {
-namespace {
-
-// The collectives started in its lifetime have nothing computing beside them, or not
-// (Communicator::set_alone).
-class StartedAlone {
-public:
-  StartedAlone(dist::Communicator& group, bool alone) : group_(&group) { group_->set_alone(alone); }
-  ~StartedAlone() { group_->set_alone(false); }
-  StartedAlone(const StartedAlone&) = delete;
-  StartedAlone& operator=(const StartedAlone&) = delete;
-
-private:
-  dist::Communicator* group_;
-};
-
-}  // namespace
 
 OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
                                                dist::Communicator& group, bool distributed, Backend& compute,
@@ -97,13 +81,13 @@ void OverlappedDataParallel::gradients_done_from(std::int64_t begin) {
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     if (started_[i] || buckets_[i].finalized_later || buckets_[i].begin < begin) continue;
     // The tail: the last buckets, the backward over or nearly so.
-    const StartedAlone alone(*group_, i >= tail_from_);
+    const dist::StartedAlone alone(*group_, i >= tail_from_);
     start_reduction(i);
   }
 }
 
 void OverlappedDataParallel::start_remaining() {
-  const StartedAlone alone(*group_, true);
+  const dist::StartedAlone alone(*group_, true);
   for (std::size_t i = 0; i < buckets_.size(); ++i)
     if (!started_[i]) start_reduction(i);
 }

@@ -100,9 +100,9 @@ struct TrainerSettings {
   // collectives run on (it was made with at most that many thread blocks), which the GEMMs leave
   // them while they are in flight; 0: the GEMMs use the whole device.
   int overlap_collective_sms = 0;
-  // --overlap-grad-reduce: the reductions of this many buckets, the last the backward finishes,
-  // are started alone (dist::Communicator::set_alone: over NCCL with the copy engines, they run
-  // in NCCL's kernels).
+  // The data-parallel reductions of this many gradient buckets, the last the backward finishes
+  // (with --overlap-grad-reduce; without, > 0: the whole reduction), are started alone
+  // (dist::Communicator::set_alone: over NCCL with the copy engines, they run in NCCL's kernels).
   int tail_buckets_in_kernels = 0;
 };
 
