@@ -11,8 +11,8 @@
 // the backward (sequence parallelism, tied embeddings across stages) start at start_remaining(),
 // after that finalisation, so that every element is summed in the order the one-shot reduction
 // (AdamWOptimizer::reduce_gradients) sums it: the results are bit for bit the same. (Except where
-// the last buckets' reductions, started alone, go to NCCL's kernels while the others run on the
-// copy engines (MGT_TAIL_IN_KERNELS): with more than two ranks NCCL adds in another order.)
+// the reductions started alone go to NCCL's kernels and the others to the copy engines
+// (MGT_TAIL_IN_KERNELS): with more than two ranks NCCL adds in another order.)
 //
 // Weights (distributed optimizer only): after the step, each bucket's all-gather of the updated
 // shards starts, and the next forward waits for a bucket just before its first block that reads
