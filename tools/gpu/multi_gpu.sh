@@ -8,7 +8,8 @@
 #            PP=2, DP=2, DP=2 with --use-distributed-optimizer (and with both its overlaps), TP=2
 #            with --sequence-parallel; with
 #            4 GPUs also TP=4, TP=2 x DP=2, TP=2 x PP=2, TP=2 SP x DP=2 with the distributed
-#            optimizer and both overlaps, DP=4 with the distributed optimizer and both overlaps;
+#            optimizer and both overlaps, DP=4 (micro-batches of 2: the same global batch of 8)
+#            with the distributed optimizer and both overlaps;
 #            the largest relative lm-loss difference of
 #            each (MGT_LAYOUTS="tp2-sp tp4 ..." picks some of them by name);
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
@@ -175,7 +176,7 @@ section_layouts() {
                               "tp2-dp2:4:2:--tensor-model-parallel-size 2"
                               "tp2-pp2:4:2:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"
                               "tp2-sp-dp2-distopt-overlap:4:2:--tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"
-                              "dp4-distopt-overlap:4:1:--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather")
+                              "dp4-distopt-overlap:4:1:--micro-batch-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather")
   # MGT_LAYOUTS="tp2-sp tp4" runs just those (the one-GPU runs always).
   if [ -n "${MGT_LAYOUTS:-}" ]; then
     local picked=() layout
