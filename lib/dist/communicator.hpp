@@ -126,9 +126,9 @@ public:
   void unregister_buffer(RecvBuffer data);
   // Says whether the collectives started from now on have nothing computing beside them (the
   // data-parallel reductions started once the backward is over). A transport that moves
-  // registered buffers on the copy engines, to leave the multiprocessors to the compute, may then
-  // reduce them in its kernels instead, which are faster alone (NcclOptions). Every rank sets it
-  // alike: the ranks must route each collective the same way.
+  // registered buffers on the copy engines, to leave the multiprocessors to the compute, then
+  // reduces them in its kernels instead, which are faster alone (nccl_communicator.cpp). Every
+  // rank sets it alike: the ranks must route each collective the same way.
   void set_alone(bool alone) { alone_ = alone; }
   bool alone() const { return alone_; }
 

@@ -49,7 +49,7 @@ public:
                    cudaStream_t stream, const ncclUniqueId& id, const NcclOptions& options,
                    std::unique_ptr<PeerCopyCollectives> peer)
       : Communicator(std::move(members), watchdog), device_(device), ordered_(stream != nullptr),
-        kernels_when_alone_(options.kernels_when_alone), peer_(std::move(peer)) {
+        peer_(std::move(peer)) {
     MGT_CUDA_CHECK(cudaSetDevice(device_));
     if (ordered_) {
       stream_ = stream;
@@ -632,10 +632,10 @@ private:
     return peer_ && ordered_ && data.count > 0 && data.space == MemorySpace::Backend &&
            peer_->covers(data.data, data.bytes());
   }
-  // Reductions started alone may go to NCCL's kernels instead (NcclOptions::kernels_when_alone).
+  // Reductions started alone (Communicator::set_alone) go to NCCL's kernels, faster with
+  // nothing computing beside them.
   bool sums_on_peers(SendBuffer data, ReduceOp op) const {
-    return op == ReduceOp::Sum && PeerCopyCollectives::sums(data.type) && on_peers(data) &&
-           !(kernels_when_alone_ && alone());
+    return op == ReduceOp::Sum && PeerCopyCollectives::sums(data.type) && on_peers(data) && !alone();
   }
   // An all-gather into a registered buffer from this device's memory (the receive buffer's part,
   // or any other place).
@@ -776,7 +776,6 @@ private:
   cudaStream_t stream_ = nullptr;    // the caller's, or own_stream_
   cudaStream_t side_stream_ = nullptr;  // started operations (made on first use)
   ncclComm_t comm_ = nullptr;
-  bool kernels_when_alone_;                         // NcclOptions::kernels_when_alone
   std::unique_ptr<PeerCopyCollectives> peer_;     // over registered buffers; null: none
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;

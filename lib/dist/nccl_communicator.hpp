@@ -34,8 +34,6 @@ struct NcclOptions {
   // Collectives over registered buffers (Communicator::register_buffer) on the copy engines,
   // reading the peers' memory directly, where the ranks share one machine (nccl_peer_copy.hpp).
   bool peer_copies = true;
-  // With peer_copies: reductions started alone (Communicator::set_alone) run in NCCL's kernels.
-  bool kernels_when_alone = false;
 };
 
 // Collective over `bootstrap`'s group. Reports to `bootstrap`'s watchdog. `queue.stream` null:
@@ -49,11 +47,10 @@ inline std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootst
 // NCCL communicators for every group of `bootstrap` (the embedding group stays null where it
 // is null). Collective over the world; every rank passes its own device (and stream).
 // `data_parallel_max_ctas` > 0 caps the data-parallel communicator's thread blocks (collectives
-// overlapped with the compute: Backend::leave_multiprocessors); `peer_copies` and
-// `kernels_when_alone` (NcclOptions) apply to every group.
+// overlapped with the compute: Backend::leave_multiprocessors); `peer_copies` (NcclOptions)
+// applies to every group.
 ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue,
-                                       int data_parallel_max_ctas = 0, bool peer_copies = true,
-                                       bool kernels_when_alone = false);
+                                       int data_parallel_max_ctas = 0, bool peer_copies = true);
 inline ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, int cuda_device) {
   return make_nccl_process_groups(bootstrap, DeviceQueue{cuda_device, nullptr});
 }

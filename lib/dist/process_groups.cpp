@@ -42,10 +42,10 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
 }
 
 ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue,
-                                       int data_parallel_max_ctas, bool peer_copies, bool kernels_when_alone) {
+                                       int data_parallel_max_ctas, bool peer_copies) {
   // Same order on every rank, as for the MPI groups: each creation is collective over its group.
   const auto mirror = [&](const std::unique_ptr<Communicator>& group, int max_ctas = 0) {
-    return group ? make_nccl_communicator(*group, queue, {max_ctas, peer_copies, kernels_when_alone}) : nullptr;
+    return group ? make_nccl_communicator(*group, queue, {max_ctas, peer_copies}) : nullptr;
   };
   ProcessGroups groups;
   groups.tensor_model_parallel = mirror(bootstrap.tensor_model_parallel);

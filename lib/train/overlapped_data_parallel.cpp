@@ -87,7 +87,8 @@ void OverlappedDataParallel::gradients_done_from(std::int64_t begin) {
 }
 
 void OverlappedDataParallel::start_remaining() {
-  const dist::StartedAlone alone(*group_, true);
+  // After the backward: alone, unless no bucket is to be (tail_buckets 0).
+  const dist::StartedAlone alone(*group_, tail_from_ < buckets_.size());
   for (std::size_t i = 0; i < buckets_.size(); ++i)
     if (!started_[i]) start_reduction(i);
 }

@@ -34,20 +34,26 @@ namespace mgt {
 
 namespace {
 
+// The whole number in the environment variable `name`, from 0 to `max`; `unset` where it is
+// unset or empty. Anything else is refused, naming the variable and what it counts (`unit`).
+int environment_count(const char* name, int unset, int max, const char* unit) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return unset;
+  char* end = nullptr;
+  const long count = std::strtol(value, &end, 10);
+  if (*end != '\0' || count < 0 || count > max)
+    throw UsageError(std::string(name) + ": expected a number of " + unit + " from 0 to " + std::to_string(max) +
+                     ", got '" + value + "'");
+  return static_cast<int>(count);
+}
+
 // --overlap-grad-reduce over NCCL: the multiprocessors its collectives keep while they run beside
 // the compute (TrainerSettings::overlap_collective_sms), MGT_OVERLAP_SMS or 0: NCCL's own choice
 // and the GEMMs on the whole GPU. On 2 H200s at the 1.3B shape, keeping 8 made the overlapped
 // step slower (the collectives ran 1.8-2.4 times longer and the backward was no faster).
 int overlap_collective_sms(const TrainOptions& o, const dist::ParallelLayout& layout, bool nccl) {
   if (!nccl || !o.parallel.overlap_grad_reduce || layout.data_parallel_size() == 1) return 0;
-  const char* value = std::getenv("MGT_OVERLAP_SMS");
-  if (value == nullptr || *value == '\0') return 0;
-  char* end = nullptr;
-  const long sms = std::strtol(value, &end, 10);
-  if (*end != '\0' || sms < 0 || sms > 64)
-    throw UsageError(std::string("MGT_OVERLAP_SMS: expected a number of multiprocessors from 0 to 64, got '") + value +
-                     "'");
-  return static_cast<int>(sms);
+  return environment_count("MGT_OVERLAP_SMS", 0, 64, "multiprocessors");
 }
 
 // MGT_PEER_COPY=0: the data-parallel collectives over the gradient and weight buffers in NCCL's
@@ -64,16 +70,7 @@ bool peer_copies_requested() {
 // buckets the backward finishes (the last: the word embedding's, complete only at the backward's
 // end) run in NCCL's kernels, which are faster with little or nothing computing beside them.
 // Unset: 1; 0: every reduction on the copy engines.
-int tail_buckets_in_kernels() {
-  const char* value = std::getenv("MGT_TAIL_IN_KERNELS");
-  if (value == nullptr || *value == '\0') return 1;
-  char* end = nullptr;
-  const long buckets = std::strtol(value, &end, 10);
-  if (*end != '\0' || buckets < 0 || buckets > 1000)
-    throw UsageError(std::string("MGT_TAIL_IN_KERNELS: expected a number of buckets from 0 to 1000, got '") + value +
-                     "'");
-  return static_cast<int>(buckets);
-}
+int tail_buckets_in_kernels() { return environment_count("MGT_TAIL_IN_KERNELS", 1, 1000, "buckets"); }
 
 dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   dist::ParallelFlags f;
@@ -175,7 +172,7 @@ int run_training_program(int argc, const char* const* argv) {
     dist::ProcessGroups nccl_groups;
     if (transport.nccl) {
       nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms,
-                                                   peer_copies_requested(), tail_buckets > 0);
+                                                   peer_copies_requested());
     }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 

@@ -409,11 +409,11 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
     CHECK(agrees(read(*backend, grads), read(*backend, pooled), 2));
   }
 
-  // With kernels_when_alone, the reductions of a registered buffer started alone (routed to
-  // NCCL's kernels) and the others (the copy engines) give the sums. The route itself is not
+  // The reductions of a registered buffer started alone (routed to NCCL's kernels) and the
+  // others (the copy engines) give the sums. The route itself is not
   // observable here: on two ranks both give the same bits.
   {
-    auto when_alone = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, true, true});
+    auto when_alone = make_nccl_communicator(runtime().world(), queue, NcclOptions{0, true});
     mgt::DeviceBuffer tail(*backend, n, mgt::FloatType::kF32, mgt::MemorySharing::kShareable);
     REQUIRE(when_alone->register_buffer(backend_buffer(tail.view())));
     const std::vector<float> sums = rank_order_sum(world, 5, n);

@@ -236,4 +236,22 @@ TEST_CASE("the reductions of the last buckets the backward finishes are started 
       model.set_parameter_hooks(nullptr);
     }
   }
+  // A bucket the model finalises after the backward starts after it: alone, unless no bucket is.
+  for (const int tail : {0, 1}) {
+    INFO("finalised later, tail of " << tail);
+    Log log;
+    RecordingCommunicator group(log);
+    OverlappedDataParallel overlap(
+        params, gradient_buckets(params, 2000, [](const ParameterEntry& e) { return e.name == "decoder.final_layernorm.weight"; }),
+        group, false, backend, 0, tail);
+    REQUIRE(overlap.buckets().front().finalized_later);
+    model.set_parameter_hooks(&overlap);
+    params.zero_grads();
+    overlap.arm();
+    model.forward_backward(micro_batch(batch), {1, 0}, 1);
+    overlap.finish_gradient_reduction();
+    REQUIRE(log.size() == overlap.buckets().size());
+    CHECK(log.back().ends_with(" alone") == (tail > 0));
+    model.set_parameter_hooks(nullptr);
+  }
 }
