@@ -1,30 +1,50 @@
 #!/usr/bin/env python3
 """GPU decoding speed of mgt-generate beside transformers' generate() on the same GPU.
 
+Run on the GPU machine from the repository root, with mgt's CUDA build (or the binaries that
+tools/gpu/pack.sh packs) in DIR, and PyTorch with transformers importable by this Python:
+
+    python3 tools/bench/bench_decode_gpu.py --bin DIR [--new 256] [--batch 1 32] [--repeats 3] [--peer-variants]
+
+(tools/gpu/checks.sh decode runs it with --bin .devpack/bin.)
+
 Config "gpt2-small": GPT-2's 124M shape with random weights from transformers' initialisation
 (seed 0), saved as safetensors and imported into mgt with mgt-ckpt-convert, so both sides run the
 same weights. Prompts of 32 tokens, greedy decoding, a fixed number of new tokens (256 by
-default), batch 1 and batch 32 (32 copies of the prompt, one micro-batch). mgt-generate runs with
---device cuda, with --bf16 and in fp32, on two micro-batches of the same prompts; its timing line's
-rate of the last micro-batch is reported (the first pays the process's start-up: kernel modules
-loaded, GEMM plans chosen). The peer runs GPT2LMHeadModel.generate with its key/value cache in
-bf16 (the configuration users run), timed around the call after a warm-up. Reported: generated tokens per
-second over the whole batch; the ratio is mgt's bf16 figure over the peer's.
+default), batch 1 and batch 32 (32 copies of the prompt, one micro-batch).
 
-Usage: tools/bench/bench_decode_gpu.py --bin DIR [--new 256] [--batch 1 32]
+mgt: mgt-generate --device cuda, with --bf16 and in fp32, on two micro-batches of the same
+prompts; the rate its timing line gives for the last micro-batch is reported (the first pays the
+process's start-up: kernel modules loaded, GEMM plans chosen).
+
+The peer, configured as transformers' users run it: the saved directory loaded with
+AutoModelForCausalLM.from_pretrained in torch.bfloat16 (its default attention implementation),
+moved to the GPU, model.generate(input_ids, attention_mask=..., max_new_tokens=N,
+min_new_tokens=N, do_sample=False, use_cache=True, pad_token_id=EOS) with its default dynamic
+key/value cache, no torch.compile. One whole generation of the same batch and length warms it up;
+then --repeats generations are timed, each between torch.cuda.synchronize() calls, and the median
+is reported. Reported: generated tokens per second over the whole batch (the prompt's pass
+included), the peer's milliseconds per step, and mgt's bf16 rate over the peer's.
+
+--peer-variants also times the peer with one thing changed at a time (only a 4-token warm-up;
+no attention mask; the model built in this process and cast with .to(bfloat16); no cache), to
+show what each costs.
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import tempfile
 import time
 
 PROMPT_IDS = [464, 3290, 7586, 21831, 18045, 625, 262, 16931, 3290, 13, 383, 2068, 318, 257, 1332, 11] * 2
+EOS = 50256  # GPT-2's end of text; also the pad token, as GPT-2 has none of its own
 
 
 def make_hf_model(directory):
+    """GPT-2 124M with transformers' random initialisation (seed 0), saved as safetensors."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
@@ -32,6 +52,20 @@ def make_hf_model(directory):
                         activation_function="gelu_new")
     model = GPT2LMHeadModel(config).eval()
     model.save_pretrained(directory, safe_serialization=True)
+    return model
+
+
+def load_peer(hf_dir, dtype):
+    """The saved model as users load it: from_pretrained in the wanted dtype, then to the GPU."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+    # transformers 5 names the argument dtype; earlier versions torch_dtype.
+    name = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, **{name: dtype}).to("cuda").eval()
+    if next(model.parameters()).dtype != dtype:
+        raise SystemExit(f"from_pretrained({name}={dtype}) gave {next(model.parameters()).dtype}")
+    model.generation_config.pad_token_id = EOS
     return model
 
 
@@ -51,46 +85,129 @@ def mgt_rate(bindir, ckpt, batch, new_tokens, work, bf16):
     return rate, first, " ".join(cmd)
 
 
-def peer_rate(model, batch, new_tokens):
+def generate(model, batch, new_tokens, mask=True, use_cache=True):
+    """One greedy generation of exactly new_tokens tokens per row; returns (seconds, tokens of row 0)."""
     import torch
     ids = torch.tensor([PROMPT_IDS] * batch, device="cuda")
-    with torch.no_grad():
-        model.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=50256)  # warm-up
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        out = model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                             use_cache=True, pad_token_id=50256)
-        torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
-    return batch * new_tokens / elapsed, out[0, len(PROMPT_IDS):].tolist()
+    kwargs = {"attention_mask": torch.ones_like(ids)} if mask else {}
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                         use_cache=use_cache, pad_token_id=EOS, **kwargs)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    if out.shape[1] != len(PROMPT_IDS) + new_tokens:
+        raise SystemExit(f"generate() returned {out.shape[1] - len(PROMPT_IDS)} new tokens, not {new_tokens}")
+    return seconds, out[0, len(PROMPT_IDS):].tolist()
+
+
+def peer_rate(model, batch, new_tokens, repeats):
+    """Warmed up by one whole generation of the same shape; the median of `repeats` timed ones."""
+    generate(model, batch, new_tokens)
+    times = [generate(model, batch, new_tokens)[0] for _ in range(repeats)]
+    return batch * new_tokens / statistics.median(times), times
+
+
+def peer_variants(hf_dir, peer, batch, new_tokens):
+    """The peer with one thing changed at a time: (label, tokens/s) of one timed generation each."""
+    import torch
+    rows = []
+    # The model built in this process and cast, then only a 4-token warm-up (how this script timed
+    # the peer until 2026-11-28: the first long generation was the timed one).
+    from transformers import GPT2LMHeadModel
+    built = GPT2LMHeadModel.from_pretrained(hf_dir).to("cuda").to(torch.bfloat16).eval()
+    generate(built, batch, 4, mask=False)
+    rows.append(("as timed before: cast with .to(bfloat16), no mask, 4-token warm-up",
+                 batch * new_tokens / generate(built, batch, new_tokens, mask=False)[0]))
+    del built
+    torch.cuda.empty_cache()
+    # Each of these on the users' configuration, warmed up by a whole generation of its own kind.
+    for label, kwargs in (("no attention mask", {"mask": False}), ("use_cache=False", {"use_cache": False})):
+        generate(peer, batch, new_tokens, **kwargs)
+        rows.append((label, batch * new_tokens / generate(peer, batch, new_tokens, **kwargs)[0]))
+    # Warm-up of 4 tokens only, then the first generation of the full length. A fresh load, so
+    # that nothing of the earlier generations is reused.
+    fresh = load_peer(hf_dir, torch.bfloat16)
+    generate(fresh, batch, 4)
+    rows.append(("4-token warm-up only (first full-length call timed)",
+                 batch * new_tokens / generate(fresh, batch, new_tokens)[0]))
+    del fresh
+    torch.cuda.empty_cache()
+    return rows
+
+
+def cuda_libraries():
+    """Where this process loaded cuBLAS and the CUDA runtime from (torch's own, or LD_LIBRARY_PATH's)."""
+    found = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if re.search(r"/lib(cublas|cublasLt|cudart)\.so", path):
+                    found.add(path)
+    except OSError:
+        return "unknown"
+    return ", ".join(sorted(found)) or "none found"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--new", type=int, default=256)
-    ap.add_argument("--batch", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--bin", required=True, help="directory holding mgt-generate and mgt-ckpt-convert")
+    ap.add_argument("--new", type=int, default=256, help="new tokens per row (default 256)")
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 32], help="batch sizes (default 1 32)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed peer generations per batch (default 3)")
+    ap.add_argument("--peer-variants", action="store_true",
+                    help="also time the peer with one setting changed at a time")
     args = ap.parse_args()
+    if args.new < 1 or args.repeats < 1 or min(args.batch) < 1:
+        ap.error("--new, --repeats and --batch must be positive")
     import torch
+    import transformers
     with tempfile.TemporaryDirectory() as work:
         hf_dir = os.path.join(work, "hf")
         ckpt = os.path.join(work, "ckpt")
-        model = make_hf_model(hf_dir)
+        make_hf_model(hf_dir)
         subprocess.run([os.path.join(args.bin, "mgt-ckpt-convert"), "--model-type", "GPT", "--loader", "hf",
                         "--saver", "mgt", "--load-dir", hf_dir, "--save-dir", ckpt],
                        check=True, capture_output=True, text=True)
-        fp32_peer = model.to("cuda")
-        _, reference = peer_rate(fp32_peer, 1, 64)
-        peer = model.to(torch.bfloat16)
+        # The greedy reference: transformers in fp32, batch 1, 64 tokens.
+        fp32_peer = load_peer(hf_dir, torch.float32)
+        _, reference = generate(fp32_peer, 1, 64)
+        del fp32_peer
+        torch.cuda.empty_cache()
+        peer = load_peer(hf_dir, torch.bfloat16)
+        setup = (f"transformers {transformers.__version__}, torch {torch.__version__}, bf16, "
+                 f"attention {getattr(peer.config, '_attn_implementation', 'default')}, dynamic KV cache, generate()")
+        rows, variants = [], []
         for batch in args.batch:
             rate, _, cmd = mgt_rate(args.bin, ckpt, batch, args.new, work, True)
             rate32, tokens, _ = mgt_rate(args.bin, ckpt, batch, args.new, work, False)
-            prate, _ = peer_rate(peer, batch, args.new)
+            prate, times = peer_rate(peer, batch, args.new, args.repeats)
+            rows.append((batch, rate, rate32, prate, times))
+            # The line tools/gpu/checks.sh picks up (label before the first colon).
             print(f"decode batch {batch}, {len(PROMPT_IDS)}-token prompt, {args.new} new: mgt {rate:.0f} tokens/s "
-                  f"(bf16; fp32 {rate32:.0f}), peer (transformers {__import__('transformers').__version__}, bf16, "
-                  f"KV cache) {prate:.0f} tokens/s; mgt/peer = {rate / prate:.2f}")
-        print(f"greedy tokens of mgt's fp32 equal to transformers' fp32 for the first 64: {tokens[:64] == reference[:64]}")
+                  f"(bf16; fp32 {rate32:.0f}), peer ({setup}) {prate:.0f} tokens/s; mgt/peer = {rate / prate:.2f}",
+                  flush=True)
+            if args.peer_variants:
+                variants += [(batch, label, r) for label, r in peer_variants(hf_dir, peer, batch, args.new)]
+        agree = tokens[:64] == reference[:64]
+        print(f"greedy tokens of mgt's fp32 equal to transformers' fp32 for the first 64: {agree}")
         print(f"  {cmd}")
+        print()
+        print(f"GPU: {torch.cuda.get_device_name()}; peer: {setup}")
+        print(f"peer's cuBLAS and CUDA runtime: {cuda_libraries()}")
+        print(f"GPT-2 124M shape, random weights, {len(PROMPT_IDS)}-token prompt, {args.new} new tokens, greedy; "
+              f"peer: median of {args.repeats} after a whole warm-up generation")
+        print(f"{'batch':>5}  {'mgt bf16 tok/s':>14}  {'mgt fp32 tok/s':>14}  {'peer tok/s':>10}  "
+              f"{'peer ms/step':>12}  {'peer runs, s':>20}  {'mgt/peer':>8}")
+        for batch, rate, rate32, prate, times in rows:
+            runs = " ".join(f"{t:.2f}" for t in times)
+            print(f"{batch:>5}  {rate:>14.0f}  {rate32:>14.0f}  {prate:>10.0f}  {1000 * batch / prate:>12.2f}  "
+                  f"{runs:>20}  {rate / prate:>8.2f}")
+        if variants:
+            print("peer variants (one timed generation each, tokens/s):")
+            for batch, label, r in variants:
+                print(f"  batch {batch:>3}  {r:>9.0f}  {label}")
 
 
 if __name__ == "__main__":
