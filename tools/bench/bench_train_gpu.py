@@ -160,7 +160,8 @@ def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):
     def step():
         for _ in range(accumulate):
             with torch.autocast("cuda", dtype=dtype):
-                loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, 1:]).loss
+                # transformers shifts the labels itself (labels = the inputs), as its users pass them.
+                loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, :-1]).loss
             scaler.scale(loss / accumulate).backward()
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -51,7 +51,8 @@ def worker(args):
             last = micro == args.accumulate - 1
             with contextlib.nullcontext() if last else ddp.no_sync():
                 with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, 1:]).loss
+                    # transformers shifts the labels itself (labels = the inputs), as its users pass them.
+                    loss = compiled(input_ids=tokens[:, :-1], labels=tokens[:, :-1]).loss
                 (loss / args.accumulate).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
