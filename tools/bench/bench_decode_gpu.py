@@ -26,9 +26,12 @@ then --repeats generations are timed, each between torch.cuda.synchronize() call
 is reported. Reported: generated tokens per second over the whole batch (the prompt's pass
 included), the peer's milliseconds per step, and mgt's bf16 rate over the peer's.
 
---peer-variants also times the peer with one thing changed at a time (only a 4-token warm-up;
-no attention mask; the model built in this process and cast with .to(bfloat16); no cache), to
-show what each costs.
+--peer-variants also times the peer, one generation each in a fresh process, as this script
+timed it until 2026-11-28 (an fp32 generation first, then .to(bfloat16), no attention mask, a
+4-token warm-up) and with one thing changed at a time (a 4-token warm-up only; no attention
+mask; use_cache=False), to show what each costs. The peer's cuBLAS and CUDA runtime are named
+too: LD_LIBRARY_PATH (tools/gpu/checks.sh sets one for mgt's packed libraries) can make torch
+load other copies than its own.
 """
 import argparse
 import json
@@ -36,6 +39,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -108,31 +112,46 @@ def peer_rate(model, batch, new_tokens, repeats):
     return batch * new_tokens / statistics.median(times), times
 
 
-def peer_variants(hf_dir, peer, batch, new_tokens):
-    """The peer with one thing changed at a time: (label, tokens/s) of one timed generation each."""
+# --peer-variants: the peer with one thing changed at a time, each in a fresh process so that
+# none inherits what an earlier generation loaded or tuned.
+VARIANTS = {
+    "before": "as timed until 2026-11-28: an fp32 run first, then .to(bfloat16), no mask, 4-token warm-up",
+    "short-warm-up": "as users run it, but warmed up by a 4-token generation only",
+    "no-mask": "as users run it, without the attention mask",
+    "no-cache": "as users run it, with use_cache=False",
+}
+
+
+def run_variant(name, hf_dir, batch, new_tokens):
+    """One timed generation of the named variant, in this (fresh) process; prints its JSON result."""
     import torch
+    if name == "before":
+        from transformers import GPT2LMHeadModel
+        model = GPT2LMHeadModel.from_pretrained(hf_dir).to("cuda").eval()
+        generate(model, 1, 64, mask=False)  # the greedy reference ran first, in fp32
+        model.to(torch.bfloat16)
+        generate(model, batch, 4, mask=False)
+        seconds = generate(model, batch, new_tokens, mask=False)[0]
+    else:
+        model = load_peer(hf_dir, torch.bfloat16)
+        kwargs = {"no-mask": {"mask": False}, "no-cache": {"use_cache": False}}.get(name, {})
+        generate(model, batch, 4 if name == "short-warm-up" else new_tokens, **kwargs)
+        seconds = generate(model, batch, new_tokens, **kwargs)[0]
+    print(json.dumps({"variant": name, "batch": batch, "seconds": seconds,
+                      "tokens_per_second": batch * new_tokens / seconds}))
+
+
+def peer_variants(hf_dir, batch, new_tokens):
+    """(label, tokens/s, seconds) of each variant, each timed in a child process."""
     rows = []
-    # The model built in this process and cast, then only a 4-token warm-up (how this script timed
-    # the peer until 2026-11-28: the first long generation was the timed one).
-    from transformers import GPT2LMHeadModel
-    built = GPT2LMHeadModel.from_pretrained(hf_dir).to("cuda").to(torch.bfloat16).eval()
-    generate(built, batch, 4, mask=False)
-    rows.append(("as timed before: cast with .to(bfloat16), no mask, 4-token warm-up",
-                 batch * new_tokens / generate(built, batch, new_tokens, mask=False)[0]))
-    del built
-    torch.cuda.empty_cache()
-    # Each of these on the users' configuration, warmed up by a whole generation of its own kind.
-    for label, kwargs in (("no attention mask", {"mask": False}), ("use_cache=False", {"use_cache": False})):
-        generate(peer, batch, new_tokens, **kwargs)
-        rows.append((label, batch * new_tokens / generate(peer, batch, new_tokens, **kwargs)[0]))
-    # Warm-up of 4 tokens only, then the first generation of the full length. A fresh load, so
-    # that nothing of the earlier generations is reused.
-    fresh = load_peer(hf_dir, torch.bfloat16)
-    generate(fresh, batch, 4)
-    rows.append(("4-token warm-up only (first full-length call timed)",
-                 batch * new_tokens / generate(fresh, batch, new_tokens)[0]))
-    del fresh
-    torch.cuda.empty_cache()
+    for name, label in VARIANTS.items():
+        run = subprocess.run([sys.executable, os.path.abspath(__file__), "--variant", name, "--hf-dir", hf_dir,
+                              "--batch", str(batch), "--new", str(new_tokens)], capture_output=True, text=True)
+        if run.returncode != 0:
+            rows.append((label, None, f"failed: {run.stderr.strip().splitlines()[-1:]}"))
+            continue
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        rows.append((label, result["tokens_per_second"], result["seconds"]))
     return rows
 
 
@@ -152,15 +171,21 @@ def cuda_libraries():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bin", required=True, help="directory holding mgt-generate and mgt-ckpt-convert")
+    ap.add_argument("--bin", help="directory holding mgt-generate and mgt-ckpt-convert (required)")
     ap.add_argument("--new", type=int, default=256, help="new tokens per row (default 256)")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 32], help="batch sizes (default 1 32)")
     ap.add_argument("--repeats", type=int, default=3, help="timed peer generations per batch (default 3)")
     ap.add_argument("--peer-variants", action="store_true",
-                    help="also time the peer with one setting changed at a time")
+                    help="also time the peer with one setting changed at a time, each in a fresh process")
+    ap.add_argument("--variant", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
+    ap.add_argument("--hf-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.new < 1 or args.repeats < 1 or min(args.batch) < 1:
         ap.error("--new, --repeats and --batch must be positive")
+    if args.variant:
+        return run_variant(args.variant, args.hf_dir, args.batch[0], args.new)
+    if not args.bin:
+        ap.error("--bin is required")
     import torch
     import transformers
     with tempfile.TemporaryDirectory() as work:
@@ -189,7 +214,7 @@ def main():
                   f"(bf16; fp32 {rate32:.0f}), peer ({setup}) {prate:.0f} tokens/s; mgt/peer = {rate / prate:.2f}",
                   flush=True)
             if args.peer_variants:
-                variants += [(batch, label, r) for label, r in peer_variants(hf_dir, peer, batch, args.new)]
+                variants += [(batch, label, r, t) for label, r, t in peer_variants(hf_dir, batch, args.new)]
         agree = tokens[:64] == reference[:64]
         print(f"greedy tokens of mgt's fp32 equal to transformers' fp32 for the first 64: {agree}")
         print(f"  {cmd}")
@@ -205,9 +230,10 @@ def main():
             print(f"{batch:>5}  {rate:>14.0f}  {rate32:>14.0f}  {prate:>10.0f}  {1000 * batch / prate:>12.2f}  "
                   f"{runs:>20}  {rate / prate:>8.2f}")
         if variants:
-            print("peer variants (one timed generation each, tokens/s):")
-            for batch, label, r in variants:
-                print(f"  batch {batch:>3}  {r:>9.0f}  {label}")
+            print("peer variants (one timed generation each, in a fresh process):")
+            for batch, label, r, t in variants:
+                rate = f"{r:>9.0f} tokens/s ({t:.2f} s)" if r is not None else f"{'':>9} {t}"
+                print(f"  batch {batch:>3}  {rate}  {label}")
 
 
 if __name__ == "__main__":
