@@ -1,6 +1,7 @@
-// What the files of GptModel (gpt_model.cpp, gpt_model_decoding.cpp, gpt_model_pipeline_stages.cpp)
-// share: their error, the checks of the host arrays they are given, the data loader's layout to
-// the activations', and the loss gradient's factor. Private to lib/model.
+// What the files of GptModel (gpt_model.cpp, gpt_model_decoding.cpp,
+// gpt_model_pipeline_stages.cpp) share: the prefix of their errors, the checks of the host arrays
+// they are given, the data loader's layout to the activations', and the loss gradient's factor.
+// Private to lib/model.
 #pragma once
 #include <cstdint>
 #include <span>
