@@ -3,55 +3,24 @@
 #include <algorithm>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/error.hpp"
+#include "model/gpt_model_internal.hpp"
 
 namespace mgt {
+
+using gpt_model_internal::check_input;
+using gpt_model_internal::loss_gradient_scale;
+using gpt_model_internal::require;
+using gpt_model_internal::transpose_01;
+
 namespace {
 
 std::string output_weight_name(const GptConfig& config) {
   return config.untie_embeddings_and_output_weights ? "output_layer.weight"
                                                     : "embedding.word_embeddings.weight";
-}
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw Error("GptModel: " + message);
-}
-
-// Checks a [b, s] host array's size and, for ids, their range [0, limit).
-template <typename T>
-void check_input(std::span<const T> values, int64_t expected, const char* name, int64_t limit) {
-  require(static_cast<int64_t>(values.size()) == expected,
-          std::string(name) + " has " + std::to_string(values.size()) + " elements, expected " +
-              std::to_string(expected) + " (batch × sequence)");
-  if constexpr (std::is_integral_v<T>) {
-    // The message is built only for a bad value: building it for each of a micro-batch's
-    // tokens took milliseconds of host time per micro-batch, with the GPU idle.
-    for (const T v : values) {
-      if (v < 0 || v >= limit) {
-        throw Error("GptModel: " + std::string(name) + " holds " + std::to_string(v) + ", outside [0, " +
-                    std::to_string(limit) + ")");
-      }
-    }
-  }
-}
-
-// [b, s, inner] batch-major → [s, b, inner] sequence-major (and back, with b and s swapped):
-// the data loader's layout to Megatron's activation layout.
-template <typename T>
-std::vector<T> transpose_01(std::span<const T> x, int64_t rows, int64_t cols, int64_t inner) {
-  std::vector<T> out(x.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const T* src = x.data() + (r * cols + c) * inner;
-      T* dst = out.data() + (c * rows + r) * inner;
-      for (int64_t i = 0; i < inner; ++i) dst[i] = src[i];
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -329,20 +298,6 @@ void GptModel::all_reduce_sequence_parallel_grads() {
   backend_->copy_ranges(packed, params_.grads(), sequence_parallel_unpack_);
 }
 
-namespace {
-
-// The factor of the loss gradient: loss_scale / (tokens · micro-batches), 0 for a micro-batch
-// without tokens (Megatron would divide by zero), or loss_scale for the plain sum. A power-of-two
-// loss scale only moves the exponent: the factor is loss_scale × the unscaled factor, exactly.
-float loss_gradient_scale(const MaskedLossSum& sum, int64_t num_microbatches, LossReduction reduction,
-                          float loss_scale) {
-  if (reduction == LossReduction::kSum) return loss_scale;
-  const double denominator = sum.tokens * static_cast<double>(num_microbatches);
-  return sum.tokens > 0.0 ? static_cast<float>(static_cast<double>(loss_scale) / denominator) : 0.0f;
-}
-
-}  // namespace
-
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                                    int64_t num_microbatches, LossReduction reduction, float loss_scale) {
   const ActivationMemory& memory = run_forward_backward(batch, rng, num_microbatches, reduction, loss_scale);
@@ -489,183 +444,6 @@ ForwardOutput GptModel::forward_selected(const MicroBatch& batch, bool return_ar
     if (return_argmax) out.argmax[k] = argmax[static_cast<size_t>(r)];
   }
   return out;
-}
-
-ConstFloatView GptModel::decode_step(std::span<const int64_t> tokens, int64_t n, KvCache& cache) {
-  require_whole_model("forward_cached");
-  prepare_parameters();
-  const int64_t b = cache.batch();
-  const int64_t past = cache.length();
-  require(n >= 1, "forward_cached needs at least one token per sequence");
-  require(past + n <= cache.capacity(), "the key/value cache holds " + std::to_string(cache.capacity()) +
-                                            " positions; " + std::to_string(past) + " + " + std::to_string(n) +
-                                            " do not fit");
-  check_input(tokens, b * n, "tokens", config().padded_vocab_size);
-  const bool learned = config().position_embedding_type == PositionEmbeddingType::kLearnedAbsolute;
-  require(!learned || past + n <= config().max_position_embeddings,
-          "position " + std::to_string(past + n - 1) + " is beyond --max-position-embeddings " +
-              std::to_string(config().max_position_embeddings));
-
-  // One-token steps keep buffers of their own, so that a prompt's pass does not move them from
-  // under the recorded step.
-  std::unique_ptr<ActivationMemory>& slot = n == 1 ? step_memory_ : generation_memory_;
-  if (!slot || slot->seq() != n || slot->batch() != b) {
-    if (n == 1) decode_recording_ = DecodeRecording();  // it refers to the old buffers
-    slot.reset();
-    slot = std::make_unique<ActivationMemory>(*backend_, config(), params_.tensor_parallel(), n, b, false, true);
-  }
-  ActivationMemory& memory = *slot;
-  // Tokens and positions go through page-locked staging without the host waiting for the copy.
-  staging_.begin(2 * n * b, 0);
-  staging_.put(transpose_01(tokens, b, n, 1), memory.tokens);
-  if (learned) {
-    std::vector<int64_t> positions(static_cast<size_t>(n * b));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < b; ++j) positions[static_cast<size_t>(i * b + j)] = past + i;
-    staging_.put(positions, memory.positions);
-  }
-  staging_.end();
-
-  const int64_t h = config().hidden_size;
-  // Only the last position's logits are wanted: its b rows are the last block of [n, b, h].
-  const auto run = [&] {
-    const ForwardContext ctx{n, b, false, {}};
-    const auto num_layers = static_cast<int64_t>(layers_.size());
-    embedding_->forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a, memory.sequence,
-                        memory.hidden(0));
-    for (int64_t l = 0; l < num_layers; ++l)
-      layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
-                                              memory.hidden(l + 1), &cache.layer(l));
-    const FloatView last = memory.hidden(num_layers).subspan((n - 1) * b * h, b * h);
-    const NormStats stats{memory.final_norm.mean.empty() ? FloatView() : memory.final_norm.mean.first(b),
-                          memory.final_norm.rstd.first(b)};
-    final_norm_->forward(last, b, memory.final_norm_output.first(b * h), stats);
-    output_layer_->forward(memory.final_norm_output.first(b * h), b, memory.logits);
-  };
-  // A recording replays the same buffers: the step's varying inputs (tokens, positions, the
-  // cache's length) are in backend memory. The first step for a cache runs directly, so that
-  // whatever the operations set up on first use (GEMM plans, workspaces) exists before.
-  DecodeRecording& rec = decode_recording_;
-  if (rec.cache_id != cache.id()) {
-    rec = DecodeRecording{};
-    rec.cache_id = cache.id();
-  }
-  // Tensor-parallel steps hold collectives, which stay out of recordings.
-  if (n != 1 || tp_.active() || rec.failed || rec.runs++ == 0) {
-    run();
-  } else if (rec.operations != nullptr) {
-    rec.operations->replay();
-  } else {
-    rec.operations = backend_->record(run);
-    if (rec.operations == nullptr) {
-      rec.failed = true;
-      run();
-    }
-  }
-  cache.advance(n);
-  return memory.logits;
-}
-
-std::vector<float> GptModel::forward_cached(std::span<const int64_t> tokens, int64_t n, KvCache& cache) {
-  const ConstFloatView logits = decode_step(tokens, n, cache);
-  const int64_t b = cache.batch();
-  std::vector<float> host(static_cast<size_t>(b * config().padded_vocab_size));
-  DeviceBuffer gathered;
-  backend_->copy_to_host(whole_vocab_logits(logits, b, gathered), host);
-  return host;
-}
-
-std::vector<int64_t> GptModel::forward_cached_greedy(std::span<const int64_t> tokens, int64_t n, KvCache& cache,
-                                                     int64_t vocab) {
-  const int64_t padded = config().padded_vocab_size;
-  require(vocab >= 1 && vocab <= padded, "the vocabulary to pick from has " + std::to_string(vocab) +
-                                             " tokens; the model has " + std::to_string(padded));
-  const ConstFloatView logits = decode_step(tokens, n, cache);
-  const int64_t b = cache.batch();
-  if (decode_tokens_.size() != b) decode_tokens_ = DeviceIndexBuffer(*backend_, b);
-  DeviceBuffer gathered;
-  backend_->row_argmax(whole_vocab_logits(logits, b, gathered), b, vocab, decode_tokens_.view(), padded);
-  std::vector<int64_t> picked(static_cast<size_t>(b));
-  backend_->copy_to_host(ConstIndexView(decode_tokens_.view()), picked);
-  return picked;
-}
-
-GptModel::StageSlot& GptModel::stage_slot(int64_t slot, const MicroBatch& shape) {
-  require(slot == kEvaluationSlot || slot >= 0, "pipeline slot " + std::to_string(slot) + " is invalid");
-  const bool training = slot != kEvaluationSlot;
-  if (training && slot >= static_cast<int64_t>(stage_slots_.size()))
-    stage_slots_.resize(static_cast<size_t>(slot + 1));
-  StageSlot& s = training ? stage_slots_[static_cast<size_t>(slot)] : stage_eval_slot_;
-  if (!s.memory || s.memory->seq() != shape.seq_length || s.memory->batch() != shape.batch_size)
-    renew_memory(s.memory, shape, training, 0);
-  return s;
-}
-
-const GptModel::StageSlot& GptModel::used_slot(int64_t slot) const {
-  const StageSlot* s = nullptr;
-  if (slot == kEvaluationSlot) s = &stage_eval_slot_;
-  else if (slot >= 0 && slot < static_cast<int64_t>(stage_slots_.size()))
-    s = &stage_slots_[static_cast<size_t>(slot)];
-  require(s != nullptr && s->memory != nullptr,
-          "pipeline slot " + std::to_string(slot) + " holds no micro-batch");
-  return *s;
-}
-
-FloatView GptModel::stage_input(int64_t slot, const MicroBatch& shape) {
-  require(!pipeline_stage().is_first(), "the first pipeline stage takes tokens, not an input");
-  return stage_slot(slot, shape).memory->hidden(0);
-}
-
-LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
-                                int64_t num_microbatches, LossReduction reduction, float loss_scale) {
-  require(num_microbatches >= 1, "num_microbatches must be >= 1");
-  const bool training = slot != kEvaluationSlot;
-  prepare_parameters();
-  const PipelineStage& stage = pipeline_stage();
-  require(!stage.is_last() || !batch.labels.empty(), "the last pipeline stage needs labels");
-  StageSlot& s = stage_slot(slot, batch);
-  ActivationMemory& memory = *s.memory;
-  upload(batch, memory, stage.is_first(), stage.is_last());
-  if (training) {
-    s.ctx = ForwardContext{batch.seq_length, batch.batch_size, true, rng,
-                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0};
-  } else {
-    s.ctx = ForwardContext{batch.seq_length, batch.batch_size, false, {}};
-  }
-  forward_pass(s.ctx, memory, stage.is_last());
-  if (!stage.is_last()) return {};
-  const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
-  s.loss_scale = loss_gradient_scale(sum, num_microbatches, reduction, loss_scale);
-  return {sum.loss_sum, sum.tokens};
-}
-
-ConstFloatView GptModel::stage_output(int64_t slot) const {
-  require(!pipeline_stage().is_last(), "the last pipeline stage's output is the loss");
-  return used_slot(slot).memory->hidden(static_cast<int64_t>(layers_.size()));
-}
-
-FloatView GptModel::stage_output_grad(int64_t slot) {
-  require(!pipeline_stage().is_last(), "the last pipeline stage starts its backward from the loss");
-  require(slot != kEvaluationSlot, "evaluation passes have no backward");
-  return used_slot(slot).memory->d_hidden;
-}
-
-void GptModel::stage_backward(int64_t slot) {
-  require(slot != kEvaluationSlot, "evaluation passes have no backward");
-  const StageSlot& s = used_slot(slot);
-  backward_pass(s.ctx, *s.memory, s.loss_scale);
-}
-
-ConstFloatView GptModel::stage_input_grad(int64_t slot) const {
-  require(!pipeline_stage().is_first(), "the first pipeline stage has no input gradient");
-  require(slot != kEvaluationSlot, "evaluation passes have no backward");
-  return used_slot(slot).memory->d_hidden;
-}
-
-void GptModel::all_reduce_embedding_grads() {
-  if (embedding_group_ == nullptr) return;
-  const FloatView grad = params_.grad(params_.entry("embedding.word_embeddings.weight"));
-  embedding_group_->all_reduce(grad, dist::ReduceOp::Sum);
 }
 
 }  // namespace mgt

@@ -1,0 +1,138 @@
+// TrainingRun's save and exit policy (training_run.hpp): one writer per --save directory, the
+// checkpoints at --save-interval, at ramp-up changes and before an exit, and the exit conditions
+// every rank agrees on (Megatron's checkpoint_and_decide_exit).
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "ckpt/checkpoint_layout.hpp"
+#include "train/training_run.hpp"
+
+namespace mgt {
+
+namespace {
+
+std::string padded_iteration(std::int64_t iteration) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%7lld", static_cast<long long>(iteration));
+  return buffer;
+}
+
+}  // namespace
+
+// The exit conditions of every run.
+ExitConditions::Settings TrainingRun::exit_settings(const LoggingOptions& l) {
+  ExitConditions::Settings s;
+  s.exit_interval = l.exit_interval;
+  s.exit_duration_in_mins = l.exit_duration_in_mins;
+  // SIGTERM always ends a run cleanly (Slurm's notice before a time limit or preemption);
+  // --exit-signal-handler --exit-signal SIG adds SIG (ExitConditions keeps SIGTERM beside it).
+  s.exit_signal_handler = true;
+  s.exit_signal = l.exit_signal_handler ? l.exit_signal : std::string("SIGTERM");
+  return s;
+}
+
+// One writer per --save directory, for the whole run; what interrupted saves left there is
+// cleared only once the lock is held.
+void TrainingRun::lock_save_directory() {
+  if (options_.checkpoint.save) save_lock_.emplace(open_save_directory(*options_.checkpoint.save));
+}
+
+// Before any training: a save this run will make must not meet a committed iteration.
+void TrainingRun::require_planned_saves_new_in_save_directory() {
+  const CheckpointOptions& c = options_.checkpoint;
+  if (!c.save) return;
+  std::int64_t last = options_.total_train_iters();
+  const std::optional<std::int64_t>& exit_interval = options_.logging.exit_interval;
+  if (exit_interval && *exit_interval > 0)
+    last = std::min(last, (progress_.iteration / *exit_interval + 1) * *exit_interval);
+  require_planned_saves_new(*c.save, progress_.iteration, last, *c.save_interval);
+}
+
+// Megatron's train(): when the ramp-up changes the number of micro-batches, a checkpoint of the
+// state before the first iteration of the new size (not at the run's first iteration, and not a
+// second time for an iteration just saved).
+void TrainingRun::save_when_batch_size_changes() {
+  const std::int64_t batch_size = global_batch();
+  const bool changed = previous_batch_size_ != 0 && batch_size != previous_batch_size_;
+  previous_batch_size_ = batch_size;
+  if (changed && options_.checkpoint.save && progress_.iteration != 0 &&
+      last_saved_iteration_ != progress_.iteration) {
+    save_checkpoint();
+  }
+}
+
+// Megatron's checkpoint_and_decide_exit.
+ExitReason TrainingRun::checkpoint_and_decide_exit() {
+  const CheckpointOptions& c = options_.checkpoint;
+  const ExitReason reason = agreed_exit_reason();
+  if (reason == ExitReason::Signal) {
+    if (c.save) save_checkpoint();
+    output_.line(format_datetime_line(exit_.exit_message(reason, progress_.iteration), now_stamp()));
+    return reason;
+  }
+  bool saved = false;
+  if (c.save && progress_.iteration % *c.save_interval == 0) {
+    save_checkpoint();
+    saved = true;
+  }
+  if (reason != ExitReason::None) {
+    if (c.save && !saved) save_checkpoint();
+    output_.line(format_datetime_line(exit_.exit_message(reason, progress_.iteration), now_stamp()));
+  }
+  return reason;
+}
+
+// Any rank's reason stops every rank (Megatron all-reduces its exit checks): a signal or a time
+// limit may reach the ranks at different iterations. The priority is should_exit's.
+ExitReason TrainingRun::agreed_exit_reason() {
+  const ExitReason local = exit_.should_exit(progress_.iteration);
+  if (world_.size() == 1) return local;
+  const auto rank_of = [](ExitReason r) -> std::int64_t {
+    switch (r) {
+      case ExitReason::Signal: return 3;
+      case ExitReason::Duration: return 2;
+      case ExitReason::Interval: return 1;
+      case ExitReason::None: break;
+    }
+    return 0;
+  };
+  std::int64_t agreed = rank_of(local);
+  world_.all_reduce(std::span<std::int64_t>(&agreed, 1), dist::ReduceOp::Max);
+  for (ExitReason r : {ExitReason::Signal, ExitReason::Duration, ExitReason::Interval})
+    if (rank_of(r) == agreed) return r;
+  return ExitReason::None;
+}
+
+// Every rank writes its own part of the checkpoint (train_checkpoint.hpp): no gather, and no
+// rank holds more than its shard; rank 0 publishes the directory once all have written.
+void TrainingRun::save_checkpoint() {
+  timer_.stop();
+  finish_param_gather();
+  const std::string& dir = *options_.checkpoint.save;
+  output_.line("saving checkpoint at iteration " + padded_iteration(progress_.iteration) + " to " + dir +
+               " in hdf5 format");
+  TrainCheckpointSaveSettings s;
+  s.save_optimizer = !options_.checkpoint.no_save_optim;
+  s.save_rng = !options_.checkpoint.no_save_rng;
+  s.args_json = args_json_;
+  s.tokenizer_json = tokenizer_json_;
+  s.parallel_layout_json = parallel_layout_json_;
+  ckpt::WorldLayout layout;
+  layout.tensor_model_parallel_size = static_cast<int>(tensor_parallel_size());
+  layout.pipeline_model_parallel_size = static_cast<int>(pipeline_parallel_size());
+  layout.data_parallel_size = static_cast<int>(data_parallel_size());
+  layout.tensor_model_parallel_rank = tensor_parallel_.rank();
+  layout.pipeline_model_parallel_rank = pipeline_parallel_size() > 1 ? pipeline_.rank() : 0;
+  layout.data_parallel_rank = data_parallel_.rank();
+  last_checkpoint_ = save_train_checkpoint(dir, parts(), s, world_, layout);
+  last_saved_iteration_ = progress_.iteration;
+  output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +
+               " to " + dir + " " + model_parallel_coordinates());
+  timer_.start();
+}
+
+}  // namespace mgt

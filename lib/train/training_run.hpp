@@ -1,0 +1,198 @@
+// The state of one training run (train_gpt, trainer.hpp) and the parts of its work, each defined in
+// a file of its own:
+//
+//   trainer.cpp           the run's order: set-up, the loop of steps, the end
+//   training_setup.cpp    the ranks' layout, the model, optimizer, scheduler, checkpoint to resume
+//                         and the data, built before the first step
+//   training_step.cpp     one iteration: the micro-batches' forwards and backwards, the gradients'
+//                         reductions, the optimizer's step, the non-finite stop
+//   training_report.cpp   what a run prints and writes: the log line, its timings, TensorBoard's
+//                         scalars, the memory report, evaluations
+//   save_exit_policy.cpp  when to save and when to stop: the save directory, the checkpoints, the
+//                         exit conditions agreed by every rank
+//
+// Private to lib/train: nothing outside trainer.hpp's train_gpt makes a TrainingRun.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint_layout.hpp"
+#include "data/dataset_split.hpp"
+#include "dist/communicator.hpp"
+#include "dist/local_communicator.hpp"
+#include "kernels/backend.hpp"
+#include "model/gpt_model.hpp"
+#include "train/adamw_optimizer.hpp"
+#include "train/batch_prefetcher.hpp"
+#include "train/evaluation.hpp"
+#include "train/exit_conditions.hpp"
+#include "train/flops.hpp"
+#include "train/interval_timer.hpp"
+#include "train/loss_scaler.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/overlapped_data_parallel.hpp"
+#include "train/pipeline_executor.hpp"
+#include "train/run_output.hpp"
+#include "train/step_phase_timer.hpp"
+#include "train/tensorboard_log.hpp"
+#include "train/train_checkpoint.hpp"
+#include "train/train_data.hpp"
+#include "train/train_options.hpp"
+#include "train/trainer.hpp"
+#include "train/training_log.hpp"
+
+namespace mgt {
+
+// The time stamp of Megatron's '[after ...] datetime:' lines and of the metrics.
+inline std::string now_stamp() { return log_timestamp(std::chrono::system_clock::now()); }
+
+class TrainingRun {
+public:
+  // Checks that the groups given match the validated options; builds nothing yet (run() does).
+  TrainingRun(const TrainOptions& options, const TrainerSettings& settings, const TrainerHooks& hooks);
+
+  // The whole run (trainer.cpp).
+  TrainResult run();
+
+private:
+  // ---- trainer.cpp
+  ExitReason train_loop();
+
+  // ---- training_setup.cpp
+  void print_layout();
+  void open_tensorboard();
+  void build_model();
+  void apply_precision();
+  void keep_checkpoint_padded_vocab();
+  void register_data_parallel_buffers();
+  void build_overlap();
+  std::string parallel_layout_json() const;
+  void load_checkpoint();
+  void build_data();
+  EvaluationSettings evaluation_settings(Split split) const;
+
+  // ---- training_step.cpp
+  IterationRecord train_step();
+  void unscale_gradients();
+  void divide_gradients_by_tokens(double tokens);
+  std::optional<double> decoupled_lr() const;
+  bool logs_statistics(std::int64_t iteration) const;
+  [[noreturn]] void stop_on_nonfinite();
+
+  // ---- training_report.cpp
+  void announce_batch_size(std::int64_t batch_size);
+  std::optional<double> logged_grad_norm(const IterationRecord& record) const;
+  void write_tensorboard_scalars(const IterationRecord& record);
+  void log_iteration(const IterationRecord& record, std::int64_t train_iters);
+  void report_memory();
+  void evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix);
+  void final_evaluations();
+
+  // ---- save_exit_policy.cpp
+  static ExitConditions::Settings exit_settings(const LoggingOptions& l);
+  void lock_save_directory();
+  void require_planned_saves_new_in_save_directory();
+  void save_when_batch_size_changes();
+  ExitReason checkpoint_and_decide_exit();
+  ExitReason agreed_exit_reason();
+  void save_checkpoint();
+
+  // ---- shared by the parts
+  // The global batch size of the next iteration: --global-batch-size, or the ramp-up's size
+  // after the samples consumed so far (Megatron's update_num_microbatches at each iteration).
+  std::int64_t global_batch() const { return batch_sizes_.global_batch_size(progress_.consumed_train_samples); }
+  std::int64_t micro_batch() const { return *options_.optim.micro_batch_size; }
+  // Per rank, at the final global batch size: global batch / (micro batch × data-parallel size).
+  std::int64_t microbatches() const { return options_.num_microbatches(); }
+  // Megatron's FLOP count of an iteration of `global_batch_size` samples.
+  double flops_of_iteration(std::int64_t global_batch_size) const {
+    GptFlopsShape shape = flops_shape_;
+    shape.global_batch_size = global_batch_size;
+    return gpt_flops_per_iteration(shape);
+  }
+  std::int64_t data_parallel_size() const { return data_parallel_.size(); }
+  std::int64_t tensor_parallel_size() const { return tensor_parallel_.size(); }
+  std::int64_t pipeline_parallel_size() const { return pipeline_.size(); }
+  // Megatron's "[ t 1/2, p 1/1 ]": the tensor- and pipeline-parallel coordinates of the printing
+  // rank (world rank 0).
+  std::string model_parallel_coordinates() const {
+    return "[ t 1/" + std::to_string(tensor_parallel_size()) + ", p 1/" + std::to_string(pipeline_parallel_size()) +
+           " ]";
+  }
+  // Where the weights are read outside a forward: the all-gathers still in flight complete first.
+  void finish_param_gather() {
+    if (overlap_) overlap_->finish_param_gather();
+  }
+  bool do_valid() const { return data_.valid() && options_.logging.eval_iters > 0; }
+  bool do_test() const { return data_.test() && options_.logging.eval_iters > 0; }
+  TrainCheckpointParts parts() {
+    return {model_->parameters(), *optimizer_, *scheduler_, progress_, loss_scaler_ ? &*loss_scaler_ : nullptr};
+  }
+
+  const TrainOptions& options_;
+  const TrainerSettings& settings_;
+  const TrainerHooks& hooks_;
+  ExitConditions exit_;
+  // The groups of a lone process, used when the settings give none.
+  dist::LocalCommunicator own_world_{"world", 0, nullptr, nullptr};
+  dist::LocalCommunicator own_data_parallel_{"data-parallel", 0, nullptr, nullptr};
+  dist::LocalCommunicator own_tensor_parallel_{"tensor-model-parallel", 0, nullptr, nullptr};
+  dist::LocalCommunicator own_pipeline_{"pipeline-model-parallel", 0, nullptr, nullptr};
+  dist::Communicator& world_;
+  dist::Communicator& data_parallel_;
+  dist::Communicator& tensor_parallel_;
+  dist::Communicator& pipeline_;
+  // The gradient norm's group: tensor × pipeline (the tensor-parallel group without a pipeline).
+  dist::Communicator* model_parallel_;
+  bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints
+  std::ostream discarded_{nullptr};  // where the other ranks' lines go
+  // Megatron's print_rank_0 lines (and --metrics-file) on world rank 0; its print_rank_last lines
+  // (iterations, validation) on the last rank, which holds the same values.
+  RunOutput output_;
+  RunOutput last_output_;
+  std::optional<TensorBoardLog> tensorboard_;  // --tensorboard-dir, on rank 0
+  std::unique_ptr<Backend> backend_owner_;
+  Backend& backend_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::int64_t padded_vocab_ = 0;
+  std::unique_ptr<GptModel> model_;
+  // [Σ CE · mask, Σ mask] of the iteration's micro-batches, on the device until read back.
+  DeviceArray<double> loss_sums_{backend_, 2};
+  // Runs the micro-batches through the pipeline stages (null without a pipeline).
+  std::unique_ptr<PipelineExecutor> executor_;
+  std::unique_ptr<AdamWOptimizer> optimizer_;
+  // --overlap-grad-reduce with more than one data-parallel rank (null otherwise); the model's
+  // parameter hooks point to it.
+  std::unique_ptr<OverlappedDataParallel> overlap_;
+  // Megatron's level-1 timers of the steps since the last log line.
+  StepPhaseTimer step_phases_;
+  bool memory_reported_ = false;  // report_memory has run
+  std::unique_ptr<OptimizerParamScheduler> scheduler_;
+  std::optional<LossScaler> loss_scaler_;  // --fp16 (or --loss-scale under Megatron's rule)
+  GptFlopsShape flops_shape_;
+  GlobalBatchSizeSchedule batch_sizes_{options_.global_batch_size_schedule()};
+  std::int64_t announced_batch_size_ = 0;  // the ramp-up's size last printed
+  std::string args_json_;
+  std::string tokenizer_json_;
+  std::string parallel_layout_json_ = "{}";
+  TrainingProgress progress_;
+  TrainData data_;
+  // Declared after the model and data they read: destroyed (threads joined) first.
+  std::unique_ptr<BatchPrefetcher> train_batches_;
+  std::unique_ptr<Evaluator> valid_;
+  LossAccumulator losses_;
+  IntervalTimer timer_;
+  std::int64_t consecutive_nonfinite_ = 0;
+  std::optional<std::string> last_checkpoint_;
+  std::int64_t last_saved_iteration_ = -1;
+  std::int64_t previous_batch_size_ = 0;  // of the last iteration run; 0 before the first
+  std::optional<ckpt::SaveDirectoryLock> save_lock_;
+};
+
+}  // namespace mgt

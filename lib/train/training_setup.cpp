@@ -1,0 +1,300 @@
+// TrainingRun's set-up (training_run.hpp): the layout of the ranks, the tokenizer, model,
+// optimizer, scheduler and loss scaler, the checkpoint to resume, and the data, all before the
+// first step.
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/tokenizer_description.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "dist/parallel_layout.hpp"
+#include "dist/rank_processes.hpp"
+#include "kernels/backend_factory.hpp"
+#include "model/parameter_table.hpp"
+#include "train/gpt_config_from_options.hpp"
+#include "train/run_description.hpp"
+#include "train/train_memory.hpp"
+#include "train/training_run.hpp"
+
+namespace mgt {
+
+TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& settings, const TrainerHooks& hooks)
+    : options_(options),
+      settings_(settings),
+      hooks_(hooks),
+      exit_(exit_settings(options.logging)),
+      world_(settings.ranks.world ? *settings.ranks.world : own_world_),
+      data_parallel_(settings.ranks.data_parallel ? *settings.ranks.data_parallel : own_data_parallel_),
+      tensor_parallel_(settings.ranks.tensor_model_parallel ? *settings.ranks.tensor_model_parallel
+                                                            : own_tensor_parallel_),
+      pipeline_(settings.ranks.pipeline_model_parallel ? *settings.ranks.pipeline_model_parallel : own_pipeline_),
+      model_parallel_(settings.ranks.model_parallel ? settings.ranks.model_parallel : &tensor_parallel_),
+      chief_(world_.rank() == 0),
+      output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
+              chief_ ? options.logging.metrics_file : std::nullopt),
+      last_output_(world_.rank() == world_.size() - 1 ? (settings.out ? *settings.out : std::cout) : discarded_,
+                   std::nullopt),
+      backend_owner_(settings.backend ? nullptr : make_backend(options.device)),
+      backend_(settings.backend ? *settings.backend : *backend_owner_) {
+  if (world_.size() != options.parallel.world_size || data_parallel_.size() != options.parallel.data_parallel_size)
+    throw Error("internal error: a run validated for a world of " + std::to_string(options.parallel.world_size) +
+                " (data-parallel size " + std::to_string(options.parallel.data_parallel_size) +
+                ") given a world of " + std::to_string(world_.size()) + " and a data-parallel group of " +
+                std::to_string(data_parallel_.size()));
+  if (tensor_parallel_.size() != options.parallel.tensor_model_parallel_size)
+    throw Error("internal error: a run validated for tensor-parallel size " +
+                std::to_string(options.parallel.tensor_model_parallel_size) + " given a group of " +
+                std::to_string(tensor_parallel_.size()));
+  if (pipeline_.size() != options.parallel.pipeline_model_parallel_size)
+    throw Error("internal error: a run validated for pipeline-parallel size " +
+                std::to_string(options.parallel.pipeline_model_parallel_size) + " given a group of " +
+                std::to_string(pipeline_.size()));
+}
+
+// Megatron's first line (arguments.py validate_args), and the groups of a distributed run.
+void TrainingRun::print_layout() {
+  const ParallelOptions& p = options_.parallel;
+  output_.line("using world size: " + std::to_string(p.world_size) + ", data-parallel size: " +
+               std::to_string(p.data_parallel_size) + ", context-parallel size: " +
+               std::to_string(p.context_parallel_size) + ", tensor-model-parallel size: " +
+               std::to_string(p.tensor_model_parallel_size) + ", pipeline-model-parallel size: " +
+               std::to_string(p.pipeline_model_parallel_size));
+  if (world_.size() == 1) return;
+  // Megatron's initialize.py _initialize_distributed, then mgt's list of the groups.
+  output_.line("> initialized tensor model parallel with size " + std::to_string(p.tensor_model_parallel_size));
+  output_.line("> initialized pipeline model parallel with size " + std::to_string(p.pipeline_model_parallel_size));
+  const dist::ParallelLayout layout(dist::ParallelFlags{p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
+                                                        p.distributed_timeout_minutes},
+                                    world_.size());
+  const auto groups_of = [&](dist::GroupKind kind) {
+    std::string groups;
+    for (const std::vector<int>& g : layout.groups(kind)) groups += (groups.empty() ? "" : " ") + dist::format_ranks(g);
+    return groups;
+  };
+  if (p.tensor_model_parallel_size > 1)
+    output_.line("> tensor-model-parallel groups: " + groups_of(dist::GroupKind::TensorModelParallel) + " (" +
+                 tensor_parallel_.transport() + ")" + (p.sequence_parallel ? ", sequence parallel" : ""));
+  if (p.pipeline_model_parallel_size > 1) {
+    std::string split;
+    for (const PipelineStage& s : pipeline_stages(*options_.model.num_layers, pipeline_split(p)))
+      split += (split.empty() ? "" : ", ") + std::to_string(s.num_layers);
+    output_.line("> pipeline-model-parallel groups: " + groups_of(dist::GroupKind::PipelineModelParallel) + " (" +
+                 pipeline_.transport() + "), layers per stage " + split + ", 1F1B schedule");
+  }
+  output_.line("> data-parallel groups: " + groups_of(dist::GroupKind::DataParallel) + " (" +
+               data_parallel_.transport() + ")");
+  // Collective: every rank runs print_layout.
+  output_.line(dist::rank_processes_line(dist::gather_rank_processes(world_)));
+}
+
+// Megatron's writer lives on the rank that prints; here that is world rank 0.
+void TrainingRun::open_tensorboard() {
+  if (!options_.logging.tensorboard_dir) return;
+  output_.line("> setting tensorboard ...");
+  tensorboard_.emplace(options_.logging, world_.size());
+}
+
+void TrainingRun::build_model() {
+  output_.line(format_building_tokenizer_line(options_.data.tokenizer.type));
+  tokenizer_ = make_tokenizer(options_.data.tokenizer);
+  padded_vocab_ = padded_vocab_size(tokenizer_->vocab_size(), options_.model.make_vocab_size_divisible_by,
+                                    options_.parallel.tensor_model_parallel_size);
+  output_.line(format_padded_vocab_line(tokenizer_->vocab_size(), padded_vocab_));
+  keep_checkpoint_padded_vocab();
+  apply_precision();
+  backend_.set_deterministic(options_.optim.deterministic_mode);
+  output_.line("> compute device: " + backend_.description());
+  if (options_.logging.profile) {
+    // Counted only in train_loop's window: not the model's set-up nor the first iterations.
+    backend_.set_profiling(false);
+    const std::int64_t first = options_.logging.profile_step_start + 1, last = options_.logging.profile_step_end;
+    output_.line("> --profile: GPU time per operation of " +
+                 (first == last ? "iteration " + std::to_string(first)
+                                : "iterations " + std::to_string(first) + " to " + std::to_string(last)) +
+                 ", printed by the profiled ranks at the end");
+  }
+
+  const GptConfig config = gpt_config_from_options(options_, padded_vocab_);
+  // Before any allocation: a model that cannot fit is refused with the numbers.
+  check_train_memory(options_, config, memory_available_to(backend_));
+  output_.line("building GPT model ...");
+  TensorParallelism tp;
+  if (tensor_parallel_size() > 1) tp = {&tensor_parallel_, options_.parallel.sequence_parallel};
+  const std::vector<PipelineStage> stages =
+      pipeline_stages(*options_.model.num_layers, pipeline_split(options_.parallel));
+  PipelineParallelism pp;
+  if (pipeline_parallel_size() > 1) pp = {stages.at(static_cast<std::size_t>(pipeline_.rank())), settings_.ranks.embedding};
+  model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp);
+  if (pipeline_parallel_size() > 1) executor_ = std::make_unique<PipelineExecutor>(*model_, pipeline_);
+  // Megatron prints each model-parallel rank's count from that rank (a tied embedding's copy on
+  // the last stage included); rank 0 knows them all (the tables need no memory).
+  for (const PipelineStage& stage : stages) {
+    for (std::int64_t r = 0; r < tensor_parallel_size(); ++r) {
+      std::int64_t count = 0;
+      for (const ParameterEntry& e : gpt_parameter_table(config, {tensor_parallel_size(), r}, stage).entries)
+        count += e.numel();
+      output_.line(" > number of parameters on (tensor, pipeline) model parallel rank (" + std::to_string(r) +
+                   ", " + std::to_string(stage.rank) + "): " + std::to_string(count));
+    }
+  }
+  const OptimizationOptions& o = options_.optim;
+  optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
+                                                AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad},
+                                                data_parallel_, options_.parallel.use_distributed_optimizer,
+                                                model_parallel_);
+  if (optimizer_->distributed() && data_parallel_size() > 1) {
+    const BufferShard shard = optimizer_->shard();
+    output_.line("> distributed optimizer: each data-parallel rank keeps Adam's state for its shard of the " +
+                 std::to_string(model_->parameters().params().size()) + " buffer elements (rank 0: [" +
+                 std::to_string(shard.begin) + ", " + std::to_string(shard.end) + "))");
+  }
+  register_data_parallel_buffers();
+  build_overlap();
+  scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
+  if (const auto s = loss_scaler_settings(o, options_.parallel.use_distributed_optimizer)) loss_scaler_.emplace(*s);
+  flops_shape_ = gpt_flops_shape(options_, padded_vocab_);
+  progress_.dropout_seed = static_cast<std::uint64_t>(options_.optim.seed);
+  args_json_ = train_args_json(options_, padded_vocab_);
+  tokenizer_json_ = tokenizer_description_json(options_.data.tokenizer, *tokenizer_, padded_vocab_);
+  parallel_layout_json_ = parallel_layout_json();
+}
+
+// The buffers the data-parallel collectives work on: where the transport can, it moves them
+// with the copy engines (dist/nccl_peer_copy.hpp), the GEMMs beside keeping every multiprocessor.
+void TrainingRun::register_data_parallel_buffers() {
+  if (data_parallel_size() == 1) return;
+  GptParameters& p = model_->parameters();
+  bool registered = data_parallel_.register_buffer(dist::backend_buffer(p.grads()));
+  if (optimizer_->distributed()) {
+    registered = data_parallel_.register_buffer(dist::backend_buffer(p.params())) && registered;
+    if (!p.compute_copy().empty())
+      registered = data_parallel_.register_buffer(dist::backend_buffer(p.compute_copy())) && registered;
+  }
+  if (registered)
+    output_.line(std::string("> data-parallel gradients") + (optimizer_->distributed() ? " and weights" : "") +
+                 " move between the GPUs with their copy engines (MGT_PEER_COPY=0: NCCL's kernels)");
+}
+
+// --overlap-grad-reduce (and --overlap-param-gather): the gradient buffer's buckets, reduced as
+// the last backward finishes them. Megatron's bucket size, except on pipeline stages after the
+// first, whose reduction is off the critical path (one bucket there, as Megatron does).
+void TrainingRun::build_overlap() {
+  const ParallelOptions& p = options_.parallel;
+  if (!p.overlap_grad_reduce || data_parallel_size() == 1) return;
+  std::optional<std::int64_t> bucket_size = p.ddp_bucket_size.value_or(default_ddp_bucket_size(data_parallel_size()));
+  if (pipeline_parallel_size() > 1 && pipeline_.rank() > 0) bucket_size.reset();
+  std::vector<GradientBucket> buckets = gradient_buckets(
+      model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
+  overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), data_parallel_,
+                                                      p.use_distributed_optimizer, backend_,
+                                                      settings_.overlap_collective_sms,
+                                                      settings_.tail_buckets_in_kernels);
+  model_->set_parameter_hooks(overlap_.get());
+  if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
+  output_.line("> overlapping the data-parallel " +
+               std::string(p.use_distributed_optimizer ? "reduce-scatter" : "all-reduce") +
+               " of the gradients with the backward" + (p.overlap_param_gather ? " and the weights' all-gather with the forward" : "") +
+               ": " + std::to_string(overlap_->buckets().size()) + " bucket(s) on rank 0 (--ddp-bucket-size " +
+               (bucket_size ? std::to_string(*bucket_size) : std::string("unbounded")) + ")" +
+               (settings_.overlap_collective_sms > 0
+                    ? "; the GEMMs leave " + std::to_string(settings_.overlap_collective_sms) +
+                          " multiprocessors to the collectives in flight"
+                    : std::string()));
+}
+
+// The padded vocabulary of the checkpoint to resume, when it differs from this run's: kept, as
+// Megatron keeps a --padded-vocab-size read from a checkpoint, so that a checkpoint padded for
+// another tensor-parallel size reshards on load (the padding rows' logits take part in the
+// softmax: re-padding would change the model).
+void TrainingRun::keep_checkpoint_padded_vocab() {
+  if (!options_.checkpoint.load) return;
+  const std::optional<std::int64_t> stored = checkpoint_padded_vocab_size(*options_.checkpoint.load);
+  if (!stored || *stored == padded_vocab_ || *stored < tokenizer_->vocab_size()) return;
+  if (*stored % tensor_parallel_size() != 0)
+    throw UsageError("the checkpoint in --load " + *options_.checkpoint.load + " has a padded vocabulary of " +
+                     std::to_string(*stored) + " rows, which --tensor-model-parallel-size " +
+                     std::to_string(tensor_parallel_size()) +
+                     " does not divide; re-pad it with mgt-ckpt-convert --make-vocab-size-divisible-by");
+  padded_vocab_ = *stored;
+  output_.line(" > padded vocab of the checkpoint kept (size: " + std::to_string(tokenizer_->vocab_size()) +
+               ") with " + std::to_string(padded_vocab_ - tokenizer_->vocab_size()) + " dummy tokens (new size: " +
+               std::to_string(padded_vocab_) + ")");
+}
+
+// extra_json["parallel_layout"] of the checkpoints: the layout this run trains with.
+std::string TrainingRun::parallel_layout_json() const {
+  const ParallelOptions& p = options_.parallel;
+  const auto flag = [](bool b) { return b ? std::string("true") : std::string("false"); };
+  return "{\"world_size\": " + std::to_string(p.world_size) + ", \"tensor_model_parallel_size\": " +
+         std::to_string(p.tensor_model_parallel_size) + ", \"pipeline_model_parallel_size\": " +
+         std::to_string(p.pipeline_model_parallel_size) + ", \"data_parallel_size\": " +
+         std::to_string(p.data_parallel_size) + ", \"sequence_parallel\": " + flag(p.sequence_parallel) +
+         ", \"use_distributed_optimizer\": " + flag(p.use_distributed_optimizer) +
+         ", \"stored_tensors\": \"per_rank\"}";
+}
+
+void TrainingRun::load_checkpoint() {
+  const CheckpointOptions& c = options_.checkpoint;
+  if (!c.load) return;
+  TrainCheckpointLoadSettings s;
+  s.load_optimizer = !c.no_load_optim;
+  s.load_rng = !c.no_load_rng;
+  s.finetune = c.finetune;
+  s.scheduler_resume = scheduler_resume(options_);
+  const auto directory = load_train_checkpoint(*c.load, parts(), s);
+  if (!directory) {
+    output_.line("WARNING: could not find the metadata file " + ckpt::tracker_file_path(*c.load));
+    output_.line("    will not load any checkpoints and will start from random");
+    return;
+  }
+  // Without the checkpoint's random state the dropout streams continue past those the
+  // iterations so far would have used.
+  if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.consumed_train_samples / micro_batch();
+  output_.line("  successfully loaded checkpoint from " + *c.load + " " + model_parallel_coordinates() +
+               " at iteration " + std::to_string(progress_.iteration));
+}
+
+void TrainingRun::build_data() {
+  data_ = open_train_data(options_, *tokenizer_);
+  BatchPrefetcher::Settings p;
+  p.start_sample = progress_.consumed_train_samples;
+  p.micro_batch_size = micro_batch();
+  p.data_parallel_size = data_parallel_size();
+  p.data_parallel_rank = data_parallel_.rank();
+  p.capacity = static_cast<std::size_t>(std::max<std::int64_t>(2, 2 * microbatches()));
+  p.split_name = "train";
+  train_batches_ = std::make_unique<BatchPrefetcher>(data_.train(), p);
+  if (do_valid()) valid_ = std::make_unique<Evaluator>(*model_, data_.valid(), evaluation_settings(Split::Valid));
+}
+
+EvaluationSettings TrainingRun::evaluation_settings(Split split) const {
+  EvaluationSettings e;
+  e.start_sample = split == Split::Valid ? progress_.consumed_valid_samples : 0;
+  e.micro_batch_size = micro_batch();
+  e.num_microbatches = microbatches();
+  e.data_parallel = &data_parallel_;
+  if (pipeline_parallel_size() > 1) e.pipeline = &pipeline_;
+  e.eval_iters = options_.logging.eval_iters;
+  e.split_name = split_name(split);
+  return e;
+}
+
+// --bf16 / --fp16 store activations and the weights' compute copy in bf16 / fp16 where the
+// backend can (fp32 master weights, gradients and optimizer state stay); --fp16 also scales the
+// loss (loss_scaler_) on every backend. A backend that cannot computes in fp32, with a warning.
+void TrainingRun::apply_precision() {
+  const Precision p = options_.optim.precision;
+  if (p == Precision::Fp32) return;
+  const bool fp16 = p == Precision::Fp16;
+  if (backend_.set_matmul_precision(fp16 ? Backend::MatmulPrecision::kFp16 : Backend::MatmulPrecision::kBf16))
+    return;
+  log::warn(std::string(fp16 ? "--fp16" : "--bf16") + ": the " + backend_.name() + " backend computes in fp32 here" +
+            (fp16 ? "; the loss scaling is applied" : ""));
+}
+
+}  // namespace mgt
