@@ -68,8 +68,9 @@ TEST_CASE("tiktoken: a special-token table larger than memory is refused up fron
   CHECK_NOTHROW(check_tiktoken_special_token_memory(2000000000, std::nullopt));  // unknown: not checked
   try {
     check_tiktoken_special_token_memory(2000000000, gib);
-    FAIL("no UsageError");
-  } catch (const UsageError& e) {
+    FAIL("no usage error");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
     CHECK_THAT(e.what(), Catch::StartsWith("--tiktoken-num-special-tokens 2000000000 needs about "));
     CHECK_THAT(e.what(), Catch::Contains("GiB of memory") && Catch::Contains("only 1.0 GiB is available (MemAvailable in a test)"));
   }
