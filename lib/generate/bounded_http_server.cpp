@@ -28,7 +28,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Once the server stops, an answer being written has this long to reach its client.
+// Once the server stops, a connection has this long to write its answer, from its first write
+// after the stop (an answer generated after the stop is still written).
 constexpr std::chrono::seconds kWriteGrace{1};
 // A write waits in slices of this, so that a stop is noticed while it waits.
 constexpr std::chrono::milliseconds kWriteSlice{100};
@@ -67,16 +68,9 @@ struct BoundedHttpServer::Shared {
   const HttpServerLimits limits;
   int stop_fd = -1;  // an eventfd, readable from the stop on (never drained)
   std::atomic<bool> stopping{false};
-  std::atomic<Clock::rep> stopped_at{0};  // Clock's count when stopping was set
   std::mutex mutex;
   std::condition_variable slot_freed;
   int64_t slots_taken = 0;  // connections handed to the pool and not yet finished
-
-  // The latest time an answer may still be written: none before the stop, a grace after it.
-  Clock::time_point write_limit() const {
-    if (!stopping.load()) return Clock::time_point::max();
-    return Clock::time_point(Clock::duration(stopped_at.load())) + kWriteGrace;
-  }
 };
 
 namespace {
@@ -172,7 +166,8 @@ private:
     const Clock::time_point timeout = Clock::now() + write_timeout_;
     for (;;) {
       const Clock::time_point now = Clock::now();
-      const Clock::time_point until = std::min(timeout, shared_.write_limit());
+      if (shared_.stopping.load() && grace_end_ == Clock::time_point::max()) grace_end_ = now + kWriteGrace;
+      const Clock::time_point until = std::min(timeout, grace_end_);
       if (now >= until) return false;
       pollfd fd{sock_, POLLOUT, 0};
       const int ready = ::poll(&fd, 1, milliseconds_until(std::min(until, now + kWriteSlice), now));
@@ -188,6 +183,7 @@ private:
   Clock::time_point deadline_ = Clock::time_point::max();
   bool reading_closed_ = false;
   mutable Cause cause_ = Cause::kNone;
+  mutable Clock::time_point grace_end_ = Clock::time_point::max();  // of writing, once stopping
   std::array<char, 4096> buffer_{};
   size_t begin_ = 0;
   size_t end_ = 0;
@@ -274,7 +270,6 @@ BoundedHttpServer::~BoundedHttpServer() { ::close(shared_->stop_fd); }
 
 void BoundedHttpServer::stop_promptly() {
   if (!shared_->stopping.load()) {
-    shared_->stopped_at.store(Clock::now().time_since_epoch().count());
     {
       std::lock_guard<std::mutex> lock(shared_->mutex);
       shared_->stopping.store(true);
