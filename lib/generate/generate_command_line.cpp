@@ -63,8 +63,8 @@ void check_server_flags(const ServerOptions& s, const FlagValues& given) {
   if (!(s.request_timeout >= 0.001 && s.request_timeout <= 86400.0))
     throw UsageError("--server-request-timeout must be between 0.001 and 86400 seconds, got " +
                      python_float_repr(s.request_timeout));
-  // httplib waits on sockets with select(), which takes descriptors below 1024; each connection
-  // holds two (its socket and the duplicate its deadline is enforced through).
+  // httplib, built for select(), answers 500 on a socket whose descriptor is 1024 or more: the
+  // connections served stay well below, leaving room for the program's other descriptors.
   if (s.max_connections < 1 || s.max_connections > kMaxServerConnections)
     throw UsageError("--server-max-connections must be between 1 and " + std::to_string(kMaxServerConnections) +
                      ", got " + std::to_string(s.max_connections));
