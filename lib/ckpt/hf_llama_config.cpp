@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
+#include "core/json_wide_integers.hpp"
 #include "data/python_json.hpp"
 
 namespace mgt {
@@ -26,7 +27,9 @@ std::string architecture_of(const std::string& model_type) {
 // config.json's fields by key, each judged under its own name.
 class ConfigFields {
 public:
-  ConfigFields(const std::string& text, std::string what) : text_(text), what_(std::move(what)) {
+  // An integer wider than 64 bits (Python writes any int) reads as a double.
+  ConfigFields(const std::string& text, std::string what)
+      : text_(json_with_wide_integers_as_reals(text)), what_(std::move(what)) {
     simdjson::dom::element root;
     if (auto error = parser_.parse(text_).get(root))
       fail(std::string("is not valid JSON (") + simdjson::error_message(error) + ")");

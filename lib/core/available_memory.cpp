@@ -1,5 +1,8 @@
 #include "core/available_memory.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -94,6 +97,24 @@ std::optional<Limit> cgroup_limit(const std::string& root) {
   return best;
 }
 
+// What `ulimit -d` (RLIMIT_DATA) leaves: the limit less the data this process already has
+// mapped (VmData of /proc/self/status, what the limit counts); nullopt without a limit.
+std::optional<Limit> data_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_DATA, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  std::int64_t used = 0;
+  if (const auto text = read_small_file("/proc/self/status")) {
+    std::istringstream lines(*text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      long long kib = 0;
+      if (std::sscanf(line.c_str(), "VmData: %lld kB", &kib) == 1) used = kib * 1024;
+    }
+  }
+  const auto cap = static_cast<std::int64_t>(std::min<rlim_t>(limit.rlim_cur, std::numeric_limits<std::int64_t>::max()));
+  return Limit{cap > used ? cap - used : 0, "RLIMIT_DATA (ulimit -d)"};
+}
+
 }  // namespace
 
 std::optional<AvailableMemory> available_host_memory(const std::string& root) {
@@ -104,7 +125,12 @@ std::optional<AvailableMemory> available_host_memory(const std::string& root) {
   return out;
 }
 
-std::optional<AvailableMemory> available_host_memory() { return available_host_memory(""); }
+std::optional<AvailableMemory> available_host_memory() {
+  std::optional<AvailableMemory> out = available_host_memory("");
+  if (const auto limit = data_limit(); limit && (!out || limit->left < out->bytes))
+    out = AvailableMemory{limit->left, limit->source};
+  return out;
+}
 
 std::string format_bytes(double bytes) {
   static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

@@ -4,13 +4,15 @@
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
+#include "core/json_wide_integers.hpp"
 
 namespace mgt {
 
 JsonScalars::JsonScalars(const std::string& text, const std::string& what) : what_(what) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
-  if (auto error = parser.parse(text).get(root); error)
+  // An integer wider than 64 bits (transformers' int(1e30) for "no limit") reads as a double.
+  if (auto error = parser.parse(json_with_wide_integers_as_reals(text)).get(root); error)
     throw Error(what + " is not valid JSON (" + simdjson::error_message(error) + ")");
   simdjson::dom::object object;
   if (root.get(object)) throw Error(what + " is not a JSON object");

@@ -8,8 +8,8 @@
 
 namespace mgt {
 
-// The scalar members of one flat JSON object; nested values are skipped. Throws mgt::Error
-// naming `what` when the text is not a JSON object.
+// The scalar members of one flat JSON object; nested values are skipped; an integer wider than
+// 64 bits is a double. Throws mgt::Error naming `what` when the text is not a JSON object.
 class JsonScalars {
 public:
   using Value = std::variant<std::monostate, bool, std::int64_t, double, std::string>;  // monostate: null

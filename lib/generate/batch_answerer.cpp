@@ -40,7 +40,13 @@ void BatchAnswerer::answer(std::span<PendingRequest> batch) {
         // Streams of requests without a seed never meet: a request has at most 128 prompts.
         const uint64_t seed = r.random_seed ? *r.random_seed : seed_;
         const uint64_t stream = r.random_seed ? i : pending.number * kMaxPromptsPerRequest + i;
-        own.push_back({generator_->prompt_tokens(r.prompts[i], r.add_bos), nullptr, seed, stream});
+        std::vector<TokenId> tokens;
+        try {
+          tokens = generator_->prompt_tokens(r.prompts[i], r.add_bos);
+        } catch (const Error& e) {
+          throw BadRequest("prompts[" + std::to_string(i) + "]: " + e.what());
+        }
+        own.push_back({std::move(tokens), nullptr, seed, stream});
         longest = std::max(longest, static_cast<int64_t>(own.back().prompt_tokens.size()));
       }
       // Megatron's check (generate_tokens_probs_and_return_on_first_stage), with its message.

@@ -5,6 +5,7 @@
 #include "core/compute_flags.hpp"
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "core/megatron_compatibility.hpp"
 #include "generate/generate_flags.hpp"
 #include "kernels/backend_factory.hpp"
@@ -15,6 +16,7 @@ namespace mgt {
 namespace {
 
 constexpr const char* kProgram = "mgt-generate";
+constexpr int64_t kMaxServerConnections = 400;
 
 const std::map<std::string, std::string> kRefusedFlags = {
     {"--beam-width", "beam search is not supported"},
@@ -46,7 +48,7 @@ CommandLineRules command_line_rules() {
 // --host and --port serve; with --server, the per-prompt flags have nothing to set.
 void check_server_flags(const ServerOptions& s, const FlagValues& given) {
   if (!s.enabled) {
-    for (const char* flag : {"host", "port"})
+    for (const char* flag : {"host", "port", "server-request-timeout", "server-max-connections"})
       if (given.has(flag)) throw UsageError(std::string("--") + flag + " needs --server");
     return;
   }
@@ -57,6 +59,15 @@ void check_server_flags(const ServerOptions& s, const FlagValues& given) {
                        "mgt-generate(1), SERVER)");
   if (s.host.empty()) throw UsageError("--host must not be empty");
   if (s.port < 0 || s.port > 65535) throw UsageError("--port must be in [0, 65535], got " + std::to_string(s.port));
+  // Deadlines are kept in milliseconds; a day is far beyond any client worth waiting for.
+  if (!(s.request_timeout >= 0.001 && s.request_timeout <= 86400.0))
+    throw UsageError("--server-request-timeout must be between 0.001 and 86400 seconds, got " +
+                     python_float_repr(s.request_timeout));
+  // httplib, built for select(), answers 500 on a socket whose descriptor is 1024 or more: the
+  // connections served stay well below, leaving room for the program's other descriptors.
+  if (s.max_connections < 1 || s.max_connections > kMaxServerConnections)
+    throw UsageError("--server-max-connections must be between 1 and " + std::to_string(kMaxServerConnections) +
+                     ", got " + std::to_string(s.max_connections));
 }
 
 // What the values of single flags cannot tell, and the fields made of several values.

@@ -32,6 +32,11 @@ std::vector<FlagDefinition> generate_flags(GenerateFlagFields& e) {
       store_true("server", s.enabled, "serve Megatron's text-generation REST API (PUT /api) instead of reading prompts"),
       store("host", "ADDR", s.host, "address the server listens on"),
       store("port", "N", s.port, "Port the server listens on (0: any free port, printed at start)").megatron_flag(),
+      store("server-request-timeout", "SECONDS", s.request_timeout,
+            "seconds a client has to send one request, headers and body; a slower one is answered 408 and "
+            "disconnected"),
+      store("server-max-connections", "N", s.max_connections,
+            "connections served at once (1 to 400), one thread each; further ones wait to be accepted"),
     }},
     {"generation", {
       store("max-new-tokens", "N", g.max_new_tokens, "tokens to generate per prompt (Megatron's tokens_to_generate)"),

@@ -59,7 +59,12 @@ int run_batches(Generator& generator, const GenerateOptions& options) {
     const std::vector<std::string> prompts = reader.next_batch(options.micro_batch_size);
     if (prompts.empty()) break;
     const auto batch_start = std::chrono::steady_clock::now();
-    const std::vector<Completion> completions = generator.generate(prompts, done);
+    std::vector<Completion> completions;
+    try {
+      completions = generator.generate(prompts, done);
+    } catch (const PromptError& e) {
+      throw Error(reader.where(e.index) + ": " + e.what());  // the line to fix
+    }
     const double batch_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_start).count();
     int64_t batch_tokens = 0;

@@ -19,6 +19,9 @@ struct ServerOptions {
   bool enabled = false;            // --server
   std::string host = "127.0.0.1";  // --host: loopback unless told otherwise
   int64_t port = 5000;             // --port (Megatron's default); 0: any free port
+  // --server-request-timeout: seconds a client has to send one request, headers and body.
+  double request_timeout = 30.0;
+  int64_t max_connections = 128;  // --server-max-connections: served at once, one thread each
 };
 
 struct GenerateOptions {

@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "core/signal_flag.hpp"
 #include "generate/batch_answerer.hpp"
+#include "generate/bounded_http_server.hpp"
 #include "generate/generation_model.hpp"
 #include "generate/request_queue.hpp"
 #include "generate/server_response.hpp"
@@ -90,12 +91,26 @@ void handle_generate(RequestQueue& queue, const httplib::Request& http, httplib:
   log::info(line);
 }
 
-void configure(httplib::Server& server, RequestQueue& queue, int64_t max_batch_rows) {
-  // Enough HTTP threads that a full batch of requests can wait on the model together; more
-  // connections wait in httplib's queue. httplib owns and deletes the pool.
-  const size_t threads = static_cast<size_t>(std::max<int64_t>(64, 2 * max_batch_rows));
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+// RFC 9110's Content-Length is 1*DIGIT; httplib reads "-5" as a huge length (and refuses it as
+// too large), so a malformed one is refused here, before the body would be read.
+bool valid_content_length(const std::string& value) {
+  return !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+}
+
+void configure(BoundedHttpServer& server, RequestQueue& queue) {
   server.set_payload_max_length(kMaxBodyBytes);
+  server.set_pre_routing_handler([&server](const httplib::Request& request, httplib::Response& response) {
+    if (!request.has_header("Content-Length") || valid_content_length(request.get_header_value("Content-Length")))
+      return httplib::Server::HandlerResponse::Unhandled;
+    response.status = 400;
+    // The body's end is unknown: nothing more can be read from this connection.
+    response.set_header("Connection", "close");
+    server.close_after_answer();
+    response.set_content(server_error_json("Content-Length must be a non-negative decimal integer, got '" +
+                                           request.get_header_value("Content-Length") + "'"),
+                         "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server.Put("/api", [&queue](const httplib::Request& request, httplib::Response& response) {
     handle_generate(queue, request, response);
   });
@@ -109,8 +124,14 @@ void configure(httplib::Server& server, RequestQueue& queue, int64_t max_batch_r
   server.Delete("/api", wrong_method);
   // Refusals of httplib itself (unknown path, body too large, unreadable request) get the same
   // JSON body as ours.
-  server.set_error_handler([](const httplib::Request& request, httplib::Response& response) {
+  server.set_error_handler([&server](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;
+    if (const auto cut = server.cut_short()) {
+      response.status = cut->status;
+      response.set_header("Connection", "close");
+      response.set_content(server_error_json(cut->message), "application/json");
+      return;
+    }
     const std::string message = response.status == 404   ? "no such endpoint: " + request.path + " (use PUT /api)"
                                 : response.status == 413 ? "the request body is too large"
                                                          : "the request could not be read";
@@ -146,9 +167,12 @@ int run_generation_server(const GenerateOptions& options) {
     return kExitOk;
   }
 
-  httplib::Server server;
-  configure(server, queue, options.micro_batch_size);
   const ServerOptions& s = options.server;
+  HttpServerLimits limits;
+  limits.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(s.request_timeout * 1000.0 + 0.5));
+  limits.max_connections = s.max_connections;
+  BoundedHttpServer server(limits);
+  configure(server, queue);
   const int port = s.port == 0 ? server.bind_to_any_port(s.host)
                                : (server.bind_to_port(s.host, static_cast<int>(s.port)) ? static_cast<int>(s.port) : -1);
   if (port <= 0) {
@@ -158,14 +182,16 @@ int run_generation_server(const GenerateOptions& options) {
   }
   log::info("serving Megatron's text generation API on http://" + s.host + ":" + std::to_string(port) +
             "/api (PUT; " + std::to_string(positions) + " positions, batches of up to " +
-            std::to_string(options.micro_batch_size) + " prompts)");
+            std::to_string(options.micro_batch_size) + " prompts; at most " + std::to_string(s.max_connections) +
+            " connections at once)");
 
   // httplib's stop() only takes effect once listening has begun, so the watcher waits for that.
+  // Connections still reading a request end at once; those being answered get their answer.
   std::atomic<bool> listen_returned{false};
   std::thread signal_watcher([&] {
     while (!listen_returned.load()) {
       if (signals.raised() && server.is_running()) {
-        server.stop();
+        server.stop_promptly();
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

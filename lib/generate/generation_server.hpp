@@ -5,8 +5,9 @@
 // One thread owns the model (it loads it, so a GPU is used from the thread that set it up) and
 // answers the requests of a queue; the HTTP threads parse and check a request, queue it and wait
 // for its answer. Requests that arrive while a batch is generated wait and go together into the
-// next batch. SIGINT or SIGTERM stop the server: it stops accepting, answers what it has taken,
-// and returns.
+// next batch. SIGINT or SIGTERM stop the server: it stops accepting, ends the connections still
+// sending a request, answers what it has taken, and returns. Each request has a deadline for its
+// headers and body, and the connections served at once are bounded (bounded_http_server.hpp).
 //
 // Built into its own library target (mgt-generate-server) so that only mgt-generate links
 // cpp-httplib.

@@ -108,24 +108,33 @@ std::vector<TokenId> Generator::prompt_tokens(const std::string& prompt, bool ad
   std::vector<TokenId> ids;
   if (add_bos) ids.push_back(tokenizer_->eod());
   if (!prompt.empty()) tokenizer_->tokenize(prompt, ids);
+  const int64_t vocab = model_->config().padded_vocab_size;
+  for (const TokenId id : ids)
+    if (id < 0 || id >= vocab)
+      throw Error("token id " + std::to_string(id) + " is outside the model's vocabulary (ids 0 to " +
+                  std::to_string(vocab - 1) + ")");
   return ids;
 }
 
 std::vector<Completion> Generator::generate(std::span<const std::string> prompts, int64_t first_index) {
   std::vector<GenerationRow> rows;
   rows.reserve(prompts.size());
+  auto name = [first_index](size_t i) { return "prompt " + std::to_string(first_index + static_cast<int64_t>(i) + 1); };
   for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerationRow row{prompt_tokens(prompts[i], settings_.add_bos), &settings_, settings_.seed,
-                      static_cast<uint64_t>(first_index) + i};
+    GenerationRow row{{}, &settings_, settings_.seed, static_cast<uint64_t>(first_index) + i};
+    try {
+      row.prompt_tokens = prompt_tokens(prompts[i], settings_.add_bos);
+    } catch (const Error& e) {
+      throw PromptError(i, name(i) + ": " + e.what());
+    }
     if (row.prompt_tokens.empty())
-      throw Error("prompt " + std::to_string(first_index + static_cast<int64_t>(i) + 1) +
-                  " is empty; pass --add-bos to generate from the end-of-document token alone");
+      throw PromptError(i, name(i) + " is empty; pass --add-bos to generate from the end-of-document token alone");
     rows.push_back(std::move(row));
   }
   try {
     return generate_rows(rows);
   } catch (const RowError& e) {
-    throw Error("prompt " + std::to_string(first_index + e.row + 1) + e.what());
+    throw PromptError(static_cast<size_t>(e.row), name(static_cast<size_t>(e.row)) + e.what());
   }
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "generate/sampling.hpp"
 #include "model/kv_cache.hpp"
 #include "model/gpt_model.hpp"
@@ -62,6 +63,16 @@ struct GenerationRow {
   uint64_t stream = 0;
 };
 
+// A prompt generation cannot start from (a token the tokenizer or the model refuses, empty, or
+// too long); what() names it ("prompt N ...", N counting from first_index + 1), and `index` is its
+// place among the prompts given to Generator::generate, so that a caller can say where it came
+// from.
+class PromptError : public Error {
+public:
+  PromptError(size_t index, const std::string& message) : Error(message), index(index) {}
+  size_t index;
+};
+
 class Generator {
 public:
   // Throws mgt::UsageError for invalid sampling settings. A sequence (prompt and generated
@@ -74,11 +85,14 @@ public:
   int64_t max_sequence_length() const { return max_sequence_length_; }
 
   // Completes `prompts`; prompt i draws from random stream first_index + i, so a completion is
-  // the same whichever prompts share its batch. Throws mgt::Error naming the prompt (by
-  // first_index + i) when it is empty without add_bos or leaves no room for new tokens.
+  // the same whichever prompts share its batch. Throws PromptError naming the prompt (by
+  // first_index + i) when it cannot be tokenized, holds a token outside the model's vocabulary,
+  // is empty without add_bos or leaves no room for new tokens.
   std::vector<Completion> generate(std::span<const std::string> prompts, int64_t first_index = 0);
 
   // The prompt's ids as generation sees them: the end-of-document token first with add_bos.
+  // Throws mgt::Error when an id is outside the model's (padded) vocabulary: a tokenizer that
+  // reads ids from the text (NullTokenizer) takes any integer.
   std::vector<TokenId> prompt_tokens(const std::string& prompt, bool add_bos) const;
   // Completes rows with per-row settings (validated by the caller: validate_sampling, a
   // non-negative max_new_tokens). Throws mgt::Error naming the row (from 1) whose prompt is

@@ -8,6 +8,7 @@ PromptReader::PromptReader(const std::string& path) : lines_({path}), parser_({"
 
 std::vector<std::string> PromptReader::next_batch(int64_t count) {
   std::vector<std::string> prompts;
+  where_.clear();
   InputLine line;
   while (static_cast<int64_t>(prompts.size()) < count && lines_.next(line)) {
     if (line.text.find_first_not_of(" \t") == std::string_view::npos) continue;
@@ -19,6 +20,7 @@ std::vector<std::string> PromptReader::next_batch(int64_t count) {
     }
     if (parser_.is_list(0)) throw Error(where + ": \"prompt\" is a list; give one string per line");
     prompts.emplace_back(parser_.texts(0)[0]);
+    where_.push_back(where);
     ++read_;
   }
   return prompts;

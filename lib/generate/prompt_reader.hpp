@@ -19,12 +19,15 @@ public:
   // Up to `count` more prompts; empty at the end. Throws mgt::Error "FILE:LINE: ..." for a line
   // that is not a JSON object with a string "prompt".
   std::vector<std::string> next_batch(int64_t count);
+  // "FILE:LINE" of prompt `index` (from 0) of the last batch.
+  const std::string& where(size_t index) const { return where_.at(index); }
   int64_t prompts_read() const { return read_; }
 
 private:
   InputLines lines_;
   JsonDocumentParser parser_;
   int64_t read_ = 0;
+  std::vector<std::string> where_;  // of the last batch's prompts
 };
 
 }  // namespace mgt

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "core/json_wide_integers.hpp"
 #include "generate/sampling.hpp"
 
 namespace mgt {
@@ -121,6 +122,11 @@ void parse_sampling(const RequestFields& f, ServerRequest& r) {
 }  // namespace
 
 ServerRequest parse_server_request(std::string_view body) {
+  // json.loads takes any integer; simdjson stops at 64 bits. Say which value is too large rather
+  // than that the body is not JSON.
+  if (const std::vector<WideJsonInteger> wide = find_wide_json_integers(body); !wide.empty())
+    throw BadRequest((wide.front().path.empty() ? std::string("the request body") : wide.front().path) + " is " +
+                     wide.front().literal + ", too large: integers in a request must fit in 64 bits");
   dom::parser parser;
   dom::element document;
   if (const simdjson::error_code e = parser.parse(body.data(), body.size()).get(document); e != simdjson::SUCCESS)

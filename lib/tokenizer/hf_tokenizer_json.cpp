@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
+#include "core/json_wide_integers.hpp"
 #include "core/mapped_file.hpp"
 #include "core/utf8.hpp"
 #include "tokenizer/gpt2_vocab_files.hpp"
@@ -36,7 +37,9 @@ public:
     } catch (const Error& e) {
       throw Error(std::string(what) + ": " + e.what());
     }
-    json_ = simdjson::padded_string(text);
+    // tokenizer_config.json's model_max_length is int(1e30) when the model sets none: an
+    // integer wider than 64 bits reads as a double.
+    json_ = simdjson::padded_string(json_with_wide_integers_as_reals(text));
     if (auto code = parser_.parse(json_).get(root_))
       fail(std::string("not valid JSON (") + simdjson::error_message(code) + ")");
   }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/available_memory.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace mgt {
@@ -24,6 +25,12 @@ struct TikTokenOptions {
 // The regexes of megatron/training/tokenizer/tokenizer.py.
 extern const std::string_view kTikTokenPatternV1;
 extern const std::string_view kTikTokenPatternV2;
+
+// The table of --tiktoken-num-special-tokens special tokens is built whole (a "<SPECIAL_i>" filler
+// for each id not named): throws mgt::UsageError naming the flag and the estimated size when
+// `available` (nullopt: unknown, no check) cannot hold it, rather than an allocation failing
+// minutes later. TikTokenizer::load calls it with the host's available memory.
+void check_tiktoken_special_token_memory(std::int64_t num_special_tokens, const std::optional<AvailableMemory>& available);
 
 class TikTokenizer : public Tokenizer {
 public:

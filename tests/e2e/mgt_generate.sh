@@ -87,6 +87,16 @@ expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/bad.jso
 grep -q "bad.jsonl:2:" "$work/err.txt" || fail "bad prompt line not named"
 [[ ! -e "$work/bad-out.jsonl" ]] || fail "a failed run left its output file"
 [[ -z $(ls -A "$work" | grep "bad-out") ]] || fail "a failed run left a temporary file"
+# With the NullTokenizer a prompt is token ids: one outside the model's vocabulary is refused
+# naming the prompt file's line (blank lines count), not as a failure inside the model.
+"$bin/mgt-train" --mock-data --num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 16 \
+  --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 2 --lr 1e-3 --train-iters 1 \
+  --eval-iters 0 --save "$work/null-ckpt" --save-interval 1 --tokenizer-type NullTokenizer --vocab-size 100 \
+  >"$work/train-null.log" 2>&1 || { cat "$work/train-null.log" >&2; fail "training the NullTokenizer checkpoint"; }
+printf '{"prompt": "1 2 3"}\n\n{"prompt": "4 99999"}\n' >"$work/ids.jsonl"
+expect_status 1 "$bin/mgt-generate" --load "$work/null-ckpt" --prompts "$work/ids.jsonl" --max-new-tokens 2
+tail -1 "$work/err.txt" | grep -q "^mgt-generate: .*/ids.jsonl:3: prompt 2: token id 99999 is outside the model's vocabulary" ||
+  { cat "$work/err.txt" >&2; fail "a prompt id outside the vocabulary not refused with FILE:LINE"; }
 expect_status 1 "$bin/mgt-generate" --load "$work/no-such-ckpt" --prompts "$work/prompts.jsonl"
 grep -q "no-such-ckpt" "$work/err.txt" || fail "missing checkpoint not named"
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --hidden-size 64

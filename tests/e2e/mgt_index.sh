@@ -68,4 +68,12 @@ expect_status 2 "$bin/mgt-index" --data-path "$prefix" "${sizes[@]}" "${gpt2[@]}
 expect_status 2 "$bin/mgt-index" --data-path "$prefix" "${sizes[@]}" "${gpt2[@]}" --bogus-flag
 grep -q -- "--bogus-flag" "$work/err.txt" || fail "unknown flag not named"
 [[ $(wc -l < "$work/err.txt") -le 2 ]] || fail "error is not short: $(cat "$work/err.txt")"
+# The tokenizer's own checks hold here too: a TikTokenizer special-token table larger than the
+# memory left (1 GiB of data, ulimit -d) is refused at once, naming the flag.
+(ulimit -d 1048576
+ expect_status 2 timeout 60 "$bin/mgt-index" --data-path "$prefix" "${sizes[@]}" --tokenizer-type TikTokenizer \
+   --tokenizer-model "$src/datasets/tokenizer-tests/tiktoken-bpe.json" --tiktoken-pattern v2 --vocab-size 67109000 \
+   --tiktoken-num-special-tokens 67108864)
+grep -q -- "--tiktoken-num-special-tokens 67108864 needs about" "$work/err.txt" ||
+  { cat "$work/err.txt" >&2; fail "mgt-index: a special-token table larger than memory not refused"; }
 echo "mgt-index e2e: all checks passed"

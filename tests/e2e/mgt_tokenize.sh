@@ -85,6 +85,31 @@ expect_status 0 timeout 60 "$BIN" --input "$WORK/in.fifo" --output-prefix "$WORK
 wait
 cmp -s "$WORK/fifo_text_document.bin" "$WORK/bad/out_text_document.bin" || fail "FIFO input gives other tokens"
 
+# A Hugging Face tokenizer directory whose tokenizer_config.json says "no maximum" as transformers
+# writes it, int(1e30), wider than 64 bits: read (it used to be "not valid JSON").
+mkdir "$WORK/hf-unbounded"
+cp "$SRC/datasets/tokenizer-tests/hf-llama3-bpe/tokenizer.json" "$WORK/hf-unbounded/"
+sed 's/"model_max_length": 131072/"model_max_length": 1000000000000000019884624838656/' \
+  "$SRC/datasets/tokenizer-tests/hf-llama3-bpe/tokenizer_config.json" >"$WORK/hf-unbounded/tokenizer_config.json"
+grep -q 1000000000000000019884624838656 "$WORK/hf-unbounded/tokenizer_config.json" || fail "test config not written"
+head -50 "$CORPUS" >"$WORK/head.jsonl"
+expect_status 0 "$BIN" --input "$WORK/head.jsonl" --output-prefix "$WORK/unbounded" \
+  --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$WORK/hf-unbounded"
+expect_status 0 "$BIN" --input "$WORK/head.jsonl" --output-prefix "$WORK/bounded" \
+  --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$SRC/datasets/tokenizer-tests/hf-llama3-bpe"
+cmp -s "$WORK/unbounded_text_document.bin" "$WORK/bounded_text_document.bin" || fail "model_max_length changed the ids"
+
+# A TikTokenizer special-token table larger than the memory left is refused at once, naming the
+# flag and the size (it used to end in std::bad_alloc after minutes). The memory is 1 GiB of data
+# (ulimit -d), which the largest table (2^26 tokens) exceeds whatever the machine.
+(ulimit -d 1048576
+ expect_status 2 timeout 60 "$BIN" --input "$WORK/head.jsonl" --output-prefix "$WORK/tik" --tokenizer-type TikTokenizer \
+   --tokenizer-model "$SRC/datasets/tokenizer-tests/tiktoken-bpe.json" --tiktoken-pattern v2 \
+   --vocab-size 67109000 --tiktoken-num-special-tokens 67108864)
+[[ $(wc -l <"$WORK/err.txt") == 1 ]] &&
+  grep -q "^mgt-tokenize: --tiktoken-num-special-tokens 67108864 needs about .* GiB of memory for its table of special tokens, but only .* is available (RLIMIT_DATA (ulimit -d))$" "$WORK/err.txt" ||
+  { cat "$WORK/err.txt" >&2; fail "a special-token table larger than memory not refused on one line"; }
+
 # --merge: two datasets end to end.
 expect_status 0 "$BIN" --merge --input "$WORK/file_text_document" "$WORK/bad/out_text_document" \
   --output-prefix "$WORK/merged"

@@ -210,6 +210,18 @@ TEST_CASE("Generation stops at the model's last position and refuses prompts wit
   CHECK_THROWS_WITH(generator.generate(std::vector<std::string>{"1", twenty_four}, 10),
                     Catch::Contains("prompt 12 has 24 tokens"));
   CHECK_THROWS_WITH(generator.generate(std::vector<std::string>{""}), Catch::Contains("--add-bos"));
+  // A prompt of ids (NullTokenizer) outside the model's vocabulary is refused before generating,
+  // naming the prompt and its place among those given (for the caller's FILE:LINE).
+  const std::string outside = std::to_string(model.config().padded_vocab_size);
+  try {
+    generator.generate(std::vector<std::string>{"1", "2 " + outside}, 4);
+    FAIL("no PromptError");
+  } catch (const PromptError& e) {
+    CHECK(e.index == 1);
+    CHECK_THAT(e.what(), Catch::StartsWith("prompt 6: token id " + outside + " is outside the model's vocabulary"));
+  }
+  CHECK_THROWS_AS(generator.generate(std::vector<std::string>{"-1"}), PromptError);
+  CHECK_THROWS_AS(generator.generate(std::vector<std::string>{"one"}), PromptError);  // not a number
 
   s.add_bos = true;
   s.max_new_tokens = 2;

@@ -92,13 +92,19 @@ TEST_CASE("Batched requests are answered each with its own settings", "[generate
   ServerRequest too_long = request_with({"1 2 3 4 5"});
   too_long.tokens_to_generate = 20;  // 5 + 20 > 24 positions
   ServerRequest not_numbers = request_with({"one two"});
+  // Ids outside the model's vocabulary: refused, not a generation failure (500).
+  ServerRequest outside = request_with({"1 2", "3 " + std::to_string(config.padded_vocab_size)});
 
-  const std::vector<ServerReply> replies = answer_together(answerer, {sampled, greedy, too_long, not_numbers});
+  const std::vector<ServerReply> replies =
+      answer_together(answerer, {sampled, greedy, too_long, not_numbers, outside});
   REQUIRE(replies[0].status == 200);
   REQUIRE(replies[1].status == 200);
   CHECK(replies[2].status == 400);
   CHECK(message_of(replies[2]) == "Length of prompt + tokens_to_generate longer than allowed");
   CHECK(replies[3].status == 400);
+  CHECK(replies[4].status == 400);
+  CHECK_THAT(message_of(replies[4]), Catch::StartsWith("prompts[1]: token id " + std::to_string(config.padded_vocab_size) +
+                                                       " is outside the model's vocabulary"));
 
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(replies[0].body);

@@ -120,6 +120,17 @@ TEST_CASE("Bodies that are not a JSON object are refused", "[generate][server]")
   CHECK(refusal("3") == "the request body must be a JSON object");
 }
 
+TEST_CASE("An integer wider than 64 bits is refused by name, not as invalid JSON", "[generate][server]") {
+  CHECK(refusal(R"({"prompts": ["a"], "tokens_to_generate": 100000000000000000000000000000})") ==
+        "tokens_to_generate is 100000000000000000000000000000, too large: integers in a request must fit in 64 bits");
+  CHECK_THAT(refusal(R"({"prompts": ["a"], "random_seed": -99999999999999999999})"),
+             Catch::StartsWith("random_seed is -99999999999999999999, too large"));
+  // 2^64 − 1 fits (as a seed); digits inside a string are text.
+  CHECK(parse_server_request(R"({"prompts": ["a"], "random_seed": 18446744073709551615})").random_seed ==
+        18446744073709551615u);
+  CHECK(parse_server_request(R"({"prompts": ["100000000000000000000000000000"]})").prompts.size() == 1);
+}
+
 TEST_CASE("A server request becomes generation settings", "[generate][server]") {
   const ServerRequest r = parse_server_request(
       R"({"prompts": ["a"], "tokens_to_generate": 7, "logprobs": true, "top_p": 0.5, "temperature": 0.5,

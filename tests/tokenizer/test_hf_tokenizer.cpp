@@ -164,3 +164,13 @@ TEST_CASE("hf: added tokens with lstrip, rstrip and single_word", "[hf][tokenize
   CHECK(tok->tokenize("abb") == std::vector<TokenId>{2, 1});  // "bb" is not a word here
   CHECK(tok->vocab_size() == 6);
 }
+
+TEST_CASE("hf: transformers' int(1e30) model_max_length in tokenizer_config.json is read", "[hf][tokenizer]") {
+  // transformers writes it when a model sets no maximum; it does not fit in 64 bits.
+  const std::string dir = scratch_tokenizer("hf-unbounded", std::string("{") + kTinyModel + "}");
+  write_file(dir + "/tokenizer_config.json",
+             R"({"eos_token": "a", "model_max_length": 1000000000000000019884624838656, "bos_token": "b"})");
+  auto tok = HuggingFaceTokenizer::load(dir);
+  CHECK(tok->eod() == 0);
+  CHECK(tok->tokenize("ab") == std::vector<TokenId>{2});
+}

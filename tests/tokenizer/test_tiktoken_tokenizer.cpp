@@ -62,6 +62,20 @@ TEST_CASE("tiktoken: special ids, identifiers and Megatron's checks", "[tiktoken
   CHECK_THROWS_WITH(TikTokenizer::load(fallback), Catch::Contains("131072"));
 }
 
+TEST_CASE("tiktoken: a special-token table larger than memory is refused up front", "[tiktoken][tokenizer]") {
+  const AvailableMemory gib{std::int64_t{1} << 30, "MemAvailable in a test"};
+  CHECK_NOTHROW(check_tiktoken_special_token_memory(1000, gib));
+  CHECK_NOTHROW(check_tiktoken_special_token_memory(2000000000, std::nullopt));  // unknown: not checked
+  try {
+    check_tiktoken_special_token_memory(2000000000, gib);
+    FAIL("no usage error");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
+    CHECK_THAT(e.what(), Catch::StartsWith("--tiktoken-num-special-tokens 2000000000 needs about "));
+    CHECK_THAT(e.what(), Catch::Contains("GiB of memory") && Catch::Contains("only 1.0 GiB is available (MemAvailable in a test)"));
+  }
+}
+
 TEST_CASE("tiktoken: tiktoken's own BASE64 RANK file gives the same ids", "[tiktoken][tokenizer]") {
   // The ranks of tiktoken-bpe.json, rewritten as a .tiktoken file.
   const std::string path = test::scratch_dir("tiktoken-plain") + "/ranks.tiktoken";
