@@ -8,11 +8,11 @@
 # the candidate); configure only, nothing is built.
 # Exits 77 (skipped) without a CUDA compiler or when the package cannot be had (no apt-get,
 # no network).
-# Usage: bash tools/check_stock_cuda_module.sh SOURCE_DIR CUDA_COMPILER [CMAKE]
+# Usage: bash tools/check_stock_cuda_module.sh SOURCE_DIR CMAKE [CUDA_COMPILER]
 set -euo pipefail
 src=$1
-nvcc=${2:-}
-cmake=${3:-cmake}
+cmake=$2
+nvcc=${3:-}
 skip() { echo "SKIP: $*"; exit 77; }
 
 [[ -n $nvcc && -x $nvcc ]] || skip "no CUDA compiler: the build has no CUDA backend"
