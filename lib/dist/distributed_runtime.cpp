@@ -22,7 +22,7 @@ std::atomic<bool> g_mpi_started{false};
 
 // The watchdog's action in a real run: say why on stderr, then end every rank.
 void abort_job(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fprintf(stderr, "%s\n", timeout_report_line(message).c_str());
   std::fflush(stderr);
   // The launcher forwards a rank's output through a pipe and stops reading once it tears the job
   // down: a moment for the message to get through first (on a loaded machine it was lost).

@@ -92,7 +92,7 @@ no_rank_left killed
 start_job stopped --distributed-timeout-minutes 1
 kill -STOP "$(cat "$WORK/pid.1")"
 wait_job stopped 100
-grep -Eq 'rank 0: .* on the .* group \[0, 1\] did not finish within 1 min' "$WORK/stopped.err" ||
+grep -Eq '^mgt-train: rank 0: .* on the .* group \[0, 1\] did not finish within 1 min' "$WORK/stopped.err" ||
   fail "stopped: no watchdog message: $(tail -5 "$WORK/stopped.err")"
 no_rank_left stopped
 echo "mgt-train rank failures: all checks passed"
