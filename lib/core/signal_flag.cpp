@@ -69,7 +69,9 @@ struct NamedSignal {
 };
 constexpr NamedSignal kNames[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
                                   {SIGTERM, "SIGTERM"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
-                                  {SIGXCPU, "SIGXCPU"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}};
+                                  {SIGXCPU, "SIGXCPU"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"},
+                                  {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+                                  {SIGILL, "SIGILL"},   {SIGABRT, "SIGABRT"}, {SIGKILL, "SIGKILL"}};
 
 }  // namespace
 

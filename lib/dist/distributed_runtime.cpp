@@ -13,6 +13,7 @@
 #include "dist/mpi_check.hpp"
 #include "dist/mpi_communicator.hpp"
 #include "dist/parallel_layout.hpp"
+#include "dist/rank_processes.hpp"
 
 namespace mgt::dist {
 namespace {
@@ -103,6 +104,8 @@ std::unique_ptr<DistributedRuntime> DistributedRuntime::start(std::chrono::milli
   runtime->world_ = std::make_unique<MpiCommunicator>(
       world, GroupMembers{"world", all, runtime->rank_}, nullptr, runtime->watchdog_.get());
   log::set_rank(runtime->rank_, runtime->world_size_);
+  // A launcher reports a crashed rank by its PID: the rank says which it was.
+  if (runtime->world_size_ > 1) name_rank_on_fatal_signals(runtime->rank_);
   check_launch(launch, runtime->world_size_);
   return runtime;
 }
