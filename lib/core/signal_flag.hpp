@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,25 @@ public:
 
 private:
   std::vector<std::pair<int, struct sigaction>> previous_;
+};
+
+// Holds signals from a program's first instruction until its SignalFlag exists, for programs that
+// start slowly (MPI, a GPU backend) and would otherwise die of a signal meant to stop them at a
+// safe point: a held signal that arrives is remembered instead of taking its default action.
+// The next SignalFlag takes over: a held signal it handles that arrived counts as raised (its
+// flag holds it from the start); every other held signal gets its disposition from before the
+// hold back and, if it arrived, is raised again, so it acts as it would have without the hold
+// (by default, it ends the program). The destructor does the same for all of them when no
+// SignalFlag took over (the program ended first: --help, a usage error). A second arrival of a
+// held signal takes that disposition at once, a way out should the start hang.
+// One hold per process, made before any SignalFlag.
+class SignalHold {
+public:
+  // Throws mgt::Error if a hold or a SignalFlag exists, or sigaction fails.
+  explicit SignalHold(std::span<const int> signals);
+  ~SignalHold();
+  SignalHold(const SignalHold&) = delete;
+  SignalHold& operator=(const SignalHold&) = delete;
 };
 
 // "SIGINT" for SIGINT; "signal N" for a signal without a usual name.

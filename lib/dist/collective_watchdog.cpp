@@ -1,5 +1,7 @@
 #include "dist/collective_watchdog.hpp"
 
+#include <cerrno>  // program_invocation_short_name (glibc)
+
 #include <algorithm>
 #include <vector>
 
@@ -12,6 +14,13 @@ std::string describe_operation(const InFlightOperation& op) {
   if (op.group) s += " on the " + *op.group;
   if (op.peer_role) s += std::string(", ") + op.peer_role + " " + std::to_string(op.peer);
   return s;
+}
+
+std::string timeout_report_line(const std::string& message) {
+  // The watchdog runs below the programs and is not told their names; glibc keeps argv[0]'s
+  // last component, which is the program's name however it was started (a path under a
+  // launcher, a bare name from PATH).
+  return std::string(program_invocation_short_name) + ": " + message;
 }
 
 std::string format_timeout(std::chrono::milliseconds timeout) {

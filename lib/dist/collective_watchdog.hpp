@@ -95,6 +95,11 @@ private:
   std::thread thread_;  // last: started once everything above exists
 };
 
+// What a timeout action prints: "PROGRAM: MESSAGE", PROGRAM being the running program's name
+// ("mgt-train: rank 0: all_reduce ... did not finish ..."), the form every error of mgt's
+// programs takes (core/program_main.hpp).
+std::string timeout_report_line(const std::string& message);
+
 // "10 min", "2 s", "250 ms".
 std::string format_timeout(std::chrono::milliseconds timeout);
 

@@ -13,6 +13,7 @@
 #include "dist/mpi_check.hpp"
 #include "dist/mpi_communicator.hpp"
 #include "dist/parallel_layout.hpp"
+#include "dist/rank_processes.hpp"
 
 namespace mgt::dist {
 namespace {
@@ -22,7 +23,7 @@ std::atomic<bool> g_mpi_started{false};
 
 // The watchdog's action in a real run: say why on stderr, then end every rank.
 void abort_job(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fprintf(stderr, "%s\n", timeout_report_line(message).c_str());
   std::fflush(stderr);
   // The launcher forwards a rank's output through a pipe and stops reading once it tears the job
   // down: a moment for the message to get through first (on a loaded machine it was lost).
@@ -103,6 +104,8 @@ std::unique_ptr<DistributedRuntime> DistributedRuntime::start(std::chrono::milli
   runtime->world_ = std::make_unique<MpiCommunicator>(
       world, GroupMembers{"world", all, runtime->rank_}, nullptr, runtime->watchdog_.get());
   log::set_rank(runtime->rank_, runtime->world_size_);
+  // A launcher reports a crashed rank by its PID: the rank says which it was.
+  if (runtime->world_size_ > 1) name_rank_on_fatal_signals(runtime->rank_);
   check_launch(launch, runtime->world_size_);
   return runtime;
 }

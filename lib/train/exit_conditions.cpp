@@ -27,6 +27,12 @@ int exit_signal_number(const std::string& name) {
                    "' (choose from SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU)");
 }
 
+std::vector<int> exit_signal_choices() {
+  std::vector<int> numbers;
+  for (const auto& s : kSignals) numbers.push_back(s.number);
+  return numbers;
+}
+
 ExitConditions::ExitConditions(const LoggingOptions& o, Clock::time_point start)
     : ExitConditions(Settings{o.exit_interval, o.exit_duration_in_mins, o.exit_signal_handler, o.exit_signal}, start) {}
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/signal_flag.hpp"
 
@@ -25,6 +26,10 @@ enum class ExitReason { None, Signal, Duration, Interval };
 
 // "SIGTERM" → SIGTERM, for the names --exit-signal accepts; throws mgt::UsageError otherwise.
 int exit_signal_number(const std::string& name);
+
+// Every signal --exit-signal accepts: those mgt-train holds from its first instruction
+// (SignalHold) until its ExitConditions decides which of them stop the run.
+std::vector<int> exit_signal_choices();
 
 class ExitConditions {
 public:

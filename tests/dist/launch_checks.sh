@@ -56,13 +56,13 @@ expect 0 'All tests passed' "mpiexec -n 2 with SLURM_NTASKS=2" -- \
   timeout 120 "$mpiexec" -n 2 "${flags[@]}" env SLURM_NTASKS=2 "$bin" "[layout]"
 
 # Rank 1 never reaches an all-reduce: rank 0's watchdog (2 s here) ends the whole job, naming
-# the rank, the operation and the group.
-expect nonzero 'rank 0: all_reduce \(sum\) of 1 float64 on the world group \[0, 1\] did not finish within 2 s' \
+# the rank, the operation and the group, under the program's name as its other errors are.
+expect nonzero '^mgt-dist-tests: rank 0: all_reduce \(sum\) of 1 float64 on the world group \[0, 1\] did not finish within 2 s' \
   "watchdog ends a job whose rank never arrives" -- \
   env MGT_DIST_TEST_TIMEOUT_SECONDS=2 timeout 120 "$mpiexec" -n 2 "${flags[@]}" "$bin" "[watchdog_hang]"
 
 # The same for a started all-reduce (--overlap-grad-reduce's): watched from its start to its wait.
-expect nonzero 'rank 0: all_reduce \(sum\) of 3 float32 on the world group \[0, 1\] did not finish within 2 s' \
+expect nonzero '^mgt-dist-tests: rank 0: all_reduce \(sum\) of 3 float32 on the world group \[0, 1\] did not finish within 2 s' \
   "watchdog ends a job whose rank never starts a started collective" -- \
   env MGT_DIST_TEST_TIMEOUT_SECONDS=2 timeout 120 "$mpiexec" -n 2 "${flags[@]}" "$bin" "[watchdog_hang_started]"
 

@@ -55,6 +55,12 @@ TEST_CASE("an operation past its deadline is reported with rank, operation and g
   CHECK(reports.messages.size() == 1);
 }
 
+TEST_CASE("a timeout is reported under the program's name, as the programs' errors are", "[dist][watchdog]") {
+  // This test's program is mgt-dist-tests; mgt-train's lines read "mgt-train: rank 0: ...".
+  CHECK(timeout_report_line("rank 3: barrier on the world group [0, 3] did not finish within 2 s") ==
+        "mgt-dist-tests: rank 3: barrier on the world group [0, 3] did not finish within 2 s");
+}
+
 TEST_CASE("operations that finish are never reported", "[dist][watchdog]") {
   Reports reports;
   {

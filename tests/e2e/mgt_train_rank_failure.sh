@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks that a failing rank ends the whole mgt-train job (mpiexec, CPU backend): a
 # rank killed mid-training ends the job at once with a non-zero status and a message naming that
-# rank; a rank that stops answering (SIGSTOP) ends it after --distributed-timeout-minutes, the
+# rank; a rank that crashes (SIGSEGV) names its rank and process before it dies; a rank that
+# stops answering (SIGSTOP) ends it after --distributed-timeout-minutes, the
 # waiting rank naming itself, the operation and the group. Neither leaves a process behind.
 # Usage: bash tests/e2e/mgt_train_rank_failure.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -87,12 +88,23 @@ assert named or (reported and ranks.get(reported.group(1)) == 1), text[-2000:]
 PY
 no_rank_left killed
 
+# A rank that crashes names itself (its rank beside the PID the launcher reports) before it dies
+# (without a core file).
+ulimit -c 0
+start_job crashed
+crashed=$(cat "$WORK/pid.1")
+kill -SEGV "$crashed"
+wait_job crashed 30
+grep -Eq "^mgt-train: rank 1 \([^ ]+:$crashed\) killed by SIGSEGV\$" "$WORK/crashed.err" ||
+  fail "crashed: the rank did not name itself: $(tail -5 "$WORK/crashed.err")"
+no_rank_left crashed
+
 # A rank stopped: the other's collective waits past --distributed-timeout-minutes 1, and its
 # watchdog ends the job.
 start_job stopped --distributed-timeout-minutes 1
 kill -STOP "$(cat "$WORK/pid.1")"
 wait_job stopped 100
-grep -Eq 'rank 0: .* on the .* group \[0, 1\] did not finish within 1 min' "$WORK/stopped.err" ||
+grep -Eq '^mgt-train: rank 0: .* on the .* group \[0, 1\] did not finish within 1 min' "$WORK/stopped.err" ||
   fail "stopped: no watchdog message: $(tail -5 "$WORK/stopped.err")"
 no_rank_left stopped
 echo "mgt-train rank failures: all checks passed"

@@ -12,8 +12,12 @@
 #     ranks get SIGTERM) saves too, and ends with the same losses;
 #   - srun --mpi=pmix, where Slurm's PMIx plugin can load (libpmix installed), is refused with a
 #     message naming --mpi=pmi2 (Debian's MPICH speaks PMI-2 only).
-# Skips, saying why, only where no cluster can be started (not root, packages missing). Stops
-# every daemon it started, however it ends.
+#   - a notice at the start: SIGUSR1 reaches the batch shell before srun has started (held back
+#     here until the shell has said so) and is passed on only once the ranks hold it (their start
+#     held back too, until the template is seen to wait): the job saves, requeues itself and
+#     finishes with the losses of the uninterrupted run, where it used to die with status 138;
+# Skips (exit 77, ctest's SKIP_RETURN_CODE), saying why, only where no cluster can be started
+# (not root, packages missing). Stops every daemon it started, however it ends.
 # Usage: bash tests/e2e/slurm_cluster.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 bin=$1
@@ -23,7 +27,7 @@ source "$src/tests/e2e/lib/slurm_cluster.bash"
 
 if why=$(slurm_cluster_missing); then
   echo "SKIP: no Slurm cluster can be started here: $why"
-  exit 0
+  exit 77  # ctest: skipped (SKIP_RETURN_CODE), not passed
 fi
 
 cluster=$work/cluster
@@ -213,6 +217,52 @@ grep -q 'successfully loaded checkpoint from .* at iteration [1-9]' "$run/requeu
   fail "requeued job: did not resume from its checkpoint"
 same_losses "$run/reference.jsonl" "$run/requeued.jsonl" || fail "the requeued run differs from the uninterrupted one"
 echo "training job requeued from outside (SIGTERM), resumed and finished: $((SECONDS - started)) s"
+
+# A notice at the start. srun and mgt-train are each held back by a stand-in until the test
+# lets them go: SIGUSR1 reaches the batch shell before srun has started; once srun has launched
+# the ranks (still in their stand-ins, which would die of the signal) the template must still
+# wait; once they run mgt-train, which holds it from its first instruction, it passes it on.
+started=$SECONDS
+mkdir -p "$run/held-path" "$run/held-bin"
+printf '#!/bin/bash\nuntil [[ -e %q ]]; do sleep 0.1; done\nexec %q "$@"\n' "$run/go-srun" "$(command -v srun)" \
+  > "$run/held-path/srun"
+printf '#!/bin/bash\nuntil [[ -e %q ]]; do sleep 0.1; done\nexec %q "$@"\n' "$run/go-ranks" "$bin/mgt-train" \
+  > "$run/held-bin/mgt-train"
+chmod +x "$run/held-path/srun" "$run/held-bin/mgt-train"
+id=$(PATH=$run/held-path:$PATH MGT_BIN=$run/held-bin pretrain_job early)
+# wait_for_log PATTERN WHAT: until the job's log has a line matching PATTERN.
+wait_for_log() {
+  local deadline=$((SECONDS + 120))
+  until grep -q "$1" "$run/early.out" 2>/dev/null; do
+    (( SECONDS < deadline )) || fail "early notice: $2 within 120 s"
+    [[ $(slurm_job_field "$id" JobState) =~ ^(PENDING|RUNNING|CONFIGURING)$ ]] ||
+      fail "early notice: the job ended: $(slurm_job_field "$id" JobState)"
+    sleep 0.1
+  done
+}
+wait_for_log 'restart count 0,' "the batch shell did not start"
+scancel --batch --signal=USR1 "$id"
+wait_for_log 'received SIGUSR1; asking the ranks' "the batch shell did not take SIGUSR1"
+touch "$run/go-srun"
+# The step's two tasks run (in their stand-ins): Slurm lists them.
+deadline=$((SECONDS + 120))
+until [[ $(scontrol listpids "$id" 2>/dev/null | awk '$3 ~ /^[0-9]+$/ && $4 ~ /^[0-9]+$/' | wc -l) -ge 2 ]]; do
+  (( SECONDS < deadline )) || fail "early notice: the ranks did not start within 120 s"
+  sleep 0.1
+done
+sleep 1  # time enough for a template that does not wait to have passed it on
+grep -q 'passing SIGUSR1 on' "$run/early.out" && fail "early notice: passed on before the ranks held it"
+touch "$run/go-ranks"
+wait_for_log 'passing SIGUSR1 on' "the template did not pass the signal on"
+release_requeued "$id"
+slurm_wait_gone 300 "$id" || fail "the training job noticed at its start did not finish"
+[[ $(slurm_job_field "$id" JobState) == COMPLETED ]] || fail "early notice: $(slurm_job_field "$id" JobState)"
+grep -q 'exiting program after receiving SIGUSR1\.' "$run/early.out" || fail "early notice: no stop on SIGUSR1"
+grep -q "requeueing job $id" "$run/early.out" || fail "early notice: the job did not requeue itself"
+grep -q 'successfully loaded checkpoint from .* at iteration [1-9]' "$run/early.out" ||
+  fail "early notice: did not resume from its checkpoint"
+same_losses "$run/reference.jsonl" "$run/early.jsonl" || fail "the run noticed at its start differs from the uninterrupted one"
+echo "training job noticed at its start: saved, requeued, resumed and finished: $((SECONDS - started)) s"
 
 # srun --mpi=pmix: where Slurm's PMIx plugin loads, the ranks cannot join MPICH's world and say so.
 if srun --mpi=list 2>&1 | grep -q pmix && srun --mpi=pmix -n 1 true 2>/dev/null; then

@@ -3,7 +3,8 @@
 # srun and scontrol (tests/e2e/slurm_cluster.sh runs them on a real one): pipeline.sh --dry-run
 # prints the six sbatch commands and submits nothing; pipeline.sh chains six jobs with afterok
 # and prints their ids; pretrain.sbatch passes SIGUSR1 reaching the batch shell on to the ranks,
-# which save and exit 0, then requeues its job; a second start resumes from the checkpoint;
+# which save and exit 0, then requeues its job; a second start resumes from the checkpoint; a
+# SIGUSR1 that comes while the task is still being launched waits until the rank holds it;
 # convert.sbatch writes a Hugging Face directory; every template refuses a short argument list.
 # Usage: bash tests/e2e/slurm_templates.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -17,6 +18,8 @@ cat > "$work/fake/srun" <<'SH'
 # Becomes the step's one task, whose process id scancel below signals.
 while [[ $# -gt 0 && $1 == -* ]]; do shift; done
 echo $$ > "$FAKE_SLURM/step.pid"
+# A launch that takes its time: the task starts once FAKE_SRUN_GO exists.
+if [[ -n ${FAKE_SRUN_GO:-} ]]; then until [[ -e $FAKE_SRUN_GO ]]; do sleep 0.05; done; fi
 exec "$@"
 SH
 cat > "$work/fake/scancel" <<'SH'
@@ -35,6 +38,12 @@ echo "$id;cluster"
 SH
 cat > "$work/fake/scontrol" <<'SH'
 #!/usr/bin/env bash
+# listpids: the step's one task, once it runs (as Slurm lists the tasks of a job's steps).
+if [[ $1 == listpids ]]; then
+  echo "PID      JOBID    STEPID   LOCALID GLOBALID"
+  [[ -s $FAKE_SLURM/step.pid ]] && echo "$(cat "$FAKE_SLURM/step.pid") $2 0 0 0"
+  exit 0
+fi
 echo "$*" >> "$FAKE_SLURM/scontrol"
 SH
 chmod +x "$work/fake/"*
@@ -108,6 +117,33 @@ grep -q 'restart count 1,' "$work/out.txt" || fail "restart count not logged"
 grep -q "successfully loaded checkpoint from $work/ckpt .* at iteration $saved\$" "$work/out.txt" ||
   fail "the second start did not resume from iteration $saved"
 [[ $(wc -l < "$work/scontrol") == 1 ]] || fail "a run that was not signalled requeued its job"
+
+# A notice while the step's task is still being launched (it would die of it): the template waits
+# until the rank holds the signal (mgt-train does from its first instruction), then passes it on.
+rm -f "$work/step.pid" "$work/scontrol"
+FAKE_SRUN_GO=$work/go SLURM_JOB_ID=44 bash "$src/slurm/pretrain.sbatch" "$work/ckpt3" "${train[@]}" \
+  > "$work/pretrain3.log" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  [[ -s $work/step.pid ]] && break
+  sleep 0.05
+done
+kill -USR1 "$job"
+for _ in $(seq 1 600); do
+  grep -q 'received SIGUSR1; asking the ranks' "$work/pretrain3.log" && break
+  sleep 0.05
+done
+sleep 1  # time enough for a template that does not wait to have passed it on
+grep -q 'passing SIGUSR1 on' "$work/pretrain3.log" && fail "SIGUSR1 passed on to a task still being launched"
+touch "$work/go"
+set +e
+wait "$job"
+status=$?
+set -e
+[[ $status == 0 ]] || { cat "$work/pretrain3.log" >&2; fail "pretrain.sbatch noticed at the start exited $status"; }
+grep -q 'the ranks have started; passing SIGUSR1 on' "$work/pretrain3.log" || fail "not passed on once started"
+grep -q 'exiting program after receiving SIGUSR1\.' "$work/pretrain3.log" || fail "the rank noticed at its start did not stop on SIGUSR1"
+[[ $(cat "$work/scontrol") == "requeue 44" ]] || fail "noticed at the start: no requeue: $(cat "$work/scontrol" 2>/dev/null)"
 
 # Megatron's own --exit-signal-handler (SIGTERM) given by the caller replaces the template's
 # (USR1 from Slurm is then passed on as SIGTERM).
