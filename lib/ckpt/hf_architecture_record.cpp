@@ -4,7 +4,7 @@
 #include "ckpt/hf_model_directory.hpp"
 #include "core/error.hpp"
 #include "core/json_scalars.hpp"
-#include "data/python_json.hpp"
+#include "core/json_text.hpp"
 
 namespace mgt {
 
@@ -15,12 +15,12 @@ std::string hf_architecture_name(const std::string& model_type) {
 }
 
 std::string hf_architecture_record_json(const HfArchitectureRecord& record) {
-  PyValue j = PyValue::dict();
-  j.set("architectures", PyValue::list({PyValue::string(hf_architecture_name(record.model_type))}));
-  j.set("model_type", PyValue::string(record.model_type));
+  // One line, like the other metadata records.
+  std::string json = "{\"architectures\": [" + json_quote(hf_architecture_name(record.model_type)) +
+                     "], \"model_type\": " + json_quote(record.model_type);
   if (record.model_type == kHfMistralModelType)
-    j.set("sliding_window", record.sliding_window ? PyValue::integer(*record.sliding_window) : PyValue::none());
-  return j.dumps();
+    json += ", \"sliding_window\": " + (record.sliding_window ? std::to_string(*record.sliding_window) : "null");
+  return json + "}";
 }
 
 HfArchitectureRecord parse_hf_architecture_record(const std::string& json, const std::string& where) {

@@ -18,8 +18,8 @@ struct HfArchitectureRecord {
   std::optional<std::int64_t> sliding_window;
 };
 
-// {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": null}
-// (sliding_window for Mistral only).
+// {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": null} on
+// one line (sliding_window for Mistral only).
 std::string hf_architecture_record_json(const HfArchitectureRecord& record);
 
 // Throws mgt::Error naming `where` when the text is not such a record or names an architecture

@@ -331,9 +331,12 @@ TEST_CASE("Hugging Face Llama and Mistral to mgt and back is byte for byte", "[c
   const std::string windowed = dir + "/mistral-window";
   fs::copy(golden_path("hf-mistral-tiny"), windowed);
   {
-    std::string config = file_bytes(windowed + "/config.json");
-    config.replace(config.find("\"sliding_window\": null"), 22, "\"sliding_window\": 64");
-    std::ofstream(windowed + "/config.json") << config;
+    const std::string config = file_bytes(windowed + "/config.json");
+    const std::string null_window = "\"sliding_window\": null";
+    const auto at = config.find(null_window);
+    REQUIRE(at != std::string::npos);
+    std::ofstream(windowed + "/config.json")
+        << config.substr(0, at) << "\"sliding_window\": 64" << config.substr(at + null_window.size());
   }
   convert_checkpoint(convert("hf", "mgt", windowed, dir + "/window-mgt"));
   convert_checkpoint(convert("mgt", "hf", dir + "/window-mgt", dir + "/window-hf"));

@@ -228,7 +228,9 @@ TEST_CASE("trainer: the Hugging Face architecture an imported model came from is
   TrainerFixture f("trainer_hf_architecture");
   const std::string first_save = f.dir + "/first";
   RunCapture first;
-  run(f.options({"--train-iters", "2", "--save-interval", "2", "--eval-iters", "0", "--save", first_save}), first);
+  run(f.options({"--train-iters", "4", "--exit-interval", "2", "--save-interval", "2", "--eval-iters", "0", "--save",
+                 first_save}),
+      first);
 
   // The same checkpoint as mgt-ckpt-convert would have written it from a Mistral directory.
   const std::string record = R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": null})";
