@@ -161,13 +161,16 @@ int damage_name(const std::string& path, const std::string& name) {
 
 // Fills the allocator's free blocks with non-zero bytes, so that a library that frees memory it
 // never initialised does so visibly (a fresh process's memory is zero, and free(nullptr) is fine).
+// Every small size class, since the allocator serves a request from freed blocks of its own class.
 void dirty_free_memory() {
-  for (std::size_t size = 16; size <= (1u << 16); size *= 2)
-    for (int i = 0; i < 8; ++i) {
-      void* block = std::malloc(size);
+  for (std::size_t size = 16; size <= 8192; size += 16) {
+    void* blocks[4];
+    for (void*& block : blocks) {
+      block = std::malloc(size);
       std::memset(block, 0xA5, size);
-      std::free(block);
     }
+    for (void* block : blocks) std::free(block);
+  }
 }
 
 }  // namespace
