@@ -8,7 +8,8 @@
 
 namespace mgt::ckpt {
 
-std::string iteration_directory_problem(const std::string& directory, std::int64_t iteration) {
+std::string iteration_directory_problem(const std::string& directory, std::int64_t iteration,
+                                        CompletenessCheck check) {
   try {
     const std::vector<std::string> shards = list_shard_files(directory);
     if (shards.empty()) return "it holds no " + shard_file_name({}) + " or other shard file";
@@ -23,7 +24,7 @@ std::string iteration_directory_problem(const std::string& directory, std::int64
       if (!world) world = meta.world;
       if (parse_shard_file_name(std::filesystem::path(path).filename().string())->data_parallel_rank) ++optimizer_shards;
       else ++model_shards;
-      reader.verify();
+      if (check == CompletenessCheck::Checksums) reader.verify();
     }
     const std::int64_t expected =
         std::int64_t{world->tensor_model_parallel_size} * std::int64_t{world->pipeline_model_parallel_size};
@@ -40,12 +41,13 @@ std::string iteration_directory_problem(const std::string& directory, std::int64
   return {};
 }
 
-NewestCompleteIteration find_newest_complete_iteration(const std::string& save_dir) {
+NewestCompleteIteration find_newest_complete_iteration(const std::string& save_dir, CompletenessCheck check,
+                                                       std::int64_t after) {
   NewestCompleteIteration found;
   const std::vector<std::int64_t> iterations = list_iteration_directories(save_dir);
-  for (auto it = iterations.rbegin(); it != iterations.rend(); ++it) {
+  for (auto it = iterations.rbegin(); it != iterations.rend() && *it > after; ++it) {
     IterationCandidate candidate{*it, iteration_directory(save_dir, *it), {}};
-    candidate.problem = iteration_directory_problem(candidate.directory, candidate.iteration);
+    candidate.problem = iteration_directory_problem(candidate.directory, candidate.iteration, check);
     if (candidate.problem.empty()) {
       found.complete = std::move(candidate);
       break;
@@ -53,6 +55,48 @@ NewestCompleteIteration find_newest_complete_iteration(const std::string& save_d
     found.skipped.push_back(std::move(candidate));
   }
   return found;
+}
+
+namespace {
+
+std::string skipped_text(const NewestCompleteIteration& found) {
+  std::string text;
+  for (const IterationCandidate& c : found.skipped) text += "; " + c.directory + " is not complete: " + c.problem;
+  return text;
+}
+
+}  // namespace
+
+std::optional<CheckpointToResume> find_checkpoint_to_resume(const std::string& save_dir) {
+  const std::string tracker(kTrackerFileName);
+  const std::optional<LatestCheckpoint> latest = read_tracker_file(save_dir);
+  if (!latest) {
+    const NewestCompleteIteration found = find_newest_complete_iteration(save_dir);
+    if (found.complete)
+      return CheckpointToResume{found.complete->directory, found.complete->iteration,
+                                save_dir + " has no " + tracker + ": resuming from " + found.complete->directory +
+                                    ", its newest complete checkpoint (iteration " +
+                                    std::to_string(found.complete->iteration) + ")" + skipped_text(found)};
+    if (found.skipped.empty()) return std::nullopt;
+    throw Error(save_dir + " has no " + tracker + " and none of its " + std::to_string(found.skipped.size()) +
+                " iteration directories is a complete checkpoint" + skipped_text(found) +
+                "; move them away to start over, or repair the tracker file");
+  }
+  // A release checkpoint counts as iteration 0: a run started from it saves iterations after it.
+  const NewestCompleteIteration newer =
+      find_newest_complete_iteration(save_dir, CompletenessCheck::Structure, latest->iteration);
+  const std::string named = latest->release ? "the release checkpoint" : "iteration " + std::to_string(latest->iteration);
+  if (newer.complete)
+    return CheckpointToResume{
+        newer.complete->directory, newer.complete->iteration,
+        tracker_file_path(save_dir) + " names " + named + ", but " + newer.complete->directory +
+            " is a newer complete checkpoint (a save was interrupted before it moved the tracker): resuming from "
+            "iteration " + std::to_string(newer.complete->iteration) + skipped_text(newer)};
+  CheckpointToResume resume{find_checkpoint_directory(save_dir, *latest), latest->iteration, {}};
+  if (!newer.skipped.empty())
+    resume.note = tracker_file_path(save_dir) + " names " + named + "; newer iteration directories are not resumed" +
+                  skipped_text(newer);
+  return resume;
 }
 
 }  // namespace mgt::ckpt

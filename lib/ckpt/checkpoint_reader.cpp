@@ -15,6 +15,27 @@
 #include "core/error.hpp"
 
 namespace mgt::ckpt {
+namespace {
+
+// Whether a group indexes its links by creation order (mgt's writer makes every group so).
+bool indexes_creation_order(hid_t group, const std::string& where) {
+  h5::PropertyList gcpl(h5::check_id(H5Gget_create_plist(group), "H5Gget_create_plist", where));
+  unsigned flags = 0;
+  h5::check(H5Pget_link_creation_order(gcpl.get(), &flags), "H5Pget_link_creation_order", where);
+  return (flags & H5P_CRT_ORDER_INDEXED) != 0;
+}
+
+// An HDF5 callback: nothing may propagate out of it.
+herr_t append_link_name(hid_t /*group*/, const char* name, const H5L_info_t* /*info*/, void* names) noexcept {
+  try {
+    static_cast<std::vector<std::string>*>(names)->emplace_back(name);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // namespace
 
 struct ShardReader::Impl {
   std::string path;
@@ -28,22 +49,28 @@ struct ShardReader::Impl {
     return "checkpoint tensor '" + std::string(name) + "' in '" + path + "'";
   }
 
-  // Link names of a group in creation order; name order for groups that do not track it.
+  // Link names of a group in creation order; name order for groups that do not index it.
+  //
+  // Never through HDF5 1.10's table of links (H5Lget_name_by_idx by name, or by creation order
+  // without its index, builds one): when a damaged heap block fails its checksum half way
+  // through building it, HDF5 frees the names of the entries it never filled, and the process
+  // aborts in free() or corrupts its heap. The creation-order index is looked up directly, and
+  // other groups are walked in their native order and sorted here.
   std::vector<std::string> link_names(hid_t group, const std::string& where) const {
+    std::vector<std::string> names;
+    if (!indexes_creation_order(group, where)) {
+      if (H5Literate(group, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, append_link_name, &names) < 0)
+        h5::throw_error(where, "H5Literate");
+      std::sort(names.begin(), names.end());
+      return names;
+    }
     H5G_info_t info;
     h5::check(H5Gget_info(group, &info), "H5Gget_info", where);
-    std::vector<std::string> names;
-    H5_index_t order = H5_INDEX_CRT_ORDER;
     for (hsize_t i = 0; i < info.nlinks; ++i) {
-      ssize_t length = H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-      if (length < 0 && order == H5_INDEX_CRT_ORDER && i == 0) {
-        h5::take_error_detail();
-        order = H5_INDEX_NAME;
-        length = H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-      }
+      const ssize_t length = H5Lget_name_by_idx(group, ".", H5_INDEX_CRT_ORDER, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
       if (length < 0) h5::throw_error(where, "H5Lget_name_by_idx");
       std::string name(static_cast<std::size_t>(length) + 1, '\0');
-      if (H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT) < 0)
+      if (H5Lget_name_by_idx(group, ".", H5_INDEX_CRT_ORDER, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT) < 0)
         h5::throw_error(where, "H5Lget_name_by_idx");
       name.resize(static_cast<std::size_t>(length));
       names.push_back(std::move(name));

@@ -1,8 +1,14 @@
 #include "ckpt/fresh_output_directory.hpp"
 
+#include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
+#include "ckpt/checkpoint_files.hpp"
+#include "ckpt/iteration_save.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -22,6 +28,15 @@ std::string checked(std::string dir) {
   return dir;
 }
 
+// create_temporary_directory's suffix: ".partial." and 12 characters of [A-Za-z0-9].
+bool is_export_staging_name(const std::string& name, const std::string& final_name) {
+  const std::string prefix = final_name + ".partial.";
+  if (!name.starts_with(prefix) || name.size() != prefix.size() + 12) return false;
+  for (char c : name.substr(prefix.size()))
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  return true;
+}
+
 }  // namespace
 
 void require_fresh_directory(const std::string& dir, const std::string& flag) {
@@ -29,10 +44,29 @@ void require_fresh_directory(const std::string& dir, const std::string& flag) {
   if (absent(dir)) return;
   if (!fs::is_directory(dir, ec)) throw Error(flag + " " + dir + " exists and is not a directory");
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().filename() == kSaveLockFileName) continue;
+    const std::string name = entry.path().filename().string();
+    if (name == kSaveLockFileName || is_interrupted_save_leftover(name)) continue;
     throw Error(flag + " " + dir + " is not empty; conversions write a new directory (remove it or choose another)");
   }
   if (ec) throw Error("cannot list " + flag + " " + dir + ": " + ec.message());
+}
+
+void remove_interrupted_exports(const std::string& dir) {
+  const fs::path final_dir = fs::absolute(fs::path(dir).lexically_normal());
+  const fs::path parent = final_dir.parent_path();
+  const std::string final_name = final_dir.filename().string();
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(parent, ec))
+    if (is_export_staging_name(entry.path().filename().string(), final_name) &&
+        entry.is_directory(ec) && !entry.is_symlink(ec))
+      stale.push_back(entry.path());
+  if (ec) throw Error("cannot list " + parent.string() + ": " + ec.message());
+  for (const fs::path& path : stale) {
+    log::warn("removing '" + path.string() + "', left by an interrupted export");
+    remove_tree(path.string());
+  }
+  if (!stale.empty()) sync_directory(parent.string());
 }
 
 FreshOutputDirectory::FreshOutputDirectory(std::string dir) : dir_(checked(std::move(dir))), created_(absent(dir_)) {
@@ -45,9 +79,21 @@ FreshOutputDirectory::FreshOutputDirectory(std::string dir) : dir_(checked(std::
     if (created_ && !fs::exists(save_lock_file_path(dir_), ec)) fs::remove(dir_, ec);
     throw;
   }
-  // Again under the lock: another writer may have been first. (A throw here destroys only the
-  // members: nothing of the other writer's is removed.)
+  // Under the lock, what a killed conversion left is no one's: clear it. Then check again:
+  // another writer may have been first. (A throw here destroys only the members: nothing of the
+  // other writer's is removed.)
+  clean_interrupted_saves(dir_);
   require_fresh_directory(dir_, "--save-dir");
+}
+
+void FreshOutputDirectory::replace_with(const std::string& complete_dir) {
+  const std::string lock_file = save_lock_file_path(dir_);
+  if (std::remove(lock_file.c_str()) != 0 && errno != ENOENT)
+    throw Error(system_error_message("cannot remove lock file", lock_file));
+  if (std::rename(complete_dir.c_str(), dir_.c_str()) != 0)
+    throw Error(system_error_message("cannot rename the finished output into place", dir_));
+  keep_ = true;
+  lock_.reset();
 }
 
 FreshOutputDirectory::~FreshOutputDirectory() {

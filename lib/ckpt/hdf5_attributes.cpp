@@ -1,5 +1,7 @@
 #include "ckpt/hdf5_attributes.hpp"
 
+#include <algorithm>
+
 #include "ckpt/hdf5_error.hpp"
 #include "ckpt/hdf5_handle.hpp"
 #include "core/error.hpp"
@@ -54,9 +56,14 @@ T read_number(hid_t object, const char* name, hid_t memory_type, H5T_class_t exp
   return value;
 }
 
-herr_t collect_name(hid_t /*location*/, const char* name, const H5A_info_t* /*info*/, void* data) {
-  static_cast<std::vector<std::string>*>(data)->emplace_back(name);
-  return 0;
+// An HDF5 callback: nothing may propagate out of it.
+herr_t collect_name(hid_t /*location*/, const char* name, const H5A_info_t* /*info*/, void* data) noexcept {
+  try {
+    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
 }
 
 }  // namespace
@@ -143,7 +150,11 @@ std::vector<std::int64_t> read_int64_array_attribute(hid_t object, const char* n
 std::vector<std::string> attribute_names(hid_t object, const std::string& context) {
   std::vector<std::string> names;
   hsize_t index = 0;
-  check(H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, &index, collect_name, &names), "H5Aiterate2", context);
+  // In native order, sorted here: any other order has HDF5 1.10 build a table of the attributes
+  // first, whose clean-up after a read error (a damaged heap block) is not to be relied on (see
+  // the link names in checkpoint_reader.cpp).
+  check(H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_NATIVE, &index, collect_name, &names), "H5Aiterate2", context);
+  std::sort(names.begin(), names.end());
   return names;
 }
 

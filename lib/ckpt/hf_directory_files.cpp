@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <span>
 
+#include "ckpt/fresh_output_directory.hpp"
 #include "ckpt/model_weights.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -59,6 +60,10 @@ void write_hf_export_directory(const std::string& dir, const std::string& config
   require_fresh_output_directory(dir);
   const fs::path final_dir = fs::absolute(fs::path(dir).lexically_normal());
   if (final_dir.has_parent_path()) fs::create_directories(final_dir.parent_path());
+  // DIR is locked (created when absent) until the export is renamed onto it; under the lock,
+  // what killed exports of DIR left beside it is removed.
+  ckpt::FreshOutputDirectory output(final_dir.string());
+  ckpt::remove_interrupted_exports(final_dir.string());
   // An unpredictable name, created exclusively: nothing planted beside DIR is written through.
   const fs::path staging = create_temporary_directory(final_dir.string());
   try {
@@ -78,9 +83,7 @@ void write_hf_export_directory(const std::string& dir, const std::string& config
     ckpt::write_safetensors_model_files(staging.string(), files, options.max_shard_bytes, {{"format", "pt"}});
     write_file_atomically((staging / kHfConfigFile).string(), config_json);
     sync_directory(staging.string());
-    // rename(2) replaces an empty directory in one step.
-    if (std::rename(staging.c_str(), final_dir.c_str()) != 0)
-      throw Error(system_error_message("cannot rename the finished export into place", final_dir.string()));
+    output.replace_with(staging.string());
     sync_directory(final_dir.parent_path().string());
   } catch (...) {
     std::error_code ignored;

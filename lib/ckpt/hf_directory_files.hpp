@@ -53,7 +53,9 @@ struct HfExportTensor {
 
 // Writes DIR (which must not exist or be empty) with config.json = `config_json` and `tensors`,
 // given in the model's state_dict order (it decides the shards), converted to options.dtype.
-// Throws mgt::Error when a write fails; nothing is left behind then.
+// DIR is locked against other writers (ckpt::FreshOutputDirectory) until the export is renamed
+// onto it; holding the lock, it removes the DIR.partial.* directories of killed exports. Throws
+// mgt::Error when a write fails; nothing is left behind then.
 void write_hf_export_directory(const std::string& dir, const std::string& config_json,
                                const std::vector<HfExportTensor>& tensors, const HfExportOptions& options);
 

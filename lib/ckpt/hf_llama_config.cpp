@@ -221,7 +221,7 @@ std::string hf_llama_config_json(const HfLlamaConfig& hf) {
     }
   }
   j.set("rope_theta", PyValue::real(hf.rope_theta));
-  if (mistral) j.set("sliding_window", PyValue::none());
+  if (mistral) j.set("sliding_window", hf.sliding_window ? PyValue::integer(*hf.sliding_window) : PyValue::none());
   j.set("tie_word_embeddings", PyValue::boolean(hf.tie_word_embeddings));
   j.set("torch_dtype", PyValue::string(hf.torch_dtype));
   j.set("use_cache", PyValue::boolean(true));
@@ -325,6 +325,7 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
       refuse("sliding_window " + str(window) + " is shorter than max_position_embeddings (" +
              str(hf.max_position_embeddings) + "): mgt has no sliding-window attention (only a window that "
              "covers every position, or null, is read)");
+    hf.sliding_window = window;
   }
 
   for (auto [key, value] : {std::pair<const char*, double>{"rms_norm_eps", hf.rms_norm_eps},

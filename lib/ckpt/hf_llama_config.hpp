@@ -46,6 +46,8 @@ struct HfLlamaConfig {
   std::optional<std::int64_t> bos_token_id = 1;
   std::optional<std::int64_t> eos_token_id = 2;
   std::string torch_dtype = "float32";  // of the weights as written: float32, bfloat16 or float16
+  // Mistral only: null (nullopt) or a window covering every position (the only ones read).
+  std::optional<std::int64_t> sliding_window;
 };
 
 // Throws mgt::Error "WHAT cannot be expressed as ARCH: ..." naming the first property the Hugging

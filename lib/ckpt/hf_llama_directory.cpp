@@ -74,6 +74,7 @@ ModelWeights read_hf_llama_directory(const std::string& dir, const HfReadOptions
   w.config = c.config;
   w.source = family_of(c.hf) + " model " + dir;
   w.hf_model_type = c.hf.model_type;
+  w.hf_sliding_window = c.hf.sliding_window;
   w.tokenizer_json = token_record(c.hf);
   const ckpt::SafetensorsModelFiles files(dir);
 
@@ -128,9 +129,12 @@ void write_hf_llama_directory(const ModelWeights& weights, const std::string& di
     return hf_llama_state_dict_position(a.name) < hf_llama_state_dict_position(b.name);
   });
   const JsonScalars tokenizer(weights.tokenizer_json, "the tokenizer of " + weights.source);
-  const HfLlamaConfig hf =
+  HfLlamaConfig hf =
       hf_llama_config_of(weights.config, model_type, weights.config.padded_vocab_size, recorded_token(tokenizer, "bos"),
                          recorded_token(tokenizer, "eod"), hf_torch_dtype_name(options.dtype));
+  // A Mistral model's window comes back as it was read (it covers every position the model takes).
+  if (model_type == kHfMistralModelType && weights.hf_model_type == kHfMistralModelType)
+    hf.sliding_window = weights.hf_sliding_window;
   write_hf_export_directory(dir, hf_llama_config_json(hf), tensors, options);
 }
 

@@ -82,9 +82,24 @@ std::string_view save_step_name(SaveStep step) {
   return "unknown";
 }
 
+namespace {
+
+bool is_staging_name(std::string_view name) {
+  return name.starts_with(".iter_") && name.find(".tmp-") != std::string_view::npos;
+}
+
+bool is_tracker_temporary_name(std::string_view name) {
+  return name.starts_with(kTrackerFileName) && name.substr(kTrackerFileName.size()).starts_with(".tmp.");
+}
+
+}  // namespace
+
+bool is_interrupted_save_leftover(std::string_view name) {
+  return is_staging_name(name) || is_tracker_temporary_name(name);
+}
+
 void clean_interrupted_saves(const std::string& save_dir, const std::string& keep) {
   if (!is_directory(save_dir)) return;
-  const std::string tracker_temp_prefix = std::string(kTrackerFileName) + ".tmp.";
   bool changed = false;
   std::vector<std::filesystem::path> entries;
   std::error_code ec;
@@ -94,12 +109,12 @@ void clean_interrupted_saves(const std::string& save_dir, const std::string& kee
   for (const auto& path : entries) {
     const std::string name = path.filename().string();
     const std::string full = path.string();
-    if (name.starts_with(".iter_") && name.find(".tmp-") != std::string::npos) {
+    if (is_staging_name(name)) {
       if (!keep.empty() && std::filesystem::path(keep).filename() == name) continue;
       log::warn("removing '" + full + "', left by an interrupted checkpoint save");
       remove_tree(full);
       changed = true;
-    } else if (name.starts_with(tracker_temp_prefix)) {
+    } else if (is_tracker_temporary_name(name)) {
       remove_tree(full);
       changed = true;
     } else if (name.starts_with(".iter_") && name.ends_with(".old")) {

@@ -50,6 +50,11 @@ void publish_iteration(const std::string& save_dir, std::int64_t iteration, cons
 // iterations) is moved back. Call it only holding SAVE's SaveDirectoryLock.
 void clean_interrupted_saves(const std::string& save_dir, const std::string& keep = {});
 
+// True for the names clean_interrupted_saves removes: a staging directory (".iter_0000100.tmp-X")
+// or a tracker temporary. An iteration set aside by an older mgt (".iter_0000100.old") is not
+// among them: it is a committed checkpoint.
+bool is_interrupted_save_leftover(std::string_view name);
+
 class IterationSave {
 public:
   IterationSave(std::string save_dir, std::int64_t iteration, SaveOptions options = {});

@@ -6,6 +6,7 @@
 
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/fresh_output_directory.hpp"
+#include "ckpt/hf_architecture_record.hpp"
 #include "ckpt/iteration_save.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/model_checkpoint.hpp"
@@ -37,6 +38,13 @@ ModelWeights read_mgt_model_weights(const std::string& load_dir) {
   w.args_json = checkpoint.metadata.args_json;
   w.iteration = checkpoint.metadata.iteration;
   w.source = "checkpoint " + checkpoint.directory;
+  if (const auto record = checkpoint.metadata.extra_json.find(kHfArchitectureKey);
+      record != checkpoint.metadata.extra_json.end()) {
+    const HfArchitectureRecord hf =
+        parse_hf_architecture_record(record->second, w.source + ": " + std::string(kHfArchitectureKey));
+    w.hf_model_type = hf.model_type;
+    w.hf_sliding_window = hf.sliding_window;
+  }
   // Read straight from the shard rather than through load_checkpoint_model: a conversion needs
   // no gradient buffer and no initialisation, which would triple the memory of a large model.
   const ckpt::ShardedCheckpoint reader(checkpoint.directory);
@@ -74,6 +82,10 @@ std::string write_mgt_model_weights(const ModelWeights& weights, const std::stri
   meta.args_json = weights.args_json.empty() ? model_args_json(weights.config) : weights.args_json;
   meta.tokenizer_json = weights.tokenizer_json;
   meta.extra_json["parallel_layout"] = ckpt::parallel_layout_json(layout);
+  // An imported model keeps the architecture it came from, for its export.
+  if (!weights.hf_model_type.empty())
+    meta.extra_json[kHfArchitectureKey] =
+        hf_architecture_record_json({weights.hf_model_type, weights.hf_sliding_window});
   ckpt::IterationSave save(save_dir, weights.iteration);
   ckpt::LayoutShardWriters writers(save.staging_dir(), weights.config, layout, meta);
   for (const ParameterEntry& e : table.entries)

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,11 @@ struct ModelWeights {
   std::int64_t iteration = 0;
   std::string source;  // what was loaded, for messages: "checkpoint DIR", "GPT-2 model DIR"
   // config.json's model_type when read from a Hugging Face directory ("gpt2", "llama",
-  // "mistral"): what a Hugging Face saver writes unless told otherwise. Empty for mgt checkpoints.
+  // "mistral"), or from the record of one that an mgt checkpoint keeps (hf_architecture_record.hpp):
+  // what a Hugging Face saver writes unless told otherwise. Empty for other mgt checkpoints.
   std::string hf_model_type;
+  // Mistral's sliding_window (nullopt: null), with hf_model_type "mistral".
+  std::optional<std::int64_t> hf_sliding_window;
 
   std::int64_t num_parameters() const;  // Σ elements over tensors
   // The tensor or mgt::Error naming it.

@@ -13,6 +13,7 @@
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
+#include "ckpt/hf_architecture_record.hpp"
 #include "ckpt/iteration_save.hpp"
 #include "ckpt/parameter_piece_record.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
@@ -123,6 +124,7 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
   if (settings.save_optimizer && parts.loss_scaler && parts.loss_scaler->dynamic())
     meta.extra_json[kGradScalerKey] = loss_scaler_state_json(parts.loss_scaler->state());
   meta.extra_json[kParallelLayoutKey] = settings.parallel_layout_json;
+  if (!progress.hf_architecture_json.empty()) meta.extra_json[kHfArchitectureKey] = progress.hf_architecture_json;
   // The pipeline layer offset of this shard: its layers keep their global numbers in the tensor
   // names, this says which ones the stage held.
   const PipelineStage& stage = parts.params.pipeline_stage();
@@ -272,26 +274,13 @@ std::string shape_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& co
   return hint.empty() ? std::string() : "; the checkpoint was saved with " + hint;
 }
 
-// The checkpoint the tracker file names. Without a tracker file, the newest complete iteration
-// directory, said in a log line: starting over instead would write this run's iterations over
-// committed ones. nullopt when load_dir holds no iteration directory at all.
+// The checkpoint to resume (checkpoint_discovery.hpp), with a warning when it is not the one the
+// tracker file names. nullopt when load_dir holds no checkpoint at all.
 std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
-  if (auto directory = ckpt::find_latest_checkpoint_directory(load_dir)) return directory;
-  const ckpt::NewestCompleteIteration found = ckpt::find_newest_complete_iteration(load_dir);
-  std::string skipped;
-  for (const ckpt::IterationCandidate& c : found.skipped)
-    skipped += "; " + c.directory + " is not complete: " + c.problem;
-  const std::string tracker(ckpt::kTrackerFileName);
-  if (found.complete) {
-    log::warn(load_dir + " has no " + tracker + ": resuming from " + found.complete->directory +
-              ", its newest complete checkpoint (iteration " + std::to_string(found.complete->iteration) + ")" +
-              skipped);
-    return found.complete->directory;
-  }
-  if (found.skipped.empty()) return std::nullopt;
-  throw Error(load_dir + " has no " + tracker + " and none of its " + std::to_string(found.skipped.size()) +
-              " iteration directories is a complete checkpoint" + skipped +
-              "; move them away to start over, or repair the tracker file");
+  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_resume(load_dir);
+  if (!found) return std::nullopt;
+  if (!found->note.empty()) log::warn(found->note);
+  return found->directory;
 }
 
 // The whole tensor at `path`, assembled from whatever pieces the checkpoint's layout stored, then
@@ -308,10 +297,9 @@ void read_floats(const ckpt::ShardedCheckpoint& checkpoint, const std::string& p
 // The checkpoint a run resuming from load_dir would read, without a word: nullopt when there is
 // none.
 std::optional<std::string> quiet_checkpoint_to_resume(const std::string& load_dir) {
-  if (auto directory = ckpt::find_latest_checkpoint_directory(load_dir)) return directory;
-  const ckpt::NewestCompleteIteration found = ckpt::find_newest_complete_iteration(load_dir);
-  if (found.complete) return found.complete->directory;
-  return std::nullopt;
+  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_resume(load_dir);
+  if (!found) return std::nullopt;
+  return found->directory;
 }
 
 }  // namespace
@@ -405,6 +393,8 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
   }
 
   TrainingProgress& progress = parts.progress;
+  const auto hf_architecture = meta.extra_json.find(kHfArchitectureKey);
+  progress.hf_architecture_json = hf_architecture == meta.extra_json.end() ? "" : hf_architecture->second;
   if (!settings.finetune) {
     progress.iteration = meta.iteration;
     progress.consumed_train_samples = meta.consumed_train_samples;

@@ -53,6 +53,10 @@ struct TrainingProgress {
   // trained so far, so a resumed run draws the masks the uninterrupted run would have drawn.
   std::uint64_t dropout_seed = 1234;
   std::int64_t micro_steps = 0;
+  // The Hugging Face architecture a model imported by mgt-ckpt-convert came from (its
+  // "hf_architecture" record, hf_architecture_record.hpp; "" for none): carried from the loaded
+  // checkpoint into every save, --finetune included, so that a fine-tuned Mistral exports as one.
+  std::string hf_architecture_json;
 };
 
 // The live objects a checkpoint is taken from and restored into.
@@ -110,9 +114,11 @@ struct TrainCheckpointLoadSettings {
 // checkpoint padded for one tensor-parallel size resumes on another.
 std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load_dir);
 
-// Restores the checkpoint the tracker file in load_dir names; without a tracker file, the newest
-// complete iteration directory (with a warning; mgt::Error when there are iteration directories
-// but none is complete). Returns its directory, or nullopt when load_dir holds no checkpoint
+// Restores the checkpoint the tracker file in load_dir names; without a tracker file, or when an
+// iteration directory newer than the tracker's is complete (a save killed before it moved the
+// tracker), the newest complete iteration directory, with a warning naming both (mgt::Error when
+// there are iteration directories, no tracker file and none is complete;
+// ckpt::find_checkpoint_to_resume). Returns its directory, or nullopt when load_dir holds no checkpoint
 // (nothing is changed then). Each tensor is assembled whole from the stored pieces and this rank
 // keeps its tensor-parallel shard (and, with the distributed optimizer, its part of the moments). Throws mgt::Error naming the
 // tensor when a shape differs from the model's, when a tensor is missing or is not one of the

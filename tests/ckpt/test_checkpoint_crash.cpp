@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "ckpt/checkpoint_discovery.hpp"
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
@@ -112,6 +113,28 @@ TEST_CASE("a save killed at each publish step leaves a loadable checkpoint", "[c
       check_recovery(save);
     }
   }
+}
+
+TEST_CASE("a save killed after its rename and before the tracker is resumed from", "[ckpt]") {
+  const auto previous = ckpt_test::make_fake_state(1, 2, 64);
+  const auto next = ckpt_test::make_fake_state(2, 3, 64);
+  auto save = test::scratch_dir("ckpt_crash_tracker_behind");
+  save_state(save, 1, previous, {}, std::chrono::microseconds(0));
+  SaveOptions options;
+  options.on_step = [](SaveStep reached) {
+    if (reached == SaveStep::Published) ::raise(SIGKILL);
+  };
+  CHECK(run_in_child([&] { save_state(save, 2, next, options, std::chrono::microseconds(0)); }) == -SIGKILL);
+  REQUIRE(latest_iteration(save) == 1);  // the window: iter_0000002 in place, the tracker behind
+  const auto resume = find_checkpoint_to_resume(save);
+  REQUIRE(resume);
+  CHECK(resume->iteration == 2);
+  CHECK(resume->directory == save + "/iter_0000002");
+  CHECK_THAT(resume->note, Catch::Matchers::Contains("names iteration 1, but " + save + "/iter_0000002"));
+  CHECK(ckpt_test::shard_matches(ShardReader(resume->directory + "/" + kShard), next));
+  // The next save (of a later iteration) moves the tracker on.
+  check_recovery(save);
+  CHECK(latest_iteration(save) == 99);
 }
 
 TEST_CASE("a save of a committed iteration is refused before it writes anything", "[ckpt]") {

@@ -1,8 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
@@ -10,6 +16,10 @@
 #include "ckpt_testing.hpp"
 #include "core/error.hpp"
 #include "test_paths.hpp"
+
+// HDF5's own shutdown (what its exit handler runs); declared here because the tests do not see
+// HDF5's headers.
+extern "C" int H5close(void);
 
 using namespace mgt;
 using namespace mgt::ckpt;
@@ -128,4 +138,91 @@ TEST_CASE("a corrupted chunk fails its checksum, naming file and tensor", "[ckpt
   CHECK_NOTHROW(reader.read(kWeight, TensorDType::Float32, std::vector<std::int64_t>{256, 64},
                             std::as_writable_bytes(std::span(out))));
   CHECK_THROWS_WITH(reader.verify(), Contains(kExpAvg));
+}
+
+namespace {
+
+// Flips bytes inside every copy of `name` in the file; returns how many copies there were.
+int damage_name(const std::string& path, const std::string& name) {
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  int copies = 0;
+  for (auto at = bytes.find(name); at != std::string::npos; at = bytes.find(name, at + 1)) {
+    bytes[at + 3] = static_cast<char>(bytes[at + 3] ^ 0x55);
+    bytes[at + 10] = static_cast<char>(bytes[at + 10] ^ 0x55);
+    ++copies;
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return copies;
+}
+
+// Fills the allocator's free blocks with non-zero bytes, so that a library that frees memory it
+// never initialised does so visibly (a fresh process's memory is zero, and free(nullptr) is fine).
+// Every small size class, since the allocator serves a request from freed blocks of its own class.
+void dirty_free_memory() {
+  for (std::size_t size = 16; size <= 8192; size += 16) {
+    void* blocks[4];
+    for (void*& block : blocks) {
+      block = std::malloc(size);
+      std::memset(block, 0xA5, size);
+    }
+    for (void* block : blocks) std::free(block);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a damaged link name fails its checksum, every time, without corrupting the process", "[ckpt]") {
+  // A model-like shard: more than eight tensors in a group, so HDF5 keeps their names in a
+  // checksummed heap block (dense link storage) rather than in the group's header.
+  const auto dir = test::scratch_dir("ckpt_damaged_link_name");
+  const std::string path = dir + "/mp_rank_00.h5";
+  const std::vector<std::string> params = {
+      "decoder.layers.0.input_layernorm.bias", "decoder.layers.0.input_layernorm.weight",
+      "decoder.layers.0.mlp.linear_fc1.bias", "decoder.layers.0.mlp.linear_fc1.weight",
+      "decoder.layers.0.mlp.linear_fc2.bias", "decoder.layers.0.mlp.linear_fc2.weight",
+      "decoder.layers.0.self_attention.linear_proj.bias", "decoder.layers.0.self_attention.linear_proj.weight",
+      "decoder.layers.0.self_attention.linear_qkv.bias", "decoder.layers.0.self_attention.linear_qkv.weight",
+      "decoder.final_layernorm.bias", "decoder.final_layernorm.weight", "embedding.word_embeddings.weight"};
+  {
+    ShardWriter writer(path, CheckpointMetadata{});
+    for (const std::string& p : params) {
+      const auto record = TensorRecord::whole(model_tensor_path(p), TensorDType::Float32, {16});
+      writer.write(record, ckpt_test::pseudo_random_bytes(record.byte_size(), 1));
+    }
+    writer.close();
+  }
+  REQUIRE(damage_name(path, "decoder.layers.0.input_layernorm.bias") == 1);
+  // In a child: a crash must not take the test runner with it. The reader is opened twice, as
+  // mgt-train opens the checkpoint it resumes (its padded vocabulary first, then the weights).
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      dirty_free_memory();
+      try {
+        ShardReader reader(path);
+        code = 10;
+      } catch (const Error& e) {
+        const std::string message = e.what();
+        if (message.find("checkpoint file '" + path + "'") == std::string::npos ||
+            message.find("checksum") == std::string::npos) {
+          std::fprintf(stderr, "unexpected message: %s\n", message.c_str());
+          code = 11;
+        }
+      }
+    }
+    if (H5close() < 0) code = 12;  // what the programs' exit runs
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("child status " << status);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

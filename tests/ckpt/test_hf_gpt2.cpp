@@ -19,6 +19,7 @@
 #include "ckpt/model_weights.hpp"
 #include "ckpt/safetensors_reader.hpp"
 #include "ckpt/safetensors_writer.hpp"
+#include "ckpt/save_directory_lock.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "test_paths.hpp"
@@ -257,6 +258,60 @@ TEST_CASE("mgt to GPT-2 to mgt is bit-exact in tensors, files and logits", "[ckp
   // Outputs are never written into a directory that holds something.
   CHECK_THROWS_WITH(convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf")), Contains("is not empty"));
   CHECK_THROWS_WITH(convert_checkpoint(convert("hf", "mgt", dir + "/hf", dir + "/back")), Contains("is not empty"));
+}
+
+TEST_CASE("a conversion killed while writing leaves nothing in the way of its rerun", "[ckpt][hf]") {
+  namespace fs = std::filesystem;
+  const std::string dir = test::scratch_dir("hf_convert_killed");
+  CpuBackend backend;
+  const GptConfig config = tiny_gpt2_config();
+  save_random_model(config, backend, dir + "/mgt");
+  // What a SIGKILL leaves: the lock file of a process that is gone (the kernel dropped its
+  // flock), the staging directory it was writing, a tracker temporary; beside a Hugging Face
+  // export, its DIR.partial.* directory.
+  auto leave_lock = [](const std::string& out) {
+    fs::create_directories(out);
+    std::ofstream(out + "/.mgt-writer.lock") << "host=elsewhere pid=999999\n";
+  };
+  for (const std::string& out : {dir + "/back", dir + "/copy"}) {
+    leave_lock(out);
+    fs::create_directories(out + "/.iter_0000005.tmp-0123456789abcdef");
+    std::ofstream(out + "/.iter_0000005.tmp-0123456789abcdef/mp_rank_00.h5") << "half a shard";
+    std::ofstream(out + "/latest_checkpointed_iteration.txt.tmp.AbCdEfGhIjKl") << "5";
+  }
+  leave_lock(dir + "/hf");
+  fs::create_directories(dir + "/hf.partial.AbCdEfGhIjKl");
+  std::ofstream(dir + "/hf.partial.AbCdEfGhIjKl/model.safetensors") << "half a file";
+  fs::create_directories(dir + "/hf.partial.not-an-export");  // not a name an export uses: stays
+
+  // While another process holds the lock, its staging directory is its own.
+  {
+    const ckpt::SaveDirectoryLock other(dir + "/hf");
+    CHECK_THROWS_WITH(convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf")),
+                      Contains("is being written by another process"));
+    CHECK(fs::exists(dir + "/hf.partial.AbCdEfGhIjKl/model.safetensors"));
+  }
+  convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf"));
+  CHECK_FALSE(fs::exists(dir + "/hf.partial.AbCdEfGhIjKl"));
+  CHECK(fs::exists(dir + "/hf.partial.not-an-export"));
+  CHECK(fs::exists(dir + "/hf/model.safetensors"));
+  CHECK_FALSE(fs::exists(dir + "/hf/.mgt-writer.lock"));
+
+  ConvertOptions import = convert("hf", "mgt", dir + "/hf", dir + "/back");
+  import.seq_length = config.seq_length;
+  CHECK(convert_checkpoint(import).destination == dir + "/back/iter_0000000");
+  CHECK(convert_checkpoint(convert("mgt", "mgt", dir + "/mgt", dir + "/copy")).destination ==
+        dir + "/copy/iter_0000005");
+  for (const std::string& out : {dir + "/back", dir + "/copy"}) {
+    INFO(out);
+    CHECK_FALSE(fs::exists(out + "/.iter_0000005.tmp-0123456789abcdef"));
+    CHECK_FALSE(fs::exists(out + "/latest_checkpointed_iteration.txt.tmp.AbCdEfGhIjKl"));
+  }
+  CHECK(bit_identical(read_mgt_model_weights(dir + "/back").at("embedding.word_embeddings.weight"),
+                      read_mgt_model_weights(dir + "/mgt").at("embedding.word_embeddings.weight")));
+
+  // A committed checkpoint is no leftover: still refused.
+  CHECK_THROWS_WITH(convert_checkpoint(convert("mgt", "mgt", dir + "/mgt", dir + "/copy")), Contains("is not empty"));
 }
 
 TEST_CASE("GPT-2 --true-vocab-size truncates and --make-vocab-size-divisible-by pads with zeros", "[ckpt][hf]") {

@@ -297,10 +297,12 @@ TEST_CASE("Hugging Face Llama and Mistral to mgt and back is byte for byte", "[c
                          Contains("\"bos_token_id\": 1") && Contains("\"eos_token_id\": 2") &&
                          Contains("\"num_key_value_heads\": 2") && Contains("\"head_dim\": 8"));
 
-  // Sharded Mistral: the same shards as save_pretrained's for the same shard size.
+  // Sharded Mistral: the same shards as save_pretrained's for the same shard size. The mgt
+  // checkpoint records the architecture, so the export is Mistral again without being told.
   convert_checkpoint(convert("hf", "mgt", golden_path("hf-mistral-tiny"), dir + "/mistral-mgt"));
+  CHECK(open_model_checkpoint(dir + "/mistral-mgt").metadata.extra_json.at("hf_architecture") ==
+        R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": null})");
   ConvertOptions out = convert("mgt", "hf", dir + "/mistral-mgt", dir + "/mistral-hf");
-  out.hf_model_type = "mistral";
   out.max_shard_bytes = 80'000;
   convert_checkpoint(out);
   for (const char* shard : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
@@ -311,8 +313,35 @@ TEST_CASE("Hugging Face Llama and Mistral to mgt and back is byte for byte", "[c
   CHECK_THAT(file_bytes(dir + "/mistral-hf/model.safetensors.index.json"),
              Contains("\"model.layers.0.mlp.up_proj.weight\": \"model-00002-of-00003.safetensors\""));
   CHECK_THAT(file_bytes(dir + "/mistral-hf/config.json"),
-             Contains("\"MistralForCausalLM\"") && Contains("\"sliding_window\": null") &&
-                 Contains("\"tie_word_embeddings\": false") && Contains("\"head_dim\": 16"));
+             Contains("\"MistralForCausalLM\"") && Contains("\"model_type\": \"mistral\"") &&
+                 Contains("\"sliding_window\": null") && Contains("\"tie_word_embeddings\": false") &&
+                 Contains("\"head_dim\": 16"));
+  // Resharded, it keeps the record; --hf-model-type still chooses.
+  ConvertOptions reshard = convert("mgt", "mgt", dir + "/mistral-mgt", dir + "/mistral-tp2");
+  reshard.target_tensor_parallel_size = 2;
+  convert_checkpoint(reshard);
+  convert_checkpoint(convert("mgt", "hf", dir + "/mistral-tp2", dir + "/mistral-hf3"));
+  CHECK_THAT(file_bytes(dir + "/mistral-hf3/config.json"), Contains("\"MistralForCausalLM\""));
+  ConvertOptions as_llama = convert("mgt", "hf", dir + "/mistral-mgt", dir + "/as-llama");
+  as_llama.hf_model_type = "llama";
+  convert_checkpoint(as_llama);
+  CHECK_THAT(file_bytes(dir + "/as-llama/config.json"),
+             Contains("\"LlamaForCausalLM\"") && !Contains("sliding_window"));
+  // A window that covers every position comes back as it was.
+  const std::string windowed = dir + "/mistral-window";
+  fs::copy(golden_path("hf-mistral-tiny"), windowed);
+  {
+    const std::string config = file_bytes(windowed + "/config.json");
+    const std::string null_window = "\"sliding_window\": null";
+    const auto at = config.find(null_window);
+    REQUIRE(at != std::string::npos);
+    std::ofstream(windowed + "/config.json")
+        << config.substr(0, at) << "\"sliding_window\": 64" << config.substr(at + null_window.size());
+  }
+  convert_checkpoint(convert("hf", "mgt", windowed, dir + "/window-mgt"));
+  convert_checkpoint(convert("mgt", "hf", dir + "/window-mgt", dir + "/window-hf"));
+  CHECK_THAT(file_bytes(dir + "/window-hf/config.json"),
+             Contains("\"MistralForCausalLM\"") && Contains("\"sliding_window\": 64"));
   // hf → hf keeps the architecture it read; the default shard size keeps this model in one file.
   convert_checkpoint(convert("hf", "hf", golden_path("hf-mistral-tiny"), dir + "/mistral-hf2"));
   CHECK(fs::exists(dir + "/mistral-hf2/model.safetensors"));

@@ -188,6 +188,59 @@ TEST_CASE("without a tracker file the newest complete iteration is found", "[ckp
   CHECK_FALSE(find_newest_complete_iteration(save).complete);
 }
 
+TEST_CASE("a complete iteration newer than the tracker's is the one to resume", "[ckpt]") {
+  const auto save = test::scratch_dir("ckpt_tracker_behind");
+  CHECK_FALSE(find_checkpoint_to_resume(save));
+  for (std::int64_t iteration : {10, 20}) save_state(save, iteration, state_of_iteration(iteration));
+  auto found = find_checkpoint_to_resume(save);
+  REQUIRE(found);
+  CHECK(found->directory == save + "/iter_0000020");
+  CHECK(found->iteration == 20);
+  CHECK(found->note.empty());
+
+  // The tracker one save behind, as a save killed between its rename and the tracker leaves it.
+  write_tracker_file(save, 10);
+  found = find_checkpoint_to_resume(save);
+  REQUIRE(found);
+  CHECK(found->directory == save + "/iter_0000020");
+  CHECK(found->iteration == 20);
+  CHECK_THAT(found->note, Contains(tracker_file_path(save) + " names iteration 10, but " + save +
+                                   "/iter_0000020 is a newer complete checkpoint") &&
+                              Contains("resuming from iteration 20"));
+
+  // A newer directory that is not a checkpoint is passed over, and said so.
+  std::filesystem::create_directory(save + "/iter_0000030");
+  found = find_checkpoint_to_resume(save);
+  REQUIRE(found);
+  CHECK(found->iteration == 20);
+  CHECK_THAT(found->note, Contains(save + "/iter_0000030 is not complete: it holds no mp_rank_00.h5"));
+  write_tracker_file(save, 20);
+  found = find_checkpoint_to_resume(save);
+  REQUIRE(found);
+  CHECK(found->directory == save + "/iter_0000020");
+  CHECK_THAT(found->note, Contains("names iteration 20; newer iteration directories are not resumed") &&
+                              Contains(save + "/iter_0000030 is not complete"));
+  std::filesystem::remove(save + "/iter_0000030");
+
+  // A release checkpoint counts as iteration 0.
+  {
+    std::filesystem::create_directory(save + "/release");
+    std::ofstream(tracker_file_path(save)) << "release";
+  }
+  found = find_checkpoint_to_resume(save);
+  REQUIRE(found);
+  CHECK(found->iteration == 20);
+  CHECK_THAT(found->note, Contains("names the release checkpoint, but " + save + "/iter_0000020"));
+
+  // Without a tracker: the newest directory whose checksums pass, as before.
+  std::filesystem::remove(tracker_file_path(save));
+  found = find_checkpoint_to_resume(save);
+  REQUIRE(found);
+  CHECK(found->iteration == 20);
+  CHECK_THAT(found->note, Contains(save + " has no latest_checkpointed_iteration.txt: resuming from " + save +
+                                   "/iter_0000020, its newest complete checkpoint (iteration 20)"));
+}
+
 TEST_CASE("a shard writer that cannot write says why and HDF5 shuts down cleanly", "[ckpt]") {
   // The disk "fills" at 64 KiB: RLIMIT_FSIZE makes larger writes fail (EFBIG), like ENOSPC. In a
   // child process, which then runs HDF5's shutdown: HDF5's own driver would leave a file ID

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of mgt-ckpt-convert: train a tiny GPT on mock data, export it to Hugging Face
 # GPT-2, import it back, export again and compare the files byte for byte; vocabulary truncation;
-# and clear one-line refusals with the right exit codes.
+# reruns over what a killed conversion left; and clear one-line refusals with the right exit codes.
 # Usage: bash tests/e2e/mgt_ckpt_convert.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 bin=$1
@@ -62,6 +62,29 @@ expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" 
   --true-vocab-size 50257
 grep -q '"vocab_size": 50257' "$work/hf50257/config.json" || fail "truncated vocab_size not written"
 grep -q "warning: --true-vocab-size 50257 drops 47 rows" "$work/err.txt" || fail "truncation without warning"
+
+# What a conversion killed mid-write leaves is no obstacle to running it again: the lock file of a
+# dead process, its staging directory and tracker temporary in --save-dir, and beside a Hugging
+# Face export its DIR.partial.* directory. The rerun removes them, with a warning, under the lock.
+for out in "$work/killed-mgt" "$work/killed-hf"; do
+  mkdir -p "$out/.iter_0000002.tmp-0123456789abcdef"
+  echo "host=elsewhere pid=999999" >"$out/.mgt-writer.lock"
+  echo "half a shard" >"$out/.iter_0000002.tmp-0123456789abcdef/mp_rank_00.h5"
+  printf 2 >"$out/latest_checkpointed_iteration.txt.tmp.AbCdEfGhIjKl"
+done
+mkdir "$work/killed-hf.partial.AbCdEfGhIjKl"
+echo "half a file" >"$work/killed-hf.partial.AbCdEfGhIjKl/model.safetensors"
+expect_status 0 "${convert[@]}" --loader mgt --saver mgt --load-dir "$work/ckpt" --save-dir "$work/killed-mgt"
+grep -q "removing '$work/killed-mgt/.iter_0000002.tmp-0123456789abcdef', left by an interrupted" "$work/err.txt" ||
+  fail "the staging directory of the killed conversion was not reported: $(cat "$work/err.txt")"
+[[ $(ls -A "$work/killed-mgt" | sort | tr '\n' ' ') == ".mgt-writer.lock iter_0000002 latest_checkpointed_iteration.txt " ]] ||
+  fail "the rerun left $(ls -A "$work/killed-mgt")"
+rm -r "$work/killed-hf/.iter_0000002.tmp-0123456789abcdef" "$work/killed-hf/latest_checkpointed_iteration.txt.tmp.AbCdEfGhIjKl"
+expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/killed-hf"
+grep -q "removing '$work/killed-hf.partial.AbCdEfGhIjKl', left by an interrupted export" "$work/err.txt" ||
+  fail "the partial export of the killed conversion was not reported: $(cat "$work/err.txt")"
+[[ ! -e "$work/killed-hf.partial.AbCdEfGhIjKl" ]] || fail "the partial export was not removed"
+cmp "$work/hf/model.safetensors" "$work/killed-hf/model.safetensors" || fail "the rerun's export differs"
 
 # Refusals: one line, exit 2 for usage, 1 for what the files say.
 expect_status 1 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/ckpt" --save-dir "$work/hf"

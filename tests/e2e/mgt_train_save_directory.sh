@@ -3,8 +3,9 @@
 # never written over, with real processes: a second mgt-train on a --save that a running one
 # holds is refused (exit 1, naming the directory and the holder's host and PID) and touches
 # nothing; once the first is killed with SIGKILL, a new run takes the directory over. Without the
-# tracker file a run resumes from the newest complete iteration instead of starting over, and a
-# run that would save an iteration the directory already holds stops before training.
+# tracker file, or with the tracker behind a complete iteration (a save killed between its rename
+# and the tracker), a run resumes from the newest complete iteration instead of starting over or
+# failing, and a run that would save an iteration the directory already holds stops before training.
 # Usage: bash tests/e2e/mgt_train_save_directory.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -113,5 +114,27 @@ before="$(md5sum "$E/iter_0000002/mp_rank_00.h5")"
 expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --save "$E" --save-interval 2
 one_line_error "already holds iter_0000002" "--load $E"
 [[ "$(md5sum "$E/iter_0000002/mp_rank_00.h5")" == "$before" ]] || fail "iteration 2 was written over"
+
+# A save killed after it renamed iter_0000004 into place and before it moved the tracker leaves
+# the tracker at 2: the same command resumes from 4 (saying so, naming both) instead of failing
+# on every restart because 4 exists, and its next save moves the tracker on.
+F="$WORK/behind"
+expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --exit-interval 4 --save "$F" --save-interval 2
+printf 2 >"$F/latest_checkpointed_iteration.txt"
+before="$(md5sum "$F/iter_0000004/mp_rank_00.h5")"
+for attempt in 1 2; do  # the second attempt finds the tracker moved on: an ordinary resume
+  expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --exit-interval $((4 + 2 * attempt)) \
+    --load "$F" --save "$F" --save-interval 2
+  if [[ $attempt == 1 ]]; then
+    grep -qF "$F/latest_checkpointed_iteration.txt names iteration 2, but $F/iter_0000004 is a newer complete checkpoint" \
+      "$WORK/err.txt" || fail "resume past the tracker not reported: $(cat "$WORK/err.txt")"
+    grep -q "successfully loaded checkpoint from $F .* at iteration 4" "$WORK/out.txt" || fail "did not resume at 4"
+  else
+    ! grep -q "newer complete checkpoint" "$WORK/err.txt" || fail "the tracker was not moved on"
+    grep -q "successfully loaded checkpoint from $F .* at iteration 6" "$WORK/out.txt" || fail "did not resume at 6"
+  fi
+  [[ "$(cat "$F/latest_checkpointed_iteration.txt")" == $((4 + 2 * attempt)) ]] || fail "tracker not moved on"
+done
+[[ "$(md5sum "$F/iter_0000004/mp_rank_00.h5")" == "$before" ]] || fail "iteration 4 was written again"
 
 echo "mgt-train save directory e2e: all checks passed"

@@ -98,6 +98,40 @@ TEST_CASE("trainer: a lost tracker file resumes from the newest complete iterati
   CHECK(ckpt::latest_iteration(save) == 6);
 }
 
+TEST_CASE("trainer: a tracker left behind by a killed save resumes from the newer iteration and moves on",
+          "[trainer]") {
+  TrainerFixture f("trainer_tracker_behind");
+  const std::vector<std::string> common = {"--train-iters", "6", "--save-interval", "2", "--eval-iters", "0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  RunCapture straight;
+  run(f.options(with({"--save", f.dir + "/straight"})), straight);
+  REQUIRE(straight.records.size() == 6);
+
+  const std::string save = f.dir + "/resumed";
+  RunCapture first;
+  run(f.options(with({"--save", save, "--exit-interval", "4"})), first);
+  REQUIRE(first.records.size() == 4);
+  // What a SIGKILL between the rename of iter_0000004 and the tracker's rewrite leaves
+  // (tests/ckpt/test_checkpoint_crash.cpp kills a save there).
+  ckpt::write_tracker_file(save, 2);
+  const auto saved_4 = file_bytes(save + "/iter_0000004/mp_rank_00.h5");
+
+  // Resuming from iteration 2 would save iteration 4 again, which is refused: the same command
+  // would fail on every restart. It resumes from iteration 4 and its next save moves the tracker.
+  RunCapture second;
+  run(f.options(with({"--save", save, "--load", save})), second);
+  REQUIRE(second.records.size() == 2);
+  CHECK(second.records.front().iteration == 5);
+  std::vector<double> resumed = losses_of(first);
+  for (double l : losses_of(second)) resumed.push_back(l);
+  CHECK(resumed == losses_of(straight));
+  CHECK(file_bytes(save + "/iter_0000004/mp_rank_00.h5") == saved_4);
+  CHECK(ckpt::latest_iteration(save) == 6);
+}
+
 TEST_CASE("trainer: no complete iteration and no tracker file stops with a message", "[trainer]") {
   TrainerFixture f("trainer_none_complete");
   const std::string save = f.dir + "/ckpt";
@@ -188,4 +222,43 @@ TEST_CASE("trainer: the fp32 weights are the master copy; older checkpoints with
     for (double l : losses_of(second)) resumed.push_back(l);
     CHECK(resumed == losses_of(straight));
   }
+}
+
+TEST_CASE("trainer: the Hugging Face architecture an imported model came from is kept in its saves", "[trainer]") {
+  TrainerFixture f("trainer_hf_architecture");
+  const std::string first_save = f.dir + "/first";
+  RunCapture first;
+  run(f.options({"--train-iters", "4", "--exit-interval", "2", "--save-interval", "2", "--eval-iters", "0", "--save",
+                 first_save}),
+      first);
+
+  // The same checkpoint as mgt-ckpt-convert would have written it from a Mistral directory.
+  const std::string record = R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": null})";
+  const std::string imported = f.dir + "/imported";
+  std::filesystem::create_directories(imported + "/iter_0000002");
+  {
+    const ckpt::ShardReader reader(first_save + "/iter_0000002/mp_rank_00.h5");
+    ckpt::CheckpointMetadata meta = reader.metadata();
+    meta.extra_json["hf_architecture"] = record;
+    ckpt::ShardWriter writer(imported + "/iter_0000002/mp_rank_00.h5", meta);
+    for (const auto& r : reader.tensors()) writer.write(r, reader.read_bytes(r.name));
+    writer.close();
+  }
+  ckpt::write_tracker_file(imported, 2);
+
+  for (const bool finetune : {false, true}) {
+    INFO("--finetune " << finetune);
+    const std::string save = f.dir + (finetune ? "/finetuned" : "/resumed");
+    std::vector<std::string> flags = {"--train-iters", "4", "--save-interval", "4", "--eval-iters", "0",
+                                      "--load", imported, "--save", save};
+    if (finetune) flags.push_back("--finetune");
+    RunCapture c;
+    run(f.options(flags), c);
+    const auto directory = ckpt::find_latest_checkpoint_directory(save);
+    REQUIRE(directory);
+    const ckpt::ShardReader saved(*directory + "/mp_rank_00.h5");
+    CHECK(saved.metadata().extra_json.at("hf_architecture") == record);
+  }
+  // A model that was not imported has none.
+  CHECK_FALSE(ckpt::ShardReader(first_save + "/iter_0000002/mp_rank_00.h5").metadata().extra_json.count("hf_architecture"));
 }
