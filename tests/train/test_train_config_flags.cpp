@@ -45,7 +45,8 @@ TEST_CASE("--dp-collectives: copy-engines by default, nccl on request, recorded"
   try {
     parse({"--dp-collectives", "kernels"});
     FAIL("--dp-collectives kernels accepted");
-  } catch (const UsageError& e) {
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
     CHECK_THAT(e.what(), Catch::Contains("--dp-collectives") && Catch::Contains("kernels"));
   }
 }
