@@ -67,7 +67,7 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--timing-log-option", choice_flag(timers, {"max", "minmax", "all"})},
       {"--no-barrier-with-level-1-timing", switch_flag(timers)},
       {"--no-one-logger", switch_flag("mgt has no One Logger telemetry to turn off")},
-      // mgt-train's --profile and its step window map onto mgt's per-operation GPU profile (its
+      // mgt-train's --profile and its step window map onto mgt's per-operation profile (its
       // own flags take precedence over these).
       {"--profile-step-start", integer_flag("only mgt-train profiles training steps")},
       {"--profile-step-end", integer_flag("only mgt-train profiles training steps")},

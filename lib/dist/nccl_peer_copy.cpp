@@ -57,15 +57,6 @@ void check_driver(CUresult result, const char* call) {
     throw Error(std::string("copy-engine collectives: ") + call + " failed (CUresult " + std::to_string(result) + ")");
 }
 
-// MGT_PEER_COPY_SERIAL=1: every copy from the peers on the communicator's own stream and every
-// copy out on one stream, one after another (to compare with a stream per peer).
-bool serial_copies_requested() {
-  const char* value = std::getenv("MGT_PEER_COPY_SERIAL");
-  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
-  if (std::string_view(value) == "1") return true;
-  throw Error(std::string("MGT_PEER_COPY_SERIAL: expected 0 or 1, got '") + value + "'");
-}
-
 std::string host_name() {
   std::array<char, 256> name{};
   if (gethostname(name.data(), name.size() - 1) != 0) return "?";
@@ -195,8 +186,7 @@ PeerCopyCollectives::PeerCopyCollectives(int rank, int ranks, std::uint64_t* fla
       ranks_(ranks),
       flags_(flags),
       peer_flags_(std::move(peer_flags)),
-      mappings_(std::move(mappings)),
-      serial_(serial_copies_requested()) {}
+      mappings_(std::move(mappings)) {}
 
 PeerCopyCollectives::~PeerCopyCollectives() {
   const std::vector<cudaStream_t> streams = side_streams();
@@ -343,7 +333,7 @@ void PeerCopyCollectives::reduce_own_chunk(const Region& region, std::byte* data
         pieces.piece[r] = own;
         continue;
       }
-      const cudaStream_t fetch = fetch_stream(r, stream);
+      const cudaStream_t fetch = fetch_stream(r);
       cudaEvent_t copied = copied_[slot][static_cast<std::size_t>(r)];
       // The slot's previous piece has been summed before its copies are overwritten.
       if (index >= 2) MGT_CUDA_CHECK(cudaStreamWaitEvent(fetch, summed_[slot], 0));
@@ -390,16 +380,15 @@ void PeerCopyCollectives::drain() const {
     if (stream) MGT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-cudaStream_t PeerCopyCollectives::fetch_stream(int peer, cudaStream_t stream) const {
-  return serial_ ? stream : fetch_streams_[static_cast<std::size_t>(peer)];
+cudaStream_t PeerCopyCollectives::fetch_stream(int peer) const {
+  return fetch_streams_[static_cast<std::size_t>(peer)];
 }
 
 cudaStream_t PeerCopyCollectives::push_stream(int peer) const {
-  return push_streams_[static_cast<std::size_t>(serial_ ? (rank_ == 0 ? 1 : 0) : peer)];
+  return push_streams_[static_cast<std::size_t>(peer)];
 }
 
 void PeerCopyCollectives::start_fetches(cudaStream_t stream) {
-  if (serial_) return;
   MGT_CUDA_CHECK(cudaEventRecord(started_, stream));
   for (int r = 0; r < ranks_; ++r)
     if (r != rank_) MGT_CUDA_CHECK(cudaStreamWaitEvent(fetch_streams_[static_cast<std::size_t>(r)], started_, 0));
@@ -446,7 +435,7 @@ void PeerCopyCollectives::all_gather_chunks(void* data, std::span<const std::int
   for (int r = 0; r < ranks_; ++r) {
     const std::int64_t end = begin + counts[static_cast<std::size_t>(r)];
     if (r != rank_) {
-      const cudaStream_t fetch = fetch_stream(r, stream);
+      const cudaStream_t fetch = fetch_stream(r);
       copy_from(region, r, static_cast<std::byte*>(data), begin, end, element_size(type), fetch);
       MGT_CUDA_CHECK(cudaEventRecord(copied_[0][static_cast<std::size_t>(r)], fetch));
     }

@@ -24,7 +24,7 @@
 // it, in rank order r = 0, 1, … in fp32: every rank ends with the same bits, and with two ranks
 // the same bits as NCCL's sum. With more than two ranks the copies from (and to) the different
 // peers run at once, each peer's on a stream of its own: one copy engine moves one copy at a
-// time, and a GPU has several (MGT_PEER_COPY_SERIAL=1 queues them one after another, to compare). reduce_scatter_chunks_sum: the same without the copies out
+// time, and a GPU has several. reduce_scatter_chunks_sum: the same without the copies out
 // (reduce_scatter_sum: the sums into another buffer). all_gather_chunks: a barrier, the copies
 // in, a barrier. fetch (a two-rank swap): a barrier, the copy of the peer's part, a barrier.
 #pragma once
@@ -100,9 +100,8 @@ private:
   // Copies chunk [begin, end) of `data` from rank `owner`'s copy into this rank's.
   void copy_from(const Region& region, int owner, std::byte* data, std::int64_t begin, std::int64_t end,
                  std::size_t element, cudaStream_t stream);
-  // The streams that copy from and to `peer`: its own ones, or `stream` and the one push stream
-  // when the copies are serial.
-  cudaStream_t fetch_stream(int peer, cudaStream_t stream) const;
+  // The streams that copy from and to `peer`.
+  cudaStream_t fetch_stream(int peer) const;
   cudaStream_t push_stream(int peer) const;
   // Makes every peer's fetch stream wait for the work queued on `stream` so far.
   void start_fetches(cudaStream_t stream);
@@ -118,7 +117,6 @@ private:
   std::vector<void*> mappings_;  // the peers' flags
   std::vector<Region> regions_;
   std::uint64_t sequence_ = 0;
-  bool serial_ = false;  // MGT_PEER_COPY_SERIAL=1
   // Made at the first registration: two pieces per peer, the stream that sums them, a stream per
   // peer that copies from it and one that copies the sums out to it, and the events that hand a
   // slot between the streams (per peer: indexed by rank, null for this rank).

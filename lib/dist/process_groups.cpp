@@ -41,15 +41,22 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
   return groups;
 }
 
+DataParallelCollectives parse_data_parallel_collectives(const std::string& value) {
+  if (value == "copy-engines") return DataParallelCollectives::kCopyEngines;
+  if (value == "nccl") return DataParallelCollectives::kNccl;
+  throw UsageError("--dp-collectives: expected copy-engines or nccl, got '" + value + "'");
+}
+
 ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const DeviceQueue& queue,
-                                       int data_parallel_max_ctas, bool peer_copies) {
+                                       const CommunicationOptions& options) {
   // Same order on every rank, as for the MPI groups: each creation is collective over its group.
-  const auto mirror = [&](const std::unique_ptr<Communicator>& group, int max_ctas = 0) {
-    return group ? make_nccl_communicator(*group, queue, {max_ctas, peer_copies}) : nullptr;
+  const auto mirror = [&](const std::unique_ptr<Communicator>& group, bool peer_copies = true) {
+    return group ? make_nccl_communicator(*group, queue, {peer_copies}) : nullptr;
   };
   ProcessGroups groups;
   groups.tensor_model_parallel = mirror(bootstrap.tensor_model_parallel);
-  groups.data_parallel = mirror(bootstrap.data_parallel, data_parallel_max_ctas);
+  groups.data_parallel =
+      mirror(bootstrap.data_parallel, options.data_parallel == DataParallelCollectives::kCopyEngines);
   groups.pipeline_model_parallel = mirror(bootstrap.pipeline_model_parallel);
   groups.model_parallel = mirror(bootstrap.model_parallel);
   groups.embedding = mirror(bootstrap.embedding);

@@ -69,7 +69,9 @@ int run_eval(const EvalOptions& options) {
   const std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-eval");
   check_padded_vocab(checkpoint, *tokenizer, options.checkpoint_flags);
   const std::int64_t seq_length = checked_seq_length(checkpoint, options);
-  const std::unique_ptr<Backend> backend_owner = make_backend(options.device);
+  // mgt-eval has no --profile: the backend's defaults.
+  const BackendOptions backend_options;
+  const std::unique_ptr<Backend> backend_owner = make_backend(options.device, backend_options);
   Backend& backend = *backend_owner;
   apply_precision_flag(backend, options.checkpoint_flags);
   say("> compute device: " + backend.description() + "\n");

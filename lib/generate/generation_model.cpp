@@ -34,7 +34,9 @@ GenerationModel load_generation_model(const GenerateOptions& options) {
   loaded.max_sequence_length = generation_length_limit(options, checkpoint.config.max_position_embeddings);
   loaded.tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-generate");
   check_padded_vocab(checkpoint, *loaded.tokenizer, options.checkpoint_flags);
-  loaded.backend = make_backend(options.device);
+  // mgt-generate has no --profile: the backend's defaults.
+  const BackendOptions backend_options;
+  loaded.backend = make_backend(options.device, backend_options);
   apply_precision_flag(*loaded.backend, options.checkpoint_flags);
   log::info("compute device: " + loaded.backend->description());
   // Before the weights load: a model that cannot fit is refused with the numbers. The estimate

@@ -106,13 +106,7 @@ public:
   // kernels are always deterministic.
   virtual void set_deterministic(bool /*deterministic*/) {}
 
-  // Until called again with 0, the GEMMs leave `count` of the device's multiprocessors to kernels
-  // that run beside the compute on another stream (collectives overlapped with the backward or
-  // the forward), rather than being planned for the whole device while those kernels hold part
-  // of it. Ignored where nothing runs beside the operations (the CPU).
-  virtual void leave_multiprocessors(int /*count*/) {}
-
-  // Whether the backend's per-operation profile (the CUDA backend's MGT_CUDA_PROFILE) counts the
+  // Whether the backend's per-operation profile (BackendOptions::profile) counts the
   // operations issued from now on: Megatron's --profile-step-start/--profile-step-end window.
   // Ignored where there is no profile.
   virtual void set_profiling(bool /*on*/) {}

@@ -21,6 +21,12 @@ int parse_cuda_index(const std::string& device) {
   return index;
 }
 
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+  auto backend = std::make_unique<CpuBackend>();
+  if (options.profile) backend->start_profile(options.profile_timeline);
+  return backend;
+}
+
 }  // namespace
 
 void check_device_name(const std::string& device) {
@@ -29,16 +35,16 @@ void check_device_name(const std::string& device) {
   }
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return std::make_unique<CpuBackend>();
+std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& options) {
+  if (device == "cpu") return make_cpu_backend(options);
   if (device == "auto") {
-    if (cuda::visible_device_count() > 0) return make_cuda_backend(0);
-    return std::make_unique<CpuBackend>();
+    if (cuda::visible_device_count() > 0) return make_cuda_backend(0, options);
+    return make_cpu_backend(options);
   }
   check_device_name(device);
   const int index = parse_cuda_index(device);
 #ifndef MGT_HAVE_CUDA
-  return make_cuda_backend(index);  // explains that this build has no CUDA
+  return make_cuda_backend(index, options);  // explains that this build has no CUDA
 #endif
   const int count = cuda::visible_device_count();
   if (index >= count) {
@@ -46,7 +52,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
                 (count == 0 ? std::string("no CUDA device is visible")
                             : std::to_string(count) + " CUDA device(s) visible"));
   }
-  return make_cuda_backend(index);
+  return make_cuda_backend(index, options);
 }
 
 }  // namespace mgt

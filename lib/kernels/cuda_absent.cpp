@@ -16,7 +16,7 @@ std::string device_uuid(int /*device*/) { throw Error("this mgt was built withou
 
 }  // namespace cuda
 
-std::unique_ptr<Backend> make_cuda_backend(int /*device*/) {
+std::unique_ptr<Backend> make_cuda_backend(int /*device*/, const BackendOptions& /*options*/) {
   throw Error("this mgt was built without CUDA support (no nvcc at build time); use --device cpu");
 }
 

@@ -40,8 +40,8 @@ public:
                const MlpScratch& scratch, FloatView output, ConstFloatView* addend = nullptr) const;
   // With `fc1_weight_later` (sequence parallelism), fc1's weight gradient is left there for the
   // caller to run beside a later collective (the attention projection's all-gather), and fc2's
-  // runs beside fc1's input-gradient reduce-scatter (TensorParallelMappings::
-  // defers_weight_gradients): the collective that each layer's own weight gradient hid before.
+  // runs beside fc1's input-gradient reduce-scatter: the collective that each layer's own weight
+  // gradient hid before.
   void backward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
                 const MlpScratch& scratch, ConstFloatView d_output, FloatView d_input,
                 DeferredGemm* fc1_weight_later = nullptr) const;

@@ -1,8 +1,6 @@
 #include "model/tensor_parallel_mappings.hpp"
 
-#include <cstdlib>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -23,12 +21,6 @@ TensorParallelMappings::TensorParallelMappings(Backend& backend, dist::Communica
   if (group != nullptr) {
     size_ = group->size();
     rank_ = group->rank();
-  }
-  const char* defer = std::getenv("MGT_TP_DEFER_WGRAD");
-  if (defer != nullptr && *defer != '\0') {
-    if (std::string_view(defer) != "0" && std::string_view(defer) != "1")
-      throw UsageError(std::string("MGT_TP_DEFER_WGRAD: expected 0 or 1, got '") + defer + "'");
-    defers_weight_gradients_ = std::string_view(defer) == "1";
   }
 }
 

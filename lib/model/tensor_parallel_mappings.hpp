@@ -66,10 +66,6 @@ public:
   bool active() const { return group_ != nullptr; }
   TensorParallelRank tensor_parallel_rank() const { return {size_, rank_}; }
   Backend& backend() const { return *backend_; }
-  // Whether the sequence-parallel backward moves the MLP's weight gradients beside later
-  // collectives that would otherwise wait (Mlp::backward); MGT_TP_DEFER_WGRAD=0 keeps each in
-  // its own layer's backward, e.g. to compare. The results are the same bits either way.
-  bool defers_weight_gradients() const { return defers_weight_gradients_; }
 
   // Offers the group a whole-sequence buffer that its collectives will move (a backend buffer
   // that can be shared, allocated for as long as it is offered): between the GPUs of one
@@ -160,7 +156,6 @@ private:
 
   Backend* backend_;
   dist::Communicator* group_;  // null when inactive
-  bool defers_weight_gradients_ = true;
   int64_t size_ = 1;
   int64_t rank_ = 0;
 };

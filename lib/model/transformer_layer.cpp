@@ -9,7 +9,6 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       hidden_dropout_(params.config().hidden_dropout),
       recompute_core_attention_(params.config().recompute_granularity ==
                                 RecomputeGranularity::kSelective),
-      defers_weight_gradients_(tp.defers_weight_gradients()),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
       attention_(params, layer, tp),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm"),
@@ -63,10 +62,11 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
     d_branch = a;
   }
   // Under sequence parallelism fc1's weight gradient waits for the attention projection's
-  // all-gather, beside which it runs (Mlp::backward).
+  // all-gather, beside which it runs (Mlp::backward): that GEMM of this rank's rows alone is too
+  // short to hide the collective. The results are the same bits as in its own layer's backward.
   DeferredGemm fc1_weight;
-  const bool defer = ctx.sequence_parallel() && defers_weight_gradients_;
-  mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b, defer ? &fc1_weight : nullptr);
+  mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b,
+                ctx.sequence_parallel() ? &fc1_weight : nullptr);
   pre_mlp_norm_.backward(b, saved.residual, tokens, saved.pre_mlp_norm, d_hidden, /*accumulate_dx=*/true);
   // d_hidden is now ∂/∂h.
 

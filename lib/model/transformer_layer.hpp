@@ -60,7 +60,6 @@ private:
   int64_t layer_;
   double hidden_dropout_;
   bool recompute_core_attention_;
-  bool defers_weight_gradients_;  // TensorParallelMappings::defers_weight_gradients
   NormLayer input_norm_;
   SelfAttention attention_;
   NormLayer pre_mlp_norm_;

@@ -9,14 +9,11 @@
 namespace mgt {
 
 OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
-                                               dist::Communicator& group, bool distributed, Backend& compute,
-                                               int collective_sms, int tail_buckets)
+                                               dist::Communicator& group, bool distributed)
     : params_(&params),
       buckets_(std::move(buckets)),
       group_(&group),
       distributed_(distributed),
-      compute_(&compute),
-      collective_sms_(collective_sms),
       started_(buckets_.size(), false),
       reductions_(buckets_.size()),
       gathers_(buckets_.size()) {
@@ -24,8 +21,6 @@ OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vecto
   per_rank_ = n / group.size();
   even_ = per_rank_ * group.size();
   gathers_compute_copy_ = distributed && !params.compute_copy().empty() && !params.forward_reads_params();
-  // The buckets run from the buffer's end to its start, the order the backward finishes them.
-  tail_from_ = buckets_.size() - std::min(buckets_.size(), static_cast<std::size_t>(std::max(tail_buckets, 0)));
 }
 
 std::vector<std::int64_t> OverlappedDataParallel::shard_counts(std::int64_t begin, std::int64_t end) const {
@@ -40,16 +35,6 @@ std::vector<std::int64_t> OverlappedDataParallel::shard_counts(std::int64_t begi
 
 void OverlappedDataParallel::arm() { armed_ = true; }
 
-void OverlappedDataParallel::update_compute_share() {
-  const auto in_flight = [](const std::vector<std::vector<dist::PendingCollective>>& per_bucket) {
-    return std::any_of(per_bucket.begin(), per_bucket.end(), [](const auto& p) { return !p.empty(); });
-  };
-  const bool share = collective_sms_ > 0 && (in_flight(reductions_) || in_flight(gathers_));
-  if (share == sharing_) return;
-  sharing_ = share;
-  compute_->leave_multiprocessors(share ? collective_sms_ : 0);
-}
-
 void OverlappedDataParallel::start_reduction(std::size_t index) {
   started_[index] = true;
   if (group_->size() == 1) return;
@@ -59,7 +44,6 @@ void OverlappedDataParallel::start_reduction(std::size_t index) {
   if (!distributed_) {
     pending.push_back(group_->start_all_reduce(dist::backend_buffer(grads.subspan(b.begin, b.size())),
                                                dist::ReduceOp::Sum));
-    update_compute_share();
     return;
   }
   // The evenly split prefix: each rank's part of the bucket reduced onto it; the remainder:
@@ -73,22 +57,22 @@ void OverlappedDataParallel::start_reduction(std::size_t index) {
   if (rest_begin < b.end)
     pending.push_back(group_->start_all_reduce(dist::backend_buffer(grads.subspan(rest_begin, b.end - rest_begin)),
                                                dist::ReduceOp::Sum));
-  update_compute_share();
 }
 
 void OverlappedDataParallel::gradients_done_from(std::int64_t begin) {
   if (!armed_) return;
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     if (started_[i] || buckets_[i].finalized_later || buckets_[i].begin < begin) continue;
-    // The tail: the last buckets, the backward over or nearly so.
-    const dist::StartedAlone alone(*group_, i >= tail_from_);
+    // The tail: the last bucket, the backward over or nearly so (the buckets run from the
+    // buffer's end to its start, the order the backward finishes them).
+    const dist::StartedAlone alone(*group_, i + 1 == buckets_.size());
     start_reduction(i);
   }
 }
 
 void OverlappedDataParallel::start_remaining() {
-  // After the backward: alone, unless no bucket is to be (tail_buckets 0).
-  const dist::StartedAlone alone(*group_, tail_from_ < buckets_.size());
+  // After the backward: alone.
+  const dist::StartedAlone alone(*group_, true);
   for (std::size_t i = 0; i < buckets_.size(); ++i)
     if (!started_[i]) start_reduction(i);
 }
@@ -101,7 +85,6 @@ void OverlappedDataParallel::finish_gradient_reduction() {
   }
   std::fill(started_.begin(), started_.end(), false);
   armed_ = false;
-  update_compute_share();
 }
 
 void OverlappedDataParallel::start_param_gather() {
@@ -130,7 +113,6 @@ void OverlappedDataParallel::start_param_gather() {
     params_->mark_compute_copy_fresh();
     params_behind_ = true;
   }
-  update_compute_share();
 }
 
 void OverlappedDataParallel::wait_param_gathers() {
@@ -138,7 +120,6 @@ void OverlappedDataParallel::wait_param_gathers() {
     for (dist::PendingCollective& p : pending) p.wait();
     pending.clear();
   }
-  update_compute_share();
 }
 
 void OverlappedDataParallel::finish_param_gather() {
@@ -156,7 +137,6 @@ void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64
     for (dist::PendingCollective& p : gathers_[i]) p.wait();
     gathers_[i].clear();
   }
-  update_compute_share();
 }
 
 }  // namespace mgt

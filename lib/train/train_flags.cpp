@@ -122,10 +122,12 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("exit-signal", "SIG", l.exit_signal, "the signal for --exit-signal-handler: SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 or SIGXCPU")
           .choices({"SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU"}),
       store_true("log-throughput", l.log_throughput, "Log TFLOP/s per GPU"),
-      store_true("profile", l.profile, "Print the GPU time per backend operation of the profiled iterations at the end of the run (the CUDA backend only)"),
+      store_true("profile", l.profile, "Print the time per backend operation of the profiled iterations at the end of the run (GPU time on the CUDA backend, host time on the CPU)"),
       store_list("profile-ranks", "RANK...", l.profile_ranks, "The ranks that --profile profiles"),
       store("profile-step-start", "N", l.profile_step_start, "--profile starts counting after N iterations"),
       store("profile-step-end", "N", l.profile_step_end, "--profile stops counting after N iterations"),
+      store_true("profile-gemms", l.profile_gemms, "With --profile, the profiled ranks print each GEMM shape the CUDA backend plans and its timed algorithm choice"),
+      store("profile-timeline", "FILE", l.profile_timeline, "With --profile, also write every counted operation to FILE as CSV (FILE.rankN with several --profile-ranks)"),
       store_true("log-params-norm", l.log_params_norm, "Log the L2 norm of the parameters"),
       store_true("log-num-zeros-in-grad", l.log_num_zeros_in_grad, "Log the number of zeros in the gradient"),
       store("metrics-file", "FILE", l.metrics_file, "append one JSON object per log line and validation"),
@@ -153,6 +155,8 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("ddp-bucket-size", "N", p.ddp_bucket_size, "Elements per gradient bucket under --overlap-grad-reduce").default_text("max(40000000, 1000000 x data-parallel size)"),
       store("distributed-backend", "B", p.distributed_backend, "nccl (NCCL between GPUs, MPI for CPU ranks and ranks sharing a GPU) or gloo/mpi (MPI, device buffers staged through host memory)"),
       store("distributed-timeout-minutes", "N", p.distributed_timeout_minutes, "End the job when a communication waits longer than N minutes"),
+      store("dp-collectives", "WHERE", p.dp_collectives, "Where the data-parallel collectives of GPUs on one machine run over NCCL: copy-engines (leaving the multiprocessors to the compute) or nccl (NCCL's kernels)")
+          .choices({"copy-engines", "nccl"}),
     }},
     {"other", {
       store_true("dry-run", o.dry_run, "print the parameter count and the memory per rank (JSON on stdout, a summary on stderr) and exit, reading no data")

@@ -27,50 +27,13 @@
 #include "kernels/cuda/device.hpp"
 #include "train/train_memory.hpp"
 #include "train/rank_agreement.hpp"
+#include "train/rank_backend_options.hpp"
 #include "train/train_options.hpp"
 #include "train/trainer.hpp"
 
 namespace mgt {
 
 namespace {
-
-// The whole number in the environment variable `name`, from 0 to `max`; `unset` where it is
-// unset or empty. Anything else is refused, naming the variable and what it counts (`unit`).
-int environment_count(const char* name, int unset, int max, const char* unit) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return unset;
-  char* end = nullptr;
-  const long count = std::strtol(value, &end, 10);
-  if (*end != '\0' || count < 0 || count > max)
-    throw UsageError(std::string(name) + ": expected a number of " + unit + " from 0 to " + std::to_string(max) +
-                     ", got '" + value + "'");
-  return static_cast<int>(count);
-}
-
-// --overlap-grad-reduce over NCCL: the multiprocessors its collectives keep while they run beside
-// the compute (TrainerSettings::overlap_collective_sms), MGT_OVERLAP_SMS or 0: NCCL's own choice
-// and the GEMMs on the whole GPU. On 2 H200s at the 1.3B shape, keeping 8 made the overlapped
-// step slower (the collectives ran 1.8-2.4 times longer and the backward was no faster).
-int overlap_collective_sms(const TrainOptions& o, const dist::ParallelLayout& layout, bool nccl) {
-  if (!nccl || !o.parallel.overlap_grad_reduce || layout.data_parallel_size() == 1) return 0;
-  return environment_count("MGT_OVERLAP_SMS", 0, 64, "multiprocessors");
-}
-
-// MGT_PEER_COPY=0: the data-parallel collectives over the gradient and weight buffers in NCCL's
-// kernels even where the ranks share a machine; 1 or unset: on the copy engines there
-// (dist/nccl_peer_copy.hpp).
-bool peer_copies_requested() {
-  const char* value = std::getenv("MGT_PEER_COPY");
-  if (value == nullptr || *value == '\0' || std::string_view(value) == "1") return true;
-  if (std::string_view(value) == "0") return false;
-  throw UsageError(std::string("MGT_PEER_COPY: expected 0 or 1, got '") + value + "'");
-}
-
-// MGT_TAIL_IN_KERNELS=N: with the copy engines, the data-parallel reductions of the last N
-// buckets the backward finishes (the last: the word embedding's, complete only at the backward's
-// end) run in NCCL's kernels, which are faster with little or nothing computing beside them.
-// Unset: 1; 0: every reduction on the copy engines.
-int tail_buckets_in_kernels() { return environment_count("MGT_TAIL_IN_KERNELS", 1, 1000, "buckets"); }
 
 dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   dist::ParallelFlags f;
@@ -148,17 +111,11 @@ int run_training_program(int argc, const char* const* argv) {
   if (options.dry_run) return chief ? run_train_dry_run(options, std::cout, std::cerr) : kExitOk;
 
   if (runtime->world_size() > 1) options.device = device_of_rank(options.device, node_local_rank(runtime->world()));
-  // Megatron's --profile, on the ranks of --profile-ranks: mgt's per-operation GPU profile, which
-  // the CUDA backend takes from its environment when it starts.
-  const std::vector<std::int64_t>& profiled = options.logging.profile_ranks;
-  if (options.logging.profile &&
-      std::find(profiled.begin(), profiled.end(), runtime->rank()) != profiled.end()) {
-    ::setenv("MGT_CUDA_PROFILE", "1", 1);
-  }
   try {
     std::unique_ptr<Backend> backend;
+    const BackendOptions backend_options = rank_backend_options(options.logging, runtime->rank());
     run_on_all_ranks_or_none(runtime->world(), "starting the compute backend",
-                             [&] { backend = make_backend(options.device); });
+                             [&] { backend = make_backend(options.device, backend_options); });
     // The groups move the backend's buffers: an MPI group stages device memory through the host
     // with the backend's own copies (the CPU backend's memory is host memory already); NCCL
     // groups, set up over the MPI ones, queue the operations on the backend's stream.
@@ -167,19 +124,16 @@ int run_training_program(int argc, const char* const* argv) {
     dist::ProcessGroups mpi_groups = dist::make_process_groups(*runtime, layout, &mover);
     const dist::TransportChoice transport = choose_transport(options, *runtime, layout, *backend);
     if (chief && !transport.line.empty()) log::info(transport.line);
-    const int collective_sms = overlap_collective_sms(options, layout, transport.nccl);
-    const int tail_buckets = tail_buckets_in_kernels();
     dist::ProcessGroups nccl_groups;
     if (transport.nccl) {
-      nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), collective_sms,
-                                                   peer_copies_requested());
+      dist::CommunicationOptions communication;
+      communication.data_parallel = dist::parse_data_parallel_collectives(options.parallel.dp_collectives);
+      nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), communication);
     }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;
 
     TrainerSettings settings;
     settings.backend = backend.get();
-    settings.overlap_collective_sms = collective_sms;
-    settings.tail_buckets_in_kernels = tail_buckets;
     settings.ranks.world = &runtime->world();
     settings.ranks.data_parallel = &groups.get(dist::GroupKind::DataParallel);
     settings.ranks.tensor_model_parallel = &groups.get(dist::GroupKind::TensorModelParallel);

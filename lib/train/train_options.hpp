@@ -116,6 +116,8 @@ struct LoggingOptions {
   // are profiled (Megatron's window: 10 and 12 profile iterations 11 and 12).
   std::int64_t profile_step_start = 10;
   std::int64_t profile_step_end = 12;
+  bool profile_gemms = false;                     // --profile-gemms (mgt): BackendOptions::profile_gemms
+  std::optional<std::string> profile_timeline;    // --profile-timeline FILE (mgt)
   bool log_params_norm = false;                   // --log-params-norm: "params norm" in the log line
   bool log_num_zeros_in_grad = false;             // --log-num-zeros-in-grad: "num zeros" in the log line
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
@@ -150,6 +152,10 @@ struct ParallelOptions {
   // dist/transport_choice.hpp decides.
   std::string distributed_backend = "nccl";
   std::int64_t distributed_timeout_minutes = 10;  // --distributed-timeout-minutes
+  // --dp-collectives (mgt): over NCCL, where the data-parallel ranks share a machine, the
+  // gradients' and weights' collectives on the GPUs' copy engines ("copy-engines") or in NCCL's
+  // kernels ("nccl"); dist::CommunicationOptions.
+  std::string dp_collectives = "copy-engines";
   // Derived by validation: world_size / (TP × PP × CP), and the micro-batches per iteration.
   std::int64_t world_size = 1;
   std::int64_t data_parallel_size = 1;

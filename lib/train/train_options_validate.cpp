@@ -221,6 +221,9 @@ void validate_checkpoint(const CheckpointOptions& c) {
 // Megatron profiles nothing when the window is empty; a profile that is asked for and cannot
 // count anything is a mistake in the flags.
 void validate_profile(const LoggingOptions& l) {
+  if (!l.profile && l.profile_gemms) throw UsageError("--profile-gemms needs --profile");
+  if (!l.profile && l.profile_timeline) throw UsageError("--profile-timeline needs --profile");
+  if (l.profile_timeline && l.profile_timeline->empty()) throw UsageError("--profile-timeline: expected a file name, got ''");
   if (l.profile && l.profile_step_end <= l.profile_step_start)
     throw UsageError("--profile-step-end (" + str(l.profile_step_end) + ") must be greater than --profile-step-start (" +
                      str(l.profile_step_start) + ")");

@@ -96,14 +96,6 @@ struct TrainerSettings {
   TrainingRanks ranks;
   // This many consecutive iterations with a non-finite loss or gradient stop training.
   std::int64_t max_consecutive_nonfinite_iterations = 10;
-  // --overlap-grad-reduce over NCCL: the multiprocessors the data-parallel communicator's
-  // collectives run on (it was made with at most that many thread blocks), which the GEMMs leave
-  // them while they are in flight; 0: the GEMMs use the whole device.
-  int overlap_collective_sms = 0;
-  // The data-parallel reductions of this many gradient buckets, the last the backward finishes
-  // (with --overlap-grad-reduce; without, > 0: the whole reduction), are started alone
-  // (dist::Communicator::set_alone: over NCCL with the copy engines, they run in NCCL's kernels).
-  int tail_buckets_in_kernels = 0;
 };
 
 struct TrainResult {

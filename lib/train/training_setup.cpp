@@ -17,6 +17,7 @@
 #include "kernels/backend_factory.hpp"
 #include "model/parameter_table.hpp"
 #include "train/gpt_config_from_options.hpp"
+#include "train/rank_backend_options.hpp"
 #include "train/run_description.hpp"
 #include "train/train_memory.hpp"
 #include "train/training_run.hpp"
@@ -39,7 +40,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
               chief_ ? options.logging.metrics_file : std::nullopt),
       last_output_(world_.rank() == world_.size() - 1 ? (settings.out ? *settings.out : std::cout) : discarded_,
                    std::nullopt),
-      backend_owner_(settings.backend ? nullptr : make_backend(options.device)),
+      backend_owner_(settings.backend ? nullptr : make_backend(options.device, rank_backend_options(options.logging, world_.rank()))),
       backend_(settings.backend ? *settings.backend : *backend_owner_) {
   if (world_.size() != options.parallel.world_size || data_parallel_.size() != options.parallel.data_parallel_size)
     throw Error("internal error: a run validated for a world of " + std::to_string(options.parallel.world_size) +
@@ -113,7 +114,7 @@ void TrainingRun::build_model() {
     // Counted only in train_loop's window: not the model's set-up nor the first iterations.
     backend_.set_profiling(false);
     const std::int64_t first = options_.logging.profile_step_start + 1, last = options_.logging.profile_step_end;
-    output_.line("> --profile: GPU time per operation of " +
+    output_.line(std::string("> --profile: ") + (backend_.device_queue() ? "GPU" : "host") + " time per operation of " +
                  (first == last ? "iteration " + std::to_string(first)
                                 : "iterations " + std::to_string(first) + " to " + std::to_string(last)) +
                  ", printed by the profiled ranks at the end");
@@ -177,7 +178,7 @@ void TrainingRun::register_data_parallel_buffers() {
   }
   if (registered)
     output_.line(std::string("> data-parallel gradients") + (optimizer_->distributed() ? " and weights" : "") +
-                 " move between the GPUs with their copy engines (MGT_PEER_COPY=0: NCCL's kernels)");
+                 " move between the GPUs with their copy engines (--dp-collectives nccl: NCCL's kernels)");
 }
 
 // --overlap-grad-reduce (and --overlap-param-gather): the gradient buffer's buckets, reduced as
@@ -191,20 +192,14 @@ void TrainingRun::build_overlap() {
   std::vector<GradientBucket> buckets = gradient_buckets(
       model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
   overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), data_parallel_,
-                                                      p.use_distributed_optimizer, backend_,
-                                                      settings_.overlap_collective_sms,
-                                                      settings_.tail_buckets_in_kernels);
+                                                      p.use_distributed_optimizer);
   model_->set_parameter_hooks(overlap_.get());
   if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
   output_.line("> overlapping the data-parallel " +
                std::string(p.use_distributed_optimizer ? "reduce-scatter" : "all-reduce") +
                " of the gradients with the backward" + (p.overlap_param_gather ? " and the weights' all-gather with the forward" : "") +
                ": " + std::to_string(overlap_->buckets().size()) + " bucket(s) on rank 0 (--ddp-bucket-size " +
-               (bucket_size ? std::to_string(*bucket_size) : std::string("unbounded")) + ")" +
-               (settings_.overlap_collective_sms > 0
-                    ? "; the GEMMs leave " + std::to_string(settings_.overlap_collective_sms) +
-                          " multiprocessors to the collectives in flight"
-                    : std::string()));
+               (bucket_size ? std::to_string(*bucket_size) : std::string("unbounded")) + ")");
 }
 
 // The padded vocabulary of the checkpoint to resume, when it differs from this run's: kept, as

@@ -94,8 +94,9 @@ IterationRecord TrainingRun::train_step() {
     if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
   } else {
     if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
-    // The whole reduction is the backward's tail (TrainerSettings::tail_buckets_in_kernels).
-    const dist::StartedAlone alone(data_parallel_, settings_.tail_buckets_in_kernels > 0);
+    // The whole reduction is the backward's tail: started alone, nothing computes beside it
+    // (dist::Communicator::set_alone).
+    const dist::StartedAlone alone(data_parallel_, true);
     optimizer_->reduce_gradients();
   }
   model_->all_reduce_sequence_parallel_grads();

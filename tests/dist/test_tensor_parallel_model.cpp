@@ -252,40 +252,6 @@ TEST_CASE("tensor-parallel GPT evaluation and generation match the single-rank m
   }
 }
 
-TEST_CASE("sequence parallelism's deferred weight gradients give the same bits as undeferred ones", "[dist][tp]") {
-  const int world = runtime().world_size();
-  for (const int tp : tensor_parallel_sizes(world)) {
-    if (tp < 2) continue;
-    dist::ProcessGroups groups = groups_for(tp);
-    for (const Case& test : cases()) {
-      INFO(test.name << ", TP " << tp);
-      const std::vector<RefBatch> batches = {random_batch(test.config, 2, 8, 3), random_batch(test.config, 2, 8, 4)};
-      CpuBackend backend;
-      GptModel reference(test.config, backend, 7);
-      randomize_parameters(reference.parameters(), 11);
-      // MGT_TP_DEFER_WGRAD is read as the model is built.
-      const auto train = [&](const char* defer) {
-        ::setenv("MGT_TP_DEFER_WGRAD", defer, 1);
-        GptModel model(test.config, backend, std::nullopt, {groups.tensor_model_parallel.get(), true});
-        ::unsetenv("MGT_TP_DEFER_WGRAD");
-        REQUIRE(model.sequence_parallel());
-        CHECK(model.tensor_parallel().defers_weight_gradients() == (std::string(defer) == "1"));
-        shard_parameters(reference.parameters(), model.parameters());
-        const TrainResult r = train_iteration(model, batches);
-        return std::pair{r.loss_sum, read_all_grads(model.parameters())};
-      };
-      const auto deferred = train("1");
-      const auto in_place = train("0");
-      CHECK(deferred.first == in_place.first);
-      CHECK(deferred.second == in_place.second);
-    }
-  }
-  ::setenv("MGT_TP_DEFER_WGRAD", "2", 1);
-  CHECK_THROWS_WITH(TensorParallelMappings(*std::make_unique<CpuBackend>(), nullptr),
-                    Catch::Contains("MGT_TP_DEFER_WGRAD: expected 0 or 1, got '2'"));
-  ::unsetenv("MGT_TP_DEFER_WGRAD");
-}
-
 TEST_CASE("a tensor-parallel group of one is the single-rank model, bit for bit", "[dist][tp]") {
   // Every world has groups of one: the TP = 1 layout's tensor-parallel groups.
   dist::ProcessGroups groups = groups_for(1);

@@ -80,11 +80,13 @@ grep -q -- '--rampup-batch-size: the global batch size 2 that the ramp-up reache
 expect_status 2 "$BIN/mgt-train" "${BASE[@]}" --global-batch-size 8 --decoupled-lr=-1
 grep -q -- '--decoupled-lr must be at least 0, got -1' "$WORK/err.txt" || fail "no --decoupled-lr usage error"
 # Megatron's profiling flags: --profile, --profile-ranks and the step window taken (mgt's own
-# profile, a no-op on the CPU), the PyTorch profiler named as ignored, an empty window refused.
+# profile: on the CPU, host time per operation), the PyTorch profiler named as ignored, an empty
+# window refused.
 expect_status 0 "$BIN/mgt-train" "${BASE[@]}" --global-batch-size 8 --profile --profile-ranks 0 \
   --profile-step-start 2 --profile-step-end 3 --use-pytorch-profiler
-grep -q -- "--profile: GPU time per operation of iteration 3," "$WORK/out.txt" ||
+grep -q -- "--profile: host time per operation of iteration 3," "$WORK/out.txt" ||
   fail "no line naming the profiled iterations"
+grep -q "^CPU time per operation (--profile)" "$WORK/err.txt" || fail "no per-operation table"
 grep -q -- "--profile-step-start" "$WORK/err.txt" && fail "the step window is named as ignored"
 grep -q -- "--use-pytorch-profiler" "$WORK/err.txt" || fail "the ignored-flags line does not name --use-pytorch-profiler"
 expect_status 2 "$BIN/mgt-train" "${BASE[@]}" --global-batch-size 8 --profile --profile-step-start 5 --profile-step-end 5

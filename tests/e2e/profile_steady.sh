@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check of tools/gpu/profile_steady.py, which the GPU scripts use to read MGT_CUDA_PROFILE's
+# Check of tools/gpu/profile_steady.py, which the GPU scripts use to read --profile's
 # reports: the table of a profiled window divided by its iterations, one rank's lines of a log
 # written with mpiexec's -prepend-rank, a scaled baseline, and a one-line error for a log without
 # a report.
@@ -12,7 +12,7 @@ tool=$src/tools/gpu/profile_steady.py
 # A report as the CUDA backend prints it: GEMMs at `gemm` ms, AdamW at `adam` ms in all.
 report() {  # report FILE PREFIX GEMM_MS GEMM_CALLS ADAM_MS
   {
-    printf '%sGPU time per operation (MGT_CUDA_PROFILE), 9 operations:\n' "$2"
+    printf '%sGPU time per operation (--profile), 9 operations:\n' "$2"
     printf '%s  %-28s %10.2f ms %6.1f%% %8d calls %10.2f ms host\n' "$2" linear_forward "$3" 90.0 "$4" 1.0
     printf '%s  %-28s %10.2f ms %6.1f%% %8d calls %10.2f ms host\n' "$2" adamw "$5" 10.0 "$(($4 / 10))" 0.5
     printf '%s  %-28s %10.2f ms %17s %10.2f ms host\n' "$2" total 0 "" 1.5
@@ -37,4 +37,4 @@ grep -q "baseline x 0.5 GPU 5.50 ms" <<< "$out" || fail "the scaled baseline: $o
 grep -qE "linear_forward +6.000 ms +5.000 ms +\+1.000 ms" <<< "$out" || fail "the GEMMs' difference: $out"
 
 expect_status 1 python3 "$tool" "$work/one.log" 10 --rank 1
-grep -q "no MGT_CUDA_PROFILE report of rank 1" "$work/err.txt" || fail "no report: $(cat "$work/err.txt")"
+grep -q "no --profile report of rank 1" "$work/err.txt" || fail "no report: $(cat "$work/err.txt")"

@@ -47,16 +47,6 @@ private:
   Log* log_;
 };
 
-// The CPU's kernels, logging what the GEMMs are told to leave to the collectives.
-class SharingBackend final : public CpuBackend {
-public:
-  explicit SharingBackend(Log& log) : log_(&log) {}
-  void leave_multiprocessors(int count) override { log_->push_back("leave " + std::to_string(count)); }
-
-private:
-  Log* log_;
-};
-
 // Passes the model's notices on, logging them first.
 class LoggingHooks final : public ParameterHooks {
 public:
@@ -139,9 +129,8 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
     INFO((distributed ? "distributed optimizer" : "plain"));
     Log log;
     RecordingCommunicator group(log);
-    SharingBackend sharing(log);
     OverlappedDataParallel overlap(params, gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; }),
-                                   group, distributed, sharing, 8);
+                                   group, distributed);
     const std::size_t buckets = overlap.buckets().size();
     REQUIRE(buckets > 3);
     LoggingHooks hooks(log, &overlap);
@@ -178,16 +167,8 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
     }
     CHECK(previous_done == 0);
     CHECK(first_start < last_done);
-    // From the first start on, the GEMMs leave the collectives their multiprocessors, once.
-    CHECK(std::count(log.begin(), log.end(), "leave 8") == 1);
-    const auto leave = std::find(log.begin(), log.end(), "leave 8");
-    const auto first = log.begin() + static_cast<std::ptrdiff_t>(first_start);
-    REQUIRE(leave > first);
-    CHECK(std::none_of(first, leave, [](const std::string& l) { return l.starts_with("done ") || l.starts_with("use "); }));
     overlap.finish_gradient_reduction();
     CHECK(static_cast<std::size_t>(reductions()) == buckets);
-    // ... and have the whole device again once every reduction is waited for.
-    CHECK(log.back() == "leave 0");
 
     if (distributed) {
       // The weights' all-gather: one per bucket, each waited for by the forward that reads it.
@@ -195,63 +176,53 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
       overlap.start_param_gather();
       CHECK(std::count_if(log.begin(), log.end(), [](const std::string& l) { return l.starts_with("all_gather_chunks"); }) ==
             static_cast<std::ptrdiff_t>(buckets));
-      CHECK(log.back() == "leave 8");
       model.forward_backward(micro_batch(batch), {1, 2}, 2);
-      // The forward waited for every bucket: the last wait gave the device back.
-      CHECK(std::count(log.begin(), log.end(), "leave 0") == 1);
       overlap.finish_param_gather();
-      CHECK(std::count(log.begin(), log.end(), "leave 0") == 1);
     }
     model.set_parameter_hooks(nullptr);
   }
 }
 
-TEST_CASE("the reductions of the last buckets the backward finishes are started alone", "[train][overlap]") {
+TEST_CASE("the reduction of the last bucket the backward finishes is started alone", "[train][overlap]") {
   CpuBackend backend;
   const GptConfig config = gpt2_like_config();
   GptModel model(config, backend, 1234);
   GptParameters& params = model.parameters();
   const RefBatch batch = random_batch(config, 2, 8, 7);
   for (const bool distributed : {false, true}) {
-    for (const int tail : {0, 1, 2, 1000}) {
-      INFO((distributed ? "distributed optimizer" : "plain") << ", tail of " << tail);
-      Log log;
-      RecordingCommunicator group(log);
-      OverlappedDataParallel overlap(params, gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; }),
-                                     group, distributed, backend, 0, tail);
-      const std::size_t buckets = overlap.buckets().size();
-      REQUIRE(buckets > 3);
-      model.set_parameter_hooks(&overlap);
-      params.zero_grads();
-      overlap.arm();
-      model.forward_backward(micro_batch(batch), {1, 0}, 1);
-      overlap.finish_gradient_reduction();
-      // One reduction per bucket, in the backward's order: the last `tail` of them alone.
-      std::vector<bool> alone;
-      for (const std::string& line : log) alone.push_back(line.ends_with(" alone"));
-      REQUIRE(alone.size() == buckets);
-      const std::size_t expected = std::min<std::size_t>(buckets, static_cast<std::size_t>(tail));
-      for (std::size_t i = 0; i < buckets; ++i) CHECK(alone[i] == (i >= buckets - expected));
-      CHECK(!group.alone());
-      model.set_parameter_hooks(nullptr);
-    }
-  }
-  // A bucket the model finalises after the backward starts after it: alone, unless no bucket is.
-  for (const int tail : {0, 1}) {
-    INFO("finalised later, tail of " << tail);
+    INFO((distributed ? "distributed optimizer" : "plain"));
     Log log;
     RecordingCommunicator group(log);
-    OverlappedDataParallel overlap(
-        params, gradient_buckets(params, 2000, [](const ParameterEntry& e) { return e.name == "decoder.final_layernorm.weight"; }),
-        group, false, backend, 0, tail);
-    REQUIRE(overlap.buckets().front().finalized_later);
+    OverlappedDataParallel overlap(params, gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; }),
+                                   group, distributed);
+    const std::size_t buckets = overlap.buckets().size();
+    REQUIRE(buckets > 3);
     model.set_parameter_hooks(&overlap);
     params.zero_grads();
     overlap.arm();
     model.forward_backward(micro_batch(batch), {1, 0}, 1);
     overlap.finish_gradient_reduction();
-    REQUIRE(log.size() == overlap.buckets().size());
-    CHECK(log.back().ends_with(" alone") == (tail > 0));
+    // One reduction per bucket, in the backward's order: the last of them alone.
+    std::vector<bool> alone;
+    for (const std::string& line : log) alone.push_back(line.ends_with(" alone"));
+    REQUIRE(alone.size() == buckets);
+    for (std::size_t i = 0; i < buckets; ++i) CHECK(alone[i] == (i + 1 == buckets));
+    CHECK(!group.alone());
     model.set_parameter_hooks(nullptr);
   }
+  // A bucket the model finalises after the backward starts after it, alone.
+  Log log;
+  RecordingCommunicator group(log);
+  OverlappedDataParallel overlap(
+      params, gradient_buckets(params, 2000, [](const ParameterEntry& e) { return e.name == "decoder.final_layernorm.weight"; }),
+      group, false);
+  REQUIRE(overlap.buckets().front().finalized_later);
+  model.set_parameter_hooks(&overlap);
+  params.zero_grads();
+  overlap.arm();
+  model.forward_backward(micro_batch(batch), {1, 0}, 1);
+  overlap.finish_gradient_reduction();
+  REQUIRE(log.size() == overlap.buckets().size());
+  CHECK(log.back().ends_with(" alone"));
+  model.set_parameter_hooks(nullptr);
 }

@@ -75,7 +75,7 @@ class GpuMemoryPeak:
 
 def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, sequence_parallel=False,
             device="cuda", launcher="mpiexec.hydra", accumulate=1, overlap=False,
-            distributed_optimizer=False):
+            distributed_optimizer=False, dp_collectives="copy-engines"):
     layers, hidden, heads, seq = SHAPES[shape]
     data_parallel = ranks // tensor_parallel
     cmd = [os.path.join(bindir, "mgt-train"), "--device", device, "--num-layers", str(layers),
@@ -95,6 +95,7 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
         cmd.append("--use-distributed-optimizer")
     if overlap:
         cmd += ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if distributed_optimizer else [])
+    cmd += ["--dp-collectives", dp_collectives]
     # Hydra's fork launcher keeps the ranks on this machine.
     launch = [launcher, "-launcher", "fork", "-n", str(ranks)] if ranks > 1 else []
     with tempfile.TemporaryDirectory() as tmp, GpuMemoryPeak() as memory:
@@ -129,18 +130,9 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
             "comm_by_operation": last.get("data_parallel_comm_by_operation") or {},
             # The step's phases on the compute stream (CUDA events), per iteration.
             "phases_ms": {k: last.get(k + "_ms") for k in ("forward_backward", "grads_sync", "optimizer")},
-            # The multiprocessors the overlapped collectives keep (mgt-train's default: 0).
-            "overlap_sms": int(os.environ.get("MGT_OVERLAP_SMS") or 0) if overlap else None,
-            # The data-parallel collectives over the gradients and weights on the copy engines
-            # (mgt-train's default; MGT_PEER_COPY=0: NCCL's kernels).
-            "peer_copy": os.environ.get("MGT_PEER_COPY") != "0",
-            # With the copy engines and the overlap: the reductions of this many buckets, the last
-            # the backward finishes, in NCCL's kernels (MGT_TAIL_IN_KERNELS; mgt-train's default 1).
-            "tail_buckets_in_kernels": int(os.environ.get("MGT_TAIL_IN_KERNELS") or 1),
-            # Under sequence parallelism, the MLP's weight gradients beside later collectives
-            # (mgt-train's default; MGT_TP_DEFER_WGRAD=0: in their own layers' backward).
-            "tp_defer_wgrad": os.environ.get("MGT_TP_DEFER_WGRAD") != "0"}
-
+            # Where the data-parallel collectives ran between the GPUs of one machine
+            # (mgt-train's --dp-collectives).
+            "dp_collectives": dp_collectives}
 
 def run_peer(shape, mbs, iters, accumulate=1, precision="bf16"):
     import torch
@@ -197,6 +189,8 @@ def main():
     ap.add_argument("--distributed-optimizer", action="store_true", help="--use-distributed-optimizer")
     ap.add_argument("--overlap", action="store_true",
                     help="--overlap-grad-reduce (and --overlap-param-gather with the distributed optimizer)")
+    ap.add_argument("--dp-collectives", default="copy-engines", choices=["copy-engines", "nccl"],
+                    help="mgt-train's --dp-collectives")
     ap.add_argument("--launcher", default="mpiexec.hydra")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--json")
@@ -207,7 +201,7 @@ def main():
         ap.error("--ranks must be a positive multiple of --tensor-parallel")
     mgt = run_mgt(args.bin, args.shape, args.micro_batch, args.iters, args.precision, args.ranks,
                   args.tensor_parallel, args.sequence_parallel, args.device, args.launcher, args.accumulate,
-                  args.overlap, args.distributed_optimizer)
+                  args.overlap, args.distributed_optimizer, args.dp_collectives)
     what = f"{args.shape} mbs {args.micro_batch}" + (f" x {args.accumulate}" if args.accumulate > 1 else "")
     fpt = mgt["flops_per_token"]
     mfu = mgt["tokens_per_second_per_gpu"] * fpt / 1e12 / PEAK_TFLOPS

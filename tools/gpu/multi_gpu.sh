@@ -14,19 +14,17 @@
 #            each (MGT_LAYOUTS="tp2-sp tp4 ..." picks some of them by name);
 #   scaling  the 1.3B shape (24 layers, hidden 2048, 16 heads, seq 2048, bf16, micro-batch 4 per
 #            replica) at DP=1 and, for N = 2 (and 4 where there are 4 GPUs), DP=N, DP=N with
-#            --overlap-grad-reduce (and the same with MGT_PEER_COPY=0: NCCL's kernels instead of
-#            the copy engines), DP=N with the distributed optimizer and both overlaps (and the same
-#            with MGT_TAIL_IN_KERNELS=0: its last bucket on the copy engines too), TP=2
-#            with sequence parallelism (its collectives on the copy engines, and with
-#            MGT_PEER_COPY=0 in NCCL's kernels; x DP=N/2, and with 4 GPUs also with the distributed
+#            --overlap-grad-reduce (and the same with --dp-collectives nccl: NCCL's kernels instead
+#            of the copy engines), DP=N with the distributed optimizer and both overlaps, TP=2
+#            with sequence parallelism (its collectives on the copy engines; x DP=N/2, and with 4
+#            GPUs also with the distributed
 #            optimizer and both overlaps), with its TP collectives' time by operation: tokens/s per
 #            GPU, the scaling efficiency against DP=1, and the share of the data-parallel
 #            reduction the overlap hides, from step times: (DP=N − overlapped) / (DP=N − DP=1),
 #            and from CUDA events on the compute and communication streams (mgt-train's
 #            data_parallel_comm_ms and data_parallel_comm_exposed_ms metrics)
 #            (tools/bench/bench_train_gpu.py); the
-#            overlapped DP=N once more with 8 micro-batches accumulated per step (with
-#            MGT_MULTI_GPU_VARIANTS=1 also the overlap with MGT_OVERLAP_SMS=8);
+#            overlapped DP=N once more with 8 micro-batches accumulated per step;
 #   peer     PyTorch DDP of the same GPT-2-style model, compiled (tools/bench/ddp_peer_gpu.py), on
 #            1 and N GPUs at the scaling section's shape and micro-batch, and with 8 micro-batches
 #            per step;
@@ -216,21 +214,11 @@ section_scaling() {
     bench --ranks "$count"
     bench --ranks "$count" --overlap
     # The same with NCCL's kernels moving the gradients instead of the copy engines.
-    MGT_PEER_COPY=0 bench --ranks "$count" --overlap
+    bench --ranks "$count" --overlap --dp-collectives nccl
     bench --ranks "$count" --overlap --distributed-optimizer
-    # The same with the reduction left after the backward (the word embedding's bucket) on the
-    # copy engines too, instead of NCCL's kernels.
-    MGT_TAIL_IN_KERNELS=0 bench --ranks "$count" --overlap --distributed-optimizer
     bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
-    [ "$count" -eq 2 ] && MGT_PEER_COPY=0 bench --ranks "$count" --tensor-parallel 2 --sequence-parallel
     # With data parallelism too, its reduction as in the fastest data-parallel row above.
     [ "$count" -gt 2 ] && bench --ranks "$count" --tensor-parallel 2 --sequence-parallel --overlap --distributed-optimizer
-    # MGT_MULTI_GPU_VARIANTS=1: the overlap with its collectives on 8 thread blocks and the
-    # GEMMs leaving them those (MGT_OVERLAP_SMS=8; measured slower on 2 x H200, with NCCL's
-    # kernels moving the gradients).
-    if [ "${MGT_MULTI_GPU_VARIANTS:-0}" = 1 ]; then
-      MGT_OVERLAP_SMS=8 bench --ranks "$count" --overlap
-    fi
   done
   # A global batch of 8 micro-batches per replica (still small by Megatron's standards: 32 Ki
   # tokens per GPU): the reduction once per 8 backwards.
@@ -253,11 +241,7 @@ for r in runs:
     name = "DP=1" if n == 1 else f"TP={tp}{' SP' if r['sequence_parallel'] else ''} x DP={n // tp}"
     name += " dist-opt" if r.get("distributed_optimizer") else ""
     name += " overlapped" if r.get("overlap") else ""
-    name += f" ({r['overlap_sms']} SMs kept)" if r.get("overlap") and r.get("overlap_sms") else ""
-    name += ", NCCL kernels" if n > 1 and not r.get("peer_copy", True) else ""
-    tail = r.get("tail_buckets_in_kernels", 1)
-    if n > 1 and r.get("overlap") and r.get("peer_copy", True) and tail != 1:
-        name += f", last {tail} buckets in NCCL kernels" if tail else ", tail on the copy engines"
+    name += ", NCCL kernels" if n > 1 and r.get("dp_collectives") == "nccl" else ""
     one = one_gpu(k)
     per_gpu = r["tokens_per_second_per_gpu"]
     efficiency = f", scaling efficiency {per_gpu / one['tokens_per_second_per_gpu']:.1%}" if one and n > 1 else ""
@@ -279,7 +263,7 @@ for r in runs:
 def dp_run(n, overlap):
     return next((r for r in runs if r["ranks"] == n and r["tensor_parallel"] == 1 and r.get("accumulate", 1) == 1
                  and not r.get("distributed_optimizer") and bool(r.get("overlap")) == overlap
-                 and not r.get("overlap_sms") and r.get("peer_copy", True)), None)
+                 and r.get("dp_collectives", "copy-engines") == "copy-engines"), None)
 one = one_gpu(1)
 for n in sorted({r["ranks"] for r in runs if r["ranks"] > 1}):
     plain, over = dp_run(n, False), dp_run(n, True)

@@ -39,7 +39,7 @@ def report(path, rank):
             elif m := BLOCKED.search(line):
                 blocked = (float(m.group(1)), int(m.group(2)))
     if not ops:
-        sys.exit(f"profile_steady.py: {path}: no MGT_CUDA_PROFILE report" + (f" of rank {rank}" if prefix else ""))
+        sys.exit(f"profile_steady.py: {path}: no --profile report" + (f" of rank {rank}" if prefix else ""))
     return ops, blocked
 
 

@@ -1,10 +1,12 @@
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <span>
+#include <utility>
 
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/argmax.hpp"
@@ -16,6 +18,7 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/host_op_profiler.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/grad_clip.hpp"
 #include "kernels/cpu/layer_norm.hpp"
@@ -38,6 +41,18 @@ int64_t row_grain(int64_t row_length) { return std::max<int64_t>(1, kElementGrai
 
 }  // namespace
 
+CpuBackend::~CpuBackend() {
+  if (profiler_ != nullptr) std::fputs(profiler_->report().c_str(), stderr);
+}
+
+void CpuBackend::start_profile(std::string timeline) {
+  profiler_ = std::make_unique<cpu::HostOpProfiler>(std::move(timeline));
+}
+
+void CpuBackend::set_profiling(bool on) {
+  if (profiler_ != nullptr) profiler_->set_active(on);
+}
+
 void* CpuBackend::do_allocate(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* data = std::aligned_alloc(kAlignment, rounded);
@@ -58,9 +73,13 @@ void CpuBackend::do_copy_to_host(const void* device, void* host, size_t bytes) {
   std::memcpy(host, device, bytes);
 }
 
-void CpuBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) { std::copy_n(src.data(), n, dst.data()); }
+void CpuBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "copy");
+  std::copy_n(src.data(), n, dst.data());
+}
 
 void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "convert");
   const int64_t n = src.size();
   if (src.type() == dst.type()) {
     std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.bytes()));
@@ -82,30 +101,38 @@ void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
   for (int64_t i = 0; i < n; ++i) to[i] = bf16 ? cpu::float_to_bf16(to_float(i)) : cpu::float_to_fp16(to_float(i));
 }
 
-void CpuBackend::do_fill(FloatArg x, int64_t n, float value) { std::fill_n(x.data(), n, value); }
+void CpuBackend::do_fill(FloatArg x, int64_t n, float value) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "fill");
+  std::fill_n(x.data(), n, value);
+}
 
 void CpuBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                                    int64_t in, int64_t out, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "linear_forward");
   cpu::linear_forward(x, w, bias, rows, in, out, y);
 }
 
 void CpuBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
                                           int64_t out, FloatArg dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "linear_backward_input");
   cpu::linear_backward_input(dy, w, rows, in, out, dx);
 }
 
 void CpuBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
                                            int64_t in, int64_t out, FloatArg dw) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "linear_backward_weight");
   cpu::linear_backward_weight(dy, x, rows, in, out, dw);
 }
 
 void CpuBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "bias_backward");
   cpu::bias_backward(dy, rows, cols, dbias);
 }
 
 void CpuBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
                                        int64_t rows, int64_t hidden, float eps, FloatArg y,
                                        FloatArg mean, FloatArg rstd) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "layer_norm_forward");
   parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::layer_norm_forward(x + b * hidden, weight, bias, e - b, hidden, eps, y + b * hidden, mean + b, rstd + b);
   });
@@ -115,11 +142,13 @@ void CpuBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, Const
                                         ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
                                         int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
                                         bool accumulate_dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "layer_norm_backward");
   cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, accumulate_dx);
 }
 
 void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
                                      int64_t hidden, float eps, FloatArg y, FloatArg rstd) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "rms_norm_forward");
   parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::rms_norm_forward(x + b * hidden, weight, e - b, hidden, eps, y + b * hidden, rstd + b);
   });
@@ -128,39 +157,47 @@ void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int6
 void CpuBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                       ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
                                       FloatArg dweight, bool accumulate_dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "rms_norm_backward");
   cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight, accumulate_dx);
 }
 
 void CpuBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_forward");
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_forward(x + b, e - b, y + b); });
 }
 
 void CpuBackend::do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_backward");
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_backward(dy + b, x + b, e - b, dx + b); });
 }
 
 void CpuBackend::do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_tanh_forward");
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_tanh_forward(x + b, e - b, y + b); });
 }
 
 void CpuBackend::do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_tanh_backward");
   parallel(n, kElementGrain,
            [&](int64_t b, int64_t e) { cpu::gelu_tanh_backward(dy + b, x + b, e - b, dx + b); });
 }
 
 void CpuBackend::do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "swiglu_forward");
   parallel(rows, row_grain(ffn),
            [&](int64_t b, int64_t e) { cpu::swiglu_forward(x + 2 * ffn * b, e - b, ffn, y + ffn * b); });
 }
 
 void CpuBackend::do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
                                     FloatArg dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "swiglu_backward");
   parallel(rows, row_grain(ffn), [&](int64_t b, int64_t e) {
     cpu::swiglu_backward(dy + ffn * b, x + 2 * ffn * b, e - b, ffn, dx + 2 * ffn * b);
   });
 }
 
 void CpuBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "dropout_forward");
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     DropoutKey part = key;
     part.offset += static_cast<uint64_t>(b);  // masks are a function of the element's global index
@@ -170,6 +207,7 @@ void CpuBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, Dropout
 
 void CpuBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
                                      FloatArg dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "dropout_backward");
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     DropoutKey part = key;
     part.offset += static_cast<uint64_t>(b);
@@ -180,6 +218,7 @@ void CpuBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, Dropo
 void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                       int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                       FloatArg out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "embedding_forward");
   parallel(n, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::embedding_forward(ids + b, e - b, table, vocab_start, local_rows, hidden, out + b * hidden);
   });
@@ -188,22 +227,26 @@ void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatA
 void CpuBackend::do_embedding_backward(const int64_t* ids, int64_t n, ConstFloatArg dout,
                                        int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                        FloatArg dtable) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "embedding_backward");
   cpu::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable);
 }
 
 void CpuBackend::do_rotary_forward(ConstFloatArg x, const HeadTensor& shape,
                                    const RotaryParams& params, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "rotary_forward");
   cpu::rotary_forward(x, shape, params, y);
 }
 
 void CpuBackend::do_rotary_backward(ConstFloatArg dy, const HeadTensor& shape,
                                     const RotaryParams& params, FloatArg dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "rotary_backward");
   cpu::rotary_backward(dy, shape, params, dx);
 }
 
 void CpuBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
                                       const AttentionShape& shape, const AttentionParams& params,
                                       FloatArg out, FloatArg lse) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "attention_forward");
   // One (batch, head) pair per task on the pool, each head's GEMMs on its own thread.
   const cpu::SingleThreadedBlas blas;
   parallel(shape.batch * shape.heads, 1, [&](int64_t b, int64_t e) {
@@ -215,6 +258,7 @@ void CpuBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFl
                                        ConstFloatArg out, ConstFloatArg dout, ConstFloatArg lse,
                                        const AttentionShape& shape, const AttentionParams& params,
                                        FloatArg dq, FloatArg dk, FloatArg dv) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "attention_backward");
   const cpu::SingleThreadedBlas blas;
   parallel(shape.batch * shape.groups, 1, [&](int64_t b, int64_t e) {
     cpu::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, b, e);
@@ -223,17 +267,20 @@ void CpuBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFl
 
 void CpuBackend::do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
                               int64_t unit, FloatArg q, FloatArg k, FloatArg v) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "qkv_split");
   cpu::qkv_split(mixed, tokens, heads, groups, unit, q, k, v);
 }
 
 void CpuBackend::do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens,
                               int64_t heads, int64_t groups, int64_t unit, FloatArg mixed) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "qkv_merge");
   cpu::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed);
 }
 
 void CpuBackend::do_cross_entropy_shard_statistics(ConstFloatArg logits, const int64_t* targets,
                                                    int64_t rows, int64_t vocab, int64_t vocab_start,
                                                    FloatArg statistics) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_shard_statistics");
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_shard_statistics(logits + b * vocab, targets + b, e - b, vocab, vocab_start,
                                         statistics + b, statistics + rows + b,
@@ -243,12 +290,14 @@ void CpuBackend::do_cross_entropy_shard_statistics(ConstFloatArg logits, const i
 
 void CpuBackend::do_cross_entropy_combine(ConstFloatArg statistics, int64_t ranks, int64_t rows,
                                           FloatArg loss, FloatArg row_max, FloatArg sum_exp) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_combine");
   cpu::cross_entropy_combine(statistics, ranks, rows, loss, row_max, sum_exp);
 }
 
 void CpuBackend::do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,
                                           int64_t vocab, FloatArg loss, FloatArg row_max,
                                           FloatArg sum_exp) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_forward");
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_forward(logits + b * vocab, targets + b, e - b, vocab, loss + b, row_max + b, sum_exp + b);
   });
@@ -258,6 +307,7 @@ void CpuBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t* 
                                            ConstFloatArg row_max, ConstFloatArg sum_exp,
                                            ConstFloatArg dloss, int64_t rows, int64_t vocab,
                                            int64_t vocab_start, FloatArg dlogits) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_backward");
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_backward(logits + b * vocab, targets + b, row_max + b, sum_exp + b, dloss + b, e - b, vocab,
                                 vocab_start, dlogits + b * vocab);
@@ -266,11 +316,13 @@ void CpuBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t* 
 
 MaskedLossSum CpuBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                              int64_t rows) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "masked_loss_sum");
   return cpu::masked_loss_sum(loss, loss_mask, rows);
 }
 
 void CpuBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
                                int64_t* out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "row_argmax");
   parallel(rows, row_grain(cols), [&](int64_t b, int64_t e) {
     cpu::row_argmax(x + b * row_stride, e - b, cols, out + b, row_stride);
   });
@@ -278,29 +330,40 @@ void CpuBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int6
 
 void CpuBackend::do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
                                      FloatArg dloss) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "masked_loss_grad");
   cpu::masked_loss_grad(loss_mask, rows, scale, dloss);
 }
 
 void CpuBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "add_bias");
   cpu::add_bias(y, bias, rows, cols);
 }
 
 void CpuBackend::do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "add");
   cpu::add(a, b, c, n, out);
 }
 
-void CpuBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) { cpu::accumulate(y, x, n); }
+void CpuBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "accumulate");
+  cpu::accumulate(y, x, n);
+}
 
-void CpuBackend::do_scale(FloatArg x, int64_t n, float factor) { cpu::scale(x, n, factor); }
+void CpuBackend::do_scale(FloatArg x, int64_t n, float factor) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "scale");
+  cpu::scale(x, n, factor);
+}
 
 void CpuBackend::do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                                int64_t n, const AdamWParams& params, int64_t step) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "adamw_step");
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     cpu::adamw_step(param + b, grad + b, exp_avg + b, exp_avg_sq + b, e - b, params, step);
   });
 }
 
 double CpuBackend::do_sum_of_squares(ConstFloatArg x, int64_t n) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), "sum_of_squares");
   const std::span<const float> buffer(x.data(), static_cast<size_t>(n));
   return cpu::sum_of_squares(std::span<const std::span<const float>>(&buffer, 1));
 }

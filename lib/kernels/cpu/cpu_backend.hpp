@@ -1,6 +1,10 @@
 // The reference backend: host memory, fp32, the mgt::cpu kernels (OpenBLAS for GEMM).
 #pragma once
+#include <memory>
+#include <string>
+
 #include "kernels/backend.hpp"
+#include "kernels/cpu/host_op_profiler.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 
 namespace mgt {
@@ -10,12 +14,20 @@ namespace mgt {
 class CpuBackend : public Backend {
 public:
   explicit CpuBackend(int threads = cpu::default_cpu_threads()) : pool_(threads) {}
+  // Prints the --profile table (start_profile) on standard error.
+  ~CpuBackend() override;
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
   std::string name() const override { return "cpu"; }
   std::string description() const override {
     return "cpu (" + std::to_string(threads()) + " threads), fp32, OpenBLAS GEMMs, tiled attention";
   }
   int threads() const { return pool_.size(); }
   std::optional<AvailableMemory> available_memory() const override { return available_host_memory(); }
+  // BackendOptions::profile: from now on every operation is timed (cpu/host_op_profiler.hpp),
+  // and the table is printed when the backend is destroyed. `timeline`: --profile-timeline.
+  void start_profile(std::string timeline);
+  void set_profiling(bool on) override;
 
 private:
   // body(begin, end) over [0, n) on the pool, ranges of at least `grain` items.
@@ -24,6 +36,7 @@ private:
   }
 
   cpu::ThreadPool pool_;
+  std::unique_ptr<cpu::HostOpProfiler> profiler_;  // null: no --profile
 
   void* do_allocate(size_t bytes) override;
   void do_free(void* data, size_t bytes) noexcept override;

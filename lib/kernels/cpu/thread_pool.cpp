@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
+
+#include "core/process_environment.hpp"
 
 namespace mgt::cpu {
 
@@ -86,12 +89,7 @@ void ThreadPool::worker_loop(int index) {
 }
 
 int default_cpu_threads() {
-  for (const char* name : {"MGT_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
-    if (const char* v = std::getenv(name)) {
-      const int n = std::atoi(v);
-      if (n >= 1) return n;
-    }
-  }
+  if (const std::optional<int> threads = thread_count_from_environment()) return *threads;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -49,8 +49,8 @@ private:
   std::exception_ptr error_;
 };
 
-// The thread count for the CPU backend: MGT_NUM_THREADS, else OPENBLAS_NUM_THREADS, else
-// OMP_NUM_THREADS, else the cores this process may run on.
+// The thread count for the CPU backend: the environment's (core/process_environment.hpp), else
+// the cores this process may run on.
 int default_cpu_threads();
 
 }  // namespace mgt::cpu

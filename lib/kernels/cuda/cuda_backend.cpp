@@ -33,28 +33,12 @@
 
 namespace mgt {
 
-namespace {
-
-// MGT_GEMM_CHOICE=heuristic: every GEMM shape takes cuBLASLt's heuristic first choice instead of
-// the fastest of its candidates timed at the first call (lt_matmul.hpp), e.g. to compare the two.
-bool gemm_choice_timed() {
-  const char* value = std::getenv("MGT_GEMM_CHOICE");
-  return value == nullptr || std::string_view(value) != "heuristic";
+std::unique_ptr<Backend> make_cuda_backend(int device, const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(device, options);
 }
 
-// MGT_CUDNN_ATTENTION=0: attention on mgt's own kernels even where cuDNN applies, e.g. to compare.
-bool cudnn_attention_allowed() {
-  const char* value = std::getenv("MGT_CUDNN_ATTENTION");
-  return value == nullptr || std::string_view(value) != "0";
-}
-
-}  // namespace
-
-std::unique_ptr<Backend> make_cuda_backend(int device) {
-  return std::make_unique<CudaBackend>(device);
-}
-
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device, const BackendOptions& options)
+    : device_(device), profile_gemms_(options.profile_gemms) {
   MGT_CUDA_CHECK(cudaSetDevice(device));
   // Freed blocks stay in the device's default pool for reuse: after the first step, allocation
   // is a pool lookup, never a cudaMalloc.
@@ -67,11 +51,9 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   MGT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Full fp32 GEMMs: TF32 would put the fp32 path outside its bound against the CPU.
   MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
-  lt_ = std::make_unique<cuda::LtMatmul>(stream_);
-  lt_->set_timed_choice(gemm_choice_timed());
-  MGT_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device));
+  lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
   MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
-  if (cuda::OpProfiler::requested()) profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
+  if (options.profile) profiler_ = std::make_unique<cuda::OpProfiler>(stream_, options.profile_timeline);
 }
 
 CudaBackend::~CudaBackend() {
@@ -79,7 +61,7 @@ CudaBackend::~CudaBackend() {
     try {
       std::fputs(profiler_->report().c_str(), stderr);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "MGT_CUDA_PROFILE: %s\n", e.what());
+      std::fprintf(stderr, "--profile: %s\n", e.what());
     }
     profiler_.reset();
   }
@@ -103,7 +85,7 @@ std::string CudaBackend::description() const {
                    "state), " + type + " GEMMs with fp32 accumulation"
                  : std::string(", fp32 storage, fp32 GEMMs")) +
          " (cuBLAS), " +
-         (narrow && !deterministic_ && cuda::CudnnAttention::built() && cudnn_attention_allowed()
+         (narrow && !deterministic_ && cuda::CudnnAttention::built()
               ? type + " cuDNN fused attention (fp32 flash-style kernel where cuDNN does not apply)"
               : std::string("fp32 flash-style attention kernel")) +
          (deterministic_ ? ", deterministic kernels only" : "");
@@ -145,18 +127,8 @@ void CudaBackend::set_deterministic(bool deterministic) {
   deterministic_ = deterministic;
   // Timing may pick another algorithm, with other rounding, on each run: deterministic mode
   // takes the heuristic's choice, the same every time.
-  lt_ = std::make_unique<cuda::LtMatmul>(stream_);
-  lt_->set_timed_choice(!deterministic_ && gemm_choice_timed());
-  lt_->set_sm_count_target(gemm_multiprocessors_);
-}
-
-void CudaBackend::leave_multiprocessors(int count) {
-  // At least half of the device stays with the GEMMs whatever is asked.
-  const int target = count > 0 ? std::max(multiprocessors_ - count, multiprocessors_ / 2) : 0;
-  if (target == gemm_multiprocessors_) return;
-  gemm_multiprocessors_ = target;
-  lt_->set_sm_count_target(target);
-  MGT_CUBLAS_CHECK(cublasSetSmCountTarget(cublas_, target));
+  lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
+  lt_->set_timed_choice(!deterministic_);
 }
 
 bool CudaBackend::takes_reduced_precision(std::string_view op) const {
@@ -511,7 +483,7 @@ bool CudaBackend::cudnn_attention_applies(const AttentionShape& shape, const Att
   // cuDNN's attention backward is not deterministic (cudnn_attention.hpp): deterministic mode
   // attends with mgt's own kernels.
   return matmul_precision_ != MatmulPrecision::kFp32 && !deterministic_ && cuda::CudnnAttention::built() &&
-         cudnn_attention_allowed() && cuda::CudnnAttention::handles(shape, params);
+         cuda::CudnnAttention::handles(shape, params);
 }
 
 bool CudaBackend::attends_fused_qkv(const AttentionShape& shape, const AttentionParams& params) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "kernels/cuda/lt_matmul.hpp"
 #include "kernels/cuda/op_profiler.hpp"
 
@@ -20,13 +21,14 @@ class CudnnAttention;
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(int device);
+  // `options`: --profile (the per-operation table, cuda/op_profiler.hpp) and --profile-gemms
+  // (cuBLASLt's plans and timed choices, cuda/lt_matmul.hpp).
+  CudaBackend(int device, const BackendOptions& options);
   ~CudaBackend() override;
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   std::string description() const override;
   bool set_matmul_precision(MatmulPrecision precision) override;
   void set_deterministic(bool deterministic) override;
-  void leave_multiprocessors(int count) override;
 
 protected:
   bool takes_reduced_precision(std::string_view op) const override;
@@ -43,7 +45,7 @@ public:
   void set_profiling(bool on) override;
   // cuDNN reads the fused projection in place: 2-byte storage, seq-major, groups == heads.
   bool attends_fused_qkv(const AttentionShape& shape, const AttentionParams& params) const override;
-  // A CUDA graph of the operations (none while MGT_CUDA_PROFILE times each operation).
+  // A CUDA graph of the operations (none while --profile times each operation).
   std::unique_ptr<RecordedOperations> record(const std::function<void()>& run) override;
   std::unique_ptr<QueueEvent> record_event() override;
   std::unique_ptr<QueueEvent> record_timed_event() override;
@@ -60,12 +62,11 @@ private:
   int64_t shareable_bytes_ = 0;
   int64_t max_shareable_bytes_ = 0;
   bool deterministic_ = false;
-  int multiprocessors_ = 0;  // the device's
-  int gemm_multiprocessors_ = 0;  // what the GEMMs run on (0: all), leave_multiprocessors()
+  bool profile_gemms_ = false;  // BackendOptions::profile_gemms, for each LtMatmul made
   // adamw_update's segments on the device ([ends…, flags…]), uploaded when they change.
   std::vector<int64_t> segments_host_;
   DeviceIndexBuffer segments_device_;
-  std::unique_ptr<cuda::OpProfiler> profiler_;  // MGT_CUDA_PROFILE=1
+  std::unique_ptr<cuda::OpProfiler> profiler_;  // BackendOptions::profile
   // bf16 attention through cuDNN, made at the first attention call under bf16 matmul precision.
   std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;
 

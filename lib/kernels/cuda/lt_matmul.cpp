@@ -80,8 +80,7 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, co
 
 }  // namespace
 
-LtMatmul::LtMatmul(cudaStream_t stream)
-    : stream_(stream), report_(std::getenv("MGT_GEMM_REPORT") != nullptr) {
+LtMatmul::LtMatmul(cudaStream_t stream, bool report) : stream_(stream), report_(report) {
   check(cublasLtCreate(&handle_), "cublasLtCreate", "LtMatmul");
   MGT_CUDA_CHECK(cudaMallocAsync(&workspace_, kWorkspaceBytes, stream_));
 }
@@ -99,7 +98,7 @@ LtMatmul::~LtMatmul() {
 
 LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) {
   if (const auto found = plans_.find(key); found != plans_.end()) return found->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldd, ab_int, d_int, epilogue, aux_ld, accumulate, sm_target] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldd, ab_int, d_int, epilogue, aux_ld, accumulate] = key;
   const auto ab = static_cast<cudaDataType_t>(ab_int);
   const auto d_type = static_cast<cudaDataType_t>(d_int);
   Plan p;
@@ -113,10 +112,6 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
   if (epilogue != LtEpilogue::kNone) {
     set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(epilogue), "cublasLtMatmulDescSetAttribute(EPILOGUE)",
         name);
-  }
-  if (sm_target > 0) {
-    set(p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, static_cast<int32_t>(sm_target),
-        "cublasLtMatmulDescSetAttribute(SM_COUNT_TARGET)", name);
   }
   if (has_bias(epilogue)) {
     set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(d_type),
@@ -170,7 +165,7 @@ void LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
                       const char* name) {
   const LtEpilogue epilogue = bias != nullptr ? LtEpilogue::kBias : LtEpilogue::kNone;
   Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
-                  static_cast<int>(d_type), epilogue, 0, beta != 0.0f, sm_count_target_},
+                  static_cast<int>(d_type), epilogue, 0, beta != 0.0f},
                  name);
   run(p, a, b, beta, d, bias, {}, name);
 }
@@ -180,7 +175,7 @@ bool LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
                       int64_t ldd, cudaDataType_t ab, cudaDataType_t d_type, LtEpilogue epilogue,
                       const void* bias, LtAux aux, const char* name) {
   Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
-                  static_cast<int>(d_type), epilogue, aux.ld, beta != 0.0f, sm_count_target_},
+                  static_cast<int>(d_type), epilogue, aux.ld, beta != 0.0f},
                  name, true);
   if (!p.found) return false;
   run(p, a, b, beta, d, bias, aux, name);

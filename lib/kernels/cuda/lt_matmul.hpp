@@ -38,7 +38,8 @@ struct LtAux {
 
 class LtMatmul {
 public:
-  explicit LtMatmul(cudaStream_t stream);
+  // `report` (--profile-gemms): each planned shape and its timed choice on stderr.
+  LtMatmul(cudaStream_t stream, bool report);
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
   ~LtMatmul();
@@ -46,10 +47,6 @@ public:
   // false: every shape takes cuBLASLt's heuristic first choice (the same on every run); applies to
   // shapes not yet planned.
   void set_timed_choice(bool timed) { timed_choice_ = timed; }
-  // The GEMMs from now on run on `count` multiprocessors (0: all of the device's), for kernels
-  // of another stream that hold the others, such as collectives overlapped with the compute.
-  // Each count has its own plans (cuBLASLt's SM count target enters the algorithm choice).
-  void set_sm_count_target(int count) { sm_count_target_ = count; }
 
   // Column-major D[m, n] = op(A)·op(B) (+ bias[m] broadcast over columns when bias is not null)
   // + beta·C with C = D; A and B of type ab, D and bias of type d; fp32 accumulation.
@@ -64,7 +61,7 @@ public:
 
 private:
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
-                         LtEpilogue, int64_t, bool, int>;
+                         LtEpilogue, int64_t, bool>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr;
@@ -92,8 +89,6 @@ private:
   void* workspace_ = nullptr;
   std::map<Key, Plan> plans_;
   bool timed_choice_ = true;
-  int sm_count_target_ = 0;
-  // MGT_GEMM_REPORT set: each planned shape and its timed choice on stderr (a diagnostic).
   bool report_;
 };
 

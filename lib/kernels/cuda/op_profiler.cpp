@@ -19,11 +19,6 @@ double now_ms() {
 
 }  // namespace
 
-bool OpProfiler::requested() {
-  const char* value = std::getenv("MGT_CUDA_PROFILE");
-  return value != nullptr && value[0] != '\0' && value[0] != '0';
-}
-
 OpProfiler::~OpProfiler() {
   for (const Span& s : spans_) {
     cudaEventDestroy(s.start);
@@ -48,11 +43,10 @@ void OpProfiler::end() {
 }
 
 void OpProfiler::write_timeline() const {
-  const char* path = std::getenv("MGT_CUDA_PROFILE_TIMELINE");
-  if (path == nullptr || path[0] == '\0' || spans_.empty()) return;
-  std::FILE* file = std::fopen(path, "w");
+  if (timeline_.empty() || spans_.empty()) return;
+  std::FILE* file = std::fopen(timeline_.c_str(), "w");
   if (file == nullptr) {
-    std::fprintf(stderr, "warning: MGT_CUDA_PROFILE_TIMELINE: cannot write %s\n", path);
+    std::fprintf(stderr, "warning: --profile-timeline: cannot write %s\n", timeline_.c_str());
     return;
   }
   std::fprintf(file, "op,gpu_start_ms,gpu_ms,host_begin_ms\n");
@@ -90,7 +84,7 @@ std::string OpProfiler::report() {
   std::vector<std::pair<std::string, Totals>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });
-  std::string text = "GPU time per operation (MGT_CUDA_PROFILE), " + std::to_string(spans_.size()) +
+  std::string text = "GPU time per operation (--profile), " + std::to_string(spans_.size()) +
                      " operations:\n";
   char line[160];
   for (const auto& [op, value] : rows) {

@@ -1,4 +1,4 @@
-// Optional per-operation GPU timing for the CUDA backend (MGT_CUDA_PROFILE=1): each operation is
+// Optional per-operation GPU timing for the CUDA backend (--profile): each operation is
 // bracketed by two CUDA events on the backend's stream, and at the end of the run the time per
 // operation family is printed, largest first, with its share of the total. The events are only
 // read at the end, so profiling does not add synchronisation to the step. set_active(false)
@@ -8,19 +8,18 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mgt::cuda {
 
 class OpProfiler {
 public:
-  explicit OpProfiler(cudaStream_t stream) : stream_(stream) {}
+  // `timeline` (--profile-timeline): the CSV file report() also writes; empty: none.
+  OpProfiler(cudaStream_t stream, std::string timeline) : stream_(stream), timeline_(std::move(timeline)) {}
   OpProfiler(const OpProfiler&) = delete;
   OpProfiler& operator=(const OpProfiler&) = delete;
   ~OpProfiler();
-
-  // Whether the environment asks for profiling.
-  static bool requested();
 
   void set_active(bool active) { active_ = active; }
   // Whether the operation is counted (end() is then due).
@@ -33,8 +32,8 @@ public:
     host_wait_ms_ += ms;
     ++host_waits_;
   }
-  // The table of accumulated times, one line per operation (synchronises the stream). With
-  // MGT_CUDA_PROFILE_TIMELINE=FILE, also every counted operation as a CSV line of FILE: name,
+  // The table of accumulated times, one line per operation (synchronises the stream). With a
+  // timeline file, also every counted operation as a CSV line of it: name,
   // GPU start and duration, and the host's clock when it began issuing it, in ms from the first
   // operation's (where the GPU's start trails the host's by little, the GPU waited for the host).
   std::string report();
@@ -49,6 +48,7 @@ private:
     double host_begin;  // host clock at the start event (ms), for the timeline
   };
   cudaStream_t stream_;
+  std::string timeline_;
   std::vector<Span> spans_;
   double host_start_ = 0.0;
   double host_wait_ms_ = 0.0;
