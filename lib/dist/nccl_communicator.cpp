@@ -17,7 +17,7 @@
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
 #include "dist/nccl_peer_copy.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::dist {
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend_factory.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "model/model_testing.hpp"
 #include "train/gradient_buckets.hpp"
@@ -84,7 +85,8 @@ std::int64_t number_after(const std::string& line, std::size_t word) {
 }  // namespace
 
 TEST_CASE("gradient buckets: reverse parameter order, parameter boundaries, the whole buffer", "[train][overlap]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = gpt2_like_config();
   GptParameters params(config, backend);
   const std::int64_t n = params.params().size();
@@ -130,7 +132,8 @@ TEST_CASE("gradient buckets: reverse parameter order, parameter boundaries, the 
 }
 
 TEST_CASE("the backward starts each bucket's reduction as soon as its gradients are done", "[train][overlap]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = gpt2_like_config();
   GptModel model(config, backend, 1234);
   GptParameters& params = model.parameters();
@@ -207,7 +210,8 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
 }
 
 TEST_CASE("the reductions of the last buckets the backward finishes are started alone", "[train][overlap]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = gpt2_like_config();
   GptModel model(config, backend, 1234);
   GptParameters& params = model.parameters();

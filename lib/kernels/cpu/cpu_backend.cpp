@@ -9,8 +9,8 @@
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/argmax.hpp"
 #include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/bf16.hpp"
-#include "kernels/cpu/fp16.hpp"
+#include "kernels/bf16.hpp"
+#include "kernels/fp16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -70,7 +70,7 @@ void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
   const auto to_float = [&](int64_t i) {
     if (src.type() == FloatType::kF32) return src.data()[i];
     const uint16_t h = static_cast<const uint16_t*>(src.raw())[i];
-    return src.type() == FloatType::kBf16 ? cpu::bf16_to_float(h) : cpu::fp16_to_float(h);
+    return src.type() == FloatType::kBf16 ? bf16_to_float(h) : fp16_to_float(h);
   };
   if (dst.type() == FloatType::kF32) {
     float* to = dst.data();
@@ -79,7 +79,7 @@ void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
   }
   auto* to = static_cast<uint16_t*>(dst.raw());
   const bool bf16 = dst.type() == FloatType::kBf16;
-  for (int64_t i = 0; i < n; ++i) to[i] = bf16 ? cpu::float_to_bf16(to_float(i)) : cpu::float_to_fp16(to_float(i));
+  for (int64_t i = 0; i < n; ++i) to[i] = bf16 ? float_to_bf16(to_float(i)) : float_to_fp16(to_float(i));
 }
 
 void CpuBackend::do_fill(FloatArg x, int64_t n, float value) { std::fill_n(x.data(), n, value); }

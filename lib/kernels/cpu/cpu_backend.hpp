@@ -1,7 +1,7 @@
 // The reference backend: host memory, fp32, the mgt::cpu kernels (OpenBLAS for GEMM).
 #pragma once
 #include "kernels/backend.hpp"
-#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/thread_pool.hpp"
 
 namespace mgt {
 
@@ -9,7 +9,7 @@ namespace mgt {
 // pool of `threads` (results do not depend on the count).
 class CpuBackend : public Backend {
 public:
-  explicit CpuBackend(int threads = cpu::default_cpu_threads()) : pool_(threads) {}
+  explicit CpuBackend(int threads = default_cpu_threads()) : pool_(threads) {}
   std::string name() const override { return "cpu"; }
   std::string description() const override {
     return "cpu (" + std::to_string(threads()) + " threads), fp32, OpenBLAS GEMMs, tiled attention";
@@ -23,7 +23,7 @@ private:
     pool_.for_each_range(n, grain, body);
   }
 
-  cpu::ThreadPool pool_;
+  ThreadPool pool_;
 
   void* do_allocate(size_t bytes) override;
   void do_free(void* data, size_t bytes) noexcept override;

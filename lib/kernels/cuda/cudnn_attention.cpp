@@ -32,16 +32,13 @@
 
 #include "core/log.hpp"
 #include "kernels/cuda/bf16_convert.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/cuda/cudnn_check.hpp"
 
 namespace mgt::cuda {
 namespace {
 
 using Dims = std::array<int64_t, 4>;
-using cpu::AttentionParams;
-using cpu::AttentionShape;
-using cpu::SeqLayout;
 
 // Unique ids of the tensors a variant pack binds; virtual tensors are numbered from kFirstVirtual.
 enum Uid : int64_t {
@@ -329,7 +326,7 @@ Geometry geometry(const PlanKey& k) {
   Geometry t;
   t.q = {b, h, s, d};
   t.kv = {b, g, s, d};
-  // cpu::HeadTensor: seq-major [s, b, heads, d] or batch-major [b, s, heads, d].
+  // HeadTensor: seq-major [s, b, heads, d] or batch-major [b, s, heads, d].
   t.q_strides = k.batch_major ? Dims{s * h * d, d, h * d, 1} : Dims{h * d, d, b * h * d, 1};
   t.kv_strides = k.batch_major ? Dims{s * g * d, d, g * d, 1} : Dims{g * d, d, b * g * d, 1};
   t.o_strides = t.q_strides;
@@ -878,35 +875,35 @@ CudnnAttention::~CudnnAttention() = default;
 
 bool CudnnAttention::built() { return false; }
 
-bool CudnnAttention::handles(const cpu::AttentionShape& /*shape*/,
-                             const cpu::AttentionParams& /*params*/) {
+bool CudnnAttention::handles(const AttentionShape& /*shape*/,
+                             const AttentionParams& /*params*/) {
   return false;
 }
 
 bool CudnnAttention::forward(ConstFloatView, ConstFloatView, ConstFloatView,
-                             const cpu::AttentionShape&, const cpu::AttentionParams&, FloatView,
+                             const AttentionShape&, const AttentionParams&, FloatView,
                              float*) {
   return false;
 }
 
 bool CudnnAttention::backward(ConstFloatView, ConstFloatView, ConstFloatView, ConstFloatView,
-                              ConstFloatView, const float*, const cpu::AttentionShape&,
-                              const cpu::AttentionParams&, FloatView, FloatView, FloatView) {
+                              ConstFloatView, const float*, const AttentionShape&,
+                              const AttentionParams&, FloatView, FloatView, FloatView) {
   return false;
 }
 
-bool CudnnAttention::handles_fused_qkv(const cpu::AttentionShape& /*shape*/,
-                                       const cpu::AttentionParams& /*params*/) {
+bool CudnnAttention::handles_fused_qkv(const AttentionShape& /*shape*/,
+                                       const AttentionParams& /*params*/) {
   return false;
 }
 
-bool CudnnAttention::forward_fused_qkv(ConstFloatView, const cpu::AttentionShape&, const cpu::AttentionParams&,
+bool CudnnAttention::forward_fused_qkv(ConstFloatView, const AttentionShape&, const AttentionParams&,
                                        FloatView, float*) {
   return false;
 }
 
 bool CudnnAttention::backward_fused_qkv(ConstFloatView, ConstFloatView, ConstFloatView, const float*,
-                                        const cpu::AttentionShape&, const cpu::AttentionParams&, FloatView) {
+                                        const AttentionShape&, const AttentionParams&, FloatView) {
   return false;
 }
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace mgt::cpu {
+namespace mgt {
 
 class ThreadPool {
 public:
@@ -53,4 +53,4 @@ private:
 // OMP_NUM_THREADS, else the cores this process may run on.
 int default_cpu_threads();
 
-}  // namespace mgt::cpu
+}  // namespace mgt

@@ -1,4 +1,4 @@
-#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/thread_pool.hpp"
 
 #include <sched.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace mgt::cpu {
+namespace mgt {
 
 namespace {
 
@@ -97,4 +97,4 @@ int default_cpu_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-}  // namespace mgt::cpu
+}  // namespace mgt

@@ -7,7 +7,7 @@
 #include <array>
 #include <cstdint>
 
-namespace mgt::cpu {
+namespace mgt {
 
 using PhiloxCounter = std::array<uint32_t, 4>;
 using PhiloxKey = std::array<uint32_t, 2>;
@@ -43,4 +43,4 @@ constexpr PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
   return counter;
 }
 
-}  // namespace mgt::cpu
+}  // namespace mgt
