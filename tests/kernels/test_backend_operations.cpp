@@ -165,7 +165,9 @@ private:
 };
 
 // ---- shapes shared by the cases ----
-constexpr int64_t kRows = 6, kIn = 40, kOut = 24, kHidden = 48, kN = 131;
+// Element-wise operations over more than one GPU block, of a length that is no multiple of 8
+// (the vector paths' remainder); SwiGLU over rows of an odd width.
+constexpr int64_t kRows = 6, kIn = 40, kOut = 24, kHidden = 48, kN = 2053, kFfn = 257;
 constexpr float kEps = 1e-5f;
 // Grouped-query attention, sequence-major; the fused QKV layout needs groups == heads.
 constexpr AttentionShape kAttentionShape{2, 8, 8, 4, 2, 16, SeqLayout::kSeqMajor};
@@ -342,18 +344,18 @@ void case_gelu_tanh_backward(OpRun& r) {
 }
 
 void case_swiglu_forward(OpRun& r) {
-  Tensor x = r.input(kRows * 2 * kOut, 3.0f), y = r.output(kRows * kOut);
-  r.run([&](Backend& b, Side s) { b.swiglu_forward(x(s), kRows, kOut, y(s)); });
+  Tensor x = r.input(kRows * 2 * kFfn, 3.0f), y = r.output(kRows * kFfn);
+  r.run([&](Backend& b, Side s) { b.swiglu_forward(x(s), kRows, kFfn, y(s)); });
   r.check(y, kElementwise, "y");
 }
 
 void case_swiglu_backward(OpRun& r) {
-  Tensor dy = r.input(kRows * kOut), x = r.input(kRows * 2 * kOut, 3.0f), dx = r.output(kRows * 2 * kOut);
-  r.run([&](Backend& b, Side s) { b.swiglu_backward(dy(s), x(s), kRows, kOut, dx(s)); });
+  Tensor dy = r.input(kRows * kFfn), x = r.input(kRows * 2 * kFfn, 3.0f), dx = r.output(kRows * 2 * kFfn);
+  r.run([&](Backend& b, Side s) { b.swiglu_backward(dy(s), x(s), kRows, kFfn, dx(s)); });
   r.check(dx, kElementwise, "dx");
 }
 
-// ---- dropout: the same Philox masks on every backend ----
+// ---- dropout: the same Philox masks on every backend; an offset that is no multiple of 4 ----
 constexpr DropoutKey kDropoutKey{1234, 7, 11};
 
 void case_dropout_forward(OpRun& r) {
@@ -368,37 +370,57 @@ void case_dropout_backward(OpRun& r) {
   r.check(dx, kElementwise, "dx");
 }
 
-// ---- embedding: rows [3, 13) of a vocabulary split between ranks; other ids read zeros ----
-const std::vector<int64_t> kEmbeddingIds = {3, 12, 5, 0, 5, 9, 14, 3, 7, 5, 11, 2};
+// ---- embedding: rows [100, 600) of a vocabulary of 700 split between ranks; the ids of other
+// ranks' rows read zeros, and repeated ids sum their gradients ----
+constexpr int64_t kTokens = 300, kVocabStart = 100, kTableRows = 500, kEmbeddingHidden = 96;
+
+std::vector<int64_t> embedding_ids() {
+  std::mt19937 rng(51);
+  std::uniform_int_distribution<int64_t> id(0, 699);
+  std::vector<int64_t> ids(kTokens);
+  for (int64_t& i : ids) i = id(rng);
+  return ids;
+}
 
 void case_embedding_forward(OpRun& r) {
-  Indices ids = r.indices(kEmbeddingIds);
-  Tensor table = r.input(10 * kHidden), out = r.output(static_cast<int64_t>(kEmbeddingIds.size()) * kHidden);
-  r.run([&](Backend& b, Side s) { b.embedding_forward(ids(s), table(s), 3, kHidden, out(s)); });
+  Indices ids = r.indices(embedding_ids());
+  Tensor table = r.input(kTableRows * kEmbeddingHidden), out = r.output(kTokens * kEmbeddingHidden);
+  r.run([&](Backend& b, Side s) { b.embedding_forward(ids(s), table(s), kVocabStart, kEmbeddingHidden, out(s)); });
   r.check(out, kExact, "out");
 }
 
 void case_embedding_backward(OpRun& r) {
-  Indices ids = r.indices(kEmbeddingIds);
-  Tensor dout = r.input(static_cast<int64_t>(kEmbeddingIds.size()) * kHidden), dtable = r.input(10 * kHidden);
-  r.run([&](Backend& b, Side s) { b.embedding_backward(ids(s), dout(s), 3, kHidden, dtable(s)); });
-  r.check(dtable, kReduction, "dtable (accumulated, repeated ids summed)");
+  Indices ids = r.indices(embedding_ids());
+  Tensor dout = r.input(kTokens * kEmbeddingHidden), dtable = r.input(kTableRows * kEmbeddingHidden);
+  r.run([&](Backend& b, Side s) { b.embedding_backward(ids(s), dout(s), kVocabStart, kEmbeddingHidden, dtable(s)); });
+  r.check(dtable, kReduction, "dtable (accumulated)");
 }
 
-// ---- rotary: part of each head rotated, at an offset, with Llama 3.1's frequency scaling ----
-constexpr HeadTensor kRotaryShape{6, 2, 3, 16, SeqLayout::kSeqMajor};
-constexpr RotaryParams kRotary{12, 10000.0, 5, 8.0};
+// ---- rotary: part of each head rotated, both layouts; plain, and with Llama 3.1's frequency
+// scaling at positions where it matters ----
+constexpr RotaryParams kRotaries[] = {{48, 10000.0, 7, 0.0}, {48, 500000.0, 9000, 8.0}};
+constexpr SeqLayout kLayouts[] = {SeqLayout::kSeqMajor, SeqLayout::kBatchMajor};
 
 void case_rotary_forward(OpRun& r) {
-  Tensor x = r.input(kRotaryShape.elements()), y = r.output(kRotaryShape.elements());
-  r.run([&](Backend& b, Side s) { b.rotary_forward(x(s), kRotaryShape, kRotary, y(s)); });
-  r.check(y, kElementwise, "y");
+  for (const RotaryParams& params : kRotaries)
+    for (const SeqLayout layout : kLayouts) {
+      const HeadTensor shape{50, 3, 4, 64, layout};
+      Tensor x = r.input(shape.elements()), y = r.output(shape.elements());
+      r.run([&](Backend& b, Side s) { b.rotary_forward(x(s), shape, params, y(s)); });
+      INFO("base " << params.base << ", " << (layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));
+      r.check(y, kElementwise, "y");
+    }
 }
 
 void case_rotary_backward(OpRun& r) {
-  Tensor dy = r.input(kRotaryShape.elements()), dx = r.output(kRotaryShape.elements());
-  r.run([&](Backend& b, Side s) { b.rotary_backward(dy(s), kRotaryShape, kRotary, dx(s)); });
-  r.check(dx, kElementwise, "dx");
+  for (const RotaryParams& params : kRotaries)
+    for (const SeqLayout layout : kLayouts) {
+      const HeadTensor shape{50, 3, 4, 64, layout};
+      Tensor dy = r.input(shape.elements()), dx = r.output(shape.elements());
+      r.run([&](Backend& b, Side s) { b.rotary_backward(dy(s), shape, params, dx(s)); });
+      INFO("base " << params.base << ", " << (layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));
+      r.check(dx, kElementwise, "dx");
+    }
 }
 
 // ---- attention ----
@@ -471,22 +493,24 @@ void case_cached_attention(OpRun& r) {
   r.check(value_cache, kExact, "value cache");
 }
 
-// ---- Megatron's per-group QKV layout: 4 query heads in 2 groups ----
-constexpr int64_t kTokens = 5, kHeads = 4, kGroups = 2, kUnit = 8;
+// ---- Megatron's per-group QKV layout: 8 query heads in 2 groups ----
+constexpr int64_t kQkvTokens = 40, kHeads = 8, kGroups = 2, kUnit = 16;
 
 void case_qkv_split(OpRun& r) {
-  Tensor mixed = r.input(kTokens * (kHeads + 2 * kGroups) * kUnit);
-  Tensor q = r.output(kTokens * kHeads * kUnit), k = r.output(kTokens * kGroups * kUnit), v = r.output(kTokens * kGroups * kUnit);
-  r.run([&](Backend& b, Side s) { b.qkv_split(mixed(s), kTokens, kHeads, kGroups, kUnit, q(s), k(s), v(s)); });
+  const int64_t t = kQkvTokens;
+  Tensor mixed = r.input(t * (kHeads + 2 * kGroups) * kUnit);
+  Tensor q = r.output(t * kHeads * kUnit), k = r.output(t * kGroups * kUnit), v = r.output(t * kGroups * kUnit);
+  r.run([&](Backend& b, Side s) { b.qkv_split(mixed(s), t, kHeads, kGroups, kUnit, q(s), k(s), v(s)); });
   r.check(q, kExact, "q");
   r.check(k, kExact, "k");
   r.check(v, kExact, "v");
 }
 
 void case_qkv_merge(OpRun& r) {
-  Tensor q = r.input(kTokens * kHeads * kUnit), k = r.input(kTokens * kGroups * kUnit), v = r.input(kTokens * kGroups * kUnit);
-  Tensor mixed = r.output(kTokens * (kHeads + 2 * kGroups) * kUnit);
-  r.run([&](Backend& b, Side s) { b.qkv_merge(q(s), k(s), v(s), kTokens, kHeads, kGroups, kUnit, mixed(s)); });
+  const int64_t t = kQkvTokens;
+  Tensor q = r.input(t * kHeads * kUnit), k = r.input(t * kGroups * kUnit), v = r.input(t * kGroups * kUnit);
+  Tensor mixed = r.output(t * (kHeads + 2 * kGroups) * kUnit);
+  r.run([&](Backend& b, Side s) { b.qkv_merge(q(s), k(s), v(s), t, kHeads, kGroups, kUnit, mixed(s)); });
   r.check(mixed, kExact, "mixed");
 }
 
