@@ -720,12 +720,18 @@ void check_every_operation(const std::string& device) {
 
 TEST_CASE("backend operations: the list names each operation once, and each has a case", "[kernels][backend]") {
   std::set<std::string> names;
+  const std::unique_ptr<Backend> cpu = make_backend("cpu");
   for (size_t i = 0; i < kBackendOpCount; ++i) {
     INFO(backend_op_name(kBackendOps[i]));
     CHECK(names.insert(backend_op_name(kBackendOps[i])).second);
     CHECK(kCases[i].op == kBackendOps[i]);
     CHECK(static_cast<size_t>(kBackendOps[i]) == i);
+    // The CPU's kernels read fp32 only: 2-byte operands reach them as fp32 copies.
+    CHECK(cpu->takes_natively(kBackendOps[i], FloatType::kF32));
+    CHECK_FALSE(cpu->takes_natively(kBackendOps[i], FloatType::kBf16));
+    CHECK_FALSE(cpu->takes_natively(kBackendOps[i], FloatType::kF16));
   }
+  CHECK(std::string(backend_op_name(BackendOp::linear_forward)) == "linear_forward");
 }
 
 TEST_CASE("backend operations on the CPU, fp32, bf16 and fp16 storage, against fp32", "[kernels][backend]") {
