@@ -1,10 +1,19 @@
-# Fails when a file of lib/ includes a header of a layer above its own.
-#   cmake -DLIB_DIR=... -DLAYER_ALLOWS="layer=below...|..." -DDIST_CORE_NAMES="a|b" -P check_layering.cmake
-# LAYER_ALLOWS and DIST_CORE_NAMES come from lib/CMakeLists.txt, which links the layers in the
-# same order; '|' separates entries because ';' does not survive a command line.
+# Fails when a file includes a header its place may not:
+#  - a file of lib/ a header of a layer above its own (LAYER_ALLOWS);
+#  - a file of lib/ outside lib/kernels, of bin/, or of tests/ outside tests/kernels and
+#    tests/cuda (which test the kernels themselves) a header of kernels/cpu/ or kernels/cuda/:
+#    the backends' internals, reached only through kernels/backend.hpp, the backend factory and
+#    the other public headers of lib/kernels/.
+#   cmake -DSOURCE_DIR=... -DLAYER_ALLOWS="layer=below...|..." -DDIST_CORE_NAMES="a|b"
+#         [-DPRIVATE_INCLUDE_EXCEPTIONS="tests/dir/file.cpp|..."] -P check_layering.cmake
+# LAYER_ALLOWS, DIST_CORE_NAMES and PRIVATE_INCLUDE_EXCEPTIONS come from lib/CMakeLists.txt,
+# which links the layers in the same order; '|' separates entries because ';' does not survive a
+# command line.
 cmake_policy(VERSION 3.25)
+set(LIB_DIR "${SOURCE_DIR}/lib")
 string(REPLACE "|" ";" allows "${LAYER_ALLOWS}")
 string(REPLACE "|" ";" dist_core_names "${DIST_CORE_NAMES}")
+string(REPLACE "|" ";" private_include_exceptions "${PRIVATE_INCLUDE_EXCEPTIONS}")
 foreach(entry ${allows})
   string(REGEX MATCH "^([a-z_]+)=(.*)$" _ "${entry}")
   string(REPLACE " " ";" below "${CMAKE_MATCH_2}")
@@ -27,9 +36,11 @@ function(layer_of dir name out)
   endif()
 endfunction()
 
+set(violations "")
+
+# 1. lib/ includes only downward.
 file(GLOB_RECURSE files RELATIVE "${LIB_DIR}" "${LIB_DIR}/*.cpp" "${LIB_DIR}/*.hpp" "${LIB_DIR}/*.cu"
   "${LIB_DIR}/*.cuh")
-set(violations "")
 foreach(file ${files})
   if(NOT file MATCHES "^([a-z_]+)/")
     continue()
@@ -55,6 +66,23 @@ foreach(file ${files})
     endif()
   endforeach()
 endforeach()
+
+# 2. The backends' internals stay inside lib/kernels (and the tests of the kernels).
+file(GLOB_RECURSE files RELATIVE "${SOURCE_DIR}"
+  "${SOURCE_DIR}/lib/*.cpp" "${SOURCE_DIR}/lib/*.hpp" "${SOURCE_DIR}/lib/*.cu" "${SOURCE_DIR}/lib/*.cuh"
+  "${SOURCE_DIR}/bin/*.cpp" "${SOURCE_DIR}/bin/*.hpp"
+  "${SOURCE_DIR}/tests/*.cpp" "${SOURCE_DIR}/tests/*.hpp" "${SOURCE_DIR}/tests/*.cu")
+foreach(file ${files})
+  if(file MATCHES "^(lib/kernels|tests/kernels|tests/cuda)/" OR file IN_LIST private_include_exceptions)
+    continue()
+  endif()
+  file(STRINGS "${SOURCE_DIR}/${file}" includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"kernels/(cpu|cuda)/")
+  foreach(line ${includes})
+    string(REGEX MATCH "\"([^\"]+)\"" _ "${line}")
+    string(APPEND violations "  ${file} includes ${CMAKE_MATCH_1}, a backend's internals (use lib/kernels/'s public headers)\n")
+  endforeach()
+endforeach()
+
 if(violations)
-  message(FATAL_ERROR "lib/ includes upward, against the layer order of lib/CMakeLists.txt:\n${violations}")
+  message(FATAL_ERROR "includes against the layer order of lib/CMakeLists.txt:\n${violations}")
 endif()

@@ -1,6 +1,6 @@
 #include "dist/device_uuids.hpp"
 
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
 
 namespace mgt::dist {
 

@@ -5,7 +5,7 @@
 
 #include "dist/mpi_check.hpp"
 #include "dist/mpi_reduce_types.hpp"
-#include "kernels/cpu/bf16.hpp"
+#include "kernels/bf16.hpp"
 
 namespace mgt::dist {
 namespace {
@@ -32,7 +32,7 @@ void accumulate_bf16(void* acc, const void* x, std::int64_t n, ReduceOp op) {
   auto* a = static_cast<std::uint16_t*>(acc);
   const auto* b = static_cast<const std::uint16_t*>(x);
   for (std::int64_t i = 0; i < n; ++i)
-    a[i] = cpu::float_to_bf16(combine(cpu::bf16_to_float(a[i]), cpu::bf16_to_float(b[i]), op));
+    a[i] = float_to_bf16(combine(bf16_to_float(a[i]), bf16_to_float(b[i]), op));
 }
 
 void accumulate(ElementType type, void* acc, const void* x, std::int64_t n, ReduceOp op) {

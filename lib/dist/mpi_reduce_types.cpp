@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "dist/mpi_check.hpp"
-#include "kernels/cpu/bf16.hpp"
-#include "kernels/cpu/fp16.hpp"
+#include "kernels/bf16.hpp"
+#include "kernels/fp16.hpp"
 
 namespace mgt::dist {
 namespace {
@@ -49,12 +49,12 @@ MPI_Datatype mpi_type(ElementType type) {
 
 MPI_Op mpi_op(ReduceOp op, ElementType type) {
   if (type == ElementType::BFloat16) {
-    return op == ReduceOp::Sum ? created_op<ReduceOp::Sum, cpu::bf16_to_float, cpu::float_to_bf16>()
-                               : created_op<ReduceOp::Max, cpu::bf16_to_float, cpu::float_to_bf16>();
+    return op == ReduceOp::Sum ? created_op<ReduceOp::Sum, bf16_to_float, float_to_bf16>()
+                               : created_op<ReduceOp::Max, bf16_to_float, float_to_bf16>();
   }
   if (type == ElementType::Float16) {
-    return op == ReduceOp::Sum ? created_op<ReduceOp::Sum, cpu::fp16_to_float, cpu::float_to_fp16>()
-                               : created_op<ReduceOp::Max, cpu::fp16_to_float, cpu::float_to_fp16>();
+    return op == ReduceOp::Sum ? created_op<ReduceOp::Sum, fp16_to_float, float_to_fp16>()
+                               : created_op<ReduceOp::Max, fp16_to_float, float_to_fp16>();
   }
   return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
 }

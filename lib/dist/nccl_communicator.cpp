@@ -15,7 +15,7 @@
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
 #include "dist/nccl_device_communicator.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::dist {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::dist {
 

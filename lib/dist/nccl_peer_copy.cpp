@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/rank_chunk_sum.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/rank_chunk_sum.hpp"
 
 namespace mgt::dist {
 namespace {

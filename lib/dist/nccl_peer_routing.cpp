@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "dist/nccl_device_communicator.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::dist {
 

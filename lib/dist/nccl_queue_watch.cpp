@@ -1,6 +1,6 @@
 #include "dist/nccl_queue_watch.hpp"
 
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::dist {
 

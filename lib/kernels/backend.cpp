@@ -16,7 +16,9 @@ namespace {
   throw Error(std::string("Backend::") + op + ": " + what);
 }
 
-void dims(const char* op, std::initializer_list<int64_t> values) {
+[[noreturn]] void fail(BackendOp op, const std::string& what) { fail(backend_op_name(op), what); }
+
+void dims(BackendOp op, std::initializer_list<int64_t> values) {
   for (const int64_t v : values) {
     if (v < 0) fail(op, "sizes must be >= 0");
   }
@@ -25,7 +27,7 @@ void dims(const char* op, std::initializer_list<int64_t> values) {
 // Every view must hold exactly the elements the operation will touch: a larger view usually
 // means the caller passed the wrong buffer.
 template <typename T>
-void expect(DeviceSpan<T> view, int64_t want, const char* op, const char* name) {
+void expect(DeviceSpan<T> view, int64_t want, BackendOp op, const char* name) {
   if (view.size() != want) {
     fail(op, std::string(name) + " has " + std::to_string(view.size()) + " elements, expected " +
                  std::to_string(want));
@@ -33,7 +35,7 @@ void expect(DeviceSpan<T> view, int64_t want, const char* op, const char* name) 
   if (want > 0 && view.data() == nullptr) fail(op, std::string(name) + " is null");
 }
 
-void expect(ConstFloatView view, int64_t want, const char* op, const char* name) {
+void expect(ConstFloatView view, int64_t want, BackendOp op, const char* name) {
   if (view.size() != want) {
     fail(op, std::string(name) + " has " + std::to_string(view.size()) + " elements, expected " +
                  std::to_string(want));
@@ -41,13 +43,13 @@ void expect(ConstFloatView view, int64_t want, const char* op, const char* name)
   if (want > 0 && view.raw() == nullptr) fail(op, std::string(name) + " is null");
 }
 
-void expect_optional(ConstFloatView view, int64_t want, const char* op, const char* name) {
+void expect_optional(ConstFloatView view, int64_t want, BackendOp op, const char* name) {
   if (!view.empty()) expect(view, want, op, name);
 }
 
 // Optional operands (biases) are either empty or exactly sized.
 template <typename T>
-void expect_optional(DeviceSpan<T> view, int64_t want, const char* op, const char* name) {
+void expect_optional(DeviceSpan<T> view, int64_t want, BackendOp op, const char* name) {
   if (!view.empty()) expect(view, want, op, name);
 }
 
@@ -59,8 +61,10 @@ void expect_optional(DeviceSpan<T> view, int64_t want, const char* op, const cha
 // outputs unwritten, as the fp32 path would leave them partly written.
 class Fp32Staging {
 public:
-  Fp32Staging(Backend& backend, const char* op)
-      : backend_(backend), native_(backend.takes_reduced_precision(op)) {}
+  Fp32Staging(Backend& backend, BackendOp op)
+      : backend_(backend),
+        native_bf16_(backend.takes_natively(op, FloatType::kBf16)),
+        native_f16_(backend.takes_natively(op, FloatType::kF16)) {}
   Fp32Staging(const Fp32Staging&) = delete;
   Fp32Staging& operator=(const Fp32Staging&) = delete;
 
@@ -89,11 +93,20 @@ public:
   }
 
 private:
-  bool staged(ConstFloatView view) const { return !native_ && !view.is_fp32() && !view.empty(); }
+  bool staged(ConstFloatView view) const {
+    if (view.empty()) return false;
+    switch (view.type()) {
+      case FloatType::kF32: return false;
+      case FloatType::kBf16: return !native_bf16_;
+      case FloatType::kF16: return !native_f16_;
+    }
+    return true;
+  }
   FloatView temporary(int64_t n) { return copies_.emplace_back(backend_, n).view(); }
 
   Backend& backend_;
-  bool native_;
+  bool native_bf16_;
+  bool native_f16_;
   std::vector<DeviceBuffer> copies_;
   std::vector<std::pair<FloatView, FloatView>> results_;
 };
@@ -168,19 +181,21 @@ void Backend::copy_to_host(ConstFloatView device, std::span<float> host) {
 }
 
 void Backend::copy(ConstFloatView src, FloatView dst) {
-  expect(dst, src.size(), "copy", "dst");
-  if (src.type() != dst.type()) fail("copy", "source and destination types differ (use convert)");
+  constexpr BackendOp op = BackendOp::copy;
+  expect(dst, src.size(), op, "dst");
+  if (src.type() != dst.type()) fail(op, "source and destination types differ (use convert)");
   if (src.empty()) return;
-  Fp32Staging st(*this, "copy");
+  Fp32Staging st(*this, op);
   do_copy(st.in(src), st.out(dst), src.size());
   st.finish();
 }
 
 void Backend::copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges) {
-  if (src.type() != dst.type()) fail("copy_ranges", "source and destination types differ");
+  constexpr BackendOp op = BackendOp::copy_ranges;
+  if (src.type() != dst.type()) fail(op, "source and destination types differ");
   for (const CopyRange& r : ranges) {
     if (r.count < 0 || r.src < 0 || r.dst < 0 || r.src + r.count > src.size() || r.dst + r.count > dst.size())
-      fail("copy_ranges", "range [" + std::to_string(r.src) + ", +" + std::to_string(r.count) + ") -> [" +
+      fail(op, "range [" + std::to_string(r.src) + ", +" + std::to_string(r.count) + ") -> [" +
                               std::to_string(r.dst) + ", +" + std::to_string(r.count) + ") lies outside views of " +
                               std::to_string(src.size()) + " and " + std::to_string(dst.size()) + " elements");
   }
@@ -194,60 +209,60 @@ void Backend::do_copy_ranges(ConstFloatView src, FloatView dst, std::span<const 
 }
 
 void Backend::convert(ConstFloatView src, FloatView dst) {
-  expect(dst, src.size(), "convert", "dst");
+  expect(dst, src.size(), BackendOp::convert, "dst");
   if (src.size() > 0) do_convert(src, dst);
 }
 
 void Backend::fill(FloatView x, float value) {
   if (x.empty()) return;
-  Fp32Staging st(*this, "fill");
+  Fp32Staging st(*this, BackendOp::fill);
   do_fill(st.out(x), x.size(), value);
   st.finish();
 }
 
 void Backend::linear_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias, int64_t rows,
                              int64_t in, int64_t out, FloatView y) {
-  const char* op = "linear_forward";
+  constexpr BackendOp op = BackendOp::linear_forward;
   dims(op, {rows, in, out});
   expect(x, rows * in, op, "x");
   expect(w, out * in, op, "w");
   expect_optional(bias, out, op, "bias");
   expect(y, rows * out, op, "y");
-  Fp32Staging st(*this, "linear_forward");
+  Fp32Staging st(*this, op);
   do_linear_forward(st.in(x), st.in(w), st.in(bias), rows, in, out, st.out(y));
   st.finish();
 }
 
 void Backend::linear_backward_input(ConstFloatView dy, ConstFloatView w, int64_t rows, int64_t in,
                                     int64_t out, FloatView dx) {
-  const char* op = "linear_backward_input";
+  constexpr BackendOp op = BackendOp::linear_backward_input;
   dims(op, {rows, in, out});
   expect(dy, rows * out, op, "dy");
   expect(w, out * in, op, "w");
   expect(dx, rows * in, op, "dx");
-  Fp32Staging st(*this, "linear_backward_input");
+  Fp32Staging st(*this, op);
   do_linear_backward_input(st.in(dy), st.in(w), rows, in, out, st.out(dx));
   st.finish();
 }
 
 void Backend::linear_backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t in,
                                      int64_t out, FloatView dw) {
-  const char* op = "linear_backward_weight";
+  constexpr BackendOp op = BackendOp::linear_backward_weight;
   dims(op, {rows, in, out});
   expect(dy, rows * out, op, "dy");
   expect(x, rows * in, op, "x");
   expect(dw, out * in, op, "dw");
-  Fp32Staging st(*this, "linear_backward_weight");
+  Fp32Staging st(*this, op);
   do_linear_backward_weight(st.in(dy), st.in(x), rows, in, out, st.inout(dw));
   st.finish();
 }
 
 void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias) {
-  const char* op = "bias_backward";
+  constexpr BackendOp op = BackendOp::bias_backward;
   dims(op, {rows, cols});
   expect(dy, rows * cols, op, "dy");
   expect(dbias, cols, op, "dbias");
-  Fp32Staging st(*this, "bias_backward");
+  Fp32Staging st(*this, op);
   do_bias_backward(st.in(dy), rows, cols, st.inout(dbias));
   st.finish();
 }
@@ -255,7 +270,7 @@ void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, Float
 void Backend::linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
                                        int64_t rows, int64_t in, int64_t out, FloatView pre,
                                        FloatView y) {
-  const char* op = "linear_gelu_tanh_forward";
+  constexpr BackendOp op = BackendOp::linear_gelu_tanh_forward;
   dims(op, {rows, in, out});
   expect(x, rows * in, op, "x");
   expect(w, out * in, op, "w");
@@ -274,7 +289,7 @@ void Backend::do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, Co
 
 void Backend::linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
                                               int64_t rows, int64_t in, int64_t out, FloatView dpre) {
-  const char* op = "linear_backward_input_gelu_tanh";
+  constexpr BackendOp op = BackendOp::linear_backward_input_gelu_tanh;
   dims(op, {rows, in, out});
   expect(dy, rows * out, op, "dy");
   expect(w, out * in, op, "w");
@@ -293,7 +308,7 @@ void Backend::do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatVi
 void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstFloatView bias,
                                  int64_t rows, int64_t hidden, float eps, FloatView y,
                                  FloatView mean, FloatView rstd) {
-  const char* op = "layer_norm_forward";
+  constexpr BackendOp op = BackendOp::layer_norm_forward;
   dims(op, {rows, hidden});
   expect(x, rows * hidden, op, "x");
   expect(weight, hidden, op, "weight");
@@ -301,7 +316,7 @@ void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstF
   expect(y, rows * hidden, op, "y");
   expect(mean, rows, op, "mean");
   expect(rstd, rows, op, "rstd");
-  Fp32Staging st(*this, "layer_norm_forward");
+  Fp32Staging st(*this, op);
   do_layer_norm_forward(st.in(x), st.in(weight), st.in(bias), rows, hidden, eps, st.out(y),
                         st.out(mean), st.out(rstd));
   st.finish();
@@ -310,7 +325,7 @@ void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstF
 void Backend::add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum, ConstFloatView weight,
                                ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
                                FloatView mean, FloatView rstd, ConstFloatView c) {
-  const char* op = "add_norm_forward";
+  constexpr BackendOp op = BackendOp::add_norm_forward;
   dims(op, {rows, hidden});
   expect(a, rows * hidden, op, "a");
   expect(b, rows * hidden, op, "b");
@@ -321,7 +336,7 @@ void Backend::add_norm_forward(ConstFloatView a, ConstFloatView b, FloatView sum
   expect(y, rows * hidden, op, "y");
   expect_optional(mean, rows, op, "mean");
   expect(rstd, rows, op, "rstd");
-  if (mean.empty() && !bias.empty()) throw Error("add_norm_forward: RMSNorm (no mean) takes no bias");
+  if (mean.empty() && !bias.empty()) fail(op, "RMSNorm (no mean) takes no bias");
   do_add_norm_forward(a, b, c, sum, weight, bias, rows, hidden, eps, y, mean, rstd);
 }
 
@@ -340,7 +355,7 @@ void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloa
                                   ConstFloatView mean, ConstFloatView rstd, int64_t rows,
                                   int64_t hidden, FloatView dx, FloatView dweight,
                                   FloatView dbias, bool accumulate_dx) {
-  const char* op = "layer_norm_backward";
+  constexpr BackendOp op = BackendOp::layer_norm_backward;
   dims(op, {rows, hidden});
   expect(dy, rows * hidden, op, "dy");
   expect(x, rows * hidden, op, "x");
@@ -350,7 +365,7 @@ void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloa
   expect(dx, rows * hidden, op, "dx");
   expect(dweight, hidden, op, "dweight");
   expect_optional(dbias, hidden, op, "dbias");
-  Fp32Staging st(*this, "layer_norm_backward");
+  Fp32Staging st(*this, op);
   do_layer_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(mean), st.in(rstd), rows, hidden,
                          accumulate_dx ? st.inout(dx) : st.out(dx), st.inout(dweight), st.inout(dbias),
                          accumulate_dx);
@@ -359,13 +374,13 @@ void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloa
 
 void Backend::rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t rows,
                                int64_t hidden, float eps, FloatView y, FloatView rstd) {
-  const char* op = "rms_norm_forward";
+  constexpr BackendOp op = BackendOp::rms_norm_forward;
   dims(op, {rows, hidden});
   expect(x, rows * hidden, op, "x");
   expect(weight, hidden, op, "weight");
   expect(y, rows * hidden, op, "y");
   expect(rstd, rows, op, "rstd");
-  Fp32Staging st(*this, "rms_norm_forward");
+  Fp32Staging st(*this, op);
   do_rms_norm_forward(st.in(x), st.in(weight), rows, hidden, eps, st.out(y), st.out(rstd));
   st.finish();
 }
@@ -373,7 +388,7 @@ void Backend::rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t 
 void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                                 ConstFloatView rstd, int64_t rows, int64_t hidden, FloatView dx,
                                 FloatView dweight, bool accumulate_dx) {
-  const char* op = "rms_norm_backward";
+  constexpr BackendOp op = BackendOp::rms_norm_backward;
   dims(op, {rows, hidden});
   expect(dy, rows * hidden, op, "dy");
   expect(x, rows * hidden, op, "x");
@@ -381,85 +396,91 @@ void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatV
   expect(rstd, rows, op, "rstd");
   expect(dx, rows * hidden, op, "dx");
   expect(dweight, hidden, op, "dweight");
-  Fp32Staging st(*this, "rms_norm_backward");
+  Fp32Staging st(*this, op);
   do_rms_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(rstd), rows, hidden,
                        accumulate_dx ? st.inout(dx) : st.out(dx), st.inout(dweight), accumulate_dx);
   st.finish();
 }
 
 void Backend::gelu_forward(ConstFloatView x, FloatView y) {
-  expect(y, x.size(), "gelu_forward", "y");
+  constexpr BackendOp op = BackendOp::gelu_forward;
+  expect(y, x.size(), op, "y");
   if (x.size() > 0) {
-    Fp32Staging st(*this, "gelu_forward");
+    Fp32Staging st(*this, op);
     do_gelu_forward(st.in(x), x.size(), st.out(y));
     st.finish();
   }
 }
 
 void Backend::gelu_backward(ConstFloatView dy, ConstFloatView x, FloatView dx) {
-  expect(dy, x.size(), "gelu_backward", "dy");
-  expect(dx, x.size(), "gelu_backward", "dx");
+  constexpr BackendOp op = BackendOp::gelu_backward;
+  expect(dy, x.size(), op, "dy");
+  expect(dx, x.size(), op, "dx");
   if (x.size() > 0) {
-    Fp32Staging st(*this, "gelu_backward");
+    Fp32Staging st(*this, op);
     do_gelu_backward(st.in(dy), st.in(x), x.size(), st.out(dx));
     st.finish();
   }
 }
 
 void Backend::gelu_tanh_forward(ConstFloatView x, FloatView y) {
-  expect(y, x.size(), "gelu_tanh_forward", "y");
+  constexpr BackendOp op = BackendOp::gelu_tanh_forward;
+  expect(y, x.size(), op, "y");
   if (x.size() > 0) {
-    Fp32Staging st(*this, "gelu_tanh_forward");
+    Fp32Staging st(*this, op);
     do_gelu_tanh_forward(st.in(x), x.size(), st.out(y));
     st.finish();
   }
 }
 
 void Backend::gelu_tanh_backward(ConstFloatView dy, ConstFloatView x, FloatView dx) {
-  expect(dy, x.size(), "gelu_tanh_backward", "dy");
-  expect(dx, x.size(), "gelu_tanh_backward", "dx");
+  constexpr BackendOp op = BackendOp::gelu_tanh_backward;
+  expect(dy, x.size(), op, "dy");
+  expect(dx, x.size(), op, "dx");
   if (x.size() > 0) {
-    Fp32Staging st(*this, "gelu_tanh_backward");
+    Fp32Staging st(*this, op);
     do_gelu_tanh_backward(st.in(dy), st.in(x), x.size(), st.out(dx));
     st.finish();
   }
 }
 
 void Backend::swiglu_forward(ConstFloatView x, int64_t rows, int64_t ffn, FloatView y) {
-  const char* op = "swiglu_forward";
+  constexpr BackendOp op = BackendOp::swiglu_forward;
   dims(op, {rows, ffn});
   expect(x, rows * 2 * ffn, op, "x");
   expect(y, rows * ffn, op, "y");
-  Fp32Staging st(*this, "swiglu_forward");
+  Fp32Staging st(*this, op);
   do_swiglu_forward(st.in(x), rows, ffn, st.out(y));
   st.finish();
 }
 
 void Backend::swiglu_backward(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t ffn,
                               FloatView dx) {
-  const char* op = "swiglu_backward";
+  constexpr BackendOp op = BackendOp::swiglu_backward;
   dims(op, {rows, ffn});
   expect(dy, rows * ffn, op, "dy");
   expect(x, rows * 2 * ffn, op, "x");
   expect(dx, rows * 2 * ffn, op, "dx");
-  Fp32Staging st(*this, "swiglu_backward");
+  Fp32Staging st(*this, op);
   do_swiglu_backward(st.in(dy), st.in(x), rows, ffn, st.out(dx));
   st.finish();
 }
 
 void Backend::dropout_forward(ConstFloatView x, float p, DropoutKey key, FloatView y) {
-  expect(y, x.size(), "dropout_forward", "y");
+  constexpr BackendOp op = BackendOp::dropout_forward;
+  expect(y, x.size(), op, "y");
   if (x.size() > 0) {
-    Fp32Staging st(*this, "dropout_forward");
+    Fp32Staging st(*this, op);
     do_dropout_forward(st.in(x), x.size(), p, key, st.out(y));
     st.finish();
   }
 }
 
 void Backend::dropout_backward(ConstFloatView dy, float p, DropoutKey key, FloatView dx) {
-  expect(dx, dy.size(), "dropout_backward", "dx");
+  constexpr BackendOp op = BackendOp::dropout_backward;
+  expect(dx, dy.size(), op, "dx");
   if (dy.size() > 0) {
-    Fp32Staging st(*this, "dropout_backward");
+    Fp32Staging st(*this, op);
     do_dropout_backward(st.in(dy), dy.size(), p, key, st.out(dx));
     st.finish();
   }
@@ -467,11 +488,11 @@ void Backend::dropout_backward(ConstFloatView dy, float p, DropoutKey key, Float
 
 void Backend::embedding_forward(ConstIndexView ids, ConstFloatView table, int64_t vocab_start,
                                 int64_t hidden, FloatView out) {
-  const char* op = "embedding_forward";
+  constexpr BackendOp op = BackendOp::embedding_forward;
   dims(op, {vocab_start, hidden});
   if (hidden == 0 || table.size() % hidden != 0) fail(op, "table is not [rows, hidden]");
   expect(out, ids.size() * hidden, op, "out");
-  Fp32Staging st(*this, "embedding_forward");
+  Fp32Staging st(*this, op);
   do_embedding_forward(ids.data(), ids.size(), st.in(table), vocab_start, table.size() / hidden,
                        hidden, st.out(out));
   st.finish();
@@ -479,11 +500,11 @@ void Backend::embedding_forward(ConstIndexView ids, ConstFloatView table, int64_
 
 void Backend::embedding_backward(ConstIndexView ids, ConstFloatView dout, int64_t vocab_start,
                                  int64_t hidden, FloatView dtable) {
-  const char* op = "embedding_backward";
+  constexpr BackendOp op = BackendOp::embedding_backward;
   dims(op, {vocab_start, hidden});
   if (hidden == 0 || dtable.size() % hidden != 0) fail(op, "dtable is not [rows, hidden]");
   expect(dout, ids.size() * hidden, op, "dout");
-  Fp32Staging st(*this, "embedding_backward");
+  Fp32Staging st(*this, op);
   do_embedding_backward(ids.data(), ids.size(), st.in(dout), vocab_start, dtable.size() / hidden,
                         hidden, st.inout(dtable));
   st.finish();
@@ -491,18 +512,20 @@ void Backend::embedding_backward(ConstIndexView ids, ConstFloatView dout, int64_
 
 void Backend::rotary_forward(ConstFloatView x, const HeadTensor& shape, const RotaryParams& params,
                              FloatView y) {
-  expect(x, shape.elements(), "rotary_forward", "x");
-  expect(y, shape.elements(), "rotary_forward", "y");
-  Fp32Staging st(*this, "rotary_forward");
+  constexpr BackendOp op = BackendOp::rotary_forward;
+  expect(x, shape.elements(), op, "x");
+  expect(y, shape.elements(), op, "y");
+  Fp32Staging st(*this, op);
   do_rotary_forward(st.in(x), shape, params, st.out(y));
   st.finish();
 }
 
 void Backend::rotary_backward(ConstFloatView dy, const HeadTensor& shape,
                               const RotaryParams& params, FloatView dx) {
-  expect(dy, shape.elements(), "rotary_backward", "dy");
-  expect(dx, shape.elements(), "rotary_backward", "dx");
-  Fp32Staging st(*this, "rotary_backward");
+  constexpr BackendOp op = BackendOp::rotary_backward;
+  expect(dy, shape.elements(), op, "dy");
+  expect(dx, shape.elements(), op, "dx");
+  Fp32Staging st(*this, op);
   do_rotary_backward(st.in(dy), shape, params, st.out(dx));
   st.finish();
 }
@@ -510,7 +533,7 @@ void Backend::rotary_backward(ConstFloatView dy, const HeadTensor& shape,
 void Backend::attention_forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
                                 const AttentionShape& shape, const AttentionParams& params,
                                 FloatView out, FloatView lse) {
-  const char* op = "attention_forward";
+  constexpr BackendOp op = BackendOp::attention_forward;
   const int64_t q_size = shape.query().elements();
   const int64_t kv_size = shape.key_value().elements();
   expect(q, q_size, op, "q");
@@ -518,7 +541,7 @@ void Backend::attention_forward(ConstFloatView q, ConstFloatView k, ConstFloatVi
   expect(v, kv_size, op, "v");
   expect(out, q_size, op, "out");
   expect(lse, shape.batch * shape.heads * shape.seq_q, op, "lse");
-  Fp32Staging st(*this, "attention_forward");
+  Fp32Staging st(*this, op);
   do_attention_forward(st.in(q), st.in(k), st.in(v), shape, params, st.out(out), st.out(lse));
   st.finish();
 }
@@ -527,7 +550,7 @@ void Backend::attention_backward(ConstFloatView q, ConstFloatView k, ConstFloatV
                                  ConstFloatView out, ConstFloatView dout, ConstFloatView lse,
                                  const AttentionShape& shape, const AttentionParams& params,
                                  FloatView dq, FloatView dk, FloatView dv) {
-  const char* op = "attention_backward";
+  constexpr BackendOp op = BackendOp::attention_backward;
   const int64_t q_size = shape.query().elements();
   const int64_t kv_size = shape.key_value().elements();
   expect(q, q_size, op, "q");
@@ -539,7 +562,7 @@ void Backend::attention_backward(ConstFloatView q, ConstFloatView k, ConstFloatV
   expect(dq, q_size, op, "dq");
   expect(dk, kv_size, op, "dk");
   expect(dv, kv_size, op, "dv");
-  Fp32Staging st(*this, "attention_backward");
+  Fp32Staging st(*this, op);
   do_attention_backward(st.in(q), st.in(k), st.in(v), st.in(out), st.in(dout), st.in(lse), shape,
                         params, st.out(dq), st.out(dk), st.out(dv));
   st.finish();
@@ -548,7 +571,7 @@ void Backend::attention_backward(ConstFloatView q, ConstFloatView k, ConstFloatV
 void Backend::cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
                                FloatView value_cache, ConstIndexView length, const AttentionShape& shape,
                                const RotaryParams* rotary, float softmax_scale, FloatView out) {
-  const char* op = "cached_attention";
+  constexpr BackendOp op = BackendOp::cached_attention;
   dims(op, {shape.batch, shape.seq_q, shape.seq_kv, shape.heads, shape.groups, shape.head_dim});
   if (shape.groups == 0 || shape.heads % shape.groups != 0) fail(op, "groups must divide heads");
   if (shape.seq_q < 1 || shape.seq_q > shape.seq_kv) fail(op, "seq_q must be in [1, the cache's capacity]");
@@ -574,7 +597,7 @@ void Backend::do_cached_attention(FloatView q, FloatView k, ConstFloatView v, Fl
   int64_t past = 0;
   copy_to_host(length, std::span<int64_t>(&past, 1));
   if (past < 0 || past + shape.seq_q > shape.seq_kv)
-    fail("cached_attention", std::to_string(past) + " cached + " + std::to_string(shape.seq_q) +
+    fail(BackendOp::cached_attention, std::to_string(past) + " cached + " + std::to_string(shape.seq_q) +
                                  " new positions exceed the capacity of " + std::to_string(shape.seq_kv));
   if (rotary != nullptr) {
     RotaryParams at = *rotary;
@@ -596,16 +619,16 @@ void Backend::do_cached_attention(FloatView q, FloatView k, ConstFloatView v, Fl
 
 namespace {
 
-void expect_fused_qkv(const AttentionShape& shape, const char* op) {
+void expect_fused_qkv(const AttentionShape& shape, BackendOp op) {
   if (shape.groups != shape.heads) fail(op, "the fused QKV layout is read with groups == heads only");
-  if (shape.layout != cpu::SeqLayout::kSeqMajor) fail(op, "the fused QKV layout is seq-major");
+  if (shape.layout != SeqLayout::kSeqMajor) fail(op, "the fused QKV layout is seq-major");
 }
 
 }  // namespace
 
 void Backend::attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
                                           const AttentionParams& params, FloatView out, FloatView lse) {
-  const char* op = "attention_forward_fused_qkv";
+  constexpr BackendOp op = BackendOp::attention_forward_fused_qkv;
   expect_fused_qkv(shape, op);
   const int64_t q_size = shape.query().elements();
   expect(mixed, 3 * q_size, op, "mixed");
@@ -618,7 +641,7 @@ void Backend::attention_forward_fused_qkv(ConstFloatView mixed, const AttentionS
 void Backend::attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout,
                                            ConstFloatView lse, const AttentionShape& shape,
                                            const AttentionParams& params, FloatView d_mixed) {
-  const char* op = "attention_backward_fused_qkv";
+  constexpr BackendOp op = BackendOp::attention_backward_fused_qkv;
   expect_fused_qkv(shape, op);
   const int64_t q_size = shape.query().elements();
   expect(mixed, 3 * q_size, op, "mixed");
@@ -654,26 +677,26 @@ void Backend::do_attention_backward_fused_qkv(ConstFloatView mixed, ConstFloatVi
 
 void Backend::qkv_split(ConstFloatView mixed, int64_t tokens, int64_t heads, int64_t groups,
                         int64_t unit, FloatView q, FloatView k, FloatView v) {
-  const char* op = "qkv_split";
+  constexpr BackendOp op = BackendOp::qkv_split;
   dims(op, {tokens, heads, groups, unit});
   expect(mixed, tokens * (heads + 2 * groups) * unit, op, "mixed");
   expect(q, tokens * heads * unit, op, "q");
   expect(k, tokens * groups * unit, op, "k");
   expect(v, tokens * groups * unit, op, "v");
-  Fp32Staging st(*this, "qkv_split");
+  Fp32Staging st(*this, op);
   do_qkv_split(st.in(mixed), tokens, heads, groups, unit, st.out(q), st.out(k), st.out(v));
   st.finish();
 }
 
 void Backend::qkv_merge(ConstFloatView q, ConstFloatView k, ConstFloatView v, int64_t tokens,
                         int64_t heads, int64_t groups, int64_t unit, FloatView mixed) {
-  const char* op = "qkv_merge";
+  constexpr BackendOp op = BackendOp::qkv_merge;
   dims(op, {tokens, heads, groups, unit});
   expect(mixed, tokens * (heads + 2 * groups) * unit, op, "mixed");
   expect(q, tokens * heads * unit, op, "q");
   expect(k, tokens * groups * unit, op, "k");
   expect(v, tokens * groups * unit, op, "v");
-  Fp32Staging st(*this, "qkv_merge");
+  Fp32Staging st(*this, op);
   do_qkv_merge(st.in(q), st.in(k), st.in(v), tokens, heads, groups, unit, st.out(mixed));
   st.finish();
 }
@@ -681,7 +704,7 @@ void Backend::qkv_merge(ConstFloatView q, ConstFloatView k, ConstFloatView v, in
 void Backend::cross_entropy_shard_statistics(ConstFloatView logits, ConstIndexView targets,
                                              int64_t rows, int64_t vocab, int64_t vocab_start,
                                              FloatView statistics) {
-  const char* op = "cross_entropy_shard_statistics";
+  constexpr BackendOp op = BackendOp::cross_entropy_shard_statistics;
   dims(op, {rows, vocab, vocab_start});
   expect(logits, rows * vocab, op, "logits");
   expect(targets, rows, op, "targets");
@@ -696,7 +719,7 @@ void Backend::cross_entropy_shard_statistics(ConstFloatView logits, ConstIndexVi
 
 void Backend::cross_entropy_combine(ConstFloatView statistics, int64_t ranks, int64_t rows,
                                     FloatView loss, FloatView row_max, FloatView sum_exp) {
-  const char* op = "cross_entropy_combine";
+  constexpr BackendOp op = BackendOp::cross_entropy_combine;
   dims(op, {ranks, rows});
   if (ranks < 1) fail(op, "ranks must be at least 1");
   expect(statistics, ranks * 3 * rows, op, "statistics");
@@ -713,14 +736,14 @@ void Backend::cross_entropy_combine(ConstFloatView statistics, int64_t ranks, in
 void Backend::cross_entropy_forward(ConstFloatView logits, ConstIndexView targets, int64_t rows,
                                     int64_t vocab, FloatView loss, FloatView row_max,
                                     FloatView sum_exp) {
-  const char* op = "cross_entropy_forward";
+  constexpr BackendOp op = BackendOp::cross_entropy_forward;
   dims(op, {rows, vocab});
   expect(logits, rows * vocab, op, "logits");
   expect(targets, rows, op, "targets");
   expect(loss, rows, op, "loss");
   expect(row_max, rows, op, "row_max");
   expect(sum_exp, rows, op, "sum_exp");
-  Fp32Staging st(*this, "cross_entropy_forward");
+  Fp32Staging st(*this, op);
   do_cross_entropy_forward(st.in(logits), targets.data(), rows, vocab, st.out(loss), st.out(row_max),
                            st.out(sum_exp));
   st.finish();
@@ -730,7 +753,7 @@ void Backend::cross_entropy_backward(ConstFloatView logits, ConstIndexView targe
                                      ConstFloatView row_max, ConstFloatView sum_exp,
                                      ConstFloatView dloss, int64_t rows, int64_t vocab,
                                      int64_t vocab_start, FloatView dlogits) {
-  const char* op = "cross_entropy_backward";
+  constexpr BackendOp op = BackendOp::cross_entropy_backward;
   dims(op, {rows, vocab, vocab_start});
   expect(logits, rows * vocab, op, "logits");
   expect(targets, rows, op, "targets");
@@ -738,7 +761,7 @@ void Backend::cross_entropy_backward(ConstFloatView logits, ConstIndexView targe
   expect(sum_exp, rows, op, "sum_exp");
   expect(dloss, rows, op, "dloss");
   expect(dlogits, rows * vocab, op, "dlogits");
-  Fp32Staging st(*this, "cross_entropy_backward");
+  Fp32Staging st(*this, op);
   do_cross_entropy_backward(st.in(logits), targets.data(), st.in(row_max), st.in(sum_exp),
                             st.in(dloss), rows, vocab, vocab_start, st.out(dlogits));
   st.finish();
@@ -747,7 +770,7 @@ void Backend::cross_entropy_backward(ConstFloatView logits, ConstIndexView targe
 void Backend::cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
                                              ConstFloatView dloss, int64_t rows, int64_t vocab,
                                              FloatView loss) {
-  const char* op = "cross_entropy_forward_backward";
+  constexpr BackendOp op = BackendOp::cross_entropy_forward_backward;
   dims(op, {rows, vocab});
   expect(logits, rows * vocab, op, "logits");
   expect(targets, rows, op, "targets");
@@ -768,9 +791,10 @@ void Backend::do_cross_entropy_forward_backward(FloatView logits, ConstIndexView
 }
 
 MaskedLossSum Backend::masked_loss_sum(ConstFloatView loss, ConstFloatView loss_mask) {
-  expect(loss_mask, loss.size(), "masked_loss_sum", "loss_mask");
+  constexpr BackendOp op = BackendOp::masked_loss_sum;
+  expect(loss_mask, loss.size(), op, "loss_mask");
   if (loss.empty()) return {};
-  Fp32Staging st(*this, "masked_loss_sum");
+  Fp32Staging st(*this, op);
   const auto result = do_masked_loss_sum(st.in(loss), st.in(loss_mask), loss.size());
   st.finish();
   return result;
@@ -778,9 +802,10 @@ MaskedLossSum Backend::masked_loss_sum(ConstFloatView loss, ConstFloatView loss_
 
 void Backend::masked_loss_sum_on_device(ConstFloatView loss, ConstFloatView loss_mask, DeviceSpan<double> sums,
                                         bool accumulate) {
-  expect(loss_mask, loss.size(), "masked_loss_sum_on_device", "loss_mask");
-  if (sums.size() != 2) fail("masked_loss_sum_on_device", "sums must hold 2 values, not " + std::to_string(sums.size()));
-  Fp32Staging st(*this, "masked_loss_sum_on_device");
+  constexpr BackendOp op = BackendOp::masked_loss_sum_on_device;
+  expect(loss_mask, loss.size(), op, "loss_mask");
+  if (sums.size() != 2) fail(op, "sums must hold 2 values, not " + std::to_string(sums.size()));
+  Fp32Staging st(*this, op);
   do_masked_loss_sum_on_device(st.in(loss), st.in(loss_mask), loss.size(), sums.data(), accumulate);
   st.finish();
 }
@@ -793,51 +818,56 @@ void Backend::do_masked_loss_sum_on_device(ConstFloatArg loss, ConstFloatArg los
 }
 
 void Backend::masked_loss_grad(ConstFloatView loss_mask, float scale, FloatView dloss) {
-  expect(dloss, loss_mask.size(), "masked_loss_grad", "dloss");
+  constexpr BackendOp op = BackendOp::masked_loss_grad;
+  expect(dloss, loss_mask.size(), op, "dloss");
   if (dloss.size() > 0) {
-    Fp32Staging st(*this, "masked_loss_grad");
+    Fp32Staging st(*this, op);
     do_masked_loss_grad(st.in(loss_mask), dloss.size(), scale, st.out(dloss));
     st.finish();
   }
 }
 
 void Backend::row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out, int64_t row_stride) {
-  dims("row_argmax", {rows, cols, row_stride});
+  constexpr BackendOp op = BackendOp::row_argmax;
+  dims(op, {rows, cols, row_stride});
   if (row_stride == 0) row_stride = cols;
-  if (row_stride < cols) fail("row_argmax", "row_stride must be >= cols");
-  expect(x, rows * row_stride, "row_argmax", "x");
-  expect(out, rows, "row_argmax", "out");
+  if (row_stride < cols) fail(op, "row_stride must be >= cols");
+  expect(x, rows * row_stride, op, "x");
+  expect(out, rows, op, "out");
   if (rows > 0 && cols > 0) {
-    Fp32Staging st(*this, "row_argmax");
+    Fp32Staging st(*this, op);
     do_row_argmax(st.in(x), rows, cols, row_stride, out.data());
     st.finish();
   }
 }
 
 void Backend::add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols) {
-  dims("add_bias", {rows, cols});
-  expect(y, rows * cols, "add_bias", "y");
-  expect(bias, cols, "add_bias", "bias");
-  Fp32Staging st(*this, "add_bias");
+  constexpr BackendOp op = BackendOp::add_bias;
+  dims(op, {rows, cols});
+  expect(y, rows * cols, op, "y");
+  expect(bias, cols, op, "bias");
+  Fp32Staging st(*this, op);
   do_add_bias(st.inout(y), st.in(bias), rows, cols);
   st.finish();
 }
 
 void Backend::add(ConstFloatView a, ConstFloatView b, FloatView out, ConstFloatView c) {
-  expect(b, a.size(), "add", "b");
-  expect_optional(c, a.size(), "add", "c");
-  expect(out, a.size(), "add", "out");
+  constexpr BackendOp op = BackendOp::add;
+  expect(b, a.size(), op, "b");
+  expect_optional(c, a.size(), op, "c");
+  expect(out, a.size(), op, "out");
   if (a.size() > 0) {
-    Fp32Staging st(*this, "add");
+    Fp32Staging st(*this, op);
     do_add(st.in(a), st.in(b), st.in(c), a.size(), st.out(out));
     st.finish();
   }
 }
 
 void Backend::accumulate(FloatView y, ConstFloatView x) {
-  expect(x, y.size(), "accumulate", "x");
+  constexpr BackendOp op = BackendOp::accumulate;
+  expect(x, y.size(), op, "x");
   if (y.size() > 0) {
-    Fp32Staging st(*this, "accumulate");
+    Fp32Staging st(*this, op);
     do_accumulate(st.inout(y), st.in(x), y.size());
     st.finish();
   }
@@ -845,7 +875,7 @@ void Backend::accumulate(FloatView y, ConstFloatView x) {
 
 void Backend::scale(FloatView x, float factor) {
   if (x.size() > 0) {
-    Fp32Staging st(*this, "scale");
+    Fp32Staging st(*this, BackendOp::scale);
     do_scale(st.inout(x), x.size(), factor);
     st.finish();
   }
@@ -853,13 +883,13 @@ void Backend::scale(FloatView x, float factor) {
 
 void Backend::adamw_step(FloatView param, ConstFloatView grad, FloatView exp_avg,
                          FloatView exp_avg_sq, const AdamWParams& params, int64_t step) {
-  const char* op = "adamw_step";
+  constexpr BackendOp op = BackendOp::adamw_step;
   expect(grad, param.size(), op, "grad");
   expect(exp_avg, param.size(), op, "exp_avg");
   expect(exp_avg_sq, param.size(), op, "exp_avg_sq");
   if (step < 1) fail(op, "step must be >= 1");
   if (param.size() > 0) {
-    Fp32Staging st(*this, "adamw_step");
+    Fp32Staging st(*this, op);
     do_adamw_step(st.inout(param), st.in(grad), st.inout(exp_avg), st.inout(exp_avg_sq), param.size(),
                   params, step);
     st.finish();
@@ -870,7 +900,7 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
                            FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
                            std::span<const int64_t> segment_flags, const AdamWParams& params,
                            float decoupled_lr, float grad_scale, int64_t step, FloatView compute) {
-  const char* op = "adamw_update";
+  constexpr BackendOp op = BackendOp::adamw_update;
   expect(grad, param.size(), op, "grad");
   expect(exp_avg, param.size(), op, "exp_avg");
   expect(exp_avg_sq, param.size(), op, "exp_avg_sq");
@@ -921,7 +951,7 @@ void Backend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView ex
 
 double Backend::sum_of_squares(ConstFloatView x) {
   if (x.empty()) return 0.0;
-  Fp32Staging st(*this, "sum_of_squares");
+  Fp32Staging st(*this, BackendOp::sum_of_squares);
   const auto result = do_sum_of_squares(st.in(x), x.size());
   st.finish();
   return result;
@@ -932,7 +962,7 @@ double Backend::sum_of_squares(ConstFloatView x, std::span<const ElementRange> r
   pieces.reserve(ranges.size());
   for (const ElementRange& r : ranges) {
     if (r.begin < 0 || r.count < 0 || r.begin > x.size() - r.count) {
-      fail("sum_of_squares", "range [" + std::to_string(r.begin) + ", +" + std::to_string(r.count) +
+      fail(BackendOp::sum_of_squares, "range [" + std::to_string(r.begin) + ", +" + std::to_string(r.count) +
                                  ") outside the " + std::to_string(x.size()) + " elements");
     }
     if (r.count > 0) pieces.push_back(r);

@@ -8,16 +8,20 @@
 // and then calls the matching private do_* hook. A backend implements only the hooks, so the
 // checks exist once for all backends.
 //
+// The operations are listed once, in kernels/backend_operations.inc (BackendOp): the checked
+// wrappers name themselves by it, the capability query takes it, and a test runs every entry on
+// every backend (tests/kernels/test_backend_operations.cpp).
+//
 // Floating-point views carry their storage type (FloatView): fp32, or bf16 for the activations
-// and weight copies of a --bf16 run. A hook receives operands of another type than fp32 only for
-// the operations its backend names in takes_reduced_precision(); for every other operation the
-// public call converts such operands to fp32 copies, runs the fp32 hook and converts the results
-// back. So every operation works on every type on every backend, the CPU's fp32 kernels stay the
-// reference for bf16 storage (rounding at the same points), and a GPU backend gains speed one
-// native kernel at a time.
+// and weight copies of a --bf16 run. A hook receives operands of another type than fp32 only
+// where its backend's takes_natively(op, type) says so; otherwise the public call converts such
+// operands to fp32 copies, runs the fp32 hook and converts the results back. So every operation
+// works on every type on every backend, the CPU's fp32 kernels stay the reference for bf16
+// storage (rounding at the same points), and a GPU backend gains speed one native kernel at a
+// time.
 //
 // The operation descriptors (attention shape, rotary parameters, dropout keys, AdamW
-// hyper-parameters) are the CPU kernels' plain structs, reused so that each has one definition.
+// hyper-parameters) are the plain structs of kernels/operation_params.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,31 +30,17 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include "core/available_memory.hpp"
+#include "kernels/backend_operation.hpp"
 #include "kernels/copy_range.hpp"
-#include "kernels/cpu/adamw.hpp"
-#include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/cross_entropy.hpp"
-#include "kernels/cpu/dropout.hpp"
-#include "kernels/cpu/head_layout.hpp"
-#include "kernels/cpu/rotary.hpp"
 #include "kernels/device_queue.hpp"
 #include "kernels/device_span.hpp"
+#include "kernels/operation_params.hpp"
 
 namespace mgt {
-
-using AdamWParams = cpu::AdamWParams;
-using AttentionParams = cpu::AttentionParams;
-using AttentionShape = cpu::AttentionShape;
-using DropoutKey = cpu::DropoutKey;
-using HeadTensor = cpu::HeadTensor;
-using MaskedLossSum = cpu::MaskedLossSum;
-using RotaryParams = cpu::RotaryParams;
-using SeqLayout = cpu::SeqLayout;
 
 // Flags of Backend::adamw_update's runs.
 inline constexpr int64_t kAdamWDecay = 1;
@@ -105,6 +95,12 @@ public:
   // between runs (on a GPU: cuDNN attention backward engines that sum with atomics). The CPU's
   // kernels are always deterministic.
   virtual void set_deterministic(bool /*deterministic*/) {}
+
+  // Whether operation `op`'s hook takes operands of `type` as they are (fp32: always). Where it
+  // does not, the public call runs the hook on fp32 copies of such operands (see above). The
+  // fused operations whose hooks take views (add_norm_forward, attention_forward_fused_qkv, …)
+  // handle every type in the hook, falling back to the listed operations they are made of.
+  virtual bool takes_natively(BackendOp /*op*/, FloatType type) const { return type == FloatType::kF32; }
 
   // Whether the backend's per-operation profile (BackendOptions::profile) counts the
   // operations issued from now on: Megatron's --profile-step-start/--profile-step-end window.
@@ -395,9 +391,6 @@ public:
   double sum_of_squares(ConstFloatView x, std::span<const ElementRange> ranges);
 
 protected:
-  // The operations (by their public names, "linear_forward", …) whose hook takes operands of
-  // other types than fp32, as given; the others are run on fp32 copies.
-  virtual bool takes_reduced_precision(std::string_view /*op*/) const { return false; }
   // By default through qkv_split / qkv_merge and temporaries (overrides fall back to them).
   virtual void do_attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
                                               const AttentionParams& params, FloatView out, FloatView lse);

@@ -4,7 +4,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
 
 namespace mgt {
 namespace {

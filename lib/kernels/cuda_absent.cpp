@@ -2,7 +2,7 @@
 // asking for one says why.
 #include "core/error.hpp"
 #include "kernels/backend_factory.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
 
 namespace mgt {
 

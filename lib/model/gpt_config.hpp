@@ -46,7 +46,7 @@ struct GptConfig {
   double rotary_percent = 1.0;
   double rotary_base = 10000.0;
   // --use-rope-scaling: Llama 3.1's scaling of the rotary frequencies by --rope-scaling-factor
-  // (kernels/cpu/rotary.hpp llama3_scaled_inv_freq).
+  // (kernels/operation_params.hpp llama3_scaled_inv_freq).
   bool use_rope_scaling = false;
   double rope_scaling_factor = 8.0;
   Normalization normalization = Normalization::kLayerNorm;

@@ -1,6 +1,6 @@
 #include "model/gpt_parameters.hpp"
 
-#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/thread_pool.hpp"
 #include "model/parameter_init.hpp"
 
 namespace mgt {
@@ -37,7 +37,7 @@ void GptParameters::initialize(uint64_t seed) {
   // 1.3B model on one core: the elements are cut into ranges over the host's cores, which gives
   // the same values (initialize_parameter_range).
   std::vector<float> host(static_cast<size_t>(table_.buffer_size), 0.0f);
-  cpu::ThreadPool pool(cpu::default_cpu_threads());
+  ThreadPool pool(default_cpu_threads());
   for (const ParameterEntry& e : table_.entries) {
     pool.for_each_range(e.numel(), int64_t{1} << 16, [&](int64_t begin, int64_t end) {
       initialize_parameter_range(e, tp_, seed, begin,

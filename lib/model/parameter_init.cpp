@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 
 namespace mgt {
 namespace {
@@ -30,8 +30,8 @@ uint64_t parameter_stream(std::string_view name) {
 }
 
 std::array<double, 2> standard_normal_pair(uint64_t seed, uint64_t stream, uint64_t pair) {
-  const cpu::PhiloxCounter words =
-      cpu::philox4x32_10({static_cast<uint32_t>(pair), static_cast<uint32_t>(pair >> 32),
+  const PhiloxCounter words =
+      philox4x32_10({static_cast<uint32_t>(pair), static_cast<uint32_t>(pair >> 32),
                           static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
                          {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
   // Half a step off zero keeps log(u1) finite.

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/error.hpp"
-#include "kernels/cpu/grad_clip.hpp"
+#include "kernels/grad_clip.hpp"
 
 namespace mgt {
 
@@ -153,7 +153,7 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   result.grad_norm = std::sqrt(sum_of_squares);
   if (!std::isfinite(result.grad_norm)) return result;
 
-  const double coefficient = cpu::clip_coefficient(result.grad_norm, settings_.clip_grad);
+  const double coefficient = clip_coefficient(result.grad_norm, settings_.clip_grad);
   // Megatron's MegatronOptimizer.step counts after clipping: on an iteration that counts, the
   // gradients are clipped in place first, and the update then reads them unscaled.
   float grad_scale = coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f;

@@ -24,7 +24,7 @@
 #include "dist/process_groups.hpp"
 #include "dist/transport_choice.hpp"
 #include "kernels/backend_factory.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
 #include "train/train_memory.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/rank_backend_options.hpp"

@@ -21,7 +21,7 @@
 #include "ckpt/safetensors_writer.hpp"
 #include "ckpt/save_directory_lock.hpp"
 #include "core/error.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
@@ -32,7 +32,7 @@ namespace {
 GptConfig tiny_gpt2_config() { return model_testing::gpt2_like_config(); }
 
 // Saves a randomised tiny model as an mgt checkpoint in DIR and returns the model.
-std::unique_ptr<GptModel> save_random_model(const GptConfig& config, CpuBackend& backend, const std::string& dir,
+std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir,
                                             const std::string& tokenizer_json = "{}") {
   auto model = std::make_unique<GptModel>(config, backend);
   model_testing::randomize_parameters(model->parameters(), 7);
@@ -202,7 +202,8 @@ TEST_CASE("GPT-2 export refuses what GPT-2 cannot express, naming the property",
 
   // Through the converter: nothing is written.
   const std::string dir = test::scratch_dir("hf_refuse_untied");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   save_random_model(model_testing::openai_gelu_config(), backend, dir + "/mgt");
   CHECK_THROWS_WITH(convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf")),
                     Contains("--untie-embeddings-and-output-weights"));
@@ -211,7 +212,8 @@ TEST_CASE("GPT-2 export refuses what GPT-2 cannot express, naming the property",
 
 TEST_CASE("mgt to GPT-2 to mgt is bit-exact in tensors, files and logits", "[ckpt][hf]") {
   const std::string dir = test::scratch_dir("hf_round_trip");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = tiny_gpt2_config();
   auto original = save_random_model(config, backend, dir + "/mgt", R"({"eod": 7, "true_vocab_size": 30})");
 
@@ -316,7 +318,8 @@ TEST_CASE("a conversion killed while writing leaves nothing in the way of its re
 
 TEST_CASE("GPT-2 --true-vocab-size truncates and --make-vocab-size-divisible-by pads with zeros", "[ckpt][hf]") {
   const std::string dir = test::scratch_dir("hf_vocab");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto original = save_random_model(tiny_gpt2_config(), backend, dir + "/mgt");
   const std::vector<float> wte =
       original->parameters().read_param(original->parameters().entry("embedding.word_embeddings.weight"));
@@ -349,7 +352,8 @@ TEST_CASE("GPT-2 --true-vocab-size truncates and --make-vocab-size-divisible-by 
 
 TEST_CASE("GPT-2 import accepts GPT2Model names and refuses what it cannot read", "[ckpt][hf]") {
   const std::string dir = test::scratch_dir("hf_import_variants");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto original = save_random_model(tiny_gpt2_config(), backend, dir + "/mgt");
   convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf"));
   const ckpt::SafetensorsReader st(dir + "/hf/model.safetensors");
@@ -406,7 +410,8 @@ TEST_CASE("GPT-2 import accepts GPT2Model names and refuses what it cannot read"
 
 TEST_CASE("GPT-2 exports in bf16 and in shards, and reads sharded directories", "[ckpt][hf]") {
   const std::string dir = test::scratch_dir("hf_gpt2_shards");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto original = save_random_model(tiny_gpt2_config(), backend, dir + "/mgt");
   ConvertOptions sharded = convert("mgt", "hf", dir + "/mgt", dir + "/sharded");
   sharded.max_shard_bytes = 4096;
@@ -439,7 +444,8 @@ TEST_CASE("hf logits reference exchange", "[.hf-logits-reference]") {
   std::vector<std::int64_t> tokens(bytes.size() / sizeof(std::int64_t));
   std::memcpy(tokens.data(), bytes.data(), tokens.size() * sizeof(std::int64_t));
   REQUIRE(!tokens.empty());
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto model = load_checkpoint_model(open_model_checkpoint(checkpoint_dir), backend);
   MicroBatch batch;
   batch.batch_size = 1;

@@ -24,8 +24,8 @@
 #include "ckpt/safetensors_reader.hpp"
 #include "ckpt/safetensors_writer.hpp"
 #include "core/error.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
-#include "kernels/cpu/rotary.hpp"
+#include "kernels/backend_factory.hpp"
+#include "kernels/operation_params.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
@@ -55,7 +55,7 @@ ConvertOptions convert(const std::string& loader, const std::string& saver, cons
   return o;
 }
 
-std::unique_ptr<GptModel> save_random_model(const GptConfig& config, CpuBackend& backend, const std::string& dir,
+std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir,
                                             const std::string& tokenizer_json = "{}") {
   auto model = std::make_unique<GptModel>(config, backend);
   model_testing::randomize_parameters(model->parameters(), 11);
@@ -210,7 +210,8 @@ TEST_CASE("Imported Llama and Mistral models give transformers' logits", "[ckpt]
     const ConvertResult r = convert_checkpoint(import);
     CHECK(r.vocabulary.source_rows == 300);
     CHECK(r.vocabulary.destination_rows == 384);
-    CpuBackend backend;
+    const auto backend_owner = make_backend("cpu");
+    Backend& backend = *backend_owner;
     const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
     CHECK(checkpoint.config.position_embedding_type == PositionEmbeddingType::kRope);
     CHECK(checkpoint.config.group_query_attention);
@@ -243,7 +244,7 @@ TEST_CASE("A Llama 3.1 model with rope scaling gives transformers' logits and ex
   for (std::size_t i = 0; i < golden.inv_freq.size(); ++i) {
     INFO("frequency " << i);
     const double plain = std::pow(500000.0, -2.0 * static_cast<double>(i) / 32.0);
-    CHECK(cpu::llama3_scaled_inv_freq(plain, 8.0) == Approx(golden.inv_freq[i]).epsilon(1e-6));
+    CHECK(llama3_scaled_inv_freq(plain, 8.0) == Approx(golden.inv_freq[i]).epsilon(1e-6));
   }
   const std::string dir = test::scratch_dir("hf_llama31");
   convert_checkpoint(convert("hf", "mgt", golden_path("hf-llama31-tiny"), dir + "/mgt"));
@@ -253,7 +254,8 @@ TEST_CASE("A Llama 3.1 model with rope scaling gives transformers' logits and ex
   CHECK(checkpoint.config.query_groups() == 1);
   CHECK_THAT(checkpoint.metadata.args_json,
              Contains("\"use_rope_scaling\": true") && Contains("\"rope_scaling_factor\": 8.0"));
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto model = load_checkpoint_model(checkpoint, backend);
   const std::vector<float> logits = logits_of(*model, golden.tokens);
   REQUIRE(logits.size() == golden.logits.size());
@@ -350,7 +352,8 @@ TEST_CASE("Hugging Face Llama and Mistral to mgt and back is byte for byte", "[c
 }
 
 TEST_CASE("mgt Llama-shaped models to Hugging Face and back are bit-exact", "[ckpt][hf][llama]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptConfig tied = llama_config();
   tied.untie_embeddings_and_output_weights = false;
   tied.group_query_attention = false;  // every head its own key and value
@@ -385,7 +388,8 @@ TEST_CASE("mgt Llama-shaped models to Hugging Face and back are bit-exact", "[ck
 
 TEST_CASE("Llama exports in bf16 and fp16, sharded, read back as the rounded weights", "[ckpt][hf][llama]") {
   const std::string dir = test::scratch_dir("hf_llama_dtypes");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto original = save_random_model(llama_config(), backend, dir + "/mgt");
   const ModelWeights weights = read_mgt_model_weights(dir + "/mgt");
   for (auto [dtype, torch_name] : {std::pair{ckpt::SafetensorsDType::kBF16, "bfloat16"},
@@ -510,7 +514,8 @@ TEST_CASE("Llama import refuses broken directories, naming the file and tensor",
   CHECK_THAT(refusal(sharded), Contains("not a file in the model directory"));
 
   // Exports refuse what Llama cannot express, before writing anything.
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptConfig partial = llama_config();
   partial.rotary_percent = 0.5;
   save_random_model(partial, backend, dir + "/partial");

@@ -9,7 +9,7 @@
 #include "../test_paths.hpp"
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/model_weights.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 
 using namespace mgt;
 using namespace mgt::model_testing;
@@ -35,7 +35,8 @@ std::string gpt2_tokenizer_json() {
 TEST_CASE("A model checkpoint reloads the same architecture and weights", "[ckpt]") {
   for (GptConfig config : {gpt2_like_config(), llama_like_config(), openai_gelu_config()}) {
     TempDir dir("roundtrip");
-    CpuBackend backend;
+    const auto backend_owner = make_backend("cpu");
+    Backend& backend = *backend_owner;
     GptModel model(config, backend, 21);
     randomize_parameters(model.parameters(), 21);
     const std::string saved =
@@ -85,7 +86,8 @@ TEST_CASE("The arguments of a training run describe the model for inference", "[
 
 TEST_CASE("Model-shape flags must agree with the checkpoint", "[ckpt]") {
   TempDir dir("agree");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(gpt2_like_config(), backend, 1);
   save_model_checkpoint(dir.path.string(), 1, model.parameters(), model_args_json(model.config()));
   const ModelCheckpoint ckpt = open_model_checkpoint(dir.path.string());
@@ -101,7 +103,8 @@ TEST_CASE("Model-shape flags must agree with the checkpoint", "[ckpt]") {
 
 TEST_CASE("The tokenizer comes from the checkpoint unless flags name one", "[ckpt]") {
   TempDir dir("tokenizer");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptConfig config = gpt2_like_config();
   config.padded_vocab_size = 50304;
   GptModel model(config, backend, 1);
@@ -132,7 +135,9 @@ TEST_CASE("Opening what is not a runnable checkpoint fails with a clear message"
   CHECK_THROWS_WITH(open_model_checkpoint((dir.path / "missing").string()), Catch::Contains("no such directory"));
   CHECK_THROWS_WITH(open_model_checkpoint(dir.path.string()), Catch::Contains("holds no checkpoint"));
 
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+
+  Backend& backend = *backend_owner;
   GptModel model(gpt2_like_config(), backend, 1);
   const std::string saved = save_model_checkpoint(dir.path.string(), 3, model.parameters(), model_args_json(model.config()));
   // A tensor-parallel checkpoint that lost a rank's file names the missing piece.

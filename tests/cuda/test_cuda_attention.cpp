@@ -14,14 +14,12 @@
 #include "core/error.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cuda/attention.hpp"
-#include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/cuda_device.hpp"
+#include "skipped_tests.hpp"
 
 using namespace mgt;
 using namespace mgt::kernel_testing;
-using cpu::AttentionParams;
-using cpu::AttentionShape;
-using cpu::SeqLayout;
 
 namespace {
 
@@ -64,7 +62,7 @@ double error(const std::vector<float>& got, const std::vector<float>& want) {
 struct Case {
   AttentionShape shape;
   float dropout;
-  cpu::DropoutKey key;
+  DropoutKey key;
   // A tensor-parallel rank's heads: the whole attention's head count and this call's first head.
   int64_t dropout_heads = 0;
   int64_t dropout_first_head = 0;
@@ -75,12 +73,12 @@ struct Case {
 TEST_CASE("CUDA attention matches the CPU kernels (GQA, caches, dropout, both layouts)",
           "[cuda]") {
   if (cuda::visible_device_count() == 0) {
-    WARN("no CUDA device: skipped");
+    testing::skip_test("no CUDA device visible");
     return;
   }
-  const cpu::DropoutKey key = {77, 3, 1000};
+  const DropoutKey key = {77, 3, 1000};
   // An offset near 2³⁴ makes the Philox block counter carry into its high word mid-tensor.
-  const cpu::DropoutKey far_key = {0x123456789ull, 5, (uint64_t{1} << 34) - 3};
+  const DropoutKey far_key = {0x123456789ull, 5, (uint64_t{1} << 34) - 3};
   const Case cases[] = {
       {{2, 1, 1, 4, 4, 64, SeqLayout::kSeqMajor}, 0.0f, key},
       {{2, 77, 77, 4, 2, 64, SeqLayout::kBatchMajor}, 0.1f, key},

@@ -18,15 +18,12 @@
 #include "backend_pair.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cuda/attention.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
 
 using namespace mgt;
 using namespace mgt::kernel_testing;
-using cpu::AttentionParams;
-using cpu::AttentionShape;
-using cpu::SeqLayout;
 
 namespace {
 
@@ -94,11 +91,11 @@ std::string describe(const AttentionShape& s) {
 
 bool skip_without_cudnn() {
   if (cuda::visible_device_count() == 0) {
-    WARN("no CUDA device visible: cuDNN attention test skipped");
+    testing::skip_test("no CUDA device visible");
     return true;
   }
   if (!cuda::CudnnAttention::built()) {
-    WARN("this build has no cuDNN: cuDNN attention test skipped");
+    testing::skip_test("this build has no cuDNN");
     return true;
   }
   return false;
@@ -113,7 +110,7 @@ struct Reference {
 Reference reference(const std::vector<float>& q, const std::vector<float>& k,
                     const std::vector<float>& v, const std::vector<float>& dout,
                     const AttentionShape& s, float scale, float p, const std::vector<uint8_t>& keep) {
-  const cpu::HeadTensor qt = s.query(), kt = s.key_value();
+  const HeadTensor qt = s.query(), kt = s.key_value();
   const int64_t n = s.seq_q, d = s.head_dim, per_group = s.heads / s.groups;
   Reference r{std::vector<double>(q.size()), std::vector<double>(q.size()),
               std::vector<double>(k.size()), std::vector<double>(v.size())};
@@ -255,7 +252,7 @@ TEST_CASE("cuDNN attention dropout: forward and backward draw the same mask at t
     const auto v = random_floats(kv_size, seed++);
     const auto dout = random_floats(q_size, seed++);
     std::vector<float> identity(kv_size, 0.0f);
-    const cpu::HeadTensor kt = s.key_value(), qt = s.query();
+    const HeadTensor kt = s.key_value(), qt = s.query();
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t g = 0; g < s.groups; ++g) {
         for (int64_t j = 0; j < n; ++j) identity[kt.offset(j, b, g) + j] = 1.0f;

@@ -10,6 +10,7 @@
 #include "core/program_main.hpp"
 #include "dist/dist_testing.hpp"
 #include "dist/distributed_runtime.hpp"
+#include "skipped_tests_main.hpp"
 
 namespace {
 
@@ -26,8 +27,9 @@ int main(int argc, char** argv) {
   return mgt::run_program("mgt-dist-tests", [&] {
     auto runtime = mgt::dist::DistributedRuntime::start(watchdog_timeout());
     mgt::dist_test::set_runtime(runtime.get());
-    const int failures = Catch::Session().run(argc, argv);
+    Catch::Session session;
+    const int status = mgt::testing::run_test_session(session, argc, argv);
     mgt::dist_test::set_runtime(nullptr);
-    return failures == 0 ? 0 : 1;
+    return status;
   });
 }

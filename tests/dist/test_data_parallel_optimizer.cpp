@@ -11,7 +11,7 @@
 #include "dist/buffer_shards.hpp"
 #include "dist/dist_testing.hpp"
 #include "dist/process_groups.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/gpt_parameters.hpp"
 #include "train/adamw_optimizer.hpp"
 
@@ -23,7 +23,8 @@ namespace {
 // The data-parallel group of a layout that is all data parallelism, moving the CPU backend's
 // buffers through a BackendMemoryMover as mgt-train's groups do.
 struct DataParallelGroup {
-  CpuBackend backend{1};
+  std::unique_ptr<Backend> backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   dist::BackendMemoryMover mover{backend};
   dist::ProcessGroups groups;
   DataParallelGroup() {

@@ -20,7 +20,8 @@
 #include "dist/nccl_communicator.hpp"
 #include "dist/process_groups.hpp"
 #include "kernels/backend_factory.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
+#include "skipped_tests.hpp"
 
 using namespace mgt::dist;
 using mgt::dist_test::runtime;
@@ -58,16 +59,16 @@ private:
   std::map<void*, size_t> blocks_;
 };
 
-// False, with a notice, where NCCL cannot run a device per rank here.
+// False, with the test case marked skipped, where NCCL cannot run a device per rank here.
 bool nccl_runs_here() {
   const int world = runtime().world_size();
   if (!nccl_available()) {
-    SUCCEED("built without NCCL");
+    mgt::testing::skip_test("built without NCCL");
     return false;
   }
   const int devices = mgt::cuda::visible_device_count();
   if (devices < world) {
-    WARN("NCCL tests skipped: " << devices << " CUDA devices for " << world << " ranks");
+    mgt::testing::skip_test(std::to_string(devices) + " CUDA devices for " + std::to_string(world) + " ranks");
     return false;
   }
   return true;
@@ -520,7 +521,11 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
 TEST_CASE("NCCL: sequence parallelism's collectives over registered buffers on the copy engines",
           "[dist][nccl][cuda][peer-copy]") {
   const int world = runtime().world_size();
-  if (!nccl_runs_here() || world < 2) return;
+  if (!nccl_runs_here()) return;
+  if (world < 2) {
+    mgt::testing::skip_test("sequence parallelism needs 2 ranks or more");
+    return;
+  }
   const int rank = runtime().rank();
   auto [backend, queue] = rank_backend();
   auto comm = make_nccl_communicator(runtime().world(), queue);

@@ -15,7 +15,7 @@
 #include "dist/dist_testing.hpp"
 #include "dist/parallel_layout.hpp"
 #include "dist/process_groups.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/gpt_model.hpp"
 #include "model/model_testing.hpp"
 #include "model/parameter_sharding.hpp"
@@ -207,7 +207,8 @@ TEST_CASE("pipeline-parallel GPT reproduces the single-rank loss and gradients",
         INFO(test.name << ", TP " << layout.tp << ", PP " << layout.pp << (sequence_parallel ? ", SP" : ""));
         const GptConfig& c = test.config;
         const std::vector<RefBatch> batches = batches_for(c);
-        CpuBackend backend;
+        const auto backend_owner = make_backend("cpu");
+        Backend& backend = *backend_owner;
         GptModel reference(c, backend, 7);
         randomize_parameters(reference.parameters(), 11);
         const LossSum want = reference_iteration(reference, batches);
@@ -253,7 +254,8 @@ TEST_CASE("pipeline-parallel evaluation passes the single-rank loss", "[dist][pp
       INFO(test.name << ", TP " << layout.tp << ", PP " << layout.pp);
       const GptConfig& c = test.config;
       const std::vector<RefBatch> batches = batches_for(c);
-      CpuBackend backend;
+      const auto backend_owner = make_backend("cpu");
+      Backend& backend = *backend_owner;
       GptModel reference(c, backend, 7);
       randomize_parameters(reference.parameters(), 13);
       LossSum want;
@@ -278,7 +280,8 @@ TEST_CASE("pipeline-parallel evaluation passes the single-rank loss", "[dist][pp
 
 TEST_CASE("pipeline stages initialise their layers as the single-rank model, the tied copies alike",
           "[dist][pp]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig c = four_layers(gpt2_like_config());
   GptModel whole(c, backend, 99);
   const std::vector<PipelineStage> stages = pipeline_stages(c.num_layers, {2, {}, {}});

@@ -17,7 +17,7 @@
 #include "dist/dist_testing.hpp"
 #include "dist/parallel_layout.hpp"
 #include "dist/process_groups.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/gpt_model.hpp"
 #include "model/kv_cache.hpp"
 #include "model/model_testing.hpp"
@@ -165,7 +165,9 @@ TEST_CASE("tensor-parallel GPT reproduces the single-rank loss and gradients", "
         const GptConfig& c = test.config;
         const std::vector<RefBatch> batches = {random_batch(c, 2, 8, 3), random_batch(c, 2, 8, 4)};
 
-        CpuBackend backend;
+        const auto backend_owner = make_backend("cpu");
+
+        Backend& backend = *backend_owner;
         GptModel reference(c, backend, 7);
         randomize_parameters(reference.parameters(), 11);
         const TrainResult want = train_iteration(reference, batches);
@@ -217,7 +219,8 @@ TEST_CASE("tensor-parallel GPT evaluation and generation match the single-rank m
       INFO(test.name << ", TP " << tp);
       const GptConfig& c = test.config;
       const RefBatch batch = random_batch(c, 2, 8, 5);
-      CpuBackend backend;
+      const auto backend_owner = make_backend("cpu");
+      Backend& backend = *backend_owner;
       GptModel reference(c, backend, 7);
       randomize_parameters(reference.parameters(), 13);
       // Sequence parallelism applies to training passes only; evaluation runs without it.
@@ -258,7 +261,8 @@ TEST_CASE("a tensor-parallel group of one is the single-rank model, bit for bit"
   for (const Case& test : cases()) {
     INFO(test.name);
     const RefBatch batch = random_batch(test.config, 2, 8, 6);
-    CpuBackend backend;
+    const auto backend_owner = make_backend("cpu");
+    Backend& backend = *backend_owner;
     GptModel plain(test.config, backend, 7);
     GptModel grouped(test.config, backend, 7, {groups.tensor_model_parallel.get(), true});
     CHECK_FALSE(grouped.sequence_parallel());
@@ -275,7 +279,8 @@ TEST_CASE("tensor-parallel mappings: each forward and its backward", "[dist][tp]
     dist::ProcessGroups groups = groups_for(tp);
     dist::Communicator& group = *groups.tensor_model_parallel;
     const int rank = group.rank();
-    CpuBackend backend;
+    const auto backend_owner = make_backend("cpu");
+    Backend& backend = *backend_owner;
     const TensorParallelMappings map(backend, &group);
     REQUIRE(map.active());
     INFO("TP " << tp << ", rank " << rank);

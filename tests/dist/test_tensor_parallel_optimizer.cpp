@@ -13,7 +13,7 @@
 #include "dist/backend_memory_mover.hpp"
 #include "dist/dist_testing.hpp"
 #include "dist/process_groups.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/parameter_sharding.hpp"
 #include "train/adamw_optimizer.hpp"
@@ -25,7 +25,8 @@ using mgt::dist_test::runtime;
 namespace {
 
 struct TensorParallelGroups {
-  CpuBackend backend{1};
+  std::unique_ptr<Backend> backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   dist::BackendMemoryMover mover{backend};
   dist::ProcessGroups groups;
   TensorParallelGroups() {

@@ -16,7 +16,7 @@
 #include "eval/lm_windows.hpp"
 #include "eval/model_scorer.hpp"
 #include "eval/wikitext_task.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
@@ -78,7 +78,8 @@ std::string read_text(const std::string& path) {
 }  // namespace
 
 TEST_CASE("GptModelScorer returns the model's losses and the argmax of its logits", "[eval]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto model = tiny_model(backend);
   const std::vector<TokenId> ids = random_ids(2 * 6 + 1, 3);
   std::vector<std::int64_t> tokens(ids.begin(), ids.begin() + 12), labels(ids.begin() + 1, ids.end());
@@ -101,7 +102,8 @@ TEST_CASE("GptModelScorer returns the model's losses and the argmax of its logit
 }
 
 TEST_CASE("LAMBADA on a real model agrees with Megatron's padded method", "[eval]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto model = tiny_model(backend);
   const std::int64_t seq = 8;
   std::vector<LambadaExample> examples;
@@ -170,7 +172,8 @@ TEST_CASE("LAMBADA on a real model agrees with Megatron's padded method", "[eval
 }
 
 TEST_CASE("WikiText windows on a real model agree with Megatron's padded method", "[eval]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto model = tiny_model(backend);
   const std::int64_t seq = 8;
   WikitextData data;
@@ -213,7 +216,8 @@ TEST_CASE("WikiText windows on a real model agree with Megatron's padded method"
 
 TEST_CASE("run_eval end to end on a saved checkpoint: JSON result file", "[eval]") {
   const std::string dir = test::scratch_dir("eval-run");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   auto model = tiny_model(backend);
   save_model_checkpoint(dir + "/ckpt", 7, model->parameters(), model_args_json(tiny_config()),
                         "{\"tokenizer_type\": \"NullTokenizer\", \"vocab_size\": 30}");

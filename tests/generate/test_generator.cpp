@@ -9,7 +9,7 @@
 #include "../model/model_testing.hpp"
 #include "test_paths.hpp"
 #include "generate/generator.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "tokenizer/null_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -68,7 +68,8 @@ std::vector<int64_t> as_ids(const std::vector<TokenId>& t) { return {t.begin(), 
 
 TEST_CASE("KV-cached greedy generation equals greedy decoding over whole sequences", "[generate]") {
   for (const GptConfig& config : {generation_config(gpt2_like_config()), generation_config(llama_like_config())}) {
-    CpuBackend backend;
+    const auto backend_owner = make_backend("cpu");
+    Backend& backend = *backend_owner;
     GptModel model(config, backend, 3);
     randomize_parameters(model.parameters(), 3);
     NullTokenizer tokenizer(kNullVocab);
@@ -91,7 +92,8 @@ TEST_CASE("KV-cached greedy generation equals greedy decoding over whole sequenc
 }
 
 TEST_CASE("A sequence length bound ends completions early and is capped by the positions", "[generate]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(generation_config(gpt2_like_config()), backend, 3);
   randomize_parameters(model.parameters(), 3);
   NullTokenizer tokenizer(kNullVocab);
@@ -112,7 +114,8 @@ TEST_CASE("A sequence length bound ends completions early and is capped by the p
 }
 
 TEST_CASE("Seeded sampling is reproducible and independent of the batch", "[generate]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(generation_config(gpt2_like_config()), backend, 5);
   randomize_parameters(model.parameters(), 5);
   NullTokenizer tokenizer(kNullVocab);
@@ -140,7 +143,8 @@ TEST_CASE("Seeded sampling is reproducible and independent of the batch", "[gene
 }
 
 TEST_CASE("A completion ends at end of document, at a stop text, or at its length", "[generate]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(generation_config(gpt2_like_config()), backend, 7);
   NullTokenizer tokenizer(kNullVocab);
   GenerationSettings s;
@@ -192,7 +196,8 @@ TEST_CASE("A completion ends at end of document, at a stop text, or at its lengt
 }
 
 TEST_CASE("Generation stops at the model's last position and refuses prompts without room", "[generate]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(generation_config(gpt2_like_config()), backend, 7);  // 24 positions
   NullTokenizer tokenizer(kNullVocab);
   force_prediction(model, 4);
@@ -236,7 +241,8 @@ TEST_CASE("Generation stops at the model's last position and refuses prompts wit
 }
 
 TEST_CASE("Rows with their own settings complete as a generator with each setting does", "[generate]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(generation_config(gpt2_like_config()), backend, 11);
   randomize_parameters(model.parameters(), 11);
   NullTokenizer tokenizer(kNullVocab);
@@ -289,7 +295,8 @@ TEST_CASE("prevent_newline_after_colon bans the newline token right after a colo
                                          test::dataset_path("gpt2-merges.txt"), std::nullopt, 0});
   GptConfig config = generation_config(gpt2_like_config());
   config.padded_vocab_size = 50304;
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(config, backend, 7);
   const TokenId newline = tokenizer->tokenize("\n").front();
   force_prediction(model, newline);

@@ -10,7 +10,7 @@
 #include "../model/model_testing.hpp"
 #include "generate/batch_answerer.hpp"
 #include "generate/request_queue.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "tokenizer/null_tokenizer.hpp"
 
 using namespace mgt;
@@ -74,7 +74,8 @@ TEST_CASE("Batched requests are answered each with its own settings", "[generate
   GptConfig config = gpt2_like_config();
   config.max_position_embeddings = 24;
   config.seq_length = 16;
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(config, backend, 5);
   randomize_parameters(model.parameters(), 5);
   NullTokenizer tokenizer(20);

@@ -8,13 +8,11 @@
 #include "core/error.hpp"
 #include "kernel_testing.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/qkv_layout.hpp"
 
 using namespace mgt;
 using namespace mgt::kernel_testing;
-using cpu::AttentionParams;
-using cpu::AttentionShape;
-using cpu::SeqLayout;
 
 namespace {
 

@@ -11,9 +11,6 @@
 
 using namespace mgt;
 using namespace mgt::kernel_testing;
-using cpu::AttentionParams;
-using cpu::AttentionShape;
-using cpu::SeqLayout;
 
 namespace {
 

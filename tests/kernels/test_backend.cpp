@@ -198,8 +198,8 @@ TEST_CASE("copy_ranges copies each range and refuses ranges outside the views", 
 
 TEST_CASE("attention on the fused QKV projection is the split followed by attention", "[model]") {
   CpuBackend backend;
-  const cpu::AttentionShape s{2, 16, 16, 3, 3, 8, cpu::SeqLayout::kSeqMajor};
-  cpu::AttentionParams params;
+  const AttentionShape s{2, 16, 16, 3, 3, 8, SeqLayout::kSeqMajor};
+  AttentionParams params;
   params.softmax_scale = 0.35f;
   const int64_t n = s.query().elements();
   const int64_t tokens = s.batch * s.seq_q;
@@ -223,7 +223,7 @@ TEST_CASE("attention on the fused QKV projection is the split followed by attent
   CHECK(values_of(backend, fused_lse) == values_of(backend, lse));
   CHECK(values_of(backend, fused_d_mixed) == values_of(backend, d_mixed));
 
-  const cpu::AttentionShape grouped{2, 16, 16, 4, 2, 8, cpu::SeqLayout::kSeqMajor};
+  const AttentionShape grouped{2, 16, 16, 4, 2, 8, SeqLayout::kSeqMajor};
   CHECK_THROWS_WITH(backend.attention_forward_fused_qkv(mixed.view(), grouped, params, out.view(), lse.view()),
                     Catch::Contains("groups == heads only"));
 }

@@ -119,7 +119,7 @@ TEST_CASE("loss mask: masked tokens add nothing to the loss or the gradient", "[
   std::vector<float> loss(kRows), row_max(kRows), sum_exp(kRows);
   cpu::cross_entropy_forward(logits.data(), targets.data(), kRows, kVocab, loss.data(),
                              row_max.data(), sum_exp.data());
-  const cpu::MaskedLossSum total = cpu::masked_loss_sum(loss.data(), mask.data(), kRows);
+  const MaskedLossSum total = cpu::masked_loss_sum(loss.data(), mask.data(), kRows);
   CHECK(total.tokens == 4.0);
   const double want = static_cast<double>(loss[0]) + loss[2] + loss[3] + loss[5];
   CHECK(total.loss_sum == Approx(want).epsilon(1e-12));

@@ -8,6 +8,7 @@
 #include "kernel_testing.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/grad_clip.hpp"
+#include "kernels/grad_clip.hpp"
 
 using namespace mgt;
 using namespace mgt::kernel_testing;
@@ -21,7 +22,7 @@ TEST_CASE("adamw: two steps worked by hand", "[kernels]") {
   //   m̂ = 0.02/0.19 = 0.105263158, v̂ = 0.00031225/0.001999 = 0.156203102, √v̂ = 0.395225381;
   //   update = 0.105263158/(0.395225381 + 1e-8) + 0.01·0.899000002 = 0.275327033;
   //   p = 0.899000002 − 0.0275327033 = 0.871467299.
-  cpu::AdamWParams params;
+  AdamWParams params;
   params.lr = 0.1f;
   params.beta1 = 0.9f;
   params.beta2 = 0.999f;
@@ -44,7 +45,7 @@ TEST_CASE("adamw: two steps worked by hand", "[kernels]") {
 
 TEST_CASE("adamw matches an fp64 reference over several steps", "[kernels]") {
   const int64_t n = 64;
-  cpu::AdamWParams params;
+  AdamWParams params;
   params.lr = 3e-3f;
   params.beta1 = 0.9f;
   params.beta2 = 0.95f;
@@ -85,14 +86,14 @@ TEST_CASE("global gradient norm and clipping", "[kernels]") {
   CHECK(norm == Approx(std::sqrt(want)).epsilon(1e-14));
 
   // Megatron's coefficient: max_norm / (norm + 1e-6), applied only when below 1.
-  CHECK(cpu::clip_coefficient(norm, 1.0) == Approx(1.0 / (norm + 1e-6)).epsilon(1e-14));
-  CHECK(cpu::clip_coefficient(0.5, 1.0) == 1.0);
-  CHECK(cpu::clip_coefficient(norm, 0.0) == 1.0);
+  CHECK(clip_coefficient(norm, 1.0) == Approx(1.0 / (norm + 1e-6)).epsilon(1e-14));
+  CHECK(clip_coefficient(0.5, 1.0) == 1.0);
+  CHECK(clip_coefficient(norm, 0.0) == 1.0);
 
   auto a2 = a;
   auto b2 = b;
   const std::vector<std::span<float>> mutable_buffers = {a2, b2};
-  const auto coefficient = static_cast<float>(cpu::clip_coefficient(norm, 1.0));
+  const auto coefficient = static_cast<float>(clip_coefficient(norm, 1.0));
   cpu::scale_buffers(mutable_buffers, coefficient);
   const std::vector<std::span<const float>> clipped = {a2, b2};
   CHECK(cpu::global_l2_norm(clipped) == Approx(1.0).epsilon(1e-5));

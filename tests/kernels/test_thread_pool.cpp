@@ -7,12 +7,12 @@
 
 #include "../model/model_testing.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
-#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/thread_pool.hpp"
 
 using namespace mgt;
 
 TEST_CASE("Thread pool ranges cover every item exactly once", "[kernels]") {
-  cpu::ThreadPool pool(4);
+  ThreadPool pool(4);
   CHECK(pool.size() == 4);
   for (int64_t n : {0, 1, 3, 4, 5, 17, 1000}) {
     for (int64_t grain : {1, 2, 100}) {
@@ -27,7 +27,7 @@ TEST_CASE("Thread pool ranges cover every item exactly once", "[kernels]") {
 }
 
 TEST_CASE("Thread pool rethrows a range's exception and stays usable; nested calls run", "[kernels]") {
-  cpu::ThreadPool pool(3);
+  ThreadPool pool(3);
   CHECK_THROWS_WITH(pool.for_each_range(300, 1,
                                         [](int64_t b, int64_t) {
                                           if (b > 0) throw std::runtime_error("range failed");

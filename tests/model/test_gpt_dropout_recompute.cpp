@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model_testing.hpp"
 
 using namespace mgt;
@@ -16,7 +16,8 @@ struct StepResult {
 
 StepResult train_step(const GptConfig& config, const RefBatch& batch, const DropoutRng& rng,
                       uint64_t init_seed = 7) {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(config, backend, init_seed);
   randomize_parameters(model.parameters(), 7);
   StepResult r;
@@ -59,7 +60,8 @@ TEST_CASE("GPT dropout changes the loss and is reproduced by the same seed and m
 TEST_CASE("GPT evaluation ignores dropout", "[model]") {
   const GptConfig c = with_dropout(gpt2_like_config());
   const RefBatch batch = random_batch(c, 2, 8, 5);
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel with(c, backend, 7);
   GptModel without(gpt2_like_config(), backend, 7);
   CHECK(with.forward_only(micro_batch(batch)).loss.loss_sum ==
@@ -89,7 +91,8 @@ TEST_CASE("GPT activation recomputation gives bit-identical gradients", "[model]
 TEST_CASE("GPT model reuses its buffers across micro-batch shapes", "[model]") {
   GptConfig c = llama_like_config();
   c.recompute_granularity = RecomputeGranularity::kFull;
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(c, backend, 1);
   randomize_parameters(model.parameters(), 1);
   const RefBatch small = random_batch(c, 1, 4, 1);

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model_testing.hpp"
 
 using namespace mgt;
@@ -18,7 +18,8 @@ struct ForwardErrors {
 
 // Model (fp32) against the fp64 reference on the same random parameters.
 ForwardErrors compare_with_reference(const GptConfig& config, uint32_t seed) {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(config, backend, seed);
   randomize_parameters(model.parameters(), seed);
   const RefBatch batch = random_batch(config, 2, config.seq_length, seed + 100);
@@ -68,7 +69,8 @@ TEST_CASE("GPT forward with full rotary and shorter sequences than seq_length", 
   c.rotary_percent = 1.0;
   c.add_bias_linear = true;
   c.normalization = Normalization::kLayerNorm;
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(c, backend, 5);
   randomize_parameters(model.parameters(), 5);
   const RefBatch batch = random_batch(c, 3, 5, 77);
@@ -81,7 +83,8 @@ TEST_CASE("GPT at Megatron's initialisation predicts a near-uniform distribution
   GptConfig c = gpt2_like_config();
   c.hidden_size = 32;
   c.padded_vocab_size = 64;
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(c, backend, 1234);
   const RefBatch batch = random_batch(c, 2, 8, 3);
   const ForwardOutput out = model.forward_only(micro_batch(batch));
@@ -92,7 +95,8 @@ TEST_CASE("GPT at Megatron's initialisation predicts a near-uniform distribution
 }
 
 TEST_CASE("GPT forward_only and forward_backward agree on the loss without dropout", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(llama_like_config(), backend, 9);
   randomize_parameters(model.parameters(), 9);
   const RefBatch batch = random_batch(llama_like_config(), 2, 8, 4);
@@ -103,7 +107,8 @@ TEST_CASE("GPT forward_only and forward_backward agree on the loss without dropo
 }
 
 TEST_CASE("GPT forward_only without labels returns logits only", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(gpt2_like_config(), backend, 9);
   RefBatch batch = random_batch(gpt2_like_config(), 1, 4, 4);
   MicroBatch m = micro_batch(batch);
@@ -116,7 +121,8 @@ TEST_CASE("GPT forward_only without labels returns logits only", "[model]") {
 }
 
 TEST_CASE("GPT forward_only returns each position's argmax, the first of equal maxima", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(gpt2_like_config(), backend, 9);
   randomize_parameters(model.parameters(), 9);
   const RefBatch batch = random_batch(gpt2_like_config(), 3, 8, 4);
@@ -136,7 +142,8 @@ TEST_CASE("GPT forward_only returns each position's argmax, the first of equal m
 
 TEST_CASE("GPT forward_selected equals forward_only at the selected positions", "[model]") {
   for (const GptConfig& config : {gpt2_like_config(), llama_like_config()}) {
-    CpuBackend backend;
+    const auto backend_owner = make_backend("cpu");
+    Backend& backend = *backend_owner;
     GptModel model(config, backend, 12);
     randomize_parameters(model.parameters(), 12);
     const RefBatch batch = random_batch(config, 3, 8, 6);  // loss mask with some zeros
@@ -157,7 +164,8 @@ TEST_CASE("GPT forward_selected equals forward_only at the selected positions", 
 }
 
 TEST_CASE("GPT rejects malformed micro-batches with a clear error", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(gpt2_like_config(), backend, 9);
   RefBatch batch = random_batch(gpt2_like_config(), 1, 4, 4);
   batch.tokens[2] = 32;  // == padded vocab

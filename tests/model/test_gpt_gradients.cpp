@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <random>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model_testing.hpp"
 
 using namespace mgt;
@@ -28,7 +28,8 @@ std::vector<size_t> sample_elements(int64_t numel, uint32_t seed) {
 // The model's analytic gradients (fp32) against central differences of the fp64 reference loss,
 // tensor by tensor. Returns the largest per-tensor relative error ‖g − fd‖ / ‖fd‖.
 double check_gradients(const GptConfig& config, uint32_t seed) {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(config, backend, seed);
   GptParameters& params = model.parameters();
   randomize_parameters(params, seed);
@@ -95,7 +96,8 @@ TEST_CASE("GPT gradients of several micro-batches add up to the gradient of thei
   const RefBatch second = random_batch(c, 2, 8, 2);
 
   // Separately, each as the only micro-batch of an iteration.
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(c, backend, 3);
   randomize_parameters(model.parameters(), 3);
   model.forward_backward(micro_batch(first), {}, 1);
@@ -118,7 +120,8 @@ TEST_CASE("GPT gradients of several micro-batches add up to the gradient of thei
 }
 
 TEST_CASE("GPT micro-batch with an all-zero loss mask contributes no gradient", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(gpt2_like_config(), backend, 3);
   RefBatch batch = random_batch(gpt2_like_config(), 1, 4, 1);
   std::fill(batch.loss_mask.begin(), batch.loss_mask.end(), 0.0f);

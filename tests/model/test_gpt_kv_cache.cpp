@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/kv_cache.hpp"
 #include "model_testing.hpp"
 
@@ -33,7 +33,8 @@ std::vector<int64_t> columns(const std::vector<int64_t>& x, int64_t b, int64_t s
 // Feeds the sequence in the given chunk sizes and compares the logits after each chunk with the
 // full forward's at that position. Returns the largest error relative to the largest logit.
 double cached_vs_full(const GptConfig& config, const std::vector<int64_t>& chunks, uint32_t seed) {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(config, backend, seed);
   randomize_parameters(model.parameters(), seed);
   const int64_t b = 3;
@@ -83,7 +84,8 @@ TEST_CASE("KV-cached forward equals the full forward: RoPE, SwiGLU, GQA, RMSNorm
 }
 
 TEST_CASE("KV-cached forward refuses positions past the cache and the position table", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig c = gpt2_like_config();  // max_position_embeddings 10
   GptModel model(c, backend, 1);
   KvCache small(backend, model.config(), 1, 4);
@@ -99,7 +101,8 @@ TEST_CASE("KV-cached forward refuses positions past the cache and the position t
 }
 
 TEST_CASE("KV-cached greedy step picks the first largest logit of the true vocabulary", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig c = llama_like_config();
   GptModel model(c, backend, 5);
   randomize_parameters(model.parameters(), 5);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model_testing.hpp"
 
 using namespace mgt;
@@ -17,7 +17,8 @@ namespace {
 bool is_norm_weight(const ParameterEntry& e) { return e.name.find("layernorm.weight") != std::string::npos; }
 
 void check_zero_centred_matches_plain(GptConfig config) {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel plain(config, backend, 5);
   randomize_parameters(plain.parameters(), 5);
   config.layernorm_zero_centered_gamma = true;
@@ -59,7 +60,8 @@ TEST_CASE("layernorm 1p: zero-centred RMSNorm weights, applied as 1 + w", "[mode
 }
 
 TEST_CASE("layernorm 1p: norm weights start at 0, biases too", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptConfig config = gpt2_like_config();
   config.layernorm_zero_centered_gamma = true;
   GptModel model(config, backend, 5);

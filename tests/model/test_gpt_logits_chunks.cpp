@@ -3,7 +3,7 @@
 // the one-piece head, which the pipeline-stage calls (stage_forward, stage_backward) still run.
 #include <catch2/catch.hpp>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/activation_memory.hpp"
 #include "model_testing.hpp"
 
@@ -19,7 +19,9 @@ TEST_CASE("training logits in chunks give the one-piece head's loss and gradient
     REQUIRE(batch.batch * batch.seq > 2 * kTrainingLogitsChunk);
     const DropoutRng rng{77, 1};
 
-    CpuBackend backend;
+    const auto backend_owner = make_backend("cpu");
+
+    Backend& backend = *backend_owner;
     GptModel chunked(config, backend, 9);
     GptModel whole(config, backend, 9);
     randomize_parameters(chunked.parameters(), 9);

@@ -4,14 +4,15 @@
 
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model_testing.hpp"
 
 using namespace mgt;
 using namespace mgt::model_testing;
 
 TEST_CASE("loss reduction: the plain sum's gradient is tokens x micro-batches times the mean's", "[model]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = gpt2_like_config();
   GptModel mean(config, backend, 5);
   GptModel sum(config, backend, 5);

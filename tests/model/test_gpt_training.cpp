@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model_testing.hpp"
 
 using namespace mgt;
@@ -65,7 +65,8 @@ private:
 };
 
 double train(const GptConfig& config, int steps, double* first_loss) {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptModel model(config, backend, 1234);
   AdamW optimizer(model.parameters(), 1e-2f, 0.01f);
   const RefBatch batch = repeated_sequence(4, config.seq_length, config.padded_vocab_size);

@@ -9,7 +9,7 @@
 
 #include "core/available_memory.hpp"
 #include "core/error.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/activation_memory.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/memory_estimate.hpp"
@@ -37,7 +37,8 @@ void write(const std::string& path, const std::string& text) {
 }  // namespace
 
 TEST_CASE("the activation estimate counts every buffer ActivationMemory allocates", "[model]") {
-  CpuBackend backend(1);
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptConfig selective = model_testing::gpt2_like_config();
   selective.recompute_granularity = RecomputeGranularity::kSelective;
   GptConfig full = model_testing::llama_like_config();
@@ -63,7 +64,8 @@ TEST_CASE("the activation estimate counts every buffer ActivationMemory allocate
 
 TEST_CASE("the memory estimate covers the parameters, gradients and Adam's moments", "[model]") {
   const GptConfig config = model_testing::llama_like_config();
-  CpuBackend backend(1);
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptParameters params(config, backend);
   MemoryEstimateRequest r;
   r.seq_length = 8;

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/activation_memory.hpp"
 #include "model/parameter_sharding.hpp"
 #include "model/tensor_parallel_mappings.hpp"
@@ -101,7 +101,8 @@ TEST_CASE("tensor-parallel shards follow Megatron's QKV and SwiGLU layouts", "[m
 
 TEST_CASE("shard_parameters and unshard_tensor are inverse", "[model]") {
   const GptConfig c = every_tensor_config();
-  CpuBackend backend(1);
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptParameters whole(c, backend);
   model_testing::randomize_parameters(whole, 3);
   for (const int64_t tp : {2, 4}) {
@@ -125,7 +126,8 @@ TEST_CASE("shard_parameters and unshard_tensor are inverse", "[model]") {
 }
 
 TEST_CASE("sequence-parallel activation memory is counted exactly", "[model]") {
-  CpuBackend backend(1);
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptConfig full = model_testing::llama_like_config();
   full.recompute_granularity = RecomputeGranularity::kFull;
   GptConfig selective = model_testing::gpt2_like_config();
@@ -151,7 +153,8 @@ TEST_CASE("sequence-parallel activation memory is counted exactly", "[model]") {
 }
 
 TEST_CASE("tensor-parallel mappings without a group are identities", "[model]") {
-  CpuBackend backend(1);
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const TensorParallelMappings map(backend, nullptr);
   CHECK_FALSE(map.active());
   CHECK(map.size() == 1);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/params_norm.hpp"
 
@@ -26,7 +26,8 @@ GptConfig tiny_config() {
 }  // namespace
 
 TEST_CASE("gradient statistics: the parameters' L2 norm over the tensors, gaps left out", "[train]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptParameters params(tiny_config(), backend);
   params.initialize(11);
   double sum = 0.0;
@@ -36,7 +37,8 @@ TEST_CASE("gradient statistics: the parameters' L2 norm over the tensors, gaps l
 }
 
 TEST_CASE("gradient statistics: zeros in the clipped gradients, tensor elements only", "[train]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptParameters params(tiny_config(), backend);
   params.initialize(11);
   AdamWOptimizer optimizer(params, AdamWSettings{0.9, 0.999, 1e-8, 0.5});
@@ -67,7 +69,8 @@ TEST_CASE("gradient statistics: zeros in the clipped gradients, tensor elements 
 
 TEST_CASE("gradient statistics: --decoupled-lr steps the word embedding and output layer at their own rate",
           "[train]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptConfig config = tiny_config();
   config.untie_embeddings_and_output_weights = true;
   GptParameters params(config, backend);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "model/model_testing.hpp"
 #include "train/gradient_buckets.hpp"
 #include "train/overlapped_data_parallel.hpp"
@@ -74,7 +74,8 @@ std::int64_t number_after(const std::string& line, std::size_t word) {
 }  // namespace
 
 TEST_CASE("gradient buckets: reverse parameter order, parameter boundaries, the whole buffer", "[train][overlap]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = gpt2_like_config();
   GptParameters params(config, backend);
   const std::int64_t n = params.params().size();
@@ -120,7 +121,8 @@ TEST_CASE("gradient buckets: reverse parameter order, parameter boundaries, the 
 }
 
 TEST_CASE("the backward starts each bucket's reduction as soon as its gradients are done", "[train][overlap]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = gpt2_like_config();
   GptModel model(config, backend, 1234);
   GptParameters& params = model.parameters();
@@ -184,7 +186,8 @@ TEST_CASE("the backward starts each bucket's reduction as soon as its gradients 
 }
 
 TEST_CASE("the reduction of the last bucket the backward finishes is started alone", "[train][overlap]") {
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = gpt2_like_config();
   GptModel model(config, backend, 1234);
   GptParameters& params = model.parameters();

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "data/index_job.hpp"
-#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/backend_factory.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/batch_prefetcher.hpp"
 #include "train/scheduler_state_json.hpp"
@@ -72,7 +72,8 @@ TEST_CASE("trainer: AdamW groups skip weight decay for biases and norms, and ski
   config.num_attention_heads = 2;
   config.seq_length = 4;
   config.padded_vocab_size = 16;
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   GptParameters params(config, backend);
   params.initialize(7);
   // Non-zero biases and norm weights, so that decay would show on them.

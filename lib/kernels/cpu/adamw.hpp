@@ -11,15 +11,9 @@
 #pragma once
 #include <cstdint>
 
-namespace mgt::cpu {
+#include "kernels/operation_params.hpp"
 
-struct AdamWParams {
-  float lr = 0.0f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-};
+namespace mgt::cpu {
 
 // param, exp_avg, exp_avg_sq: [n], updated in place; grad: [n]; step: 1 for the first update.
 void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,

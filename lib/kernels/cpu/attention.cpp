@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/require.hpp"
 

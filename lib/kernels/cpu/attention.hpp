@@ -1,10 +1,10 @@
 // Causal self-attention core: O = dropout(softmax(scale · Q·Kᵀ + causal mask)) · V, per head,
 // with grouped-query attention (query head h reads key/value group h / (heads / groups)).
 //
-// Layout: q and out are [seq_q, batch, heads, head_dim], k and v [seq_kv, batch, groups,
-// head_dim] (or all batch-major, see HeadTensor). The causal mask is aligned at the end: query i
-// sees keys j <= i + (seq_kv − seq_q), which is the usual mask when seq_q == seq_kv and the right
-// one for a query block appended to a key/value cache.
+// Layout (AttentionShape, kernels/operation_params.hpp): q and out are [seq_q, batch, heads,
+// head_dim], k and v [seq_kv, batch, groups, head_dim] (or all batch-major). The causal mask is
+// aligned at the end: query i sees keys j <= i + (seq_kv − seq_q), which is the usual mask when
+// seq_q == seq_kv and the right one for a query block appended to a key/value cache.
 //
 // Saved state: only lse[batch, heads, seq_q], the natural log of each softmax row's normaliser
 // (including the scale), as flash attention keeps it; the backward recomputes the probabilities
@@ -18,33 +18,9 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/dropout.hpp"
-#include "kernels/cpu/head_layout.hpp"
+#include "kernels/operation_params.hpp"
 
 namespace mgt::cpu {
-
-struct AttentionShape {
-  int64_t batch = 0;
-  int64_t seq_q = 0;
-  int64_t seq_kv = 0;  // >= seq_q
-  int64_t heads = 0;   // query heads (local to this rank)
-  int64_t groups = 0;  // key/value heads; divides heads
-  int64_t head_dim = 0;
-  SeqLayout layout = SeqLayout::kSeqMajor;
-
-  HeadTensor query() const { return {seq_q, batch, heads, head_dim, layout}; }
-  HeadTensor key_value() const { return {seq_kv, batch, groups, head_dim, layout}; }
-};
-
-struct AttentionParams {
-  float softmax_scale = 0.0f;  // usually 1/√head_dim
-  float dropout_p = 0.0f;      // --attention-dropout
-  DropoutKey dropout_key;
-  // The heads of the whole (unsharded) attention that the dropout index counts, and the first
-  // of them this call holds; 0 and 0: this call's heads are all of them.
-  int64_t dropout_heads = 0;
-  int64_t dropout_first_head = 0;
-};
 
 // Pairs [first, end) of (batch b, query head h), numbered b·heads + h, are computed; the default
 // is all of them. Disjoint ranges write disjoint outputs, so they may run concurrently.

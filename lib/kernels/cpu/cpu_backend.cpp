@@ -11,8 +11,8 @@
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/argmax.hpp"
 #include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/bf16.hpp"
-#include "kernels/cpu/fp16.hpp"
+#include "kernels/bf16.hpp"
+#include "kernels/fp16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -74,12 +74,12 @@ void CpuBackend::do_copy_to_host(const void* device, void* host, size_t bytes) {
 }
 
 void CpuBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "copy");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::copy);
   std::copy_n(src.data(), n, dst.data());
 }
 
 void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "convert");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::convert);
   const int64_t n = src.size();
   if (src.type() == dst.type()) {
     std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.bytes()));
@@ -89,7 +89,7 @@ void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
   const auto to_float = [&](int64_t i) {
     if (src.type() == FloatType::kF32) return src.data()[i];
     const uint16_t h = static_cast<const uint16_t*>(src.raw())[i];
-    return src.type() == FloatType::kBf16 ? cpu::bf16_to_float(h) : cpu::fp16_to_float(h);
+    return src.type() == FloatType::kBf16 ? bf16_to_float(h) : fp16_to_float(h);
   };
   if (dst.type() == FloatType::kF32) {
     float* to = dst.data();
@@ -98,41 +98,41 @@ void CpuBackend::do_convert(ConstFloatView src, FloatView dst) {
   }
   auto* to = static_cast<uint16_t*>(dst.raw());
   const bool bf16 = dst.type() == FloatType::kBf16;
-  for (int64_t i = 0; i < n; ++i) to[i] = bf16 ? cpu::float_to_bf16(to_float(i)) : cpu::float_to_fp16(to_float(i));
+  for (int64_t i = 0; i < n; ++i) to[i] = bf16 ? float_to_bf16(to_float(i)) : float_to_fp16(to_float(i));
 }
 
 void CpuBackend::do_fill(FloatArg x, int64_t n, float value) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "fill");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::fill);
   std::fill_n(x.data(), n, value);
 }
 
 void CpuBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                                    int64_t in, int64_t out, FloatArg y) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "linear_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::linear_forward);
   cpu::linear_forward(x, w, bias, rows, in, out, y);
 }
 
 void CpuBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
                                           int64_t out, FloatArg dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "linear_backward_input");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::linear_backward_input);
   cpu::linear_backward_input(dy, w, rows, in, out, dx);
 }
 
 void CpuBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
                                            int64_t in, int64_t out, FloatArg dw) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "linear_backward_weight");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::linear_backward_weight);
   cpu::linear_backward_weight(dy, x, rows, in, out, dw);
 }
 
 void CpuBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "bias_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::bias_backward);
   cpu::bias_backward(dy, rows, cols, dbias);
 }
 
 void CpuBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
                                        int64_t rows, int64_t hidden, float eps, FloatArg y,
                                        FloatArg mean, FloatArg rstd) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "layer_norm_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::layer_norm_forward);
   parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::layer_norm_forward(x + b * hidden, weight, bias, e - b, hidden, eps, y + b * hidden, mean + b, rstd + b);
   });
@@ -142,13 +142,13 @@ void CpuBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, Const
                                         ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
                                         int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
                                         bool accumulate_dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "layer_norm_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::layer_norm_backward);
   cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, accumulate_dx);
 }
 
 void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
                                      int64_t hidden, float eps, FloatArg y, FloatArg rstd) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "rms_norm_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::rms_norm_forward);
   parallel(rows, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::rms_norm_forward(x + b * hidden, weight, e - b, hidden, eps, y + b * hidden, rstd + b);
   });
@@ -157,47 +157,47 @@ void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int6
 void CpuBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                       ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
                                       FloatArg dweight, bool accumulate_dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "rms_norm_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::rms_norm_backward);
   cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight, accumulate_dx);
 }
 
 void CpuBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gelu_forward);
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_forward(x + b, e - b, y + b); });
 }
 
 void CpuBackend::do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gelu_backward);
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_backward(dy + b, x + b, e - b, dx + b); });
 }
 
 void CpuBackend::do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_tanh_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gelu_tanh_forward);
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_tanh_forward(x + b, e - b, y + b); });
 }
 
 void CpuBackend::do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "gelu_tanh_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gelu_tanh_backward);
   parallel(n, kElementGrain,
            [&](int64_t b, int64_t e) { cpu::gelu_tanh_backward(dy + b, x + b, e - b, dx + b); });
 }
 
 void CpuBackend::do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "swiglu_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::swiglu_forward);
   parallel(rows, row_grain(ffn),
            [&](int64_t b, int64_t e) { cpu::swiglu_forward(x + 2 * ffn * b, e - b, ffn, y + ffn * b); });
 }
 
 void CpuBackend::do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
                                     FloatArg dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "swiglu_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::swiglu_backward);
   parallel(rows, row_grain(ffn), [&](int64_t b, int64_t e) {
     cpu::swiglu_backward(dy + ffn * b, x + 2 * ffn * b, e - b, ffn, dx + 2 * ffn * b);
   });
 }
 
 void CpuBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "dropout_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::dropout_forward);
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     DropoutKey part = key;
     part.offset += static_cast<uint64_t>(b);  // masks are a function of the element's global index
@@ -207,7 +207,7 @@ void CpuBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, Dropout
 
 void CpuBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
                                      FloatArg dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "dropout_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::dropout_backward);
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     DropoutKey part = key;
     part.offset += static_cast<uint64_t>(b);
@@ -218,7 +218,7 @@ void CpuBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, Dropo
 void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                       int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                       FloatArg out) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "embedding_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::embedding_forward);
   parallel(n, row_grain(hidden), [&](int64_t b, int64_t e) {
     cpu::embedding_forward(ids + b, e - b, table, vocab_start, local_rows, hidden, out + b * hidden);
   });
@@ -227,26 +227,26 @@ void CpuBackend::do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatA
 void CpuBackend::do_embedding_backward(const int64_t* ids, int64_t n, ConstFloatArg dout,
                                        int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                        FloatArg dtable) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "embedding_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::embedding_backward);
   cpu::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable);
 }
 
 void CpuBackend::do_rotary_forward(ConstFloatArg x, const HeadTensor& shape,
                                    const RotaryParams& params, FloatArg y) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "rotary_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::rotary_forward);
   cpu::rotary_forward(x, shape, params, y);
 }
 
 void CpuBackend::do_rotary_backward(ConstFloatArg dy, const HeadTensor& shape,
                                     const RotaryParams& params, FloatArg dx) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "rotary_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::rotary_backward);
   cpu::rotary_backward(dy, shape, params, dx);
 }
 
 void CpuBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
                                       const AttentionShape& shape, const AttentionParams& params,
                                       FloatArg out, FloatArg lse) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "attention_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::attention_forward);
   // One (batch, head) pair per task on the pool, each head's GEMMs on its own thread.
   const cpu::SingleThreadedBlas blas;
   parallel(shape.batch * shape.heads, 1, [&](int64_t b, int64_t e) {
@@ -258,7 +258,7 @@ void CpuBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFl
                                        ConstFloatArg out, ConstFloatArg dout, ConstFloatArg lse,
                                        const AttentionShape& shape, const AttentionParams& params,
                                        FloatArg dq, FloatArg dk, FloatArg dv) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "attention_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::attention_backward);
   const cpu::SingleThreadedBlas blas;
   parallel(shape.batch * shape.groups, 1, [&](int64_t b, int64_t e) {
     cpu::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, b, e);
@@ -267,20 +267,20 @@ void CpuBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstFl
 
 void CpuBackend::do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
                               int64_t unit, FloatArg q, FloatArg k, FloatArg v) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "qkv_split");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::qkv_split);
   cpu::qkv_split(mixed, tokens, heads, groups, unit, q, k, v);
 }
 
 void CpuBackend::do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens,
                               int64_t heads, int64_t groups, int64_t unit, FloatArg mixed) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "qkv_merge");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::qkv_merge);
   cpu::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed);
 }
 
 void CpuBackend::do_cross_entropy_shard_statistics(ConstFloatArg logits, const int64_t* targets,
                                                    int64_t rows, int64_t vocab, int64_t vocab_start,
                                                    FloatArg statistics) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_shard_statistics");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::cross_entropy_shard_statistics);
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_shard_statistics(logits + b * vocab, targets + b, e - b, vocab, vocab_start,
                                         statistics + b, statistics + rows + b,
@@ -290,14 +290,14 @@ void CpuBackend::do_cross_entropy_shard_statistics(ConstFloatArg logits, const i
 
 void CpuBackend::do_cross_entropy_combine(ConstFloatArg statistics, int64_t ranks, int64_t rows,
                                           FloatArg loss, FloatArg row_max, FloatArg sum_exp) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_combine");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::cross_entropy_combine);
   cpu::cross_entropy_combine(statistics, ranks, rows, loss, row_max, sum_exp);
 }
 
 void CpuBackend::do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets, int64_t rows,
                                           int64_t vocab, FloatArg loss, FloatArg row_max,
                                           FloatArg sum_exp) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_forward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::cross_entropy_forward);
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_forward(logits + b * vocab, targets + b, e - b, vocab, loss + b, row_max + b, sum_exp + b);
   });
@@ -307,7 +307,7 @@ void CpuBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t* 
                                            ConstFloatArg row_max, ConstFloatArg sum_exp,
                                            ConstFloatArg dloss, int64_t rows, int64_t vocab,
                                            int64_t vocab_start, FloatArg dlogits) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "cross_entropy_backward");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::cross_entropy_backward);
   parallel(rows, row_grain(vocab), [&](int64_t b, int64_t e) {
     cpu::cross_entropy_backward(logits + b * vocab, targets + b, row_max + b, sum_exp + b, dloss + b, e - b, vocab,
                                 vocab_start, dlogits + b * vocab);
@@ -316,13 +316,13 @@ void CpuBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t* 
 
 MaskedLossSum CpuBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg loss_mask,
                                              int64_t rows) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "masked_loss_sum");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::masked_loss_sum);
   return cpu::masked_loss_sum(loss, loss_mask, rows);
 }
 
 void CpuBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
                                int64_t* out) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "row_argmax");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::row_argmax);
   parallel(rows, row_grain(cols), [&](int64_t b, int64_t e) {
     cpu::row_argmax(x + b * row_stride, e - b, cols, out + b, row_stride);
   });
@@ -330,40 +330,40 @@ void CpuBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int6
 
 void CpuBackend::do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
                                      FloatArg dloss) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "masked_loss_grad");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::masked_loss_grad);
   cpu::masked_loss_grad(loss_mask, rows, scale, dloss);
 }
 
 void CpuBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "add_bias");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::add_bias);
   cpu::add_bias(y, bias, rows, cols);
 }
 
 void CpuBackend::do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "add");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::add);
   cpu::add(a, b, c, n, out);
 }
 
 void CpuBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "accumulate");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::accumulate);
   cpu::accumulate(y, x, n);
 }
 
 void CpuBackend::do_scale(FloatArg x, int64_t n, float factor) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "scale");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::scale);
   cpu::scale(x, n, factor);
 }
 
 void CpuBackend::do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                                int64_t n, const AdamWParams& params, int64_t step) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "adamw_step");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::adamw_step);
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
     cpu::adamw_step(param + b, grad + b, exp_avg + b, exp_avg_sq + b, e - b, params, step);
   });
 }
 
 double CpuBackend::do_sum_of_squares(ConstFloatArg x, int64_t n) {
-  const cpu::ScopedHostOp profiled(profiler_.get(), "sum_of_squares");
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::sum_of_squares);
   const std::span<const float> buffer(x.data(), static_cast<size_t>(n));
   return cpu::sum_of_squares(std::span<const std::span<const float>>(&buffer, 1));
 }

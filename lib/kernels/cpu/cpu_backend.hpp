@@ -5,7 +5,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/host_op_profiler.hpp"
-#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/thread_pool.hpp"
 
 namespace mgt {
 
@@ -13,7 +13,7 @@ namespace mgt {
 // pool of `threads` (results do not depend on the count).
 class CpuBackend : public Backend {
 public:
-  explicit CpuBackend(int threads = cpu::default_cpu_threads()) : pool_(threads) {}
+  explicit CpuBackend(int threads = default_cpu_threads()) : pool_(threads) {}
   // Prints the --profile table (start_profile) on standard error.
   ~CpuBackend() override;
   CpuBackend(const CpuBackend&) = delete;
@@ -35,7 +35,7 @@ private:
     pool_.for_each_range(n, grain, body);
   }
 
-  cpu::ThreadPool pool_;
+  ThreadPool pool_;
   std::unique_ptr<cpu::HostOpProfiler> profiler_;  // null: no --profile
 
   void* do_allocate(size_t bytes) override;

@@ -11,6 +11,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/operation_params.hpp"
+
 namespace mgt::cpu {
 
 // logits: [rows, vocab], this rank's slice; row_max, sum_exp, target_logit: [rows] each.
@@ -30,11 +32,6 @@ void cross_entropy_forward(const float* logits, const int64_t* targets, int64_t 
 void cross_entropy_backward(const float* logits, const int64_t* targets, const float* row_max,
                             const float* sum_exp, const float* dloss, int64_t rows, int64_t vocab,
                             int64_t vocab_start, float* dlogits);
-
-struct MaskedLossSum {
-  double loss_sum = 0.0;  // Σ loss·mask
-  double tokens = 0.0;    // Σ mask
-};
 
 MaskedLossSum masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows);
 

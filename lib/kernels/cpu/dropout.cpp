@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 #include "kernels/cpu/require.hpp"
 
 namespace mgt::cpu {

@@ -12,13 +12,9 @@
 #pragma once
 #include <cstdint>
 
-namespace mgt::cpu {
+#include "kernels/operation_params.hpp"
 
-struct DropoutKey {
-  uint64_t seed = 0;
-  uint64_t stream = 0;  // separates independent uses (layer, site, iteration) under one seed
-  uint64_t offset = 0;  // global index of the first element of the call
-};
+namespace mgt::cpu {
 
 // keep[n] = 1 where element key.offset + i survives, else 0.
 void dropout_keep_mask(DropoutKey key, float p, int64_t n, uint8_t* keep);

@@ -16,12 +16,6 @@ double global_l2_norm(std::span<const std::span<const float>> buffers) {
   return std::sqrt(sum_of_squares(buffers));
 }
 
-double clip_coefficient(double total_norm, double max_norm) {
-  if (max_norm <= 0.0) return 1.0;
-  const double coefficient = max_norm / (total_norm + 1.0e-6);
-  return coefficient < 1.0 ? coefficient : 1.0;
-}
-
 void scale_buffers(std::span<const std::span<float>> buffers, float coefficient) {
   for (const std::span<float> buffer : buffers) {
     for (float& x : buffer) x *= coefficient;

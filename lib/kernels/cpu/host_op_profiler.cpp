@@ -58,7 +58,7 @@ std::string HostOpProfiler::report() const {
   return text + line;
 }
 
-ScopedHostOp::ScopedHostOp(HostOpProfiler* profiler, const char* op) : profiler_(profiler), op_(op) {
+ScopedHostOp::ScopedHostOp(HostOpProfiler* profiler, BackendOp op) : profiler_(profiler), op_(backend_op_name(op)) {
   if (profiler_ == nullptr) return;
   counted_ = profiler_->enter();
   if (counted_) begin_ = HostOpProfiler::Clock::now();

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend_operation.hpp"
+
 namespace mgt::cpu {
 
 class HostOpProfiler {
@@ -50,10 +52,11 @@ private:
   int depth_ = 0;
 };
 
-// Times one operation when a profiler is present (null: no cost beyond a branch).
+// Times one operation when a profiler is present (null: no cost beyond a branch), under its name
+// in the list of operations (kernels/backend_operations.inc).
 class ScopedHostOp {
 public:
-  ScopedHostOp(HostOpProfiler* profiler, const char* op);
+  ScopedHostOp(HostOpProfiler* profiler, BackendOp op);
   ~ScopedHostOp();
   ScopedHostOp(const ScopedHostOp&) = delete;
   ScopedHostOp& operator=(const ScopedHostOp&) = delete;

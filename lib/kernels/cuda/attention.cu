@@ -24,7 +24,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 #include "kernels/cuda/launch.cuh"
 
 namespace mgt::cuda {
@@ -50,7 +50,7 @@ using ScoreTile = float[Geometry<DP>::RT][Geometry<DP>::CT];
 template <int DP>
 using OutputTile = float[Geometry<DP>::RT][4 * Geometry<DP>::OC];
 
-// Everything the kernels need, by value. Offsets follow cpu::HeadTensor: element (s, b, h, d)
+// Everything the kernels need, by value. Offsets follow HeadTensor: element (s, b, h, d)
 // lives at s·seq_stride + b·batch_stride + h·head_dim + d.
 struct Args {
   const float* q;
@@ -117,11 +117,11 @@ __device__ void draw_keep(uint8_t* keep, const Args& a, uint64_t first) {
   const int r = threadIdx.x * kRun / T;
   const int c0 = threadIdx.x * kRun % T;
   uint64_t index = first + static_cast<uint64_t>(r) * static_cast<uint64_t>(a.seq_kv) + c0;
-  const cpu::PhiloxKey key = {static_cast<uint32_t>(a.seed), static_cast<uint32_t>(a.seed >> 32)};
+  const PhiloxKey key = {static_cast<uint32_t>(a.seed), static_cast<uint32_t>(a.seed >> 32)};
   int e = 0;
   while (e < kRun) {
     const uint64_t block = index / 4;
-    const cpu::PhiloxCounter words = cpu::philox4x32_10(
+    const PhiloxCounter words = philox4x32_10(
         {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
          static_cast<uint32_t>(a.stream), static_cast<uint32_t>(a.stream >> 32)},
         key);
@@ -508,7 +508,7 @@ __global__ void attention_delta_kernel(Args a, int64_t rows, float* delta) {
   if (threadIdx.x % 32 == 0) delta[row] = sum;
 }
 
-void check(const cpu::AttentionShape& s, const cpu::AttentionParams& p, const char* name) {
+void check(const AttentionShape& s, const AttentionParams& p, const char* name) {
   const auto require = [name](bool ok, const char* what) {
     if (!ok) throw Error(std::string(name) + ": " + what);
   };
@@ -525,9 +525,9 @@ void check(const cpu::AttentionShape& s, const cpu::AttentionParams& p, const ch
   require(tiles <= 65535 && s.batch * s.heads <= INT32_MAX, "sequence or batch too long");
 }
 
-Args make_args(const cpu::AttentionShape& s, const cpu::AttentionParams& p) {
-  const cpu::HeadTensor qt = s.query();
-  const cpu::HeadTensor kvt = s.key_value();
+Args make_args(const AttentionShape& s, const AttentionParams& p) {
+  const HeadTensor qt = s.query();
+  const HeadTensor kvt = s.key_value();
   Args a{};
   a.seq_q = s.seq_q;
   a.seq_kv = s.seq_kv;
@@ -601,7 +601,7 @@ class StreamScratch {
 }  // namespace
 
 void attention_forward(const float* q, const float* k, const float* v,
-                       const cpu::AttentionShape& shape, const cpu::AttentionParams& params,
+                       const AttentionShape& shape, const AttentionParams& params,
                        float* out, float* lse, cudaStream_t stream) {
   check(shape, params, "cuda::attention_forward");
   if (shape.batch == 0 || shape.heads == 0 || shape.seq_q == 0) return;
@@ -621,8 +621,8 @@ void attention_forward(const float* q, const float* k, const float* v,
 }
 
 void attention_backward(const float* q, const float* k, const float* v, const float* out,
-                        const float* dout, const float* lse, const cpu::AttentionShape& shape,
-                        const cpu::AttentionParams& params, float* dq, float* dk, float* dv,
+                        const float* dout, const float* lse, const AttentionShape& shape,
+                        const AttentionParams& params, float* dq, float* dk, float* dv,
                         cudaStream_t stream) {
   check(shape, params, "cuda::attention_backward");
   // dk and dv are overwritten even when no query sees them, as on the CPU.

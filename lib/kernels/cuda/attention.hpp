@@ -10,13 +10,13 @@
 namespace mgt::cuda {
 
 void attention_forward(const float* q, const float* k, const float* v,
-                       const cpu::AttentionShape& shape, const cpu::AttentionParams& params,
+                       const AttentionShape& shape, const AttentionParams& params,
                        float* out, float* lse, cudaStream_t stream);
 
 // dq, dk, dv overwritten (dk, dv summed over the query heads of each group).
 void attention_backward(const float* q, const float* k, const float* v, const float* out,
-                        const float* dout, const float* lse, const cpu::AttentionShape& shape,
-                        const cpu::AttentionParams& params, float* dq, float* dk, float* dv,
+                        const float* dout, const float* lse, const AttentionShape& shape,
+                        const AttentionParams& params, float* dq, float* dk, float* dv,
                         cudaStream_t stream);
 
 }  // namespace mgt::cuda

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 }  // namespace
 
 void cached_attention(In q, In k, In v, FloatView key_cache, FloatView value_cache, const int64_t* length,
-                      const cpu::AttentionShape& shape, float softmax_scale, Out out, cudaStream_t stream) {
+                      const AttentionShape& shape, float softmax_scale, Out out, cudaStream_t stream) {
   const int64_t rows = shape.seq_q * shape.batch * shape.heads;
   if (rows == 0 || shape.head_dim == 0) return;
   const CacheStep step{shape.batch, shape.heads, shape.groups, shape.head_dim, shape.seq_kv, softmax_scale};

@@ -20,6 +20,6 @@ constexpr int64_t kCachedAttentionMaxHeadDim = 256;
 // shape.seq_kv is the caches' capacity; q [seq_q, batch, heads, head_dim] (already rotated),
 // k, v [seq_q, batch, groups, head_dim]; out like q. Positions past the capacity are not written.
 void cached_attention(In q, In k, In v, FloatView key_cache, FloatView value_cache, const int64_t* length,
-                      const cpu::AttentionShape& shape, float softmax_scale, Out out, cudaStream_t stream);
+                      const AttentionShape& shape, float softmax_scale, Out out, cudaStream_t stream);
 
 }  // namespace mgt::cuda

@@ -17,11 +17,11 @@
 #include "kernels/cuda/cached_attention.hpp"
 #include "kernels/cuda/copy_ranges.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/cuda/cuda_event.hpp"
 #include "kernels/cuda/cuda_graph.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/embedding_backward.hpp"
 #include "kernels/cuda/gemm.hpp"
@@ -131,16 +131,19 @@ void CudaBackend::set_deterministic(bool deterministic) {
   lt_->set_timed_choice(!deterministic_);
 }
 
-bool CudaBackend::takes_reduced_precision(std::string_view op) const {
+bool CudaBackend::takes_natively(BackendOp op, FloatType /*type*/) const {
   // Every operation on activations reads and writes bf16 and fp16 storage natively; the
   // optimizer's, the loss statistics' and the gradient norm's operands are fp32 anyway.
-  static constexpr std::string_view kFp32Only[] = {"masked_loss_sum", "masked_loss_grad",
-                                                   "cross_entropy_combine", "adamw_step",
-                                                   "sum_of_squares"};
-  for (std::string_view name : kFp32Only) {
-    if (op == name) return false;
+  switch (op) {
+    case BackendOp::masked_loss_sum:
+    case BackendOp::masked_loss_grad:
+    case BackendOp::cross_entropy_combine:
+    case BackendOp::adamw_step:
+    case BackendOp::sum_of_squares:
+      return false;
+    default:
+      return true;
   }
-  return true;
 }
 
 void CudaBackend::synchronize() {
@@ -247,19 +250,19 @@ void CudaBackend::do_copy_to_host(const void* device, void* host, size_t bytes) 
 }
 
 void CudaBackend::do_copy(ConstFloatArg src, FloatArg dst, int64_t n) {
-  const cuda::ScopedOp scope(profiler_.get(), "copy");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::copy);
   MGT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(n) * float_type_size(src.type()),
                                  cudaMemcpyDeviceToDevice, stream_));
 }
 
 void CudaBackend::do_copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges) {
-  const cuda::ScopedOp scope(profiler_.get(), "copy_ranges");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::copy_ranges);
   cuda::copy_ranges(src.raw(), dst.raw(), static_cast<int>(float_type_size(src.type())), ranges.data(),
                     ranges.size(), stream_);
 }
 
 void CudaBackend::do_convert(ConstFloatView src, FloatView dst) {
-  const cuda::ScopedOp scope(profiler_.get(), "convert");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::convert);
   if (src.type() == dst.type()) {
     MGT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.bytes()),
                                    cudaMemcpyDeviceToDevice, stream_));
@@ -273,11 +276,11 @@ void CudaBackend::do_convert(ConstFloatView src, FloatView dst) {
 }
 
 void CudaBackend::do_fill(FloatArg x, int64_t n, float value) {
-  const cuda::ScopedOp scope(profiler_.get(), "fill"); cuda::fill(x, n, value, stream_); }
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::fill); cuda::fill(x, n, value, stream_); }
 
 void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                                     int64_t in, int64_t out, FloatArg y) {
-  const cuda::ScopedOp scope(profiler_.get(), "linear_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_forward);
   if (cuda::small_rows_linear(x, w, bias.empty() ? cuda::In() : cuda::In(bias), rows, in, out, cuda::Out(), y,
                               stream_))
     return;
@@ -289,13 +292,13 @@ void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloat
 
 void CudaBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows,
                                            int64_t in, int64_t out, FloatArg dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "linear_backward_input");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_backward_input);
   cuda::linear_backward_input(cublas_, *lt_, matmul_precision_, dy, w, rows, in, out, dx);
 }
 
 void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
                                             int64_t in, int64_t out, FloatArg dw) {
-  const cuda::ScopedOp scope(profiler_.get(), "linear_backward_weight");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_backward_weight);
   cuda::linear_backward_weight(cublas_, *lt_, matmul_precision_, dy, x, rows, in, out, dw);
 }
 
@@ -303,7 +306,7 @@ void CudaBackend::do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w
                                               int64_t rows, int64_t in, int64_t out, FloatView pre,
                                               FloatView y) {
   {
-    const cuda::ScopedOp scope(profiler_.get(), "linear_gelu_tanh_forward");
+    const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_gelu_tanh_forward);
     const cuda::In b = bias.empty() ? cuda::In() : cuda::In(bias);
     if (cuda::small_rows_linear(x, w, b, rows, in, out, pre, y, stream_)) return;  // decoding
     if (rows > cuda::kSmallRowsMax && cuda::linear_gelu_tanh_forward(*lt_, x, w, bias, rows, in, out, pre, y))
@@ -316,21 +319,21 @@ void CudaBackend::do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFlo
                                                      ConstFloatView pre, int64_t rows, int64_t in,
                                                      int64_t out, FloatView dpre) {
   {
-    const cuda::ScopedOp scope(profiler_.get(), "linear_backward_input_gelu_tanh");
+    const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_backward_input_gelu_tanh);
     if (cuda::linear_backward_input_gelu_tanh(*lt_, dy, w, pre, rows, in, out, dpre)) return;
   }
   Backend::do_linear_backward_input_gelu_tanh(dy, w, pre, rows, in, out, dpre);
 }
 
 void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
-  const cuda::ScopedOp scope(profiler_.get(), "bias_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::bias_backward);
   cuda::bias_backward(dy, rows, cols, dbias, stream_);
 }
 
 void CudaBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
                                         int64_t rows, int64_t hidden, float eps, FloatArg y,
                                         FloatArg mean, FloatArg rstd) {
-  const cuda::ScopedOp scope(profiler_.get(), "layer_norm_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::layer_norm_forward);
   cuda::layer_norm_forward(x, weight, bias, rows, hidden, eps, y, mean, rstd, stream_);
 }
 
@@ -338,7 +341,7 @@ void CudaBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, Cons
                                          ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
                                          int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
                                          bool accumulate_dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "layer_norm_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::layer_norm_backward);
   cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream_);
 }
 
@@ -347,7 +350,7 @@ void CudaBackend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstF
                                       float eps, FloatView y, FloatView mean, FloatView rstd) {
   // The statistics are fp32 whatever the activations' type.
   if (mean.is_fp32() && rstd.is_fp32()) {
-    const cuda::ScopedOp scope(profiler_.get(), "add_norm_forward");
+    const cuda::ScopedOp scope(profiler_.get(), BackendOp::add_norm_forward);
     if (cuda::add_norm_forward(a, b, c.empty() ? cuda::In() : cuda::In(c), weight, bias.empty() ? cuda::In() : cuda::In(bias), rows, hidden, eps, sum, y,
                                mean.empty() ? nullptr : mean.data(), rstd.data(), stream_)) {
       return;
@@ -358,63 +361,63 @@ void CudaBackend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstF
 
 void CudaBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
                                       int64_t hidden, float eps, FloatArg y, FloatArg rstd) {
-  const cuda::ScopedOp scope(profiler_.get(), "rms_norm_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::rms_norm_forward);
   cuda::rms_norm_forward(x, weight, rows, hidden, eps, y, rstd, stream_);
 }
 
 void CudaBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                        ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
                                        FloatArg dweight, bool accumulate_dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "rms_norm_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::rms_norm_backward);
   cuda::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, accumulate_dx, dweight, stream_);
 }
 
 void CudaBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
-  const cuda::ScopedOp scope(profiler_.get(), "gelu_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::gelu_forward);
   cuda::gelu_forward(x, n, y, stream_);
 }
 void CudaBackend::do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "gelu_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::gelu_backward);
   cuda::gelu_backward(dy, x, n, dx, stream_);
 }
 void CudaBackend::do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) {
-  const cuda::ScopedOp scope(profiler_.get(), "gelu_tanh_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::gelu_tanh_forward);
   cuda::gelu_tanh_forward(x, n, y, stream_);
 }
 void CudaBackend::do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "gelu_tanh_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::gelu_tanh_backward);
   cuda::gelu_tanh_backward(dy, x, n, dx, stream_);
 }
 void CudaBackend::do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) {
-  const cuda::ScopedOp scope(profiler_.get(), "swiglu_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::swiglu_forward);
   cuda::swiglu_forward(x, rows, ffn, y, stream_);
 }
 void CudaBackend::do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
                                      FloatArg dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "swiglu_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::swiglu_backward);
   cuda::swiglu_backward(dy, x, rows, ffn, dx, stream_);
 }
 
 void CudaBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) {
-  const cuda::ScopedOp scope(profiler_.get(), "dropout_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::dropout_forward);
   cuda::dropout(x, n, p, key, y, stream_);
 }
 void CudaBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
                                       FloatArg dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "dropout_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::dropout_backward);
   cuda::dropout(dy, n, p, key, dx, stream_);
 }
 
 void CudaBackend::do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                        int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                        FloatArg out) {
-  const cuda::ScopedOp scope(profiler_.get(), "embedding_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::embedding_forward);
   cuda::embedding_forward(ids, n, table, vocab_start, local_rows, hidden, out, stream_);
 }
 void CudaBackend::do_embedding_backward(const int64_t* ids, int64_t n, ConstFloatArg dout,
                                         int64_t vocab_start, int64_t local_rows, int64_t hidden,
                                         FloatArg dtable) {
-  const cuda::ScopedOp scope(profiler_.get(), "embedding_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::embedding_backward);
   const size_t bytes = cuda::embedding_backward_scratch_bytes(n, local_rows);
   DeviceArray<unsigned char> scratch(*this, static_cast<int64_t>(bytes));
   cuda::embedding_backward(ids, n, dout, vocab_start, local_rows, hidden, dtable, scratch.view().data(), bytes,
@@ -423,19 +426,19 @@ void CudaBackend::do_embedding_backward(const int64_t* ids, int64_t n, ConstFloa
 
 void CudaBackend::do_rotary_forward(ConstFloatArg x, const HeadTensor& shape,
                                     const RotaryParams& params, FloatArg y) {
-  const cuda::ScopedOp scope(profiler_.get(), "rotary_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::rotary_forward);
   cuda::rotary(x, shape, params, 1.0f, y, stream_);
 }
 void CudaBackend::do_rotary_backward(ConstFloatArg dy, const HeadTensor& shape,
                                      const RotaryParams& params, FloatArg dx) {
-  const cuda::ScopedOp scope(profiler_.get(), "rotary_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::rotary_backward);
   cuda::rotary(dy, shape, params, -1.0f, dx, stream_);
 }
 
 void CudaBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v,
                                        const AttentionShape& shape, const AttentionParams& params,
                                        FloatArg out, FloatArg lse) {
-  const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::attention_forward);
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->forward(q, k, v, shape, params, out, lse)) return;
   if (!q.is_fp32()) {  // 2-byte storage where cuDNN does not apply: the fp32 kernel on copies
@@ -456,7 +459,7 @@ void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstF
                                         const AttentionShape& shape,
                                         const AttentionParams& params, FloatArg dq, FloatArg dk,
                                         FloatArg dv) {
-  const cuda::ScopedOp scope(profiler_.get(), "attention_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::attention_backward);
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv)) {
     return;
@@ -495,7 +498,7 @@ void CudaBackend::do_attention_forward_fused_qkv(ConstFloatView mixed, const Att
                                                  const AttentionParams& params, FloatView out, FloatView lse) {
   if (!mixed.is_fp32()) {
     if (cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params)) {
-      const cuda::ScopedOp scope(profiler_.get(), "attention_forward");
+      const cuda::ScopedOp scope(profiler_.get(), BackendOp::attention_forward);
       if (cudnn->forward_fused_qkv(mixed, shape, params, out, static_cast<float*>(lse.raw()))) return;
     }
   }
@@ -507,7 +510,7 @@ void CudaBackend::do_attention_backward_fused_qkv(ConstFloatView mixed, ConstFlo
                                                   const AttentionParams& params, FloatView d_mixed) {
   if (!mixed.is_fp32()) {
     if (cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params)) {
-      const cuda::ScopedOp scope(profiler_.get(), "attention_backward");
+      const cuda::ScopedOp scope(profiler_.get(), BackendOp::attention_backward);
       if (cudnn->backward_fused_qkv(mixed, out, dout, static_cast<const float*>(lse.raw()), shape, params,
                                     d_mixed))
         return;
@@ -531,7 +534,7 @@ void CudaBackend::do_cached_attention(FloatView q, FloatView k, ConstFloatView v
     Backend::do_cached_attention(q, k, v, key_cache, value_cache, length, shape, rotary, softmax_scale, out);
     return;
   }
-  const cuda::ScopedOp scope(profiler_.get(), "cached_attention");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::cached_attention);
   if (rotary != nullptr) {
     cuda::rotary(q, shape.query(), *rotary, 1.0f, q, stream_, length.data());
     const HeadTensor keys{shape.seq_q, shape.batch, shape.groups, shape.head_dim, SeqLayout::kSeqMajor};
@@ -542,37 +545,37 @@ void CudaBackend::do_cached_attention(FloatView q, FloatView k, ConstFloatView v
 
 void CudaBackend::do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
                                int64_t unit, FloatArg q, FloatArg k, FloatArg v) {
-  const cuda::ScopedOp scope(profiler_.get(), "qkv_split");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::qkv_split);
   cuda::qkv_split(mixed, tokens, heads, groups, unit, q, k, v, stream_);
 }
 void CudaBackend::do_qkv_merge(ConstFloatArg q, ConstFloatArg k, ConstFloatArg v, int64_t tokens,
                                int64_t heads, int64_t groups, int64_t unit, FloatArg mixed) {
-  const cuda::ScopedOp scope(profiler_.get(), "qkv_merge");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::qkv_merge);
   cuda::qkv_merge(q, k, v, tokens, heads, groups, unit, mixed, stream_);
 }
 
 void CudaBackend::do_cross_entropy_shard_statistics(ConstFloatArg logits, const int64_t* targets,
                                                     int64_t rows, int64_t vocab, int64_t vocab_start,
                                                     FloatArg statistics) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_shard_statistics");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::cross_entropy_shard_statistics);
   cuda::cross_entropy_shard_statistics(logits, targets, rows, vocab, vocab_start, statistics, stream_);
 }
 void CudaBackend::do_cross_entropy_combine(ConstFloatArg statistics, int64_t ranks, int64_t rows,
                                            FloatArg loss, FloatArg row_max, FloatArg sum_exp) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_combine");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::cross_entropy_combine);
   cuda::cross_entropy_combine(statistics, ranks, rows, loss, row_max, sum_exp, stream_);
 }
 void CudaBackend::do_cross_entropy_forward(ConstFloatArg logits, const int64_t* targets,
                                            int64_t rows, int64_t vocab, FloatArg loss,
                                            FloatArg row_max, FloatArg sum_exp) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_forward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::cross_entropy_forward);
   cuda::cross_entropy_forward(logits, targets, rows, vocab, loss, row_max, sum_exp, stream_);
 }
 void CudaBackend::do_cross_entropy_backward(ConstFloatArg logits, const int64_t* targets,
                                             ConstFloatArg row_max, ConstFloatArg sum_exp,
                                             ConstFloatArg dloss, int64_t rows, int64_t vocab,
                                             int64_t vocab_start, FloatArg dlogits) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::cross_entropy_backward);
   cuda::cross_entropy_backward(logits, targets, row_max, sum_exp, dloss, rows, vocab, vocab_start,
                                dlogits, stream_);
 }
@@ -590,41 +593,41 @@ MaskedLossSum CudaBackend::do_masked_loss_sum(ConstFloatArg loss, ConstFloatArg 
 
 void CudaBackend::do_masked_loss_sum_on_device(ConstFloatArg loss, ConstFloatArg loss_mask, int64_t rows,
                                                double* sums, bool accumulate) {
-  const cuda::ScopedOp scope(profiler_.get(), "masked_loss_sum");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::masked_loss_sum);
   cuda::masked_loss_sum(loss, loss_mask, rows, sums, accumulate, stream_);
 }
 
 void CudaBackend::do_row_argmax(ConstFloatArg x, int64_t rows, int64_t cols, int64_t row_stride,
                                 int64_t* out) {
-  const cuda::ScopedOp scope(profiler_.get(), "row_argmax");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::row_argmax);
   cuda::row_argmax(x, rows, cols, row_stride, out, stream_);
 }
 
 void CudaBackend::do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
                                       FloatArg dloss) {
-  const cuda::ScopedOp scope(profiler_.get(), "masked_loss_grad");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::masked_loss_grad);
   cuda::masked_loss_grad(loss_mask, rows, scale, dloss, stream_);
 }
 
 void CudaBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) {
-  const cuda::ScopedOp scope(profiler_.get(), "add_bias");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::add_bias);
   cuda::add_bias(y, bias, rows, cols, stream_);
 }
 void CudaBackend::do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) {
-  const cuda::ScopedOp scope(profiler_.get(), "add");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::add);
   cuda::add(a, b, c, n, out, stream_);
 }
 void CudaBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
-  const cuda::ScopedOp scope(profiler_.get(), "accumulate");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::accumulate);
   cuda::accumulate(y, x, n, stream_);
 }
 void CudaBackend::do_scale(FloatArg x, int64_t n, float factor) {
-  const cuda::ScopedOp scope(profiler_.get(), "scale"); cuda::scale(x, n, factor, stream_); }
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::scale); cuda::scale(x, n, factor, stream_); }
 
 void CudaBackend::do_cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
                                                     ConstFloatView dloss, int64_t rows,
                                                     int64_t vocab, FloatView loss) {
-  const cuda::ScopedOp scope(profiler_.get(), "cross_entropy_forward_backward");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::cross_entropy_forward_backward);
   cuda::cross_entropy_forward_backward(logits, targets.data(), dloss.data(), rows, vocab,
                                        loss.data(), logits, stream_);
 }
@@ -634,7 +637,7 @@ void CudaBackend::do_adamw_update(FloatView param, ConstFloatView grad, FloatVie
                                   std::span<const int64_t> segment_flags, const AdamWParams& params,
                                   float decoupled_lr, float grad_scale, int64_t step,
                                   FloatView compute) {
-  const cuda::ScopedOp scope(profiler_.get(), "adamw_update");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::adamw_update);
   const auto segments = static_cast<int64_t>(segment_ends.size());
   if (static_cast<int64_t>(segments_host_.size()) != 2 * segments ||
       !std::equal(segment_ends.begin(), segment_ends.end(), segments_host_.begin()) ||
@@ -652,12 +655,12 @@ void CudaBackend::do_adamw_update(FloatView param, ConstFloatView grad, FloatVie
 
 void CudaBackend::do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq,
                                 int64_t n, const AdamWParams& params, int64_t step) {
-  const cuda::ScopedOp scope(profiler_.get(), "adamw_step");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::adamw_step);
   cuda::adamw_step(param, grad, exp_avg, exp_avg_sq, n, params, step, stream_);
 }
 
 double CudaBackend::do_sum_of_squares(ConstFloatArg x, int64_t n) {
-  const cuda::ScopedOp scope(profiler_.get(), "sum_of_squares");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::sum_of_squares);
   cuda::sum_of_squares(x, n, reduction_, stream_);
   double result = 0.0;
   do_copy_to_host(reduction_, &result, sizeof result);
@@ -666,7 +669,7 @@ double CudaBackend::do_sum_of_squares(ConstFloatArg x, int64_t n) {
 
 double CudaBackend::do_sum_of_squares_ranges(ConstFloatView x, std::span<const ElementRange> ranges) {
   if (!x.is_fp32()) return Backend::do_sum_of_squares_ranges(x, ranges);  // staged to fp32 range by range
-  const cuda::ScopedOp scope(profiler_.get(), "sum_of_squares");
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::sum_of_squares);
   cuda::sum_of_squares(x.data(), ranges.data(), ranges.size(), reduction_, stream_);
   double result = 0.0;
   do_copy_to_host(reduction_, &result, sizeof result);

@@ -29,11 +29,7 @@ public:
   std::string description() const override;
   bool set_matmul_precision(MatmulPrecision precision) override;
   void set_deterministic(bool deterministic) override;
-
-protected:
-  bool takes_reduced_precision(std::string_view op) const override;
-
-public:
+  bool takes_natively(BackendOp op, FloatType type) const override;
   std::optional<AvailableMemory> available_memory() const override;
   // The stream-ordered pool's counts (cuBLAS's and the CUDA context's own memory are outside it).
   std::optional<MemoryUse> memory_use() const override;

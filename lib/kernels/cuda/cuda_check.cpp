@@ -1,4 +1,4 @@
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 #include <string>
 

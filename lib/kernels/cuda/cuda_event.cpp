@@ -1,7 +1,7 @@
 #include "kernels/cuda/cuda_event.hpp"
 
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::cuda {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::cuda {
 namespace {

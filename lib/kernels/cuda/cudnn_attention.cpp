@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "kernels/cuda/bf16_convert.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/cuda/cudnn_attention_graphs.hpp"
 #include "kernels/cuda/cudnn_check.hpp"
 #include "kernels/cuda/cudnn_plan_cache.hpp"
@@ -28,10 +28,6 @@ namespace mgt::cuda {
 using namespace cudnn;
 
 namespace {
-
-using cpu::AttentionParams;
-using cpu::AttentionShape;
-using cpu::SeqLayout;
 
 // The operands of one call share a storage type: fp32 (attended through bf16 copies), bf16 or fp16.
 bool same_type(std::initializer_list<ConstFloatView> operands) {
@@ -318,35 +314,35 @@ CudnnAttention::~CudnnAttention() = default;
 
 bool CudnnAttention::built() { return false; }
 
-bool CudnnAttention::handles(const cpu::AttentionShape& /*shape*/,
-                             const cpu::AttentionParams& /*params*/) {
+bool CudnnAttention::handles(const AttentionShape& /*shape*/,
+                             const AttentionParams& /*params*/) {
   return false;
 }
 
 bool CudnnAttention::forward(ConstFloatView, ConstFloatView, ConstFloatView,
-                             const cpu::AttentionShape&, const cpu::AttentionParams&, FloatView,
+                             const AttentionShape&, const AttentionParams&, FloatView,
                              float*) {
   return false;
 }
 
 bool CudnnAttention::backward(ConstFloatView, ConstFloatView, ConstFloatView, ConstFloatView,
-                              ConstFloatView, const float*, const cpu::AttentionShape&,
-                              const cpu::AttentionParams&, FloatView, FloatView, FloatView) {
+                              ConstFloatView, const float*, const AttentionShape&,
+                              const AttentionParams&, FloatView, FloatView, FloatView) {
   return false;
 }
 
-bool CudnnAttention::handles_fused_qkv(const cpu::AttentionShape& /*shape*/,
-                                       const cpu::AttentionParams& /*params*/) {
+bool CudnnAttention::handles_fused_qkv(const AttentionShape& /*shape*/,
+                                       const AttentionParams& /*params*/) {
   return false;
 }
 
-bool CudnnAttention::forward_fused_qkv(ConstFloatView, const cpu::AttentionShape&, const cpu::AttentionParams&,
+bool CudnnAttention::forward_fused_qkv(ConstFloatView, const AttentionShape&, const AttentionParams&,
                                        FloatView, float*) {
   return false;
 }
 
 bool CudnnAttention::backward_fused_qkv(ConstFloatView, ConstFloatView, ConstFloatView, const float*,
-                                        const cpu::AttentionShape&, const cpu::AttentionParams&, FloatView) {
+                                        const AttentionShape&, const AttentionParams&, FloatView) {
   return false;
 }
 

@@ -44,7 +44,7 @@ public:
   static bool built();
   // The shapes and parameters cuDNN is asked to run (see above); the alignment of lse and the
   // existence of an engine are checked by the calls themselves.
-  static bool handles(const cpu::AttentionShape& shape, const cpu::AttentionParams& params);
+  static bool handles(const AttentionShape& shape, const AttentionParams& params);
 
   // Each runs the call on the stream and returns true, or returns false having queued nothing,
   // and the caller runs the fp32 kernel. Plans are built once per shape, layout and dropout rate
@@ -54,21 +54,21 @@ public:
   // bf16 and fp16 operands are used in place; fp32 ones go through bf16 copies. All operands of a
   // call are of one type. lse is fp32.
   bool forward(ConstFloatView q, ConstFloatView k, ConstFloatView v,
-               const cpu::AttentionShape& shape, const cpu::AttentionParams& params,
+               const AttentionShape& shape, const AttentionParams& params,
                FloatView out, float* lse);
   bool backward(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView out,
-                ConstFloatView dout, const float* lse, const cpu::AttentionShape& shape,
-                const cpu::AttentionParams& params, FloatView dq, FloatView dk, FloatView dv);
+                ConstFloatView dout, const float* lse, const AttentionShape& shape,
+                const AttentionParams& params, FloatView dq, FloatView dk, FloatView dv);
 
   // The same reading Q, K and V from the fused QKV projection's output, mixed [s, b, heads, 3,
   // head_dim] (seq-major, groups == heads, 2-byte storage), and writing dQ, dK and dV into
   // d_mixed in that layout: no split or merge around the call. The output and its gradient are
   // [s, b, heads, head_dim] as above.
-  static bool handles_fused_qkv(const cpu::AttentionShape& shape, const cpu::AttentionParams& params);
-  bool forward_fused_qkv(ConstFloatView mixed, const cpu::AttentionShape& shape,
-                         const cpu::AttentionParams& params, FloatView out, float* lse);
+  static bool handles_fused_qkv(const AttentionShape& shape, const AttentionParams& params);
+  bool forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
+                         const AttentionParams& params, FloatView out, float* lse);
   bool backward_fused_qkv(ConstFloatView mixed, ConstFloatView out, ConstFloatView dout, const float* lse,
-                          const cpu::AttentionShape& shape, const cpu::AttentionParams& params,
+                          const AttentionShape& shape, const AttentionParams& params,
                           FloatView d_mixed);
 
 private:

@@ -18,10 +18,6 @@
 
 namespace mgt::cuda::cudnn {
 
-using cpu::AttentionParams;
-using cpu::AttentionShape;
-using cpu::SeqLayout;
-
 PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& p, bool half, bool fused_qkv) {
   PlanKey key;
   key.fused_qkv = fused_qkv;
@@ -56,7 +52,7 @@ Geometry geometry(const PlanKey& k) {
   Geometry t;
   t.q = {b, h, s, d};
   t.kv = {b, g, s, d};
-  // cpu::HeadTensor: seq-major [s, b, heads, d] or batch-major [b, s, heads, d].
+  // HeadTensor: seq-major [s, b, heads, d] or batch-major [b, s, heads, d].
   t.q_strides = k.batch_major ? Dims{s * h * d, d, h * d, 1} : Dims{h * d, d, b * h * d, 1};
   t.kv_strides = k.batch_major ? Dims{s * g * d, d, g * d, 1} : Dims{g * d, d, b * g * d, 1};
   t.o_strides = t.q_strides;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cpu/attention.hpp"
+#include "kernels/operation_params.hpp"
 #include "kernels/cuda/cudnn_graph_builder.hpp"
 
 namespace mgt::cuda::cudnn {
@@ -63,7 +63,7 @@ struct PlanKey {
 
 // The key of a call's forward (backward = false) or backward plan: fp16 operands when `half`,
 // else bf16; Q, K and V inside the fused QKV projection's output when `fused_qkv`.
-PlanKey make_key(bool backward, const cpu::AttentionShape& s, const cpu::AttentionParams& p, bool half,
+PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& p, bool half,
                  bool fused_qkv = false);
 
 // The forward graph: O and the softmax statistics from Q, K and V (with dropout when the key has a

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::cuda {
 

@@ -1,10 +1,10 @@
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda_device.hpp"
 
 #include <cstdio>
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::cuda {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vector8.cuh"
@@ -158,14 +158,14 @@ __global__ void swiglu_backward_kernel(In dy, In x, int64_t rows, int64_t ffn,
 
 // One thread per Philox block of four consecutive global indices (see kernels/cpu/dropout.hpp).
 __global__ void dropout_kernel(In x, int64_t n, uint32_t threshold, float keep_scale,
-                               cpu::DropoutKey key, Out y) {
+                               DropoutKey key, Out y) {
   const uint64_t first_block = key.offset / 4;
   const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
-  const cpu::PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
+  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
                                      static_cast<uint32_t>(key.seed >> 32)};
   for (uint64_t block = first_block + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
        block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const cpu::PhiloxCounter words = cpu::philox4x32_10(
+    const PhiloxCounter words = philox4x32_10(
         {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
          static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
         philox_key);
@@ -246,7 +246,7 @@ void swiglu_backward(In dy, In x, int64_t rows, int64_t ffn, Out dx,
   MGT_CUDA_CHECK_LAUNCH(swiglu_backward_kernel);
 }
 
-void dropout(In x, int64_t n, float p, cpu::DropoutKey key, Out y,
+void dropout(In x, int64_t n, float p, DropoutKey key, Out y,
              cudaStream_t stream) {
   if (n == 0) return;
   if (p == 0.0f) {

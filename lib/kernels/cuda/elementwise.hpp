@@ -34,7 +34,7 @@ void swiglu_forward(In x, int64_t rows, int64_t ffn, Out y, cudaStream_t stream)
 void swiglu_backward(In dy, In x, int64_t rows, int64_t ffn, Out dx,
                      cudaStream_t stream);
 
-void dropout(In x, int64_t n, float p, cpu::DropoutKey key, Out y,
+void dropout(In x, int64_t n, float p, DropoutKey key, Out y,
              cudaStream_t stream);
 
 }  // namespace mgt::cuda

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 // cuBLAS is column-major: a row-major [m, n] matrix is its column-major transpose, so each
 // row-major product below is computed as the transposed column-major one.

@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::cuda {
 

@@ -88,7 +88,7 @@ void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, i
 }
 
 // One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.
-__global__ void rotary_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
+__global__ void rotary_kernel(In x, HeadTensor shape, int64_t rotary_dim,
                               double base, double llama3_factor, int64_t position_offset,
                               const int64_t* offset_on_device, float sign, Out y) {
   if (offset_on_device != nullptr) position_offset += *offset_on_device;
@@ -102,7 +102,7 @@ __global__ void rotary_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
     rest /= shape.heads;
     const int64_t b = rest % shape.batch;
     const int64_t s = rest / shape.batch;
-    const double inv_freq = cpu::llama3_scaled_inv_freq(
+    const double inv_freq = llama3_scaled_inv_freq(
         pow(base, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim)), llama3_factor);
     const double theta = static_cast<double>(position_offset + s) * inv_freq;
     const auto c = static_cast<float>(cos(theta));
@@ -116,7 +116,7 @@ __global__ void rotary_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
 }
 
 // The channels past rotary_dim pass through (only when y does not alias x).
-__global__ void rotary_pass_kernel(In x, cpu::HeadTensor shape, int64_t rotary_dim,
+__global__ void rotary_pass_kernel(In x, HeadTensor shape, int64_t rotary_dim,
                                    Out y) {
   const int64_t rest_dim = shape.head_dim - rotary_dim;
   const int64_t total = shape.seq * shape.batch * shape.heads * rest_dim;
@@ -155,7 +155,7 @@ void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads, int64_t groups, 
              Out(const_cast<void*>(v.raw()), v.type()), tokens, heads, groups, unit, true, stream);
 }
 
-void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
+void rotary(In x, const HeadTensor& shape, const RotaryParams& params,
             float sign, Out y, cudaStream_t stream, const int64_t* offset_on_device) {
   const int64_t pairs = shape.seq * shape.batch * shape.heads * (params.rotary_dim / 2);
   if (pairs > 0) {

@@ -8,7 +8,7 @@
 
 #include "kernels/cuda/elements.hpp"
 
-#include "kernels/cpu/head_layout.hpp"
+#include "kernels/operation_params.hpp"
 #include "kernels/cpu/rotary.hpp"
 
 namespace mgt::cuda {
@@ -24,7 +24,7 @@ void qkv_merge(In q, In k, In v, int64_t tokens, int64_t heads,
 // sign = +1 for the forward rotation, −1 for the backward (its transpose). y may alias x.
 // offset_on_device, when not null, is added to params.position_offset as the kernel reads it
 // (a key/value cache's length in a recorded decode step).
-void rotary(In x, const cpu::HeadTensor& shape, const cpu::RotaryParams& params,
+void rotary(In x, const HeadTensor& shape, const RotaryParams& params,
             float sign, Out y, cudaStream_t stream, const int64_t* offset_on_device = nullptr);
 
 }  // namespace mgt::cuda

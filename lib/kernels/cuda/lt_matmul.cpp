@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace mgt::cuda {
 namespace {

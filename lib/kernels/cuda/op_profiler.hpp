@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend_operation.hpp"
+
 namespace mgt::cuda {
 
 class OpProfiler {
@@ -59,8 +61,9 @@ private:
 // Brackets one operation when a profiler is present (null: no cost beyond a branch).
 class ScopedOp {
 public:
-  ScopedOp(OpProfiler* profiler, const char* op)
-      : profiler_(profiler != nullptr && profiler->begin(op) ? profiler : nullptr) {}
+  // Counted under the operation's name in the list (kernels/backend_operations.inc).
+  ScopedOp(OpProfiler* profiler, BackendOp op)
+      : profiler_(profiler != nullptr && profiler->begin(backend_op_name(op)) ? profiler : nullptr) {}
   ~ScopedOp() {
     if (profiler_ != nullptr) profiler_->end();
   }

@@ -14,7 +14,7 @@ constexpr int kSumBlocks = 1024;
 constexpr int kSumThreads = 256;
 
 __global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                             int64_t n, cpu::AdamWParams p, float correction1,
+                             int64_t n, AdamWParams p, float correction1,
                              float correction2) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -32,7 +32,7 @@ __global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, fl
 
 // One element of adamw_update: adamw_kernel's arithmetic on a gradient scaled as it is read.
 __device__ __forceinline__ float adam_element(float& param, float grad, float& m, float& v,
-                                              const cpu::AdamWParams& p, float lr,
+                                              const AdamWParams& p, float lr,
                                               float weight_decay, float grad_scale,
                                               float correction1, float correction2) {
   const float g = grad * grad_scale;
@@ -64,7 +64,7 @@ __device__ __forceinline__ int64_t find_run(const int64_t* ends, int64_t segment
 // finding each element's run costs a comparison.
 __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
                                     float* exp_avg_sq, int64_t n, const int64_t* ends,
-                                    const int64_t* flags, int64_t segments, cpu::AdamWParams p,
+                                    const int64_t* flags, int64_t segments, AdamWParams p,
                                     float decoupled_lr, float grad_scale, float correction1,
                                     float correction2, Out compute, bool vectorized) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -177,7 +177,7 @@ __global__ void sum_partials_kernel(const double* partial, int count, double* re
 }  // namespace
 
 void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-                const cpu::AdamWParams& params, int64_t step, cudaStream_t stream) {
+                const AdamWParams& params, int64_t step, cudaStream_t stream) {
   if (n == 0) return;
   const auto t = static_cast<double>(step);
   const auto correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
@@ -189,7 +189,7 @@ void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_
 
 void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                   const int64_t* segment_ends, const int64_t* segment_flags, int64_t segments,
-                  const cpu::AdamWParams& params, float decoupled_lr, float grad_scale,
+                  const AdamWParams& params, float decoupled_lr, float grad_scale,
                   int64_t step, Out compute, cudaStream_t stream) {
   if (n == 0) return;
   const auto t = static_cast<double>(step);

@@ -1,4 +1,4 @@
-#include "kernels/cuda/rank_chunk_sum.hpp"
+#include "kernels/rank_chunk_sum.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

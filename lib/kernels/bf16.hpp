@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace mgt::cpu {
+namespace mgt {
 
 inline float bf16_to_float(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
@@ -21,4 +21,4 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-}  // namespace mgt::cpu
+}  // namespace mgt

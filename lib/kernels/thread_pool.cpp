@@ -1,4 +1,4 @@
-#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/thread_pool.hpp"
 
 #include <sched.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/process_environment.hpp"
 
-namespace mgt::cpu {
+namespace mgt {
 
 namespace {
 
@@ -95,4 +95,4 @@ int default_cpu_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-}  // namespace mgt::cpu
+}  // namespace mgt

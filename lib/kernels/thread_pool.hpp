@@ -1,5 +1,6 @@
-// The CPU backend's worker threads for the operations OpenBLAS does not run: cross-entropy over
-// the vocabulary, norms, activations, the optimizer step. Work is split into contiguous ranges
+// Worker threads on the host: the CPU backend's, for the operations OpenBLAS does not run
+// (cross-entropy over the vocabulary, norms, activations, the optimizer step), and the model's
+// parameter initialisation (model/gpt_parameters.cpp). Work is split into contiguous ranges
 // of independent items (rows, elements), so results are identical whatever the thread count:
 // no item's arithmetic depends on how the range was cut.
 //
@@ -14,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace mgt::cpu {
+namespace mgt {
 
 class ThreadPool {
 public:
@@ -53,4 +54,4 @@ private:
 // the cores this process may run on.
 int default_cpu_threads();
 
-}  // namespace mgt::cpu
+}  // namespace mgt

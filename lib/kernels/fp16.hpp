@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace mgt::cpu {
+namespace mgt {
 
 inline float fp16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -47,4 +47,4 @@ inline uint16_t float_to_fp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-}  // namespace mgt::cpu
+}  // namespace mgt

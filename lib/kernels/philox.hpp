@@ -1,13 +1,14 @@
 // Philox4x32-10, the counter-based generator of Salmon, Moraes, Dror & Shaw, "Parallel random
 // numbers: as easy as 1, 2, 3" (SC 2011). A pure function of (counter, key): any element of a
 // random stream can be produced without producing those before it, so dropout masks can be
-// regenerated in the backward, on any shard, and after a resume, from a few integers.
-// Header-only and free of library calls so a device implementation can share the definition.
+// regenerated in the backward, on any shard, and after a resume, from a few integers; the model's
+// parameter initialisation draws from it too (model/parameter_init.cpp). Header-only and free of
+// library calls so a device implementation can share the definition.
 #pragma once
 #include <array>
 #include <cstdint>
 
-namespace mgt::cpu {
+namespace mgt {
 
 using PhiloxCounter = std::array<uint32_t, 4>;
 using PhiloxKey = std::array<uint32_t, 2>;
@@ -43,4 +44,4 @@ constexpr PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
   return counter;
 }
 
-}  // namespace mgt::cpu
+}  // namespace mgt

@@ -1,0 +1,748 @@
+// Every operation of the backend interface (kernels/backend_operations.inc), on every backend
+// present (the CPU always, CUDA device 0 where one is visible), with fp32, bf16 and fp16 storage,
+// against the CPU backend in fp32 on the same inputs.
+//
+// Each case draws random non-zero inputs, rounds them to the storage type (so that the backend
+// under test and the reference read the same values), runs the operation on both and bounds
+// max |result − reference| / max |reference| for each output by the bound of its kind and
+// storage type (Bounds below). Operands whose type an operation fixes (the statistics of norms,
+// attention and cross-entropy, AdamW's master weights and moments) are fp32 on both sides.
+//
+// The table of cases is generated from the list of operations: an operation added to the list
+// without a case_NAME function here does not compile.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/backend_factory.hpp"
+#include "kernels/cuda_device.hpp"
+#include "skipped_tests.hpp"
+
+using namespace mgt;
+
+namespace {
+
+// Relative error bounds, per storage type of the operands.
+struct Bounds {
+  double f32;
+  double bf16;
+  double f16;
+  double of(FloatType type) const {
+    return type == FloatType::kF32 ? f32 : type == FloatType::kBf16 ? bf16 : f16;
+  }
+};
+// Data movement: the values themselves.
+constexpr Bounds kExact{0.0, 0.0, 0.0};
+// One result per element, computed in fp32 and rounded once to the storage type (bf16 keeps 8
+// significant bits, fp16 11): a few units in the last place.
+constexpr Bounds kElementwise{1e-5, 8e-3, 1e-3};
+// Sums over rows or columns, and operations made of several rounded steps (fused ones included).
+constexpr Bounds kReduction{1e-4, 2e-2, 4e-3};
+// Attention: softmax probabilities rounded to the storage type before their product with V (as
+// cuDNN does under bf16 / fp16 precision).
+constexpr Bounds kAttention{1e-4, 3e-2, 6e-3};
+
+enum class Side { kTest, kReference };
+
+// One floating-point tensor on the backend under test and on the reference, with the same
+// values where it is an input.
+struct Tensor {
+  DeviceBuffer test;
+  DeviceBuffer reference;
+  FloatView operator()(Side side) { return side == Side::kTest ? test.view() : reference.view(); }
+};
+
+struct Indices {
+  DeviceIndexBuffer test;
+  DeviceIndexBuffer reference;
+  IndexView operator()(Side side) { return side == Side::kTest ? test.view() : reference.view(); }
+};
+
+std::vector<float> read(Backend& backend, ConstFloatView view) {
+  std::vector<float> host(static_cast<size_t>(view.size()));
+  backend.copy_to_host(view, std::span<float>(host));
+  return host;
+}
+
+// One operation's run on the backend under test with operands of `type`, and on the reference.
+class OpRun {
+public:
+  OpRun(Backend& test, Backend& reference, FloatType type) : test_(test), reference_(reference), type_(type) {}
+
+  FloatType type() const { return type_; }
+  int checks() const { return checks_; }
+
+  // Random values of magnitude in [magnitude / 10, magnitude] and random sign, never zero.
+  std::vector<float> random(int64_t n, float magnitude = 1.0f, bool positive = false) {
+    std::mt19937 rng(seed_++);
+    std::uniform_real_distribution<float> size(0.1f * magnitude, magnitude);
+    std::bernoulli_distribution negative(positive ? 0.0 : 0.5);
+    std::vector<float> values(static_cast<size_t>(n));
+    for (float& v : values) v = negative(rng) ? -size(rng) : size(rng);
+    return values;
+  }
+
+  // An input of the storage type (fixed: of that type whatever the case's), random or given.
+  Tensor input(int64_t n, float magnitude = 1.0f) { return values(random(n, magnitude), type_); }
+  Tensor input_fp32(int64_t n, float magnitude = 1.0f) { return values(random(n, magnitude), FloatType::kF32); }
+  Tensor positive_input(int64_t n, float magnitude = 1.0f) { return values(random(n, magnitude, true), type_); }
+  Tensor values(const std::vector<float>& host, FloatType type) {
+    const auto n = static_cast<int64_t>(host.size());
+    Tensor t{DeviceBuffer(test_, n, type), DeviceBuffer(reference_, n)};
+    test_.copy_from_host(host, t.test.view());
+    // The reference reads the values as the backend under test holds them, rounded to its type.
+    const std::vector<float> rounded = read(test_, t.test.view());
+    reference_.copy_from_host(rounded, t.reference.view());
+    return t;
+  }
+  // The reference's values of `t` (an earlier operation's results) as an input of `type`.
+  Tensor reference_values(Tensor& t, FloatType type) { return values(read(reference_, t.reference.view()), type); }
+  Tensor output(int64_t n) { return output_as(n, type_); }
+  Tensor output_fp32(int64_t n) { return output_as(n, FloatType::kF32); }
+  Indices indices(const std::vector<int64_t>& host) {
+    const auto n = static_cast<int64_t>(host.size());
+    Indices t{DeviceIndexBuffer(test_, n), DeviceIndexBuffer(reference_, n)};
+    test_.copy_from_host<int64_t>(host, t.test.view());
+    reference_.copy_from_host<int64_t>(host, t.reference.view());
+    return t;
+  }
+
+  // op(backend, side) on the backend under test, then on the reference.
+  void run(const std::function<void(Backend&, Side)>& op) {
+    op(test_, Side::kTest);
+    op(reference_, Side::kReference);
+  }
+
+  void check(Tensor& t, Bounds bounds, const char* what) {
+    const std::vector<float> got = read(test_, t.test.view());
+    const std::vector<float> want = read(reference_, t.reference.view());
+    double scale = 0.0;
+    double diff = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+      const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+      diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+    }
+    INFO(what << ": relative error " << diff / scale << ", bound " << bounds.of(type_));
+    REQUIRE(scale > 0.0);
+    CHECK(diff / scale <= bounds.of(type_));
+    ++checks_;
+  }
+  void check(double got, double want, Bounds bounds, const char* what) {
+    INFO(what << ": " << got << " against " << want << ", bound " << bounds.of(type_));
+    REQUIRE(want != 0.0);
+    CHECK(std::fabs(got - want) / std::fabs(want) <= bounds.of(type_));
+    ++checks_;
+  }
+  void check(Indices& t, const char* what) {
+    std::vector<int64_t> got(static_cast<size_t>(t.test.size()));
+    std::vector<int64_t> want(got.size());
+    test_.copy_to_host(DeviceSpan<const int64_t>(t.test.view()), std::span<int64_t>(got));
+    reference_.copy_to_host(DeviceSpan<const int64_t>(t.reference.view()), std::span<int64_t>(want));
+    INFO(what);
+    CHECK(got == want);
+    ++checks_;
+  }
+
+private:
+  Tensor output_as(int64_t n, FloatType type) { return {DeviceBuffer(test_, n, type), DeviceBuffer(reference_, n)}; }
+
+  Backend& test_;
+  Backend& reference_;
+  FloatType type_;
+  uint32_t seed_ = 1;
+  int checks_ = 0;
+};
+
+// ---- shapes shared by the cases ----
+// Element-wise operations over more than one GPU block, of a length that is no multiple of 8
+// (the vector paths' remainder); SwiGLU over rows of an odd width.
+constexpr int64_t kRows = 6, kIn = 40, kOut = 24, kHidden = 48, kN = 2053, kFfn = 257;
+constexpr float kEps = 1e-5f;
+// Grouped-query attention, sequence-major; the fused QKV layout needs groups == heads.
+constexpr AttentionShape kAttentionShape{2, 8, 8, 4, 2, 16, SeqLayout::kSeqMajor};
+constexpr AttentionShape kFusedShape{2, 8, 8, 4, 4, 16, SeqLayout::kSeqMajor};
+AttentionParams attention_params() {
+  AttentionParams p;
+  p.softmax_scale = 0.25f;
+  return p;
+}
+
+// ---- copies and conversions ----
+void case_copy(OpRun& r) {
+  Tensor x = r.input(kN), y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.copy(x(s), y(s)); });
+  r.check(y, kExact, "dst");
+}
+
+void case_copy_ranges(OpRun& r) {
+  Tensor src = r.input(64), dst = r.input(64);
+  const std::vector<CopyRange> ranges = {{0, 10, 5}, {20, 40, 7}, {50, 3, 10}};
+  r.run([&](Backend& b, Side s) { b.copy_ranges(src(s), dst(s), ranges); });
+  r.check(dst, kExact, "dst");
+}
+
+void case_convert(OpRun& r) {
+  Tensor narrow = r.input(kN), wide = r.output_fp32(kN);
+  Tensor from = r.input_fp32(kN), to = r.output(kN);
+  r.run([&](Backend& b, Side s) {
+    b.convert(narrow(s), wide(s));
+    b.convert(from(s), to(s));
+  });
+  r.check(wide, kExact, "to fp32");
+  r.check(to, kElementwise, "from fp32");
+}
+
+void case_fill(OpRun& r) {
+  Tensor x = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.fill(x(s), 0.375f); });
+  r.check(x, kExact, "x");
+}
+
+// ---- linear layers ----
+void case_linear_forward(OpRun& r) {
+  Tensor x = r.input(kRows * kIn), w = r.input(kOut * kIn), bias = r.input(kOut), y = r.output(kRows * kOut);
+  r.run([&](Backend& b, Side s) { b.linear_forward(x(s), w(s), bias(s), kRows, kIn, kOut, y(s)); });
+  r.check(y, kReduction, "y");
+}
+
+void case_linear_backward_input(OpRun& r) {
+  Tensor dy = r.input(kRows * kOut), w = r.input(kOut * kIn), dx = r.output(kRows * kIn);
+  r.run([&](Backend& b, Side s) { b.linear_backward_input(dy(s), w(s), kRows, kIn, kOut, dx(s)); });
+  r.check(dx, kReduction, "dx");
+}
+
+void case_linear_backward_weight(OpRun& r) {
+  Tensor dy = r.input(kRows * kOut), x = r.input(kRows * kIn), dw = r.input(kOut * kIn);
+  r.run([&](Backend& b, Side s) { b.linear_backward_weight(dy(s), x(s), kRows, kIn, kOut, dw(s)); });
+  r.check(dw, kReduction, "dw (accumulated)");
+}
+
+void case_bias_backward(OpRun& r) {
+  Tensor dy = r.input(kRows * kOut), dbias = r.input(kOut);
+  r.run([&](Backend& b, Side s) { b.bias_backward(dy(s), kRows, kOut, dbias(s)); });
+  r.check(dbias, kReduction, "dbias (accumulated)");
+}
+
+void case_linear_gelu_tanh_forward(OpRun& r) {
+  Tensor x = r.input(kRows * kIn), w = r.input(kOut * kIn), bias = r.input(kOut);
+  Tensor pre = r.output(kRows * kOut), y = r.output(kRows * kOut);
+  r.run([&](Backend& b, Side s) { b.linear_gelu_tanh_forward(x(s), w(s), bias(s), kRows, kIn, kOut, pre(s), y(s)); });
+  r.check(pre, kReduction, "pre");
+  r.check(y, kReduction, "y");
+}
+
+void case_linear_backward_input_gelu_tanh(OpRun& r) {
+  Tensor dy = r.input(kRows * kOut), w = r.input(kOut * kIn), pre = r.input(kRows * kIn, 3.0f);
+  Tensor dpre = r.output(kRows * kIn);
+  r.run([&](Backend& b, Side s) { b.linear_backward_input_gelu_tanh(dy(s), w(s), pre(s), kRows, kIn, kOut, dpre(s)); });
+  r.check(dpre, kReduction, "dpre");
+}
+
+// ---- normalisation ----
+void case_layer_norm_forward(OpRun& r) {
+  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden), bias = r.input(kHidden);
+  Tensor y = r.output(kRows * kHidden), mean = r.output_fp32(kRows), rstd = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean(s), rstd(s)); });
+  r.check(y, kReduction, "y");
+  r.check(mean, kReduction, "mean");
+  r.check(rstd, kReduction, "rstd");
+}
+
+void case_layer_norm_backward(OpRun& r) {
+  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden), bias = r.input(kHidden);
+  Tensor y = r.output(kRows * kHidden), mean0 = r.output_fp32(kRows), rstd0 = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean0(s), rstd0(s)); });
+  Tensor mean = r.reference_values(mean0, FloatType::kF32), rstd = r.reference_values(rstd0, FloatType::kF32);
+  Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
+  Tensor dweight = r.input(kHidden), dbias = r.input(kHidden);
+  r.run([&](Backend& b, Side s) {
+    b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx(s), dweight(s), dbias(s));
+    b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), {}, true);
+  });
+  r.check(dx, kReduction, "dx");
+  r.check(dx_sum, kReduction, "dx added to the residual's gradient");
+  r.check(dweight, kReduction, "dweight (accumulated twice)");
+  r.check(dbias, kReduction, "dbias (accumulated)");
+}
+
+void case_add_norm_forward(OpRun& r) {
+  const int64_t n = kRows * kHidden;
+  Tensor a = r.input(n), b2 = r.input(n), c = r.input(n), weight = r.input(kHidden), bias = r.input(kHidden);
+  Tensor sum = r.output(n), y = r.output(n), mean = r.output_fp32(kRows), rstd = r.output_fp32(kRows);
+  Tensor rms_sum = r.output(n), rms_y = r.output(n), rms_rstd = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) {
+    b.add_norm_forward(a(s), b2(s), sum(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean(s), rstd(s), c(s));
+    b.add_norm_forward(a(s), b2(s), rms_sum(s), weight(s), {}, kRows, kHidden, kEps, rms_y(s), {}, rms_rstd(s));
+  });
+  r.check(sum, kElementwise, "LayerNorm: a + b + c");
+  r.check(y, kReduction, "LayerNorm: y");
+  r.check(mean, kReduction, "LayerNorm: mean");
+  r.check(rstd, kReduction, "LayerNorm: rstd");
+  r.check(rms_sum, kElementwise, "RMSNorm: a + b");
+  r.check(rms_y, kReduction, "RMSNorm: y");
+  r.check(rms_rstd, kReduction, "RMSNorm: rstd");
+}
+
+void case_rms_norm_forward(OpRun& r) {
+  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden);
+  Tensor y = r.output(kRows * kHidden), rstd = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kRows, kHidden, kEps, y(s), rstd(s)); });
+  r.check(y, kReduction, "y");
+  r.check(rstd, kReduction, "rstd");
+}
+
+void case_rms_norm_backward(OpRun& r) {
+  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden);
+  Tensor y = r.output(kRows * kHidden), rstd0 = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kRows, kHidden, kEps, y(s), rstd0(s)); });
+  Tensor rstd = r.reference_values(rstd0, FloatType::kF32);
+  Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
+  Tensor dweight = r.input(kHidden);
+  r.run([&](Backend& b, Side s) {
+    b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx(s), dweight(s));
+    b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), true);
+  });
+  r.check(dx, kReduction, "dx");
+  r.check(dx_sum, kReduction, "dx added to the residual's gradient");
+  r.check(dweight, kReduction, "dweight (accumulated twice)");
+}
+
+// ---- activations ----
+void case_gelu_forward(OpRun& r) {
+  Tensor x = r.input(kN, 3.0f), y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.gelu_forward(x(s), y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_gelu_backward(OpRun& r) {
+  Tensor dy = r.input(kN), x = r.input(kN, 3.0f), dx = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.gelu_backward(dy(s), x(s), dx(s)); });
+  r.check(dx, kElementwise, "dx");
+}
+
+void case_gelu_tanh_forward(OpRun& r) {
+  Tensor x = r.input(kN, 3.0f), y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.gelu_tanh_forward(x(s), y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_gelu_tanh_backward(OpRun& r) {
+  Tensor dy = r.input(kN), x = r.input(kN, 3.0f), dx = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.gelu_tanh_backward(dy(s), x(s), dx(s)); });
+  r.check(dx, kElementwise, "dx");
+}
+
+void case_swiglu_forward(OpRun& r) {
+  Tensor x = r.input(kRows * 2 * kFfn, 3.0f), y = r.output(kRows * kFfn);
+  r.run([&](Backend& b, Side s) { b.swiglu_forward(x(s), kRows, kFfn, y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_swiglu_backward(OpRun& r) {
+  Tensor dy = r.input(kRows * kFfn), x = r.input(kRows * 2 * kFfn, 3.0f), dx = r.output(kRows * 2 * kFfn);
+  r.run([&](Backend& b, Side s) { b.swiglu_backward(dy(s), x(s), kRows, kFfn, dx(s)); });
+  r.check(dx, kElementwise, "dx");
+}
+
+// ---- dropout: the same Philox masks on every backend; an offset that is no multiple of 4 ----
+constexpr DropoutKey kDropoutKey{1234, 7, 11};
+
+void case_dropout_forward(OpRun& r) {
+  Tensor x = r.input(kN), y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.dropout_forward(x(s), 0.3f, kDropoutKey, y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_dropout_backward(OpRun& r) {
+  Tensor dy = r.input(kN), dx = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.dropout_backward(dy(s), 0.3f, kDropoutKey, dx(s)); });
+  r.check(dx, kElementwise, "dx");
+}
+
+// ---- embedding: rows [100, 600) of a vocabulary of 700 split between ranks; the ids of other
+// ranks' rows read zeros, and repeated ids sum their gradients ----
+constexpr int64_t kTokens = 300, kVocabStart = 100, kTableRows = 500, kEmbeddingHidden = 96;
+
+std::vector<int64_t> embedding_ids() {
+  std::mt19937 rng(51);
+  std::uniform_int_distribution<int64_t> id(0, 699);
+  std::vector<int64_t> ids(kTokens);
+  for (int64_t& i : ids) i = id(rng);
+  return ids;
+}
+
+void case_embedding_forward(OpRun& r) {
+  Indices ids = r.indices(embedding_ids());
+  Tensor table = r.input(kTableRows * kEmbeddingHidden), out = r.output(kTokens * kEmbeddingHidden);
+  r.run([&](Backend& b, Side s) { b.embedding_forward(ids(s), table(s), kVocabStart, kEmbeddingHidden, out(s)); });
+  r.check(out, kExact, "out");
+}
+
+void case_embedding_backward(OpRun& r) {
+  Indices ids = r.indices(embedding_ids());
+  Tensor dout = r.input(kTokens * kEmbeddingHidden), dtable = r.input(kTableRows * kEmbeddingHidden);
+  r.run([&](Backend& b, Side s) { b.embedding_backward(ids(s), dout(s), kVocabStart, kEmbeddingHidden, dtable(s)); });
+  r.check(dtable, kReduction, "dtable (accumulated)");
+}
+
+// ---- rotary: part of each head rotated, both layouts; plain, and with Llama 3.1's frequency
+// scaling at positions where it matters ----
+constexpr RotaryParams kRotaries[] = {{48, 10000.0, 7, 0.0}, {48, 500000.0, 9000, 8.0}};
+constexpr SeqLayout kLayouts[] = {SeqLayout::kSeqMajor, SeqLayout::kBatchMajor};
+
+void case_rotary_forward(OpRun& r) {
+  for (const RotaryParams& params : kRotaries)
+    for (const SeqLayout layout : kLayouts) {
+      const HeadTensor shape{50, 3, 4, 64, layout};
+      Tensor x = r.input(shape.elements()), y = r.output(shape.elements());
+      r.run([&](Backend& b, Side s) { b.rotary_forward(x(s), shape, params, y(s)); });
+      INFO("base " << params.base << ", " << (layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));
+      r.check(y, kElementwise, "y");
+    }
+}
+
+void case_rotary_backward(OpRun& r) {
+  for (const RotaryParams& params : kRotaries)
+    for (const SeqLayout layout : kLayouts) {
+      const HeadTensor shape{50, 3, 4, 64, layout};
+      Tensor dy = r.input(shape.elements()), dx = r.output(shape.elements());
+      r.run([&](Backend& b, Side s) { b.rotary_backward(dy(s), shape, params, dx(s)); });
+      INFO("base " << params.base << ", " << (layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));
+      r.check(dx, kElementwise, "dx");
+    }
+}
+
+// ---- attention ----
+int64_t lse_size(const AttentionShape& shape) { return shape.batch * shape.heads * shape.seq_q; }
+
+void case_attention_forward(OpRun& r) {
+  const AttentionShape& shape = kAttentionShape;
+  Tensor q = r.input(shape.query().elements()), k = r.input(shape.key_value().elements());
+  Tensor v = r.input(shape.key_value().elements());
+  Tensor out = r.output(shape.query().elements()), lse = r.output_fp32(lse_size(shape));
+  r.run([&](Backend& b, Side s) { b.attention_forward(q(s), k(s), v(s), shape, attention_params(), out(s), lse(s)); });
+  r.check(out, kAttention, "out");
+  r.check(lse, kAttention, "lse");
+}
+
+void case_attention_backward(OpRun& r) {
+  const AttentionShape& shape = kAttentionShape;
+  const int64_t nq = shape.query().elements(), nkv = shape.key_value().elements();
+  Tensor q = r.input(nq), k = r.input(nkv), v = r.input(nkv);
+  Tensor out0 = r.output(nq), lse0 = r.output_fp32(lse_size(shape));
+  r.run([&](Backend& b, Side s) { b.attention_forward(q(s), k(s), v(s), shape, attention_params(), out0(s), lse0(s)); });
+  // The forward's results as the reference computed them, so that both sides read the same.
+  Tensor out = r.reference_values(out0, r.type()), lse = r.reference_values(lse0, FloatType::kF32);
+  Tensor dout = r.input(nq), dq = r.output(nq), dk = r.output(nkv), dv = r.output(nkv);
+  r.run([&](Backend& b, Side s) {
+    b.attention_backward(q(s), k(s), v(s), out(s), dout(s), lse(s), shape, attention_params(), dq(s), dk(s), dv(s));
+  });
+  r.check(dq, kAttention, "dq");
+  r.check(dk, kAttention, "dk");
+  r.check(dv, kAttention, "dv");
+}
+
+void case_attention_forward_fused_qkv(OpRun& r) {
+  const AttentionShape& shape = kFusedShape;
+  const int64_t nq = shape.query().elements();
+  Tensor mixed = r.input(3 * nq), out = r.output(nq), lse = r.output_fp32(lse_size(shape));
+  r.run([&](Backend& b, Side s) { b.attention_forward_fused_qkv(mixed(s), shape, attention_params(), out(s), lse(s)); });
+  r.check(out, kAttention, "out");
+  r.check(lse, kAttention, "lse");
+}
+
+void case_attention_backward_fused_qkv(OpRun& r) {
+  const AttentionShape& shape = kFusedShape;
+  const int64_t nq = shape.query().elements();
+  Tensor mixed = r.input(3 * nq), out0 = r.output(nq), lse0 = r.output_fp32(lse_size(shape));
+  r.run([&](Backend& b, Side s) { b.attention_forward_fused_qkv(mixed(s), shape, attention_params(), out0(s), lse0(s)); });
+  Tensor out = r.reference_values(out0, r.type()), lse = r.reference_values(lse0, FloatType::kF32);
+  Tensor dout = r.input(nq), d_mixed = r.output(3 * nq);
+  r.run([&](Backend& b, Side s) {
+    b.attention_backward_fused_qkv(mixed(s), out(s), dout(s), lse(s), shape, attention_params(), d_mixed(s));
+  });
+  r.check(d_mixed, kAttention, "d_mixed");
+}
+
+void case_cached_attention(OpRun& r) {
+  // Two new positions after five cached ones, in a cache of twelve; rotary on q and k.
+  const AttentionShape shape{2, 2, 12, 4, 2, 16, SeqLayout::kSeqMajor};
+  const RotaryParams rotary{16, 10000.0, 0, 0.0};
+  const int64_t new_kv = shape.seq_q * shape.batch * shape.groups * shape.head_dim;
+  Tensor q = r.input(shape.query().elements()), k = r.input(new_kv), v = r.input(new_kv);
+  Tensor key_cache = r.input(shape.key_value().elements()), value_cache = r.input(shape.key_value().elements());
+  Indices length = r.indices({5});
+  Tensor out = r.output(shape.query().elements());
+  r.run([&](Backend& b, Side s) {
+    b.cached_attention(q(s), k(s), v(s), key_cache(s), value_cache(s), length(s), shape, &rotary, 0.25f, out(s));
+  });
+  r.check(out, kAttention, "out");
+  r.check(q, kElementwise, "q, rotated in place");
+  r.check(key_cache, kElementwise, "key cache, the new keys rotated");
+  r.check(value_cache, kExact, "value cache");
+}
+
+// ---- Megatron's per-group QKV layout: 8 query heads in 2 groups ----
+constexpr int64_t kQkvTokens = 40, kHeads = 8, kGroups = 2, kUnit = 16;
+
+void case_qkv_split(OpRun& r) {
+  const int64_t t = kQkvTokens;
+  Tensor mixed = r.input(t * (kHeads + 2 * kGroups) * kUnit);
+  Tensor q = r.output(t * kHeads * kUnit), k = r.output(t * kGroups * kUnit), v = r.output(t * kGroups * kUnit);
+  r.run([&](Backend& b, Side s) { b.qkv_split(mixed(s), t, kHeads, kGroups, kUnit, q(s), k(s), v(s)); });
+  r.check(q, kExact, "q");
+  r.check(k, kExact, "k");
+  r.check(v, kExact, "v");
+}
+
+void case_qkv_merge(OpRun& r) {
+  const int64_t t = kQkvTokens;
+  Tensor q = r.input(t * kHeads * kUnit), k = r.input(t * kGroups * kUnit), v = r.input(t * kGroups * kUnit);
+  Tensor mixed = r.output(t * (kHeads + 2 * kGroups) * kUnit);
+  r.run([&](Backend& b, Side s) { b.qkv_merge(q(s), k(s), v(s), t, kHeads, kGroups, kUnit, mixed(s)); });
+  r.check(mixed, kExact, "mixed");
+}
+
+// ---- loss: 6 rows over a vocabulary of 40; the slice of a rank holds entries [8, 40) ----
+constexpr int64_t kVocab = 40;
+const std::vector<int64_t> kTargets = {3, 39, 17, 8, 0, 25};
+
+void case_cross_entropy_shard_statistics(OpRun& r) {
+  const int64_t slice = kVocab - 8;
+  Indices targets = r.indices(kTargets);
+  Tensor logits = r.input(kRows * slice, 4.0f), statistics = r.output_fp32(3 * kRows);
+  r.run([&](Backend& b, Side s) { b.cross_entropy_shard_statistics(logits(s), targets(s), kRows, slice, 8, statistics(s)); });
+  r.check(statistics, kReduction, "statistics");
+}
+
+void case_cross_entropy_combine(OpRun& r) {
+  // Two ranks' statistics: maxima, positive sums of exponentials, target logits.
+  std::vector<float> statistics;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (const bool positive : {false, true, false}) {
+      const std::vector<float> part = r.random(kRows, positive ? 5.0f : 3.0f, positive);
+      statistics.insert(statistics.end(), part.begin(), part.end());
+    }
+  }
+  Tensor stats = r.values(statistics, r.type());
+  Tensor loss = r.output(kRows), row_max = r.output(kRows), sum_exp = r.output(kRows);
+  r.run([&](Backend& b, Side s) { b.cross_entropy_combine(stats(s), 2, kRows, loss(s), row_max(s), sum_exp(s)); });
+  r.check(loss, kReduction, "loss");
+  r.check(row_max, kExact, "row_max");
+  r.check(sum_exp, kReduction, "sum_exp");
+}
+
+void case_cross_entropy_forward(OpRun& r) {
+  Indices targets = r.indices(kTargets);
+  Tensor logits = r.input(kRows * kVocab, 4.0f);
+  Tensor loss = r.output_fp32(kRows), row_max = r.output_fp32(kRows), sum_exp = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) { b.cross_entropy_forward(logits(s), targets(s), kRows, kVocab, loss(s), row_max(s), sum_exp(s)); });
+  r.check(loss, kReduction, "loss");
+  r.check(row_max, kExact, "row_max");
+  r.check(sum_exp, kReduction, "sum_exp");
+}
+
+void case_cross_entropy_backward(OpRun& r) {
+  Indices targets = r.indices(kTargets);
+  Tensor logits = r.input(kRows * kVocab, 4.0f);
+  Tensor loss = r.output_fp32(kRows), max0 = r.output_fp32(kRows), sum0 = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) { b.cross_entropy_forward(logits(s), targets(s), kRows, kVocab, loss(s), max0(s), sum0(s)); });
+  Tensor row_max = r.reference_values(max0, FloatType::kF32), sum_exp = r.reference_values(sum0, FloatType::kF32);
+  Tensor dloss = r.input_fp32(kRows), dlogits = r.output(kRows * kVocab);
+  r.run([&](Backend& b, Side s) {
+    b.cross_entropy_backward(logits(s), targets(s), row_max(s), sum_exp(s), dloss(s), kRows, kVocab, 0, dlogits(s));
+  });
+  r.check(dlogits, kReduction, "dlogits");
+}
+
+void case_cross_entropy_forward_backward(OpRun& r) {
+  Indices targets = r.indices(kTargets);
+  Tensor logits = r.input(kRows * kVocab, 4.0f), dloss = r.input_fp32(kRows), loss = r.output_fp32(kRows);
+  r.run([&](Backend& b, Side s) { b.cross_entropy_forward_backward(logits(s), targets(s), dloss(s), kRows, kVocab, loss(s)); });
+  r.check(loss, kReduction, "loss");
+  r.check(logits, kReduction, "logits overwritten by their gradient");
+}
+
+std::vector<float> loss_mask() { return {1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1}; }
+
+void case_masked_loss_sum(OpRun& r) {
+  Tensor loss = r.positive_input(15, 8.0f), mask = r.values(loss_mask(), r.type());
+  MaskedLossSum sums[2];
+  r.run([&](Backend& b, Side s) { sums[s == Side::kTest ? 0 : 1] = b.masked_loss_sum(loss(s), mask(s)); });
+  r.check(sums[0].loss_sum, sums[1].loss_sum, kReduction, "Σ loss·mask");
+  r.check(sums[0].tokens, sums[1].tokens, kExact, "Σ mask");
+}
+
+void case_masked_loss_sum_on_device(OpRun& r) {
+  Tensor loss = r.positive_input(15, 8.0f), mask = r.values(loss_mask(), r.type());
+  const std::vector<double> start = {1.5, 2.0};
+  double sums[2][2] = {};
+  r.run([&](Backend& b, Side s) {
+    DeviceArray<double> on_device(b, 2);
+    b.copy_from_host<double>(start, on_device.view());
+    b.masked_loss_sum_on_device(loss(s), mask(s), on_device.view(), true);
+    b.copy_to_host(DeviceSpan<const double>(on_device.view()), std::span<double>(sums[s == Side::kTest ? 0 : 1]));
+  });
+  r.check(sums[0][0], sums[1][0], kReduction, "1.5 + Σ loss·mask");
+  r.check(sums[0][1], sums[1][1], kExact, "2 + Σ mask");
+}
+
+void case_masked_loss_grad(OpRun& r) {
+  Tensor mask = r.values(loss_mask(), r.type()), dloss = r.output(15);
+  r.run([&](Backend& b, Side s) { b.masked_loss_grad(mask(s), 0.125f, dloss(s)); });
+  r.check(dloss, kExact, "dloss");
+}
+
+void case_row_argmax(OpRun& r) {
+  // 6 rows of a padded vocabulary: the first 33 of 40 columns count.
+  Tensor x = r.input(kRows * kVocab, 4.0f);
+  Indices out = r.indices(std::vector<int64_t>(kRows, -1));
+  r.run([&](Backend& b, Side s) { b.row_argmax(x(s), kRows, 33, out(s), kVocab); });
+  r.check(out, "argmax");
+}
+
+// ---- element-wise ----
+void case_add_bias(OpRun& r) {
+  Tensor y = r.input(kRows * kOut), bias = r.input(kOut);
+  r.run([&](Backend& b, Side s) { b.add_bias(y(s), bias(s), kRows, kOut); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_add(OpRun& r) {
+  Tensor a = r.input(kN), b2 = r.input(kN), c = r.input(kN), two = r.output(kN), three = r.output(kN);
+  r.run([&](Backend& b, Side s) {
+    b.add(a(s), b2(s), two(s));
+    b.add(a(s), b2(s), three(s), c(s));
+  });
+  r.check(two, kElementwise, "a + b");
+  r.check(three, kElementwise, "a + b + c");
+}
+
+void case_accumulate(OpRun& r) {
+  Tensor y = r.input(kN), x = r.input(kN);
+  r.run([&](Backend& b, Side s) { b.accumulate(y(s), x(s)); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_scale(OpRun& r) {
+  Tensor x = r.input(kN);
+  r.run([&](Backend& b, Side s) { b.scale(x(s), 0.7f); });
+  r.check(x, kElementwise, "x");
+}
+
+// ---- optimizer support ----
+constexpr AdamWParams kAdamW{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+
+void case_adamw_step(OpRun& r) {
+  Tensor param = r.input(kN), grad = r.input(kN, 0.1f), exp_avg = r.input(kN, 0.1f);
+  Tensor exp_avg_sq = r.positive_input(kN, 0.01f);
+  r.run([&](Backend& b, Side s) { b.adamw_step(param(s), grad(s), exp_avg(s), exp_avg_sq(s), kAdamW, 3); });
+  r.check(param, kElementwise, "param");
+  r.check(exp_avg, kElementwise, "exp_avg");
+  r.check(exp_avg_sq, kElementwise, "exp_avg_sq");
+}
+
+void case_adamw_update(OpRun& r) {
+  // Master weights, gradients and moments are fp32; the compute copy has the storage type.
+  const int64_t n = 64;
+  Tensor param = r.input_fp32(n), grad = r.input_fp32(n, 0.1f), exp_avg = r.input_fp32(n, 0.1f);
+  Tensor exp_avg_sq = r.values(r.random(n, 0.01f, true), FloatType::kF32), compute = r.output(n);
+  const std::vector<int64_t> ends = {30, 50, 64};
+  const std::vector<int64_t> flags = {kAdamWDecay, 0, kAdamWDecay | kAdamWDecoupledLr};
+  r.run([&](Backend& b, Side s) {
+    b.adamw_update(param(s), grad(s), exp_avg(s), exp_avg_sq(s), ends, flags, kAdamW, 5e-3f, 0.625f, 4, compute(s));
+  });
+  r.check(param, kElementwise, "param");
+  r.check(exp_avg, kElementwise, "exp_avg");
+  r.check(exp_avg_sq, kElementwise, "exp_avg_sq");
+  r.check(compute, kElementwise, "the compute copy");
+}
+
+void case_sum_of_squares(OpRun& r) {
+  Tensor x = r.input(kN);
+  const std::vector<ElementRange> ranges = {{0, 10}, {40, 0}, {57, 74}};
+  double whole[2] = {}, parts[2] = {};
+  r.run([&](Backend& b, Side s) {
+    const int i = s == Side::kTest ? 0 : 1;
+    whole[i] = b.sum_of_squares(x(s));
+    parts[i] = b.sum_of_squares(x(s), ranges);
+  });
+  r.check(whole[0], whole[1], kReduction, "Σ x²");
+  r.check(parts[0], parts[1], kReduction, "Σ x² over ranges");
+}
+
+// ---- the table: one case per operation of the list, in its order ----
+struct OpCase {
+  BackendOp op;
+  void (*run)(OpRun&);
+};
+
+constexpr OpCase kCases[] = {
+#define MGT_BACKEND_OP(name) {BackendOp::name, &case_##name},
+#include "kernels/backend_operations.inc"
+#undef MGT_BACKEND_OP
+};
+static_assert(std::size(kCases) == kBackendOpCount);
+
+constexpr FloatType kTypes[] = {FloatType::kF32, FloatType::kBf16, FloatType::kF16};
+
+// Every case on the backend `device` names, fresh for each storage type, against a fresh CPU.
+void check_every_operation(const std::string& device) {
+  for (const FloatType type : kTypes) {
+    const std::unique_ptr<Backend> test = make_backend(device);
+    const std::unique_ptr<Backend> reference = make_backend("cpu");
+    // As a --bf16 / --fp16 run sets it (the CPU has no such arithmetic and declines).
+    test->set_matmul_precision(type == FloatType::kF32    ? Backend::MatmulPrecision::kFp32
+                               : type == FloatType::kBf16 ? Backend::MatmulPrecision::kBf16
+                                                          : Backend::MatmulPrecision::kFp16);
+    for (const OpCase& c : kCases) {
+      INFO(device << ", " << float_type_name(type) << " storage, " << backend_op_name(c.op)
+                  << (test->takes_natively(c.op, type) ? " (native)" : " (on fp32 copies)"));
+      OpRun run(*test, *reference, type);
+      CHECK_NOTHROW(c.run(run));
+      CHECK(run.checks() > 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("backend operations: the list names each operation once, and each has a case", "[kernels][backend]") {
+  std::set<std::string> names;
+  const std::unique_ptr<Backend> cpu = make_backend("cpu");
+  for (size_t i = 0; i < kBackendOpCount; ++i) {
+    INFO(backend_op_name(kBackendOps[i]));
+    CHECK(names.insert(backend_op_name(kBackendOps[i])).second);
+    CHECK(kCases[i].op == kBackendOps[i]);
+    CHECK(static_cast<size_t>(kBackendOps[i]) == i);
+    // The CPU's kernels read fp32 only: 2-byte operands reach them as fp32 copies.
+    CHECK(cpu->takes_natively(kBackendOps[i], FloatType::kF32));
+    CHECK_FALSE(cpu->takes_natively(kBackendOps[i], FloatType::kBf16));
+    CHECK_FALSE(cpu->takes_natively(kBackendOps[i], FloatType::kF16));
+  }
+  CHECK(std::string(backend_op_name(BackendOp::linear_forward)) == "linear_forward");
+}
+
+TEST_CASE("backend operations on the CPU, fp32, bf16 and fp16 storage, against fp32", "[kernels][backend]") {
+  check_every_operation("cpu");
+}
+
+TEST_CASE("backend operations on CUDA, fp32, bf16 and fp16 storage, against the CPU in fp32",
+          "[kernels][backend][cuda]") {
+  if (cuda::visible_device_count() == 0) {
+    testing::skip_test("no CUDA device visible");
+    return;
+  }
+  check_every_operation("cuda");
+}
