@@ -1,5 +1,6 @@
 #include "core/command_line.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -66,6 +67,35 @@ void record_ignored(std::vector<IgnoredFlagUse>& ignored, IgnoredFlagUse use) {
   ignored.push_back(std::move(use));
 }
 
+// The flag `name` abbreviates (argparse's allow_abbrev), `name` itself when it abbreviates none
+// or is a flag already; "" with `problem` set when it is ambiguous.
+std::string expanded_abbreviation(const std::string& name, const CommandLineRules& rules, std::string& problem) {
+  if (!rules.allow_abbreviations || name == "--help" || rules.known.count(name) || rules.refused.count(name) ||
+      rules.ignored.count(name))
+    return name;
+  std::vector<std::string> matches;
+  const auto consider = [&](const std::string& flag) {
+    if (flag.rfind(name, 0) == 0 && std::find(matches.begin(), matches.end(), flag) == matches.end())
+      matches.push_back(flag);
+  };
+  consider("--help");
+  for (const auto& entry : rules.known) consider(entry.first);
+  for (const auto& entry : rules.refused) consider(entry.first);
+  for (const auto& entry : rules.ignored) consider(entry.first);
+  if (matches.empty()) return name;
+  if (matches.size() == 1) return matches[0];
+  std::vector<std::string> preferred;
+  for (const auto& flag : matches)
+    if (std::find(rules.abbreviation_precedence.begin(), rules.abbreviation_precedence.end(), flag) !=
+        rules.abbreviation_precedence.end())
+      preferred.push_back(flag);
+  if (preferred.size() == 1) return preferred[0];
+  std::sort(matches.begin(), matches.end());
+  problem = "ambiguous option: " + name + " could match ";
+  for (std::size_t k = 0; k < matches.size(); ++k) problem += (k ? ", " : "") + matches[k];
+  return "";
+}
+
 std::string joined_lines(const std::vector<std::string>& lines) {
   std::string text;
   for (const auto& line : lines) text += (text.empty() ? "" : "\n") + line;
@@ -105,7 +135,19 @@ NormalizedCommandLine normalize_command_line(int argc, const char* const* argv, 
     }
     const auto eq = arg.find('=');
     const bool inline_value = eq != std::string::npos;
-    const std::string name = arg.substr(0, eq);
+    std::string ambiguity;
+    const std::string name = expanded_abbreviation(arg.substr(0, eq), rules, ambiguity);
+    if (!ambiguity.empty()) {
+      problems.push_back(ambiguity);
+      if (!inline_value) following_values(i);
+      continue;
+    }
+    if (name == "--help") {
+      out.push_back(name);
+      continue;
+    }
+    if (inline_value) arg = name + arg.substr(eq);
+    else arg = name;
     auto flag = known.find(name);
     const bool refused = rules.refused.count(name) > 0;
     if (auto ignored = rules.ignored.find(name); ignored != rules.ignored.end() && flag == known.end() && !refused) {

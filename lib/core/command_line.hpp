@@ -50,6 +50,16 @@ struct CommandLineRules {
   bool name_pretraining_flags = true;
   // Flags accepted and ignored; `known` and `refused` take precedence.
   std::map<std::string, IgnoredFlag> ignored = {};
+  // argparse's allow_abbrev: a unique prefix of a flag (known, refused, ignored or --help) stands
+  // for it ("--vocab-f" for "--vocab-file"), and a prefix of several is refused as argparse
+  // refuses it ("ambiguous option: --tok could match --tokenizer-model, --tokenizer-type"). Megatron's
+  // pretraining parser sets allow_abbrev=False; its scripts' parsers (preprocess_data.py) keep
+  // argparse's default, True.
+  bool allow_abbreviations = false;
+  // Flags that take a prefix that newer flags share: those of the parser the scripts that
+  // abbreviated were written for, where the prefix was unique. A prefix that matches several
+  // flags, exactly one of them listed here, stands for that one.
+  std::vector<std::string> abbreviation_precedence = {};
 };
 
 struct NormalizedCommandLine {

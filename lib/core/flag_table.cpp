@@ -116,6 +116,16 @@ FlagDefinition&& FlagDefinition::megatron_flag() && {
   return std::move(*this);
 }
 
+FlagDefinition&& FlagDefinition::described_as(std::string help) && {
+  help_ = std::move(help);
+  return std::move(*this);
+}
+
+FlagDefinition&& FlagDefinition::appending() && {
+  if (arity_ == FlagArity::Many) arity_ = FlagArity::ManyAppending;
+  return std::move(*this);
+}
+
 bool FlagDefinition::is_megatron_flag() const { return megatron_flag_ || find_megatron_flag(flag()).has_value(); }
 
 std::string FlagDefinition::help() const {
@@ -169,6 +179,16 @@ FlagDefinition store(std::string name, std::string metavar, int& field, std::str
   };
   return one_value<int>(std::move(name), std::move(metavar), field, std::move(help), parse,
                         [](const int& v) { return ArgValue(std::int64_t{v}); });
+}
+
+FlagDefinition store(std::string name, std::string metavar, std::uint64_t& field, std::string help) {
+  const auto parse = [](const std::string& flag, const std::string& value) {
+    const std::int64_t v = parse_integer_flag(flag, value);
+    if (v < 0) throw UsageError(flag + ": '" + value + "' is out of range");
+    return static_cast<std::uint64_t>(v);
+  };
+  return one_value<std::uint64_t>(std::move(name), std::move(metavar), field, std::move(help), parse,
+                                  [](const std::uint64_t& v) { return ArgValue(static_cast<std::int64_t>(v)); });
 }
 
 FlagDefinition store(std::string name, std::string metavar, double& field, std::string help) {

@@ -69,6 +69,12 @@ public:
   // an older version's, or one of the Megatron script the program stands for. Flags in neither
   // are mgt's own, and their description begins with "mgt: ".
   FlagDefinition&& megatron_flag() &&;
+  // The description of a shared definition in this program's role (mgt-index's --seq-length is
+  // what it indexes for, not what it trains).
+  FlagDefinition&& described_as(std::string help) &&;
+  // A list flag whose repetitions add to the earlier values ("--input a --input b"), where
+  // argparse's nargs would keep the last occurrence only.
+  FlagDefinition&& appending() &&;
 
   const std::string& group() const { return group_; }
   const std::string& name() const { return name_; }  // without "--"
@@ -139,6 +145,7 @@ FlagDefinition store_true_as(std::string name, Enum& field, Enum setting, std::s
 // parse_integer_flag and parse_real_flag read them (with the flag's range, core/flag_ranges.hpp).
 FlagDefinition store(std::string name, std::string metavar, std::int64_t& field, std::string help);
 FlagDefinition store(std::string name, std::string metavar, int& field, std::string help);
+FlagDefinition store(std::string name, std::string metavar, std::uint64_t& field, std::string help);
 FlagDefinition store(std::string name, std::string metavar, double& field, std::string help);
 FlagDefinition store(std::string name, std::string metavar, std::string& field, std::string help);
 FlagDefinition store(std::string name, std::string metavar, std::optional<std::int64_t>& field, std::string help);

@@ -71,6 +71,7 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       // own flags take precedence over these).
       {"--profile-step-start", integer_flag("only mgt-train profiles training steps")},
       {"--profile-step-end", integer_flag("only mgt-train profiles training steps")},
+      {"--num-dataset-builder-threads", integer_flag("it parallelises building the indices; they are the same")},
       {"--use-pytorch-profiler", switch_flag("mgt has no PyTorch; it profiles with its own events")},
   };
 }
@@ -88,7 +89,58 @@ constexpr RenamedFlag kRenamed[] = {
     {"--warmup", "--lr-warmup-fraction", "Megatron replaced it with --lr-warmup-fraction"},
 };
 
+// Megatron flags that need a GPU feature mgt lacks, with what the feature is and what to do
+// instead; refused by name rather than as flags mgt does not support, so that a user knows
+// whether dropping the flag changes the results.
+std::map<std::string, std::string> make_gpu_feature_flags() {
+  const std::string fp8 = "FP8 training needs FP8 matrix multiplies with scaling (Transformer Engine's on Hopper "
+                          "GPUs), which mgt lacks; drop the --fp8-* flags and train with --bf16";
+  const std::string bf16_layers = "it keeps layers in bf16 within an FP8 model, and FP8 training (Transformer "
+                                  "Engine's FP8 matrix multiplies) is what mgt lacks; drop it and train with --bf16";
+  const std::string graphs = "CUDA graphs of the training step (PyTorch's graph capture) are what mgt lacks; drop "
+                             "the flag: the step computes the same without them";
+  const std::string userbuffers = "overlapping tensor-parallel communication with the GEMMs needs Transformer "
+                                  "Engine's userbuffers, which mgt lacks; drop the flag: results are the same without it";
+  return {
+      {"--fp8-format", fp8},
+      {"--fp8-recipe", fp8},
+      {"--fp8-margin", fp8},
+      {"--fp8-interval", fp8},
+      {"--fp8-amax-history-len", fp8},
+      {"--fp8-amax-compute-algo", fp8},
+      {"--no-fp8-wgrad", fp8},
+      {"--fp8-param-gather", fp8},
+      {"--reuse-grad-buf-for-mxfp8-param-ag", fp8},
+      {"--first-last-layers-bf16", bf16_layers},
+      {"--num-layers-at-start-in-bf16", bf16_layers},
+      {"--num-layers-at-end-in-bf16", bf16_layers},
+      {"--enable-cuda-graph", graphs},
+      {"--external-cuda-graph", graphs},
+      {"--cuda-graph-scope", graphs},
+      {"--cuda-graph-warmup-steps", graphs},
+      {"--tp-comm-overlap", userbuffers},
+      {"--tp-comm-overlap-cfg", userbuffers},
+      {"--tp-comm-overlap-rs-dgrad", userbuffers},
+      {"--tp-comm-bootstrap-backend", userbuffers},
+      {"--disable-tp-comm-overlap-ag", userbuffers},
+      {"--disable-tp-comm-overlap-rs", userbuffers},
+      {"--disable-tp-comm-split-ag", userbuffers},
+      {"--disable-tp-comm-split-rs", userbuffers},
+      {"--disable-tp-comm-bulk-dgrad", userbuffers},
+      {"--disable-tp-comm-bulk-wgrad", userbuffers},
+      {"--use-sharp", "SHARP in-network reductions (InfiniBand switches, through NCCL's CollNet) are what mgt lacks; "
+                      "drop the flag: the reductions give the same results without it"},
+      {"--use-nccl-ub", "registering NCCL user buffers (NVLink SHARP on NVSwitch systems) is what mgt lacks; drop the "
+                        "flag: the collectives give the same results without it"},
+  };
+}
+
 }  // namespace
+
+const std::map<std::string, std::string>& gpu_feature_flags() {
+  static const std::map<std::string, std::string> flags = make_gpu_feature_flags();
+  return flags;
+}
 
 const std::map<std::string, IgnoredFlag>& python_runtime_flags() {
   static const std::map<std::string, IgnoredFlag> flags = make_python_runtime_flags();
@@ -100,6 +152,8 @@ std::span<const RenamedFlag> renamed_megatron_flags() { return kRenamed; }
 void add_megatron_compatibility_flags(CommandLineRules& rules) {
   for (const auto& [name, flag] : python_runtime_flags())
     if (!rules.known.count(name) && !rules.refused.count(name)) rules.ignored.emplace(name, flag);
+  for (const auto& [name, reason] : gpu_feature_flags())
+    if (!rules.known.count(name)) rules.refused.emplace(name, reason);
   for (const RenamedFlag& r : kRenamed)
     if (rules.known.count(r.successor) && !rules.known.count(r.name)) rules.refused.emplace(r.name, r.advice);
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/command_line.hpp"
+#include "core/flag_table.hpp"
 #include "data/index_job.hpp"
 
 namespace mgt {
@@ -21,5 +22,9 @@ IndexCommandLine parse_index_command_line(int argc, const char* const* argv);
 
 // The --help text.
 std::string index_help();
+
+// mgt-index's flags bound to `options` (core/flag_table.hpp): over default options they describe
+// the defaults, which are mgt-train's for every flag the two share.
+std::vector<FlagDefinition> index_flags(IndexOptions& options);
 
 }  // namespace mgt

@@ -10,22 +10,17 @@
 
 #include "data/batch_size_rampup.hpp"
 #include "data/blended_index.hpp"
+#include "data/dataset_flags.hpp"
 #include "data/gpt_dataset_index.hpp"
 #include "data/gpt_sample.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace mgt {
 
-struct IndexOptions {
-  std::vector<std::string> data_path;        // --data-path (weights and prefixes, or prefixes)
-  std::optional<std::string> data_args_path; // --data-args-path: a file holding that list
-  std::vector<std::string> train_data_path;  // --train-data-path
-  std::vector<std::string> valid_data_path;  // --valid-data-path
-  std::vector<std::string> test_data_path;   // --test-data-path
-  std::optional<std::string> split;          // --split; "969, 30, 1" with --data-path
+// The dataset source flags (data/dataset_flags.hpp) and the sizes that decide each split's samples.
+struct IndexOptions : DatasetSourceOptions {
   std::optional<std::int64_t> seq_length;    // --seq-length (required)
-  std::int64_t seed = 1234;                  // --seed
-  std::optional<std::string> data_cache_path;  // --data-cache-path
+  std::int64_t seed = kDefaultSeed;          // --seed
   std::optional<std::int64_t> train_samples;   // --train-samples
   std::optional<std::int64_t> train_iters;     // --train-iters
   std::optional<std::int64_t> global_batch_size;  // --global-batch-size
@@ -33,9 +28,8 @@ struct IndexOptions {
   // --rampup-batch-size (with --train-samples): the run's iterations, and so the validation
   // samples, follow the ramp-up (data/batch_size_rampup.hpp).
   std::optional<BatchSizeRampup> rampup_batch_size;
-  std::int64_t eval_iters = 100;       // --eval-iters
-  std::int64_t eval_interval = 1000;   // --eval-interval
-  double mid_level_dataset_surplus = 0.005;  // --mid-level-dataset-surplus
+  std::int64_t eval_iters = kDefaultEvalIters;        // --eval-iters
+  std::int64_t eval_interval = kDefaultEvalInterval;  // --eval-interval
   TokenizerOptions tokenizer;
   // Sample options: they do not change the indices, only what --dump-samples writes.
   bool eod_mask_loss = false;         // --eod-mask-loss
@@ -46,8 +40,6 @@ struct IndexOptions {
   std::optional<std::string> dump_samples_path;
   std::int64_t dump_count = 16;  // --dump-count
 };
-
-inline constexpr const char* kDefaultSplit = "969, 30, 1";
 
 // Samples requested per split (training.py get_train_valid_test_num_samples): train =
 // train_samples or train_iters * gbs; valid = (train_iters // eval_interval + 1) * eval_iters *

@@ -1,11 +1,10 @@
 #include "data/tokenize_command_line.hpp"
 
-#include <climits>
 #include <map>
 
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
-#include "tokenizer/tokenizer.hpp"
+#include "core/megatron_compatibility.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 #include "tokenizer/tokenizer_type_inference.hpp"
 
@@ -14,11 +13,6 @@ namespace mgt {
 namespace {
 
 constexpr const char* kProgram = "mgt-tokenize";
-
-// Lists as Megatron's argparse nargs='+' takes them; unlike argparse, a repeated flag adds to the
-// earlier values ("--input a.jsonl --input b.jsonl").
-const std::map<std::string, FlagArity> kListFlags = {{"--input", FlagArity::ManyAppending},
-                                                     {"--json-keys", FlagArity::ManyAppending}};
 
 // Megatron flags mgt-tokenize knows but does not implement, with the reason.
 const std::map<std::string, std::string> kRefusedFlags = {
@@ -37,6 +31,28 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--multimodal", "multimodal datasets are not supported"},
 };
 
+// preprocess_data.py's flags until 2023, accepted so that its scripts of that time run unchanged
+// and named on the start-up line: --dataset-impl chose the output format (mmap is the one Megatron
+// kept, and the one written) and --chunk-size the documents a worker process takes at a time.
+const std::map<std::string, IgnoredFlag>& older_script_flags() {
+  const std::string old_format = "the old IndexedDataset format is no longer written, nor read by Megatron; "
+                                 "mgt-tokenize writes the mmap format (drop the flag)";
+  static const std::map<std::string, IgnoredFlag> flags = {
+      {"--dataset-impl",
+       {FlagArity::One, "mmap is the format written", {"mmap"}, false, {{"lazy", old_format}, {"cached", old_format}}}},
+      {"--chunk-size",
+       {FlagArity::One, "worker threads take batches of about 1 MB of lines; the output is the same", {}, true, {}}},
+  };
+  return flags;
+}
+
+// The flags of preprocess_data.py before April 2023, when scripts abbreviated them: "--vocab" was
+// --vocab-file's prefix alone until --vocab-size (NullTokenizer) came, so it stands for it here.
+const std::vector<std::string> kAbbreviatedParserFlags = {
+    "--input", "--json-keys", "--split-sentences", "--keep-newlines", "--tokenizer-type", "--vocab-file",
+    "--merge-file", "--append-eod", "--lang", "--tokenizer-model", "--output-prefix", "--dataset-impl",
+    "--workers", "--chunk-size", "--log-interval"};
+
 const std::vector<std::string> kHelpGroups = {"input data", "tokenizer", "tokenization process",
                                               "output data", "runtime", "mgt extensions"};
 
@@ -47,116 +63,114 @@ cxxopts::Options make_options() {
                      "datasets like tools/merge_datasets.py.");
   o.custom_help("--input FILE... --output-prefix PREFIX --tokenizer-type TYPE [options]\n"
                 "  mgt-tokenize --merge --input DIR|PREFIX... --output-prefix PREFIX");
-  std::string types;
-  for (const auto& t : supported_tokenizer_types()) types += (types.empty() ? "" : ", ") + t;
-  // Numbers are declared as strings and parsed by FlagValues, so that a bad value names its flag.
-  // clang-format off
-  o.add_options("input data")
-      ("input", "JSON-lines inputs, in order: files, glob patterns (sorted matches), or - for "
-                "standard input; gzip and zstd are decompressed (detected by content). With "
-                "--merge: dataset prefixes or directories of datasets (required)",
-       cxxopts::value<std::vector<std::string>>(), "FILE...")
-      ("json-keys", "Keys to extract from each JSON object, one output dataset per key "
-                    "(default: text)",
-       cxxopts::value<std::vector<std::string>>(), "KEY...")
-      ("split-sentences", "Split documents into sentences (ICU rules in place of NLTK punkt); "
-                          "outputs are named _sentence")
-      ("keep-newlines", "With --split-sentences, keep the newlines between sentences");
-  o.add_options("tokenizer")
-      ("tokenizer-type", "One of: " + types + " (required without --merge, unless --vocab-file and "
-                         "--merge-file name GPT2BPETokenizer)", cxxopts::value<std::string>(), "TYPE")
-      ("vocab-file", "Vocabulary file (GPT-2 vocab.json, BERT vocab.txt)",
-       cxxopts::value<std::string>(), "FILE")
-      ("merge-file", "GPT-2 BPE merges file", cxxopts::value<std::string>(), "FILE")
-      ("vocab-size", "Vocabulary size of NullTokenizer, or of TikTokenizer (default: 131072 for TikTokenizer)",
-       cxxopts::value<std::string>(), "N")
-      ("vocab-extra-ids", "Accepted for compatibility; preprocess_data.py forces it to 0",
-       cxxopts::value<std::string>()->default_value("0"), "N");
-  add_tokenizer_model_flags(o, "tokenizer");
-  o.add_options("tokenization process")
-      ("append-eod", "Append the end-of-document token to each non-empty document")
-      ("lang", "Sentence-splitting language (only english)",
-       cxxopts::value<std::string>()->default_value("english"), "LANG");
-  o.add_options("output data")
-      ("output-prefix", "Output path without suffix: writes PREFIX_KEY_document.bin/.idx "
-                        "(PREFIX.bin/.idx with --merge) (required)",
-       cxxopts::value<std::string>(), "PREFIX");
-  o.add_options("runtime")
-      ("workers", "Worker threads (default: the number of cores)",
-       cxxopts::value<std::string>(), "N")
-      ("partitions", "Order documents as Megatron's round-robin --partitions N does",
-       cxxopts::value<std::string>()->default_value("1"), "N")
-      ("log-interval", "Progress line every N documents when stderr is not a terminal",
-       cxxopts::value<std::string>()->default_value("1000"), "N")
-      ("keep-sequential-samples", "With --partitions, keep input order (contiguous partitions)");
-  o.add_options("mgt extensions")
-      ("skip-bad-lines", "mgt: skip bad lines (malformed JSON, missing key, ...) with a warning and "
-                         "count them, instead of failing")
-      ("merge", "mgt: concatenate the datasets given by --input into --output-prefix")
-      ("quiet", "mgt: no progress lines (the summary is still printed)")
-      ("h,help", "Show this help");
-  // clang-format on
+  TokenizeOptions defaults;  // --help describes the defaults
+  declare_flags(o, tokenize_flags(defaults));
+  o.add_options("mgt extensions")("h,help", "Show this help");
   add_version_flag(o, "mgt extensions");
   return o;
 }
 
-std::size_t at_least(const FlagValues& f, const char* flag, std::int64_t minimum) {
-  const std::int64_t v = f.integer(flag);
-  if (v < minimum)
-    throw UsageError(std::string("--") + flag + " must be at least " + std::to_string(minimum) +
-                     ", got " + std::to_string(v));
-  return static_cast<std::size_t>(v);
+CommandLineRules command_line_rules() {
+  TokenizeOptions defaults;
+  CommandLineRules rules{flag_arities(tokenize_flags(defaults)), kRefusedFlags, false, older_script_flags()};
+  rules.known["--version"] = FlagArity::None;  // answered before parsing (core/program_main.hpp)
+  // preprocess_data.py's parser keeps argparse's allow_abbrev.
+  rules.allow_abbreviations = true;
+  rules.abbreviation_precedence = kAbbreviatedParserFlags;
+  return rules;
 }
 
-TokenizeOptions to_tokenize_options(const FlagValues& f) {
-  TokenizeOptions o;
-  f.set("input", o.inputs);
-  f.set("json-keys", o.json_keys);
-  f.set("output-prefix", o.output_prefix);
-  f.set("tokenizer-type", o.tokenizer.type);
-  f.set("vocab-file", o.tokenizer.vocab_file);
-  f.set("merge-file", o.tokenizer.merge_file);
-  if (f.has("vocab-size")) o.tokenizer.vocab_size = f.integer("vocab-size");
-  const std::int64_t extra = f.integer("vocab-extra-ids");
-  if (extra < INT_MIN || extra > INT_MAX)
-    throw UsageError("--vocab-extra-ids: '" + f.text("vocab-extra-ids") + "' is out of range");
-  o.tokenizer.vocab_extra_ids = static_cast<int>(extra);
-  set_tokenizer_model_flags(f, o.tokenizer);
-  infer_tokenizer_type_from_files(o.tokenizer, kProgram);
-  f.set("append-eod", o.append_eod);
-  f.set("split-sentences", o.split_sentences);
-  f.set("keep-newlines", o.keep_newlines);
-  o.lang = f.text("lang");
-  if (f.has("workers")) o.workers = at_least(f, "workers", 1);
-  o.partitions = at_least(f, "partitions", 1);
-  o.log_interval = at_least(f, "log-interval", 1);
-  f.set("keep-sequential-samples", o.keep_sequential_samples);
-  f.set("skip-bad-lines", o.skip_bad_lines);
-  f.set("merge", o.merge);
-  f.set("quiet", o.quiet);
-  return o;
+// The tokenizer flags are every program's (tokenizer/tokenizer_flags.hpp); three say more here.
+std::vector<FlagDefinition> tokenizer_flags_here(TokenizerOptions& tokenizer) {
+  std::vector<FlagDefinition> flags;
+  for (FlagDefinition& f : tokenizer_flags(tokenizer, TokenizerFlagsRole::kNamesTokenizer)) {
+    const std::string help = f.description();
+    if (f.name() == "tokenizer-type")
+      flags.push_back(std::move(f).described_as(help.substr(0, help.find(" (required")) +
+                                                " (required without --merge, unless --vocab-file and --merge-file name "
+                                                "GPT2BPETokenizer)"));
+    else if (f.name() == "vocab-file")
+      flags.push_back(std::move(f).described_as(help + " (GPT-2 vocab.json, BERT vocab.txt)"));
+    else if (f.name() == "vocab-extra-ids")
+      flags.push_back(std::move(f).described_as("Accepted for compatibility; preprocess_data.py forces it to 0"));
+    else
+      flags.push_back(std::move(f));
+  }
+  return flags;
 }
+
+}  // namespace
+
+// Ranges of the numbers: core/flag_ranges.cpp. Unlike argparse, a repeated list flag adds to the
+// earlier values ("--input a.jsonl --input b.jsonl"). preprocess_data.py's flags are Megatron's
+// though not its pretraining parser's, hence megatron_flag().
+// clang-format off
+std::vector<FlagDefinition> tokenize_flags(TokenizeOptions& o) {
+  return flag_groups({
+    {"input data", {
+      store_list("input", "FILE...", o.inputs, "JSON-lines inputs, in order: files, glob patterns (sorted matches), or - "
+                 "for standard input; gzip and zstd are decompressed (detected by content). With --merge: dataset "
+                 "prefixes or directories of datasets").required().appending().megatron_flag(),
+      store_list("json-keys", "KEY...", o.json_keys, "Keys to extract from each JSON object, one output dataset per key")
+          .appending().megatron_flag(),
+      store_true("split-sentences", o.split_sentences, "Split documents into sentences (ICU rules in place of NLTK "
+                 "punkt); outputs are named _sentence").megatron_flag(),
+      store_true("keep-newlines", o.keep_newlines, "With --split-sentences, keep the newlines between sentences").megatron_flag(),
+    }},
+    {"tokenizer", tokenizer_flags_here(o.tokenizer)},
+    {"tokenization process", {
+      store_true("append-eod", o.append_eod, "Append the end-of-document token to each non-empty document").megatron_flag(),
+      store("lang", "LANG", o.lang, "Sentence-splitting language (only english)").megatron_flag(),
+    }},
+    {"output data", {
+      store("output-prefix", "PREFIX", o.output_prefix, "Output path without suffix: writes PREFIX_KEY_document.bin/.idx "
+            "(PREFIX.bin/.idx with --merge)").required().megatron_flag(),
+    }},
+    {"runtime", {
+      // 0 stands for None: Megatron requires the flag.
+      custom_flag("workers", FlagArity::One, "N", "Worker threads",
+                  [&o](const std::vector<std::string>& v) { o.workers = static_cast<std::size_t>(parse_integer_flag("--workers", v.at(0))); },
+                  [&o] { return o.workers ? ArgValue(static_cast<std::int64_t>(o.workers)) : ArgValue(); })
+          .default_text("the number of cores").megatron_flag(),
+      store("partitions", "N", o.partitions, "Order documents as Megatron's round-robin --partitions N does").megatron_flag(),
+      store("log-interval", "N", o.log_interval, "Progress line every N documents when stderr is not a terminal"),
+      store_true("keep-sequential-samples", o.keep_sequential_samples, "With --partitions, keep input order (contiguous "
+                 "partitions)").megatron_flag(),
+    }},
+    {"mgt extensions", {
+      store_true("skip-bad-lines", o.skip_bad_lines, "skip bad lines (malformed JSON, missing key, ...) with a warning and "
+                 "count them, instead of failing"),
+      store_true("merge", o.merge, "concatenate the datasets given by --input into --output-prefix"),
+      store_true("quiet", o.quiet, "no progress lines (the summary is still printed)"),
+    }},
+  });
+}
+// clang-format on
+
+namespace {
 
 }  // namespace
 
 TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* argv) {
   cxxopts::Options options = make_options();
-  std::map<std::string, FlagArity> lists = kListFlags;
-  lists.merge(tokenizer_model_list_flags());
-  const CommandLineRules rules{declared_flags(options, lists), kRefusedFlags, false};
-  const cxxopts::ParseResult result = parse_command_line(options, argc, argv, rules, kProgram).flags;
+  ParsedCommandLine parsed = parse_command_line(options, argc, argv, command_line_rules(), kProgram);
   TokenizeCommandLine command;
-  if (result.count("help")) {
+  if (parsed.flags.count("help")) {
     command.show_help = true;
     return command;
   }
-  command.options = to_tokenize_options(FlagValues(result));
+  command.ignored = std::move(parsed.ignored);
+  // --input and --output-prefix are required; what needs the options as a whole is
+  // validate_tokenize_options's job.
+  set_given_flags(tokenize_flags(command.options), FlagValues(parsed.flags));
+  infer_tokenizer_type_from_files(command.options.tokenizer, kProgram);
   return command;
 }
 
 std::string tokenize_help() {
-  return make_options().help(kHelpGroups) +
-         "\nSee man mgt-tokenize(1) for outputs, exit codes and compatibility notes.\n";
+  return make_options().help(kHelpGroups) + "\n" + ignored_flags_help(command_line_rules()) +
+         "\nA flag may be abbreviated to a unique prefix, as preprocess_data.py's parser allows (--vocab for "
+         "--vocab-file).\nSee man mgt-tokenize(1) for outputs, exit codes and compatibility notes.\n";
 }
 
 }  // namespace mgt

@@ -54,6 +54,16 @@ LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_nul
   if (slurm_count) consider(slurm_count);
   consider("PMI_SIZE");
   consider("OMPI_COMM_WORLD_SIZE");
+  for (const char* name : {"PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
+    const char* value = lookup(name);
+    if (!value || !*value) continue;
+    char* end = nullptr;
+    const long rank = std::strtol(value, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank < 1 << 24) {
+      launch.launcher_rank = static_cast<int>(rank);
+      break;
+    }
+  }
   return launch;
 }
 

@@ -20,6 +20,10 @@ struct LaunchEnvironment {
   // What says a PMIx launcher started this process (SLURM_MPI_TYPE=pmix..., or PMIX_RANK), empty
   // otherwise: an MPI library without PMIx support then finds itself alone, whatever the count.
   std::string pmix_from;
+  // This process's rank as the launcher numbered it (PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK,
+  // SLURM_PROCID, the first present), 0 when none says. Known before MPI starts: what every rank
+  // would report alike about the command line, rank 0 reports for the job.
+  int launcher_rank = 0;
 };
 
 using EnvironmentLookup = std::function<const char*(const char* name)>;

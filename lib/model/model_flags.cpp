@@ -20,6 +20,8 @@ std::vector<FlagDefinition> model_flags(ModelShapeOptions& m) {
     store("max-position-embeddings", "N", m.max_position_embeddings, "Position table size, at least --seq-length").required(),
     store("position-embedding-type", "TYPE", m.position_embedding_type, "learned_absolute, rope or none")
         .choices({"learned_absolute", "rope", "none"}, {"mrope", "relative"}),
+    store_false("no-position-embedding", m.add_position_embedding, "Deprecated: no learned position table; accepted with --position-embedding-type rope, which has none")
+        .key("add_position_embedding"),
     store("rotary-percent", "F", m.rotary_percent, "Fraction of each head rotated by RoPE"),
     store("rotary-base", "N", m.rotary_base, "RoPE base"),
     store_true("use-rope-scaling", m.use_rope_scaling, "Llama 3.1's scaling of the RoPE frequencies (low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192)"),

@@ -19,6 +19,9 @@ struct ModelShapeOptions {
   std::optional<std::int64_t> seq_length;            // --seq-length (required)
   std::optional<std::int64_t> max_position_embeddings;  // --max-position-embeddings (required)
   std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+  // --no-position-embedding clears it: Megatron's deprecated switch, accepted only with rope,
+  // whose model has no learned position table anyway.
+  bool add_position_embedding = true;
   double rotary_percent = 1.0;                       // --rotary-percent
   std::int64_t rotary_base = 10000;                  // --rotary-base
   bool use_rope_scaling = false;                     // --use-rope-scaling: Llama 3.1's frequency scaling

@@ -35,21 +35,4 @@ std::vector<FlagDefinition> tokenizer_model_flags(TokenizerOptions& o) {
 }
 // clang-format on
 
-void add_tokenizer_model_flags(cxxopts::Options& options, const std::string& group) {
-  TokenizerOptions defaults;  // --help describes the defaults
-  declare_flags(options, flag_groups({{group.c_str(), tokenizer_model_flags(defaults)}}));
-}
-
-std::map<std::string, FlagArity> tokenizer_model_list_flags() {
-  TokenizerOptions defaults;
-  std::map<std::string, FlagArity> lists;
-  for (const auto& [flag, arity] : flag_arities(tokenizer_model_flags(defaults)))
-    if (arity != FlagArity::None && arity != FlagArity::One) lists[flag] = arity;
-  return lists;
-}
-
-void set_tokenizer_model_flags(const FlagValues& flags, TokenizerOptions& options) {
-  set_given_flags(tokenizer_model_flags(options), flags);
-}
-
 }  // namespace mgt

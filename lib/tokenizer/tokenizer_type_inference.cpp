@@ -5,9 +5,10 @@
 
 namespace mgt {
 
-bool infer_tokenizer_type_from_files(TokenizerOptions& options, std::string_view program) {
+bool infer_tokenizer_type_from_files(TokenizerOptions& options, std::string_view program, bool say_so) {
   if (!options.type.empty() || options.vocab_file.empty() || options.merge_file.empty()) return false;
   options.type = "GPT2BPETokenizer";
+  if (!say_so) return true;
   const std::string name(program);
   std::fprintf(stderr,
                "%s: no --tokenizer-type given; --vocab-file and --merge-file select GPT2BPETokenizer, "

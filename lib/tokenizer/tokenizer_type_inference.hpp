@@ -9,8 +9,8 @@
 
 namespace mgt {
 
-// When options.type is empty and both files are given, sets it to GPT2BPETokenizer and writes
-// "PROGRAM: ..." saying so, one line on standard error. Returns whether it did.
-bool infer_tokenizer_type_from_files(TokenizerOptions& options, std::string_view program);
+// When options.type is empty and both files are given, sets it to GPT2BPETokenizer and, with
+// `say_so`, writes "PROGRAM: ..." saying so, one line on standard error. Returns whether it did.
+bool infer_tokenizer_type_from_files(TokenizerOptions& options, std::string_view program, bool say_so = true);
 
 }  // namespace mgt

@@ -3,21 +3,11 @@
 #include <string>
 
 #include "core/compute_flags.hpp"
-#include "data/index_job.hpp"
+#include "data/dataset_flags.hpp"
 #include "model/model_flags.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 
 namespace mgt {
-
-namespace {
-
-// Megatron keeps --rampup-batch-size's strings (nargs='*').
-ArgValue rampup_strings(const std::optional<BatchSizeRampup>& r) {
-  if (!r) return {};
-  return std::vector<std::string>{std::to_string(r->start), std::to_string(r->increment), std::to_string(r->samples)};
-}
-
-}  // namespace
 
 // Each entry: the flag, its metavar, the field it sets and its description (the "mgt: " mark,
 // "(required)" and "(default: X)" are added from the entry; core/flag_table.hpp). The ranges of
@@ -36,13 +26,11 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
   return flag_groups({
     {"model", model_flags(m)},
     {"training", joined_flags({{
-      store("micro-batch-size", "N", t.micro_batch_size, "Samples per micro-batch").required(),
-      store("global-batch-size", "N", t.global_batch_size, "Samples per iteration").default_text("micro-batch x data-parallel size"),
-      store("train-iters", "N", t.train_iters, "Iterations to train (required, or --train-samples)"),
-      store("train-samples", "N", t.train_samples, "Samples to train (required, or --train-iters)"),
-      custom_flag("rampup-batch-size", FlagArity::Many, "START INCREMENT SAMPLES", "Ramp the global batch size up from START by INCREMENT over SAMPLES samples (with --train-samples)",
-                  [&t](const std::vector<std::string>& values) { t.rampup_batch_size = parse_rampup_batch_size(values); },
-                  [&t] { return rampup_strings(t.rampup_batch_size); }),
+      micro_batch_size_flag(t.micro_batch_size).required(),
+      global_batch_size_flag(t.global_batch_size).default_text("micro-batch x data-parallel size"),
+      train_iters_flag(t.train_iters),
+      train_samples_flag(t.train_samples),
+      rampup_batch_size_flag(t.rampup_batch_size),
       store("lr", "F", t.lr, "Peak learning rate").required(),
       store("min-lr", "F", t.min_lr, "Learning rate at the end of the decay"),
       store("decoupled-lr", "F", t.decoupled_lr, "Peak learning rate of the word embedding and output layer").default_text("--lr"),
@@ -71,7 +59,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("adam-beta2", "F", t.adam_beta2, "Adam beta2"),
       store("adam-eps", "F", t.adam_eps, "Adam epsilon"),
       store("optimizer", "NAME", t.optimizer, "adam (AdamW), the only one").choices({"adam"}, {"sgd"}),
-      store("seed", "N", t.seed, "Random seed"),
+      seed_flag(t.seed),
     }, {
       device_flag(o.device)
           .not_recorded("where the run computes, not what: a checkpoint resumes on any device"),
@@ -83,23 +71,13 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("hysteresis", "N", t.hysteresis, "Overflow iterations before the dynamic loss scale halves"),
       store_true("deterministic-mode", t.deterministic_mode, "Deterministic kernels only: reruns and resumes give the same bits on a GPU too, several times slower there"),
     }})},
-    {"data", joined_flags({{
-      store_list("data-path", "[W] PREFIX...", d.data_path, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"),
-      store("data-args-path", "FILE", d.data_args_path, "File holding the --data-path list"),
-      // None until validation fills Megatron's legacy default in, with --data-path only.
-      store("split", "A,B,C", d.split, "Train, valid, test proportions").default_text("\"" + std::string(kDefaultSplit) + "\""),
-      store_list("train-data-path", "[W] PREFIX...", d.train_data_path, "Train split datasets, instead of --data-path"),
-      store_list("valid-data-path", "[W] PREFIX...", d.valid_data_path, "Validation split datasets"),
-      store_list("test-data-path", "[W] PREFIX...", d.test_data_path, "Test split datasets"),
-      store("data-cache-path", "DIR", d.data_cache_path, "Directory for the index files"),
+    {"data", joined_flags({
+      dataset_source_flags(d, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"), {
       store_true("mock-data", d.mock_data, "Megatron's synthetic data instead of datasets (required without a data path)"),
-      store("mid-level-dataset-surplus", "F", d.mid_level_dataset_surplus, "Extra fraction of samples per blended dataset"),
       store("dataloader-type", "TYPE", d.dataloader_type, "single, the only one").choices({"single"}, {"cyclic", "external"}),
-    }, tokenizer_flags(tok, TokenizerFlagsRole::kNamesTokenizer), {
-      store_true("eod-mask-loss", d.eod_mask_loss, "No loss on end-of-document input tokens"),
-      store_true("reset-position-ids", d.reset_position_ids, "Positions restart after each end of document"),
-      store_true("reset-attention-mask", d.reset_attention_mask, "No attention across document boundaries"),
-    }})},
+    }, tokenizer_flags(tok, TokenizerFlagsRole::kNamesTokenizer),
+      sample_flags({d.eod_mask_loss, d.reset_position_ids, d.reset_attention_mask}),
+    })},
     {"checkpointing", {
       store("save", "DIR", c.save, "Checkpoint directory to write"),
       store("save-interval", "N", c.save_interval, "Iterations between checkpoints (needed with --save)"),
@@ -114,8 +92,8 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
     }},
     {"logging", {
       store("log-interval", "N", l.log_interval, "Iterations between log lines"),
-      store("eval-interval", "N", l.eval_interval, "Iterations between validations"),
-      store("eval-iters", "N", l.eval_iters, "Iterations per validation"),
+      eval_interval_flag(l.eval_interval),
+      eval_iters_flag(l.eval_iters),
       store("exit-interval", "N", l.exit_interval, "Exit (after saving) when the iteration is a multiple of N"),
       store("exit-duration-in-mins", "N", l.exit_duration_in_mins, "Exit (after saving) once N minutes have passed"),
       store_true("exit-signal-handler", l.exit_signal_handler, "On the exit signal, save and exit after the current iteration"),

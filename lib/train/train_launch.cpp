@@ -18,6 +18,7 @@
 #include "core/program_main.hpp"
 #include "dist/backend_memory_mover.hpp"
 #include "dist/device_uuids.hpp"
+#include "dist/launch_environment.hpp"
 #include "dist/distributed_runtime.hpp"
 #include "dist/nccl_communicator.hpp"
 #include "dist/parallel_layout.hpp"
@@ -87,20 +88,34 @@ dist::TransportChoice choose_transport(const TrainOptions& options, dist::Distri
 }  // namespace
 
 int run_training_program(int argc, const char* const* argv) {
-  TrainOptions options = read_train_options(argc, argv);
-  if (options.show_help) {
-    std::cout << train_options_help();
-    return kExitOk;
+  // Every rank reads the same command line and finds the same notes and mistakes in it; before
+  // MPI starts, the launcher's numbering says which process reports them for the job.
+  const bool reports = dist::read_launch_environment().launcher_rank == 0;
+  TrainOptions options;
+  dist::ParallelFlags flags;
+  try {
+    options = read_train_options(argc, argv, reports);
+    if (options.show_help) {
+      if (reports) std::cout << train_options_help();
+      return kExitOk;
+    }
+    flags = parallel_flags(options);
+    dist::validate_parallel_flags(flags);
+  } catch (const Error& e) {
+    if (e.exit_code() != kExitUsage || reports) throw;
+    return e.exit_code();
   }
-  const dist::ParallelFlags flags = parallel_flags(options);
-  dist::validate_parallel_flags(flags);
   // MPI under a launcher, nothing for a lone process; from here on log lines carry the rank.
   std::unique_ptr<dist::DistributedRuntime> runtime = dist::DistributedRuntime::start(flags.distributed_timeout());
   const bool chief = runtime->rank() == 0;
   if (!chief) log::set_min_level(log::Level::Warning);
   if (chief) print_ignored_flags("mgt-train", options.ignored_flags);
   try {
+    // Its notes and warnings (the legacy --split, sequence parallelism turned off) concern the
+    // job's flags: rank 0 gives them, as Megatron's validate_args prints on rank 0.
+    if (!chief) log::set_min_level(log::Level::Error);
     validate_train_options(options, runtime->world_size());
+    if (!chief) log::set_min_level(log::Level::Warning);
   } catch (const Error& e) {
     if (e.exit_code() != kExitUsage) throw;
     // Every rank finds the same mistake in the same flags: rank 0 says it once, as the program

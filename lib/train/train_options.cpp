@@ -68,7 +68,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv, int world_si
   return o;
 }
 
-TrainOptions read_train_options(int argc, const char* const* argv) {
+TrainOptions read_train_options(int argc, const char* const* argv, bool report_notes) {
   cxxopts::Options options = make_cxxopts();
   ParsedCommandLine parsed = parse_command_line(options, argc, argv, train_command_line_rules(), kProgram);
   const cxxopts::ParseResult& result = parsed.flags;
@@ -81,7 +81,7 @@ TrainOptions read_train_options(int argc, const char* const* argv) {
   const FlagValues flags(result);
   check_flags_given_together(flags);
   set_given_flags(train_flags(o), flags);
-  infer_tokenizer_type_from_files(o.data.tokenizer, kProgram);
+  infer_tokenizer_type_from_files(o.data.tokenizer, kProgram, report_notes);
   check_device_name(o.device);
   return o;
 }
@@ -99,15 +99,9 @@ PipelineSplit pipeline_split(const ParallelOptions& p) {
 
 IndexOptions index_options(const TrainOptions& o) {
   IndexOptions x;
-  x.data_path = o.data.data_path;
-  x.data_args_path = o.data.data_args_path;
-  x.train_data_path = o.data.train_data_path;
-  x.valid_data_path = o.data.valid_data_path;
-  x.test_data_path = o.data.test_data_path;
-  x.split = o.data.split;
+  static_cast<DatasetSourceOptions&>(x) = o.data;
   x.seq_length = o.model.seq_length;
   x.seed = o.optim.seed;
-  x.data_cache_path = o.data.data_cache_path;
   x.train_samples = o.optim.train_samples;
   x.train_iters = o.optim.train_iters;
   x.global_batch_size = o.optim.global_batch_size;
@@ -115,7 +109,6 @@ IndexOptions index_options(const TrainOptions& o) {
   x.rampup_batch_size = o.optim.rampup_batch_size;
   x.eval_iters = o.logging.eval_iters;
   x.eval_interval = o.logging.eval_interval;
-  x.mid_level_dataset_surplus = o.data.mid_level_dataset_surplus;
   x.tokenizer = o.data.tokenizer;
   x.eod_mask_loss = o.data.eod_mask_loss;
   x.reset_position_ids = o.data.reset_position_ids;

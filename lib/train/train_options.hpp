@@ -17,6 +17,7 @@
 #include "core/command_line.hpp"
 #include "core/compute_flags.hpp"
 #include "data/batch_size_rampup.hpp"
+#include "data/dataset_flags.hpp"
 #include "data/index_job.hpp"
 #include "model/model_shape_options.hpp"
 #include "model/pipeline_stage.hpp"
@@ -58,7 +59,7 @@ struct OptimizationOptions {
   double adam_beta2 = 0.999;                      // --adam-beta2
   double adam_eps = 1e-8;                         // --adam-eps
   std::string optimizer = "adam";                 // --optimizer: adam (AdamW semantics) only
-  std::int64_t seed = 1234;                       // --seed
+  std::int64_t seed = kDefaultSeed;               // --seed
   // --calculate-per-token-loss: the gradient of Σ(CE · mask) over the global batch divided by its
   // tokens, in place of the mean of the micro-batches' per-token means.
   bool calculate_per_token_loss = false;
@@ -72,16 +73,10 @@ struct OptimizationOptions {
   bool deterministic_mode = false;                // --deterministic-mode: same bits on every run
 };
 
-struct DataOptions {
-  std::vector<std::string> data_path;             // --data-path [W] PREFIX ...
-  std::optional<std::string> data_args_path;      // --data-args-path
-  std::vector<std::string> train_data_path;       // --train-data-path
-  std::vector<std::string> valid_data_path;       // --valid-data-path
-  std::vector<std::string> test_data_path;        // --test-data-path
-  std::optional<std::string> split;               // --split: "969, 30, 1" with --data-path
-  std::optional<std::string> data_cache_path;     // --data-cache-path
+// The dataset source flags are mgt-index's (data/dataset_flags.hpp), so that both build the same
+// indices.
+struct DataOptions : DatasetSourceOptions {
   bool mock_data = false;                         // --mock-data: Megatron's synthetic sequences
-  double mid_level_dataset_surplus = 0.005;       // --mid-level-dataset-surplus
   std::string dataloader_type = "single";         // --dataloader-type: single only
   TokenizerOptions tokenizer;                     // --tokenizer-type, --vocab-file, --merge-file,
                                                   // --vocab-size, --vocab-extra-ids
@@ -103,8 +98,8 @@ struct CheckpointOptions {
 
 struct LoggingOptions {
   std::int64_t log_interval = 100;                // --log-interval
-  std::int64_t eval_interval = 1000;              // --eval-interval
-  std::int64_t eval_iters = 100;                  // --eval-iters
+  std::int64_t eval_interval = kDefaultEvalInterval;  // --eval-interval
+  std::int64_t eval_iters = kDefaultEvalIters;    // --eval-iters
   std::optional<std::int64_t> exit_interval;      // --exit-interval
   std::optional<std::int64_t> exit_duration_in_mins;  // --exit-duration-in-mins
   bool exit_signal_handler = false;               // --exit-signal-handler
@@ -190,8 +185,9 @@ struct TrainOptions {
 TrainOptions parse_train_options(int argc, const char* const* argv, int world_size = 1);
 
 // Parses only, for a program that learns the number of ranks from the flags' own
-// --distributed-timeout-minutes start: call validate_train_options once it is known.
-TrainOptions read_train_options(int argc, const char* const* argv);
+// --distributed-timeout-minutes start: call validate_train_options once it is known. Without
+// `report_notes` the notes about the flags (a tokenizer type inferred) are left to another rank.
+TrainOptions read_train_options(int argc, const char* const* argv, bool report_notes = true);
 
 // Megatron's validate_args for the supported flags: fills the derived values and throws
 // mgt::UsageError naming the flags at fault. Call it once: like Megatron it completes the

@@ -166,12 +166,29 @@ void validate_model(ModelShapeOptions& m) {
   if (m.use_rope_scaling && m.position_embedding_type != "rope")
     throw UsageError("--use-rope-scaling scales rotary frequencies: it needs --position-embedding-type rope");
 
+  // Megatron (arguments.py validate_args) deprecated --no-position-embedding for
+  // --position-embedding-type and accepts it where the two agree: a rotary model has no learned
+  // position table.
+  if (!m.add_position_embedding && m.position_embedding_type != "rope")
+    throw UsageError("--no-position-embedding is deprecated, use --position-embedding-type (Megatron accepts it "
+                     "only with --position-embedding-type rope)");
+
   if (m.recompute_activations) m.recompute_granularity = "selective";
   const bool full = m.recompute_granularity == "full";
-  if (m.recompute_method && !full)
-    throw UsageError("--recompute-method needs --recompute-granularity full");
-  if (m.recompute_num_layers && !full)
-    throw UsageError("--recompute-num-layers needs --recompute-granularity full");
+  // Without a granularity Megatron recomputes nothing and ignores the method and the layer count
+  // (TransformerConfig checks them only when recompute_granularity is set); with selective it
+  // refuses them (validate_args, TransformerConfig.__post_init__).
+  if (!m.recompute_granularity && (m.recompute_method || m.recompute_num_layers))
+    log::info(std::string(m.recompute_method ? "--recompute-method" : "--recompute-num-layers") +
+              " has no effect without --recompute-granularity full: nothing is recomputed (as in Megatron)");
+  const std::string old_checkpointing = "; for the old --checkpoint-activations with --activations-checkpoint-method, "
+                                        "give --recompute-granularity full";
+  if (m.recompute_granularity == "selective" && m.recompute_method)
+    throw UsageError("--recompute-method applies to --recompute-granularity full, not selective (Megatron: recompute "
+                     "method is not yet supported for selective recomputing granularity)" + old_checkpointing);
+  if (m.recompute_granularity == "selective" && m.recompute_num_layers)
+    throw UsageError("--recompute-num-layers applies to --recompute-granularity full, not selective" +
+                     old_checkpointing);
   if (full) {
     if (!m.recompute_method) throw UsageError("--recompute-granularity full needs --recompute-method");
     if (!m.recompute_num_layers) throw UsageError("--recompute-granularity full needs --recompute-num-layers");

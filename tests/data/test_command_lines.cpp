@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "core/command_line.hpp"
 #include "core/error.hpp"
+#include "core/flag_table.hpp"
 #include "data/index_command_line.hpp"
 #include "data/tokenize_command_line.hpp"
 
@@ -140,4 +142,62 @@ TEST_CASE("index command line: help and usage errors", "[data][command_line]") {
   CHECK(usage_error([] { index({"--mid-level-dataset-surplus", "x"}); }) ==
         "--mid-level-dataset-surplus: 'x' is not a number");
   CHECK(usage_error([] { index({"--vocab-extra-ids", "-1"}); }) == "--vocab-extra-ids must be between 0 and 1000000, got -1");
+}
+
+TEST_CASE("tokenize command line: preprocess_data.py's flags until 2023", "[data][command_line]") {
+  const TokenizeCommandLine old = tokenize({"--input", "a.jsonl", "--dataset-impl", "mmap", "--chunk-size", "25",
+                                            "--workers", "2"});
+  CHECK(old.options.inputs == Args{"a.jsonl"});
+  CHECK(old.options.workers == 2);
+  const std::string line = ignored_flags_line("mgt-tokenize", old.ignored);
+  CHECK(line.rfind("mgt-tokenize: ignored flags (they change nothing here): --dataset-impl mmap (", 0) == 0);
+  CHECK(line.find("; --chunk-size 25 (") != std::string::npos);
+  CHECK(tokenize({"--input", "a.jsonl"}).ignored.empty());
+  // The old IndexedDataset formats are refused by name; other values as argparse refuses them.
+  CHECK(usage_error([] { tokenize({"--dataset-impl", "lazy"}); }).rfind(
+            "--dataset-impl lazy is not supported by mgt-tokenize: the old IndexedDataset format", 0) == 0);
+  CHECK(usage_error([] { tokenize({"--dataset-impl", "cached"}); }).rfind("--dataset-impl cached is not supported", 0) == 0);
+  CHECK(usage_error([] { tokenize({"--dataset-impl", "fast"}); }) == "--dataset-impl: invalid choice 'fast' (choose from mmap)");
+  CHECK(usage_error([] { tokenize({"--chunk-size", "many"}); }) == "--chunk-size: 'many' is not an integer");
+  CHECK(tokenize_help().find("--dataset-impl") != std::string::npos);
+}
+
+TEST_CASE("tokenize command line: argparse's abbreviations, as preprocess_data.py's parser takes them",
+          "[data][command_line]") {
+  const TokenizeOptions o = tokenize({"--inp", "a.jsonl", "--output", "out/x", "--tokenizer-t", "GPT2BPETokenizer",
+                                      "--vocab", "v.json", "--merge-f=m.txt", "--append", "--json", "text", "title",
+                                      "--work", "3", "--dataset", "mmap"})
+                                .options;
+  CHECK(o.inputs == Args{"a.jsonl"});
+  CHECK(o.output_prefix == "out/x");
+  CHECK(o.tokenizer.type == "GPT2BPETokenizer");
+  CHECK(o.tokenizer.vocab_file == "v.json");  // --vocab: --vocab-file's prefix alone until 2023
+  CHECK(o.tokenizer.merge_file == "m.txt");
+  CHECK(o.append_eod);
+  CHECK(o.json_keys == Args{"text", "title"});
+  CHECK(o.workers == 3);  // --workers, not the refused --workers-to-check of later versions
+  CHECK(tokenize({"--vocab-s", "100"}).options.tokenizer.vocab_size == 100);
+  CHECK(tokenize({"--he"}).show_help);
+  // An exact flag is never an abbreviation: --merge is mgt's own switch.
+  CHECK(tokenize({"--merge", "--input", "d"}).options.merge);
+  // A prefix of several flags is refused as argparse refuses it, naming them.
+  CHECK(usage_error([] { tokenize({"--to", "GPT2BPETokenizer"}); }) ==
+        "ambiguous option: --to could match --tokenizer-hf-no-include-special-tokens, --tokenizer-hf-no-use-fast, "
+        "--tokenizer-metadata, --tokenizer-model, --tokenizer-special-tokens, --tokenizer-type");
+  CHECK(usage_error([] { tokenize({"--ti=x"}); }) ==
+        "ambiguous option: --ti could match --tiktoken-num-special-tokens, --tiktoken-pattern, --tiktoken-special-tokens");
+  // A refused flag stays refused when abbreviated.
+  CHECK(usage_error([] { tokenize({"--trust"}); }).rfind("--trust-remote-code is not supported by mgt-tokenize", 0) == 0);
+}
+
+TEST_CASE("index command line: the flag table", "[data][command_line]") {
+  IndexOptions defaults;
+  const std::vector<FlagDefinition> flags = index_flags(defaults);
+  // Lists add up when repeated, as mgt-index always took them.
+  CHECK(find_flag(flags, "data-path").arity() == FlagArity::ManyAppending);
+  CHECK(index({"--data-path", "a", "--data-path", "b"}).options.data_path == Args{"a", "b"});
+  CHECK(index_help().find("--seed N") != std::string::npos);
+  CHECK(index_help().find("(default: 1234)") != std::string::npos);
+  // mgt-index's flags need no abbreviation: pretrain_gpt.py's parser turns them off.
+  CHECK(usage_error([] { index({"--seq", "8"}); }) == "unknown flag --seq (see --help)");
 }

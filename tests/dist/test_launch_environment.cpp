@@ -90,3 +90,15 @@ TEST_CASE("a PMIx launch that MPI did not join says so", "[dist][launch]") {
   CHECK(launch_error(launch_with({{"SLURM_MPI_TYPE", "pmix"}, {"SLURM_STEP_NUM_TASKS", "1"}}), 1).empty());
   CHECK(launch_with({{"SLURM_MPI_TYPE", "pmi2"}, {"PMI_RANK", "0"}}).pmix_from.empty());
 }
+
+TEST_CASE("the launcher's rank is known before MPI starts", "[dist][launch]") {
+  CHECK(launch_with({}).launcher_rank == 0);
+  CHECK(launch_with({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}).launcher_rank == 1);
+  CHECK(launch_with({{"PMIX_RANK", "3"}}).launcher_rank == 3);
+  CHECK(launch_with({{"OMPI_COMM_WORLD_RANK", "2"}}).launcher_rank == 2);
+  CHECK(launch_with({{"SLURM_PROCID", "5"}}).launcher_rank == 5);
+  // The process manager's own numbering first; a value that is not a rank is passed over.
+  CHECK(launch_with({{"PMI_RANK", "1"}, {"SLURM_PROCID", "0"}}).launcher_rank == 1);
+  CHECK(launch_with({{"PMI_RANK", "x"}, {"SLURM_PROCID", "4"}}).launcher_rank == 4);
+  CHECK(launch_with({{"PMI_RANK", "-1"}}).launcher_rank == 0);
+}

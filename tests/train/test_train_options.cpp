@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <variant>
@@ -8,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/megatron_flags.hpp"
+#include "data/index_command_line.hpp"
 #include "train/train_flags.hpp"
 #include "train/train_options.hpp"
 
@@ -417,7 +419,15 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(usage_error_with({"--exit-signal-handler", "--exit-signal", "SIGKILL"}).find("invalid choice 'SIGKILL'") !=
         std::string::npos);
   CHECK(usage_error_with({"--recompute-granularity", "full"}) == "--recompute-granularity full needs --recompute-method");
-  CHECK(usage_error_with({"--recompute-method", "block"}) == "--recompute-method needs --recompute-granularity full");
+  CHECK(usage_error_with({"--recompute-activations", "--recompute-method", "block"}) ==
+        "--recompute-method applies to --recompute-granularity full, not selective (Megatron: recompute method is not "
+        "yet supported for selective recomputing granularity); for the old --checkpoint-activations with "
+        "--activations-checkpoint-method, give --recompute-granularity full");
+  CHECK(usage_error_with({"--recompute-granularity", "selective", "--recompute-num-layers", "1"}).rfind(
+            "--recompute-num-layers applies to --recompute-granularity full, not selective", 0) == 0);
+  CHECK(usage_error_with({"--no-position-embedding"}) ==
+        "--no-position-embedding is deprecated, use --position-embedding-type (Megatron accepts it only with "
+        "--position-embedding-type rope)");
   CHECK(usage_error_with({"--dataloader-type", "cyclic"}) == "--dataloader-type cyclic is not supported by mgt-train (single only)");
   CHECK(usage_error_with({"--data-path", "x"}) == "--mock-data and data paths are mutually exclusive");
   CHECK(usage_error(without(kMinimal, "--mock-data", 0)) == "--data-path (or --train-data-path, or --mock-data) is required");
@@ -459,4 +469,82 @@ TEST_CASE("train options: help and the mgt-index view of the data flags", "[trai
   CHECK(x.tokenizer.type == "NullTokenizer");
   CHECK(x.eod_mask_loss);
   CHECK(requested_samples(x) == std::array<std::int64_t, 3>{20, 18, 6});
+}
+
+TEST_CASE("train options: Megatron v0.13's leniencies for older scripts", "[train]") {
+  // --no-position-embedding agrees with rope (Megatron's validate_args accepts the pair) and is
+  // recorded as Megatron records it.
+  const TrainOptions rope = parse_with({"--position-embedding-type", "rope", "--no-position-embedding"});
+  CHECK_FALSE(rope.model.add_position_embedding);
+  CHECK(rope.model.position_embedding_type == "rope");
+  TrainOptions defaults;
+  CHECK(find_flag(train_flags(defaults), "no-position-embedding").record_key() == "add_position_embedding");
+  // The rename advice for --activations-checkpoint-method gives --recompute-method, which
+  // without --recompute-granularity changes nothing in Megatron; so here.
+  const TrainOptions method = parse_with({"--recompute-method", "uniform"});
+  CHECK(method.model.recompute_method == "uniform");
+  CHECK_FALSE(method.model.recompute_granularity);
+  CHECK(parse_with({"--recompute-method", "block", "--recompute-num-layers", "1"}).model.recompute_num_layers == 1);
+  CHECK(parse_with({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"})
+            .model.recompute_granularity == "full");
+}
+
+TEST_CASE("train options: flags that need a GPU feature mgt lacks say so and what to do", "[train]") {
+  for (const char* flag : {"--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--enable-cuda-graph",
+                           "--tp-comm-overlap", "--use-sharp", "--use-nccl-ub"}) {
+    const std::string error = usage_error_with({flag});
+    CAPTURE(flag, error);
+    CHECK(error.rfind(std::string(flag) + " is not supported by mgt-train: ", 0) == 0);
+    CHECK(error.find("mgt lacks") != std::string::npos);
+  }
+  CHECK(usage_error_with({"--fp8-format", "hybrid"}) ==
+        "--fp8-format is not supported by mgt-train: FP8 training needs FP8 matrix multiplies with scaling "
+        "(Transformer Engine's on Hopper GPUs), which mgt lacks; drop the --fp8-* flags and train with --bf16");
+  // The switches are refused with the others of one command line, as every refusal is.
+  CHECK(usage_error_with({"--enable-cuda-graph", "--use-sharp"}).find("\n--use-sharp is not supported by mgt-train: ") !=
+        std::string::npos);
+}
+
+TEST_CASE("train options: no abbreviations, as Megatron's pretraining parser (allow_abbrev=False)", "[train]") {
+  CHECK(usage_error_with({"--seq-len", "32"}) == "unknown flag --seq-len (see --help)");
+  CHECK(usage_error_with({"--micro-batch", "2"}) == "unknown flag --micro-batch (see --help)");
+}
+
+// mgt-index promises the indices mgt-train builds for the same flags: every flag the two share
+// is one definition with one default.
+TEST_CASE("mgt-index's flags are mgt-train's, with mgt-train's defaults", "[train][data]") {
+  TrainOptions train_defaults;
+  IndexOptions index_defaults;
+  const std::vector<FlagDefinition> train = train_flags(train_defaults);
+  const std::vector<FlagDefinition> index = index_flags(index_defaults);
+  const auto shown_default = [](const FlagDefinition& f) {
+    const std::string help = f.help();
+    const auto at = help.rfind(" (default: ");
+    return at == std::string::npos ? std::string() : help.substr(at);
+  };
+  std::vector<std::string> own;
+  std::size_t shared = 0;
+  for (const FlagDefinition& f : index) {
+    const auto same = std::find_if(train.begin(), train.end(), [&](const FlagDefinition& t) { return t.name() == f.name(); });
+    if (same == train.end()) {
+      own.push_back(f.name());
+      continue;
+    }
+    ++shared;
+    CAPTURE(f.name());
+    CHECK(f.value() == same->value());
+    // Without the flag, both derive the global batch from the micro-batch; mgt-index, which has
+    // no ranks, says so in its requirement (one data-parallel rank).
+    if (f.name() != "global-batch-size") CHECK(shown_default(f) == shown_default(*same));
+    CHECK(f.metavar() == same->metavar());
+    CHECK(f.record_key() == same->record_key());
+  }
+  CHECK(own == std::vector<std::string>{"dump-samples", "dump-count"});
+  CHECK(shared >= 25);
+  // The defaults that decide the indices, as the two programs read them from no flags.
+  CHECK(index_options(train_defaults).seed == index_defaults.seed);
+  CHECK(index_options(train_defaults).eval_iters == index_defaults.eval_iters);
+  CHECK(index_options(train_defaults).eval_interval == index_defaults.eval_interval);
+  CHECK(index_options(train_defaults).mid_level_dataset_surplus == index_defaults.mid_level_dataset_surplus);
+  CHECK(index_options(train_defaults).tokenizer.vocab_extra_ids == index_defaults.tokenizer.vocab_extra_ids);
 }
