@@ -265,7 +265,8 @@ TEST_CASE("mgt to GPT-2 to mgt is bit-exact in tensors, files and logits", "[ckp
 TEST_CASE("a conversion killed while writing leaves nothing in the way of its rerun", "[ckpt][hf]") {
   namespace fs = std::filesystem;
   const std::string dir = test::scratch_dir("hf_convert_killed");
-  CpuBackend backend;
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
   const GptConfig config = tiny_gpt2_config();
   save_random_model(config, backend, dir + "/mgt");
   // What a SIGKILL leaves: the lock file of a process that is gone (the kernel dropped its

@@ -6,7 +6,10 @@
 // under test and the reference read the same values), runs the operation on both and bounds
 // max |result − reference| / max |reference| for each output by the bound of its kind and
 // storage type (Bounds below). Operands whose type an operation fixes (the statistics of norms,
-// attention and cross-entropy, AdamW's master weights and moments) are fp32 on both sides.
+// attention and cross-entropy, AdamW's master weights and moments) are fp32 on both sides, and so
+// are those the model always keeps in fp32 whatever the storage of its activations: the
+// parameter gradients the backward operations accumulate into (fp32 main gradients, as
+// Megatron's) and the per-token losses with their mask.
 //
 // The table of cases is generated from the list of operations: an operation added to the list
 // without a case_NAME function here does not compile.
@@ -229,7 +232,7 @@ void case_linear_backward_weight(OpRun& r) {
 }
 
 void case_bias_backward(OpRun& r) {
-  Tensor dy = r.input(kRows * kOut), dbias = r.input(kOut);
+  Tensor dy = r.input(kRows * kOut), dbias = r.input_fp32(kOut);
   r.run([&](Backend& b, Side s) { b.bias_backward(dy(s), kRows, kOut, dbias(s)); });
   r.check(dbias, kReduction, "dbias (accumulated)");
 }
@@ -265,7 +268,7 @@ void case_layer_norm_backward(OpRun& r) {
   r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean0(s), rstd0(s)); });
   Tensor mean = r.reference_values(mean0, FloatType::kF32), rstd = r.reference_values(rstd0, FloatType::kF32);
   Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
-  Tensor dweight = r.input(kHidden), dbias = r.input(kHidden);
+  Tensor dweight = r.input_fp32(kHidden), dbias = r.input_fp32(kHidden);
   r.run([&](Backend& b, Side s) {
     b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx(s), dweight(s), dbias(s));
     b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), {}, true);
@@ -308,7 +311,7 @@ void case_rms_norm_backward(OpRun& r) {
   r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kRows, kHidden, kEps, y(s), rstd0(s)); });
   Tensor rstd = r.reference_values(rstd0, FloatType::kF32);
   Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
-  Tensor dweight = r.input(kHidden);
+  Tensor dweight = r.input_fp32(kHidden);
   r.run([&](Backend& b, Side s) {
     b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx(s), dweight(s));
     b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), true);
@@ -391,7 +394,7 @@ void case_embedding_forward(OpRun& r) {
 
 void case_embedding_backward(OpRun& r) {
   Indices ids = r.indices(embedding_ids());
-  Tensor dout = r.input(kTokens * kEmbeddingHidden), dtable = r.input(kTableRows * kEmbeddingHidden);
+  Tensor dout = r.input(kTokens * kEmbeddingHidden), dtable = r.input_fp32(kTableRows * kEmbeddingHidden);
   r.run([&](Backend& b, Side s) { b.embedding_backward(ids(s), dout(s), kVocabStart, kEmbeddingHidden, dtable(s)); });
   r.check(dtable, kReduction, "dtable (accumulated)");
 }
@@ -585,7 +588,8 @@ void case_masked_loss_sum(OpRun& r) {
 }
 
 void case_masked_loss_sum_on_device(OpRun& r) {
-  Tensor loss = r.positive_input(15, 8.0f), mask = r.values(loss_mask(), r.type());
+  // The per-token losses and their mask, as the model keeps them: fp32 (model/activation_memory.cpp).
+  Tensor loss = r.values(r.random(15, 8.0f, true), FloatType::kF32), mask = r.values(loss_mask(), FloatType::kF32);
   const std::vector<double> start = {1.5, 2.0};
   double sums[2][2] = {};
   r.run([&](Backend& b, Side s) {

@@ -95,7 +95,8 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
         cmd.append("--use-distributed-optimizer")
     if overlap:
         cmd += ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if distributed_optimizer else [])
-    cmd += ["--dp-collectives", dp_collectives]
+    if dp_collectives != "copy-engines":  # mgt-train's default: binaries older than the flag run too
+        cmd += ["--dp-collectives", dp_collectives]
     # Hydra's fork launcher keeps the ranks on this machine.
     launch = [launcher, "-launcher", "fork", "-n", str(ranks)] if ranks > 1 else []
     with tempfile.TemporaryDirectory() as tmp, GpuMemoryPeak() as memory:
