@@ -35,7 +35,7 @@ bool records(const TrainOptions& o, const std::string& line) {
 
 }  // namespace
 
-TEST_CASE("--dp-collectives: copy-engines by default, nccl on request, recorded", "[train]") {
+TEST_CASE("mgt-train --dp-collectives: copy-engines by default, nccl on request, recorded", "[train]") {
   const TrainOptions plain = parse({});
   CHECK(plain.parallel.dp_collectives == "copy-engines");
   CHECK(records(plain, "\"dp_collectives\": \"copy-engines\","));
@@ -51,7 +51,7 @@ TEST_CASE("--dp-collectives: copy-engines by default, nccl on request, recorded"
   }
 }
 
-TEST_CASE("--profile's options: recorded, and refused without --profile", "[train]") {
+TEST_CASE("mgt-train --profile's options: recorded, and refused without --profile", "[train]") {
   const TrainOptions plain = parse({});
   CHECK(records(plain, "\"profile_gemms\": false,"));
   CHECK(records(plain, "\"profile_timeline\": null,"));
