@@ -6,6 +6,7 @@
 #include "dist/mpi_check.hpp"
 #include "dist/mpi_reduce_types.hpp"
 #include "kernels/bf16.hpp"
+#include "kernels/fp16.hpp"
 
 namespace mgt::dist {
 namespace {
@@ -27,12 +28,13 @@ void accumulate(void* acc, const void* x, std::int64_t n, ReduceOp op) {
   for (std::int64_t i = 0; i < n; ++i) a[i] = combine(a[i], b[i], op);
 }
 
-// bf16 is combined in fp32 and rounded back per pair, as NCCL (and mpi_reduce_types.cpp) do.
-void accumulate_bf16(void* acc, const void* x, std::int64_t n, ReduceOp op) {
+// bf16 and fp16 are combined in fp32 and rounded back per pair, as NCCL (and
+// mpi_reduce_types.cpp) do.
+template <float (*to_float)(std::uint16_t), std::uint16_t (*from_float)(float)>
+void accumulate_half(void* acc, const void* x, std::int64_t n, ReduceOp op) {
   auto* a = static_cast<std::uint16_t*>(acc);
   const auto* b = static_cast<const std::uint16_t*>(x);
-  for (std::int64_t i = 0; i < n; ++i)
-    a[i] = float_to_bf16(combine(bf16_to_float(a[i]), bf16_to_float(b[i]), op));
+  for (std::int64_t i = 0; i < n; ++i) a[i] = from_float(combine(to_float(a[i]), to_float(b[i]), op));
 }
 
 void accumulate(ElementType type, void* acc, const void* x, std::int64_t n, ReduceOp op) {
@@ -40,7 +42,8 @@ void accumulate(ElementType type, void* acc, const void* x, std::int64_t n, Redu
     case ElementType::Float32: return accumulate<float>(acc, x, n, op);
     case ElementType::Float64: return accumulate<double>(acc, x, n, op);
     case ElementType::Int64: return accumulate<std::int64_t>(acc, x, n, op);
-    case ElementType::BFloat16: return accumulate_bf16(acc, x, n, op);
+    case ElementType::BFloat16: return accumulate_half<bf16_to_float, float_to_bf16>(acc, x, n, op);
+    case ElementType::Float16: return accumulate_half<fp16_to_float, float_to_fp16>(acc, x, n, op);
   }
 }
 
