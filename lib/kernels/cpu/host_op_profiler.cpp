@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/profile_timeline.hpp"
+
 namespace mgt::cpu {
 
 HostOpProfiler::HostOpProfiler(std::string timeline) : timeline_(std::move(timeline)) {}
@@ -25,16 +27,11 @@ void HostOpProfiler::leave(const char* op, Clock::time_point begin) {
 }
 
 void HostOpProfiler::write_timeline() const {
-  if (timeline_.empty() || spans_.empty()) return;
-  std::FILE* file = std::fopen(timeline_.c_str(), "w");
-  if (file == nullptr) {
-    std::fprintf(stderr, "warning: --profile-timeline: cannot write %s\n", timeline_.c_str());
-    return;
-  }
   // The CUDA backend's columns: on the CPU an operation starts when the host begins it.
-  std::fprintf(file, "op,gpu_start_ms,gpu_ms,host_begin_ms\n");
-  for (const Span& s : spans_) std::fprintf(file, "%s,%.4f,%.4f,%.4f\n", s.op, s.begin_ms, s.ms, s.begin_ms);
-  std::fclose(file);
+  std::vector<TimelineRow> rows;
+  rows.reserve(spans_.size());
+  for (const Span& s : spans_) rows.push_back({s.op, s.begin_ms, s.ms, s.begin_ms});
+  write_profile_timeline(timeline_, rows);
 }
 
 std::string HostOpProfiler::report() const {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/profile_timeline.hpp"
 
 namespace mgt::cuda {
 namespace {
@@ -44,20 +45,16 @@ void OpProfiler::end() {
 
 void OpProfiler::write_timeline() const {
   if (timeline_.empty() || spans_.empty()) return;
-  std::FILE* file = std::fopen(timeline_.c_str(), "w");
-  if (file == nullptr) {
-    std::fprintf(stderr, "warning: --profile-timeline: cannot write %s\n", timeline_.c_str());
-    return;
-  }
-  std::fprintf(file, "op,gpu_start_ms,gpu_ms,host_begin_ms\n");
   const Span& first = spans_.front();
+  std::vector<TimelineRow> rows;
+  rows.reserve(spans_.size());
   for (const Span& s : spans_) {
     float start = 0.0f, ms = 0.0f;
     MGT_CUDA_CHECK(cudaEventElapsedTime(&start, first.start, s.start));
     MGT_CUDA_CHECK(cudaEventElapsedTime(&ms, s.start, s.stop));
-    std::fprintf(file, "%s,%.4f,%.4f,%.4f\n", s.op, start, ms, s.host_begin - first.host_begin);
+    rows.push_back({s.op, start, ms, s.host_begin - first.host_begin});
   }
-  std::fclose(file);
+  write_profile_timeline(timeline_, rows);
 }
 
 std::string OpProfiler::report() {
