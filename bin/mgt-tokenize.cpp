@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
       std::fputs(mgt::tokenize_help().c_str(), stdout);
       return mgt::kExitOk;
     }
-    if (!command.options.quiet) mgt::print_ignored_flags("mgt-tokenize", command.ignored);
+    mgt::print_ignored_flags("mgt-tokenize", command.ignored);
     // The run stops at a safe point and removes its temporaries instead of dying and leaving
     // them behind; a second signal kills it should that hang.
     const mgt::SignalFlag interrupt({SIGINT, SIGTERM, SIGHUP}, {.leave_ignored = true, .repeat_kills = true});

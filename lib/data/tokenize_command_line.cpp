@@ -141,7 +141,7 @@ std::vector<FlagDefinition> tokenize_flags(TokenizeOptions& o) {
       store_true("skip-bad-lines", o.skip_bad_lines, "skip bad lines (malformed JSON, missing key, ...) with a warning and "
                  "count them, instead of failing"),
       store_true("merge", o.merge, "concatenate the datasets given by --input into --output-prefix"),
-      store_true("quiet", o.quiet, "no start-up notes and no progress lines (the summary is still printed)"),
+      store_true("quiet", o.quiet, "no progress lines (the summary is still printed)"),
     }},
   });
 }
@@ -163,7 +163,7 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
   // --input and --output-prefix are required; what needs the options as a whole is
   // validate_tokenize_options's job.
   set_given_flags(tokenize_flags(command.options), FlagValues(parsed.flags));
-  infer_tokenizer_type_from_files(command.options.tokenizer, kProgram, !command.options.quiet);
+  infer_tokenizer_type_from_files(command.options.tokenizer, kProgram);
   return command;
 }
 
