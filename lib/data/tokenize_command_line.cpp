@@ -141,7 +141,7 @@ std::vector<FlagDefinition> tokenize_flags(TokenizeOptions& o) {
       store_true("skip-bad-lines", o.skip_bad_lines, "skip bad lines (malformed JSON, missing key, ...) with a warning and "
                  "count them, instead of failing"),
       store_true("merge", o.merge, "concatenate the datasets given by --input into --output-prefix"),
-      store_true("quiet", o.quiet, "no progress lines (the summary is still printed)"),
+      store_true("quiet", o.quiet, "no progress lines (start-up notes and the summary are still printed)"),
     }},
   });
 }

@@ -36,6 +36,11 @@ cat "$CORPUS" | "$BIN" --input - --output-prefix "$WORK/stdin" "${GPT2[@]}" --ap
 gzip -c "$CORPUS" >"$WORK/corpus.jsonl.gz"
 "$BIN" --input "$WORK/corpus.jsonl.gz" --output-prefix "$WORK/gz" "${GPT2[@]}" --append-eod --quiet >/dev/null
 gzip -c "$CORPUS" | "$BIN" --input - --output-prefix "$WORK/gzpipe" "${GPT2[@]}" --append-eod --quiet >/dev/null
+# preprocess_data.py's flags until 2023 are named on the start-up line.
+"$BIN" --input "$CORPUS" --output-prefix "$WORK/old_flags" "${GPT2[@]}" --dataset-impl mmap --chunk-size 25 \
+  >/dev/null 2>"$WORK/old_flags.err"
+grep -q -- "ignored flags (they change nothing here): --dataset-impl mmap" "$WORK/old_flags.err" ||
+  fail "--dataset-impl mmap not named as ignored: $(cat "$WORK/old_flags.err")"
 for name in stdin gz gzpipe; do
   for ext in bin idx; do
     cmp -s "$WORK/file_text_document.$ext" "$WORK/${name}_text_document.$ext" ||
