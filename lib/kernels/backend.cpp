@@ -267,6 +267,57 @@ void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, Float
   st.finish();
 }
 
+namespace {
+
+void expect_fp32(ConstFloatView view, int64_t want, BackendOp op, const char* name) {
+  expect(view, want, op, name);
+  if (!view.is_fp32()) fail(op, std::string(name) + " must be fp32, not " + float_type_name(view.type()));
+}
+
+void expect_fp8(ConstFp8View view, int64_t want, BackendOp op, const char* name) {
+  expect(view.codes, want, op, name);
+  expect_fp32(view.scale_inv, 1, op, (std::string(name) + "'s scale_inv").c_str());
+}
+
+}  // namespace
+
+void Backend::fp8_quantize(ConstFloatView x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                           Fp8View rowwise, Fp8View transposed) {
+  constexpr BackendOp op = BackendOp::fp8_quantize;
+  dims(op, {rows, cols});
+  expect(x, rows * cols, op, "x");
+  expect_fp32(scaling.scale, 1, op, "scale");
+  if (scaling.current || !scaling.amax.empty()) expect_fp32(scaling.amax, 1, op, "amax");
+  if (!rowwise.empty()) expect_fp8(rowwise, rows * cols, op, "rowwise");
+  if (!transposed.empty()) expect_fp8(transposed, rows * cols, op, "transposed");
+  Fp32Staging st(*this, op);
+  do_fp8_quantize(st.in(x), rows, cols, scaling, rowwise, transposed);
+}
+
+void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
+                         int64_t out, FloatView y, bool accumulate) {
+  constexpr BackendOp op = BackendOp::fp8_linear;
+  dims(op, {rows, in, out});
+  expect_fp8(x, rows * in, op, "x");
+  expect_fp8(w, out * in, op, "w");
+  expect_optional(bias, out, op, "bias");
+  expect(y, rows * out, op, "y");
+  Fp32Staging st(*this, op);
+  do_fp8_linear(x, w, st.in(bias), rows, in, out, accumulate ? st.inout(y) : st.out(y), accumulate);
+  st.finish();
+}
+
+void Backend::fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
+                                 Fp8AmaxAlgo algo, float scaled_max) {
+  constexpr BackendOp op = BackendOp::fp8_scaling_update;
+  dims(op, {tensors, history_len});
+  if (history_len < 1) fail(op, "history_len must be >= 1");
+  expect_fp32(history, tensors * history_len, op, "history");
+  expect_fp32(scale, tensors, op, "scale");
+  if (tensors == 0) return;
+  do_fp8_scaling_update(history, scale, tensors, history_len, algo, scaled_max);
+}
+
 void Backend::linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,
                                        int64_t rows, int64_t in, int64_t out, FloatView pre,
                                        FloatView y) {

@@ -38,6 +38,7 @@
 #include "kernels/copy_range.hpp"
 #include "kernels/device_queue.hpp"
 #include "kernels/device_span.hpp"
+#include "kernels/fp8_view.hpp"
 #include "kernels/operation_params.hpp"
 
 namespace mgt {
@@ -230,6 +231,23 @@ public:
   // dpre = (dy·W) ⊙ gelu_tanh'(pre), overwritten; pre and dpre are [rows, in].
   void linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
                                        int64_t rows, int64_t in, int64_t out, FloatView dpre);
+
+  // ---- FP8 linear layers (Transformer Engine's recipes; kernels/fp8.hpp has the formats) ----
+  // x [rows, cols] cast to FP8 with the scale `scaling` gives (see Fp8Scaling): into `rowwise`
+  // [rows, cols] and/or `transposed` [cols, rows] (either may be empty), each of which also
+  // receives its scale_inv = 1/scale.
+  void fp8_quantize(ConstFloatView x, int64_t rows, int64_t cols, const Fp8Scaling& scaling, Fp8View rowwise,
+                    Fp8View transposed);
+  // y[rows, out] = (x·wᵀ)·sx·sw + bias (+ y with `accumulate`) for x [rows, in] and w [out, in]
+  // in FP8 with their scale_inv factors sx and sw: the GEMM of a linear layer's forward, and, on
+  // transposed copies, of its input and weight gradients. bias may be empty. Products are summed
+  // in fp32 (on a GPU the tensor cores' FP8 accumulation) and rounded once to y's type.
+  void fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in, int64_t out,
+                  FloatView y, bool accumulate);
+  // Transformer Engine's delayed-scaling update of `tensors` scales from their amax histories
+  // history [history_len, tensors] (fp32, in place), as fp8_delayed_scaling_update describes.
+  void fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
+                          Fp8AmaxAlgo algo, float scaled_max);
 
   // ---- normalisation over the last dimension ----
   // bias / dbias may be empty. mean and rstd: [rows], saved for the backward.
@@ -456,6 +474,13 @@ private:
   virtual void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
                                          int64_t out, FloatArg dw) = 0;
   virtual void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) = 0;
+
+  virtual void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                               Fp8View rowwise, Fp8View transposed) = 0;
+  virtual void do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
+                             int64_t out, FloatArg y, bool accumulate) = 0;
+  virtual void do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
+                                     Fp8AmaxAlgo algo, float scaled_max) = 0;
 
   virtual void do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
                                      int64_t rows, int64_t hidden, float eps, FloatArg y, FloatArg mean,

@@ -71,6 +71,13 @@ struct Indices {
   IndexView operator()(Side side) { return side == Side::kTest ? test.view() : reference.view(); }
 };
 
+// FP8 codes on both sides.
+struct Codes {
+  DeviceArray<uint8_t> test;
+  DeviceArray<uint8_t> reference;
+  DeviceSpan<uint8_t> operator()(Side side) { return side == Side::kTest ? test.view() : reference.view(); }
+};
+
 std::vector<float> read(Backend& backend, ConstFloatView view) {
   std::vector<float> host(static_cast<size_t>(view.size()));
   backend.copy_to_host(view, std::span<float>(host));
@@ -118,6 +125,27 @@ public:
     test_.copy_from_host<int64_t>(host, t.test.view());
     reference_.copy_from_host<int64_t>(host, t.reference.view());
     return t;
+  }
+
+  // n FP8 codes; `host` given: those codes on both sides.
+  Codes codes(int64_t n, const std::vector<uint8_t>& host = {}) {
+    Codes t{DeviceArray<uint8_t>(test_, n), DeviceArray<uint8_t>(reference_, n)};
+    if (!host.empty()) {
+      test_.copy_from_host<uint8_t>(host, t.test.view());
+      reference_.copy_from_host<uint8_t>(host, t.reference.view());
+    }
+    return t;
+  }
+  void check(Codes& t, const char* what) {
+    std::vector<uint8_t> got(static_cast<size_t>(t.test.size()));
+    std::vector<uint8_t> want(got.size());
+    test_.copy_to_host(DeviceSpan<const uint8_t>(t.test.view()), std::span<uint8_t>(got));
+    reference_.copy_to_host(DeviceSpan<const uint8_t>(t.reference.view()), std::span<uint8_t>(want));
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+    INFO(what << ": " << differ << " of " << got.size() << " codes differ");
+    CHECK(differ == 0);
+    ++checks_;
   }
 
   // op(backend, side) on the backend under test, then on the reference.
@@ -250,6 +278,79 @@ void case_linear_backward_input_gelu_tanh(OpRun& r) {
   Tensor dpre = r.output(kRows * kIn);
   r.run([&](Backend& b, Side s) { b.linear_backward_input_gelu_tanh(dy(s), w(s), pre(s), kRows, kIn, kOut, dpre(s)); });
   r.check(dpre, kReduction, "dpre");
+}
+
+// ---- FP8 linear layers ----
+// Codes of random values of either format, for GEMM operands that both sides read alike.
+std::vector<uint8_t> random_codes(OpRun& r, int64_t n, Fp8Format format, float magnitude) {
+  std::vector<uint8_t> codes;
+  for (const float v : r.random(n, magnitude)) codes.push_back(fp8_encode(v, format));
+  return codes;
+}
+
+void case_fp8_quantize(OpRun& r) {
+  // Delayed scaling: a given scale, some values beyond the largest finite E4M3 value (they
+  // saturate), the amax recorded over what was there; then current scaling into E5M2.
+  Tensor x = r.input(kRows * kIn, 8.0f);
+  Tensor scale = r.values({60.0f}, FloatType::kF32), amax = r.values({3.0f}, FloatType::kF32);
+  Tensor current_scale = r.output_fp32(1), current_amax = r.output_fp32(1);
+  Tensor inv_rows = r.output_fp32(1), inv_cols = r.output_fp32(1), inv_current = r.output_fp32(1);
+  Codes rowwise = r.codes(kRows * kIn), transposed = r.codes(kRows * kIn), e5m2 = r.codes(kRows * kIn);
+  r.run([&](Backend& b, Side s) {
+    b.fp8_quantize(x(s), kRows, kIn, {scale(s), amax(s), false}, {rowwise(s), Fp8Format::kE4M3, inv_rows(s)},
+                   {transposed(s), Fp8Format::kE4M3, inv_cols(s)});
+    b.fp8_quantize(x(s), kRows, kIn, {current_scale(s), current_amax(s), true}, {},
+                   {e5m2(s), Fp8Format::kE5M2, inv_current(s)});
+  });
+  r.check(rowwise, "rowwise codes");
+  r.check(transposed, "transposed codes");
+  r.check(e5m2, "current-scaling E5M2 codes");
+  r.check(amax, kExact, "amax (delayed)");
+  r.check(inv_rows, kExact, "rowwise scale_inv");
+  r.check(inv_cols, kExact, "transposed scale_inv");
+  r.check(current_amax, kExact, "amax (current)");
+  r.check(current_scale, kExact, "scale (current)");
+  r.check(inv_current, kExact, "scale_inv (current)");
+}
+
+void case_fp8_linear(OpRun& r) {
+  // The forward's shape (E4M3 · E4M3 with a bias, into the storage type) and a weight gradient's
+  // (E5M2 · E4M3 accumulated into fp32). Dimensions that are multiples of 16, as FP8 tensor
+  // cores need.
+  constexpr int64_t rows = 32, in = 48, out = 64;
+  Codes x = r.codes(rows * in, random_codes(r, rows * in, Fp8Format::kE4M3, 300.0f));
+  Codes w = r.codes(out * in, random_codes(r, out * in, Fp8Format::kE4M3, 300.0f));
+  Codes dy = r.codes(rows * in, random_codes(r, rows * in, Fp8Format::kE5M2, 3000.0f));
+  Tensor sx = r.values({0.0078125f}, FloatType::kF32), sw = r.values({0.003f}, FloatType::kF32);
+  Tensor sd = r.values({1.0f / 4096.0f}, FloatType::kF32);
+  Tensor bias = r.input(out), y = r.output(rows * out), acc = r.input_fp32(out * rows);
+  r.run([&](Backend& b, Side s) {
+    b.fp8_linear({x(s), Fp8Format::kE4M3, sx(s)}, {w(s), Fp8Format::kE4M3, sw(s)}, bias(s), rows, in, out, y(s),
+                 false);
+    // [out, rows] += dy-like [out, in] · x-like [rows, in]ᵀ
+    b.fp8_linear({w(s), Fp8Format::kE4M3, sw(s)}, {dy(s).first(rows * in), Fp8Format::kE5M2, sd(s)}, {}, out, in,
+                 rows, acc(s), true);
+  });
+  r.check(y, kReduction, "y");
+  r.check(acc, kReduction, "accumulated fp32 product");
+}
+
+void case_fp8_scaling_update(OpRun& r) {
+  constexpr int64_t tensors = 5, length = 4;
+  std::vector<float> history = r.random(tensors * length, 100.0f, true);
+  history[3] = 0.0f;                                       // a tensor with no amax this step
+  history[2 * tensors + 3] = 0.0f;
+  Tensor h_max = r.values(history, FloatType::kF32), h_recent = r.values(history, FloatType::kF32);
+  Tensor s_max = r.input_fp32(tensors), s_recent = r.input_fp32(tensors);
+  r.run([&](Backend& b, Side s) {
+    b.fp8_scaling_update(h_max(s), s_max(s), tensors, length, Fp8AmaxAlgo::kMax, fp8_scaled_max(Fp8Format::kE4M3, 0));
+    b.fp8_scaling_update(h_recent(s), s_recent(s), tensors, length, Fp8AmaxAlgo::kMostRecent,
+                         fp8_scaled_max(Fp8Format::kE5M2, 1));
+  });
+  r.check(h_max, kExact, "history (max)");
+  r.check(s_max, kExact, "scale (max)");
+  r.check(h_recent, kExact, "history (most recent)");
+  r.check(s_recent, kExact, "scale (most recent)");
 }
 
 // ---- normalisation ----

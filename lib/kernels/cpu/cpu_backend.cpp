@@ -1,13 +1,16 @@
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <span>
 #include <utility>
+#include <vector>
 
+#include "core/error.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/argmax.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -22,6 +25,7 @@
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/grad_clip.hpp"
 #include "kernels/cpu/layer_norm.hpp"
+#include "kernels/cpu/fp8.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/qkv_layout.hpp"
 #include "kernels/cpu/rms_norm.hpp"
@@ -127,6 +131,54 @@ void CpuBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, in
 void CpuBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::bias_backward);
   cpu::bias_backward(dy, rows, cols, dbias);
+}
+
+void CpuBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                                 Fp8View rowwise, Fp8View transposed) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::fp8_quantize);
+  const int64_t n = rows * cols;
+  const float amax = cpu::absolute_max(x, n);
+  if (scaling.current) {
+    *scaling.amax.data() = amax;
+    *scaling.scale.data() = fp8_current_scale(amax, rowwise.empty() ? transposed.format : rowwise.format);
+  } else if (!scaling.amax.empty()) {
+    float& recorded = *scaling.amax.data();
+    recorded = std::fmax(recorded, amax);
+  }
+  const float scale = *scaling.scale.data();
+  for (const Fp8View& out : {rowwise, transposed}) {
+    if (!out.empty()) *out.scale_inv.data() = 1.0f / scale;
+  }
+  if (!rowwise.empty() && !transposed.empty() && rowwise.format != transposed.format)
+    throw Error("Backend::fp8_quantize: rowwise and transposed copies must have one format");
+  const Fp8Format format = rowwise.empty() ? transposed.format : rowwise.format;
+  cpu::fp8_cast(x, rows, cols, scale, format, rowwise.empty() ? nullptr : rowwise.codes.data(),
+                transposed.empty() ? nullptr : transposed.codes.data());
+}
+
+void CpuBackend::do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
+                               int64_t out, FloatArg y, bool accumulate) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::fp8_linear);
+  std::vector<float> xs(static_cast<size_t>(rows * in));
+  std::vector<float> ws(static_cast<size_t>(out * in));
+  cpu::fp8_dequantize(x.codes.data(), rows * in, x.format, *x.scale_inv.data(), xs.data());
+  cpu::fp8_dequantize(w.codes.data(), out * in, w.format, *w.scale_inv.data(), ws.data());
+  if (!accumulate) {
+    cpu::linear_forward(xs.data(), ws.data(), bias, rows, in, out, y);
+    return;
+  }
+  std::vector<float> product(static_cast<size_t>(rows * out));
+  cpu::linear_forward(xs.data(), ws.data(), bias, rows, in, out, product.data());
+  float* const acc = y;
+  for (int64_t i = 0; i < rows * out; ++i) acc[i] += product[static_cast<size_t>(i)];
+}
+
+void CpuBackend::do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
+                                       Fp8AmaxAlgo algo, float scaled_max) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::fp8_scaling_update);
+  fp8_delayed_scaling_update({history.data(), static_cast<size_t>(history.size())},
+                             {scale.data(), static_cast<size_t>(scale.size())}, tensors, history_len, algo,
+                             scaled_max);
 }
 
 void CpuBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,

@@ -54,6 +54,13 @@ private:
                                  int64_t out, FloatArg dw) override;
   void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) override;
 
+  void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                       Fp8View rowwise, Fp8View transposed) override;
+  void do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in, int64_t out,
+                     FloatArg y, bool accumulate) override;
+  void do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
+                             Fp8AmaxAlgo algo, float scaled_max) override;
+
   void do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias, int64_t rows,
                              int64_t hidden, float eps, FloatArg y, FloatArg mean,
                              FloatArg rstd) override;

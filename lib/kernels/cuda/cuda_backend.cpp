@@ -278,6 +278,19 @@ void CudaBackend::do_convert(ConstFloatView src, FloatView dst) {
 void CudaBackend::do_fill(FloatArg x, int64_t n, float value) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::fill); cuda::fill(x, n, value, stream_); }
 
+void CudaBackend::do_fp8_quantize(ConstFloatArg, int64_t, int64_t, const Fp8Scaling&, Fp8View, Fp8View) {
+  throw Error("fp8_quantize: not yet on CUDA");
+}
+
+void CudaBackend::do_fp8_linear(ConstFp8View, ConstFp8View, ConstFloatArg, int64_t, int64_t, int64_t, FloatArg,
+                                bool) {
+  throw Error("fp8_linear: not yet on CUDA");
+}
+
+void CudaBackend::do_fp8_scaling_update(FloatView, FloatView, int64_t, int64_t, Fp8AmaxAlgo, float) {
+  throw Error("fp8_scaling_update: not yet on CUDA");
+}
+
 void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                                     int64_t in, int64_t out, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_forward);

@@ -91,6 +91,13 @@ private:
   void do_convert(ConstFloatView src, FloatView dst) override;
   void do_fill(FloatArg x, int64_t n, float value) override;
 
+  void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                       Fp8View rowwise, Fp8View transposed) override;
+  void do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in, int64_t out,
+                     FloatArg y, bool accumulate) override;
+  void do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
+                             Fp8AmaxAlgo algo, float scaled_max) override;
+
   void do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                          int64_t in, int64_t out, FloatArg y) override;
   void do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
