@@ -93,10 +93,11 @@ constexpr RenamedFlag kRenamed[] = {
 // instead; refused by name rather than as flags mgt does not support, so that a user knows
 // whether dropping the flag changes the results.
 std::map<std::string, std::string> make_gpu_feature_flags() {
-  const std::string fp8 = "FP8 training needs FP8 matrix multiplies with scaling (Transformer Engine's on Hopper "
-                          "GPUs), which mgt lacks; drop the --fp8-* flags and train with --bf16";
-  const std::string bf16_layers = "it keeps layers in bf16 within an FP8 model, and FP8 training (Transformer "
-                                  "Engine's FP8 matrix multiplies) is what mgt lacks; drop it and train with --bf16";
+  // mgt-train defines the FP8 flags it implements; these texts are what the other programs say.
+  const std::string fp8 = "FP8 is a training recipe of mgt-train; evaluation and generation compute in the "
+                          "checkpoint's bf16/fp16 weights: drop the --fp8-* flags";
+  const std::string bf16_layers = "it chooses layers of FP8 training (mgt-train); evaluation and generation "
+                                  "compute in bf16/fp16: drop it";
   const std::string graphs = "CUDA graphs of the training step (PyTorch's graph capture) are what mgt lacks; drop "
                              "the flag: the step computes the same without them";
   const std::string userbuffers = "overlapping tensor-parallel communication with the GEMMs needs Transformer "
@@ -110,7 +111,7 @@ std::map<std::string, std::string> make_gpu_feature_flags() {
       {"--fp8-amax-compute-algo", fp8},
       {"--no-fp8-wgrad", fp8},
       {"--fp8-param-gather", fp8},
-      {"--reuse-grad-buf-for-mxfp8-param-ag", fp8},
+      {"--reuse-grad-buf-for-mxfp8-param-ag", "MXFP8 needs Blackwell GPUs, which mgt does not target; drop the flag"},
       {"--first-last-layers-bf16", bf16_layers},
       {"--num-layers-at-start-in-bf16", bf16_layers},
       {"--num-layers-at-end-in-bf16", bf16_layers},

@@ -2,8 +2,11 @@
 // (megatron/training/arguments.py, megatron/core/transformer/transformer_config.py).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "model/fp8_recipe.hpp"
 
 namespace mgt {
 
@@ -62,6 +65,8 @@ struct GptConfig {
   double init_method_std = 0.02;
   int64_t padded_vocab_size = 0;  // see padded_vocab_size() in tokenizer/tokenizer.hpp
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
+  // FP8 training of the transformer layers' linears (--fp8-format); none: bf16/fp16/fp32 only.
+  std::optional<Fp8Recipe> fp8;
 
   // A copy with every "0 = default" field filled in as Megatron derives it, validated; throws a
   // UsageError naming the offending flags. Idempotent.

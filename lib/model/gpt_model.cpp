@@ -36,9 +36,20 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   const PipelineStage& stage = params_.pipeline_stage();
   stage_config_.num_layers = stage.layers_of(params_.config().num_layers);
   if (stage.is_first()) embedding_.emplace(params_, tp_);
+  const std::optional<Fp8Recipe>& fp8 = params_.config().fp8;
+  const auto in_fp8 = [&](int64_t layer) { return fp8 && fp8->layer_in_fp8(layer, params_.config().num_layers); };
+  int64_t fp8_layers = 0;
+  for (int64_t l = 0; l < stage_config_.num_layers; ++l) fp8_layers += in_fp8(stage.first_layer + l) ? 1 : 0;
+  if (fp8_layers > 0) {
+    fp8_ = std::make_unique<Fp8Training>(*fp8, backend, 4 * fp8_layers);
+    fp8_->set_amax_reduction([this](FloatView amax) {
+      if (tp_.active()) tp_.all_reduce(amax, dist::ReduceOp::Max);
+      if (fp8_amax_group_ != nullptr && fp8_amax_group_->size() > 1) fp8_amax_group_->all_reduce(amax, dist::ReduceOp::Max);
+    });
+  }
   layers_.reserve(static_cast<size_t>(stage_config_.num_layers));
   for (int64_t l = 0; l < stage_config_.num_layers; ++l)
-    layers_.emplace_back(params_, stage.first_layer + l, tp_);
+    layers_.emplace_back(params_, stage.first_layer + l, tp_, in_fp8(stage.first_layer + l) ? fp8_.get() : nullptr);
   if (stage.is_last()) {
     final_norm_.emplace(params_, "decoder.final_layernorm");
     output_layer_.emplace(params_, output_weight_name(params_.config()), "", tp_);
@@ -91,6 +102,9 @@ void GptModel::prepare_parameters() {
   if (hooks_ && params_.compute_copy_stale())
     hooks_->before_parameter_use(0, std::as_const(params_).params().size());
   params_.refresh_compute_copy();
+  // Evaluation and generation cast with the current FP8 scales and record nothing; a training
+  // pass says otherwise right after.
+  if (fp8_) fp8_->begin_forward(kEvaluationSlot, false);
 }
 
 void GptModel::before_block(std::size_t index) const {
@@ -330,7 +344,12 @@ const ActivationMemory& GptModel::run_forward_backward(const MicroBatch& batch, 
   for (const float m : batch.loss_mask) host_count.tokens += m;
   if (batch.loss_mask.empty()) host_count.tokens = static_cast<double>(batch.batch_size * batch.seq_length);
   const float scale = loss_gradient_scale(host_count, num_microbatches, reduction, loss_scale);
+  if (fp8_) fp8_->begin_forward(Fp8Training::kWholeModelSlot, true);
   decoder_pass(ctx, memory);
+  if (fp8_) {
+    fp8_->finish_forward();
+    fp8_->begin_backward(Fp8Training::kWholeModelSlot);
+  }
   if (chunks_training_logits()) {
     head_forward_backward_in_chunks(ctx, memory, scale);
     backward_pass(ctx, memory, scale, HeadGradient::kInputGradient);
@@ -340,6 +359,7 @@ const ActivationMemory& GptModel::run_forward_backward(const MicroBatch& batch, 
     loss_->forward_backward(memory.logits, memory.labels, memory.loss_mask, scale, ctx.tokens(), memory.loss);
     backward_pass(ctx, memory, scale, HeadGradient::kLogits);
   }
+  if (fp8_) fp8_->finish_backward();
   return memory;
 }
 

@@ -41,6 +41,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/staged_uploads.hpp"
 #include "model/forward_context.hpp"
+#include "model/fp8_training.hpp"
 #include "model/gpt_config.hpp"
 #include "model/gpt_embedding.hpp"
 #include "model/gpt_parameters.hpp"
@@ -150,6 +151,13 @@ public:
   // reduction over the data-parallel ranks must wait for that, to sum in the same order as
   // without overlap. (all_reduce_sequence_parallel_grads() comes after that reduction.)
   bool gradient_finalized_later(const ParameterEntry& e) const;
+
+  // Under FP8 training (config().fp8), this model's FP8 state (amax histories and scales, for
+  // checkpoints); null otherwise, or where this stage has no FP8 layer.
+  Fp8Training* fp8() { return fp8_.get(); }
+  // The data-parallel group whose ranks' amaxes are max-reduced with this rank's (the tensor-
+  // parallel group's always are): Megatron's amax reduction group. Must outlive the model.
+  void set_fp8_amax_group(dist::Communicator* group) { fp8_amax_group_ = group; }
 
   // Evaluation: no dropout, no gradients.
   ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false,
@@ -281,6 +289,9 @@ private:
 
   ParameterHooks* hooks_ = nullptr;
   Backend* backend_;
+  // Made before the layers, which take FP8 indices from it; null without FP8 layers here.
+  std::unique_ptr<Fp8Training> fp8_;
+  dist::Communicator* fp8_amax_group_ = nullptr;
   TensorParallelMappings tp_;
   bool sequence_parallel_;
   GptParameters params_;

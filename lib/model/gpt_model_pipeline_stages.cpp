@@ -55,7 +55,9 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
   } else {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, false, {}};
   }
+  if (fp8_ && training) fp8_->begin_forward(slot, true);
   forward_pass(s.ctx, memory, stage.is_last());
+  if (fp8_ && training) fp8_->finish_forward();
   if (!stage.is_last()) return {};
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
   s.loss_scale = loss_gradient_scale(sum, num_microbatches, reduction, loss_scale);
@@ -76,7 +78,9 @@ FloatView GptModel::stage_output_grad(int64_t slot) {
 void GptModel::stage_backward(int64_t slot) {
   require(slot != kEvaluationSlot, "evaluation passes have no backward");
   const StageSlot& s = used_slot(slot);
+  if (fp8_) fp8_->begin_backward(slot);
   backward_pass(s.ctx, *s.memory, s.loss_scale);
+  if (fp8_) fp8_->finish_backward();
 }
 
 ConstFloatView GptModel::stage_input_grad(int64_t slot) const {

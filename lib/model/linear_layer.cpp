@@ -3,8 +3,8 @@
 namespace mgt {
 
 LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
-                         const std::string& bias_name)
-    : backend_(&params.backend()) {
+                         const std::string& bias_name, Fp8Training* fp8)
+    : backend_(&params.backend()), params_(&params), fp8_(fp8) {
   const ParameterEntry& w = params.entry(weight_name);
   out_ = w.local_shape.at(0);
   in_ = w.local_shape.at(1);
@@ -14,27 +14,86 @@ LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
     bias_ = params.compute_param(*b);
     bias_grad_ = params.grad(*b);
   }
+  if (fp8_) {
+    // "decoder.layers.3.mlp.linear_fc1.weight" → the layer's name.
+    fp8_index_ = fp8_->add_linear(weight_name.substr(0, weight_name.rfind('.')));
+    fp8_weight_.rows = DeviceArray<uint8_t>(*backend_, out_ * in_);
+    fp8_weight_.columns = DeviceArray<uint8_t>(*backend_, out_ * in_);
+    fp8_weight_.scale_inv = DeviceBuffer(*backend_, 2);
+  }
+}
+
+void LinearLayer::refresh_fp8_weight() const {
+  if (fp8_weight_.made && fp8_weight_.version == params_->params_version()) return;
+  const Fp8Format format = fp8_->recipe().forward_format;
+  backend_->fp8_quantize(weight_, out_, in_, fp8_->weight_scaling(fp8_index_),
+                         {fp8_weight_.rows.view(), format, fp8_weight_.scale_inv.view().subspan(0, 1)},
+                         {fp8_weight_.columns.view(), format, fp8_weight_.scale_inv.view().subspan(1, 1)});
+  fp8_weight_.version = params_->params_version();
+  fp8_weight_.made = true;
+}
+
+void LinearLayer::fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y) const {
+  refresh_fp8_weight();
+  const Fp8View input = fp8_->scratch(Fp8Training::Scratch::kInputRows, rows * in_, fp8_->recipe().forward_format);
+  backend_->fp8_quantize(x, rows, in_, fp8_->input_scaling(fp8_index_), input, {});
+  const ConstFp8View weight{fp8_weight_.rows.view(), fp8_->recipe().forward_format,
+                            fp8_weight_.scale_inv.view().subspan(0, 1)};
+  backend_->fp8_linear(input, weight, bias, rows, in_, out_, y, false);
+}
+
+void LinearLayer::fp8_backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {
+  refresh_fp8_weight();
+  const Fp8View grad = fp8_->scratch(Fp8Training::Scratch::kGradRows, rows * out_, fp8_->recipe().backward_format);
+  backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, Fp8Training::Scratch::kGradRows), grad, {});
+  // dx[rows, in] = dy[rows, out] · W[out, in] = dy · (Wᵀ[in, out])ᵀ.
+  const ConstFp8View weight_t{fp8_weight_.columns.view(), fp8_->recipe().forward_format,
+                              fp8_weight_.scale_inv.view().subspan(1, 1)};
+  backend_->fp8_linear(grad, weight_t, {}, rows, out_, in_, dx, false);
+}
+
+void LinearLayer::fp8_backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
+  if (!fp8_->recipe().wgrad) {
+    backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
+    return;
+  }
+  // dW[out, in] += dyᵀ[out, rows] · x[rows, in] = dyᵀ · (xᵀ[in, rows])ᵀ.
+  const Fp8View grad_t =
+      fp8_->scratch(Fp8Training::Scratch::kGradColumns, rows * out_, fp8_->recipe().backward_format);
+  backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, Fp8Training::Scratch::kGradColumns), {},
+                         grad_t);
+  const Fp8View input_t =
+      fp8_->scratch(Fp8Training::Scratch::kInputColumns, rows * in_, fp8_->recipe().forward_format);
+  backend_->fp8_quantize(x, rows, in_, fp8_->input_rescaling(fp8_index_), {}, input_t);
+  backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, true);
 }
 
 void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y) const {
+  if (fp8_) return fp8_forward(x, rows, bias_, y);
   backend_->linear_forward(x, weight_, bias_, rows, in_, out_, y);
 }
 
 void LinearLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const {
   backward_weight_and_bias(dy, x, rows);
-  if (!dx.empty()) backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
+  if (!dx.empty()) backward_input(dy, rows, dx);
 }
 
 void LinearLayer::backward_weight_and_bias(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
-  backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
+  backward_weight(dy, x, rows);
   if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_);
 }
 
 void LinearLayer::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y) const {
+  if (fp8_) {
+    fp8_forward(x, rows, bias_, pre);
+    backend_->gelu_tanh_forward(pre, y);
+    return;
+  }
   backend_->linear_gelu_tanh_forward(x, weight_, bias_, rows, in_, out_, pre, y);
 }
 
 void LinearLayer::forward_without_bias(ConstFloatView x, int64_t rows, FloatView y) const {
+  if (fp8_) return fp8_forward(x, rows, {}, y);
   backend_->linear_forward(x, weight_, {}, rows, in_, out_, y);
 }
 
@@ -43,6 +102,7 @@ void LinearLayer::add_bias(FloatView y, int64_t rows) const {
 }
 
 void LinearLayer::backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
+  if (fp8_) return fp8_backward_weight(dy, x, rows);
   backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
 }
 
@@ -51,11 +111,17 @@ void LinearLayer::backward_bias(ConstFloatView dy, int64_t rows) const {
 }
 
 void LinearLayer::backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {
+  if (fp8_) return fp8_backward_input(dy, rows, dx);
   backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
 }
 
 void LinearLayer::backward_input_gelu_tanh(ConstFloatView dy, int64_t rows, ConstFloatView pre,
                                            FloatView dpre) const {
+  if (fp8_) {
+    fp8_backward_input(dy, rows, dpre);
+    backend_->gelu_tanh_backward(dpre, pre, dpre);
+    return;
+  }
   backend_->linear_backward_input_gelu_tanh(dy, weight_, pre, rows, in_, out_, dpre);
 }
 

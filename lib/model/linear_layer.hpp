@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/backend.hpp"
+#include "model/fp8_training.hpp"
 #include "model/gpt_parameters.hpp"
 
 namespace mgt {
@@ -13,7 +14,10 @@ namespace mgt {
 class LinearLayer {
 public:
   // bias_name may name a tensor that does not exist (--disable-bias-linear): no bias then.
-  LinearLayer(GptParameters& params, const std::string& weight_name, const std::string& bias_name);
+  // With `fp8` (which must outlive the layer) its GEMMs compute in FP8 (fp8_training.hpp): the
+  // input and the output gradient cast as they come, the weight once per optimizer step.
+  LinearLayer(GptParameters& params, const std::string& weight_name, const std::string& bias_name,
+              Fp8Training* fp8 = nullptr);
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
@@ -44,13 +48,33 @@ public:
   void backward_input_gelu_tanh(ConstFloatView dy, int64_t rows, ConstFloatView pre, FloatView dpre) const;
 
 private:
+  // The FP8 forms of the three GEMMs.
+  void fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y) const;
+  void fp8_backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const;
+  void fp8_backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const;
+  // The weight's FP8 copies, made again when the parameters changed since the last cast.
+  void refresh_fp8_weight() const;
+
   Backend* backend_;
+  const GptParameters* params_;
   int64_t in_ = 0;
   int64_t out_ = 0;
   ConstFloatView weight_;  // the compute copy (GptParameters::compute_param)
   FloatView weight_grad_;
   ConstFloatView bias_;  // the compute copy (GptParameters::compute_param)
   FloatView bias_grad_;  // empty without bias
+  // FP8: the model's state, this layer's index in it, and the weight's copies [out, in] and
+  // transposed [in, out] with the parameters' version they were cast from.
+  Fp8Training* fp8_ = nullptr;
+  int64_t fp8_index_ = 0;
+  struct Fp8Weight {
+    DeviceArray<uint8_t> rows;
+    DeviceArray<uint8_t> columns;
+    DeviceBuffer scale_inv;  // [2]: one per copy
+    uint64_t version = 0;
+    bool made = false;
+  };
+  mutable Fp8Weight fp8_weight_;
 };
 
 }  // namespace mgt

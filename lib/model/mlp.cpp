@@ -2,14 +2,14 @@
 
 namespace mgt {
 
-Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp)
+Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp, Fp8Training* fp8)
     : backend_(&params.backend()),
       activation_(params.config().activation),
       ffn_(params.config().ffn_hidden_size / params.tensor_parallel().size),
       fc1_(params, layer_prefix(layer) + ".mlp.linear_fc1.weight",
-           layer_prefix(layer) + ".mlp.linear_fc1.bias", tp),
+           layer_prefix(layer) + ".mlp.linear_fc1.bias", tp, fp8),
       fc2_(params, layer_prefix(layer) + ".mlp.linear_fc2.weight",
-           layer_prefix(layer) + ".mlp.linear_fc2.bias", tp) {}
+           layer_prefix(layer) + ".mlp.linear_fc2.bias", tp, fp8) {}
 
 void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
                   const MlpScratch& scratch, FloatView output, ConstFloatView* addend) const {

@@ -27,7 +27,8 @@ struct MlpScratch {
 class Mlp {
 public:
   // `tp` must outlive the block.
-  Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp);
+  // With `fp8`, linear_fc1 and linear_fc2 compute in FP8 (LinearLayer).
+  Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp, Fp8Training* fp8 = nullptr);
 
   int64_t ffn() const { return ffn_; }  // local
   int64_t fc1_size() const { return fc1_.out_features(); }

@@ -33,8 +33,8 @@ std::vector<RowRange> others(RowRange mine, int64_t rows) {
 
 ColumnParallelLinear::ColumnParallelLinear(GptParameters& params, const std::string& weight_name,
                                            const std::string& bias_name,
-                                           const TensorParallelMappings& tp)
-    : tp_(&tp), linear_(params, weight_name, bias_name) {}
+                                           const TensorParallelMappings& tp, Fp8Training* fp8)
+    : tp_(&tp), linear_(params, weight_name, bias_name, fp8) {}
 
 void ColumnParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
                                    FloatView gathered) const {
@@ -111,8 +111,8 @@ void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t
 
 RowParallelLinear::RowParallelLinear(GptParameters& params, const std::string& weight_name,
                                      const std::string& bias_name,
-                                     const TensorParallelMappings& tp)
-    : tp_(&tp), linear_(params, weight_name, bias_name) {}
+                                     const TensorParallelMappings& tp, Fp8Training* fp8)
+    : tp_(&tp), linear_(params, weight_name, bias_name, fp8) {}
 
 void RowParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
                                 FloatView whole, ConstFloatView* addend) const {

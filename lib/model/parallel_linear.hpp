@@ -44,9 +44,11 @@ using DeferredGemm = std::function<void()>;
 
 class ColumnParallelLinear {
 public:
-  // bias_name may name no tensor (no bias). `tp` must outlive the layer.
+  // bias_name may name no tensor (no bias). `tp` (and `fp8`, see LinearLayer) must outlive the
+  // layer.
   ColumnParallelLinear(GptParameters& params, const std::string& weight_name,
-                       const std::string& bias_name, const TensorParallelMappings& tp);
+                       const std::string& bias_name, const TensorParallelMappings& tp,
+                       Fp8Training* fp8 = nullptr);
 
   int64_t in_features() const { return linear_.in_features(); }
   int64_t out_features() const { return linear_.out_features(); }  // this rank's
@@ -80,9 +82,11 @@ private:
 
 class RowParallelLinear {
 public:
-  // bias_name may name no tensor (no bias). `tp` must outlive the layer.
+  // bias_name may name no tensor (no bias). `tp` (and `fp8`, see LinearLayer) must outlive the
+  // layer.
   RowParallelLinear(GptParameters& params, const std::string& weight_name,
-                    const std::string& bias_name, const TensorParallelMappings& tp);
+                    const std::string& bias_name, const TensorParallelMappings& tp,
+                    Fp8Training* fp8 = nullptr);
 
   int64_t in_features() const { return linear_.in_features(); }  // this rank's
   int64_t out_features() const { return linear_.out_features(); }

@@ -5,7 +5,7 @@
 namespace mgt {
 
 SelfAttention::SelfAttention(GptParameters& params, int64_t layer,
-                             const TensorParallelMappings& tp)
+                             const TensorParallelMappings& tp, Fp8Training* fp8)
     : backend_(&params.backend()),
       layer_(layer),
       heads_(params.config().num_attention_heads / params.tensor_parallel().size),
@@ -16,9 +16,9 @@ SelfAttention::SelfAttention(GptParameters& params, int64_t layer,
       rope_(params.config().position_embedding_type == PositionEmbeddingType::kRope),
       attention_dropout_(params.config().attention_dropout),
       qkv_(params, layer_prefix(layer) + ".self_attention.linear_qkv.weight",
-           layer_prefix(layer) + ".self_attention.linear_qkv.bias", tp),
+           layer_prefix(layer) + ".self_attention.linear_qkv.bias", tp, fp8),
       proj_(params, layer_prefix(layer) + ".self_attention.linear_proj.weight",
-            layer_prefix(layer) + ".self_attention.linear_proj.bias", tp) {
+            layer_prefix(layer) + ".self_attention.linear_proj.bias", tp, fp8) {
   rotary_.rotary_dim = params.config().rotary_dim();
   rotary_.base = params.config().rotary_base;
   if (params.config().use_rope_scaling) rotary_.llama3_scaling_factor = params.config().rope_scaling_factor;

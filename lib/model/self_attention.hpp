@@ -46,7 +46,8 @@ struct AttentionScratch {
 class SelfAttention {
 public:
   // `tp` must outlive the block.
-  SelfAttention(GptParameters& params, int64_t layer, const TensorParallelMappings& tp);
+  // With `fp8`, linear_qkv and linear_proj compute in FP8 (LinearLayer).
+  SelfAttention(GptParameters& params, int64_t layer, const TensorParallelMappings& tp, Fp8Training* fp8 = nullptr);
 
   int64_t heads() const { return heads_; }    // local to this tensor-parallel rank
   int64_t groups() const { return groups_; }  // local

@@ -3,16 +3,16 @@
 namespace mgt {
 
 TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
-                                   const TensorParallelMappings& tp)
+                                   const TensorParallelMappings& tp, Fp8Training* fp8)
     : backend_(&params.backend()),
       layer_(layer),
       hidden_dropout_(params.config().hidden_dropout),
       recompute_core_attention_(params.config().recompute_granularity ==
                                 RecomputeGranularity::kSelective),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
-      attention_(params, layer, tp),
+      attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm"),
-      mlp_(params, layer, tp) {}
+      mlp_(params, layer, tp, fp8) {}
 
 void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
                                const LayerActivations& saved, const LayerScratch& scratch,

@@ -41,7 +41,9 @@ struct LayerScratch {
 class TransformerLayer {
 public:
   // `tp` must outlive the layer.
-  TransformerLayer(GptParameters& params, int64_t layer, const TensorParallelMappings& tp);
+  // With `fp8` (null: the model's precision) its four linear layers compute in FP8.
+  TransformerLayer(GptParameters& params, int64_t layer, const TensorParallelMappings& tp,
+                   Fp8Training* fp8 = nullptr);
 
   const SelfAttention& attention() const { return attention_; }
   const Mlp& mlp() const { return mlp_; }

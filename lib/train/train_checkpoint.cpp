@@ -134,6 +134,67 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
   return meta;
 }
 
+// FP8 state records of one linear layer.
+std::string fp8_state_path(const std::string& layer, const char* field) { return "fp8/" + layer + "/" + field; }
+
+void write_fp8_state(ckpt::ShardWriter& writer, Fp8Training& fp8) {
+  if (fp8.recipe().current_scaling) return;  // each cast computes its own scale: nothing to keep
+  const std::vector<Fp8Training::LinearState> state = fp8.read_state();
+  const std::int64_t len = fp8.recipe().amax_history_len;
+  for (std::int64_t k = 0; k < fp8.linears(); ++k) {
+    const Fp8Training::LinearState& s = state[static_cast<size_t>(k)];
+    const std::string& layer = fp8.linear_name(k);
+    auto put = [&](const char* field, std::vector<std::int64_t> shape, const std::vector<float>& values) {
+      writer.write(ckpt::TensorRecord::whole(fp8_state_path(layer, field), ckpt::TensorDType::Float32, std::move(shape)),
+                   bytes_of(values));
+    };
+    put("forward_amax_history", {len, 2}, s.forward_history);
+    put("forward_scale", {2}, s.forward_scale);
+    put("backward_amax_history", {len}, s.backward_history);
+    put("backward_scale", {1}, s.backward_scale);
+  }
+}
+
+// The FP8 state of the layers the checkpoint has it for; a layer without (a checkpoint of a
+// bf16 run) starts from Transformer Engine's initial state. Histories of another length than
+// --fp8-amax-history-len are left out (the scales are kept), with a note.
+void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, const std::string& where) {
+  if (fp8.recipe().current_scaling) return;
+  std::vector<Fp8Training::LinearState> state(static_cast<size_t>(fp8.linears()));
+  const std::int64_t len = fp8.recipe().amax_history_len;
+  std::int64_t missing = 0;
+  std::int64_t other_length = 0;
+  for (std::int64_t k = 0; k < fp8.linears(); ++k) {
+    const std::string& layer = fp8.linear_name(k);
+    Fp8Training::LinearState& s = state[static_cast<size_t>(k)];
+    auto get = [&](const char* field, std::vector<std::int64_t> shape, std::vector<float>& values) {
+      std::int64_t n = 1;
+      for (const std::int64_t d : shape) n *= d;
+      values.assign(static_cast<size_t>(n), 0.0f);
+      reader.read_whole(fp8_state_path(layer, field), ckpt::TensorDType::Float32, shape,
+                        std::as_writable_bytes(std::span<float>(values)));
+    };
+    if (!reader.contains(fp8_state_path(layer, "forward_scale"))) {
+      ++missing;
+      continue;
+    }
+    get("forward_scale", {2}, s.forward_scale);
+    get("backward_scale", {1}, s.backward_scale);
+    if (reader.global_shape(fp8_state_path(layer, "backward_amax_history")) != std::vector<std::int64_t>{len}) {
+      ++other_length;
+      continue;
+    }
+    get("forward_amax_history", {len, 2}, s.forward_history);
+    get("backward_amax_history", {len}, s.backward_history);
+  }
+  fp8.write_state(state);
+  if (missing > 0)
+    log::info(where + " holds no FP8 state for " + std::to_string(missing) + " FP8 linear layers: their scales start at 1");
+  if (other_length > 0)
+    log::info(where + ": the FP8 amax histories of " + std::to_string(other_length) + " linear layers have another "
+              "length than --fp8-amax-history-len; their scales are loaded, their histories start empty");
+}
+
 // This rank's files in the staging directory, with no communication: data-parallel rank 0 of each
 // model-parallel rank writes its pieces of the weights (and of the optimizer state when that is
 // replicated over data-parallel ranks), and with the distributed optimizer every data-parallel
@@ -165,6 +226,7 @@ void write_rank_shards(const std::string& staging_dir, const TrainCheckpointPart
         write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, parts.optimizer.read_exp_avg(e));
         write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, parts.optimizer.read_exp_avg_sq(e));
       }
+    if (parts.fp8) write_fp8_state(writer, *parts.fp8);
     if (settings.save_rng) {
       const std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(parts.progress.dropout_seed),
                                                  parts.progress.micro_steps};
@@ -391,6 +453,8 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
     parts.scheduler.load_state(parse_scheduler_state_json(meta.scheduler_json, where + ": scheduler state"),
                                settings.scheduler_resume);
   }
+
+  if (parts.fp8 && !settings.finetune) load_fp8_state(reader, *parts.fp8, where);
 
   TrainingProgress& progress = parts.progress;
   const auto hf_architecture = meta.extra_json.find(kHfArchitectureKey);

@@ -36,6 +36,7 @@
 #include "ckpt/checkpoint_metadata.hpp"
 #include "ckpt/save_directory_lock.hpp"
 #include "dist/communicator.hpp"
+#include "model/fp8_training.hpp"
 #include "model/gpt_parameters.hpp"
 #include "train/adamw_optimizer.hpp"
 #include "train/loss_scaler.hpp"
@@ -66,6 +67,11 @@ struct TrainCheckpointParts {
   OptimizerParamScheduler& scheduler;
   TrainingProgress& progress;
   LossScaler* loss_scaler = nullptr;  // --fp16's (or --loss-scale's); null: no loss scaling
+  // FP8 training's amax histories and scales (null: none). Stored per linear layer as
+  // fp8/<layer>/{forward_amax_history, forward_scale, backward_amax_history, backward_scale}
+  // (the same on every tensor- and data-parallel rank, whose amaxes are reduced), so that they
+  // follow a layer into any layout.
+  Fp8Training* fp8 = nullptr;
 };
 
 struct TrainCheckpointSaveSettings {

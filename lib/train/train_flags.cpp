@@ -71,6 +71,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("hysteresis", "N", t.hysteresis, "Overflow iterations before the dynamic loss scale halves"),
       store_true("deterministic-mode", t.deterministic_mode, "Deterministic kernels only: reruns and resumes give the same bits on a GPU too, several times slower there"),
     }})},
+    {"fp8", fp8_flags(o.fp8)},
     {"data", joined_flags({
       dataset_source_flags(d, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"), {
       store_true("mock-data", d.mock_data, "Megatron's synthetic data instead of datasets (required without a data path)"),

@@ -87,7 +87,7 @@ TrainOptions read_train_options(int argc, const char* const* argv, bool report_n
 }
 
 std::string train_options_help() {
-  return make_cxxopts().help({"model", "training", "data", "checkpointing", "logging", "parallelism", "other"}) +
+  return make_cxxopts().help({"model", "training", "fp8", "data", "checkpointing", "logging", "parallelism", "other"}) +
          "\n" + ignored_flags_help(train_command_line_rules()) +
          "\nFlags are Megatron-LM's (pretrain_gpt.py), with its defaults; a Megatron flag that is "
          "not listed here is refused by name.\nSee man mgt-train(1).\n";

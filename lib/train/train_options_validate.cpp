@@ -249,6 +249,7 @@ void validate_profile(const LoggingOptions& l) {
 }  // namespace
 
 void validate_train_options(TrainOptions& o, int world_size) {
+  refuse_unimplemented_fp8_recipes(o.fp8);
   check_flag_values(train_flags(o), "mgt-train");
   validate_parallel(o.parallel, world_size);
   validate_batch(o.optim, o.parallel);
@@ -262,6 +263,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_data(o.data);
   validate_checkpoint(o.checkpoint);
   validate_profile(o.logging);
+  validate_fp8_options(o.fp8, o.optim.precision, o.parallel.use_distributed_optimizer, *o.model.num_layers);
 }
 
 std::int64_t TrainOptions::total_train_iters() const {

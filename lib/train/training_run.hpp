@@ -132,7 +132,8 @@ private:
   bool do_valid() const { return data_.valid() && options_.logging.eval_iters > 0; }
   bool do_test() const { return data_.test() && options_.logging.eval_iters > 0; }
   TrainCheckpointParts parts() {
-    return {model_->parameters(), *optimizer_, *scheduler_, progress_, loss_scaler_ ? &*loss_scaler_ : nullptr};
+    return {model_->parameters(), *optimizer_, *scheduler_, progress_, loss_scaler_ ? &*loss_scaler_ : nullptr,
+            model_->fp8()};
   }
 
   const TrainOptions& options_;

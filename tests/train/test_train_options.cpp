@@ -490,19 +490,32 @@ TEST_CASE("train options: Megatron v0.13's leniencies for older scripts", "[trai
 }
 
 TEST_CASE("train options: flags that need a GPU feature mgt lacks say so and what to do", "[train]") {
-  for (const char* flag : {"--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--enable-cuda-graph",
-                           "--tp-comm-overlap", "--use-sharp", "--use-nccl-ub"}) {
+  for (const char* flag : {"--enable-cuda-graph", "--tp-comm-overlap", "--use-sharp", "--use-nccl-ub",
+                           "--reuse-grad-buf-for-mxfp8-param-ag"}) {
     const std::string error = usage_error_with({flag});
     CAPTURE(flag, error);
     CHECK(error.rfind(std::string(flag) + " is not supported by mgt-train: ", 0) == 0);
-    CHECK(error.find("mgt lacks") != std::string::npos);
   }
-  CHECK(usage_error_with({"--fp8-format", "hybrid"}) ==
-        "--fp8-format is not supported by mgt-train: FP8 training needs FP8 matrix multiplies with scaling "
-        "(Transformer Engine's on Hopper GPUs), which mgt lacks; drop the --fp8-* flags and train with --bf16");
+  CHECK(usage_error_with({"--enable-cuda-graph"}).find("mgt lacks") != std::string::npos);
+  // FP8 recipes of other GPU generations and block scaling, refused with what they need.
+  CHECK(usage_error_with({"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"}).find("Blackwell") !=
+        std::string::npos);
+  CHECK(usage_error_with({"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "blockwise"})
+            .find("block scaling (1x128 and 128x128 blocks") != std::string::npos);
   // The switches are refused with the others of one command line, as every refusal is.
   CHECK(usage_error_with({"--enable-cuda-graph", "--use-sharp"}).find("\n--use-sharp is not supported by mgt-train: ") !=
         std::string::npos);
+}
+
+TEST_CASE("train options: Megatron's FP8 flags and their checks", "[train][fp8]") {
+  CHECK(usage_error_with({"--fp8-format", "hybrid"}) ==
+        "--fp8-format needs --bf16 or --fp16: FP8 GEMMs take their inputs from 16-bit activations");
+  CHECK(usage_error_with({"--bf16", "--fp8-format", "hybrid", "--fp8-param-gather"}) ==
+        "--fp8-param-gather needs --use-distributed-optimizer");
+  CHECK(usage_error_with({"--bf16", "--fp8-format", "e5m2"}).find("--fp8-format: invalid choice 'e5m2'") !=
+        std::string::npos);
+  CHECK(usage_error_with({"--bf16", "--fp8-format", "hybrid", "--fp8-amax-history-len", "0"})
+            .find("--fp8-amax-history-len") != std::string::npos);
 }
 
 TEST_CASE("train options: no abbreviations, as Megatron's pretraining parser (allow_abbrev=False)", "[train]") {

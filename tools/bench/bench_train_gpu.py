@@ -19,6 +19,9 @@ data-parallel size); tokens/s is then also given per GPU, and the transport mgt-
 --distributed-optimizer adds --use-distributed-optimizer; --overlap adds --overlap-grad-reduce (and
 --overlap-param-gather with the distributed optimizer): the data-parallel reduction (and the
 weights' all-gather) bucket by bucket, beside the compute.
+--fp8 FORMAT (e4m3 or hybrid) trains mgt's transformer layers' linears in FP8 (with --precision bf16
+or fp16) by the recipe of Megatron's Llama 3 8B FP8 script: delayed scaling, an amax history of
+1024, its max (--fp8-recipe tensorwise for current scaling instead).
 With --accumulate K, each iteration accumulates the gradients of K micro-batches before the
 optimizer's step (global batch K x micro-batch x data-parallel size), in mgt and in the peer alike:
 how a model is trained in practice, the step's fixed costs (AdamW, the gradient norm) spread over
@@ -26,7 +29,7 @@ K micro-batches.
 --json FILE appends the figures as one JSON object per run.
 
 Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-batch 8]
-       [--iters 20] [--accumulate 1] [--precision fp32|bf16|fp16] [--no-peer] [--ranks N [--tensor-parallel T]
+       [--iters 20] [--accumulate 1] [--precision fp32|bf16|fp16] [--fp8 e4m3|hybrid [--fp8-recipe R]] [--no-peer] [--ranks N [--tensor-parallel T]
        [--sequence-parallel] [--distributed-optimizer] [--overlap] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
 """
 import argparse
@@ -75,7 +78,7 @@ class GpuMemoryPeak:
 
 def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, sequence_parallel=False,
             device="cuda", launcher="mpiexec.hydra", accumulate=1, overlap=False,
-            distributed_optimizer=False, dp_collectives="copy-engines"):
+            distributed_optimizer=False, dp_collectives="copy-engines", fp8=None, fp8_recipe="delayed"):
     layers, hidden, heads, seq = SHAPES[shape]
     data_parallel = ranks // tensor_parallel
     cmd = [os.path.join(bindir, "mgt-train"), "--device", device, "--num-layers", str(layers),
@@ -87,6 +90,10 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
            "--merge-file", os.path.join(DATA, "gpt2-merges.txt"), "--log-throughput"]
     if precision in ("bf16", "fp16"):
         cmd.append("--" + precision)
+    if fp8:
+        cmd += ["--fp8-format", fp8]
+        cmd += (["--fp8-recipe", "tensorwise"] if fp8_recipe == "tensorwise"
+                else ["--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"])
     if tensor_parallel > 1:
         cmd += ["--tensor-model-parallel-size", str(tensor_parallel)]
     if sequence_parallel:
@@ -184,6 +191,8 @@ def main():
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--fp8", choices=["e4m3", "hybrid"])
+    ap.add_argument("--fp8-recipe", default="delayed", choices=["delayed", "tensorwise"])
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--tensor-parallel", type=int, default=1)
     ap.add_argument("--sequence-parallel", action="store_true")
@@ -202,12 +211,13 @@ def main():
         ap.error("--ranks must be a positive multiple of --tensor-parallel")
     mgt = run_mgt(args.bin, args.shape, args.micro_batch, args.iters, args.precision, args.ranks,
                   args.tensor_parallel, args.sequence_parallel, args.device, args.launcher, args.accumulate,
-                  args.overlap, args.distributed_optimizer, args.dp_collectives)
+                  args.overlap, args.distributed_optimizer, args.dp_collectives, args.fp8, args.fp8_recipe)
     what = f"{args.shape} mbs {args.micro_batch}" + (f" x {args.accumulate}" if args.accumulate > 1 else "")
     fpt = mgt["flops_per_token"]
     mfu = mgt["tokens_per_second_per_gpu"] * fpt / 1e12 / PEAK_TFLOPS
     if args.ranks == 1:
-        print(f"{what}: mgt ({args.precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
+        precision = args.precision + (f" + fp8 {args.fp8} {args.fp8_recipe}" if args.fp8 else "")
+        print(f"{what}: mgt ({precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi; max allocated "
               f"{mgt['max_allocated_mib'] or 0:.0f} MiB), loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
     else:

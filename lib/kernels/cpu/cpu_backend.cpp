@@ -142,8 +142,9 @@ void CpuBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, co
     *scaling.amax.data() = amax;
     *scaling.scale.data() = fp8_current_scale(amax, rowwise.empty() ? transposed.format : rowwise.format);
   } else if (!scaling.amax.empty()) {
+    // A NaN amax is kept (as the GPU's integer maximum keeps it): the update then keeps the scale.
     float& recorded = *scaling.amax.data();
-    recorded = std::fmax(recorded, amax);
+    recorded = std::isnan(amax) ? amax : std::fmax(recorded, amax);
   }
   const float scale = *scaling.scale.data();
   for (const Fp8View& out : {rowwise, transposed}) {

@@ -1,0 +1,172 @@
+#include "model/fp8_training.hpp"
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace mgt {
+namespace {
+
+constexpr int64_t kScratchKinds = 4;
+constexpr int64_t kScratchFields = 3;  // scale_inv, scale, amax
+
+}  // namespace
+
+Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t linears)
+    : recipe_(recipe), backend_(&backend), linears_(linears) {
+  if (recipe.amax_history_len < 1) throw Error("FP8: the amax history needs at least one entry");
+  const int64_t len = recipe.amax_history_len;
+  const int64_t forward = 2 * linears;
+  const int64_t sizes[] = {len * forward, forward, len * linears, linears, kScratchKinds * kScratchFields};
+  int64_t total = 0;
+  for (const int64_t n : sizes) total += n;
+  meta_ = DeviceBuffer(backend, total);
+  FloatView rest = meta_.view();
+  FloatView* parts[] = {&forward_history_, &forward_scale_, &backward_history_, &backward_scale_, &scratch_meta_};
+  for (int i = 0; i < 5; ++i) {
+    *parts[i] = rest.first(sizes[i]);
+    rest = rest.subspan(sizes[i], rest.size() - sizes[i]);
+  }
+  // Transformer Engine's initial state: scales 1, histories empty.
+  backend.fill(meta_.view(), 0.0f);
+  backend.fill(forward_scale_, 1.0f);
+  backend.fill(backward_scale_, 1.0f);
+  bound_forward_scale_ = forward_scale_;
+}
+
+int64_t Fp8Training::add_linear(std::string name) {
+  if (added_ >= linears_) throw Error("FP8: more linear layers than the state was made for");
+  names_.push_back(std::move(name));
+  return added_++;
+}
+
+namespace {
+
+std::vector<float> to_host(Backend& backend, ConstFloatView view) {
+  std::vector<float> host(static_cast<size_t>(view.size()));
+  backend.copy_to_host(view, std::span<float>(host));
+  return host;
+}
+
+}  // namespace
+
+std::vector<Fp8Training::LinearState> Fp8Training::read_state() {
+  const int64_t len = recipe_.amax_history_len;
+  const std::vector<float> fh = to_host(*backend_, forward_history_);
+  const std::vector<float> fs = to_host(*backend_, forward_scale_);
+  const std::vector<float> bh = to_host(*backend_, backward_history_);
+  const std::vector<float> bs = to_host(*backend_, backward_scale_);
+  std::vector<LinearState> state(static_cast<size_t>(linears_));
+  for (int64_t k = 0; k < linears_; ++k) {
+    LinearState& s = state[static_cast<size_t>(k)];
+    for (int64_t row = 0; row < len; ++row) {
+      s.forward_history.push_back(fh[static_cast<size_t>(row * 2 * linears_ + 2 * k)]);
+      s.forward_history.push_back(fh[static_cast<size_t>(row * 2 * linears_ + 2 * k + 1)]);
+      s.backward_history.push_back(bh[static_cast<size_t>(row * linears_ + k)]);
+    }
+    s.forward_scale = {fs[static_cast<size_t>(2 * k)], fs[static_cast<size_t>(2 * k + 1)]};
+    s.backward_scale = {bs[static_cast<size_t>(k)]};
+  }
+  return state;
+}
+
+void Fp8Training::write_state(const std::vector<LinearState>& state) {
+  if (static_cast<int64_t>(state.size()) != linears_) throw Error("FP8: state for another number of linear layers");
+  const int64_t len = recipe_.amax_history_len;
+  std::vector<float> fh = to_host(*backend_, forward_history_);
+  std::vector<float> fs = to_host(*backend_, forward_scale_);
+  std::vector<float> bh = to_host(*backend_, backward_history_);
+  std::vector<float> bs = to_host(*backend_, backward_scale_);
+  for (int64_t k = 0; k < linears_; ++k) {
+    const LinearState& s = state[static_cast<size_t>(k)];
+    if (!s.forward_scale.empty()) {
+      fs[static_cast<size_t>(2 * k)] = s.forward_scale.at(0);
+      fs[static_cast<size_t>(2 * k + 1)] = s.forward_scale.at(1);
+      bs[static_cast<size_t>(k)] = s.backward_scale.at(0);
+    }
+    if (static_cast<int64_t>(s.forward_history.size()) == 2 * len &&
+        static_cast<int64_t>(s.backward_history.size()) == len) {
+      for (int64_t row = 0; row < len; ++row) {
+        fh[static_cast<size_t>(row * 2 * linears_ + 2 * k)] = s.forward_history[static_cast<size_t>(2 * row)];
+        fh[static_cast<size_t>(row * 2 * linears_ + 2 * k + 1)] = s.forward_history[static_cast<size_t>(2 * row + 1)];
+        bh[static_cast<size_t>(row * linears_ + k)] = s.backward_history[static_cast<size_t>(row)];
+      }
+    }
+  }
+  backend_->copy_from_host(std::span<const float>(fh), forward_history_);
+  backend_->copy_from_host(std::span<const float>(fs), forward_scale_);
+  backend_->copy_from_host(std::span<const float>(bh), backward_history_);
+  backend_->copy_from_host(std::span<const float>(bs), backward_scale_);
+}
+
+void Fp8Training::begin_forward(int64_t slot, bool training) {
+  recording_ = training;
+  if (!training) {
+    bound_forward_scale_ = forward_scale_;
+    return;
+  }
+  DeviceBuffer& snapshot = snapshots_[slot];
+  if (snapshot.size() != forward_scale_.size()) snapshot = DeviceBuffer(*backend_, forward_scale_.size());
+  backend_->copy(forward_scale_, snapshot.view());
+  bound_forward_scale_ = snapshot.view();
+}
+
+void Fp8Training::begin_backward(int64_t slot) {
+  const auto it = snapshots_.find(slot);
+  if (it == snapshots_.end()) throw Error("FP8: a backward without its training forward");
+  recording_ = true;
+  bound_forward_scale_ = it->second.view();
+}
+
+void Fp8Training::finish_forward() {
+  reduce_and_update(forward_history_, forward_scale_, 2 * linears_, recipe_.forward_format);
+}
+
+void Fp8Training::finish_backward() {
+  reduce_and_update(backward_history_, backward_scale_, linears_, recipe_.backward_format);
+}
+
+void Fp8Training::reduce_and_update(FloatView history, FloatView scale, int64_t tensors, Fp8Format format) {
+  if (recipe_.current_scaling || tensors == 0) return;
+  if (reduce_) reduce_(history.first(tensors));
+  backend_->fp8_scaling_update(history, scale, tensors, recipe_.amax_history_len, recipe_.amax_compute_algo,
+                               fp8_scaled_max(format, recipe_.margin));
+}
+
+FloatView Fp8Training::scratch_meta(Scratch which, int64_t field) {
+  return scratch_meta_.subspan(static_cast<int64_t>(which) * kScratchFields + field, 1);
+}
+
+Fp8Scaling Fp8Training::input_scaling(int64_t k) {
+  if (recipe_.current_scaling)
+    return {scratch_meta(Scratch::kInputRows, 1), scratch_meta(Scratch::kInputRows, 2), true};
+  return {bound_forward_scale_.subspan(2 * k, 1), recording_ ? forward_history_.subspan(2 * k, 1) : FloatView(), false};
+}
+
+Fp8Scaling Fp8Training::input_rescaling(int64_t k) {
+  if (recipe_.current_scaling)
+    return {scratch_meta(Scratch::kInputColumns, 1), scratch_meta(Scratch::kInputColumns, 2), true};
+  return {bound_forward_scale_.subspan(2 * k, 1), FloatView(), false};
+}
+
+Fp8Scaling Fp8Training::weight_scaling(int64_t k) {
+  const FloatView amax = forward_history_.subspan(2 * k + 1, 1);
+  if (recipe_.current_scaling) return {forward_scale_.subspan(2 * k + 1, 1), amax, true};
+  return {forward_scale_.subspan(2 * k + 1, 1), recording_ ? amax : FloatView(), false};
+}
+
+Fp8Scaling Fp8Training::grad_scaling(int64_t k, Scratch into) {
+  if (recipe_.current_scaling) return {scratch_meta(into, 1), scratch_meta(into, 2), true};
+  const bool record = recording_ && into == Scratch::kGradRows;
+  return {backward_scale_.subspan(k, 1), record ? backward_history_.subspan(k, 1) : FloatView(), false};
+}
+
+Fp8View Fp8Training::scratch(Scratch which, int64_t elements, Fp8Format format) {
+  DeviceArray<uint8_t>& codes = scratch_[static_cast<int>(which)];
+  if (codes.size() < elements) codes = DeviceArray<uint8_t>(*backend_, elements);
+  return {codes.view().first(elements), format, scratch_meta(which, 0)};
+}
+
+}  // namespace mgt

@@ -1,0 +1,116 @@
+// The FP8 state of one model instance (the whole model, or one pipeline stage), as Transformer
+// Engine keeps it per module and Megatron drives it (megatron/core/fp8_utils.py,
+// transformer_engine/pytorch/fp8.py FP8GlobalStateManager):
+//  - per FP8 linear layer k, two forward tensors (its input, slot 2k, and its weight, 2k+1) and
+//    one backward tensor (its output gradient, slot k), each with an amax history and a scale
+//    (delayed scaling; under current scaling each cast computes its own);
+//  - after each training forward of the layers, the forward tensors' newest amaxes are reduced
+//    (max) over the tensor- and data-parallel ranks and every forward scale is updated; after
+//    each backward, the same for the backward tensors (TE's reduce_and_update_fp8_tensors at the
+//    exit of fp8_autocast and at the end of the backward of the autocast region);
+//  - the weights' FP8 copies are made once per optimizer step (TE's is_first_microbatch cache):
+//    see LinearLayer.
+// A linear layer's weight gradient needs its input transposed in FP8 with the scale its forward
+// used. TE keeps that transposed copy from the forward; mgt casts it again in the backward from
+// the input the layer keeps anyway (bf16/fp16), with the scale its forward used: a training
+// forward snapshots the forward scales for its micro-batch slot, and that slot's backward casts
+// with the snapshot. Same codes as TE's, without keeping an extra FP8 copy of every input.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "model/fp8_recipe.hpp"
+
+namespace mgt {
+
+class Fp8Training {
+public:
+  // The slot of a whole-model training pass (GptModel::forward_backward); pipeline stages pass
+  // their micro-batch slots (0, 1, …).
+  static constexpr int64_t kWholeModelSlot = -2;
+
+  // The casts' temporary FP8 copies, one of each kind live at a time.
+  enum class Scratch { kInputRows, kInputColumns, kGradRows, kGradColumns };
+
+  Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t linears);
+
+  const Fp8Recipe& recipe() const { return recipe_; }
+  // The next FP8 linear layer's index k (each layer takes one at construction, in order), for
+  // the layer `name` ("decoder.layers.3.mlp.linear_fc1"), under which checkpoints keep its state.
+  int64_t add_linear(std::string name);
+  const std::string& linear_name(int64_t k) const { return names_.at(static_cast<size_t>(k)); }
+
+  // Linear layer k's delayed-scaling state on the host, as a checkpoint stores it:
+  // forward_history [len, 2] (input, weight), forward_scale [2], backward_history [len],
+  // backward_scale [1].
+  struct LinearState {
+    std::vector<float> forward_history;
+    std::vector<float> forward_scale;
+    std::vector<float> backward_history;
+    std::vector<float> backward_scale;
+  };
+  // Every layer's state (one read-back of the whole state).
+  std::vector<LinearState> read_state();
+  // Sets every layer's state; a layer given no state (empty vectors) keeps its own.
+  void write_state(const std::vector<LinearState>& state);
+  int64_t linears() const { return linears_; }
+  Backend& backend() const { return *backend_; }
+
+  // Max-reduces a view of amaxes over the ranks that share the tensors (the tensor- and
+  // data-parallel groups); unset: nothing to reduce (one rank).
+  void set_amax_reduction(std::function<void(FloatView)> reduce) { reduce_ = std::move(reduce); }
+
+  // The pass about to run. A training forward snapshots the forward scales for `slot`; an
+  // evaluation forward casts with the current scales and records nothing.
+  void begin_forward(int64_t slot, bool training);
+  void begin_backward(int64_t slot);
+  // After the layers' training forward / backward: amaxes reduced and scales updated (delayed
+  // scaling; nothing to do under current scaling).
+  void finish_forward();
+  void finish_backward();
+  bool recording() const { return recording_; }
+
+  // The scaling of each cast of linear layer k (see Fp8Scaling).
+  Fp8Scaling input_scaling(int64_t k);             // its input, in the forward
+  Fp8Scaling input_rescaling(int64_t k);           // the same input again, in the backward
+  Fp8Scaling weight_scaling(int64_t k);            // its weight, once per step
+  Fp8Scaling grad_scaling(int64_t k, Scratch into);  // its output gradient
+
+  // A scratch FP8 tensor of `elements` codes in `format` with its own scale_inv.
+  Fp8View scratch(Scratch which, int64_t elements, Fp8Format format);
+
+  // The state a checkpoint keeps, fp32: forward histories [len, 2·linears], forward scales
+  // [2·linears], backward histories [len, linears], backward scales [linears].
+  FloatView forward_history() { return forward_history_; }
+  FloatView forward_scale() { return forward_scale_; }
+  FloatView backward_history() { return backward_history_; }
+  FloatView backward_scale() { return backward_scale_; }
+
+private:
+  // Per scratch kind: scale_inv, and the scale and amax of a current-scaling cast.
+  FloatView scratch_meta(Scratch which, int64_t field);
+  void reduce_and_update(FloatView history, FloatView scale, int64_t tensors, Fp8Format format);
+
+  Fp8Recipe recipe_;
+  Backend* backend_;
+  int64_t linears_;
+  int64_t added_ = 0;
+  std::vector<std::string> names_;
+  DeviceBuffer meta_;
+  FloatView forward_history_;
+  FloatView forward_scale_;
+  FloatView backward_history_;
+  FloatView backward_scale_;
+  FloatView scratch_meta_;
+  DeviceArray<uint8_t> scratch_[4];
+  std::map<int64_t, DeviceBuffer> snapshots_;
+  FloatView bound_forward_scale_;  // the scales this pass casts inputs with
+  bool recording_ = false;
+  std::function<void(FloatView)> reduce_;
+};
+
+}  // namespace mgt
