@@ -24,6 +24,9 @@
 #include "kernels/cuda_device.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/embedding_backward.hpp"
+#include "kernels/cuda/fp8_gemm.hpp"
+#include "kernels/cuda/fp8_quantize.hpp"
+#include "kernels/cuda/fp8_scaling.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layout.hpp"
 #include "kernels/cuda/norms.hpp"
@@ -278,17 +281,47 @@ void CudaBackend::do_convert(ConstFloatView src, FloatView dst) {
 void CudaBackend::do_fill(FloatArg x, int64_t n, float value) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::fill); cuda::fill(x, n, value, stream_); }
 
-void CudaBackend::do_fp8_quantize(ConstFloatArg, int64_t, int64_t, const Fp8Scaling&, Fp8View, Fp8View) {
-  throw Error("fp8_quantize: not yet on CUDA");
+void CudaBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                                  Fp8View rowwise, Fp8View transposed) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_quantize);
+  if (!rowwise.empty() && !transposed.empty() && rowwise.format != transposed.format)
+    throw Error("fp8_quantize: rowwise and transposed copies must have one format");
+  const Fp8Format format = rowwise.empty() ? transposed.format : rowwise.format;
+  const auto output = [](Fp8View v) {
+    return v.empty() ? cuda::Fp8CastOutput{} : cuda::Fp8CastOutput{v.codes.data(), v.scale_inv.data()};
+  };
+  cuda::fp8_quantize(x, rows, cols, scaling.scale.data(), scaling.amax.empty() ? nullptr : scaling.amax.data(),
+                     scaling.current, {format == Fp8Format::kE5M2, fp8_max(format)}, output(rowwise),
+                     output(transposed), stream_);
 }
 
-void CudaBackend::do_fp8_linear(ConstFp8View, ConstFp8View, ConstFloatArg, int64_t, int64_t, int64_t, FloatArg,
-                                bool) {
-  throw Error("fp8_linear: not yet on CUDA");
+void CudaBackend::do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
+                                int64_t out, FloatArg y, bool accumulate) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_linear);
+  const cuda::In b = bias.empty() ? cuda::In() : cuda::In(bias);
+  if (cuda::fp8_linear(*lt_, x, w, b, rows, in, out, y, accumulate, stream_)) return;
+  // Shapes cuBLASLt's FP8 GEMMs cannot take (the small models of tests): the dequantized operands'
+  // product in full fp32, bias added before the one rounding to y's type.
+  DeviceBuffer xs(*this, rows * in), ws(*this, out * in), product(*this, rows * out);
+  cuda::fp8_dequantize(x.codes.data(), rows * in, x.format == Fp8Format::kE5M2, x.scale_inv.data(),
+                       xs.view().data(), stream_);
+  cuda::fp8_dequantize(w.codes.data(), out * in, w.format == Fp8Format::kE5M2, w.scale_inv.data(),
+                       ws.view().data(), stream_);
+  cuda::linear_forward(cublas_, *lt_, MatmulPrecision::kFp32, xs.view(), ws.view(), cuda::In(), rows, in, out,
+                       product.view());
+  if (!bias.empty()) cuda::add_bias(product.view(), b, rows, out, stream_);
+  if (accumulate) {
+    cuda::accumulate(y, product.view(), rows * out, stream_);
+  } else {
+    cuda::convert(product.view(), rows * out, y, stream_);
+  }
 }
 
-void CudaBackend::do_fp8_scaling_update(FloatView, FloatView, int64_t, int64_t, Fp8AmaxAlgo, float) {
-  throw Error("fp8_scaling_update: not yet on CUDA");
+void CudaBackend::do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
+                                        Fp8AmaxAlgo algo, float scaled_max) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_scaling_update);
+  cuda::fp8_scaling_update(history.data(), scale.data(), tensors, history_len, algo == Fp8AmaxAlgo::kMax,
+                           scaled_max, stream_);
 }
 
 void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,

@@ -10,12 +10,6 @@
 // cuBLAS is column-major: a row-major [m, n] matrix is its column-major transpose, so each
 // row-major product below is computed as the transposed column-major one.
 namespace mgt::cuda {
-namespace {
-
-int dim(int64_t v, const char* op) {
-  if (v < 0 || v > INT_MAX) throw Error(std::string(op) + ": GEMM dimension out of cuBLAS's range");
-  return static_cast<int>(v);
-}
 
 cudaDataType_t data_type(FloatType type) {
   switch (type) {
@@ -24,6 +18,13 @@ cudaDataType_t data_type(FloatType type) {
     case FloatType::kF16: return CUDA_R_16F;
   }
   return CUDA_R_32F;
+}
+
+namespace {
+
+int dim(int64_t v, const char* op) {
+  if (v < 0 || v > INT_MAX) throw Error(std::string(op) + ": GEMM dimension out of cuBLAS's range");
+  return static_cast<int>(v);
 }
 
 // Both operands of one 2-byte type: cuBLASLt's tensor-core GEMMs, with fp32 accumulation.

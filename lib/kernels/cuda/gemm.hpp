@@ -16,6 +16,9 @@ namespace mgt::cuda {
 
 using MatmulPrecision = Backend::MatmulPrecision;
 
+// The cuBLAS type of a storage type.
+cudaDataType_t data_type(FloatType type);
+
 // Operands of the same type (fp32, or bf16/fp16 storage) each; dw may be fp32 under 2-byte operands
 // (fp32 gradient accumulation).
 // 2-byte operands go through cuBLASLt (lt), fp32 ones through cuBLAS (handle). Returns whether the

@@ -34,6 +34,8 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
 
 int64_t element_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
 
+bool is_fp8(cudaDataType_t type) { return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2; }
+
 // A timing event, destroyed however the timing ends.
 class TimingEvent {
 public:
@@ -98,8 +100,10 @@ LtMatmul::~LtMatmul() {
 
 LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) {
   if (const auto found = plans_.find(key); found != plans_.end()) return found->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldd, ab_int, d_int, epilogue, aux_ld, accumulate] = key;
-  const auto ab = static_cast<cudaDataType_t>(ab_int);
+  const auto [ta, tb, m, n, k, lda, ldb, ldd, a_int, b_int, d_int, epilogue, aux_ld, accumulate, fast_accumulation] =
+      key;
+  const auto a_type = static_cast<cudaDataType_t>(a_int);
+  const auto b_type = static_cast<cudaDataType_t>(b_int);
   const auto d_type = static_cast<cudaDataType_t>(d_int);
   Plan p;
   check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", name);
@@ -109,6 +113,10 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
         "cublasLtMatmulDescSetAttribute(TRANSA)", name);
   check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
         "cublasLtMatmulDescSetAttribute(TRANSB)", name);
+  if (is_fp8(a_type)) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<int8_t>(fast_accumulation ? 1 : 0),
+        "cublasLtMatmulDescSetAttribute(FAST_ACCUM)", name);
+  }
   if (epilogue != LtEpilogue::kNone) {
     set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(epilogue), "cublasLtMatmulDescSetAttribute(EPILOGUE)",
         name);
@@ -125,8 +133,10 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
   }
   // Column-major layouts of the stored matrices: op(A) is m×k, so A is stored k×m when
   // transposed.
-  check(cublasLtMatrixLayoutCreate(&p.a, ab, ta ? k : m, ta ? m : k, lda), "cublasLtMatrixLayoutCreate(A)", name);
-  check(cublasLtMatrixLayoutCreate(&p.b, ab, tb ? n : k, tb ? k : n, ldb), "cublasLtMatrixLayoutCreate(B)", name);
+  check(cublasLtMatrixLayoutCreate(&p.a, a_type, ta ? k : m, ta ? m : k, lda), "cublasLtMatrixLayoutCreate(A)",
+        name);
+  check(cublasLtMatrixLayoutCreate(&p.b, b_type, tb ? n : k, tb ? k : n, ldb), "cublasLtMatrixLayoutCreate(B)",
+        name);
   check(cublasLtMatrixLayoutCreate(&p.d, d_type, m, n, ldd), "cublasLtMatrixLayoutCreate(D)", name);
   cublasLtMatmulPreference_t preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", name);
@@ -152,9 +162,10 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
   p.d_bytes = ldd * n * element_bytes(d_type);
   p.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (report_) {
-    std::fprintf(stderr, "gemm plan %s: m %lld n %lld k %lld%s%s epilogue %d%s, %d candidates\n", name,
+    std::fprintf(stderr, "gemm plan %s: m %lld n %lld k %lld%s%s%s epilogue %d%s, %d candidates\n", name,
                  static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), ta ? " A^T" : "",
-                 tb ? " B^T" : "", static_cast<int>(epilogue), accumulate ? " accumulating" : "", found);
+                 tb ? " B^T" : "", is_fp8(a_type) ? (fast_accumulation ? " fp8 fast-accumulating" : " fp8") : "",
+                 static_cast<int>(epilogue), accumulate ? " accumulating" : "", found);
   }
   return plans_.emplace(key, p).first->second;
 }
@@ -164,32 +175,45 @@ void LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
                       int64_t ldd, cudaDataType_t ab, cudaDataType_t d_type, const void* bias,
                       const char* name) {
   const LtEpilogue epilogue = bias != nullptr ? LtEpilogue::kBias : LtEpilogue::kNone;
-  Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
-                  static_cast<int>(d_type), epilogue, 0, beta != 0.0f},
+  Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab), static_cast<int>(ab),
+                  static_cast<int>(d_type), epilogue, 0, beta != 0.0f, false},
                  name);
-  run(p, a, b, beta, d, bias, {}, name);
+  run(p, a, b, beta, d, bias, {}, {}, name);
 }
 
 bool LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
                       const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* d,
                       int64_t ldd, cudaDataType_t ab, cudaDataType_t d_type, LtEpilogue epilogue,
                       const void* bias, LtAux aux, const char* name) {
-  Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab),
-                  static_cast<int>(d_type), epilogue, aux.ld, beta != 0.0f},
+  Plan& p = plan({transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(ab), static_cast<int>(ab),
+                  static_cast<int>(d_type), epilogue, aux.ld, beta != 0.0f, false},
                  name, true);
   if (!p.found) return false;
-  run(p, a, b, beta, d, bias, aux, name);
+  run(p, a, b, beta, d, bias, aux, {}, name);
+  return true;
+}
+
+bool LtMatmul::matmul_fp8(int64_t m, int64_t n, int64_t k, const void* a, cudaDataType_t a_type, const void* b,
+                          cudaDataType_t b_type, LtScales scales, bool fast_accumulation, float beta, void* d,
+                          cudaDataType_t d_type, const void* bias, const char* name) {
+  const LtEpilogue epilogue = bias != nullptr ? LtEpilogue::kBias : LtEpilogue::kNone;
+  Plan& p = plan({true, false, m, n, k, k, k, m, static_cast<int>(a_type), static_cast<int>(b_type),
+                  static_cast<int>(d_type), epilogue, 0, beta != 0.0f, fast_accumulation},
+                 name, true);
+  if (!p.found) return false;
+  run(p, a, b, beta, d, bias, {}, scales, name);
   return true;
 }
 
 void LtMatmul::run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
-                   LtAux aux, const char* name) {
-  if (!p.candidates.empty()) choose_by_timing(p, a, b, beta, d, bias, aux, name);
-  check(launch(p, p.algo, a, b, beta, d, bias, aux, name), "cublasLtMatmul", name);
+                   LtAux aux, LtScales scales, const char* name) {
+  if (!p.candidates.empty()) choose_by_timing(p, a, b, beta, d, bias, aux, scales, name);
+  check(launch(p, p.algo, a, b, beta, d, bias, aux, scales, name), "cublasLtMatmul", name);
 }
 
 cublasStatus_t LtMatmul::launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
-                                float beta, void* d, const void* bias, LtAux aux, const char* name) {
+                                float beta, void* d, const void* bias, LtAux aux, LtScales scales,
+                                const char* name) {
   // Pointers are per call; the rest of the descriptor is the cached plan's.
   if (bias != nullptr) {
     set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", name);
@@ -198,13 +222,21 @@ cublasStatus_t LtMatmul::launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const
     set(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data,
         "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", name);
   }
+  if (scales.a != nullptr) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scales.a, "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)",
+        name);
+  }
+  if (scales.b != nullptr) {
+    set(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scales.b, "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)",
+        name);
+  }
   const float alpha = 1.0f;
   return cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &algo, workspace_,
                         kWorkspaceBytes, stream_);
 }
 
 void LtMatmul::choose_by_timing(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
-                                LtAux aux, const char* name) {
+                                LtAux aux, LtScales scales, const char* name) {
   std::vector<cublasLtMatmulAlgo_t> candidates;
   candidates.swap(p.candidates);  // chosen once, whatever happens below
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -227,11 +259,11 @@ void LtMatmul::choose_by_timing(Plan& p, const void* a, const void* b, float bet
   float first = -1.0f;
   bool timed_any = false;
   for (const cublasLtMatmulAlgo_t& algo : candidates) {
-    if (launch(p, algo, a, b, beta, d, bias, aux, name) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up
+    if (launch(p, algo, a, b, beta, d, bias, aux, scales, name) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up
     MGT_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
     bool ran = true;
     for (int i = 0; i < kTimedRuns && ran; ++i) {
-      ran = launch(p, algo, a, b, beta, d, bias, aux, name) == CUBLAS_STATUS_SUCCESS;
+      ran = launch(p, algo, a, b, beta, d, bias, aux, scales, name) == CUBLAS_STATUS_SUCCESS;
     }
     MGT_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
     MGT_CUDA_CHECK(cudaEventSynchronize(stop.get()));

@@ -1,7 +1,7 @@
-// GEMMs through cuBLASLt for the bf16 path: the bias added in the GEMM's epilogue (one rounding
-// of y = x·Wᵀ + b to bf16, no separate pass over y), and, per GEMM shape, the matmul descriptors
-// and the algorithm chosen once and cached, so that a training step makes no heuristic query and
-// builds no descriptor.
+// GEMMs through cuBLASLt for the bf16 path and the FP8 linear layers: the bias added in the GEMM's
+// epilogue (one rounding of y = x·Wᵀ + b to bf16, no separate pass over y), and, per GEMM shape,
+// the matmul descriptors and the algorithm chosen once and cached, so that a training step makes
+// no heuristic query and builds no descriptor.
 //
 // The algorithm: cuBLASLt's heuristic ranks candidates by a model of the GPU, which for the
 // narrow shapes of a small transformer (k = 768) is often not the fastest. Unless told to take
@@ -36,6 +36,13 @@ struct LtAux {
   int64_t ld = 0;
 };
 
+// An FP8 operand's factor back to its tensor's values (scale_inv), one fp32 in device memory:
+// cuBLASLt multiplies the product by both (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER).
+struct LtScales {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
 class LtMatmul {
 public:
   // `report` (--profile-gemms): each planned shape and its timed choice on stderr.
@@ -58,10 +65,21 @@ public:
   bool matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
               int64_t lda, const void* b, int64_t ldb, float beta, void* d, int64_t ldd, cudaDataType_t ab,
               cudaDataType_t d_type, LtEpilogue epilogue, const void* bias, LtAux aux, const char* name);
+  // FP8 (Hopper's tensor cores): column-major D[m, n] = (Aᵀ·B)·scales.a·scales.b (+ bias[m]) +
+  // beta·C with C = D, A stored k×m and B k×n (the one layout, "TN", of cuBLASLt's FP8 GEMMs), each
+  // CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2 (not both E5M2); D and bias of d_type. fast_accumulation:
+  // CUBLASLT_MATMUL_DESC_FAST_ACCUM (the tensor cores' own accumulator for the whole k, never
+  // promoted to fp32 registers on the way). Returns false, having done nothing, when cuBLASLt has
+  // no algorithm for it: the caller takes another path.
+  bool matmul_fp8(int64_t m, int64_t n, int64_t k, const void* a, cudaDataType_t a_type, const void* b,
+                  cudaDataType_t b_type, LtScales scales, bool fast_accumulation, float beta, void* d,
+                  cudaDataType_t d_type, const void* bias, const char* name);
 
 private:
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
-                         LtEpilogue, int64_t, bool>;
+  // transpose A, B; m, n, k; lda, ldb, ldd; A's, B's and D's types; epilogue, aux ld; accumulate;
+  // FP8 fast accumulation.
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int,
+                         LtEpilogue, int64_t, bool, bool>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr;
@@ -77,12 +95,12 @@ private:
   // Throws when cuBLASLt has no algorithm, unless `optional` (then the plan is not found).
   Plan& plan(const Key& key, const char* name, bool optional = false);
   void run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias, LtAux aux,
-           const char* name);
+           LtScales scales, const char* name);
   cublasStatus_t launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, float beta,
-                        void* d, const void* bias, LtAux aux, const char* name);
+                        void* d, const void* bias, LtAux aux, LtScales scales, const char* name);
   // Sets p.algo to the fastest of p.candidates on these operands.
   void choose_by_timing(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias,
-                        LtAux aux, const char* name);
+                        LtAux aux, LtScales scales, const char* name);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;

@@ -1,0 +1,61 @@
+#include "kernels/cuda/fp8_gemm.hpp"
+
+#include "core/error.hpp"
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/gemm.hpp"
+
+namespace mgt::cuda {
+namespace {
+
+cudaDataType_t fp8_type(Fp8Format format) {
+  return format == Fp8Format::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// What cuBLASLt's FP8 GEMMs require of their operands: every dimension a multiple of 16 (so the
+// leading dimensions are too) and 16-byte aligned matrices.
+bool fp8_gemm_fits(const void* x, const void* w, const void* y, int64_t rows, int64_t in, int64_t out) {
+  const auto fits = [](int64_t d) { return d > 0 && d % 16 == 0; };
+  return fits(rows) && fits(in) && fits(out) && aligned16(x) && aligned16(w) && aligned16(y);
+}
+
+}  // namespace
+
+bool fp8_linear(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t rows, int64_t in, int64_t out,
+                Out y, bool accumulate, cudaStream_t stream) {
+  if (x.format == Fp8Format::kE5M2 && w.format == Fp8Format::kE5M2) {
+    throw Error("fp8_linear: no FP8 GEMM multiplies E5M2 by E5M2 (one operand must be E4M3)");
+  }
+  if (rows == 0 || out == 0) return true;  // y is empty
+  if (!fp8_gemm_fits(x.codes.data(), w.codes.data(), y.raw(), rows, in, out)) return false;
+  // Fast accumulation as Transformer Engine sets it (transformer_engine/pytorch/module/base.py:
+  // _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True): on for the forward GEMM, for speed;
+  // off for the gradient GEMMs, whose partial sums cuBLASLt then moves from the tensor cores'
+  // narrower accumulator into fp32 as it goes, so that long sums (a weight gradient's runs over
+  // all tokens) keep their low bits. The call does not say which GEMM it is, so it is read from
+  // the operands: a weight gradient accumulates into the fp32 main gradient, and an input gradient
+  // reads an E5M2 output gradient under the hybrid format (--fp8-format hybrid, Megatron's
+  // recipe). Under --fp8-format e4m3 an input gradient (E4M3 · E4M3, not accumulating) reads like
+  // a forward and takes fast accumulation too, where Transformer Engine would not.
+  const bool fast_accumulation = !accumulate && x.format == Fp8Format::kE4M3 && w.format == Fp8Format::kE4M3;
+  // yᵀ[out, rows] = w[out, in]·xᵀ[in, rows]: A = w (k×m stored, transposed), B = xᵀ (k×n).
+  const LtScales scales{w.scale_inv.data(), x.scale_inv.data()};
+  const float beta = accumulate ? 1.0f : 0.0f;
+  const auto gemm = [&](const void* epilogue_bias) {
+    return lt.matmul_fp8(out, rows, in, w.codes.data(), fp8_type(w.format), x.codes.data(), fp8_type(x.format),
+                         scales, fast_accumulation, beta, y.raw(), data_type(y.type()), epilogue_bias,
+                         "fp8_linear");
+  };
+  // cuBLASLt's FP8 GEMMs take a bias of D's type for bf16 and fp16 D, and only a bf16 one for
+  // fp32 D: an fp32 y (the weight gradient's main gradient) or a bias of another type than y's is
+  // added after the GEMM.
+  if (bias != nullptr && y.narrow() && bias.type() == y.type() && aligned16(bias.raw()) && gemm(bias.raw())) {
+    return true;
+  }
+  if (!gemm(nullptr)) return false;
+  if (bias != nullptr) add_bias(y, bias, rows, out, stream);
+  return true;
+}
+
+}  // namespace mgt::cuda

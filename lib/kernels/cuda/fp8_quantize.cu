@@ -1,0 +1,279 @@
+#include "kernels/cuda/fp8_quantize.hpp"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vector8.cuh"
+
+namespace mgt::cuda {
+namespace {
+
+// A cast block works on tiles of 64 rows × 64 columns of x: each of its 256 threads loads two
+// groups of 8 consecutive elements of a row (16-byte loads of bf16/fp16, two of fp32), so a warp
+// reads 4 rows × 64 elements, whole sectors. Rowwise codes go out as 8-byte stores, a warp writing
+// 4 rows × 64 bytes; transposed codes are gathered from the tile in shared memory so that a warp
+// writes 4 rows of the transposed matrix × 64 bytes, equally whole.
+constexpr int kTile = 64;
+constexpr int kCastThreads = 256;
+constexpr int kGroupsPerRow = kTile / 8;
+constexpr int kGroupsPerThread = kTile * kGroupsPerRow / kCastThreads;
+static_assert(kGroupsPerThread * kCastThreads == kTile * kGroupsPerRow);
+// The codes' tile is written in rows and read in columns: one 4-byte word of padding per row
+// spreads a column's bytes over the banks (reads stay at most 2-way conflicted).
+constexpr int kTileStride = kTile + 4;
+
+// Blocks of the current-scaling amax pass: a grid-stride loop, enough to keep every SM busy, few
+// enough that the atomics (one per block) are nothing.
+constexpr int kAmaxBlocks = 1024;
+
+template <bool kE5M2>
+constexpr __nv_fp8_interpretation_t kInterpretation = kE5M2 ? __NV_E5M2 : __NV_E4M3;
+
+// The bits of |v| as an integer: ordered as the values for non-negative floats, NaN (whatever its
+// sign; an abs.f32 of NaN gives an unspecified NaN, so the sign is cleared by hand) above +inf.
+__device__ __forceinline__ int magnitude_bits(float v) { return __float_as_int(v) & 0x7fffffff; }
+
+// Eight codes of v · scale, code j in byte j (cvt packs its first operand into the high byte,
+// __nv_cvt_float2_to_fp8x2 puts x.x low). The product is rounded to fp32 first, as on the CPU.
+template <bool kE5M2>
+__device__ __forceinline__ uint2 encode8(const float (&v)[8], float scale) {
+  uint32_t pairs[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(v[2 * j], scale), __fmul_rn(v[2 * j + 1], scale)),
+                                        __NV_SATFINITE, kInterpretation<kE5M2>);
+  }
+  return make_uint2(pairs[0] | pairs[1] << 16, pairs[2] | pairs[3] << 16);
+}
+
+__device__ __forceinline__ uint8_t code_at(uint2 codes, int j) {
+  return static_cast<uint8_t>((j < 4 ? codes.x >> (8 * j) : codes.y >> (8 * (j - 4))) & 0xffu);
+}
+
+// fp8_current_scale of kernels/fp8.cpp (IEEE division, as the CPU's; no fast-math reciprocal).
+__device__ __forceinline__ float current_scale(float amax, float fp8_max) {
+  if (isinf(amax) || isnan(amax) || amax == 0.0f) return 1.0f;
+  const float s = __fdiv_rn(fp8_max, amax);
+  return isinf(s) ? FLT_MAX : s;
+}
+
+// The block's largest magnitude_bits, folded into *amax with one atomic (integer order is value
+// order for the non-negative floats amax holds).
+__device__ __forceinline__ void record_block_amax(int bits, int* amax) {
+  __shared__ int warp_max[32];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, offset));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = bits;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) bits = max(bits, warp_max[w]);
+    atomicMax(amax, bits);
+  }
+}
+
+struct CastArgs {
+  In x;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  float* scale = nullptr;               // read (delayed scaling) or written by block 0 (current)
+  const float* current_amax = nullptr;  // current scaling: the scale is derived from this amax
+  int* record_amax = nullptr;           // delayed scaling: max |x| folded in here (may be null)
+  float fp8_max = 0.0f;
+  uint8_t* rowwise = nullptr;
+  float* rowwise_scale_inv = nullptr;
+  uint8_t* transposed = nullptr;
+  float* transposed_scale_inv = nullptr;
+  bool load_vector = false;        // cols % 8 == 0, x 16-byte aligned
+  bool rowwise_vector = false;     // cols % 8 == 0, rowwise 8-byte aligned
+  bool transposed_vector = false;  // rows % 8 == 0, transposed 8-byte aligned
+};
+
+// Column tile blockIdx.x; row tiles from blockIdx.y in steps of gridDim.y.
+template <bool kE5M2, bool kTransposed>
+__global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
+  __shared__ uint32_t tile_words[kTile * kTileStride / 4];
+  auto* const tile = reinterpret_cast<uint8_t*>(tile_words);
+  const float scale = a.current_amax != nullptr ? current_scale(*a.current_amax, a.fp8_max) : *a.scale;
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    // Every block derives the same scale; one publishes it (current scaling) and its inverse.
+    if (a.current_amax != nullptr) *a.scale = scale;
+    const float inverse = __fdiv_rn(1.0f, scale);
+    if (a.rowwise_scale_inv != nullptr) *a.rowwise_scale_inv = inverse;
+    if (a.transposed_scale_inv != nullptr) *a.transposed_scale_inv = inverse;
+  }
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  int amax_bits = 0;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile; r0 < a.rows;
+       r0 += static_cast<int64_t>(gridDim.y) * kTile) {
+    // Both groups' loads are issued before any store (the compiler may not move a load of x
+    // past a store to the codes, which could alias it): twice the bytes in flight per thread.
+    float v[kGroupsPerThread][8];
+#pragma unroll
+    for (int g = 0; g < kGroupsPerThread; ++g) {
+      const int group = static_cast<int>(threadIdx.x) + g * kCastThreads;
+      const int64_t r = r0 + group / kGroupsPerRow;
+      const int64_t c = c0 + group % kGroupsPerRow * 8;
+      if (r < a.rows && c + 8 <= a.cols && a.load_vector) {
+        load8(a.x, (r * a.cols + c) / 8, v[g]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[g][j] = r < a.rows && c + j < a.cols ? a.x[r * a.cols + c + j] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kGroupsPerThread; ++g) {
+      const int group = static_cast<int>(threadIdx.x) + g * kCastThreads;
+      const int tr = group / kGroupsPerRow;
+      const int tc = group % kGroupsPerRow * 8;
+      const int64_t r = r0 + tr;
+      const int64_t c = c0 + tc;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax_bits = max(amax_bits, magnitude_bits(v[g][j]));
+      const uint2 codes = encode8<kE5M2>(v[g], scale);
+      if (a.rowwise != nullptr && r < a.rows) {
+        uint8_t* const dst = a.rowwise + r * a.cols + c;
+        if (c + 8 <= a.cols && a.rowwise_vector) {
+          *reinterpret_cast<uint2*>(dst) = codes;
+        } else {
+          for (int j = 0; j < 8 && c + j < a.cols; ++j) dst[j] = code_at(codes, j);
+        }
+      }
+      if constexpr (kTransposed) {
+        auto* const word = reinterpret_cast<uint32_t*>(tile + tr * kTileStride + tc);
+        word[0] = codes.x;
+        word[1] = codes.y;
+      }
+    }
+    if constexpr (kTransposed) {
+      __syncthreads();  // the whole tile is in shared memory
+#pragma unroll
+      for (int g = 0; g < kGroupsPerThread; ++g) {
+        const int group = static_cast<int>(threadIdx.x) + g * kCastThreads;
+        const int tc = group / kGroupsPerRow;     // a column of x: a row of the transposed codes
+        const int tr = group % kGroupsPerRow * 8;  // its first of 8 consecutive rows of x
+        const int64_t c = c0 + tc;
+        const int64_t r = r0 + tr;
+        if (c >= a.cols || r >= a.rows) continue;
+        uint32_t lo = 0;
+        uint32_t hi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          lo |= static_cast<uint32_t>(tile[(tr + j) * kTileStride + tc]) << (8 * j);
+          hi |= static_cast<uint32_t>(tile[(tr + 4 + j) * kTileStride + tc]) << (8 * j);
+        }
+        const uint2 codes = make_uint2(lo, hi);
+        uint8_t* const dst = a.transposed + c * a.rows + r;
+        if (r + 8 <= a.rows && a.transposed_vector) {
+          *reinterpret_cast<uint2*>(dst) = codes;
+        } else {
+          for (int j = 0; j < 8 && r + j < a.rows; ++j) dst[j] = code_at(codes, j);
+        }
+      }
+      __syncthreads();  // read out before the next tile overwrites it
+    }
+  }
+  if (a.record_amax != nullptr) record_block_amax(amax_bits, a.record_amax);
+}
+
+// Current scaling's first pass: max |x| into *amax (zeroed before).
+__global__ void __launch_bounds__(kThreads) absolute_max_kernel(In x, int64_t n, bool vector, int* amax) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t groups = vector ? n / 8 : 0;
+  int bits = 0;
+  for (int64_t g = first; g < groups; g += step) {
+    float v[8];
+    load8(x, g, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) bits = max(bits, magnitude_bits(v[j]));
+  }
+  for (int64_t i = groups * 8 + first; i < n; i += step) bits = max(bits, magnitude_bits(x[i]));
+  record_block_amax(bits, amax);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    dequantize_kernel(const uint8_t* codes, int64_t n, bool e5m2, const float* scale_inv, float* out) {
+  const float s = *scale_inv;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    // Every E4M3 and E5M2 value is an fp16 value: the conversion is exact.
+    const __half h(__nv_cvt_fp8_to_halfraw(codes[i], e5m2 ? __NV_E5M2 : __NV_E4M3));
+    out[i] = __fmul_rn(__half2float(h), s);
+  }
+}
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+template <bool kE5M2>
+void launch_cast(const CastArgs& a, dim3 grid, bool transposed, cudaStream_t stream) {
+  if (transposed) {
+    cast_kernel<kE5M2, true><<<grid, kCastThreads, 0, stream>>>(a);
+  } else {
+    cast_kernel<kE5M2, false><<<grid, kCastThreads, 0, stream>>>(a);
+  }
+  MGT_CUDA_CHECK_LAUNCH(cast_kernel);
+}
+
+}  // namespace
+
+void fp8_quantize(In x, int64_t rows, int64_t cols, float* scale, float* amax, bool current, Fp8CastFormat format,
+                  Fp8CastOutput rowwise, Fp8CastOutput transposed, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  CastArgs a;
+  a.x = x;
+  a.rows = rows;
+  a.cols = cols;
+  // Rowwise codes alone are an element-wise cast: [rows, cols] is cast as [n / 64, 64] where it
+  // can be, so that narrow rows do not leave most of each tile idle.
+  if (transposed.codes == nullptr && n % kTile == 0) {
+    a.rows = n / kTile;
+    a.cols = kTile;
+  }
+  a.scale = scale;
+  a.fp8_max = format.max;
+  a.rowwise = rowwise.codes;
+  a.rowwise_scale_inv = rowwise.codes != nullptr ? rowwise.scale_inv : nullptr;
+  a.transposed = transposed.codes;
+  a.transposed_scale_inv = transposed.codes != nullptr ? transposed.scale_inv : nullptr;
+  a.load_vector = a.cols % 8 == 0 && aligned16(x.raw());
+  a.rowwise_vector = a.cols % 8 == 0 && aligned(rowwise.codes, 8);
+  a.transposed_vector = a.rows % 8 == 0 && aligned(transposed.codes, 8);
+  if (current) {
+    MGT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+    if (n > 0) {
+      const bool vector = aligned16(x.raw());
+      const unsigned blocks = std::min<unsigned>(grid_for(vector ? (n + 7) / 8 : n), kAmaxBlocks);
+      absolute_max_kernel<<<blocks, kThreads, 0, stream>>>(x, n, vector, reinterpret_cast<int*>(amax));
+      MGT_CUDA_CHECK_LAUNCH(absolute_max_kernel);
+    }
+    a.current_amax = amax;
+  } else {
+    a.record_amax = reinterpret_cast<int*>(amax);  // null where no amax is recorded
+  }
+  const int64_t col_tiles = std::max<int64_t>(1, (a.cols + kTile - 1) / kTile);
+  const int64_t row_tiles = std::max<int64_t>(1, (a.rows + kTile - 1) / kTile);
+  if (col_tiles > INT_MAX) throw Error("fp8_quantize: " + std::to_string(cols) + " columns are too many");
+  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(std::min<int64_t>(row_tiles, 65535)));
+  if (format.e5m2) {
+    launch_cast<true>(a, grid, transposed.codes != nullptr, stream);
+  } else {
+    launch_cast<false>(a, grid, transposed.codes != nullptr, stream);
+  }
+}
+
+void fp8_dequantize(const uint8_t* codes, int64_t n, bool e5m2, const float* scale_inv, float* out,
+                    cudaStream_t stream) {
+  if (n == 0) return;
+  dequantize_kernel<<<grid_for(n), kThreads, 0, stream>>>(codes, n, e5m2, scale_inv, out);
+  MGT_CUDA_CHECK_LAUNCH(dequantize_kernel);
+}
+
+}  // namespace mgt::cuda

@@ -1,0 +1,237 @@
+// The CUDA backend's FP8 operations against the CPU's beyond the shapes of the operation test
+// (tests/kernels/test_backend_operations.cpp): casts over several tiles with ragged edges, on the
+// vector and the element-wise paths, with saturating, subnormal, tied, infinite and NaN values;
+// the FP8 GEMM on cuBLASLt's shapes and on the fallback's; the delayed-scaling update over
+// histories longer than one block's sweep. Codes, amaxes, scales and histories must be equal to
+// the bit.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend_pair.hpp"
+#include "kernels/fp8.hpp"
+
+using namespace mgt;
+using namespace mgt::cuda_testing;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr Side kSides[] = {Side::kCpu, Side::kGpu};
+
+bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+size_t differing_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += !same_bits(a[i], b[i]);
+  return d;
+}
+
+template <typename T>
+size_t differing(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += a[i] != b[i];
+  return d;
+}
+
+// Magnitudes from 2^-14 to 2^10, random signs: with a scale of 2 they reach both formats'
+// subnormals and E4M3's saturation.
+std::vector<float> spread_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> exponent(-14.0f, 10.0f);
+  std::bernoulli_distribution negative(0.5);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = (negative(rng) ? -1.0f : 1.0f) * std::exp2(exponent(rng));
+  return v;
+}
+
+// With a scale of 2: values halfway between two codes (E4M3: 1.0625 between 1 and 1.125, 3·2^-10
+// between the subnormals 2^-9 and 2^-8, 464 beyond 448; E5M2: 1.125, 1.5·2^-16), exactly half
+// the smallest subnormal (to zero, either sign), zeros, fp32 subnormals, beyond the formats'
+// largest values, and infinities.
+const std::vector<float> kEdgeValues = {1.0625f / 2, -1.1875f / 2, 3.0f / 1024 / 2, 464.0f / 2,   1.125f / 2,
+                                        -1.375f / 2, 0.75f / 65536, 1.0f / 2048,    -1.0f / 2048, 0.0f,
+                                        -0.0f,       1e30f,         -1e30f,         1e-40f,       57344.0f / 2,
+                                        61440.0f / 2, kInf,         -kInf};
+
+struct Quantized {
+  std::vector<uint8_t> rowwise;
+  std::vector<uint8_t> transposed;
+  std::vector<float> amax;
+  std::vector<float> scale;
+  std::vector<float> rowwise_inv;
+  std::vector<float> transposed_inv;
+};
+
+// fp8_quantize of x on both backends, from a scale of 2 and a recorded amax of 3.
+void check_cast(BackendPair& pair, const std::vector<float>& x, FloatType type, int64_t rows, int64_t cols,
+                Fp8Format format, bool current, bool rowwise, bool transposed, bool nan_in_x = false) {
+  const int64_t n = rows * cols;
+  FloatTwin xt = twin(pair, x, type);
+  FloatTwin scale = twin(pair, {2.0f}), amax = twin(pair, {3.0f});
+  FloatTwin inv_rows = twin(pair, {-1.0f}), inv_cols = twin(pair, {-1.0f});
+  Twin<uint8_t> rw = twin(pair, std::vector<uint8_t>(static_cast<size_t>(n)));
+  Twin<uint8_t> tr = twin(pair, std::vector<uint8_t>(static_cast<size_t>(n)));
+  Quantized q[2];
+  for (const Side s : kSides) {
+    Backend& b = pair.on(s);
+    b.fp8_quantize(xt(s), rows, cols, {scale(s), amax(s), current},
+                   rowwise ? Fp8View{rw(s), format, inv_rows(s)} : Fp8View{},
+                   transposed ? Fp8View{tr(s), format, inv_cols(s)} : Fp8View{});
+    Quantized& out = q[s == Side::kGpu];
+    out.rowwise = to_host(b, rw(s));
+    out.transposed = to_host(b, tr(s));
+    out.amax = to_host(b, amax(s));
+    out.scale = to_host(b, scale(s));
+    out.rowwise_inv = to_host(b, inv_rows(s));
+    out.transposed_inv = to_host(b, inv_cols(s));
+  }
+  const Quantized& cpu = q[0];
+  const Quantized& gpu = q[1];
+  CHECK(differing(gpu.rowwise, cpu.rowwise) == 0);
+  CHECK(differing(gpu.transposed, cpu.transposed) == 0);
+  CHECK(differing_bits(gpu.scale, cpu.scale) == 0);
+  CHECK(differing_bits(gpu.rowwise_inv, cpu.rowwise_inv) == 0);
+  CHECK(differing_bits(gpu.transposed_inv, cpu.transposed_inv) == 0);
+  if (!nan_in_x) {
+    CHECK(differing_bits(gpu.amax, cpu.amax) == 0);
+  } else {
+    // The GPU records a NaN of x in the amax (kernels/cuda/fp8_quantize.hpp); under current
+    // scaling so does the CPU.
+    CHECK(std::isnan(gpu.amax[0]));
+    if (current) CHECK(std::isnan(cpu.amax[0]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda fp8: casts equal the CPU's over tiles, edges, ties and special values", "[cuda][fp8]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  struct Shape {
+    int64_t rows;
+    int64_t cols;
+  };
+  // Several 64×64 tiles with partial ones at both edges on the vector paths (multiples of 8) and
+  // off them; a single short row; a shape the rowwise-only cast reshapes to rows of 64.
+  const Shape shapes[] = {{200, 264}, {67, 45}, {1, 19}, {130, 96}};
+  uint32_t seed = 7;
+  for (const Shape sh : shapes) {
+    std::vector<float> x = spread_values(sh.rows * sh.cols, seed++);
+    for (size_t i = 0; i < kEdgeValues.size() && i < x.size(); ++i) x[(i * 37) % x.size()] = kEdgeValues[i];
+    for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16}) {
+      for (const Fp8Format format : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+        for (const bool current : {false, true}) {
+          for (const int outputs : {1, 2, 3}) {  // rowwise, transposed, both
+            const bool rowwise = (outputs & 1) != 0;
+            const bool transposed = (outputs & 2) != 0;
+            INFO(sh.rows << "×" << sh.cols << " " << float_type_name(type) << " " << fp8_format_name(format)
+                         << (current ? " current" : " delayed") << (rowwise ? " rowwise" : "")
+                         << (transposed ? " transposed" : ""));
+            check_cast(pair, x, type, sh.rows, sh.cols, format, current, rowwise, transposed);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda fp8: a NaN casts to code 0x7F and makes the amax NaN", "[cuda][fp8]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  std::vector<float> x = spread_values(96 * 80, 3);
+  x[1234] = kNaN;
+  x[4321] = -kNaN;
+  for (const bool current : {false, true}) {
+    INFO((current ? "current" : "delayed") << " scaling");
+    check_cast(pair, x, FloatType::kF32, 96, 80, Fp8Format::kE4M3, current, true, true, true);
+  }
+}
+
+namespace {
+
+std::vector<uint8_t> random_codes(int64_t n, Fp8Format format, uint32_t seed) {
+  std::vector<uint8_t> codes;
+  for (const float v : spread_values(n, seed)) codes.push_back(fp8_encode(v, format));
+  return codes;
+}
+
+// fp8_linear on both backends; the relative difference of y.
+double fp8_linear_difference(BackendPair& pair, const std::vector<uint8_t>& x, Fp8Format x_format,
+                             const std::vector<uint8_t>& w, Fp8Format w_format, bool with_bias, int64_t rows,
+                             int64_t in, int64_t out, FloatType type, bool accumulate) {
+  Twin<uint8_t> xt = twin(pair, x), wt = twin(pair, w);
+  FloatTwin sx = twin(pair, {1.0f / 64}), sw = twin(pair, {0.375f});
+  FloatTwin bias = twin(pair, with_bias ? spread_values(out, 13) : std::vector<float>{}, type);
+  FloatTwin y = twin(pair, spread_values(rows * out, 14), type);
+  for (const Side s : kSides) {
+    pair.on(s).fp8_linear({xt(s), x_format, sx(s)}, {wt(s), w_format, sw(s)}, bias(s), rows, in, out, y(s),
+                          accumulate);
+  }
+  return relative_error(to_host(*pair.cpu, y.cpu.view()), to_host(*pair.gpu, y.gpu.view()));
+}
+
+}  // namespace
+
+TEST_CASE("cuda fp8: fp8_linear on cuBLASLt's shapes and on the fallback's", "[cuda][fp8]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  struct Shape {
+    int64_t rows, in, out;
+  };
+  // Multiples of 16 (cuBLASLt's FP8 GEMM) and not (the dequantized fp32 product).
+  const Shape shapes[] = {{48, 80, 32}, {20, 24, 12}};
+  for (const Shape sh : shapes) {
+    for (const Fp8Format w_format : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+      const std::vector<uint8_t> x = random_codes(sh.rows * sh.in, Fp8Format::kE4M3, 11);
+      const std::vector<uint8_t> w = random_codes(sh.out * sh.in, w_format, 12);
+      for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16}) {
+        for (const bool accumulate : {false, true}) {
+          INFO(sh.rows << "×" << sh.in << "×" << sh.out << " w " << fp8_format_name(w_format) << " y "
+                       << float_type_name(type) << (accumulate ? " accumulating" : ""));
+          // fp32 y: the tensor cores' FP8 accumulator keeps fewer bits than fp32; 2-byte y: a few
+          // units of its last place.
+          const double bound = type == FloatType::kF32 ? 1e-3 : type == FloatType::kBf16 ? 2e-2 : 4e-3;
+          CHECK(fp8_linear_difference(pair, x, Fp8Format::kE4M3, w, w_format, true, sh.rows, sh.in, sh.out, type,
+                                      accumulate) <= bound);
+          CHECK(fp8_linear_difference(pair, x, Fp8Format::kE4M3, w, w_format, false, sh.rows, sh.in, sh.out, type,
+                                      accumulate) <= bound);
+        }
+      }
+    }
+  }
+  // E5M2 · E5M2: no FP8 GEMM takes it.
+  const std::vector<uint8_t> codes = random_codes(16 * 16, Fp8Format::kE5M2, 15);
+  Twin<uint8_t> c = twin(pair, codes);
+  FloatTwin s = twin(pair, {1.0f}), y = twin(pair, std::vector<float>(256, 0.0f));
+  CHECK_THROWS(pair.gpu->fp8_linear({c.gpu.view(), Fp8Format::kE5M2, s.gpu.view()},
+                                    {c.gpu.view(), Fp8Format::kE5M2, s.gpu.view()}, {}, 16, 16, 16, y.gpu.view(),
+                                    false));
+}
+
+TEST_CASE("cuda fp8: the delayed-scaling update equals the CPU's over long histories", "[cuda][fp8]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  // 600 rows: three sweeps of a 256-thread block, rolled in place across their boundaries.
+  constexpr int64_t tensors = 4, length = 600;
+  std::vector<float> history = spread_values(tensors * length, 21);
+  for (float& h : history) h = std::fabs(h);
+  history[0 * tensors + 1] = 0.0f;    // no amax this step: most_recent keeps the scale
+  history[7 * tensors + 2] = kNaN;    // passed over by the max
+  history[300 * tensors + 3] = kInf;  // an infinite max: the scale stays
+  for (const Fp8AmaxAlgo algo : {Fp8AmaxAlgo::kMax, Fp8AmaxAlgo::kMostRecent}) {
+    INFO((algo == Fp8AmaxAlgo::kMax ? "max" : "most_recent"));
+    FloatTwin h = twin(pair, history), scale = twin(pair, {1.5f, 2.5f, 3.5f, 4.5f});
+    for (const Side s : kSides) {
+      pair.on(s).fp8_scaling_update(h(s), scale(s), tensors, length, algo, fp8_scaled_max(Fp8Format::kE4M3, 1));
+    }
+    CHECK(differing_bits(to_host(*pair.gpu, h.gpu.view()), to_host(*pair.cpu, h.cpu.view())) == 0);
+    CHECK(differing_bits(to_host(*pair.gpu, scale.gpu.view()), to_host(*pair.cpu, scale.cpu.view())) == 0);
+  }
+}
