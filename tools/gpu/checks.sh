@@ -5,7 +5,7 @@
 # benchmark beside the PyTorch peer, logs under $OUT (or /tmp/gpu-checks), and prints a short
 # table last.
 #   tools/gpu/checks.sh [SECTION...]   sections: tests curve eval bench large parallel decode
-#                                      decode-kernels profile kernels (default: all)
+#                                      decode-kernels profile kernels fp8 (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-checks}
@@ -20,7 +20,7 @@ export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
-sections=${*:-tests curve eval bench large parallel decode decode-kernels profile kernels}
+sections=${*:-tests curve eval bench large parallel decode decode-kernels profile kernels fp8}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
@@ -204,6 +204,54 @@ PY
 )
   echo "$kernels"
   row "ncu kernel time, gpt2-124m bf16 mbs 8" "$(echo "$kernels" | head -1)"
+fi
+
+# 6. FP8 (hybrid, delayed scaling with the amax history of Megatron's Llama 3 8B FP8 script)
+# beside bf16: the FP8 operations against the CPU; throughput at 1.3B and 124M, by the log line
+# and by wall clock (two runs of different lengths, start-up cancelling); a loss curve of each on
+# the bundled Gutenberg corpus.
+if want fp8; then
+  mgt-tests "[fp8]" > "$out/fp8-tests.log" 2>&1
+  status=$?
+  row "FP8 tests ([fp8])" "$( [ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $(grep -E '^(All tests|test cases)' "$out/fp8-tests.log" | tail -1)"
+  for spec in "gpt-1.3b 4 2048" "gpt2-124m 16 1024"; do
+    read -r shape mbs seq <<<"$spec"
+    for precision in bf16 fp8; do
+      fp8=(); [ $precision = fp8 ] && fp8=(--fp8 hybrid)
+      for iters in 20 60; do
+        t0=$(date +%s.%N)
+        "$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape $shape --micro-batch $mbs --iters $iters \
+          --precision bf16 "${fp8[@]}" --no-peer > "$out/fp8-$shape-$precision-$iters.log" 2>&1 || tail -5 "$out/fp8-$shape-$precision-$iters.log"
+        python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$(date +%s.%N)" "$t0" > "$out/fp8-$shape-$precision-$iters.seconds"
+      done
+      wall=$(python3 -c "import sys; print(round(40 * $mbs * $seq / (float(sys.argv[1]) - float(sys.argv[2]))))" \
+        "$(cat "$out/fp8-$shape-$precision-60.seconds")" "$(cat "$out/fp8-$shape-$precision-20.seconds")")
+      head -1 "$out/fp8-$shape-$precision-60.log"
+      row "$shape mbs $mbs $precision" "$(head -1 "$out/fp8-$shape-$precision-60.log" | grep -oE '[0-9]+ tokens/s, MFU [0-9.]+%, peak [0-9]+ MiB'); wall clock $wall tokens/s"
+    done
+  done
+  mgt-tokenize --input datasets/corpus-gutenberg.jsonl --output-prefix /tmp/gutenberg --tokenizer-type GPT2BPETokenizer \
+    --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt --append-eod --quiet > /dev/null 2>&1
+  curve=(--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024
+         --micro-batch-size 8 --global-batch-size 8 --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine --lr-warmup-iters 100
+         --train-iters 1000 --log-interval 50 --eval-iters 0 --data-path /tmp/gutenberg_text_document --split 100,0,0
+         --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt
+         --data-cache-path /tmp/gutenberg-cache --bf16 --device cuda)
+  mgt-train "${curve[@]}" --metrics-file "$out/fp8-curve-bf16.jsonl" > "$out/fp8-curve-bf16.log" 2>&1
+  mgt-train "${curve[@]}" --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max \
+    --metrics-file "$out/fp8-curve-fp8.jsonl" > "$out/fp8-curve-fp8.log" 2>&1 || tail -5 "$out/fp8-curve-fp8.log"
+  curve=$("$py" - "$out/fp8-curve-bf16.jsonl" "$out/fp8-curve-fp8.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return {j["iteration"]: j["lm_loss"] for j in map(json.loads, open(p)) if j["event"] == "train"}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+after = [i for i in sorted(a) if i > 100 and i in b]
+rel = max(abs(a[i] - b[i]) / a[i] for i in after) if after else float("nan")
+print(f"{len(after)} logged iterations after warm-up, loss {a[max(a)]:.4f} (bf16) / {b.get(max(a), float('nan')):.4f} (fp8) at {max(a)}, max rel diff {rel:.2%}")
+PY
+)
+  echo "$curve"
+  row "gpt2-124m gutenberg 1000 it, fp8 vs bf16" "$curve"
 fi
 
 echo
