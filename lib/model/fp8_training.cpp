@@ -11,6 +11,10 @@ namespace {
 
 constexpr int64_t kScratchKinds = 4;
 constexpr int64_t kScratchFields = 3;  // scale_inv, scale, amax
+// cuBLASLt reads an FP8 GEMM's scale_inv factors through pointers that must be 16-byte aligned:
+// every part of the state, and every field of the scratch, starts at a multiple of 4 floats.
+constexpr int64_t kAlignFloats = 4;
+int64_t aligned(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
 }  // namespace
 
@@ -19,15 +23,15 @@ Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t line
   if (recipe.amax_history_len < 1) throw Error("FP8: the amax history needs at least one entry");
   const int64_t len = recipe.amax_history_len;
   const int64_t forward = 2 * linears;
-  const int64_t sizes[] = {len * forward, forward, len * linears, linears, kScratchKinds * kScratchFields};
+  const int64_t sizes[] = {len * forward, forward, len * linears, linears, kScratchKinds * kScratchFields * kAlignFloats};
   int64_t total = 0;
-  for (const int64_t n : sizes) total += n;
+  for (const int64_t n : sizes) total += aligned(n);
   meta_ = DeviceBuffer(backend, total);
-  FloatView rest = meta_.view();
   FloatView* parts[] = {&forward_history_, &forward_scale_, &backward_history_, &backward_scale_, &scratch_meta_};
+  int64_t offset = 0;
   for (int i = 0; i < 5; ++i) {
-    *parts[i] = rest.first(sizes[i]);
-    rest = rest.subspan(sizes[i], rest.size() - sizes[i]);
+    *parts[i] = meta_.view().subspan(offset, sizes[i]);
+    offset += aligned(sizes[i]);
   }
   // Transformer Engine's initial state: scales 1, histories empty.
   backend.fill(meta_.view(), 0.0f);
@@ -136,7 +140,7 @@ void Fp8Training::reduce_and_update(FloatView history, FloatView scale, int64_t 
 }
 
 FloatView Fp8Training::scratch_meta(Scratch which, int64_t field) {
-  return scratch_meta_.subspan(static_cast<int64_t>(which) * kScratchFields + field, 1);
+  return scratch_meta_.subspan((static_cast<int64_t>(which) * kScratchFields + field) * kAlignFloats, 1);
 }
 
 Fp8Scaling Fp8Training::input_scaling(int64_t k) {

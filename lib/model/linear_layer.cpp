@@ -19,7 +19,8 @@ LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
     fp8_index_ = fp8_->add_linear(weight_name.substr(0, weight_name.rfind('.')));
     fp8_weight_.rows = DeviceArray<uint8_t>(*backend_, out_ * in_);
     fp8_weight_.columns = DeviceArray<uint8_t>(*backend_, out_ * in_);
-    fp8_weight_.scale_inv = DeviceBuffer(*backend_, 2);
+    // Two factors 16 bytes apart: cuBLASLt reads them through 16-byte aligned pointers.
+    fp8_weight_.scale_inv = DeviceBuffer(*backend_, 8);
   }
 }
 
@@ -28,7 +29,7 @@ void LinearLayer::refresh_fp8_weight() const {
   const Fp8Format format = fp8_->recipe().forward_format;
   backend_->fp8_quantize(weight_, out_, in_, fp8_->weight_scaling(fp8_index_),
                          {fp8_weight_.rows.view(), format, fp8_weight_.scale_inv.view().subspan(0, 1)},
-                         {fp8_weight_.columns.view(), format, fp8_weight_.scale_inv.view().subspan(1, 1)});
+                         {fp8_weight_.columns.view(), format, fp8_weight_.scale_inv.view().subspan(4, 1)});
   fp8_weight_.version = params_->params_version();
   fp8_weight_.made = true;
 }
@@ -48,7 +49,7 @@ void LinearLayer::fp8_backward_input(ConstFloatView dy, int64_t rows, FloatView 
   backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, Fp8Training::Scratch::kGradRows), grad, {});
   // dx[rows, in] = dy[rows, out] · W[out, in] = dy · (Wᵀ[in, out])ᵀ.
   const ConstFp8View weight_t{fp8_weight_.columns.view(), fp8_->recipe().forward_format,
-                              fp8_weight_.scale_inv.view().subspan(1, 1)};
+                              fp8_weight_.scale_inv.view().subspan(4, 1)};
   backend_->fp8_linear(grad, weight_t, {}, rows, out_, in_, dx, false);
 }
 

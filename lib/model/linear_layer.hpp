@@ -70,7 +70,7 @@ private:
   struct Fp8Weight {
     DeviceArray<uint8_t> rows;
     DeviceArray<uint8_t> columns;
-    DeviceBuffer scale_inv;  // [2]: one per copy
+    DeviceBuffer scale_inv;  // the rows' factor at 0, the columns' at 4
     uint64_t version = 0;
     bool made = false;
   };

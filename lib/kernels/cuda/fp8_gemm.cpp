@@ -14,10 +14,12 @@ cudaDataType_t fp8_type(Fp8Format format) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // What cuBLASLt's FP8 GEMMs require of their operands: every dimension a multiple of 16 (so the
-// leading dimensions are too) and 16-byte aligned matrices.
-bool fp8_gemm_fits(const void* x, const void* w, const void* y, int64_t rows, int64_t in, int64_t out) {
+// leading dimensions are too), 16-byte aligned matrices and 16-byte aligned scale factors (a
+// misaligned scale pointer fails the launch as "not supported").
+bool fp8_gemm_fits(ConstFp8View x, ConstFp8View w, const void* y, int64_t rows, int64_t in, int64_t out) {
   const auto fits = [](int64_t d) { return d > 0 && d % 16 == 0; };
-  return fits(rows) && fits(in) && fits(out) && aligned16(x) && aligned16(w) && aligned16(y);
+  return fits(rows) && fits(in) && fits(out) && aligned16(x.codes.data()) && aligned16(w.codes.data()) &&
+         aligned16(y) && aligned16(x.scale_inv.raw()) && aligned16(w.scale_inv.raw());
 }
 
 }  // namespace
@@ -28,7 +30,7 @@ bool fp8_linear(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t r
     throw Error("fp8_linear: no FP8 GEMM multiplies E5M2 by E5M2 (one operand must be E4M3)");
   }
   if (rows == 0 || out == 0) return true;  // y is empty
-  if (!fp8_gemm_fits(x.codes.data(), w.codes.data(), y.raw(), rows, in, out)) return false;
+  if (!fp8_gemm_fits(x, w, y.raw(), rows, in, out)) return false;
   // Fast accumulation as Transformer Engine sets it (transformer_engine/pytorch/module/base.py:
   // _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True): on for the forward GEMM, for speed;
   // off for the gradient GEMMs, whose partial sums cuBLASLt then moves from the tensor cores'
