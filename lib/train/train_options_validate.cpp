@@ -228,8 +228,9 @@ void validate_recompute_modules(const ModelShapeOptions& m) {
 
 // --recompute-method uniform checkpoints whole groups of --recompute-num-layers layers in each
 // stage (recompute_plan.hpp).
-void validate_recompute_groups(const ModelShapeOptions& m, const std::vector<PipelineStage>& stages) {
+void validate_recompute_groups(const ModelShapeOptions& m, const ParallelOptions& p) {
   if (m.recompute_granularity != "full" || !m.recompute_method || !m.recompute_num_layers) return;
+  const std::vector<PipelineStage> stages = pipeline_stages(*m.num_layers, pipeline_split(p));
   GptConfig c;
   c.recompute_granularity = RecomputeGranularity::kFull;
   c.recompute_method = parse_recompute_method(*m.recompute_method);
@@ -297,7 +298,8 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_model(o.model);
   validate_tensor_parallel(o.model, o.parallel);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
-  validate_recompute_groups(o.model, pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel)));
+  pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
+  validate_recompute_groups(o.model, o.parallel);
   validate_schedule(o.optim);
   validate_data(o.data);
   validate_checkpoint(o.checkpoint);
