@@ -2,8 +2,44 @@
 
 #include "core/checked_size.hpp"
 #include "core/error.hpp"
+#include "model/recompute_plan.hpp"
 
 namespace mgt {
+
+namespace {
+
+using N = SaturatingSize;
+
+// What one layer's LayerActivations take (ActivationMemory's take_layer_set).
+N layer_set_floats(const GptConfig& c, int64_t tp_size, int64_t seq, int64_t batch, bool sequence_parallel,
+                   bool shared_core_attention) {
+  const N t = N(seq) * batch;
+  const N tl = sequence_parallel ? N(seq / tp_size) * batch : t;
+  const N h = c.hidden_size;
+  const N k = c.kv_channels;
+  const N heads = c.num_attention_heads / tp_size;
+  const N groups = c.query_groups() / tp_size;
+  const N norm_stats = c.normalization == Normalization::kLayerNorm ? 2 : 1;
+  N floats = t * h * 2 + tl * h              // input and pre-MLP norm outputs (whole), residual
+             + norm_stats * tl * 2           // the two norms' statistics
+             + t * heads * k + t * groups * k * 2  // query, key, value
+             + t * (c.fc1_size() / tp_size) + t * (c.ffn_hidden_size / tp_size);  // fc1, activation outputs
+  if (!shared_core_attention) floats += t * heads * k + N(batch) * heads * seq;  // context, softmax statistics
+  return floats;
+}
+
+}  // namespace
+
+ActivationElements ActivationMemory::recompute_scratch_elements(const GptConfig& config, int64_t tp_size,
+                                                                int64_t seq, int64_t batch, bool sequence_parallel) {
+  const GptConfig c = config.resolved();
+  const RecomputePlan plan(c, c.num_layers, true);
+  const N tl = sequence_parallel ? N(seq / tp_size) * batch : N(seq) * batch;
+  const N floats = N(plan.scratch_inputs()) * tl * c.hidden_size +
+                   N(plan.scratch_activation_sets()) *
+                       layer_set_floats(c, tp_size, seq, batch, sequence_parallel, recomputes_core_attention(c, true));
+  return {floats.value(), 0};
+}
 
 int64_t ActivationElements::bytes() const {
   return (SaturatingSize(floats) * 4 + SaturatingSize(indices) * 8).value();
@@ -13,7 +49,6 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
                                               bool training, bool last_position_logits,
                                               bool sequence_parallel, bool with_output, int64_t logits_rows) {
   const GptConfig c = config.resolved();
-  using N = SaturatingSize;
   const N t = N(seq) * batch;
   const N tl = sequence_parallel ? N(seq / tp_size) * batch : t;  // sequence-parallel tokens
   const N h = c.hidden_size;
@@ -23,23 +58,19 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   const N ffn = c.ffn_hidden_size / tp_size;
   const N fc1 = c.fc1_size() / tp_size;
   const N vocab = c.padded_vocab_size / tp_size;
-  const N layers = c.num_layers;
   const N norm_stats = c.normalization == Normalization::kLayerNorm ? 2 : 1;
-  const RecomputeGranularity recompute = training ? c.recompute_granularity : RecomputeGranularity::kFull;
+  const RecomputePlan plan(c, c.num_layers, training);
+  const bool shared_core_attention = recomputes_core_attention(c, training);
 
   N floats = t;      // loss_mask
   N indices = t * 3; // tokens, positions, labels
-  floats += training ? (layers + 1) * tl * h : tl * h * 2;  // layer inputs
+  // Layer inputs (kept, and the shared inputs inside a checkpointed group) and the output.
+  floats += training ? (N(plan.layers_keeping_input()) + plan.scratch_inputs() + 1) * tl * h : tl * h * 2;
   const N context = t * heads * k;
   const N lse = N(batch) * heads * seq;
-  if (recompute == RecomputeGranularity::kSelective) floats += context + lse;
-  const N sets = recompute == RecomputeGranularity::kFull ? N(1) : layers;
-  N per_set = t * h * 2 + tl * h              // input and pre-MLP norm outputs (whole), residual
-              + norm_stats * tl * 2           // the two norms' statistics
-              + context + t * groups * k * 2  // query, key, value
-              + t * fc1 + t * ffn;            // fc1 output, activation output
-  if (recompute != RecomputeGranularity::kSelective) per_set += context + lse;
-  floats += sets * per_set;
+  if (shared_core_attention) floats += context + lse;
+  const N sets = training ? N(plan.layers_keeping_activations()) + plan.scratch_activation_sets() : N(1);
+  floats += sets * layer_set_floats(c, tp_size, seq, batch, sequence_parallel, shared_core_attention);
   floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
   if (sequence_parallel) floats += t * h * 3;               // the whole-sequence buffers
   if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h;
@@ -57,6 +88,8 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
 ActivationElements ActivationMemory::allocated() const {
   ActivationElements e;
   for (const DeviceBuffer& b : owned_) e.floats += b.size();
+  if (owns_recompute_scratch_)
+    for (const DeviceBuffer& b : recompute_scratch_->owned) e.floats += b.size();
   for (const DeviceIndexBuffer& b : owned_index_) e.indices += b.size();
   return e;
 }
@@ -64,7 +97,8 @@ ActivationElements ActivationMemory::allocated() const {
 ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
                                    const TensorParallelRank& tp, int64_t seq, int64_t batch,
                                    bool training, bool last_position_logits,
-                                   bool sequence_parallel, bool with_output, int64_t logits_rows)
+                                   bool sequence_parallel, bool with_output, int64_t logits_rows,
+                                   std::shared_ptr<RecomputeScratch> share_scratch)
     : seq_(seq),
       batch_(batch),
       training_(training),
@@ -86,17 +120,44 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   const int64_t fc1 = c.fc1_size() / tp.size;
   const int64_t vocab = c.padded_vocab_size / tp.size;
   const bool layer_norm = c.normalization == Normalization::kLayerNorm;
-  const RecomputeGranularity recompute =
-      training ? c.recompute_granularity : RecomputeGranularity::kFull;
+  const RecomputePlan plan(c, c.num_layers, training);
+  const bool shared_core_attention = recomputes_core_attention(c, training);
 
   tokens = take_index(t);
   positions = take_index(t);
   labels = take_index(t);
   loss_mask = take_fp32(t);
 
-  // Layer inputs: all kept for a backward, two alternating buffers otherwise.
+  // Layer inputs: for a backward the kept ones (recompute_plan.hpp) and the output, the inputs
+  // inside a checkpointed group shared by all groups; two alternating buffers otherwise.
+  if (training && plan.any_checkpointed()) {
+    if (share_scratch && share_scratch->seq == seq && share_scratch->batch == batch) {
+      recompute_scratch_ = std::move(share_scratch);
+    } else {
+      recompute_scratch_ = std::make_shared<RecomputeScratch>();
+      recompute_scratch_->seq = seq;
+      recompute_scratch_->batch = batch;
+      owns_recompute_scratch_ = true;
+    }
+  }
+  // The recompute scratch's buffers go to recompute_scratch_->owned (allocated only if this
+  // memory owns it).
+  const auto scratch_buffers = [&](auto allocate) {
+    if (!owns_recompute_scratch_) return;
+    sink_ = &recompute_scratch_->owned;
+    allocate();
+    sink_ = &owned_;
+  };
   if (training) {
-    for (int64_t l = 0; l <= c.num_layers; ++l) hidden_.push_back(take(tl * h));
+    scratch_buffers([&] {
+      for (int64_t i = 0; i < plan.scratch_inputs(); ++i) recompute_scratch_->inputs.push_back(take(tl * h));
+    });
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      hidden_.push_back(plan.keeps_input(l)
+                            ? take(tl * h)
+                            : recompute_scratch_->inputs[static_cast<size_t>(l - plan.group_of(l).first - 1)]);
+    }
+    hidden_.push_back(take(tl * h));
   } else {
     const FloatView even = take(tl * h);
     const FloatView odd = take(tl * h);
@@ -105,12 +166,11 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
 
   FloatView shared_context;
   FloatView shared_lse;
-  if (recompute == RecomputeGranularity::kSelective) {
+  if (shared_core_attention) {
     shared_context = take(t * heads * k);
     shared_lse = take_fp32(batch * heads * seq);
   }
-  const int64_t sets = recompute == RecomputeGranularity::kFull ? 1 : c.num_layers;
-  for (int64_t l = 0; l < sets; ++l) {
+  const auto take_layer_set = [&] {
     LayerActivations a;
     // Whole under sequence parallelism: the all-gathered inputs of linear_qkv and linear_fc1,
     // kept for their weight gradients (transformer_layer.hpp).
@@ -121,7 +181,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     a.attention.query = a.attention.mixed.first(t * heads * k);
     a.attention.key = a.attention.mixed.subspan(t * heads * k, t * groups * k);
     a.attention.value = a.attention.mixed.subspan(t * (heads + groups) * k, t * groups * k);
-    if (recompute == RecomputeGranularity::kSelective) {
+    if (shared_core_attention) {
       a.attention.context = shared_context;
       a.attention.lse = shared_lse;
     } else {
@@ -133,7 +193,26 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
     a.mlp.fc1_output = take(t * fc1);
     a.mlp.activation_output = take(t * ffn);
-    layers_.push_back(a);
+    return a;
+  };
+  // Activations: each layer's own, but one set shared by all layers in evaluation, and the sets
+  // of checkpointed groups shared by all such groups (refilled by the recomputation).
+  if (training) {
+    scratch_buffers([&] {
+      for (int64_t i = 0; i < plan.scratch_activation_sets(); ++i) recompute_scratch_->sets.push_back(take_layer_set());
+    });
+    layers_.resize(static_cast<size_t>(c.num_layers));
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      if (!plan.checkpointed(l)) layers_[static_cast<size_t>(l)] = take_layer_set();
+    }
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      if (!plan.checkpointed(l)) continue;
+      layers_[static_cast<size_t>(l)] = plan.activation_lender() >= 0
+                                            ? layers_[static_cast<size_t>(plan.activation_lender())]
+                                            : recompute_scratch_->sets[static_cast<size_t>(l - plan.group_of(l).first)];
+    }
+  } else {
+    layers_.assign(static_cast<size_t>(c.num_layers), take_layer_set());
   }
 
   scratch.attention.mixed = take(t * (heads + 2 * groups) * k);
@@ -174,19 +253,19 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
 }
 
 FloatView ActivationMemory::take(int64_t n) {
-  owned_.emplace_back(*backend_, n, backend_->activation_type());
-  return owned_.back().view();
+  sink_->emplace_back(*backend_, n, backend_->activation_type());
+  return sink_->back().view();
 }
 
 FloatView ActivationMemory::take_shareable(int64_t n) {
-  owned_.emplace_back(*backend_, n, backend_->activation_type(), MemorySharing::kShareable);
-  shareable_.push_back(owned_.back().view());
+  sink_->emplace_back(*backend_, n, backend_->activation_type(), MemorySharing::kShareable);
+  shareable_.push_back(sink_->back().view());
   return shareable_.back();
 }
 
 FloatView ActivationMemory::take_fp32(int64_t n) {
-  owned_.emplace_back(*backend_, n, FloatType::kF32);
-  return owned_.back().view();
+  sink_->emplace_back(*backend_, n, FloatType::kF32);
+  return sink_->back().view();
 }
 
 IndexView ActivationMemory::take_index(int64_t n) {

@@ -2,9 +2,14 @@
 // Which activations exist per layer is the memory policy:
 //   none (training):  every layer keeps all it saves for its backward;
 //   selective:        as none, but the core attention output and its softmax statistics are
-//                     one set shared by all layers (rebuilt in each layer's backward);
-//   full:             only each layer's input is kept; one shared activation set is refilled by
-//                     recomputing the layer's forward just before its backward;
+//                     one set shared by all layers (rebuilt in each layer's backward), with
+//                     core_attn among --recompute-modules;
+//   full:             the layers that RecomputePlan checkpoints keep nothing but their group's
+//                     input; the activation sets (and inner inputs) of one group are shared by
+//                     all checkpointed groups (block: borrowed from the stage's last layer) and
+//                     refilled by recomputing the group's forward just before its backward; the
+//                     other layers keep everything. The micro-batches in flight on a pipeline
+//                     stage share that scratch (RecomputeScratch);
 //   evaluation:       one shared activation set and two alternating hidden buffers;
 //   generation:       as evaluation, with logits for the last position of each sequence only.
 // Under sequence parallelism (training only) the buffers outside the tensor-parallel regions
@@ -15,6 +20,7 @@
 // stages before the last leave out the final norm, logits and loss buffers (with_output false).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -40,6 +46,18 @@ struct ActivationElements {
 // GPT-2's vocabulary).
 inline constexpr int64_t kTrainingLogitsChunk = 4096;
 
+// Full recomputation's shared buffers (recompute_plan.hpp): one checkpointed group's activation
+// sets and the inputs of its later layers, refilled before each group's backward. The memories of
+// the micro-batches in flight on a pipeline stage share one, as Megatron's recomputed activations
+// exist only during one backward at a time.
+struct RecomputeScratch {
+  int64_t seq = 0;
+  int64_t batch = 0;
+  std::vector<DeviceBuffer> owned;
+  std::vector<LayerActivations> sets;
+  std::vector<FloatView> inputs;
+};
+
 class ActivationMemory {
 public:
   // What the constructor with the same arguments allocates, computed without allocating and
@@ -50,17 +68,26 @@ public:
                                      bool sequence_parallel = false, bool with_output = true,
                                      int64_t logits_rows = 0);
 
+  // The part of elements() that a memory sharing another's RecomputeScratch does not allocate.
+  static ActivationElements recompute_scratch_elements(const GptConfig& config, int64_t tp_size, int64_t seq,
+                                                       int64_t batch, bool sequence_parallel = false);
+
   // sequence_parallel needs tp.size > 1 dividing seq. logits_rows > 0: logits for at most that
   // many rows (processed in chunks); 0: for every token (or, last_position_logits, each
-  // sequence's last position).
+  // sequence's last position). share_scratch: another training memory's recompute_scratch() to
+  // use, if of this shape, instead of allocating one (its whole-sequence buffers are offered to
+  // the tensor-parallel group by the memory that allocated them).
   ActivationMemory(Backend& backend, const GptConfig& config, const TensorParallelRank& tp,
                    int64_t seq, int64_t batch, bool training, bool last_position_logits = false,
-                   bool sequence_parallel = false, bool with_output = true, int64_t logits_rows = 0);
+                   bool sequence_parallel = false, bool with_output = true, int64_t logits_rows = 0,
+                   std::shared_ptr<RecomputeScratch> share_scratch = nullptr);
   ActivationMemory(const ActivationMemory&) = delete;
   ActivationMemory& operator=(const ActivationMemory&) = delete;
 
-  // Elements this one allocated.
+  // Elements this one allocated (a shared recompute scratch counted by the memory that allocated it).
   ActivationElements allocated() const;
+  // Null without checkpointed layers.
+  const std::shared_ptr<RecomputeScratch>& recompute_scratch() const { return recompute_scratch_; }
 
   int64_t seq() const { return seq_; }
   int64_t batch() const { return batch_; }
@@ -75,10 +102,9 @@ public:
 
   // hidden(l) is the input of layer l, hidden(L) the decoder output.
   FloatView hidden(int64_t l) const { return hidden_[static_cast<size_t>(l)]; }
-  // The activations layer l saves (shared between layers under full recomputation).
-  const LayerActivations& layer(int64_t l) const {
-    return layers_.size() == 1 ? layers_[0] : layers_[static_cast<size_t>(l)];
-  }
+  // The activations layer l saves (shared between checkpointed groups under full recomputation,
+  // between all layers in evaluation).
+  const LayerActivations& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
   LayerScratch scratch;
 
   FloatView final_norm_output;  // [s·b, h] ([s/tp·b, h] under sequence parallelism)
@@ -99,6 +125,7 @@ public:
 private:
   // An activation, of the backend's activation type (bf16 under --bf16 on a GPU).
   FloatView take(int64_t n);
+
   // The same, shareable with the other ranks' processes (Backend::allocate_shareable).
   FloatView take_shareable(int64_t n);
   // Statistics, losses and masks: fp32 whatever the activation type, as Megatron keeps them.
@@ -111,10 +138,13 @@ private:
   bool training_;
   bool sequence_parallel_;
   std::vector<DeviceBuffer> owned_;
+  std::vector<DeviceBuffer>* sink_ = &owned_;  // where take*() put their buffers
   std::vector<FloatView> shareable_;
   std::vector<DeviceIndexBuffer> owned_index_;
   std::vector<FloatView> hidden_;
   std::vector<LayerActivations> layers_;
+  std::shared_ptr<RecomputeScratch> recompute_scratch_;
+  bool owns_recompute_scratch_ = false;
   Backend* backend_;
 };
 

@@ -70,6 +70,10 @@ std::string_view to_string(RecomputeGranularity granularity) {
   return "?";
 }
 
+std::string_view to_string(RecomputeMethod method) {
+  return method == RecomputeMethod::kBlock ? "block" : "uniform";
+}
+
 PositionEmbeddingType parse_position_embedding_type(std::string_view text) {
   for (auto type : {PositionEmbeddingType::kLearnedAbsolute, PositionEmbeddingType::kRope,
                     PositionEmbeddingType::kNone}) {
@@ -94,6 +98,13 @@ RecomputeGranularity parse_recompute_granularity(std::string_view text) {
   }
   throw UsageError("--recompute-granularity: unsupported value '" + std::string(text) +
                    "' (choose full or selective)");
+}
+
+RecomputeMethod parse_recompute_method(std::string_view text) {
+  for (auto m : {RecomputeMethod::kUniform, RecomputeMethod::kBlock}) {
+    if (text == to_string(m)) return m;
+  }
+  throw UsageError("--recompute-method: unsupported value '" + std::string(text) + "' (choose uniform or block)");
 }
 
 int64_t GptConfig::fc1_size() const {
@@ -139,6 +150,9 @@ GptConfig GptConfig::resolved() const {
                                        "·2/3/64)·64 is 0; give --ffn-hidden-size explicitly");
   }
   require_positive(c.ffn_hidden_size, "--ffn-hidden-size");
+
+  if (c.recompute_granularity == RecomputeGranularity::kFull)
+    require_positive(c.recompute_num_layers, "--recompute-num-layers");
 
   require_positive(c.seq_length, "--seq-length");
   if (c.max_position_embeddings == 0) c.max_position_embeddings = c.seq_length;

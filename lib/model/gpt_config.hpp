@@ -21,18 +21,25 @@ enum class Activation { kGelu, kOpenaiGelu, kSwiglu };
 // the fused bias-GELU (--bias-gelu-fusion, on by default, and only with biased linears); the erf
 // form otherwise.
 Activation gelu_activation(bool swiglu, bool openai_gelu, bool bias_gelu_fusion, bool add_bias_linear);
-// --recompute-granularity: full keeps only each layer's input and recomputes the layer in the
-// backward; selective recomputes only the core attention (softmax·V).
+// --recompute-granularity: full keeps only the inputs of checkpointed layers and recomputes them
+// in the backward (which layers: RecomputeMethod, model/recompute_plan.hpp); selective recomputes
+// only the core attention (softmax·V).
 enum class RecomputeGranularity { kNone, kSelective, kFull };
+// --recompute-method under full granularity (megatron/core/transformer/transformer_block.py
+// _checkpointed_forward): uniform checkpoints groups of --recompute-num-layers layers, block the
+// first --recompute-num-layers layers of each pipeline stage, one by one.
+enum class RecomputeMethod { kUniform, kBlock };
 
 std::string_view to_string(PositionEmbeddingType type);  // "learned_absolute" | "rope" | "none"
 std::string_view to_string(Normalization norm);          // "LayerNorm" | "RMSNorm"
 std::string_view to_string(Activation activation);       // "gelu" | "openai_gelu" | "swiglu"
 std::string_view to_string(RecomputeGranularity granularity);  // "none" | "selective" | "full"
+std::string_view to_string(RecomputeMethod method);            // "uniform" | "block"
 // The inverses, throwing a UsageError that lists the accepted values.
 PositionEmbeddingType parse_position_embedding_type(std::string_view text);
 Normalization parse_normalization(std::string_view text);
 RecomputeGranularity parse_recompute_granularity(std::string_view text);
+RecomputeMethod parse_recompute_method(std::string_view text);
 
 struct GptConfig {
   int64_t num_layers = 0;
@@ -67,6 +74,11 @@ struct GptConfig {
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   // FP8 training of the transformer layers' linears (--fp8-format); none: bf16/fp16/fp32 only.
   std::optional<Fp8Recipe> fp8;
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;  // with kFull
+  int64_t recompute_num_layers = 1;                              // with kFull
+  // With kSelective: --recompute-modules holds core_attn (Megatron's default). Without it,
+  // selective granularity recomputes nothing (Megatron's empty --recompute-modules).
+  bool recompute_core_attention = true;
 
   // A copy with every "0 = default" field filled in as Megatron derives it, validated; throws a
   // UsageError naming the offending flags. Idempotent.

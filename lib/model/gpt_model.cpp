@@ -35,6 +35,8 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
       embedding_group_(nullptr) {
   const PipelineStage& stage = params_.pipeline_stage();
   stage_config_.num_layers = stage.layers_of(params_.config().num_layers);
+  // Refuses a recomputation Megatron cannot run on this stage before anything is allocated.
+  static_cast<void>(RecomputePlan(stage_config_, stage_config_.num_layers, true));
   if (stage.is_first()) embedding_.emplace(params_, tp_);
   const std::optional<Fp8Recipe>& fp8 = params_.config().fp8;
   const auto in_fp8 = [&](int64_t layer) { return fp8 && fp8->layer_in_fp8(layer, params_.config().num_layers); };
@@ -127,22 +129,24 @@ void GptModel::require_whole_model(const char* call) const {
 }
 
 std::unique_ptr<ActivationMemory> GptModel::make_memory(const MicroBatch& batch, bool training,
-                                                        int64_t logits_rows) const {
+                                                        int64_t logits_rows,
+                                                        std::shared_ptr<RecomputeScratch> share_scratch) const {
   require(batch.batch_size > 0 && batch.seq_length > 0,
           "a micro-batch needs batch_size and seq_length > 0");
   return std::make_unique<ActivationMemory>(*backend_, stage_config_, params_.tensor_parallel(),
                                             batch.seq_length, batch.batch_size, training, false,
                                             training && sequence_parallel_,
-                                            pipeline_stage().is_last(), logits_rows);
+                                            pipeline_stage().is_last(), logits_rows, std::move(share_scratch));
 }
 
 void GptModel::renew_memory(std::unique_ptr<ActivationMemory>& memory, const MicroBatch& shape, bool training,
-                            int64_t logits_rows) {
+                            int64_t logits_rows,
+                            std::shared_ptr<RecomputeScratch> share_scratch) {
   if (memory) {
     for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.unshare(buffer);
   }
   memory.reset();  // release the old shape's buffers before allocating the new ones
-  memory = make_memory(shape, training, logits_rows);
+  memory = make_memory(shape, training, logits_rows, std::move(share_scratch));
   for (const FloatView buffer : memory->tensor_parallel_buffers()) tp_.share(buffer);
 }
 
@@ -261,7 +265,7 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
                              float loss_scale, HeadGradient head) {
   const int64_t tokens = ctx.tokens();
   const auto num_layers = static_cast<int64_t>(layers_.size());
-  const bool recompute_layers = config().recompute_granularity == RecomputeGranularity::kFull;
+  const RecomputePlan plan(stage_config_, num_layers, true);
 
   // On stages before the last, d_hidden already holds the gradient of the stage's output.
   if (loss_) {
@@ -280,12 +284,8 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
   }
   for (int64_t l = num_layers - 1; l >= 0; --l) {
     const TransformerLayer& layer = layers_[static_cast<size_t>(l)];
-    if (recompute_layers) {
-      // Same inputs and dropout keys as the first forward, so the same activations; the
-      // recomputed output itself is not needed.
-      layer.forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
-                    memory.scratch.hidden_b);
-    }
+    const RecomputeGroup group = plan.group_of(l);
+    if (group.checkpointed && l == group.first + group.count - 1) recompute_group(ctx, memory, group);
     layer.backward(ctx, memory.hidden(l), memory.layer(l), memory.scratch, memory.d_hidden);
     block_gradients_done(first_layer_block() + static_cast<size_t>(l));
   }
@@ -294,6 +294,18 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
   }
   // Everything is final now (also on a stage whose blocks leave the buffer's start to none).
   block_gradients_done(0);
+}
+
+void GptModel::recompute_group(const ForwardContext& ctx, const ActivationMemory& memory,
+                               const RecomputeGroup& group) const {
+  // Same inputs and dropout keys as the first forward, so the same activations, bit for bit.
+  // The group's output is kept (the next group's input, or the stage's output): the last layer's
+  // recomputed one goes to scratch, unread.
+  const int64_t last = group.first + group.count - 1;
+  for (int64_t l = group.first; l <= last; ++l) {
+    layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
+                                            l == last ? memory.scratch.hidden_b : memory.hidden(l + 1));
+  }
 }
 
 ConstFloatView GptModel::whole_vocab_logits(ConstFloatView logits, int64_t rows,

@@ -51,6 +51,7 @@
 #include "model/parameter_hooks.hpp"
 #include "model/parallel_linear.hpp"
 #include "model/pipeline_stage.hpp"
+#include "model/recompute_plan.hpp"
 #include "model/tensor_parallel_mappings.hpp"
 #include "model/transformer_layer.hpp"
 
@@ -227,7 +228,8 @@ private:
   const StageSlot& used_slot(int64_t slot) const;
   void require_whole_model(const char* call) const;
   std::unique_ptr<ActivationMemory> make_memory(const MicroBatch& batch, bool training,
-                                                int64_t logits_rows = 0) const;
+                                                int64_t logits_rows = 0,
+                                                std::shared_ptr<RecomputeScratch> share_scratch = nullptr) const;
   // Whether forward_backward runs the output layer and the loss in chunks of rows
   // (kTrainingLogitsChunk): without tensor or sequence parallelism, whose collectives span every
   // row.
@@ -236,7 +238,8 @@ private:
   // training only) taken back from the tensor-parallel group before they are freed and the new
   // ones offered to it (TensorParallelMappings::share).
   void renew_memory(std::unique_ptr<ActivationMemory>& memory, const MicroBatch& shape, bool training,
-                    int64_t logits_rows);
+                    int64_t logits_rows,
+                    std::shared_ptr<RecomputeScratch> share_scratch = nullptr);
 
   ActivationMemory& memory_for(const MicroBatch& batch, bool training);
   // Copies the micro-batch's inputs (tokens, positions) and labels (labels, loss mask) in.
@@ -257,6 +260,9 @@ private:
   };
   void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale,
                      HeadGradient head = HeadGradient::kNone);
+  // Full recomputation: the forward of a checkpointed group of layers rerun from its kept input
+  // into the group's shared buffers, just before the group's backward (recompute_plan.hpp).
+  void recompute_group(const ForwardContext& ctx, const ActivationMemory& memory, const RecomputeGroup& group) const;
   // The output layer, the fused loss and the output layer's backward, chunk by chunk of
   // memory.logits' rows: losses into memory.loss, the final norm output's gradient into
   // memory.scratch.hidden_a, the output weight's gradient accumulated.

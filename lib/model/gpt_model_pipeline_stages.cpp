@@ -19,8 +19,16 @@ GptModel::StageSlot& GptModel::stage_slot(int64_t slot, const MicroBatch& shape)
   if (training && slot >= static_cast<int64_t>(stage_slots_.size()))
     stage_slots_.resize(static_cast<size_t>(slot + 1));
   StageSlot& s = training ? stage_slots_[static_cast<size_t>(slot)] : stage_eval_slot_;
-  if (!s.memory || s.memory->seq() != shape.seq_length || s.memory->batch() != shape.batch_size)
-    renew_memory(s.memory, shape, training, 0);
+  if (!s.memory || s.memory->seq() != shape.seq_length || s.memory->batch() != shape.batch_size) {
+    // The micro-batches in flight share full recomputation's scratch: one backward runs at a time.
+    std::shared_ptr<RecomputeScratch> scratch;
+    if (training) {
+      for (const StageSlot& other : stage_slots_) {
+        if (&other != &s && other.memory && other.memory->recompute_scratch()) scratch = other.memory->recompute_scratch();
+      }
+    }
+    renew_memory(s.memory, shape, training, 0, std::move(scratch));
+  }
   return s;
 }
 

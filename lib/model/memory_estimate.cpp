@@ -95,18 +95,29 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   N activations = 0;
   N kv_cache = 0;
   switch (r.use) {
-    case MemoryUse::kTraining:
-      // 1F1B keeps up to one micro-batch per stage in flight on the first stage. A whole model
-      // without tensor parallelism computes its logits in chunks (GptModel::forward_backward).
-      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, true, false, false, true,
-                                                                tp == 1 && l.pipeline_parallel == 1
-                                                                    ? kTrainingLogitsChunk
-                                                                    : 0),
-                                     r.bytes_per_weight) *
-                    l.pipeline_parallel;
-      if (r.evaluation_too)
-        activations += activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);
+    case MemoryUse::kTraining: {
+      // 1F1B keeps up to one micro-batch per stage in flight on the first stage; they share full
+      // recomputation's scratch. A whole model without tensor parallelism computes its logits in
+      // chunks (GptModel::forward_backward).
+      const auto training_activations = [&](const GptConfig& config) {
+        const ActivationElements slot = ActivationMemory::elements(
+            config, tp, s, b, true, false, false, true, tp == 1 && l.pipeline_parallel == 1 ? kTrainingLogitsChunk : 0);
+        const ActivationElements shared = ActivationMemory::recompute_scratch_elements(config, tp, s, b);
+        // (A count beyond 64 bits stays saturated.)
+        const ActivationElements unshared =
+            N(slot.floats).saturated() ? slot : ActivationElements{slot.floats - shared.floats, slot.indices};
+        N bytes = activation_bytes(unshared, r.bytes_per_weight) * l.pipeline_parallel +
+                  activation_bytes(shared, r.bytes_per_weight);
+        if (r.evaluation_too)
+          bytes += activation_bytes(ActivationMemory::elements(config, tp, s, b, false), r.bytes_per_weight);
+        return bytes;
+      };
+      activations = training_activations(stage);
+      GptConfig without = stage;
+      without.recompute_granularity = RecomputeGranularity::kNone;
+      e.activation_bytes_without_recomputation = training_activations(without).value();
       break;
+    }
     case MemoryUse::kEvaluation:
       activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);
       break;
@@ -119,6 +130,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
       break;
   }
   e.activation_bytes = activations.value();
+  if (r.use != MemoryUse::kTraining) e.activation_bytes_without_recomputation = e.activation_bytes;
   e.kv_cache_bytes = kv_cache.value();
   e.total_bytes = (N(e.weight_bytes) + e.master_weight_bytes + e.gradient_bytes + e.optimizer_bytes +
                    e.activation_bytes + e.kv_cache_bytes)

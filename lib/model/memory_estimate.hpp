@@ -49,6 +49,9 @@ struct MemoryEstimate {
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_bytes = 0;  // Adam's first and second moments
   std::int64_t activation_bytes = 0;
+  // Training: what the activations would take without --recompute-granularity (equal to
+  // activation_bytes without it); what recomputation saves is the difference.
+  std::int64_t activation_bytes_without_recomputation = 0;
   std::int64_t kv_cache_bytes = 0;
   std::int64_t total_bytes = 0;  // per rank
   // A size went beyond 64 bits: it stands at SaturatingSize::kSaturated (core/checked_size.hpp),

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mgt {
 
@@ -45,6 +46,8 @@ struct ModelShapeOptions {
   std::optional<std::string> recompute_granularity;  // full | selective
   std::optional<std::string> recompute_method;       // uniform | block
   std::optional<std::int64_t> recompute_num_layers;  // --recompute-num-layers
+  // --recompute-modules (with selective granularity); unset: Megatron's default, core_attn.
+  std::optional<std::vector<std::string>> recompute_modules;
 
   // Megatron's num_query_groups as the model sees it: the flag with GQA, else one group per head.
   std::int64_t query_groups() const {

@@ -1,5 +1,7 @@
 #include "model/transformer_layer.hpp"
 
+#include "model/recompute_plan.hpp"
+
 namespace mgt {
 
 TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
@@ -7,8 +9,7 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
     : backend_(&params.backend()),
       layer_(layer),
       hidden_dropout_(params.config().hidden_dropout),
-      recompute_core_attention_(params.config().recompute_granularity ==
-                                RecomputeGranularity::kSelective),
+      recompute_core_attention_(recomputes_core_attention(params.config(), true)),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
       attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm"),

@@ -1,5 +1,7 @@
 #include "train/gpt_config_from_options.hpp"
 
+#include <algorithm>
+
 namespace mgt {
 
 GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padded_vocab_size) {
@@ -29,11 +31,13 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.attention_dropout = m.attention_dropout;
   c.init_method_std = m.init_method_std;
   c.padded_vocab_size = padded_vocab_size;
-  // --recompute-method and --recompute-num-layers only shape how much is recomputed; the model
-  // recomputes every layer under full granularity, which gives the same numbers.
   c.recompute_granularity = m.recompute_granularity ? parse_recompute_granularity(*m.recompute_granularity)
                                                     : RecomputeGranularity::kNone;
   c.fp8 = fp8_recipe(options.fp8);
+  if (m.recompute_method) c.recompute_method = parse_recompute_method(*m.recompute_method);
+  if (m.recompute_num_layers) c.recompute_num_layers = *m.recompute_num_layers;
+  c.recompute_core_attention =
+      !m.recompute_modules || std::ranges::find(*m.recompute_modules, "core_attn") != m.recompute_modules->end();
   return c.resolved();
 }
 

@@ -83,6 +83,17 @@ int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& er
   v.set("micro_batch_size", PyValue::integer(request.micro_batch_size));
   v.set("layout", std::move(layout));
   v.set("memory_per_rank_bytes", std::move(memory));
+  PyValue recomputation = PyValue::dict();
+  recomputation.set("granularity", config.recompute_granularity == RecomputeGranularity::kNone
+                                       ? PyValue::none()
+                                       : PyValue::string(std::string(to_string(config.recompute_granularity))));
+  recomputation.set("activations_without_recomputation", size_value(e.activation_bytes_without_recomputation));
+  const bool sizes_known = !SaturatingSize(e.activation_bytes_without_recomputation).saturated() &&
+                           !SaturatingSize(e.activation_bytes).saturated();
+  recomputation.set("activations_saved",
+                    sizes_known ? PyValue::integer(e.activation_bytes_without_recomputation - e.activation_bytes)
+                                : PyValue::none());
+  v.set("recomputation", std::move(recomputation));
   v.set("available_memory", std::move(host));
   v.set("fits", available || e.beyond_64_bits ? PyValue::boolean(fits) : PyValue::none());
   out << v.dumps() << "\n";
@@ -96,6 +107,13 @@ int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& er
   err << "mgt-train --dry-run: " << e.parameters << " parameters (" << e.parameters_per_rank << " per rank)\n"
       << "memory per rank: " << format_bytes(static_cast<double>(e.total_bytes)) << " = "
       << describe_memory_estimate(e) << "\n";
+  if (config.recompute_granularity != RecomputeGranularity::kNone) {
+    const std::int64_t saved = e.activation_bytes_without_recomputation - e.activation_bytes;
+    err << "activation recomputation (" << to_string(config.recompute_granularity) << "): activations "
+        << format_bytes(static_cast<double>(e.activation_bytes)) << " instead of "
+        << format_bytes(static_cast<double>(e.activation_bytes_without_recomputation)) << " without, "
+        << format_bytes(static_cast<double>(saved)) << " saved per rank\n";
+  }
   if (available)
     err << "available: " << format_bytes(static_cast<double>(available->bytes)) << " (" << available->source << "): "
         << (fits ? "fits" : "does not fit; mgt-train would refuse to start") << "\n";

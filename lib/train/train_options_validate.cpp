@@ -9,6 +9,7 @@
 #include "core/log.hpp"
 #include "dist/transport_choice.hpp"
 #include "model/pipeline_stage.hpp"
+#include "model/recompute_plan.hpp"
 #include "train/train_flags.hpp"
 #include "train/train_options.hpp"
 
@@ -139,6 +140,8 @@ void validate_schedule(OptimizationOptions& o) {
                      "mutually exclusive");
 }
 
+void validate_recompute_modules(const ModelShapeOptions& m);
+
 void validate_model(ModelShapeOptions& m) {
   const std::int64_t layers = *m.num_layers;
   const std::int64_t hidden = *m.hidden_size;
@@ -195,6 +198,44 @@ void validate_model(ModelShapeOptions& m) {
     if (*m.recompute_num_layers < 1 || *m.recompute_num_layers > layers)
       throw UsageError("--recompute-num-layers must be between 1 and --num-layers");
   }
+  validate_recompute_modules(m);
+}
+
+// Megatron (TransformerConfig.__post_init__) reads --recompute-modules under selective granularity
+// only, and refuses names outside its list.
+void validate_recompute_modules(const ModelShapeOptions& m) {
+  if (!m.recompute_modules) return;
+  if (m.recompute_granularity != "selective") {
+    log::info("--recompute-modules has no effect without --recompute-granularity selective (as in Megatron)");
+    return;
+  }
+  for (const std::string& module : *m.recompute_modules) {
+    if (module == "core_attn") continue;
+    if (module == "layernorm" || module == "mlp")
+      throw UsageError("--recompute-modules " + module + ": not supported by mgt-train, which recomputes only the "
+                       "core attention under selective granularity (core_attn); --recompute-granularity full "
+                       "recomputes whole layers");
+    if (module == "moe" || module == "moe_act")
+      throw UsageError("--recompute-modules " + module + ": mgt's layers have a dense MLP, no mixture of experts to "
+                       "recompute");
+    if (module == "mla_up_proj")
+      throw UsageError("--recompute-modules mla_up_proj: only with multi-latent attention, which mgt does not have "
+                       "(Megatron refuses it likewise without it)");
+    throw UsageError("--recompute-modules: invalid choice '" + module +
+                     "' (Megatron's are core_attn, moe_act, layernorm, mla_up_proj, mlp and moe)");
+  }
+}
+
+// --recompute-method uniform checkpoints whole groups of --recompute-num-layers layers in each
+// stage (recompute_plan.hpp).
+void validate_recompute_groups(const ModelShapeOptions& m, const ParallelOptions& p) {
+  if (m.recompute_granularity != "full" || !m.recompute_method || !m.recompute_num_layers) return;
+  const std::vector<PipelineStage> stages = pipeline_stages(*m.num_layers, pipeline_split(p));
+  GptConfig c;
+  c.recompute_granularity = RecomputeGranularity::kFull;
+  c.recompute_method = parse_recompute_method(*m.recompute_method);
+  c.recompute_num_layers = *m.recompute_num_layers;
+  for (const PipelineStage& stage : stages) static_cast<void>(RecomputePlan(c, stage.layers_of(*m.num_layers), true));
 }
 
 // What Megatron's TransformerConfig and tensor-parallel layers assert (num_attention_heads and
@@ -259,6 +300,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_tensor_parallel(o.model, o.parallel);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
+  validate_recompute_groups(o.model, o.parallel);
   validate_schedule(o.optim);
   validate_data(o.data);
   validate_checkpoint(o.checkpoint);

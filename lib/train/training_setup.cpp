@@ -16,6 +16,8 @@
 #include "dist/rank_processes.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/parameter_table.hpp"
+#include "model/pipeline_stage.hpp"
+#include "model/recompute_plan.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/rank_backend_options.hpp"
 #include "train/run_description.hpp"
@@ -121,6 +123,10 @@ void TrainingRun::build_model() {
   }
 
   const GptConfig config = gpt_config_from_options(options_, padded_vocab_);
+  const std::string recomputation = describe_recomputation(
+      config, pipeline_stages(*options_.model.num_layers, pipeline_split(options_.parallel)).front().layers_of(
+                  config.num_layers));
+  if (!recomputation.empty()) output_.line("> activation recomputation: " + recomputation);
   // Before any allocation: a model that cannot fit is refused with the numbers.
   check_train_memory(options_, config, memory_available_to(backend_));
   output_.line("building GPT model ...");
