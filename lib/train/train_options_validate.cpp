@@ -11,6 +11,7 @@
 #include "model/pipeline_stage.hpp"
 #include "train/train_flags.hpp"
 #include "train/train_options.hpp"
+#include "train/virtual_pipeline_options.hpp"
 
 namespace mgt {
 
@@ -256,6 +257,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_rampup(o.optim, o.parallel);
   validate_model(o.model);
   validate_tensor_parallel(o.model, o.parallel);
+  validate_virtual_pipeline(o);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_schedule(o.optim);
