@@ -4,8 +4,8 @@ non-interleaved 1F1B schedule and with the interleaved one (2 model chunks per r
 
 Config "gpt-8L-256H-pp4" (named here so results stay comparable): 8 layers, hidden 256, 4 heads,
 sequence 256, micro-batch 1, global batch M (default 8, so M micro-batches per iteration), vocabulary
-padded to 1024 (NullTokenizer, mock data), fp32, one OpenBLAS thread per rank, 4 ranks under
-mpiexec. Each run logs every iteration; the step time is the median of elapsed_ms_per_iteration
+padded to 1024 (NullTokenizer, mock data), fp32 on the CPU backend (--device cpu), one OpenBLAS
+thread per rank, 4 ranks under mpiexec. Each run logs every iteration; the step time is the median of elapsed_ms_per_iteration
 over the iterations after the first quarter.
 
 Beside the measured ratio it prints the bubble fractions of the two schedules in theory
@@ -38,14 +38,16 @@ def run(build, iters, microbatches, interleaved, tmp):
            "--max-position-embeddings", "256", "--micro-batch-size", "1", "--global-batch-size",
            str(microbatches), "--lr", "3e-4", "--train-iters", str(iters), "--log-interval", "1",
            "--eval-iters", "0", "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "1000",
-           "--pipeline-model-parallel-size", str(P), "--metrics-file", metrics]
+           "--pipeline-model-parallel-size", str(P), "--device", "cpu"]
+    shown = " ".join(cmd[3:])
+    cmd += ["--metrics-file", metrics]
     if interleaved:
         cmd += ["--num-virtual-stages-per-pipeline-rank", str(V)]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MGT_NUM_THREADS="1")
     subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     rows = [json.loads(line) for line in open(metrics) if '"event": "train"' in line]
     steady = [r["elapsed_ms_per_iteration"] for r in rows[len(rows) // 4:]]
-    return statistics.median(steady), " ".join(cmd[3:])
+    return statistics.median(steady), shown
 
 
 def main():
