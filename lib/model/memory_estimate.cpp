@@ -87,8 +87,15 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
     if (r.master_weights) e.master_weight_bytes = divide_up(p * 4, optimizer_shards).value();
   }
 
-  GptConfig stage = c;  // the layers of one pipeline stage
-  stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel).value();
+  GptConfig stage = c;  // the layers of one pipeline stage (interleaved: of one model chunk)
+  stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel * l.virtual_pipeline).value();
+  // Micro-batches the first stage keeps in flight: P with 1F1B; with the interleaved schedule its
+  // warm-up forwards, 2(P − 1) + (V − 1)·G, plus one, each a chunk's
+  // (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches).
+  const std::int64_t group = l.microbatch_group > 0 ? l.microbatch_group : l.pipeline_parallel;
+  const std::int64_t in_flight = l.virtual_pipeline > 1
+                                     ? 2 * (l.pipeline_parallel - 1) + (l.virtual_pipeline - 1) * group + 1
+                                     : l.pipeline_parallel;
   const std::int64_t tp = l.tensor_parallel;
   const std::int64_t s = r.seq_length;
   const std::int64_t b = r.micro_batch_size;
@@ -103,7 +110,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
                                                                     ? kTrainingLogitsChunk
                                                                     : 0),
                                      r.bytes_per_weight) *
-                    l.pipeline_parallel;
+                    in_flight;
       if (r.evaluation_too)
         activations += activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);
       break;
