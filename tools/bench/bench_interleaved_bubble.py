@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The pipeline bubble of mgt-train on CPU ranks: step time at PP=4 with Megatron's
+"""The pipeline bubble of mgt-train on CPU ranks: step time at PP=4 (or 2) with Megatron's
 non-interleaved 1F1B schedule and with the interleaved one (2 model chunks per rank).
 
 Config "gpt-8L-256H-pp4" (named here so results stay comparable): 8 layers, hidden 256, 4 heads,
@@ -15,6 +15,7 @@ the bubble to be idle time; on fewer cores the ranks' waits and work overlap and
 says little.
 
 Usage: tools/bench/bench_interleaved_bubble.py [--build build] [--iters 40] [--microbatches 8]
+                                              [--pipeline-size 4]
 """
 import argparse
 import json
@@ -25,10 +26,10 @@ import subprocess
 import sys
 import tempfile
 
-P, V = 4, 2
+V = 2
 
 
-def run(build, iters, microbatches, interleaved, tmp):
+def run(build, iters, microbatches, interleaved, tmp, P):
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         sys.exit("bench_interleaved_bubble: no mpiexec")
@@ -55,14 +56,17 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--iters", type=int, default=40)
     parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--pipeline-size", type=int, default=4, help="P: 2 or 4 (8 layers in chunks of 8 / (2P))")
     args = parser.parse_args()
     m = args.microbatches
+    P = args.pipeline_size
     with tempfile.TemporaryDirectory() as tmp:
-        plain, cmd = run(args.build, args.iters, m, False, tmp)
-        interleaved, _ = run(args.build, args.iters, m, True, tmp)
+        plain, cmd = run(args.build, args.iters, m, False, tmp, P)
+        interleaved, _ = run(args.build, args.iters, m, True, tmp, P)
     bubble_plain = (P - 1) / m
     bubble_interleaved = (P - 1) / (V * m)
-    print(f"config gpt-8L-256H-pp4, M={m}, cores on this machine: {os.cpu_count()}")
+    print(f"config gpt-8L-256H-pp{P}, M={m}, cores on this machine: {os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(f"command: mpiexec -n {P} {cmd} [--num-virtual-stages-per-pipeline-rank {V}]")
     print(f"1F1B            step {plain:8.1f} ms   bubble in theory {bubble_plain:.3f} of the ideal step")
     print(f"interleaved V={V} step {interleaved:8.1f} ms   bubble in theory {bubble_interleaved:.3f}")
