@@ -34,14 +34,17 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
       stage_config_(params_.config()),
       embedding_group_(nullptr) {
   const PipelineStage& stage = params_.pipeline_stage();
-  stage_config_.num_layers = stage.layers_of(params_.config().num_layers);
+  // Activations are kept per pass, and a pass of an interleaved rank runs one chunk.
+  stage_config_.num_layers = stage.chunk_layers(params_.config().num_layers);
   // Refuses a recomputation Megatron cannot run on this stage before anything is allocated.
   static_cast<void>(RecomputePlan(stage_config_, stage_config_.num_layers, true));
   if (stage.is_first()) embedding_.emplace(params_, tp_);
+  const int64_t all_layers = params_.config().num_layers;
+  const int64_t stage_layers = stage.layers_of(all_layers);
   const std::optional<Fp8Recipe>& fp8 = params_.config().fp8;
-  const auto in_fp8 = [&](int64_t layer) { return fp8 && fp8->layer_in_fp8(layer, params_.config().num_layers); };
+  const auto in_fp8 = [&](int64_t layer) { return fp8 && fp8->layer_in_fp8(layer, all_layers); };
   int64_t fp8_layers = 0;
-  for (int64_t l = 0; l < stage_config_.num_layers; ++l) fp8_layers += in_fp8(stage.first_layer + l) ? 1 : 0;
+  for (int64_t l = 0; l < stage_layers; ++l) fp8_layers += in_fp8(stage.layer_at(l, all_layers)) ? 1 : 0;
   if (fp8_layers > 0) {
     fp8_ = std::make_unique<Fp8Training>(*fp8, backend, 4 * fp8_layers);
     fp8_->set_amax_reduction([this](FloatView amax) {
@@ -49,9 +52,11 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
       if (fp8_amax_group_ != nullptr && fp8_amax_group_->size() > 1) fp8_amax_group_->all_reduce(amax, dist::ReduceOp::Max);
     });
   }
-  layers_.reserve(static_cast<size_t>(stage_config_.num_layers));
-  for (int64_t l = 0; l < stage_config_.num_layers; ++l)
-    layers_.emplace_back(params_, stage.first_layer + l, tp_, in_fp8(stage.first_layer + l) ? fp8_.get() : nullptr);
+  layers_.reserve(static_cast<size_t>(stage_layers));
+  for (int64_t l = 0; l < stage_layers; ++l) {
+    const int64_t layer = stage.layer_at(l, all_layers);
+    layers_.emplace_back(params_, layer, tp_, in_fp8(layer) ? fp8_.get() : nullptr);
+  }
   if (stage.is_last()) {
     final_norm_.emplace(params_, "decoder.final_layernorm");
     output_layer_.emplace(params_, output_weight_name(params_.config()), "", tp_);
@@ -84,7 +89,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
       block = 0;
     } else if (e.name.starts_with("decoder.layers.")) {
       const int64_t layer = std::stoll(e.name.substr(std::string("decoder.layers.").size()));
-      block = first_layer_block() + static_cast<std::size_t>(layer - stage.first_layer);
+      block = first_layer_block() + static_cast<std::size_t>(stage.local_index(layer, params_.config().num_layers));
     }
     BlockRange& r = block_ranges_.at(block);
     r.begin = std::min(r.begin, e.offset);
@@ -216,29 +221,47 @@ std::vector<int64_t> GptModel::position_ids(const MicroBatch& batch) const {
   return positions;
 }
 
-void GptModel::decoder_pass(const ForwardContext& ctx, ActivationMemory& memory) {
-  const auto num_layers = static_cast<int64_t>(layers_.size());
-  if (embedding_) {
+GptModel::LayerSpan GptModel::whole_span() const {
+  return {0, static_cast<int64_t>(layers_.size()), embedding_.has_value(), output_layer_.has_value()};
+}
+
+GptModel::LayerSpan GptModel::chunk_span(int64_t chunk) const {
+  const PipelineStage& stage = pipeline_stage();
+  require(chunk >= 0 && chunk < stage.virtual_size,
+          "model chunk " + std::to_string(chunk) + " of a stage with " + std::to_string(stage.virtual_size));
+  if (!stage.interleaved()) return whole_span();
+  const int64_t per_chunk = stage_config_.num_layers;
+  return {chunk * per_chunk, per_chunk, embedding_.has_value() && chunk == 0,
+          output_layer_.has_value() && chunk == stage.virtual_size - 1};
+}
+
+void GptModel::decoder_pass(const ForwardContext& ctx, ActivationMemory& memory, std::optional<LayerSpan> span) {
+  const LayerSpan run = span.value_or(whole_span());
+  const int64_t num_layers = run.count;
+  if (run.embedding) {
     before_block(0);
     embedding_->forward(ctx, memory.tokens, memory.positions, memory.scratch.hidden_a,
                         memory.sequence, memory.hidden(0));
   }
+  // memory holds the span's activations: its layer l is the model's layers_[run.first + l].
   for (int64_t l = 0; l < num_layers; ++l) {
-    before_block(first_layer_block() + static_cast<size_t>(l));
-    layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
-                                            memory.hidden(l + 1));
+    const auto index = static_cast<size_t>(run.first + l);
+    before_block(first_layer_block() + index);
+    layers_[index].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch, memory.hidden(l + 1));
   }
-  if (final_norm_) {
+  if (run.head) {
     before_block(block_ranges_.size() - 1);
     final_norm_->forward(memory.hidden(num_layers), ctx.local_tokens(), memory.final_norm_output,
                          memory.final_norm);
   }
 }
 
-void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss) {
+void GptModel::forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss,
+                            std::optional<LayerSpan> span) {
   const int64_t tokens = ctx.tokens();
-  decoder_pass(ctx, memory);
-  if (!output_layer_) return;
+  const LayerSpan run = span.value_or(whole_span());
+  decoder_pass(ctx, memory, run);
+  if (!run.head) return;
   output_layer_->forward(memory.final_norm_output, tokens, memory.logits,
                          ctx.when_sequence_parallel(memory.sequence.gathered));
   if (with_loss) loss_->forward(memory.logits, memory.labels, tokens, memory.loss);
@@ -262,13 +285,14 @@ void GptModel::head_forward_backward_in_chunks(const ForwardContext& ctx, Activa
 }
 
 void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory,
-                             float loss_scale, HeadGradient head) {
+                             float loss_scale, HeadGradient head, std::optional<LayerSpan> span) {
   const int64_t tokens = ctx.tokens();
-  const auto num_layers = static_cast<int64_t>(layers_.size());
+  const LayerSpan run = span.value_or(whole_span());
+  const int64_t num_layers = run.count;
   const RecomputePlan plan(stage_config_, num_layers, true);
 
   // On stages before the last, d_hidden already holds the gradient of the stage's output.
-  if (loss_) {
+  if (run.head) {
     if (head == HeadGradient::kNone) {
       loss_->backward(memory.logits, memory.labels, memory.loss_mask, loss_scale, tokens,
                       memory.loss);
@@ -283,27 +307,30 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
     block_gradients_done(block_ranges_.size() - 1);
   }
   for (int64_t l = num_layers - 1; l >= 0; --l) {
-    const TransformerLayer& layer = layers_[static_cast<size_t>(l)];
+    const auto index = static_cast<size_t>(run.first + l);
+    const TransformerLayer& layer = layers_[index];
     const RecomputeGroup group = plan.group_of(l);
-    if (group.checkpointed && l == group.first + group.count - 1) recompute_group(ctx, memory, group);
+    if (group.checkpointed && l == group.first + group.count - 1) recompute_group(ctx, memory, group, run.first);
     layer.backward(ctx, memory.hidden(l), memory.layer(l), memory.scratch, memory.d_hidden);
-    block_gradients_done(first_layer_block() + static_cast<size_t>(l));
+    block_gradients_done(first_layer_block() + index);
   }
-  if (embedding_) {
+  if (run.embedding) {
     embedding_->backward(ctx, memory.tokens, memory.positions, memory.sequence, memory.d_hidden);
   }
-  // Everything is final now (also on a stage whose blocks leave the buffer's start to none).
-  block_gradients_done(0);
+  // Everything is final now (also on a stage whose blocks leave the buffer's start to none). An
+  // interleaved rank's later chunks lie after chunk 0 in the buffer and finish before its last
+  // backward, which is chunk 0's.
+  if (run.first == 0) block_gradients_done(0);
 }
 
 void GptModel::recompute_group(const ForwardContext& ctx, const ActivationMemory& memory,
-                               const RecomputeGroup& group) const {
+                               const RecomputeGroup& group, int64_t first_layer) const {
   // Same inputs and dropout keys as the first forward, so the same activations, bit for bit.
   // The group's output is kept (the next group's input, or the stage's output): the last layer's
   // recomputed one goes to scratch, unread.
   const int64_t last = group.first + group.count - 1;
   for (int64_t l = group.first; l <= last; ++l) {
-    layers_[static_cast<size_t>(l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
+    layers_[static_cast<size_t>(first_layer + l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
                                             l == last ? memory.scratch.hidden_b : memory.hidden(l + 1));
   }
 }

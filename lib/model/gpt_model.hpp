@@ -101,7 +101,8 @@ struct PipelineParallelism {
 
 class GptModel {
 public:
-  // The slot of a stage's evaluation passes (stage_forward without dropout or backward).
+  // The slot of a stage's evaluation passes (stage_forward without dropout or backward); slots
+  // below it are further evaluation slots, for schedules with several in flight.
   static constexpr int64_t kEvaluationSlot = -1;
 
   // Builds the parameters and initialises them from init_seed (Megatron's --seed); without a
@@ -191,7 +192,11 @@ public:
   // Where the previous stage's output for the micro-batch about to run in `slot` goes (not on the
   // first stage); prepares the slot for the micro-batch's shape (only batch_size and seq_length
   // are read).
-  FloatView stage_input(int64_t slot, const MicroBatch& shape);
+  // With the interleaved schedule (pipeline_stage().interleaved()) every call names the model
+  // chunk of the slot's micro-batch (stage_input or stage_forward; the later calls take it from
+  // the slot): chunk v runs its layers only, the embedding with chunk 0 of the first stage, the
+  // output layer and the loss with chunk V − 1 of the last.
+  FloatView stage_input(int64_t slot, const MicroBatch& shape, int64_t chunk = 0);
   // This stage's part of the micro-batch's forward: from its tokens (first stage) or the received
   // input, through the stage's layers, to the loss (last stage), which it returns as
   // forward_backward does (zero on other stages). Training slots apply dropout from `rng` and keep
@@ -200,7 +205,8 @@ public:
   // loss mask; a stage ignores the rest.
   LossSum stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
                         int64_t num_microbatches,
-                        LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f);
+                        LossReduction reduction = LossReduction::kMicroBatchMean, float loss_scale = 1.0f,
+                        int64_t chunk = 0);
   // After stage_forward, not on the last stage: the output to send to the next stage.
   ConstFloatView stage_output(int64_t slot) const;
   // Not on the last stage: where the next stage's input gradient goes before stage_backward.
@@ -223,7 +229,18 @@ private:
     std::unique_ptr<ActivationMemory> memory;
     ForwardContext ctx;
     float loss_scale = 0.0f;
+    int64_t chunk = 0;  // the model chunk of its micro-batch (interleaved schedule)
   };
+  // The layers one pass runs (indices into layers_) and whether it runs the embedding and the
+  // output head: all of the stage's, or one chunk of an interleaved rank.
+  struct LayerSpan {
+    int64_t first = 0;
+    int64_t count = 0;
+    bool embedding = false;
+    bool head = false;
+  };
+  LayerSpan whole_span() const;
+  LayerSpan chunk_span(int64_t chunk) const;
   StageSlot& stage_slot(int64_t slot, const MicroBatch& shape);
   const StageSlot& used_slot(int64_t slot) const;
   void require_whole_model(const char* call) const;
@@ -249,9 +266,10 @@ private:
   std::vector<int64_t> position_ids(const MicroBatch& batch) const;
   // This stage's forward and backward over `memory`: embedding (first stage), layers, and the
   // final norm, output layer and loss (last stage); the whole model without a pipeline.
-  void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss);
+  void forward_pass(const ForwardContext& ctx, ActivationMemory& memory, bool with_loss,
+                    std::optional<LayerSpan> span = {});
   // Embedding, layers and final norm: fills memory.final_norm_output.
-  void decoder_pass(const ForwardContext& ctx, ActivationMemory& memory);
+  void decoder_pass(const ForwardContext& ctx, ActivationMemory& memory, std::optional<LayerSpan> span = {});
   // How far the output layer's backward has gone when backward_pass starts.
   enum class HeadGradient {
     kNone,           // the loss's backward is still to run
@@ -259,10 +277,12 @@ private:
     kInputGradient,  // scratch.hidden_a holds the final norm output's gradient (chunked head)
   };
   void backward_pass(const ForwardContext& ctx, ActivationMemory& memory, float loss_scale,
-                     HeadGradient head = HeadGradient::kNone);
+                     HeadGradient head = HeadGradient::kNone, std::optional<LayerSpan> span = {});
   // Full recomputation: the forward of a checkpointed group of layers rerun from its kept input
-  // into the group's shared buffers, just before the group's backward (recompute_plan.hpp).
-  void recompute_group(const ForwardContext& ctx, const ActivationMemory& memory, const RecomputeGroup& group) const;
+  // into the group's shared buffers, just before the group's backward (recompute_plan.hpp); the
+  // group's layers counted from layers_[first_layer] (the pass's chunk).
+  void recompute_group(const ForwardContext& ctx, const ActivationMemory& memory, const RecomputeGroup& group,
+                       int64_t first_layer) const;
   // The output layer, the fused loss and the output layer's backward, chunk by chunk of
   // memory.logits' rows: losses into memory.loss, the final norm output's gradient into
   // memory.scratch.hidden_a, the output weight's gradient accumulated.
@@ -301,7 +321,7 @@ private:
   TensorParallelMappings tp_;
   bool sequence_parallel_;
   GptParameters params_;
-  GptConfig stage_config_;  // the configuration with this stage's number of layers
+  GptConfig stage_config_;  // the configuration with this stage's (interleaved: one chunk's) number of layers
   dist::Communicator* embedding_group_;  // null: no word embedding shared across stages
   // The embedding on the first stage, the output head on the last (both: the whole model).
   std::optional<GptEmbedding> embedding_;
@@ -330,7 +350,7 @@ private:
   // The inputs of upload() and of the decode steps, on their way to the device.
   StagedUploads staging_{*backend_};
   std::vector<StageSlot> stage_slots_;
-  StageSlot stage_eval_slot_;
+  std::vector<StageSlot> stage_eval_slots_;
 };
 
 }  // namespace mgt

@@ -14,11 +14,13 @@ using gpt_model_internal::loss_gradient_scale;
 using gpt_model_internal::require;
 
 GptModel::StageSlot& GptModel::stage_slot(int64_t slot, const MicroBatch& shape) {
-  require(slot == kEvaluationSlot || slot >= 0, "pipeline slot " + std::to_string(slot) + " is invalid");
-  const bool training = slot != kEvaluationSlot;
-  if (training && slot >= static_cast<int64_t>(stage_slots_.size()))
-    stage_slots_.resize(static_cast<size_t>(slot + 1));
-  StageSlot& s = training ? stage_slots_[static_cast<size_t>(slot)] : stage_eval_slot_;
+  const bool training = slot >= 0;
+  // Evaluation slots are kEvaluationSlot, kEvaluationSlot − 1, … (the interleaved schedule keeps
+  // several evaluation micro-batches in flight).
+  std::vector<StageSlot>& slots = training ? stage_slots_ : stage_eval_slots_;
+  const auto index = static_cast<size_t>(training ? slot : kEvaluationSlot - slot);
+  if (index >= slots.size()) slots.resize(index + 1);
+  StageSlot& s = slots[index];
   if (!s.memory || s.memory->seq() != shape.seq_length || s.memory->batch() != shape.batch_size) {
     // The micro-batches in flight share full recomputation's scratch: one backward runs at a time.
     std::shared_ptr<RecomputeScratch> scratch;
@@ -34,29 +36,33 @@ GptModel::StageSlot& GptModel::stage_slot(int64_t slot, const MicroBatch& shape)
 
 const GptModel::StageSlot& GptModel::used_slot(int64_t slot) const {
   const StageSlot* s = nullptr;
-  if (slot == kEvaluationSlot) s = &stage_eval_slot_;
-  else if (slot >= 0 && slot < static_cast<int64_t>(stage_slots_.size()))
-    s = &stage_slots_[static_cast<size_t>(slot)];
+  const std::vector<StageSlot>& slots = slot >= 0 ? stage_slots_ : stage_eval_slots_;
+  const auto index = static_cast<size_t>(slot >= 0 ? slot : kEvaluationSlot - slot);
+  if (index < slots.size()) s = &slots[index];
   require(s != nullptr && s->memory != nullptr,
           "pipeline slot " + std::to_string(slot) + " holds no micro-batch");
   return *s;
 }
 
-FloatView GptModel::stage_input(int64_t slot, const MicroBatch& shape) {
-  require(!pipeline_stage().is_first(), "the first pipeline stage takes tokens, not an input");
-  return stage_slot(slot, shape).memory->hidden(0);
+FloatView GptModel::stage_input(int64_t slot, const MicroBatch& shape, int64_t chunk) {
+  require(!chunk_span(chunk).embedding, "the first pipeline stage takes tokens, not an input");
+  StageSlot& s = stage_slot(slot, shape);
+  s.chunk = chunk;
+  return s.memory->hidden(0);
 }
 
 LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const DropoutRng& rng,
-                                int64_t num_microbatches, LossReduction reduction, float loss_scale) {
+                                int64_t num_microbatches, LossReduction reduction, float loss_scale,
+                                int64_t chunk) {
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
-  const bool training = slot != kEvaluationSlot;
+  const bool training = slot >= 0;
   prepare_parameters();
-  const PipelineStage& stage = pipeline_stage();
-  require(!stage.is_last() || !batch.labels.empty(), "the last pipeline stage needs labels");
+  const LayerSpan span = chunk_span(chunk);
+  require(!span.head || !batch.labels.empty(), "the last pipeline stage needs labels");
   StageSlot& s = stage_slot(slot, batch);
+  s.chunk = chunk;
   ActivationMemory& memory = *s.memory;
-  upload(batch, memory, stage.is_first(), stage.is_last());
+  upload(batch, memory, span.embedding, span.head);
   if (training) {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, true, rng,
                            sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0};
@@ -64,37 +70,40 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, false, {}};
   }
   if (fp8_ && training) fp8_->begin_forward(slot, true);
-  forward_pass(s.ctx, memory, stage.is_last());
+  forward_pass(s.ctx, memory, span.head, span);
   if (fp8_ && training) fp8_->finish_forward();
-  if (!stage.is_last()) return {};
+  if (!span.head) return {};
   const MaskedLossSum sum = backend_->masked_loss_sum(memory.loss.losses, memory.loss_mask);
   s.loss_scale = loss_gradient_scale(sum, num_microbatches, reduction, loss_scale);
   return {sum.loss_sum, sum.tokens};
 }
 
 ConstFloatView GptModel::stage_output(int64_t slot) const {
-  require(!pipeline_stage().is_last(), "the last pipeline stage's output is the loss");
-  return used_slot(slot).memory->hidden(static_cast<int64_t>(layers_.size()));
+  const StageSlot& s = used_slot(slot);
+  require(!chunk_span(s.chunk).head, "the last pipeline stage's output is the loss");
+  return s.memory->hidden(stage_config_.num_layers);
 }
 
 FloatView GptModel::stage_output_grad(int64_t slot) {
-  require(!pipeline_stage().is_last(), "the last pipeline stage starts its backward from the loss");
-  require(slot != kEvaluationSlot, "evaluation passes have no backward");
-  return used_slot(slot).memory->d_hidden;
+  require(slot >= 0, "evaluation passes have no backward");
+  const StageSlot& s = used_slot(slot);
+  require(!chunk_span(s.chunk).head, "the last pipeline stage starts its backward from the loss");
+  return s.memory->d_hidden;
 }
 
 void GptModel::stage_backward(int64_t slot) {
-  require(slot != kEvaluationSlot, "evaluation passes have no backward");
+  require(slot >= 0, "evaluation passes have no backward");
   const StageSlot& s = used_slot(slot);
   if (fp8_) fp8_->begin_backward(slot);
-  backward_pass(s.ctx, *s.memory, s.loss_scale);
+  backward_pass(s.ctx, *s.memory, s.loss_scale, HeadGradient::kNone, chunk_span(s.chunk));
   if (fp8_) fp8_->finish_backward();
 }
 
 ConstFloatView GptModel::stage_input_grad(int64_t slot) const {
-  require(!pipeline_stage().is_first(), "the first pipeline stage has no input gradient");
-  require(slot != kEvaluationSlot, "evaluation passes have no backward");
-  return used_slot(slot).memory->d_hidden;
+  require(slot >= 0, "evaluation passes have no backward");
+  const StageSlot& s = used_slot(slot);
+  require(!chunk_span(s.chunk).embedding, "the first pipeline stage has no input gradient");
+  return s.memory->d_hidden;
 }
 
 void GptModel::all_reduce_embedding_grads() {

@@ -87,8 +87,15 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
     if (r.master_weights) e.master_weight_bytes = divide_up(p * 4, optimizer_shards).value();
   }
 
-  GptConfig stage = c;  // the layers of one pipeline stage
-  stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel).value();
+  GptConfig stage = c;  // the layers of one pipeline stage (interleaved: of one model chunk)
+  stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel * l.virtual_pipeline).value();
+  // Micro-batches the first stage keeps in flight: P with 1F1B; with the interleaved schedule its
+  // warm-up forwards, 2(P − 1) + (V − 1)·G, plus one, each a chunk's
+  // (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches).
+  const std::int64_t group = l.microbatch_group > 0 ? l.microbatch_group : l.pipeline_parallel;
+  const std::int64_t in_flight = l.virtual_pipeline > 1
+                                     ? 2 * (l.pipeline_parallel - 1) + (l.virtual_pipeline - 1) * group + 1
+                                     : l.pipeline_parallel;
   const std::int64_t tp = l.tensor_parallel;
   const std::int64_t s = r.seq_length;
   const std::int64_t b = r.micro_batch_size;
@@ -96,9 +103,10 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   N kv_cache = 0;
   switch (r.use) {
     case MemoryUse::kTraining: {
-      // 1F1B keeps up to one micro-batch per stage in flight on the first stage; they share full
-      // recomputation's scratch. A whole model without tensor parallelism computes its logits in
-      // chunks (GptModel::forward_backward).
+      // 1F1B keeps up to one micro-batch per stage in flight on the first stage (more chunks
+      // under the interleaved schedule: in_flight); they share full recomputation's scratch. A
+      // whole model without tensor parallelism computes its logits in chunks
+      // (GptModel::forward_backward).
       const auto training_activations = [&](const GptConfig& config) {
         const ActivationElements slot = ActivationMemory::elements(
             config, tp, s, b, true, false, false, true, tp == 1 && l.pipeline_parallel == 1 ? kTrainingLogitsChunk : 0);
@@ -106,7 +114,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
         // (A count beyond 64 bits stays saturated.)
         const ActivationElements unshared =
             N(slot.floats).saturated() ? slot : ActivationElements{slot.floats - shared.floats, slot.indices};
-        N bytes = activation_bytes(unshared, r.bytes_per_weight) * l.pipeline_parallel +
+        N bytes = activation_bytes(unshared, r.bytes_per_weight) * in_flight +
                   activation_bytes(shared, r.bytes_per_weight);
         if (r.evaluation_too)
           bytes += activation_bytes(ActivationMemory::elements(config, tp, s, b, false), r.bytes_per_weight);

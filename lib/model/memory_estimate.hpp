@@ -29,6 +29,10 @@ struct ParallelLayout {
   std::int64_t pipeline_parallel = 1;
   std::int64_t data_parallel = 1;
   bool distributed_optimizer = false;  // Adam's state (and master weights) sharded over DP
+  // The interleaved schedule: model chunks per pipeline rank and its micro-batch group size
+  // (0: pipeline_parallel).
+  std::int64_t virtual_pipeline = 1;
+  std::int64_t microbatch_group = 0;
 };
 
 struct MemoryEstimateRequest {

@@ -156,13 +156,18 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
             kNotPartitioned, ParameterInit::kNormal, std);
     }
   }
-  const int64_t first_layer = stage.first_layer;
-  const int64_t end_layer = first_layer + stage.layers_of(c.num_layers);
-  if (first_layer < 0 || end_layer > c.num_layers || stage.rank < 0 || stage.rank >= stage.size)
+  // The stage's layers in their global order (an interleaved rank's chunks one after another);
+  // names keep the global numbers, so checkpoints do not depend on the split.
+  const int64_t stage_layers = stage.layers_of(c.num_layers);
+  const int64_t first_layer = stage.layer_at(0, c.num_layers);
+  const int64_t end_layer = stage.layer_at(stage_layers - 1, c.num_layers) + 1;
+  if (first_layer < 0 || end_layer > c.num_layers || stage.rank < 0 || stage.rank >= stage.size ||
+      stage_layers % stage.virtual_size != 0)
     throw Error("pipeline stage " + std::to_string(stage.rank) + " of " + std::to_string(stage.size) +
                 " holds layers [" + std::to_string(first_layer) + ", " + std::to_string(end_layer) +
                 "), outside the model's " + std::to_string(c.num_layers));
-  for (int64_t i = first_layer; i < end_layer; ++i) {
+  for (int64_t local = 0; local < stage_layers; ++local) {
+    const int64_t i = stage.layer_at(local, c.num_layers);
     const std::string layer = layer_prefix(i);
     add_norm(layer + ".input_layernorm");
     const std::string qkv = layer + ".self_attention.linear_qkv";

@@ -10,12 +10,35 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// V chunks per rank, each of num_layers / (P·V) layers (megatron/training/arguments.py: the
+// layers per pipeline rank divisible by the layers per virtual stage).
+std::vector<PipelineStage> interleaved_stages(int64_t num_layers, const PipelineSplit& split) {
+  const int64_t pp = split.pipeline_size;
+  const int64_t vp = split.virtual_size;
+  if (pp < 2)
+    throw UsageError("the interleaved schedule (--num-layers-per-virtual-pipeline-stage / "
+                     "--num-virtual-stages-per-pipeline-rank) needs --pipeline-model-parallel-size > 1");
+  if (split.first_stage_layers || split.last_stage_layers)
+    throw UsageError("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers are not "
+                     "implemented with the interleaved schedule in mgt-train");
+  if (num_layers % (pp * vp) != 0)
+    throw UsageError("--num-layers (" + str(num_layers) + ") must be divisible by --pipeline-model-parallel-size (" +
+                     str(pp) + ") times the virtual stages per pipeline rank (" + str(vp) +
+                     ") with the interleaved schedule");
+  std::vector<PipelineStage> stages;
+  const int64_t per_chunk = num_layers / (pp * vp);
+  for (int64_t r = 0; r < pp; ++r) stages.push_back(PipelineStage{pp, r, r * per_chunk, per_chunk * vp, vp});
+  return stages;
+}
+
 }  // namespace
 
 std::vector<PipelineStage> pipeline_stages(int64_t num_layers, const PipelineSplit& split) {
   const int64_t pp = split.pipeline_size;
   if (pp < 1) throw UsageError("--pipeline-model-parallel-size must be positive (got " + str(pp) + ")");
   const bool uneven = split.first_stage_layers || split.last_stage_layers;
+  if (split.virtual_size < 1) throw UsageError("the virtual pipeline size must be positive (got " + str(split.virtual_size) + ")");
+  if (split.virtual_size > 1) return interleaved_stages(num_layers, split);
   if (uneven && pp == 1)
     throw UsageError("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers need "
                      "--pipeline-model-parallel-size > 1");

@@ -27,7 +27,7 @@ Evaluator::Evaluator(GptModel& model, std::shared_ptr<const SplitSampleReader> r
                      const EvaluationSettings& settings)
     : model_(&model), settings_(settings), batches_(std::move(reader), prefetch_settings(settings)) {
   if (settings.pipeline && settings.pipeline->size() > 1)
-    pipeline_ = std::make_unique<PipelineExecutor>(model, *settings.pipeline);
+    pipeline_ = std::make_unique<PipelineExecutor>(model, *settings.pipeline, settings.microbatch_group_size);
 }
 
 LossValues Evaluator::evaluate() {

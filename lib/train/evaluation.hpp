@@ -29,6 +29,7 @@ struct EvaluationSettings {
   // The pipeline-parallel group when the model is one stage of several (null: the whole model);
   // must outlive the evaluator.
   dist::Communicator* pipeline = nullptr;
+  std::int64_t microbatch_group_size = 0;  // the interleaved schedule's (pipeline_executor.hpp)
   std::int64_t eval_iters = 0;        // --eval-iters
   std::string split_name = "valid";
 };

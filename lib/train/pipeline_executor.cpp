@@ -4,12 +4,13 @@
 #include <span>
 
 #include "core/error.hpp"
+#include "train/interleaved_pipeline_executor.hpp"
 #include "train/pipeline_schedule.hpp"
 
 namespace mgt {
 
-PipelineExecutor::PipelineExecutor(GptModel& model, dist::Communicator& pipeline)
-    : model_(&model), pipeline_(&pipeline) {
+PipelineExecutor::PipelineExecutor(GptModel& model, dist::Communicator& pipeline, std::int64_t microbatch_group_size)
+    : model_(&model), pipeline_(&pipeline), microbatch_group_size_(microbatch_group_size) {
   const PipelineStage& stage = model.pipeline_stage();
   if (pipeline.size() != stage.size || pipeline.rank() != stage.rank)
     throw Error("internal error: pipeline stage " + std::to_string(stage.rank) + " of " + std::to_string(stage.size) +
@@ -34,6 +35,13 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
                               const std::function<void()>& before_last_backward) {
   GptModel& model = *model_;
   dist::Communicator& group = *pipeline_;
+  if (model.pipeline_stage().interleaved()) {
+    const InterleavedRun settings{training, microbatches, microbatch_group_size_, loss_divisor, reduction, loss_scale};
+    const LossSum s = run_interleaved_schedule(model, group, settings, next_batch, dropout_of, before_last_backward);
+    double sums[2] = {s.loss_sum, s.token_count};
+    group.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
+    return {sums[0], sums[1]};
+  }
   const std::int64_t stages = group.size();
   const std::int64_t stage = group.rank();
   const int previous = static_cast<int>(stage) - 1;

@@ -22,8 +22,11 @@ namespace mgt {
 class PipelineExecutor {
 public:
   // `model` is this rank's stage; `pipeline` its pipeline-parallel group (size = stages, rank =
-  // stage). Both must outlive the executor.
-  PipelineExecutor(GptModel& model, dist::Communicator& pipeline);
+  // stage). Both must outlive the executor. A model of several chunks
+  // (PipelineStage::interleaved()) runs Megatron's interleaved schedule instead
+  // (interleaved_pipeline_executor.hpp), with micro-batch groups of `microbatch_group_size`
+  // (--microbatch-group-size-per-virtual-pipeline-stage; 0: the pipeline size).
+  PipelineExecutor(GptModel& model, dist::Communicator& pipeline, std::int64_t microbatch_group_size = 0);
 
   // One training iteration of `microbatches` micro-batches with the 1F1B schedule: next_batch()
   // is called once per micro-batch, in order, at its forward; dropout_of(m) gives micro-batch m's
@@ -50,6 +53,7 @@ private:
 
   GptModel* model_;
   dist::Communicator* pipeline_;
+  std::int64_t microbatch_group_size_;
 };
 
 }  // namespace mgt

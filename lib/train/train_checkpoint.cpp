@@ -128,8 +128,17 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
   // The pipeline layer offset of this shard: its layers keep their global numbers in the tensor
   // names, this says which ones the stage held.
   const PipelineStage& stage = parts.params.pipeline_stage();
-  meta.extra_json[kShardKey] = "{\"first_layer\": " + std::to_string(stage.first_layer) + ", \"num_layers\": " +
-                               std::to_string(stage.layers_of(parts.params.config().num_layers)) + "}";
+  const std::int64_t total_layers = parts.params.config().num_layers;
+  std::string shard = "{\"first_layer\": " + std::to_string(stage.first_layer) + ", \"num_layers\": " +
+                      std::to_string(stage.layers_of(total_layers));
+  if (stage.interleaved()) {
+    // An interleaved stage's chunks are not consecutive: the layers it held, by global number.
+    shard += ", \"virtual_stages\": " + std::to_string(stage.virtual_size) + ", \"layers\": [";
+    for (std::int64_t l = 0; l < stage.layers_of(total_layers); ++l)
+      shard += (l == 0 ? "" : ", ") + std::to_string(stage.layer_at(l, total_layers));
+    shard += "]";
+  }
+  meta.extra_json[kShardKey] = shard + "}";
   meta.world = layout;
   return meta;
 }

@@ -31,6 +31,8 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& o) {
   r.layout.pipeline_parallel = o.parallel.pipeline_model_parallel_size;
   r.layout.data_parallel = o.parallel.data_parallel_size;
   r.layout.distributed_optimizer = o.parallel.use_distributed_optimizer;
+  r.layout.virtual_pipeline = o.parallel.virtual_pipeline_model_parallel_size;
+  r.layout.microbatch_group = o.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
   // The model computes in fp32 whatever --bf16/--fp16 ask (see trainer.hpp): no master copy.
   r.bytes_per_weight = 4;
   r.master_weights = false;

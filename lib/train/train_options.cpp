@@ -44,10 +44,6 @@ CommandLineRules train_command_line_rules() {
   TrainOptions defaults;
   rules.known = flag_arities(train_flags(defaults));
   rules.known["--version"] = FlagArity::None;  // answered before parsing (core/program_main.hpp)
-  // Megatron's interleaved schedule (virtual pipeline stages) is not implemented.
-  for (const char* flag : {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"})
-    rules.refused[flag] = "interleaved pipeline stages are not implemented; --pipeline-model-parallel-size runs "
-                          "Megatron's non-interleaved 1F1B schedule";
   for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir"})
     rules.refused[flag] = "Weights & Biases needs its network service; --tensorboard-dir DIR writes the same "
                           "scalars as TensorBoard event files";
@@ -94,7 +90,8 @@ std::string train_options_help() {
 }
 
 PipelineSplit pipeline_split(const ParallelOptions& p) {
-  return {p.pipeline_model_parallel_size, p.decoder_first_pipeline_num_layers, p.decoder_last_pipeline_num_layers};
+  return {p.pipeline_model_parallel_size, p.decoder_first_pipeline_num_layers, p.decoder_last_pipeline_num_layers,
+          p.virtual_pipeline_model_parallel_size};
 }
 
 IndexOptions index_options(const TrainOptions& o) {

@@ -135,6 +135,14 @@ struct ParallelOptions {
   // first / last pipeline stage (model/pipeline_stage.hpp); unset: num_layers / PP each.
   std::optional<std::int64_t> decoder_first_pipeline_num_layers;
   std::optional<std::int64_t> decoder_last_pipeline_num_layers;
+  // Megatron's interleaved schedule (train/virtual_pipeline_options.hpp): the two ways to give
+  // the model chunks per pipeline rank, and its micro-batch group size (unset: PP).
+  std::optional<std::int64_t> num_layers_per_virtual_pipeline_stage;            // --num-layers-per-virtual-pipeline-stage
+  std::optional<std::int64_t> num_virtual_stages_per_pipeline_rank;             // --num-virtual-stages-per-pipeline-rank
+  std::optional<std::int64_t> microbatch_group_size_per_virtual_pipeline_stage;  // --microbatch-group-size-per-virtual-pipeline-stage
+  // Derived by validation, as Megatron's args.virtual_pipeline_model_parallel_size: model chunks
+  // per pipeline rank (1: the non-interleaved 1F1B schedule).
+  std::int64_t virtual_pipeline_model_parallel_size = 1;
   std::int64_t context_parallel_size = 1;         // 1 only
   bool sequence_parallel = false;                 // cleared when TP is 1, as Megatron does
   bool use_distributed_optimizer = false;         // same results as the plain optimizer at DP 1

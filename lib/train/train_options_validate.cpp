@@ -12,6 +12,7 @@
 #include "model/recompute_plan.hpp"
 #include "train/train_flags.hpp"
 #include "train/train_options.hpp"
+#include "train/virtual_pipeline_options.hpp"
 
 namespace mgt {
 
@@ -298,6 +299,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_rampup(o.optim, o.parallel);
   validate_model(o.model);
   validate_tensor_parallel(o.model, o.parallel);
+  validate_virtual_pipeline(o);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_recompute_groups(o.model, o.parallel);

@@ -23,6 +23,7 @@
 #include "train/run_description.hpp"
 #include "train/train_memory.hpp"
 #include "train/training_run.hpp"
+#include "train/virtual_pipeline_options.hpp"
 
 namespace mgt {
 
@@ -87,7 +88,7 @@ void TrainingRun::print_layout() {
     for (const PipelineStage& s : pipeline_stages(*options_.model.num_layers, pipeline_split(p)))
       split += (split.empty() ? "" : ", ") + std::to_string(s.num_layers);
     output_.line("> pipeline-model-parallel groups: " + groups_of(dist::GroupKind::PipelineModelParallel) + " (" +
-                 pipeline_.transport() + "), layers per stage " + split + ", 1F1B schedule");
+                 pipeline_.transport() + "), layers per stage " + split + ", " + schedule_description(p));
   }
   output_.line("> data-parallel groups: " + groups_of(dist::GroupKind::DataParallel) + " (" +
                data_parallel_.transport() + ")");
@@ -137,7 +138,9 @@ void TrainingRun::build_model() {
   PipelineParallelism pp;
   if (pipeline_parallel_size() > 1) pp = {stages.at(static_cast<std::size_t>(pipeline_.rank())), settings_.ranks.embedding};
   model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp);
-  if (pipeline_parallel_size() > 1) executor_ = std::make_unique<PipelineExecutor>(*model_, pipeline_);
+  if (pipeline_parallel_size() > 1)
+    executor_ = std::make_unique<PipelineExecutor>(
+        *model_, pipeline_, options_.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0));
   // Megatron prints each model-parallel rank's count from that rank (a tied embedding's copy on
   // the last stage included); rank 0 knows them all (the tables need no memory).
   for (const PipelineStage& stage : stages) {
@@ -280,6 +283,7 @@ EvaluationSettings TrainingRun::evaluation_settings(Split split) const {
   e.num_microbatches = microbatches();
   e.data_parallel = &data_parallel_;
   if (pipeline_parallel_size() > 1) e.pipeline = &pipeline_;
+  e.microbatch_group_size = options_.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
   e.eval_iters = options_.logging.eval_iters;
   e.split_name = split_name(split);
   return e;

@@ -101,6 +101,29 @@ TEST_CASE("the memory estimate covers the parameters, gradients and Adam's momen
   CHECK(parameters_per_rank(config, tp2) > e.parameters / 2);
 }
 
+TEST_CASE("the interleaved schedule's activation estimate: its warm-up's chunks in flight", "[model]") {
+  GptConfig config = model_testing::llama_like_config();
+  config.num_layers = 8;
+  MemoryEstimateRequest r;
+  r.seq_length = 8;
+  r.micro_batch_size = 2;
+  r.evaluation_too = false;
+  r.layout.pipeline_parallel = 4;
+  GptConfig stage = config;
+  stage.num_layers = 2;
+  // 1F1B: one micro-batch per stage on the first stage, each through its 2 layers.
+  CHECK(estimate_memory(config, r).activation_bytes ==
+        4 * ActivationMemory::elements(stage, 1, 8, 2, true, false, false, true, 0).bytes());
+  // Two chunks of one layer: 2·(4 − 1) + (2 − 1)·4 warm-up forwards, plus one, in flight.
+  r.layout.virtual_pipeline = 2;
+  GptConfig chunk = config;
+  chunk.num_layers = 1;
+  const std::int64_t per_chunk = ActivationMemory::elements(chunk, 1, 8, 2, true, false, false, true, 0).bytes();
+  CHECK(estimate_memory(config, r).activation_bytes == 11 * per_chunk);
+  r.layout.microbatch_group = 8;
+  CHECK(estimate_memory(config, r).activation_bytes == 15 * per_chunk);
+}
+
 TEST_CASE("a model too large for the memory is refused with the estimate and what is available", "[model]") {
   GptConfig config = model_testing::gpt2_like_config();
   MemoryEstimateRequest r;

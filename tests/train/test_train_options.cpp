@@ -235,7 +235,7 @@ TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
 TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
   CHECK(usage_error_with({"--num-experts", "8", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
                           "--checkpoint-activations", "--model-parallel-size", "2", "--activations-checkpoint-method",
-                          "uniform", "--num-layers-per-virtual-pipeline-stage", "1", "--data-impl", "lazy"}) ==
+                          "uniform", "--data-impl", "lazy"}) ==
         "--num-experts is a Megatron-LM flag that mgt-train does not support\n"
         "--batch-size is not supported by mgt-train: Megatron replaced it with --micro-batch-size\n"
         "--wandb-project is not supported by mgt-train: Weights & Biases needs its network service; "
@@ -245,8 +245,6 @@ TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
         "or --recompute-granularity and --recompute-method for more control\n"
         "--model-parallel-size is not supported by mgt-train: Megatron replaced it with --tensor-model-parallel-size\n"
         "--activations-checkpoint-method is not supported by mgt-train: Megatron replaced it with --recompute-method\n"
-        "--num-layers-per-virtual-pipeline-stage is not supported by mgt-train: interleaved pipeline stages are not "
-        "implemented; --pipeline-model-parallel-size runs Megatron's non-interleaved 1F1B schedule\n"
         "--data-impl lazy is not supported by mgt-train: the old IndexedDataset format is not read; tokenize the "
         "corpus again with mgt-tokenize (mmap format)");
 }
@@ -403,9 +401,9 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
         "--pipeline-model-parallel-size > 1");
   CHECK(usage_error_with({"--pipeline-model-parallel-size", "4"}) ==
         "world size (1) is not divisible by tensor x pipeline x context parallel size (4)");
+  // Two chunks of one layer on one rank: interleaving needs a pipeline (arguments.py).
   CHECK(usage_error_with({"--num-layers-per-virtual-pipeline-stage", "1"}) ==
-        "--num-layers-per-virtual-pipeline-stage is not supported by mgt-train: interleaved pipeline stages are not "
-        "implemented; --pipeline-model-parallel-size runs Megatron's non-interleaved 1F1B schedule");
+        "When interleaved schedule is used, --pipeline-model-parallel-size should be greater than 1");
   CHECK(usage_error_with({"--position-embedding-type", "relative"}) ==
         "--position-embedding-type relative is not supported by mgt-train (learned_absolute, rope or none)");
   CHECK(usage_error_with({"--group-query-attention", "--num-query-groups", "3"}) ==
