@@ -456,6 +456,21 @@ void case_attention_backward(OpRun& r) {
   r.check(dv, kAttention, "dv");
 }
 
+// Rows 3…9 of a [12, 2, 4, 16] attention take in another part's: both layouts.
+void case_attention_merge(OpRun& r) {
+  for (const SeqLayout layout : kLayouts) {
+    const HeadTensor whole{12, 2, 4, 16, layout};
+    HeadTensor part = whole;
+    part.seq = 7;
+    Tensor out = r.input(whole.elements()), lse = r.input_fp32(whole.batch * whole.heads * whole.seq, 3.0f);
+    Tensor part_out = r.input(part.elements()), part_lse = r.input_fp32(part.batch * part.heads * part.seq, 3.0f);
+    r.run([&](Backend& b, Side s) { b.attention_merge(part_out(s), part_lse(s), whole, 3, part.seq, out(s), lse(s)); });
+    INFO((layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));
+    r.check(out, kElementwise, "out");
+    r.check(lse, kElementwise, "lse");
+  }
+}
+
 void case_attention_forward_fused_qkv(OpRun& r) {
   const AttentionShape& shape = kFusedShape;
   const int64_t nq = shape.query().elements();
