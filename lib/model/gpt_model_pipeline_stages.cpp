@@ -51,7 +51,7 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
   upload(batch, memory, stage.is_first(), stage.is_last());
   if (training) {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, true, rng,
-                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0};
+                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
   } else {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, false, {}};
   }

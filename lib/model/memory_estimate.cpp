@@ -5,6 +5,7 @@
 #include "core/checked_size.hpp"
 #include "core/error.hpp"
 #include "model/activation_memory.hpp"
+#include "model/ring_attention.hpp"
 
 namespace mgt {
 
@@ -13,7 +14,7 @@ namespace {
 using N = SaturatingSize;
 
 void require_layout(const ParallelLayout& l) {
-  if (l.tensor_parallel < 1 || l.pipeline_parallel < 1 || l.data_parallel < 1)
+  if (l.tensor_parallel < 1 || l.pipeline_parallel < 1 || l.data_parallel < 1 || l.context_parallel < 1)
     throw Error("internal error: a parallel layout needs sizes of at least 1");
 }
 
@@ -81,7 +82,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   e.weight_bytes = (p * r.bytes_per_weight).value();
   // Every model holds an fp32 gradient buffer of its parameters' layout (model/gpt_parameters.hpp).
   e.gradient_bytes = (p * 4).value();
-  const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel : 1;
+  const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel * l.context_parallel : 1;
   if (r.use == MemoryUse::kTraining) {
     e.optimizer_bytes = divide_up(p * 8, optimizer_shards).value();
     if (r.master_weights) e.master_weight_bytes = divide_up(p * 4, optimizer_shards).value();
@@ -98,12 +99,22 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
     case MemoryUse::kTraining:
       // 1F1B keeps up to one micro-batch per stage in flight on the first stage. A whole model
       // without tensor parallelism computes its logits in chunks (GptModel::forward_backward).
-      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, true, false, false, true,
+      activations = activation_bytes(ActivationMemory::elements(stage, tp, s / l.context_parallel, b, true, false,
+                                                                false, true,
                                                                 tp == 1 && l.pipeline_parallel == 1
                                                                     ? kTrainingLogitsChunk
                                                                     : 0),
                                      r.bytes_per_weight) *
                     l.pipeline_parallel;
+      if (l.context_parallel > 1) {
+        AttentionShape local;
+        local.batch = b;
+        local.seq_q = local.seq_kv = s / l.context_parallel;
+        local.heads = c.num_attention_heads / tp;
+        local.groups = c.query_groups() / tp;
+        local.head_dim = c.kv_channels;
+        activations += N(RingAttention::scratch_elements(local)) * r.bytes_per_weight;
+      }
       if (r.evaluation_too)
         activations += activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);
       break;

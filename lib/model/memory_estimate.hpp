@@ -28,7 +28,10 @@ struct ParallelLayout {
   std::int64_t tensor_parallel = 1;
   std::int64_t pipeline_parallel = 1;
   std::int64_t data_parallel = 1;
-  bool distributed_optimizer = false;  // Adam's state (and master weights) sharded over DP
+  bool distributed_optimizer = false;  // Adam's state (and master weights) sharded over DP (× CP)
+  // Training passes hold seq_length / context_parallel tokens per rank, plus ring attention's
+  // scratch; evaluation passes whole sequences.
+  std::int64_t context_parallel = 1;
 };
 
 struct MemoryEstimateRequest {

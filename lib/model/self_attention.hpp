@@ -81,6 +81,8 @@ private:
   // Whether this pass attends to the QKV projection in place (saved.mixed) rather than to the
   // split query, key and value.
   bool attends_fused_qkv(const ForwardContext& ctx) const;
+  // RoPE (or its backward) in place on x [s, b, heads, head_dim], at this pass's positions.
+  void rotate(const ForwardContext& ctx, FloatView x, int64_t heads, bool backward) const;
 
   Backend* backend_;
   int64_t layer_;
