@@ -24,9 +24,9 @@ GPT2_NODROP=("${GPT2[@]}" --hidden-dropout 0 --attention-dropout 0)
 expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --cp-comm-type a2a
 grep -q "^mgt-train: --cp-comm-type a2a is not implemented (only p2p, the ring)$" "$WORK/err.txt" ||
   fail "a2a not refused by name"
-expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --seq-length 60 \
+expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --seq-length 62 \
   --max-position-embeddings 64
-grep -q "^mgt-train: --seq-length (60) must be divisible by 2 x --context-parallel-size (4)" "$WORK/err.txt" ||
+grep -q "^mgt-train: --seq-length (62) must be divisible by 2 x --context-parallel-size (4)" "$WORK/err.txt" ||
   fail "a sequence length 2 x CP does not divide not refused"
 
 keep_iteration() {
@@ -50,9 +50,6 @@ grep -q '^> context-parallel groups: \[0, 1\] (mpi), ring attention (--cp-comm-t
 compare_curves "$WORK/gpt2-1.jsonl" "$WORK/gpt2-cp2.jsonl" same
 [[ "$(ls "$WORK/ckpt-cp2/iter_0000010" | tr '\n' ' ')" == "mp_rank_00.h5 " ]] ||
   fail "CP=2: the checkpoint is not one model file"
-
-expect_status 0 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --metrics-file "$WORK/llama-cp2.jsonl"
-compare_curves "$WORK/llama-1.jsonl" "$WORK/llama-cp2.jsonl" same
 
 # CP=4: chunks of 8 tokens.
 expect_status 0 ranks 4 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 4 --metrics-file "$WORK/llama-cp4.jsonl"
