@@ -3,11 +3,11 @@
 # cut into 2 x CP chunks (Megatron's load-balanced split) and attended over the ring reproduces
 # the one-rank run's losses (train and validation, 20 iterations, within 1e-5 relative) for a
 # GPT-2-style model (learned positions) and a Llama-style one (rotary, grouped-query attention):
-# CP=2, CP=4, CP=2 x TP=2 with sequence parallelism, CP=2 x DP=2 with the distributed optimizer
-# (sharded over the data-parallel group with context parallelism) and CP=2 x PP=2. A CP=2
-# checkpoint resumes at CP=1 and at CP=4, continuing the one-rank curve. The groups are
-# Megatron's; --cp-comm-type other than p2p and sequence lengths that 2 x CP does not divide are
-# refused.
+# CP=2 (GPT-2), CP=4 and CP=2 x TP=2 with sequence parallelism (Llama), CP=2 x DP=2 with the distributed optimizer
+# (sharded over the data-parallel group with context parallelism) and CP=2 x PP=2 (GPT-2). A CP=2
+# checkpoint resumes at CP=1 and at CP=4, continuing the one-rank curve; --dry-run counts each
+# rank's part of the sequence. The groups are Megatron's; --cp-comm-type other than p2p and
+# sequence lengths that 2 x CP does not divide are refused.
 # Usage: bash tests/e2e/mgt_train_context_parallel.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -28,6 +28,19 @@ expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2
   --max-position-embeddings 64
 grep -q "^mgt-train: --seq-length (62) must be divisible by 2 x --context-parallel-size (4)" "$WORK/err.txt" ||
   fail "a sequence length 2 x CP does not divide not refused"
+
+# --dry-run: the training activations of seq / CP tokens per rank (and the ring's buffers).
+for cp in 1 2; do
+  ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size $cp --dry-run >"$WORK/dry-$cp.json" 2>/dev/null ||
+    fail "--dry-run at CP=$cp failed"
+done
+python3 - "$WORK/dry-1.json" "$WORK/dry-2.json" <<'PY' || fail "--dry-run does not account for context parallelism"
+import json, sys
+one, two = (json.load(open(p)) for p in sys.argv[1:])
+assert one["layout"]["context_parallel_size"] == 1 and two["layout"]["context_parallel_size"] == 2, two["layout"]
+assert two["layout"]["data_parallel_size"] == 1, two["layout"]
+assert two["memory_per_rank_bytes"]["activations"] < one["memory_per_rank_bytes"]["activations"], (one, two)
+PY
 
 keep_iteration() {
   local name
