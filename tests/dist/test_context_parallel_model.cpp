@@ -2,7 +2,8 @@
 // every sequence (context_parallel_split.hpp) with ring attention, and the sums of the ranks'
 // losses and gradients are the single-rank model's on the whole sequences — GPT-2-like (learned
 // positions) and Llama-like (rotary, grouped-query attention), alone and with tensor and
-// sequence parallelism. Every rank builds the single-rank reference itself.
+// sequence parallelism, and under selective and full recomputation. Every rank builds the
+// single-rank reference itself.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -62,11 +63,16 @@ TEST_CASE("context-parallel GPT reproduces the single-rank loss and gradients", 
     flags.context_parallel_size = world / tp;
     dist::ProcessGroups groups = dist::make_process_groups(runtime(), dist::ParallelLayout(flags, world));
     dist::Communicator& cp = *groups.context_parallel;
-    for (const bool llama : {false, true}) {
+    // The two model styles, and each with a recomputation (the ring runs again in the backward).
+    for (const auto& [llama, recompute] :
+         {std::pair{false, RecomputeGranularity::kNone}, std::pair{true, RecomputeGranularity::kNone},
+          std::pair{false, RecomputeGranularity::kSelective}, std::pair{true, RecomputeGranularity::kFull}}) {
       GptConfig c = llama ? llama_like_config() : gpt2_like_config();
       c.max_position_embeddings = 16;
+      c.recompute_granularity = recompute;
       INFO((llama ? "Llama-like" : "GPT-2-like") << ", CP " << cp.size() << ", TP " << tp
-                                                 << (sequence_parallel ? ", sequence parallel" : ""));
+                                                 << (sequence_parallel ? ", sequence parallel" : "")
+                                                 << ", recompute " << static_cast<int>(recompute));
       const std::vector<RefBatch> batches = {random_batch(c, 2, 8, 3), random_batch(c, 2, 8, 4)};
       const auto backend = make_backend("cpu");
       GptModel reference(c, *backend, 7);
