@@ -54,7 +54,7 @@ AttentionParams unmasked(float scale) {
 }  // namespace
 
 TEST_CASE("attention without the causal mask sees every key, more queries than keys included", "[kernels][attention]") {
-  for (const auto [seq_q, seq_kv] : {std::pair<int64_t, int64_t>{5, 3}, {3, 7}, {4, 4}}) {
+  for (const auto& [seq_q, seq_kv] : {std::pair<int64_t, int64_t>{5, 3}, {3, 7}, {4, 4}}) {
     const AttentionShape s{2, seq_q, seq_kv, 4, 2, 8, SeqLayout::kSeqMajor};
     const std::vector<float> q = random_floats(s.query().elements(), 1), k = random_floats(s.key_value().elements(), 2),
                              v = random_floats(s.key_value().elements(), 3);
@@ -107,8 +107,9 @@ TEST_CASE("a merge into some rows leaves the others, and a row with no keys yet 
   std::vector<float> out = {1, 1, 2, 2, 3, 3, 4, 4}, lse = {0.0f, -inf, 0.0f, 5.0f};
   const std::vector<float> part_out = {10, 10, 20, 20}, part_lse = {0.0f, 0.0f};
   cpu::attention_merge(part_out.data(), part_lse.data(), whole, 1, 2, out.data(), lse.data());
-  // Row 1 had seen nothing: it becomes the part. Row 2: equal weights. Rows 0 and 3 unchanged.
-  CHECK(out == std::vector<float>{1, 1, 10, 10, 11, 11, 4, 4});
+  // Row 1 had seen nothing: it becomes the part. Row 2: equal weights, (3 + 20) / 2. Rows 0 and 3
+  // unchanged.
+  CHECK(out == std::vector<float>{1, 1, 10, 10, 11.5f, 11.5f, 4, 4});
   CHECK(lse[0] == 0.0f);
   CHECK(lse[1] == 0.0f);
   CHECK(lse[2] == Approx(std::log(2.0f)));

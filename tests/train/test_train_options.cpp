@@ -70,7 +70,12 @@ std::string py(const ArgValue& value) {
     std::string operator()(std::int64_t v) const { return std::to_string(v); }
     std::string operator()(double v) const { return python_float_repr(v); }
     std::string operator()(const std::string& v) const { return v.empty() ? "None" : "'" + v + "'"; }
-    std::string operator()(const std::vector<std::string>& v) const { return v.empty() ? "None" : "[...]"; }
+    std::string operator()(const std::vector<std::string>& v) const {
+      if (v.empty()) return "None";
+      std::string items;
+      for (const std::string& i : v) items += (items.empty() ? "'" : ", '") + i + "'";
+      return "[" + items + "]";
+    }
     std::string operator()(const std::vector<std::int64_t>& v) const {
       std::string items;
       for (std::int64_t i : v) items += (items.empty() ? "" : ", ") + std::to_string(i);
