@@ -57,10 +57,7 @@ public:
                 FloatView dk, FloatView dv);
 
 private:
-  // The keys and values of step `step`'s source rank: the first `rows` rows (of 2c) of each.
-  struct KeyValue {
-    ConstFloatView k, v;
-  };
+  // Which part of the keys in hand a step attends to (see the top of this file).
   enum class Block { kDiagonal, kEarlier, kLater, kFull };
   Block block(int step, const AttentionParams& params) const;
   AttentionParams step_params(const AttentionParams& params, const AttentionShape& shape, int step) const;
