@@ -7,8 +7,8 @@
 namespace mgt::dist {
 namespace {
 
-// The dimensions of Megatron's default order "tp-cp-ep-dp-pp"; context and expert parallel sizes
-// are 1 in mgt but stay in the grid so the arithmetic is parallel_state's own.
+// The dimensions of Megatron's default order "tp-cp-ep-dp-pp"; the expert parallel size is 1 in
+// mgt but stays in the grid so the arithmetic is parallel_state's own.
 enum Dim { kTp = 0, kCp, kEp, kDp, kPp, kDims };
 
 void require_positive(const char* flag, std::int64_t value) {
@@ -44,6 +44,7 @@ void validate_parallel_flags(const ParallelFlags& flags) {
   require_positive("--tensor-model-parallel-size", flags.tensor_model_parallel_size);
   require_positive("--pipeline-model-parallel-size", flags.pipeline_model_parallel_size);
   require_positive("--distributed-timeout-minutes", flags.distributed_timeout_minutes);
+  require_positive("--context-parallel-size", flags.context_parallel_size);
   // Minutes beyond this overflow the watchdog's millisecond clock arithmetic.
   constexpr std::int64_t kMaxMinutes = std::numeric_limits<std::int32_t>::max() / 60;
   if (flags.distributed_timeout_minutes > kMaxMinutes)
@@ -59,6 +60,8 @@ const char* group_kind_name(GroupKind kind) {
     case GroupKind::PipelineModelParallel: return "pipeline-model-parallel";
     case GroupKind::ModelParallel: return "model-parallel";
     case GroupKind::Embedding: return "embedding";
+    case GroupKind::ContextParallel: return "context-parallel";
+    case GroupKind::DataParallelWithContext: return "data-parallel-with-context";
   }
   return "unknown";
 }
@@ -72,14 +75,18 @@ ParallelLayout::ParallelLayout(const ParallelFlags& flags, int world_size)
     throw UsageError(world + " is not divisible by --tensor-model-parallel-size (" +
                      std::to_string(flags.tensor_model_parallel_size) + ")");
   const std::int64_t model_size =
-      flags.tensor_model_parallel_size * flags.pipeline_model_parallel_size;
+      flags.tensor_model_parallel_size * flags.pipeline_model_parallel_size * flags.context_parallel_size;
   if (world_size % model_size != 0)
     throw UsageError(world + " is not divisible by --tensor-model-parallel-size (" +
                      std::to_string(flags.tensor_model_parallel_size) +
                      ") x --pipeline-model-parallel-size (" +
-                     std::to_string(flags.pipeline_model_parallel_size) + ")");
+                     std::to_string(flags.pipeline_model_parallel_size) + ")" +
+                     (flags.context_parallel_size > 1
+                          ? " x --context-parallel-size (" + std::to_string(flags.context_parallel_size) + ")"
+                          : std::string()));
   tp_ = static_cast<int>(flags.tensor_model_parallel_size);
   pp_ = static_cast<int>(flags.pipeline_model_parallel_size);
+  cp_ = static_cast<int>(flags.context_parallel_size);
   dp_ = static_cast<int>(world_size / model_size);
 }
 
@@ -87,26 +94,28 @@ RankCoordinates ParallelLayout::coordinates(int rank) const {
   if (rank < 0 || rank >= world_size_)
     throw Error("rank " + std::to_string(rank) + " is outside a world of " +
                 std::to_string(world_size_));
-  return {rank % tp_, (rank / tp_) % dp_, rank / (tp_ * dp_)};
+  return {rank % tp_, (rank / (tp_ * cp_)) % dp_, rank / (tp_ * cp_ * dp_), (rank / tp_) % cp_};
 }
 
 int ParallelLayout::rank_of(const RankCoordinates& c) const {
   if (c.tensor < 0 || c.tensor >= tp_ || c.data < 0 || c.data >= dp_ || c.pipeline < 0 ||
-      c.pipeline >= pp_)
+      c.pipeline >= pp_ || c.context < 0 || c.context >= cp_)
     throw Error("rank coordinates (tp " + std::to_string(c.tensor) + ", dp " +
                 std::to_string(c.data) + ", pp " + std::to_string(c.pipeline) +
                 ") are outside the layout");
-  return c.tensor + tp_ * (c.data + dp_ * c.pipeline);
+  return c.tensor + tp_ * (c.context + cp_ * (c.data + dp_ * c.pipeline));
 }
 
 std::vector<std::vector<int>> ParallelLayout::groups(GroupKind kind) const {
-  const std::vector<int> sizes = {tp_, 1, 1, dp_, pp_};
+  const std::vector<int> sizes = {tp_, cp_, 1, dp_, pp_};
   std::vector<bool> mask(kDims, false);
   switch (kind) {
     case GroupKind::TensorModelParallel: mask[kTp] = true; break;
     case GroupKind::DataParallel: mask[kDp] = true; break;
     case GroupKind::PipelineModelParallel: mask[kPp] = true; break;
     case GroupKind::ModelParallel: mask[kTp] = mask[kPp] = true; break;
+    case GroupKind::ContextParallel: mask[kCp] = true; break;
+    case GroupKind::DataParallelWithContext: mask[kCp] = mask[kDp] = true; break;
     case GroupKind::Embedding: {
       // parallel_state.default_embedding_ranks: the first and the last stage.
       std::vector<std::vector<int>> result;

@@ -4,13 +4,17 @@
 // Megatron (megatron/core/parallel_state.py, initialize_model_parallel with its default
 // order "tp-cp-ep-dp-pp") numbers a rank as
 //     rank = tp_rank + tp·(cp_rank + cp·(ep_rank + ep·(dp_rank + dp·pp_rank)))
-// tensor parallel fastest, pipeline parallel slowest. mgt has no context or expert parallelism
-// (both sizes 1), so this is rank = tp_rank + tp·(dp_rank + dp·pp_rank). For world 8, TP 2, PP 2:
+// tensor parallel fastest, pipeline parallel slowest. mgt has no expert parallelism (size 1),
+// so this is rank = tp_rank + tp·(cp_rank + cp·(dp_rank + dp·pp_rank)). For world 8, TP 2, PP 2:
 //     tensor-parallel groups   [0,1] [2,3] [4,5] [6,7]
 //     data-parallel groups     [0,2] [1,3] [4,6] [5,7]
 //     pipeline-parallel groups [0,4] [1,5] [2,6] [3,7]
 //     model-parallel groups    [0,1,4,5] [2,3,6,7]   (tensor × pipeline)
 //     embedding groups         first and last stage of each pipeline group
+// With context parallelism (world 8, TP 2, CP 2): context-parallel groups [0,2] [1,3] [4,6] [5,7],
+// data-parallel groups [0,4] [1,5] [2,6] [3,7], and the data-parallel groups with context
+// parallelism (Megatron's "dp-cp": the gradients' reduction and the distributed optimizer's
+// shards) [0,2,4,6] [1,3,5,7].
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -24,6 +28,7 @@ struct ParallelFlags {
   std::int64_t tensor_model_parallel_size = 1;    // --tensor-model-parallel-size
   std::int64_t pipeline_model_parallel_size = 1;  // --pipeline-model-parallel-size
   std::int64_t distributed_timeout_minutes = 10;  // --distributed-timeout-minutes
+  std::int64_t context_parallel_size = 1;         // --context-parallel-size
 
   // The collective watchdog's limit: --distributed-timeout-minutes as a duration.
   std::chrono::milliseconds distributed_timeout() const;
@@ -37,6 +42,7 @@ struct RankCoordinates {
   int tensor = 0;    // rank within its tensor-parallel group
   int data = 0;      // rank within its data-parallel group
   int pipeline = 0;  // pipeline stage
+  int context = 0;   // rank within its context-parallel group
 };
 
 // The kinds of process group Megatron builds that mgt uses.
@@ -46,6 +52,8 @@ enum class GroupKind {
   PipelineModelParallel,  // "pp"
   ModelParallel,          // "tp-pp": one model replica
   Embedding,              // first and last pipeline stage (tied word embeddings)
+  ContextParallel,        // "cp"
+  DataParallelWithContext,  // "dp-cp": the gradients' reduction, the distributed optimizer
 };
 
 // "tensor-model-parallel", "data-parallel", ... for messages.
@@ -60,6 +68,7 @@ public:
   int tensor_model_parallel_size() const { return tp_; }
   int pipeline_model_parallel_size() const { return pp_; }
   int data_parallel_size() const { return dp_; }
+  int context_parallel_size() const { return cp_; }
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;
@@ -77,6 +86,7 @@ private:
   int tp_;
   int pp_;
   int dp_;
+  int cp_ = 1;
 };
 
 // Megatron's generate_masked_orthogonal_rank_groups: the ranks of a world laid out as a grid of

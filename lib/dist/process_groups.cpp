@@ -12,6 +12,8 @@ Communicator* ProcessGroups::find(GroupKind kind) const {
     case GroupKind::PipelineModelParallel: return pipeline_model_parallel.get();
     case GroupKind::ModelParallel: return model_parallel.get();
     case GroupKind::Embedding: return embedding.get();
+    case GroupKind::ContextParallel: return context_parallel.get();
+    case GroupKind::DataParallelWithContext: return data_parallel_with_context.get();
   }
   return nullptr;
 }
@@ -38,6 +40,8 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
   groups.pipeline_model_parallel = make(GroupKind::PipelineModelParallel);
   groups.model_parallel = make(GroupKind::ModelParallel);
   groups.embedding = make(GroupKind::Embedding);
+  groups.context_parallel = make(GroupKind::ContextParallel);
+  groups.data_parallel_with_context = make(GroupKind::DataParallelWithContext);
   return groups;
 }
 
@@ -60,6 +64,9 @@ ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const Dev
   groups.pipeline_model_parallel = mirror(bootstrap.pipeline_model_parallel);
   groups.model_parallel = mirror(bootstrap.model_parallel);
   groups.embedding = mirror(bootstrap.embedding);
+  groups.context_parallel = mirror(bootstrap.context_parallel);
+  groups.data_parallel_with_context = mirror(
+      bootstrap.data_parallel_with_context, options.data_parallel == DataParallelCollectives::kCopyEngines);
   return groups;
 }
 

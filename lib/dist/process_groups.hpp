@@ -18,6 +18,8 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> model_parallel;
   // Null on ranks that are neither the first nor the last pipeline stage.
   std::unique_ptr<Communicator> embedding;
+  std::unique_ptr<Communicator> context_parallel;
+  std::unique_ptr<Communicator> data_parallel_with_context;
 
   Communicator& get(GroupKind kind) const;
   // Null only for the embedding group of a middle stage.

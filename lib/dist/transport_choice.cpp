@@ -38,7 +38,7 @@ std::optional<std::string> find_shared_device(const ParallelLayout& layout,
                 std::to_string(layout.world_size()) + " ranks");
   for (GroupKind kind : {GroupKind::TensorModelParallel, GroupKind::DataParallel,
                          GroupKind::PipelineModelParallel, GroupKind::ModelParallel,
-                         GroupKind::Embedding}) {
+                         GroupKind::Embedding, GroupKind::ContextParallel}) {
     for (const std::vector<int>& group : layout.groups(kind)) {
       std::map<std::string, int> first_on;  // device -> the group's first rank on it
       for (const int rank : group) {

@@ -677,6 +677,24 @@ void expect_fused_qkv(const AttentionShape& shape, BackendOp op) {
 
 }  // namespace
 
+void Backend::attention_merge(ConstFloatView part_out, ConstFloatView part_lse, const HeadTensor& whole,
+                              int64_t first_row, int64_t part_rows, FloatView out, FloatView lse) {
+  constexpr BackendOp op = BackendOp::attention_merge;
+  if (first_row < 0 || part_rows < 0 || first_row + part_rows > whole.seq)
+    fail(op, "rows [" + std::to_string(first_row) + ", " + std::to_string(first_row + part_rows) +
+                 ") are not within the " + std::to_string(whole.seq) + " rows of out");
+  HeadTensor part = whole;
+  part.seq = part_rows;
+  expect(part_out, part.elements(), op, "part_out");
+  expect(part_lse, whole.batch * whole.heads * part_rows, op, "part_lse");
+  expect(out, whole.elements(), op, "out");
+  expect(lse, whole.batch * whole.heads * whole.seq, op, "lse");
+  if (part_rows == 0) return;
+  Fp32Staging st(*this, op);
+  do_attention_merge(st.in(part_out), st.in(part_lse), whole, first_row, part_rows, st.inout(out), st.inout(lse));
+  st.finish();
+}
+
 void Backend::attention_forward_fused_qkv(ConstFloatView mixed, const AttentionShape& shape,
                                           const AttentionParams& params, FloatView out, FloatView lse) {
   constexpr BackendOp op = BackendOp::attention_forward_fused_qkv;

@@ -335,6 +335,15 @@ public:
                         FloatView value_cache, ConstIndexView length, const AttentionShape& shape,
                         const RotaryParams* rotary, float softmax_scale, FloatView out);
 
+  // ---- attention over keys in parts (context parallelism's ring) ----
+  // The same queries' attention over another part of the keys merged into an attention so far:
+  // rows [first_row, first_row + part_rows) of out ([whole]) and lse ([batch, heads, whole.seq])
+  // take in part_out ([part_rows, …] in whole's layout) and part_lse ([batch, heads, part_rows]):
+  //   lse' = log(e^lse + e^part_lse),  out' = out·e^(lse − lse') + part_out·e^(part_lse − lse').
+  // (TransformerEngine's flash_attn_fwd_out_correction and its LSE correction, in one pass.)
+  void attention_merge(ConstFloatView part_out, ConstFloatView part_lse, const HeadTensor& whole,
+                       int64_t first_row, int64_t part_rows, FloatView out, FloatView lse);
+
   // ---- Megatron's per-group fused QKV layout ----
   void qkv_split(ConstFloatView mixed, int64_t tokens, int64_t heads, int64_t groups, int64_t unit,
                  FloatView q, FloatView k, FloatView v);
@@ -526,6 +535,9 @@ private:
                                      ConstFloatArg out, ConstFloatArg dout, ConstFloatArg lse,
                                      const AttentionShape& shape, const AttentionParams& params,
                                      FloatArg dq, FloatArg dk, FloatArg dv) = 0;
+
+  virtual void do_attention_merge(ConstFloatArg part_out, ConstFloatArg part_lse, const HeadTensor& whole,
+                                  int64_t first_row, int64_t part_rows, FloatArg out, FloatArg lse) = 0;
 
   virtual void do_qkv_split(ConstFloatArg mixed, int64_t tokens, int64_t heads, int64_t groups,
                             int64_t unit, FloatArg q, FloatArg k, FloatArg v) = 0;

@@ -51,11 +51,13 @@ struct DropoutKey {
 // ---- attention ----
 // q and out [seq_q, batch, heads, head_dim], k and v [seq_kv, batch, groups, head_dim] (or all
 // batch-major); query head h reads key/value group h / (heads / groups). The causal mask is
-// aligned at the end: query i sees keys j <= i + (seq_kv − seq_q).
+// aligned at the end: query i sees keys j <= i + (seq_kv − seq_q). Without it (AttentionParams::
+// causal false: the blocks of ring attention that lie wholly below the diagonal) every query
+// sees every key, and seq_kv may be shorter than seq_q.
 struct AttentionShape {
   int64_t batch = 0;
   int64_t seq_q = 0;
-  int64_t seq_kv = 0;  // >= seq_q
+  int64_t seq_kv = 0;  // >= seq_q when causal
   int64_t heads = 0;   // query heads (local to this rank)
   int64_t groups = 0;  // key/value heads; divides heads
   int64_t head_dim = 0;
@@ -73,7 +75,14 @@ struct AttentionParams {
   // of them this call holds; 0 and 0: this call's heads are all of them.
   int64_t dropout_heads = 0;
   int64_t dropout_first_head = 0;
+  // The end-aligned causal mask (false: none; context parallelism's off-diagonal blocks).
+  bool causal = true;
 };
+
+// The key index after the last one query i may see, of seq_kv keys.
+constexpr int64_t attention_visible_end(const AttentionShape& s, const AttentionParams& p, int64_t i) {
+  return p.causal ? i + (s.seq_kv - s.seq_q) + 1 : s.seq_kv;
+}
 
 // ---- rotary position embedding ----
 struct RotaryParams {

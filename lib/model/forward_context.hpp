@@ -22,6 +22,8 @@
 
 namespace mgt {
 
+class RingAttention;
+
 enum class DropoutSite : uint64_t {
   kEmbedding = 0,        // after the embedding sum
   kAttentionProbs = 1,   // softmax probabilities (--attention-dropout)
@@ -48,6 +50,10 @@ struct ForwardContext {
   // sequence-major [s, b] token grid. 1 and 0 without it.
   int64_t sequence_shards = 1;
   int64_t sequence_shard = 0;
+  // Context parallelism in this pass (training only): seq is this rank's two chunks of the
+  // sequence (context_parallel_split.hpp) and the core attention runs over the ring. Null
+  // without it.
+  RingAttention* context_parallel = nullptr;
 
   int64_t tokens() const { return seq * batch; }
   bool sequence_parallel() const { return sequence_shards > 1; }

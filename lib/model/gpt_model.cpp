@@ -127,6 +127,10 @@ void GptModel::block_gradients_done(std::size_t index) const {
 
 GptModel::~GptModel() = default;
 
+void GptModel::set_context_parallel(dist::Communicator* group) {
+  ring_ = group != nullptr && group->size() > 1 ? std::make_unique<RingAttention>(*backend_, *group) : nullptr;
+}
+
 void GptModel::require_whole_model(const char* call) const {
   require(pipeline_stage().whole_model(),
           std::string(call) + " needs the whole model; pipeline stages run through stage_forward and "
@@ -376,7 +380,7 @@ const ActivationMemory& GptModel::run_forward_backward(const MicroBatch& batch, 
   upload(batch, memory);
   const ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng,
                            sequence_parallel_ ? tp_.size() : 1,
-                           sequence_parallel_ ? tp_.rank() : 0};
+                           sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
   // The loss gradient's scale from the host's mask, so that the loss and its gradient come from
   // one pass over the logits and nothing is read back before the backward is queued.
   MaskedLossSum host_count;

@@ -65,7 +65,7 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
   upload(batch, memory, span.embedding, span.head);
   if (training) {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, true, rng,
-                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0};
+                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
   } else {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, false, {}};
   }

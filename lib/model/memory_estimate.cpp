@@ -5,6 +5,7 @@
 #include "core/checked_size.hpp"
 #include "core/error.hpp"
 #include "model/activation_memory.hpp"
+#include "model/ring_attention.hpp"
 
 namespace mgt {
 
@@ -13,7 +14,7 @@ namespace {
 using N = SaturatingSize;
 
 void require_layout(const ParallelLayout& l) {
-  if (l.tensor_parallel < 1 || l.pipeline_parallel < 1 || l.data_parallel < 1)
+  if (l.tensor_parallel < 1 || l.pipeline_parallel < 1 || l.data_parallel < 1 || l.context_parallel < 1)
     throw Error("internal error: a parallel layout needs sizes of at least 1");
 }
 
@@ -81,7 +82,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   e.weight_bytes = (p * r.bytes_per_weight).value();
   // Every model holds an fp32 gradient buffer of its parameters' layout (model/gpt_parameters.hpp).
   e.gradient_bytes = (p * 4).value();
-  const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel : 1;
+  const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel * l.context_parallel : 1;
   if (r.use == MemoryUse::kTraining) {
     e.optimizer_bytes = divide_up(p * 8, optimizer_shards).value();
     if (r.master_weights) e.master_weight_bytes = divide_up(p * 4, optimizer_shards).value();
@@ -109,13 +110,23 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
       // (GptModel::forward_backward).
       const auto training_activations = [&](const GptConfig& config) {
         const ActivationElements slot = ActivationMemory::elements(
-            config, tp, s, b, true, false, false, true, tp == 1 && l.pipeline_parallel == 1 ? kTrainingLogitsChunk : 0);
-        const ActivationElements shared = ActivationMemory::recompute_scratch_elements(config, tp, s, b);
+            config, tp, s / l.context_parallel, b, true, false, false, true,
+            tp == 1 && l.pipeline_parallel == 1 ? kTrainingLogitsChunk : 0);
+        const ActivationElements shared = ActivationMemory::recompute_scratch_elements(config, tp, s / l.context_parallel, b);
         // (A count beyond 64 bits stays saturated.)
         const ActivationElements unshared =
             N(slot.floats).saturated() ? slot : ActivationElements{slot.floats - shared.floats, slot.indices};
         N bytes = activation_bytes(unshared, r.bytes_per_weight) * in_flight +
                   activation_bytes(shared, r.bytes_per_weight);
+        if (l.context_parallel > 1) {
+          AttentionShape local;
+          local.batch = b;
+          local.seq_q = local.seq_kv = s / l.context_parallel;
+          local.heads = c.num_attention_heads / tp;
+          local.groups = c.query_groups() / tp;
+          local.head_dim = c.kv_channels;
+          bytes += N(RingAttention::scratch_elements(local)) * r.bytes_per_weight;
+        }
         if (r.evaluation_too)
           bytes += activation_bytes(ActivationMemory::elements(config, tp, s, b, false), r.bytes_per_weight);
         return bytes;

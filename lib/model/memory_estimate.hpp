@@ -28,11 +28,14 @@ struct ParallelLayout {
   std::int64_t tensor_parallel = 1;
   std::int64_t pipeline_parallel = 1;
   std::int64_t data_parallel = 1;
-  bool distributed_optimizer = false;  // Adam's state (and master weights) sharded over DP
+  bool distributed_optimizer = false;  // Adam's state (and master weights) sharded over DP (× CP)
   // The interleaved schedule: model chunks per pipeline rank and its micro-batch group size
   // (0: pipeline_parallel).
   std::int64_t virtual_pipeline = 1;
   std::int64_t microbatch_group = 0;
+  // Training passes hold seq_length / context_parallel tokens per rank, plus ring attention's
+  // scratch; evaluation passes whole sequences.
+  std::int64_t context_parallel = 1;
 };
 
 struct MemoryEstimateRequest {

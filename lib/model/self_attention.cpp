@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/ring_attention.hpp"
+
 namespace mgt {
 
 SelfAttention::SelfAttention(GptParameters& params, int64_t layer,
@@ -53,7 +55,31 @@ HeadTensor SelfAttention::head_tensor(const ForwardContext& ctx, int64_t heads) 
 }
 
 bool SelfAttention::attends_fused_qkv(const ForwardContext& ctx) const {
-  return !rope_ && groups_ == heads_ && backend_->attends_fused_qkv(shape(ctx), params(ctx));
+  return ctx.context_parallel == nullptr && !rope_ && groups_ == heads_ &&
+         backend_->attends_fused_qkv(shape(ctx), params(ctx));
+}
+
+// Megatron rotates by sequence index; under context parallelism the indices are those of this
+// rank's two chunks (rotary_pos_embedding.py get_pos_emb_on_this_cp_rank), so each half of the
+// rows turns from its chunk's first position.
+void SelfAttention::rotate(const ForwardContext& ctx, FloatView x, int64_t heads, bool backward) const {
+  const auto apply = [&](FloatView part, const HeadTensor& shape, const RotaryParams& rotary) {
+    if (backward) backend_->rotary_backward(part, shape, rotary, part);
+    else backend_->rotary_forward(part, shape, rotary, part);
+  };
+  if (ctx.context_parallel == nullptr) {
+    apply(x, head_tensor(ctx, heads), rotary_);
+    return;
+  }
+  const int64_t n = ctx.context_parallel->size(), r = ctx.context_parallel->rank();
+  const int64_t chunk = ctx.seq / 2;
+  HeadTensor half = head_tensor(ctx, heads);
+  half.seq = chunk;
+  RotaryParams rotary = rotary_;
+  rotary.position_offset = r * chunk;
+  apply(x.first(half.elements()), half, rotary);
+  rotary.position_offset = (2 * n - 1 - r) * chunk;
+  apply(x.subspan(half.elements(), half.elements()), half, rotary);
 }
 
 void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
@@ -78,8 +104,8 @@ void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
   } else {
     if (rope_) {
       // Megatron rotates by sequence index; position_ids only feed learned absolute embeddings.
-      backend_->rotary_forward(saved.query, head_tensor(ctx, heads_), rotary_, saved.query);
-      backend_->rotary_forward(saved.key, head_tensor(ctx, groups_), rotary_, saved.key);
+      rotate(ctx, saved.query, heads_, false);
+      rotate(ctx, saved.key, groups_, false);
     }
     recompute_core(ctx, saved);
   }
@@ -90,6 +116,11 @@ void SelfAttention::recompute_core(const ForwardContext& ctx,
                                    const AttentionActivations& saved) const {
   if (attends_fused_qkv(ctx)) {
     backend_->attention_forward_fused_qkv(saved.mixed, shape(ctx), params(ctx), saved.context, saved.lse);
+    return;
+  }
+  if (ctx.context_parallel) {
+    ctx.context_parallel->forward(saved.query, saved.key, saved.value, shape(ctx), params(ctx), saved.context,
+                                  saved.lse);
     return;
   }
   backend_->attention_forward(saved.query, saved.key, saved.value, shape(ctx), params(ctx),
@@ -108,12 +139,18 @@ void SelfAttention::backward(const ForwardContext& ctx, FloatView input,
     backend_->attention_backward_fused_qkv(saved.mixed, saved.context, scratch.d_context, saved.lse, shape(ctx),
                                            params(ctx), d_mixed);
   } else {
-    backend_->attention_backward(saved.query, saved.key, saved.value, saved.context,
-                                 scratch.d_context, saved.lse, shape(ctx), params(ctx),
-                                 scratch.d_query, scratch.d_key, scratch.d_value);
+    if (ctx.context_parallel) {
+      ctx.context_parallel->backward(saved.query, saved.key, saved.value, saved.context, scratch.d_context,
+                                     saved.lse, shape(ctx), params(ctx), scratch.d_query, scratch.d_key,
+                                     scratch.d_value);
+    } else {
+      backend_->attention_backward(saved.query, saved.key, saved.value, saved.context,
+                                   scratch.d_context, saved.lse, shape(ctx), params(ctx),
+                                   scratch.d_query, scratch.d_key, scratch.d_value);
+    }
     if (rope_) {
-      backend_->rotary_backward(scratch.d_query, head_tensor(ctx, heads_), rotary_, scratch.d_query);
-      backend_->rotary_backward(scratch.d_key, head_tensor(ctx, groups_), rotary_, scratch.d_key);
+      rotate(ctx, scratch.d_query, heads_, true);
+      rotate(ctx, scratch.d_key, groups_, true);
     }
     backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_,
                         head_dim_, d_mixed);

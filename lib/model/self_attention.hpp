@@ -6,6 +6,10 @@
 // holds heads/tp query heads and groups/tp whole key/value groups (its shard of the fused QKV
 // rows is g/tp consecutive groups of Megatron's per-group layout) and runs the core attention
 // on those alone.
+//
+// Context parallelism (ForwardContext::context_parallel): the sequence rows are this rank's two
+// chunks of the sequence; RoPE turns each chunk from its own first position and the core
+// attention runs over the ring (ring_attention.hpp).
 #pragma once
 #include <cstdint>
 
@@ -82,6 +86,8 @@ private:
   // Whether this pass attends to the QKV projection in place (saved.mixed) rather than to the
   // split query, key and value.
   bool attends_fused_qkv(const ForwardContext& ctx) const;
+  // RoPE (or its backward) in place on x [s, b, heads, head_dim], at this pass's positions.
+  void rotate(const ForwardContext& ctx, FloatView x, int64_t heads, bool backward) const;
 
   Backend* backend_;
   int64_t layer_;

@@ -124,10 +124,13 @@ void TrainingRun::save_checkpoint() {
   ckpt::WorldLayout layout;
   layout.tensor_model_parallel_size = static_cast<int>(tensor_parallel_size());
   layout.pipeline_model_parallel_size = static_cast<int>(pipeline_parallel_size());
-  layout.data_parallel_size = static_cast<int>(data_parallel_size());
+  // The checkpoint does not depend on context parallelism: each (tensor, pipeline) rank's weights
+  // are written once, by rank 0 of its gradient group, and the distributed optimizer's shards are
+  // those of the gradient group (data-parallel × context-parallel), which resume at any size.
+  layout.data_parallel_size = static_cast<int>(gradient_group_size());
   layout.tensor_model_parallel_rank = tensor_parallel_.rank();
   layout.pipeline_model_parallel_rank = pipeline_parallel_size() > 1 ? pipeline_.rank() : 0;
-  layout.data_parallel_rank = data_parallel_.rank();
+  layout.data_parallel_rank = gradients_.rank();
   last_checkpoint_ = save_train_checkpoint(dir, parts(), s, world_, layout);
   last_saved_iteration_ = progress_.iteration;
   output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +

@@ -41,6 +41,7 @@ dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   f.tensor_model_parallel_size = o.parallel.tensor_model_parallel_size;
   f.pipeline_model_parallel_size = o.parallel.pipeline_model_parallel_size;
   f.distributed_timeout_minutes = o.parallel.distributed_timeout_minutes;
+  f.context_parallel_size = o.parallel.context_parallel_size;
   return f;
 }
 
@@ -156,6 +157,10 @@ int run_training_program(int argc, const char* const* argv) {
       settings.ranks.pipeline_model_parallel = &groups.get(dist::GroupKind::PipelineModelParallel);
       settings.ranks.model_parallel = &groups.get(dist::GroupKind::ModelParallel);
       settings.ranks.embedding = groups.find(dist::GroupKind::Embedding);
+    }
+    if (layout.context_parallel_size() > 1) {
+      settings.ranks.context_parallel = &groups.get(dist::GroupKind::ContextParallel);
+      settings.ranks.data_parallel_with_context = &groups.get(dist::GroupKind::DataParallelWithContext);
     }
     train_gpt(options, settings);
   } catch (const FailedOnSomeRank& e) {

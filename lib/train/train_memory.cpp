@@ -30,6 +30,7 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& o) {
   r.layout.tensor_parallel = o.parallel.tensor_model_parallel_size;
   r.layout.pipeline_parallel = o.parallel.pipeline_model_parallel_size;
   r.layout.data_parallel = o.parallel.data_parallel_size;
+  r.layout.context_parallel = o.parallel.context_parallel_size;
   r.layout.distributed_optimizer = o.parallel.use_distributed_optimizer;
   r.layout.virtual_pipeline = o.parallel.virtual_pipeline_model_parallel_size;
   r.layout.microbatch_group = o.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
@@ -65,6 +66,7 @@ int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& er
   layout.set("tensor_model_parallel_size", PyValue::integer(request.layout.tensor_parallel));
   layout.set("pipeline_model_parallel_size", PyValue::integer(request.layout.pipeline_parallel));
   layout.set("data_parallel_size", PyValue::integer(request.layout.data_parallel));
+  layout.set("context_parallel_size", PyValue::integer(request.layout.context_parallel));
   layout.set("use_distributed_optimizer", PyValue::boolean(request.layout.distributed_optimizer));
   PyValue memory = PyValue::dict();
   memory.set("weights", size_value(e.weight_bytes));

@@ -143,7 +143,9 @@ struct ParallelOptions {
   // Derived by validation, as Megatron's args.virtual_pipeline_model_parallel_size: model chunks
   // per pipeline rank (1: the non-interleaved 1F1B schedule).
   std::int64_t virtual_pipeline_model_parallel_size = 1;
-  std::int64_t context_parallel_size = 1;         // 1 only
+  std::int64_t context_parallel_size = 1;         // --context-parallel-size (ring attention)
+  // --cp-comm-type: one for all layers or one per layer; p2p only (model/ring_attention.hpp).
+  std::vector<std::string> cp_comm_type = {"p2p"};
   bool sequence_parallel = false;                 // cleared when TP is 1, as Megatron does
   bool use_distributed_optimizer = false;         // same results as the plain optimizer at DP 1
   // Bucket by bucket, as the backward finishes them (train/overlapped_data_parallel.hpp).

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "dist/transport_choice.hpp"
+#include "model/context_parallel_split.hpp"
 #include "model/pipeline_stage.hpp"
 #include "model/recompute_plan.hpp"
 #include "train/train_flags.hpp"
@@ -21,9 +22,12 @@ namespace {
 std::string str(std::int64_t v) { return std::to_string(v); }
 
 void validate_parallel(ParallelOptions& p, int world_size) {
-  // mgt's limit, not the flag's range (core/flag_ranges.cpp), which is Megatron's meaning of it.
-  if (p.context_parallel_size != 1)
-    throw UsageError("--context-parallel-size " + str(p.context_parallel_size) + " is not supported yet (only 1)");
+  for (const std::string& type : p.cp_comm_type) {
+    if (type == "a2a" || type == "allgather" || type == "a2a+p2p")
+      throw UsageError("--cp-comm-type " + type + " is not implemented (only p2p, the ring)");
+    if (type != "p2p")
+      throw UsageError("--cp-comm-type: expected p2p, a2a, allgather or a2a+p2p, got '" + type + "'");
+  }
   if (world_size <= 0) throw Error("world size must be positive");
   const std::int64_t model_size =
       p.tensor_model_parallel_size * p.pipeline_model_parallel_size * p.context_parallel_size;
@@ -255,6 +259,19 @@ void validate_tensor_parallel(const ModelShapeOptions& m, const ParallelOptions&
     throw UsageError("--sequence-parallel: --seq-length (" + str(*m.seq_length) + ")" + by);
 }
 
+// Megatron's validate_args for context parallelism: 'seq-length should be a multiple of 2 *
+// context-parallel-size'. Under sequence parallelism each context-parallel rank's s/cp tokens
+// are split again over the tensor-parallel ranks.
+void validate_context_parallel(const ModelShapeOptions& m, const ParallelOptions& p) {
+  const std::int64_t cp = p.context_parallel_size;
+  if (cp == 1) return;
+  check_context_parallel_sequence(*m.seq_length, cp);
+  const std::int64_t local = *m.seq_length / cp;
+  if (p.sequence_parallel && local % p.tensor_model_parallel_size != 0)
+    throw UsageError("--sequence-parallel: --seq-length / --context-parallel-size (" + str(local) +
+                     ") must be divisible by --tensor-model-parallel-size (" + str(p.tensor_model_parallel_size) + ")");
+}
+
 void validate_data(DataOptions& d) {
   const bool whole = !d.data_path.empty() || d.data_args_path;
   const bool per_split = !d.train_data_path.empty() || !d.valid_data_path.empty() || !d.test_data_path.empty();
@@ -300,6 +317,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_model(o.model);
   validate_tensor_parallel(o.model, o.parallel);
   validate_virtual_pipeline(o);
+  validate_context_parallel(o.model, o.parallel);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_recompute_groups(o.model, o.parallel);

@@ -84,6 +84,12 @@ struct TrainingRanks {
   dist::Communicator* pipeline_model_parallel = nullptr;
   dist::Communicator* model_parallel = nullptr;
   dist::Communicator* embedding = nullptr;
+  // With --context-parallel-size > 1: this rank's context-parallel group (the ring of its
+  // attention) and its data-parallel group with context parallelism (Megatron's dp-cp group:
+  // the gradients' reduction, the distributed optimizer's shards, the loss sums and the
+  // checkpoint's writers), both able to move the backend's buffers. Null: no context parallelism.
+  dist::Communicator* context_parallel = nullptr;
+  dist::Communicator* data_parallel_with_context = nullptr;
 };
 
 struct TrainerSettings {

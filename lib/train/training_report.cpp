@@ -88,7 +88,7 @@ void TrainingRun::log_iteration(const IterationRecord& record, std::int64_t trai
       parts.push_back({p.operation, p.beside, 1e3 * per_iteration(p.seconds), 1e3 * per_iteration(p.exposed_seconds),
                        per_iteration(static_cast<double>(p.operations))});
   };
-  take_timing(data_parallel_, g.data_parallel_comm_ms, g.data_parallel_comm_exposed_ms, g.data_parallel_comm_parts);
+  take_timing(gradients_, g.data_parallel_comm_ms, g.data_parallel_comm_exposed_ms, g.data_parallel_comm_parts);
   step_phases_.take(g);
   take_timing(tensor_parallel_, g.tensor_parallel_comm_ms, g.tensor_parallel_comm_exposed_ms,
               g.tensor_parallel_comm_parts);

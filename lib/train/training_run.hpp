@@ -117,6 +117,11 @@ private:
     return gpt_flops_per_iteration(shape);
   }
   std::int64_t data_parallel_size() const { return data_parallel_.size(); }
+  // The ranks over which the gradients are reduced: data-parallel × context-parallel.
+  std::int64_t gradient_group_size() const { return gradients_.size(); }
+  std::int64_t context_parallel_size() const { return context_parallel_.size(); }
+  // The next micro-batch of this rank: under context parallelism its part of each sequence.
+  HostMicroBatch next_train_batch();
   std::int64_t tensor_parallel_size() const { return tensor_parallel_.size(); }
   std::int64_t pipeline_parallel_size() const { return pipeline_.size(); }
   // Megatron's "[ t 1/2, p 1/1 ]": the tensor- and pipeline-parallel coordinates of the printing
@@ -145,10 +150,14 @@ private:
   dist::LocalCommunicator own_data_parallel_{"data-parallel", 0, nullptr, nullptr};
   dist::LocalCommunicator own_tensor_parallel_{"tensor-model-parallel", 0, nullptr, nullptr};
   dist::LocalCommunicator own_pipeline_{"pipeline-model-parallel", 0, nullptr, nullptr};
+  dist::LocalCommunicator own_context_parallel_{"context-parallel", 0, nullptr, nullptr};
   dist::Communicator& world_;
   dist::Communicator& data_parallel_;
   dist::Communicator& tensor_parallel_;
   dist::Communicator& pipeline_;
+  dist::Communicator& context_parallel_;
+  // data_parallel_ itself without context parallelism.
+  dist::Communicator& gradients_;
   // The gradient norm's group: tensor × pipeline (the tensor-parallel group without a pipeline).
   dist::Communicator* model_parallel_;
   bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints

@@ -37,6 +37,9 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
       tensor_parallel_(settings.ranks.tensor_model_parallel ? *settings.ranks.tensor_model_parallel
                                                             : own_tensor_parallel_),
       pipeline_(settings.ranks.pipeline_model_parallel ? *settings.ranks.pipeline_model_parallel : own_pipeline_),
+      context_parallel_(settings.ranks.context_parallel ? *settings.ranks.context_parallel : own_context_parallel_),
+      gradients_(settings.ranks.data_parallel_with_context ? *settings.ranks.data_parallel_with_context
+                                                           : data_parallel_),
       model_parallel_(settings.ranks.model_parallel ? settings.ranks.model_parallel : &tensor_parallel_),
       chief_(world_.rank() == 0),
       output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
@@ -54,6 +57,12 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
     throw Error("internal error: a run validated for tensor-parallel size " +
                 std::to_string(options.parallel.tensor_model_parallel_size) + " given a group of " +
                 std::to_string(tensor_parallel_.size()));
+  if (context_parallel_.size() != options.parallel.context_parallel_size ||
+      gradients_.size() != options.parallel.data_parallel_size * options.parallel.context_parallel_size)
+    throw Error("internal error: a run validated for context-parallel size " +
+                std::to_string(options.parallel.context_parallel_size) + " given a group of " +
+                std::to_string(context_parallel_.size()) + " and a gradient group of " +
+                std::to_string(gradients_.size()));
   if (pipeline_.size() != options.parallel.pipeline_model_parallel_size)
     throw Error("internal error: a run validated for pipeline-parallel size " +
                 std::to_string(options.parallel.pipeline_model_parallel_size) + " given a group of " +
@@ -73,7 +82,7 @@ void TrainingRun::print_layout() {
   output_.line("> initialized tensor model parallel with size " + std::to_string(p.tensor_model_parallel_size));
   output_.line("> initialized pipeline model parallel with size " + std::to_string(p.pipeline_model_parallel_size));
   const dist::ParallelLayout layout(dist::ParallelFlags{p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
-                                                        p.distributed_timeout_minutes},
+                                                        p.distributed_timeout_minutes, p.context_parallel_size},
                                     world_.size());
   const auto groups_of = [&](dist::GroupKind kind) {
     std::string groups;
@@ -89,6 +98,13 @@ void TrainingRun::print_layout() {
       split += (split.empty() ? "" : ", ") + std::to_string(s.num_layers);
     output_.line("> pipeline-model-parallel groups: " + groups_of(dist::GroupKind::PipelineModelParallel) + " (" +
                  pipeline_.transport() + "), layers per stage " + split + ", " + schedule_description(p));
+  }
+  if (p.context_parallel_size > 1) {
+    output_.line("> context-parallel groups: " + groups_of(dist::GroupKind::ContextParallel) + " (" +
+                 context_parallel_.transport() + "), ring attention (--cp-comm-type p2p), " +
+                 std::to_string(*options_.model.seq_length / p.context_parallel_size) + " tokens per rank");
+    output_.line("> data-parallel groups with context parallelism (gradients): " +
+                 groups_of(dist::GroupKind::DataParallelWithContext) + " (" + gradients_.transport() + ")");
   }
   output_.line("> data-parallel groups: " + groups_of(dist::GroupKind::DataParallel) + " (" +
                data_parallel_.transport() + ")");
@@ -138,6 +154,10 @@ void TrainingRun::build_model() {
   PipelineParallelism pp;
   if (pipeline_parallel_size() > 1) pp = {stages.at(static_cast<std::size_t>(pipeline_.rank())), settings_.ranks.embedding};
   model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp);
+  if (context_parallel_size() > 1) model_->set_context_parallel(&context_parallel_);
+  // FP8 amaxes are max-reduced over the data-parallel ranks (with context parallelism, its ranks
+  // too), as over Megatron's amax reduction group; the model adds the tensor-parallel ones.
+  model_->set_fp8_amax_group(&gradients_);
   if (pipeline_parallel_size() > 1)
     executor_ = std::make_unique<PipelineExecutor>(
         *model_, pipeline_, options_.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0));
@@ -155,9 +175,9 @@ void TrainingRun::build_model() {
   const OptimizationOptions& o = options_.optim;
   optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
                                                 AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad},
-                                                data_parallel_, options_.parallel.use_distributed_optimizer,
+                                                gradients_, options_.parallel.use_distributed_optimizer,
                                                 model_parallel_);
-  if (optimizer_->distributed() && data_parallel_size() > 1) {
+  if (optimizer_->distributed() && gradient_group_size() > 1) {
     const BufferShard shard = optimizer_->shard();
     output_.line("> distributed optimizer: each data-parallel rank keeps Adam's state for its shard of the " +
                  std::to_string(model_->parameters().params().size()) + " buffer elements (rank 0: [" +
@@ -177,13 +197,13 @@ void TrainingRun::build_model() {
 // The buffers the data-parallel collectives work on: where the transport can, it moves them
 // with the copy engines (dist/nccl_peer_copy.hpp), the GEMMs beside keeping every multiprocessor.
 void TrainingRun::register_data_parallel_buffers() {
-  if (data_parallel_size() == 1) return;
+  if (gradient_group_size() == 1) return;
   GptParameters& p = model_->parameters();
-  bool registered = data_parallel_.register_buffer(dist::backend_buffer(p.grads()));
+  bool registered = gradients_.register_buffer(dist::backend_buffer(p.grads()));
   if (optimizer_->distributed()) {
-    registered = data_parallel_.register_buffer(dist::backend_buffer(p.params())) && registered;
+    registered = gradients_.register_buffer(dist::backend_buffer(p.params())) && registered;
     if (!p.compute_copy().empty())
-      registered = data_parallel_.register_buffer(dist::backend_buffer(p.compute_copy())) && registered;
+      registered = gradients_.register_buffer(dist::backend_buffer(p.compute_copy())) && registered;
   }
   if (registered)
     output_.line(std::string("> data-parallel gradients") + (optimizer_->distributed() ? " and weights" : "") +
@@ -195,12 +215,12 @@ void TrainingRun::register_data_parallel_buffers() {
 // first, whose reduction is off the critical path (one bucket there, as Megatron does).
 void TrainingRun::build_overlap() {
   const ParallelOptions& p = options_.parallel;
-  if (!p.overlap_grad_reduce || data_parallel_size() == 1) return;
-  std::optional<std::int64_t> bucket_size = p.ddp_bucket_size.value_or(default_ddp_bucket_size(data_parallel_size()));
+  if (!p.overlap_grad_reduce || gradient_group_size() == 1) return;
+  std::optional<std::int64_t> bucket_size = p.ddp_bucket_size.value_or(default_ddp_bucket_size(gradient_group_size()));
   if (pipeline_parallel_size() > 1 && pipeline_.rank() > 0) bucket_size.reset();
   std::vector<GradientBucket> buckets = gradient_buckets(
       model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
-  overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), data_parallel_,
+  overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), gradients_,
                                                       p.use_distributed_optimizer);
   model_->set_parameter_hooks(overlap_.get());
   if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
@@ -237,7 +257,11 @@ std::string TrainingRun::parallel_layout_json() const {
   return "{\"world_size\": " + std::to_string(p.world_size) + ", \"tensor_model_parallel_size\": " +
          std::to_string(p.tensor_model_parallel_size) + ", \"pipeline_model_parallel_size\": " +
          std::to_string(p.pipeline_model_parallel_size) + ", \"data_parallel_size\": " +
-         std::to_string(p.data_parallel_size) + ", \"sequence_parallel\": " + flag(p.sequence_parallel) +
+         std::to_string(p.data_parallel_size) +
+         // Recorded where it is used only: the layouts without it read as before.
+         (p.context_parallel_size > 1 ? ", \"context_parallel_size\": " + std::to_string(p.context_parallel_size)
+                                      : std::string()) +
+         ", \"sequence_parallel\": " + flag(p.sequence_parallel) +
          ", \"use_distributed_optimizer\": " + flag(p.use_distributed_optimizer) +
          ", \"stored_tensors\": \"per_rank\"}";
 }

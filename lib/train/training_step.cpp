@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint_layout.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "model/context_parallel_split.hpp"
 #include "train/params_norm.hpp"
 #include "train/training_run.hpp"
 
@@ -37,6 +38,7 @@ IterationRecord TrainingRun::train_step() {
   // [Σ CE · mask, Σ mask] of this rank's micro-batches.
   double sums[2] = {0.0, 0.0};
   const std::int64_t dp = data_parallel_size();
+  const std::int64_t cp = context_parallel_size();
   const std::int64_t batch_size = global_batch();
   announce_batch_size(batch_size);
   const std::int64_t n = batch_size / (micro_batch() * dp);
@@ -46,9 +48,13 @@ IterationRecord TrainingRun::train_step() {
     const std::int64_t global_micro = m * dp + data_parallel_.rank();
     return DropoutRng{progress_.dropout_seed, static_cast<std::uint64_t>(progress_.micro_steps + global_micro)};
   };
-  // Each micro-batch's loss is scaled by 1 / (n · dp): Megatron's 1 / num_microbatches with the
-  // data-parallel average (DDP's gradient_scaling_factor 1 / dp) folded in, so the sum over
-  // ranks is the mean. With --calculate-per-token-loss it is not scaled (DDP's factor is 1
+  // Each micro-batch's loss is scaled by 1 / (n · dp · cp): Megatron's 1 / num_microbatches with
+  // the average over the gradient group (DDP's gradient_scaling_factor 1 / (dp · cp), the size
+  // of its data-parallel group with context parallelism) folded in, so the sum over ranks is the
+  // mean. Under context parallelism each rank's loss is the mean over its part of the sequence
+  // (forward_step_calc_loss in megatron/core/pipeline_parallel/schedules.py divides by the
+  // rank's own tokens), so the gradient is the mean over the context-parallel ranks of their
+  // means: the whole sequence's mean when their loss masks count alike. With --calculate-per-token-loss it is not scaled (DDP's factor is 1
   // then too); the sum over micro-batches and ranks is divided by the tokens below.
   const bool per_token = options_.optim.calculate_per_token_loss;
   const LossReduction reduction = per_token ? LossReduction::kSum : LossReduction::kMicroBatchMean;
@@ -57,7 +63,7 @@ IterationRecord TrainingRun::train_step() {
   const float loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0f;
   if (executor_) {
     // Every stage reads the micro-batches; each uses its part (tokens first, labels last).
-    const LossSum s = executor_->train(n, [&] { return train_batches_->next(); }, dropout_of, n * dp, reduction,
+    const LossSum s = executor_->train(n, [&] { return next_train_batch(); }, dropout_of, n * dp * cp, reduction,
                                        loss_scale, [&] { if (overlap_) overlap_->arm(); });
     sums[0] = s.loss_sum;
     sums[1] = s.token_count;
@@ -65,9 +71,9 @@ IterationRecord TrainingRun::train_step() {
     // The loss's sums stay on the device until the last micro-batch is queued: one read-back
     // per iteration, not one per micro-batch.
     for (std::int64_t m = 0; m < n; ++m) {
-      const HostMicroBatch batch = train_batches_->next();
+      const HostMicroBatch batch = next_train_batch();
       if (overlap_ && m == n - 1) overlap_->arm();
-      model_->forward_backward(batch.view(), dropout_of(m), n * dp, reduction, loss_scale, loss_sums_.view(),
+      model_->forward_backward(batch.view(), dropout_of(m), n * dp * cp, reduction, loss_scale, loss_sums_.view(),
                                m > 0);
     }
     backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(sums));
@@ -96,13 +102,14 @@ IterationRecord TrainingRun::train_step() {
     if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
     // The whole reduction is the backward's tail: started alone, nothing computes beside it
     // (dist::Communicator::set_alone).
-    const dist::StartedAlone alone(data_parallel_, true);
+    const dist::StartedAlone alone(gradients_, true);
     optimizer_->reduce_gradients();
   }
   model_->all_reduce_sequence_parallel_grads();
   marks.grads_synced = backend_.record_timed_event();
-  // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group.
-  if (dp > 1) data_parallel_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
+  // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group (with
+  // context parallelism: each rank's sums cover its part of the sequences).
+  if (gradient_group_size() > 1) gradients_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
   if (per_token) divide_gradients_by_tokens(sums[1]);
   if (loss_scaler_) unscale_gradients();
   record.loss = sums[0] / sums[1];
@@ -155,6 +162,20 @@ IterationRecord TrainingRun::train_step() {
     if (consecutive_nonfinite_ >= settings_.max_consecutive_nonfinite_iterations) stop_on_nonfinite();
   }
   return record;
+}
+
+HostMicroBatch TrainingRun::next_train_batch() {
+  HostMicroBatch batch = train_batches_->next();
+  if (context_parallel_size() == 1) return batch;
+  // Megatron's get_batch_on_this_cp_rank.
+  ContextParallelBatch part =
+      split_for_context_parallel_rank(batch.view(), context_parallel_size(), context_parallel_.rank());
+  batch.seq_length = part.seq_length;
+  batch.tokens = std::move(part.tokens);
+  batch.labels = std::move(part.labels);
+  batch.position_ids = std::move(part.position_ids);
+  batch.loss_mask = std::move(part.loss_mask);
+  return batch;
 }
 
 // Megatron's _unscale_main_grads_and_check_for_nan: the reduced gradients (this rank's shard

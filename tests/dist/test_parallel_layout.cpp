@@ -100,3 +100,46 @@ TEST_CASE("layout errors name the flag", "[dist][layout]") {
   CHECK(usage_error_of(flags(8, 1), 8).empty());
   CHECK(flags(1, 1).distributed_timeout() == std::chrono::minutes(10));
 }
+
+// Context parallelism sits between tensor and data parallelism in Megatron's order: 8 ranks with
+// --tensor-model-parallel-size 2 --context-parallel-size 2 leave 2 data-parallel ranks, and the
+// gradients are reduced over data-parallel × context-parallel (parallel_state's dp-cp groups).
+TEST_CASE("world 8, TP 2, CP 2: Megatron's groups", "[dist][layout]") {
+  ParallelFlags f = flags(2, 1);
+  f.context_parallel_size = 2;
+  const ParallelLayout layout(f, 8);
+  CHECK(layout.data_parallel_size() == 2);
+  CHECK(layout.context_parallel_size() == 2);
+  CHECK(layout.groups(GroupKind::TensorModelParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(layout.groups(GroupKind::ContextParallel) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(layout.groups(GroupKind::DataParallel) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(layout.groups(GroupKind::DataParallelWithContext) == Groups{{0, 2, 4, 6}, {1, 3, 5, 7}});
+  CHECK(layout.groups(GroupKind::ModelParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+
+  const RankCoordinates c = layout.coordinates(6);
+  CHECK(c.tensor == 0);
+  CHECK(c.context == 1);
+  CHECK(c.data == 1);
+  CHECK(c.pipeline == 0);
+  for (int rank = 0; rank < 8; ++rank) CHECK(layout.rank_of(layout.coordinates(rank)) == rank);
+}
+
+TEST_CASE("world 8, CP 2, PP 2: context-parallel ranks are adjacent within a stage", "[dist][layout]") {
+  ParallelFlags f = flags(1, 2);
+  f.context_parallel_size = 2;
+  const ParallelLayout layout(f, 8);
+  CHECK(layout.data_parallel_size() == 2);
+  CHECK(layout.groups(GroupKind::ContextParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(layout.groups(GroupKind::PipelineModelParallel) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(layout.groups(GroupKind::DataParallelWithContext) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+}
+
+TEST_CASE("a world that context parallelism does not divide is refused", "[dist][layout]") {
+  ParallelFlags f = flags(2, 1);
+  f.context_parallel_size = 2;
+  CHECK(usage_error_of(f, 6) ==
+        "world size (6) is not divisible by --tensor-model-parallel-size (2) x --pipeline-model-parallel-size (1) x "
+        "--context-parallel-size (2)");
+  f.context_parallel_size = 0;
+  CHECK(usage_error_of(f, 4) == "--context-parallel-size must be a positive integer, not 0");
+}

@@ -13,20 +13,23 @@ namespace {
 
 constexpr GroupKind kKinds[] = {GroupKind::TensorModelParallel, GroupKind::DataParallel,
                                 GroupKind::PipelineModelParallel, GroupKind::ModelParallel,
-                                GroupKind::Embedding};
+                                GroupKind::Embedding, GroupKind::ContextParallel,
+                                GroupKind::DataParallelWithContext};
 
-// Every (TP, PP) that divides the world: for 4 ranks TP2 x DP2, PP2 x TP2, DP2 x PP2, TP4, PP4,
-// DP4; for 2 ranks TP2, PP2, DP2.
+// Every (TP, CP, PP) that divides the world: for 4 ranks TP2 x DP2, PP2 x TP2, DP2 x PP2, TP4,
+// PP4, DP4, CP2 x TP2, CP4, …; for 2 ranks TP2, PP2, DP2, CP2.
 std::vector<ParallelFlags> layouts_for(int world) {
   std::vector<ParallelFlags> result;
   for (int tp = 1; tp <= world; ++tp)
-    for (int pp = 1; pp <= world; ++pp)
-      if (world % (tp * pp) == 0) {
-        ParallelFlags f;
-        f.tensor_model_parallel_size = tp;
-        f.pipeline_model_parallel_size = pp;
-        result.push_back(f);
-      }
+    for (int cp = 1; cp <= world; ++cp)
+      for (int pp = 1; pp <= world; ++pp)
+        if (world % (tp * cp * pp) == 0) {
+          ParallelFlags f;
+          f.tensor_model_parallel_size = tp;
+          f.context_parallel_size = cp;
+          f.pipeline_model_parallel_size = pp;
+          result.push_back(f);
+        }
   return result;
 }
 
@@ -38,7 +41,8 @@ TEST_CASE("process groups follow Megatron's rank order", "[dist][groups]") {
   for (const ParallelFlags& flags : layouts_for(world)) {
     const ParallelLayout layout(flags, world);
     ProcessGroups groups = make_process_groups(runtime(), layout);
-    INFO("TP " << flags.tensor_model_parallel_size << ", PP " << flags.pipeline_model_parallel_size);
+    INFO("TP " << flags.tensor_model_parallel_size << ", CP " << flags.context_parallel_size << ", PP "
+               << flags.pipeline_model_parallel_size);
     for (GroupKind kind : kKinds) {
       const std::vector<int> members = layout.group_of(kind, me);
       Communicator* comm = groups.find(kind);
@@ -66,6 +70,7 @@ TEST_CASE("process groups follow Megatron's rank order", "[dist][groups]") {
     CHECK(groups.tensor_model_parallel->rank() == c.tensor);
     CHECK(groups.data_parallel->rank() == c.data);
     CHECK(groups.pipeline_model_parallel->rank() == c.pipeline);
+    CHECK(groups.context_parallel->rank() == c.context);
   }
 }
 

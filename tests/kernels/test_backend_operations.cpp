@@ -530,31 +530,62 @@ void case_rotary_backward(OpRun& r) {
 // ---- attention ----
 int64_t lse_size(const AttentionShape& shape) { return shape.batch * shape.heads * shape.seq_q; }
 
+// Without the causal mask (ring attention's blocks off the diagonal), fewer keys than queries.
+constexpr AttentionShape kUnmaskedShape{2, 8, 5, 4, 2, 16, SeqLayout::kSeqMajor};
+AttentionParams unmasked_params() {
+  AttentionParams p = attention_params();
+  p.causal = false;
+  return p;
+}
+
 void case_attention_forward(OpRun& r) {
-  const AttentionShape& shape = kAttentionShape;
-  Tensor q = r.input(shape.query().elements()), k = r.input(shape.key_value().elements());
-  Tensor v = r.input(shape.key_value().elements());
-  Tensor out = r.output(shape.query().elements()), lse = r.output_fp32(lse_size(shape));
-  r.run([&](Backend& b, Side s) { b.attention_forward(q(s), k(s), v(s), shape, attention_params(), out(s), lse(s)); });
-  r.check(out, kAttention, "out");
-  r.check(lse, kAttention, "lse");
+  for (const bool causal : {true, false}) {
+    const AttentionShape& shape = causal ? kAttentionShape : kUnmaskedShape;
+    const AttentionParams params = causal ? attention_params() : unmasked_params();
+    Tensor q = r.input(shape.query().elements()), k = r.input(shape.key_value().elements());
+    Tensor v = r.input(shape.key_value().elements());
+    Tensor out = r.output(shape.query().elements()), lse = r.output_fp32(lse_size(shape));
+    r.run([&](Backend& b, Side s) { b.attention_forward(q(s), k(s), v(s), shape, params, out(s), lse(s)); });
+    INFO((causal ? "causal" : "unmasked"));
+    r.check(out, kAttention, "out");
+    r.check(lse, kAttention, "lse");
+  }
 }
 
 void case_attention_backward(OpRun& r) {
-  const AttentionShape& shape = kAttentionShape;
-  const int64_t nq = shape.query().elements(), nkv = shape.key_value().elements();
-  Tensor q = r.input(nq), k = r.input(nkv), v = r.input(nkv);
-  Tensor out0 = r.output(nq), lse0 = r.output_fp32(lse_size(shape));
-  r.run([&](Backend& b, Side s) { b.attention_forward(q(s), k(s), v(s), shape, attention_params(), out0(s), lse0(s)); });
-  // The forward's results as the reference computed them, so that both sides read the same.
-  Tensor out = r.reference_values(out0, r.type()), lse = r.reference_values(lse0, FloatType::kF32);
-  Tensor dout = r.input(nq), dq = r.output(nq), dk = r.output(nkv), dv = r.output(nkv);
-  r.run([&](Backend& b, Side s) {
-    b.attention_backward(q(s), k(s), v(s), out(s), dout(s), lse(s), shape, attention_params(), dq(s), dk(s), dv(s));
-  });
-  r.check(dq, kAttention, "dq");
-  r.check(dk, kAttention, "dk");
-  r.check(dv, kAttention, "dv");
+  for (const bool causal : {true, false}) {
+    const AttentionShape& shape = causal ? kAttentionShape : kUnmaskedShape;
+    const AttentionParams params = causal ? attention_params() : unmasked_params();
+    const int64_t nq = shape.query().elements(), nkv = shape.key_value().elements();
+    Tensor q = r.input(nq), k = r.input(nkv), v = r.input(nkv);
+    Tensor out0 = r.output(nq), lse0 = r.output_fp32(lse_size(shape));
+    r.run([&](Backend& b, Side s) { b.attention_forward(q(s), k(s), v(s), shape, params, out0(s), lse0(s)); });
+    // The forward's results as the reference computed them, so that both sides read the same.
+    Tensor out = r.reference_values(out0, r.type()), lse = r.reference_values(lse0, FloatType::kF32);
+    Tensor dout = r.input(nq), dq = r.output(nq), dk = r.output(nkv), dv = r.output(nkv);
+    r.run([&](Backend& b, Side s) {
+      b.attention_backward(q(s), k(s), v(s), out(s), dout(s), lse(s), shape, params, dq(s), dk(s), dv(s));
+    });
+    INFO((causal ? "causal" : "unmasked"));
+    r.check(dq, kAttention, "dq");
+    r.check(dk, kAttention, "dk");
+    r.check(dv, kAttention, "dv");
+  }
+}
+
+// Rows 3…9 of a [12, 2, 4, 16] attention take in another part's: both layouts.
+void case_attention_merge(OpRun& r) {
+  for (const SeqLayout layout : kLayouts) {
+    const HeadTensor whole{12, 2, 4, 16, layout};
+    HeadTensor part = whole;
+    part.seq = 7;
+    Tensor out = r.input(whole.elements()), lse = r.input_fp32(whole.batch * whole.heads * whole.seq, 3.0f);
+    Tensor part_out = r.input(part.elements()), part_lse = r.input_fp32(part.batch * part.heads * part.seq, 3.0f);
+    r.run([&](Backend& b, Side s) { b.attention_merge(part_out(s), part_lse(s), whole, 3, part.seq, out(s), lse(s)); });
+    INFO((layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));
+    r.check(out, kElementwise, "out");
+    r.check(lse, kElementwise, "lse");
+  }
 }
 
 void case_attention_forward_fused_qkv(OpRun& r) {

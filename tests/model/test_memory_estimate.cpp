@@ -13,6 +13,7 @@
 #include "model/activation_memory.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/memory_estimate.hpp"
+#include "model/ring_attention.hpp"
 #include "model_testing.hpp"
 #include "test_paths.hpp"
 
@@ -122,6 +123,28 @@ TEST_CASE("the interleaved schedule's activation estimate: its warm-up's chunks 
   CHECK(estimate_memory(config, r).activation_bytes == 11 * per_chunk);
   r.layout.microbatch_group = 8;
   CHECK(estimate_memory(config, r).activation_bytes == 15 * per_chunk);
+}
+
+// Context parallelism: each rank's training activations are those of seq / CP tokens, plus the
+// ring attention's buffers; evaluation keeps whole sequences; the distributed optimizer shards
+// over data-parallel x context-parallel ranks.
+TEST_CASE("the memory estimate accounts for context parallelism", "[model][context-parallel]") {
+  const GptConfig config = model_testing::llama_like_config();
+  MemoryEstimateRequest r;
+  r.seq_length = 16;
+  r.micro_batch_size = 2;
+  r.layout.context_parallel = 2;
+  r.layout.data_parallel = 2;
+  r.layout.distributed_optimizer = true;
+  const MemoryEstimate e = estimate_memory(config, r);
+  AttentionShape local{2, 8, 8, 4, 2, 8, SeqLayout::kSeqMajor};
+  const std::int64_t activations =
+      ActivationMemory::elements(config, 1, 8, 2, true, false, false, true, kTrainingLogitsChunk).bytes() +
+      RingAttention::scratch_elements(local) * 4 + ActivationMemory::elements(config, 1, 16, 2, false).bytes();
+  CHECK(e.activation_bytes == activations);
+  CHECK(e.optimizer_bytes == (8 * e.parameters + 3) / 4);
+  r.layout.context_parallel = 1;
+  CHECK(estimate_memory(config, r).activation_bytes > e.activation_bytes);
 }
 
 TEST_CASE("a model too large for the memory is refused with the estimate and what is available", "[model]") {

@@ -70,7 +70,12 @@ std::string py(const ArgValue& value) {
     std::string operator()(std::int64_t v) const { return std::to_string(v); }
     std::string operator()(double v) const { return python_float_repr(v); }
     std::string operator()(const std::string& v) const { return v.empty() ? "None" : "'" + v + "'"; }
-    std::string operator()(const std::vector<std::string>& v) const { return v.empty() ? "None" : "[...]"; }
+    std::string operator()(const std::vector<std::string>& v) const {
+      if (v.empty()) return "None";
+      std::string items;
+      for (const std::string& i : v) items += (items.empty() ? "'" : ", '") + i + "'";
+      return "[" + items + "]";
+    }
     std::string operator()(const std::vector<std::int64_t>& v) const {
       std::string items;
       for (std::int64_t i : v) items += (items.empty() ? "" : ", ") + std::to_string(i);
@@ -485,6 +490,45 @@ TEST_CASE("train options: Megatron v0.13's leniencies for older scripts", "[trai
   CHECK(parse_with({"--recompute-method", "block", "--recompute-num-layers", "1"}).model.recompute_num_layers == 1);
   CHECK(parse_with({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"})
             .model.recompute_granularity == "full");
+}
+
+// Megatron's validate_args for --context-parallel-size and --cp-comm-type, on 8 ranks.
+TEST_CASE("train options: context parallelism", "[train][context-parallel]") {
+  const auto error_on_8 = [](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--global-batch-size", "8"});
+    try {
+      parse_with(extra, 8);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == kExitUsage);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const TrainOptions o = parse_with({"--context-parallel-size", "2", "--global-batch-size", "8"}, 8);
+  CHECK(o.parallel.context_parallel_size == 2);
+  CHECK(o.parallel.data_parallel_size == 4);
+  CHECK(o.parallel.cp_comm_type == std::vector<std::string>{"p2p"});
+  CHECK(o.num_microbatches() == 1);
+  CHECK(error_on_8({"--context-parallel-size", "4", "--cp-comm-type", "p2p", "p2p"}) == "no error");
+  CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "a2a"}) ==
+        "--cp-comm-type a2a is not implemented (only p2p, the ring)");
+  CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "p2p", "allgather"}) ==
+        "--cp-comm-type allgather is not implemented (only p2p, the ring)");
+  CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "a2a+p2p"}) ==
+        "--cp-comm-type a2a+p2p is not implemented (only p2p, the ring)");
+  CHECK(error_on_8({"--cp-comm-type", "ring"}) == "--cp-comm-type: expected p2p, a2a, allgather or a2a+p2p, got 'ring'");
+  // CP 8 cuts the 32 tokens into 16 chunks of 2.
+  CHECK(error_on_8({"--context-parallel-size", "8"}) == "no error");
+  CHECK(error_on_8({"--context-parallel-size", "4", "--seq-length", "36"}) ==
+        "--seq-length (36) must be divisible by 2 x --context-parallel-size (8): each sequence is cut into 2 x "
+        "context-parallel-size equal chunks");
+  // Under sequence parallelism each rank's s / CP tokens are split over the tensor-parallel ranks.
+  CHECK(error_on_8({"--context-parallel-size", "2", "--tensor-model-parallel-size", "4", "--sequence-parallel",
+                    "--seq-length", "36"}) ==
+        "--sequence-parallel: --seq-length / --context-parallel-size (18) must be divisible by "
+        "--tensor-model-parallel-size (4)");
+  CHECK(error_on_8({"--context-parallel-size", "3"}) ==
+        "world size (8) is not divisible by tensor x pipeline x context parallel size (3)");
 }
 
 TEST_CASE("train options: flags that need a GPU feature mgt lacks say so and what to do", "[train]") {

@@ -15,7 +15,7 @@ namespace {
 void check(const AttentionShape& s, const AttentionParams& p, const char* name) {
   require(s.batch >= 0 && s.seq_q >= 0 && s.heads >= 0, name, "sizes must be >= 0");
   require(s.head_dim > 0, name, "head_dim must be > 0");
-  require(s.seq_kv >= s.seq_q, name, "seq_kv must be >= seq_q");
+  require(!p.causal || s.seq_kv >= s.seq_q, name, "seq_kv must be >= seq_q under the causal mask");
   require(s.groups > 0 && s.heads % s.groups == 0, name, "groups must divide heads");
   require(p.dropout_p >= 0.0f && p.dropout_p < 1.0f, name, "dropout_p must be in [0, 1)");
   require(p.dropout_first_head >= 0 &&
@@ -26,7 +26,9 @@ void check(const AttentionShape& s, const AttentionParams& p, const char* name) 
 }
 
 // The last key index query i may see.
-int64_t last_visible(const AttentionShape& s, int64_t i) { return i + (s.seq_kv - s.seq_q); }
+int64_t last_visible(const AttentionShape& s, const AttentionParams& p, int64_t i) {
+  return attention_visible_end(s, p, i) - 1;
+}
 
 // Where the rows of one (batch, head) pair start in q/out and in k/v, and their strides.
 struct HeadSlices {
@@ -52,12 +54,12 @@ DropoutKey row_key(const AttentionShape& s, const AttentionParams& p, int64_t b,
 // probs[seq_q, seq_kv] = exp(scale·Q·Kᵀ − lse) under the causal mask (zeros above it): the
 // softmax rebuilt from the saved normalisers instead of kept from the forward.
 void probabilities(const float* q, const float* k, const HeadSlices& hs, const AttentionShape& s,
-                   float scale, const float* lse_row, float* probs) {
-  gemm(Trans::kNo, Trans::kYes, s.seq_q, s.seq_kv, s.head_dim, scale, q + hs.q_offset, hs.q_stride,
+                   const AttentionParams& p, const float* lse_row, float* probs) {
+  gemm(Trans::kNo, Trans::kYes, s.seq_q, s.seq_kv, s.head_dim, p.softmax_scale, q + hs.q_offset, hs.q_stride,
        k + hs.kv_offset, hs.kv_stride, 0.0f, probs, s.seq_kv);
   for (int64_t i = 0; i < s.seq_q; ++i) {
     float* row = probs + i * s.seq_kv;
-    const int64_t last = last_visible(s, i);
+    const int64_t last = last_visible(s, p, i);
     for (int64_t j = 0; j <= last; ++j) row[j] = std::exp(row[j] - lse_row[i]);
     std::fill(row + last + 1, row + s.seq_kv, 0.0f);
   }
@@ -87,7 +89,7 @@ void attention_forward(const float* q, const float* k, const float* v, const Att
            s.seq_kv);
       for (int64_t i = 0; i < s.seq_q; ++i) {
         float* row = probs.data() + i * s.seq_kv;
-        const int64_t last = last_visible(s, i);
+        const int64_t last = last_visible(s, params, i);
         float max = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j <= last; ++j) max = std::max(max, row[j]);
         double sum = 0.0;
@@ -143,7 +145,7 @@ void attention_backward(const float* q, const float* k, const float* v, const fl
     for (int64_t h = (pair % s.groups) * heads_per_group; h < (pair % s.groups + 1) * heads_per_group; ++h) {
       const HeadSlices hs = slices(s, b, h);
       const float* lse_row = lse + (b * s.heads + h) * s.seq_q;
-      probabilities(q, k, hs, s, params.softmax_scale, lse_row, probs.data());
+      probabilities(q, k, hs, s, params, lse_row, probs.data());
       // dprobs = dO·Vᵀ, the gradient with respect to the dropped-out probabilities.
       gemm(Trans::kNo, Trans::kYes, s.seq_q, s.seq_kv, s.head_dim, 1.0f, dout + hs.q_offset,
            hs.q_stride, v + hs.kv_offset, hs.kv_stride, 0.0f, dprobs.data(), s.seq_kv);
@@ -151,7 +153,7 @@ void attention_backward(const float* q, const float* k, const float* v, const fl
       for (int64_t i = 0; i < s.seq_q; ++i) {
         float* p = probs.data() + i * s.seq_kv;
         float* dp = dprobs.data() + i * s.seq_kv;
-        const int64_t last = last_visible(s, i);
+        const int64_t last = last_visible(s, params, i);
         if (params.dropout_p > 0.0f) {
           dropout_keep_mask(row_key(s, params, b, h, i), params.dropout_p, last + 1, keep.data());
         }

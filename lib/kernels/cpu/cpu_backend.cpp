@@ -14,6 +14,7 @@
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/argmax.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_merge.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/fp16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
@@ -395,6 +396,12 @@ void CpuBackend::do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64
 void CpuBackend::do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::add);
   cpu::add(a, b, c, n, out);
+}
+
+void CpuBackend::do_attention_merge(ConstFloatArg part_out, ConstFloatArg part_lse, const HeadTensor& whole,
+                                    int64_t first_row, int64_t part_rows, FloatArg out, FloatArg lse) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::attention_merge);
+  cpu::attention_merge(part_out, part_lse, whole, first_row, part_rows, out, lse);
 }
 
 void CpuBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {

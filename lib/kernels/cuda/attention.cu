@@ -66,6 +66,9 @@ struct Args {
   float* dk;
   float* dv;
   int64_t seq_q, seq_kv, heads, groups;
+  // Query row r sees keys j <= r + shift: seq_kv − seq_q under the causal mask, seq_kv (all of
+  // them) without it.
+  int64_t shift;
   int64_t q_seq_stride, q_batch_stride, kv_seq_stride, kv_batch_stride;
   int head_dim;
   float scale;
@@ -247,7 +250,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(Ar
   const int64_t h = pair % a.heads;
   const int64_t g = h / (a.heads / a.groups);
   const int64_t q0 = static_cast<int64_t>(blockIdx.y) * T;
-  const int64_t shift = a.seq_kv - a.seq_q;
+  const int64_t shift = a.shift;
   const int rg = threadIdx.x / 16;
   const int cl = threadIdx.x % 16;
   const int64_t kv_at = b * a.kv_batch_stride + g * a.head_dim;
@@ -355,7 +358,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_backward_kv_kerne
   const int64_t b = blockIdx.x / a.groups;
   const int64_t g = blockIdx.x % a.groups;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * T;
-  const int64_t shift = a.seq_kv - a.seq_q;
+  const int64_t shift = a.shift;
   const int64_t per_group = a.heads / a.groups;
   const int rg = threadIdx.x / 16;
   const int cl = threadIdx.x % 16;
@@ -440,7 +443,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_backward_q_kernel
   const int64_t h = pair % a.heads;
   const int64_t g = h / (a.heads / a.groups);
   const int64_t q0 = static_cast<int64_t>(blockIdx.y) * T;
-  const int64_t shift = a.seq_kv - a.seq_q;
+  const int64_t shift = a.shift;
   const int rg = threadIdx.x / 16;
   const int cl = threadIdx.x % 16;
   const int64_t q_at = b * a.q_batch_stride + h * a.head_dim + q0 * a.q_seq_stride;
@@ -514,7 +517,7 @@ void check(const AttentionShape& s, const AttentionParams& p, const char* name) 
   };
   require(s.batch >= 0 && s.seq_q >= 0 && s.heads >= 0, "sizes must be >= 0");
   require(s.head_dim > 0 && s.head_dim <= kMaxHeadDim, "head_dim must be in [1, 256]");
-  require(s.seq_kv >= s.seq_q, "seq_kv must be >= seq_q");
+  require(!p.causal || s.seq_kv >= s.seq_q, "seq_kv must be >= seq_q under the causal mask");
   require(s.groups > 0 && s.heads % s.groups == 0, "groups must divide heads");
   require(p.dropout_p >= 0.0f && p.dropout_p < 1.0f, "dropout_p must be in [0, 1)");
   require(p.dropout_first_head >= 0 &&
@@ -531,6 +534,7 @@ Args make_args(const AttentionShape& s, const AttentionParams& p) {
   Args a{};
   a.seq_q = s.seq_q;
   a.seq_kv = s.seq_kv;
+  a.shift = p.causal ? s.seq_kv - s.seq_q : s.seq_kv;
   a.heads = s.heads;
   a.groups = s.groups;
   a.q_seq_stride = qt.seq_stride();

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/attention_merge.hpp"
 #include "kernels/cuda/bf16_convert.hpp"
 #include "kernels/cuda/cached_attention.hpp"
 #include "kernels/cuda/copy_ranges.hpp"
@@ -143,6 +144,7 @@ bool CudaBackend::takes_natively(BackendOp op, FloatType /*type*/) const {
     case BackendOp::cross_entropy_combine:
     case BackendOp::adamw_step:
     case BackendOp::sum_of_squares:
+    case BackendOp::attention_merge:  // fp32 kernel: the merge's exponentials want the range
       return false;
     default:
       return true;
@@ -663,6 +665,12 @@ void CudaBackend::do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int6
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::add);
   cuda::add(a, b, c, n, out, stream_);
 }
+void CudaBackend::do_attention_merge(ConstFloatArg part_out, ConstFloatArg part_lse, const HeadTensor& whole,
+                                     int64_t first_row, int64_t part_rows, FloatArg out, FloatArg lse) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::attention_merge);
+  cuda::attention_merge(part_out, part_lse, whole, first_row, part_rows, out, lse, stream_);
+}
+
 void CudaBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::accumulate);
   cuda::accumulate(y, x, n, stream_);

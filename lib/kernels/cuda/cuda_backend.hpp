@@ -186,6 +186,8 @@ private:
   void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) override;
   void do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) override;
   void do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) override;
+  void do_attention_merge(ConstFloatArg part_out, ConstFloatArg part_lse, const HeadTensor& whole,
+                          int64_t first_row, int64_t part_rows, FloatArg out, FloatArg lse) override;
   void do_scale(FloatArg x, int64_t n, float factor) override;
 
   void do_cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
