@@ -43,6 +43,13 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
   if (sequence_parallel) floats += t * h * 3;               // the whole-sequence buffers
   if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h;
+  if (c.moe.enabled()) {
+    // MoE layers (model/moe_buffers.hpp) keep their buffers beside the dense MLP's.
+    const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
+    const N moe_sets = recompute == RecomputeGranularity::kFull ? N(1) : N(c.moe.num_moe_layers());
+    floats += moe_sets * moe.activation_floats() + N(moe.scratch_floats());
+    indices += moe_sets * moe.activation_indices();
+  }
   if (!with_output) return {floats.value(), indices.value()};
   if (training) floats += t;           // loss gradient
   floats += tl * h + norm_stats * tl;  // final norm
@@ -133,12 +140,20 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
     a.mlp.fc1_output = take(t * fc1);
     a.mlp.activation_output = take(t * ffn);
+    if (recompute == RecomputeGranularity::kFull ? c.moe.enabled() : c.moe.is_moe_layer(l))
+      a.moe = take_moe_activations(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
+                                   [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); });
     layers_.push_back(a);
   }
 
   scratch.attention.mixed = take(t * (heads + 2 * groups) * k);
   scratch.hidden_a = take(tl * h);
   scratch.hidden_b = take(tl * h);
+  if (c.moe.enabled()) {
+    // Training or not, the full training scratch: elements() counts it so.
+    scratch.moe = take_moe_scratch(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
+                                   [&](int64_t n) { return take_fp32(n); }, true);
+  }
   if (sequence_parallel) {
     sequence.gathered = take_shareable(t * h);
     sequence.whole = take_shareable(t * h);

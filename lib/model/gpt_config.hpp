@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "model/moe_config.hpp"
+
 namespace mgt {
 
 // --position-embedding-type
@@ -62,6 +64,8 @@ struct GptConfig {
   double init_method_std = 0.02;
   int64_t padded_vocab_size = 0;  // see padded_vocab_size() in tokenizer/tokenizer.hpp
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
+  // Mixture of Experts (--num-experts and the --moe-* flags); dense when moe.num_experts is 0.
+  MoeConfig moe;
 
   // A copy with every "0 = default" field filled in as Megatron derives it, validated; throws a
   // UsageError naming the offending flags. Idempotent.

@@ -33,6 +33,7 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   // recomputes every layer under full granularity, which gives the same numbers.
   c.recompute_granularity = m.recompute_granularity ? parse_recompute_granularity(*m.recompute_granularity)
                                                     : RecomputeGranularity::kNone;
+  c.moe = moe_config_from_options(options.moe, c.num_layers);
   return c.resolved();
 }
 

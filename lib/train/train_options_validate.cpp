@@ -9,6 +9,7 @@
 #include "core/log.hpp"
 #include "dist/transport_choice.hpp"
 #include "model/pipeline_stage.hpp"
+#include "train/moe_options_validate.hpp"
 #include "train/train_flags.hpp"
 #include "train/train_options.hpp"
 
@@ -256,6 +257,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_rampup(o.optim, o.parallel);
   validate_model(o.model);
   validate_tensor_parallel(o.model, o.parallel);
+  validate_moe_options(o);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_schedule(o.optim);

@@ -52,6 +52,8 @@ void TrainingRun::write_tensorboard_scalars(const IterationRecord& record) {
   s.grad_norm = logged_grad_norm(record);
   s.num_zeros = record.num_zeros;
   s.params_norm = record.params_norm;
+  s.moe_losses = record.moe_losses;
+  s.moe_per_layer_logging = options_.moe.moe_per_layer_logging;
   tensorboard_->training_iteration(s);
 }
 
