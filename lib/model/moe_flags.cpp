@@ -38,7 +38,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
         .default_text("the activations' type"),
     store("moe-router-score-function", "F", m.moe_router_score_function, "Score function of the router: softmax or sigmoid").choices({"softmax", "sigmoid"}),
     store("moe-router-topk", "K", m.moe_router_topk, "Experts each token is routed to"),
-    store_true("moe-router-pre-softmax", m.moe_router_pre_softmax, "Softmax over all experts before the top-k choice (by default after it, over the k chosen)"),
+    store_true("moe-router-pre-softmax", m.moe_router_pre_softmax, "Softmax over all experts before the top-k choice, instead of over the k chosen after it"),
     store("moe-router-num-groups", "N", m.moe_router_num_groups, "Groups of experts for group-limited routing"),
     store("moe-router-group-topk", "N", m.moe_router_group_topk, "Groups chosen per token in group-limited routing"),
     store("moe-router-topk-scaling-factor", "F", m.moe_router_topk_scaling_factor, "Factor on the chosen experts' probabilities"),

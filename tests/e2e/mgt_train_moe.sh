@@ -4,7 +4,8 @@
 # load_balancing_loss and z_loss as Megatron does (log line, metrics.jsonl); data parallelism
 # with the distributed optimizer reproduces the one-rank run (lm loss and the auxiliary losses,
 # 20 iterations, within 1e-5 relative); a capacity factor drops tokens and still trains; a
-# checkpoint resumes bit for bit; what is not implemented is refused by name.
+# checkpoint resumes bit for bit; mgt-eval evaluates an MoE checkpoint; what is not implemented is
+# refused by name.
 # Usage: bash tests/e2e/mgt_train_moe.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -21,14 +22,15 @@ ranks() {
   env -u SLURM_NTASKS -u SLURM_NPROCS -u SLURM_STEP_NUM_TASKS "$MPIEXEC" -n "$n" "${LAUNCHER[@]}" "$@"
 }
 
-MOE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+BASE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
      --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2
-     --mock-data --tokenizer-type NullTokenizer --vocab-size 127 --train-iters 20 --log-interval 1
+     --mock-data --train-iters 20 --log-interval 1
      --eval-interval 10 --eval-iters 1 --position-embedding-type rope --normalization RMSNorm --swiglu
      --untie-embeddings-and-output-weights --disable-bias-linear --hidden-dropout 0 --attention-dropout 0
      --num-experts 8 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2
      --moe-z-loss-coeff 1e-3 --moe-ffn-hidden-size 48 --moe-layer-freq "([0]+[1])*1"
      --moe-shared-expert-intermediate-size 32 --moe-token-dispatcher-type alltoall)
+MOE=("${BASE[@]}" --tokenizer-type NullTokenizer --vocab-size 127)
 
 # compare REFERENCE RUN [exact]: lm loss, load_balancing_loss and z_loss within 1e-5 relative, the
 # grad norm within 1e-4, at every logged iteration.
@@ -86,6 +88,16 @@ CK="$WORK/ckpt"
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --save "$CK" --save-interval 10 --exit-interval 10
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$CK" --metrics-file "$WORK/resumed.jsonl"
 compare "$WORK/moe-1.jsonl" "$WORK/resumed.jsonl" exact
+
+# mgt-eval reads the MoE layers from the checkpoint's record of the flags.
+GPT2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$SRC/datasets/gpt2-vocab.json"
+      --merge-file "$SRC/datasets/gpt2-merges.txt")
+expect_status 0 "$BIN/mgt-train" "${BASE[@]}" "${GPT2[@]}" --train-iters 4 --lr-warmup-iters 1 --eval-iters 0 --save "$WORK/gpt2-moe" \
+  --save-interval 4
+head -n 30 "$SRC/datasets/wikitext-103.wiki.test.tokens" >"$WORK/wiki.test.tokens"
+expect_status 0 "$BIN/mgt-eval" --task WIKITEXT103 --valid-data "$WORK/wiki.test.tokens" --load "$WORK/gpt2-moe" \
+  --micro-batch-size 4
+grep -Eq '^ validation results on WIKITEXT103 \| avg loss: ' "$WORK/err.txt" || fail "mgt-eval on an MoE checkpoint"
 
 # Refused, naming what is missing.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2

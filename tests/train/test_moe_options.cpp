@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "model/moe_config.hpp"
+#include "ckpt/model_checkpoint.hpp"
 #include "model/moe_layer_pattern.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/train_options.hpp"
@@ -188,4 +189,23 @@ TEST_CASE("moe config: Megatron's expert capacity", "[model][moe]") {
   CHECK(expert_capacity(10 * 2, 4, 1.5, 10) == 8);   // ceil(7.5)
   CHECK(expert_capacity(10 * 2, 4, 10.0, 10) == 10); // at most every token
   CHECK(expert_capacity(10, 4, 0.0, 10) == 0);
+}
+
+TEST_CASE("moe config: the checkpoint's record of the flags gives the MoE model back", "[train][moe]") {
+  const TrainOptions o = parse_moe({"--num-experts", "4", "--moe-router-topk", "3", "--moe-layer-freq", "[1,0,1,1]",
+                                    "--moe-expert-capacity-factor", "1.25", "--moe-token-drop-policy", "position",
+                                    "--moe-router-score-function", "sigmoid", "--moe-shared-expert-intermediate-size",
+                                    "16", "--moe-router-topk-scaling-factor", "2.0", "--moe-ffn-hidden-size", "24"});
+  const GptConfig c = gpt_config_from_options(o, 128);
+  const GptConfig back = gpt_config_from_args_json(model_args_json(c), "the test's arguments");
+  CHECK(back.moe.num_experts == 4);
+  CHECK(back.moe.topk == 3);
+  CHECK(back.moe.layer_pattern == std::vector<bool>{true, false, true, true});
+  CHECK(back.moe.ffn_hidden_size == 24);
+  CHECK(back.moe.shared_expert_intermediate_size == 16);
+  CHECK(back.moe.capacity_factor == 1.25);
+  CHECK(back.moe.drop_policy == MoeDropPolicy::kPosition);
+  CHECK(back.moe.score_function == MoeScoreFunction::kSigmoid);
+  CHECK(back.moe.topk_scaling_factor == 2.0);
+  CHECK(back.num_parameters() == c.num_parameters());
 }
