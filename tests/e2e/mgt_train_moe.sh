@@ -75,6 +75,19 @@ compare "$WORK/moe-1.jsonl" "$WORK/moe-dp2.jsonl"
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --use-distributed-optimizer --metrics-file "$WORK/moe-dp2-dist.jsonl"
 compare "$WORK/moe-1.jsonl" "$WORK/moe-dp2-dist.jsonl"
 
+# Per layer with --moe-per-layer-logging, under Megatron's TensorBoard names (layer 0 is dense: 0).
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --train-iters 3 --lr-warmup-iters 1 --moe-per-layer-logging --tensorboard-dir "$WORK/tb" \
+  --metrics-file "$WORK/per-layer.jsonl"
+python3 - "$WORK/per-layer.jsonl" <<'PY' || fail "no per-layer MoE losses in metrics.jsonl"
+import json, sys
+j = [j for j in map(json.loads, open(sys.argv[1])) if j["event"] == "train"][-1]
+assert j["moe/load_balancing_loss_layer_0"] == 0.0 and j["moe/z_loss_layer_0"] == 0.0, j
+assert abs(j["moe/load_balancing_loss_layer_1"] - j["load_balancing_loss"]) < 1e-6 * j["load_balancing_loss"], j
+PY
+for tag in load_balancing_loss z_loss moe/load_balancing_loss_layer_1 moe/z_loss_layer_1; do
+  grep -aq "$tag" "$WORK"/tb/events.out.tfevents.* || fail "TensorBoard has no $tag"
+done
+
 # A capacity factor drops tokens (by probability, padded, and by position) and still trains.
 for policy in "--moe-token-drop-policy probs --moe-pad-expert-input-to-capacity" "--moe-token-drop-policy position"; do
   # shellcheck disable=SC2086
