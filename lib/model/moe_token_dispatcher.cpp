@@ -1,7 +1,5 @@
 #include "model/moe_token_dispatcher.hpp"
 
-#include <numeric>
-
 #include "core/error.hpp"
 
 namespace mgt {
@@ -78,7 +76,6 @@ void MoeTokenDispatcher::combine_backward(ConstFloatView d_output, int64_t token
 
 void MoeTokenDispatcher::dispatch_backward(ConstFloatView d_permuted, int64_t tokens, int64_t rows,
                                            const MoeActivations& saved, FloatView d_input) const {
-  (void)rows;
   backend_->gather_sum_rows(d_permuted, rows, hidden_, saved.token_rows.first(tokens * moe_.topk), moe_.topk, {},
                             d_input);
 }
