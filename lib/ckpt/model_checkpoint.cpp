@@ -33,6 +33,40 @@ bool flag_of(const JsonScalars& args, const std::string& key, bool fallback) {
   return v == "true";
 }
 
+std::optional<double> optional_real(const JsonScalars& args, const std::string& key) {
+  if (!args.contains(key) || args.show(key) == "null") return std::nullopt;
+  return args.real(key);
+}
+
+// The MoE flags as mgt-train records them (model/moe_options.hpp); nullopt for a dense model.
+std::optional<MoeOptions> moe_options_of(const JsonScalars& a) {
+  if (optional_integer(a, "num_experts").value_or(0) <= 0) return std::nullopt;
+  MoeOptions o;
+  o.num_experts = a.integer("num_experts");
+  if (a.contains("moe_layer_freq")) {
+    // Megatron keeps an integer as an int and a pattern as its list; mgt records the pattern's text.
+    const std::string shown = a.show("moe_layer_freq");
+    o.moe_layer_freq = !shown.empty() && shown.front() == '"' ? a.text("moe_layer_freq") : shown;
+  }
+  o.moe_ffn_hidden_size = optional_integer(a, "moe_ffn_hidden_size");
+  o.moe_shared_expert_intermediate_size = optional_integer(a, "moe_shared_expert_intermediate_size");
+  if (a.contains("moe_router_topk")) o.moe_router_topk = a.integer("moe_router_topk");
+  for (auto [key, field] : {std::pair{"moe_router_score_function", &o.moe_router_score_function},
+                            std::pair{"moe_router_load_balancing_type", &o.moe_router_load_balancing_type},
+                            std::pair{"moe_token_drop_policy", &o.moe_token_drop_policy},
+                            std::pair{"moe_token_dispatcher_type", &o.moe_token_dispatcher_type}})
+    if (a.contains(key)) *field = a.text(key);
+  o.moe_router_pre_softmax = flag_of(a, "moe_router_pre_softmax", false);
+  o.moe_pad_expert_input_to_capacity = flag_of(a, "moe_pad_expert_input_to_capacity", false);
+  o.moe_router_num_groups = optional_integer(a, "moe_router_num_groups");
+  o.moe_router_group_topk = optional_integer(a, "moe_router_group_topk");
+  o.moe_router_topk_scaling_factor = optional_real(a, "moe_router_topk_scaling_factor");
+  o.moe_expert_capacity_factor = optional_real(a, "moe_expert_capacity_factor");
+  o.moe_aux_loss_coeff = optional_real(a, "moe_aux_loss_coeff").value_or(0.0);
+  o.moe_z_loss_coeff = optional_real(a, "moe_z_loss_coeff");
+  return o;
+}
+
 }  // namespace
 
 GptConfig gpt_config_from_args_json(const std::string& args_json, const std::string& what) {
@@ -67,6 +101,7 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
   if (a.contains("init_method_std")) c.init_method_std = a.real("init_method_std");
   c.padded_vocab_size = a.integer("padded_vocab_size");
   try {
+    if (const std::optional<MoeOptions> moe = moe_options_of(a)) c.moe = moe_config_from_options(*moe, c.num_layers);
     return c.resolved();
   } catch (const Error& e) {
     throw Error(what + " do not describe a valid model: " + e.what());
@@ -104,6 +139,29 @@ std::string model_args_json(const GptConfig& config) {
   a.set("padded_vocab_size", PyValue::integer(c.padded_vocab_size));
   a.set("tensor_model_parallel_size", PyValue::integer(1));
   a.set("pipeline_model_parallel_size", PyValue::integer(1));
+  if (c.moe.enabled()) {
+    // The flags' record as mgt-train writes it, for the layers' pattern as a list expression.
+    std::string pattern = "[";
+    for (std::size_t l = 0; l < c.moe.layer_pattern.size(); ++l) pattern += (l ? "," : "") + std::string(c.moe.layer_pattern[l] ? "1" : "0");
+    pattern += "]";
+    a.set("num_experts", PyValue::integer(c.moe.num_experts));
+    a.set("moe_layer_freq", PyValue::string(pattern));
+    a.set("moe_ffn_hidden_size", PyValue::integer(c.moe.ffn_hidden_size));
+    if (c.moe.shared_expert_intermediate_size > 0)
+      a.set("moe_shared_expert_intermediate_size", PyValue::integer(c.moe.shared_expert_intermediate_size));
+    a.set("moe_router_topk", PyValue::integer(c.moe.topk));
+    a.set("moe_router_score_function", PyValue::string(std::string(to_string(c.moe.score_function))));
+    a.set("moe_router_pre_softmax", PyValue::boolean(c.moe.pre_softmax));
+    if (c.moe.group_topk > 0) {
+      a.set("moe_router_num_groups", PyValue::integer(c.moe.num_groups));
+      a.set("moe_router_group_topk", PyValue::integer(c.moe.group_topk));
+    }
+    if (c.moe.topk_scaling_factor != 0.0)
+      a.set("moe_router_topk_scaling_factor", PyValue::real(c.moe.topk_scaling_factor));
+    if (c.moe.drops_tokens()) a.set("moe_expert_capacity_factor", PyValue::real(c.moe.capacity_factor));
+    a.set("moe_pad_expert_input_to_capacity", PyValue::boolean(c.moe.pad_to_capacity));
+    a.set("moe_token_drop_policy", PyValue::string(std::string(to_string(c.moe.drop_policy))));
+  }
   return a.dumps();
 }
 

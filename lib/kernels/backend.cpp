@@ -910,6 +910,91 @@ void Backend::row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView
   }
 }
 
+void Backend::moe_route(ConstFloatView logits, const MoeRoutingParams& p, FloatView gates, FloatView probs,
+                        FloatView routing_map, FloatView aux_counts, DeviceSpan<double> statistics, bool accumulate) {
+  constexpr BackendOp op = BackendOp::moe_route;
+  dims(op, {p.tokens, p.experts, p.aux_groups});
+  if (p.experts < 1 || p.topk < 1 || p.topk > p.experts) fail(op, "needs 1 <= topk <= experts");
+  if (p.group_topk > 0 && (p.num_groups < 1 || p.experts % p.num_groups != 0 || p.group_topk > p.num_groups ||
+                           p.topk > p.group_topk * (p.experts / p.num_groups)))
+    fail(op, "group-limited routing needs groups dividing the experts and topk within the chosen groups");
+  if (p.aux_groups > 0 && p.tokens % p.aux_groups != 0) fail(op, "tokens must be a multiple of aux_groups");
+  const int64_t n = p.tokens * p.experts;
+  expect(logits, n, op, "logits");
+  expect(gates, n, op, "gates");
+  expect(probs, n, op, "probs");
+  expect(routing_map, n, op, "routing_map");
+  expect(aux_counts, p.aux_groups * p.experts, op, "aux_counts");
+  expect(statistics, 2, op, "statistics");
+  if (p.tokens == 0) return;
+  Fp32Staging st(*this, op);
+  do_moe_route(st.in(logits), p, st.out(gates), st.out(probs), st.out(routing_map), st.out(aux_counts),
+               statistics.data(), accumulate);
+  st.finish();
+}
+
+void Backend::moe_route_backward(ConstFloatView logits, const MoeRoutingParams& p, ConstFloatView d_probs,
+                                 ConstFloatView routing_map, ConstFloatView aux_counts, float aux_grad, float z_grad,
+                                 FloatView d_logits) {
+  constexpr BackendOp op = BackendOp::moe_route_backward;
+  dims(op, {p.tokens, p.experts, p.aux_groups});
+  if (p.experts < 1 || p.topk < 1 || p.topk > p.experts) fail(op, "needs 1 <= topk <= experts");
+  if (p.aux_groups > 0 && p.tokens % p.aux_groups != 0) fail(op, "tokens must be a multiple of aux_groups");
+  const int64_t n = p.tokens * p.experts;
+  expect(logits, n, op, "logits");
+  expect(d_probs, n, op, "d_probs");
+  expect(routing_map, n, op, "routing_map");
+  expect(aux_counts, p.aux_groups * p.experts, op, "aux_counts");
+  expect(d_logits, n, op, "d_logits");
+  if (p.tokens == 0) return;
+  Fp32Staging st(*this, op);
+  do_moe_route_backward(st.in(logits), p, st.in(d_probs), st.in(routing_map), st.in(aux_counts), aux_grad, z_grad,
+                        st.out(d_logits));
+  st.finish();
+}
+
+void Backend::gather_rows(ConstFloatView in, int64_t in_rows, int64_t cols, ConstIndexView index,
+                          ConstFloatView weights, FloatView out) {
+  constexpr BackendOp op = BackendOp::gather_rows;
+  dims(op, {in_rows, cols});
+  const int64_t out_rows = index.size();
+  expect(in, in_rows * cols, op, "in");
+  expect_optional(weights, out_rows, op, "weights");
+  expect(out, out_rows * cols, op, "out");
+  if (out_rows == 0 || cols == 0) return;
+  Fp32Staging st(*this, op);
+  do_gather_rows(st.in(in), in_rows, cols, index.data(), out_rows, st.in(weights), st.out(out));
+  st.finish();
+}
+
+void Backend::gather_sum_rows(ConstFloatView in, int64_t in_rows, int64_t cols, ConstIndexView index, int64_t k,
+                              ConstFloatView weights, FloatView out) {
+  constexpr BackendOp op = BackendOp::gather_sum_rows;
+  dims(op, {in_rows, cols, k});
+  if (k < 1) fail(op, "k must be >= 1");
+  if (index.size() % k != 0) fail(op, "index must hold k entries per output row");
+  const int64_t out_rows = index.size() / k;
+  expect(in, in_rows * cols, op, "in");
+  expect_optional(weights, in_rows, op, "weights");
+  expect(out, out_rows * cols, op, "out");
+  if (out_rows == 0 || cols == 0) return;
+  Fp32Staging st(*this, op);
+  do_gather_sum_rows(st.in(in), in_rows, cols, index.data(), out_rows, k, st.in(weights), st.out(out));
+  st.finish();
+}
+
+void Backend::row_dot(ConstFloatView a, ConstFloatView b, int64_t rows, int64_t cols, FloatView out) {
+  constexpr BackendOp op = BackendOp::row_dot;
+  dims(op, {rows, cols});
+  expect(a, rows * cols, op, "a");
+  expect(b, rows * cols, op, "b");
+  expect(out, rows, op, "out");
+  if (rows == 0) return;
+  Fp32Staging st(*this, op);
+  do_row_dot(st.in(a), st.in(b), rows, cols, st.out(out));
+  st.finish();
+}
+
 void Backend::add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols) {
   constexpr BackendOp op = BackendOp::add_bias;
   dims(op, {rows, cols});

@@ -39,6 +39,7 @@
 #include "kernels/device_queue.hpp"
 #include "kernels/device_span.hpp"
 #include "kernels/fp8_view.hpp"
+#include "kernels/moe_routing_params.hpp"
 #include "kernels/operation_params.hpp"
 
 namespace mgt {
@@ -388,6 +389,34 @@ public:
   // cols columns count (a padded vocabulary).
   void row_argmax(ConstFloatView x, int64_t rows, int64_t cols, IndexView out, int64_t row_stride = 0);
 
+  // ---- mixture of experts (kernels/moe_routing_params.hpp, kernels/moe_routing_math.hpp) ----
+  // Megatron-Core's TopKRouter.routing on router logits [tokens, experts] (fp32): gates, the
+  // chosen experts' probabilities before the capacity (topk_masked_gates, 0 elsewhere); probs and
+  // routing_map (1 or 0), after it (tokens beyond an expert's capacity dropped; not padded). With
+  // p.aux_groups > 0, aux_counts [aux_groups, experts] receives the tokens per expert of the
+  // auxiliary loss's top-k, and statistics[0] the auxiliary loss divided by its coefficient (what
+  // Megatron logs as load_balancing_loss); with p.z_loss, statistics[1] the z-loss divided by its
+  // coefficient. Both added to the values there with `accumulate`, else stored (0 when not
+  // computed). The statistics stay in backend memory (read back with the step's other sums).
+  void moe_route(ConstFloatView logits, const MoeRoutingParams& p, FloatView gates, FloatView probs,
+                 FloatView routing_map, FloatView aux_counts, DeviceSpan<double> statistics, bool accumulate);
+  // The gradient of the logits (overwritten) from that of probs, plus aux_grad times the auxiliary
+  // loss's gradient divided by its coefficient (aux_counts as moe_route left them) and z_grad
+  // times the z-loss's.
+  void moe_route_backward(ConstFloatView logits, const MoeRoutingParams& p, ConstFloatView d_probs,
+                          ConstFloatView routing_map, ConstFloatView aux_counts, float aux_grad, float z_grad,
+                          FloatView d_logits);
+  // out[r, :] = weights[r] · in[index[r], :] (without weights: in[index[r], :]), or zeros where
+  // index[r] < 0: the permutation of tokens to the experts' rows.
+  void gather_rows(ConstFloatView in, int64_t in_rows, int64_t cols, ConstIndexView index, ConstFloatView weights,
+                   FloatView out);
+  // out[t, :] = Σ_j weights[i] · in[i, :] for i = index[t·k + j] ≥ 0, j < k (weights[i] = 1
+  // without weights): the experts' rows combined back into tokens, in a fixed order.
+  void gather_sum_rows(ConstFloatView in, int64_t in_rows, int64_t cols, ConstIndexView index, int64_t k,
+                       ConstFloatView weights, FloatView out);
+  // out[r] = Σ_c a[r, c] · b[r, c].
+  void row_dot(ConstFloatView a, ConstFloatView b, int64_t rows, int64_t cols, FloatView out);
+
   // ---- element-wise ----
   void add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols);
   // out = a + b, or a + b + c where c is given (rounded once); out may alias a or b.
@@ -565,6 +594,16 @@ private:
                              int64_t* out) = 0;
   virtual void do_masked_loss_grad(ConstFloatArg loss_mask, int64_t rows, float scale,
                                    FloatArg dloss) = 0;
+  virtual void do_moe_route(ConstFloatArg logits, const MoeRoutingParams& p, FloatArg gates, FloatArg probs,
+                            FloatArg routing_map, FloatArg aux_counts, double* statistics, bool accumulate) = 0;
+  virtual void do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
+                                     ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad,
+                                     float z_grad, FloatArg d_logits) = 0;
+  virtual void do_gather_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,
+                              int64_t out_rows, ConstFloatArg weights, FloatArg out) = 0;
+  virtual void do_gather_sum_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,
+                                  int64_t out_rows, int64_t k, ConstFloatArg weights, FloatArg out) = 0;
+  virtual void do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int64_t cols, FloatArg out) = 0;
 
   virtual void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) = 0;
   virtual void do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) = 0;

@@ -74,6 +74,15 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
   if (sequence_parallel) floats += t * h * 3;               // the whole-sequence buffers
   if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h;
+  if (c.moe.enabled()) {
+    // MoE layers (model/moe_buffers.hpp) keep their buffers beside the dense MLP's: each MoE
+    // layer in training (full recomputation, whose shared sets would hold them, is refused with
+    // MoE), one shared set in evaluation.
+    const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
+    const N moe_sets = training ? N(c.moe.num_moe_layers()) : N(1);
+    floats += moe_sets * moe.activation_floats() + N(moe.scratch_floats());
+    indices += moe_sets * moe.activation_indices();
+  }
   if (!with_output) return {floats.value(), indices.value()};
   if (training) floats += t;           // loss gradient
   floats += tl * h + norm_stats * tl;  // final norm
@@ -170,7 +179,8 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     shared_context = take(t * heads * k);
     shared_lse = take_fp32(batch * heads * seq);
   }
-  const auto take_layer_set = [&] {
+  // with_moe: the buffers of a mixture-of-experts layer too.
+  const auto take_layer_set = [&](bool with_moe) {
     LayerActivations a;
     // Whole under sequence parallelism: the all-gathered inputs of linear_qkv and linear_fc1,
     // kept for their weight gradients (transformer_layer.hpp).
@@ -193,17 +203,20 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
     a.mlp.fc1_output = take(t * fc1);
     a.mlp.activation_output = take(t * ffn);
+    if (with_moe)
+      a.moe = take_moe_activations(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
+                                   [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); });
     return a;
   };
   // Activations: each layer's own, but one set shared by all layers in evaluation, and the sets
   // of checkpointed groups shared by all such groups (refilled by the recomputation).
   if (training) {
     scratch_buffers([&] {
-      for (int64_t i = 0; i < plan.scratch_activation_sets(); ++i) recompute_scratch_->sets.push_back(take_layer_set());
+      for (int64_t i = 0; i < plan.scratch_activation_sets(); ++i) recompute_scratch_->sets.push_back(take_layer_set(c.moe.enabled()));
     });
     layers_.resize(static_cast<size_t>(c.num_layers));
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      if (!plan.checkpointed(l)) layers_[static_cast<size_t>(l)] = take_layer_set();
+      if (!plan.checkpointed(l)) layers_[static_cast<size_t>(l)] = take_layer_set(c.moe.is_moe_layer(l));
     }
     for (int64_t l = 0; l < c.num_layers; ++l) {
       if (!plan.checkpointed(l)) continue;
@@ -212,12 +225,17 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
                                             : recompute_scratch_->sets[static_cast<size_t>(l - plan.group_of(l).first)];
     }
   } else {
-    layers_.assign(static_cast<size_t>(c.num_layers), take_layer_set());
+    layers_.assign(static_cast<size_t>(c.num_layers), take_layer_set(c.moe.enabled()));
   }
 
   scratch.attention.mixed = take(t * (heads + 2 * groups) * k);
   scratch.hidden_a = take(tl * h);
   scratch.hidden_b = take(tl * h);
+  if (c.moe.enabled()) {
+    // Training or not, the full training scratch: elements() counts it so.
+    scratch.moe = take_moe_scratch(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
+                                   [&](int64_t n) { return take_fp32(n); }, true);
+  }
   if (sequence_parallel) {
     sequence.gathered = take_shareable(t * h);
     sequence.whole = take_shareable(t * h);

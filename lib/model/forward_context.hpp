@@ -55,6 +55,12 @@ struct ForwardContext {
   // without it.
   RingAttention* context_parallel = nullptr;
 
+  // Mixture of Experts (model/moe_layer.hpp): where the MoE layers add their auxiliary-loss and
+  // z-loss statistics, [2 · num_layers] (aux, z per global layer; empty: not recorded), and the
+  // factor on those losses' gradients, Megatron's MoEAuxLossAutoScaler scale (1 / micro-batches,
+  // times the loss scale).
+  DeviceSpan<double> moe_statistics = {};
+  float moe_loss_grad_scale = 1.0f;
   int64_t tokens() const { return seq * batch; }
   bool sequence_parallel() const { return sequence_shards > 1; }
   // Tokens of the sequence-parallel activations on this rank (all of them without SP).

@@ -177,6 +177,16 @@ GptConfig GptConfig::resolved() const {
   require_probability(c.attention_dropout, "--attention-dropout");
   require(c.init_method_std > 0.0, "--init-method-std must be > 0");
   require_positive(c.padded_vocab_size, "padded vocabulary size");
+  if (c.moe.enabled()) {
+    // Megatron's TransformerConfig: the experts' size defaults to --ffn-hidden-size.
+    if (c.moe.ffn_hidden_size == 0) c.moe.ffn_hidden_size = c.ffn_hidden_size;
+    require_positive(c.moe.ffn_hidden_size, "--moe-ffn-hidden-size");
+    require(static_cast<int64_t>(c.moe.layer_pattern.size()) == c.num_layers,
+            "--moe-layer-freq names " + str(static_cast<int64_t>(c.moe.layer_pattern.size())) + " layers, not " +
+                str(c.num_layers));
+    require(c.moe.topk >= 1 && c.moe.topk <= c.moe.num_experts, "--moe-router-topk must be in [1, --num-experts]");
+    require(!c.add_bias_linear, "--num-experts needs --disable-bias-linear (Megatron: bias is not supported for MoE)");
+  }
   return c;
 }
 
@@ -195,10 +205,17 @@ int64_t GptConfig::num_parameters() const {
   const N layer = norm                            // input_layernorm
                   + qkv * h + bias * qkv          // linear_qkv
                   + h * attention_width + bias * h  // linear_proj
-                  + norm                          // pre_mlp_layernorm
-                  + fc1 * h + bias * fc1          // linear_fc1
-                  + h * c.ffn_hidden_size + bias * h;  // linear_fc2
-  N total = N(c.padded_vocab_size) * h + N(c.num_layers) * layer + norm;
+                  + norm;                         // pre_mlp_layernorm
+  const N mlp = fc1 * h + bias * fc1                // linear_fc1
+                + h * c.ffn_hidden_size + bias * h;  // linear_fc2
+  // An MoE layer's MLP: the router, the experts and the shared experts instead of linear_fc1/fc2.
+  const N gated = c.gated_linear_unit() ? 2 : 1;
+  const N moe_mlp = N(c.moe.num_experts) * h +
+                    N(c.moe.num_experts) * (gated * c.moe.ffn_hidden_size * h + h * c.moe.ffn_hidden_size) +
+                    gated * c.moe.shared_expert_intermediate_size * h + h * c.moe.shared_expert_intermediate_size;
+  const int64_t moe_layers = c.moe.num_moe_layers();
+  N total = N(c.padded_vocab_size) * h + N(c.num_layers) * layer + N(c.num_layers - moe_layers) * mlp +
+            N(moe_layers) * moe_mlp + norm;
   if (c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute) total += N(c.max_position_embeddings) * h;
   if (c.untie_embeddings_and_output_weights) total += N(c.padded_vocab_size) * h;
   return total.value();
@@ -217,7 +234,12 @@ double GptConfig::num_floating_point_operations(int64_t global_batch_size) const
   const double vocab = static_cast<double>(c.padded_vocab_size);
   const double gated = c.gated_linear_unit() ? 1.5 : 1.0;
 
-  const double mlp = 12.0 * layers * h * f * gated;
+  // Megatron's count for MoE layers: each token runs topk experts of --moe-ffn-hidden-size and
+  // the shared experts (megatron/training/training.py num_floating_point_operations).
+  const double moe_layers = static_cast<double>(c.moe.num_moe_layers());
+  const double moe_f = static_cast<double>(c.moe.ffn_hidden_size) * static_cast<double>(c.moe.topk) +
+                       static_cast<double>(c.moe.shared_expert_intermediate_size);
+  const double mlp = 12.0 * h * gated * ((layers - moe_layers) * f + moe_layers * moe_f);
   const double attention = 12.0 * layers * h * h * (1.0 + g / n + s / (2.0 * h)) * (k * n / h);
   const double logits = 6.0 * h * vocab;
   return batch * s * (mlp + attention + logits);

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "model/fp8_recipe.hpp"
+#include "model/moe_config.hpp"
 
 namespace mgt {
 
@@ -79,6 +80,8 @@ struct GptConfig {
   // With kSelective: --recompute-modules holds core_attn (Megatron's default). Without it,
   // selective granularity recomputes nothing (Megatron's empty --recompute-modules).
   bool recompute_core_attention = true;
+  // Mixture of Experts (--num-experts and the --moe-* flags); dense when moe.num_experts is 0.
+  MoeConfig moe;
 
   // A copy with every "0 = default" field filled in as Megatron derives it, validated; throws a
   // UsageError naming the offending flags. Idempotent.

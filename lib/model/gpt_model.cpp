@@ -38,6 +38,10 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   stage_config_.num_layers = stage.chunk_layers(params_.config().num_layers);
   // Refuses a recomputation Megatron cannot run on this stage before anything is allocated.
   static_cast<void>(RecomputePlan(stage_config_, stage_config_.num_layers, true));
+  if (params_.config().moe.enabled()) {
+    moe_statistics_ = DeviceArray<double>(backend, 2 * params_.config().num_layers);
+    reset_moe_statistics();
+  }
   if (stage.is_first()) embedding_.emplace(params_, tp_);
   const int64_t all_layers = params_.config().num_layers;
   const int64_t stage_layers = stage.layers_of(all_layers);
@@ -355,6 +359,12 @@ void GptModel::all_reduce_sequence_parallel_grads() {
   backend_->copy_ranges(packed, params_.grads(), sequence_parallel_unpack_);
 }
 
+void GptModel::reset_moe_statistics() {
+  if (moe_statistics_.view().empty()) return;
+  const std::vector<double> zeros(static_cast<std::size_t>(moe_statistics_.view().size()), 0.0);
+  backend_->copy_from_host<double>(zeros, moe_statistics_.view());
+}
+
 LossSum GptModel::forward_backward(const MicroBatch& batch, const DropoutRng& rng,
                                    int64_t num_microbatches, LossReduction reduction, float loss_scale) {
   const ActivationMemory& memory = run_forward_backward(batch, rng, num_microbatches, reduction, loss_scale);
@@ -378,9 +388,16 @@ const ActivationMemory& GptModel::run_forward_backward(const MicroBatch& batch, 
   require(!batch.labels.empty(), "forward_backward needs labels");
   ActivationMemory& memory = memory_for(batch, true);
   upload(batch, memory);
-  const ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng,
-                           sequence_parallel_ ? tp_.size() : 1,
-                           sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
+  ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng,
+                     sequence_parallel_ ? tp_.size() : 1,
+                     sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
+  // Megatron's MoEAuxLossAutoScaler: the auxiliary losses' gradient times loss_scale /
+  // num_microbatches; with the per-token loss, times the micro-batch's tokens instead (the
+  // gradients are divided by the global batch's tokens afterwards).
+  ctx.moe_statistics = moe_statistics_.view();
+  ctx.moe_loss_grad_scale = reduction == LossReduction::kSum
+                                ? loss_scale * static_cast<float>(ctx.tokens())
+                                : loss_scale / static_cast<float>(num_microbatches);
   // The loss gradient's scale from the host's mask, so that the loss and its gradient come from
   // one pass over the logits and nothing is read back before the backward is queued.
   MaskedLossSum host_count;

@@ -231,6 +231,12 @@ public:
   // or without a pipeline. Collective over the embedding group.
   void all_reduce_embedding_grads();
 
+  // Mixture of Experts: each layer's auxiliary-loss and z-loss statistics ([2 · num_layers],
+  // model/moe_router.hpp) summed over the training micro-batches since the last reset; empty
+  // for a dense model. Read back with the step's other sums.
+  DeviceSpan<const double> moe_statistics() const { return moe_statistics_.view(); }
+  void reset_moe_statistics();
+
 private:
   // What one micro-batch in flight on this stage keeps between its forward and backward.
   struct StageSlot {
@@ -343,6 +349,7 @@ private:
   std::vector<CopyRange> sequence_parallel_pack_;
   std::vector<CopyRange> sequence_parallel_unpack_;
   DeviceBuffer sequence_parallel_grads_;
+  DeviceArray<double> moe_statistics_;
   std::unique_ptr<ActivationMemory> train_memory_;
   std::unique_ptr<ActivationMemory> eval_memory_;
   std::unique_ptr<ActivationMemory> generation_memory_;  // forward_cached of several tokens

@@ -123,6 +123,28 @@ void validate_tensor_parallel(const GptConfig& config, const TensorParallelRank&
   require_divisible(c.padded_vocab_size, "the padded vocabulary size", tp.size);
 }
 
+namespace {
+
+// An MoE layer's MLP (model/moe_layer.hpp) with Megatron-Core's names: the router's weight
+// [experts, h], each expert's linear_fc1 and linear_fc2 as SequentialMLP names them
+// (experts.local_experts.{j}), and the shared experts' (shared_experts). No biases: Megatron's
+// MoE layers have none. Initialised as the dense MLP (the router with init_method).
+void add_moe_parameters(TableBuilder& b, const GptConfig& c, const std::string& mlp, double std, double scaled_std) {
+  const int64_t h = c.hidden_size;
+  const int64_t chunks = c.gated_linear_unit() ? 2 : 1;
+  b.add(mlp + ".router.weight", {c.moe.num_experts, h}, kNotPartitioned, ParameterInit::kNormal, std);
+  auto add_mlp = [&](const std::string& prefix, int64_t ffn) {
+    b.add(prefix + ".linear_fc1.weight", {chunks * ffn, h}, 0, ParameterInit::kNormal, std, chunks);
+    b.add(prefix + ".linear_fc2.weight", {h, ffn}, 1, ParameterInit::kNormal, scaled_std);
+  };
+  for (int64_t j = 0; j < c.moe.num_experts; ++j)
+    add_mlp(mlp + ".experts.local_experts." + std::to_string(j), c.moe.ffn_hidden_size);
+  if (c.moe.shared_expert_intermediate_size > 0)
+    add_mlp(mlp + ".shared_experts", c.moe.shared_expert_intermediate_size);
+}
+
+}  // namespace
+
 ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp,
                                    const PipelineStage& stage) {
   const GptConfig c = config.resolved();
@@ -179,6 +201,10 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     b.add(proj + ".weight", {h, attention_width}, 1, ParameterInit::kNormal, scaled_std);
     if (c.add_bias_linear) b.add_sequence_parallel(proj + ".bias", h, ParameterInit::kZeros);
     add_norm(layer + ".pre_mlp_layernorm");
+    if (c.moe.is_moe_layer(i)) {
+      add_moe_parameters(b, c, layer + ".mlp", std, scaled_std);
+      continue;
+    }
     const std::string fc1 = layer + ".mlp.linear_fc1";
     b.add(fc1 + ".weight", {c.fc1_size(), h}, 0, ParameterInit::kNormal, std, fc1_chunks);
     if (c.add_bias_linear) {

@@ -12,8 +12,13 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       recompute_core_attention_(recomputes_core_attention(params.config(), true)),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
       attention_(params, layer, tp, fp8),
-      pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm"),
-      mlp_(params, layer, tp, fp8) {}
+      pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm") {
+  if (params.config().moe.is_moe_layer(layer)) {
+    moe_.emplace(params, layer);
+  } else {
+    mlp_.emplace(params, layer, tp, fp8);
+  }
+}
 
 void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
                                const LayerActivations& saved, const LayerScratch& scratch,
@@ -38,7 +43,13 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
   }
   pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens, ctx.own_rows(saved.pre_mlp_norm_output, hidden),
                             saved.pre_mlp_norm, rest);
-  mlp_.forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, branch, unsummed);
+  if (moe_) {
+    // MoE layers run with tensor-parallel size 1: nothing is left unsummed.
+    moe_->forward(ctx, saved.pre_mlp_norm_output, saved.moe, scratch.moe, branch);
+    rest = {};
+  } else {
+    mlp_->forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, branch, unsummed);
+  }
   if (p > 0.0f) {
     backend_->dropout_forward(branch, p, ctx.hidden_key(layer_, DropoutSite::kMlpOutput, hidden),
                               branch);
@@ -66,8 +77,12 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
   // all-gather, beside which it runs (Mlp::backward): that GEMM of this rank's rows alone is too
   // short to hide the collective. The results are the same bits as in its own layer's backward.
   DeferredGemm fc1_weight;
-  mlp_.backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b,
-                ctx.sequence_parallel() ? &fc1_weight : nullptr);
+  if (moe_) {
+    moe_->backward(ctx, saved.pre_mlp_norm_output, saved.moe, scratch.moe, d_branch, b);
+  } else {
+    mlp_->backward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, d_branch, b,
+                   ctx.sequence_parallel() ? &fc1_weight : nullptr);
+  }
   pre_mlp_norm_.backward(b, saved.residual, tokens, saved.pre_mlp_norm, d_hidden, /*accumulate_dx=*/true);
   // d_hidden is now ∂/∂h.
 

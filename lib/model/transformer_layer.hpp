@@ -11,7 +11,10 @@
 #include "kernels/backend.hpp"
 #include "model/forward_context.hpp"
 #include "model/gpt_parameters.hpp"
+#include <optional>
+
 #include "model/mlp.hpp"
+#include "model/moe_layer.hpp"
 #include "model/norm_layer.hpp"
 #include "model/self_attention.hpp"
 #include "model/tensor_parallel_mappings.hpp"
@@ -29,11 +32,13 @@ struct LayerActivations {
   FloatView pre_mlp_norm_output;
   NormStats pre_mlp_norm;
   MlpActivations mlp;
+  MoeActivations moe;  // an MoE layer's (model/moe_layer.hpp)
 };
 
 struct LayerScratch {
   AttentionScratch attention;
   MlpScratch mlp;
+  MoeScratch moe;  // MoE layers'
   FloatView hidden_a;  // [s, b, h] ([s/tp, b, h] under sequence parallelism)
   FloatView hidden_b;  // [s, b, h] ([s/tp, b, h] under sequence parallelism)
 };
@@ -46,7 +51,9 @@ public:
                    Fp8Training* fp8 = nullptr);
 
   const SelfAttention& attention() const { return attention_; }
-  const Mlp& mlp() const { return mlp_; }
+  // The dense MLP; an MoE layer (--num-experts, --moe-layer-freq) has none.
+  const Mlp& mlp() const { return *mlp_; }
+  bool is_moe() const { return moe_.has_value(); }
 
   // output must not alias input or scratch.hidden_a. With a key/value cache, see
   // SelfAttention::forward.
@@ -65,7 +72,8 @@ private:
   NormLayer input_norm_;
   SelfAttention attention_;
   NormLayer pre_mlp_norm_;
-  Mlp mlp_;
+  std::optional<Mlp> mlp_;
+  std::optional<MoeLayer> moe_;
 };
 
 }  // namespace mgt

@@ -38,6 +38,7 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   if (m.recompute_num_layers) c.recompute_num_layers = *m.recompute_num_layers;
   c.recompute_core_attention =
       !m.recompute_modules || std::ranges::find(*m.recompute_modules, "core_attn") != m.recompute_modules->end();
+  c.moe = moe_config_from_options(options.moe, c.num_layers);
   return c.resolved();
 }
 

@@ -29,6 +29,11 @@ void TensorBoardLog::training_iteration(const TrainingScalars& s) {
   if (s.grad_norm) both("grad-norm", *s.grad_norm, s.iteration, n);
   if (s.num_zeros) both("num-zeros", *s.num_zeros, s.iteration, n);
   if (s.params_norm) both("params-norm", *s.params_norm, s.iteration, n);
+  for (const auto& [name, value] : s.moe_losses.totals) writer_.add_scalar(name, value, s.iteration);
+  if (s.moe_per_layer_logging)
+    for (const auto& [name, values] : s.moe_losses.per_layer)
+      for (std::size_t i = 0; i < values.size(); ++i)
+        writer_.add_scalar("moe/" + name + "_layer_" + std::to_string(i), values[i], s.iteration);
 }
 
 void TensorBoardLog::log_interval_end(std::int64_t iteration, double seconds_per_iteration,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "train/moe_loss_log.hpp"
 #include "train/tensorboard_writer.hpp"
 #include "train/train_options.hpp"
 #include "train/training_log.hpp"
@@ -31,6 +32,8 @@ struct TrainingScalars {
   std::optional<double> grad_norm;
   std::optional<double> num_zeros;
   std::optional<double> params_norm;
+  MoeLossValues moe_losses;  // written as Megatron's track_moe_metrics writes them
+  bool moe_per_layer_logging = false;
 };
 
 class TensorBoardLog {

@@ -5,6 +5,7 @@
 #include "core/compute_flags.hpp"
 #include "data/dataset_flags.hpp"
 #include "model/model_flags.hpp"
+#include "model/moe_flags.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 
 namespace mgt {
@@ -141,6 +142,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("dp-collectives", "WHERE", p.dp_collectives, "Where the data-parallel collectives of GPUs on one machine run over NCCL: copy-engines (leaving the multiprocessors to the compute) or nccl (NCCL's kernels)")
           .choices({"copy-engines", "nccl"}),
     }},
+    {"moe", moe_flags(o.moe)},
     {"other", {
       store_true("dry-run", o.dry_run, "print the parameter count and the memory per rank (JSON on stdout, a summary on stderr) and exit, reading no data")
           .not_recorded("a dry run stops before training and writes no checkpoint"),

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "core/megatron_compatibility.hpp"
 #include "kernels/backend_factory.hpp"
+#include "model/moe_flags.hpp"
 #include "train/train_flags.hpp"
 #include "tokenizer/tokenizer_type_inference.hpp"
 
@@ -52,6 +53,7 @@ CommandLineRules train_command_line_rules() {
                                                       "core_v0.13 does", {}, false, {}};
   rules.ignored["--log-memory-to-tensorboard"] = {FlagArity::None, "mgt keeps no PyTorch memory statistics; no "
                                                   "mem-* scalars are written", {}, false, {}};
+  for (const auto& [flag, reason] : refused_moe_flags()) rules.refused[flag] = reason;
   add_megatron_compatibility_flags(rules);
   return rules;
 }
@@ -83,7 +85,7 @@ TrainOptions read_train_options(int argc, const char* const* argv, bool report_n
 }
 
 std::string train_options_help() {
-  return make_cxxopts().help({"model", "training", "fp8", "data", "checkpointing", "logging", "parallelism", "other"}) +
+  return make_cxxopts().help({"model", "training", "fp8", "data", "checkpointing", "logging", "parallelism", "moe", "other"}) +
          "\n" + ignored_flags_help(train_command_line_rules()) +
          "\nFlags are Megatron-LM's (pretrain_gpt.py), with its defaults; a Megatron flag that is "
          "not listed here is refused by name.\nSee man mgt-train(1).\n";

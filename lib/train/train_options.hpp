@@ -21,6 +21,7 @@
 #include "data/index_job.hpp"
 #include "train/fp8_options.hpp"
 #include "model/model_shape_options.hpp"
+#include "model/moe_options.hpp"
 #include "model/pipeline_stage.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -175,6 +176,7 @@ struct TrainOptions {
   LoggingOptions logging;
   ParallelOptions parallel;
   Fp8Options fp8;
+  MoeOptions moe;  // --num-experts and the --moe-* flags
   std::string device = "auto";  // --device: auto, cpu, cuda or cuda:N (kernels/backend_factory.hpp)
   bool show_help = false;  // --help: print train_options_help() and stop
   bool dry_run = false;    // --dry-run (mgt): estimate parameters and memory, then stop

@@ -11,6 +11,7 @@
 #include "model/context_parallel_split.hpp"
 #include "model/pipeline_stage.hpp"
 #include "model/recompute_plan.hpp"
+#include "train/moe_options_validate.hpp"
 #include "train/train_flags.hpp"
 #include "train/train_options.hpp"
 #include "train/virtual_pipeline_options.hpp"
@@ -318,6 +319,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_tensor_parallel(o.model, o.parallel);
   validate_virtual_pipeline(o);
   validate_context_parallel(o.model, o.parallel);
+  validate_moe_options(o);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_recompute_groups(o.model, o.parallel);

@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 
+#include "train/moe_loss_log.hpp"
 #include "dist/communicator.hpp"
 #include "kernels/backend.hpp"
 #include "train/exit_conditions.hpp"
@@ -52,6 +53,8 @@ struct IterationRecord {
   // and --log-params-norm; num_zeros is absent when the step was skipped, as in Megatron.
   std::optional<double> num_zeros;
   std::optional<double> params_norm;
+  // MoE models: the auxiliary losses as Megatron logs them (train/moe_loss_log.hpp).
+  MoeLossValues moe_losses;
 };
 
 struct TrainerHooks {

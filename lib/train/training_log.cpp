@@ -216,6 +216,7 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   if (g.decoupled_learning_rate) j.add("decoupled_learning_rate", *g.decoupled_learning_rate);
   j.add("global_batch_size", g.global_batch_size);
   for (const auto& [name, avg] : g.losses) j.add(metric_key(name), avg);
+  for (const auto& [name, value] : g.moe_layer_losses) j.add(name, value);
   j.add("loss_scale", g.loss_scale);
   if (g.grad_norm) j.add("grad_norm", *g.grad_norm);
   if (g.num_zeros) j.add("num_zeros", *g.num_zeros);

@@ -51,6 +51,9 @@ struct IterationLog {
   std::optional<double> decoupled_learning_rate;  // --decoupled-lr: the embedding's and output layer's
   std::int64_t global_batch_size = 0;
   LossValues losses;                     // averaged; a loss is printed only when >= 0
+  // --moe-per-layer-logging: the iteration's MoE losses per layer ("moe/load_balancing_loss_layer_0",
+  // Megatron's TensorBoard names) for metrics.jsonl; the log line leaves them out, as Megatron's.
+  LossValues moe_layer_losses;
   double loss_scale = 1.0;               // 1.0 without fp16 loss scaling
   std::optional<double> grad_norm;
   std::optional<double> num_zeros;       // --log-num-zeros-in-grad (a float in Megatron)

@@ -52,6 +52,8 @@ void TrainingRun::write_tensorboard_scalars(const IterationRecord& record) {
   s.grad_norm = logged_grad_norm(record);
   s.num_zeros = record.num_zeros;
   s.params_norm = record.params_norm;
+  s.moe_losses = record.moe_losses;
+  s.moe_per_layer_logging = options_.moe.moe_per_layer_logging;
   tensorboard_->training_iteration(s);
 }
 
@@ -69,6 +71,10 @@ void TrainingRun::log_iteration(const IterationRecord& record, std::int64_t trai
   g.decoupled_learning_rate = decoupled_lr();
   g.global_batch_size = record.global_batch_size;
   g.losses = losses_.averages();
+  if (options_.moe.moe_per_layer_logging)
+    for (const auto& [name, values] : record.moe_losses.per_layer)
+      for (std::size_t i = 0; i < values.size(); ++i)
+        g.moe_layer_losses.emplace_back("moe/" + name + "_layer_" + std::to_string(i), values[i]);
   g.loss_scale = record.loss_scale;
   g.grad_norm = logged_grad_norm(record);
   g.num_zeros = record.num_zeros;

@@ -34,6 +34,7 @@ std::string number_text(double v) {
 IterationRecord TrainingRun::train_step() {
   GptParameters& params = model_->parameters();
   params.zero_grads();
+  model_->reset_moe_statistics();
   StepPhaseTimer::Marks& marks = step_phases_.begin_step(backend_);
   // [Σ CE · mask, Σ mask] of this rank's micro-batches.
   double sums[2] = {0.0, 0.0};
@@ -110,6 +111,13 @@ IterationRecord TrainingRun::train_step() {
   // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group (with
   // context parallelism: each rank's sums cover its part of the sequences).
   if (gradient_group_size() > 1) gradients_.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
+  if (!model_->moe_statistics().empty()) {
+    std::vector<double> statistics(static_cast<std::size_t>(model_->moe_statistics().size()));
+    backend_.copy_to_host(model_->moe_statistics(), std::span<double>(statistics));
+    if (dp > 1) data_parallel_.all_reduce(std::span<double>(statistics), dist::ReduceOp::Sum);
+    record.moe_losses =
+        moe_loss_values(model_->parameters().config().moe, statistics, static_cast<double>(n * dp));
+  }
   if (per_token) divide_gradients_by_tokens(sums[1]);
   if (loss_scaler_) unscale_gradients();
   record.loss = sums[0] / sums[1];
@@ -152,8 +160,9 @@ IterationRecord TrainingRun::train_step() {
   // scaling a skip with a finite loss is an overflow of the scaled gradients, which Megatron
   // counts as skipped only; while the dynamic scale can still drop, it is the scaler's to
   // resolve, not a reason to stop.
-  losses_.add({{"lm loss", record.skipped && !overflow ? std::numeric_limits<double>::quiet_NaN() : record.loss}},
-              record.skipped);
+  LossValues logged = {{"lm loss", record.skipped && !overflow ? std::numeric_limits<double>::quiet_NaN() : record.loss}};
+  for (const auto& entry : record.moe_losses.totals) logged.push_back(entry);
+  losses_.add(logged, record.skipped);
   if (overflow && scale_could_drop) return record;
   consecutive_nonfinite_ = record.skipped ? consecutive_nonfinite_ + 1 : 0;
   if (record.skipped) {

@@ -748,6 +748,96 @@ void case_row_argmax(OpRun& r) {
   r.check(out, "argmax");
 }
 
+// ---- mixture of experts ----
+// 16 tokens [s = 8, b = 2] over 6 experts, top-2: softmax after the choice with a capacity of 4
+// dropping by probability and the per-sequence auxiliary loss; pre-softmax with a scaling factor
+// and group-limited routing (3 groups, 2 chosen) dropping by position; sigmoid scores with the
+// micro-batch's auxiliary loss.
+std::vector<MoeRoutingParams> moe_routings() {
+  MoeRoutingParams post{16, 6, 2};
+  post.capacity = 4;
+  post.aux_groups = 2;
+  post.z_loss = true;
+  MoeRoutingParams pre = post;
+  pre.pre_softmax = true;
+  pre.scaling_factor = 2.5f;
+  pre.num_groups = 3;
+  pre.group_topk = 2;
+  pre.drop_by_position = true;
+  pre.aux_groups = 1;
+  MoeRoutingParams sig{16, 6, 3};
+  sig.sigmoid = true;
+  sig.aux_groups = 1;
+  return {post, pre, sig};
+}
+
+void case_moe_route(OpRun& r) {
+  for (const MoeRoutingParams& p : moe_routings()) {
+    const int64_t n = p.tokens * p.experts;
+    Tensor logits = r.values(r.random(n, 3.0f), FloatType::kF32);
+    Tensor gates = r.output(n), probs = r.output(n), map = r.output(n), counts = r.output_fp32(p.aux_groups * p.experts);
+    double statistics[2][2] = {};
+    r.run([&](Backend& b, Side s) {
+      DeviceArray<double> on_device(b, 2);
+      const std::vector<double> start = {0.25, 0.5};
+      b.copy_from_host<double>(start, on_device.view());
+      b.moe_route(logits(s), p, gates(s), probs(s), map(s), counts(s), on_device.view(), true);
+      b.copy_to_host(DeviceSpan<const double>(on_device.view()), std::span<double>(statistics[s == Side::kTest ? 0 : 1]));
+    });
+    r.check(gates, kElementwise, "gates");
+    r.check(probs, kElementwise, "probs");
+    r.check(map, kExact, "routing_map");
+    r.check(counts, kExact, "aux_counts");
+    r.check(statistics[0][0], statistics[1][0], kReduction, "0.25 + aux statistic");
+    r.check(statistics[0][1], statistics[1][1], kReduction, "0.5 + z statistic");
+  }
+}
+
+void case_moe_route_backward(OpRun& r) {
+  for (const MoeRoutingParams& p : moe_routings()) {
+    const int64_t n = p.tokens * p.experts;
+    Tensor logits = r.values(r.random(n, 3.0f), FloatType::kF32), d_probs = r.input(n);
+    Tensor gates = r.output_fp32(n), probs = r.output_fp32(n), map = r.output_fp32(n);
+    Tensor counts = r.output_fp32(p.aux_groups * p.experts), d_logits = r.output(n);
+    r.run([&](Backend& b, Side s) {
+      DeviceArray<double> statistics(b, 2);
+      b.moe_route(logits(s), p, gates(s), probs(s), map(s), counts(s), statistics.view(), false);
+      b.moe_route_backward(logits(s), p, d_probs(s), map(s), counts(s), 0.3f, 0.2f, d_logits(s));
+    });
+    r.check(d_logits, kReduction, "d_logits");
+  }
+}
+
+void case_gather_rows(OpRun& r) {
+  // 7 rows out of 5, one of them empty (index −1), with and without weights.
+  Tensor in = r.input(5 * kOut), weights = r.input(7), plain = r.output(7 * kOut), weighted = r.output(7 * kOut);
+  Indices index = r.indices({3, -1, 0, 4, 4, 1, 2});
+  r.run([&](Backend& b, Side s) {
+    b.gather_rows(in(s), 5, kOut, index(s), {}, plain(s));
+    b.gather_rows(in(s), 5, kOut, index(s), weights(s), weighted(s));
+  });
+  r.check(plain, kExact, "rows");
+  r.check(weighted, kElementwise, "weighted rows");
+}
+
+void case_gather_sum_rows(OpRun& r) {
+  // 4 tokens from 6 expert rows, up to 2 each.
+  Tensor in = r.input(6 * kOut), weights = r.input(6), plain = r.output(4 * kOut), weighted = r.output(4 * kOut);
+  Indices index = r.indices({0, 3, -1, 5, 1, 2, 4, -1});
+  r.run([&](Backend& b, Side s) {
+    b.gather_sum_rows(in(s), 6, kOut, index(s), 2, {}, plain(s));
+    b.gather_sum_rows(in(s), 6, kOut, index(s), 2, weights(s), weighted(s));
+  });
+  r.check(plain, kElementwise, "sums");
+  r.check(weighted, kElementwise, "weighted sums");
+}
+
+void case_row_dot(OpRun& r) {
+  Tensor a = r.input(kRows * kHidden), b2 = r.input(kRows * kHidden), out = r.output(kRows);
+  r.run([&](Backend& b, Side s) { b.row_dot(a(s), b2(s), kRows, kHidden, out(s)); });
+  r.check(out, kReduction, "dots");
+}
+
 // ---- element-wise ----
 void case_add_bias(OpRun& r) {
   Tensor y = r.input(kRows * kOut), bias = r.input(kOut);

@@ -44,8 +44,19 @@ TEST_CASE("the activation estimate counts every buffer ActivationMemory allocate
   selective.recompute_granularity = RecomputeGranularity::kSelective;
   GptConfig full = model_testing::llama_like_config();
   full.recompute_granularity = RecomputeGranularity::kFull;
+  // MoE layers (every other one, a shared expert, a padded capacity), and under full recomputation.
+  GptConfig moe = model_testing::llama_like_config();
+  moe.moe.num_experts = 4;
+  moe.moe.layer_pattern = {false, true};
+  moe.moe.topk = 2;
+  moe.moe.shared_expert_intermediate_size = 8;
+  moe.moe.capacity_factor = 1.5;
+  moe.moe.pad_to_capacity = true;
+  moe.moe.load_balancing = MoeLoadBalancing::kSeqAuxLoss;
+  GptConfig moe_full = moe;
+  moe_full.recompute_granularity = RecomputeGranularity::kFull;
   for (const GptConfig& config : {model_testing::gpt2_like_config(), model_testing::llama_like_config(),
-                                  model_testing::openai_gelu_config(), selective, full}) {
+                                  model_testing::openai_gelu_config(), selective, full, moe, moe_full}) {
     for (bool training : {true, false}) {
       for (bool last_position_logits : {false, true}) {
         if (training && last_position_logits) continue;
@@ -207,4 +218,15 @@ TEST_CASE("available memory: MemAvailable, lowered by a cgroup's limit", "[core]
   CHECK(format_bytes(512) == "512 bytes");
   CHECK(format_bytes(1536) == "1.5 KiB");
   CHECK(format_bytes(3.0 * (1LL << 30)) == "3.0 GiB");
+}
+
+TEST_CASE("the parameter count of an MoE model is its table's", "[model][moe]") {
+  GptConfig config = model_testing::llama_like_config();
+  config.moe.num_experts = 4;
+  config.moe.layer_pattern = {true, false};
+  config.moe.ffn_hidden_size = 12;
+  config.moe.shared_expert_intermediate_size = 8;
+  int64_t counted = 0;
+  for (const ParameterEntry& e : gpt_parameter_table(config).entries) counted += e.global_numel();
+  CHECK(config.num_parameters() == counted);
 }

@@ -223,7 +223,6 @@ TEST_CASE("train options: argparse-style values", "[train]") {
 }
 
 TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
-  CHECK(usage_error_with({"--num-experts", "8"}) == "--num-experts is a Megatron-LM flag that mgt-train does not support");
   CHECK(usage_error_with({"--use-cpu-initialization"}) ==
         "--use-cpu-initialization is a Megatron-LM flag that mgt-train does not support");
   CHECK(usage_error_with({"--num-layer", "2"}) == "unknown flag --num-layer (see --help)");
@@ -238,10 +237,11 @@ TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
 }
 
 TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
-  CHECK(usage_error_with({"--num-experts", "8", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
+  CHECK(usage_error_with({"--moe-use-legacy-grouped-gemm", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
                           "--checkpoint-activations", "--model-parallel-size", "2", "--activations-checkpoint-method",
                           "uniform", "--data-impl", "lazy"}) ==
-        "--num-experts is a Megatron-LM flag that mgt-train does not support\n"
+        "--moe-use-legacy-grouped-gemm is not supported by mgt-train: mgt has one grouped GEMM; --moe-grouped-gemm "
+        "uses it\n"
         "--batch-size is not supported by mgt-train: Megatron replaced it with --micro-batch-size\n"
         "--wandb-project is not supported by mgt-train: Weights & Biases needs its network service; "
         "--tensorboard-dir DIR writes the same scalars as TensorBoard event files\n"

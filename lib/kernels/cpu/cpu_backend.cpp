@@ -28,6 +28,7 @@
 #include "kernels/cpu/layer_norm.hpp"
 #include "kernels/cpu/fp8.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/moe_routing.hpp"
 #include "kernels/cpu/qkv_layout.hpp"
 #include "kernels/cpu/rms_norm.hpp"
 #include "kernels/cpu/rotary.hpp"
@@ -407,6 +408,46 @@ void CpuBackend::do_attention_merge(ConstFloatArg part_out, ConstFloatArg part_l
 void CpuBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::accumulate);
   cpu::accumulate(y, x, n);
+}
+
+// The routing runs on one thread: its column passes (capacity, the auxiliary loss's sums) cross
+// the rows, and its cost is small beside the experts' GEMMs.
+void CpuBackend::do_moe_route(ConstFloatArg logits, const MoeRoutingParams& p, FloatArg gates, FloatArg probs,
+                              FloatArg routing_map, FloatArg aux_counts, double* statistics, bool accumulate) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::moe_route);
+  cpu::moe_route(logits, p, gates, probs, routing_map, aux_counts, statistics, accumulate);
+}
+
+void CpuBackend::do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
+                                       ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad,
+                                       float z_grad, FloatArg d_logits) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::moe_route_backward);
+  cpu::moe_route_backward(logits, p, d_probs, routing_map, aux_counts, aux_grad, z_grad, d_logits);
+}
+
+void CpuBackend::do_gather_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,
+                                int64_t out_rows, ConstFloatArg weights, FloatArg out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gather_rows);
+  const float* w = weights;
+  parallel(out_rows, row_grain(cols), [&](int64_t b, int64_t e) {
+    cpu::gather_rows(in, in_rows, cols, index + b, e - b, w ? w + b : nullptr, static_cast<float*>(out) + b * cols);
+  });
+}
+
+void CpuBackend::do_gather_sum_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,
+                                    int64_t out_rows, int64_t k, ConstFloatArg weights, FloatArg out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gather_sum_rows);
+  parallel(out_rows, row_grain(cols * k), [&](int64_t b, int64_t e) {
+    cpu::gather_sum_rows(in, in_rows, cols, index + b * k, e - b, k, weights, static_cast<float*>(out) + b * cols);
+  });
+}
+
+void CpuBackend::do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int64_t cols, FloatArg out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::row_dot);
+  parallel(rows, row_grain(cols), [&](int64_t first, int64_t end) {
+    cpu::row_dot(static_cast<const float*>(a) + first * cols, static_cast<const float*>(b) + first * cols,
+                 end - first, cols, static_cast<float*>(out) + first);
+  });
 }
 
 void CpuBackend::do_scale(FloatArg x, int64_t n, float factor) {

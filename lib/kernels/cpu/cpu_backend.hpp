@@ -131,6 +131,16 @@ private:
   void do_attention_merge(ConstFloatArg part_out, ConstFloatArg part_lse, const HeadTensor& whole,
                           int64_t first_row, int64_t part_rows, FloatArg out, FloatArg lse) override;
   void do_scale(FloatArg x, int64_t n, float factor) override;
+  void do_moe_route(ConstFloatArg logits, const MoeRoutingParams& p, FloatArg gates, FloatArg probs,
+                    FloatArg routing_map, FloatArg aux_counts, double* statistics, bool accumulate) override;
+  void do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
+                             ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad, float z_grad,
+                             FloatArg d_logits) override;
+  void do_gather_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,
+                      ConstFloatArg weights, FloatArg out) override;
+  void do_gather_sum_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,
+                          int64_t k, ConstFloatArg weights, FloatArg out) override;
+  void do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int64_t cols, FloatArg out) override;
 
   void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq, int64_t n,
                      const AdamWParams& params, int64_t step) override;

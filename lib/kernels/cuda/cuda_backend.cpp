@@ -30,6 +30,7 @@
 #include "kernels/cuda/fp8_scaling.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layout.hpp"
+#include "kernels/cuda/moe_routing.hpp"
 #include "kernels/cuda/norms.hpp"
 #include "kernels/cuda/op_profiler.hpp"
 #include "kernels/cuda/optimizer.hpp"
@@ -145,6 +146,13 @@ bool CudaBackend::takes_natively(BackendOp op, FloatType /*type*/) const {
     case BackendOp::adamw_step:
     case BackendOp::sum_of_squares:
     case BackendOp::attention_merge:  // fp32 kernel: the merge's exponentials want the range
+    // The MoE routing and row gathers are fp32 kernels (kernels/cuda/moe_routing.hpp): under bf16
+    // or fp16 storage the public call hands them fp32 copies.
+    case BackendOp::moe_route:
+    case BackendOp::moe_route_backward:
+    case BackendOp::gather_rows:
+    case BackendOp::gather_sum_rows:
+    case BackendOp::row_dot:
       return false;
     default:
       return true;
@@ -674,6 +682,36 @@ void CudaBackend::do_attention_merge(ConstFloatArg part_out, ConstFloatArg part_
 void CudaBackend::do_accumulate(FloatArg y, ConstFloatArg x, int64_t n) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::accumulate);
   cuda::accumulate(y, x, n, stream_);
+}
+void CudaBackend::do_moe_route(ConstFloatArg logits, const MoeRoutingParams& p, FloatArg gates, FloatArg probs,
+                               FloatArg routing_map, FloatArg aux_counts, double* statistics, bool accumulate) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::moe_route);
+  DeviceArray<float> chosen(*this, p.tokens * p.experts);
+  DeviceArray<double> score_sums(*this, p.aux_groups * p.experts);
+  cuda::moe_route(logits, p, gates, probs, routing_map, aux_counts, statistics, accumulate, chosen.view().data(),
+                  score_sums.view().data(), stream_);
+}
+void CudaBackend::do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
+                                        ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad,
+                                        float z_grad, FloatArg d_logits) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::moe_route_backward);
+  DeviceArray<float> scratch(*this, 3 * p.tokens * p.experts);
+  cuda::moe_route_backward(logits, p, d_probs, routing_map, aux_counts, aux_grad, z_grad, d_logits,
+                           scratch.view().data(), stream_);
+}
+void CudaBackend::do_gather_rows(ConstFloatArg in, int64_t /*in_rows*/, int64_t cols, const int64_t* index,
+                                 int64_t out_rows, ConstFloatArg weights, FloatArg out) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::gather_rows);
+  cuda::gather_rows(in, cols, index, out_rows, weights, out, stream_);
+}
+void CudaBackend::do_gather_sum_rows(ConstFloatArg in, int64_t /*in_rows*/, int64_t cols, const int64_t* index,
+                                     int64_t out_rows, int64_t k, ConstFloatArg weights, FloatArg out) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::gather_sum_rows);
+  cuda::gather_sum_rows(in, cols, index, out_rows, k, weights, out, stream_);
+}
+void CudaBackend::do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int64_t cols, FloatArg out) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::row_dot);
+  cuda::row_dot(a, b, rows, cols, out, stream_);
 }
 void CudaBackend::do_scale(FloatArg x, int64_t n, float factor) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::scale); cuda::scale(x, n, factor, stream_); }

@@ -1,0 +1,203 @@
+#include "kernels/cuda/moe_routing.hpp"
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/moe_routing_math.hpp"
+
+namespace mgt::cuda {
+
+namespace {
+
+// One thread per token: the top-k choice into routing_map (probs' row as scratch), the gates, and
+// a copy of the choice for the capacity kernel.
+__global__ void route_rows_kernel(const float* logits, MoeRoutingParams p, float* gates, float* probs,
+                                  float* routing_map, float* chosen) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.tokens) return;
+  const int64_t E = p.experts;
+  const float* row = logits + t * E;
+  moe_math::choose_topk(row, p, routing_map + t * E, probs + t * E);
+  moe_math::topk_gates(row, p, routing_map + t * E, gates + t * E);
+  for (int64_t e = 0; e < E; ++e) {
+    probs[t * E + e] = gates[t * E + e];
+    chosen[t * E + e] = routing_map[t * E + e];
+  }
+}
+
+// One thread per (token, expert): a routed token's rank in its expert's column (by gate, ties to
+// the earlier token, or by position); beyond the capacity it is dropped. Reads only `chosen` and
+// `gates`, which no thread writes.
+__global__ void capacity_kernel(MoeRoutingParams p, const float* gates, const float* chosen, float* probs,
+                                float* routing_map) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t E = p.experts;
+  if (i >= p.tokens * E) return;
+  if (chosen[i] <= 0.0f) return;
+  const int64_t t = i / E;
+  const int64_t e = i % E;
+  const float mine = gates[i];
+  int64_t rank = 0;
+  for (int64_t u = 0; u < p.tokens; ++u) {
+    if (u == t || chosen[u * E + e] <= 0.0f) continue;
+    const float other = gates[u * E + e];
+    if (p.drop_by_position ? u < t : (other > mine || (other == mine && u < t))) ++rank;
+  }
+  if (rank >= p.capacity) {
+    probs[i] = 0.0f;
+    routing_map[i] = 0.0f;
+  }
+}
+
+// One thread per (group, expert): the auxiliary loss's token count and score sum.
+__global__ void aux_sums_kernel(const float* logits, MoeRoutingParams p, float* aux_counts, double* score_sums) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t E = p.experts;
+  if (i >= p.aux_groups * E) return;
+  const int64_t a = i / E;
+  const int64_t e = i % E;
+  float count = 0.0f;
+  double sum = 0.0;
+  for (int64_t t = a; t < p.tokens; t += p.aux_groups) {
+    const float* row = logits + t * E;
+    const float max = moe_math::row_max(row, E);
+    const float exp_sum = moe_math::row_exp_sum(row, E, max);
+    const float sigmoid_sum = moe_math::sigmoid_row_sum(row, E);
+    sum += moe_math::aux_score(row, e, p, max, exp_sum, sigmoid_sum);
+    if (moe_math::in_aux_topk(row, e, p, max, exp_sum, sigmoid_sum)) count += 1.0f;
+  }
+  aux_counts[i] = count;
+  score_sums[i] = sum;
+}
+
+// One thread: the statistics, summed in the CPU's order.
+__global__ void statistics_kernel(const float* logits, MoeRoutingParams p, const float* aux_counts,
+                                  const double* score_sums, double aux_factor, double* statistics, bool accumulate) {
+  const int64_t E = p.experts;
+  double aux = 0.0;
+  for (int64_t i = 0; i < p.aux_groups * E; ++i) aux += score_sums[i] * aux_counts[i];
+  aux *= aux_factor;
+  double z = 0.0;
+  if (p.z_loss) {
+    for (int64_t t = 0; t < p.tokens; ++t) {
+      const float* row = logits + t * E;
+      const float max = moe_math::row_max(row, E);
+      const double lse = static_cast<double>(max) + log(static_cast<double>(moe_math::row_exp_sum(row, E, max)));
+      z += lse * lse;
+    }
+    z /= static_cast<double>(p.tokens);
+  }
+  statistics[0] = accumulate ? statistics[0] + aux : aux;
+  statistics[1] = accumulate ? statistics[1] + z : z;
+}
+
+__global__ void route_backward_kernel(const float* logits, MoeRoutingParams p, const float* d_probs,
+                                      const float* routing_map, const float* aux_counts, float aux_factor,
+                                      float z_factor, float* d_logits, float* scratch) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.tokens) return;
+  const int64_t E = p.experts;
+  float* chosen = scratch + t * 3 * E;
+  float* choice_scratch = chosen + E;
+  float* d_gates = chosen + 2 * E;
+  const float* row = logits + t * E;
+  moe_math::choose_topk(row, p, chosen, choice_scratch);
+  for (int64_t e = 0; e < E; ++e) d_gates[e] = d_probs[t * E + e] * routing_map[t * E + e];
+  const float* counts = p.aux_groups > 0 ? aux_counts + (t % p.aux_groups) * E : nullptr;
+  moe_math::logits_gradient(row, p, chosen, d_gates, counts, aux_factor, z_factor, d_logits + t * E);
+}
+
+__global__ void gather_rows_kernel(const float* in, int64_t cols, const int64_t* index, int64_t out_rows,
+                                   const float* weights, float* out) {
+  const int64_t n = out_rows * cols;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols;
+    const int64_t source = index[r];
+    out[i] = source < 0 ? 0.0f : (weights ? weights[r] : 1.0f) * in[source * cols + i % cols];
+  }
+}
+
+__global__ void gather_sum_rows_kernel(const float* in, int64_t cols, const int64_t* index, int64_t out_rows,
+                                       int64_t k, const float* weights, float* out) {
+  const int64_t n = out_rows * cols;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / cols;
+    const int64_t c = i % cols;
+    float s = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t source = index[t * k + j];
+      if (source >= 0) s += (weights ? weights[source] : 1.0f) * in[source * cols + c];
+    }
+    out[i] = s;
+  }
+}
+
+__global__ void row_dot_kernel(const float* a, const float* b, int64_t rows, int64_t cols, float* out) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float s = 0.0f;
+  for (int64_t c = 0; c < cols; ++c) s += a[r * cols + c] * b[r * cols + c];
+  out[r] = s;
+}
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+double aux_factor_of(const MoeRoutingParams& p) {
+  const double E = static_cast<double>(p.experts);
+  const double T = static_cast<double>(p.tokens);
+  const double k = static_cast<double>(p.topk);
+  if (p.aux_groups <= 1) return E / (T * T * k);
+  const double B = static_cast<double>(p.aux_groups);
+  const double S = T / B;
+  return E / (B * S * S * k);
+}
+
+}  // namespace
+
+void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, float* probs, float* routing_map,
+               float* aux_counts, double* statistics, bool accumulate, float* chosen, double* score_sums,
+               cudaStream_t stream) {
+  route_rows_kernel<<<blocks_for(p.tokens), kThreads, 0, stream>>>(logits, p, gates, probs, routing_map, chosen);
+  MGT_CUDA_CHECK_LAUNCH(route_rows_kernel);
+  if (p.capacity >= 0) {
+    capacity_kernel<<<blocks_for(p.tokens * p.experts), kThreads, 0, stream>>>(p, gates, chosen, probs, routing_map);
+    MGT_CUDA_CHECK_LAUNCH(capacity_kernel);
+  }
+  if (p.aux_groups > 0) {
+    aux_sums_kernel<<<blocks_for(p.aux_groups * p.experts), kThreads, 0, stream>>>(logits, p, aux_counts, score_sums);
+    MGT_CUDA_CHECK_LAUNCH(aux_sums_kernel);
+  }
+  statistics_kernel<<<1, 1, 0, stream>>>(logits, p, aux_counts, score_sums, p.aux_groups > 0 ? aux_factor_of(p) : 0.0,
+                                         statistics, accumulate);
+  MGT_CUDA_CHECK_LAUNCH(statistics_kernel);
+}
+
+void moe_route_backward(const float* logits, const MoeRoutingParams& p, const float* d_probs,
+                        const float* routing_map, const float* aux_counts, float aux_grad, float z_grad,
+                        float* d_logits, float* scratch, cudaStream_t stream) {
+  const float aux_factor = p.aux_groups > 0 ? static_cast<float>(aux_grad * aux_factor_of(p)) : 0.0f;
+  const float z_factor = p.z_loss ? z_grad / static_cast<float>(p.tokens) : 0.0f;
+  route_backward_kernel<<<blocks_for(p.tokens), kThreads, 0, stream>>>(logits, p, d_probs, routing_map, aux_counts,
+                                                                       aux_factor, z_factor, d_logits, scratch);
+  MGT_CUDA_CHECK_LAUNCH(route_backward_kernel);
+}
+
+void gather_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, const float* weights,
+                 float* out, cudaStream_t stream) {
+  gather_rows_kernel<<<grid_for(out_rows * cols), kThreads, 0, stream>>>(in, cols, index, out_rows, weights, out);
+  MGT_CUDA_CHECK_LAUNCH(gather_rows_kernel);
+}
+
+void gather_sum_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k,
+                     const float* weights, float* out, cudaStream_t stream) {
+  gather_sum_rows_kernel<<<grid_for(out_rows * cols), kThreads, 0, stream>>>(in, cols, index, out_rows, k, weights,
+                                                                             out);
+  MGT_CUDA_CHECK_LAUNCH(gather_sum_rows_kernel);
+}
+
+void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* out, cudaStream_t stream) {
+  row_dot_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(a, b, rows, cols, out);
+  MGT_CUDA_CHECK_LAUNCH(row_dot_kernel);
+}
+
+}  // namespace mgt::cuda

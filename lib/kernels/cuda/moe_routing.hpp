@@ -1,0 +1,28 @@
+// Mixture-of-Experts routing and the row gathers of token permutation on the GPU, with the
+// per-token arithmetic of kernels/moe_routing_math.hpp that the CPU's kernels use
+// (kernels/cpu/moe_routing.hpp). Plain fp32 pointers; one thread per token row in the routing
+// kernels, so that each is the CPU's loop body as it is.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/moe_routing_params.hpp"
+
+namespace mgt::cuda {
+
+// `chosen` and `score_sums`: scratch of tokens·experts floats and aux_groups·experts doubles.
+void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, float* probs, float* routing_map,
+               float* aux_counts, double* statistics, bool accumulate, float* chosen, double* score_sums,
+               cudaStream_t stream);
+// `scratch`: 3·tokens·experts floats.
+void moe_route_backward(const float* logits, const MoeRoutingParams& p, const float* d_probs,
+                        const float* routing_map, const float* aux_counts, float aux_grad, float z_grad,
+                        float* d_logits, float* scratch, cudaStream_t stream);
+void gather_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, const float* weights,
+                 float* out, cudaStream_t stream);
+void gather_sum_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k,
+                     const float* weights, float* out, cudaStream_t stream);
+void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* out, cudaStream_t stream);
+
+}  // namespace mgt::cuda

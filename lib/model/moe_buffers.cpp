@@ -1,0 +1,64 @@
+#include "model/moe_buffers.hpp"
+
+#include <algorithm>
+
+namespace mgt {
+
+int64_t moe_capacity(const MoeConfig& moe, int64_t tokens) {
+  if (!moe.drops_tokens()) return -1;
+  return expert_capacity(tokens * moe.topk, moe.num_experts, moe.capacity_factor, tokens);
+}
+
+MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch) {
+  const MoeConfig& m = config.moe;
+  MoeBufferSizes s;
+  s.tokens = seq * batch;
+  s.experts = m.num_experts;
+  s.topk = m.topk;
+  s.hidden = config.hidden_size;
+  const int64_t capacity = moe_capacity(m, s.tokens);
+  const int64_t routed = s.tokens * m.topk;
+  s.max_rows = capacity < 0 ? routed
+               : m.pad_to_capacity ? capacity * m.num_experts
+                                   : std::min(routed, capacity * m.num_experts);
+  const int64_t gated = config.gated_linear_unit() ? 2 : 1;
+  s.ffn = m.ffn_hidden_size;
+  s.fc1 = gated * s.ffn;
+  s.shared_ffn = m.shared_expert_intermediate_size;
+  s.shared_fc1 = gated * s.shared_ffn;
+  s.aux_groups = m.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? batch : 1;
+  return s;
+}
+
+int64_t MoeBufferSizes::activation_floats() const {
+  return 3 * tokens * experts + aux_groups * experts + max_rows + max_rows * (2 * hidden + fc1 + ffn) +
+         tokens * (shared_fc1 + shared_ffn);
+}
+
+int64_t MoeBufferSizes::activation_indices() const { return 2 * max_rows + tokens * topk + tokens * experts + experts; }
+
+int64_t MoeBufferSizes::scratch_floats() const {
+  return (shared_ffn > 0 ? tokens * hidden : 0) + 3 * tokens * experts + max_rows + 2 * max_rows * hidden + std::max(max_rows * ffn, tokens * shared_ffn) +
+         std::max(max_rows * fc1, tokens * shared_fc1) + tokens * hidden;
+}
+
+MoeBuffers::MoeBuffers(Backend& backend, const MoeBufferSizes& sizes, bool training)
+    : floats_(backend, sizes.activation_floats() + sizes.scratch_floats()),
+      indices_(backend, sizes.activation_indices()) {
+  int64_t next_float = 0;
+  int64_t next_index = 0;
+  auto take = [&](int64_t n) {
+    FloatView v = floats_.view().subspan(next_float, n);
+    next_float += n;
+    return v;
+  };
+  auto take_index = [&](int64_t n) {
+    IndexView v = indices_.view().subspan(next_index, n);
+    next_index += n;
+    return v;
+  };
+  activations_ = take_moe_activations(sizes, take, take, take_index);
+  scratch_ = take_moe_scratch(sizes, take, take, training);
+}
+
+}  // namespace mgt

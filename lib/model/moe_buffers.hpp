@@ -1,0 +1,126 @@
+// The buffers of one MoE layer's forward and backward for one micro-batch (model/moe_layer.hpp):
+// what the backward reads (MoeActivations) and what it only needs while it runs (MoeScratch),
+// with their sizes. Expert rows are tokens permuted by expert; with a capacity, each expert's
+// rows are at most its capacity (exactly that, zero rows padding them, with
+// --moe-pad-expert-input-to-capacity).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/backend.hpp"
+#include "model/gpt_config.hpp"
+
+namespace mgt {
+
+struct MoeActivations {
+  FloatView logits;       // [T, E] router logits (fp32)
+  FloatView probs;        // [T, E] routing probabilities after the capacity (fp32)
+  FloatView routing_map;  // [T, E] 1 where token t goes to expert e (fp32)
+  FloatView aux_counts;   // [aux groups, E] the auxiliary loss's tokens per expert (fp32)
+  IndexView row_token;    // [max rows] token of each expert row, −1 for padding
+  IndexView row_slot;     // [max rows] t·E + e of each expert row, −1 for padding
+  IndexView token_rows;   // [T, topk] expert rows of each token, −1 where fewer (dropped)
+  IndexView slot_row;     // [T·E] expert row of (t, e), −1 where not routed
+  IndexView expert_rows;  // [E] rows of each expert (padding included)
+  FloatView row_weights;  // [max rows] probability of each row's (token, expert) (fp32)
+  FloatView permuted;     // [max rows, h] the experts' input
+  FloatView fc1_output;   // [max rows, fc1 of an expert]
+  FloatView activation_output;  // [max rows, expert ffn]
+  FloatView expert_output;      // [max rows, h]
+  FloatView shared_fc1_output;         // [T, shared fc1] (shared experts only)
+  FloatView shared_activation_output;  // [T, shared ffn]
+};
+
+struct MoeScratch {
+  FloatView gates;          // [T, E] (fp32)
+  FloatView shared_output;  // [T, h] (shared experts only)
+  FloatView d_probs;        // [T, E] (fp32)
+  FloatView d_logits;       // [T, E] (fp32)
+  FloatView d_row_weights;  // [max rows] (fp32)
+  FloatView d_rows;         // [max rows, h]
+  FloatView d_activation;   // [max rows, expert ffn] (also the shared experts' [T, shared ffn])
+  FloatView d_fc1;          // [max rows, fc1 of an expert] (also the shared experts')
+  FloatView d_permuted;     // [max rows, h]
+  FloatView d_hidden;       // [T, h]
+};
+
+struct MoeBufferSizes {
+  int64_t tokens = 0;
+  int64_t experts = 0;
+  int64_t topk = 0;
+  int64_t hidden = 0;
+  int64_t max_rows = 0;
+  int64_t fc1 = 0;  // of an expert: ffn, 2·ffn with SwiGLU
+  int64_t ffn = 0;
+  int64_t shared_fc1 = 0;
+  int64_t shared_ffn = 0;
+  int64_t aux_groups = 0;  // the batch for seq_aux_loss, else 1
+
+  int64_t activation_floats() const;
+  int64_t activation_indices() const;
+  int64_t scratch_floats() const;
+};
+
+// The capacity of each expert for `tokens` tokens (< 0: dropless).
+int64_t moe_capacity(const MoeConfig& moe, int64_t tokens);
+MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch);
+
+// Buffers a test or a caller without an ActivationMemory owns.
+class MoeBuffers {
+public:
+  MoeBuffers(Backend& backend, const MoeBufferSizes& sizes, bool training);
+  const MoeActivations& activations() const { return activations_; }
+  const MoeScratch& scratch() const { return scratch_; }
+
+private:
+  DeviceBuffer floats_;
+  DeviceArray<int64_t> indices_;
+  MoeActivations activations_;
+  MoeScratch scratch_;
+};
+
+// Carves the buffers from `take` (floats of the activation type), `take_fp32` and `take_index`.
+template <typename TakeFloat, typename TakeFp32, typename TakeIndex>
+MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, TakeFp32 take_fp32, TakeIndex take_index) {
+  MoeActivations a;
+  const int64_t te = s.tokens * s.experts;
+  a.logits = take_fp32(te);
+  a.probs = take_fp32(te);
+  a.routing_map = take_fp32(te);
+  a.aux_counts = take_fp32(s.aux_groups * s.experts);
+  a.row_token = take_index(s.max_rows);
+  a.row_slot = take_index(s.max_rows);
+  a.token_rows = take_index(s.tokens * s.topk);
+  a.slot_row = take_index(te);
+  a.expert_rows = take_index(s.experts);
+  a.row_weights = take_fp32(s.max_rows);
+  a.permuted = take(s.max_rows * s.hidden);
+  a.fc1_output = take(s.max_rows * s.fc1);
+  a.activation_output = take(s.max_rows * s.ffn);
+  a.expert_output = take(s.max_rows * s.hidden);
+  a.shared_fc1_output = take(s.tokens * s.shared_fc1);
+  a.shared_activation_output = take(s.tokens * s.shared_ffn);
+  return a;
+}
+
+template <typename TakeFloat, typename TakeFp32>
+MoeScratch take_moe_scratch(const MoeBufferSizes& s, TakeFloat take, TakeFp32 take_fp32, bool training) {
+  MoeScratch x;
+  const int64_t te = s.tokens * s.experts;
+  x.gates = take_fp32(te);
+  x.shared_output = take(s.shared_ffn > 0 ? s.tokens * s.hidden : 0);
+  if (!training) return x;
+  x.d_probs = take_fp32(te);
+  x.d_logits = take_fp32(te);
+  x.d_row_weights = take_fp32(s.max_rows);
+  x.d_rows = take(s.max_rows * s.hidden);
+  const int64_t activation = std::max(s.max_rows * s.ffn, s.tokens * s.shared_ffn);
+  const int64_t fc1 = std::max(s.max_rows * s.fc1, s.tokens * s.shared_fc1);
+  x.d_activation = take(activation);
+  x.d_fc1 = take(fc1);
+  x.d_permuted = take(s.max_rows * s.hidden);
+  x.d_hidden = take(s.tokens * s.hidden);
+  return x;
+}
+
+}  // namespace mgt

@@ -1,0 +1,71 @@
+// What the model makes of the Mixture-of-Experts flags (model/moe_options.hpp): Megatron-Core's
+// TransformerConfig moe_* fields (megatron/core/transformer/transformer_config.py), resolved.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "model/moe_options.hpp"
+
+namespace mgt {
+
+// --moe-router-load-balancing-type
+enum class MoeLoadBalancing { kAuxLoss, kSeqAuxLoss, kNone };
+// --moe-router-score-function
+enum class MoeScoreFunction { kSoftmax, kSigmoid };
+// --moe-token-drop-policy
+enum class MoeDropPolicy { kProbs, kPosition };
+// --moe-token-dispatcher-type
+enum class MoeDispatcher { kAllgather, kAlltoall };
+
+struct MoeConfig {
+  std::int64_t num_experts = 0;  // 0: a dense model
+  // One entry per layer of the whole model, true for an MoE layer (--moe-layer-freq).
+  std::vector<bool> layer_pattern;
+  std::int64_t ffn_hidden_size = 0;                  // each expert's (--moe-ffn-hidden-size)
+  std::int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
+  std::int64_t topk = 2;
+  MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
+  bool pre_softmax = false;
+  std::int64_t num_groups = 0;  // group-limited routing when group_topk > 0
+  std::int64_t group_topk = 0;
+  double topk_scaling_factor = 0.0;  // 0: none (Megatron's `if scaling_factor:`)
+  bool enable_expert_bias = false;
+  double bias_update_rate = 1e-3;
+  MoeLoadBalancing load_balancing = MoeLoadBalancing::kAuxLoss;
+  double aux_loss_coeff = 0.0;
+  double z_loss_coeff = 0.0;
+  bool z_loss = false;  // --moe-z-loss-coeff given (Megatron computes it whenever it is not None)
+  double input_jitter_eps = 0.0;  // 0: no jitter
+  double capacity_factor = -1.0;  // < 0: dropless (Megatron's None)
+  bool pad_to_capacity = false;
+  MoeDropPolicy drop_policy = MoeDropPolicy::kProbs;
+  MoeDispatcher dispatcher = MoeDispatcher::kAllgather;
+  std::int64_t expert_model_parallel_size = 1;
+  bool per_layer_logging = false;
+
+  bool enabled() const { return num_experts > 0; }
+  bool is_moe_layer(std::int64_t layer) const {
+    return enabled() && layer >= 0 && layer < static_cast<std::int64_t>(layer_pattern.size()) &&
+           layer_pattern[static_cast<std::size_t>(layer)];
+  }
+  std::int64_t num_moe_layers() const;
+  bool drops_tokens() const { return capacity_factor >= 0.0; }
+};
+
+std::string_view to_string(MoeLoadBalancing type);   // "aux_loss" | "seq_aux_loss" | "none"
+std::string_view to_string(MoeScoreFunction type);   // "softmax" | "sigmoid"
+std::string_view to_string(MoeDropPolicy policy);    // "probs" | "position"
+std::string_view to_string(MoeDispatcher type);      // "allgather" | "alltoall"
+
+// The configuration of validated flags (train/moe_options_validate.hpp) for a model of
+// `num_layers` layers. Dense (num_experts 0) when --num-experts is unset or 0.
+MoeConfig moe_config_from_options(const MoeOptions& options, std::int64_t num_layers);
+
+// Megatron's get_capacity (megatron/core/transformer/moe/moe_utils.py):
+// ceil(num_tokens / num_experts · capacity_factor), here at most num_tokens (Megatron's top-k over
+// the tokens would fail beyond that; no token is dropped there).
+std::int64_t expert_capacity(std::int64_t num_routed, std::int64_t num_experts, double capacity_factor,
+                             std::int64_t num_tokens);
+
+}  // namespace mgt

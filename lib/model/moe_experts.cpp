@@ -1,0 +1,83 @@
+#include "model/moe_experts.hpp"
+
+namespace mgt {
+
+ExpertMlp::ExpertMlp(GptParameters& params, const std::string& prefix)
+    : backend_(&params.backend()),
+      activation_(params.config().activation),
+      ffn_(params.entry(prefix + ".linear_fc2.weight").local_shape.at(1)),
+      fc1_(params, prefix + ".linear_fc1.weight", prefix + ".linear_fc1.bias"),
+      fc2_(params, prefix + ".linear_fc2.weight", prefix + ".linear_fc2.bias") {}
+
+void ExpertMlp::forward(ConstFloatView x, int64_t rows, FloatView fc1_output, FloatView activation_output,
+                        FloatView y) const {
+  if (rows == 0) return;
+  fc1_.forward(x, rows, fc1_output);
+  switch (activation_) {
+    case Activation::kGelu:
+      backend_->gelu_forward(fc1_output, activation_output);
+      break;
+    case Activation::kOpenaiGelu:
+      backend_->gelu_tanh_forward(fc1_output, activation_output);
+      break;
+    case Activation::kSwiglu:
+      backend_->swiglu_forward(fc1_output, rows, ffn_, activation_output);
+      break;
+  }
+  fc2_.forward(activation_output, rows, y);
+}
+
+void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView fc1_output,
+                         ConstFloatView activation_output, FloatView d_activation, FloatView d_fc1,
+                         FloatView dx) const {
+  if (rows == 0) return;
+  fc2_.backward(dy, activation_output, rows, d_activation);
+  switch (activation_) {
+    case Activation::kGelu:
+      backend_->gelu_backward(d_activation, fc1_output, d_fc1);
+      break;
+    case Activation::kOpenaiGelu:
+      backend_->gelu_tanh_backward(d_activation, fc1_output, d_fc1);
+      break;
+    case Activation::kSwiglu:
+      backend_->swiglu_backward(d_activation, fc1_output, rows, ffn_, d_fc1);
+      break;
+  }
+  fc1_.backward(d_fc1, x, rows, dx);
+}
+
+MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix) : hidden_(params.config().hidden_size) {
+  for (int64_t j = 0; j < params.config().moe.num_experts; ++j)
+    experts_.emplace_back(params, prefix + ".experts.local_experts." + std::to_string(j));
+}
+
+void MoeExperts::forward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved) const {
+  int64_t first = 0;
+  for (std::size_t j = 0; j < experts_.size(); ++j) {
+    const ExpertMlp& expert = experts_[j];
+    const int64_t rows = expert_rows[j];
+    expert.forward(saved.permuted.subspan(first * hidden_, rows * hidden_), rows,
+                   saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
+                   saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()),
+                   saved.expert_output.subspan(first * hidden_, rows * hidden_));
+    first += rows;
+  }
+}
+
+void MoeExperts::backward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved,
+                          const MoeScratch& scratch) const {
+  int64_t first = 0;
+  for (std::size_t j = 0; j < experts_.size(); ++j) {
+    const ExpertMlp& expert = experts_[j];
+    const int64_t rows = expert_rows[j];
+    expert.backward(scratch.d_rows.subspan(first * hidden_, rows * hidden_),
+                    saved.permuted.subspan(first * hidden_, rows * hidden_), rows,
+                    saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
+                    saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()),
+                    scratch.d_activation.first(rows * expert.ffn()), scratch.d_fc1.first(rows * expert.fc1_size()),
+                    scratch.d_permuted.subspan(first * hidden_, rows * hidden_));
+    first += rows;
+  }
+}
+
+}  // namespace mgt

@@ -1,0 +1,54 @@
+// The experts of an MoE layer and its shared experts: each an MLP without biases (linear_fc1,
+// the activation, linear_fc2) of its own hidden size, as Megatron-Core's SequentialMLP
+// (megatron/core/transformer/moe/experts.py) runs its local experts one after another over
+// their rows of the permuted tokens, and SharedExpertMLP (shared_experts.py) over every token.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/linear_layer.hpp"
+#include "model/moe_buffers.hpp"
+
+namespace mgt {
+
+// One MLP over `rows` rows; buffers are [rows, ·] views.
+class ExpertMlp {
+public:
+  ExpertMlp(GptParameters& params, const std::string& prefix);
+
+  int64_t ffn() const { return ffn_; }
+  int64_t fc1_size() const { return fc1_.out_features(); }
+
+  void forward(ConstFloatView x, int64_t rows, FloatView fc1_output, FloatView activation_output, FloatView y) const;
+  // Weight gradients added; dx overwritten.
+  void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView fc1_output,
+                ConstFloatView activation_output, FloatView d_activation, FloatView d_fc1, FloatView dx) const;
+
+private:
+  Backend* backend_;
+  Activation activation_;
+  int64_t ffn_;
+  LinearLayer fc1_;
+  LinearLayer fc2_;
+};
+
+class MoeExperts {
+public:
+  // `prefix`: the layer's "decoder.layers.{i}.mlp".
+  MoeExperts(GptParameters& params, const std::string& prefix);
+
+  // saved.fc1_output, activation_output and expert_output from saved.permuted, expert after
+  // expert over `expert_rows` rows each.
+  void forward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved) const;
+  // From scratch.d_rows (∂/∂expert_output): the experts' weight gradients and scratch.d_permuted.
+  void backward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved, const MoeScratch& scratch) const;
+
+private:
+  std::vector<ExpertMlp> experts_;
+  int64_t hidden_;
+};
+
+}  // namespace mgt

@@ -1,0 +1,78 @@
+#include "model/moe_flags.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace mgt {
+
+namespace {
+
+ArgValue moe_layer_freq_value(const std::string& text) {
+  const bool integer = !text.empty() && text.size() < 19 &&
+                       std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return integer ? ArgValue(static_cast<std::int64_t>(std::stoll(text))) : ArgValue(text);
+}
+
+}  // namespace
+
+// Megatron's names and defaults (megatron/training/arguments.py _add_moe_args, core_v0.13.0).
+// Ranges: core/flag_ranges.cpp; checks between flags: train/moe_options_validate.cpp.
+// clang-format off
+std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
+  return {
+    store("num-experts", "N", m.num_experts, "Experts in each MoE layer (unset or 0: a dense model)"),
+    store("expert-model-parallel-size", "N", m.expert_model_parallel_size, "Expert-parallel ranks, each holding num-experts / N experts"),
+    store("expert-tensor-parallel-size", "N", m.expert_tensor_parallel_size, "Tensor-parallel ranks of each expert's weights").default_text("--tensor-model-parallel-size"),
+    // Megatron's moe_freq_type keeps an integer as an int and a list expression as its list.
+    custom_flag("moe-layer-freq", FlagArity::One, "F", "One MoE layer every F layers (an integer), or the layers' pattern as a list expression of 1 (MoE) and 0 (dense), e.g. \"([0]+[1]*3)*2\"",
+                [&m](const std::vector<std::string>& values) { m.moe_layer_freq = values.at(0); },
+                [&m] { return moe_layer_freq_value(m.moe_layer_freq); }),
+    store("moe-ffn-hidden-size", "N", m.moe_ffn_hidden_size, "Hidden size of each expert's MLP").default_text("--ffn-hidden-size"),
+    store("moe-shared-expert-intermediate-size", "N", m.moe_shared_expert_intermediate_size, "Hidden size of the shared experts' MLP (their number x each one's size); unset: no shared expert"),
+    store_true("moe-shared-expert-overlap", m.moe_shared_expert_overlap, "Run the shared experts beside the token dispatch (alltoall dispatcher); results are the same"),
+    store_true("moe-grouped-gemm", m.moe_grouped_gemm, "Run the local experts as grouped GEMMs; results agree up to rounding"),
+    store_true("moe-layer-recompute", m.moe_layer_recompute, "Deprecated: recompute the MoE layers in the backward"),
+    store("moe-router-load-balancing-type", "TYPE", m.moe_router_load_balancing_type, "aux_loss (GShard's and Switch Transformer's, over the micro-batch), seq_aux_loss (per sequence, DeepSeek-V2's) or none")
+        .choices({"aux_loss", "seq_aux_loss", "none"}, {"sinkhorn"}),
+    store("moe-router-dtype", "TYPE", m.moe_router_dtype, "Type of the routing computation and of the weighted sum of the experts' outputs: fp32").choices({"fp32"}, {"fp64"})
+        .default_text("the activations' type"),
+    store("moe-router-score-function", "F", m.moe_router_score_function, "Score function of the router: softmax or sigmoid").choices({"softmax", "sigmoid"}),
+    store("moe-router-topk", "K", m.moe_router_topk, "Experts each token is routed to"),
+    store_true("moe-router-pre-softmax", m.moe_router_pre_softmax, "Softmax over all experts before the top-k choice, instead of over the k chosen after it"),
+    store("moe-router-num-groups", "N", m.moe_router_num_groups, "Groups of experts for group-limited routing"),
+    store("moe-router-group-topk", "N", m.moe_router_group_topk, "Groups chosen per token in group-limited routing"),
+    store("moe-router-topk-scaling-factor", "F", m.moe_router_topk_scaling_factor, "Factor on the chosen experts' probabilities"),
+    store_true("moe-router-enable-expert-bias", m.moe_router_enable_expert_bias, "Auxiliary-loss-free balancing: a per-expert bias added to the scores for the choice only, updated each iteration from the tokens each expert received"),
+    store("moe-router-bias-update-rate", "F", m.moe_router_bias_update_rate, "Step of the expert-bias update"),
+    store("moe-aux-loss-coeff", "F", m.moe_aux_loss_coeff, "Coefficient of the auxiliary load-balancing loss"),
+    store("moe-z-loss-coeff", "F", m.moe_z_loss_coeff, "Coefficient of the router's z-loss; unset: none"),
+    store("moe-input-jitter-eps", "F", m.moe_input_jitter_eps, "Multiply the router's input by uniform noise in [1 - eps, 1 + eps] in training"),
+    store_true("moe-per-layer-logging", m.moe_per_layer_logging, "Log the auxiliary and z losses of each layer too"),
+    store("moe-token-dispatcher-type", "TYPE", m.moe_token_dispatcher_type, "allgather or alltoall").choices({"allgather", "alltoall"}, {"flex"}),
+    store_true("moe-permute-fusion", m.moe_permute_fusion, "Fused token permutation; results are the same"),
+    store("moe-expert-capacity-factor", "F", m.moe_expert_capacity_factor, "Each expert's capacity as a multiple of its even share of the tokens; tokens beyond it are dropped. Unset or negative: no dropping"),
+    store_true("moe-pad-expert-input-to-capacity", m.moe_pad_expert_input_to_capacity, "Pad each expert's input to its capacity (with --moe-expert-capacity-factor)"),
+    store("moe-token-drop-policy", "P", m.moe_token_drop_policy, "Which tokens beyond capacity are dropped: probs (the lowest probabilities) or position (the last)").choices({"probs", "position"}),
+  };
+}
+// clang-format on
+
+const std::map<std::string, std::string>& refused_moe_flags() {
+  static const std::map<std::string, std::string> flags = {
+      {"--moe-enable-deepep", "DeepEP's dispatch kernels are not implemented; --moe-token-dispatcher-type alltoall "
+                              "moves the same tokens"},
+      {"--moe-deepep-num-sms", "DeepEP's dispatch kernels are not implemented; --moe-token-dispatcher-type "
+                               "alltoall moves the same tokens"},
+      {"--moe-extended-tp", "Megatron deprecated it for --expert-tensor-parallel-size"},
+      {"--moe-use-upcycling", "upcycling a dense checkpoint into an MoE model is not implemented"},
+      {"--moe-upcycling-granularity", "upcycling a dense checkpoint into an MoE model is not implemented"},
+      {"--moe-use-legacy-grouped-gemm", "mgt has one grouped GEMM; --moe-grouped-gemm uses it"},
+      {"--moe-router-force-load-balancing", "routing by random logits (a benchmarking aid) is not implemented"},
+      {"--moe-router-padding-for-fp8", "FP8 expert GEMMs are not implemented"},
+      {"--moe-apply-probs-on-input", "applying the router's probabilities before the experts is not implemented"},
+      {"--delay-wgrad-compute", "it schedules weight gradients for Transformer Engine's overlap, which mgt lacks"},
+  };
+  return flags;
+}
+
+}  // namespace mgt

@@ -1,0 +1,61 @@
+#include "model/moe_router.hpp"
+
+namespace mgt {
+
+MoeRouter::MoeRouter(GptParameters& params, int64_t layer, const std::string& prefix)
+    : backend_(&params.backend()),
+      layer_(layer),
+      moe_(params.config().moe),
+      gate_(params, prefix + ".router.weight", prefix + ".router.bias") {}
+
+MoeRoutingParams MoeRouter::routing(const ForwardContext& ctx) const {
+  MoeRoutingParams p;
+  p.tokens = ctx.tokens();
+  p.experts = moe_.num_experts;
+  p.topk = moe_.topk;
+  p.sigmoid = moe_.score_function == MoeScoreFunction::kSigmoid;
+  p.pre_softmax = moe_.pre_softmax;
+  p.num_groups = moe_.group_topk > 0 ? moe_.num_groups : 0;
+  p.group_topk = moe_.group_topk;
+  p.scaling_factor = static_cast<float>(moe_.topk_scaling_factor);
+  p.capacity = moe_capacity(moe_, p.tokens);
+  p.drop_by_position = moe_.drop_policy == MoeDropPolicy::kPosition;
+  // Megatron's apply_load_balancing_loss computes nothing for a zero coefficient.
+  if (ctx.training && moe_.aux_loss_coeff != 0.0 && moe_.load_balancing != MoeLoadBalancing::kNone)
+    p.aux_groups = moe_.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? ctx.batch : 1;
+  p.z_loss = ctx.training && moe_.z_loss;
+  return p;
+}
+
+void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
+                        const MoeScratch& scratch) const {
+  const MoeRoutingParams p = routing(ctx);
+  const int64_t te = p.tokens * p.experts;
+  gate_.forward(input, p.tokens, saved.logits.first(te));
+  DeviceArray<double> unused;
+  DeviceSpan<double> statistics = ctx.moe_statistics.empty() ? DeviceSpan<double>() : ctx.moe_statistics.subspan(2 * layer_, 2);
+  if (statistics.empty()) {
+    unused = DeviceArray<double>(*backend_, 2);
+    statistics = unused.view();
+  }
+  backend_->moe_route(saved.logits.first(te), p, scratch.gates.first(te), saved.probs.first(te),
+                      saved.routing_map.first(te), saved.aux_counts.first(p.aux_groups * p.experts), statistics,
+                      /*accumulate=*/true);
+}
+
+void MoeRouter::backward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
+                         const MoeScratch& scratch, FloatView d_input) const {
+  const MoeRoutingParams p = routing(ctx);
+  const int64_t te = p.tokens * p.experts;
+  const float aux_grad = static_cast<float>(moe_.aux_loss_coeff) * ctx.moe_loss_grad_scale;
+  const float z_grad = static_cast<float>(moe_.z_loss_coeff) * ctx.moe_loss_grad_scale;
+  backend_->moe_route_backward(saved.logits.first(te), p, scratch.d_probs.first(te), saved.routing_map.first(te),
+                               saved.aux_counts.first(p.aux_groups * p.experts), aux_grad, z_grad,
+                               scratch.d_logits.first(te));
+  const int64_t h = gate_.in_features();
+  const FloatView dx = scratch.d_hidden.first(p.tokens * h);
+  gate_.backward(scratch.d_logits.first(te), input, p.tokens, dx);
+  backend_->accumulate(d_input, dx);
+}
+
+}  // namespace mgt

@@ -1,0 +1,119 @@
+#include "train/moe_options_validate.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "model/moe_layer_pattern.hpp"
+
+namespace mgt {
+
+namespace {
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// What mgt does not implement yet, refused by name rather than run differently.
+void refuse_unimplemented(const TrainOptions& o) {
+  const MoeOptions& m = o.moe;
+  if (m.expert_model_parallel_size > 1)
+    throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) +
+                     " is not supported yet (only 1: every rank holds all experts)");
+  if (!m.enabled()) return;
+  if (m.expert_tensor_parallel_size.value_or(1) != 1)
+    throw UsageError("--expert-tensor-parallel-size " + str(*m.expert_tensor_parallel_size) +
+                     " is not supported yet (only 1)");
+  if (o.parallel.tensor_model_parallel_size > 1)
+    throw UsageError("--num-experts with --tensor-model-parallel-size " + str(o.parallel.tensor_model_parallel_size) +
+                     " is not supported yet (MoE layers run with tensor-parallel size 1 only)");
+  if (o.parallel.pipeline_model_parallel_size > 1)
+    throw UsageError("--num-experts with --pipeline-model-parallel-size " +
+                     str(o.parallel.pipeline_model_parallel_size) +
+                     " is not supported yet (MoE layers run with pipeline-parallel size 1 only)");
+  if (o.model.recompute_granularity == "full")
+    throw UsageError("--num-experts with --recompute-granularity full is not supported yet (a recomputed MoE "
+                     "layer would count its auxiliary losses twice)");
+  if (m.moe_input_jitter_eps)
+    throw UsageError("--moe-input-jitter-eps is not supported yet (mgt's router takes its input as it is)");
+  if (m.moe_router_enable_expert_bias)
+    throw UsageError("--moe-router-enable-expert-bias is not supported yet (the expert bias's update is not "
+                     "implemented)");
+}
+
+}  // namespace
+
+void validate_moe_options(TrainOptions& o) {
+  MoeOptions& m = o.moe;
+  const ModelShapeOptions& model = o.model;
+  // megatron/training/arguments.py validate_args.
+  if (m.num_experts && *m.num_experts == 0) m.num_experts.reset();
+  if (!m.expert_tensor_parallel_size) m.expert_tensor_parallel_size = o.parallel.tensor_model_parallel_size;
+  if (m.expert_model_parallel_size > 1) {
+    if (!m.enabled()) throw UsageError("--expert-model-parallel-size needs --num-experts");
+    if (*m.num_experts % m.expert_model_parallel_size != 0)
+      throw UsageError("--num-experts (" + str(*m.num_experts) + ") must be a multiple of "
+                       "--expert-model-parallel-size (" + str(m.expert_model_parallel_size) + ")");
+    if (o.optim.precision == Precision::Fp16)
+      throw UsageError("--expert-model-parallel-size with --fp16: Megatron does not support expert parallelism "
+                       "with fp16 training");
+  }
+  if (!m.enabled()) {
+    // TransformerConfig: moe_ffn_hidden_size must be None when num_experts is not set.
+    if (m.moe_ffn_hidden_size) throw UsageError("--moe-ffn-hidden-size needs --num-experts");
+    refuse_unimplemented(o);
+    return;
+  }
+  if (!m.moe_ffn_hidden_size) {
+    m.moe_ffn_hidden_size = model.ffn_hidden_size;
+    log::info("--moe-ffn-hidden-size is not set: the experts use --ffn-hidden-size (" + str(*model.ffn_hidden_size) +
+              "), as Megatron does");
+  }
+  if (m.moe_grouped_gemm && o.optim.precision != Precision::Bf16)
+    throw UsageError("--moe-grouped-gemm needs --bf16 (Megatron: GroupedGEMM for MoE only supports bf16)");
+
+  // megatron/core/transformer/transformer_config.py __post_init__.
+  if (m.moe_shared_expert_overlap && m.moe_shared_expert_intermediate_size &&
+      m.moe_token_dispatcher_type != "alltoall")
+    throw UsageError("--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall");
+  if (m.moe_expert_capacity_factor && *m.moe_expert_capacity_factor < 0) m.moe_expert_capacity_factor.reset();
+  if (m.moe_pad_expert_input_to_capacity && !m.moe_expert_capacity_factor)
+    throw UsageError("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+  if (m.moe_layer_recompute) {
+    if (model.recompute_granularity == "full")
+      throw UsageError("--moe-layer-recompute and --recompute-granularity full are mutually exclusive (Megatron: "
+                       "do not set --moe-layer-recompute with full recompute granularity)");
+    log::warn("--moe-layer-recompute is deprecated; Megatron turns on selective recomputation with it");
+    o.model.recompute_granularity = "selective";
+  }
+  if (model.add_bias_linear)
+    throw UsageError("--num-experts needs --disable-bias-linear (Megatron: bias is not supported for MoE)");
+  if (m.moe_router_enable_expert_bias && m.moe_router_score_function != "sigmoid")
+    throw UsageError("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
+  if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax)
+    throw UsageError("--moe-router-topk 1 with the softmax score function needs --moe-router-pre-softmax (a "
+                     "softmax over one expert has a zero gradient)");
+  if (m.moe_router_topk > *m.num_experts)
+    throw UsageError("--moe-router-topk (" + str(m.moe_router_topk) + ") must not exceed --num-experts (" +
+                     str(*m.num_experts) + ")");
+  if (m.moe_router_group_topk) {
+    if (!m.moe_router_num_groups)
+      throw UsageError("--moe-router-group-topk needs --moe-router-num-groups");
+    const std::int64_t groups = *m.moe_router_num_groups;
+    if (*m.num_experts % groups != 0)
+      throw UsageError("--num-experts (" + str(*m.num_experts) + ") must be divisible by --moe-router-num-groups (" +
+                       str(groups) + ")");
+    if (*m.moe_router_group_topk > groups)
+      throw UsageError("--moe-router-group-topk (" + str(*m.moe_router_group_topk) +
+                       ") must not exceed --moe-router-num-groups (" + str(groups) + ")");
+    // group_limited_topk picks the groups by the sum of each one's top topk / group_topk scores,
+    // then topk experts among the chosen groups' experts.
+    const std::int64_t per_group = *m.num_experts / groups;
+    if (m.moe_router_topk > *m.moe_router_group_topk * per_group)
+      throw UsageError("--moe-router-topk (" + str(m.moe_router_topk) + ") must not exceed the experts of "
+                       "--moe-router-group-topk groups (" + str(*m.moe_router_group_topk * per_group) + ")");
+  }
+  // megatron/core/models/gpt/gpt_layer_specs.py: the pattern's length is the number of layers.
+  moe_layer_pattern(m.moe_layer_freq, *model.num_layers);
+  refuse_unimplemented(o);
+}
+
+}  // namespace mgt

@@ -1,0 +1,249 @@
+// The MoE layer on one rank (model/moe_layer.hpp) on the CPU: its output against a direct
+// evaluation of Megatron's formula (each token's chosen experts' MLPs weighted by the routing
+// probabilities, plus the shared experts), and its gradients (input and every parameter,
+// auxiliary and z losses included) against central differences of the same objective.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/backend_factory.hpp"
+#include "model/gpt_parameters.hpp"
+#include "model/moe_layer.hpp"
+
+using namespace mgt;
+
+namespace {
+
+GptConfig moe_config(Activation activation, double capacity_factor, bool pad, int64_t shared) {
+  GptConfig c;
+  c.num_layers = 1;
+  c.hidden_size = 8;
+  c.num_attention_heads = 2;
+  c.seq_length = 6;
+  c.padded_vocab_size = 16;
+  c.add_bias_linear = false;
+  c.activation = activation;
+  c.ffn_hidden_size = 12;
+  c.hidden_dropout = 0.0;
+  c.attention_dropout = 0.0;
+  c.moe.num_experts = 4;
+  c.moe.layer_pattern = {true};
+  c.moe.ffn_hidden_size = 6;
+  c.moe.topk = 2;
+  c.moe.shared_expert_intermediate_size = shared;
+  c.moe.aux_loss_coeff = 0.05;
+  c.moe.z_loss = true;
+  c.moe.z_loss_coeff = 0.02;
+  c.moe.load_balancing = MoeLoadBalancing::kSeqAuxLoss;
+  c.moe.capacity_factor = capacity_factor;
+  c.moe.pad_to_capacity = pad;
+  return c.resolved();
+}
+
+std::vector<float> random_values(std::mt19937& rng, std::size_t n, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+float act(Activation a, const std::vector<float>& z, std::size_t j, std::size_t ffn) {
+  const auto gelu = [](float x) { return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f))); };
+  if (a == Activation::kSwiglu) return z[j] / (1.0f + std::exp(-z[j])) * z[ffn + j];
+  return gelu(z[j]);
+}
+
+// y = W2 · act(W1 · x) for one token.
+std::vector<float> mlp(Activation a, const std::vector<float>& w1, const std::vector<float>& w2, const float* x,
+                       std::size_t h, std::size_t ffn) {
+  const std::size_t fc1 = a == Activation::kSwiglu ? 2 * ffn : ffn;
+  std::vector<float> z(fc1, 0.0f), y(h, 0.0f);
+  for (std::size_t o = 0; o < fc1; ++o)
+    for (std::size_t i = 0; i < h; ++i) z[o] += w1[o * h + i] * x[i];
+  for (std::size_t o = 0; o < h; ++o)
+    for (std::size_t j = 0; j < ffn; ++j) y[o] += w2[o * ffn + j] * act(a, z, j, ffn);
+  return y;
+}
+
+struct Run {
+  std::vector<float> output;
+  double aux = 0.0;
+  double z = 0.0;
+  std::vector<float> probs;
+};
+
+class MoeHarness {
+public:
+  MoeHarness(const GptConfig& c, int64_t seq, int64_t batch)
+      : backend_(make_backend("cpu")), params_(c, *backend_), layer_(params_, 0),
+        sizes_(moe_buffer_sizes(params_.config(), seq, batch)), buffers_(*backend_, sizes_, true),
+        statistics_(*backend_, 2), input_(*backend_, seq * batch * c.hidden_size),
+        output_(*backend_, seq * batch * c.hidden_size), d_output_(*backend_, seq * batch * c.hidden_size),
+        d_input_(*backend_, seq * batch * c.hidden_size) {
+    ctx_.seq = seq;
+    ctx_.batch = batch;
+    ctx_.training = true;
+    ctx_.moe_statistics = statistics_.view();
+    params_.initialize(7);
+    // Larger weights than the initialisation's, so that every term matters in the checks.
+    std::mt19937 rng(3);
+    for (const ParameterEntry& e : params_.entries())
+      params_.write_param(e, random_values(rng, static_cast<std::size_t>(e.numel()), 0.5f));
+  }
+
+  GptParameters& params() { return params_; }
+  int64_t tokens() const { return ctx_.tokens(); }
+
+  Run forward(const std::vector<float>& input) {
+    backend_->copy_from_host(std::span<const float>(input), input_.view());
+    const std::vector<double> zero = {0.0, 0.0};
+    backend_->copy_from_host<double>(zero, statistics_.view());
+    layer_.forward(ctx_, input_.view(), buffers_.activations(), buffers_.scratch(), output_.view());
+    Run r;
+    r.output = read(output_.view());
+    r.probs = read(buffers_.activations().probs.first(tokens() * params_.config().moe.num_experts));
+    double s[2];
+    backend_->copy_to_host(DeviceSpan<const double>(statistics_.view()), std::span<double>(s));
+    r.aux = s[0];
+    r.z = s[1];
+    return r;
+  }
+
+  // The objective whose gradient backward computes for d_output: Σ d_output·output plus the
+  // auxiliary and z losses with their coefficients.
+  double objective(const std::vector<float>& input, const std::vector<float>& d_output) {
+    const Run r = forward(input);
+    double sum = 0.0;
+    for (std::size_t i = 0; i < r.output.size(); ++i) sum += static_cast<double>(d_output[i]) * r.output[i];
+    const MoeConfig& m = params_.config().moe;
+    return sum + m.aux_loss_coeff * r.aux + m.z_loss_coeff * r.z;
+  }
+
+  // Gradients of the objective: input's returned, parameters' in params().grads().
+  std::vector<float> backward(const std::vector<float>& input, const std::vector<float>& d_output) {
+    forward(input);
+    backend_->fill(params_.grads(), 0.0f);
+    backend_->copy_from_host(std::span<const float>(d_output), d_output_.view());
+    layer_.backward(ctx_, input_.view(), buffers_.activations(), buffers_.scratch(), d_output_.view(), d_input_.view());
+    return read(d_input_.view());
+  }
+
+  std::vector<float> read(ConstFloatView v) {
+    std::vector<float> host(static_cast<std::size_t>(v.size()));
+    backend_->copy_to_host(v, std::span<float>(host));
+    return host;
+  }
+
+private:
+  std::unique_ptr<Backend> backend_;
+  GptParameters params_;
+  MoeLayer layer_;
+  MoeBufferSizes sizes_;
+  MoeBuffers buffers_;
+  DeviceArray<double> statistics_;
+  DeviceBuffer input_, output_, d_output_, d_input_;
+  ForwardContext ctx_;
+};
+
+void check_output(Activation activation, double capacity_factor, bool pad, int64_t shared) {
+  const GptConfig c = moe_config(activation, capacity_factor, pad, shared);
+  MoeHarness harness(c, 6, 2);
+  std::mt19937 rng(11);
+  const std::size_t h = static_cast<std::size_t>(c.hidden_size);
+  const std::vector<float> input = random_values(rng, static_cast<std::size_t>(harness.tokens()) * h, 1.0f);
+  const Run r = harness.forward(input);
+  GptParameters& p = harness.params();
+  const std::size_t E = static_cast<std::size_t>(c.moe.num_experts);
+  std::size_t routed = 0;
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t t = 0; t < static_cast<std::size_t>(harness.tokens()); ++t) {
+    std::vector<double> want(h, 0.0);
+    for (std::size_t e = 0; e < E; ++e) {
+      const float prob = r.probs[t * E + e];
+      if (prob == 0.0f) continue;
+      ++routed;
+      const std::string prefix = "decoder.layers.0.mlp.experts.local_experts." + std::to_string(e);
+      const std::vector<float> y = mlp(activation, p.read_param(p.entry(prefix + ".linear_fc1.weight")),
+                                       p.read_param(p.entry(prefix + ".linear_fc2.weight")), &input[t * h], h,
+                                       static_cast<std::size_t>(c.moe.ffn_hidden_size));
+      for (std::size_t i = 0; i < h; ++i) want[i] += prob * y[i];
+    }
+    if (shared > 0) {
+      const std::vector<float> y = mlp(activation, p.read_param(p.entry("decoder.layers.0.mlp.shared_experts.linear_fc1.weight")),
+                                       p.read_param(p.entry("decoder.layers.0.mlp.shared_experts.linear_fc2.weight")),
+                                       &input[t * h], h, static_cast<std::size_t>(shared));
+      for (std::size_t i = 0; i < h; ++i) want[i] += y[i];
+    }
+    for (std::size_t i = 0; i < h; ++i) {
+      diff = std::max(diff, std::fabs(want[i] - r.output[t * h + i]));
+      scale = std::max(scale, std::fabs(want[i]));
+    }
+  }
+  CHECK(diff / scale < 1e-5);
+  if (capacity_factor < 0) CHECK(routed == static_cast<std::size_t>(harness.tokens() * c.moe.topk));
+  else CHECK(routed < static_cast<std::size_t>(harness.tokens() * c.moe.topk));  // some dropped at 0.5
+}
+
+void check_gradients(Activation activation, double capacity_factor, bool pad, int64_t shared) {
+  const GptConfig c = moe_config(activation, capacity_factor, pad, shared);
+  MoeHarness harness(c, 6, 2);
+  std::mt19937 rng(5);
+  const std::size_t n = static_cast<std::size_t>(harness.tokens() * c.hidden_size);
+  const std::vector<float> input = random_values(rng, n, 1.0f);
+  const std::vector<float> d_output = random_values(rng, n, 1.0f);
+  const std::vector<float> d_input = harness.backward(input, d_output);
+  GptParameters& p = harness.params();
+  const std::vector<float> grads = harness.read(p.grads());
+
+  // Directional derivatives along random directions, by central differences.
+  const float eps = 1e-3f;
+  {
+    const std::vector<float> v = random_values(rng, n, 1.0f);
+    std::vector<float> up = input, down = input;
+    double analytic = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      up[i] += eps * v[i];
+      down[i] -= eps * v[i];
+      analytic += static_cast<double>(d_input[i]) * v[i];
+    }
+    const double numeric = (harness.objective(up, d_output) - harness.objective(down, d_output)) / (2.0 * eps);
+    INFO("input: analytic " << analytic << ", numeric " << numeric);
+    CHECK(std::fabs(analytic - numeric) <= 2e-3 * std::max(1.0, std::fabs(numeric)));
+  }
+  const std::vector<float> params = harness.read(p.params());
+  for (const ParameterEntry& e : p.entries()) {
+    const std::vector<float> v = random_values(rng, static_cast<std::size_t>(e.numel()), 1.0f);
+    std::vector<float> up = p.read_param(e), down = up;
+    double analytic = 0.0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      up[i] += eps * v[i];
+      down[i] -= eps * v[i];
+      analytic += static_cast<double>(grads[static_cast<std::size_t>(e.offset) + i]) * v[i];
+    }
+    p.write_param(e, up);
+    const double plus = harness.objective(input, d_output);
+    p.write_param(e, down);
+    const double minus = harness.objective(input, d_output);
+    p.write_param(e, std::span<const float>(params.data() + e.offset, static_cast<std::size_t>(e.numel())));
+    const double numeric = (plus - minus) / (2.0 * eps);
+    INFO(e.name << ": analytic " << analytic << ", numeric " << numeric);
+    CHECK(std::fabs(analytic - numeric) <= 2e-3 * std::max(1.0, std::fabs(numeric)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("moe layer: the output is Megatron's weighted sum of experts", "[model][moe]") {
+  check_output(Activation::kSwiglu, -1.0, false, 0);
+  check_output(Activation::kGelu, -1.0, false, 5);
+  check_output(Activation::kSwiglu, 0.5, false, 0);
+  check_output(Activation::kSwiglu, 0.5, true, 3);
+}
+
+TEST_CASE("moe layer: gradients against central differences", "[model][moe]") {
+  check_gradients(Activation::kSwiglu, -1.0, false, 4);
+  check_gradients(Activation::kGelu, 0.5, true, 0);
+}

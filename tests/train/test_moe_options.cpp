@@ -1,0 +1,211 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/moe_config.hpp"
+#include "ckpt/model_checkpoint.hpp"
+#include "model/moe_layer_pattern.hpp"
+#include "train/gpt_config_from_options.hpp"
+#include "train/train_options.hpp"
+
+using namespace mgt;
+
+namespace {
+
+// A model that takes experts: Megatron's MoE layers have no biases.
+const std::vector<std::string> kMoeModel = {
+    "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+    "--max-position-embeddings", "64", "--micro-batch-size", "2", "--lr", "1e-3", "--train-iters", "10",
+    "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "100", "--disable-bias-linear"};
+
+TrainOptions parse_moe(std::vector<std::string> extra, int world_size = 1) {
+  std::vector<std::string> args = {"mgt-train"};
+  args.insert(args.end(), kMoeModel.begin(), kMoeModel.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_train_options(static_cast<int>(argv.size()), argv.data(), world_size);
+}
+
+std::string moe_usage_error(std::vector<std::string> extra, int world_size = 1) {
+  try {
+    parse_moe(std::move(extra), world_size);
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == kExitUsage);
+    return e.what();
+  }
+  FAIL("no error");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("moe options: Megatron's defaults", "[train][moe]") {
+  const TrainOptions o = parse_moe({});
+  CHECK_FALSE(o.moe.enabled());
+  CHECK(o.moe.expert_model_parallel_size == 1);
+  CHECK(o.moe.expert_tensor_parallel_size == 1);  // --tensor-model-parallel-size
+  CHECK(o.moe.moe_router_topk == 2);
+  CHECK(o.moe.moe_router_load_balancing_type == "aux_loss");
+  CHECK(o.moe.moe_router_score_function == "softmax");
+  CHECK(o.moe.moe_aux_loss_coeff == 0.0);
+  CHECK_FALSE(o.moe.moe_z_loss_coeff);
+  CHECK(o.moe.moe_router_bias_update_rate == 1e-3);
+  CHECK(o.moe.moe_token_dispatcher_type == "allgather");
+  CHECK(o.moe.moe_token_drop_policy == "probs");
+  CHECK(o.moe.moe_layer_freq == "1");
+  CHECK_FALSE(gpt_config_from_options(o, 128).moe.enabled());
+}
+
+TEST_CASE("moe options: the model configuration", "[train][moe]") {
+  const TrainOptions o = parse_moe({"--num-experts", "8", "--moe-router-topk", "2", "--moe-aux-loss-coeff", "1e-2",
+                                    "--moe-z-loss-coeff", "1e-3", "--moe-layer-freq", "([0]+[1])*2",
+                                    "--moe-expert-capacity-factor", "1.5", "--moe-token-drop-policy", "position",
+                                    "--moe-pad-expert-input-to-capacity", "--moe-router-pre-softmax",
+                                    "--moe-router-topk-scaling-factor", "2.5", "--moe-shared-expert-intermediate-size",
+                                    "96", "--moe-token-dispatcher-type", "alltoall", "--moe-per-layer-logging"});
+  CHECK(o.moe.moe_ffn_hidden_size == 256);  // --ffn-hidden-size's 4h, as Megatron fills it in
+  const GptConfig c = gpt_config_from_options(o, 128);
+  const MoeConfig& m = c.moe;
+  CHECK(m.enabled());
+  CHECK(m.num_experts == 8);
+  CHECK(m.layer_pattern == std::vector<bool>{false, true, false, true});
+  CHECK_FALSE(m.is_moe_layer(0));
+  CHECK(m.is_moe_layer(3));
+  CHECK(m.num_moe_layers() == 2);
+  CHECK(m.ffn_hidden_size == 256);
+  CHECK(m.shared_expert_intermediate_size == 96);
+  CHECK(m.aux_loss_coeff == 1e-2);
+  CHECK(m.z_loss);
+  CHECK(m.z_loss_coeff == 1e-3);
+  CHECK(m.capacity_factor == 1.5);
+  CHECK(m.drops_tokens());
+  CHECK(m.pad_to_capacity);
+  CHECK(m.drop_policy == MoeDropPolicy::kPosition);
+  CHECK(m.pre_softmax);
+  CHECK(m.topk_scaling_factor == 2.5);
+  CHECK(m.dispatcher == MoeDispatcher::kAlltoall);
+  CHECK(m.per_layer_logging);
+
+  // Megatron: 0 experts is a dense model; a negative capacity factor is no capacity.
+  CHECK_FALSE(parse_moe({"--num-experts", "0"}).moe.enabled());
+  const TrainOptions dropless = parse_moe({"--num-experts", "4", "--moe-expert-capacity-factor", "-1"});
+  CHECK_FALSE(dropless.moe.moe_expert_capacity_factor);
+  CHECK_FALSE(gpt_config_from_options(dropless, 128).moe.drops_tokens());
+  CHECK(gpt_config_from_options(parse_moe({"--num-experts", "4", "--moe-layer-freq", "2"}), 128).moe.layer_pattern ==
+        std::vector<bool>{true, false, true, false});
+}
+
+TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
+  CHECK(moe_usage_error({"--moe-ffn-hidden-size", "64"}) == "--moe-ffn-hidden-size needs --num-experts");
+  CHECK(moe_usage_error({"--num-experts", "-1"}).find("--num-experts") == 0);
+  CHECK(moe_usage_error({"--expert-model-parallel-size", "2"}) == "--expert-model-parallel-size needs --num-experts");
+  CHECK(moe_usage_error({"--num-experts", "3", "--expert-model-parallel-size", "2"}, 2) ==
+        "--num-experts (3) must be a multiple of --expert-model-parallel-size (2)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-topk", "1"}) ==
+        "--moe-router-topk 1 with the softmax score function needs --moe-router-pre-softmax (a softmax over one "
+        "expert has a zero gradient)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-topk", "5"}) ==
+        "--moe-router-topk (5) must not exceed --num-experts (4)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-group-topk", "2"}) ==
+        "--moe-router-group-topk needs --moe-router-num-groups");
+  CHECK(moe_usage_error({"--num-experts", "6", "--moe-router-group-topk", "1", "--moe-router-num-groups", "4"}) ==
+        "--num-experts (6) must be divisible by --moe-router-num-groups (4)");
+  CHECK(moe_usage_error({"--num-experts", "8", "--moe-router-group-topk", "3", "--moe-router-num-groups", "2"}) ==
+        "--moe-router-group-topk (3) must not exceed --moe-router-num-groups (2)");
+  CHECK(moe_usage_error({"--num-experts", "8", "--moe-router-group-topk", "1", "--moe-router-num-groups", "4",
+                         "--moe-router-topk", "3"}) ==
+        "--moe-router-topk (3) must not exceed the experts of --moe-router-group-topk groups (2)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-pad-expert-input-to-capacity"}) ==
+        "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-shared-expert-intermediate-size", "32",
+                         "--moe-shared-expert-overlap"}) ==
+        "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-enable-expert-bias"}) ==
+        "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-grouped-gemm"}) ==
+        "--moe-grouped-gemm needs --bf16 (Megatron: GroupedGEMM for MoE only supports bf16)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-layer-recompute", "--recompute-granularity", "full",
+                         "--recompute-method", "uniform", "--recompute-num-layers", "1"})
+            .find("--moe-layer-recompute and --recompute-granularity full are mutually exclusive") == 0);
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-layer-freq", "[1,0]"}) ==
+        "--moe-layer-freq: the pattern has 2 entries, --num-layers is 4");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-load-balancing-type", "sinkhorn"}).find(
+            "--moe-router-load-balancing-type sinkhorn is not supported by mgt-train") == 0);
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-token-dispatcher-type", "flex"}).find(
+            "--moe-token-dispatcher-type flex is not supported by mgt-train") == 0);
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-dtype", "fp64"}).find(
+            "--moe-router-dtype fp64 is not supported by mgt-train") == 0);
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-input-jitter-eps", "0"}).find("--moe-input-jitter-eps") == 0);
+
+  // Biased linears: Megatron's TransformerConfig asserts that MoE layers have none.
+  std::vector<std::string> args = {"mgt-train"};
+  for (const auto& a : kMoeModel)
+    if (a != "--disable-bias-linear") args.push_back(a);
+  args.insert(args.end(), {"--num-experts", "4"});
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  CHECK_THROWS_WITH(parse_train_options(static_cast<int>(argv.size()), argv.data(), 1),
+                    "--num-experts needs --disable-bias-linear (Megatron: bias is not supported for MoE)");
+}
+
+TEST_CASE("moe options: flags refused by name", "[train][moe]") {
+  CHECK(moe_usage_error({"--moe-enable-deepep"}).find("--moe-enable-deepep is not supported by mgt-train: DeepEP") == 0);
+  CHECK(moe_usage_error({"--moe-extended-tp"}) ==
+        "--moe-extended-tp is not supported by mgt-train: Megatron deprecated it for --expert-tensor-parallel-size");
+  CHECK(moe_usage_error({"--moe-use-upcycling"}).find("--moe-use-upcycling is not supported by mgt-train: upcycling") ==
+        0);
+  // All at once, as for the other refused flags.
+  CHECK(moe_usage_error({"--moe-enable-deepep", "--moe-extended-tp"}).find('\n') != std::string::npos);
+}
+
+TEST_CASE("moe layer pattern: Megatron's --moe-layer-freq", "[model][moe]") {
+  CHECK(moe_layer_pattern("1", 3) == std::vector<bool>{true, true, true});
+  CHECK(moe_layer_pattern("3", 7) == std::vector<bool>{true, false, false, true, false, false, true});
+  CHECK(moe_layer_pattern("([1]*3+[0]*1)*3", 12) ==
+        std::vector<bool>{true, true, true, false, true, true, true, false, true, true, true, false});
+  CHECK(moe_layer_pattern("([0]+[1]*23)", 24).front() == false);
+  CHECK(moe_layer_pattern("2*[1,0]", 4) == std::vector<bool>{true, false, true, false});
+  CHECK(moe_layer_pattern("[1,0,]", 2) == std::vector<bool>{true, false});
+  CHECK(moe_layer_pattern("[1]*(1+1)", 2) == std::vector<bool>{true, true});
+  CHECK_THROWS_WITH(moe_layer_pattern("0", 2), "--moe-layer-freq: 0 must be at least 1");
+  CHECK_THROWS_WITH(moe_layer_pattern("x", 2), "--moe-layer-freq: 'x' is neither an integer nor a list expression");
+  CHECK_THROWS_WITH(moe_layer_pattern("[1, 0]", 2), "--moe-layer-freq: invalid pattern '[1, 0]': only digits and , "
+                                                    "[ ] ( ) + * are allowed");
+  CHECK_THROWS_WITH(moe_layer_pattern("[1]+1", 2), "--moe-layer-freq: invalid pattern '[1]+1': + of a list and an integer");
+  CHECK_THROWS_WITH(moe_layer_pattern("[1]*[1]", 2), "--moe-layer-freq: invalid pattern '[1]*[1]': * of two lists");
+  CHECK_THROWS_WITH(moe_layer_pattern("[[1]]", 1), "--moe-layer-freq: invalid pattern '[[1]]': a list inside a list");
+  CHECK_THROWS_WITH(moe_layer_pattern("([1]", 1), "--moe-layer-freq: invalid pattern '([1]': expected ')'");
+  CHECK_THROWS_WITH(moe_layer_pattern("[2,1]", 2),
+                    "--moe-layer-freq: the pattern's entries must be 0 (dense) or 1 (MoE), got 2");
+  CHECK_THROWS_WITH(moe_layer_pattern("[1]*99999999", 1), "--moe-layer-freq: invalid pattern '[1]*99999999': the list "
+                                                          "is too long");
+}
+
+TEST_CASE("moe config: Megatron's expert capacity", "[model][moe]") {
+  CHECK(expert_capacity(16 * 2, 4, 1.0, 16) == 8);
+  CHECK(expert_capacity(10 * 2, 4, 1.5, 10) == 8);   // ceil(7.5)
+  CHECK(expert_capacity(10 * 2, 4, 10.0, 10) == 10); // at most every token
+  CHECK(expert_capacity(10, 4, 0.0, 10) == 0);
+}
+
+TEST_CASE("moe config: the checkpoint's record of the flags gives the MoE model back", "[train][moe]") {
+  const TrainOptions o = parse_moe({"--num-experts", "4", "--moe-router-topk", "3", "--moe-layer-freq", "[1,0,1,1]",
+                                    "--moe-expert-capacity-factor", "1.25", "--moe-token-drop-policy", "position",
+                                    "--moe-router-score-function", "sigmoid", "--moe-shared-expert-intermediate-size",
+                                    "16", "--moe-router-topk-scaling-factor", "2.0", "--moe-ffn-hidden-size", "24"});
+  const GptConfig c = gpt_config_from_options(o, 128);
+  const GptConfig back = gpt_config_from_args_json(model_args_json(c), "the test's arguments");
+  CHECK(back.moe.num_experts == 4);
+  CHECK(back.moe.topk == 3);
+  CHECK(back.moe.layer_pattern == std::vector<bool>{true, false, true, true});
+  CHECK(back.moe.ffn_hidden_size == 24);
+  CHECK(back.moe.shared_expert_intermediate_size == 16);
+  CHECK(back.moe.capacity_factor == 1.25);
+  CHECK(back.moe.drop_policy == MoeDropPolicy::kPosition);
+  CHECK(back.moe.score_function == MoeScoreFunction::kSigmoid);
+  CHECK(back.moe.topk_scaling_factor == 2.0);
+  CHECK(back.num_parameters() == c.num_parameters());
+}
