@@ -62,8 +62,8 @@ std::vector<Fp8Training::LinearState> Fp8Training::read_state() {
   const std::vector<float> fs = to_host(*backend_, forward_scale_);
   const std::vector<float> bh = to_host(*backend_, backward_history_);
   const std::vector<float> bs = to_host(*backend_, backward_scale_);
-  std::vector<LinearState> state(static_cast<size_t>(linears_));
-  for (int64_t k = 0; k < linears_; ++k) {
+  std::vector<LinearState> state(static_cast<size_t>(added_));
+  for (int64_t k = 0; k < added_; ++k) {
     LinearState& s = state[static_cast<size_t>(k)];
     for (int64_t row = 0; row < len; ++row) {
       s.forward_history.push_back(fh[static_cast<size_t>(row * 2 * linears_ + 2 * k)]);
@@ -77,13 +77,13 @@ std::vector<Fp8Training::LinearState> Fp8Training::read_state() {
 }
 
 void Fp8Training::write_state(const std::vector<LinearState>& state) {
-  if (static_cast<int64_t>(state.size()) != linears_) throw Error("FP8: state for another number of linear layers");
+  if (static_cast<int64_t>(state.size()) != added_) throw Error("FP8: state for another number of linear layers");
   const int64_t len = recipe_.amax_history_len;
   std::vector<float> fh = to_host(*backend_, forward_history_);
   std::vector<float> fs = to_host(*backend_, forward_scale_);
   std::vector<float> bh = to_host(*backend_, backward_history_);
   std::vector<float> bs = to_host(*backend_, backward_scale_);
-  for (int64_t k = 0; k < linears_; ++k) {
+  for (int64_t k = 0; k < added_; ++k) {
     const LinearState& s = state[static_cast<size_t>(k)];
     if (!s.forward_scale.empty()) {
       fs[static_cast<size_t>(2 * k)] = s.forward_scale.at(0);

@@ -57,7 +57,8 @@ public:
   std::vector<LinearState> read_state();
   // Sets every layer's state; a layer given no state (empty vectors) keeps its own.
   void write_state(const std::vector<LinearState>& state);
-  int64_t linears() const { return linears_; }
+  // The FP8 linear layers added so far (the state has room for the count it was made for).
+  int64_t linears() const { return added_; }
   Backend& backend() const { return *backend_; }
 
   // Max-reduces a view of amaxes over the ranks that share the tensors (the tensor- and

@@ -30,8 +30,8 @@ expect_status 0 two_ranks "${train[@]}" --num-workers 2 --recompute-method unifo
 once "^mgt-train: ignored flags (they change nothing here): --num-workers 2"
 once "--recompute-method has no effect without --recompute-granularity full"
 
-expect_status 2 two_ranks "${train[@]}" --fp8-format hybrid --no-such-flag
-once "^mgt-train: --fp8-format is not supported by mgt-train: FP8 training needs"
+expect_status 2 two_ranks "${train[@]}" --enable-cuda-graph --no-such-flag
+once "^mgt-train: --enable-cuda-graph is not supported by mgt-train: CUDA graphs"
 once "^mgt-train: unknown flag --no-such-flag"
 
 expect_status 2 two_ranks "${train[@]}" --recompute-granularity full
