@@ -13,14 +13,7 @@ BIN="$1"
 SRC="$2"
 source "$SRC/tests/e2e/lib/common.bash"
 
-MPIEXEC="$(command -v mpiexec)" || fail "no mpiexec"
-LAUNCHER=()
-if "$MPIEXEC" --version 2>/dev/null | grep -q HYDRA; then LAUNCHER=(-launcher fork); fi
-export OPENBLAS_NUM_THREADS=1 MGT_NUM_THREADS=1
-ranks() {
-  local n=$1; shift
-  env -u SLURM_NTASKS -u SLURM_NPROCS -u SLURM_STEP_NUM_TASKS "$MPIEXEC" -n "$n" "${LAUNCHER[@]}" "$@"
-}
+source "$SRC/tests/e2e/lib/mpi_ranks.bash"
 
 BASE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
      --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2

@@ -1,17 +1,7 @@
 # Sourced by the tensor-parallel end-to-end scripts (after common.bash): the launcher, a small
 # learnable corpus, the two model styles, and the comparison of loss curves. Not a test itself.
 
-MPIEXEC="$(command -v mpiexec)" || fail "no mpiexec"
-LAUNCHER=()
-# Hydra's fork launcher keeps the ranks on this machine even inside a Slurm allocation.
-if "$MPIEXEC" --version 2>/dev/null | grep -q HYDRA; then LAUNCHER=(-launcher fork); fi
-# One thread per rank (2 cores); the one-rank references use the same, so each GEMM is the same.
-export OPENBLAS_NUM_THREADS=1 MGT_NUM_THREADS=1
-# ranks N command...: N ranks, kept from an enclosing allocation's task count.
-ranks() {
-  local n=$1; shift
-  env -u SLURM_NTASKS -u SLURM_NPROCS -u SLURM_STEP_NUM_TASKS "$MPIEXEC" -n "$n" "${LAUNCHER[@]}" "$@"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_ranks.bash"
 
 # Documents of integers walking t -> 5t + 3 + (i mod 3) mod 120: learnable within 20 steps.
 python3 - "$WORK/corpus.jsonl" <<'PY'
