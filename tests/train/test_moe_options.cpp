@@ -9,6 +9,7 @@
 #include "model/moe_layer_pattern.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/train_options.hpp"
+#include "train_options_testing.hpp"
 
 using namespace mgt;
 
@@ -21,23 +22,11 @@ const std::vector<std::string> kMoeModel = {
     "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "100", "--disable-bias-linear"};
 
 TrainOptions parse_moe(std::vector<std::string> extra, int world_size = 1) {
-  std::vector<std::string> args = {"mgt-train"};
-  args.insert(args.end(), kMoeModel.begin(), kMoeModel.end());
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_train_options(static_cast<int>(argv.size()), argv.data(), world_size);
+  return train_testing::parse_with(kMoeModel, std::move(extra), world_size);
 }
 
 std::string moe_usage_error(std::vector<std::string> extra, int world_size = 1) {
-  try {
-    parse_moe(std::move(extra), world_size);
-  } catch (const Error& e) {
-    CHECK(e.exit_code() == kExitUsage);
-    return e.what();
-  }
-  FAIL("no error");
-  return {};
+  return train_testing::usage_error_with(kMoeModel, std::move(extra), world_size);
 }
 
 }  // namespace

@@ -9,31 +9,23 @@
 #include "core/error.hpp"
 #include "train/gpt_config_from_options.hpp"
 #include "train/train_options.hpp"
+#include "train_options_testing.hpp"
 
 using namespace mgt;
 
 namespace {
 
+const std::vector<std::string> kModel = {
+    "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+    "--max-position-embeddings", "64", "--micro-batch-size", "2", "--lr", "1e-3", "--train-iters", "10",
+    "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "100"};
+
 TrainOptions parse(std::vector<std::string> extra, int world_size = 1) {
-  std::vector<std::string> args = {"mgt-train", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads",
-                                   "4", "--seq-length", "32", "--max-position-embeddings", "64",
-                                   "--micro-batch-size", "2", "--lr", "1e-3", "--train-iters", "10", "--mock-data",
-                                   "--tokenizer-type", "NullTokenizer", "--vocab-size", "100"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_train_options(static_cast<int>(argv.size()), argv.data(), world_size);
+  return train_testing::parse_with(kModel, std::move(extra), world_size);
 }
 
 std::string usage_error(std::vector<std::string> extra, int world_size = 1) {
-  try {
-    parse(std::move(extra), world_size);
-  } catch (const Error& e) {
-    CHECK(e.exit_code() == kExitUsage);
-    return e.what();
-  }
-  FAIL("no error");
-  return {};
+  return train_testing::usage_error_with(kModel, std::move(extra), world_size);
 }
 
 }  // namespace
