@@ -307,6 +307,41 @@ void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, in
   st.finish();
 }
 
+void Backend::fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
+                                           int64_t in, int64_t out, FloatView pre, FloatView y) {
+  constexpr BackendOp op = BackendOp::fp8_linear_gelu_tanh_forward;
+  dims(op, {rows, in, out});
+  expect_fp8(x, rows * in, op, "x");
+  expect_fp8(w, out * in, op, "w");
+  expect_optional(bias, out, op, "bias");
+  expect(pre, rows * out, op, "pre");
+  expect(y, rows * out, op, "y");
+  do_fp8_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
+}
+
+void Backend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
+                                              int64_t in, int64_t out, FloatView pre, FloatView y) {
+  fp8_linear(x, w, bias, rows, in, out, pre, false);
+  gelu_tanh_forward(pre, y);
+}
+
+void Backend::fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows,
+                                            int64_t in, int64_t out, FloatView dpre) {
+  constexpr BackendOp op = BackendOp::fp8_linear_gelu_tanh_backward;
+  dims(op, {rows, in, out});
+  expect_fp8(x, rows * in, op, "x");
+  expect_fp8(w, out * in, op, "w");
+  expect(pre, rows * out, op, "pre");
+  expect(dpre, rows * out, op, "dpre");
+  do_fp8_linear_gelu_tanh_backward(x, w, pre, rows, in, out, dpre);
+}
+
+void Backend::do_fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows,
+                                               int64_t in, int64_t out, FloatView dpre) {
+  fp8_linear(x, w, {}, rows, in, out, dpre, false);
+  gelu_tanh_backward(dpre, pre, dpre);
+}
+
 void Backend::fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
                                  Fp8AmaxAlgo algo, float scaled_max) {
   constexpr BackendOp op = BackendOp::fp8_scaling_update;

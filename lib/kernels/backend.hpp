@@ -245,6 +245,14 @@ public:
   // in fp32 (on a GPU the tensor cores' FP8 accumulation) and rounded once to y's type.
   void fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in, int64_t out,
                   FloatView y, bool accumulate);
+  // fp8_linear into pre, then y = gelu_tanh(pre) (an FP8 MLP's fc1; a GPU backend takes the GELU
+  // into the GEMM's epilogue). pre and y [rows, out], of one type.
+  void fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
+                                    int64_t out, FloatView pre, FloatView y);
+  // dpre = fp8_linear(x, w) ⊙ gelu_tanh'(pre), overwritten, for pre and dpre [rows, out]: an FP8
+  // fc2's input gradient (x its output gradient, w its transposed weight) through fc1's GELU.
+  void fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows, int64_t in,
+                                     int64_t out, FloatView dpre);
   // Transformer Engine's delayed-scaling update of `tensors` scales from their amax histories
   // history [history_len, tensors] (fp32, in place), as fp8_delayed_scaling_update describes.
   void fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
@@ -467,6 +475,10 @@ protected:
   virtual void do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w,
                                                   ConstFloatView pre, int64_t rows, int64_t in,
                                                   int64_t out, FloatView dpre);
+  virtual void do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
+                                               int64_t in, int64_t out, FloatView pre, FloatView y);
+  virtual void do_fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows,
+                                                int64_t in, int64_t out, FloatView dpre);
   // Default: the length read back, then rotary_forward, copies and attention_forward.
   virtual void do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
                                    FloatView value_cache, ConstIndexView length,

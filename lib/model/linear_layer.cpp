@@ -34,39 +34,67 @@ void LinearLayer::refresh_fp8_weight() const {
   fp8_weight_.made = true;
 }
 
-void LinearLayer::fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y) const {
+ConstFp8View LinearLayer::fp8_weight(bool transposed) const {
   refresh_fp8_weight();
+  const Fp8Format format = fp8_->recipe().forward_format;
+  if (transposed) return {fp8_weight_.columns.view(), format, fp8_weight_.scale_inv.view().subspan(4, 1)};
+  return {fp8_weight_.rows.view(), format, fp8_weight_.scale_inv.view().subspan(0, 1)};
+}
+
+ConstFp8View LinearLayer::fp8_input(ConstFloatView x, int64_t rows) const {
   const Fp8View input = fp8_->scratch(Fp8Training::Scratch::kInputRows, rows * in_, fp8_->recipe().forward_format);
   backend_->fp8_quantize(x, rows, in_, fp8_->input_scaling(fp8_index_), input, {});
-  const ConstFp8View weight{fp8_weight_.rows.view(), fp8_->recipe().forward_format,
-                            fp8_weight_.scale_inv.view().subspan(0, 1)};
-  backend_->fp8_linear(input, weight, bias, rows, in_, out_, y, false);
+  return input;
 }
 
-void LinearLayer::fp8_backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {
-  refresh_fp8_weight();
-  const Fp8View grad = fp8_->scratch(Fp8Training::Scratch::kGradRows, rows * out_, fp8_->recipe().backward_format);
-  backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, Fp8Training::Scratch::kGradRows), grad, {});
+void LinearLayer::fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y) const {
+  backend_->fp8_linear(fp8_input(x, rows), fp8_weight(false), bias, rows, in_, out_, y, false);
+}
+
+void LinearLayer::fp8_input_gradient(ConstFp8View grad, int64_t rows, ConstFloatView pre, FloatView dx) const {
   // dx[rows, in] = dy[rows, out] · W[out, in] = dy · (Wᵀ[in, out])ᵀ.
-  const ConstFp8View weight_t{fp8_weight_.columns.view(), fp8_->recipe().forward_format,
-                              fp8_weight_.scale_inv.view().subspan(4, 1)};
-  backend_->fp8_linear(grad, weight_t, {}, rows, out_, in_, dx, false);
+  const ConstFp8View weight_t = fp8_weight(true);
+  if (pre.empty()) {
+    backend_->fp8_linear(grad, weight_t, {}, rows, out_, in_, dx, false);
+  } else {
+    backend_->fp8_linear_gelu_tanh_backward(grad, weight_t, pre, rows, out_, in_, dx);
+  }
 }
 
-void LinearLayer::fp8_backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
+void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, ConstFloatView x, int64_t rows) const {
   if (!fp8_->recipe().wgrad) {
     backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
     return;
   }
   // dW[out, in] += dyᵀ[out, rows] · x[rows, in] = dyᵀ · (xᵀ[in, rows])ᵀ.
-  const Fp8View grad_t =
-      fp8_->scratch(Fp8Training::Scratch::kGradColumns, rows * out_, fp8_->recipe().backward_format);
-  backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, Fp8Training::Scratch::kGradColumns), {},
-                         grad_t);
   const Fp8View input_t =
       fp8_->scratch(Fp8Training::Scratch::kInputColumns, rows * in_, fp8_->recipe().forward_format);
   backend_->fp8_quantize(x, rows, in_, fp8_->input_rescaling(fp8_index_), {}, input_t);
   backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, true);
+}
+
+ConstFp8View LinearLayer::fp8_grad(ConstFloatView dy, int64_t rows) const {
+  const Fp8View grad = fp8_->scratch(Fp8Training::Scratch::kGradRows, rows * out_, fp8_->recipe().backward_format);
+  backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, Fp8Training::Scratch::kGradRows), grad, {});
+  return grad;
+}
+
+void LinearLayer::fp8_backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView pre,
+                               FloatView dx) const {
+  const Fp8Format format = fp8_->recipe().backward_format;
+  const Fp8View grad =
+      dx.empty() ? Fp8View{} : fp8_->scratch(Fp8Training::Scratch::kGradRows, rows * out_, format);
+  const Fp8View grad_t =
+      fp8_->recipe().wgrad ? fp8_->scratch(Fp8Training::Scratch::kGradColumns, rows * out_, format) : Fp8View{};
+  // The amax of dy is recorded by the rowwise cast (grad_scaling's kGradRows); a cast of the
+  // columns alone does not record it again.
+  const Fp8Training::Scratch recording = grad.empty() ? Fp8Training::Scratch::kGradColumns
+                                                      : Fp8Training::Scratch::kGradRows;
+  if (!grad.empty() || !grad_t.empty()) {
+    backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, recording), grad, grad_t);
+  }
+  fp8_weight_gradient(grad_t, dy, x, rows);
+  if (!dx.empty()) fp8_input_gradient(grad, rows, pre, dx);
 }
 
 void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y) const {
@@ -75,6 +103,11 @@ void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y) const {
 }
 
 void LinearLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const {
+  if (fp8_) {
+    fp8_backward(dy, x, rows, {}, dx);
+    backward_bias(dy, rows);
+    return;
+  }
   backward_weight_and_bias(dy, x, rows);
   if (!dx.empty()) backward_input(dy, rows, dx);
 }
@@ -86,8 +119,7 @@ void LinearLayer::backward_weight_and_bias(ConstFloatView dy, ConstFloatView x, 
 
 void LinearLayer::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y) const {
   if (fp8_) {
-    fp8_forward(x, rows, bias_, pre);
-    backend_->gelu_tanh_forward(pre, y);
+    backend_->fp8_linear_gelu_tanh_forward(fp8_input(x, rows), fp8_weight(false), bias_, rows, in_, out_, pre, y);
     return;
   }
   backend_->linear_gelu_tanh_forward(x, weight_, bias_, rows, in_, out_, pre, y);
@@ -103,7 +135,7 @@ void LinearLayer::add_bias(FloatView y, int64_t rows) const {
 }
 
 void LinearLayer::backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
-  if (fp8_) return fp8_backward_weight(dy, x, rows);
+  if (fp8_) return fp8_backward(dy, x, rows, {}, {});
   backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
 }
 
@@ -112,18 +144,25 @@ void LinearLayer::backward_bias(ConstFloatView dy, int64_t rows) const {
 }
 
 void LinearLayer::backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {
-  if (fp8_) return fp8_backward_input(dy, rows, dx);
+  if (fp8_) return fp8_input_gradient(fp8_grad(dy, rows), rows, {}, dx);
   backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
 }
 
 void LinearLayer::backward_input_gelu_tanh(ConstFloatView dy, int64_t rows, ConstFloatView pre,
                                            FloatView dpre) const {
+  if (fp8_) return fp8_input_gradient(fp8_grad(dy, rows), rows, pre, dpre);
+  backend_->linear_backward_input_gelu_tanh(dy, weight_, pre, rows, in_, out_, dpre);
+}
+
+void LinearLayer::backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView pre,
+                                     FloatView dpre) const {
   if (fp8_) {
-    fp8_backward_input(dy, rows, dpre);
-    backend_->gelu_tanh_backward(dpre, pre, dpre);
+    fp8_backward(dy, x, rows, pre, dpre);
+    backward_bias(dy, rows);
     return;
   }
-  backend_->linear_backward_input_gelu_tanh(dy, weight_, pre, rows, in_, out_, dpre);
+  backward_weight_and_bias(dy, x, rows);
+  backward_input_gelu_tanh(dy, rows, pre, dpre);
 }
 
 }  // namespace mgt

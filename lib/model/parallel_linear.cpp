@@ -180,8 +180,8 @@ void RowParallelLinear::backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, 
     return;
   }
   run(beside_gather);
-  const ConstFloatView d_output = backward_parameters(dy, x, rows);
-  linear_.backward_input_gelu_tanh(d_output, rows, pre, dpre);
+  const ConstFloatView d_output = tp_->active() ? tp_->reduce_from_tensor_region_backward(dy) : dy;
+  linear_.backward_gelu_tanh(d_output, x, rows, pre, dpre);
 }
 
 ConstFloatView RowParallelLinear::backward_parameters(ConstFloatView dy, ConstFloatView x, int64_t rows) const {

@@ -335,6 +335,40 @@ void case_fp8_linear(OpRun& r) {
   r.check(acc, kReduction, "accumulated fp32 product");
 }
 
+void case_fp8_linear_gelu_tanh_forward(OpRun& r) {
+  // With a bias and without (the two epilogues), at a shape FP8 tensor cores take.
+  constexpr int64_t rows = 32, in = 48, out = 64;
+  Codes x = r.codes(rows * in, random_codes(r, rows * in, Fp8Format::kE4M3, 300.0f));
+  Codes w = r.codes(out * in, random_codes(r, out * in, Fp8Format::kE4M3, 300.0f));
+  Tensor sx = r.values({0.0078125f}, FloatType::kF32), sw = r.values({0.003f}, FloatType::kF32);
+  Tensor bias = r.input(out), pre = r.output(rows * out), y = r.output(rows * out);
+  Tensor pre_nb = r.output(rows * out), y_nb = r.output(rows * out);
+  r.run([&](Backend& b, Side s) {
+    b.fp8_linear_gelu_tanh_forward({x(s), Fp8Format::kE4M3, sx(s)}, {w(s), Fp8Format::kE4M3, sw(s)}, bias(s), rows,
+                                   in, out, pre(s), y(s));
+    b.fp8_linear_gelu_tanh_forward({x(s), Fp8Format::kE4M3, sx(s)}, {w(s), Fp8Format::kE4M3, sw(s)}, {}, rows, in,
+                                   out, pre_nb(s), y_nb(s));
+  });
+  r.check(pre, kReduction, "pre");
+  r.check(y, kReduction, "y");
+  r.check(pre_nb, kReduction, "pre without a bias");
+  r.check(y_nb, kReduction, "y without a bias");
+}
+
+void case_fp8_linear_gelu_tanh_backward(OpRun& r) {
+  // An E5M2 output gradient times an E4M3 transposed weight, as --fp8-format hybrid's backward.
+  constexpr int64_t rows = 32, in = 48, out = 64;
+  Codes dy = r.codes(rows * in, random_codes(r, rows * in, Fp8Format::kE5M2, 3000.0f));
+  Codes w = r.codes(out * in, random_codes(r, out * in, Fp8Format::kE4M3, 300.0f));
+  Tensor sd = r.values({1.0f / 4096.0f}, FloatType::kF32), sw = r.values({0.003f}, FloatType::kF32);
+  Tensor pre = r.input(rows * out, 3.0f), dpre = r.output(rows * out);
+  r.run([&](Backend& b, Side s) {
+    b.fp8_linear_gelu_tanh_backward({dy(s), Fp8Format::kE5M2, sd(s)}, {w(s), Fp8Format::kE4M3, sw(s)}, pre(s), rows,
+                                    in, out, dpre(s));
+  });
+  r.check(dpre, kReduction, "dpre");
+}
+
 void case_fp8_scaling_update(OpRun& r) {
   constexpr int64_t tensors = 5, length = 4;
   std::vector<float> history = r.random(tensors * length, 100.0f, true);

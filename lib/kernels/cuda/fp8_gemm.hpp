@@ -20,4 +20,14 @@ namespace mgt::cuda {
 bool fp8_linear(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t rows, int64_t in, int64_t out,
                 Out y, bool accumulate, cudaStream_t stream);
 
+// The same GEMM with the GELU in its epilogue (bf16 or fp16 pre and y; bias, which may be null, of
+// their type): pre = (x·wᵀ)·sx·sw + bias, y = gelu_tanh(pre). false where the epilogue cannot be
+// used, having done nothing.
+bool fp8_linear_gelu_tanh_forward(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t rows, int64_t in,
+                                  int64_t out, Out pre, Out y);
+// dpre[rows, out] = ((x·wᵀ)·sx·sw) ⊙ gelu_tanh'(pre): the input gradient of the linear layer that
+// follows the GELU, through it (x its output gradient, w its transposed weight). false as above.
+bool fp8_linear_gelu_tanh_backward(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In pre, int64_t rows, int64_t in,
+                                   int64_t out, Out dpre);
+
 }  // namespace mgt::cuda

@@ -16,19 +16,28 @@
 namespace mgt::cuda {
 namespace {
 
-// A cast block works on tiles of 64 rows × 64 columns of x: each of its 256 threads loads two
-// groups of 8 consecutive elements of a row (16-byte loads of bf16/fp16, two of fp32), so a warp
-// reads 4 rows × 64 elements, whole sectors. Rowwise codes go out as 8-byte stores, a warp writing
-// 4 rows × 64 bytes; transposed codes are gathered from the tile in shared memory so that a warp
-// writes 4 rows of the transposed matrix × 64 bytes, equally whole.
-constexpr int kTile = 64;
+// A transposing cast block works on tiles of 128 rows × 64 columns of x: each of its 256 threads
+// loads four groups of 8 consecutive elements of a row (16-byte loads of bf16/fp16, two of fp32),
+// all four in flight before any is used, so a warp reads 4 rows × 64 elements, whole sectors, per
+// group. Rowwise codes go out as 8-byte stores, a warp writing 4 rows × 64 bytes; transposed codes
+// are gathered from the tile in shared memory so that a warp writes 2 rows of the transposed
+// matrix × 128 bytes, equally whole.
+constexpr int kTile = 64;  // columns of x per tile
+constexpr int kTileRows = 128;
 constexpr int kCastThreads = 256;
 constexpr int kGroupsPerRow = kTile / 8;
-constexpr int kGroupsPerThread = kTile * kGroupsPerRow / kCastThreads;
-static_assert(kGroupsPerThread * kCastThreads == kTile * kGroupsPerRow);
+constexpr int kGroupsPerColumn = kTileRows / 8;
+constexpr int kGroupsPerThread = kTileRows * kGroupsPerRow / kCastThreads;
+static_assert(kGroupsPerThread * kCastThreads == kTileRows * kGroupsPerRow);
+static_assert(kGroupsPerThread * kCastThreads == kTile * kGroupsPerColumn);
 // The codes' tile is written in rows and read in columns: one 4-byte word of padding per row
 // spreads a column's bytes over the banks (reads stay at most 2-way conflicted).
 constexpr int kTileStride = kTile + 4;
+
+// The rowwise-only cast is element-wise: each thread of a grid-stride loop keeps this many
+// 8-element groups in flight, and a block folds its amax in once, however many it casts.
+constexpr int kRowwiseGroupsPerThread = 4;
+constexpr unsigned kRowwiseBlocksPerSm = 8;
 
 // Blocks of the current-scaling amax pass: a grid-stride loop, enough to keep every SM busy, few
 // enough that the atomics (one per block) are nothing.
@@ -99,7 +108,7 @@ struct CastArgs {
 // Column tile blockIdx.x; row tiles from blockIdx.y in steps of gridDim.y.
 template <bool kE5M2, bool kTransposed>
 __global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
-  __shared__ uint32_t tile_words[kTile * kTileStride / 4];
+  __shared__ uint32_t tile_words[kTileRows * kTileStride / 4];
   auto* const tile = reinterpret_cast<uint8_t*>(tile_words);
   const float scale = a.current_amax != nullptr ? current_scale(*a.current_amax, a.fp8_max) : *a.scale;
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
@@ -111,8 +120,8 @@ __global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
   }
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
   int amax_bits = 0;
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile; r0 < a.rows;
-       r0 += static_cast<int64_t>(gridDim.y) * kTile) {
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTileRows; r0 < a.rows;
+       r0 += static_cast<int64_t>(gridDim.y) * kTileRows) {
     // Both groups' loads are issued before any store (the compiler may not move a load of x
     // past a store to the codes, which could alias it): twice the bytes in flight per thread.
     float v[kGroupsPerThread][8];
@@ -157,8 +166,8 @@ __global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
 #pragma unroll
       for (int g = 0; g < kGroupsPerThread; ++g) {
         const int group = static_cast<int>(threadIdx.x) + g * kCastThreads;
-        const int tc = group / kGroupsPerRow;     // a column of x: a row of the transposed codes
-        const int tr = group % kGroupsPerRow * 8;  // its first of 8 consecutive rows of x
+        const int tc = group / kGroupsPerColumn;     // a column of x: a row of the transposed codes
+        const int tr = group % kGroupsPerColumn * 8;  // its first of 8 consecutive rows of x
         const int64_t c = c0 + tc;
         const int64_t r = r0 + tr;
         if (c >= a.cols || r >= a.rows) continue;
@@ -178,6 +187,38 @@ __global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
         }
       }
       __syncthreads();  // read out before the next tile overwrites it
+    }
+  }
+  if (a.record_amax != nullptr) record_block_amax(amax_bits, a.record_amax);
+}
+
+// Rowwise codes alone of a 16-byte aligned x with n % 8 == 0 and 8-byte aligned codes: groups
+// of 8 elements in a grid-stride loop.
+template <bool kE5M2>
+__global__ void __launch_bounds__(kThreads) cast_rowwise_kernel(CastArgs a) {
+  const float scale = a.current_amax != nullptr ? current_scale(*a.current_amax, a.fp8_max) : *a.scale;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (a.current_amax != nullptr) *a.scale = scale;
+    *a.rowwise_scale_inv = __fdiv_rn(1.0f, scale);
+  }
+  const int64_t groups = a.rows * a.cols / 8;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * kRowwiseGroupsPerThread;
+  int amax_bits = 0;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x * kRowwiseGroupsPerThread + threadIdx.x;
+       first < groups; first += step) {
+    float v[kRowwiseGroupsPerThread][8];
+#pragma unroll
+    for (int u = 0; u < kRowwiseGroupsPerThread; ++u) {
+      const int64_t g = first + static_cast<int64_t>(u) * blockDim.x;
+      if (g < groups) load8(a.x, g, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kRowwiseGroupsPerThread; ++u) {
+      const int64_t g = first + static_cast<int64_t>(u) * blockDim.x;
+      if (g >= groups) break;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax_bits = max(amax_bits, magnitude_bits(v[u][j]));
+      reinterpret_cast<uint2*>(a.rowwise)[g] = encode8<kE5M2>(v[u], scale);
     }
   }
   if (a.record_amax != nullptr) record_block_amax(amax_bits, a.record_amax);
@@ -214,6 +255,19 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 
 template <bool kE5M2>
 void launch_cast(const CastArgs& a, dim3 grid, bool transposed, cudaStream_t stream) {
+  const int64_t n = a.rows * a.cols;
+  if (!transposed && n % 8 == 0 && a.load_vector && a.rowwise_vector) {
+    int device = 0;
+    int sms = 0;
+    MGT_CUDA_CHECK(cudaGetDevice(&device));
+    MGT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int64_t per_block = static_cast<int64_t>(kThreads) * kRowwiseGroupsPerThread * 8;
+    const int64_t blocks = std::clamp<int64_t>((n + per_block - 1) / per_block, 1,
+                                               static_cast<int64_t>(sms) * kRowwiseBlocksPerSm);
+    cast_rowwise_kernel<kE5M2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+    MGT_CUDA_CHECK_LAUNCH(cast_rowwise_kernel);
+    return;
+  }
   if (transposed) {
     cast_kernel<kE5M2, true><<<grid, kCastThreads, 0, stream>>>(a);
   } else {
@@ -259,7 +313,7 @@ void fp8_quantize(In x, int64_t rows, int64_t cols, float* scale, float* amax, b
     a.record_amax = reinterpret_cast<int*>(amax);  // null where no amax is recorded
   }
   const int64_t col_tiles = std::max<int64_t>(1, (a.cols + kTile - 1) / kTile);
-  const int64_t row_tiles = std::max<int64_t>(1, (a.rows + kTile - 1) / kTile);
+  const int64_t row_tiles = std::max<int64_t>(1, (a.rows + kTileRows - 1) / kTileRows);
   if (col_tiles > INT_MAX) throw Error("fp8_quantize: " + std::to_string(cols) + " columns are too many");
   const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(std::min<int64_t>(row_tiles, 65535)));
   if (format.e5m2) {

@@ -195,13 +195,23 @@ bool LtMatmul::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
 
 bool LtMatmul::matmul_fp8(int64_t m, int64_t n, int64_t k, const void* a, cudaDataType_t a_type, const void* b,
                           cudaDataType_t b_type, LtScales scales, bool fast_accumulation, float beta, void* d,
-                          cudaDataType_t d_type, const void* bias, const char* name) {
-  const LtEpilogue epilogue = bias != nullptr ? LtEpilogue::kBias : LtEpilogue::kNone;
+                          cudaDataType_t d_type, LtEpilogue epilogue, const void* bias, LtAux aux,
+                          const char* name) {
   Plan& p = plan({true, false, m, n, k, k, k, m, static_cast<int>(a_type), static_cast<int>(b_type),
-                  static_cast<int>(d_type), epilogue, 0, beta != 0.0f, fast_accumulation},
+                  static_cast<int>(d_type), epilogue, aux.ld, beta != 0.0f, fast_accumulation},
                  name, true);
   if (!p.found) return false;
-  run(p, a, b, beta, d, bias, {}, scales, name);
+  if (!has_aux(epilogue)) {
+    run(p, a, b, beta, d, bias, aux, scales, name);
+    return true;
+  }
+  // cuBLASLt's tables of FP8 epilogues differ between versions: one it plans may still fail to
+  // launch. A GELU epilogue does not accumulate, so a failed try leaves nothing to undo.
+  if (!p.candidates.empty()) choose_by_timing(p, a, b, beta, d, bias, aux, scales, name);
+  if (launch(p, p.algo, a, b, beta, d, bias, aux, scales, name) != CUBLAS_STATUS_SUCCESS) {
+    p.found = false;
+    return false;
+  }
   return true;
 }
 

@@ -70,10 +70,12 @@ public:
   // CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2 (not both E5M2); D and bias of d_type. fast_accumulation:
   // CUBLASLT_MATMUL_DESC_FAST_ACCUM (the tensor cores' own accumulator for the whole k, never
   // promoted to fp32 registers on the way). Returns false, having done nothing, when cuBLASLt has
-  // no algorithm for it: the caller takes another path.
+  // no algorithm for it: the caller takes another path. The GELU epilogues as for matmul above
+  // (aux of d_type); where cuBLASLt plans one but then refuses to run it, the call also returns
+  // false, and that shape is not tried again.
   bool matmul_fp8(int64_t m, int64_t n, int64_t k, const void* a, cudaDataType_t a_type, const void* b,
                   cudaDataType_t b_type, LtScales scales, bool fast_accumulation, float beta, void* d,
-                  cudaDataType_t d_type, const void* bias, const char* name);
+                  cudaDataType_t d_type, LtEpilogue epilogue, const void* bias, LtAux aux, const char* name);
 
 private:
   // transpose A, B; m, n, k; lda, ldb, ldd; A's, B's and D's types; epilogue, aux ld; accumulate;
