@@ -56,6 +56,12 @@ LayoutPlan plan_layouts(const TrainOptions& unvalidated, const TrainOptions& val
   plan.given = planned(given, validated, config, estimate_memory(config, train_memory_request(validated)), target);
   plan.given.given = true;
 
+  // What no measurement of mgt calibrates yet: the estimate is their byte and FLOP counts alone.
+  if (std::any_of(plan.fitting.begin(), plan.fitting.end(), [](const PlannedLayout& p) {
+        return p.layout.context_parallel > 1 || p.layout.virtual_pipeline > 1;
+      }))
+    plan.notes.push_back("context parallelism and the interleaved schedule are estimated from their FLOPs and bytes "
+                         "alone (the ring's sends hidden behind attention): no measured step calibrates them yet");
   if (validated.optim.precision != Precision::Bf16)
     plan.notes.push_back("the estimates are of a --bf16 run (these flags compute in " +
                          std::string(validated.optim.precision == Precision::Fp16 ? "fp16" : "fp32") + ")");
@@ -79,6 +85,8 @@ bool wants_layout_plan(const TrainOptions& o, bool launched, bool gpu_visible, s
 
 std::optional<LayoutPlan> dry_run_layout_plan(const TrainOptions& unvalidated, const TrainOptions& validated,
                                               int world_size, bool launched, std::ostream& err) {
+  // No device is touched (no CUDA context made) for a dry run that plans nothing.
+  if (!validated.planner.world_size && !(launched && validated.device != "cpu")) return std::nullopt;
   const std::optional<VisibleGpu> gpu = query_visible_gpu(validated.device);
   std::string why_not;
   if (!wants_layout_plan(validated, launched, gpu.has_value(), &why_not)) {
