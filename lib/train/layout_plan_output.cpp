@@ -17,7 +17,7 @@ std::string recompute_name(RecomputeGranularity r) {
 std::string row(const PlannedLayout& p, std::size_t rank) {
   const LayoutChoice& l = p.layout;
   char line[256];
-  std::snprintf(line, sizeof line, "%4s %3lld %3lld %3lld %3lld %3lld  %-8s %-10s %10.1f %10.3f %12.0f %6.1f%%",
+  std::snprintf(line, sizeof line, "%4s %3lld %3lld %3lld %3lld %3lld  %-8s %-10s %10.1f %10.4g %12.0f %6.1f%%",
                 rank ? std::to_string(rank).c_str() : "-", static_cast<long long>(l.tensor_parallel),
                 static_cast<long long>(l.pipeline_parallel), static_cast<long long>(l.virtual_pipeline),
                 static_cast<long long>(l.context_parallel), static_cast<long long>(l.data_parallel),
@@ -76,7 +76,7 @@ void write_layout_plan_table(const LayoutPlan& plan, std::ostream& out) {
     out << "no layout fits; the flags given:\n" << row(plan.given, 0) << "\n";
   }
   char line[160];
-  std::snprintf(line, sizeof line, "estimated step: %.3f s (%.0f tokens/s per GPU, MFU %.1f%%) for the flags given",
+  std::snprintf(line, sizeof line, "estimated step: %.4g s (%.0f tokens/s per GPU, MFU %.1f%%) for the flags given",
                 plan.given.step.step_seconds, plan.given.step.tokens_per_second_per_gpu, 100 * plan.given.step.mfu);
   out << line << "\n";
 }

@@ -32,7 +32,7 @@ grep -q "$header" "$WORK/err.txt" || fail "no table header"
 rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+  (on |off) +(none|selective|full) +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+%' "$WORK/err.txt")
 (( rows >= 5 )) || fail "only $rows layout rows"
 [[ $(grep -c '<- flags given$' "$WORK/err.txt") == 1 ]] || fail "the layout given is not marked once"
-grep -qE '^estimated step: [0-9]+\.[0-9]{3} s \([0-9]+ tokens/s per GPU, MFU [0-9.]+%\) for the flags given$' \
+grep -qE '^estimated step: [0-9.]+ s \([0-9]+ tokens/s per GPU, MFU [0-9.]+%\) for the flags given$' \
   "$WORK/err.txt" || fail "no estimated step line"
 grep -q '^best: --' "$WORK/err.txt" || fail "no flags of the best layout"
 
@@ -59,7 +59,7 @@ given = plan["given_layout"]
 assert given["tensor_model_parallel_size"] == 4 and given["given"], given
 assert sum(l["given"] for l in layouts) == 1
 line = re.search(r"^estimated step: ([0-9.]+) s", open(sys.argv[2]).read(), re.M)
-assert abs(float(line.group(1)) - given["step_seconds"]) < 1e-3, (line.group(1), given["step_seconds"])
+assert abs(float(line.group(1)) / given["step_seconds"] - 1) < 1e-3, (line.group(1), given["step_seconds"])
 PY
 
 # No layout flags: the planner alone says what to take; 48 GiB GPUs fit fewer layouts.
