@@ -102,6 +102,7 @@ constexpr Entry kRanges[] = {
     {"--partitions", count_between(1, 1 << 16)},
     {"--persistent-save-interval", count_from(1)},
     {"--pipeline-model-parallel-size", size()},
+    {"--planner-gpu-memory", above(0)},
     {"--profile-ranks", count_from(0)},
     {"--profile-step-end", count_from(0)},
     {"--profile-step-start", count_from(0)},
@@ -131,6 +132,7 @@ constexpr Entry kRanges[] = {
     {"--vocab-size", count_between(1, kInt32Max - 1)},  // ids are 32-bit; NullTokenizer's eod is vocab-size
     {"--weight-decay", at_least(0)},
     {"--workers", count_from(1)},
+    {"--world-size", size()},
 };
 
 std::string number(double v, bool integer) {

@@ -12,6 +12,8 @@ int visible_device_count() { return 0; }
 
 std::string device_description(int /*device*/) { return "none (built without CUDA)"; }
 
+DeviceMemory device_memory(int /*device*/) { throw Error("this mgt was built without CUDA support"); }
+
 std::string device_uuid(int /*device*/) { throw Error("this mgt was built without CUDA support"); }
 
 }  // namespace cuda

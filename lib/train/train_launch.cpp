@@ -26,6 +26,7 @@
 #include "dist/transport_choice.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda_device.hpp"
+#include "train/layout_planner.hpp"
 #include "train/train_memory.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/rank_backend_options.hpp"
@@ -93,9 +94,11 @@ int run_training_program(int argc, const char* const* argv) {
   // MPI starts, the launcher's numbering says which process reports them for the job.
   const bool reports = dist::read_launch_environment().launcher_rank == 0;
   TrainOptions options;
+  TrainOptions unvalidated;  // as parsed: --dry-run's layout planner varies the layout flags of it
   dist::ParallelFlags flags;
   try {
     options = read_train_options(argc, argv, reports);
+    unvalidated = options;
     if (options.show_help) {
       if (reports) std::cout << train_options_help();
       return kExitOk;
@@ -111,11 +114,13 @@ int run_training_program(int argc, const char* const* argv) {
   const bool chief = runtime->rank() == 0;
   if (!chief) log::set_min_level(log::Level::Warning);
   if (chief) print_ignored_flags("mgt-train", options.ignored_flags);
+  int world_size = runtime->world_size();  // --dry-run --world-size N: N
   try {
     // Its notes and warnings (the legacy --split, sequence parallelism turned off) concern the
     // job's flags: rank 0 gives them, as Megatron's validate_args prints on rank 0.
     if (!chief) log::set_min_level(log::Level::Error);
-    validate_train_options(options, runtime->world_size());
+    world_size = planned_world_size(options, runtime->world_size());
+    validate_train_options(options, world_size);
     if (!chief) log::set_min_level(log::Level::Warning);
   } catch (const Error& e) {
     if (e.exit_code() != kExitUsage) throw;
@@ -124,7 +129,12 @@ int run_training_program(int argc, const char* const* argv) {
     if (chief) print_program_error("mgt-train", e.what());
     return e.exit_code();
   }
-  if (options.dry_run) return chief ? run_train_dry_run(options, std::cout, std::cerr) : kExitOk;
+  if (options.dry_run) {
+    if (!chief) return kExitOk;
+    const bool launched = runtime->world_size() > 1 || dist::read_launch_environment().has_process_manager;
+    const std::optional<LayoutPlan> plan = dry_run_layout_plan(unvalidated, options, world_size, launched, std::cerr);
+    return run_train_dry_run(options, std::cout, std::cerr, plan ? &*plan : nullptr);
+  }
 
   if (runtime->world_size() > 1) options.device = device_of_rank(options.device, node_local_rank(runtime->world()));
   try {

@@ -8,6 +8,7 @@
 #include "data/python_json.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "train/gpt_config_from_options.hpp"
+#include "train/layout_plan_output.hpp"
 
 namespace mgt {
 
@@ -46,7 +47,7 @@ MemoryEstimate check_train_memory(const TrainOptions& options, const GptConfig& 
   return check_memory(config, train_memory_request(options), available, kWhat);
 }
 
-int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& err) {
+int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& err, const LayoutPlan* plan) {
   const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o.data.tokenizer);
   const std::int64_t padded_vocab = padded_vocab_size(tokenizer->vocab_size(), o.model.make_vocab_size_divisible_by,
                                                       o.parallel.tensor_model_parallel_size);
@@ -100,12 +101,14 @@ int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& er
   v.set("recomputation", std::move(recomputation));
   v.set("available_memory", std::move(host));
   v.set("fits", available || e.beyond_64_bits ? PyValue::boolean(fits) : PyValue::none());
+  if (plan) v.set("layout_plan", layout_plan_json(*plan));
   out << v.dumps() << "\n";
   out.flush();
 
   if (e.beyond_64_bits) {
     err << "mgt-train --dry-run: the model's sizes overflow 64-bit arithmetic: " << describe_memory_estimate(e)
         << "; mgt-train would refuse to start\n";
+    if (plan) write_layout_plan_table(*plan, err);
     return kExitOk;
   }
   err << "mgt-train --dry-run: " << e.parameters << " parameters (" << e.parameters_per_rank << " per rank)\n"
@@ -123,6 +126,7 @@ int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& er
         << (fits ? "fits" : "does not fit; mgt-train would refuse to start") << "\n";
   else
     err << "available memory unknown: no check possible\n";
+  if (plan) write_layout_plan_table(*plan, err);
   return kExitOk;
 }
 

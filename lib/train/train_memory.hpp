@@ -12,6 +12,8 @@
 
 namespace mgt {
 
+struct LayoutPlan;  // train/layout_planner.hpp
+
 // What mgt-train allocates per rank for validated `options`: the training and validation
 // activations of one micro-batch of --seq-length tokens, Adam in fp32 on the layout the
 // parallelism flags give.
@@ -24,6 +26,8 @@ MemoryEstimate check_train_memory(const TrainOptions& options, const GptConfig& 
 // --dry-run: the tokenizer (for the padded vocabulary), the configuration and the estimate, as a
 // JSON object on `out` and a summary on `err`; no data is read and nothing is allocated. The
 // estimate is compared with the host's memory, and "fits" says whether the run would start.
-int run_train_dry_run(const TrainOptions& options, std::ostream& out, std::ostream& err);
+// With a `plan`, the JSON gains it as "layout_plan" and the summary is followed by its table.
+int run_train_dry_run(const TrainOptions& options, std::ostream& out, std::ostream& err,
+                      const LayoutPlan* plan = nullptr);
 
 }  // namespace mgt

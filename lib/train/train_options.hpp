@@ -20,6 +20,7 @@
 #include "data/dataset_flags.hpp"
 #include "data/index_job.hpp"
 #include "train/fp8_options.hpp"
+#include "train/planner_options.hpp"
 #include "model/model_shape_options.hpp"
 #include "model/moe_options.hpp"
 #include "model/pipeline_stage.hpp"
@@ -180,6 +181,7 @@ struct TrainOptions {
   std::string device = "auto";  // --device: auto, cpu, cuda or cuda:N (kernels/backend_factory.hpp)
   bool show_help = false;  // --help: print train_options_help() and stop
   bool dry_run = false;    // --dry-run (mgt): estimate parameters and memory, then stop
+  PlannerOptions planner;  // --world-size, --planner-gpu, --planner-gpu-memory (mgt): --dry-run's layouts
   // Megatron flags accepted and ignored (core/megatron_compatibility.hpp), for the start-up line.
   std::vector<IgnoredFlagUse> ignored_flags;
 

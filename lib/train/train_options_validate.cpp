@@ -331,6 +331,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_checkpoint(o.checkpoint);
   validate_profile(o.logging);
   validate_fp8_options(o.fp8, o.optim.precision, o.parallel.use_distributed_optimizer, *o.model.num_layers);
+  validate_planner_options(o);
 }
 
 std::int64_t TrainOptions::total_train_iters() const {

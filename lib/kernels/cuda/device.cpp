@@ -27,6 +27,15 @@ std::string device_description(int device) {
          ", " + memory + ")";
 }
 
+DeviceMemory device_memory(int device) {
+  cudaDeviceProp prop{};
+  MGT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  MGT_CUDA_CHECK(cudaSetDevice(device));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  MGT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return {prop.name, static_cast<std::int64_t>(total_bytes)};
+}
+
 std::string device_uuid(int device) {
   cudaDeviceProp prop{};
   MGT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

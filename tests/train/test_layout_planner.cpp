@@ -1,0 +1,235 @@
+// The layout planner of mgt-train --dry-run: its cost model against the steps mgt measured, the
+// candidate layouts against the trainer's own checks, their order and memory filter, and the GPU
+// it plans for without one visible.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "train/gpt_config_from_options.hpp"
+#include "train/layout_candidates.hpp"
+#include "train/layout_plan_output.hpp"
+#include "train/layout_planner.hpp"
+#include "train/planner_target.hpp"
+#include "train/step_cost_model.hpp"
+#include "train_options_testing.hpp"
+
+namespace mgt {
+namespace {
+
+using train_testing::parse_with;
+using train_testing::usage_error_with;
+
+// The Llama 3 8B shape, micro-batch 1, global batch 8, bf16, mock data.
+const std::vector<std::string> kLlama8b = {
+    "--num-layers", "32", "--hidden-size", "4096", "--ffn-hidden-size", "14336", "--num-attention-heads", "32",
+    "--group-query-attention", "--num-query-groups", "8", "--seq-length", "8192", "--max-position-embeddings",
+    "8192", "--micro-batch-size", "1", "--global-batch-size", "8", "--bf16", "--swiglu", "--normalization",
+    "RMSNorm", "--position-embedding-type", "rope", "--disable-bias-linear", "--untie-embeddings-and-output-weights",
+    "--tokenizer-type", "NullTokenizer", "--vocab-size", "128255", "--mock-data", "--train-iters", "10", "--lr",
+    "1e-4", "--dry-run"};
+
+// GPT 1.3B as tools/bench/bench_train_gpu.py runs it: micro-batch 4, sequence 2048.
+const std::vector<std::string> kGpt13b = {
+    "--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048",
+    "--max-position-embeddings", "2048", "--micro-batch-size", "4", "--bf16", "--tokenizer-type",
+    "NullTokenizer", "--vocab-size", "50303", "--mock-data", "--train-iters", "10", "--lr", "1e-4",
+    "--attention-dropout", "0", "--hidden-dropout", "0"};
+
+TrainOptions unvalidated(const std::vector<std::string>& base, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"mgt-train"};
+  args.insert(args.end(), base.begin(), base.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return read_train_options(static_cast<int>(argv.size()), argv.data(), false);
+}
+
+std::int64_t vocab_of(const TrainOptions& o) { return make_tokenizer(o.data.tokenizer)->vocab_size(); }
+
+StepEstimate estimate_for(const std::vector<std::string>& base, std::vector<std::string> extra, int world,
+                          std::string_view gpu) {
+  const TrainOptions o = parse_with(base, std::move(extra), world);
+  const std::int64_t padded = padded_vocab_size(vocab_of(o), o.model.make_vocab_size_divisible_by,
+                                                o.parallel.tensor_model_parallel_size);
+  return estimate_step(step_cost_shape(o, gpt_config_from_options(o, padded)), *find_gpu_cost_constants(gpu));
+}
+
+PlannerTarget h200() {
+  PlannerOptions p;
+  p.gpu = "h200";
+  return choose_planner_target(p, std::nullopt);
+}
+
+}  // namespace
+
+TEST_CASE("cost model: the measured steps it is calibrated on", "[train][planner]") {
+  // One H200, GPT 1.3B at micro-batch 4: 61,853 tokens/s measured.
+  const StepEstimate one = estimate_for(kGpt13b, {}, 1, "h200");
+  CHECK(one.tokens_per_second_per_gpu == Approx(61853).epsilon(0.05));
+  // FP8 (hybrid): 70,612 measured in the same call as 62,132 for bf16.
+  CHECK(estimate_for(kGpt13b, {"--fp8-format", "hybrid"}, 1, "h200").tokens_per_second_per_gpu ==
+        Approx(70612).epsilon(0.05));
+  // 4 × H200, the 8B shape: TP=4 SP with the distributed optimizer 8,092, TP=2 × PP=2 SP 8,645.
+  const StepEstimate tp4 =
+      estimate_for(kLlama8b, {"--tensor-model-parallel-size", "4", "--sequence-parallel", "--use-distributed-optimizer"}, 4, "h200");
+  const StepEstimate tp2pp2 = estimate_for(
+      kLlama8b, {"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--sequence-parallel"}, 4, "h200");
+  CHECK(tp4.tokens_per_second_per_gpu == Approx(8092).epsilon(0.05));
+  CHECK(tp2pp2.tokens_per_second_per_gpu == Approx(8645).epsilon(0.05));
+  CHECK(tp2pp2.step_seconds < tp4.step_seconds);  // the order measured
+  // The parts add up; MFU is Megatron's FLOPs over the step.
+  const double parts = tp2pp2.gemm_seconds + tp2pp2.attention_seconds + tp2pp2.memory_bound_seconds +
+                       tp2pp2.tensor_parallel_seconds + tp2pp2.context_parallel_seconds + tp2pp2.pipeline_send_seconds +
+                       tp2pp2.bubble_seconds + tp2pp2.data_parallel_seconds + tp2pp2.optimizer_seconds;
+  CHECK(parts == Approx(tp2pp2.step_seconds));
+  CHECK(tp4.mfu == Approx(tp4.tokens_per_second_per_gpu / 8092 * 0.42).epsilon(0.03));
+}
+
+TEST_CASE("cost model: bubble, recomputation, FP8, the slower H100", "[train][planner]") {
+  const std::vector<std::string> pp2 = {"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+                                        "--sequence-parallel"};
+  const StepEstimate plain = estimate_for(kLlama8b, pp2, 4, "h200");
+  // 8 micro-batches, 2 stages: the bubble is (p − 1)/(v·m) of the work, halved by 2 chunks.
+  const double work = plain.step_seconds - plain.bubble_seconds - plain.optimizer_seconds - plain.data_parallel_seconds;
+  CHECK(plain.bubble_seconds == Approx(work / 8));
+  std::vector<std::string> interleaved = pp2;
+  interleaved.insert(interleaved.end(), {"--num-virtual-stages-per-pipeline-rank", "2"});
+  const StepEstimate chunks = estimate_for(kLlama8b, interleaved, 4, "h200");
+  CHECK(chunks.bubble_seconds < 0.55 * plain.bubble_seconds);
+  CHECK(chunks.step_seconds < plain.step_seconds);
+
+  std::vector<std::string> selective = pp2, full = pp2;
+  selective.insert(selective.end(), {"--recompute-granularity", "selective"});
+  full.insert(full.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
+  const StepEstimate s = estimate_for(kLlama8b, selective, 4, "h200");
+  const StepEstimate f = estimate_for(kLlama8b, full, 4, "h200");
+  CHECK(plain.step_seconds < s.step_seconds);
+  CHECK(s.step_seconds < f.step_seconds);
+  // Full recomputation runs the layers' forward again: about a third more of their work.
+  CHECK(f.gemm_seconds == Approx(plain.gemm_seconds * 4 / 3).epsilon(0.05));
+
+  std::vector<std::string> fp8 = pp2;
+  fp8.insert(fp8.end(), {"--fp8-format", "hybrid"});
+  const StepEstimate e = estimate_for(kLlama8b, fp8, 4, "h200");
+  CHECK(e.gemm_seconds < 0.6 * plain.gemm_seconds);
+  CHECK(e.memory_bound_seconds > plain.memory_bound_seconds);  // its casts
+  CHECK(e.step_seconds < plain.step_seconds);
+
+  CHECK(estimate_for(kLlama8b, pp2, 4, "h100").step_seconds > plain.step_seconds);  // less HBM bandwidth
+}
+
+TEST_CASE("layout candidates: only what mgt-train's checks accept", "[train][planner]") {
+  const TrainOptions raw = unvalidated(kLlama8b, {"--world-size", "4"});
+  const TrainOptions validated = parse_with(kLlama8b, {"--world-size", "4"}, 4);
+  const std::vector<LayoutCandidate> candidates = layout_candidates(raw, validated, 4, vocab_of(raw));
+  REQUIRE(candidates.size() == enumerate_layouts(32, 4).size());
+  std::size_t accepted = 0;
+  for (const LayoutCandidate& c : candidates) {
+    const LayoutChoice& l = c.layout;
+    CHECK(l.tensor_parallel * l.pipeline_parallel * l.context_parallel * l.data_parallel == 4);
+    if (!c.refusal.empty()) continue;
+    ++accepted;
+    CHECK(32 % l.tensor_parallel == 0);
+    CHECK(8 % l.tensor_parallel == 0);  // query groups
+    CHECK(32 % (l.pipeline_parallel * l.virtual_pipeline) == 0);
+    CHECK(8192 % (2 * l.context_parallel) == 0);
+    const std::int64_t microbatches = 8 / l.data_parallel;
+    if (l.virtual_pipeline > 1) CHECK(microbatches % l.pipeline_parallel == 0);
+    CHECK((l.distributed_optimizer ? l.data_parallel * l.context_parallel > 1 : true));
+    CHECK(layout_of(c.options) == l);
+    // What the planner proposes, the trainer takes: validated again from its flags as parsed.
+    TrainOptions again = options_for_layout(raw, validated, l);
+    CHECK_NOTHROW(validate_train_options(again, 4));
+    CHECK(c.memory.total_bytes > 0);
+  }
+  CHECK(accepted > 10);
+
+  // Two query groups: TP=4 refused by the trainer's check, so never proposed.
+  std::vector<std::string> two = kLlama8b;
+  two[std::find(two.begin(), two.end(), "--num-query-groups") - two.begin() + 1] = "2";
+  const TrainOptions raw2 = unvalidated(two, {"--world-size", "4"});
+  for (const LayoutCandidate& c : layout_candidates(raw2, parse_with(two, {"--world-size", "4"}, 4), 4, vocab_of(raw2)))
+    if (c.layout.tensor_parallel == 4) CHECK_THAT(c.refusal, Catch::Contains("--num-query-groups (2) must be divisible"));
+}
+
+TEST_CASE("layout plan: best first, within the memory, the flags' layout marked", "[train][planner]") {
+  const std::vector<std::string> given = {"--world-size", "4", "--tensor-model-parallel-size", "4",
+                                          "--sequence-parallel", "--use-distributed-optimizer"};
+  const TrainOptions raw = unvalidated(kLlama8b, given);
+  const TrainOptions validated = parse_with(kLlama8b, given, 4);
+  const LayoutPlan plan = plan_layouts(raw, validated, 4, vocab_of(raw), h200());
+  REQUIRE(!plan.fitting.empty());
+  CHECK(plan.considered == plan.refused + plan.too_large + static_cast<std::int64_t>(plan.fitting.size()));
+  for (std::size_t i = 1; i < plan.fitting.size(); ++i)
+    CHECK(plan.fitting[i - 1].step.step_seconds <= plan.fitting[i].step.step_seconds);
+  for (const PlannedLayout& p : plan.fitting) CHECK(p.memory.total_bytes <= plan.target.budget_bytes);
+  // TP=4 with one data-parallel rank: the distributed optimizer shards nothing, listed as off.
+  CHECK(std::count_if(plan.fitting.begin(), plan.fitting.end(), [](const PlannedLayout& p) { return p.given; }) == 1);
+  CHECK(plan.given.layout.tensor_parallel == 4);
+  CHECK(plan.given.step.tokens_per_second_per_gpu == Approx(8092).epsilon(0.05));
+
+  // A smaller GPU: fewer layouts fit, and those that do within 90% of it.
+  PlannerOptions small;
+  small.gpu = "h200";
+  small.gpu_memory_gib = 48;
+  const LayoutPlan tight = plan_layouts(raw, validated, 4, vocab_of(raw), choose_planner_target(small, std::nullopt));
+  CHECK(tight.too_large > plan.too_large);
+  for (const PlannedLayout& p : tight.fitting) CHECK(p.memory.total_bytes <= 48.0 * 0.9 * 1024 * 1024 * 1024);
+
+  std::ostringstream table;
+  write_layout_plan_table(plan, table);
+  CHECK_THAT(table.str(), Catch::Contains("<- flags given"));
+  CHECK_THAT(table.str(), Catch::Matches("(.|\n)*\nestimated step: [0-9.]+(e-[0-9]+)? s \\(.*\n$"));
+  const std::string json = layout_plan_json(plan).dumps();
+  CHECK_THAT(json, Catch::Contains("\"given_layout\""));
+}
+
+TEST_CASE("planner target: an H100 80GB without a visible GPU, the visible one's memory otherwise", "[train][planner]") {
+  const PlannerTarget none = choose_planner_target({}, std::nullopt);
+  CHECK(none.gpu.key == "h100");
+  CHECK(none.memory_bytes == static_cast<std::int64_t>(79.1 * 1024 * 1024 * 1024));
+  CHECK(none.budget_bytes == static_cast<std::int64_t>(static_cast<double>(none.memory_bytes) * 0.9));
+  CHECK_THAT(none.description, Catch::Contains("no GPU visible"));
+
+  const PlannerTarget seen = choose_planner_target({}, VisibleGpu{"NVIDIA H200", 150109880320, 0});
+  CHECK(seen.gpu.key == "h200");
+  CHECK(seen.memory_bytes == 150109880320);
+  const PlannerTarget other = choose_planner_target({}, VisibleGpu{"NVIDIA A100-SXM4-80GB", 85000000000, 1});
+  CHECK(other.gpu.key == "h100");
+  CHECK_THAT(other.description, Catch::Contains("no cost table of its own"));
+
+  PlannerOptions named;
+  named.gpu = "h200";
+  named.gpu_memory_gib = 100;
+  const PlannerTarget both = choose_planner_target(named, VisibleGpu{"NVIDIA H100 80GB HBM3", 85000000000, 0});
+  CHECK(both.gpu.key == "h200");
+  CHECK(both.memory_bytes == 100LL * 1024 * 1024 * 1024);
+}
+
+TEST_CASE("planner flags: for --dry-run, GPU runs, a positive world size", "[train][planner]") {
+  std::vector<std::string> run(kLlama8b.begin(), kLlama8b.end() - 1);  // without --dry-run
+  CHECK_THAT(usage_error_with(run, {"--world-size", "4"}), Catch::Contains("--world-size plans a layout: it needs --dry-run"));
+  CHECK_THAT(usage_error_with(run, {"--planner-gpu", "h200"}), Catch::Contains("--planner-gpu needs --dry-run"));
+  CHECK_THAT(usage_error_with(kLlama8b, {"--world-size", "0"}), Catch::Contains("--world-size"));
+  CHECK_THAT(usage_error_with(kLlama8b, {"--planner-gpu", "a100"}), Catch::Contains("--planner-gpu"));
+  CHECK_THAT(usage_error_with(kLlama8b, {"--planner-gpu-memory", "0"}), Catch::Contains("--planner-gpu-memory"));
+  CHECK_THAT(usage_error_with(kLlama8b, {"--world-size", "4", "--device", "cpu"}), Catch::Contains("not cpu"));
+  const TrainOptions o = parse_with(kLlama8b, {"--world-size", "4"}, 4);
+  CHECK(planned_world_size(o, 1) == 4);
+  CHECK(planned_world_size(o, 4) == 4);
+  CHECK_THROWS_WITH(planned_world_size(o, 2), Catch::Contains("differs from the launcher's 2 ranks"));
+  std::string why;
+  CHECK(wants_layout_plan(o, false, false, &why));
+  const TrainOptions lone = parse_with(kLlama8b, {"--device", "cuda"});
+  CHECK_FALSE(wants_layout_plan(lone, false, false, &why));  // no launcher, no --world-size
+  CHECK(wants_layout_plan(lone, true, false, &why));         // under a launcher
+  const TrainOptions cpu = parse_with(kLlama8b, {"--device", "cpu"}, 2);
+  CHECK_FALSE(wants_layout_plan(cpu, true, true, &why));
+}
+
+}  // namespace mgt
