@@ -16,15 +16,20 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
     WrappedTorchNorm), rotary embeddings (base 500000) unfused (the fused RoPE kernel is
     Transformer Engine's), SwiGLU through Megatron's fused bias-SwiGLU (bias_activation_fusion,
     torch.compile'd), bias-dropout-add fusion, Megatron's fused vocab-parallel cross entropy
-    (cross_entropy_loss_fusion, impl "native"), untied embeddings, no biases, bf16 parameters;
-    sequence parallelism with TP > 1 (as Megatron's Llama 3 recipe); no dropout.
+    (cross_entropy_loss_fusion, impl "native"), untied embeddings, no biases, bf16 parameters
+    (Megatron's Float16Module), no dropout.
   - Core attention: the local spec's DotProductAttention materialises the whole
     [batch x heads, seq, seq] score matrix (baddbmm, softmax, bmm), 2 GiB per layer and
     micro-batch at seq 8192 with 8 heads per rank, kept for the backward. With --attention sdpa
     (the default) the spec's core_attention submodule is replaced by SdpaCoreAttention below:
     torch.nn.functional.scaled_dot_product_attention, causal, with grouped-query attention
     native (enable_gqa), which on Hopper runs PyTorch's FlashAttention-2 or cuDNN kernel
-    (--sdpa-backend picks; auto lets PyTorch choose). --attention local runs Megatron's own.
+    (--sdpa-backend picks; auto times cuDNN, flash and memory-efficient at the model's shape and
+    keeps the fastest, see choose_sdpa). --attention local runs Megatron's own.
+  - Sequence parallelism (on with TP > 1 unless --no-sequence-parallel): the local spec's
+    WrappedTorchNorm refuses it, so with it the norms are torch.nn.RMSNorm with the weight marked
+    sequence_parallel (SequenceParallelRMSNorm below), whose gradients finalize_model_grads
+    all-reduces across the tensor-parallel group, as with apex's and TE's norms.
   - Gradient accumulation fusion off (it needs apex's fused_weight_gradient_mlp_cuda); masked
     softmax fusion off (its CUDA extension is not in the wheel; unused with SDPA).
   - Megatron-Core's DistributedDataParallel (contiguous gradient buffers in fp32, as Megatron
@@ -118,7 +123,8 @@ def parse_args(argv=None):
     ap.set_defaults(precision="bf16")
     ap.add_argument("--attention", choices=("sdpa", "local"), default="sdpa",
                     help="core attention: torch SDPA (flash/cuDNN) or the local spec's DotProductAttention")
-    ap.add_argument("--sdpa-backend", choices=("auto", "flash", "cudnn", "efficient", "math"), default="auto")
+    ap.add_argument("--sdpa-backend", choices=("auto",) + SDPA_BACKENDS, default="auto",
+                    help="auto: the fastest fused kernel at the model's shape (timed at start-up)")
     ap.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_false")
     ap.add_argument("--no-distributed-optimizer", dest="distributed_optimizer", action="store_false")
     ap.add_argument("--no-overlap", dest="overlap", action="store_false",
@@ -192,18 +198,75 @@ def world_layout(args, world):
     return dp, microbatches
 
 
-def make_sdpa_core_attention(args):
-    """A core_attention submodule for SelfAttention with DotProductAttention's interface, on torch SDPA."""
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")
+
+
+def choose_sdpa(args, config, device):
+    """Which SDPA kernel runs, and whether it takes grouped-query K/V as they are.
+
+    --sdpa-backend auto on the GPU times a forward and backward of each fused kernel (cuDNN,
+    FlashAttention-2, memory-efficient) at the model's per-rank attention shape, each with GQA
+    passed natively (enable_gqa) and, where a kernel refuses that, with K/V expanded to all heads
+    (as DotProductAttention does), and keeps the fastest; the math backend, which materialises the
+    score matrix, is never chosen by auto. On the CPU auto leaves the choice to PyTorch.
+    Returns (backend name or None for PyTorch's choice, native_gqa, description).
+    """
     import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    kinds = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+             "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    heads = config.num_attention_heads // args.tp
+    groups = config.num_query_groups // args.tp
+    if args.device != "cuda":
+        if args.sdpa_backend == "auto":
+            return None, True, "PyTorch's choice"
+        return args.sdpa_backend, True, args.sdpa_backend
+    dtype = config.params_dtype
+    b, s, d = args.micro_batch, args.shape["seq"], config.kv_channels
+    q = torch.randn(b, heads, s, d, device=device, dtype=dtype, requires_grad=True)
+    k = torch.randn(b, groups, s, d, device=device, dtype=dtype, requires_grad=True)
+    v = torch.randn(b, groups, s, d, device=device, dtype=dtype, requires_grad=True)
+
+    def run(kind, native):
+        with sdpa_kernel(kinds[kind]):
+            kk, vv = (k, v) if native else (k.repeat_interleave(heads // groups, 1),
+                                            v.repeat_interleave(heads // groups, 1))
+            out = F.scaled_dot_product_attention(q, kk, vv, is_causal=True, enable_gqa=native and heads != groups)
+            out.backward(torch.ones_like(out))
+
+    candidates = [args.sdpa_backend] if args.sdpa_backend != "auto" else ["cudnn", "flash", "efficient"]
+    timings = {}
+    for kind in candidates:
+        for native in (True, False):
+            try:
+                run(kind, native)
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                for _ in range(3):
+                    run(kind, native)
+                torch.cuda.synchronize()
+                timings[(kind, native)] = (time.perf_counter() - start) / 3
+                break
+            except RuntimeError:
+                continue
+    del q, k, v
+    torch.cuda.empty_cache()
+    if not timings:
+        raise SystemExit(f"mcore_peer_gpu.py: no SDPA kernel among {candidates} runs this attention shape")
+    (kind, native), best = min(timings.items(), key=lambda kv: kv[1])
+    measured = ", ".join(f"{k}{'' if n else ' (K/V expanded)'} {t * 1e3:.2f} ms" for (k, n), t in timings.items())
+    return kind, native, f"{kind}{'' if native else ' with K/V expanded to all heads'} (fwd+bwd per layer: {measured})"
+
+
+def make_sdpa_core_attention(backend, native_gqa):
+    """A core_attention submodule for SelfAttention with DotProductAttention's interface, on torch SDPA."""
     import torch.nn.functional as F
     from megatron.core.transformer.enums import AttnMaskType
     from megatron.core.transformer.module import MegatronModule
-
-    backends = None
-    if args.sdpa_backend != "auto":
-        from torch.nn.attention import SDPBackend
-        backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                    "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[args.sdpa_backend]
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    kinds = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+             "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
 
     class SdpaCoreAttention(MegatronModule):
         def __init__(self, config, layer_number, attn_mask_type, attention_type, attention_dropout=None,
@@ -225,18 +288,39 @@ def make_sdpa_core_attention(args):
             # Megatron's layout [seq, batch, heads, head dim] -> SDPA's [batch, heads, seq, head dim];
             # the causal mask is SDPA's own (the mock batches carry no mask).
             q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))
+            grouped = q.size(1) != k.size(1)
+            if grouped and not native_gqa:
+                k, v = (t.repeat_interleave(q.size(1) // t.size(1), 1) for t in (k, v))
             kwargs = dict(is_causal=True, dropout_p=self.dropout if self.training else 0.0,
-                          scale=self.softmax_scale, enable_gqa=q.size(1) != k.size(1))
-            if backends is None:
+                          scale=self.softmax_scale, enable_gqa=grouped and native_gqa)
+            if backend is None:
                 out = F.scaled_dot_product_attention(q, k, v, **kwargs)
             else:
-                from torch.nn.attention import sdpa_kernel
-                with sdpa_kernel(backends):
+                with sdpa_kernel(kinds[backend]):
                     out = F.scaled_dot_product_attention(q, k, v, **kwargs)
             # -> [seq, batch, heads x head dim], what linear_proj takes.
             return out.permute(2, 0, 1, 3).reshape(out.size(2), out.size(0), -1)
 
     return SdpaCoreAttention
+
+
+def make_sequence_parallel_rms_norm():
+    """torch.nn.RMSNorm built from Megatron's norm arguments, its weight marked sequence_parallel.
+
+    With sequence parallelism each tensor-parallel rank normalises its own slice of the sequence,
+    so the weight's gradient is partial: finalize_model_grads all-reduces the gradients of weights
+    so marked across the tensor-parallel group (as for apex's FusedLayerNorm and TE's norms).
+    """
+    import torch
+
+    class SequenceParallelRMSNorm(torch.nn.RMSNorm):
+        def __init__(self, config, hidden_size, eps=1e-5, **unused):
+            if config.normalization != "RMSNorm" or config.layernorm_zero_centered_gamma:
+                raise ValueError("SequenceParallelRMSNorm is a plain RMSNorm")
+            super().__init__(hidden_size, eps=eps)
+            setattr(self.weight, "sequence_parallel", config.sequence_parallel)
+
+    return SequenceParallelRMSNorm
 
 
 def install_foreach_helpers():
@@ -316,6 +400,7 @@ def worker(args):
         install_foreach_helpers()
 
     dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
     sequence_parallel = args.sequence_parallel and args.tp > 1
     overlap_p2p = args.overlap and args.vp is not None
     config = TransformerConfig(
@@ -339,8 +424,20 @@ def worker(args):
     layer_spec = get_gpt_layer_local_spec(normalization="RMSNorm")
     attention_impl = "megatron.core DotProductAttention (local spec, full score matrix)"
     if args.attention == "sdpa":
-        layer_spec.submodules.self_attention.submodules.core_attention = make_sdpa_core_attention(args)
-        attention_impl = f"torch scaled_dot_product_attention (backend {args.sdpa_backend})"
+        backend, native_gqa, chosen = choose_sdpa(args, config, device)
+        layer_spec.submodules.self_attention.submodules.core_attention = make_sdpa_core_attention(backend, native_gqa)
+        attention_impl = f"torch scaled_dot_product_attention, causal: {chosen}"
+    norm_impl = "torch.nn.RMSNorm (the local spec's WrappedTorchNorm)"
+    if sequence_parallel:
+        # The local spec's WrappedTorchNorm refuses sequence parallelism (its weight is not marked
+        # for the tensor-parallel gradient all-reduce); the same torch.nn.RMSNorm, marked as apex's
+        # and TE's norms mark theirs, in the layers and as the block's final norm.
+        norm = make_sequence_parallel_rms_norm()
+        layer_spec.submodules.input_layernorm = norm
+        layer_spec.submodules.pre_mlp_layernorm = norm
+        import megatron.core.transformer.transformer_block as transformer_block
+        transformer_block.LayerNormImpl = norm
+        norm_impl = "torch.nn.RMSNorm, weights marked sequence_parallel"
     vocab = padded_vocab_size(shape["vocab"], args.tp)
 
     def build_chunk(vp_stage):
@@ -355,10 +452,8 @@ def worker(args):
 
     init_start = time.perf_counter()
     chunks = [build_chunk(i if args.vp else None) for i in range(args.vp or 1)]
-    device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
-    if config.use_cpu_initialization:
-        for chunk in chunks:
-            chunk.to(device)
+    for chunk in chunks:  # as Megatron's get_model (the torch norms are built on the CPU)
+        chunk.to(device)
     if config.bf16:
         # As Megatron's get_model: every parameter in bf16 (the norms' weights too), bf16 inputs on
         # the first stage, fp32 logits' losses on the last.
@@ -379,7 +474,7 @@ def worker(args):
                         use_distributed_optimizer=args.distributed_optimizer),
         model)
     adam_impl = "torch.optim.AdamW (Megatron-Core's fallback without TE/apex)"
-    if args.fused_adam and args.device == "cuda":
+    if args.fused_adam:
         # torch's AdamW reads these per group at every step; the fused kernel updates all of the
         # group's tensors at once, as TE's FusedAdam does.
         for opt in getattr(optimizer, "chained_optimizers", [optimizer]):
@@ -496,7 +591,7 @@ def worker(args):
         "precision": args.precision, "sequence_parallel": sequence_parallel,
         "distributed_optimizer": args.distributed_optimizer, "overlap": args.overlap,
         "grad_reduce_in_fp32": ddp_config.grad_reduce_in_fp32,
-        "attention": attention_impl, "adam": adam_impl, "foreach_helpers": args.foreach_helpers,
+        "attention": attention_impl, "norm": norm_impl, "adam": adam_impl, "foreach_helpers": args.foreach_helpers,
         "padded_vocab": vocab, "warmup_iters": args.warmup, "timed_iters": args.iters,
         "init_seconds": round(init_seconds, 2), "seconds_per_iteration": seconds,
         "tokens_per_second": args.global_batch * seq / seconds, "tokens_per_second_per_gpu": tokens_per_gpu,
@@ -508,7 +603,7 @@ def worker(args):
               f"({shape['layers']} layers, seq {seq}) on {world} {args.device} ranks, TP={args.tp} PP={args.pp}"
               f"{' VP=' + str(args.vp) if args.vp else ''} DP={dp}, micro-batch {mbs}, global batch "
               f"{args.global_batch} ({microbatches} micro-batches), {args.precision}", flush=True)
-        print(f"  attention: {attention_impl}; optimizer: {adam_impl}; initialisation {init_seconds:.1f} s",
+        print(f"  attention: {attention_impl}; norm: {norm_impl}; optimizer: {adam_impl}; initialisation {init_seconds:.1f} s",
               flush=True)
         for i, l in enumerate(result["losses"]):
             print(f"  iteration {i + 1:3d}{' (warm-up)' if i < args.warmup else '          '} lm loss {l:.5f}",
