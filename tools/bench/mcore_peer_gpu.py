@@ -78,7 +78,7 @@ PRESETS = {
     "llama3-8b": dict(layers=32, hidden=4096, ffn=14336, heads=32, groups=8, vocab=128256, seq=8192,
                       rotary_base=500000),
     # For trying the program on CPU ranks: the Llama block (GQA, SwiGLU, RMSNorm, RoPE) in small.
-    "tiny": dict(layers=4, hidden=64, ffn=176, heads=4, groups=2, vocab=1000, seq=64, rotary_base=500000),
+    "tiny": dict(layers=4, hidden=64, ffn=176, heads=8, groups=4, vocab=1000, seq=64, rotary_base=500000),
 }
 MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron's default
 
