@@ -250,8 +250,6 @@ def choose_sdpa(args, config, device):
                 break
             except RuntimeError:
                 continue
-    del q, k, v
-    torch.cuda.empty_cache()
     if not timings:
         raise SystemExit(f"mcore_peer_gpu.py: no SDPA kernel among {candidates} runs this attention shape")
     (kind, native), best = min(timings.items(), key=lambda kv: kv[1])
@@ -373,7 +371,6 @@ def worker(args):
     else:
         torch.cuda.set_device(local_rank)
     import torch.distributed as dist
-    from functools import partial
 
     import megatron.core
     from megatron.core import parallel_state
@@ -424,7 +421,9 @@ def worker(args):
     layer_spec = get_gpt_layer_local_spec(normalization="RMSNorm")
     attention_impl = "megatron.core DotProductAttention (local spec, full score matrix)"
     if args.attention == "sdpa":
-        backend, native_gqa, chosen = choose_sdpa(args, config, device)
+        choice = list(choose_sdpa(args, config, device))
+        dist.broadcast_object_list(choice, src=0)  # every rank runs rank 0's pick
+        backend, native_gqa, chosen = choice
         layer_spec.submodules.self_attention.submodules.core_attention = make_sdpa_core_attention(backend, native_gqa)
         attention_impl = f"torch scaled_dot_product_attention, causal: {chosen}"
     norm_impl = "torch.nn.RMSNorm (the local spec's WrappedTorchNorm)"
@@ -551,21 +550,18 @@ def worker(args):
     losses = []
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    step_times = []
     for it in range(args.warmup + args.iters):
         if it == args.warmup:
             if args.device == "cuda":
                 torch.cuda.synchronize()
             dist.barrier()
             start = time.perf_counter()
-        t0 = time.perf_counter()
         loss = train_step()
         losses.append(loss)
         if it == 0 and prehook_off:
             for m in model:
                 m.enable_forward_pre_hook()
             config.param_sync_func = param_sync_func
-        step_times.append(time.perf_counter() - t0)  # enqueue time only; the total below is synchronised
     if args.device == "cuda":
         torch.cuda.synchronize()
     dist.barrier()
