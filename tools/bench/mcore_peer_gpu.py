@@ -19,13 +19,14 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
     (cross_entropy_loss_fusion, impl "native"), untied embeddings, no biases, bf16 parameters
     (Megatron's Float16Module), no dropout.
   - Core attention: the local spec's DotProductAttention materialises the whole
-    [batch x heads, seq, seq] score matrix (baddbmm, softmax, bmm), 2 GiB per layer and
-    micro-batch at seq 8192 with 8 heads per rank, kept for the backward. With --attention sdpa
+    [batch x heads, seq, seq] score matrix (baddbmm, softmax in fp32, bmm): at seq 8192 with 8
+    heads per rank (TP=4) 537M scores per layer and micro-batch, 1 GiB in bf16 (2 GiB as the fp32
+    softmax), the probabilities kept for the backward in every layer. With --attention sdpa
     (the default) the spec's core_attention submodule is replaced by SdpaCoreAttention below:
     torch.nn.functional.scaled_dot_product_attention, causal, with grouped-query attention
     native (enable_gqa), which on Hopper runs PyTorch's FlashAttention-2 or cuDNN kernel
-    (--sdpa-backend picks; auto times cuDNN, flash and memory-efficient at the model's shape and
-    keeps the fastest, see choose_sdpa). --attention local runs Megatron's own.
+    (--sdpa-backend picks; auto times cuDNN, flash and memory-efficient at the model's shape on
+    rank 0 and every rank runs the fastest, see choose_sdpa). --attention local runs Megatron's.
   - Sequence parallelism (on with TP > 1 unless --no-sequence-parallel): the local spec's
     WrappedTorchNorm refuses it, so with it the norms are torch.nn.RMSNorm with the weight marked
     sequence_parallel (SequenceParallelRMSNorm below), whose gradients finalize_model_grads
@@ -34,11 +35,15 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
     softmax fusion off (its CUDA extension is not in the wheel; unused with SDPA).
   - Megatron-Core's DistributedDataParallel (contiguous gradient buffers in fp32, as Megatron
     accumulates and reduces them with --bf16 unless --grad-reduce-in-bf16 is given) with the
-    overlap of Megatron's --overlap-grad-reduce and --overlap-param-gather, and its DistributedOptimizer (fp32 main weights, Adam from
-    torch.optim, which Megatron falls back to without TE/apex; --fused-adam makes it torch's fused
-    AdamW kernel, the nearest to TE's FusedAdam). Megatron's local (apex-less) gradient-norm and
-    scale helpers loop over tensors with a host sync each; --foreach-helpers (default) swaps in
-    torch._foreach_norm / _foreach_mul_ equivalents of apex's multi_tensor kernels.
+    overlap of Megatron's --overlap-grad-reduce and --overlap-param-gather (no NaN check of the
+    gradients), and its DistributedOptimizer: fp32 main weights, Adam from torch.optim (what
+    Megatron falls back to without TE/apex), switched to torch's fused AdamW kernel, the nearest
+    to TE's FusedAdam (--no-fused-adam keeps torch's default foreach one). Megatron's apex-less
+    gradient-norm and scale helpers (megatron.core.utils.local_multi_tensor_*) loop over the
+    tensors, the norm with a host sync per tensor; they are replaced by torch._foreach_norm /
+    _foreach_mul_ equivalents of apex's multi_tensor kernels (--no-foreach-helpers keeps them).
+  - Not available without Transformer Engine, so not used: tensor-parallel communication overlap
+    (--tp-comm-overlap, TE's userbuffers), fused RoPE, context parallelism, FP8.
   - get_forward_backward_func(): no pipelining, 1F1B, or the interleaved schedule with --vp V
     (V model chunks per stage, overlapped p2p), each micro-batch of --micro-batch sequences, as
     many micro-batches as global batch / (micro-batch x data-parallel size).
@@ -50,7 +55,8 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
 Reported (rank 0, stdout): seconds per iteration over --iters timed iterations after --warmup
 untimed ones (CUDA synchronised and all ranks at a barrier at both ends), tokens/s per GPU, model
 TFLOP/s per GPU by Megatron's num_floating_point_operations (mgt-train's formula, lib/train/flops.hpp:
-12 L h f (3/2 with SwiGLU) + 12 L h^2 (1 + g/n + s/2h)(k n / h) + 6 h V, times global batch x seq),
+12 L h f (3/2 with SwiGLU) + 12 L h^2 (1 + g/n + s/2h)(k n / h) + 6 h V, times global batch x seq,
+V the vocabulary padded to a multiple of 128 x TP as Megatron pads it),
 the largest torch.cuda.max_memory_allocated of any rank, and the losses of every iteration;
 then one JSON line (also appended to --json FILE).
 
