@@ -47,8 +47,8 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
   - get_forward_backward_func(): no pipelining, 1F1B, or the interleaved schedule with --vp V
     (V model chunks per stage, overlapped p2p), each micro-batch of --micro-batch sequences, as
     many micro-batches as global batch / (micro-batch x data-parallel size).
-  - Mock data: uniform random token ids (a fixed set, one per micro-batch), labels the next
-    token, every position in the loss: the loss stays near ln(vocab).
+  - Mock data: uniform random token ids drawn afresh for every micro-batch, labels the next
+    token, every position in the loss: the loss stays near ln(vocab) (11.76 for Llama 3's).
   - The training step of Megatron's train_step(): zero the gradient buffers, forward/backward
     of all micro-batches, finalize_model_grads, optimizer.step() with gradient clipping at 1.0.
 
@@ -64,6 +64,7 @@ then one JSON line (also appended to --json FILE).
 mcore_cpu_shim.py, to check it without a GPU; its rates mean nothing.
 """
 import argparse
+import itertools
 import json
 import math
 import os
@@ -110,6 +111,7 @@ def parse_args(argv=None):
     ap.add_argument("--preset", default="llama3-8b", choices=sorted(PRESETS))
     ap.add_argument("--num-layers", type=int, help="override the preset's layer count")
     ap.add_argument("--seq-length", type=int, help="override the preset's sequence length")
+    ap.add_argument("--vocab-size", type=int, help="override the preset's vocabulary size (before padding)")
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     ap.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
     ap.add_argument("--vp", type=int, default=None,
@@ -156,12 +158,16 @@ def parse_args(argv=None):
         shape["layers"] = args.num_layers
     if args.seq_length:
         shape["seq"] = args.seq_length
+    if args.vocab_size:
+        shape["vocab"] = args.vocab_size
     args.shape = shape
 
     def fail(msg):
         ap.error(msg)
 
-    for name in ("tp", "pp", "cp", "micro_batch", "global_batch", "iters"):
+    for name in ("tp", "pp", "cp", "micro_batch", "global_batch", "iters", "num_layers", "seq_length", "vocab_size"):
+        if getattr(args, name) is None:
+            continue
         if getattr(args, name) < 1:
             fail(f"--{name.replace('_', '-')} must be positive")
     if args.warmup < 0:
@@ -505,17 +511,22 @@ def worker(args):
     dist.barrier()
     init_seconds = time.perf_counter() - init_start
 
-    # Mock data: the same tokens on the ranks of one model replica, different per data-parallel rank.
+    # Mock data: fresh uniform token ids for every micro-batch of every iteration (a repeated batch
+    # is memorised within a few steps at this width), the same on the ranks of one model replica
+    # (each chunk's iterator draws micro-batch j of iteration i from seed (i, j)), different per
+    # data-parallel rank.
     seq, mbs = shape["seq"], args.micro_batch
-    generator = torch.Generator(device=device).manual_seed(args.seed + parallel_state.get_data_parallel_rank())
-    samples = torch.randint(0, shape["vocab"], (microbatches, mbs, seq + 1), device=device, generator=generator)
+    data_seed = (args.seed + 1) * 1_000_003 + parallel_state.get_data_parallel_rank() * 10_007
     position_ids = torch.arange(seq, device=device).unsqueeze(0).expand(mbs, seq)
     loss_mask = torch.ones(mbs, seq, device=device, dtype=torch.float32)
 
     def batches():
-        while True:
-            for i in range(microbatches):
-                yield samples[i, :, :-1], samples[i, :, 1:]
+        generator = torch.Generator(device=device)
+        for iteration in itertools.count():
+            for micro in range(microbatches):
+                generator.manual_seed(data_seed + iteration * microbatches + micro)
+                sample = torch.randint(0, shape["vocab"], (mbs, seq + 1), device=device, generator=generator)
+                yield sample[:, :-1], sample[:, 1:]
 
     def loss_func(output_tensor):
         loss = torch.sum(output_tensor.float().view(-1) * loss_mask.view(-1)) / loss_mask.sum()
@@ -588,6 +599,7 @@ def worker(args):
     result = {
         "peer": "megatron-core", "megatron_core": megatron.core.__version__, "torch": torch.__version__,
         "device": args.device, "preset": args.preset, "num_layers": shape["layers"], "seq_length": seq,
+        "vocab_size": shape["vocab"],
         "gpus": world, "tp": args.tp, "pp": args.pp, "vp": args.vp, "cp": args.cp, "dp": dp,
         "micro_batch": mbs, "global_batch": args.global_batch, "microbatches": microbatches,
         "precision": args.precision, "sequence_parallel": sequence_parallel,
