@@ -236,16 +236,20 @@ def choose_sdpa(args, config, device):
         return args.sdpa_backend, True, args.sdpa_backend
     dtype = config.params_dtype
     b, s, d = args.micro_batch, args.shape["seq"], config.kv_channels
-    q = torch.randn(b, heads, s, d, device=device, dtype=dtype, requires_grad=True)
-    k = torch.randn(b, groups, s, d, device=device, dtype=dtype, requires_grad=True)
-    v = torch.randn(b, groups, s, d, device=device, dtype=dtype, requires_grad=True)
+    # The layouts SelfAttention hands over: Q and K fresh from the rotary embedding ([s, b, heads,
+    # d], contiguous), V a slice of the fused QKV projection's output; all permuted as in forward.
+    q = torch.randn(s, b, heads, d, device=device, dtype=dtype, requires_grad=True)
+    k = torch.randn(s, b, groups, d, device=device, dtype=dtype, requires_grad=True)
+    qkv = torch.randn(s, b, groups, (heads // groups + 2) * d, device=device, dtype=dtype, requires_grad=True)
 
     def run(kind, native):
+        v = qkv[..., (heads // groups + 1) * d:]
+        qq, kk, vv = (t.permute(1, 2, 0, 3) for t in (q, k, v))
+        if not native:
+            kk, vv = (t.repeat_interleave(heads // groups, 1) for t in (kk, vv))
         with sdpa_kernel(kinds[kind]):
-            kk, vv = (k, v) if native else (k.repeat_interleave(heads // groups, 1),
-                                            v.repeat_interleave(heads // groups, 1))
-            out = F.scaled_dot_product_attention(q, kk, vv, is_causal=True, enable_gqa=native and heads != groups)
-            out.backward(torch.ones_like(out))
+            out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, enable_gqa=native and heads != groups)
+        out.backward(torch.ones_like(out))
 
     candidates = [args.sdpa_backend] if args.sdpa_backend != "auto" else ["cudnn", "flash", "efficient"]
     timings = {}
