@@ -250,7 +250,9 @@ public:
   void fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                                     int64_t out, FloatView pre, FloatView y);
   // dpre = fp8_linear(x, w) ⊙ gelu_tanh'(pre), overwritten, for pre and dpre [rows, out]: an FP8
-  // fc2's input gradient (x its output gradient, w its transposed weight) through fc1's GELU.
+  // fc2's input gradient (x its output gradient, w its transposed weight) through fc1's GELU. (The
+  // CUDA backend keeps the two steps: cuBLASLt's FP8 GEMM with the DGELU epilogue took 0.79 ms on
+  // an H200 at GPT 1.3B's shape, the GEMM and a GELU pass about half that.)
   void fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows, int64_t in,
                                      int64_t out, FloatView dpre);
   // Transformer Engine's delayed-scaling update of `tensors` scales from their amax histories

@@ -118,10 +118,11 @@ TEST_CASE("cuda fp8: casts equal the CPU's over tiles, edges, ties and special v
     int64_t rows;
     int64_t cols;
   };
-  // Several 128×64 tiles with partial ones at both edges on the vector paths (multiples of 8) and
-  // off them; a single short row; a shape the rowwise-only cast reshapes to rows of 64; one large
-  // enough that the rowwise-only cast's grid-stride loop goes round more than once on an H100.
-  const Shape shapes[] = {{200, 264}, {67, 45}, {1, 19}, {130, 96}, {1100, 8448}};
+  // Several 128×64 tiles with partial ones at both edges: on the general kernel's vector paths
+  // (multiples of 8) and off them, and on the cast-transpose kernel's (rows a multiple of 16); a
+  // single short row; a shape the rowwise-only cast reshapes to rows of 64; one large enough that
+  // the rowwise-only cast's grid-stride loop goes round more than once on an H100.
+  const Shape shapes[] = {{200, 264}, {67, 45}, {1, 19}, {130, 96}, {144, 200}, {1104, 8448}};
   uint32_t seed = 7;
   for (const Shape sh : shapes) {
     std::vector<float> x = spread_values(sh.rows * sh.cols, seed++);

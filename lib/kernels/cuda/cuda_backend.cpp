@@ -391,15 +391,6 @@ void CudaBackend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w
   Backend::do_fp8_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
 }
 
-void CudaBackend::do_fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows,
-                                                   int64_t in, int64_t out, FloatView dpre) {
-  {
-    const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_linear_gelu_tanh_backward);
-    if (cuda::fp8_linear_gelu_tanh_backward(*lt_, x, w, pre, rows, in, out, dpre)) return;
-  }
-  Backend::do_fp8_linear_gelu_tanh_backward(x, w, pre, rows, in, out, dpre);
-}
-
 void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::bias_backward);
   cuda::bias_backward(dy, rows, cols, dbias, stream_);

@@ -88,13 +88,4 @@ bool fp8_linear_gelu_tanh_forward(LtMatmul& lt, ConstFp8View x, ConstFp8View w, 
               "fp8_linear_gelu_tanh_forward");
 }
 
-bool fp8_linear_gelu_tanh_backward(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In pre, int64_t rows, int64_t in,
-                                   int64_t out, Out dpre) {
-  refuse_e5m2_pair(x, w, "fp8_linear_gelu_tanh_backward");
-  if (rows == 0 || out == 0) return true;
-  if (!gelu_epilogue_fits(x, w, In(), pre.raw(), dpre, rows, in, out) || pre.type() != dpre.type()) return false;
-  return gemm(lt, x, w, rows, in, out, dpre, false, LtEpilogue::kGeluTanhGrad, nullptr,
-              {const_cast<void*>(pre.raw()), out}, "fp8_linear_gelu_tanh_backward");
-}
-
 }  // namespace mgt::cuda

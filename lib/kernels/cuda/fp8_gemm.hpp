@@ -25,9 +25,5 @@ bool fp8_linear(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t r
 // used, having done nothing.
 bool fp8_linear_gelu_tanh_forward(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t rows, int64_t in,
                                   int64_t out, Out pre, Out y);
-// dpre[rows, out] = ((x·wᵀ)·sx·sw) ⊙ gelu_tanh'(pre): the input gradient of the linear layer that
-// follows the GELU, through it (x its output gradient, w its transposed weight). false as above.
-bool fp8_linear_gelu_tanh_backward(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In pre, int64_t rows, int64_t in,
-                                   int64_t out, Out dpre);
 
 }  // namespace mgt::cuda

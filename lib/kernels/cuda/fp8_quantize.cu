@@ -105,19 +105,25 @@ struct CastArgs {
   bool transposed_vector = false;  // rows % 8 == 0, transposed 8-byte aligned
 };
 
-// Column tile blockIdx.x; row tiles from blockIdx.y in steps of gridDim.y.
-template <bool kE5M2, bool kTransposed>
-__global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
-  __shared__ uint32_t tile_words[kTileRows * kTileStride / 4];
-  auto* const tile = reinterpret_cast<uint8_t*>(tile_words);
+// The scale every block casts with. Every block derives the same one; the first thread of the
+// grid publishes it (current scaling) and its inverse.
+__device__ __forceinline__ float cast_scale(const CastArgs& a) {
   const float scale = a.current_amax != nullptr ? current_scale(*a.current_amax, a.fp8_max) : *a.scale;
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
-    // Every block derives the same scale; one publishes it (current scaling) and its inverse.
     if (a.current_amax != nullptr) *a.scale = scale;
     const float inverse = __fdiv_rn(1.0f, scale);
     if (a.rowwise_scale_inv != nullptr) *a.rowwise_scale_inv = inverse;
     if (a.transposed_scale_inv != nullptr) *a.transposed_scale_inv = inverse;
   }
+  return scale;
+}
+
+// Column tile blockIdx.x; row tiles from blockIdx.y in steps of gridDim.y.
+template <bool kE5M2, bool kTransposed>
+__global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
+  __shared__ uint32_t tile_words[kTileRows * kTileStride / 4];
+  auto* const tile = reinterpret_cast<uint8_t*>(tile_words);
+  const float scale = cast_scale(a);
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
   int amax_bits = 0;
   for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTileRows; r0 < a.rows;
@@ -192,15 +198,79 @@ __global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
   if (a.record_amax != nullptr) record_block_amax(amax_bits, a.record_amax);
 }
 
+// The transposing cast of the common shapes (cols % 8 == 0, rows % 16 == 0, x and both codes
+// 16-byte aligned), Transformer Engine's cast-transpose: tiles of 128 rows × 64 columns; thread
+// (q, o) loads the 4 rows 4q..4q+3 of the 8 columns 8o..8o+7 (a warp takes 16 row quads × 2
+// column octets: whole 32-byte sectors of a bf16 x), writes their rowwise codes, and turns its
+// 4×8 codes into 8 words of 4 rows of one column, stored at tile[column][q]. The tile is then read
+// out a column at a time, 16 bytes (16 rows) per thread, and written as the transposed codes'
+// rows: a warp writes 4 × 128 whole bytes. Row stride 34 words: a warp's word stores (16
+// consecutive q, two columns 8 apart: 272 words, 16 banks, apart) and its 8-byte loads (8
+// consecutive 16-byte pieces of two columns 34 words apart) each touch every bank once.
+constexpr int kCtRows = 128;
+constexpr int kCtCols = 64;
+constexpr int kCtStride = kCtRows / 4 + 2;
+
+template <bool kE5M2>
+__global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a) {
+  __shared__ uint32_t tile[kCtCols * kCtStride];
+  const float scale = cast_scale(a);
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int quad = warp / 4 * 16 + lane % 16;   // 0..31
+  const int octet = warp % 4 * 2 + lane / 16;   // 0..7
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCtCols;
+  const int64_t c = c0 + octet * 8;
+  int amax_bits = 0;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kCtRows; r0 < a.rows;
+       r0 += static_cast<int64_t>(gridDim.y) * kCtRows) {
+    const int64_t r = r0 + quad * 4;
+    // rows % 16 == 0: a quad is whole or wholly outside; cols % 8 == 0: so is an octet.
+    const bool inside = r < a.rows && c < a.cols;
+    if (inside) {
+      float v[4][8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) load8(a.x, ((r + i) * a.cols + c) / 8, v[i]);
+      uint2 codes[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) amax_bits = max(amax_bits, magnitude_bits(v[i][j]));
+        codes[i] = encode8<kE5M2>(v[i], scale);
+        if (a.rowwise != nullptr) *reinterpret_cast<uint2*>(a.rowwise + (r + i) * a.cols + c) = codes[i];
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) word |= static_cast<uint32_t>(code_at(codes[i], j)) << (8 * i);
+        tile[(octet * 8 + j) * kCtStride + quad] = word;
+      }
+    }
+    __syncthreads();  // the whole tile is in shared memory
+#pragma unroll
+    for (int k = 0; k < kCtCols * (kCtRows / 16) / kCastThreads; ++k) {
+      const int piece = static_cast<int>(threadIdx.x) + k * kCastThreads;
+      const int column = piece / (kCtRows / 16);
+      const int part = piece % (kCtRows / 16);  // rows 16·part..16·part+15 of the tile
+      const int64_t gc = c0 + column;
+      const int64_t gr = r0 + part * 16;
+      if (gc >= a.cols || gr >= a.rows) continue;
+      const uint32_t* const src = tile + column * kCtStride + part * 4;
+      const uint2 lo = *reinterpret_cast<const uint2*>(src);
+      const uint2 hi = *reinterpret_cast<const uint2*>(src + 2);
+      *reinterpret_cast<uint4*>(a.transposed + gc * a.rows + gr) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
+    __syncthreads();  // read out before the next tile overwrites it
+  }
+  if (a.record_amax != nullptr) record_block_amax(amax_bits, a.record_amax);
+}
+
 // Rowwise codes alone of a 16-byte aligned x with n % 8 == 0 and 8-byte aligned codes: groups
 // of 8 elements in a grid-stride loop.
 template <bool kE5M2>
 __global__ void __launch_bounds__(kThreads) cast_rowwise_kernel(CastArgs a) {
-  const float scale = a.current_amax != nullptr ? current_scale(*a.current_amax, a.fp8_max) : *a.scale;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    if (a.current_amax != nullptr) *a.scale = scale;
-    *a.rowwise_scale_inv = __fdiv_rn(1.0f, scale);
-  }
+  const float scale = cast_scale(a);
   const int64_t groups = a.rows * a.cols / 8;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * kRowwiseGroupsPerThread;
   int amax_bits = 0;
@@ -266,6 +336,14 @@ void launch_cast(const CastArgs& a, dim3 grid, bool transposed, cudaStream_t str
                                                static_cast<int64_t>(sms) * kRowwiseBlocksPerSm);
     cast_rowwise_kernel<kE5M2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
     MGT_CUDA_CHECK_LAUNCH(cast_rowwise_kernel);
+    return;
+  }
+  if (transposed && a.cols % 8 == 0 && a.rows % 16 == 0 && a.load_vector && aligned16(a.transposed) &&
+      (a.rowwise == nullptr || aligned16(a.rowwise))) {
+    const dim3 tiles(static_cast<unsigned>((a.cols + kCtCols - 1) / kCtCols),
+                     static_cast<unsigned>(std::min<int64_t>((a.rows + kCtRows - 1) / kCtRows, 65535)));
+    cast_transpose_kernel<kE5M2><<<tiles, kCastThreads, 0, stream>>>(a);
+    MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
     return;
   }
   if (transposed) {
