@@ -208,7 +208,9 @@ void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, con
 // model-parallel rank writes its pieces of the weights (and of the optimizer state when that is
 // replicated over data-parallel ranks), and with the distributed optimizer every data-parallel
 // rank writes the optimizer state it owns, as Megatron's distrib_optim.pt files hold each rank's
-// shard (megatron/core/optimizer/distrib_optimizer.py).
+// shard (megatron/core/optimizer/distrib_optimizer.py). Under expert parallelism the experts of
+// expert-parallel rank r > 0 are stored by rank 0 of its expert-data-parallel group, in its
+// data-parallel shard file, under their global names: the files together hold each expert once.
 void write_rank_shards(const std::string& staging_dir, const TrainCheckpointParts& parts,
                        const TrainCheckpointSaveSettings& settings, const ckpt::WorldLayout& layout) {
   const GptParameters& params = parts.params;
@@ -245,7 +247,7 @@ void write_rank_shards(const std::string& staging_dir, const TrainCheckpointPart
     writer.close();
   }
   const bool expert_weights = settings.writes_experts && layout.data_parallel_rank != 0;
-  if (optimizer_shards || expert_weights) {
+  if (optimizer_shards || settings.expert_parallel) {
     ckpt::ShardWriter writer(in_staging(ckpt::ShardId::data_parallel_shard(layout)), meta);
     if (expert_weights)
       for (const ParameterEntry& e : params.entries()) {

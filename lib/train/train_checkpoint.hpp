@@ -86,6 +86,10 @@ struct TrainCheckpointSaveSettings {
   // their optimizer state, when that is not sharded) into its data-parallel shard file, under
   // their global names.
   bool writes_experts = false;
+  // With expert parallelism every data-parallel rank writes its data-parallel shard file (empty
+  // where it has nothing of its own to store), so that a complete checkpoint holds one per rank,
+  // as with the distributed optimizer.
+  bool expert_parallel = false;
 };
 
 // Opens save_dir for a run's saves: creates it, takes its writer lock (mgt::Error naming the

@@ -59,18 +59,23 @@ compare "$WORK/one.jsonl" "$WORK/ep2.jsonl"
 # EP=2 x expert-data-parallel 2 on 4 ranks, the distributed optimizer sharding both regions,
 # --log-params-norm counting each expert once.
 expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --use-distributed-optimizer \
-  --metrics-file "$WORK/ep2dp2.jsonl"
+  --metrics-file "$WORK/ep2dp2.jsonl" --save "$WORK/ck-ep2dp2" --save-interval 10
 grep -q "> expert-data-parallel groups (the experts' gradients): \[0, 2\] \[1, 3\]" "$WORK/out.txt" ||
   fail "no expert-data-parallel groups line"
 compare "$WORK/one.jsonl" "$WORK/ep2dp2.jsonl"
 
-# The EP=2 checkpoint names each expert by its global number; it resumes at EP=1.
+# The checkpoints of iteration 10 (the runs above saved 10 and 20) name each expert by its global
+# number; they resume at EP=1, the optimizer's state of both regions included.
+echo 10 >"$WORK/ck-ep2/latest_checkpointed_iteration.txt"
+echo 10 >"$WORK/ck-ep2dp2/latest_checkpointed_iteration.txt"
 # Rank 0 stores experts 0-3 with the rest of the model, rank 1 experts 4-7 in its own file.
 CK10="$WORK/ck-ep2/iter_0000010"
 grep -aq "local_experts.3.linear_fc1.weight" "$CK10/mp_rank_00.h5" || fail "experts 0-3 not in mp_rank_00.h5"
 grep -aq "local_experts.7.linear_fc1.weight" "$CK10/mp_rank_00_dp_001.h5" || fail "experts 4-7 not in mp_rank_00_dp_001.h5"
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2" --metrics-file "$WORK/resumed-ep1.jsonl"
 compare "$WORK/one.jsonl" "$WORK/resumed-ep1.jsonl" 11
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2dp2" --metrics-file "$WORK/resumed-dist.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-dist.jsonl" 11
 
 # Converted (mgt to mgt, the source's layout) it still resumes; and an EP=1 checkpoint resumes at EP=2.
 expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mgt --load-dir "$WORK/ck-ep2" \
