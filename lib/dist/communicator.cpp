@@ -135,7 +135,8 @@ void Communicator::do_all_to_all(SendBuffer send, std::span<const std::int64_t> 
     out.data = begin_of(send) + static_cast<std::size_t>(send_first[static_cast<std::size_t>(dest)]) * element;
     out.count = send_counts[static_cast<std::size_t>(dest)];
     RecvBuffer in = recv;
-    in.data = static_cast<std::byte*>(recv.data) + static_cast<std::size_t>(recv_first[static_cast<std::size_t>(source)]) * element;
+    in.data = static_cast<std::byte*>(recv.data) +
+              static_cast<std::size_t>(recv_first[static_cast<std::size_t>(source)]) * element;
     in.count = recv_counts[static_cast<std::size_t>(source)];
     do_send_recv(out, dest, in, source);
   }

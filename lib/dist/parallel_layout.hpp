@@ -16,9 +16,9 @@
 // parallelism (Megatron's "dp-cp": the gradients' reduction and the distributed optimizer's
 // shards) [0,2,4,6] [1,3,5,7].
 // Expert parallelism (--expert-model-parallel-size) lays the same world out a second time, as
-// parallel_state's expert_decoder_rank_generator does: expert-tensor (= tp) · ep · expert-dp · pp, so with TP 1 the expert-parallel groups are consecutive ranks of the
-// dp-cp ranks. World 4, EP 2: expert-model-parallel groups [0,1] [2,3], expert-data-parallel
-// groups [0,2] [1,3].
+// parallel_state's expert_decoder_rank_generator does: expert-tensor (= tp) · ep · expert-dp · pp,
+// so with TP 1 the expert-parallel groups are consecutive ranks of the dp-cp ranks. World 4, EP 2:
+// expert-model-parallel groups [0,1] [2,3], expert-data-parallel groups [0,2] [1,3].
 #pragma once
 #include <chrono>
 #include <cstdint>

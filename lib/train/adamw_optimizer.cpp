@@ -41,7 +41,10 @@ std::vector<ElementRange> AdamWOptimizer::counted_ranges(const GptParameters& pa
   }
   // Every tensor counts (no tensor parallelism): the shard in one sum, the alignment gaps being
   // zero.
-  if (all_counted) return shard.size() > 0 ? std::vector<ElementRange>{{shard.begin, shard.size()}} : std::vector<ElementRange>{};
+  if (all_counted) {
+    if (shard.size() == 0) return {};
+    return {{shard.begin, shard.size()}};
+  }
   std::vector<ElementRange> ranges;
   for (const BufferShard& r : runs) {
     const std::int64_t begin = std::max(r.begin, shard.begin);
@@ -209,7 +212,8 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   float grad_scale = coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f;
   if (request.count_zeros) {
     if (grad_scale != 1.0f)
-      for (const Region& r : regions_) backend.scale(params_->grads().subspan(r.shard.begin, r.shard.size()), grad_scale);
+      for (const Region& r : regions_)
+        backend.scale(params_->grads().subspan(r.shard.begin, r.shard.size()), grad_scale);
     grad_scale = 1.0f;
     result.num_zeros = count_zeros_in_grads();
   }
@@ -233,7 +237,8 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
     backend.adamw_update(params_->params().subspan(r.shard.begin, r.shard.size()),
                          params_->grads().subspan(r.shard.begin, r.shard.size()),
                          exp_avg_.view().subspan(r.moment_offset, r.shard.size()),
-                         exp_avg_sq_.view().subspan(r.moment_offset, r.shard.size()), r.segment_ends, r.segment_flags, hp,
+                         exp_avg_sq_.view().subspan(r.moment_offset, r.shard.size()), r.segment_ends,
+                         r.segment_flags, hp,
                          static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale, steps_, copy);
     // Megatron's param all-gather: every rank's weights become whole again.
     if (r.sharded() && !param_gather_deferred_)

@@ -13,7 +13,8 @@ double params_l2_norm(const GptParameters& params, dist::Communicator* model_par
   const std::int64_t expert_begin = params.table().expert_begin;
   std::vector<ElementRange> dense, experts;
   for (const ParameterEntry& e : params.entries())
-    if (e.counted_on(params.tensor_parallel())) (e.offset < expert_begin ? dense : experts).push_back({e.offset, e.numel()});
+    if (e.counted_on(params.tensor_parallel()))
+      (e.offset < expert_begin ? dense : experts).push_back({e.offset, e.numel()});
   double sum_of_squares = params.backend().sum_of_squares(params.params(), dense);
   if (!experts.empty()) {
     double expert_sum = params.backend().sum_of_squares(params.params(), experts);

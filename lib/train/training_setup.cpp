@@ -66,9 +66,10 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
                 std::to_string(context_parallel_.size()) + " and a gradient group of " +
                 std::to_string(gradients_.size()));
   const std::int64_t ep = options.moe.expert_model_parallel_size;
-  if ((ep > 1) != (expert_model_parallel_ != nullptr && expert_data_parallel_ != nullptr) ||
-      (ep > 1 && (expert_model_parallel_->size() != ep || expert_model_parallel_->size() * expert_data_parallel_->size() !=
-                                                              gradients_.size())))
+  const bool expert_groups = expert_model_parallel_ != nullptr && expert_data_parallel_ != nullptr;
+  if ((ep > 1) != expert_groups ||
+      (ep > 1 && (expert_model_parallel_->size() != ep ||
+                  expert_model_parallel_->size() * expert_data_parallel_->size() != gradients_.size())))
     throw Error("internal error: a run validated for expert-parallel size " + std::to_string(ep) +
                 " given other expert groups");
   if (pipeline_.size() != options.parallel.pipeline_model_parallel_size)
