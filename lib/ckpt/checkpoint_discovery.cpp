@@ -30,7 +30,8 @@ std::string iteration_directory_problem(const std::string& directory, std::int64
         std::int64_t{world->tensor_model_parallel_size} * std::int64_t{world->pipeline_model_parallel_size};
     if (model_shards != expected)
       return "it holds " + std::to_string(model_shards) + " model shards of " + std::to_string(expected);
-    // With the distributed optimizer every data-parallel rank of every model shard wrote one.
+    // With the distributed optimizer (or expert parallelism) every data-parallel rank of every
+    // model shard wrote one.
     const std::int64_t expected_optimizer = expected * std::int64_t{world->data_parallel_size};
     if (optimizer_shards != 0 && optimizer_shards != expected_optimizer)
       return "it holds " + std::to_string(optimizer_shards) + " optimizer shards of " +

@@ -92,6 +92,56 @@ std::optional<CollectiveWatchdog::Scope> Communicator::watch(const char* operati
       InFlightOperation{operation, reduce, &description_, count, type, peer_role, peer});
 }
 
+void Communicator::all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                              std::span<const std::int64_t> recv_counts) {
+  constexpr const char* op = "all_to_all";
+  check_buffer(op, "the send", send);
+  check_buffer(op, "the receive", recv);
+  if (send.type != recv.type)
+    fail(op, std::string("send buffer holds ") + element_type_name(send.type) + ", receive buffer " +
+                 element_type_name(recv.type));
+  const auto check_counts = [&](const char* which, std::span<const std::int64_t> counts, std::int64_t total) {
+    if (static_cast<int>(counts.size()) != size())
+      fail(op, std::to_string(counts.size()) + " " + which + " counts for a group of " + std::to_string(size()));
+    std::int64_t sum = 0;
+    for (const std::int64_t c : counts) {
+      if (c < 0) fail(op, std::string("a negative ") + which + " count (" + count_text(c) + ")");
+      sum += c;
+    }
+    if (sum != total)
+      fail(op, std::string("the ") + which + " counts sum to " + count_text(sum) + ", the buffer holds " +
+                   count_text(total) + " elements");
+  };
+  check_counts("send", send_counts, send.count);
+  check_counts("receive", recv_counts, recv.count);
+  check_disjoint(op, send, recv);
+  auto scope = watch(op, nullptr, recv.count, recv.type, nullptr, -1);
+  do_all_to_all(send, send_counts, recv, recv_counts);
+}
+
+void Communicator::do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                                 std::span<const std::int64_t> recv_counts) {
+  const auto offsets = [](std::span<const std::int64_t> counts) {
+    std::vector<std::int64_t> first(counts.size() + 1, 0);
+    for (std::size_t r = 0; r < counts.size(); ++r) first[r + 1] = first[r] + counts[r];
+    return first;
+  };
+  const std::vector<std::int64_t> send_first = offsets(send_counts), recv_first = offsets(recv_counts);
+  const std::size_t element = element_size(send.type);
+  for (int s = 0; s < size(); ++s) {
+    const int dest = (rank() + s) % size();
+    const int source = (rank() - s + size()) % size();
+    SendBuffer out = send;
+    out.data = begin_of(send) + static_cast<std::size_t>(send_first[static_cast<std::size_t>(dest)]) * element;
+    out.count = send_counts[static_cast<std::size_t>(dest)];
+    RecvBuffer in = recv;
+    in.data = static_cast<std::byte*>(recv.data) +
+              static_cast<std::size_t>(recv_first[static_cast<std::size_t>(source)]) * element;
+    in.count = recv_counts[static_cast<std::size_t>(source)];
+    do_send_recv(out, dest, in, source);
+  }
+}
+
 void Communicator::all_reduce(RecvBuffer data, ReduceOp op) {
   check_buffer("all_reduce", "the", data);
   auto scope = watch("all_reduce", reduce_op_name(op), data.count, data.type, nullptr, -1);

@@ -112,6 +112,18 @@ public:
   // between pipeline neighbours that two blocking calls could deadlock.
   void send_recv(SendBuffer send, int dest, RecvBuffer recv, int source);
   void barrier();
+  // `send` in consecutive chunks of send_counts[0], send_counts[1], … elements (one per group
+  // rank, summing to send.count, zeros allowed), chunk r going to group rank r; `recv` in
+  // consecutive chunks of recv_counts[r] elements, chunk r what rank r sent to this rank
+  // (MPI_Alltoallv). send_counts[r] here must equal recv_counts[this rank] on rank r. The token
+  // exchange of expert parallelism (Megatron's all_to_all in megatron/core/tensor_parallel/
+  // mappings.py).
+  void all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                  std::span<const std::int64_t> recv_counts);
+  void all_to_all(ConstFloatView send, std::span<const std::int64_t> send_counts, FloatView recv,
+                  std::span<const std::int64_t> recv_counts) {
+    all_to_all(backend_buffer(send), send_counts, backend_buffer(recv), recv_counts);
+  }
 
   // Tells the transport that `data` (a backend's memory, from Backend::allocate_shareable) stays
   // allocated as long as this communicator (or until unregister_buffer) and that later
@@ -241,6 +253,10 @@ private:
   virtual void do_recv(RecvBuffer data, int source) = 0;
   virtual void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) = 0;
   virtual void do_barrier() = 0;
+  // By default one send_recv per pair of ranks, rank + s to rank − s for s = 0, 1, …: correct
+  // on any transport; MPI and NCCL override it with their own all-to-all.
+  virtual void do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                             std::span<const std::int64_t> recv_counts);
   virtual bool do_register_buffer(RecvBuffer /*data*/) { return false; }
   virtual void do_unregister_buffer(RecvBuffer /*data*/) {}
   // The chunked collectives (see start_reduce_scatter_chunks), complete (or queued on the

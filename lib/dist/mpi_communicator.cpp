@@ -129,6 +129,18 @@ void MpiCommunicator::do_send_recv(SendBuffer send, int dest, RecvBuffer recv, i
   out.store();
 }
 
+void MpiCommunicator::do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                                    std::span<const std::int64_t> recv_counts) {
+  std::vector<int> send_mpi, send_displacements, recv_mpi, recv_displacements;
+  chunk_layout("all_to_all", send_counts, send_mpi, send_displacements);
+  chunk_layout("all_to_all", recv_counts, recv_mpi, recv_displacements);
+  HostStaging in(mover_, send);
+  HostStaging out(mover_, recv, false);
+  MGT_MPI_CHECK(MPI_Alltoallv(in.host(), send_mpi.data(), send_displacements.data(), mpi_type(send.type), out.host(),
+                              recv_mpi.data(), recv_displacements.data(), mpi_type(recv.type), comm_));
+  out.store();
+}
+
 void MpiCommunicator::do_barrier() {
   if (size() == 1) return;
   MGT_MPI_CHECK(MPI_Barrier(comm_));

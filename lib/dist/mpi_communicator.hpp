@@ -33,6 +33,8 @@ private:
   void do_recv(RecvBuffer data, int source) override;
   void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) override;
   void do_barrier() override;
+  void do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                     std::span<const std::int64_t> recv_counts) override;
   void do_reduce_scatter_chunks(RecvBuffer data, std::span<const std::int64_t> counts,
                                 ReduceOp op) override;
   void do_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts) override;

@@ -273,6 +273,34 @@ void NcclCommunicator::do_send_recv(SendBuffer send, int dest, RecvBuffer recv, 
            in.host != nullptr || out.host != nullptr);
 }
 
+void NcclCommunicator::do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                                     std::span<const std::int64_t> recv_counts) {
+  use_device();
+  staging_.reserve_for(send, recv);
+  const DeviceView in = staging_.view(send.data, send.bytes(), send.space, 0, true, stream_);
+  const DeviceView out =
+      staging_.view(recv.data, recv.bytes(), recv.space, NcclStaging::aligned(send.bytes()), false, stream_);
+  const std::size_t element = element_size(send.type);
+  mark_begin();
+  MGT_NCCL_CHECK(ncclGroupStart());
+  std::size_t sent = 0, received = 0;
+  for (int r = 0; r < size(); ++r) {
+    const std::size_t n_send = count_of(send_counts[static_cast<std::size_t>(r)]);
+    const std::size_t n_recv = count_of(recv_counts[static_cast<std::size_t>(r)]);
+    if (n_send > 0)
+      MGT_NCCL_CHECK(ncclSend(static_cast<const std::byte*>(in.device) + sent * element, n_send,
+                              nccl_type(send.type), r, comm_, stream_));
+    if (n_recv > 0)
+      MGT_NCCL_CHECK(ncclRecv(static_cast<std::byte*>(out.device) + received * element, n_recv,
+                              nccl_type(recv.type), r, comm_, stream_));
+    sent += n_send;
+    received += n_recv;
+  }
+  MGT_NCCL_CHECK(ncclGroupEnd());
+  staging_.store(out, stream_);
+  complete(operation("all_to_all", recv.count, recv.type), in.host != nullptr || out.host != nullptr);
+}
+
 void NcclCommunicator::do_barrier() {
   use_device();
   staging_.reserve(NcclStaging::kAlign);

@@ -81,6 +81,9 @@ private:
   void do_recv(RecvBuffer data, int source) override;
   void do_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) override;
   void do_barrier() override;
+  // One NCCL group of a send and a receive per peer (NCCL has no all-to-all of its own).
+  void do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                     std::span<const std::int64_t> recv_counts) override;
   void gather(const void* in, void* out, SendBuffer send, cudaStream_t stream);
   void scatter(const void* in, void* out, RecvBuffer recv, ReduceOp op, cudaStream_t stream);
   // The chunked collectives as one NCCL group of a reduce (all-gather: broadcast) per chunk,

@@ -8,7 +8,7 @@ namespace mgt::dist {
 namespace {
 
 // The dimensions of Megatron's default order "tp-cp-ep-dp-pp"; the expert parallel size is 1 in
-// mgt but stays in the grid so the arithmetic is parallel_state's own.
+// the dense grid (EP is carved from dp · cp in the expert grid), as in parallel_state.
 enum Dim { kTp = 0, kCp, kEp, kDp, kPp, kDims };
 
 void require_positive(const char* flag, std::int64_t value) {
@@ -45,6 +45,7 @@ void validate_parallel_flags(const ParallelFlags& flags) {
   require_positive("--pipeline-model-parallel-size", flags.pipeline_model_parallel_size);
   require_positive("--distributed-timeout-minutes", flags.distributed_timeout_minutes);
   require_positive("--context-parallel-size", flags.context_parallel_size);
+  require_positive("--expert-model-parallel-size", flags.expert_model_parallel_size);
   // Minutes beyond this overflow the watchdog's millisecond clock arithmetic.
   constexpr std::int64_t kMaxMinutes = std::numeric_limits<std::int32_t>::max() / 60;
   if (flags.distributed_timeout_minutes > kMaxMinutes)
@@ -62,6 +63,8 @@ const char* group_kind_name(GroupKind kind) {
     case GroupKind::Embedding: return "embedding";
     case GroupKind::ContextParallel: return "context-parallel";
     case GroupKind::DataParallelWithContext: return "data-parallel-with-context";
+    case GroupKind::ExpertModelParallel: return "expert-model-parallel";
+    case GroupKind::ExpertDataParallel: return "expert-data-parallel";
   }
   return "unknown";
 }
@@ -88,6 +91,12 @@ ParallelLayout::ParallelLayout(const ParallelFlags& flags, int world_size)
   pp_ = static_cast<int>(flags.pipeline_model_parallel_size);
   cp_ = static_cast<int>(flags.context_parallel_size);
   dp_ = static_cast<int>(world_size / model_size);
+  // parallel_state.initialize_model_parallel: the expert grid must tile the world too.
+  const std::int64_t ep = flags.expert_model_parallel_size;
+  if (ep > 1 && (static_cast<std::int64_t>(dp_) * cp_) % ep != 0)
+    throw UsageError("--expert-model-parallel-size (" + std::to_string(ep) + ") must divide the data-parallel size" +
+                     (cp_ > 1 ? " x --context-parallel-size (" : " (") + std::to_string(dp_ * cp_) + ")");
+  ep_ = static_cast<int>(ep);
 }
 
 RankCoordinates ParallelLayout::coordinates(int rank) const {
@@ -107,8 +116,15 @@ int ParallelLayout::rank_of(const RankCoordinates& c) const {
 }
 
 std::vector<std::vector<int>> ParallelLayout::groups(GroupKind kind) const {
-  const std::vector<int> sizes = {tp_, cp_, 1, dp_, pp_};
+  std::vector<int> sizes = {tp_, cp_, 1, dp_, pp_};
   std::vector<bool> mask(kDims, false);
+  if (kind == GroupKind::ExpertModelParallel || kind == GroupKind::ExpertDataParallel) {
+    // The expert grid: expert-tensor (Megatron's default, the tensor-parallel size), no cp, ep,
+    // expert-dp, pp.
+    sizes = {tp_, 1, ep_, expert_data_parallel_size(), pp_};
+    mask[kind == GroupKind::ExpertModelParallel ? kEp : kDp] = true;
+    return orthogonal_rank_groups(world_size_, sizes, mask);
+  }
   switch (kind) {
     case GroupKind::TensorModelParallel: mask[kTp] = true; break;
     case GroupKind::DataParallel: mask[kDp] = true; break;
@@ -116,6 +132,8 @@ std::vector<std::vector<int>> ParallelLayout::groups(GroupKind kind) const {
     case GroupKind::ModelParallel: mask[kTp] = mask[kPp] = true; break;
     case GroupKind::ContextParallel: mask[kCp] = true; break;
     case GroupKind::DataParallelWithContext: mask[kCp] = mask[kDp] = true; break;
+    case GroupKind::ExpertModelParallel:
+    case GroupKind::ExpertDataParallel: break;  // above
     case GroupKind::Embedding: {
       // parallel_state.default_embedding_ranks: the first and the last stage.
       std::vector<std::vector<int>> result;

@@ -15,6 +15,10 @@
 // data-parallel groups [0,4] [1,5] [2,6] [3,7], and the data-parallel groups with context
 // parallelism (Megatron's "dp-cp": the gradients' reduction and the distributed optimizer's
 // shards) [0,2,4,6] [1,3,5,7].
+// Expert parallelism (--expert-model-parallel-size) lays the same world out a second time, as
+// parallel_state's expert_decoder_rank_generator does: expert-tensor (= tp) · ep · expert-dp · pp,
+// so with TP 1 the expert-parallel groups are consecutive ranks of the dp-cp ranks. World 4, EP 2:
+// expert-model-parallel groups [0,1] [2,3], expert-data-parallel groups [0,2] [1,3].
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -29,6 +33,7 @@ struct ParallelFlags {
   std::int64_t pipeline_model_parallel_size = 1;  // --pipeline-model-parallel-size
   std::int64_t distributed_timeout_minutes = 10;  // --distributed-timeout-minutes
   std::int64_t context_parallel_size = 1;         // --context-parallel-size
+  std::int64_t expert_model_parallel_size = 1;    // --expert-model-parallel-size
 
   // The collective watchdog's limit: --distributed-timeout-minutes as a duration.
   std::chrono::milliseconds distributed_timeout() const;
@@ -54,6 +59,10 @@ enum class GroupKind {
   Embedding,              // first and last pipeline stage (tied word embeddings)
   ContextParallel,        // "cp"
   DataParallelWithContext,  // "dp-cp": the gradients' reduction, the distributed optimizer
+  // Megatron's expert rank generator (order "tp-cp-ep-dp-pp" over expert-tensor × ep × expert-dp
+  // × pp, expert-tensor size = tensor size): the experts' ranks carved from the dp-cp ranks.
+  ExpertModelParallel,  // "ep": the ranks that share out the experts (token all-to-all)
+  ExpertDataParallel,   // expert "dp": the replicas of the same experts (their gradients' reduction)
 };
 
 // "tensor-model-parallel", "data-parallel", ... for messages.
@@ -69,6 +78,9 @@ public:
   int pipeline_model_parallel_size() const { return pp_; }
   int data_parallel_size() const { return dp_; }
   int context_parallel_size() const { return cp_; }
+  int expert_model_parallel_size() const { return ep_; }
+  // (dp · cp) / ep: the ranks holding the same experts.
+  int expert_data_parallel_size() const { return dp_ * cp_ / ep_; }
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;
@@ -87,6 +99,7 @@ private:
   int pp_;
   int dp_;
   int cp_ = 1;
+  int ep_ = 1;
 };
 
 // Megatron's generate_masked_orthogonal_rank_groups: the ranks of a world laid out as a grid of

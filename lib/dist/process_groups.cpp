@@ -14,6 +14,8 @@ Communicator* ProcessGroups::find(GroupKind kind) const {
     case GroupKind::Embedding: return embedding.get();
     case GroupKind::ContextParallel: return context_parallel.get();
     case GroupKind::DataParallelWithContext: return data_parallel_with_context.get();
+    case GroupKind::ExpertModelParallel: return expert_model_parallel.get();
+    case GroupKind::ExpertDataParallel: return expert_data_parallel.get();
   }
   return nullptr;
 }
@@ -42,6 +44,8 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
   groups.embedding = make(GroupKind::Embedding);
   groups.context_parallel = make(GroupKind::ContextParallel);
   groups.data_parallel_with_context = make(GroupKind::DataParallelWithContext);
+  groups.expert_model_parallel = make(GroupKind::ExpertModelParallel);
+  groups.expert_data_parallel = make(GroupKind::ExpertDataParallel);
   return groups;
 }
 
@@ -67,6 +71,9 @@ ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const Dev
   groups.context_parallel = mirror(bootstrap.context_parallel);
   groups.data_parallel_with_context = mirror(
       bootstrap.data_parallel_with_context, options.data_parallel == DataParallelCollectives::kCopyEngines);
+  groups.expert_model_parallel = mirror(bootstrap.expert_model_parallel, false);
+  groups.expert_data_parallel = mirror(
+      bootstrap.expert_data_parallel, options.data_parallel == DataParallelCollectives::kCopyEngines);
   return groups;
 }
 

@@ -20,6 +20,9 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> embedding;
   std::unique_ptr<Communicator> context_parallel;
   std::unique_ptr<Communicator> data_parallel_with_context;
+  // The experts' groups (one rank each without expert parallelism).
+  std::unique_ptr<Communicator> expert_model_parallel;
+  std::unique_ptr<Communicator> expert_data_parallel;
 
   Communicator& get(GroupKind kind) const;
   // Null only for the embedding group of a middle stage.

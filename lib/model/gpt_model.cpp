@@ -26,16 +26,19 @@ std::string output_weight_name(const GptConfig& config) {
 }  // namespace
 
 GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed,
-                   const TensorParallelism& tp, const PipelineParallelism& pp)
+                   const TensorParallelism& tp, const PipelineParallelism& pp, const ExpertParallelism& ep)
     : backend_(&backend),
       tp_(backend, tp.group),
       sequence_parallel_(tp.sequence_parallel && tp_.active()),
-      params_(config, backend, tp_.tensor_parallel_rank(), pp.stage),
+      params_(config, backend, tp_.tensor_parallel_rank(), pp.stage,
+              ep.group ? ExpertParallelRank{ep.group->size(), ep.group->rank()} : ExpertParallelRank{}),
       stage_config_(params_.config()),
       embedding_group_(nullptr) {
   const PipelineStage& stage = params_.pipeline_stage();
   // Activations are kept per pass, and a pass of an interleaved rank runs one chunk.
   stage_config_.num_layers = stage.chunk_layers(params_.config().num_layers);
+  // The MoE buffers are sized for the expert-parallel group this model runs with.
+  stage_config_.moe.expert_model_parallel_size = params_.expert_parallel().size;
   // Refuses a recomputation Megatron cannot run on this stage before anything is allocated.
   static_cast<void>(RecomputePlan(stage_config_, stage_config_.num_layers, true));
   if (params_.config().moe.enabled()) {
@@ -59,7 +62,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   layers_.reserve(static_cast<size_t>(stage_layers));
   for (int64_t l = 0; l < stage_layers; ++l) {
     const int64_t layer = stage.layer_at(l, all_layers);
-    layers_.emplace_back(params_, layer, tp_, in_fp8(layer) ? fp8_.get() : nullptr);
+    layers_.emplace_back(params_, layer, tp_, in_fp8(layer) ? fp8_.get() : nullptr, ep.group);
   }
   if (stage.is_last()) {
     final_norm_.emplace(params_, "decoder.final_layernorm");

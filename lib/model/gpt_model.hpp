@@ -100,6 +100,12 @@ struct PipelineParallelism {
   dist::Communicator* embedding_group = nullptr;
 };
 
+struct ExpertParallelism {
+  // The expert-model-parallel group (--expert-model-parallel-size ranks, model/moe_layer.hpp);
+  // null or a group of one: every rank holds every expert. Must outlive the model.
+  dist::Communicator* group = nullptr;
+};
+
 class GptModel {
 public:
   // The slot of a stage's evaluation passes (stage_forward without dropout or backward); slots
@@ -110,8 +116,11 @@ public:
   // seed they stay zero, for a caller about to load them from a checkpoint. Under tensor
   // parallelism each rank initialises its shard of the single-rank model's initial values; the
   // collectives of every later call must be made by all ranks of tp.group together.
+  // With expert parallelism each rank holds and runs its share of the experts, and every
+  // forward and backward of an MoE layer exchanges tokens over ep.group.
   GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed = 1234,
-           const TensorParallelism& tp = {}, const PipelineParallelism& pp = {});
+           const TensorParallelism& tp = {}, const PipelineParallelism& pp = {},
+           const ExpertParallelism& ep = {});
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
   ~GptModel();

@@ -6,12 +6,14 @@
 namespace mgt {
 
 GptParameters::GptParameters(const GptConfig& config, Backend& backend,
-                             const TensorParallelRank& tp, const PipelineStage& stage)
+                             const TensorParallelRank& tp, const PipelineStage& stage,
+                             const ExpertParallelRank& ep)
     : backend_(&backend),
       config_(config.resolved()),
       tp_(tp),
       stage_(stage),
-      table_(gpt_parameter_table(config_, tp_, stage_)),
+      ep_(ep),
+      table_(gpt_parameter_table(config_, tp_, stage_, ep_)),
       // Shareable: the data-parallel ranks on one machine read each other's gradients and
       // weights with the copy engines (dist/nccl_peer_copy.hpp).
       params_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),

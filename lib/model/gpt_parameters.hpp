@@ -19,12 +19,14 @@ public:
   // Allocates both buffers, parameters and gradients zeroed; call initialize() for initial values.
   // A pipeline stage holds its part of the model only (gpt_parameter_table); config stays the
   // whole model's.
+  // With expert parallelism, this rank's experts only (gpt_parameter_table).
   GptParameters(const GptConfig& config, Backend& backend, const TensorParallelRank& tp = {},
-                const PipelineStage& stage = {});
+                const PipelineStage& stage = {}, const ExpertParallelRank& ep = {});
 
   const GptConfig& config() const { return config_; }  // resolved
   const TensorParallelRank& tensor_parallel() const { return tp_; }
   const PipelineStage& pipeline_stage() const { return stage_; }
+  const ExpertParallelRank& expert_parallel() const { return ep_; }
   const ParameterTable& table() const { return table_; }
   std::span<const ParameterEntry> entries() const { return table_.entries; }
   const ParameterEntry* find(std::string_view name) const { return table_.find(name); }
@@ -92,6 +94,7 @@ private:
   GptConfig config_;
   TensorParallelRank tp_;
   PipelineStage stage_;
+  ExpertParallelRank ep_;
   ParameterTable table_;
   DeviceBuffer params_;
   DeviceBuffer grads_;

@@ -27,19 +27,33 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
   s.shared_ffn = m.shared_expert_intermediate_size;
   s.shared_fc1 = gated * s.shared_ffn;
   s.aux_groups = m.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? batch : 1;
+  s.ep = std::max<int64_t>(1, m.expert_model_parallel_size);
+  if (s.ep == 1) {
+    s.expert_rows = s.max_rows;
+  } else {
+    const int64_t local = m.num_experts / s.ep;
+    const int64_t to_local = s.tokens * std::min(m.topk, local);
+    const int64_t per_rank = capacity < 0          ? to_local
+                             : m.pad_to_capacity ? capacity * local
+                                                 : std::min(to_local, capacity * local);
+    s.expert_rows = s.ep * per_rank;
+  }
   return s;
 }
 
 int64_t MoeBufferSizes::activation_floats() const {
-  return 3 * tokens * experts + aux_groups * experts + max_rows + max_rows * (2 * hidden + fc1 + ffn) +
-         tokens * (shared_fc1 + shared_ffn);
+  return 3 * tokens * experts + aux_groups * experts + max_rows + max_rows * 2 * hidden +
+         expert_rows * (fc1 + ffn) + (ep > 1 ? expert_rows * hidden : 0) + tokens * (shared_fc1 + shared_ffn);
 }
 
-int64_t MoeBufferSizes::activation_indices() const { return 2 * max_rows + tokens * topk + tokens * experts + experts; }
+int64_t MoeBufferSizes::activation_indices() const {
+  return 2 * max_rows + tokens * topk + tokens * experts + experts + (ep > 1 ? experts + 2 * expert_rows : 0);
+}
 
 int64_t MoeBufferSizes::scratch_floats() const {
-  return (shared_ffn > 0 ? tokens * hidden : 0) + 3 * tokens * experts + max_rows + 2 * max_rows * hidden + std::max(max_rows * ffn, tokens * shared_ffn) +
-         std::max(max_rows * fc1, tokens * shared_fc1) + tokens * hidden;
+  return (shared_ffn > 0 ? tokens * hidden : 0) + 3 * tokens * experts + max_rows + 2 * max_rows * hidden +
+         std::max(expert_rows * ffn, tokens * shared_ffn) + std::max(expert_rows * fc1, tokens * shared_fc1) +
+         tokens * hidden + (ep > 1 ? 3 * expert_rows * hidden : 0);
 }
 
 MoeBuffers::MoeBuffers(Backend& backend, const MoeBufferSizes& sizes, bool training)

@@ -23,10 +23,15 @@ struct MoeActivations {
   IndexView slot_row;     // [T·E] expert row of (t, e), −1 where not routed
   IndexView expert_rows;  // [E] rows of each expert (padding included)
   FloatView row_weights;  // [max rows] probability of each row's (token, expert) (fp32)
-  FloatView permuted;     // [max rows, h] the experts' input
-  FloatView fc1_output;   // [max rows, fc1 of an expert]
-  FloatView activation_output;  // [max rows, expert ffn]
-  FloatView expert_output;      // [max rows, h]
+  FloatView permuted;     // [max rows, h] this rank's tokens by expert
+  // With expert parallelism (model/moe_token_dispatcher.hpp), what the local experts run on:
+  IndexView ep_counts;    // [ep, local experts] rows each rank sent to each local expert
+  IndexView ep_sort;      // [expert rows] received row of each row in local-expert order
+  IndexView ep_unsort;    // [expert rows] local-expert-order row of each received row
+  FloatView expert_input;       // [expert rows, h] the local experts' input (permuted without EP)
+  FloatView fc1_output;   // [expert rows, fc1 of an expert]
+  FloatView activation_output;  // [expert rows, expert ffn]
+  FloatView expert_output;      // [max rows, h] the experts' output for this rank's rows
   FloatView shared_fc1_output;         // [T, shared fc1] (shared experts only)
   FloatView shared_activation_output;  // [T, shared ffn]
 };
@@ -38,10 +43,15 @@ struct MoeScratch {
   FloatView d_logits;       // [T, E] (fp32)
   FloatView d_row_weights;  // [max rows] (fp32)
   FloatView d_rows;         // [max rows, h]
-  FloatView d_activation;   // [max rows, expert ffn] (also the shared experts' [T, shared ffn])
-  FloatView d_fc1;          // [max rows, fc1 of an expert] (also the shared experts')
+  FloatView d_activation;   // [expert rows, expert ffn] (also the shared experts' [T, shared ffn])
+  FloatView d_fc1;          // [expert rows, fc1 of an expert] (also the shared experts')
   FloatView d_permuted;     // [max rows, h]
   FloatView d_hidden;       // [T, h]
+  // With expert parallelism: the rows as exchanged (in source-rank order), the local experts'
+  // output (or the gradient of it) in local-expert order, and the gradient of their input.
+  FloatView ep_exchange;    // [expert rows, h]
+  FloatView ep_sorted;      // [expert rows, h]
+  FloatView ep_d_input;     // [expert rows, h] (training)
 };
 
 struct MoeBufferSizes {
@@ -55,6 +65,11 @@ struct MoeBufferSizes {
   int64_t shared_fc1 = 0;
   int64_t shared_ffn = 0;
   int64_t aux_groups = 0;  // the batch for seq_aux_loss, else 1
+  int64_t ep = 1;           // expert-parallel ranks (MoeConfig::expert_model_parallel_size)
+  // Rows the local experts may receive: max_rows without expert parallelism, else each rank's
+  // most for the local experts (every token to min(topk, local experts) of them, at most their
+  // capacities) times ep.
+  int64_t expert_rows = 0;
 
   int64_t activation_floats() const;
   int64_t activation_indices() const;
@@ -95,8 +110,16 @@ MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, Tak
   a.expert_rows = take_index(s.experts);
   a.row_weights = take_fp32(s.max_rows);
   a.permuted = take(s.max_rows * s.hidden);
-  a.fc1_output = take(s.max_rows * s.fc1);
-  a.activation_output = take(s.max_rows * s.ffn);
+  if (s.ep > 1) {
+    a.ep_counts = take_index(s.experts);
+    a.ep_sort = take_index(s.expert_rows);
+    a.ep_unsort = take_index(s.expert_rows);
+    a.expert_input = take(s.expert_rows * s.hidden);
+  } else {
+    a.expert_input = a.permuted;
+  }
+  a.fc1_output = take(s.expert_rows * s.fc1);
+  a.activation_output = take(s.expert_rows * s.ffn);
   a.expert_output = take(s.max_rows * s.hidden);
   a.shared_fc1_output = take(s.tokens * s.shared_fc1);
   a.shared_activation_output = take(s.tokens * s.shared_ffn);
@@ -109,17 +132,22 @@ MoeScratch take_moe_scratch(const MoeBufferSizes& s, TakeFloat take, TakeFp32 ta
   const int64_t te = s.tokens * s.experts;
   x.gates = take_fp32(te);
   x.shared_output = take(s.shared_ffn > 0 ? s.tokens * s.hidden : 0);
+  if (s.ep > 1) {
+    x.ep_exchange = take(s.expert_rows * s.hidden);
+    x.ep_sorted = take(s.expert_rows * s.hidden);
+  }
   if (!training) return x;
   x.d_probs = take_fp32(te);
   x.d_logits = take_fp32(te);
   x.d_row_weights = take_fp32(s.max_rows);
   x.d_rows = take(s.max_rows * s.hidden);
-  const int64_t activation = std::max(s.max_rows * s.ffn, s.tokens * s.shared_ffn);
-  const int64_t fc1 = std::max(s.max_rows * s.fc1, s.tokens * s.shared_fc1);
+  const int64_t activation = std::max(s.expert_rows * s.ffn, s.tokens * s.shared_ffn);
+  const int64_t fc1 = std::max(s.expert_rows * s.fc1, s.tokens * s.shared_fc1);
   x.d_activation = take(activation);
   x.d_fc1 = take(fc1);
   x.d_permuted = take(s.max_rows * s.hidden);
   x.d_hidden = take(s.tokens * s.hidden);
+  if (s.ep > 1) x.ep_d_input = take(s.expert_rows * s.hidden);
   return x;
 }
 

@@ -47,35 +47,37 @@ void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Cons
 }
 
 MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix) : hidden_(params.config().hidden_size) {
-  for (int64_t j = 0; j < params.config().moe.num_experts; ++j)
-    experts_.emplace_back(params, prefix + ".experts.local_experts." + std::to_string(j));
+  const ExpertParallelRank& ep = params.expert_parallel();
+  const int64_t experts = params.config().moe.num_experts;
+  for (int64_t j = 0; j < experts / ep.size; ++j)
+    experts_.emplace_back(params, prefix + ".experts.local_experts." + std::to_string(ep.global_expert(experts, j)));
 }
 
-void MoeExperts::forward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved) const {
+void MoeExperts::forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
+                         FloatView output) const {
   int64_t first = 0;
   for (std::size_t j = 0; j < experts_.size(); ++j) {
     const ExpertMlp& expert = experts_[j];
     const int64_t rows = expert_rows[j];
-    expert.forward(saved.permuted.subspan(first * hidden_, rows * hidden_), rows,
+    expert.forward(input.subspan(first * hidden_, rows * hidden_), rows,
                    saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
                    saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()),
-                   saved.expert_output.subspan(first * hidden_, rows * hidden_));
+                   output.subspan(first * hidden_, rows * hidden_));
     first += rows;
   }
 }
 
-void MoeExperts::backward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved,
-                          const MoeScratch& scratch) const {
+void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
+                          const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const {
   int64_t first = 0;
   for (std::size_t j = 0; j < experts_.size(); ++j) {
     const ExpertMlp& expert = experts_[j];
     const int64_t rows = expert_rows[j];
-    expert.backward(scratch.d_rows.subspan(first * hidden_, rows * hidden_),
-                    saved.permuted.subspan(first * hidden_, rows * hidden_), rows,
-                    saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
+    expert.backward(d_output.subspan(first * hidden_, rows * hidden_), input.subspan(first * hidden_, rows * hidden_),
+                    rows, saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
                     saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()),
                     scratch.d_activation.first(rows * expert.ffn()), scratch.d_fc1.first(rows * expert.fc1_size()),
-                    scratch.d_permuted.subspan(first * hidden_, rows * hidden_));
+                    d_input.subspan(first * hidden_, rows * hidden_));
     first += rows;
   }
 }

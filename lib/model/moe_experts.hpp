@@ -2,6 +2,7 @@
 // the activation, linear_fc2) of its own hidden size, as Megatron-Core's SequentialMLP
 // (megatron/core/transformer/moe/experts.py) runs its local experts one after another over
 // their rows of the permuted tokens, and SharedExpertMLP (shared_experts.py) over every token.
+// Under expert parallelism a rank holds num_experts / EP consecutive experts.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -37,14 +38,17 @@ private:
 
 class MoeExperts {
 public:
-  // `prefix`: the layer's "decoder.layers.{i}.mlp".
+  // `prefix`: the layer's "decoder.layers.{i}.mlp". This rank's experts (all of them without
+  // expert parallelism), whose parameters carry their global numbers.
   MoeExperts(GptParameters& params, const std::string& prefix);
 
-  // saved.fc1_output, activation_output and expert_output from saved.permuted, expert after
-  // expert over `expert_rows` rows each.
-  void forward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved) const;
-  // From scratch.d_rows (∂/∂expert_output): the experts' weight gradients and scratch.d_permuted.
-  void backward(const std::vector<int64_t>& expert_rows, const MoeActivations& saved, const MoeScratch& scratch) const;
+  // saved.fc1_output, activation_output and `output` from `input` ([Σ rows, h] each), local
+  // expert after local expert over `expert_rows` rows each.
+  void forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
+               FloatView output) const;
+  // From d_output (∂/∂output): the experts' weight gradients and d_input.
+  void backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
+                const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
 
 private:
   std::vector<ExpertMlp> experts_;

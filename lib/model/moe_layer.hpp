@@ -1,7 +1,8 @@
 // Megatron-Core's MoELayer (megatron/core/transformer/moe/moe_layer.py) in place of a layer's MLP:
 // route (moe_router.hpp), permute the tokens to the experts (moe_token_dispatcher.hpp), run the
 // experts (moe_experts.hpp), combine their outputs weighted by the routing probabilities, and
-// add the shared experts' output. One rank holds every expert (expert-parallel size 1).
+// add the shared experts' output. Under expert parallelism each rank holds its share of the
+// experts and the tokens travel to them and back by all-to-all (moe_token_dispatcher.hpp).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -19,7 +20,8 @@ namespace mgt {
 
 class MoeLayer {
 public:
-  MoeLayer(GptParameters& params, int64_t layer);
+  // `expert_group` (may be null): the expert-model-parallel group; must outlive the layer.
+  MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group = nullptr);
 
   // output [T, h] from input [T, h] (the pre-MLP norm's output).
   void forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,

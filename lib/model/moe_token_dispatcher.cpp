@@ -4,8 +4,16 @@
 
 namespace mgt {
 
-MoeTokenDispatcher::MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden)
-    : backend_(&backend), moe_(moe), hidden_(hidden) {}
+MoeTokenDispatcher::MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden,
+                                       dist::Communicator* expert_group)
+    : backend_(&backend),
+      moe_(moe),
+      hidden_(hidden),
+      group_(expert_group && expert_group->size() > 1 ? expert_group : nullptr) {
+  if (group_ && moe_.num_experts % group_->size() != 0)
+    throw Error("internal error: " + std::to_string(moe_.num_experts) + " experts over " +
+                std::to_string(group_->size()) + " expert-parallel ranks");
+}
 
 std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens,
                                                   const MoeActivations& saved) const {
@@ -78,6 +86,100 @@ void MoeTokenDispatcher::dispatch_backward(ConstFloatView d_permuted, int64_t to
                                            const MoeActivations& saved, FloatView d_input) const {
   backend_->gather_sum_rows(d_permuted, rows, hidden_, saved.token_rows.first(tokens * moe_.topk), moe_.topk, {},
                             d_input);
+}
+
+ExpertExchange MoeTokenDispatcher::exchange_from_counts(const std::vector<int64_t>& rows_of,
+                                                       const std::vector<int64_t>& counts) const {
+  const int ep = group_->size();
+  const int64_t local = moe_.num_experts / ep;
+  ExpertExchange x;
+  x.send_rows.assign(static_cast<std::size_t>(ep), 0);
+  x.recv_rows.assign(static_cast<std::size_t>(ep), 0);
+  x.expert_rows.assign(static_cast<std::size_t>(local), 0);
+  for (int r = 0; r < ep; ++r)
+    for (int64_t j = 0; j < local; ++j) {
+      x.send_rows[static_cast<std::size_t>(r)] += rows_of[static_cast<std::size_t>(r * local + j)];
+      const int64_t c = counts[static_cast<std::size_t>(r * local + j)];
+      x.recv_rows[static_cast<std::size_t>(r)] += c;
+      x.expert_rows[static_cast<std::size_t>(j)] += c;
+    }
+  for (int r = 0; r < ep; ++r) {
+    x.rows += x.send_rows[static_cast<std::size_t>(r)];
+    x.received += x.recv_rows[static_cast<std::size_t>(r)];
+  }
+  return x;
+}
+
+ExpertExchange MoeTokenDispatcher::plan_exchange(const std::vector<int64_t>& rows_of,
+                                                 const MoeActivations& saved) const {
+  const int ep = group_->size();
+  const int64_t local = moe_.num_experts / ep;
+  // Megatron's preprocess: every rank learns how many rows each rank sends each of its experts
+  // (num_global_tokens_per_local_expert): chunk r of the rows per expert goes to rank r.
+  std::vector<int64_t> counts(static_cast<std::size_t>(moe_.num_experts));
+  const std::vector<int64_t> chunk(static_cast<std::size_t>(ep), local);
+  group_->all_to_all(dist::host_buffer(std::span<const int64_t>(rows_of)), chunk,
+                     dist::host_buffer(std::span<int64_t>(counts)), chunk);
+  ExpertExchange x = exchange_from_counts(rows_of, counts);
+  if (x.received > saved.ep_sort.size())
+    throw Error("MoE routing: the local experts receive more rows than the buffers hold");
+  // sort_chunks_by_idxs: the received chunks (source rank, local expert) in the order (local
+  // expert, source rank); ep_unsort is the inverse permutation.
+  std::vector<int64_t> first(static_cast<std::size_t>(moe_.num_experts));  // received row of chunk (r, j)
+  int64_t next = 0;
+  for (int r = 0; r < ep; ++r)
+    for (int64_t j = 0; j < local; ++j) {
+      first[static_cast<std::size_t>(r * local + j)] = next;
+      next += counts[static_cast<std::size_t>(r * local + j)];
+    }
+  std::vector<int64_t> sort, unsort(static_cast<std::size_t>(x.received));
+  sort.reserve(static_cast<std::size_t>(x.received));
+  for (int64_t j = 0; j < local; ++j)
+    for (int r = 0; r < ep; ++r)
+      for (int64_t i = 0; i < counts[static_cast<std::size_t>(r * local + j)]; ++i) {
+        const int64_t received_row = first[static_cast<std::size_t>(r * local + j)] + i;
+        unsort[static_cast<std::size_t>(received_row)] = static_cast<int64_t>(sort.size());
+        sort.push_back(received_row);
+      }
+  backend_->copy_from_host<int64_t>(counts, saved.ep_counts.first(moe_.num_experts));
+  backend_->copy_from_host<int64_t>(sort, saved.ep_sort.first(x.received));
+  backend_->copy_from_host<int64_t>(unsort, saved.ep_unsort.first(x.received));
+  return x;
+}
+
+ExpertExchange MoeTokenDispatcher::saved_exchange(const std::vector<int64_t>& rows_of,
+                                                  const MoeActivations& saved) const {
+  std::vector<int64_t> counts(static_cast<std::size_t>(moe_.num_experts));
+  backend_->copy_to_host(DeviceSpan<const int64_t>(saved.ep_counts.first(moe_.num_experts)),
+                         std::span<int64_t>(counts));
+  return exchange_from_counts(rows_of, counts);
+}
+
+namespace {
+
+std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t width) {
+  std::vector<int64_t> elements(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) elements[i] = rows[i] * width;
+  return elements;
+}
+
+}  // namespace
+
+void MoeTokenDispatcher::to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved,
+                                    FloatView exchange, FloatView sorted) const {
+  const FloatView received = exchange.first(x.received * hidden_);
+  group_->all_to_all(rows.first(x.rows * hidden_), times(x.send_rows, hidden_), received,
+                     times(x.recv_rows, hidden_));
+  backend_->gather_rows(received, x.received, hidden_, saved.ep_sort.first(x.received), {},
+                        sorted.first(x.received * hidden_));
+}
+
+void MoeTokenDispatcher::from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved,
+                                      FloatView exchange, FloatView rows) const {
+  const FloatView back = exchange.first(x.received * hidden_);
+  backend_->gather_rows(sorted.first(x.received * hidden_), x.received, hidden_, saved.ep_unsort.first(x.received), {},
+                        back);
+  group_->all_to_all(back, times(x.recv_rows, hidden_), rows.first(x.rows * hidden_), times(x.send_rows, hidden_));
 }
 
 std::vector<int64_t> MoeTokenDispatcher::expert_rows(const MoeActivations& saved) const {

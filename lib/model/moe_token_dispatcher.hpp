@@ -1,8 +1,14 @@
-// The token permutation around the experts on one rank, as Megatron-Core's
-// MoEAllGatherTokenDispatcher and MoEAlltoAllTokenDispatcher do it with one expert-parallel rank
-// (megatron/core/transformer/moe/token_dispatcher.py, permute/unpermute in moe_utils.py): each
-// expert's tokens in token order, expert after expert; the experts' outputs weighted by the
-// routing probabilities and summed back per token.
+// The token permutation around the experts, as Megatron-Core's MoEAlltoAllTokenDispatcher does it
+// (megatron/core/transformer/moe/token_dispatcher.py, permute/unpermute and sort_chunks_by_idxs
+// in moe_utils.py): each expert's tokens in token order, expert after expert; the experts'
+// outputs weighted by the routing probabilities and summed back per token.
+//
+// Under expert parallelism (--expert-model-parallel-size) every rank routes its own tokens over
+// all experts and permutes them as above; the rows of each rank's experts then go to that rank
+// in one all-to-all over the expert-model-parallel group (its input_splits and output_splits),
+// arrive grouped by source rank and are sorted by local expert (sort_chunks_by_idxs), run
+// through the local experts, and come back by the reverse sort and all-to-all. The backward
+// moves the gradients along the same path in the same order.
 //
 // The rows per expert decide the shapes of the experts' GEMMs, so the routing map is read back
 // to the host once per layer and micro-batch (Megatron reads tokens_per_expert back the same
@@ -12,14 +18,29 @@
 #include <cstdint>
 #include <vector>
 
+#include "dist/communicator.hpp"
 #include "kernels/backend.hpp"
 #include "model/moe_buffers.hpp"
 
 namespace mgt {
 
+// One MoE layer's exchange of rows between the expert-parallel ranks for one micro-batch.
+struct ExpertExchange {
+  std::vector<int64_t> send_rows;    // [ep] this rank's rows for each rank's experts (input_splits)
+  std::vector<int64_t> recv_rows;    // [ep] rows from each rank (output_splits)
+  std::vector<int64_t> expert_rows;  // [local experts] rows of each local expert, every rank's
+  int64_t rows = 0;                  // Σ send_rows: this rank's permuted rows
+  int64_t received = 0;              // Σ recv_rows: the local experts' rows
+};
+
 class MoeTokenDispatcher {
 public:
-  MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden);
+  // `expert_group` (may be null: every expert here) must outlive the dispatcher.
+  MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden,
+                     dist::Communicator* expert_group = nullptr);
+
+  // Whether the experts are spread over two or more ranks.
+  bool expert_parallel() const { return group_ != nullptr; }
 
   // From saved.routing_map and probs: the index tables, saved.row_weights and saved.permuted
   // (input [T, h] by expert). Returns the rows of each expert (with padding to the capacity
@@ -36,10 +57,28 @@ public:
   // The rows of each expert as dispatch left them (read back from saved.expert_rows).
   std::vector<int64_t> expert_rows(const MoeActivations& saved) const;
 
+  // ---- expert parallelism ----
+  // Collective over the expert group (after dispatch): the rows each rank sends each local
+  // expert, exchanged; saved.ep_counts, ep_sort and ep_unsort written.
+  ExpertExchange plan_exchange(const std::vector<int64_t>& rows_of, const MoeActivations& saved) const;
+  // The same exchange again in the backward, from saved.ep_counts.
+  ExpertExchange saved_exchange(const std::vector<int64_t>& rows_of, const MoeActivations& saved) const;
+  // Collective: `rows` [x.rows, h] (this rank's, by expert) to the experts' ranks; `sorted`
+  // [x.received, h] receives them by local expert. `exchange` is scratch of the same size.
+  void to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved, FloatView exchange,
+                  FloatView sorted) const;
+  // Collective, the reverse: `sorted` [x.received, h] back to the ranks whose rows they are;
+  // `rows` [x.rows, h] receives this rank's.
+  void from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved, FloatView exchange,
+                    FloatView rows) const;
+
 private:
+  ExpertExchange exchange_from_counts(const std::vector<int64_t>& rows_of, const std::vector<int64_t>& counts) const;
+
   Backend* backend_;
   MoeConfig moe_;
   int64_t hidden_;
+  dist::Communicator* group_ = nullptr;  // null without expert parallelism
 };
 
 }  // namespace mgt

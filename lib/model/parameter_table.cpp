@@ -60,8 +60,12 @@ public:
   }
 
   void mark_pipeline_duplicate() { table_.entries.back().pipeline_duplicate = true; }
+  void mark_expert_parallel() { table_.entries.back().expert_parallel = true; }
+  // Where the expert region starts (see ParameterTable::expert_begin).
+  void begin_expert_region() { table_.expert_begin = size_; }
 
-  ParameterTable finish() {
+  ParameterTable finish(bool expert_region) {
+    if (!expert_region) table_.expert_begin = size_;
     table_.buffer_size = size_;
     return std::move(table_);
   }
@@ -129,26 +133,41 @@ namespace {
 // [experts, h], each expert's linear_fc1 and linear_fc2 as SequentialMLP names them
 // (experts.local_experts.{j}), and the shared experts' (shared_experts). No biases: Megatron's
 // MoE layers have none. Initialised as the dense MLP (the router with init_method).
-void add_moe_parameters(TableBuilder& b, const GptConfig& c, const std::string& mlp, double std, double scaled_std) {
-  const int64_t h = c.hidden_size;
+// With expert parallelism the routed experts are left to add_routed_experts, after the rest.
+void add_moe_mlp(TableBuilder& b, const GptConfig& c, const std::string& prefix, int64_t ffn, double std,
+                 double scaled_std, bool expert) {
   const int64_t chunks = c.gated_linear_unit() ? 2 : 1;
-  b.add(mlp + ".router.weight", {c.moe.num_experts, h}, kNotPartitioned, ParameterInit::kNormal, std);
-  auto add_mlp = [&](const std::string& prefix, int64_t ffn) {
-    b.add(prefix + ".linear_fc1.weight", {chunks * ffn, h}, 0, ParameterInit::kNormal, std, chunks);
-    b.add(prefix + ".linear_fc2.weight", {h, ffn}, 1, ParameterInit::kNormal, scaled_std);
-  };
-  for (int64_t j = 0; j < c.moe.num_experts; ++j)
-    add_mlp(mlp + ".experts.local_experts." + std::to_string(j), c.moe.ffn_hidden_size);
+  b.add(prefix + ".linear_fc1.weight", {chunks * ffn, c.hidden_size}, 0, ParameterInit::kNormal, std, chunks);
+  if (expert) b.mark_expert_parallel();
+  b.add(prefix + ".linear_fc2.weight", {c.hidden_size, ffn}, 1, ParameterInit::kNormal, scaled_std);
+  if (expert) b.mark_expert_parallel();
+}
+
+// This expert-parallel rank's routed experts of one MoE layer, by their global index.
+void add_routed_experts(TableBuilder& b, const GptConfig& c, const std::string& mlp, const ExpertParallelRank& ep,
+                        double std, double scaled_std) {
+  for (int64_t j = 0; j < c.moe.num_experts / ep.size; ++j)
+    add_moe_mlp(b, c, mlp + ".experts.local_experts." + std::to_string(ep.global_expert(c.moe.num_experts, j)),
+                c.moe.ffn_hidden_size, std, scaled_std, true);
+}
+
+void add_moe_parameters(TableBuilder& b, const GptConfig& c, const std::string& mlp, const ExpertParallelRank& ep,
+                        double std, double scaled_std) {
+  b.add(mlp + ".router.weight", {c.moe.num_experts, c.hidden_size}, kNotPartitioned, ParameterInit::kNormal, std);
+  if (ep.size == 1) add_routed_experts(b, c, mlp, ep, std, scaled_std);
   if (c.moe.shared_expert_intermediate_size > 0)
-    add_mlp(mlp + ".shared_experts", c.moe.shared_expert_intermediate_size);
+    add_moe_mlp(b, c, mlp + ".shared_experts", c.moe.shared_expert_intermediate_size, std, scaled_std, false);
 }
 
 }  // namespace
 
 ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp,
-                                   const PipelineStage& stage) {
+                                   const PipelineStage& stage, const ExpertParallelRank& ep) {
   const GptConfig c = config.resolved();
   validate_tensor_parallel(c, tp);
+  if (ep.size < 1 || ep.rank < 0 || ep.rank >= ep.size || (c.moe.enabled() && c.moe.num_experts % ep.size != 0))
+    throw UsageError("expert-parallel rank " + std::to_string(ep.rank) + " of " + std::to_string(ep.size) +
+                     " cannot hold an equal share of " + std::to_string(c.moe.num_experts) + " experts");
   const int64_t h = c.hidden_size;
   const double std = c.init_method_std;
   // Output projections of each residual branch: N(0, σ/√(2L)) (Megatron's scaled_init_method).
@@ -202,7 +221,7 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     if (c.add_bias_linear) b.add_sequence_parallel(proj + ".bias", h, ParameterInit::kZeros);
     add_norm(layer + ".pre_mlp_layernorm");
     if (c.moe.is_moe_layer(i)) {
-      add_moe_parameters(b, c, layer + ".mlp", std, scaled_std);
+      add_moe_parameters(b, c, layer + ".mlp", ep, std, scaled_std);
       continue;
     }
     const std::string fc1 = layer + ".mlp.linear_fc1";
@@ -214,7 +233,19 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     b.add(fc2 + ".weight", {h, c.ffn_hidden_size}, 1, ParameterInit::kNormal, scaled_std);
     if (c.add_bias_linear) b.add_sequence_parallel(fc2 + ".bias", h, ParameterInit::kZeros);
   }
-  if (!stage.is_last()) return b.finish();
+  // Megatron's expert-parallel buffers: the routed experts after the rest of the stage.
+  const bool expert_region = ep.size > 1 && c.moe.enabled();
+  const auto finish = [&] {
+    if (expert_region) {
+      b.begin_expert_region();
+      for (int64_t local = 0; local < stage_layers; ++local) {
+        const int64_t i = stage.layer_at(local, c.num_layers);
+        if (c.moe.is_moe_layer(i)) add_routed_experts(b, c, layer_prefix(i) + ".mlp", ep, std, scaled_std);
+      }
+    }
+    return b.finish(expert_region);
+  };
+  if (!stage.is_last()) return finish();
   add_norm("decoder.final_layernorm");
   if (c.untie_embeddings_and_output_weights) {
     b.add("output_layer.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal, std);
@@ -224,7 +255,7 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     add_word_embedding();
     b.mark_pipeline_duplicate();
   }
-  return b.finish();
+  return finish();
 }
 
 bool is_embedding_or_output_parameter(const ParameterEntry& entry) {

@@ -19,6 +19,16 @@ struct TensorParallelRank {
   int64_t rank = 0;
 };
 
+// This rank's place among the expert-parallel ranks (--expert-model-parallel-size): it holds the
+// routed experts [rank · E/size, (rank + 1) · E/size) of each MoE layer, named by their global
+// index, so that names (and checkpoints) do not depend on the expert-parallel size.
+struct ExpertParallelRank {
+  int64_t size = 1;
+  int64_t rank = 0;
+  // The global index of local expert j of a model with `experts` experts.
+  int64_t global_expert(int64_t experts, int64_t j) const { return rank * (experts / size) + j; }
+};
+
 inline constexpr int64_t kNotPartitioned = -1;
 
 // Every tensor starts at a multiple of this many elements (256 bytes), the alignment GPU GEMM
@@ -61,6 +71,10 @@ struct ParameterEntry {
   // tied output weight (pipeline_stage.hpp). It equals the first stage's tensor, so norms and
   // parameter counts leave it out and checkpoints store the first stage's.
   bool pipeline_duplicate = false;
+  // Megatron's `allreduce = False` attribute: a routed expert's weight, held by one expert-
+  // parallel rank (ExpertParallelRank). Its gradient is reduced over the expert-data-parallel
+  // ranks only, and norms add the expert-parallel ranks' sums.
+  bool expert_parallel = false;
   bool weight_decay = true;  // Megatron: no decay for 1-D tensors and biases
   ParameterInit init = ParameterInit::kNormal;
   double init_std = 0.0;
@@ -80,6 +94,10 @@ struct ParameterEntry {
 struct ParameterTable {
   std::vector<ParameterEntry> entries;  // in buffer order
   int64_t buffer_size = 0;              // local elements including alignment gaps
+  // With more than one expert-parallel rank, the routed experts' tensors come last, from this
+  // offset to buffer_size (Megatron's separate expert-parallel buffers): the two regions are
+  // reduced and sharded over different groups. buffer_size otherwise (no such region).
+  int64_t expert_begin = 0;
 
   const ParameterEntry* find(std::string_view name) const;
   // Throws mgt::Error when the name is not in the table.
@@ -94,8 +112,10 @@ void validate_tensor_parallel(const GptConfig& config, const TensorParallelRank&
 // the embedding on the first stage, its layers (by their global numbers), and the final norm
 // and output layer on the last — there, with tied embeddings, the word embedding's copy
 // (pipeline_duplicate) at the output layer's place.
+// With expert parallelism (ep.size > 1), each MoE layer's routed experts are this rank's only,
+// placed after everything else (ParameterTable::expert_begin).
 ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallelRank& tp = {},
-                                   const PipelineStage& stage = {});
+                                   const PipelineStage& stage = {}, const ExpertParallelRank& ep = {});
 
 // Name prefix of layer i's parameters: "decoder.layers.{i}".
 std::string layer_prefix(int64_t layer);

@@ -5,7 +5,8 @@
 namespace mgt {
 
 TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
-                                   const TensorParallelMappings& tp, Fp8Training* fp8)
+                                   const TensorParallelMappings& tp, Fp8Training* fp8,
+                                   dist::Communicator* expert_group)
     : backend_(&params.backend()),
       layer_(layer),
       hidden_dropout_(params.config().hidden_dropout),
@@ -14,7 +15,7 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm") {
   if (params.config().moe.is_moe_layer(layer)) {
-    moe_.emplace(params, layer);
+    moe_.emplace(params, layer, expert_group);
   } else {
     mlp_.emplace(params, layer, tp, fp8);
   }

@@ -47,8 +47,9 @@ class TransformerLayer {
 public:
   // `tp` must outlive the layer.
   // With `fp8` (null: the model's precision) its four linear layers compute in FP8.
+  // `expert_group` (may be null): an MoE layer's expert-model-parallel group.
   TransformerLayer(GptParameters& params, int64_t layer, const TensorParallelMappings& tp,
-                   Fp8Training* fp8 = nullptr);
+                   Fp8Training* fp8 = nullptr, dist::Communicator* expert_group = nullptr);
 
   const SelfAttention& attention() const { return attention_; }
   // The dense MLP; an MoE layer (--num-experts, --moe-layer-freq) has none.

@@ -41,7 +41,10 @@ std::vector<ElementRange> AdamWOptimizer::counted_ranges(const GptParameters& pa
   }
   // Every tensor counts (no tensor parallelism): the shard in one sum, the alignment gaps being
   // zero.
-  if (all_counted) return {{shard.begin, shard.size()}};
+  if (all_counted) {
+    if (shard.size() == 0) return {};
+    return {{shard.begin, shard.size()}};
+  }
   std::vector<ElementRange> ranges;
   for (const BufferShard& r : runs) {
     const std::int64_t begin = std::max(r.begin, shard.begin);
@@ -51,67 +54,118 @@ std::vector<ElementRange> AdamWOptimizer::counted_ranges(const GptParameters& pa
   return ranges;
 }
 
+void AdamWOptimizer::add_region(BufferShard range, dist::Communicator* group, dist::Communicator* norm_group) {
+  Region r;
+  r.range = range;
+  r.group = group && group->size() > 1 ? group : nullptr;
+  r.norm_group = norm_group && norm_group->size() > 1 ? norm_group : nullptr;
+  r.shard = range;
+  if (distributed_ && r.group) {
+    const BufferShard local = data_parallel_shard(range.size(), r.group->size(), r.group->rank());
+    r.shard = {range.begin + local.begin, range.begin + local.end};
+  }
+  r.moment_offset = regions_.empty() ? 0 : regions_.back().moment_offset + regions_.back().shard.size();
+  r.norm_ranges = counted_ranges(*params_, r.shard);
+  build_segments(*params_, r);
+  regions_.push_back(std::move(r));
+}
+
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings)
-    : params_(&params),
-      settings_(settings),
-      shard_{0, params.params().size()},
-      norm_ranges_(counted_ranges(params, shard_)),
-      exp_avg_(params.backend(), shard_.size()),
-      exp_avg_sq_(params.backend(), shard_.size()) {
+    : params_(&params), settings_(settings) {
+  add_region({0, params.params().size()}, nullptr, nullptr);
+  exp_avg_ = DeviceBuffer(params.backend(), regions_.back().shard.size());
+  exp_avg_sq_ = DeviceBuffer(params.backend(), regions_.back().shard.size());
   params.backend().fill(exp_avg_.view(), 0.0f);
   params.backend().fill(exp_avg_sq_.view(), 0.0f);
-  build_segments();
 }
 
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
-                               bool distributed, dist::Communicator* model_parallel)
+                               bool distributed, dist::Communicator* model_parallel,
+                               const ExpertGradientGroups& experts)
     : params_(&params),
       settings_(settings),
       group_(group.size() > 1 ? &group : nullptr),
       model_parallel_(model_parallel && model_parallel->size() > 1 ? model_parallel : nullptr),
-      distributed_(distributed),
-      shard_(distributed ? data_parallel_shard(params.params().size(), group.size(), group.rank())
-                         : BufferShard{0, params.params().size()}),
-      norm_ranges_(counted_ranges(params, shard_)),
-      exp_avg_(params.backend(), shard_.size()),
-      exp_avg_sq_(params.backend(), shard_.size()) {
+      distributed_(distributed) {
+  const std::int64_t size = params.params().size();
+  const std::int64_t expert_begin = params.table().expert_begin;
+  if (expert_begin < size && (!experts.expert_model_parallel || !experts.expert_data_parallel))
+    throw Error("internal error: a model with expert-parallel tensors given no expert groups");
+  add_region({0, expert_begin}, group_, nullptr);
+  if (expert_begin < size)
+    add_region({expert_begin, size}, experts.expert_data_parallel, experts.expert_model_parallel);
+  const std::int64_t moments = regions_.back().moment_offset + regions_.back().shard.size();
+  exp_avg_ = DeviceBuffer(params.backend(), moments);
+  exp_avg_sq_ = DeviceBuffer(params.backend(), moments);
   params.backend().fill(exp_avg_.view(), 0.0f);
   params.backend().fill(exp_avg_sq_.view(), 0.0f);
-  build_segments();
 }
 
-void AdamWOptimizer::build_segments() {
+std::vector<BufferShard> AdamWOptimizer::shards() const {
+  std::vector<BufferShard> result;
+  for (const Region& r : regions_) result.push_back(r.shard);
+  return result;
+}
+
+const AdamWOptimizer::Region& AdamWOptimizer::region_of(const ParameterEntry& e) const {
+  for (const Region& r : regions_)
+    if (e.offset >= r.range.begin && e.offset < r.range.end) return r;
+  return regions_.front();  // an empty tensor at the very end
+}
+
+void AdamWOptimizer::build_segments(const GptParameters& params, Region& region) {
   // Runs of the shard with the same weight decay and learning rate (the embedding and output
   // layer take --decoupled-lr); alignment gaps (zero weights and gradients, which the update
   // leaves zero) join plain runs.
-  segment_ends_.clear();
-  segment_flags_.clear();
+  const BufferShard shard = region.shard;
+  std::vector<std::int64_t>& ends = region.segment_ends;
+  std::vector<std::int64_t>& flags_of = region.segment_flags;
   const auto add = [&](std::int64_t end, std::int64_t flags) {
-    if (end <= (segment_ends_.empty() ? 0 : segment_ends_.back())) return;
-    if (!segment_flags_.empty() && segment_flags_.back() == flags) {
-      segment_ends_.back() = end;
+    if (end <= (ends.empty() ? 0 : ends.back())) return;
+    if (!flags_of.empty() && flags_of.back() == flags) {
+      ends.back() = end;
     } else {
-      segment_ends_.push_back(end);
-      segment_flags_.push_back(flags);
+      ends.push_back(end);
+      flags_of.push_back(flags);
     }
   };
-  for (const ParameterEntry& e : params_->entries()) {
-    const BufferShard part = overlap(e, shard_);
+  for (const ParameterEntry& e : params.entries()) {
+    const BufferShard part = overlap(e, shard);
     if (part.size() == 0) continue;
-    add(part.begin - shard_.begin, 0);
-    add(part.end - shard_.begin, (e.weight_decay ? kAdamWDecay : 0) |
-                                     (is_embedding_or_output_parameter(e) ? kAdamWDecoupledLr : 0));
+    add(part.begin - shard.begin, 0);
+    add(part.end - shard.begin, (e.weight_decay ? kAdamWDecay : 0) |
+                                    (is_embedding_or_output_parameter(e) ? kAdamWDecoupledLr : 0));
   }
-  add(shard_.size(), 0);
+  add(shard.size(), 0);
 }
 
 void AdamWOptimizer::reduce_gradients() {
-  if (!group_) return;
-  if (distributed_) {
-    reduce_scatter_shards(*group_, params_->grads());
-  } else {
-    group_->all_reduce(params_->grads(), dist::ReduceOp::Sum);
+  for (const Region& r : regions_) {
+    if (!r.group) continue;
+    const FloatView grads = params_->grads().subspan(r.range.begin, r.range.size());
+    if (distributed_) {
+      reduce_scatter_shards(*r.group, grads);
+    } else {
+      r.group->all_reduce(grads, dist::ReduceOp::Sum);
+    }
   }
+}
+
+double AdamWOptimizer::reduce_over_regions(const std::vector<double>& per_region) {
+  double total = 0.0;
+  if (group_ && distributed_) {
+    // Each element of either region lies in exactly one shard of one rank of the group.
+    for (const double v : per_region) total += v;
+    group_->all_reduce(std::span<double>(&total, 1), dist::ReduceOp::Sum);
+  } else {
+    for (std::size_t i = 0; i < regions_.size(); ++i) {
+      double v = per_region[i];
+      if (regions_[i].norm_group) regions_[i].norm_group->all_reduce(std::span<double>(&v, 1), dist::ReduceOp::Sum);
+      total += v;
+    }
+  }
+  if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&total, 1), dist::ReduceOp::Sum);
+  return total;
 }
 
 double AdamWOptimizer::count_zeros_in_grads() {
@@ -121,17 +175,17 @@ double AdamWOptimizer::count_zeros_in_grads() {
     return host;
   }();
   const TensorParallelRank& tp = params_->tensor_parallel();
-  double zeros = 0.0;
+  std::vector<double> zeros(regions_.size(), 0.0);
   for (const ParameterEntry& e : params_->entries()) {
     if (!e.counted_on(tp)) continue;
-    const BufferShard part = overlap(e, shard_);
-    for (std::int64_t i = part.begin; i < part.end; ++i) zeros += grads[static_cast<std::size_t>(i)] == 0.0f ? 1.0 : 0.0;
+    const Region& r = region_of(e);
+    const BufferShard part = overlap(e, r.shard);
+    double& z = zeros[static_cast<std::size_t>(&r - regions_.data())];
+    for (std::int64_t i = part.begin; i < part.end; ++i) z += grads[static_cast<std::size_t>(i)] == 0.0f ? 1.0 : 0.0;
   }
   // Megatron's grad_stats_parallel_group: the model-parallel group, and with the distributed
   // optimizer its data-parallel ranks too (each counts its shard).
-  if (group_ && distributed_) group_->all_reduce(std::span<double>(&zeros, 1), dist::ReduceOp::Sum);
-  if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&zeros, 1), dist::ReduceOp::Sum);
-  return zeros;
+  return reduce_over_regions(zeros);
 }
 
 OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
@@ -139,17 +193,16 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   const double weight_decay = request.weight_decay;
   const bool loss_finite = request.loss_finite;
   Backend& backend = params_->backend();
-  const FloatView grads = params_->grads().subspan(shard_.begin, shard_.size());
   OptimizerStep result;
   // The alignment gaps of the buffer are zero, so the sum over the buffer is the parameters'.
   // Sharded, every rank contributes its shard's sum (Megatron's get_grad_norm_fp32 all-reduces
   // the squared norm over the data-parallel group of the distributed optimizer), and each
   // tensor-parallel rank its shards' (replicated tensors on rank 0 only): runs between the
-  // replicated tensors, summed in one pass with one read back.
-  double sum_of_squares = backend.sum_of_squares(params_->grads(), norm_ranges_);
-  if (!loss_finite) sum_of_squares = std::numeric_limits<double>::quiet_NaN();
-  if (group_ && distributed_) group_->all_reduce(std::span<double>(&sum_of_squares, 1), dist::ReduceOp::Sum);
-  if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&sum_of_squares, 1), dist::ReduceOp::Sum);
+  // replicated tensors, summed in one pass with one read back (per region).
+  std::vector<double> sums;
+  for (const Region& r : regions_) sums.push_back(backend.sum_of_squares(params_->grads(), r.norm_ranges));
+  if (!loss_finite) sums.front() = std::numeric_limits<double>::quiet_NaN();
+  const double sum_of_squares = reduce_over_regions(sums);
   result.grad_norm = std::sqrt(sum_of_squares);
   if (!std::isfinite(result.grad_norm)) return result;
 
@@ -158,7 +211,9 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   // gradients are clipped in place first, and the update then reads them unscaled.
   float grad_scale = coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f;
   if (request.count_zeros) {
-    if (grad_scale != 1.0f) backend.scale(grads, grad_scale);
+    if (grad_scale != 1.0f)
+      for (const Region& r : regions_)
+        backend.scale(params_->grads().subspan(r.shard.begin, r.shard.size()), grad_scale);
     grad_scale = 1.0f;
     result.num_zeros = count_zeros_in_grads();
   }
@@ -176,34 +231,46 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   // below, after which the copy is refreshed before the next forward, or of the copy itself
   // (OverlappedDataParallel::start_param_gather).
   const bool writes_copy = !params_->compute_copy().empty();
-  const FloatView copy = writes_copy ? params_->compute_copy().subspan(shard_.begin, shard_.size())
-                                     : FloatView();
-  backend.adamw_update(params_->params().subspan(shard_.begin, shard_.size()), grads, exp_avg_.view(),
-                       exp_avg_sq_.view(), segment_ends_, segment_flags_, hp,
-                       static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale, steps_, copy);
-  if (writes_copy && !(group_ && distributed_)) params_->mark_compute_copy_fresh();
-  // Megatron's param all-gather: every rank's weights become whole again.
-  if (group_ && distributed_ && !param_gather_deferred_) all_gather_shards(*group_, params_->params());
+  bool gathered = false;
+  for (const Region& r : regions_) {
+    const FloatView copy = writes_copy ? params_->compute_copy().subspan(r.shard.begin, r.shard.size()) : FloatView();
+    backend.adamw_update(params_->params().subspan(r.shard.begin, r.shard.size()),
+                         params_->grads().subspan(r.shard.begin, r.shard.size()),
+                         exp_avg_.view().subspan(r.moment_offset, r.shard.size()),
+                         exp_avg_sq_.view().subspan(r.moment_offset, r.shard.size()), r.segment_ends,
+                         r.segment_flags, hp,
+                         static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale, steps_, copy);
+    // Megatron's param all-gather: every rank's weights become whole again.
+    if (r.sharded() && !param_gather_deferred_)
+      all_gather_shards(*r.group, params_->params().subspan(r.range.begin, r.range.size()));
+    gathered = gathered || r.sharded();
+  }
+  if (writes_copy && !gathered) params_->mark_compute_copy_fresh();
   result.applied = true;
   return result;
 }
 
 std::vector<float> AdamWOptimizer::collect_moment(const DeviceBuffer& moment) {
   Backend& backend = params_->backend();
-  const int ranks = group_->size();
   const std::int64_t buffer_size = params_->params().size();
-  if (group_->rank() != 0) {
-    group_->send(moment.view(), 0);
-    return {};
-  }
-  // Data-parallel rank 0 receives each shard straight into its place in the host copy.
-  std::vector<float> whole(static_cast<std::size_t>(buffer_size));
-  backend.copy_to_host(moment.view(), std::span<float>(whole).subspan(static_cast<std::size_t>(shard_.begin),
-                                                                      static_cast<std::size_t>(shard_.size())));
-  for (int source = 1; source < ranks; ++source) {
-    const BufferShard s = data_parallel_shard(buffer_size, ranks, source);
-    group_->recv(std::span<float>(whole).subspan(static_cast<std::size_t>(s.begin), static_cast<std::size_t>(s.size())),
-                 source);
+  std::vector<float> whole;
+  for (const Region& r : regions_) {
+    const ConstFloatView mine = ConstFloatView(moment.view()).subspan(r.moment_offset, r.shard.size());
+    const int rank = r.group ? r.group->rank() : 0;
+    if (rank != 0) {
+      r.group->send(mine, 0);
+      continue;
+    }
+    // Rank 0 of the region's group receives each shard straight into its place in the host copy.
+    whole.resize(static_cast<std::size_t>(buffer_size));
+    backend.copy_to_host(mine, std::span<float>(whole).subspan(static_cast<std::size_t>(r.shard.begin),
+                                                               static_cast<std::size_t>(r.shard.size())));
+    for (int source = 1; r.group && source < r.group->size(); ++source) {
+      const BufferShard s = data_parallel_shard(r.range.size(), r.group->size(), source);
+      r.group->recv(std::span<float>(whole).subspan(static_cast<std::size_t>(r.range.begin + s.begin),
+                                                    static_cast<std::size_t>(s.size())),
+                    source);
+    }
   }
   return whole;
 }
@@ -223,10 +290,12 @@ void AdamWOptimizer::release_collected_state() {
 
 std::vector<float> AdamWOptimizer::read_moment(const DeviceBuffer& moment, const std::vector<float>& collected,
                                                const ParameterEntry& e) const {
-  if (shard_.begin == 0 && shard_.end == params_->params().size()) {
+  const Region& r = region_of(e);
+  if (!r.sharded()) {
     std::vector<float> host(static_cast<std::size_t>(e.numel()));
-    params_->backend().copy_to_host(ConstFloatView(moment.view()).subspan(e.offset, e.numel()),
-                                     std::span<float>(host));
+    params_->backend().copy_to_host(
+        ConstFloatView(moment.view()).subspan(r.moment_offset + e.offset - r.shard.begin, e.numel()),
+        std::span<float>(host));
     return host;
   }
   if (!collected_)
@@ -240,11 +309,12 @@ void AdamWOptimizer::write_moment(DeviceBuffer& moment, const ParameterEntry& e,
   if (static_cast<std::int64_t>(values.size()) != e.numel())
     throw Error("optimizer state for '" + e.name + "' has " + std::to_string(values.size()) + " elements, the "
                 "parameter has " + std::to_string(e.numel()));
-  const BufferShard part = overlap(e, shard_);
+  const Region& r = region_of(e);
+  const BufferShard part = overlap(e, r.shard);
   if (part.size() == 0) return;
   params_->backend().copy_from_host(
       values.subspan(static_cast<std::size_t>(part.begin - e.offset), static_cast<std::size_t>(part.size())),
-      moment.view().subspan(part.begin - shard_.begin, part.size()));
+      moment.view().subspan(r.moment_offset + part.begin - r.shard.begin, part.size()));
 }
 
 std::vector<float> AdamWOptimizer::read_exp_avg(const ParameterEntry& e) const {
@@ -263,14 +333,16 @@ void AdamWOptimizer::write_exp_avg_sq(const ParameterEntry& e, std::span<const f
   write_moment(exp_avg_sq_, e, values);
 }
 
-BufferShard AdamWOptimizer::owned_part(const ParameterEntry& e) const { return overlap(e, shard_); }
+BufferShard AdamWOptimizer::owned_part(const ParameterEntry& e) const { return overlap(e, region_of(e).shard); }
 
 std::vector<float> AdamWOptimizer::read_owned_moment(const DeviceBuffer& moment, const ParameterEntry& e) const {
-  const BufferShard part = overlap(e, shard_);
+  const Region& r = region_of(e);
+  const BufferShard part = overlap(e, r.shard);
   std::vector<float> host(static_cast<std::size_t>(std::max<std::int64_t>(part.size(), 0)));
   if (!host.empty())
-    params_->backend().copy_to_host(ConstFloatView(moment.view()).subspan(part.begin - shard_.begin, part.size()),
-                                     std::span<float>(host));
+    params_->backend().copy_to_host(
+        ConstFloatView(moment.view()).subspan(r.moment_offset + part.begin - r.shard.begin, part.size()),
+        std::span<float>(host));
   return host;
 }
 

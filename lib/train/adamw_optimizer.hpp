@@ -24,6 +24,14 @@
 // model-parallel group spans the stages too, and the last stage's copy of a tied word embedding
 // is left out (Megatron's param_is_not_shared).
 //
+// Under expert parallelism (megatron/core/distributed/distributed_data_parallel.py's
+// expert_parallel_buffers) the routed experts' tensors form a region of their own at the end of
+// the buffers (ParameterTable::expert_begin): their gradients are reduced, and with the
+// distributed optimizer sharded, over the expert-data-parallel group; the rest as above. The
+// norm counts each expert's tensors once: without the distributed optimizer the region's sum of
+// squares is summed over the expert-model-parallel group; with it every rank's shards of both
+// regions are summed over the data-parallel group, which holds each of them once.
+//
 // On every backend so far the model's fp32 parameters are themselves the master weights, so no
 // separate master copy is kept (nor sharded); checkpoints record that (train_checkpoint.hpp).
 #pragma once
@@ -43,6 +51,13 @@ struct AdamWSettings {
   double beta2 = 0.999;    // --adam-beta2
   double eps = 1e-8;       // --adam-eps
   double clip_grad = 1.0;  // --clip-grad; 0 disables clipping
+};
+
+// The groups of the routed experts' region of the buffers (ParameterTable::expert_begin): null
+// without expert parallelism.
+struct ExpertGradientGroups {
+  dist::Communicator* expert_model_parallel = nullptr;
+  dist::Communicator* expert_data_parallel = nullptr;
 };
 
 struct OptimizerStep {
@@ -74,8 +89,11 @@ public:
   // `model_parallel` (may be null; must outlive the optimizer): the ranks holding the other
   // tensor-parallel shards and pipeline stages of the same replica, whose sums of squares
   // complete the norm.
+  // `experts`: with expert parallelism, the groups of the experts' region (they must outlive
+  // the optimizer).
   AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
-                 bool distributed, dist::Communicator* model_parallel = nullptr);
+                 bool distributed, dist::Communicator* model_parallel = nullptr,
+                 const ExpertGradientGroups& experts = {});
 
   // Collective: sums the gradient buffer over the data-parallel group (all of it, or this rank's
   // shard with the distributed optimizer). Call once per iteration, after the micro-batches.
@@ -101,8 +119,10 @@ public:
   const AdamWSettings& settings() const { return settings_; }
   bool distributed() const { return distributed_; }
   // The range of the flat buffer whose moments this rank keeps (the whole buffer unless
-  // distributed).
-  BufferShard shard() const { return shard_; }
+  // distributed); with expert parallelism that of the region before the experts'.
+  BufferShard shard() const { return regions_.front().shard; }
+  // The ranges whose moments this rank keeps, one per region of the buffer.
+  std::vector<BufferShard> shards() const;
 
   // The moments of whole tensors (the rank's tensor-parallel shards), e.g. to compare layouts;
   // a checkpoint instead stores each rank's own part (owned_part below). With the distributed
@@ -125,20 +145,38 @@ public:
   std::vector<float> read_owned_exp_avg_sq(const ParameterEntry& e) const;
 
 private:
+  // A run of the flat buffer reduced and sharded over one group: everything, or with expert
+  // parallelism the dense part and the experts' part.
+  struct Region {
+    BufferShard range;                     // in the buffer
+    dist::Communicator* group = nullptr;   // null: no other rank holds these elements
+    // Sums of squares over this region are summed over it (the experts' ranks), or null.
+    dist::Communicator* norm_group = nullptr;
+    BufferShard shard;                     // this rank's part of range
+    std::int64_t moment_offset = 0;        // where shard's moments start in exp_avg_
+    // The shard's runs of equal weight decay and learning rate (Backend::adamw_update).
+    std::vector<std::int64_t> segment_ends;
+    std::vector<std::int64_t> segment_flags;
+    std::vector<ElementRange> norm_ranges;  // the parts of the shard that enter the norm
+    bool sharded() const { return shard.begin != range.begin || shard.end != range.end; }
+  };
+  void add_region(BufferShard range, dist::Communicator* group, dist::Communicator* norm_group);
+  const Region& region_of(const ParameterEntry& e) const;
+
   std::vector<float> read_moment(const DeviceBuffer& moment, const std::vector<float>& collected,
                                  const ParameterEntry& e) const;
   void write_moment(DeviceBuffer& moment, const ParameterEntry& e, std::span<const float> values);
   std::vector<float> collect_moment(const DeviceBuffer& moment);
   std::vector<float> read_owned_moment(const DeviceBuffer& moment, const ParameterEntry& e) const;
 
-  // The parts of this rank's shard whose sum of squares enters the norm.
-  // segment_ends_ / segment_flags_: the shard's runs of equal weight decay and learning rate
-  // (Backend::adamw_update).
-  void build_segments();
+  static void build_segments(const GptParameters& params, Region& region);
   static std::vector<ElementRange> counted_ranges(const GptParameters& params, const BufferShard& shard);
-  // Zeros in the gradients of norm_ranges_ that belong to a tensor (not the alignment gaps),
+  // Zeros in the gradients of the norm ranges that belong to a tensor (not the alignment gaps),
   // summed over the gradient-norm group. Read on the host: no backend operation counts zeros.
   double count_zeros_in_grads();
+  // Σ over the regions of their sums (ranges), each summed over its norm group without the
+  // distributed optimizer, all of them over the data-parallel group with it.
+  double reduce_over_regions(const std::vector<double>& per_region);
 
   GptParameters* params_;
   AdamWSettings settings_;
@@ -146,11 +184,8 @@ private:
   dist::Communicator* model_parallel_ = nullptr;  // null: no tensor parallelism
   bool distributed_ = false;
   bool param_gather_deferred_ = false;
-  std::vector<std::int64_t> segment_ends_;
-  std::vector<std::int64_t> segment_flags_;
-  BufferShard shard_;
-  std::vector<ElementRange> norm_ranges_;
-  DeviceBuffer exp_avg_;     // [shard size], element i is buffer element shard.begin + i
+  std::vector<Region> regions_;
+  DeviceBuffer exp_avg_;     // the regions' shards one after another
   DeviceBuffer exp_avg_sq_;
   std::int64_t steps_ = 0;
   // On data-parallel rank 0 between collect_state() and release_collected_state().

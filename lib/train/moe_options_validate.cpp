@@ -15,13 +15,20 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 // What mgt does not implement yet, refused by name rather than run differently.
 void refuse_unimplemented(const TrainOptions& o) {
   const MoeOptions& m = o.moe;
-  if (m.expert_model_parallel_size > 1)
-    throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) +
-                     " is not supported yet (only 1: every rank holds all experts)");
   if (!m.enabled()) return;
   if (m.expert_tensor_parallel_size.value_or(1) != 1)
     throw UsageError("--expert-tensor-parallel-size " + str(*m.expert_tensor_parallel_size) +
-                     " is not supported yet (only 1)");
+                     " is not supported yet (only 1: each expert's weights whole on one rank)");
+  if (m.expert_model_parallel_size > 1) {
+    if (m.moe_token_dispatcher_type != "alltoall")
+      throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) + " with "
+                       "--moe-token-dispatcher-type " + m.moe_token_dispatcher_type +
+                       " is not supported yet (expert parallelism moves the tokens with alltoall)");
+    if (o.parallel.overlap_grad_reduce)
+      throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) +
+                       " with --overlap-grad-reduce is not supported yet (the experts' gradients are reduced over "
+                       "their own group after the backward)");
+  }
   if (o.parallel.tensor_model_parallel_size > 1)
     throw UsageError("--num-experts with --tensor-model-parallel-size " + str(o.parallel.tensor_model_parallel_size) +
                      " is not supported yet (MoE layers run with tensor-parallel size 1 only)");
@@ -52,6 +59,14 @@ void validate_moe_options(TrainOptions& o) {
     if (*m.num_experts % m.expert_model_parallel_size != 0)
       throw UsageError("--num-experts (" + str(*m.num_experts) + ") must be a multiple of "
                        "--expert-model-parallel-size (" + str(m.expert_model_parallel_size) + ")");
+    // parallel_state.initialize_model_parallel: the expert-parallel ranks are carved from the
+    // data-parallel (× context-parallel) ranks of a model replica.
+    const std::int64_t dp_cp = o.parallel.data_parallel_size * o.parallel.context_parallel_size;
+    if (dp_cp % m.expert_model_parallel_size != 0)
+      throw UsageError("--expert-model-parallel-size (" + str(m.expert_model_parallel_size) +
+                       ") must divide the data-parallel size" +
+                       (o.parallel.context_parallel_size > 1 ? " x --context-parallel-size (" : " (") + str(dp_cp) +
+                       ")");
     if (o.optim.precision == Precision::Fp16)
       throw UsageError("--expert-model-parallel-size with --fp16: Megatron does not support expert parallelism "
                        "with fp16 training");

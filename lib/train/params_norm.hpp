@@ -10,7 +10,9 @@
 namespace mgt {
 
 // Collective over `model_parallel` (tensor × pipeline; may be null for a lone replica). Data-
-// parallel ranks hold the same weights, so they are not summed.
-double params_l2_norm(const GptParameters& params, dist::Communicator* model_parallel);
+// parallel ranks hold the same weights, so they are not summed. With expert parallelism the
+// routed experts' sum is summed over `expert_model_parallel` (Megatron's expert norm group).
+double params_l2_norm(const GptParameters& params, dist::Communicator* model_parallel,
+                      dist::Communicator* expert_model_parallel = nullptr);
 
 }  // namespace mgt

@@ -121,6 +121,8 @@ void TrainingRun::save_checkpoint() {
   s.args_json = args_json_;
   s.tokenizer_json = tokenizer_json_;
   s.parallel_layout_json = parallel_layout_json_;
+  s.expert_parallel = expert_data_parallel_ != nullptr;
+  s.writes_experts = s.expert_parallel && expert_data_parallel_->rank() == 0;
   ckpt::WorldLayout layout;
   layout.tensor_model_parallel_size = static_cast<int>(tensor_parallel_size());
   layout.pipeline_model_parallel_size = static_cast<int>(pipeline_parallel_size());

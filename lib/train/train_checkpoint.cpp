@@ -208,7 +208,9 @@ void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, con
 // model-parallel rank writes its pieces of the weights (and of the optimizer state when that is
 // replicated over data-parallel ranks), and with the distributed optimizer every data-parallel
 // rank writes the optimizer state it owns, as Megatron's distrib_optim.pt files hold each rank's
-// shard (megatron/core/optimizer/distrib_optimizer.py).
+// shard (megatron/core/optimizer/distrib_optimizer.py). Under expert parallelism the experts of
+// expert-parallel rank r > 0 are stored by rank 0 of its expert-data-parallel group, in its
+// data-parallel shard file, under their global names: the files together hold each expert once.
 void write_rank_shards(const std::string& staging_dir, const TrainCheckpointParts& parts,
                        const TrainCheckpointSaveSettings& settings, const ckpt::WorldLayout& layout) {
   const GptParameters& params = parts.params;
@@ -244,9 +246,23 @@ void write_rank_shards(const std::string& staging_dir, const TrainCheckpointPart
     }
     writer.close();
   }
-  if (optimizer_shards) {
+  const bool expert_weights = settings.writes_experts && layout.data_parallel_rank != 0;
+  if (optimizer_shards || settings.expert_parallel) {
     ckpt::ShardWriter writer(in_staging(ckpt::ShardId::data_parallel_shard(layout)), meta);
+    if (expert_weights)
+      for (const ParameterEntry& e : params.entries()) {
+        if (!e.expert_parallel) continue;
+        auto write = [&](const std::string& path, const std::vector<float>& values) {
+          writer.write(ckpt::parameter_piece_record(path, e, tp), bytes_of(values));
+        };
+        write(ckpt::model_tensor_path(e.name), params.read_param(e));
+        if (settings.save_optimizer && !optimizer_shards) {
+          write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), parts.optimizer.read_exp_avg(e));
+          write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), parts.optimizer.read_exp_avg_sq(e));
+        }
+      }
     for (const ParameterEntry& e : params.entries()) {
+      if (!optimizer_shards) break;
       const BufferShard part = parts.optimizer.owned_part(e);
       if (e.pipeline_duplicate || part.size() == 0) continue;
       const std::int64_t offset = part.begin - e.offset;

@@ -81,6 +81,15 @@ struct TrainCheckpointSaveSettings {
   std::string tokenizer_json = "{}";
   // extra_json["parallel_layout"]: how the run is laid out over ranks (JSON object).
   std::string parallel_layout_json = "{}";
+  // With expert parallelism, on rank 0 of an expert-data-parallel group that is not data-parallel
+  // rank 0: this rank's experts are stored by no one else, so it writes their weights (and
+  // their optimizer state, when that is not sharded) into its data-parallel shard file, under
+  // their global names.
+  bool writes_experts = false;
+  // With expert parallelism every data-parallel rank writes its data-parallel shard file (empty
+  // where it has nothing of its own to store), so that a complete checkpoint holds one per rank,
+  // as with the distributed optimizer.
+  bool expert_parallel = false;
 };
 
 // Opens save_dir for a run's saves: creates it, takes its writer lock (mgt::Error naming the

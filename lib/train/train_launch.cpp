@@ -43,6 +43,7 @@ dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   f.pipeline_model_parallel_size = o.parallel.pipeline_model_parallel_size;
   f.distributed_timeout_minutes = o.parallel.distributed_timeout_minutes;
   f.context_parallel_size = o.parallel.context_parallel_size;
+  f.expert_model_parallel_size = o.moe.expert_model_parallel_size;
   return f;
 }
 
@@ -171,6 +172,10 @@ int run_training_program(int argc, const char* const* argv) {
     if (layout.context_parallel_size() > 1) {
       settings.ranks.context_parallel = &groups.get(dist::GroupKind::ContextParallel);
       settings.ranks.data_parallel_with_context = &groups.get(dist::GroupKind::DataParallelWithContext);
+    }
+    if (layout.expert_model_parallel_size() > 1) {
+      settings.ranks.expert_model_parallel = &groups.get(dist::GroupKind::ExpertModelParallel);
+      settings.ranks.expert_data_parallel = &groups.get(dist::GroupKind::ExpertDataParallel);
     }
     train_gpt(options, settings);
   } catch (const FailedOnSomeRank& e) {

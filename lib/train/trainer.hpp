@@ -93,6 +93,12 @@ struct TrainingRanks {
   // checkpoint's writers), both able to move the backend's buffers. Null: no context parallelism.
   dist::Communicator* context_parallel = nullptr;
   dist::Communicator* data_parallel_with_context = nullptr;
+  // With --expert-model-parallel-size > 1: the ranks sharing out the experts (the tokens'
+  // all-to-all) and the ranks holding the same experts (their gradients' reduction and the
+  // distributed optimizer's shards of them), both able to move the backend's buffers. Null: no
+  // expert parallelism.
+  dist::Communicator* expert_model_parallel = nullptr;
+  dist::Communicator* expert_data_parallel = nullptr;
 };
 
 struct TrainerSettings {

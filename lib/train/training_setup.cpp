@@ -41,6 +41,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
       gradients_(settings.ranks.data_parallel_with_context ? *settings.ranks.data_parallel_with_context
                                                            : data_parallel_),
       model_parallel_(settings.ranks.model_parallel ? settings.ranks.model_parallel : &tensor_parallel_),
+      expert_model_parallel_(settings.ranks.expert_model_parallel),
+      expert_data_parallel_(settings.ranks.expert_data_parallel),
       chief_(world_.rank() == 0),
       output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
               chief_ ? options.logging.metrics_file : std::nullopt),
@@ -63,6 +65,13 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
                 std::to_string(options.parallel.context_parallel_size) + " given a group of " +
                 std::to_string(context_parallel_.size()) + " and a gradient group of " +
                 std::to_string(gradients_.size()));
+  const std::int64_t ep = options.moe.expert_model_parallel_size;
+  const bool expert_groups = expert_model_parallel_ != nullptr && expert_data_parallel_ != nullptr;
+  if ((ep > 1) != expert_groups ||
+      (ep > 1 && (expert_model_parallel_->size() != ep ||
+                  expert_model_parallel_->size() * expert_data_parallel_->size() != gradients_.size())))
+    throw Error("internal error: a run validated for expert-parallel size " + std::to_string(ep) +
+                " given other expert groups");
   if (pipeline_.size() != options.parallel.pipeline_model_parallel_size)
     throw Error("internal error: a run validated for pipeline-parallel size " +
                 std::to_string(options.parallel.pipeline_model_parallel_size) + " given a group of " +
@@ -82,7 +91,8 @@ void TrainingRun::print_layout() {
   output_.line("> initialized tensor model parallel with size " + std::to_string(p.tensor_model_parallel_size));
   output_.line("> initialized pipeline model parallel with size " + std::to_string(p.pipeline_model_parallel_size));
   const dist::ParallelLayout layout(dist::ParallelFlags{p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
-                                                        p.distributed_timeout_minutes, p.context_parallel_size},
+                                                        p.distributed_timeout_minutes, p.context_parallel_size,
+                                                        options_.moe.expert_model_parallel_size},
                                     world_.size());
   const auto groups_of = [&](dist::GroupKind kind) {
     std::string groups;
@@ -108,6 +118,15 @@ void TrainingRun::print_layout() {
   }
   output_.line("> data-parallel groups: " + groups_of(dist::GroupKind::DataParallel) + " (" +
                data_parallel_.transport() + ")");
+  if (expert_model_parallel_) {
+    const std::int64_t experts = *options_.moe.num_experts;
+    output_.line("> expert-model-parallel groups: " + groups_of(dist::GroupKind::ExpertModelParallel) + " (" +
+                 expert_model_parallel_->transport() + "), " +
+                 std::to_string(experts / expert_model_parallel_->size()) + " of the " + std::to_string(experts) +
+                 " experts per rank, tokens by all-to-all");
+    output_.line("> expert-data-parallel groups (the experts' gradients): " +
+                 groups_of(dist::GroupKind::ExpertDataParallel) + " (" + expert_data_parallel_->transport() + ")");
+  }
   // Collective: every rank runs print_layout.
   output_.line(dist::rank_processes_line(dist::gather_rank_processes(world_)));
 }
@@ -153,7 +172,8 @@ void TrainingRun::build_model() {
       pipeline_stages(*options_.model.num_layers, pipeline_split(options_.parallel));
   PipelineParallelism pp;
   if (pipeline_parallel_size() > 1) pp = {stages.at(static_cast<std::size_t>(pipeline_.rank())), settings_.ranks.embedding};
-  model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp);
+  model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp,
+                                      ExpertParallelism{expert_model_parallel_});
   if (context_parallel_size() > 1) model_->set_context_parallel(&context_parallel_);
   // FP8 amaxes are max-reduced over the data-parallel ranks (with context parallelism, its ranks
   // too), as over Megatron's amax reduction group; the model adds the tensor-parallel ones.
@@ -176,7 +196,8 @@ void TrainingRun::build_model() {
   optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
                                                 AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad},
                                                 gradients_, options_.parallel.use_distributed_optimizer,
-                                                model_parallel_);
+                                                model_parallel_,
+                                                ExpertGradientGroups{expert_model_parallel_, expert_data_parallel_});
   if (optimizer_->distributed() && gradient_group_size() > 1) {
     const BufferShard shard = optimizer_->shard();
     output_.line("> distributed optimizer: each data-parallel rank keeps Adam's state for its shard of the " +
@@ -261,6 +282,9 @@ std::string TrainingRun::parallel_layout_json() const {
          // Recorded where it is used only: the layouts without it read as before.
          (p.context_parallel_size > 1 ? ", \"context_parallel_size\": " + std::to_string(p.context_parallel_size)
                                       : std::string()) +
+         (options_.moe.expert_model_parallel_size > 1
+              ? ", \"expert_model_parallel_size\": " + std::to_string(options_.moe.expert_model_parallel_size)
+              : std::string()) +
          ", \"sequence_parallel\": " + flag(p.sequence_parallel) +
          ", \"use_distributed_optimizer\": " + flag(p.use_distributed_optimizer) +
          ", \"stored_tensors\": \"per_rank\"}";

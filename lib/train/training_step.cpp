@@ -149,7 +149,7 @@ IterationRecord TrainingRun::train_step() {
   // Megatron's train() takes the norm of the updated parameters.
   if (log_stats && options_.logging.log_params_norm) {
     finish_param_gather();
-    record.params_norm = params_l2_norm(model_->parameters(), model_parallel_);
+    record.params_norm = params_l2_norm(model_->parameters(), model_parallel_, expert_model_parallel_);
   }
 
   progress_.iteration = record.iteration;
@@ -191,8 +191,8 @@ HostMicroBatch TrainingRun::next_train_batch() {
 // of them with the distributed optimizer) times 1 / scale, in fp32; a gradient that overflowed
 // stays Inf or NaN and the optimizer's norm skips the step.
 void TrainingRun::unscale_gradients() {
-  const BufferShard shard = optimizer_->shard();
-  backend_.scale(model_->parameters().grads().subspan(shard.begin, shard.size()), loss_scaler_->inverse_scale());
+  for (const BufferShard& shard : optimizer_->shards())
+    backend_.scale(model_->parameters().grads().subspan(shard.begin, shard.size()), loss_scaler_->inverse_scale());
 }
 
 // Megatron's finalize_model_grads under --calculate-per-token-loss: the reduced gradients scaled
@@ -200,9 +200,8 @@ void TrainingRun::unscale_gradients() {
 // parallel ranks), in fp32 as its scale_gradients does; nothing when there are no tokens.
 void TrainingRun::divide_gradients_by_tokens(double tokens) {
   if (!(tokens > 0.0)) return;
-  const BufferShard shard = optimizer_->shard();
-  backend_.scale(model_->parameters().grads().subspan(shard.begin, shard.size()),
-                 static_cast<float>(1.0 / tokens));
+  for (const BufferShard& shard : optimizer_->shards())
+    backend_.scale(model_->parameters().grads().subspan(shard.begin, shard.size()), static_cast<float>(1.0 / tokens));
 }
 
 // The scheduler's rate for Megatron's is_decoupled_lr group: its own max and min, the same

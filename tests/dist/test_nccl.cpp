@@ -188,6 +188,24 @@ TEST_CASE("NCCL on the backend's stream: collectives ordered with its kernels, n
   const std::vector<float> halves = read(*backend, half);
   CHECK(std::count(halves.begin(), halves.end(), static_cast<float>(ranks_sum)) == 1024);
 
+  // Expert parallelism's token exchange: rank r sends rank d (r + d) % 3 + 1 rows of 5, valued
+  // 8·r + d (exact in bf16), in fp32 and bf16; each rank receives every rank's rows in rank order.
+  for (const mgt::FloatType type : {mgt::FloatType::kF32, mgt::FloatType::kBf16}) {
+    std::vector<std::int64_t> send_counts, recv_counts;
+    std::vector<float> sent, expected;
+    for (int d = 0; d < world; ++d) {
+      send_counts.push_back(5 * ((rank + d) % 3 + 1));
+      recv_counts.push_back(5 * ((d + rank) % 3 + 1));
+      sent.insert(sent.end(), static_cast<std::size_t>(send_counts.back()), static_cast<float>(8 * rank + d));
+      expected.insert(expected.end(), static_cast<std::size_t>(recv_counts.back()), static_cast<float>(8 * d + rank));
+    }
+    mgt::DeviceBuffer from(*backend, static_cast<std::int64_t>(sent.size()), type);
+    mgt::DeviceBuffer to(*backend, static_cast<std::int64_t>(expected.size()), type);
+    backend->copy_from_host(std::span<const float>(sent), from.view());
+    comm->all_to_all(mgt::ConstFloatView(from.view()), send_counts, to.view(), recv_counts);
+    CHECK(read(*backend, to) == expected);
+  }
+
   // The process groups mirror the MPI ones on the same stream.
   ProcessGroups mpi_groups = make_process_groups(runtime(), ParallelLayout(ParallelFlags{}, world));
   ProcessGroups groups = make_nccl_process_groups(mpi_groups, queue);

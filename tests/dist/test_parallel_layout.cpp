@@ -143,3 +143,38 @@ TEST_CASE("a world that context parallelism does not divide is refused", "[dist]
   f.context_parallel_size = 0;
   CHECK(usage_error_of(f, 4) == "--context-parallel-size must be a positive integer, not 0");
 }
+
+// parallel_state's expert_decoder_rank_generator (expert-tensor size 1, order "tp-cp-ep-dp-pp"):
+// the expert-parallel ranks are consecutive ranks of the dp · cp ranks of a stage.
+TEST_CASE("expert parallelism: Megatron's expert groups", "[dist][layout]") {
+  ParallelFlags f = flags(1, 1);
+  f.expert_model_parallel_size = 2;
+  const ParallelLayout dp4(f, 4);
+  CHECK(dp4.expert_model_parallel_size() == 2);
+  CHECK(dp4.expert_data_parallel_size() == 2);
+  CHECK(dp4.groups(GroupKind::ExpertModelParallel) == Groups{{0, 1}, {2, 3}});
+  CHECK(dp4.groups(GroupKind::ExpertDataParallel) == Groups{{0, 2}, {1, 3}});
+  CHECK(dp4.groups(GroupKind::DataParallel) == Groups{{0, 1, 2, 3}});
+
+  // World 8, CP 2, PP 2: dp · cp = 4 ranks per stage, split into expert-parallel pairs.
+  ParallelFlags g = flags(1, 2);
+  g.context_parallel_size = 2;
+  g.expert_model_parallel_size = 2;
+  const ParallelLayout cp(g, 8);
+  CHECK(cp.groups(GroupKind::ExpertModelParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(cp.groups(GroupKind::ExpertDataParallel) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+
+  // EP = dp: one expert-data-parallel rank each.
+  f.expert_model_parallel_size = 4;
+  const ParallelLayout all(f, 4);
+  CHECK(all.groups(GroupKind::ExpertModelParallel) == Groups{{0, 1, 2, 3}});
+  CHECK(all.groups(GroupKind::ExpertDataParallel) == Groups{{0}, {1}, {2}, {3}});
+}
+
+TEST_CASE("an expert-parallel size that does not divide dp x cp is refused", "[dist][layout]") {
+  ParallelFlags f = flags(1, 1);
+  f.expert_model_parallel_size = 4;
+  CHECK(usage_error_of(f, 2) == "--expert-model-parallel-size (4) must divide the data-parallel size (2)");
+  f.expert_model_parallel_size = 0;
+  CHECK(usage_error_of(f, 2) == "--expert-model-parallel-size must be a positive integer, not 0");
+}

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/gpt_parameters.hpp"
@@ -246,4 +248,35 @@ TEST_CASE("moe layer: the output is Megatron's weighted sum of experts", "[model
 TEST_CASE("moe layer: gradients against central differences", "[model][moe]") {
   check_gradients(Activation::kSwiglu, -1.0, false, 4);
   check_gradients(Activation::kGelu, 0.5, true, 0);
+}
+
+// With expert parallelism each rank's table holds its share of the experts, named by their
+// global number and placed after everything else (Megatron's expert-parallel buffers); the
+// router and shared experts stay with the dense parameters.
+TEST_CASE("moe parameters: expert-parallel ranks hold their experts by global number, last", "[model][moe]") {
+  GptConfig c = moe_config(Activation::kSwiglu, -1.0, false, 4);
+  c.num_layers = 2;
+  c.moe.layer_pattern = {false, true};
+  const ParameterTable whole = gpt_parameter_table(c);
+  CHECK(whole.expert_begin == whole.buffer_size);
+  CHECK(whole.at("decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight").expert_parallel);
+  CHECK_FALSE(whole.at("decoder.layers.1.mlp.shared_experts.linear_fc2.weight").expert_parallel);
+
+  const ParameterTable second = gpt_parameter_table(c, {}, {}, ExpertParallelRank{2, 1});
+  std::vector<std::string> experts;
+  for (const ParameterEntry& e : second.entries) {
+    CHECK(e.expert_parallel == (e.offset >= second.expert_begin));
+    if (e.expert_parallel) experts.push_back(e.name);
+  }
+  CHECK(experts == std::vector<std::string>{"decoder.layers.1.mlp.experts.local_experts.2.linear_fc1.weight",
+                                            "decoder.layers.1.mlp.experts.local_experts.2.linear_fc2.weight",
+                                            "decoder.layers.1.mlp.experts.local_experts.3.linear_fc1.weight",
+                                            "decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight"});
+  CHECK(second.find("decoder.layers.1.mlp.experts.local_experts.0.linear_fc1.weight") == nullptr);
+  CHECK(second.find("decoder.layers.1.mlp.router.weight")->offset < second.expert_begin);
+  CHECK(second.entries.back().expert_parallel);
+  CHECK(second.at("decoder.layers.1.mlp.experts.local_experts.2.linear_fc1.weight").global_shape ==
+        whole.at("decoder.layers.1.mlp.experts.local_experts.2.linear_fc1.weight").global_shape);
+  CHECK_THROWS_WITH(gpt_parameter_table(c, {}, {}, ExpertParallelRank{3, 0}),
+                    "expert-parallel rank 0 of 3 cannot hold an equal share of 4 experts");
 }

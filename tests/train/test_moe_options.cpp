@@ -93,6 +93,12 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
   CHECK(moe_usage_error({"--expert-model-parallel-size", "2"}) == "--expert-model-parallel-size needs --num-experts");
   CHECK(moe_usage_error({"--num-experts", "3", "--expert-model-parallel-size", "2"}, 2) ==
         "--num-experts (3) must be a multiple of --expert-model-parallel-size (2)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--expert-model-parallel-size", "4"}, 2) ==
+        "--expert-model-parallel-size (4) must divide the data-parallel size (2)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--expert-model-parallel-size", "2"}, 2).find(
+            "--expert-model-parallel-size 2 with --moe-token-dispatcher-type allgather is not supported yet") == 0);
+  CHECK(moe_usage_error({"--num-experts", "4", "--expert-tensor-parallel-size", "2"}, 2).find(
+            "--expert-tensor-parallel-size 2 is not supported yet") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-topk", "1"}) ==
         "--moe-router-topk 1 with the softmax score function needs --moe-router-pre-softmax (a softmax over one "
         "expert has a zero gradient)");

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# End-to-end checks of expert parallelism (--expert-model-parallel-size, CPU ranks over MPI): a
+# model of 8 experts, top-2, with the alltoall dispatcher reproduces the one-rank run's lm loss,
+# auxiliary losses and grad norm (20 iterations, within 1e-5 relative; 1e-4 for the norm) with
+# EP=2 on 2 ranks, and with EP=2 x expert-data-parallel 2 on 4 ranks with the distributed
+# optimizer; a checkpoint saved at EP=2 resumes at EP=1 (and one saved at EP=1 at EP=2) with the
+# uninterrupted run's losses, directly and through mgt-ckpt-convert; layouts that cannot hold the
+# experts are refused with one line and exit 2.
+# Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+
+BIN="$1"
+SRC="$2"
+source "$SRC/tests/e2e/lib/common.bash"
+source "$SRC/tests/e2e/lib/mpi_ranks.bash"
+
+MOE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+     --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2
+     --mock-data --train-iters 20 --log-interval 1 --eval-iters 0
+     --position-embedding-type rope --normalization RMSNorm --swiglu
+     --untie-embeddings-and-output-weights --disable-bias-linear --hidden-dropout 0 --attention-dropout 0
+     --num-experts 8 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2
+     --moe-z-loss-coeff 1e-3 --moe-ffn-hidden-size 48 --moe-layer-freq "([0]+[1])*1"
+     --moe-shared-expert-intermediate-size 32 --moe-token-dispatcher-type alltoall
+     --tokenizer-type NullTokenizer --vocab-size 127)
+
+# compare REFERENCE RUN [FIRST]: lm loss, load_balancing_loss and z_loss within 1e-5 relative and
+# the grad norm within 1e-4 at every iteration of RUN (from FIRST on, at least 10 of them).
+compare() {
+  python3 - "$@" <<'PY'
+import json, sys
+def load(path):
+    return {j["iteration"]: j for j in map(json.loads, open(path)) if j["event"] == "train"}
+ref, run = load(sys.argv[1]), load(sys.argv[2])
+first = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+keys = sorted(k for k in ref if k >= first)
+assert sorted(k for k in run if k >= first) == keys and len(keys) >= 10, (sorted(run), keys)
+worst = {}
+for k in keys:
+    for field, bound in (("lm_loss", 1e-5), ("load_balancing_loss", 1e-5), ("z_loss", 1e-5), ("grad_norm", 1e-4)):
+        a, b = ref[k][field], run[k][field]
+        rel = abs(a - b) / abs(a)
+        worst[field] = max(worst.get(field, 0.0), rel)
+        assert rel <= bound, f"{k} {field}: {a!r} vs {b!r} (relative {rel:.3g})"
+print(f"{sys.argv[2].rsplit('/', 1)[-1]}: {len(keys)} iterations, largest relative differences "
+      + ", ".join(f"{f} {v:.2e}" for f, v in worst.items()))
+PY
+}
+
+# one_line MESSAGE: err.txt is that one line.
+one_line() {
+  [[ $(wc -l <"$WORK/err.txt") == 1 ]] && grep -qF -- "$1" "$WORK/err.txt" || fail "expected '$1', got: $(cat "$WORK/err.txt")"
+}
+
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --metrics-file "$WORK/one.jsonl"
+
+# EP=2 on 2 ranks: each rank holds 4 experts; the groups are printed as Megatron lays them out.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --metrics-file "$WORK/ep2.jsonl" \
+  --save "$WORK/ck-ep2" --save-interval 10
+grep -q "> expert-model-parallel groups: \[0, 1\] (mpi), 4 of the 8 experts per rank" "$WORK/out.txt" ||
+  fail "no expert-model-parallel groups line"
+compare "$WORK/one.jsonl" "$WORK/ep2.jsonl"
+
+# EP=2 x expert-data-parallel 2 on 4 ranks, the distributed optimizer sharding both regions,
+# --log-params-norm counting each expert once.
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --use-distributed-optimizer \
+  --metrics-file "$WORK/ep2dp2.jsonl" --save "$WORK/ck-ep2dp2" --save-interval 10
+grep -q "> expert-data-parallel groups (the experts' gradients): \[0, 2\] \[1, 3\]" "$WORK/out.txt" ||
+  fail "no expert-data-parallel groups line"
+compare "$WORK/one.jsonl" "$WORK/ep2dp2.jsonl"
+
+# The checkpoints of iteration 10 (the runs above saved 10 and 20; 20 is set aside) name each
+# expert by its global number; they resume at EP=1, the optimizer's state of both regions included.
+for ck in "$WORK/ck-ep2" "$WORK/ck-ep2dp2"; do
+  rm -r "$ck/iter_0000020"
+  echo 10 >"$ck/latest_checkpointed_iteration.txt"
+done
+# Rank 0 stores experts 0-3 with the rest of the model, rank 1 experts 4-7 in its own file.
+CK10="$WORK/ck-ep2/iter_0000010"
+grep -aq "local_experts.3.linear_fc1.weight" "$CK10/mp_rank_00.h5" || fail "experts 0-3 not in mp_rank_00.h5"
+grep -aq "local_experts.7.linear_fc1.weight" "$CK10/mp_rank_00_dp_001.h5" ||
+  fail "experts 4-7 not in mp_rank_00_dp_001.h5"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2" --metrics-file "$WORK/resumed-ep1.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-ep1.jsonl" 11
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2dp2" --metrics-file "$WORK/resumed-dist.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-dist.jsonl" 11
+
+# Converted (mgt to mgt, the source's layout) it still resumes; and an EP=1 checkpoint resumes at EP=2.
+expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mgt --load-dir "$WORK/ck-ep2" \
+  --save-dir "$WORK/ck-converted"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --load "$WORK/ck-converted" \
+  --metrics-file "$WORK/resumed-ep2.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-ep2.jsonl" 11
+
+# Layouts that cannot hold the experts: one line, exit 2.
+expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3
+one_line "--num-experts (8) must be a multiple of --expert-model-parallel-size (3)"
+expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2
+one_line "--expert-model-parallel-size (2) must divide the data-parallel size (1)"
+expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-tensor-parallel-size 2
+grep -q -- "--expert-tensor-parallel-size 2 is not supported yet" "$WORK/err.txt" || fail "ETP 2 not refused by name"
+echo "ok"

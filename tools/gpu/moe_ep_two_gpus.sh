@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# On a 2-GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
+# the NCCL tests of mgt-dist-tests (the all-to-all among them), then a small MoE model (8
+# experts, top-2, alltoall dispatcher) on one GPU and with expert parallelism EP=2 over NCCL, in
+# fp32 and bf16, with and without the distributed optimizer; prints the largest relative
+# differences of lm loss and grad norm against the one-GPU run.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+dp=${MGT_DEVPACK:-$PWD/.devpack}
+sp=/opt/torch/.venv/lib/python3.12/site-packages
+python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
+export PATH=$dp/bin:$PATH
+export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-/tmp/moe-ep}
+mkdir -p "$out"
+mpiexec.hydra -launcher fork -n 2 mgt-dist-tests "[nccl]" > "$out/nccl-tests.log" 2>&1
+echo "mgt-dist-tests [nccl] on 2 GPUs: exit $?"; tail -3 "$out/nccl-tests.log"
+model=(--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 256 --max-position-embeddings 256
+       --micro-batch-size 4 --global-batch-size 16 --lr 3e-4 --train-iters 30 --log-interval 1 --eval-iters 0
+       --hidden-dropout 0 --attention-dropout 0 --mock-data --tokenizer-type NullTokenizer --vocab-size 1023
+       --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights
+       --disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3
+       --moe-ffn-hidden-size 512 --moe-token-dispatcher-type alltoall --device cuda
+       --data-cache-path "$out/cache" --deterministic-mode)
+run() {  # run NAME RANKS FLAGS...
+  local name=$1 ranks=$2; shift 2
+  local launch=(); [ "$ranks" -gt 1 ] && launch=(mpiexec.hydra -launcher fork -n "$ranks")
+  "${launch[@]}" mgt-train "${model[@]}" "$@" --metrics-file "$out/$name.jsonl" > "$out/$name.log" 2>&1 ||
+    { echo "$name failed:"; tail -5 "$out/$name.log"; }
+}
+run fp32-1 1
+run fp32-ep2 2 --expert-model-parallel-size 2
+run fp32-ep2-dist 2 --expert-model-parallel-size 2 --use-distributed-optimizer
+run bf16-1 1 --bf16
+run bf16-ep2 2 --bf16 --expert-model-parallel-size 2
+grep -h "expert-model-parallel groups\|transport" "$out/fp32-ep2.log" | head -3
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        return {j["iteration"]: j for j in map(json.loads, open(f"{out}/{name}.jsonl")) if j["event"] == "train"}
+    except OSError:
+        return {}
+for ref, runs in (("fp32-1", ("fp32-ep2", "fp32-ep2-dist")), ("bf16-1", ("bf16-ep2",))):
+    a = load(ref)
+    for name in runs:
+        b = load(name)
+        keys = sorted(set(a) & set(b))
+        if not keys:
+            print(f"{name}: no iterations to compare"); continue
+        worst = {f: max(abs(a[k][f] - b[k][f]) / abs(a[k][f]) for k in keys) for f in ("lm_loss", "grad_norm")}
+        print(f"{name} vs {ref}: {len(keys)} iterations, last lm loss {a[keys[-1]]['lm_loss']:.6f} / "
+              f"{b[keys[-1]]['lm_loss']:.6f}, largest relative differences "
+              + ", ".join(f"{f} {v:.2e}" for f, v in worst.items()))
+PY
