@@ -4,7 +4,7 @@
 # delayed scaling) by the benchmark's log line and by wall clock (runs of 20 and 60 iterations
 # after one that builds the mock data's indices, the difference of their times), the FP8 step's
 # per-operation profile, and a short table last. Logs under $OUT (or /tmp/fp8-speed).
-#   tools/gpu/fp8_speed.sh [--peer]      --peer: the PyTorch peer (bf16, compiled) beside bf16
+#   tools/gpu/fp8_speed.sh [--peer]   --peer: the PyTorch peer too (compiled), bf16 and torchao FP8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/fp8-speed}
@@ -47,9 +47,21 @@ for precision in bf16 fp8; do
   row "gpt-1.3b mbs 4 $precision" "$(head -1 "$out/$precision-60.log" | grep -oE '[0-9]+ tokens/s, MFU [0-9.]+%, peak [0-9]+ MiB'); max allocated $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['max_allocated_mib'])" "$out/$precision-60.json" 2>/dev/null) MiB; wall clock $wall tokens/s"
 done
 if [ -z "$peer" ]; then
-  "$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt-1.3b --micro-batch 4 --iters 30 --precision bf16 \
-    > "$out/peer.log" 2>&1 || tail -5 "$out/peer.log"
-  row "bf16 beside the PyTorch peer" "$(head -3 "$out/peer.log" | tr '\n' ' ' | cut -c1-200)"
+  # The PyTorch peer of the same model (compiled, DDP on one GPU) in bf16 and with torchao's FP8
+  # training (tensorwise), in this call; torchao travels as a wheel in .whl.
+  if [ -d .whl ]; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
+      export PYTHONPATH=/tmp/site
+  fi
+  for fp8 in none torchao; do
+    extra=(); [ $fp8 = torchao ] && extra=(--fp8 torchao)
+    "$py" tools/bench/ddp_peer_gpu.py --gpus 1 --shape gpt-1.3b --micro-batch 4 --iters 30 "${extra[@]}" \
+      --json "$out/peer.jsonl" > "$out/peer-$fp8.log" 2>&1 || tail -5 "$out/peer-$fp8.log"
+  done
+  while read -r line; do
+    row "peer $(python3 -c "import json,sys; j=json.loads(sys.argv[1]); print(j['fp8'] or 'bf16')" "$line")" \
+      "$(python3 -c "import json,sys; j=json.loads(sys.argv[1]); print(f\"{j['tokens_per_second']:.0f} tokens/s, max allocated {j['peak_mib']:.0f} MiB, torch {j['torch']}\")" "$line")"
+  done < "$out/peer.jsonl"
 fi
 
 model=(--device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
