@@ -1,9 +1,9 @@
-// One rank's checkpoint files as host memory: each file's metadata and its tensors' records and
-// bytes, copied off the live state at the save iteration, and the writing of those files later.
-// Saving is these two steps in a row; with --async-save the second runs on a thread while
-// training changes the live state (the host copy Megatron's async save takes before its writer
-// runs, megatron/core/dist_checkpointing/strategies/filesystem_async.py). The same snapshot gives
-// the same files whichever way it is written.
+// One rank's checkpoint files as they are taken from the live state: each file's metadata and its
+// tensors' records and bytes in host memory, handed to a sink that writes them at once (a
+// synchronous save, one tensor in memory at a time) or keeps them all (a snapshot) for a thread
+// to write while training changes the live state (--async-save: the host copy Megatron's async
+// save takes before its writer runs, megatron/core/dist_checkpointing/strategies/
+// filesystem_async.py). The same tensors in the same order give the same files either way.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +18,8 @@
 #include "ckpt/tensor_record.hpp"
 
 namespace mgt::ckpt {
+
+class ShardWriter;
 
 // A tensor's bytes in host memory; the vector they were taken from moves in, so no copy is made.
 class HostBytes {
@@ -53,8 +55,49 @@ struct SnapshotWriteOptions {
   std::function<void(const std::string& path)> before_close;
 };
 
-// Writes every file into `dir` (each closed and fsynced, ShardWriter::close) and returns the
-// bytes the files hold. Throws mgt::Error naming the file that could not be written.
+// Where a rank's checkpoint files go, file by file and tensor by tensor, as they are taken from
+// the live state: into host memory (ShardSnapshotCollector, for a background write) or straight
+// into the files (ShardFilesWriter, holding one tensor at a time).
+class ShardFileSink {
+public:
+  virtual ~ShardFileSink() = default;
+  // The files come one after the other: a file's tensors follow its begin_file.
+  virtual void begin_file(const std::string& file_name, const CheckpointMetadata& metadata) = 0;
+  virtual void tensor(SnapshotTensor tensor) = 0;
+};
+
+class ShardSnapshotCollector final : public ShardFileSink {
+public:
+  void begin_file(const std::string& file_name, const CheckpointMetadata& metadata) override;
+  void tensor(SnapshotTensor tensor) override;
+  std::vector<ShardFileSnapshot> take() { return std::move(files_); }
+
+private:
+  std::vector<ShardFileSnapshot> files_;
+};
+
+// Writes the files into `dir` (ShardWriter: each closed and fsynced before the next begins).
+// Throws mgt::Error naming the file that could not be written.
+class ShardFilesWriter final : public ShardFileSink {
+public:
+  explicit ShardFilesWriter(std::string dir, SnapshotWriteOptions options = {});
+  ~ShardFilesWriter() override;
+  void begin_file(const std::string& file_name, const CheckpointMetadata& metadata) override;
+  void tensor(SnapshotTensor tensor) override;
+  // Closes the last file; returns the bytes the files hold.
+  std::uint64_t finish();
+
+private:
+  void close_current();
+
+  std::string dir_;
+  SnapshotWriteOptions options_;
+  std::string path_;
+  std::unique_ptr<ShardWriter> writer_;
+  std::uint64_t bytes_ = 0;
+};
+
+// Writes every file of a snapshot into `dir`; returns the bytes the files hold.
 std::uint64_t write_shard_snapshots(const std::string& dir, std::span<const ShardFileSnapshot> files,
                                     const SnapshotWriteOptions& options = {});
 

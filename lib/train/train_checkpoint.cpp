@@ -146,7 +146,7 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
 // FP8 state records of one linear layer.
 std::string fp8_state_path(const std::string& layer, const char* field) { return "fp8/" + layer + "/" + field; }
 
-void snapshot_fp8_state(std::vector<ckpt::SnapshotTensor>& out, Fp8Training& fp8) {
+void emit_fp8_state(ckpt::ShardFileSink& out, Fp8Training& fp8) {
   if (fp8.recipe().current_scaling) return;  // each cast computes its own scale: nothing to keep
   const std::vector<Fp8Training::LinearState> state = fp8.read_state();
   const std::int64_t len = fp8.recipe().amax_history_len;
@@ -154,9 +154,9 @@ void snapshot_fp8_state(std::vector<ckpt::SnapshotTensor>& out, Fp8Training& fp8
     const Fp8Training::LinearState& s = state[static_cast<size_t>(k)];
     const std::string& layer = fp8.linear_name(k);
     auto put = [&](const char* field, std::vector<std::int64_t> shape, const std::vector<float>& values) {
-      out.push_back({ckpt::TensorRecord::whole(fp8_state_path(layer, field), ckpt::TensorDType::Float32,
-                                               std::move(shape)),
-                     ckpt::HostBytes(values)});
+      out.tensor({ckpt::TensorRecord::whole(fp8_state_path(layer, field), ckpt::TensorDType::Float32,
+                                            std::move(shape)),
+                  ckpt::HostBytes(values)});
     };
     put("forward_amax_history", {len, 2}, s.forward_history);
     put("forward_scale", {2}, s.forward_scale);
@@ -212,24 +212,20 @@ void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, con
 // data-parallel ranks), and with the distributed optimizer every data-parallel rank holds the
 // optimizer state it owns, as Megatron's distrib_optim.pt files hold each rank's shard
 // (megatron/core/optimizer/distrib_optimizer.py). Each tensor is copied off the device once and
-// moved into the snapshot.
-std::vector<ckpt::ShardFileSnapshot> snapshot_train_checkpoint(const TrainCheckpointParts& parts,
-                                                               const TrainCheckpointSaveSettings& settings,
-                                                               const ckpt::WorldLayout& layout) {
+// handed to the sink as it is taken.
+void emit_train_checkpoint(const TrainCheckpointParts& parts, const TrainCheckpointSaveSettings& settings,
+                           const ckpt::WorldLayout& layout, ckpt::ShardFileSink& sink) {
   const GptParameters& params = parts.params;
   const TensorParallelRank& tp = params.tensor_parallel();
   const ckpt::CheckpointMetadata meta = shard_metadata(parts, settings, layout);
   const bool optimizer_shards =
       settings.save_optimizer && parts.optimizer.distributed() && layout.data_parallel_size > 1;
   using ckpt::OptimizerState;
-  std::vector<ckpt::ShardFileSnapshot> files;
 
   if (layout.data_parallel_rank == 0) {
-    ckpt::ShardFileSnapshot& file = files.emplace_back();
-    file.file_name = ckpt::shard_file_name(ckpt::ShardId::model_shard(layout));
-    file.metadata = meta;
+    sink.begin_file(ckpt::shard_file_name(ckpt::ShardId::model_shard(layout)), meta);
     auto put = [&](const std::string& path, const ParameterEntry& e, std::vector<float> values) {
-      file.tensors.push_back({ckpt::parameter_piece_record(path, e, tp), ckpt::HostBytes(std::move(values))});
+      sink.tensor({ckpt::parameter_piece_record(path, e, tp), ckpt::HostBytes(std::move(values))});
     };
     // The last stage's copy of a tied word embedding is the first stage's tensor: stored once.
     for (const ParameterEntry& e : params.entries())
@@ -242,33 +238,36 @@ std::vector<ckpt::ShardFileSnapshot> snapshot_train_checkpoint(const TrainCheckp
         put(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, parts.optimizer.read_exp_avg(e));
         put(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, parts.optimizer.read_exp_avg_sq(e));
       }
-    if (parts.fp8) snapshot_fp8_state(file.tensors, *parts.fp8);
+    if (parts.fp8) emit_fp8_state(sink, *parts.fp8);
     if (settings.save_rng) {
       std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(parts.progress.dropout_seed),
                                            parts.progress.micro_steps};
-      file.tensors.push_back(
-          {ckpt::TensorRecord::whole(ckpt::rng_state_path(kDropoutState), ckpt::TensorDType::Int64, {2}),
-           ckpt::HostBytes(std::move(dropout))});
+      sink.tensor({ckpt::TensorRecord::whole(ckpt::rng_state_path(kDropoutState), ckpt::TensorDType::Int64, {2}),
+                   ckpt::HostBytes(std::move(dropout))});
     }
   }
   if (optimizer_shards) {
-    ckpt::ShardFileSnapshot& file = files.emplace_back();
-    file.file_name = ckpt::shard_file_name(ckpt::ShardId::data_parallel_shard(layout));
-    file.metadata = meta;
+    sink.begin_file(ckpt::shard_file_name(ckpt::ShardId::data_parallel_shard(layout)), meta);
     for (const ParameterEntry& e : params.entries()) {
       const BufferShard part = parts.optimizer.owned_part(e);
       if (e.pipeline_duplicate || part.size() == 0) continue;
       const std::int64_t offset = part.begin - e.offset;
-      file.tensors.push_back({ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name),
-                                                           e, tp, offset, part.size()),
-                              ckpt::HostBytes(parts.optimizer.read_owned_exp_avg(e))});
-      file.tensors.push_back(
-          {ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp, offset,
-                                        part.size()),
-           ckpt::HostBytes(parts.optimizer.read_owned_exp_avg_sq(e))});
+      sink.tensor({ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, tp,
+                                                offset, part.size()),
+                   ckpt::HostBytes(parts.optimizer.read_owned_exp_avg(e))});
+      sink.tensor({ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp,
+                                                offset, part.size()),
+                   ckpt::HostBytes(parts.optimizer.read_owned_exp_avg_sq(e))});
     }
   }
-  return files;
+}
+
+std::vector<ckpt::ShardFileSnapshot> snapshot_train_checkpoint(const TrainCheckpointParts& parts,
+                                                               const TrainCheckpointSaveSettings& settings,
+                                                               const ckpt::WorldLayout& layout) {
+  ckpt::ShardSnapshotCollector collector;
+  emit_train_checkpoint(parts, settings, layout, collector);
+  return collector.take();
 }
 
 namespace {
@@ -346,12 +345,31 @@ SavedTrainCheckpoint save_train_checkpoint(const std::string& save_dir, const Tr
   CollectiveSave save(save_dir, parts.progress.iteration, world);
   RankSaveStatistics mine;
   save.run("writing the checkpoint shards", [&] {
+    // One tensor in host memory at a time: each is written as soon as it is taken, the time
+    // spent taking them (the copies off the device) counted apart.
+    struct TimedWriter final : ckpt::ShardFileSink {
+      ckpt::ShardFilesWriter files;
+      std::chrono::steady_clock::duration writing{};
+      explicit TimedWriter(const std::string& dir) : files(dir) {}
+      void begin_file(const std::string& name, const ckpt::CheckpointMetadata& metadata) override {
+        const auto start = std::chrono::steady_clock::now();
+        files.begin_file(name, metadata);
+        writing += std::chrono::steady_clock::now() - start;
+      }
+      void tensor(ckpt::SnapshotTensor tensor) override {
+        const auto start = std::chrono::steady_clock::now();
+        files.tensor(std::move(tensor));
+        writing += std::chrono::steady_clock::now() - start;
+      }
+    } writer(save.staging_dir());
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<ckpt::ShardFileSnapshot> files = snapshot_train_checkpoint(parts, settings, layout);
-    const auto copied = std::chrono::steady_clock::now();
-    mine.bytes = ckpt::write_shard_snapshots(save.staging_dir(), files);
-    mine.copy_seconds = std::chrono::duration<double>(copied - start).count();
-    mine.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - copied).count();
+    emit_train_checkpoint(parts, settings, layout, writer);
+    const auto finishing = std::chrono::steady_clock::now();
+    mine.bytes = writer.files.finish();
+    const auto end = std::chrono::steady_clock::now();
+    writer.writing += end - finishing;
+    mine.write_seconds = std::chrono::duration<double>(writer.writing).count();
+    mine.copy_seconds = std::chrono::duration<double>(end - start - writer.writing).count();
   });
   save.publish();
   return {save.directory(), gather_save_statistics(world, mine)};

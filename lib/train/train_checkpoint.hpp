@@ -99,9 +99,13 @@ ckpt::SaveDirectoryLock open_save_directory(const std::string& save_dir);
 void require_planned_saves_new(const std::string& save_dir, std::int64_t start_iteration,
                                std::int64_t last_iteration, std::int64_t save_interval);
 
-// This rank's part of the checkpoint of progress.iteration as host memory (its files' tensors
-// copied off the device; ckpt/shard_file_snapshot.hpp): what the rank writes, synchronously or
-// in the background (async_checkpoint_save.hpp). No communication.
+// This rank's part of the checkpoint of progress.iteration, file by file and tensor by tensor,
+// each tensor copied off the device as it is handed to `sink` (ckpt/shard_file_snapshot.hpp):
+// what the rank writes, synchronously or in the background (async_checkpoint_save.hpp). No
+// communication.
+void emit_train_checkpoint(const TrainCheckpointParts& parts, const TrainCheckpointSaveSettings& settings,
+                           const ckpt::WorldLayout& layout, ckpt::ShardFileSink& sink);
+// All of it in host memory at once.
 std::vector<ckpt::ShardFileSnapshot> snapshot_train_checkpoint(const TrainCheckpointParts& parts,
                                                                const TrainCheckpointSaveSettings& settings,
                                                                const ckpt::WorldLayout& layout);
@@ -157,8 +161,8 @@ struct SavedTrainCheckpoint {
 
 // Collective over `world`: writes the checkpoint of progress.iteration into save_dir, each rank
 // its own files (layout: the sizes and this rank's coordinates), and moves the tracker file to
-// it once every rank has written (CollectiveSave). Each rank copies its state to host memory
-// first, then writes its files from there. World rank 0 holds save_dir's lock
+// it once every rank has written (CollectiveSave). Each rank writes each tensor as soon as it
+// has copied it to host memory. World rank 0 holds save_dir's lock
 // (open_save_directory).
 SavedTrainCheckpoint save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
                                            const TrainCheckpointSaveSettings& settings, dist::Communicator& world,

@@ -13,7 +13,7 @@ SRC="$2"
 source "$SRC/tests/e2e/lib/common.bash"
 source "$SRC/tests/e2e/lib/parallel_training.bash"
 
-RUN=("${GPT2[@]}" --use-distributed-optimizer --save-interval 10)
+RUN=("${GPT2[@]}" --use-distributed-optimizer --save-interval 10 --eval-iters 0)
 no_staging_left() {  # $1: a save directory
   ! ls -A "$1" | grep -q '\.tmp' || fail "temporaries left in $1: $(ls -A "$1")"
 }
@@ -51,7 +51,7 @@ setsid bash -c 'source "$1"; shift; ranks 2 "$@"' _ "$SRC/tests/e2e/lib/mpi_rank
 job=$!
 trap 'kill -KILL -- -"$job" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 600); do
-  grep -q "checkpoint of iteration      20 copied to host memory" "$WORK/killed.out" &&
+  grep -qs "checkpoint of iteration      20 copied to host memory" "$WORK/killed.out" &&
     compgen -G "$K/.iter_0000020.tmp-*/mp_rank_00_dp_001.h5" >/dev/null && break
   kill -0 "$job" 2>/dev/null || { cat "$WORK/killed.err" >&2; fail "the run to be killed ended early"; }
   sleep 0.1
