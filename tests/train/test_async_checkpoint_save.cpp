@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "ckpt/checkpoint_layout.hpp"
+#include "ckpt/iteration_save.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
+#include "core/error.hpp"
 #include "dist/local_communicator.hpp"
 #include "test_paths.hpp"
 #include "train/async_checkpoint_save.hpp"
@@ -147,13 +149,17 @@ TEST_CASE("trainer: --async-save saves the checkpoints a synchronous save does",
       INFO(name);
       CHECK(a.read_whole_bytes(name) == s.read_whole_bytes(name));
     }
-    // The same bookkeeping; the arguments differ in --async-save alone.
+    // The same bookkeeping; the arguments differ in --async-save and --save alone.
     ckpt::CheckpointMetadata am = a.metadata();
     const ckpt::CheckpointMetadata& sm = s.metadata();
-    const std::string flag = "\"async_save\": true";
-    const auto at = am.args_json.find(flag);
-    REQUIRE(at != std::string::npos);
-    am.args_json.replace(at, flag.size(), "\"async_save\": false");
+    const auto replace = [&](const std::string& from, const std::string& to) {
+      const auto at = am.args_json.find(from);
+      REQUIRE(at != std::string::npos);
+      am.args_json.replace(at, from.size(), to);
+    };
+    replace("\"async_save\": true", "\"async_save\": false");
+    replace(f.dir + "/async", f.dir + "/sync");
+    CHECK(am.args_json == sm.args_json);
     CHECK(am == sm);
   }
 }
