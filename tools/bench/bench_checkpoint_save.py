@@ -110,22 +110,25 @@ def save_figures(log, iteration):
 
 def parallel_dd(directory, per_rank_bytes):
     """One dd per rank, started together, each writing that rank's bytes; aggregate GB/s."""
-    # 64 MiB blocks, or whole MiB for less (direct I/O writes whole blocks): about the same bytes.
+    # At most 64 MiB per block, whole MiB (direct I/O writes whole blocks): each dd writes its
+    # rank's bytes rounded up to a MiB per block.
     mib = 1 << 20
-    block = min(64 * mib, max(mib, math.ceil(max(per_rank_bytes) / mib) * mib))
-    counts = [max(1, math.ceil(b / block)) for b in per_rank_bytes]
+    plans = []  # (block size in MiB, count) per rank
+    for b in per_rank_bytes:
+        count = max(1, math.ceil(b / (64 * mib)))
+        plans.append((max(1, math.ceil(b / count / mib)), count))
 
     def attempt(direct):
         procs = []
         start = time.perf_counter()
-        for r, count in enumerate(counts):
-            cmd = ["dd", "if=/dev/zero", f"of={os.path.join(directory, f'dd.rank{r}.bin')}", f"bs={block // mib}M",
+        for r, (block, count) in enumerate(plans):
+            cmd = ["dd", "if=/dev/zero", f"of={os.path.join(directory, f'dd.rank{r}.bin')}", f"bs={block}M",
                    f"count={count}", "conv=fsync"] + (["oflag=direct"] if direct else [])
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         errors = [p.communicate()[1] for p in procs]
         seconds = time.perf_counter() - start
         ok = all(p.returncode == 0 for p in procs)
-        for r in range(len(counts)):
+        for r in range(len(plans)):
             try:
                 os.remove(os.path.join(directory, f"dd.rank{r}.bin"))
             except FileNotFoundError:
@@ -138,9 +141,9 @@ def parallel_dd(directory, per_rank_bytes):
         ok, seconds, errors = attempt(False)
         if not ok:
             raise SystemExit("dd failed: " + " ".join(e.strip() for e in errors))
-    total = sum(counts) * block
+    total = sum(block * count for block, count in plans) * mib
     return {"bytes": total, "seconds": seconds, "gb_per_s": total / 1e9 / seconds, "oflag_direct": direct,
-            "processes": len(counts)}
+            "processes": len(plans)}
 
 
 def step_times(metrics, log, save_at, warmup):
@@ -164,9 +167,11 @@ def step_times(metrics, log, save_at, warmup):
     # Iterations save_at+1 … published_after ran beside the writer; the next one published it.
     during = [i for i in times if save_at < i <= published_after + 1]
     others = [i for i in times if i > warmup and i not in during and i != save_at]
-    mean = lambda its: sum(times[i] for i in its) / len(its) if its else float("nan")
+    if not others or not during:
+        raise SystemExit(f"no iterations to compare: raise --save-at above --warmup + 1 ({warmup + 1})")
+    mean = lambda its: sum(times[i] for i in its) / len(its)
     return {"during_iterations": during, "during_ms": mean(during), "normal_ms": mean(others),
-            "ratio": mean(during) / mean(others) if others and during else float("nan")}
+            "ratio": mean(during) / mean(others)}
 
 
 def main():
