@@ -37,6 +37,7 @@ constexpr Entry kRanges[] = {
     {"--adam-beta1", fraction()},
     {"--adam-beta2", fraction()},
     {"--adam-eps", above(0)},
+    {"--async-save-delay-ms", count_from(0)},
     {"--attention-dropout", fraction()},
     {"--clip-grad", at_least(0)},
     {"--context-parallel-size", size()},

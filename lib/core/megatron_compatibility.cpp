@@ -51,6 +51,7 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
                    {{"zarr", "Megatron deprecated the zarr backend; mgt's HDF5 checkpoints stand for torch, "
                              "torch_dist and torch_dcp"}})},
       {"--auto-detect-ckpt-format", switch_flag("mgt reads its own checkpoint format only")},
+      {"--use-dist-ckpt", switch_flag("Megatron deprecated it; mgt's checkpoints are distributed (every rank writes its own part)")},
       {"--transformer-impl", choice_flag("mgt has one transformer implementation, with Megatron's local layer "
                                          "names; results agree up to rounding",
                                          {"local", "transformer_engine"})},

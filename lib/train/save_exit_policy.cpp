@@ -2,11 +2,13 @@
 // checkpoints at --save-interval, at ramp-up changes and before an exit, and the exit conditions
 // every rank agrees on (Megatron's checkpoint_and_decide_exit).
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "ckpt/checkpoint_layout.hpp"
 #include "train/training_run.hpp"
@@ -107,11 +109,15 @@ ExitReason TrainingRun::agreed_exit_reason() {
   return ExitReason::None;
 }
 
-// Every rank writes its own part of the checkpoint (train_checkpoint.hpp): no gather, and no
-// rank holds more than its shard; rank 0 publishes the directory once all have written.
+// Every rank writes its own part of the checkpoint (train_checkpoint.hpp), in parallel: no
+// gather, and no rank holds more than its shard; rank 0 publishes the directory once all have
+// written. With --async-save the files are written in the background (async_checkpoint_save.hpp)
+// and published by a later finalize_async_save.
 void TrainingRun::save_checkpoint() {
   timer_.stop();
   finish_param_gather();
+  // Megatron finalizes the save in flight before it starts another (one at a time).
+  finalize_async_save(true);
   const std::string& dir = *options_.checkpoint.save;
   output_.line("saving checkpoint at iteration " + padded_iteration(progress_.iteration) + " to " + dir +
                " in hdf5 format");
@@ -133,11 +139,71 @@ void TrainingRun::save_checkpoint() {
   layout.tensor_model_parallel_rank = tensor_parallel_.rank();
   layout.pipeline_model_parallel_rank = pipeline_parallel_size() > 1 ? pipeline_.rank() : 0;
   layout.data_parallel_rank = gradients_.rank();
-  last_checkpoint_ = save_train_checkpoint(dir, parts(), s, world_, layout);
+  if (options_.checkpoint.async_save) {
+    ckpt::SnapshotWriteOptions write;
+    if (const std::int64_t delay = options_.checkpoint.async_save_delay_ms; delay > 0)
+      write.before_close = [delay](const std::string&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      };
+    async_save_ = start_async_train_checkpoint_save(dir, parts(), s, world_, layout, std::move(write));
+    output_.line("  checkpoint of iteration " + padded_iteration(progress_.iteration) +
+                 " copied to host memory; its files are written in the background");
+  } else {
+    const SavedTrainCheckpoint saved = save_train_checkpoint(dir, parts(), s, world_, layout);
+    last_checkpoint_ = saved.directory;
+    report_save(progress_.iteration, saved, false);
+  }
   last_saved_iteration_ = progress_.iteration;
-  output_.line("  successfully saved checkpoint from iteration " + padded_iteration(progress_.iteration) +
-               " to " + dir + " " + model_parallel_coordinates());
   timer_.start();
+}
+
+void TrainingRun::finalize_async_save(bool blocking) {
+  if (!async_save_) return;
+  if (blocking && !async_save_->written())
+    output_.line("  waiting for the background write of the checkpoint of iteration " +
+                 padded_iteration(async_save_->iteration()));
+  const std::optional<SavedTrainCheckpoint> saved = async_save_->try_finalize(world_, blocking);
+  if (!saved) return;
+  const std::int64_t iteration = async_save_->iteration();
+  async_save_.reset();
+  last_checkpoint_ = saved->directory;
+  report_save(iteration, *saved, true);
+}
+
+namespace {
+
+std::string fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+std::string gigabytes_per_second(std::uint64_t bytes, double seconds) {
+  return seconds > 0 ? fixed(static_cast<double>(bytes) / 1e9 / seconds, 3) : std::string("inf");
+}
+
+}  // namespace
+
+// Megatron's line, then what each rank wrote and how fast, and the aggregate: the bytes of every
+// rank over the time of the slowest (the ranks write at the same time).
+void TrainingRun::report_save(std::int64_t iteration, const SavedTrainCheckpoint& saved, bool background) {
+  const std::string& dir = *options_.checkpoint.save;
+  output_.line("  successfully saved checkpoint from iteration " + padded_iteration(iteration) + " to " + dir + " " +
+               model_parallel_coordinates());
+  const std::string n = std::to_string(saved.ranks.size());
+  std::uint64_t total = 0;
+  double slowest = 0.0;
+  for (std::size_t r = 0; r < saved.ranks.size(); ++r) {
+    const RankSaveStatistics& s = saved.ranks[r];
+    total += s.bytes;
+    slowest = std::max(slowest, s.write_seconds);
+    output_.line("  checkpoint write [rank " + std::to_string(r) + "/" + n + "]: " + std::to_string(s.bytes) +
+                 " bytes in " + fixed(s.write_seconds, 3) + " s, " + gigabytes_per_second(s.bytes, s.write_seconds) +
+                 " GB/s (host copy " + fixed(s.copy_seconds, 3) + " s)");
+  }
+  output_.line("  checkpoint write [all " + n + " ranks]: " + std::to_string(total) + " bytes in " +
+               fixed(slowest, 3) + " s, " + gigabytes_per_second(total, slowest) + " GB/s aggregate (iteration " +
+               std::to_string(iteration) + (background ? ", in the background)" : ")"));
 }
 
 }  // namespace mgt

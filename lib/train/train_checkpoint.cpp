@@ -1,6 +1,7 @@
 #include "train/train_checkpoint.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "ckpt/hf_architecture_record.hpp"
 #include "ckpt/iteration_save.hpp"
 #include "ckpt/parameter_piece_record.hpp"
+#include "ckpt/shard_file_snapshot.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
@@ -45,8 +47,6 @@ constexpr const char* kGradScalerKey = "grad_scaler";
 
 constexpr const char* kParallelLayoutKey = "parallel_layout";
 constexpr const char* kShardKey = "shard";
-
-std::span<const std::byte> bytes_of(const std::vector<float>& v) { return std::as_bytes(std::span<const float>(v)); }
 
 std::string optimizer_scalars_json(const AdamWOptimizer& optimizer) {
   const AdamWSettings& s = optimizer.settings();
@@ -146,7 +146,7 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
 // FP8 state records of one linear layer.
 std::string fp8_state_path(const std::string& layer, const char* field) { return "fp8/" + layer + "/" + field; }
 
-void write_fp8_state(ckpt::ShardWriter& writer, Fp8Training& fp8) {
+void emit_fp8_state(ckpt::ShardFileSink& out, Fp8Training& fp8) {
   if (fp8.recipe().current_scaling) return;  // each cast computes its own scale: nothing to keep
   const std::vector<Fp8Training::LinearState> state = fp8.read_state();
   const std::int64_t len = fp8.recipe().amax_history_len;
@@ -154,8 +154,9 @@ void write_fp8_state(ckpt::ShardWriter& writer, Fp8Training& fp8) {
     const Fp8Training::LinearState& s = state[static_cast<size_t>(k)];
     const std::string& layer = fp8.linear_name(k);
     auto put = [&](const char* field, std::vector<std::int64_t> shape, const std::vector<float>& values) {
-      writer.write(ckpt::TensorRecord::whole(fp8_state_path(layer, field), ckpt::TensorDType::Float32, std::move(shape)),
-                   bytes_of(values));
+      out.tensor({ckpt::TensorRecord::whole(fp8_state_path(layer, field), ckpt::TensorDType::Float32,
+                                            std::move(shape)),
+                  ckpt::HostBytes(values)});
     };
     put("forward_amax_history", {len, 2}, s.forward_history);
     put("forward_scale", {2}, s.forward_scale);
@@ -204,61 +205,62 @@ void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, con
               "length than --fp8-amax-history-len; their scales are loaded, their histories start empty");
 }
 
-// This rank's files in the staging directory, with no communication: data-parallel rank 0 of each
-// model-parallel rank writes its pieces of the weights (and of the optimizer state when that is
-// replicated over data-parallel ranks), and with the distributed optimizer every data-parallel
-// rank writes the optimizer state it owns, as Megatron's distrib_optim.pt files hold each rank's
-// shard (megatron/core/optimizer/distrib_optimizer.py). Under expert parallelism the experts of
+}  // namespace
+
+// This rank's files, with no communication: data-parallel rank 0 of each model-parallel rank
+// holds its pieces of the weights (and of the optimizer state when that is replicated over
+// data-parallel ranks), and with the distributed optimizer every data-parallel rank holds the
+// optimizer state it owns, as Megatron's distrib_optim.pt files hold each rank's shard
+// (megatron/core/optimizer/distrib_optimizer.py). Under expert parallelism the experts of
 // expert-parallel rank r > 0 are stored by rank 0 of its expert-data-parallel group, in its
 // data-parallel shard file, under their global names: the files together hold each expert once.
-void write_rank_shards(const std::string& staging_dir, const TrainCheckpointParts& parts,
-                       const TrainCheckpointSaveSettings& settings, const ckpt::WorldLayout& layout) {
+// Each tensor is copied off the device once and handed to the sink as it is taken.
+void emit_train_checkpoint(const TrainCheckpointParts& parts, const TrainCheckpointSaveSettings& settings,
+                           const ckpt::WorldLayout& layout, ckpt::ShardFileSink& sink) {
   const GptParameters& params = parts.params;
   const TensorParallelRank& tp = params.tensor_parallel();
   const ckpt::CheckpointMetadata meta = shard_metadata(parts, settings, layout);
   const bool optimizer_shards =
       settings.save_optimizer && parts.optimizer.distributed() && layout.data_parallel_size > 1;
   using ckpt::OptimizerState;
-  const auto in_staging = [&](const ckpt::ShardId& id) { return staging_dir + "/" + ckpt::shard_file_name(id); };
 
   if (layout.data_parallel_rank == 0) {
-    ckpt::ShardWriter writer(in_staging(ckpt::ShardId::model_shard(layout)), meta);
-    auto write = [&](const std::string& path, const ParameterEntry& e, const std::vector<float>& values) {
-      writer.write(ckpt::parameter_piece_record(path, e, tp), bytes_of(values));
+    sink.begin_file(ckpt::shard_file_name(ckpt::ShardId::model_shard(layout)), meta);
+    auto put = [&](const std::string& path, const ParameterEntry& e, std::vector<float> values) {
+      sink.tensor({ckpt::parameter_piece_record(path, e, tp), ckpt::HostBytes(std::move(values))});
     };
     // The last stage's copy of a tied word embedding is the first stage's tensor: stored once.
     for (const ParameterEntry& e : params.entries())
-      if (!e.pipeline_duplicate) write(ckpt::model_tensor_path(e.name), e, params.read_param(e));
+      if (!e.pipeline_duplicate) put(ckpt::model_tensor_path(e.name), e, params.read_param(e));
     // The weights are fp32 and are the master copy: no optimizer/fp32_master_params (see
     // kMasterParamsKey). A backend with lower-precision weights would write its master copy here.
     if (settings.save_optimizer && !optimizer_shards)
       for (const ParameterEntry& e : params.entries()) {
         if (e.pipeline_duplicate) continue;
-        write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, parts.optimizer.read_exp_avg(e));
-        write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, parts.optimizer.read_exp_avg_sq(e));
+        put(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, parts.optimizer.read_exp_avg(e));
+        put(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, parts.optimizer.read_exp_avg_sq(e));
       }
-    if (parts.fp8) write_fp8_state(writer, *parts.fp8);
+    if (parts.fp8) emit_fp8_state(sink, *parts.fp8);
     if (settings.save_rng) {
-      const std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(parts.progress.dropout_seed),
-                                                 parts.progress.micro_steps};
-      writer.write(ckpt::TensorRecord::whole(ckpt::rng_state_path(kDropoutState), ckpt::TensorDType::Int64, {2}),
-                   std::as_bytes(std::span<const std::int64_t>(dropout)));
+      std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(parts.progress.dropout_seed),
+                                           parts.progress.micro_steps};
+      sink.tensor({ckpt::TensorRecord::whole(ckpt::rng_state_path(kDropoutState), ckpt::TensorDType::Int64, {2}),
+                   ckpt::HostBytes(std::move(dropout))});
     }
-    writer.close();
   }
   const bool expert_weights = settings.writes_experts && layout.data_parallel_rank != 0;
   if (optimizer_shards || settings.expert_parallel) {
-    ckpt::ShardWriter writer(in_staging(ckpt::ShardId::data_parallel_shard(layout)), meta);
+    sink.begin_file(ckpt::shard_file_name(ckpt::ShardId::data_parallel_shard(layout)), meta);
     if (expert_weights)
       for (const ParameterEntry& e : params.entries()) {
         if (!e.expert_parallel) continue;
-        auto write = [&](const std::string& path, const std::vector<float>& values) {
-          writer.write(ckpt::parameter_piece_record(path, e, tp), bytes_of(values));
+        auto put = [&](const std::string& path, std::vector<float> values) {
+          sink.tensor({ckpt::parameter_piece_record(path, e, tp), ckpt::HostBytes(std::move(values))});
         };
-        write(ckpt::model_tensor_path(e.name), params.read_param(e));
+        put(ckpt::model_tensor_path(e.name), params.read_param(e));
         if (settings.save_optimizer && !optimizer_shards) {
-          write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), parts.optimizer.read_exp_avg(e));
-          write(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), parts.optimizer.read_exp_avg_sq(e));
+          put(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), parts.optimizer.read_exp_avg(e));
+          put(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), parts.optimizer.read_exp_avg_sq(e));
         }
       }
     for (const ParameterEntry& e : params.entries()) {
@@ -266,16 +268,25 @@ void write_rank_shards(const std::string& staging_dir, const TrainCheckpointPart
       const BufferShard part = parts.optimizer.owned_part(e);
       if (e.pipeline_duplicate || part.size() == 0) continue;
       const std::int64_t offset = part.begin - e.offset;
-      writer.write(ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, tp,
+      sink.tensor({ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvg, e.name), e, tp,
                                                 offset, part.size()),
-                   bytes_of(parts.optimizer.read_owned_exp_avg(e)));
-      writer.write(ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp,
+                   ckpt::HostBytes(parts.optimizer.read_owned_exp_avg(e))});
+      sink.tensor({ckpt::parameter_range_record(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, tp,
                                                 offset, part.size()),
-                   bytes_of(parts.optimizer.read_owned_exp_avg_sq(e)));
+                   ckpt::HostBytes(parts.optimizer.read_owned_exp_avg_sq(e))});
     }
-    writer.close();
   }
 }
+
+std::vector<ckpt::ShardFileSnapshot> snapshot_train_checkpoint(const TrainCheckpointParts& parts,
+                                                               const TrainCheckpointSaveSettings& settings,
+                                                               const ckpt::WorldLayout& layout) {
+  ckpt::ShardSnapshotCollector collector;
+  emit_train_checkpoint(parts, settings, layout, collector);
+  return collector.take();
+}
+
+namespace {
 
 // What still stands after a failed save, for its message.
 std::string previous_checkpoint_note(const std::string& save_dir) {
@@ -290,42 +301,98 @@ std::string previous_checkpoint_note(const std::string& save_dir) {
 
 }  // namespace
 
-std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
-                                  const TrainCheckpointSaveSettings& settings, dist::Communicator& world,
-                                  const ckpt::WorldLayout& layout) {
-  const std::int64_t iteration = parts.progress.iteration;
-  const bool chief = world.rank() == 0;
+CollectiveSave::CollectiveSave(std::string save_dir, std::int64_t iteration, dist::Communicator& world)
+    : save_dir_(std::move(save_dir)), iteration_(iteration), world_(world) {
   ckpt::SaveOptions options;
-  options.staging_token = agreed_staging_token(world);
-  const std::string staging = ckpt::staging_directory(save_dir, iteration, options.staging_token);
+  options.staging_token = agreed_staging_token(world_);
+  staging_dir_ = ckpt::staging_directory(save_dir_, iteration_, options.staging_token);
+  // Rank 0 holds the writer lock: it alone prepares and publishes; every rank writes its own
+  // files in between, and a failure on any rank abandons the whole save.
+  run("preparing the checkpoint", [&] {
+    if (world_.rank() == 0) ckpt::prepare_staging_directory(save_dir_, iteration_, options);
+  });
+  prepared_ = true;
+}
+
+CollectiveSave::~CollectiveSave() {
+  if (published_ || !prepared_ || world_.rank() != 0) return;
+  std::error_code ec;
+  std::filesystem::remove_all(staging_dir_, ec);  // best effort; the next save cleans up anyway
+}
+
+std::string CollectiveSave::directory() const { return ckpt::iteration_directory(save_dir_, iteration_); }
+
+void CollectiveSave::run(const char* what, const std::function<void()>& step) {
   try {
-    // Rank 0 holds the writer lock: it alone prepares and publishes; every rank writes its own
-    // files in between, and a failure on any rank abandons the whole save.
-    run_on_all_ranks_or_none(world, "preparing the checkpoint", [&] {
-      if (chief) ckpt::prepare_staging_directory(save_dir, iteration, options);
-    });
-    try {
-      run_on_all_ranks_or_none(world, "writing the checkpoint shards",
-                               [&] { write_rank_shards(staging, parts, settings, layout); });
-      run_on_all_ranks_or_none(world, "publishing the checkpoint", [&] {
-        if (chief) ckpt::publish_iteration(save_dir, iteration, staging, options);
-      });
-    } catch (...) {
-      std::error_code ec;
-      if (chief) std::filesystem::remove_all(staging, ec);  // best effort; the next save cleans up anyway
-      throw;
-    }
+    run_on_all_ranks_or_none(world_, what, step);
   } catch (const Error& e) {
-    const std::string message = "checkpoint of iteration " + std::to_string(iteration) + " not saved: " + e.what() +
-                                "; " + previous_checkpoint_note(save_dir);
+    const std::string message = "checkpoint of iteration " + std::to_string(iteration_) + " not saved: " + e.what() +
+                                "; " + previous_checkpoint_note(save_dir_);
     if (dynamic_cast<const FailedOnSomeRank*>(&e)) throw FailedOnSomeRank(message, e.exit_code());
     throw Error(message, e.exit_code());
   }
-  return ckpt::iteration_directory(save_dir, iteration);
 }
 
-std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
-                                  const TrainCheckpointSaveSettings& settings) {
+void CollectiveSave::publish() {
+  run("publishing the checkpoint", [&] {
+    if (world_.rank() == 0) ckpt::publish_iteration(save_dir_, iteration_, staging_dir_);
+  });
+  published_ = true;
+}
+
+std::vector<RankSaveStatistics> gather_save_statistics(dist::Communicator& world, const RankSaveStatistics& mine) {
+  // Each rank fills its own slot; the sum of the slots is every rank's figures.
+  constexpr std::size_t kFields = 3;
+  std::vector<double> slots(static_cast<std::size_t>(world.size()) * kFields, 0.0);
+  double* own = slots.data() + static_cast<std::size_t>(world.rank()) * kFields;
+  own[0] = static_cast<double>(mine.bytes);
+  own[1] = mine.copy_seconds;
+  own[2] = mine.write_seconds;
+  if (world.size() > 1) world.all_reduce(std::span<double>(slots), dist::ReduceOp::Sum);
+  std::vector<RankSaveStatistics> all(static_cast<std::size_t>(world.size()));
+  for (std::size_t r = 0; r < all.size(); ++r)
+    all[r] = {static_cast<std::uint64_t>(slots[r * kFields]), slots[r * kFields + 1], slots[r * kFields + 2]};
+  return all;
+}
+
+SavedTrainCheckpoint save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                           const TrainCheckpointSaveSettings& settings, dist::Communicator& world,
+                                           const ckpt::WorldLayout& layout) {
+  CollectiveSave save(save_dir, parts.progress.iteration, world);
+  RankSaveStatistics mine;
+  save.run("writing the checkpoint shards", [&] {
+    // One tensor in host memory at a time: each is written as soon as it is taken, the time
+    // spent taking them (the copies off the device) counted apart.
+    struct TimedWriter final : ckpt::ShardFileSink {
+      ckpt::ShardFilesWriter files;
+      std::chrono::steady_clock::duration writing{};
+      explicit TimedWriter(const std::string& dir) : files(dir) {}
+      void begin_file(const std::string& name, const ckpt::CheckpointMetadata& metadata) override {
+        const auto start = std::chrono::steady_clock::now();
+        files.begin_file(name, metadata);
+        writing += std::chrono::steady_clock::now() - start;
+      }
+      void tensor(ckpt::SnapshotTensor tensor) override {
+        const auto start = std::chrono::steady_clock::now();
+        files.tensor(std::move(tensor));
+        writing += std::chrono::steady_clock::now() - start;
+      }
+    } writer(save.staging_dir());
+    const auto start = std::chrono::steady_clock::now();
+    emit_train_checkpoint(parts, settings, layout, writer);
+    const auto finishing = std::chrono::steady_clock::now();
+    mine.bytes = writer.files.finish();
+    const auto end = std::chrono::steady_clock::now();
+    writer.writing += end - finishing;
+    mine.write_seconds = std::chrono::duration<double>(writer.writing).count();
+    mine.copy_seconds = std::chrono::duration<double>(end - start - writer.writing).count();
+  });
+  save.publish();
+  return {save.directory(), gather_save_statistics(world, mine)};
+}
+
+SavedTrainCheckpoint save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                           const TrainCheckpointSaveSettings& settings) {
   dist::LocalCommunicator alone{"world", 0, nullptr, nullptr};
   return save_train_checkpoint(save_dir, parts, settings, alone, ckpt::WorldLayout{});
 }

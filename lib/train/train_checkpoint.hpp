@@ -1,7 +1,8 @@
 // A training run's state as an HDF5 checkpoint (lib/ckpt): SAVE/iter_NNNNNNN/mp_rank_00.h5 plus
 // SAVE/latest_checkpointed_iteration.txt, published atomically.
 //
-// Each rank writes its own part, into one staging directory that rank 0 then publishes:
+// Each rank writes its own part, in parallel with the others, into one staging directory that
+// rank 0 then publishes:
 //   mp_rank_TT[_PPP].h5        written by data-parallel rank 0 of each tensor/pipeline rank:
 //     model/<name>                               the rank's piece of each weight, fp32, with the
 //                                                global shape and the tensor-parallel split (dim,
@@ -30,11 +31,14 @@
 // format version 2) load the same way.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/checkpoint_metadata.hpp"
 #include "ckpt/save_directory_lock.hpp"
+#include "ckpt/shard_file_snapshot.hpp"
 #include "dist/communicator.hpp"
 #include "model/fp8_training.hpp"
 #include "model/gpt_parameters.hpp"
@@ -104,18 +108,77 @@ ckpt::SaveDirectoryLock open_save_directory(const std::string& save_dir);
 void require_planned_saves_new(const std::string& save_dir, std::int64_t start_iteration,
                                std::int64_t last_iteration, std::int64_t save_interval);
 
+// This rank's part of the checkpoint of progress.iteration, file by file and tensor by tensor,
+// each tensor copied off the device as it is handed to `sink` (ckpt/shard_file_snapshot.hpp):
+// what the rank writes, synchronously or in the background (async_checkpoint_save.hpp). No
+// communication.
+void emit_train_checkpoint(const TrainCheckpointParts& parts, const TrainCheckpointSaveSettings& settings,
+                           const ckpt::WorldLayout& layout, ckpt::ShardFileSink& sink);
+// All of it in host memory at once.
+std::vector<ckpt::ShardFileSnapshot> snapshot_train_checkpoint(const TrainCheckpointParts& parts,
+                                                               const TrainCheckpointSaveSettings& settings,
+                                                               const ckpt::WorldLayout& layout);
+
+// The steps of one save over `world`, each collective: rank 0 (the holder of save_dir's lock,
+// open_save_directory) prepares a staging directory that every rank writes its own files into,
+// then publishes it. A failure on any rank abandons the save and is thrown on every rank
+// (FailedOnSomeRank where it failed elsewhere) as "checkpoint of iteration N not saved: WHY; the
+// last checkpoint (...) is intact", SAVE unchanged.
+class CollectiveSave {
+public:
+  // Prepares the staging directory (mgt::Error on every rank when save_dir already holds
+  // that iteration).
+  CollectiveSave(std::string save_dir, std::int64_t iteration, dist::Communicator& world);
+  // Unpublished: rank 0 removes the staging directory (best effort; later saves clean up too).
+  ~CollectiveSave();
+  CollectiveSave(const CollectiveSave&) = delete;
+  CollectiveSave& operator=(const CollectiveSave&) = delete;
+
+  const std::string& staging_dir() const { return staging_dir_; }
+  std::int64_t iteration() const { return iteration_; }
+  const std::string& save_dir() const { return save_dir_; }
+  std::string directory() const;  // SAVE/iter_NNNNNNN, once published
+  // Runs `step` on this rank, then agrees over all ranks whether it failed anywhere.
+  void run(const char* what, const std::function<void()>& step);
+  // Every rank's files are written and synced: rank 0 renames the directory into place and
+  // moves the tracker file to it.
+  void publish();
+
+private:
+  std::string save_dir_;
+  std::int64_t iteration_;
+  dist::Communicator& world_;
+  std::string staging_dir_;
+  bool prepared_ = false;
+  bool published_ = false;
+};
+
+// One rank's share of a save: the bytes of the files it wrote, the seconds of the copy of its
+// state to host memory, and of writing and syncing its files.
+struct RankSaveStatistics {
+  std::uint64_t bytes = 0;
+  double copy_seconds = 0.0;
+  double write_seconds = 0.0;
+};
+// Collective: every rank's statistics, by world rank.
+std::vector<RankSaveStatistics> gather_save_statistics(dist::Communicator& world, const RankSaveStatistics& mine);
+
+struct SavedTrainCheckpoint {
+  std::string directory;                 // SAVE/iter_NNNNNNN
+  std::vector<RankSaveStatistics> ranks;  // by world rank
+};
+
 // Collective over `world`: writes the checkpoint of progress.iteration into save_dir, each rank
 // its own files (layout: the sizes and this rank's coordinates), and moves the tracker file to
-// it once every rank has written. World rank 0 holds save_dir's lock (open_save_directory).
-// Throws mgt::Error on every rank (FailedOnSomeRank where it failed elsewhere), leaving SAVE
-// unchanged, when any rank fails and when save_dir already holds that iteration. Returns the
-// iteration directory.
-std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
-                                  const TrainCheckpointSaveSettings& settings, dist::Communicator& world,
-                                  const ckpt::WorldLayout& layout);
+// it once every rank has written (CollectiveSave). Each rank writes each tensor as soon as it
+// has copied it to host memory. World rank 0 holds save_dir's lock
+// (open_save_directory).
+SavedTrainCheckpoint save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                           const TrainCheckpointSaveSettings& settings, dist::Communicator& world,
+                                           const ckpt::WorldLayout& layout);
 // A lone process.
-std::string save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
-                                  const TrainCheckpointSaveSettings& settings);
+SavedTrainCheckpoint save_train_checkpoint(const std::string& save_dir, const TrainCheckpointParts& parts,
+                                           const TrainCheckpointSaveSettings& settings);
 
 struct TrainCheckpointLoadSettings {
   bool load_optimizer = true;  // not --no-load-optim: moments, step count and scheduler

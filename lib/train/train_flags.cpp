@@ -91,6 +91,9 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store_true("no-load-optim", c.no_load_optim, "Do not load the optimizer state"),
       store_true("no-load-rng", c.no_load_rng, "Do not load the random state"),
       store_true("finetune", c.finetune, "Load weights only and start at iteration 0"),
+      store_true("async-save", c.async_save, "Copy the state to host memory at the save iteration and write the files in the background while training goes on; the tracker file moves once every rank has written"),
+      store("async-save-delay-ms", "N", c.async_save_delay_ms, "A testing aid: with --async-save, the background writer waits N ms before closing each file, so that tests can interrupt a save mid-write")
+          .not_recorded("a testing aid; it does not change what is saved"),
     }},
     {"logging", {
       store("log-interval", "N", l.log_interval, "Iterations between log lines"),

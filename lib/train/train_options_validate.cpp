@@ -291,8 +291,15 @@ void validate_data(DataOptions& d) {
   if (d.tokenizer.type.empty()) throw UsageError("--tokenizer-type is required");
 }
 
-void validate_checkpoint(const CheckpointOptions& c) {
+void validate_checkpoint(const CheckpointOptions& c, const std::vector<IgnoredFlagUse>& ignored) {
   if (c.save && !c.save_interval) throw UsageError("--save needs --save-interval");
+  // Megatron saves asynchronously in its distributed formats only (checkpointing.py refuses the
+  // legacy torch format); mgt's checkpoints, every rank writing its own files, stand for those.
+  for (const IgnoredFlagUse& use : ignored)
+    if (c.async_save && use.flag == "--ckpt-format" && use.value == "torch")
+      throw UsageError("--async-save needs a distributed checkpoint format, as in Megatron: mgt writes its own "
+                       "sharded HDF5 checkpoints (standing for torch_dist); drop --ckpt-format torch");
+  if (c.async_save_delay_ms != 0 && !c.async_save) throw UsageError("--async-save-delay-ms needs --async-save");
 }
 
 // Megatron profiles nothing when the window is empty; a profile that is asked for and cannot
@@ -328,7 +335,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_recompute_groups(o.model, o.parallel);
   validate_schedule(o.optim);
   validate_data(o.data);
-  validate_checkpoint(o.checkpoint);
+  validate_checkpoint(o.checkpoint, o.ignored_flags);
   validate_profile(o.logging);
   validate_fp8_options(o.fp8, o.optim.precision, o.parallel.use_distributed_optimizer, *o.model.num_layers);
   validate_planner_options(o);

@@ -53,6 +53,8 @@ TrainResult TrainingRun::run() {
       save_checkpoint();
     final_evaluations();
   }
+  // Megatron's maybe_finalize_async_save(blocking=True) at the end of training.
+  finalize_async_save(true);
   result.last_checkpoint = last_checkpoint_;
   if (tensorboard_) tensorboard_->flush();
   return result;
@@ -62,6 +64,9 @@ ExitReason TrainingRun::train_loop() {
   const std::int64_t train_iters = options_.total_train_iters();
   timer_.start();
   while (progress_.iteration < train_iters) {
+    // Megatron's maybe_finalize_async_save(blocking=False) each iteration: a background save
+    // every rank has written is published.
+    finalize_async_save(false);
     save_when_batch_size_changes();
     const LoggingOptions& l = options_.logging;
     const bool profiled = l.profile && progress_.iteration >= l.profile_step_start &&

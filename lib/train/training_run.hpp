@@ -29,6 +29,7 @@
 #include "kernels/backend.hpp"
 #include "model/gpt_model.hpp"
 #include "train/adamw_optimizer.hpp"
+#include "train/async_checkpoint_save.hpp"
 #include "train/batch_prefetcher.hpp"
 #include "train/evaluation.hpp"
 #include "train/exit_conditions.hpp"
@@ -102,6 +103,10 @@ private:
   ExitReason checkpoint_and_decide_exit();
   ExitReason agreed_exit_reason();
   void save_checkpoint();
+  // --async-save: publishes the save in flight once every rank has written it (collective;
+  // `blocking` waits for the writers).
+  void finalize_async_save(bool blocking);
+  void report_save(std::int64_t iteration, const SavedTrainCheckpoint& saved, bool background);
 
   // ---- shared by the parts
   // The global batch size of the next iteration: --global-batch-size, or the ramp-up's size
@@ -207,6 +212,9 @@ private:
   std::int64_t last_saved_iteration_ = -1;
   std::int64_t previous_batch_size_ = 0;  // of the last iteration run; 0 before the first
   std::optional<ckpt::SaveDirectoryLock> save_lock_;
+  // The --async-save save in flight (null: none). After the lock: abandoned (its staging
+  // directory removed, the writer joined) before the lock is let go.
+  std::unique_ptr<AsyncCheckpointSave> async_save_;
 };
 
 }  // namespace mgt

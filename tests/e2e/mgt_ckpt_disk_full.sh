@@ -3,7 +3,8 @@
 # iteration until the disk fills, and mgt-ckpt-convert writing an mgt checkpoint there, each end
 # with exit status 1 and one clear message (no crash in HDF5's clean-up at exit), leave no
 # staging directory or partial output, and keep the previous checkpoint loadable; two
-# tensor-parallel ranks, each writing its own shard, abandon the save together.
+# tensor-parallel ranks, each writing its own shard, abandon the save together; a save written in
+# the background (--async-save) fails the run the same way.
 # Needs root and a mount(8) that may mount tmpfs; otherwise it says so and reports skipped.
 # Usage: bash tests/e2e/mgt_ckpt_disk_full.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -88,5 +89,18 @@ saved="$(cat "$P/latest_checkpointed_iteration.txt")"
 expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 50 --exit-interval $((saved + 1)) --load "$P"
 grep -q "successfully loaded checkpoint from $P .* at iteration $saved" "$WORK/out.txt" ||
   fail "TP=2: the last checkpoint does not resume on one rank"
+
+# The same with --async-save: the write that fails on the background thread stops the run when
+# the save is finalized, with one line naming the file; the previous checkpoint is the latest.
+rm -rf "${MNT:?}"/*
+A="$MNT/ckpt-async"
+expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 50 --save "$A" --save-interval 1 --async-save
+one_line_error "mgt-train: " "No space left on device" "$A/" "is intact"
+no_staging_left "$A"
+saved="$(cat "$A/latest_checkpointed_iteration.txt")"
+(( saved >= 1 )) || fail "async: no checkpoint before the disk filled"
+expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 50 --exit-interval $((saved + 1)) --load "$A"
+grep -q "successfully loaded checkpoint from $A .* at iteration $saved" "$WORK/out.txt" ||
+  fail "async: the last checkpoint does not resume"
 
 echo "disk full e2e: all checks passed"
