@@ -25,13 +25,19 @@ LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
 }
 
 void LinearLayer::refresh_fp8_weight() const {
-  if (fp8_weight_.made && fp8_weight_.version == params_->params_version()) return;
+  // A copy an evaluation made recorded no amax: the first training pass of the step casts again
+  // (the same codes) to record it, so that the amax history does not depend on when evaluations
+  // ran (a resumed run, which evaluates at other iterations, stays exact).
+  if (fp8_weight_.made && fp8_weight_.version == params_->params_version() &&
+      (fp8_weight_.recorded || !fp8_->recording()))
+    return;
   const Fp8Format format = fp8_->recipe().forward_format;
   backend_->fp8_quantize(weight_, out_, in_, fp8_->weight_scaling(fp8_index_),
                          {fp8_weight_.rows.view(), format, fp8_weight_.scale_inv.view().subspan(0, 1)},
                          {fp8_weight_.columns.view(), format, fp8_weight_.scale_inv.view().subspan(4, 1)});
   fp8_weight_.version = params_->params_version();
   fp8_weight_.made = true;
+  fp8_weight_.recorded = fp8_->recording();
 }
 
 ConstFp8View LinearLayer::fp8_weight(bool transposed) const {

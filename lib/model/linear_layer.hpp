@@ -88,6 +88,7 @@ private:
     DeviceBuffer scale_inv;  // the rows' factor at 0, the columns' at 4
     uint64_t version = 0;
     bool made = false;
+    bool recorded = false;  // made by a training pass, its amax in the history
   };
   mutable Fp8Weight fp8_weight_;
 };
