@@ -52,7 +52,8 @@ job=$!
 trap 'kill -KILL -- -"$job" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 600); do
   grep -qs "checkpoint of iteration      20 copied to host memory" "$WORK/killed.out" &&
-    compgen -G "$K/.iter_0000020.tmp-*/mp_rank_00_dp_001.h5" >/dev/null && break
+    compgen -G "$K/.iter_0000020.tmp-*/mp_rank_00_dp_001.h5" >/dev/null &&
+    compgen -G "$K/.iter_0000020.tmp-*/mp_rank_00.h5" >/dev/null && break
   kill -0 "$job" 2>/dev/null || { cat "$WORK/killed.err" >&2; fail "the run to be killed ended early"; }
   sleep 0.1
 done
