@@ -142,12 +142,14 @@ void AdamWOptimizer::build_segments(const GptParameters& params, Region& region)
 void AdamWOptimizer::reduce_gradients() {
   for (const Region& r : regions_) {
     if (!r.group) continue;
-    const FloatView grads = params_->grads().subspan(r.range.begin, r.range.size());
+    const FloatView grads = bf16_ ? bf16_->round(r.range.begin, r.range.end)
+                                  : params_->grads().subspan(r.range.begin, r.range.size());
     if (distributed_) {
       reduce_scatter_shards(*r.group, grads);
     } else {
       r.group->all_reduce(grads, dist::ReduceOp::Sum);
     }
+    if (bf16_) bf16_->take_back(r.range.begin, r.range.end);
   }
 }
 

@@ -43,6 +43,7 @@
 #include "dist/buffer_shards.hpp"
 #include "dist/communicator.hpp"
 #include "model/gpt_parameters.hpp"
+#include "train/bf16_gradient_copy.hpp"
 
 namespace mgt {
 
@@ -94,6 +95,10 @@ public:
   AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
                  bool distributed, dist::Communicator* model_parallel = nullptr,
                  const ExpertGradientGroups& experts = {});
+
+  // --grad-reduce-in-bf16: reduce_gradients sums bf16 copies of the gradients (`copy` must
+  // outlive the optimizer; null: the fp32 gradients themselves).
+  void set_bf16_reduction(Bf16GradientCopy* copy) { bf16_ = copy; }
 
   // Collective: sums the gradient buffer over the data-parallel group (all of it, or this rank's
   // shard with the distributed optimizer). Call once per iteration, after the micro-batches.
@@ -183,6 +188,7 @@ private:
   dist::Communicator* group_ = nullptr;  // null: one rank
   dist::Communicator* model_parallel_ = nullptr;  // null: no tensor parallelism
   bool distributed_ = false;
+  Bf16GradientCopy* bf16_ = nullptr;
   bool param_gather_deferred_ = false;
   std::vector<Region> regions_;
   DeviceBuffer exp_avg_;     // the regions' shards one after another

@@ -9,11 +9,12 @@
 namespace mgt {
 
 OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
-                                               dist::Communicator& group, bool distributed)
+                                               dist::Communicator& group, bool distributed, Bf16GradientCopy* bf16)
     : params_(&params),
       buckets_(std::move(buckets)),
       group_(&group),
       distributed_(distributed),
+      bf16_(bf16),
       started_(buckets_.size(), false),
       reductions_(buckets_.size()),
       gathers_(buckets_.size()) {
@@ -39,7 +40,8 @@ void OverlappedDataParallel::start_reduction(std::size_t index) {
   started_[index] = true;
   if (group_->size() == 1) return;
   const GradientBucket& b = buckets_[index];
-  const FloatView grads = params_->grads();
+  if (bf16_) bf16_->round(b.begin, b.end);
+  const FloatView grads = bf16_ ? bf16_->whole() : params_->grads();
   std::vector<dist::PendingCollective>& pending = reductions_[index];
   if (!distributed_) {
     pending.push_back(group_->start_all_reduce(dist::backend_buffer(grads.subspan(b.begin, b.size())),
@@ -79,9 +81,10 @@ void OverlappedDataParallel::start_remaining() {
 
 void OverlappedDataParallel::finish_gradient_reduction() {
   start_remaining();
-  for (std::vector<dist::PendingCollective>& pending : reductions_) {
-    for (dist::PendingCollective& p : pending) p.wait();
-    pending.clear();
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    for (dist::PendingCollective& p : reductions_[i]) p.wait();
+    reductions_[i].clear();
+    if (bf16_ && group_->size() > 1) bf16_->take_back(buckets_[i].begin, buckets_[i].end);
   }
   std::fill(started_.begin(), started_.end(), false);
   armed_ = false;

@@ -38,6 +38,7 @@
 #include "kernels/backend.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/parameter_hooks.hpp"
+#include "train/bf16_gradient_copy.hpp"
 #include "train/gradient_buckets.hpp"
 
 namespace mgt {
@@ -46,8 +47,10 @@ class OverlappedDataParallel final : public ParameterHooks {
 public:
   // `group`: the data-parallel group; `distributed`: --use-distributed-optimizer (each rank's
   // shard as dist/buffer_shards.hpp lays it out). params and group must outlive this.
+  // `bf16` (may be null; must outlive this): --grad-reduce-in-bf16, each bucket reduced as a bf16
+  // copy and taken back when its reduction is waited for.
   OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets, dist::Communicator& group,
-                         bool distributed);
+                         bool distributed, Bf16GradientCopy* bf16 = nullptr);
   OverlappedDataParallel(const OverlappedDataParallel&) = delete;
   OverlappedDataParallel& operator=(const OverlappedDataParallel&) = delete;
 
@@ -80,6 +83,7 @@ private:
   std::vector<GradientBucket> buckets_;
   dist::Communicator* group_;
   bool distributed_;
+  Bf16GradientCopy* bf16_;
   std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
   std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)
   bool armed_ = false;

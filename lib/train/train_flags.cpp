@@ -139,6 +139,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store_true("use-distributed-optimizer", p.use_distributed_optimizer, "Shard the optimizer state over data-parallel ranks"),
       store_true("overlap-grad-reduce", p.overlap_grad_reduce, "Reduce the gradients over the data-parallel ranks bucket by bucket during the last backward"),
       store_true("overlap-param-gather", p.overlap_param_gather, "All-gather the updated weights bucket by bucket, each waited for at its first use in the next forward (needs --use-distributed-optimizer and --overlap-grad-reduce)"),
+      store_true("grad-reduce-in-bf16", p.grad_reduce_in_bf16, "Reduce the gradients over the data-parallel ranks in bf16 (bf16 copies of the fp32 gradients, which accumulate the micro-batches in fp32)"),
       store("ddp-bucket-size", "N", p.ddp_bucket_size, "Elements per gradient bucket under --overlap-grad-reduce").default_text("max(40000000, 1000000 x data-parallel size)"),
       store("distributed-backend", "B", p.distributed_backend, "nccl (NCCL between GPUs, MPI for CPU ranks and ranks sharing a GPU) or gloo/mpi (MPI, device buffers staged through host memory)"),
       store("distributed-timeout-minutes", "N", p.distributed_timeout_minutes, "End the job when a communication waits longer than N minutes"),

@@ -155,6 +155,7 @@ struct ParallelOptions {
   // Bucket by bucket, as the backward finishes them (train/overlapped_data_parallel.hpp).
   bool overlap_grad_reduce = false;               // --overlap-grad-reduce
   bool overlap_param_gather = false;              // --overlap-param-gather (needs both above)
+  bool grad_reduce_in_bf16 = false;               // --grad-reduce-in-bf16 (train/bf16_gradient_copy.hpp)
   // --ddp-bucket-size: elements per gradient bucket under --overlap-grad-reduce; unset:
   // Megatron's max(40000000, 1000000 × data-parallel size).
   std::optional<std::int64_t> ddp_bucket_size;

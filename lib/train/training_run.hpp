@@ -189,6 +189,7 @@ private:
   // --overlap-grad-reduce with more than one data-parallel rank (null otherwise); the model's
   // parameter hooks point to it.
   std::unique_ptr<OverlappedDataParallel> overlap_;
+  std::unique_ptr<Bf16GradientCopy> bf16_gradients_;  // --grad-reduce-in-bf16 across ranks
   // Megatron's level-1 timers of the steps since the last log line.
   StepPhaseTimer step_phases_;
   bool memory_reported_ = false;  // report_memory has run

@@ -204,6 +204,11 @@ void TrainingRun::build_model() {
                  std::to_string(model_->parameters().params().size()) + " buffer elements (rank 0: [" +
                  std::to_string(shard.begin) + ", " + std::to_string(shard.end) + "))");
   }
+  if (options_.parallel.grad_reduce_in_bf16 && gradient_group_size() > 1) {
+    bf16_gradients_ = std::make_unique<Bf16GradientCopy>(model_->parameters());
+    optimizer_->set_bf16_reduction(bf16_gradients_.get());
+    output_.line("> the data-parallel gradient reduction runs on bf16 copies of the gradients (--grad-reduce-in-bf16)");
+  }
   register_data_parallel_buffers();
   build_overlap();
   scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
@@ -221,6 +226,7 @@ void TrainingRun::register_data_parallel_buffers() {
   if (gradient_group_size() == 1) return;
   GptParameters& p = model_->parameters();
   bool registered = gradients_.register_buffer(dist::backend_buffer(p.grads()));
+  if (bf16_gradients_) registered = gradients_.register_buffer(dist::backend_buffer(bf16_gradients_->whole())) && registered;
   if (optimizer_->distributed()) {
     registered = gradients_.register_buffer(dist::backend_buffer(p.params())) && registered;
     if (!p.compute_copy().empty())
@@ -242,7 +248,7 @@ void TrainingRun::build_overlap() {
   std::vector<GradientBucket> buckets = gradient_buckets(
       model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
   overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), gradients_,
-                                                      p.use_distributed_optimizer);
+                                                      p.use_distributed_optimizer, bf16_gradients_.get());
   model_->set_parameter_hooks(overlap_.get());
   if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
   output_.line("> overlapping the data-parallel " +

@@ -73,6 +73,19 @@ check dp4-distopt 4 --use-distributed-optimizer
 # Over 512 KiB of gradients, where MPICH's own reduce-scatter would change its order of summation
 # between the whole buffer and the buckets (mpi_rank_order_reduce_scatter.hpp).
 HIDDEN=128 check dp4-distopt-wide 4 --use-distributed-optimizer
+# --grad-reduce-in-bf16: bucket by bucket as over the whole buffer, bit for bit (check), and near
+# the fp32 reduction without being it.
+check dp2-distopt-bf16-reduce 2 --use-distributed-optimizer --grad-reduce-in-bf16
+python3 - "$WORK/dp2-distopt-ref.jsonl" "$WORK/dp2-distopt-bf16-reduce-ref.jsonl" <<'PY' ||
+import json, sys
+ref = [json.loads(l) for l in open(sys.argv[1])]
+run = [json.loads(l) for l in open(sys.argv[2])]
+pairs = [(a[f], b[f]) for a, b in zip(ref, run) if a["event"] == "train" for f in ("lm_loss", "grad_norm")]
+worst = max(abs(x - y) / abs(x) for x, y in pairs)
+assert 0 < worst <= 1e-3, f"largest relative difference {worst:.3g}"
+print(f"--grad-reduce-in-bf16 against the fp32 reduction: largest relative difference {worst:.2e}")
+PY
+  fail "--grad-reduce-in-bf16 is not near the fp32 reduction, or is it"
 check tp2-sp-dp2-distopt 4 --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer
 check pp2-dp2 4 --pipeline-model-parallel-size 2
 check pp2-dp2-distopt 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer
