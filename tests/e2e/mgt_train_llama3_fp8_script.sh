@@ -5,6 +5,7 @@
 # distributed-optimizer, mock-data and logging lists is taken (those that only tune PyTorch are
 # named as ignored), the run trains to the end with the FP8 amax histories of 1024 and the bf16
 # gradient reduction, saves, and a second start resumes from the saved iteration.
+# MGT_E2E_DEVICE=cuda runs the same on a GPU machine (the two ranks sharing one GPU).
 # Usage: bash tests/e2e/mgt_train_llama3_fp8_script.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -31,7 +32,7 @@ DATA=(--mock-data --tokenizer-type NullTokenizer --data-cache-path "$WORK/cache"
 LOGGING=(--log-interval 1 --eval-iters 2 --eval-interval 5 --save-interval 1000 --log-throughput --profile
          --profile-step-start 4 --profile-step-end 6 --ckpt-format torch_dist --distributed-timeout-minutes 60
          --save "$WORK/ckpt" --load "$WORK/ckpt" --tensorboard-dir "$WORK/tb")
-RUN=("${SIZES[@]}" "${MODEL[@]}" "${TRAINING[@]}" "${FP8[@]}" "${PARALLEL[@]}" "${DATA[@]}" "${LOGGING[@]}" --device cpu)
+RUN=("${SIZES[@]}" "${MODEL[@]}" "${TRAINING[@]}" "${FP8[@]}" "${PARALLEL[@]}" "${DATA[@]}" "${LOGGING[@]}" --device "${MGT_E2E_DEVICE:-cpu}")
 
 expect_status 0 ranks 2 "$BIN/mgt-train" "${RUN[@]}" --metrics-file "$WORK/run.jsonl"
 grep -q '^> the data-parallel gradient reduction runs on bf16 copies' "$WORK/out.txt" || fail "no bf16 reduction"
