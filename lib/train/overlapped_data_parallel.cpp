@@ -84,7 +84,7 @@ void OverlappedDataParallel::finish_gradient_reduction() {
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     for (dist::PendingCollective& p : reductions_[i]) p.wait();
     reductions_[i].clear();
-    if (bf16_ && group_->size() > 1) bf16_->take_back(buckets_[i].begin, buckets_[i].end);
+    if (bf16_) bf16_->take_back(buckets_[i].begin, buckets_[i].end);
   }
   std::fill(started_.begin(), started_.end(), false);
   armed_ = false;

@@ -10,14 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-checks}
 mkdir -p "$out"
-dp=${MGT_DEVPACK:-$PWD/.devpack}
-sp=/opt/torch/.venv/lib/python3.12/site-packages
-py=/opt/torch/.venv/bin/python3
-[ -x "$py" ] || py=python3
-python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
-export PATH=$dp/bin:$PATH
-export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source tools/gpu/devpack_env.bash
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
 sections=${*:-tests curve eval bench large parallel decode decode-kernels profile kernels fp8}

@@ -13,12 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/llama8b}
 mkdir -p "$out"
-dp=${MGT_DEVPACK:-$PWD/.devpack}
-sp=/opt/torch/.venv/lib/python3.12/site-packages
-python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
-export PATH=$dp/bin:$PATH
-export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source tools/gpu/devpack_env.bash
 iters=${MGT_ITERS:-12}
 layouts=${*:-tp4-bf16 tp2pp2-bf16 tp2pp2-fp8 tp4-fp8}
 model=(--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention

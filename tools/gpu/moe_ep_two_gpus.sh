@@ -6,12 +6,7 @@
 # differences of lm loss and grad norm against the one-GPU run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-dp=${MGT_DEVPACK:-$PWD/.devpack}
-sp=/opt/torch/.venv/lib/python3.12/site-packages
-python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
-export PATH=$dp/bin:$PATH
-export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source tools/gpu/devpack_env.bash
 out=${OUT:-/tmp/moe-ep}
 mkdir -p "$out"
 mpiexec.hydra -launcher fork -n 2 mgt-dist-tests "[nccl]" > "$out/nccl-tests.log" 2>&1
