@@ -294,6 +294,39 @@ void Backend::fp8_quantize(ConstFloatView x, int64_t rows, int64_t cols, const F
   do_fp8_quantize(st.in(x), rows, cols, scaling, rowwise, transposed);
 }
 
+void Backend::fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
+                                    const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
+                                    FloatView dpre) {
+  constexpr BackendOp op = BackendOp::fp8_quantize_gradient;
+  dims(op, {rows, cols});
+  expect(dy, rows * cols, op, "dy");
+  expect_optional(pre, rows * cols, op, "pre");
+  if (!dpre.empty()) {
+    if (pre.empty()) fail(op, "dpre is written only with pre");
+    expect(dpre, rows * cols, op, "dpre");
+    if (dpre.type() != dy.type()) fail(op, "dpre must have dy's type");
+  }
+  if (!dbias.empty()) expect(dbias, cols, op, "dbias");
+  do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre);
+}
+
+void Backend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
+                                       const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
+                                       FloatView dbias, FloatView dpre) {
+  ConstFloatView g = dy;
+  DeviceBuffer through_gelu;
+  if (!pre.empty()) {
+    if (dpre.empty()) {
+      through_gelu = DeviceBuffer(*this, rows * cols, dy.type());
+      dpre = through_gelu.view();
+    }
+    gelu_tanh_backward(dy, pre, dpre);
+    g = dpre;
+  }
+  fp8_quantize(g, rows, cols, scaling, rowwise, transposed);
+  if (!dbias.empty()) bias_backward(g, rows, cols, dbias);
+}
+
 void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                          int64_t out, FloatView y, bool accumulate) {
   constexpr BackendOp op = BackendOp::fp8_linear;
@@ -323,23 +356,6 @@ void Backend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, Co
                                               int64_t in, int64_t out, FloatView pre, FloatView y) {
   fp8_linear(x, w, bias, rows, in, out, pre, false);
   gelu_tanh_forward(pre, y);
-}
-
-void Backend::fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows,
-                                            int64_t in, int64_t out, FloatView dpre) {
-  constexpr BackendOp op = BackendOp::fp8_linear_gelu_tanh_backward;
-  dims(op, {rows, in, out});
-  expect_fp8(x, rows * in, op, "x");
-  expect_fp8(w, out * in, op, "w");
-  expect(pre, rows * out, op, "pre");
-  expect(dpre, rows * out, op, "dpre");
-  do_fp8_linear_gelu_tanh_backward(x, w, pre, rows, in, out, dpre);
-}
-
-void Backend::do_fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows,
-                                               int64_t in, int64_t out, FloatView dpre) {
-  fp8_linear(x, w, {}, rows, in, out, dpre, false);
-  gelu_tanh_backward(dpre, pre, dpre);
 }
 
 void Backend::fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,

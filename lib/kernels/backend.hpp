@@ -249,12 +249,15 @@ public:
   // into the GEMM's epilogue). pre and y [rows, out], of one type.
   void fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                                     int64_t out, FloatView pre, FloatView y);
-  // dpre = fp8_linear(x, w) ⊙ gelu_tanh'(pre), overwritten, for pre and dpre [rows, out]: an FP8
-  // fc2's input gradient (x its output gradient, w its transposed weight) through fc1's GELU. (The
-  // CUDA backend keeps the two steps: cuBLASLt's FP8 GEMM with the DGELU epilogue took 0.79 ms on
-  // an H200 at GPT 1.3B's shape, the GEMM and a GELU pass about half that.)
-  void fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows, int64_t in,
-                                     int64_t out, FloatView dpre);
+  // The output gradient's cast in a linear layer's backward, with what Transformer Engine fuses
+  // into it (its cast-dbias and cast-dbias-dgelu): g = dy, or, with `pre`, the gradient through
+  // the tanh GELU that made the layer's input, g = dy ⊙ gelu_tanh'(pre) rounded to dy's type as
+  // gelu_tanh_backward writes it. g is cast as fp8_quantize casts x, dbias += Σ_rows g (dbias may
+  // be empty) and g goes to dpre where given (it may alias dy; only with pre). The CUDA backend
+  // does it in one pass where the shapes allow (kernels/cuda/fp8_quantize.hpp).
+  void fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
+                             const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
+                             FloatView dpre);
   // Transformer Engine's delayed-scaling update of `tensors` scales from their amax histories
   // history [history_len, tensors] (fp32, in place), as fp8_delayed_scaling_update describes.
   void fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
@@ -479,8 +482,9 @@ protected:
                                                   int64_t out, FloatView dpre);
   virtual void do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
                                                int64_t in, int64_t out, FloatView pre, FloatView y);
-  virtual void do_fp8_linear_gelu_tanh_backward(ConstFp8View x, ConstFp8View w, ConstFloatView pre, int64_t rows,
-                                                int64_t in, int64_t out, FloatView dpre);
+  virtual void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
+                                        const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
+                                        FloatView dbias, FloatView dpre);
   // Default: the length read back, then rotary_forward, copies and attention_forward.
   virtual void do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
                                    FloatView value_cache, ConstIndexView length,

@@ -57,14 +57,9 @@ void LinearLayer::fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bia
   backend_->fp8_linear(fp8_input(x, rows), fp8_weight(false), bias, rows, in_, out_, y, false);
 }
 
-void LinearLayer::fp8_input_gradient(ConstFp8View grad, int64_t rows, ConstFloatView pre, FloatView dx) const {
+void LinearLayer::fp8_input_gradient(ConstFp8View grad, int64_t rows, FloatView dx) const {
   // dx[rows, in] = dy[rows, out] · W[out, in] = dy · (Wᵀ[in, out])ᵀ.
-  const ConstFp8View weight_t = fp8_weight(true);
-  if (pre.empty()) {
-    backend_->fp8_linear(grad, weight_t, {}, rows, out_, in_, dx, false);
-  } else {
-    backend_->fp8_linear_gelu_tanh_backward(grad, weight_t, pre, rows, out_, in_, dx);
-  }
+  backend_->fp8_linear(grad, fp8_weight(true), {}, rows, out_, in_, dx, false);
 }
 
 void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, ConstFloatView x, int64_t rows) const {
@@ -85,22 +80,30 @@ ConstFp8View LinearLayer::fp8_grad(ConstFloatView dy, int64_t rows) const {
   return grad;
 }
 
-void LinearLayer::fp8_backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView pre,
-                               FloatView dx) const {
+void LinearLayer::fp8_backward(ConstFloatView dy, ConstFloatView pre, FloatView dpre, ConstFloatView x, int64_t rows,
+                               FloatView dx, bool bias) const {
   const Fp8Format format = fp8_->recipe().backward_format;
+  const bool wgrad = fp8_->recipe().wgrad;
   const Fp8View grad =
       dx.empty() ? Fp8View{} : fp8_->scratch(Fp8Training::Scratch::kGradRows, rows * out_, format);
-  const Fp8View grad_t =
-      fp8_->recipe().wgrad ? fp8_->scratch(Fp8Training::Scratch::kGradColumns, rows * out_, format) : Fp8View{};
-  // The amax of dy is recorded by the rowwise cast (grad_scaling's kGradRows); a cast of the
-  // columns alone does not record it again.
-  const Fp8Training::Scratch recording = grad.empty() ? Fp8Training::Scratch::kGradColumns
-                                                      : Fp8Training::Scratch::kGradRows;
-  if (!grad.empty() || !grad_t.empty()) {
-    backend_->fp8_quantize(dy, rows, out_, fp8_->grad_scaling(fp8_index_, recording), grad, grad_t);
+  const Fp8View grad_t = wgrad ? fp8_->scratch(Fp8Training::Scratch::kGradColumns, rows * out_, format) : Fp8View{};
+  const FloatView dbias = bias ? bias_grad_ : FloatView{};
+  // The bf16 weight gradient (--no-fp8-wgrad) reads the gradient through the GELU itself.
+  const FloatView written = pre.empty() || wgrad ? FloatView{} : dpre;
+  const ConstFloatView g = written.empty() ? dy : ConstFloatView(written);
+  if (grad.empty() && grad_t.empty()) {
+    if (!written.empty()) backend_->gelu_tanh_backward(dy, pre, written);
+    if (!dbias.empty()) backend_->bias_backward(g, rows, out_, dbias);
+  } else {
+    // The amax of dy is recorded by the rowwise cast (grad_scaling's kGradRows); a cast of the
+    // columns alone does not record it again.
+    const Fp8Training::Scratch recording = grad.empty() ? Fp8Training::Scratch::kGradColumns
+                                                        : Fp8Training::Scratch::kGradRows;
+    backend_->fp8_quantize_gradient(dy, pre, rows, out_, fp8_->grad_scaling(fp8_index_, recording), grad, grad_t,
+                                    dbias, written);
   }
-  fp8_weight_gradient(grad_t, dy, x, rows);
-  if (!dx.empty()) fp8_input_gradient(grad, rows, pre, dx);
+  fp8_weight_gradient(grad_t, g, x, rows);
+  if (!dx.empty()) fp8_input_gradient(grad, rows, dx);
 }
 
 void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y) const {
@@ -109,13 +112,16 @@ void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y) const {
 }
 
 void LinearLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const {
-  if (fp8_) {
-    fp8_backward(dy, x, rows, {}, dx);
-    backward_bias(dy, rows);
-    return;
-  }
+  if (fp8_) return fp8_backward(dy, {}, {}, x, rows, dx, true);
   backward_weight_and_bias(dy, x, rows);
   if (!dx.empty()) backward_input(dy, rows, dx);
+}
+
+void LinearLayer::backward_through_gelu_tanh(FloatView d, ConstFloatView pre, ConstFloatView x, int64_t rows,
+                                             FloatView dx) const {
+  if (fp8_) return fp8_backward(d, pre, d, x, rows, dx, true);
+  backend_->gelu_tanh_backward(d, pre, d);
+  backward(d, x, rows, dx);
 }
 
 void LinearLayer::backward_weight_and_bias(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
@@ -141,7 +147,7 @@ void LinearLayer::add_bias(FloatView y, int64_t rows) const {
 }
 
 void LinearLayer::backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
-  if (fp8_) return fp8_backward(dy, x, rows, {}, {});
+  if (fp8_) return fp8_backward(dy, {}, {}, x, rows, {}, false);
   backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
 }
 
@@ -150,21 +156,25 @@ void LinearLayer::backward_bias(ConstFloatView dy, int64_t rows) const {
 }
 
 void LinearLayer::backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {
-  if (fp8_) return fp8_input_gradient(fp8_grad(dy, rows), rows, {}, dx);
+  if (fp8_) return fp8_input_gradient(fp8_grad(dy, rows), rows, dx);
   backend_->linear_backward_input(dy, weight_, rows, in_, out_, dx);
 }
 
 void LinearLayer::backward_input_gelu_tanh(ConstFloatView dy, int64_t rows, ConstFloatView pre,
                                            FloatView dpre) const {
-  if (fp8_) return fp8_input_gradient(fp8_grad(dy, rows), rows, pre, dpre);
+  if (fp8_) {
+    fp8_input_gradient(fp8_grad(dy, rows), rows, dpre);
+    backend_->gelu_tanh_backward(dpre, pre, dpre);
+    return;
+  }
   backend_->linear_backward_input_gelu_tanh(dy, weight_, pre, rows, in_, out_, dpre);
 }
 
 void LinearLayer::backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView pre,
                                      FloatView dpre) const {
   if (fp8_) {
-    fp8_backward(dy, x, rows, pre, dpre);
-    backward_bias(dy, rows);
+    fp8_backward(dy, {}, {}, x, rows, dpre, true);
+    backend_->gelu_tanh_backward(dpre, pre, dpre);
     return;
   }
   backward_weight_and_bias(dy, x, rows);

@@ -46,10 +46,15 @@ public:
   // The input gradient through the tanh GELU that made this layer's input from pre:
   // dpre = (dy·W) ⊙ gelu_tanh'(pre).
   void backward_input_gelu_tanh(ConstFloatView dy, int64_t rows, ConstFloatView pre, FloatView dpre) const;
-  // backward_weight_and_bias and backward_input_gelu_tanh of one dy together (under FP8, dy is
-  // cast once into both layouts the two GEMMs read).
+  // backward_weight_and_bias and backward_input_gelu_tanh of one dy together.
   void backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView pre,
                           FloatView dpre) const;
+  // backward() of the layer whose output went through the tanh GELU, from the gradient d of the
+  // GELU's output and its input pre: dy = d ⊙ gelu_tanh'(pre). d is overwritten (with dy, or left
+  // as it was where the FP8 cast takes the GELU's gradient in and nothing reads dy itself).
+  void backward_through_gelu_tanh(FloatView d, ConstFloatView pre, ConstFloatView x, int64_t rows,
+                                  FloatView dx) const;
+  bool fp8() const { return fp8_ != nullptr; }
 
 private:
   // The FP8 forms of the GEMMs.
@@ -58,13 +63,16 @@ private:
   ConstFp8View fp8_grad(ConstFloatView dy, int64_t rows) const;
   // The input, cast for the forward GEMM.
   ConstFp8View fp8_input(ConstFloatView x, int64_t rows) const;
-  // dx = dy·W from dy's codes; through the GELU whose input was `pre` unless pre is empty.
-  void fp8_input_gradient(ConstFp8View grad, int64_t rows, ConstFloatView pre, FloatView dx) const;
+  // dx = dy·W from dy's codes.
+  void fp8_input_gradient(ConstFp8View grad, int64_t rows, FloatView dx) const;
   // dW += dyᵀ·x from dy's transposed codes (dy itself where --no-fp8-wgrad keeps it in bf16).
   void fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, ConstFloatView x, int64_t rows) const;
-  // The weight's and, unless dx is empty, the input's gradient from one cast of dy into
-  // rows and columns, as Transformer Engine's cast-transpose makes both at once.
-  void fp8_backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView pre, FloatView dx) const;
+  // The weight's, the bias's (with `bias`) and, unless dx is empty, the input's gradient from one
+  // cast of dy into rows and columns, as Transformer Engine's cast-transpose makes both at once
+  // with the bias gradient. With pre, dy is the gradient through the GELU of the given one
+  // (Backend::fp8_quantize_gradient), written to dpre where a GEMM still reads it in bf16.
+  void fp8_backward(ConstFloatView dy, ConstFloatView pre, FloatView dpre, ConstFloatView x, int64_t rows,
+                    FloatView dx, bool bias) const;
   // The weight's FP8 copy [out, in], or transposed [in, out], made first where it is stale.
   ConstFp8View fp8_weight(bool transposed) const;
   // The weight's FP8 copies, made again when the parameters changed since the last cast.

@@ -42,7 +42,19 @@ void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivati
   // gradient therefore leaves alone (`input_grad`).
   DeferredGemm fc2_weight;
   DeferredGemm* fc2_weight_later = fc1_weight_later ? &fc2_weight : nullptr;
-  if (activation_ == Activation::kOpenaiGelu) {
+  const FloatView gathered = ctx.when_sequence_parallel(input);
+  if (activation_ == Activation::kOpenaiGelu && fc1_.fp8()) {
+    // Under FP8 the GELU's gradient goes into fc1's cast of its output gradient (Transformer
+    // Engine's cast-dbias-dgelu) instead of fc2's GEMM: d_fc1 first holds the GELU output's gradient.
+    fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_fc1,
+                  ctx.when_sequence_parallel(scratch.sequence.whole), {}, fc2_weight_later);
+    if (gathered.empty()) {
+      fc1_.backward_through_gelu_tanh(scratch.d_fc1, saved.fc1_output, ctx.own_rows(input, fc1_.in_features()),
+                                      tokens, d_input, fc2_weight);
+      return;
+    }
+    backend_->gelu_tanh_backward(scratch.d_fc1, saved.fc1_output, scratch.d_fc1);
+  } else if (activation_ == Activation::kOpenaiGelu) {
     fc2_.backward_gelu_tanh(d_output, saved.activation_output, saved.fc1_output, tokens, scratch.d_fc1,
                             ctx.when_sequence_parallel(scratch.sequence.whole), {}, fc2_weight_later);
   } else {
@@ -54,13 +66,13 @@ void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivati
       backend_->gelu_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
       break;
     case Activation::kOpenaiGelu:
-      break;  // in fc2's input-gradient epilogue
+      break;  // in fc2's input-gradient epilogue, or taken above
     case Activation::kSwiglu:
       backend_->swiglu_backward(scratch.d_activation, saved.fc1_output, tokens, ffn_,
                                 scratch.d_fc1);
       break;
   }
-  fc1_.backward(scratch.d_fc1, ctx.own_rows(input, fc1_.in_features()), tokens, d_input, ctx.when_sequence_parallel(input),
+  fc1_.backward(scratch.d_fc1, ctx.own_rows(input, fc1_.in_features()), tokens, d_input, gathered,
                 ctx.when_sequence_parallel(fc1_weight_later ? scratch.sequence.input_grad : scratch.sequence.whole),
                 fc2_weight, fc1_weight_later);
 }

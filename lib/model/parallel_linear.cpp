@@ -109,6 +109,13 @@ void ColumnParallelLinear::backward(ConstFloatView dy, ConstFloatView x, int64_t
   scatter.wait();
 }
 
+void ColumnParallelLinear::backward_through_gelu_tanh(FloatView d, ConstFloatView pre, ConstFloatView x, int64_t rows,
+                                                      FloatView dx, const DeferredGemm& beside_scatter) const {
+  run(beside_scatter);
+  linear_.backward_through_gelu_tanh(d, pre, x, rows, dx);
+  if (!dx.empty()) tp_->copy_to_tensor_region_backward(dx);
+}
+
 RowParallelLinear::RowParallelLinear(GptParameters& params, const std::string& weight_name,
                                      const std::string& bias_name,
                                      const TensorParallelMappings& tp, Fp8Training* fp8)

@@ -70,6 +70,13 @@ public:
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx,
                 FloatView gathered = {}, FloatView d_whole = {}, const DeferredGemm& beside_scatter = {},
                 DeferredGemm* weight_later = nullptr) const;
+  // backward() where the output went through the tanh GELU (forward_gelu_tanh), from the
+  // gradient d of the GELU's output: dy = d ⊙ gelu_tanh'(pre), into d (LinearLayer's
+  // backward_through_gelu_tanh, whose FP8 cast takes the GELU's gradient in). Without sequence
+  // parallelism only (the caller takes the GELU's gradient first under it).
+  void backward_through_gelu_tanh(FloatView d, ConstFloatView pre, ConstFloatView x, int64_t rows, FloatView dx,
+                                  const DeferredGemm& beside_scatter = {}) const;
+  bool fp8() const { return linear_.fp8(); }
 
 private:
   // Under sequence parallelism: gathers x into `gathered` and runs `gemm` over all its rows,

@@ -237,3 +237,91 @@ TEST_CASE("cuda fp8: the delayed-scaling update equals the CPU's over long histo
     CHECK(differing_bits(to_host(*pair.gpu, scale.gpu.view()), to_host(*pair.cpu, scale.cpu.view())) == 0);
   }
 }
+
+namespace {
+
+// fp8_quantize_gradient of dy (through the GELU whose input was pre, where `gelu`) on the GPU, in
+// one pass, against the same GPU's separate steps (gelu_tanh_backward, fp8_quantize,
+// bias_backward): codes, dpre, amax and scales to the bit, the bias gradient to fp32 summation
+// error; and the fused dpre against the CPU's.
+void check_gradient_cast(BackendPair& pair, int64_t rows, int64_t cols, FloatType type, Fp8Format format, bool gelu) {
+  const int64_t n = rows * cols;
+  Backend& gpu = *pair.gpu;
+  const auto buffer = [&](const std::vector<float>& v, FloatType t) {
+    DeviceBuffer b(gpu, static_cast<int64_t>(v.size()), t);
+    gpu.copy_from_host(v, b.view());
+    return b;
+  };
+  const std::vector<float> dy_values = spread_values(n, 31);
+  const std::vector<float> pre_values = kernel_testing::random_floats(static_cast<size_t>(n), 32, -4.0f, 4.0f);
+  const std::vector<float> bias_start = kernel_testing::random_floats(static_cast<size_t>(cols), 33, -1.0f, 1.0f);
+  struct Result {
+    std::vector<uint8_t> rowwise, transposed;
+    std::vector<float> dpre, dbias, amax, inv;
+  };
+  Result r[2];  // fused, separate
+  for (const bool fused : {true, false}) {
+    DeviceBuffer dy = buffer(dy_values, type), pre = buffer(pre_values, type);
+    DeviceBuffer dbias = buffer(bias_start, FloatType::kF32), scale = buffer({0.5f}, FloatType::kF32);
+    DeviceBuffer amax = buffer({3.0f}, FloatType::kF32), inv = buffer({-1.0f, -1.0f}, FloatType::kF32);
+    DeviceArray<uint8_t> rowwise(gpu, n), transposed(gpu, n);
+    const Fp8View rw{rowwise.view(), format, inv.view().subspan(0, 1)};
+    const Fp8View tr{transposed.view(), format, inv.view().subspan(1, 1)};
+    const Fp8Scaling scaling{scale.view(), amax.view(), false};
+    if (fused) {
+      gpu.fp8_quantize_gradient(dy.view(), gelu ? ConstFloatView(pre.view()) : ConstFloatView{}, rows, cols, scaling,
+                                rw, tr, dbias.view(), gelu ? dy.view() : FloatView{});
+    } else {
+      if (gelu) gpu.gelu_tanh_backward(dy.view(), pre.view(), dy.view());
+      gpu.fp8_quantize(dy.view(), rows, cols, scaling, rw, tr);
+      gpu.bias_backward(dy.view(), rows, cols, dbias.view());
+    }
+    Result& out = r[fused ? 0 : 1];
+    out.rowwise = to_host(gpu, rowwise.view());
+    out.transposed = to_host(gpu, transposed.view());
+    out.dpre = to_host(gpu, dy.view());
+    out.dbias = to_host(gpu, dbias.view());
+    out.amax = to_host(gpu, amax.view());
+    out.inv = to_host(gpu, inv.view());
+  }
+  CHECK(differing(r[0].rowwise, r[1].rowwise) == 0);
+  CHECK(differing(r[0].transposed, r[1].transposed) == 0);
+  CHECK(differing_bits(r[0].dpre, r[1].dpre) == 0);
+  CHECK(differing_bits(r[0].amax, r[1].amax) == 0);
+  CHECK(differing_bits(r[0].inv, r[1].inv) == 0);
+  CHECK(relative_error(r[1].dbias, r[0].dbias) <= 1e-5);
+  if (gelu) {
+    // The GELU's gradient itself against the CPU's (tanhf against std::tanh, then dy's type).
+    Backend& cpu = *pair.cpu;
+    DeviceBuffer dy(cpu, n, type), pre(cpu, n, type);
+    cpu.copy_from_host(dy_values, dy.view());
+    cpu.copy_from_host(pre_values, pre.view());
+    cpu.gelu_tanh_backward(dy.view(), pre.view(), dy.view());
+    CHECK(relative_error(to_host(cpu, dy.view()), r[0].dpre) <= (type == FloatType::kF32 ? 1e-5 : 1e-2));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda fp8: the gradient cast with the GELU's and the bias's gradients in one pass", "[cuda][fp8]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  struct Shape {
+    int64_t rows;
+    int64_t cols;
+  };
+  // Partial tiles at both edges (144 × 200), whole ones, and more rows than one column of
+  // blocks covers at once.
+  const Shape shapes[] = {{144, 200}, {256, 512}, {1104, 1032}};
+  for (const Shape sh : shapes) {
+    for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16}) {
+      for (const Fp8Format format : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+        for (const bool gelu : {false, true}) {
+          INFO(sh.rows << "×" << sh.cols << " " << float_type_name(type) << " " << fp8_format_name(format)
+                       << (gelu ? " through the GELU" : ""));
+          check_gradient_cast(pair, sh.rows, sh.cols, type, format, gelu);
+        }
+      }
+    }
+  }
+}

@@ -4,15 +4,28 @@
 # delayed scaling) by the benchmark's log line and by wall clock (runs of 20 and 60 iterations
 # after one that builds the mock data's indices, the difference of their times), the FP8 step's
 # per-operation profile, and a short table last. Logs under $OUT (or /tmp/fp8-speed).
-#   tools/gpu/fp8_speed.sh [--peer]   --peer: the PyTorch peer too (compiled), bf16 and torchao FP8
+#   tools/gpu/fp8_speed.sh [--peer] [--curve] [--recipe] [--kernels]
+#     --peer: the PyTorch peer too (compiled), bf16 and torchao FP8
+#     --curve: GPT 1.3B's loss curves in bf16 and FP8 over 300 iterations of the bundled corpus
+#     --recipe: Megatron's Llama 3 8B FP8 script as written, sizes aside (tests/e2e), on the GPU
+#     --kernels: the FP8 step's cast kernels timed one by one (Nsight Compute), where ncu runs
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/fp8-speed}
 mkdir -p "$out"
 source tools/gpu/devpack_env.bash
 table=()
-row() { table+=("$(printf '%-34s %s' "$1" "$2")"); }
-peer=--no-peer; [ "${1:-}" = --peer ] && peer=
+row() { table+=("$(printf '%-34s %s' "$1" "$2")"); echo "ROW ${table[-1]}"; }
+peer=--no-peer; curve=0; recipe=0; kernels=0
+for arg in "$@"; do
+  case $arg in
+    --peer) peer= ;;
+    --curve) curve=1 ;;
+    --recipe) recipe=1 ;;
+    --kernels) kernels=1 ;;
+    *) echo "fp8_speed.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
 
 mgt-tests "[fp8]" > "$out/fp8-tests.log" 2>&1
 status=$?
@@ -57,15 +70,84 @@ if [ -z "$peer" ]; then
   done < "$out/peer.jsonl"
 fi
 
-model=(--device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
-       --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 3e-4 --train-iters 14
-       --log-interval 14 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data
-       --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt
-       --profile --profile-step-start 4 --profile-step-end 14)
+base=(--device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
+      --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 3e-4
+      --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data
+      --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt)
+model=("${base[@]}" --train-iters 14 --log-interval 14 --profile --profile-step-start 4 --profile-step-end 14)
 mgt-train "${model[@]}" --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max \
   > "$out/profile-fp8.log" 2>&1 || tail -5 "$out/profile-fp8.log"
 "$py" tools/gpu/profile_steady.py "$out/profile-fp8.log" 10 --top 25 | tee "$out/profile-fp8.txt"
 row "profile, 1.3B FP8, per iteration" "$(sed -n 1p "$out/profile-fp8.txt")"
+
+if [ $kernels = 1 ]; then
+  # Each cast kernel's time and DRAM bytes in iteration 3 (ncu serialises and replays kernels).
+  timeout 120 ncu --clock-control none --kernel-name regex:'cast|column_sums|map' --launch-skip 400 --launch-count 80 \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv \
+    mgt-train "${base[@]}" --train-iters 3 --log-interval 1 --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max \
+    > "$out/ncu.csv" 2> "$out/ncu.log" || tail -3 "$out/ncu.log"
+  "$py" - "$out/ncu.csv" <<'PY' | tee "$out/ncu.txt"
+import csv, collections, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    print("ncu: no kernels measured"); sys.exit()
+head, body = rows[0], rows[1:]
+ki, mi, vi, ui = (head.index(k) for k in ("Kernel Name", "Metric Name", "Metric Value", "Metric Unit"))
+scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+         "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+gi = head.index("Grid Size") if "Grid Size" in head else None
+per = collections.defaultdict(dict)
+for r in body:
+    key = (r[head.index("ID")], r[ki][:60], r[gi] if gi is not None else "")
+    per[key][r[mi]] = float(r[vi].replace(",", "")) * scale.get(r[ui], 1.0)
+groups = collections.defaultdict(lambda: [0, 0.0, 0.0])  # launches, seconds, bytes per (kernel, grid)
+for (i, name, grid), m in per.items():
+    g = groups[(name, grid)]
+    g[0] += 1
+    g[1] += m.get("gpu__time_duration.sum", 0)
+    g[2] += m.get("dram__bytes_read.sum", 0) + m.get("dram__bytes_write.sum", 0)
+for (name, grid), (n, t, b) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+    print(f"{name[:48]:48s} {grid:16s} x{n:<3d} {t / n * 1e3:7.3f} ms {b / n / 1e6:8.1f} MB {b / t / 1e12 if t else 0:5.2f} TB/s")
+PY
+fi
+
+if [ $curve = 1 ]; then
+  # GPT 1.3B in bf16 and in FP8 on the bundled Gutenberg corpus: the FP8 curve within 1% of the
+  # bf16 one at every logged iteration after warm-up.
+  mgt-tokenize --input datasets/corpus-gutenberg.jsonl --output-prefix /tmp/gutenberg --tokenizer-type GPT2BPETokenizer \
+    --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt --append-eod --quiet > /dev/null 2>&1
+  run=(--device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
+       --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 2e-4 --min-lr 2e-5
+       --lr-decay-style cosine --lr-warmup-iters 30 --train-iters 300 --log-interval 10 --eval-iters 0
+       --data-path /tmp/gutenberg_text_document --split 100,0,0 --data-cache-path /tmp/gutenberg-cache
+       --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt)
+  mgt-train "${run[@]}" --metrics-file "$out/curve-bf16.jsonl" > "$out/curve-bf16.log" 2>&1 || tail -5 "$out/curve-bf16.log"
+  mgt-train "${run[@]}" --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max \
+    --metrics-file "$out/curve-fp8.jsonl" > "$out/curve-fp8.log" 2>&1 || tail -5 "$out/curve-fp8.log"
+  result=$("$py" - "$out/curve-bf16.jsonl" "$out/curve-fp8.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return {j["iteration"]: j["lm_loss"] for j in map(json.loads, open(p)) if j.get("event") == "train"}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+after = [i for i in sorted(a) if i > 30 and i in b]
+rel = max(abs(a[i] - b[i]) / a[i] for i in after) if after else float("nan")
+print(" ".join(f"{i}:{a[i]:.3f}/{b[i]:.3f}" for i in after[::5]))
+print(f"{len(after)} logged iterations after warm-up, loss {a[max(a)]:.4f} (bf16) / {b.get(max(a), float('nan')):.4f} (fp8) at {max(a)}, max rel diff {rel:.2%}")
+PY
+)
+  echo "$result"
+  row "gpt-1.3b gutenberg 300 it, fp8 vs bf16" "$(echo "$result" | tail -1)"
+fi
+
+if [ $recipe = 1 ]; then
+  # The e2e script launches with `mpiexec`: MPICH's, from the pack (the machine's own is OpenMPI's).
+  mkdir -p /tmp/hydra && ln -sf "$dp/bin/mpiexec.hydra" /tmp/hydra/mpiexec
+  PATH=/tmp/hydra:$PATH MGT_E2E_DEVICE=cuda bash tests/e2e/mgt_train_llama3_fp8_script.sh "$dp/bin" "$PWD" \
+    > "$out/recipe.log" 2>&1
+  status=$?
+  row "Llama 3 8B FP8 script (sizes aside)" "$( [ $status -eq 0 ] && echo pass || echo "FAIL ($status)")"
+  [ $status -eq 0 ] || tail -20 "$out/recipe.log"
+fi
 
 echo
 printf '%s\n' "${table[@]}"

@@ -7,17 +7,19 @@
 # each: tokens/s per GPU and TFLOP/s per GPU (Megatron's formula) of the log's steady iterations
 # (from the 4th), the wall-clock rate of the run, the layout planner's estimate of the step
 # (mgt-train --dry-run) beside the measured one, and the largest memory any GPU held. A table last.
-# Logs under $OUT (or /tmp/llama8b).
-#   tools/gpu/llama8b_four_gpus.sh [LAYOUT...]   LAYOUT: tp4|tp2pp2|tp2pp2vp2|pp4|tp2cp2 -bf16|-fp8
+# MGT_SEQ sets the sequence length (default 8192; 32768 for long context with a CP layout). Logs
+# under $OUT (or /tmp/llama8b).
+#   tools/gpu/llama8b_four_gpus.sh [LAYOUT...]   LAYOUT: tp4|tp2pp2|tp2pp2vp2|pp4|tp2cp2|cp4 -bf16|-fp8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/llama8b}
 mkdir -p "$out"
 source tools/gpu/devpack_env.bash
 iters=${MGT_ITERS:-12}
+seq=${MGT_SEQ:-8192}
 layouts=${*:-tp4-bf16 tp2pp2-bf16 tp2pp2-fp8 tp4-fp8}
 model=(--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention
-       --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 --position-embedding-type rope
+       --num-query-groups 8 --seq-length "$seq" --max-position-embeddings "$seq" --position-embedding-type rope
        --rotary-base 500000 --normalization RMSNorm --swiglu --disable-bias-linear
        --untie-embeddings-and-output-weights --tokenizer-type NullTokenizer --vocab-size 128256
        --micro-batch-size 1 --global-batch-size 8 --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine
@@ -36,6 +38,7 @@ for name in $layouts; do
                        --num-layers-per-virtual-pipeline-stage 8) ;;
     pp4) layout=(--pipeline-model-parallel-size 4) ;;
     tp2cp2) layout=(--tensor-model-parallel-size 2 --context-parallel-size 2 --sequence-parallel) ;;
+    cp4) layout=(--context-parallel-size 4) ;;
     *) echo "unknown layout $name"; continue ;;
   esac
   precision=(); [ "${name##*-}" = fp8 ] && precision=("${fp8[@]}")
@@ -51,9 +54,10 @@ for name in $layouts; do
     --metrics-file "$out/$name.jsonl" > "$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; }
   t1=$(date +%s.%N)
   kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
-  python3 - "$out/$name.jsonl" "$t0" "$t1" "${estimate:-nan}" "$(cat "$out/$name.peak" 2>/dev/null || echo 0)" > "$out/$name.row" <<'PY'
+  python3 - "$out/$name.jsonl" "$t0" "$t1" "${estimate:-nan}" "$(cat "$out/$name.peak" 2>/dev/null || echo 0)" "$seq" > "$out/$name.row" <<'PY'
 import json, sys
 path, t0, t1, estimate, peak = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+seq = int(sys.argv[6])
 try:
     rows = [j for j in map(json.loads, open(path)) if j.get("event") == "train"]
 except OSError:
@@ -63,7 +67,7 @@ if not steady:
     print("no steady iterations logged"); sys.exit()
 tok = sum(r["tokens_per_second"] for r in steady) / len(steady) / 4
 tflops = sum(r["tflops_per_gpu"] for r in steady) / len(steady)
-step = 8 * 8192 / (tok * 4)
+step = 8 * seq / (tok * 4)
 print(f"{tok:,.0f} tokens/s/GPU, {tflops:.0f} TFLOP/s/GPU ({tflops / 989:.1%} of 989), step {step:.2f} s "
       f"(planner {estimate:.2f} s), loss {rows[-1]['lm_loss']:.3f} at {rows[-1]['iteration']}, peak {peak:,} MiB, "
       f"run {t1 - t0:.0f} s wall")

@@ -305,6 +305,27 @@ void CudaBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, c
                      output(transposed), stream_);
 }
 
+void CudaBackend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
+                                           const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
+                                           FloatView dbias, FloatView dpre) {
+  // One pass where it applies: delayed scaling (current scaling needs max |g| before the cast),
+  // both layouts of one format, an fp32 bias gradient.
+  if (!scaling.current && !rowwise.empty() && !transposed.empty() && rowwise.format == transposed.format &&
+      (dbias.empty() || dbias.is_fp32())) {
+    const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_quantize_gradient);
+    const cuda::In p = pre.empty() ? cuda::In() : cuda::In(pre);
+    const cuda::Out d = dpre.empty() ? cuda::Out() : cuda::Out(dpre);
+    if (cuda::fp8_quantize_gradient(dy, p, rows, cols, scaling.scale.data(),
+                                    scaling.amax.empty() ? nullptr : scaling.amax.data(),
+                                    {rowwise.format == Fp8Format::kE5M2, fp8_max(rowwise.format)},
+                                    {rowwise.codes.data(), rowwise.scale_inv.data()},
+                                    {transposed.codes.data(), transposed.scale_inv.data()},
+                                    dbias.empty() ? nullptr : static_cast<float*>(dbias.raw()), d, stream_))
+      return;
+  }
+  Backend::do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre);
+}
+
 void CudaBackend::do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
                                 int64_t out, FloatArg y, bool accumulate) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_linear);

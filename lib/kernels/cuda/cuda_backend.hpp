@@ -129,6 +129,9 @@ private:
                                           int64_t rows, int64_t in, int64_t out, FloatView dpre) override;
   void do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                                        int64_t out, FloatView pre, FloatView y) override;
+  void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
+                                const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
+                                FloatView dpre) override;
   void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
   void do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) override;

@@ -13,8 +13,6 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-constexpr float kTanhScale = kGeluTanhScale;
-constexpr float kTanhCubic = kGeluTanhCubic;
 
 enum class Op { kFill, kCopy, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
 
@@ -35,11 +33,7 @@ __device__ __forceinline__ float apply(Op op, float a, float b, float o, float v
       return a * (cdf + b * pdf);
     }
     case Op::kGeluTanh: return gelu_tanh(a);
-    case Op::kGeluTanhGrad: {
-      const float t = tanhf(kTanhScale * b * (1.0f + kTanhCubic * b * b));
-      const float du = kTanhScale * (1.0f + 3.0f * kTanhCubic * b * b);
-      return a * (0.5f * (1.0f + t) + 0.5f * b * (1.0f - t * t) * du);
-    }
+    case Op::kGeluTanhGrad: return gelu_tanh_grad(a, b);
   }
   return 0.0f;
 }

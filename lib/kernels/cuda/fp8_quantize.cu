@@ -2,6 +2,7 @@
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vector8.cuh"
 
@@ -103,6 +105,12 @@ struct CastArgs {
   bool load_vector = false;        // cols % 8 == 0, x 16-byte aligned
   bool rowwise_vector = false;     // cols % 8 == 0, rowwise 8-byte aligned
   bool transposed_vector = false;  // rows % 8 == 0, transposed 8-byte aligned
+  // The gradient cast (fp8_quantize_gradient): x is dy; with pre, what is cast is
+  // gelu_tanh_grad(dy, pre) rounded to dy's type, also stored to dpre where that is not null;
+  // the block's column sums go to dbias_partial[blockIdx.y][cols] where that is not null.
+  In pre;
+  Out dpre;
+  float* dbias_partial = nullptr;
 };
 
 // The scale every block casts with. Every block derives the same one; the first thread of the
@@ -200,37 +208,165 @@ __global__ void __launch_bounds__(kCastThreads) cast_kernel(CastArgs a) {
 
 // The transposing cast of the common shapes (cols % 8 == 0, rows % 16 == 0, x and both codes
 // 16-byte aligned), Transformer Engine's cast-transpose: tiles of 128 rows × 64 columns; thread
-// (q, o) loads the 4 rows 4q..4q+3 of the 8 columns 8o..8o+7 (a warp takes 16 row quads × 2
-// column octets: whole 32-byte sectors of a bf16 x), writes their rowwise codes, and turns its
-// 4×8 codes into 8 words of 4 rows of one column, stored at tile[column][q]. The tile is then read
-// out a column at a time, 16 bytes (16 rows) per thread, and written as the transposed codes'
-// rows: a warp writes 4 × 128 whole bytes. Row stride 34 words: a warp's word stores (16
-// consecutive q, two columns 8 apart: 272 words, 16 banks, apart) and its 8-byte loads (8
-// consecutive 16-byte pieces of two columns 34 words apart) each touch every bank once.
+// (q, o) = (thread / 8, thread % 8) loads the 4 rows 4q..4q+3 of the 8 columns 8o..8o+7, so that
+// each of a warp's loads takes 4 rows × 64 columns (whole 128-byte lines of a bf16 x: a load
+// spread over 16 rows' sectors ran at a third of the bandwidth). It writes their rowwise codes,
+// and turns its 4×8 codes into 8 words of 4 rows of one column, stored at tile[column][q]. The
+// tile is then read out a column at a time, 16 bytes (16 rows) per thread, and written as the
+// transposed codes' rows: a warp writes 4 × 128 whole bytes. Row stride 33 words: a warp's word
+// stores (4 consecutive q, 8 columns 8 apart) touch each bank at most twice, its word loads (8
+// consecutive 16-byte pieces of 4 consecutive columns) every bank once. With no transposed codes
+// wanted it is the rowwise cast of the same shapes (its staged loads are what make it fast).
 constexpr int kCtRows = 128;
 constexpr int kCtCols = 64;
-constexpr int kCtStride = kCtRows / 4 + 2;
+constexpr int kCtStride = kCtRows / 4 + 1;
 
-template <bool kE5M2>
+// The gradient cast's work on a thread's 4 rows × 8 columns v of dy: with pre (its values p),
+// v becomes gelu_tanh_grad(v, p) rounded to dy's type (so that the codes, dpre and dbias are those
+// of gelu_tanh_backward's output, cast and summed), stored to dpre (rows r.., columns c..) where
+// given; the columns' sums of v are added to sums.
+__device__ __forceinline__ void gradient_of_quad(const CastArgs& a, int64_t r, int64_t c, float (&v)[4][8],
+                                                 const float (&p)[4][8], float (&sums)[8]) {
+  if (a.pre != nullptr) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float g = gelu_tanh_grad(v[i][j], p[i][j]);
+        v[i][j] = a.x.narrow() ? narrow_to_float(float_to_narrow(g, a.x.bf16()), a.x.bf16()) : g;
+      }
+      if (a.dpre != nullptr) store8(a.dpre, ((r + i) * a.cols + c) / 8, v[i]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) sums[j] += (v[0][j] + v[1][j]) + (v[2][j] + v[3][j]);
+}
+
+// The block's column sums into dbias_partial[blockIdx.y]: lanes l, l + 8, l + 16 and l + 24 of a
+// warp hold octet l of its 4 row quads; the 8 warps' sums are then added in warp order. A fixed
+// order: the sums do not vary from run to run.
+__device__ __forceinline__ void store_block_column_sums(const CastArgs& a, float (&sums)[8], int octet, int64_t c0) {
+  __shared__ float warp_sums[kCastThreads / 32][kCtCols];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    sums[j] += __shfl_xor_sync(0xffffffffu, sums[j], 8);
+    sums[j] += __shfl_xor_sync(0xffffffffu, sums[j], 16);
+  }
+  const int t = static_cast<int>(threadIdx.x);
+  if (t % 32 < 8) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) warp_sums[t / 32][octet * 8 + j] = sums[j];
+  }
+  __syncthreads();
+  if (t < kCtCols && c0 + t < a.cols) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kCastThreads / 32; ++w) total += warp_sums[w][t];
+    a.dbias_partial[static_cast<int64_t>(blockIdx.y) * a.cols + c0 + t] = total;
+  }
+}
+
+// dbias[c] += Σ_k partial[k][c] over the cast's row blocks, in order.
+__global__ void __launch_bounds__(kThreads)
+    finish_column_sums_kernel(const float* partial, int64_t blocks, int64_t cols, float* dbias) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float total = 0.0f;
+  for (int64_t k = 0; k < blocks; ++k) total += partial[k * cols + c];
+  dbias[c] += total;
+}
+
+// kGrad: the gradient cast's additions (CastArgs::pre, dpre, dbias_partial), each where given.
+// The cast-transpose kernel's loads go through shared memory, a tile ahead: each thread copies
+// (cp.async) its 4 rows × 8 columns of the next tile — of dy and pre, for the gradient cast — into
+// its own slots of a two-stage buffer, then casts the current tile while those loads are in flight,
+// so that a block keeps memory busy through its arithmetic (loading then casting in turn, the
+// kernel ran at a third to half of the bandwidth). A thread reads back only its own slots: no
+// barrier guards them. Slots: [stage][tensor][row i][16-byte chunk][thread].
+constexpr int kStages = 2;
+
+__host__ __device__ constexpr int staged_chunks(bool narrow) { return narrow ? 1 : 2; }  // per 8 elements
+
+__device__ __forceinline__ uint4* stage_slot(uint4* staged, int stage, int tensors, int chunks, int tensor, int row,
+                                            int chunk) {
+  return staged + ((((stage * tensors + tensor) * 4 + row) * chunks + chunk) * kCastThreads + threadIdx.x);
+}
+
+// The copies of rows r..r+3, columns c..c+7 of x (and pre) into `stage`, as one committed group
+// (empty where the rows lie past the end, so that every thread commits alike).
+__device__ __forceinline__ void stage_quad(const CastArgs& a, uint4* staged, int stage, int tensors, int chunks,
+                                           int64_t r, int64_t c) {
+  if (r < a.rows && c < a.cols) {
+    for (int t = 0; t < tensors; ++t) {
+      const auto* base = static_cast<const char*>(t == 0 ? a.x.raw() : a.pre.raw());
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        for (int k = 0; k < chunks; ++k) {
+          __pipeline_memcpy_async(stage_slot(staged, stage, tensors, chunks, t, i, k),
+                                  base + ((r + i) * a.cols + c) * a.x.element_bytes() + 16 * k, 16);
+        }
+      }
+    }
+  }
+  __pipeline_commit();
+}
+
+// Row i of a thread's staged values of tensor t (x's type) as floats.
+__device__ __forceinline__ void unstage8(const CastArgs& a, uint4* staged, int stage, int tensors, int chunks, int t,
+                                         int i, float (&out)[8]) {
+  const uint4 w = *stage_slot(staged, stage, tensors, chunks, t, i, 0);
+  if (a.x.narrow()) {
+    const auto* h = reinterpret_cast<const unsigned short*>(&w);
+    const bool bf16 = a.x.bf16();
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = narrow_to_float(h[j], bf16);
+  } else {
+    const uint4 w2 = *stage_slot(staged, stage, tensors, chunks, t, i, 1);
+    const uint32_t words[8] = {w.x, w.y, w.z, w.w, w2.x, w2.y, w2.z, w2.w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = __uint_as_float(words[j]);
+  }
+}
+
+// Dynamic shared memory of the staging for x (and pre) of x's type.
+size_t staging_bytes(bool narrow, bool with_pre) {
+  return static_cast<size_t>(kStages) * (with_pre ? 2 : 1) * 4 * staged_chunks(narrow) * kCastThreads * 16;
+}
+
+template <bool kE5M2, bool kGrad>
 __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a) {
+  extern __shared__ uint4 staged[];
   __shared__ uint32_t tile[kCtCols * kCtStride];
+  float column_sums[8] = {};
   const float scale = cast_scale(a);
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int quad = warp / 4 * 16 + lane % 16;   // 0..31
-  const int octet = warp % 4 * 2 + lane / 16;   // 0..7
+  const int quad = static_cast<int>(threadIdx.x) / 8;   // 0..31
+  const int octet = static_cast<int>(threadIdx.x) % 8;  // 0..7
+  const int tensors = kGrad && a.pre != nullptr ? 2 : 1;
+  const int chunks = staged_chunks(a.x.narrow());
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCtCols;
   const int64_t c = c0 + octet * 8;
+  const int64_t step = static_cast<int64_t>(gridDim.y) * kCtRows;
   int amax_bits = 0;
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kCtRows; r0 < a.rows;
-       r0 += static_cast<int64_t>(gridDim.y) * kCtRows) {
+  int stage = 0;
+  stage_quad(a, staged, stage, tensors, chunks, static_cast<int64_t>(blockIdx.y) * kCtRows + quad * 4, c);
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kCtRows; r0 < a.rows; r0 += step) {
     const int64_t r = r0 + quad * 4;
+    stage_quad(a, staged, stage ^ 1, tensors, chunks, r + step, c);  // the next tile's, in flight
+    __pipeline_wait_prior(1);                                          // this tile's have landed
     // rows % 16 == 0: a quad is whole or wholly outside; cols % 8 == 0: so is an octet.
     const bool inside = r < a.rows && c < a.cols;
     if (inside) {
       float v[4][8];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) load8(a.x, ((r + i) * a.cols + c) / 8, v[i]);
+      for (int i = 0; i < 4; ++i) unstage8(a, staged, stage, tensors, chunks, 0, i, v[i]);
+      if constexpr (kGrad) {
+        float p[4][8] = {};
+        if (tensors == 2) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) unstage8(a, staged, stage, tensors, chunks, 1, i, p[i]);
+        }
+        gradient_of_quad(a, r, c, v, p, column_sums);
+      }
       uint2 codes[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -239,13 +375,19 @@ __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a
         codes[i] = encode8<kE5M2>(v[i], scale);
         if (a.rowwise != nullptr) *reinterpret_cast<uint2*>(a.rowwise + (r + i) * a.cols + c) = codes[i];
       }
+      if (a.transposed != nullptr) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        uint32_t word = 0;
+        for (int j = 0; j < 8; ++j) {
+          uint32_t word = 0;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) word |= static_cast<uint32_t>(code_at(codes[i], j)) << (8 * i);
-        tile[(octet * 8 + j) * kCtStride + quad] = word;
+          for (int i = 0; i < 4; ++i) word |= static_cast<uint32_t>(code_at(codes[i], j)) << (8 * i);
+          tile[(octet * 8 + j) * kCtStride + quad] = word;
+        }
       }
+    }
+    if (a.transposed == nullptr) {  // rowwise codes alone (uniform across the grid)
+      stage ^= 1;
+      continue;
     }
     __syncthreads();  // the whole tile is in shared memory
 #pragma unroll
@@ -257,17 +399,77 @@ __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a
       const int64_t gr = r0 + part * 16;
       if (gc >= a.cols || gr >= a.rows) continue;
       const uint32_t* const src = tile + column * kCtStride + part * 4;
-      const uint2 lo = *reinterpret_cast<const uint2*>(src);
-      const uint2 hi = *reinterpret_cast<const uint2*>(src + 2);
-      *reinterpret_cast<uint4*>(a.transposed + gc * a.rows + gr) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+      *reinterpret_cast<uint4*>(a.transposed + gc * a.rows + gr) = make_uint4(src[0], src[1], src[2], src[3]);
     }
     __syncthreads();  // read out before the next tile overwrites it
+    stage ^= 1;
   }
+  __pipeline_wait_prior(0);
   if (a.record_amax != nullptr) record_block_amax(amax_bits, a.record_amax);
+  if constexpr (kGrad) {
+    if (a.dbias_partial != nullptr) store_block_column_sums(a, column_sums, octet, c0);
+  }
 }
 
-// Rowwise codes alone of a 16-byte aligned x with n % 8 == 0 and 8-byte aligned codes: groups
-// of 8 elements in a grid-stride loop.
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0;
+    int sms = 0;
+    MGT_CUDA_CHECK(cudaGetDevice(&device));
+    MGT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
+// The cast-transpose grid: a block per column tile and, down the rows, as many blocks as fill the
+// multiprocessors in one wave as far as the kernel's resources allow (at least one), each going
+// down its rows a tile at a time (the staging pays off over several tiles).
+template <bool kE5M2, bool kGrad>
+dim3 cast_transpose_grid(const CastArgs& a, size_t smem) {
+  static const bool opted_in = [] {  // the largest staging (fp32 with pre) beyond the default 48 KB
+    MGT_CUDA_CHECK(cudaFuncSetAttribute(cast_transpose_kernel<kE5M2, kGrad>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(staging_bytes(false, true))));
+    return true;
+  }();
+  (void)opted_in;
+  int resident = 0;
+  MGT_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, cast_transpose_kernel<kE5M2, kGrad>, kCastThreads, smem));
+  const int64_t col_tiles = (a.cols + kCtCols - 1) / kCtCols;
+  const int64_t row_tiles = (a.rows + kCtRows - 1) / kCtRows;
+  const int64_t slots = static_cast<int64_t>(std::max(resident, 1)) * multiprocessors();
+  const int64_t down = std::clamp<int64_t>(slots / col_tiles, 1, std::min<int64_t>(row_tiles, 65535));
+  return dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(down));
+}
+
+template <bool kE5M2>
+void launch_cast_transpose(const CastArgs& a, cudaStream_t stream) {
+  const size_t smem = staging_bytes(a.x.narrow(), false);
+  cast_transpose_kernel<kE5M2, false><<<cast_transpose_grid<kE5M2, false>(a, smem), kCastThreads, smem, stream>>>(a);
+  MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
+}
+
+// The gradient cast, with the bias gradient's partial sums (a row per block down the rows) where
+// dbias is not null, then their sum added to dbias.
+template <bool kE5M2>
+void launch_gradient_cast(CastArgs a, float* dbias, cudaStream_t stream) {
+  const size_t smem = staging_bytes(a.x.narrow(), a.pre != nullptr);
+  const dim3 grid = cast_transpose_grid<kE5M2, true>(a, smem);
+  const size_t partial_bytes = static_cast<size_t>(grid.y) * static_cast<size_t>(a.cols) * sizeof(float);
+  if (dbias != nullptr) MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.dbias_partial), partial_bytes, stream));
+  cast_transpose_kernel<kE5M2, true><<<grid, kCastThreads, smem, stream>>>(a);
+  MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
+  if (dbias == nullptr) return;
+  finish_column_sums_kernel<<<static_cast<unsigned>((a.cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      a.dbias_partial, grid.y, a.cols, dbias);
+  MGT_CUDA_CHECK_LAUNCH(finish_column_sums_kernel);
+  MGT_CUDA_CHECK(cudaFreeAsync(a.dbias_partial, stream));
+}
+
+// Rowwise codes alone of a 16-byte aligned x with n % 8 == 0 and 8-byte aligned codes, where the
+// cast-transpose kernel's shapes do not hold: groups of 8 elements in a grid-stride loop.
 template <bool kE5M2>
 __global__ void __launch_bounds__(kThreads) cast_rowwise_kernel(CastArgs a) {
   const float scale = cast_scale(a);
@@ -326,24 +528,21 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 template <bool kE5M2>
 void launch_cast(const CastArgs& a, dim3 grid, bool transposed, cudaStream_t stream) {
   const int64_t n = a.rows * a.cols;
+  if (!transposed && a.cols % 8 == 0 && a.rows % 16 == 0 && a.load_vector && aligned16(a.rowwise)) {
+    launch_cast_transpose<kE5M2>(a, stream);  // its staged loads, no transposed codes
+    return;
+  }
   if (!transposed && n % 8 == 0 && a.load_vector && a.rowwise_vector) {
-    int device = 0;
-    int sms = 0;
-    MGT_CUDA_CHECK(cudaGetDevice(&device));
-    MGT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     const int64_t per_block = static_cast<int64_t>(kThreads) * kRowwiseGroupsPerThread * 8;
     const int64_t blocks = std::clamp<int64_t>((n + per_block - 1) / per_block, 1,
-                                               static_cast<int64_t>(sms) * kRowwiseBlocksPerSm);
+                                               static_cast<int64_t>(multiprocessors()) * kRowwiseBlocksPerSm);
     cast_rowwise_kernel<kE5M2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
     MGT_CUDA_CHECK_LAUNCH(cast_rowwise_kernel);
     return;
   }
   if (transposed && a.cols % 8 == 0 && a.rows % 16 == 0 && a.load_vector && aligned16(a.transposed) &&
       (a.rowwise == nullptr || aligned16(a.rowwise))) {
-    const dim3 tiles(static_cast<unsigned>((a.cols + kCtCols - 1) / kCtCols),
-                     static_cast<unsigned>(std::min<int64_t>((a.rows + kCtRows - 1) / kCtRows, 65535)));
-    cast_transpose_kernel<kE5M2><<<tiles, kCastThreads, 0, stream>>>(a);
-    MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
+    launch_cast_transpose<kE5M2>(a, stream);
     return;
   }
   if (transposed) {
@@ -399,6 +598,36 @@ void fp8_quantize(In x, int64_t rows, int64_t cols, float* scale, float* amax, b
   } else {
     launch_cast<false>(a, grid, transposed.codes != nullptr, stream);
   }
+}
+
+bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* scale, float* amax, Fp8CastFormat format,
+                           Fp8CastOutput rowwise, Fp8CastOutput transposed, float* dbias, Out dpre,
+                           cudaStream_t stream) {
+  const bool pre_suits = pre == nullptr || (pre.type() == dy.type() && aligned16(pre.raw()));
+  const bool dpre_suits = dpre == nullptr || (dpre.type() == dy.type() && aligned16(dpre.raw()));
+  if (rows <= 0 || cols <= 0 || cols % 8 != 0 || rows % 16 != 0 || !aligned16(dy.raw()) || !pre_suits ||
+      !dpre_suits || rowwise.codes == nullptr || transposed.codes == nullptr || !aligned16(rowwise.codes) ||
+      !aligned16(transposed.codes) || (pre == nullptr && dpre != nullptr))
+    return false;
+  CastArgs a;
+  a.x = dy;
+  a.rows = rows;
+  a.cols = cols;
+  a.scale = scale;
+  a.record_amax = reinterpret_cast<int*>(amax);
+  a.fp8_max = format.max;
+  a.rowwise = rowwise.codes;
+  a.rowwise_scale_inv = rowwise.scale_inv;
+  a.transposed = transposed.codes;
+  a.transposed_scale_inv = transposed.scale_inv;
+  a.pre = pre;
+  a.dpre = dpre;
+  if (format.e5m2) {
+    launch_gradient_cast<true>(a, dbias, stream);
+  } else {
+    launch_gradient_cast<false>(a, dbias, stream);
+  }
+  return true;
 }
 
 void fp8_dequantize(const uint8_t* codes, int64_t n, bool e5m2, const float* scale_inv, float* out,

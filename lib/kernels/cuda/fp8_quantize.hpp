@@ -42,6 +42,17 @@ struct Fp8CastOutput {
 void fp8_quantize(In x, int64_t rows, int64_t cols, float* scale, float* amax, bool current, Fp8CastFormat format,
                   Fp8CastOutput rowwise, Fp8CastOutput transposed, cudaStream_t stream);
 
+// The output gradient's cast of a linear layer's backward with what Backend::fp8_quantize_gradient
+// fuses into it, in one pass under delayed scaling: g = dy, or, with pre, gelu_tanh_grad(dy, pre)
+// rounded to dy's type (pre of dy's type), stored to dpre where that is not null (it may be dy);
+// g cast into rowwise and transposed (both wanted), amax (where not null) recording max |g|;
+// dbias (fp32, where not null) += Σ_rows g, summed in a fixed order. Returns false, having done
+// nothing, unless rows % 16 == 0, cols % 8 == 0 and every operand is 16-byte aligned: the caller
+// then composes the steps.
+bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* scale, float* amax, Fp8CastFormat format,
+                           Fp8CastOutput rowwise, Fp8CastOutput transposed, float* dbias, Out dpre,
+                           cudaStream_t stream);
+
 // out[i] = value(codes[i]) · *scale_inv in fp32 (one rounding, as the CPU's fp8_dequantize).
 void fp8_dequantize(const uint8_t* codes, int64_t n, bool e5m2, const float* scale_inv, float* out,
                     cudaStream_t stream);
