@@ -3,12 +3,13 @@
 # from Debian's munge and slurm-wlm, configured for localhost on free ports, with nothing of the
 # machine's own configuration used. Needs root (slurmd starts jobs as their owner). Every daemon
 # started here is stopped by slurm_cluster_stop, by process id.
-# Its nodes: "localhost", the default partition "test"; and where slurmd is built with Slurm's
+# Its nodes: "node1", the default partition "test"; and where slurmd is built with Slurm's
 # multiple-slurmd support (Debian's is: scontrol show config says MULTIPLE_SLURMD = Yes), a second
-# slurmd on the same host as node "localhost2" (its own port, spool directory and log), which with
-# "localhost" makes partition "two": a job there with --nodes=2 runs on two nodes as Slurm sees
-# them (SLURM_NODEID 0 and 1, PMI-2 placing its tasks on two nodes). TEST_SLURM_TWO_NODES says
-# whether that node is up (1) or not (0).
+# slurmd on the same host as node "node2" (its own port, spool directory and log), which with
+# "node1" makes partition "two": a job there with --nodes=2 runs on two nodes as Slurm sees them
+# (SLURM_NODEID 0 and 1, PMI-2 placing its tasks on two nodes). TEST_SLURM_TWO_NODES says whether
+# that node is up (1) or not (0). Neither node is named after the host: Slurm refuses a node
+# named as the host name another node gives (NodeHostname=localhost for both).
 
 # slurm_cluster_missing: prints why no cluster can be started here (and returns 0), or returns 1.
 slurm_cluster_missing() {
@@ -43,8 +44,8 @@ slurm_cluster_start() {
   # munged insists that every directory above its socket be searchable by all, and that its key
   # be private.
   chmod 755 "$dir"
-  mkdir -p "$dir/munge" "$dir/state" "$dir/spool/localhost" "$dir/spool/localhost2" "$dir/log"
-  chmod 700 "$dir/state" "$dir/spool" "$dir/spool/localhost" "$dir/spool/localhost2"
+  mkdir -p "$dir/munge" "$dir/state" "$dir/spool/node1" "$dir/spool/node2" "$dir/log"
+  chmod 700 "$dir/state" "$dir/spool" "$dir/spool/node1" "$dir/spool/node2"
   head -c 1024 /dev/urandom > "$dir/munge/munge.key"
   chmod 400 "$dir/munge/munge.key"
   local socket=$dir/munge/munge.socket
@@ -91,24 +92,24 @@ ReturnToService=2
 MinJobAge=3600
 KillWait=30
 SlurmdParameters=config_overrides
-NodeName=localhost NodeAddr=127.0.0.1 Port=$port CPUs=$cpus State=UNKNOWN
-NodeName=localhost2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port2 CPUs=$cpus State=UNKNOWN
-PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-PartitionName=two Nodes=localhost,localhost2 MaxTime=INFINITE State=UP
+NodeName=node1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port CPUs=$cpus State=UNKNOWN
+NodeName=node2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port2 CPUs=$cpus State=UNKNOWN
+PartitionName=test Nodes=node1 Default=YES MaxTime=INFINITE State=UP
+PartitionName=two Nodes=node1,node2 MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF=$dir/slurm.conf
   slurmctld -D -i >"$dir/log/slurmctld.out" 2>&1 &
   TEST_SLURM_PIDS+=($!)
-  slurmd -D -N localhost >"$dir/log/slurmd.out" 2>&1 &
+  slurmd -D -N node1 >"$dir/log/slurmd-node1.out" 2>&1 &
   TEST_SLURM_PIDS+=($!)
   TEST_SLURM_TWO_NODES=0
-  slurm_node_idle localhost "$dir/log/slurmd.out" || return 1
+  slurm_node_idle node1 "$dir/log/slurmd-node1.out" || return 1
   # The second node needs slurmd's multiple-slurmd support: without it, it is not started (and
   # stays down, its partition's jobs pending).
-  scontrol show config | grep -Eq '^MULTIPLE_SLURMD += Yes' || return 0
-  slurmd -D -N localhost2 >"$dir/log/slurmd-localhost2.out" 2>&1 &
+  scontrol show config | grep -E '^MULTIPLE_SLURMD += Yes' >/dev/null || return 0
+  slurmd -D -N node2 >"$dir/log/slurmd-node2.out" 2>&1 &
   TEST_SLURM_PIDS+=($!)
-  slurm_node_idle localhost2 "$dir/log/slurmd-localhost2.out" || return 1
+  slurm_node_idle node2 "$dir/log/slurmd-node2.out" || return 1
   TEST_SLURM_TWO_NODES=1
 }
 
