@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "dist/nccl_check.hpp"
 #include "dist/nccl_device_communicator.hpp"
+#include "dist/node_membership.hpp"
 #include "kernels/cuda_check.hpp"
 
 namespace mgt::dist {
@@ -328,8 +329,11 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, co
     scope.emplace(
         bootstrap.watchdog()->watch(InFlightOperation{"ncclCommInitRank", nullptr, &bootstrap.description()}));
   // Collective over the bootstrap too: the same order on every rank.
+  const bool one_node = options.node_of_world_rank.empty()
+                            ? find_node_membership(bootstrap).nodes() == 1
+                            : NodeMembership{options.node_of_world_rank, ""}.one_node(bootstrap.world_ranks());
   std::unique_ptr<PeerCopyCollectives> peer =
-      PeerCopyCollectives::create(bootstrap, queue.device, options.peer_copies && queue.stream != nullptr);
+      PeerCopyCollectives::create(bootstrap, queue.device, options.peer_copies && queue.stream != nullptr, one_node);
   return std::make_unique<NcclCommunicator>(GroupMembers{bootstrap.kind(), bootstrap.world_ranks(), bootstrap.rank()},
                                             bootstrap.watchdog(), queue.device,
                                             static_cast<cudaStream_t>(queue.stream), id, std::move(peer));

@@ -19,6 +19,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.hpp"
 #include "dist/process_groups.hpp"
@@ -30,8 +31,11 @@ bool nccl_available();
 
 struct NcclOptions {
   // Collectives over registered buffers (Communicator::register_buffer) on the copy engines,
-  // reading the peers' memory directly, where the ranks share one machine (nccl_peer_copy.hpp).
+  // reading the peers' memory directly, where the ranks share one node (nccl_peer_copy.hpp).
   bool peer_copies = true;
+  // The node of each world rank (node_membership.hpp, mgt-train's --simulated-nodes applied);
+  // empty: found from the launcher over the group itself.
+  std::vector<int> node_of_world_rank;
 };
 
 // Where the data-parallel group's collectives over the gradient and weight buffers run when its
@@ -47,6 +51,8 @@ DataParallelCollectives parse_data_parallel_collectives(const std::string& value
 // How a program's NCCL groups communicate, from its flags.
 struct CommunicationOptions {
   DataParallelCollectives data_parallel = DataParallelCollectives::kCopyEngines;
+  // As NcclOptions::node_of_world_rank, for every group.
+  std::vector<int> node_of_world_rank;
 };
 
 // Collective over `bootstrap`'s group. Reports to `bootstrap`'s watchdog. `queue.stream` null:

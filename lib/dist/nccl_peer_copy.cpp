@@ -1,7 +1,6 @@
 #include "dist/nccl_peer_copy.hpp"
 
 #include <cuda.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -55,12 +54,6 @@ const DriverCalls& driver() {
 void check_driver(CUresult result, const char* call) {
   if (result != CUDA_SUCCESS)
     throw Error(std::string("copy-engine collectives: ") + call + " failed (CUresult " + std::to_string(result) + ")");
-}
-
-std::string host_name() {
-  std::array<char, 256> name{};
-  if (gethostname(name.data(), name.size() - 1) != 0) return "?";
-  return name.data();
 }
 
 cuda::ChunkType chunk_type(ElementType type) {
@@ -145,12 +138,11 @@ bool open_peers(const std::vector<SharedRecord>& records, int rank, std::vector<
 
 }  // namespace
 
-std::unique_ptr<PeerCopyCollectives> PeerCopyCollectives::create(Communicator& bootstrap, int device, bool wanted) {
+std::unique_ptr<PeerCopyCollectives> PeerCopyCollectives::create(Communicator& bootstrap, int device, bool wanted,
+                                                                 bool one_node) {
   const int ranks = bootstrap.size();
   if (ranks == 1) return nullptr;
-  const std::vector<std::string> hosts = all_gather_text(bootstrap, host_name(), 255);
-  const bool one_machine = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
-  if (!all_agree(bootstrap, wanted && one_machine && ranks <= cuda::kMaxRankPieces && driver().complete()))
+  if (!all_agree(bootstrap, wanted && one_node && ranks <= cuda::kMaxRankPieces && driver().complete()))
     return nullptr;
 
   MGT_CUDA_CHECK(cudaSetDevice(device));

@@ -1,6 +1,6 @@
 // The NCCL communicator's collectives over registered buffers (Communicator::register_buffer: the
 // gradients and the weights; under sequence parallelism the whole-sequence activations) when its
-// ranks share one machine: the bytes move on the GPUs' copy engines, reading the peers' buffers
+// ranks share one node: the bytes move on the GPUs' copy engines, reading the peers' buffers
 // directly (CUDA IPC), instead of in NCCL's kernels.
 //
 // Why: a GEMM running beside an NCCL kernel loses about a third of its rate (BENCHMARKS.md,
@@ -43,9 +43,10 @@ namespace mgt::dist {
 class PeerCopyCollectives {
 public:
   // Collective over `bootstrap` (host memory; its ranks are the communicator's). Null on every
-  // rank unless `wanted` on every rank, all ranks run on this machine (the same host name), there
-  // are at most 8 of them, and every rank can map the others' memory.
-  static std::unique_ptr<PeerCopyCollectives> create(Communicator& bootstrap, int device, bool wanted);
+  // rank unless `wanted` on every rank, all ranks run on one node (`one_node`, alike on every
+  // rank: node_membership.hpp), there are at most 8 of them, and every rank can map the others'
+  // memory.
+  static std::unique_ptr<PeerCopyCollectives> create(Communicator& bootstrap, int device, bool wanted, bool one_node);
 
   PeerCopyCollectives(const PeerCopyCollectives&) = delete;
   PeerCopyCollectives& operator=(const PeerCopyCollectives&) = delete;

@@ -59,7 +59,7 @@ ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const Dev
                                        const CommunicationOptions& options) {
   // Same order on every rank, as for the MPI groups: each creation is collective over its group.
   const auto mirror = [&](const std::unique_ptr<Communicator>& group, bool peer_copies = true) {
-    return group ? make_nccl_communicator(*group, queue, {peer_copies}) : nullptr;
+    return group ? make_nccl_communicator(*group, queue, {peer_copies, options.node_of_world_rank}) : nullptr;
   };
   ProcessGroups groups;
   groups.tensor_model_parallel = mirror(bootstrap.tensor_model_parallel);

@@ -145,6 +145,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("distributed-timeout-minutes", "N", p.distributed_timeout_minutes, "End the job when a communication waits longer than N minutes"),
       store("dp-collectives", "WHERE", p.dp_collectives, "Where the data-parallel collectives of GPUs on one machine run over NCCL: copy-engines (leaving the multiprocessors to the compute) or nccl (NCCL's kernels)")
           .choices({"copy-engines", "nccl"}),
+      store("simulated-nodes", "N", p.simulated_nodes, "A testing aid: consecutive blocks of world-size / N ranks count as separate nodes besides the nodes the launcher reports, so that one machine stands for N (the copy-engine collectives inside a block, NCCL between blocks); N must divide the world size"),
     }},
     {"moe", moe_flags(o.moe)},
     {"other", {

@@ -1,7 +1,5 @@
 #include "train/train_launch.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -21,6 +19,7 @@
 #include "dist/launch_environment.hpp"
 #include "dist/distributed_runtime.hpp"
 #include "dist/nccl_communicator.hpp"
+#include "dist/node_membership.hpp"
 #include "dist/parallel_layout.hpp"
 #include "dist/process_groups.hpp"
 #include "dist/transport_choice.hpp"
@@ -45,18 +44,6 @@ dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   f.context_parallel_size = o.parallel.context_parallel_size;
   f.expert_model_parallel_size = o.moe.expert_model_parallel_size;
   return f;
-}
-
-// This rank's place among the ranks on its machine (ranks with the same host name), in rank order.
-int node_local_rank(dist::Communicator& world) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a: the same on every rank, unlike std::hash
-  for (const char* c = host; *c; ++c) hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-  const auto mine = static_cast<std::int64_t>(hash >> 1);
-  std::vector<std::int64_t> all(static_cast<std::size_t>(world.size()));
-  world.all_gather(std::span<const std::int64_t>(&mine, 1), std::span<std::int64_t>(all));
-  return static_cast<int>(std::count(all.begin(), all.begin() + world.rank(), mine));
 }
 
 // One GPU per rank, as Megatron's torch.cuda.set_device(local_rank): with several ranks, "cuda"
@@ -137,7 +124,15 @@ int run_training_program(int argc, const char* const* argv) {
     return run_train_dry_run(options, std::cout, std::cerr, plan ? &*plan : nullptr);
   }
 
-  if (runtime->world_size() > 1) options.device = device_of_rank(options.device, node_local_rank(runtime->world()));
+  // Which ranks share a node, as the launcher says: each rank takes the GPU of its place on its
+  // node, and the copy-engine collectives stay within a node (--simulated-nodes splits further).
+  dist::NodeMembership nodes;
+  if (runtime->world_size() > 1) {
+    nodes = dist::find_node_membership(runtime->world());
+    options.device = device_of_rank(options.device, nodes.local_rank(runtime->rank()));
+    nodes = dist::split_into_simulated_nodes(nodes, static_cast<int>(options.parallel.simulated_nodes));
+    if (chief) log::info(dist::node_membership_line(nodes));
+  }
   try {
     std::unique_ptr<Backend> backend;
     const BackendOptions backend_options = rank_backend_options(options.logging, runtime->rank());
@@ -155,6 +150,7 @@ int run_training_program(int argc, const char* const* argv) {
     if (transport.nccl) {
       dist::CommunicationOptions communication;
       communication.data_parallel = dist::parse_data_parallel_collectives(options.parallel.dp_collectives);
+      communication.node_of_world_rank = nodes.node_of_rank;
       nccl_groups = dist::make_nccl_process_groups(mpi_groups, *backend->device_queue(), communication);
     }
     const dist::ProcessGroups& groups = transport.nccl ? nccl_groups : mpi_groups;

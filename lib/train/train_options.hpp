@@ -167,6 +167,9 @@ struct ParallelOptions {
   // gradients' and weights' collectives on the GPUs' copy engines ("copy-engines") or in NCCL's
   // kernels ("nccl"); dist::CommunicationOptions.
   std::string dp_collectives = "copy-engines";
+  // --simulated-nodes (mgt), a testing aid: consecutive blocks of world_size / N ranks count as
+  // nodes of their own (dist/node_membership.hpp), so that one machine stands for N.
+  std::int64_t simulated_nodes = 1;
   // Derived by validation: world_size / (TP × PP × CP), and the micro-batches per iteration.
   std::int64_t world_size = 1;
   std::int64_t data_parallel_size = 1;

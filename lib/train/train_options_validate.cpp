@@ -37,6 +37,9 @@ void validate_parallel(ParallelOptions& p, int world_size) {
                      "context parallel size (" + str(model_size) + ")");
   p.world_size = world_size;
   p.data_parallel_size = world_size / model_size;
+  if (p.simulated_nodes < 1 || world_size % p.simulated_nodes != 0)
+    throw UsageError("--simulated-nodes " + str(p.simulated_nodes) + ": expected a positive divisor of the world size (" +
+                     str(world_size) + ")");
   dist::parse_distributed_backend(p.distributed_backend);
   // Megatron's validate_args.
   if (p.overlap_param_gather && !p.use_distributed_optimizer)

@@ -432,7 +432,7 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
   // others (the copy engines) give the sums. The route itself is not
   // observable here: on two ranks both give the same bits.
   {
-    auto when_alone = make_nccl_communicator(runtime().world(), queue, NcclOptions{true});
+    auto when_alone = make_nccl_communicator(runtime().world(), queue, NcclOptions{true, {}});
     mgt::DeviceBuffer tail(*backend, n, mgt::FloatType::kF32, mgt::MemorySharing::kShareable);
     REQUIRE(when_alone->register_buffer(backend_buffer(tail.view())));
     const std::vector<float> sums = rank_order_sum(world, 5, n);
@@ -532,7 +532,7 @@ TEST_CASE("NCCL collectives over registered buffers on the copy engines: exact r
   CHECK(timing->exposed_seconds <= timing->busy_seconds);
 
   // Turned off: nothing is registered, and NCCL's kernels run as before.
-  auto kernels_only = make_nccl_communicator(runtime().world(), queue, NcclOptions{false});
+  auto kernels_only = make_nccl_communicator(runtime().world(), queue, NcclOptions{false, {}});
   CHECK_FALSE(kernels_only->register_buffer(backend_buffer(grads.view())));
 }
 

@@ -5,7 +5,8 @@
 # GELU, biases, tied embeddings, dropout) and a Llama-style one (rotary, RMSNorm, SwiGLU,
 # grouped-query attention, untied, no biases); a DP=2 checkpoint resumes exactly on DP=2 and
 # continues the one-rank run on one rank; --fp16's power-of-two loss scales change no bit at
-# DP=2, plain or sharded; DP=4 on 4 ranks; each of Megatron's lines is printed once, the
+# DP=2, plain or sharded; DP=4 on 4 ranks (the machine as two simulated nodes); the line of
+# nodes the launcher reports; each of Megatron's lines is printed once, the
 # iteration and validation lines by the last rank (print_rank_last), the others by rank 0;
 # failures and usage errors stop every rank.
 # Usage: bash tests/e2e/mgt_train_data_parallel.sh BIN_DIR SOURCE_DIR
@@ -94,6 +95,8 @@ for model in GPT2 LLAMA; do
   grep -q '^using world size: 2, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 1, pipeline-model-parallel size: 1$' \
     "$WORK/out.txt" || fail "$model DP=2: no layout line"
   grep -q '^> data-parallel groups: \[0, 1\] (mpi)$' "$WORK/out.txt" || fail "$model DP=2: no group line"
+  grep -q "^\[rank 0/2\] > nodes: 1 (MPI's shared-memory split), node of each rank: 0 0$" "$WORK/err.txt" ||
+    fail "$model DP=2: no line of nodes: $(grep 'nodes' "$WORK/err.txt")"
   [[ "$(grep -c 'communication: ' "$WORK/err.txt")" == 1 ]] &&
     grep -q "^\[rank 0/2\] > communication: MPI (the CPU backend's buffers are host memory)$" "$WORK/err.txt" ||
     fail "$model DP=2: not one line naming the transport: $(grep 'communication' "$WORK/err.txt")"
@@ -116,8 +119,11 @@ for model in GPT2 LLAMA; do
   compare "$WORK/$model-1.jsonl" "$WORK/$model-dp2-distopt.jsonl"
 done
 
-# DP=4 on 4 ranks, one micro-batch each.
-expect_status 0 ranks 4 "$BIN/mgt-train" "${GPT2[@]}" --metrics-file "$WORK/GPT2-dp4.jsonl"
+# DP=4 on 4 ranks, one micro-batch each, the machine standing for two nodes (--simulated-nodes:
+# nothing changes over MPI but the line of nodes).
+expect_status 0 ranks 4 "$BIN/mgt-train" "${GPT2[@]}" --simulated-nodes 2 --metrics-file "$WORK/GPT2-dp4.jsonl"
+grep -q "^\[rank 0/4\] > nodes: 2 (MPI's shared-memory split, --simulated-nodes 2), node of each rank: 0 0 1 1$" \
+  "$WORK/err.txt" || fail "DP=4 on 2 simulated nodes: $(grep 'nodes' "$WORK/err.txt")"
 compare "$WORK/GPT2-1.jsonl" "$WORK/GPT2-dp4.jsonl"
 expect_status 0 ranks 4 "$BIN/mgt-train" "${LLAMA[@]}" --use-distributed-optimizer \
   --metrics-file "$WORK/LLAMA-dp4-distopt.jsonl"
@@ -193,6 +199,9 @@ expect_status 2 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --global-batch-size 6
 expect_status 2 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --distributed-backend tcp
 [[ "$(cat "$WORK/err.txt")" == "mgt-train: --distributed-backend: 'tcp' is not one of nccl, gloo, mpi" ]] ||
   fail "--distributed-backend tcp: $(cat "$WORK/err.txt")"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" --simulated-nodes 3
+[[ "$(cat "$WORK/err.txt")" == "mgt-train: --simulated-nodes 3: expected a positive divisor of the world size (2)" ]] ||
+  fail "--simulated-nodes 3 on 2 ranks: $(cat "$WORK/err.txt")"
 expect_status 2 "$BIN/mgt-train" "${GPT2[@]}" --overlap-param-gather
 grep -q "^mgt-train: --overlap-param-gather needs --use-distributed-optimizer$" "$WORK/err.txt" ||
   fail "--overlap-param-gather without the distributed optimizer accepted"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Slurm templates on a real one-node cluster started for the test (munged, slurmctld and
-# slurmd from Debian's packages, configured in a scratch directory; tests/e2e/lib/slurm_cluster.bash):
+# The Slurm templates on a real cluster started for the test (munged, slurmctld and slurmd from
+# Debian's packages, configured in a scratch directory; tests/e2e/lib/slurm_cluster.bash), one
+# node, and a second slurmd on the same host for the two-node job:
 #   - slurm/pipeline.sh submits the whole chain on the bundled corpus split in three shards:
 #     tokenize (array) → merge → index → pretrain (2 tasks, srun --mpi=pmi2: DP=2 on CPU ranks)
 #     → convert (Hugging Face) → eval; every job completes and leaves its outputs;
@@ -10,6 +11,9 @@
 #     run of the same job, bit for bit;
 #   - preemption unannounced: another training job requeued from outside (scontrol requeue: the
 #     ranks get SIGTERM) saves too, and ends with the same losses;
+#   - two nodes: the uninterrupted training job once more with --nodes=2, one rank on each of
+#     the host's two slurmd (their own node names): the ranks find two nodes (SLURM_NODEID and
+#     MPI's shared-memory split) and end with the one-node run's losses, bit for bit;
 #   - srun --mpi=pmix, where Slurm's PMIx plugin can load (libpmix installed), is refused with a
 #     message naming --mpi=pmi2 (Debian's MPICH speaks PMI-2 only).
 #   - a notice at the start: SIGUSR1 reaches the batch shell before srun has started (held back
@@ -198,10 +202,32 @@ pretrain_job() {  # pretrain_job NAME [sbatch flags...]: the pipeline's training
 }
 started=$SECONDS
 id=$(pretrain_job reference)
+# The same job on two nodes (partition two: the second slurmd of this host), one rank on each,
+# queued behind the first: its ranks learn their nodes from Slurm (SLURM_NODEID) and MPI (PMI-2
+# places them on two nodes), and meet across them.
+if (( TEST_SLURM_TWO_NODES )); then
+  two_nodes=$(pretrain_job two-nodes --partition=two --nodes=2 --ntasks-per-node=1)
+fi
 slurm_wait_gone 300 "$id" || fail "the uninterrupted training job did not finish"
 [[ $(slurm_job_field "$id" JobState) == COMPLETED ]] || fail "uninterrupted job: $(slurm_job_field "$id" JobState)"
 echo "uninterrupted training job: $((SECONDS - started)) s"
 same_losses "$run/reference.jsonl" "$metrics" || fail "the resumed run differs from the uninterrupted one"
+if (( TEST_SLURM_TWO_NODES )); then
+  started=$SECONDS
+  slurm_wait_gone 300 "$two_nodes" || fail "the two-node training job did not finish"
+  [[ $(slurm_job_field "$two_nodes" JobState) == COMPLETED ]] ||
+    fail "two-node job: $(slurm_job_field "$two_nodes" JobState)"
+  [[ $(slurm_job_field "$two_nodes" NodeList) == 'node[1-2]' ]] ||
+    fail "two-node job: ran on $(slurm_job_field "$two_nodes" NodeList)"
+  grep -q '2 tasks on 2 node(s)' "$run/two-nodes.out" || fail "two-node job: not 2 tasks on 2 nodes"
+  grep -q "> nodes: 2 (SLURM_NODEID and MPI's shared-memory split), node of each rank: 0 1$" "$run/two-nodes.out" ||
+    fail "two-node job: the ranks did not find two nodes: $(grep 'nodes: ' "$run/two-nodes.out")"
+  same_losses "$run/reference.jsonl" "$run/two-nodes.jsonl" || fail "the two-node run differs from the one-node run"
+  echo "the same training job on two nodes, $(grep -o '> nodes: .*' "$run/two-nodes.out"), the same losses:" \
+    "$((SECONDS - started)) s after the one-node job"
+else
+  echo "two-node job not run: this slurmd has no multiple-slurmd support (scontrol show config: MULTIPLE_SLURMD)"
+fi
 
 # Preemption unannounced: scontrol requeue from outside. Slurm sends the ranks SIGTERM, which
 # saves as well; the job starts again and resumes.

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -84,4 +85,39 @@ TEST_CASE("each rank's backend options: the profile on the ranks of --profile-ra
   CHECK_FALSE(rank_backend_options(two, 0).profile_gemms);
   CHECK_FALSE(rank_backend_options(two, 1).profile);
   CHECK(rank_backend_options(two, 1).profile_timeline.empty());
+}
+
+namespace {
+
+// Parsed only: validated for the world size a launcher would give.
+TrainOptions parsed_only(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"mgt-train"};
+  args.insert(args.end(), kMinimal.begin(), kMinimal.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return read_train_options(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace
+
+TEST_CASE("mgt-train --simulated-nodes: 1 by default, recorded, a divisor of the world size", "[train]") {
+  const TrainOptions plain = parse({});
+  CHECK(plain.parallel.simulated_nodes == 1);
+  CHECK(records(plain, "\"simulated_nodes\": 1,"));
+  TrainOptions two = parsed_only({"--simulated-nodes", "2"});
+  validate_train_options(two, 4);
+  CHECK(two.parallel.simulated_nodes == 2);
+  CHECK(records(two, "\"simulated_nodes\": 2,"));
+  for (const auto& [flag, world] : std::vector<std::pair<std::string, int>>{{"2", 1}, {"2", 3}, {"0", 4}}) {
+    TrainOptions o = parsed_only({"--simulated-nodes", flag});
+    try {
+      validate_train_options(o, world);
+      FAIL("--simulated-nodes " << flag << " accepted for a world of " << world);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == kExitUsage);
+      CHECK(std::string(e.what()) == "--simulated-nodes " + flag + ": expected a positive divisor of the world size (" +
+                                         std::to_string(world) + ")");
+    }
+  }
 }

@@ -1,8 +1,15 @@
-# Sourced by tests/e2e/slurm_cluster.sh: a one-node Slurm cluster private to a test, its whole
-# state in one scratch directory. munged (a key made for the test, its own socket), slurmctld
-# and slurmd from Debian's munge and slurm-wlm, configured for localhost on free ports, with
-# nothing of the machine's own configuration used. Needs root (slurmd starts jobs as their
-# owner). Every daemon started here is stopped by slurm_cluster_stop, by process id.
+# Sourced by tests/e2e/slurm_cluster.sh: a Slurm cluster private to a test, its whole state in
+# one scratch directory. munged (a key made for the test, its own socket), slurmctld and slurmd
+# from Debian's munge and slurm-wlm, configured for localhost on free ports, with nothing of the
+# machine's own configuration used. Needs root (slurmd starts jobs as their owner). Every daemon
+# started here is stopped by slurm_cluster_stop, by process id.
+# Its nodes: "node1", the default partition "test"; and where slurmd is built with Slurm's
+# multiple-slurmd support (Debian's is: scontrol show config says MULTIPLE_SLURMD = Yes), a second
+# slurmd on the same host as node "node2" (its own port, spool directory and log), which with
+# "node1" makes partition "two": a job there with --nodes=2 runs on two nodes as Slurm sees them
+# (SLURM_NODEID 0 and 1, PMI-2 placing its tasks on two nodes). TEST_SLURM_TWO_NODES says whether
+# that node is up (1) or not (0). Neither node is named after the host: Slurm refuses a node
+# named as the host name another node gives (NodeHostname=localhost for both).
 
 # slurm_cluster_missing: prints why no cluster can be started here (and returns 0), or returns 1.
 slurm_cluster_missing() {
@@ -27,7 +34,7 @@ slurm_free_port() {
 
 # slurm_cluster_start DIR CPUS: starts the daemons with their files under DIR (which must exist,
 # every directory above it searchable by all, as munged requires of its socket's) and waits
-# until the node takes jobs. Exports SLURM_CONF for the client commands; clears the
+# until the nodes (CPUS each) take jobs. Exports SLURM_CONF for the client commands; clears the
 # variables of any enclosing Slurm job.
 slurm_cluster_start() {
   local dir=$1 cpus=$2
@@ -37,8 +44,8 @@ slurm_cluster_start() {
   # munged insists that every directory above its socket be searchable by all, and that its key
   # be private.
   chmod 755 "$dir"
-  mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/log"
-  chmod 700 "$dir/state" "$dir/spool"
+  mkdir -p "$dir/munge" "$dir/state" "$dir/spool/node1" "$dir/spool/node2" "$dir/log"
+  chmod 700 "$dir/state" "$dir/spool" "$dir/spool/node1" "$dir/spool/node2"
   head -c 1024 /dev/urandom > "$dir/munge/munge.key"
   chmod 400 "$dir/munge/munge.key"
   local socket=$dir/munge/munge.socket
@@ -53,22 +60,23 @@ slurm_cluster_start() {
   done
   munge -n -S "$socket" >/dev/null 2>&1 || { cat "$dir/log/munged.out" >&2; return 1; }
 
+  local port=$(slurm_free_port) port2=$(slurm_free_port)
   cat >"$dir/slurm.conf" <<EOF
 ClusterName=mgt-test
 SlurmctldHost=localhost
 SlurmctldPort=$(slurm_free_port)
-SlurmdPort=$(slurm_free_port)
+SlurmdPort=$port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$socket
 CredType=cred/munge
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -84,21 +92,37 @@ ReturnToService=2
 MinJobAge=3600
 KillWait=30
 SlurmdParameters=config_overrides
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
-PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+NodeName=node1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port CPUs=$cpus State=UNKNOWN
+NodeName=node2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port2 CPUs=$cpus State=UNKNOWN
+PartitionName=test Nodes=node1 Default=YES MaxTime=INFINITE State=UP
+PartitionName=two Nodes=node1,node2 MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF=$dir/slurm.conf
   slurmctld -D -i >"$dir/log/slurmctld.out" 2>&1 &
   TEST_SLURM_PIDS+=($!)
-  slurmd -D -N localhost >"$dir/log/slurmd.out" 2>&1 &
+  slurmd -D -N node1 >"$dir/log/slurmd-node1.out" 2>&1 &
   TEST_SLURM_PIDS+=($!)
+  TEST_SLURM_TWO_NODES=0
+  slurm_node_idle node1 "$dir/log/slurmd-node1.out" || return 1
+  # The second node needs slurmd's multiple-slurmd support: without it, it is not started (and
+  # stays down, its partition's jobs pending).
+  scontrol show config | grep -E '^MULTIPLE_SLURMD += Yes' >/dev/null || return 0
+  slurmd -D -N node2 >"$dir/log/slurmd-node2.out" 2>&1 &
+  TEST_SLURM_PIDS+=($!)
+  slurm_node_idle node2 "$dir/log/slurmd-node2.out" || return 1
+  TEST_SLURM_TWO_NODES=1
+}
+
+# slurm_node_idle NODE SLURMD_OUTPUT: waits until NODE takes jobs; says why not after a minute.
+slurm_node_idle() {
+  local i
   for i in $(seq 1 300); do
-    [[ $(sinfo -h -n localhost -o %t 2>/dev/null) == idle ]] && return 0
+    [[ $(sinfo -h -n "$1" -o %t 2>/dev/null) == idle ]] && return 0
     sleep 0.2
   done
-  echo "the test cluster's node never became idle:" >&2
+  echo "the test cluster's node $1 never became idle:" >&2
   sinfo >&2 || true
-  tail -n 20 "$dir/log/slurmctld.out" "$dir/log/slurmd.out" >&2 || true
+  tail -n 20 "$TEST_SLURM_DIR/log/slurmctld.out" "$2" >&2 || true
   return 1
 }
 
