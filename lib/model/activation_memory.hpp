@@ -36,8 +36,14 @@ namespace mgt {
 // 64 bits saturate at SaturatingSize::kSaturated (core/checked_size.hpp).
 struct ActivationElements {
   int64_t floats = 0;
+  // Of floats, those stored in fp32 whatever the activation type (norm and softmax statistics,
+  // losses, masks: take_fp32); the others take the activation type's size (2 bytes under --bf16
+  // on a GPU).
+  int64_t fp32_floats = 0;
   int64_t indices = 0;  // int64 each
   int64_t bytes() const;  // as fp32 floats
+  // With the activation type's size in bytes for the floats that follow it.
+  int64_t bytes(int64_t bytes_per_activation) const;
 };
 
 // Rows of logits a whole-model training pass holds at a time: GptModel::forward_backward runs
@@ -54,6 +60,7 @@ struct RecomputeScratch {
   int64_t seq = 0;
   int64_t batch = 0;
   std::vector<DeviceBuffer> owned;
+  int64_t fp32_floats = 0;  // of owned's elements, those take_fp32 gave
   std::vector<LayerActivations> sets;
   std::vector<FloatView> inputs;
 };
@@ -139,6 +146,7 @@ private:
   bool sequence_parallel_;
   std::vector<DeviceBuffer> owned_;
   std::vector<DeviceBuffer>* sink_ = &owned_;  // where take*() put their buffers
+  int64_t fp32_taken_ = 0;                      // elements take_fp32 put in owned_
   std::vector<FloatView> shareable_;
   std::vector<DeviceIndexBuffer> owned_index_;
   std::vector<FloatView> hidden_;
