@@ -104,7 +104,10 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   // whole on every rank (Megatron's main_grad).
   e.gradient_bytes = (p * 4).value();
   const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel * l.context_parallel : 1;
-  if (r.use == MemoryUse::kTraining) e.optimizer_bytes = divide_up(p * 8, optimizer_shards).value();
+  if (r.use == MemoryUse::kTraining) {
+    e.optimizer_bytes = divide_up(p * 8, optimizer_shards).value();
+    if (r.bf16_gradient_copy) e.gradient_bytes = (p * 6).value();
+  }
   if (r.use == MemoryUse::kTraining || r.use == MemoryUse::kEvaluation)
     e.fp8_weight_bytes = (fp8_linear_weights(c, l) * 2).value();
 

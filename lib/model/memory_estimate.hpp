@@ -55,6 +55,9 @@ struct MemoryEstimateRequest {
   // The fp32 parameters beside a 2-byte compute copy (model/gpt_parameters.hpp). mgt keeps them
   // whole on every rank: the distributed optimizer shards Adam's moments, not these.
   bool master_weights = false;
+  // --grad-reduce-in-bf16 over more than one data-parallel rank: a bf16 copy of the whole
+  // gradient buffer for the reduction (train/bf16_gradient_copy.hpp), counted with the gradients.
+  bool bf16_gradient_copy = false;
   bool evaluation_too = true;  // training: validation keeps its own activations
 };
 

@@ -43,6 +43,8 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& o, std::optional<
                                         : o.optim.precision != Precision::Fp32 && o.device.rfind("cuda", 0) == 0;
   r.bytes_per_weight = two_byte ? 2 : 4;
   r.master_weights = two_byte;
+  r.bf16_gradient_copy =
+      o.parallel.grad_reduce_in_bf16 && o.parallel.data_parallel_size * o.parallel.context_parallel_size > 1;
   r.evaluation_too = o.logging.eval_iters > 0;
   return r;
 }

@@ -109,6 +109,9 @@ TEST_CASE("the memory estimate covers the parameters, gradients and Adam's momen
   sharded.layout.data_parallel = 4;
   sharded.layout.distributed_optimizer = true;
   CHECK(estimate_memory(config, sharded).optimizer_bytes == (8 * e.parameters + 3) / 4);
+  // --grad-reduce-in-bf16: a bf16 copy of the gradients beside them.
+  sharded.bf16_gradient_copy = true;
+  CHECK(estimate_memory(config, sharded).gradient_bytes == 6 * e.parameters);
   ParallelLayout tp2;
   tp2.tensor_parallel = 2;
   CHECK(parameters_per_rank(config, tp2) < e.parameters);
