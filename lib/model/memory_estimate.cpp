@@ -47,6 +47,24 @@ std::string bytes_text(std::int64_t bytes) {
                                            : format_bytes(static_cast<double>(bytes));
 }
 
+// cuBLASLt's workspace, allocated once (kernels/cuda/lt_matmul.cpp kWorkspaceBytes).
+constexpr std::int64_t kGemmWorkspaceBytes = std::int64_t{32} << 20;
+
+// The scratch of cuDNN attention's backward (kernels/cuda/cudnn_attention.cpp), allocated while
+// the activations of every micro-batch in flight are held: the softmax statistics and the query
+// gradient's accumulator in fp32, and with fp32 activations 2-byte copies of the queries, keys,
+// values, output and their gradients.
+N attention_backward_scratch(const GptConfig& c, std::int64_t tp, std::int64_t seq, std::int64_t batch,
+                             std::int64_t bytes_per_activation) {
+  const N heads = c.num_attention_heads / tp;
+  const N rows = N(batch) * heads * seq;
+  const N queries = rows * c.kv_channels;
+  const N keys = N(batch) * seq * (c.query_groups() / tp) * c.kv_channels;
+  N bytes = rows * 4 + queries * 4;
+  if (bytes_per_activation == 4) bytes += queries * 8 + keys * 8;
+  return bytes;
+}
+
 }  // namespace
 
 std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& layout) {
@@ -180,11 +198,14 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
     case MemoryUse::kConversion:
       break;
   }
+  if (r.cuda_workspaces && r.use == MemoryUse::kTraining)
+    e.workspace_bytes =
+        (attention_backward_scratch(c, tp, s / l.context_parallel, b, bytes) + kGemmWorkspaceBytes).value();
   e.activation_bytes = activations.value();
   if (r.use != MemoryUse::kTraining) e.activation_bytes_without_recomputation = e.activation_bytes;
   e.kv_cache_bytes = kv_cache.value();
   e.total_bytes = (N(e.weight_bytes) + e.master_weight_bytes + e.fp8_weight_bytes + e.gradient_bytes +
-                   e.optimizer_bytes + e.activation_bytes + e.kv_cache_bytes)
+                   e.optimizer_bytes + e.activation_bytes + e.kv_cache_bytes + e.workspace_bytes)
                       .value();
   e.beyond_64_bits = N(e.total_bytes).saturated() || N(e.parameters).saturated();
   return e;
@@ -203,6 +224,7 @@ std::string describe_memory_estimate(const MemoryEstimate& e) {
   add("Adam moments", e.optimizer_bytes);
   add("activations", e.activation_bytes);
   add("key/value cache", e.kv_cache_bytes);
+  add("workspaces", e.workspace_bytes);
   return out.empty() ? "nothing" : out;
 }
 

@@ -58,6 +58,9 @@ struct MemoryEstimateRequest {
   // --grad-reduce-in-bf16 over more than one data-parallel rank: a bf16 copy of the whole
   // gradient buffer for the reduction (train/bf16_gradient_copy.hpp), counted with the gradients.
   bool bf16_gradient_copy = false;
+  // A CUDA run: the GEMM library's workspace and the attention backward's scratch, live at the
+  // activations' peak, are counted (MemoryEstimate::workspace_bytes).
+  bool cuda_workspaces = false;
   bool evaluation_too = true;  // training: validation keeps its own activations
 };
 
@@ -76,6 +79,7 @@ struct MemoryEstimate {
   // activation_bytes without it); what recomputation saves is the difference.
   std::int64_t activation_bytes_without_recomputation = 0;
   std::int64_t kv_cache_bytes = 0;
+  std::int64_t workspace_bytes = 0;  // MemoryEstimateRequest::cuda_workspaces
   std::int64_t total_bytes = 0;  // per rank
   // A size went beyond 64 bits: it stands at SaturatingSize::kSaturated (core/checked_size.hpp),
   // "more than 8 EiB", and the model cannot fit anywhere.

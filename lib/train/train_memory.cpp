@@ -43,6 +43,7 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& o, std::optional<
                                         : o.optim.precision != Precision::Fp32 && o.device.rfind("cuda", 0) == 0;
   r.bytes_per_weight = two_byte ? 2 : 4;
   r.master_weights = two_byte;
+  r.cuda_workspaces = two_byte || o.device.rfind("cuda", 0) == 0;
   r.bf16_gradient_copy =
       o.parallel.grad_reduce_in_bf16 && o.parallel.data_parallel_size * o.parallel.context_parallel_size > 1;
   r.evaluation_too = o.logging.eval_iters > 0;
@@ -95,6 +96,7 @@ int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& er
   memory.set("gradients", size_value(e.gradient_bytes));
   memory.set("optimizer_state", size_value(e.optimizer_bytes));
   memory.set("activations", size_value(e.activation_bytes));
+  memory.set("workspaces", size_value(e.workspace_bytes));
   memory.set("total", size_value(e.total_bytes));
   PyValue host = PyValue::dict();
   host.set("bytes", available ? PyValue::integer(available->bytes) : PyValue::none());

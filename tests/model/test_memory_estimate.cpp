@@ -275,6 +275,7 @@ MemoryEstimateRequest bf16_gpu_request(std::int64_t seq, std::int64_t micro_batc
   r.num_microbatches = microbatches;
   r.bytes_per_weight = 2;
   r.master_weights = true;
+  r.cuda_workspaces = true;
   r.evaluation_too = false;
   return r;
 }
@@ -315,8 +316,10 @@ TEST_CASE("the memory estimate of the Llama 3 8B shape on 4 GPUs, by hand", "[mo
     const std::int64_t bf16 = 33 * tl * h + 32 * layer_bf16 + scratch + tl * h + t * vocab;
     const std::int64_t fp32 = t + 32 * layer_fp32 + t + tl + 3 * t + 3 * t * 4;
     CHECK(e.activation_bytes == 2 * bf16 + 4 * fp32 + 8 * 3 * t);
-    CHECK(e.total_bytes == 18 * p + e.activation_bytes);
-    CHECK(e.total_bytes == 49561780224);
+    // cuBLASLt's 32 MiB and cuDNN attention's backward scratch: fp32 statistics and dQ.
+    CHECK(e.workspace_bytes == (32 << 20) + 4 * heads * t + 4 * t * heads * k);
+    CHECK(e.total_bytes == 18 * p + e.activation_bytes + e.workspace_bytes);
+    CHECK(e.total_bytes == 49629151232);
     // BENCHMARKS.md: 52,411 MiB by nvidia-smi, which adds the CUDA context, NCCL's buffers and the
     // pool's unused reserve to what the allocator hands out.
     CHECK(static_cast<double>(e.total_bytes) / kMiB > 0.9 * 52411);
@@ -340,7 +343,8 @@ TEST_CASE("the memory estimate of the Llama 3 8B shape on 4 GPUs, by hand", "[mo
                                  2 * t * heads * k + 2 * t * groups * k + t * ffn + t * fc1 + tl * h;
     const std::int64_t slot = 2 * (17 * tl * h + 16 * layer_bf16 + scratch) + 4 * (t + 16 * layer_fp32) + 8 * 3 * t;
     CHECK(e.activation_bytes == 2 * slot);  // 1F1B's first stage holds P = 2 micro-batches
-    CHECK(e.total_bytes == 58210394112);
+    CHECK(e.workspace_bytes == (32 << 20) + 4 * heads * t + 4 * t * heads * k);
+    CHECK(e.total_bytes == 58311581696);
     // BENCHMARKS.md: 60,793 MiB by nvidia-smi (the estimate was 78.9 GiB before it counted bf16
     // activations, sequence parallelism and the stages' own buffers).
     CHECK(static_cast<double>(e.total_bytes) / kMiB > 0.9 * 60793);
@@ -381,10 +385,10 @@ TEST_CASE("the memory estimate of GPT-2 124M and GPT 1.3B on one GPU, against th
   const std::int64_t bf16 = 13 * t * h + 12 * layer_bf16 + scratch + t * h + 4096 * 50304;
   const std::int64_t fp32 = t + 12 * layer_fp32 + t + 2 * t + 3 * t;
   CHECK(e.activation_bytes == 2 * bf16 + 4 * fp32 + 8 * 3 * t);
-  // BENCHMARKS.md: max allocated 7,711 MiB at micro-batch 16, 5,137 at 8, 12,861 at 32.
+  // BENCHMARKS.md: max allocated 7,711 MiB at micro-batch 16, 5,137 at 8, 12,861 at 32: within 1%.
   const auto within = [](const MemoryEstimate& m, double measured) {
     const double mib = static_cast<double>(m.total_bytes) / kMiB;
-    return mib > 0.95 * measured && mib < 1.05 * measured;
+    return mib > 0.99 * measured && mib < 1.01 * measured;
   };
   CHECK(within(e, 7711));
   CHECK(within(estimate_memory(gpt2, bf16_gpu_request(1024, 8, 1)), 5137));
