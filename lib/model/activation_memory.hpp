@@ -1,9 +1,10 @@
 // Every buffer one micro-batch shape needs, allocated once and reused while the shape stays.
 // Which activations exist per layer is the memory policy:
 //   none (training):  every layer keeps all it saves for its backward;
-//   selective:        as none, but the core attention output and its softmax statistics are
-//                     one set shared by all layers (rebuilt in each layer's backward), with
-//                     core_attn among --recompute-modules;
+//   selective:        as none, but what --recompute-modules names is one set shared by all
+//                     layers (rebuilt in each layer's backward): core_attn, the core attention
+//                     output and its softmax statistics; layernorm, the input and pre-MLP norm
+//                     outputs; mlp, the dense MLP's fc1 and activation outputs;
 //   full:             the layers that RecomputePlan checkpoints keep nothing but their group's
 //                     input; the activation sets (and inner inputs) of one group are shared by
 //                     all checkpointed groups (block: borrowed from the stage's last layer) and
