@@ -16,10 +16,12 @@ struct SharedActivations {
   bool core_attention = false;  // context and softmax statistics (core_attn)
   bool norm_outputs = false;    // the input and pre-MLP norm outputs (layernorm)
   bool mlp = false;             // fc1 and activation outputs (mlp)
+  bool moe_activation = false;  // the MoE experts' activation output (moe_act)
 };
 
 SharedActivations shared_activations(const GptConfig& c, bool training) {
-  return {recomputes_core_attention(c, training), recomputes_layernorm(c, training), recomputes_mlp(c, training)};
+  return {recomputes_core_attention(c, training), recomputes_layernorm(c, training), recomputes_mlp(c, training),
+          recomputes_moe_act(c, training)};
 }
 
 // What one layer's LayerActivations take (ActivationMemory's take_layer_set): all floats, and of
@@ -125,7 +127,14 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
     // MoE), one shared set in evaluation.
     const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
     const N moe_sets = training ? N(c.moe.num_moe_layers()) : N(1);
-    floats += moe_sets * moe.activation_floats() + N(moe.scratch_floats());
+    if (shared.moe_activation && moe_sets.value() > 0) {
+      // moe_act: one experts' activation output instead of each MoE layer's.
+      const int64_t activation_output = moe.expert_rows * moe.ffn;
+      floats += moe_sets * (moe.activation_floats() - activation_output) + N(activation_output);
+    } else {
+      floats += moe_sets * moe.activation_floats();
+    }
+    floats += N(moe.scratch_floats());
     fp32 += moe_sets * moe_activation_fp32(moe) + moe_scratch_fp32(moe);
     indices += moe_sets * moe.activation_indices();
   }
@@ -240,6 +249,11 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     shared_input_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
     shared_pre_mlp_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
   }
+  FloatView shared_moe_activation;
+  if (shared.moe_activation && c.moe.num_moe_layers() > 0) {
+    const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
+    shared_moe_activation = take(moe.expert_rows * moe.ffn);
+  }
   MlpActivations shared_mlp;
   if (shared.mlp) {
     shared_mlp.fc1_output = take(t * fc1);
@@ -277,7 +291,8 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     }
     if (with_moe)
       a.moe = take_moe_activations(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
-                                   [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); });
+                                   [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); },
+                                   shared_moe_activation);
     return a;
   };
   // Activations: each layer's own, but one set shared by all layers in evaluation, and the sets

@@ -85,6 +85,9 @@ struct GptConfig {
   // likewise, rebuilt by rerunning the MLP's forward (megatron/core/transformer/transformer_layer.py).
   bool recompute_layernorm = false;
   bool recompute_mlp = false;
+  // With kSelective, --recompute-modules moe_act: the MoE experts' activation outputs discarded
+  // and recomputed from their kept fc1 outputs before the experts' backward.
+  bool recompute_moe_act = false;
   // Mixture of Experts (--num-experts and the --moe-* flags); dense when moe.num_experts is 0.
   MoeConfig moe;
 

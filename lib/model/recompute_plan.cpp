@@ -17,6 +17,11 @@ bool recomputes_mlp(const GptConfig& config, bool training) {
   return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_mlp;
 }
 
+bool recomputes_moe_act(const GptConfig& config, bool training) {
+  return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_moe_act &&
+         config.moe.enabled();
+}
+
 RecomputePlan::RecomputePlan(const GptConfig& config, int64_t stage_layers, bool training)
     : layers_(stage_layers),
       full_(training && config.recompute_granularity == RecomputeGranularity::kFull),
@@ -92,7 +97,8 @@ std::string describe_recomputation(const GptConfig& config, int64_t stage_layers
       return "full recomputation, " + RecomputePlan(config, stage_layers, true).describe() +
              " (only their inputs kept; each group's forward rerun before its backward)";
     case RecomputeGranularity::kSelective: {
-      if (!config.recompute_core_attention && !config.recompute_layernorm && !config.recompute_mlp)
+      const bool moe_act = recomputes_moe_act(config, true);
+      if (!config.recompute_core_attention && !config.recompute_layernorm && !config.recompute_mlp && !moe_act)
         return "selective recomputation of no module: nothing is recomputed";
       std::string out;
       const auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
@@ -109,6 +115,9 @@ std::string describe_recomputation(const GptConfig& config, int64_t stage_layers
       if (config.recompute_mlp)
         add("mlp: the dense MLP's fc1 and activation outputs rebuilt by rerunning its forward before its "
             "backward, one pair shared by all layers");
+      if (moe_act)
+        add("moe_act: the experts' activation outputs recomputed from their fc1 outputs before the experts' "
+            "backward, one buffer shared by all MoE layers");
       return "selective recomputation (" + out + ")";
     }
   }

@@ -29,6 +29,10 @@ bool recomputes_layernorm(const GptConfig& config, bool training);
 // --recompute-modules mlp in a training pass: one fc1 output and one activation output shared by
 // all layers, rebuilt by the dense MLP's forward before its backward (MoE layers keep theirs).
 bool recomputes_mlp(const GptConfig& config, bool training);
+// --recompute-modules moe_act in a training pass of an MoE model: one experts' activation output
+// shared by all MoE layers, recomputed from the layer's kept fc1 output before its experts'
+// backward (megatron/core/transformer/moe/experts.py).
+bool recomputes_moe_act(const GptConfig& config, bool training);
 
 struct RecomputeGroup {
   int64_t first = 0;  // the stage's layer index of its first layer

@@ -42,6 +42,7 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.recompute_core_attention = !m.recompute_modules || recomputes("core_attn");
   c.recompute_layernorm = recomputes("layernorm");
   c.recompute_mlp = recomputes("mlp");
+  c.recompute_moe_act = recomputes("moe_act");
   c.moe = moe_config_from_options(options.moe, c.num_layers);
   return c.resolved();
 }

@@ -217,12 +217,11 @@ void validate_recompute_modules(const ModelShapeOptions& m) {
     return;
   }
   for (const std::string& module : *m.recompute_modules) {
-    if (module == "core_attn" || module == "layernorm" || module == "mlp") continue;
-    if (module == "moe" || module == "moe_act")
-      throw UsageError("--recompute-modules " + module + ": not supported by mgt-train, which recomputes the core "
-                       "attention, the norms and the dense MLP under selective granularity (core_attn, layernorm, "
-                       "mlp), not the mixture-of-experts layers; --recompute-granularity full recomputes whole dense "
-                       "layers");
+    if (module == "core_attn" || module == "layernorm" || module == "mlp" || module == "moe_act") continue;
+    if (module == "moe")
+      throw UsageError("--recompute-modules moe: not supported by mgt-train, which recomputes the core attention, "
+                       "the norms, the dense MLP and the experts' activation under selective granularity (core_attn, "
+                       "layernorm, mlp, moe_act), not whole mixture-of-experts layers");
     if (module == "mla_up_proj")
       throw UsageError("--recompute-modules mla_up_proj: only with multi-latent attention, which mgt does not have "
                        "(Megatron refuses it likewise without it)");

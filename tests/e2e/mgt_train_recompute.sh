@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of mgt-train's activation recomputation: --recompute-granularity full with
 # --recompute-method uniform and block, and selective (core_attn; layernorm and mlp of
-# --recompute-modules), train the same curve bit for bit as no recomputation (dropout on), at one
+# --recompute-modules, and moe_act of an MoE model), train the same curve bit for bit as no recomputation (dropout on), at one
 # rank, over a PP=2 pipeline and (layernorm, mlp) under TP=2 with sequence parallelism; the
 # start-up line says what is recomputed; --dry-run prints the activation memory with and without;
 # modules mgt cannot recompute are refused by name.
@@ -55,6 +55,14 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${FOUR[@]}" "${TP2[@]}" --recompute-gr
 compare_curves "$WORK/tp2-plain.jsonl" "$WORK/tp2-layernorm.jsonl" exact
 expect_status 0 ranks 2 "$BIN/mgt-train" "${FOUR[@]}" "${TP2[@]}" "${MODULES[@]}" --metrics-file "$WORK/tp2-modules.jsonl"
 compare_curves "$WORK/tp2-plain.jsonl" "$WORK/tp2-modules.jsonl" exact
+# moe_act: the experts' activation outputs recomputed from their fc1 outputs, the same bits.
+MOE=("${LLAMA[@]}" --num-layers 4 --train-iters 10 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48
+     --moe-aux-loss-coeff 1e-2 --moe-layer-freq 1 --moe-token-dispatcher-type alltoall)
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --metrics-file "$WORK/moe-plain.jsonl"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --recompute-granularity selective --recompute-modules moe_act layernorm \
+  --metrics-file "$WORK/moe-act.jsonl"
+grep -q '; moe_act: the experts. activation outputs recomputed' "$WORK/out.txt" || fail "no start-up line for moe_act"
+compare_curves "$WORK/moe-plain.jsonl" "$WORK/moe-act.jsonl" exact
 # --dry-run: what the modules save.
 expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${MODULES[@]}" --dry-run
 python3 - "$WORK/out.txt" <<'PY' || fail "--dry-run JSON with --recompute-modules"

@@ -275,3 +275,25 @@ TEST_CASE("the micro-batches in flight share full recomputation's scratch, and t
   CHECK(estimate_memory(c, r).activation_bytes ==
         std::max(4 * (2 * (slot.floats - stage_scratch) + stage_scratch) + 8 * 2 * slot.indices, last));
 }
+
+TEST_CASE("moe_act recomputes the experts' activations: bit-identical, one buffer for all MoE layers",
+          "[model][recompute][moe]") {
+  GptConfig c = four_layers_with_dropout(llama_like_config());
+  c.moe.num_experts = 4;
+  c.moe.topk = 2;
+  c.moe.layer_pattern = {true, false, true, true};
+  GptConfig act = selective(c, false);
+  act.recompute_moe_act = true;
+  const StepResult plain = train_iteration(c);
+  const StepResult got = train_iteration(act);
+  CHECK(got.loss.loss_sum == plain.loss.loss_sum);
+  CHECK(bit_identical(got.grads, plain.grads));
+  // Three MoE layers, one activation output: two fewer.
+  const MoeBufferSizes sizes = moe_buffer_sizes(c.resolved(), 8, 2);
+  CHECK(training_floats(c) - training_floats(act) == 2 * sizes.expert_rows * sizes.ffn);
+  const auto backend_owner = make_backend("cpu");
+  const ActivationMemory memory(*backend_owner, act, {}, 8, 2, true);
+  CHECK(memory.allocated().floats == training_floats(act));
+  CHECK(memory.allocated().fp32_floats == ActivationMemory::elements(act, 1, 8, 2, true).fp32_floats);
+  CHECK_THAT(describe_recomputation(act, 4), Catch::Contains("moe_act: the experts' activation outputs recomputed"));
+}

@@ -72,8 +72,8 @@ TEST_CASE("train options: --recompute-modules as Megatron's, core_attn recompute
   const GptConfig plain = gpt_config_from_options(parse({"--recompute-granularity", "selective"}), 128);
   CHECK_FALSE(plain.recompute_layernorm);
   CHECK_FALSE(plain.recompute_mlp);
-  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "moe_act"}).rfind(
-            "--recompute-modules moe_act: not supported by mgt-train", 0) == 0);
+  CHECK(gpt_config_from_options(parse({"--recompute-granularity", "selective", "--recompute-modules", "moe_act"}), 128)
+            .recompute_moe_act);
   CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe"}).rfind(
             "--recompute-modules moe: not supported by mgt-train", 0) == 0);
   CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "--bf16", "--fp8-format",
