@@ -4,7 +4,8 @@
 //   selective:        as none, but what --recompute-modules names is one set shared by all
 //                     layers (rebuilt in each layer's backward): core_attn, the core attention
 //                     output and its softmax statistics; layernorm, the input and pre-MLP norm
-//                     outputs; mlp, the dense MLP's fc1 and activation outputs;
+//                     outputs; mlp, the dense MLP's fc1 and activation outputs; moe_act, the
+//                     MoE experts' activation output;
 //   full:             the layers that RecomputePlan checkpoints keep nothing but their group's
 //                     input; the activation sets (and inner inputs) of one group are shared by
 //                     all checkpointed groups (block: borrowed from the stage's last layer) and
