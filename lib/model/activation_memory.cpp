@@ -10,9 +10,29 @@ namespace {
 
 using N = SaturatingSize;
 
-// What one layer's LayerActivations take (ActivationMemory's take_layer_set).
-N layer_set_floats(const GptConfig& c, int64_t tp_size, int64_t seq, int64_t batch, bool sequence_parallel,
-                   bool shared_core_attention) {
+// The activations that selective recomputation (recompute_plan.hpp) keeps in one buffer shared by
+// all layers instead of in each layer's set.
+struct SharedActivations {
+  bool core_attention = false;  // context and softmax statistics (core_attn)
+  bool norm_outputs = false;    // the input and pre-MLP norm outputs (layernorm)
+  bool mlp = false;             // fc1 and activation outputs (mlp)
+  bool moe_activation = false;  // the MoE experts' activation output (moe_act)
+};
+
+SharedActivations shared_activations(const GptConfig& c, bool training) {
+  return {recomputes_core_attention(c, training), recomputes_layernorm(c, training), recomputes_mlp(c, training),
+          recomputes_moe_act(c, training)};
+}
+
+// What one layer's LayerActivations take (ActivationMemory's take_layer_set): all floats, and of
+// them the fp32 ones (norm and softmax statistics).
+struct LayerSetFloats {
+  N floats;
+  N fp32;
+};
+
+LayerSetFloats layer_set_floats(const GptConfig& c, int64_t tp_size, int64_t seq, int64_t batch,
+                                bool sequence_parallel, const SharedActivations& shared) {
   const N t = N(seq) * batch;
   const N tl = sequence_parallel ? N(seq / tp_size) * batch : t;
   const N h = c.hidden_size;
@@ -20,13 +40,25 @@ N layer_set_floats(const GptConfig& c, int64_t tp_size, int64_t seq, int64_t bat
   const N heads = c.num_attention_heads / tp_size;
   const N groups = c.query_groups() / tp_size;
   const N norm_stats = c.normalization == Normalization::kLayerNorm ? 2 : 1;
-  N floats = t * h * 2 + tl * h              // input and pre-MLP norm outputs (whole), residual
-             + norm_stats * tl * 2           // the two norms' statistics
-             + t * heads * k + t * groups * k * 2  // query, key, value
-             + t * (c.fc1_size() / tp_size) + t * (c.ffn_hidden_size / tp_size);  // fc1, activation outputs
-  if (!shared_core_attention) floats += t * heads * k + N(batch) * heads * seq;  // context, softmax statistics
-  return floats;
+  N fp32 = norm_stats * tl * 2;  // the two norms' statistics
+  N floats = tl * h + fp32 + t * heads * k + t * groups * k * 2;  // residual, statistics, query, key, value
+  if (!shared.norm_outputs) floats += t * h * 2;  // input and pre-MLP norm outputs (whole)
+  if (!shared.mlp) floats += t * (c.fc1_size() / tp_size) + t * (c.ffn_hidden_size / tp_size);  // fc1, activation
+  if (!shared.core_attention) {
+    const N lse = N(batch) * heads * seq;  // softmax statistics
+    floats += t * heads * k + lse;         // context
+    fp32 += lse;
+  }
+  return {floats, fp32};
 }
+
+// The fp32 floats of an MoE layer's activations and of the MoE scratch (model/moe_buffers.cpp:
+// router logits, probabilities, routing map, auxiliary counts, row weights; gates and their
+// gradients).
+N moe_activation_fp32(const MoeBufferSizes& s) {
+  return N(s.tokens) * s.experts * 3 + N(s.aux_groups) * s.experts + s.max_rows;
+}
+N moe_scratch_fp32(const MoeBufferSizes& s) { return N(s.tokens) * s.experts * 3 + s.max_rows; }
 
 }  // namespace
 
@@ -35,14 +67,21 @@ ActivationElements ActivationMemory::recompute_scratch_elements(const GptConfig&
   const GptConfig c = config.resolved();
   const RecomputePlan plan(c, c.num_layers, true);
   const N tl = sequence_parallel ? N(seq / tp_size) * batch : N(seq) * batch;
-  const N floats = N(plan.scratch_inputs()) * tl * c.hidden_size +
-                   N(plan.scratch_activation_sets()) *
-                       layer_set_floats(c, tp_size, seq, batch, sequence_parallel, recomputes_core_attention(c, true));
-  return {floats.value(), 0};
+  const LayerSetFloats set = layer_set_floats(c, tp_size, seq, batch, sequence_parallel, shared_activations(c, true));
+  const N floats = N(plan.scratch_inputs()) * tl * c.hidden_size + N(plan.scratch_activation_sets()) * set.floats;
+  return {floats.value(), (N(plan.scratch_activation_sets()) * set.fp32).value(), 0};
 }
 
 int64_t ActivationElements::bytes() const {
   return (SaturatingSize(floats) * 4 + SaturatingSize(indices) * 8).value();
+}
+
+int64_t ActivationElements::bytes(int64_t bytes_per_activation) const {
+  // A saturated count has no known split: every float at 4 bytes, still saturated.
+  if (SaturatingSize(floats).saturated() || fp32_floats > floats) return bytes();
+  return (SaturatingSize(floats - fp32_floats) * bytes_per_activation + SaturatingSize(fp32_floats) * 4 +
+          SaturatingSize(indices) * 8)
+      .value();
 }
 
 ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t tp_size, int64_t seq, int64_t batch,
@@ -60,17 +99,25 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   const N vocab = c.padded_vocab_size / tp_size;
   const N norm_stats = c.normalization == Normalization::kLayerNorm ? 2 : 1;
   const RecomputePlan plan(c, c.num_layers, training);
-  const bool shared_core_attention = recomputes_core_attention(c, training);
+  const SharedActivations shared = shared_activations(c, training);
 
   N floats = t;      // loss_mask
+  N fp32 = t;
   N indices = t * 3; // tokens, positions, labels
   // Layer inputs (kept, and the shared inputs inside a checkpointed group) and the output.
   floats += training ? (N(plan.layers_keeping_input()) + plan.scratch_inputs() + 1) * tl * h : tl * h * 2;
   const N context = t * heads * k;
   const N lse = N(batch) * heads * seq;
-  if (shared_core_attention) floats += context + lse;
+  if (shared.core_attention) {
+    floats += context + lse;
+    fp32 += lse;
+  }
+  if (shared.norm_outputs) floats += t * h * 2;
+  if (shared.mlp) floats += t * fc1 + t * ffn;
   const N sets = training ? N(plan.layers_keeping_activations()) + plan.scratch_activation_sets() : N(1);
-  floats += sets * layer_set_floats(c, tp_size, seq, batch, sequence_parallel, shared_core_attention);
+  const LayerSetFloats set = layer_set_floats(c, tp_size, seq, batch, sequence_parallel, shared);
+  floats += sets * set.floats;
+  fp32 += sets * set.fp32;
   floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
   if (sequence_parallel) floats += t * h * 3;               // the whole-sequence buffers
   if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h;
@@ -80,25 +127,42 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
     // MoE), one shared set in evaluation.
     const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
     const N moe_sets = training ? N(c.moe.num_moe_layers()) : N(1);
-    floats += moe_sets * moe.activation_floats() + N(moe.scratch_floats());
+    if (shared.moe_activation && moe_sets.value() > 0) {
+      // moe_act: one experts' activation output instead of each MoE layer's.
+      const int64_t activation_output = moe.expert_rows * moe.ffn;
+      floats += moe_sets * (moe.activation_floats() - activation_output) + N(activation_output);
+    } else {
+      floats += moe_sets * moe.activation_floats();
+    }
+    floats += N(moe.scratch_floats());
+    fp32 += moe_sets * moe_activation_fp32(moe) + moe_scratch_fp32(moe);
     indices += moe_sets * moe.activation_indices();
   }
-  if (!with_output) return {floats.value(), indices.value()};
-  if (training) floats += t;           // loss gradient
+  if (!with_output) return {floats.value(), fp32.value(), indices.value()};
+  if (training) {
+    floats += t;  // loss gradient
+    fp32 += t;
+  }
   floats += tl * h + norm_stats * tl;  // final norm
+  fp32 += norm_stats * tl;
   const N rows = last_position_logits ? N(batch) : t;
   floats += (logits_rows > 0 && N(logits_rows).value() < rows.value() ? N(logits_rows) : rows) * vocab;
   if (!training) indices += t * 3;  // predictions, selected rows and labels
-  floats += t * 3;                  // losses, row max, sum of exponentials
-  if (tp_size > 1) floats += t * 3 * tp_size;  // the ranks' vocabulary-slice statistics
-  return {floats.value(), indices.value()};
+  N statistics = t * 3;             // losses, row max, sum of exponentials
+  if (tp_size > 1) statistics += t * 3 * tp_size;  // the ranks' vocabulary-slice statistics
+  floats += statistics;
+  fp32 += statistics;
+  return {floats.value(), fp32.value(), indices.value()};
 }
 
 ActivationElements ActivationMemory::allocated() const {
   ActivationElements e;
   for (const DeviceBuffer& b : owned_) e.floats += b.size();
-  if (owns_recompute_scratch_)
+  e.fp32_floats = fp32_taken_;
+  if (owns_recompute_scratch_) {
     for (const DeviceBuffer& b : recompute_scratch_->owned) e.floats += b.size();
+    e.fp32_floats += recompute_scratch_->fp32_floats;
+  }
   for (const DeviceIndexBuffer& b : owned_index_) e.indices += b.size();
   return e;
 }
@@ -130,7 +194,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   const int64_t vocab = c.padded_vocab_size / tp.size;
   const bool layer_norm = c.normalization == Normalization::kLayerNorm;
   const RecomputePlan plan(c, c.num_layers, training);
-  const bool shared_core_attention = recomputes_core_attention(c, training);
+  const SharedActivations shared = shared_activations(c, training);
 
   tokens = take_index(t);
   positions = take_index(t);
@@ -175,23 +239,40 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
 
   FloatView shared_context;
   FloatView shared_lse;
-  if (shared_core_attention) {
+  if (shared.core_attention) {
     shared_context = take(t * heads * k);
     shared_lse = take_fp32(batch * heads * seq);
+  }
+  FloatView shared_input_norm_output;
+  FloatView shared_pre_mlp_norm_output;
+  if (shared.norm_outputs) {
+    shared_input_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
+    shared_pre_mlp_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
+  }
+  FloatView shared_moe_activation;
+  if (shared.moe_activation && c.moe.num_moe_layers() > 0) {
+    const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
+    shared_moe_activation = take(moe.expert_rows * moe.ffn);
+  }
+  MlpActivations shared_mlp;
+  if (shared.mlp) {
+    shared_mlp.fc1_output = take(t * fc1);
+    shared_mlp.activation_output = take(t * ffn);
   }
   // with_moe: the buffers of a mixture-of-experts layer too.
   const auto take_layer_set = [&](bool with_moe) {
     LayerActivations a;
     // Whole under sequence parallelism: the all-gathered inputs of linear_qkv and linear_fc1,
     // kept for their weight gradients (transformer_layer.hpp).
-    a.input_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
+    a.input_norm_output =
+        shared.norm_outputs ? shared_input_norm_output : sequence_parallel ? take_shareable(t * h) : take(t * h);
     a.input_norm = take_norm_stats(layer_norm, tl);
     // One block: the split query, key and value, or the unsplit projection (self_attention.hpp).
     a.attention.mixed = take(t * (heads + 2 * groups) * k);
     a.attention.query = a.attention.mixed.first(t * heads * k);
     a.attention.key = a.attention.mixed.subspan(t * heads * k, t * groups * k);
     a.attention.value = a.attention.mixed.subspan(t * (heads + groups) * k, t * groups * k);
-    if (shared_core_attention) {
+    if (shared.core_attention) {
       a.attention.context = shared_context;
       a.attention.lse = shared_lse;
     } else {
@@ -199,13 +280,19 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.attention.lse = take_fp32(batch * heads * seq);
     }
     a.residual = take(tl * h);
-    a.pre_mlp_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
+    a.pre_mlp_norm_output =
+        shared.norm_outputs ? shared_pre_mlp_norm_output : sequence_parallel ? take_shareable(t * h) : take(t * h);
     a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
-    a.mlp.fc1_output = take(t * fc1);
-    a.mlp.activation_output = take(t * ffn);
+    if (shared.mlp) {
+      a.mlp = shared_mlp;
+    } else {
+      a.mlp.fc1_output = take(t * fc1);
+      a.mlp.activation_output = take(t * ffn);
+    }
     if (with_moe)
       a.moe = take_moe_activations(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
-                                   [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); });
+                                   [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); },
+                                   shared_moe_activation);
     return a;
   };
   // Activations: each layer's own, but one set shared by all layers in evaluation, and the sets
@@ -282,6 +369,7 @@ FloatView ActivationMemory::take_shareable(int64_t n) {
 }
 
 FloatView ActivationMemory::take_fp32(int64_t n) {
+  (sink_ == &owned_ ? fp32_taken_ : recompute_scratch_->fp32_floats) += n;
   sink_->emplace_back(*backend_, n, FloatType::kF32);
   return sink_->back().view();
 }

@@ -1,9 +1,11 @@
 // Every buffer one micro-batch shape needs, allocated once and reused while the shape stays.
 // Which activations exist per layer is the memory policy:
 //   none (training):  every layer keeps all it saves for its backward;
-//   selective:        as none, but the core attention output and its softmax statistics are
-//                     one set shared by all layers (rebuilt in each layer's backward), with
-//                     core_attn among --recompute-modules;
+//   selective:        as none, but what --recompute-modules names is one set shared by all
+//                     layers (rebuilt in each layer's backward): core_attn, the core attention
+//                     output and its softmax statistics; layernorm, the input and pre-MLP norm
+//                     outputs; mlp, the dense MLP's fc1 and activation outputs; moe_act, the
+//                     MoE experts' activation output;
 //   full:             the layers that RecomputePlan checkpoints keep nothing but their group's
 //                     input; the activation sets (and inner inputs) of one group are shared by
 //                     all checkpointed groups (block: borrowed from the stage's last layer) and
@@ -36,8 +38,14 @@ namespace mgt {
 // 64 bits saturate at SaturatingSize::kSaturated (core/checked_size.hpp).
 struct ActivationElements {
   int64_t floats = 0;
+  // Of floats, those stored in fp32 whatever the activation type (norm and softmax statistics,
+  // losses, masks: take_fp32); the others take the activation type's size (2 bytes under --bf16
+  // on a GPU).
+  int64_t fp32_floats = 0;
   int64_t indices = 0;  // int64 each
   int64_t bytes() const;  // as fp32 floats
+  // With the activation type's size in bytes for the floats that follow it.
+  int64_t bytes(int64_t bytes_per_activation) const;
 };
 
 // Rows of logits a whole-model training pass holds at a time: GptModel::forward_backward runs
@@ -54,6 +62,7 @@ struct RecomputeScratch {
   int64_t seq = 0;
   int64_t batch = 0;
   std::vector<DeviceBuffer> owned;
+  int64_t fp32_floats = 0;  // of owned's elements, those take_fp32 gave
   std::vector<LayerActivations> sets;
   std::vector<FloatView> inputs;
 };
@@ -139,6 +148,7 @@ private:
   bool sequence_parallel_;
   std::vector<DeviceBuffer> owned_;
   std::vector<DeviceBuffer>* sink_ = &owned_;  // where take*() put their buffers
+  int64_t fp32_taken_ = 0;                      // elements take_fp32 put in owned_
   std::vector<FloatView> shareable_;
   std::vector<DeviceIndexBuffer> owned_index_;
   std::vector<FloatView> hidden_;

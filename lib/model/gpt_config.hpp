@@ -80,6 +80,14 @@ struct GptConfig {
   // With kSelective: --recompute-modules holds core_attn (Megatron's default). Without it,
   // selective granularity recomputes nothing (Megatron's empty --recompute-modules).
   bool recompute_core_attention = true;
+  // With kSelective, --recompute-modules layernorm: the two norms' outputs discarded after use and
+  // recomputed before the backward reads them; mlp: the dense MLP's fc1 and activation outputs
+  // likewise, rebuilt by rerunning the MLP's forward (megatron/core/transformer/transformer_layer.py).
+  bool recompute_layernorm = false;
+  bool recompute_mlp = false;
+  // With kSelective, --recompute-modules moe_act: the MoE experts' activation outputs discarded
+  // and recomputed from their kept fc1 outputs before the experts' backward.
+  bool recompute_moe_act = false;
   // Mixture of Experts (--num-experts and the --moe-* flags); dense when moe.num_experts is 0.
   MoeConfig moe;
 

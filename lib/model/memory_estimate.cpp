@@ -18,14 +18,51 @@ void require_layout(const ParallelLayout& l) {
     throw Error("internal error: a parallel layout needs sizes of at least 1");
 }
 
-// Every activation buffer holds compute-dtype floats; index buffers hold int64.
-N activation_bytes(const ActivationElements& e, std::int64_t bytes_per_float) {
-  return N(e.floats) * bytes_per_float + N(e.indices) * 8;
+// Activation buffers hold floats of the activation type, statistics fp32 floats, index buffers
+// int64 (ActivationElements::bytes).
+N activation_bytes(const ActivationElements& e, std::int64_t bytes_per_float) { return e.bytes(bytes_per_float); }
+
+// The weights of the linear layers of the largest pipeline stage that compute in FP8 (the four of
+// each FP8 layer; a mixture-of-experts layer's experts are not among them), per rank.
+N fp8_linear_weights(const GptConfig& c, const ParallelLayout& l) {
+  if (!c.fp8) return 0;
+  const N h = c.hidden_size;
+  const std::int64_t tp = l.tensor_parallel;
+  const N qkv = (N(c.num_attention_heads) + N(2) * c.query_groups()) * c.kv_channels;
+  const N attention = divide_up(qkv * h, tp) + divide_up(h * (N(c.num_attention_heads) * c.kv_channels), tp);
+  const N mlp = divide_up(N(c.fc1_size()) * h, tp) + divide_up(h * c.ffn_hidden_size, tp);
+  const std::int64_t per_stage = divide_up(N(c.num_layers), l.pipeline_parallel).value();
+  std::int64_t fp8_layers = 0;
+  std::int64_t dense_fp8_layers = 0;
+  for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
+    if (!c.fp8->layer_in_fp8(layer, c.num_layers)) continue;
+    ++fp8_layers;
+    if (!c.moe.is_moe_layer(layer)) ++dense_fp8_layers;
+  }
+  return N(std::min(per_stage, fp8_layers)) * attention + N(std::min(per_stage, dense_fp8_layers)) * mlp;
 }
 
 std::string bytes_text(std::int64_t bytes) {
   return SaturatingSize(bytes).saturated() ? "more than " + format_bytes(static_cast<double>(bytes))
                                            : format_bytes(static_cast<double>(bytes));
+}
+
+// cuBLASLt's workspace, allocated once (kernels/cuda/lt_matmul.cpp kWorkspaceBytes).
+constexpr std::int64_t kGemmWorkspaceBytes = std::int64_t{32} << 20;
+
+// The scratch of cuDNN attention's backward (kernels/cuda/cudnn_attention.cpp), allocated while
+// the activations of every micro-batch in flight are held: the softmax statistics and the query
+// gradient's accumulator in fp32, and with fp32 activations 2-byte copies of the queries, keys,
+// values, output and their gradients.
+N attention_backward_scratch(const GptConfig& c, std::int64_t tp, std::int64_t seq, std::int64_t batch,
+                             std::int64_t bytes_per_activation) {
+  const N heads = c.num_attention_heads / tp;
+  const N rows = N(batch) * heads * seq;
+  const N queries = rows * c.kv_channels;
+  const N keys = N(batch) * seq * (c.query_groups() / tp) * c.kv_channels;
+  N bytes = rows * 4 + queries * 4;
+  if (bytes_per_activation == 4) bytes += queries * 8 + keys * 8;
+  return bytes;
 }
 
 }  // namespace
@@ -80,56 +117,69 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
     return e;
   }
   e.weight_bytes = (p * r.bytes_per_weight).value();
-  // Every model holds an fp32 gradient buffer of its parameters' layout (model/gpt_parameters.hpp).
+  if (r.master_weights) e.master_weight_bytes = (p * 4).value();
+  // Every model holds an fp32 gradient buffer of its parameters' layout (model/gpt_parameters.hpp),
+  // whole on every rank (Megatron's main_grad).
   e.gradient_bytes = (p * 4).value();
   const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel * l.context_parallel : 1;
   if (r.use == MemoryUse::kTraining) {
     e.optimizer_bytes = divide_up(p * 8, optimizer_shards).value();
-    if (r.master_weights) e.master_weight_bytes = divide_up(p * 4, optimizer_shards).value();
+    if (r.bf16_gradient_copy) e.gradient_bytes = (p * 6).value();
   }
+  if (r.use == MemoryUse::kTraining || r.use == MemoryUse::kEvaluation)
+    e.fp8_weight_bytes = (fp8_linear_weights(c, l) * 2).value();
 
   GptConfig stage = c;  // the layers of one pipeline stage (interleaved: of one model chunk)
   stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel * l.virtual_pipeline).value();
-  // Micro-batches the first stage keeps in flight: P with 1F1B; with the interleaved schedule its
-  // warm-up forwards, 2(P − 1) + (V − 1)·G, plus one, each a chunk's
-  // (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches).
+  // Micro-batches each stage keeps in flight (GptModel's stage slots, train/pipeline_schedule.hpp):
+  // 1F1B, min(P − stage, M), the most on the first stage, which has no output layer; the last
+  // stage keeps one, with the output layer's logits and loss. The interleaved schedule: the first
+  // rank's warm-up forwards, 2(P − 1) + (V − 1)·G, plus one, each a chunk's, at most M·V
+  // (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches); the last rank holds
+  // the output layer's buffers of at least one.
   const std::int64_t group = l.microbatch_group > 0 ? l.microbatch_group : l.pipeline_parallel;
-  const std::int64_t in_flight = l.virtual_pipeline > 1
-                                     ? 2 * (l.pipeline_parallel - 1) + (l.virtual_pipeline - 1) * group + 1
-                                     : l.pipeline_parallel;
+  std::int64_t in_flight = l.virtual_pipeline > 1
+                               ? 2 * (l.pipeline_parallel - 1) + (l.virtual_pipeline - 1) * group + 1
+                               : l.pipeline_parallel;
+  if (r.num_microbatches > 0) in_flight = std::min(in_flight, r.num_microbatches * l.virtual_pipeline);
+  const bool pipelined = l.pipeline_parallel > 1;
   const std::int64_t tp = l.tensor_parallel;
+  const bool sp = l.sequence_parallel && tp > 1;
   const std::int64_t s = r.seq_length;
   const std::int64_t b = r.micro_batch_size;
+  const std::int64_t bytes = r.bytes_per_weight;
   N activations = 0;
   N kv_cache = 0;
   switch (r.use) {
     case MemoryUse::kTraining: {
-      // 1F1B keeps up to one micro-batch per stage in flight on the first stage (more chunks
-      // under the interleaved schedule: in_flight); they share full recomputation's scratch. A
-      // whole model without tensor parallelism computes its logits in chunks
-      // (GptModel::forward_backward).
+      // The micro-batches in flight share full recomputation's scratch. A whole model without
+      // tensor parallelism computes its logits in chunks (GptModel::forward_backward).
+      const std::int64_t local_seq = s / l.context_parallel;
       const auto training_activations = [&](const GptConfig& config) {
-        const ActivationElements slot = ActivationMemory::elements(
-            config, tp, s / l.context_parallel, b, true, false, false, true,
-            tp == 1 && l.pipeline_parallel == 1 ? kTrainingLogitsChunk : 0);
-        const ActivationElements shared = ActivationMemory::recompute_scratch_elements(config, tp, s / l.context_parallel, b);
-        // (A count beyond 64 bits stays saturated.)
-        const ActivationElements unshared =
-            N(slot.floats).saturated() ? slot : ActivationElements{slot.floats - shared.floats, slot.indices};
-        N bytes = activation_bytes(unshared, r.bytes_per_weight) * in_flight +
-                  activation_bytes(shared, r.bytes_per_weight);
+        const auto slots = [&](std::int64_t count, bool with_output) {
+          const ActivationElements slot = ActivationMemory::elements(
+              config, tp, local_seq, b, true, false, sp, with_output,
+              tp == 1 && !pipelined ? kTrainingLogitsChunk : 0);
+          const ActivationElements shared = ActivationMemory::recompute_scratch_elements(config, tp, local_seq, b, sp);
+          // (A count beyond 64 bits stays saturated.)
+          const ActivationElements unshared =
+              N(slot.floats).saturated()
+                  ? slot
+                  : ActivationElements{slot.floats - shared.floats, slot.fp32_floats - shared.fp32_floats, slot.indices};
+          return activation_bytes(unshared, bytes) * count + activation_bytes(shared, bytes);
+        };
+        N total = pipelined ? std::max(slots(in_flight, false).value(), slots(1, true).value()) : slots(1, true);
         if (l.context_parallel > 1) {
           AttentionShape local;
           local.batch = b;
-          local.seq_q = local.seq_kv = s / l.context_parallel;
+          local.seq_q = local.seq_kv = local_seq;
           local.heads = c.num_attention_heads / tp;
           local.groups = c.query_groups() / tp;
           local.head_dim = c.kv_channels;
-          bytes += N(RingAttention::scratch_elements(local)) * r.bytes_per_weight;
+          total += N(RingAttention::scratch_elements(local)) * bytes;
         }
-        if (r.evaluation_too)
-          bytes += activation_bytes(ActivationMemory::elements(config, tp, s, b, false), r.bytes_per_weight);
-        return bytes;
+        if (r.evaluation_too) total += activation_bytes(ActivationMemory::elements(config, tp, s, b, false), bytes);
+        return total;
       };
       activations = training_activations(stage);
       GptConfig without = stage;
@@ -138,21 +188,24 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
       break;
     }
     case MemoryUse::kEvaluation:
-      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), r.bytes_per_weight);
+      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, false), bytes);
       break;
     case MemoryUse::kGeneration:
-      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, false, true), r.bytes_per_weight);
+      activations = activation_bytes(ActivationMemory::elements(stage, tp, s, b, false, true), bytes);
       // Keys and values of every layer: [capacity, batch, groups, head_dim] each (model/kv_cache.hpp).
-      kv_cache = N(2) * stage.num_layers * b * s * (c.query_groups() / tp) * c.kv_channels * r.bytes_per_weight;
+      kv_cache = N(2) * stage.num_layers * b * s * (c.query_groups() / tp) * c.kv_channels * bytes;
       break;
     case MemoryUse::kConversion:
       break;
   }
+  if (r.cuda_workspaces && r.use == MemoryUse::kTraining)
+    e.workspace_bytes =
+        (attention_backward_scratch(c, tp, s / l.context_parallel, b, bytes) + kGemmWorkspaceBytes).value();
   e.activation_bytes = activations.value();
   if (r.use != MemoryUse::kTraining) e.activation_bytes_without_recomputation = e.activation_bytes;
   e.kv_cache_bytes = kv_cache.value();
-  e.total_bytes = (N(e.weight_bytes) + e.master_weight_bytes + e.gradient_bytes + e.optimizer_bytes +
-                   e.activation_bytes + e.kv_cache_bytes)
+  e.total_bytes = (N(e.weight_bytes) + e.master_weight_bytes + e.fp8_weight_bytes + e.gradient_bytes +
+                   e.optimizer_bytes + e.activation_bytes + e.kv_cache_bytes + e.workspace_bytes)
                       .value();
   e.beyond_64_bits = N(e.total_bytes).saturated() || N(e.parameters).saturated();
   return e;
@@ -166,10 +219,12 @@ std::string describe_memory_estimate(const MemoryEstimate& e) {
   };
   add("weights", e.weight_bytes);
   add("master weights", e.master_weight_bytes);
+  add("FP8 weight copies", e.fp8_weight_bytes);
   add("gradients", e.gradient_bytes);
   add("Adam moments", e.optimizer_bytes);
   add("activations", e.activation_bytes);
   add("key/value cache", e.kv_cache_bytes);
+  add("workspaces", e.workspace_bytes);
   return out.empty() ? "nothing" : out;
 }
 

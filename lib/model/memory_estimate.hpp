@@ -36,16 +36,32 @@ struct ParallelLayout {
   // Training passes hold seq_length / context_parallel tokens per rank, plus ring attention's
   // scratch; evaluation passes whole sequences.
   std::int64_t context_parallel = 1;
+  // --sequence-parallel (with tensor_parallel > 1): the training activations outside the
+  // tensor-parallel regions hold seq / TP tokens.
+  bool sequence_parallel = false;
 };
 
 struct MemoryEstimateRequest {
   MemoryUse use = MemoryUse::kTraining;
   std::int64_t seq_length = 0;  // tokens per row; generation: the longest sequence (cache capacity)
   std::int64_t micro_batch_size = 1;
+  // Micro-batches per step on each data-parallel rank (global batch / (micro-batch × DP)): no more
+  // than these are in flight on a pipeline stage; 0: not known, the schedule's most.
+  std::int64_t num_microbatches = 0;
   ParallelLayout layout;
-  std::int64_t bytes_per_weight = 4;  // 4: fp32 (the CPU backend); 2: bf16/fp16 weights
-  bool master_weights = false;        // an fp32 master copy beside reduced-precision weights
-  bool evaluation_too = true;         // training: validation keeps its own activations
+  // The activation type's size, which the weights' compute copy shares: 4: fp32 (the CPU backend);
+  // 2: bf16/fp16 (--bf16/--fp16 on a GPU).
+  std::int64_t bytes_per_weight = 4;
+  // The fp32 parameters beside a 2-byte compute copy (model/gpt_parameters.hpp). mgt keeps them
+  // whole on every rank: the distributed optimizer shards Adam's moments, not these.
+  bool master_weights = false;
+  // --grad-reduce-in-bf16 over more than one data-parallel rank: a bf16 copy of the whole
+  // gradient buffer for the reduction (train/bf16_gradient_copy.hpp), counted with the gradients.
+  bool bf16_gradient_copy = false;
+  // A CUDA run: the GEMM library's workspace and the attention backward's scratch, live at the
+  // activations' peak, are counted (MemoryEstimate::workspace_bytes).
+  bool cuda_workspaces = false;
+  bool evaluation_too = true;  // training: validation keeps its own activations
 };
 
 struct MemoryEstimate {
@@ -53,6 +69,9 @@ struct MemoryEstimate {
   std::int64_t parameters_per_rank = 0;  // of the largest pipeline stage's tensor shard
   std::int64_t weight_bytes = 0;         // conversion: every copy
   std::int64_t master_weight_bytes = 0;
+  // FP8 training (GptConfig::fp8): each FP8 linear layer's weight cast to FP8 twice, in rows and in
+  // columns (model/linear_layer.hpp).
+  std::int64_t fp8_weight_bytes = 0;
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_bytes = 0;  // Adam's first and second moments
   std::int64_t activation_bytes = 0;
@@ -60,6 +79,7 @@ struct MemoryEstimate {
   // activation_bytes without it); what recomputation saves is the difference.
   std::int64_t activation_bytes_without_recomputation = 0;
   std::int64_t kv_cache_bytes = 0;
+  std::int64_t workspace_bytes = 0;  // MemoryEstimateRequest::cuda_workspaces
   std::int64_t total_bytes = 0;  // per rank
   // A size went beyond 64 bits: it stands at SaturatingSize::kSaturated (core/checked_size.hpp),
   // "more than 8 EiB", and the model cannot fit anywhere.

@@ -94,9 +94,12 @@ private:
   MoeScratch scratch_;
 };
 
-// Carves the buffers from `take` (floats of the activation type), `take_fp32` and `take_index`.
+// Carves the buffers from `take` (floats of the activation type), `take_fp32` and `take_index`;
+// the experts' activation output is `shared_activation_output` where given (--recompute-modules
+// moe_act: one for all layers).
 template <typename TakeFloat, typename TakeFp32, typename TakeIndex>
-MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, TakeFp32 take_fp32, TakeIndex take_index) {
+MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, TakeFp32 take_fp32, TakeIndex take_index,
+                                    FloatView shared_activation_output = {}) {
   MoeActivations a;
   const int64_t te = s.tokens * s.experts;
   a.logits = take_fp32(te);
@@ -119,7 +122,7 @@ MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, Tak
     a.expert_input = a.permuted;
   }
   a.fc1_output = take(s.expert_rows * s.fc1);
-  a.activation_output = take(s.expert_rows * s.ffn);
+  a.activation_output = shared_activation_output.empty() ? take(s.expert_rows * s.ffn) : shared_activation_output;
   a.expert_output = take(s.max_rows * s.hidden);
   a.shared_fc1_output = take(s.tokens * s.shared_fc1);
   a.shared_activation_output = take(s.tokens * s.shared_ffn);

@@ -1,5 +1,7 @@
 #include "model/moe_experts.hpp"
 
+#include "model/recompute_plan.hpp"
+
 namespace mgt {
 
 ExpertMlp::ExpertMlp(GptParameters& params, const std::string& prefix)
@@ -13,6 +15,11 @@ void ExpertMlp::forward(ConstFloatView x, int64_t rows, FloatView fc1_output, Fl
                         FloatView y) const {
   if (rows == 0) return;
   fc1_.forward(x, rows, fc1_output);
+  activate(fc1_output, rows, activation_output);
+  fc2_.forward(activation_output, rows, y);
+}
+
+void ExpertMlp::activate(ConstFloatView fc1_output, int64_t rows, FloatView activation_output) const {
   switch (activation_) {
     case Activation::kGelu:
       backend_->gelu_forward(fc1_output, activation_output);
@@ -24,7 +31,6 @@ void ExpertMlp::forward(ConstFloatView x, int64_t rows, FloatView fc1_output, Fl
       backend_->swiglu_forward(fc1_output, rows, ffn_, activation_output);
       break;
   }
-  fc2_.forward(activation_output, rows, y);
 }
 
 void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView fc1_output,
@@ -46,7 +52,8 @@ void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Cons
   fc1_.backward(d_fc1, x, rows, dx);
 }
 
-MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix) : hidden_(params.config().hidden_size) {
+MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix)
+    : hidden_(params.config().hidden_size), recompute_activation_(recomputes_moe_act(params.config(), true)) {
   const ExpertParallelRank& ep = params.expert_parallel();
   const int64_t experts = params.config().moe.num_experts;
   for (int64_t j = 0; j < experts / ep.size; ++j)
@@ -73,6 +80,10 @@ void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatVie
   for (std::size_t j = 0; j < experts_.size(); ++j) {
     const ExpertMlp& expert = experts_[j];
     const int64_t rows = expert_rows[j];
+    // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
+    if (recompute_activation_ && rows > 0)
+      expert.activate(saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()), rows,
+                      saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()));
     expert.backward(d_output.subspan(first * hidden_, rows * hidden_), input.subspan(first * hidden_, rows * hidden_),
                     rows, saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
                     saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()),

@@ -24,6 +24,9 @@ public:
   int64_t fc1_size() const { return fc1_.out_features(); }
 
   void forward(ConstFloatView x, int64_t rows, FloatView fc1_output, FloatView activation_output, FloatView y) const;
+  // The activation function alone: activation_output from fc1_output (forward, and
+  // --recompute-modules moe_act before the backward).
+  void activate(ConstFloatView fc1_output, int64_t rows, FloatView activation_output) const;
   // Weight gradients added; dx overwritten.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView fc1_output,
                 ConstFloatView activation_output, FloatView d_activation, FloatView d_fc1, FloatView dx) const;
@@ -53,6 +56,7 @@ public:
 private:
   std::vector<ExpertMlp> experts_;
   int64_t hidden_;
+  bool recompute_activation_;  // --recompute-modules moe_act (recompute_plan.hpp)
 };
 
 }  // namespace mgt

@@ -9,6 +9,19 @@ bool recomputes_core_attention(const GptConfig& config, bool training) {
          config.recompute_core_attention;
 }
 
+bool recomputes_layernorm(const GptConfig& config, bool training) {
+  return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_layernorm;
+}
+
+bool recomputes_mlp(const GptConfig& config, bool training) {
+  return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_mlp;
+}
+
+bool recomputes_moe_act(const GptConfig& config, bool training) {
+  return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_moe_act &&
+         config.moe.enabled();
+}
+
 RecomputePlan::RecomputePlan(const GptConfig& config, int64_t stage_layers, bool training)
     : layers_(stage_layers),
       full_(training && config.recompute_granularity == RecomputeGranularity::kFull),
@@ -83,14 +96,30 @@ std::string describe_recomputation(const GptConfig& config, int64_t stage_layers
     case RecomputeGranularity::kFull:
       return "full recomputation, " + RecomputePlan(config, stage_layers, true).describe() +
              " (only their inputs kept; each group's forward rerun before its backward)";
-    case RecomputeGranularity::kSelective:
-      if (!config.recompute_core_attention) return "selective recomputation of no module: nothing is recomputed";
+    case RecomputeGranularity::kSelective: {
+      const bool moe_act = recomputes_moe_act(config, true);
+      if (!config.recompute_core_attention && !config.recompute_layernorm && !config.recompute_mlp && !moe_act)
+        return "selective recomputation of no module: nothing is recomputed";
+      std::string out;
+      const auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
       // Megatron's core_attn recomputation drops the [b, heads, s, s] softmax probabilities of its
       // unfused attention (megatron/core/transformer/dot_product_attention.py); TransformerConfig
       // warns that fused attention has no need of it.
-      return "selective recomputation (core_attn): mgt's attention kernels keep no softmax probabilities (only "
-             "their log-sum-exp statistics), so there is no [s, s] tensor to recompute; what is rebuilt before "
-             "each layer's attention backward is the attention output and its statistics, shared by all layers";
+      if (config.recompute_core_attention)
+        add("core_attn: mgt's attention kernels keep no softmax probabilities (only their log-sum-exp "
+            "statistics), so there is no [s, s] tensor to recompute; what is rebuilt before each layer's attention "
+            "backward is the attention output and its statistics, shared by all layers");
+      if (config.recompute_layernorm)
+        add("layernorm: the input and pre-MLP norm outputs rebuilt from the kept layer input and residual before "
+            "each layer's backward, one pair shared by all layers");
+      if (config.recompute_mlp)
+        add("mlp: the dense MLP's fc1 and activation outputs rebuilt by rerunning its forward before its "
+            "backward, one pair shared by all layers");
+      if (moe_act)
+        add("moe_act: the experts' activation outputs recomputed from their fc1 outputs before the experts' "
+            "backward, one buffer shared by all MoE layers");
+      return "selective recomputation (" + out + ")";
+    }
   }
   return "";
 }

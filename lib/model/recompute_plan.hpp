@@ -22,6 +22,17 @@ namespace mgt {
 // pass: one attention output and its softmax statistics shared by all layers, rebuilt from the
 // kept query, key and value before each layer's attention backward.
 bool recomputes_core_attention(const GptConfig& config, bool training);
+// --recompute-modules layernorm in a training pass: one input-norm and one pre-MLP-norm output
+// shared by all layers, rebuilt from the kept layer input and residual (and all-gathered under
+// sequence parallelism) before the backward reads them.
+bool recomputes_layernorm(const GptConfig& config, bool training);
+// --recompute-modules mlp in a training pass: one fc1 output and one activation output shared by
+// all layers, rebuilt by the dense MLP's forward before its backward (MoE layers keep theirs).
+bool recomputes_mlp(const GptConfig& config, bool training);
+// --recompute-modules moe_act in a training pass of an MoE model: one experts' activation output
+// shared by all MoE layers, recomputed from the layer's kept fc1 output before its experts'
+// backward (megatron/core/transformer/moe/experts.py).
+bool recomputes_moe_act(const GptConfig& config, bool training);
 
 struct RecomputeGroup {
   int64_t first = 0;  // the stage's layer index of its first layer

@@ -10,7 +10,10 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
     : backend_(&params.backend()),
       layer_(layer),
       hidden_dropout_(params.config().hidden_dropout),
+      tp_(&tp),
       recompute_core_attention_(recomputes_core_attention(params.config(), true)),
+      recompute_layernorm_(recomputes_layernorm(params.config(), true)),
+      recompute_mlp_(recomputes_mlp(params.config(), true)),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
       attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm") {
@@ -78,6 +81,12 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
   // all-gather, beside which it runs (Mlp::backward): that GEMM of this rank's rows alone is too
   // short to hide the collective. The results are the same bits as in its own layer's backward.
   DeferredGemm fc1_weight;
+  const bool rerun_mlp = recompute_mlp_ && mlp_;
+  if (recompute_layernorm_)
+    recompute_norm(ctx, pre_mlp_norm_, saved.residual, saved.pre_mlp_norm, saved.pre_mlp_norm_output, rerun_mlp);
+  // The MLP's forward again, into b (free until the MLP's backward writes its input gradient
+  // there): its fc1 and activation outputs are what the backward reads; its output is dropped.
+  if (rerun_mlp) mlp_->forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, b);
   if (moe_) {
     moe_->backward(ctx, saved.pre_mlp_norm_output, saved.moe, scratch.moe, d_branch, b);
   } else {
@@ -94,11 +103,22 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
                                ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden), a);
     d_branch = a;
   }
+  if (recompute_layernorm_)
+    recompute_norm(ctx, input_norm_, input, saved.input_norm, saved.input_norm_output, false);
   if (recompute_core_attention_) attention_.recompute_core(ctx, saved.attention);
   attention_.backward(ctx, saved.input_norm_output, saved.attention, scratch.attention, d_branch,
                       b, fc1_weight);
   input_norm_.backward(b, input, tokens, saved.input_norm, d_hidden, /*accumulate_dx=*/true);
   // d_hidden is now ∂/∂x.
+}
+
+void TransformerLayer::recompute_norm(const ForwardContext& ctx, const NormLayer& norm, ConstFloatView input,
+                                      const NormStats& stats, FloatView output, bool gathered_later) const {
+  const int64_t hidden = norm.hidden();
+  // The forward's statistics come out again with the same bits; the norm's backward reads them.
+  norm.forward(input, ctx.local_tokens(), ctx.own_rows(output, hidden), stats);
+  if (ctx.sequence_parallel() && !gathered_later)
+    tp_->gather_from_sequence_parallel_region_forward(ctx.own_rows(output, hidden), output);
 }
 
 }  // namespace mgt

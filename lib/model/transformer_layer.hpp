@@ -61,7 +61,9 @@ public:
   void forward(const ForwardContext& ctx, ConstFloatView input, const LayerActivations& saved,
                const LayerScratch& scratch, FloatView output, const LayerKvCache* cache = nullptr) const;
   // d_hidden holds ∂loss/∂output on entry and ∂loss/∂input on return. With selective
-  // recomputation the core attention is rebuilt first.
+  // recomputation what its modules discarded is rebuilt first: the pre-MLP norm output and the
+  // MLP's activations before the MLP's backward, the input norm output and the core attention
+  // before the attention's.
   void backward(const ForwardContext& ctx, ConstFloatView input, const LayerActivations& saved,
                 const LayerScratch& scratch, FloatView d_hidden) const;
 
@@ -69,7 +71,16 @@ private:
   Backend* backend_;
   int64_t layer_;
   double hidden_dropout_;
+  // Rebuilds a norm output that --recompute-modules layernorm discarded, from the norm's input:
+  // this rank's rows, all-gathered into the whole output under sequence parallelism unless
+  // `gathered_later` (the MLP's recomputed forward gathers it itself).
+  void recompute_norm(const ForwardContext& ctx, const NormLayer& norm, ConstFloatView input,
+                      const NormStats& stats, FloatView output, bool gathered_later) const;
+
+  const TensorParallelMappings* tp_;
   bool recompute_core_attention_;
+  bool recompute_layernorm_;
+  bool recompute_mlp_;
   NormLayer input_norm_;
   SelfAttention attention_;
   NormLayer pre_mlp_norm_;

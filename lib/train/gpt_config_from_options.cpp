@@ -36,8 +36,13 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.fp8 = fp8_recipe(options.fp8);
   if (m.recompute_method) c.recompute_method = parse_recompute_method(*m.recompute_method);
   if (m.recompute_num_layers) c.recompute_num_layers = *m.recompute_num_layers;
-  c.recompute_core_attention =
-      !m.recompute_modules || std::ranges::find(*m.recompute_modules, "core_attn") != m.recompute_modules->end();
+  const auto recomputes = [&](const char* module) {
+    return m.recompute_modules && std::ranges::find(*m.recompute_modules, module) != m.recompute_modules->end();
+  };
+  c.recompute_core_attention = !m.recompute_modules || recomputes("core_attn");
+  c.recompute_layernorm = recomputes("layernorm");
+  c.recompute_mlp = recomputes("mlp");
+  c.recompute_moe_act = recomputes("moe_act");
   c.moe = moe_config_from_options(options.moe, c.num_layers);
   return c.resolved();
 }

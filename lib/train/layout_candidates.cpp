@@ -131,7 +131,7 @@ std::vector<LayoutCandidate> layout_candidates(const TrainOptions& unvalidated, 
       const std::int64_t padded = padded_vocab_size(vocab_size, c.options.model.make_vocab_size_divisible_by,
                                                     c.options.parallel.tensor_model_parallel_size);
       c.config = gpt_config_from_options(c.options, padded);
-      c.memory = estimate_memory(c.config, train_memory_request(c.options));
+      c.memory = estimate_memory(c.config, train_memory_request(c.options, gpu_activation_type(c.options)));
     } catch (const Error& e) {
       c.refusal = e.what();
     }

@@ -53,7 +53,7 @@ LayoutPlan plan_layouts(const TrainOptions& unvalidated, const TrainOptions& val
   const std::int64_t padded = padded_vocab_size(vocab_size, validated.model.make_vocab_size_divisible_by,
                                                 validated.parallel.tensor_model_parallel_size);
   const GptConfig config = gpt_config_from_options(validated, padded);
-  plan.given = planned(given, validated, config, estimate_memory(config, train_memory_request(validated)), target);
+  plan.given = planned(given, validated, config, estimate_memory(config, train_memory_request(validated, gpu_activation_type(validated))), target);
   plan.given.given = true;
 
   // What no measurement of mgt calibrates yet: the estimate is their byte and FLOP counts alone.

@@ -109,6 +109,18 @@ StepEstimate estimate_step(const StepCostShape& shape, const GpuCostConstants& g
       break;
     case RecomputeGranularity::kSelective:
       if (c.recompute_core_attention) layer.attention += forward_attention / attention_rate;
+      // layernorm: the two norms again (2h elements each per token), and under sequence
+      // parallelism the input norm's all-gather; mlp: fc1, the activation, fc2 and fc2's
+      // reduction again.
+      if (c.recompute_layernorm) {
+        layer.memory_bound += kBf16 * t * 4 * h / (sp || tp == 1 ? tp : 1.0) / memory_rate;
+        if (sp && tp > 1) layer.tensor_parallel += t * h * kBf16 * ring / gpu.tensor_parallel_bytes_per_s;
+      }
+      if (c.recompute_mlp) {
+        layer.gemm += 2 * t * (h * fc1 + f * h) / tp / layer_gemm_rate;
+        layer.memory_bound += kBf16 * t * activation / tp / memory_rate;
+        if (tp > 1) layer.tensor_parallel += 2 * t * h * kBf16 * ring / gpu.tensor_parallel_bytes_per_s;
+      }
       break;
     case RecomputeGranularity::kFull:
       layer.gemm += forward_gemm / layer_gemm_rate;

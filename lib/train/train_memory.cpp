@@ -23,11 +23,12 @@ PyValue size_value(std::int64_t size) {
 
 }  // namespace
 
-MemoryEstimateRequest train_memory_request(const TrainOptions& o) {
+MemoryEstimateRequest train_memory_request(const TrainOptions& o, std::optional<FloatType> activation_type) {
   MemoryEstimateRequest r;
   r.use = MemoryUse::kTraining;
   r.seq_length = o.model.seq_length.value_or(0);
   r.micro_batch_size = o.optim.micro_batch_size.value_or(0);
+  r.num_microbatches = o.num_microbatches();
   r.layout.tensor_parallel = o.parallel.tensor_model_parallel_size;
   r.layout.pipeline_parallel = o.parallel.pipeline_model_parallel_size;
   r.layout.data_parallel = o.parallel.data_parallel_size;
@@ -35,16 +36,35 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& o) {
   r.layout.distributed_optimizer = o.parallel.use_distributed_optimizer;
   r.layout.virtual_pipeline = o.parallel.virtual_pipeline_model_parallel_size;
   r.layout.microbatch_group = o.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
-  // The model computes in fp32 whatever --bf16/--fp16 ask (see trainer.hpp): no master copy.
-  r.bytes_per_weight = 4;
-  r.master_weights = false;
+  r.layout.sequence_parallel = o.parallel.sequence_parallel;
+  // --bf16/--fp16 on a GPU: 2-byte activations and compute copy beside the fp32 parameters
+  // (TrainingRun::apply_precision); the CPU backend computes in fp32 with no copy.
+  const bool two_byte = activation_type ? *activation_type != FloatType::kF32
+                                        : o.optim.precision != Precision::Fp32 && o.device.rfind("cuda", 0) == 0;
+  r.bytes_per_weight = two_byte ? 2 : 4;
+  r.master_weights = two_byte;
+  r.cuda_workspaces = two_byte || o.device.rfind("cuda", 0) == 0;
+  r.bf16_gradient_copy =
+      o.parallel.grad_reduce_in_bf16 && o.parallel.data_parallel_size * o.parallel.context_parallel_size > 1;
   r.evaluation_too = o.logging.eval_iters > 0;
   return r;
 }
 
+FloatType gpu_activation_type(const TrainOptions& o) {
+  switch (o.optim.precision) {
+    case Precision::Bf16:
+      return FloatType::kBf16;
+    case Precision::Fp16:
+      return FloatType::kF16;
+    case Precision::Fp32:
+      break;
+  }
+  return FloatType::kF32;
+}
+
 MemoryEstimate check_train_memory(const TrainOptions& options, const GptConfig& config,
-                                  const std::optional<AvailableMemory>& available) {
-  return check_memory(config, train_memory_request(options), available, kWhat);
+                                  const std::optional<AvailableMemory>& available, FloatType activation_type) {
+  return check_memory(config, train_memory_request(options, activation_type), available, kWhat);
 }
 
 int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& err, const LayoutPlan* plan) {
@@ -72,9 +92,11 @@ int run_train_dry_run(const TrainOptions& o, std::ostream& out, std::ostream& er
   PyValue memory = PyValue::dict();
   memory.set("weights", size_value(e.weight_bytes));
   memory.set("master_weights", size_value(e.master_weight_bytes));
+  memory.set("fp8_weights", size_value(e.fp8_weight_bytes));
   memory.set("gradients", size_value(e.gradient_bytes));
   memory.set("optimizer_state", size_value(e.optimizer_bytes));
   memory.set("activations", size_value(e.activation_bytes));
+  memory.set("workspaces", size_value(e.workspace_bytes));
   memory.set("total", size_value(e.total_bytes));
   PyValue host = PyValue::dict();
   host.set("bytes", available ? PyValue::integer(available->bytes) : PyValue::none());

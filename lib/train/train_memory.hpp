@@ -16,12 +16,19 @@ struct LayoutPlan;  // train/layout_planner.hpp
 
 // What mgt-train allocates per rank for validated `options`: the training and validation
 // activations of one micro-batch of --seq-length tokens, Adam in fp32 on the layout the
-// parallelism flags give.
-MemoryEstimateRequest train_memory_request(const TrainOptions& options);
+// parallelism flags give. `activation_type`: the backend's (Backend::activation_type); without
+// it, --bf16/--fp16 store 2-byte activations and compute copy where --device names a GPU (the
+// CPU backend computes in fp32).
+MemoryEstimateRequest train_memory_request(const TrainOptions& options,
+                                           std::optional<FloatType> activation_type = std::nullopt);
+
+// The activation type a GPU gives `options`' --bf16/--fp16/fp32: what the layout planner, which
+// plans GPU runs, estimates with.
+FloatType gpu_activation_type(const TrainOptions& options);
 
 // Refuses (mgt::Error, exit code 1) a run whose estimate exceeds `available`.
 MemoryEstimate check_train_memory(const TrainOptions& options, const GptConfig& config,
-                                  const std::optional<AvailableMemory>& available);
+                                  const std::optional<AvailableMemory>& available, FloatType activation_type);
 
 // --dry-run: the tokenizer (for the padded vocabulary), the configuration and the estimate, as a
 // JSON object on `out` and a summary on `err`; no data is read and nothing is allocated. The

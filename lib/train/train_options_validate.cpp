@@ -3,6 +3,7 @@
 // moved up front so that every mistake is a usage error naming its flags. What concerns one flag
 // alone (required, choices, ranges) is declared in its definition (train/train_flags.cpp) and
 // checked first; what follows relates flags to each other.
+#include <algorithm>
 #include <string>
 
 #include "core/error.hpp"
@@ -219,14 +220,11 @@ void validate_recompute_modules(const ModelShapeOptions& m) {
     return;
   }
   for (const std::string& module : *m.recompute_modules) {
-    if (module == "core_attn") continue;
-    if (module == "layernorm" || module == "mlp")
-      throw UsageError("--recompute-modules " + module + ": not supported by mgt-train, which recomputes only the "
-                       "core attention under selective granularity (core_attn); --recompute-granularity full "
-                       "recomputes whole layers");
-    if (module == "moe" || module == "moe_act")
-      throw UsageError("--recompute-modules " + module + ": mgt's layers have a dense MLP, no mixture of experts to "
-                       "recompute");
+    if (module == "core_attn" || module == "layernorm" || module == "mlp" || module == "moe_act") continue;
+    if (module == "moe")
+      throw UsageError("--recompute-modules moe: not supported by mgt-train, which recomputes the core attention, "
+                       "the norms, the dense MLP and the experts' activation under selective granularity (core_attn, "
+                       "layernorm, mlp, moe_act), not whole mixture-of-experts layers");
     if (module == "mla_up_proj")
       throw UsageError("--recompute-modules mla_up_proj: only with multi-latent attention, which mgt does not have "
                        "(Megatron refuses it likewise without it)");
@@ -330,6 +328,11 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_virtual_pipeline(o);
   validate_context_parallel(o.model, o.parallel);
   validate_moe_options(o);
+  if (o.fp8.format && o.model.recompute_granularity == "selective" && o.model.recompute_modules &&
+      std::ranges::find(*o.model.recompute_modules, "mlp") != o.model.recompute_modules->end())
+    throw UsageError("--recompute-modules mlp with --fp8-format: not supported by mgt-train (the recomputed MLP "
+                     "forward would cast its FP8 inputs again during the backward); recompute core_attn or "
+                     "layernorm, or train in --bf16");
   if (o.fp8.format && o.moe.enabled())
     throw UsageError("--fp8-format with --num-experts: mgt's experts do not compute in FP8 yet (its attention "
                      "would, its experts not); train the MoE model with --bf16");

@@ -164,7 +164,7 @@ void TrainingRun::build_model() {
                   config.num_layers));
   if (!recomputation.empty()) output_.line("> activation recomputation: " + recomputation);
   // Before any allocation: a model that cannot fit is refused with the numbers.
-  check_train_memory(options_, config, memory_available_to(backend_));
+  check_train_memory(options_, config, memory_available_to(backend_), backend_.activation_type());
   output_.line("building GPT model ...");
   TensorParallelism tp;
   if (tensor_parallel_size() > 1) tp = {&tensor_parallel_, options_.parallel.sequence_parallel};

@@ -127,11 +127,17 @@ TEST_CASE("recomputation gives bit-identical losses and gradients under TP, SP a
       const Result plain = iteration(c, layout, groups);
       GptConfig selective = c;
       selective.recompute_granularity = RecomputeGranularity::kSelective;
+      // --recompute-modules core_attn layernorm mlp: the norm outputs rebuilt (and all-gathered
+      // again under SP), the MLP's forward rerun with its collectives.
+      GptConfig modules = selective;
+      modules.recompute_layernorm = true;
+      modules.recompute_mlp = true;
       for (const GptConfig& variant : {full(c, RecomputeMethod::kUniform, 2), full(c, RecomputeMethod::kBlock, 1),
-                                       selective}) {
+                                       selective, modules}) {
         INFO("TP " << layout.tp << " PP " << layout.pp << (layout.sequence_parallel ? " SP" : "") << ", "
                    << to_string(variant.recompute_granularity) << " " << to_string(variant.recompute_method) << " "
-                   << variant.recompute_num_layers << (base.group_query_attention ? ", Llama-like" : ", GPT-2-like"));
+                   << variant.recompute_num_layers << (variant.recompute_mlp ? " layernorm mlp" : "")
+                   << (base.group_query_attention ? ", Llama-like" : ", GPT-2-like"));
         const Result got = iteration(variant, layout, groups);
         CHECK(got.loss.loss_sum == plain.loss.loss_sum);
         CHECK(got.loss.token_count == plain.loss.token_count);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end checks of mgt-train's activation recomputation: --recompute-granularity full with
-# --recompute-method uniform and block, and selective (core_attn), train the same curve bit for
-# bit as no recomputation (dropout on), at one rank and over a PP=2 pipeline; the start-up line
-# says what is recomputed; --dry-run prints the activation memory with and without; modules mgt
-# cannot recompute are refused by name.
+# --recompute-method uniform and block, and selective (core_attn; layernorm and mlp of
+# --recompute-modules, and moe_act of an MoE model), train the same curve bit for bit as no recomputation (dropout on), at one
+# rank, over a PP=2 pipeline and (layernorm, mlp) under TP=2 with sequence parallelism; the
+# start-up line says what is recomputed; --dry-run prints the activation memory with and without;
+# modules mgt cannot recompute are refused by name.
 # Usage: bash tests/e2e/mgt_train_recompute.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -30,9 +31,48 @@ grep -q '^> activation recomputation: full recomputation, block: the first 1 lay
 compare_curves "$WORK/plain.jsonl" "$WORK/block.jsonl" exact
 
 expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" --recompute-activations --metrics-file "$WORK/selective.jsonl"
-grep -q '^> activation recomputation: selective recomputation (core_attn): mgt.s attention kernels keep no softmax probabilities' \
+grep -q '^> activation recomputation: selective recomputation (core_attn: mgt.s attention kernels keep no softmax probabilities' \
   "$WORK/out.txt" || fail "the selective start-up line does not say the attention keeps no probabilities"
 compare_curves "$WORK/plain.jsonl" "$WORK/selective.jsonl" exact
+
+# --recompute-modules layernorm mlp (with core_attn): the norm outputs and the MLP's activations
+# rebuilt in the backward, the same bits; Llama's RMSNorm and SwiGLU too.
+MODULES=(--recompute-granularity selective --recompute-modules core_attn layernorm mlp)
+expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${MODULES[@]}" --metrics-file "$WORK/modules.jsonl"
+grep -q '^> activation recomputation: selective recomputation (core_attn: .*; layernorm: .*; mlp: .*)$' "$WORK/out.txt" ||
+  fail "the start-up line does not name the modules recomputed"
+compare_curves "$WORK/plain.jsonl" "$WORK/modules.jsonl" exact
+LLAMA_FOUR=("${LLAMA[@]}" --num-layers 4 --train-iters 10)
+expect_status 0 "$BIN/mgt-train" "${LLAMA_FOUR[@]}" --metrics-file "$WORK/llama-plain.jsonl"
+expect_status 0 "$BIN/mgt-train" "${LLAMA_FOUR[@]}" --recompute-granularity selective --recompute-modules layernorm mlp \
+  --metrics-file "$WORK/llama-modules.jsonl"
+compare_curves "$WORK/llama-plain.jsonl" "$WORK/llama-modules.jsonl" exact
+# Under TP=2 with sequence parallelism the rebuilt norm outputs are all-gathered again.
+TP2=(--tensor-model-parallel-size 2 --sequence-parallel --train-iters 10)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${FOUR[@]}" "${TP2[@]}" --metrics-file "$WORK/tp2-plain.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${FOUR[@]}" "${TP2[@]}" --recompute-granularity selective \
+  --recompute-modules layernorm --metrics-file "$WORK/tp2-layernorm.jsonl"
+compare_curves "$WORK/tp2-plain.jsonl" "$WORK/tp2-layernorm.jsonl" exact
+expect_status 0 ranks 2 "$BIN/mgt-train" "${FOUR[@]}" "${TP2[@]}" "${MODULES[@]}" --metrics-file "$WORK/tp2-modules.jsonl"
+compare_curves "$WORK/tp2-plain.jsonl" "$WORK/tp2-modules.jsonl" exact
+# moe_act: the experts' activation outputs recomputed from their fc1 outputs, the same bits.
+MOE=("${LLAMA[@]}" --num-layers 4 --train-iters 10 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48
+     --moe-aux-loss-coeff 1e-2 --moe-layer-freq 1 --moe-token-dispatcher-type alltoall)
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --metrics-file "$WORK/moe-plain.jsonl"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --recompute-granularity selective --recompute-modules moe_act layernorm \
+  --metrics-file "$WORK/moe-act.jsonl"
+grep -q '; moe_act: the experts. activation outputs recomputed' "$WORK/out.txt" || fail "no start-up line for moe_act"
+compare_curves "$WORK/moe-plain.jsonl" "$WORK/moe-act.jsonl" exact
+# --dry-run: what the modules save.
+expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${MODULES[@]}" --dry-run
+python3 - "$WORK/out.txt" <<'PY' || fail "--dry-run JSON with --recompute-modules"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rc = r["recomputation"]
+assert rc["granularity"] == "selective" and rc["activations_saved"] > 0, r
+PY
+grep -q '^activation recomputation (selective): activations .* instead of .* without, .* saved per rank$' "$WORK/err.txt" ||
+  fail "--dry-run does not print what the modules save"
 
 # Over a pipeline: two stages of two layers, each one group.
 expect_status 0 ranks 2 "$BIN/mgt-train" "${FOUR[@]}" "${UNIFORM[@]}" --pipeline-model-parallel-size 2 \
@@ -62,8 +102,11 @@ assert r["recomputation"] == {"granularity": None, "activations_without_recomput
 PY
 
 # Refusals, by name and with the reason.
-expect_status 2 "$BIN/mgt-train" "${FOUR[@]}" --recompute-granularity selective --recompute-modules core_attn mlp
-grep -q '^mgt-train: --recompute-modules mlp: not supported by mgt-train' "$WORK/err.txt" || fail "mlp not refused"
+expect_status 2 "$BIN/mgt-train" "${FOUR[@]}" --recompute-granularity selective --recompute-modules core_attn moe
+grep -q '^mgt-train: --recompute-modules moe: not supported by mgt-train' "$WORK/err.txt" || fail "moe not refused"
+expect_status 2 "$BIN/mgt-train" "${FOUR[@]}" --recompute-granularity selective --recompute-modules mla_up_proj
+grep -q '^mgt-train: --recompute-modules mla_up_proj: only with multi-latent attention' "$WORK/err.txt" ||
+  fail "mla_up_proj not refused by name"
 expect_status 2 "$BIN/mgt-train" "${FOUR[@]}" --recompute-granularity full --recompute-method uniform \
   --recompute-num-layers 3
 grep -q 'must divide the layers of each pipeline stage (4)' "$WORK/err.txt" || fail "uneven uniform groups accepted"

@@ -2,6 +2,7 @@
 // refuse with the numbers when that cannot fit, and survive absurd sizes without wrapping around.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -67,6 +68,7 @@ TEST_CASE("the activation estimate counts every buffer ActivationMemory allocate
               ActivationMemory::elements(config, 1, 7, 3, training, last_position_logits, false, true, logits_rows);
           const ActivationElements allocated = memory.allocated();
           CHECK(counted.floats == allocated.floats);
+          CHECK(counted.fp32_floats == allocated.fp32_floats);
           CHECK(counted.indices == allocated.indices);
         }
       }
@@ -107,6 +109,9 @@ TEST_CASE("the memory estimate covers the parameters, gradients and Adam's momen
   sharded.layout.data_parallel = 4;
   sharded.layout.distributed_optimizer = true;
   CHECK(estimate_memory(config, sharded).optimizer_bytes == (8 * e.parameters + 3) / 4);
+  // --grad-reduce-in-bf16: a bf16 copy of the gradients beside them.
+  sharded.bf16_gradient_copy = true;
+  CHECK(estimate_memory(config, sharded).gradient_bytes == 6 * e.parameters);
   ParallelLayout tp2;
   tp2.tensor_parallel = 2;
   CHECK(parameters_per_rank(config, tp2) < e.parameters);
@@ -123,17 +128,24 @@ TEST_CASE("the interleaved schedule's activation estimate: its warm-up's chunks 
   r.layout.pipeline_parallel = 4;
   GptConfig stage = config;
   stage.num_layers = 2;
-  // 1F1B: one micro-batch per stage on the first stage, each through its 2 layers.
-  CHECK(estimate_memory(config, r).activation_bytes ==
-        4 * ActivationMemory::elements(stage, 1, 8, 2, true, false, false, true, 0).bytes());
+  // 1F1B: four micro-batches in flight on the first stage, each through its 2 layers, without the
+  // output layer; one on the last stage, with it.
+  const std::int64_t first = ActivationMemory::elements(stage, 1, 8, 2, true, false, false, false, 0).bytes();
+  const std::int64_t last = ActivationMemory::elements(stage, 1, 8, 2, true, false, false, true, 0).bytes();
+  CHECK(estimate_memory(config, r).activation_bytes == std::max(4 * first, last));
+  // No more in flight than the step's micro-batches.
+  r.num_microbatches = 2;
+  CHECK(estimate_memory(config, r).activation_bytes == std::max(2 * first, last));
+  r.num_microbatches = 0;
   // Two chunks of one layer: 2·(4 − 1) + (2 − 1)·4 warm-up forwards, plus one, in flight.
   r.layout.virtual_pipeline = 2;
   GptConfig chunk = config;
   chunk.num_layers = 1;
-  const std::int64_t per_chunk = ActivationMemory::elements(chunk, 1, 8, 2, true, false, false, true, 0).bytes();
-  CHECK(estimate_memory(config, r).activation_bytes == 11 * per_chunk);
+  const std::int64_t per_chunk = ActivationMemory::elements(chunk, 1, 8, 2, true, false, false, false, 0).bytes();
+  const std::int64_t head_chunk = ActivationMemory::elements(chunk, 1, 8, 2, true, false, false, true, 0).bytes();
+  CHECK(estimate_memory(config, r).activation_bytes == std::max(11 * per_chunk, head_chunk));
   r.layout.microbatch_group = 8;
-  CHECK(estimate_memory(config, r).activation_bytes == 15 * per_chunk);
+  CHECK(estimate_memory(config, r).activation_bytes == std::max(15 * per_chunk, head_chunk));
 }
 
 // Context parallelism: each rank's training activations are those of seq / CP tokens, plus the
@@ -229,4 +241,167 @@ TEST_CASE("the parameter count of an MoE model is its table's", "[model][moe]") 
   int64_t counted = 0;
   for (const ParameterEntry& e : gpt_parameter_table(config).entries) counted += e.global_numel();
   CHECK(config.num_parameters() == counted);
+}
+
+namespace {
+
+// Megatron's Llama 3 8B shape as BENCHMARKS.md's 4-GPU runs give it: NullTokenizer's 128,257
+// tokens padded to 128,512.
+GptConfig llama3_8b_config() {
+  GptConfig c;
+  c.num_layers = 32;
+  c.hidden_size = 4096;
+  c.ffn_hidden_size = 14336;
+  c.num_attention_heads = 32;
+  c.group_query_attention = true;
+  c.num_query_groups = 8;
+  c.kv_channels = 128;
+  c.seq_length = 8192;
+  c.position_embedding_type = PositionEmbeddingType::kRope;
+  c.normalization = Normalization::kRmsNorm;
+  c.activation = Activation::kSwiglu;
+  c.add_bias_linear = false;
+  c.untie_embeddings_and_output_weights = true;
+  c.padded_vocab_size = 128512;
+  return c;
+}
+
+// A --bf16 run on GPUs: 2-byte activations and compute copy beside the fp32 parameters, global
+// batch 8 of micro-batch 1, no validation (--eval-iters 0).
+MemoryEstimateRequest bf16_gpu_request(std::int64_t seq, std::int64_t micro_batch, std::int64_t microbatches) {
+  MemoryEstimateRequest r;
+  r.seq_length = seq;
+  r.micro_batch_size = micro_batch;
+  r.num_microbatches = microbatches;
+  r.bytes_per_weight = 2;
+  r.master_weights = true;
+  r.cuda_workspaces = true;
+  r.evaluation_too = false;
+  return r;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+}  // namespace
+
+// The figures below are worked out by hand from what the CUDA run allocates (ActivationMemory's
+// buffers in bf16 but their statistics in fp32; fp32 parameters and gradients whole on every
+// rank beside the bf16 compute copy; Adam's two fp32 moments), and set beside BENCHMARKS.md's
+// measured peaks.
+TEST_CASE("the memory estimate of the Llama 3 8B shape on 4 GPUs, by hand", "[model][planner]") {
+  const GptConfig config = llama3_8b_config();
+  const std::int64_t h = 4096, k = 128, t = 8192;
+
+  SECTION("TP=4 with sequence parallelism") {
+    MemoryEstimateRequest r = bf16_gpu_request(8192, 1, 8);
+    r.layout.tensor_parallel = 4;
+    r.layout.sequence_parallel = true;
+    const MemoryEstimate e = estimate_memory(config, r);
+    // Per layer: qkv 4096·6144/4, proj 4096²/4, fc1 4096·28672/4, fc2 14336·4096/4, two norms;
+    // the two vocabulary shards and the final norm.
+    const std::int64_t layer = 6291456 + 4194304 + 29360128 + 14680064 + 2 * h;
+    const std::int64_t p = 32 * layer + 2 * (128512 / 4) * h + h;
+    CHECK(e.parameters_per_rank == p);
+    CHECK(e.weight_bytes == 2 * p);
+    CHECK(e.master_weight_bytes == 4 * p);
+    CHECK(e.gradient_bytes == 4 * p);
+    CHECK(e.optimizer_bytes == 8 * p);
+    // 8 heads and 2 query groups per rank, FFN 3584 (fc1 7168) per rank, 2048 tokens per rank
+    // outside the tensor-parallel regions.
+    const std::int64_t tl = t / 4, heads = 8, groups = 2, ffn = 3584, fc1 = 7168, vocab = 128512 / 4;
+    const std::int64_t layer_bf16 = 2 * t * h + tl * h + 2 * t * heads * k + 2 * t * groups * k + t * fc1 + t * ffn;
+    const std::int64_t layer_fp32 = 2 * tl + heads * t;  // RMSNorm rstd twice, softmax statistics
+    const std::int64_t scratch = t * (heads + 2 * groups) * k + 2 * tl * h + 3 * t * h +
+                                 2 * t * heads * k + 2 * t * groups * k + t * ffn + t * fc1 + tl * h;
+    const std::int64_t bf16 = 33 * tl * h + 32 * layer_bf16 + scratch + tl * h + t * vocab;
+    const std::int64_t fp32 = t + 32 * layer_fp32 + t + tl + 3 * t + 3 * t * 4;
+    CHECK(e.activation_bytes == 2 * bf16 + 4 * fp32 + 8 * 3 * t);
+    // cuBLASLt's 32 MiB and cuDNN attention's backward scratch: fp32 statistics and dQ.
+    CHECK(e.workspace_bytes == (32 << 20) + 4 * heads * t + 4 * t * heads * k);
+    CHECK(e.total_bytes == 18 * p + e.activation_bytes + e.workspace_bytes);
+    CHECK(e.total_bytes == 49629151232);
+    // BENCHMARKS.md: 52,411 MiB by nvidia-smi, which adds the CUDA context, NCCL's buffers and the
+    // pool's unused reserve to what the allocator hands out.
+    CHECK(static_cast<double>(e.total_bytes) / kMiB > 0.9 * 52411);
+    CHECK(static_cast<double>(e.total_bytes) / kMiB < 52411);
+  }
+
+  SECTION("TP=2 × PP=2 with sequence parallelism: the first stage's two micro-batches") {
+    MemoryEstimateRequest r = bf16_gpu_request(8192, 1, 8);
+    r.layout.tensor_parallel = 2;
+    r.layout.pipeline_parallel = 2;
+    r.layout.sequence_parallel = true;
+    const MemoryEstimate e = estimate_memory(config, r);
+    // 16 layers and a vocabulary shard on either stage; the final norm on the last.
+    const std::int64_t layer = 2 * (6291456 + 4194304 + 29360128 + 14680064) + 2 * h;
+    const std::int64_t p = 16 * layer + (128512 / 2) * h + h;
+    CHECK(e.parameters_per_rank == p);
+    const std::int64_t tl = t / 2, heads = 16, groups = 4, ffn = 7168, fc1 = 14336;
+    const std::int64_t layer_bf16 = 2 * t * h + tl * h + 2 * t * heads * k + 2 * t * groups * k + t * fc1 + t * ffn;
+    const std::int64_t layer_fp32 = 2 * tl + heads * t;
+    const std::int64_t scratch = t * (heads + 2 * groups) * k + 2 * tl * h + 3 * t * h +
+                                 2 * t * heads * k + 2 * t * groups * k + t * ffn + t * fc1 + tl * h;
+    const std::int64_t slot = 2 * (17 * tl * h + 16 * layer_bf16 + scratch) + 4 * (t + 16 * layer_fp32) + 8 * 3 * t;
+    CHECK(e.activation_bytes == 2 * slot);  // 1F1B's first stage holds P = 2 micro-batches
+    CHECK(e.workspace_bytes == (32 << 20) + 4 * heads * t + 4 * t * heads * k);
+    CHECK(e.total_bytes == 58311581696);
+    // BENCHMARKS.md: 60,793 MiB by nvidia-smi (the estimate was 78.9 GiB before it counted bf16
+    // activations, sequence parallelism and the stages' own buffers).
+    CHECK(static_cast<double>(e.total_bytes) / kMiB > 0.9 * 60793);
+    CHECK(static_cast<double>(e.total_bytes) / kMiB < 60793);
+
+    // FP8: the four linears of each layer cast to FP8 in rows and in columns.
+    GptConfig fp8 = config;
+    fp8.fp8 = Fp8Recipe{};
+    const MemoryEstimate f = estimate_memory(fp8, r);
+    CHECK(f.fp8_weight_bytes == std::int64_t{2} * 16 * 2 * (6291456 + 4194304 + 29360128 + 14680064));
+    CHECK(static_cast<double>(f.total_bytes) / kMiB > 0.9 * 64473);  // nvidia-smi's 64,473 MiB
+  }
+}
+
+TEST_CASE("the memory estimate of GPT-2 124M and GPT 1.3B on one GPU, against the allocator's peak",
+          "[model][planner]") {
+  GptConfig gpt2 = model_testing::gpt2_like_config();
+  gpt2.num_layers = 12;
+  gpt2.hidden_size = 768;
+  gpt2.num_attention_heads = 12;
+  gpt2.kv_channels = 64;
+  gpt2.ffn_hidden_size = 3072;
+  gpt2.seq_length = 1024;
+  gpt2.max_position_embeddings = 1024;
+  gpt2.padded_vocab_size = 50304;
+  gpt2.hidden_dropout = gpt2.attention_dropout = 0.0;
+  const std::int64_t h = 768, t = 16 * 1024;
+  const MemoryEstimate e = estimate_memory(gpt2, bf16_gpu_request(1024, 16, 1));
+  // Tied embeddings, learned positions, biases, LayerNorm.
+  const std::int64_t p = 12 * (4 * h + 3 * h * h + 3 * h + h * h + h + 4 * h * h + 4 * h + 4 * h * h + h) +
+                         50304 * h + 1024 * h + 2 * h;
+  CHECK(e.parameters_per_rank == p);
+  // Per layer: two norm outputs, residual, q/k/v, context, fc1 and GELU outputs in bf16; two
+  // LayerNorms' mean and rstd and the softmax statistics in fp32. The head: 4096 rows of logits.
+  const std::int64_t layer_bf16 = 3 * t * h + 4 * t * h + 2 * t * 3072;
+  const std::int64_t layer_fp32 = 4 * t + 12 * t;
+  const std::int64_t scratch = 3 * t * h + 2 * t * h + 4 * t * h + 2 * t * 3072 + t * h;
+  const std::int64_t bf16 = 13 * t * h + 12 * layer_bf16 + scratch + t * h + 4096 * 50304;
+  const std::int64_t fp32 = t + 12 * layer_fp32 + t + 2 * t + 3 * t;
+  CHECK(e.activation_bytes == 2 * bf16 + 4 * fp32 + 8 * 3 * t);
+  // BENCHMARKS.md: max allocated 7,711 MiB at micro-batch 16, 5,137 at 8, 12,861 at 32: within 1%.
+  const auto within = [](const MemoryEstimate& m, double measured) {
+    const double mib = static_cast<double>(m.total_bytes) / kMiB;
+    return mib > 0.99 * measured && mib < 1.01 * measured;
+  };
+  CHECK(within(e, 7711));
+  CHECK(within(estimate_memory(gpt2, bf16_gpu_request(1024, 8, 1)), 5137));
+  CHECK(within(estimate_memory(gpt2, bf16_gpu_request(1024, 32, 1)), 12861));
+
+  GptConfig large = gpt2;  // GPT 1.3B: 24 layers of 2048, sequence 2048: 36,020 MiB at micro-batch 4
+  large.num_layers = 24;
+  large.hidden_size = 2048;
+  large.num_attention_heads = 16;
+  large.kv_channels = 128;
+  large.ffn_hidden_size = 8192;
+  large.seq_length = large.max_position_embeddings = 2048;
+  CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 36020));
+  large.fp8 = Fp8Recipe{};  // 38,582 MiB with FP8
+  CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 38582));
 }

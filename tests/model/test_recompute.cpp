@@ -4,6 +4,7 @@
 // estimate exactly as allocated.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -33,6 +34,14 @@ GptConfig selective(GptConfig c, bool core_attention = true) {
   return c;
 }
 
+// --recompute-modules: which of core_attn, layernorm and mlp.
+GptConfig modules(GptConfig c, bool core_attention, bool layernorm, bool mlp) {
+  c = selective(c, core_attention);
+  c.recompute_layernorm = layernorm;
+  c.recompute_mlp = mlp;
+  return c;
+}
+
 GptConfig four_layers_with_dropout(GptConfig c) {
   c.num_layers = 4;
   c.hidden_dropout = 0.1;
@@ -53,7 +62,10 @@ std::vector<Variant> variants(const GptConfig& c) {
           {"full block 3", full(c, RecomputeMethod::kBlock, 3)},
           {"full block 4", full(c, RecomputeMethod::kBlock, 4)},
           {"selective core_attn", selective(c)},
-          {"selective, no module", selective(c, false)}};
+          {"selective, no module", selective(c, false)},
+          {"selective layernorm", modules(c, false, true, false)},
+          {"selective mlp", modules(c, false, false, true)},
+          {"selective core_attn layernorm mlp", modules(c, true, true, true)}};
 }
 
 struct StepResult {
@@ -145,6 +157,10 @@ TEST_CASE("the start-up line says what is recomputed, and that the attention kee
   CHECK_THAT(describe_recomputation(selective(c), 4), Catch::Contains("keep no softmax probabilities"));
   CHECK(describe_recomputation(selective(c, false), 4) ==
         "selective recomputation of no module: nothing is recomputed");
+  const std::string all = describe_recomputation(modules(c, true, true, true), 4);
+  CHECK_THAT(all, Catch::StartsWith("selective recomputation (core_attn: "));
+  CHECK_THAT(all, Catch::Contains("; layernorm: the input and pre-MLP norm outputs rebuilt"));
+  CHECK_THAT(all, Catch::Contains("; mlp: the dense MLP's fc1 and activation outputs rebuilt"));
 }
 
 TEST_CASE("every recomputation gives bit-identical losses and gradients, dropout included", "[model][recompute]") {
@@ -185,6 +201,11 @@ TEST_CASE("recomputation keeps only what Megatron keeps, and the estimate counts
     CHECK(none - training_floats(full(c, RecomputeMethod::kBlock, n)) == n * set);
   }
   CHECK(none - training_floats(full(c, RecomputeMethod::kBlock, 4)) == (L - 1) * set);
+  // layernorm: one pair of [s, b, h] norm outputs for all layers; mlp: one fc1 and one activation
+  // output (GELU: both [s, b, ffn]).
+  const int64_t tokens = 8 * 2;
+  CHECK(none - training_floats(modules(c, false, true, false)) == (L - 1) * 2 * tokens * c.hidden_size);
+  CHECK(none - training_floats(modules(c, false, false, true)) == (L - 1) * 2 * tokens * 4 * c.hidden_size);
 
   for (const Variant& v : variants(c)) {
     INFO(v.name);
@@ -248,8 +269,31 @@ TEST_CASE("the micro-batches in flight share full recomputation's scratch, and t
   r.layout.pipeline_parallel = 2;
   GptConfig stage = c;
   stage.num_layers = 2;
-  const ActivationElements slot = ActivationMemory::elements(stage, 1, 8, 2, true);
+  const ActivationElements slot = ActivationMemory::elements(stage, 1, 8, 2, true, false, false, false);
   const int64_t stage_scratch = ActivationMemory::recompute_scratch_elements(stage, 1, 8, 2).floats;
+  const int64_t last = ActivationMemory::elements(stage, 1, 8, 2, true).bytes();
   CHECK(estimate_memory(c, r).activation_bytes ==
-        4 * (2 * (slot.floats - stage_scratch) + stage_scratch) + 8 * 2 * slot.indices);
+        std::max(4 * (2 * (slot.floats - stage_scratch) + stage_scratch) + 8 * 2 * slot.indices, last));
+}
+
+TEST_CASE("moe_act recomputes the experts' activations: bit-identical, one buffer for all MoE layers",
+          "[model][recompute][moe]") {
+  GptConfig c = four_layers_with_dropout(llama_like_config());
+  c.moe.num_experts = 4;
+  c.moe.topk = 2;
+  c.moe.layer_pattern = {true, false, true, true};
+  GptConfig act = selective(c, false);
+  act.recompute_moe_act = true;
+  const StepResult plain = train_iteration(c);
+  const StepResult got = train_iteration(act);
+  CHECK(got.loss.loss_sum == plain.loss.loss_sum);
+  CHECK(bit_identical(got.grads, plain.grads));
+  // Three MoE layers, one activation output: two fewer.
+  const MoeBufferSizes sizes = moe_buffer_sizes(c.resolved(), 8, 2);
+  CHECK(training_floats(c) - training_floats(act) == 2 * sizes.expert_rows * sizes.ffn);
+  const auto backend_owner = make_backend("cpu");
+  const ActivationMemory memory(*backend_owner, act, {}, 8, 2, true);
+  CHECK(memory.allocated().floats == training_floats(act));
+  CHECK(memory.allocated().fp32_floats == ActivationMemory::elements(act, 1, 8, 2, true).fp32_floats);
+  CHECK_THAT(describe_recomputation(act, 4), Catch::Contains("moe_act: the experts' activation outputs recomputed"));
 }

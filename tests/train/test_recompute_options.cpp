@@ -63,13 +63,22 @@ TEST_CASE("train options: --recompute-modules as Megatron's, core_attn recompute
   // Megatron's nargs='*' takes an empty list (nothing recomputed); mgt's lists need a value.
   CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules"}) ==
         "--recompute-modules needs at least one value");
-  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "mlp"}) ==
-        "--recompute-modules mlp: not supported by mgt-train, which recomputes only the core attention under "
-        "selective granularity (core_attn); --recompute-granularity full recomputes whole layers");
-  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "layernorm"}).rfind(
-            "--recompute-modules layernorm: not supported by mgt-train", 0) == 0);
-  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "moe_act"}) ==
-        "--recompute-modules moe_act: mgt's layers have a dense MLP, no mixture of experts to recompute");
+  // core_attn, layernorm and mlp as Megatron's; the list replaces the default.
+  const GptConfig modules =
+      gpt_config_from_options(parse({"--recompute-granularity", "selective", "--recompute-modules", "layernorm", "mlp"}), 128);
+  CHECK_FALSE(modules.recompute_core_attention);
+  CHECK(modules.recompute_layernorm);
+  CHECK(modules.recompute_mlp);
+  const GptConfig plain = gpt_config_from_options(parse({"--recompute-granularity", "selective"}), 128);
+  CHECK_FALSE(plain.recompute_layernorm);
+  CHECK_FALSE(plain.recompute_mlp);
+  CHECK(gpt_config_from_options(parse({"--recompute-granularity", "selective", "--recompute-modules", "moe_act"}), 128)
+            .recompute_moe_act);
+  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe"}).rfind(
+            "--recompute-modules moe: not supported by mgt-train", 0) == 0);
+  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "--bf16", "--fp8-format",
+                     "hybrid"})
+            .rfind("--recompute-modules mlp with --fp8-format: not supported by mgt-train", 0) == 0);
   CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj"}).rfind(
             "--recompute-modules mla_up_proj: only with multi-latent attention", 0) == 0);
   CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "attention"}) ==
