@@ -90,6 +90,8 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
 
   GptConfig stage = c;  // the layers of one pipeline stage (interleaved: of one model chunk)
   stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel * l.virtual_pipeline).value();
+  // Its MoE layers: the first stage's (its first chunk's), the first of the model's.
+  if (stage.moe.enabled()) stage.moe.layer_pattern.resize(static_cast<std::size_t>(stage.num_layers));
   // Micro-batches the first stage keeps in flight: P with 1F1B; with the interleaved schedule its
   // warm-up forwards, 2(P − 1) + (V − 1)·G, plus one, each a chunk's
   // (megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches).

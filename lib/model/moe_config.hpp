@@ -42,6 +42,9 @@ struct MoeConfig {
   MoeDropPolicy drop_policy = MoeDropPolicy::kProbs;
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;
   std::int64_t expert_model_parallel_size = 1;
+  // Sequence parallelism in the layers around the MoE layers, which then gather the whole
+  // sequence's tokens and keep two more [tokens, h] buffers (model/moe_layer.hpp).
+  bool sequence_parallel = false;
   bool per_layer_logging = false;
 
   bool enabled() const { return num_experts > 0; }

@@ -55,7 +55,7 @@ void MoeRouter::backward(const ForwardContext& ctx, ConstFloatView input, const 
   const int64_t h = gate_.in_features();
   const FloatView dx = scratch.d_hidden.first(p.tokens * h);
   gate_.backward(scratch.d_logits.first(te), input, p.tokens, dx);
-  backend_->accumulate(d_input, dx);
+  if (!d_input.empty()) backend_->accumulate(d_input, dx);
 }
 
 }  // namespace mgt

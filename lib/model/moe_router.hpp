@@ -28,7 +28,8 @@ public:
   // ctx.moe_statistics in training.
   void forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                const MoeScratch& scratch) const;
-  // From scratch.d_probs: the router weight's gradient (added) and d_input (added to).
+  // From scratch.d_probs: the router weight's gradient (added) and d_input (added to; nothing
+  // added when it is empty).
   void backward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                 const MoeScratch& scratch, FloatView d_input) const;
 

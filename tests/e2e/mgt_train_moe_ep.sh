@@ -5,7 +5,13 @@
 # EP=2 on 2 ranks, and with EP=2 x expert-data-parallel 2 on 4 ranks with the distributed
 # optimizer; a checkpoint saved at EP=2 resumes at EP=1 (and one saved at EP=1 at EP=2) with the
 # uninterrupted run's losses, directly and through mgt-ckpt-convert; layouts that cannot hold the
-# experts are refused with one line and exit 2.
+# experts are refused with one line and exit 2. The allgather dispatcher reproduces it with EP=2 and
+# with EP=2 x TP=2.
+# With tensor parallelism (TP=2 with --sequence-parallel, the experts' weights split over the
+# tensor-parallel ranks, Megatron's default --expert-tensor-parallel-size), pipeline parallelism
+# (PP=2, the MoE layer on the second stage) and EP=2 x TP=2 on 4 ranks the same equivalence holds;
+# the EP=2 x TP=2 checkpoint resumes on one rank; TP without sequence parallelism and an expert
+# tensor-parallel size other than TP's are refused with one line.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -92,6 +98,33 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-siz
   --metrics-file "$WORK/resumed-ep2.jsonl"
 compare "$WORK/one.jsonl" "$WORK/resumed-ep2.jsonl" 11
 
+# The allgather dispatcher (Megatron's MoEAllGatherTokenDispatcher): every rank gathers the
+# group's tokens, runs its experts on theirs and reduce-scatters the outputs back.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather \
+  --metrics-file "$WORK/ep2-allgather.jsonl"
+compare "$WORK/one.jsonl" "$WORK/ep2-allgather.jsonl"
+
+# Tensor parallelism: every rank gathers the sequence-parallel tokens, routes all of them and runs
+# its slices of the experts. Pipeline parallelism: the MoE layer on the second stage, whose
+# auxiliary losses reach rank 0's log.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --metrics-file "$WORK/tp2sp.jsonl"
+compare "$WORK/one.jsonl" "$WORK/tp2sp.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --pipeline-model-parallel-size 2 --metrics-file "$WORK/pp2.jsonl"
+compare "$WORK/one.jsonl" "$WORK/pp2.jsonl"
+
+# EP=2 x TP=2 on 4 ranks: Megatron's expert grid (expert-tensor = TP, then EP) makes the
+# expert-parallel groups of the ranks with the same tensor-parallel rank. Saved, it resumes on one rank.
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-model-parallel-size 2 --metrics-file "$WORK/ep2tp2.jsonl" --save "$WORK/ck-ep2tp2" --save-interval 10
+grep -q "> expert-model-parallel groups: \[0, 2\] \[1, 3\] (mpi)" "$WORK/out.txt" ||
+  fail "no expert-model-parallel groups line for EP=2 x TP=2"
+compare "$WORK/one.jsonl" "$WORK/ep2tp2.jsonl"
+rm -r "$WORK/ck-ep2tp2/iter_0000020"
+echo 10 >"$WORK/ck-ep2tp2/latest_checkpointed_iteration.txt"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2tp2" --metrics-file "$WORK/resumed-tp1.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-tp1.jsonl" 11
+
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3
 one_line "--num-experts (8) must be a multiple of --expert-model-parallel-size (3)"
@@ -99,4 +132,9 @@ expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2
 one_line "--expert-model-parallel-size (2) must divide the data-parallel size (1)"
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-tensor-parallel-size 2
 grep -q -- "--expert-tensor-parallel-size 2 is not supported yet" "$WORK/err.txt" || fail "ETP 2 not refused by name"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2
+one_line "--num-experts with --tensor-model-parallel-size 2 needs --sequence-parallel"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-tensor-parallel-size 1
+one_line "--expert-tensor-parallel-size 1 is not supported yet"
 echo "ok"
