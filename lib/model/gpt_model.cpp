@@ -39,7 +39,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   stage_config_.num_layers = stage.chunk_layers(params_.config().num_layers);
   // The MoE buffers are sized for the expert-parallel group this model runs with.
   stage_config_.moe.expert_model_parallel_size = params_.expert_parallel().size;
-  stage_config_.moe.sequence_parallel = sequence_parallel_;
+  stage_config_.moe.sequence_parallel_size = sequence_parallel_ ? tp_.size() : 1;
   if (stage_config_.moe.enabled()) {
     // The stage's layers by their local index, as its activation sets are numbered; an
     // interleaved rank's chunks share the sets of one index, MoE buffers if any chunk's layer

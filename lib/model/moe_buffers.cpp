@@ -9,6 +9,11 @@ int64_t moe_capacity(const MoeConfig& moe, int64_t tokens) {
   return expert_capacity(tokens * moe.topk, moe.num_experts, moe.capacity_factor, tokens);
 }
 
+int64_t moe_row_capacity(const MoeConfig& moe, int64_t tokens, int64_t shards) {
+  const int64_t capacity = moe_capacity(moe, tokens / shards);
+  return capacity < 0 ? capacity : shards * capacity;
+}
+
 MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch) {
   const MoeConfig& m = config.moe;
   MoeBufferSizes s;
@@ -16,7 +21,7 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
   s.experts = m.num_experts;
   s.topk = m.topk;
   s.hidden = config.hidden_size;
-  const int64_t capacity = moe_capacity(m, s.tokens);
+  const int64_t capacity = moe_row_capacity(m, s.tokens, std::max<int64_t>(1, m.sequence_parallel_size));
   const int64_t routed = s.tokens * m.topk;
   s.max_rows = capacity < 0 ? routed
                : m.pad_to_capacity ? capacity * m.num_experts
@@ -28,7 +33,7 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
   s.shared_fc1 = gated * s.shared_ffn;
   s.aux_groups = m.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? batch : 1;
   s.ep = std::max<int64_t>(1, m.expert_model_parallel_size);
-  s.sequence_parallel = m.sequence_parallel;
+  s.sequence_parallel = m.sequence_parallel_size > 1;
   s.gathers = s.ep > 1 && m.dispatcher == MoeDispatcher::kAllgather;
   s.dispatch_tokens = s.gathers ? s.ep * s.tokens : s.tokens;
   if (s.ep == 1) {

@@ -52,7 +52,7 @@ struct MoeScratch {
   FloatView ep_exchange;    // [expert rows, h]
   FloatView ep_sorted;      // [expert rows, h]
   FloatView ep_d_input;     // [expert rows, h] (training)
-  // Under sequence parallelism (MoeConfig::sequence_parallel), the whole sequence's output before
+  // Under sequence parallelism (MoeConfig::sequence_parallel_size), the whole sequence's output before
   // its reduce-scatter (forward) or input gradient before it (backward), and the all-gathered
   // output gradient (backward).
   FloatView sp_whole;       // [T, h]
@@ -78,7 +78,7 @@ struct MoeBufferSizes {
   int64_t shared_ffn = 0;
   int64_t aux_groups = 0;  // the batch for seq_aux_loss, else 1
   int64_t ep = 1;           // expert-parallel ranks (MoeConfig::expert_model_parallel_size)
-  bool sequence_parallel = false;  // MoeConfig::sequence_parallel
+  bool sequence_parallel = false;  // MoeConfig::sequence_parallel_size > 1
   // The allgather dispatcher with ep > 1: the experts run on the ep ranks' gathered tokens.
   bool gathers = false;
   // Tokens the dispatch permutes: tokens, or ep · tokens when it gathers.
@@ -95,6 +95,10 @@ struct MoeBufferSizes {
 
 // The capacity of each expert for `tokens` tokens (< 0: dropless).
 int64_t moe_capacity(const MoeConfig& moe, int64_t tokens);
+// The most rows each expert takes of `tokens` tokens routed in `shards` equal parts (the
+// sequence-parallel ranks', each with its own capacity): shards · moe_capacity(tokens / shards)
+// (< 0: dropless).
+int64_t moe_row_capacity(const MoeConfig& moe, int64_t tokens, int64_t shards);
 MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch);
 
 // Buffers a test or a caller without an ActivationMemory owns.

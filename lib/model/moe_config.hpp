@@ -42,9 +42,10 @@ struct MoeConfig {
   MoeDropPolicy drop_policy = MoeDropPolicy::kProbs;
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;
   std::int64_t expert_model_parallel_size = 1;
-  // Sequence parallelism in the layers around the MoE layers, which then gather the whole
-  // sequence's tokens and keep two more [tokens, h] buffers (model/moe_layer.hpp).
-  bool sequence_parallel = false;
+  // The ranks over which sequence parallelism splits the tokens around the MoE layers (1: none),
+  // which then gather the whole sequence's tokens and keep two more [tokens, h] buffers, and
+  // route each rank's part by itself (model/moe_layer.hpp).
+  std::int64_t sequence_parallel_size = 1;
   bool per_layer_logging = false;
 
   bool enabled() const { return num_experts > 0; }

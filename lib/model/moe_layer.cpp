@@ -33,6 +33,10 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
 void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                                      const MoeScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
+  // --moe-pad-expert-input-to-capacity: each expert's rows padded to its capacities of the
+  // sequence-parallel ranks' tokens (routed rank by rank, moe_router.hpp), and of every expert-
+  // parallel rank's when the dispatcher gathers them.
+  const int64_t padded = moe_.pad_to_capacity ? moe_row_capacity(moe_, tokens, ctx.sequence_shards) : -1;
   if (dispatcher_.gathers_tokens()) {
     // MoEAllGatherTokenDispatcher: the group's tokens, probabilities and routing maps gathered,
     // this rank's experts run on theirs, the outputs summed back over the group.
@@ -43,19 +47,17 @@ void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView i
     group.all_gather(input, all_tokens);
     group.all_gather(saved.probs.first(te), scratch.ag_probs.first(gathered * num_experts_));
     group.all_gather(saved.routing_map.first(te), scratch.ag_map.first(gathered * num_experts_));
-    // Each rank's experts keep at most their capacity of each rank's tokens.
-    const int64_t capacity = moe_.pad_to_capacity ? moe_capacity(moe_, tokens) : -1;
     const std::vector<int64_t> rows_of =
         dispatcher_.dispatch_local(all_tokens, gathered, scratch.ag_map.first(gathered * num_experts_),
                                    scratch.ag_probs.first(gathered * num_experts_),
-                                   capacity < 0 ? -1 : capacity * group.size(), saved);
+                                   padded < 0 ? -1 : padded * group.size(), saved);
     const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
     experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
     dispatcher_.combine(gathered, rows, saved, all_tokens);
     group.reduce_scatter(all_tokens, output.first(tokens * hidden_), dist::ReduceOp::Sum);
     return;
   }
-  const std::vector<int64_t> rows_of = dispatcher_.dispatch(input, tokens, saved);
+  const std::vector<int64_t> rows_of = dispatcher_.dispatch(input, tokens, padded, saved);
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   if (dispatcher_.expert_parallel()) {
     const ExpertExchange x = dispatcher_.plan_exchange(rows_of, saved);

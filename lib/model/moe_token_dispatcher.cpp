@@ -15,11 +15,11 @@ MoeTokenDispatcher::MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, i
                 std::to_string(group_->size()) + " expert-parallel ranks");
 }
 
-std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens,
+std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens, int64_t capacity,
                                                   const MoeActivations& saved) const {
   const int64_t E = moe_.num_experts;
-  return permute(input, tokens, saved.routing_map.first(tokens * E), saved.probs.first(tokens * E), 0, E,
-                 moe_.pad_to_capacity ? moe_capacity(moe_, tokens) : -1, saved);
+  return permute(input, tokens, saved.routing_map.first(tokens * E), saved.probs.first(tokens * E), 0, E, capacity,
+                 saved);
 }
 
 std::vector<int64_t> MoeTokenDispatcher::dispatch_local(ConstFloatView input, int64_t tokens,

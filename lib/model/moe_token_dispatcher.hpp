@@ -58,9 +58,10 @@ public:
   dist::Communicator& group() const { return *group_; }
 
   // From saved.routing_map and probs: the index tables, saved.row_weights and saved.permuted
-  // (input [T, h] by expert). Returns the rows of each expert (with padding to the capacity
-  // under --moe-pad-expert-input-to-capacity).
-  std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, const MoeActivations& saved) const;
+  // (input [T, h] by expert). Returns the rows of each expert, each padded to `capacity` rows
+  // (< 0: not padded; --moe-pad-expert-input-to-capacity).
+  std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, int64_t capacity,
+                                const MoeActivations& saved) const;
   // The allgather dispatcher's permutation of the gathered tokens: from routing_map and probs
   // [tokens, E] (every rank's, gathered), the index tables, saved.row_weights and saved.permuted
   // (input [tokens, h] by expert) of this rank's experts only. `capacity` pads each expert's rows

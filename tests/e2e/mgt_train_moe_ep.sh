@@ -20,6 +20,7 @@ SRC="$2"
 source "$SRC/tests/e2e/lib/common.bash"
 source "$SRC/tests/e2e/lib/mpi_ranks.bash"
 
+# --make-vocab-size-divisible-by 64: the vocabulary padded to 128 with TP=2 as with one rank.
 MOE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
      --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2
      --mock-data --train-iters 20 --log-interval 1 --eval-iters 0
@@ -28,7 +29,7 @@ MOE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --m
      --num-experts 8 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2
      --moe-z-loss-coeff 1e-3 --moe-ffn-hidden-size 48 --moe-layer-freq "([0]+[1])*1"
      --moe-shared-expert-intermediate-size 32 --moe-token-dispatcher-type alltoall
-     --tokenizer-type NullTokenizer --vocab-size 127)
+     --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64)
 
 # compare REFERENCE RUN [FIRST]: lm loss, load_balancing_loss and z_loss within 1e-5 relative and
 # the grad norm within 1e-4 at every iteration of RUN (from FIRST on, at least 10 of them).
@@ -120,6 +121,11 @@ expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-siz
 grep -q "> expert-model-parallel groups: \[0, 2\] \[1, 3\] (mpi)" "$WORK/out.txt" ||
   fail "no expert-model-parallel groups line for EP=2 x TP=2"
 compare "$WORK/one.jsonl" "$WORK/ep2tp2.jsonl"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather --metrics-file "$WORK/ep2tp2-allgather.jsonl"
+grep -q "4 of the 8 experts per rank, tokens by all-gather and reduce-scatter" "$WORK/out.txt" ||
+  fail "no allgather dispatcher in the expert-model-parallel groups line"
+compare "$WORK/one.jsonl" "$WORK/ep2tp2-allgather.jsonl"
 rm -r "$WORK/ck-ep2tp2/iter_0000020"
 echo 10 >"$WORK/ck-ep2tp2/latest_checkpointed_iteration.txt"
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2tp2" --metrics-file "$WORK/resumed-tp1.jsonl"
