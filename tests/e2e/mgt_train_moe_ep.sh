@@ -5,13 +5,14 @@
 # EP=2 on 2 ranks, and with EP=2 x expert-data-parallel 2 on 4 ranks with the distributed
 # optimizer; a checkpoint saved at EP=2 resumes at EP=1 (and one saved at EP=1 at EP=2) with the
 # uninterrupted run's losses, directly and through mgt-ckpt-convert; layouts that cannot hold the
-# experts are refused with one line and exit 2. The allgather dispatcher reproduces it with EP=2 and
-# with EP=2 x TP=2.
-# With tensor parallelism (TP=2 with --sequence-parallel, the experts' weights split over the
-# tensor-parallel ranks, Megatron's default --expert-tensor-parallel-size), pipeline parallelism
-# (PP=2, the MoE layer on the second stage) and EP=2 x TP=2 on 4 ranks the same equivalence holds;
-# the EP=2 x TP=2 checkpoint resumes on one rank; TP without sequence parallelism and an expert
-# tensor-parallel size other than TP's are refused with one line.
+# experts are refused with one line and exit 2.
+# The same equivalence holds with the allgather dispatcher (EP=2, and EP=2 x TP=2), with tensor
+# parallelism (TP=2 with --sequence-parallel, the experts' weights split over the tensor-parallel
+# ranks, Megatron's default --expert-tensor-parallel-size), with pipeline parallelism (PP=2, the
+# MoE layer on the second stage; interleaved, MoE layers on both ranks) and with EP=2 x TP=2 on 4
+# ranks, whose checkpoint resumes on one rank. With a capacity under sequence parallelism, padding
+# the experts' rows changes nothing. TP without sequence parallelism and an expert tensor-parallel
+# size other than TP's are refused with one line.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -113,6 +114,23 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-siz
 compare "$WORK/one.jsonl" "$WORK/tp2sp.jsonl"
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --pipeline-model-parallel-size 2 --metrics-file "$WORK/pp2.jsonl"
 compare "$WORK/one.jsonl" "$WORK/pp2.jsonl"
+
+# Interleaved (two virtual stages per rank): rank 0 runs layer 0 (MoE) and layer 2 (dense), rank 1
+# layer 1 (dense) and layer 3 (MoE).
+VIRTUAL=(--num-layers 4 --moe-layer-freq "[1,0,0,1]")
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${VIRTUAL[@]}" --metrics-file "$WORK/one4.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${VIRTUAL[@]}" --pipeline-model-parallel-size 2 \
+  --num-layers-per-virtual-pipeline-stage 1 --metrics-file "$WORK/vpp2.jsonl"
+compare "$WORK/one4.jsonl" "$WORK/vpp2.jsonl"
+
+# With a capacity, each sequence-parallel rank's tokens are routed with their own capacity (as
+# Megatron's router sees them; tests/model/test_moe_layer.cpp); padding each expert's rows to it
+# changes nothing.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --moe-expert-capacity-factor 1.0 --metrics-file "$WORK/tp2-capacity.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity --metrics-file "$WORK/tp2-padded.jsonl"
+compare "$WORK/tp2-capacity.jsonl" "$WORK/tp2-padded.jsonl"
 
 # EP=2 x TP=2 on 4 ranks: Megatron's expert grid (expert-tensor = TP, then EP) makes the
 # expert-parallel groups of the ranks with the same tensor-parallel rank. Saved, it resumes on one rank.
