@@ -27,7 +27,15 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
       throw Error("internal error: the parameters are for " + std::to_string(params.tensor_parallel().size) +
                   " tensor-parallel ranks, the MoE layer runs on a group of " + std::to_string(tp->size()));
     tp_ = tp;
+    experts_whole_ = moe_.experts_whole(tp->size());
+    if (experts_whole_ && dispatcher_.expert_parallel())
+      throw Error("internal error: whole experts on every tensor-parallel rank with expert parallelism");
   }
+}
+
+MoeLayer::TokenRange MoeLayer::own_tokens(const ForwardContext& ctx) const {
+  if (ctx.sequence_parallel()) return {ctx.sequence_shard * ctx.local_tokens(), ctx.local_tokens()};
+  return {0, tp_->rank() == 0 ? ctx.tokens() : 0};
 }
 
 void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
@@ -37,6 +45,21 @@ void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView i
   // sequence-parallel ranks' tokens (routed rank by rank, moe_router.hpp), and of every expert-
   // parallel rank's when the dispatcher gathers them.
   const int64_t padded = moe_.pad_to_capacity ? moe_row_capacity(moe_, tokens, ctx.sequence_shards) : -1;
+  if (experts_whole_) {
+    // --expert-tensor-parallel-size 1: each rank runs its own tokens through its whole experts
+    // (with their own capacity), as Megatron's ranks do; the other rows stay zero in the sum.
+    const TokenRange own = own_tokens(ctx);
+    const int64_t e = num_experts_;
+    backend_->fill(output.first(tokens * hidden_), 0.0f);
+    const std::vector<int64_t> rows_of = dispatcher_.dispatch(
+        input.subspan(own.first * hidden_, own.count * hidden_), own.count,
+        saved.routing_map.subspan(own.first * e, own.count * e), saved.probs.subspan(own.first * e, own.count * e),
+        moe_.pad_to_capacity ? moe_capacity(moe_, own.count) : -1, saved);
+    const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
+    experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
+    dispatcher_.combine(own.count, rows, saved, output.subspan(own.first * hidden_, own.count * hidden_));
+    return;
+  }
   if (dispatcher_.gathers_tokens()) {
     // MoEAllGatherTokenDispatcher: the group's tokens, probabilities and routing maps gathered,
     // this rank's experts run on theirs, the outputs summed back over the group.
@@ -77,6 +100,18 @@ void MoeLayer::route_through_experts_backward(const ForwardContext& ctx, ConstFl
   const std::vector<int64_t> rows_of = dispatcher_.expert_rows(saved);
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   const FloatView d_probs = scratch.d_probs.first(tokens * num_experts_);
+  if (experts_whole_) {
+    const TokenRange own = own_tokens(ctx);
+    const int64_t e = num_experts_;
+    backend_->fill(d_probs, 0.0f);
+    backend_->fill(d_input.first(tokens * hidden_), 0.0f);
+    dispatcher_.combine_backward(d_output.subspan(own.first * hidden_, own.count * hidden_), own.count, rows, saved,
+                                 scratch, d_probs.subspan(own.first * e, own.count * e));
+    experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
+    dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), own.count, rows, saved,
+                                  d_input.subspan(own.first * hidden_, own.count * hidden_));
+    return;
+  }
   if (dispatcher_.gathers_tokens()) {
     // The reduce-scatter's backward gathers the output gradient; the gathers' backward
     // reduce-scatter the gradients of the tokens and of the probabilities (each rank's experts'

@@ -17,6 +17,10 @@
 // backward the routing probabilities' gradient, partial on each rank, is summed over the group,
 // and the router's input gradient (the same on every rank) joins the experts' partial one on
 // tensor-parallel rank 0 only, before the reduction.
+// With --expert-tensor-parallel-size 1 (and one expert-parallel rank) each rank holds every
+// expert whole and runs its own part of the sequence through them, as Megatron's ranks do; their
+// gradients, each of a part of the sequence, are summed over the group as sequence-parallel
+// gradients are (parameter_table.hpp).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -51,6 +55,13 @@ public:
                 const MoeScratch& scratch, ConstFloatView d_output, FloatView d_input) const;
 
 private:
+  struct TokenRange {
+    int64_t first = 0;
+    int64_t count = 0;
+  };
+  // With whole experts on every tensor-parallel rank: the tokens this rank runs through them, its
+  // part of the sequence (all of them on rank 0 without sequence parallelism).
+  TokenRange own_tokens(const ForwardContext& ctx) const;
   // From the routing in saved: output [T, h] = the experts' outputs weighted and summed per token
   // (partial sums under tensor parallelism), the tokens dispatched as the dispatcher does it.
   void route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
@@ -69,6 +80,7 @@ private:
   MoeExperts experts_;
   std::optional<ExpertMlp> shared_;
   const TensorParallelMappings* tp_ = nullptr;  // null without tensor parallelism
+  bool experts_whole_ = false;                  // --expert-tensor-parallel-size 1 under tensor parallelism
 };
 
 }  // namespace mgt

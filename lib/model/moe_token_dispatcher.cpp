@@ -22,6 +22,12 @@ std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t 
                  saved);
 }
 
+std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens, ConstFloatView routing_map,
+                                                  ConstFloatView probs, int64_t capacity,
+                                                  const MoeActivations& saved) const {
+  return permute(input, tokens, routing_map, probs, 0, moe_.num_experts, capacity, saved);
+}
+
 std::vector<int64_t> MoeTokenDispatcher::dispatch_local(ConstFloatView input, int64_t tokens,
                                                         ConstFloatView routing_map, ConstFloatView probs,
                                                         int64_t capacity, const MoeActivations& saved) const {

@@ -62,6 +62,9 @@ public:
   // (< 0: not padded; --moe-pad-expert-input-to-capacity).
   std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, int64_t capacity,
                                 const MoeActivations& saved) const;
+  // The same from routing_map and probs [tokens, E] given (a part of the routed tokens).
+  std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, ConstFloatView routing_map, ConstFloatView probs,
+                                int64_t capacity, const MoeActivations& saved) const;
   // The allgather dispatcher's permutation of the gathered tokens: from routing_map and probs
   // [tokens, E] (every rank's, gathered), the index tables, saved.row_weights and saved.permuted
   // (input [tokens, h] by expert) of this rank's experts only. `capacity` pads each expert's rows

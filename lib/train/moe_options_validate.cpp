@@ -17,10 +17,14 @@ void refuse_unimplemented(const TrainOptions& o) {
   const MoeOptions& m = o.moe;
   if (!m.enabled()) return;
   const std::int64_t tp = o.parallel.tensor_model_parallel_size;
-  if (m.expert_tensor_parallel_size.value_or(tp) != tp)
-    throw UsageError("--expert-tensor-parallel-size " + str(*m.expert_tensor_parallel_size) +
-                     " is not supported yet (only the tensor-parallel size, " + str(tp) +
-                     ", Megatron's default: the experts' weights split like the dense MLP's)");
+  const std::int64_t etp = m.expert_tensor_parallel_size.value_or(tp);
+  if (etp != tp && etp != 1)
+    throw UsageError("--expert-tensor-parallel-size " + str(etp) + " is not supported yet (only 1 or the "
+                     "tensor-parallel size, " + str(tp) + ", Megatron's default)");
+  if (etp == 1 && tp > 1 && m.expert_model_parallel_size > 1)
+    throw UsageError("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size " + str(tp) +
+                     " and --expert-model-parallel-size " + str(m.expert_model_parallel_size) +
+                     " is not supported yet (whole experts under tensor parallelism need one expert-parallel rank)");
   if (m.expert_model_parallel_size > 1) {
     if (o.parallel.overlap_grad_reduce)
       throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) +

@@ -11,8 +11,10 @@
 # ranks, Megatron's default --expert-tensor-parallel-size), with pipeline parallelism (PP=2, the
 # MoE layer on the second stage; interleaved, MoE layers on both ranks) and with EP=2 x TP=2 on 4
 # ranks, whose checkpoint resumes on one rank. With a capacity under sequence parallelism, padding
-# the experts' rows changes nothing. TP without sequence parallelism and an expert tensor-parallel
-# size other than TP's are refused with one line.
+# the experts' rows changes nothing. With --expert-tensor-parallel-size 1 (whole experts on each
+# tensor-parallel rank) TP=2 reproduces it too, and its checkpoint resumes on one rank. TP without
+# sequence parallelism, and expert tensor-parallel size 1 with expert parallelism under TP, are
+# refused with one line.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -132,6 +134,16 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-siz
   --moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity --metrics-file "$WORK/tp2-padded.jsonl"
 compare "$WORK/tp2-capacity.jsonl" "$WORK/tp2-padded.jsonl"
 
+# --expert-tensor-parallel-size 1 under TP=2: every expert whole on both ranks, each running its
+# part of the sequence through them; saved, it resumes on one rank.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-tensor-parallel-size 1 --metrics-file "$WORK/tp2-etp1.jsonl" --save "$WORK/ck-etp1" --save-interval 10
+compare "$WORK/one.jsonl" "$WORK/tp2-etp1.jsonl"
+rm -r "$WORK/ck-etp1/iter_0000020"
+echo 10 >"$WORK/ck-etp1/latest_checkpointed_iteration.txt"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-etp1" --metrics-file "$WORK/resumed-etp1.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-etp1.jsonl" 11
+
 # EP=2 x TP=2 on 4 ranks: Megatron's expert grid (expert-tensor = TP, then EP) makes the
 # expert-parallel groups of the ranks with the same tensor-parallel rank. Saved, it resumes on one rank.
 expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
@@ -158,7 +170,7 @@ expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-tensor-parallel-size 2
 grep -q -- "--expert-tensor-parallel-size 2 is not supported yet" "$WORK/err.txt" || fail "ETP 2 not refused by name"
 expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2
 one_line "--num-experts with --tensor-model-parallel-size 2 needs --sequence-parallel"
-expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
-  --expert-tensor-parallel-size 1
-one_line "--expert-tensor-parallel-size 1 is not supported yet"
+expect_status 2 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-tensor-parallel-size 1 --expert-model-parallel-size 2
+one_line "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 and --expert-model-parallel-size 2 is not supported yet"
 echo "ok"

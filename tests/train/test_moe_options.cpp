@@ -102,9 +102,12 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
   // Megatron's default expert tensor-parallel size is the tensor-parallel size, the only one mgt runs.
   const TrainOptions tp = parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel"}, 2);
   CHECK(tp.moe.expert_tensor_parallel_size == 2);
+  CHECK(parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                   "--expert-tensor-parallel-size", "1"}, 2).moe.expert_tensor_parallel_size == 1);
   CHECK(moe_usage_error({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
-                         "--expert-tensor-parallel-size", "1"}, 2)
-            .find("--expert-tensor-parallel-size 1 is not supported yet") == 0);
+                         "--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "2"}, 4)
+            .find("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 and "
+                  "--expert-model-parallel-size 2 is not supported yet") == 0);
   // megatron/core/transformer/moe/moe_layer.py: no MoE training under tensor parallelism without
   // sequence parallelism.
   CHECK(moe_usage_error({"--num-experts", "4", "--tensor-model-parallel-size", "2"}, 2) ==
