@@ -39,6 +39,18 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   stage_config_.num_layers = stage.chunk_layers(params_.config().num_layers);
   // The MoE buffers are sized for the expert-parallel group this model runs with.
   stage_config_.moe.expert_model_parallel_size = params_.expert_parallel().size;
+  stage_config_.moe.sequence_parallel_size = sequence_parallel_ ? tp_.size() : 1;
+  if (stage_config_.moe.enabled()) {
+    // The stage's layers by their local index, as its activation sets are numbered; an
+    // interleaved rank's chunks share the sets of one index, MoE buffers if any chunk's layer
+    // there is an MoE layer.
+    const int64_t total = params_.config().num_layers;
+    std::vector<bool> local(static_cast<std::size_t>(stage_config_.num_layers), false);
+    for (int64_t l = 0; l < stage.layers_of(total); ++l)
+      if (params_.config().moe.is_moe_layer(stage.layer_at(l, total)))
+        local[static_cast<std::size_t>(l % stage_config_.num_layers)] = true;
+    stage_config_.moe.layer_pattern = std::move(local);
+  }
   // Refuses a recomputation Megatron cannot run on this stage before anything is allocated.
   static_cast<void>(RecomputePlan(stage_config_, stage_config_.num_layers, true));
   if (params_.config().moe.enabled()) {

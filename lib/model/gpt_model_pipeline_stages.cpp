@@ -66,6 +66,12 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
   if (training) {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, true, rng,
                            sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
+    // The MoE layers' auxiliary losses as in run_forward_backward: each stage records its own
+    // layers' and scales their gradients itself.
+    s.ctx.moe_statistics = moe_statistics_.view();
+    s.ctx.moe_loss_grad_scale = reduction == LossReduction::kSum
+                                    ? loss_scale * static_cast<float>(s.ctx.tokens())
+                                    : loss_scale / static_cast<float>(num_microbatches);
   } else {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, false, {}};
   }

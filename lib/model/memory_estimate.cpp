@@ -131,6 +131,8 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
 
   GptConfig stage = c;  // the layers of one pipeline stage (interleaved: of one model chunk)
   stage.num_layers = divide_up(N(c.num_layers), l.pipeline_parallel * l.virtual_pipeline).value();
+  // Its MoE layers: the first stage's (its first chunk's), the first of the model's.
+  if (stage.moe.enabled()) stage.moe.layer_pattern.resize(static_cast<std::size_t>(stage.num_layers));
   // Micro-batches each stage keeps in flight (GptModel's stage slots, train/pipeline_schedule.hpp):
   // 1F1B, min(P − stage, M), the most on the first stage, which has no output layer; the last
   // stage keeps one, with the output layer's logits and loss. The interleaved schedule: the first

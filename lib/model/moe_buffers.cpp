@@ -9,6 +9,11 @@ int64_t moe_capacity(const MoeConfig& moe, int64_t tokens) {
   return expert_capacity(tokens * moe.topk, moe.num_experts, moe.capacity_factor, tokens);
 }
 
+int64_t moe_row_capacity(const MoeConfig& moe, int64_t tokens, int64_t shards) {
+  const int64_t capacity = moe_capacity(moe, tokens / shards);
+  return capacity < 0 ? capacity : shards * capacity;
+}
+
 MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch) {
   const MoeConfig& m = config.moe;
   MoeBufferSizes s;
@@ -16,7 +21,7 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
   s.experts = m.num_experts;
   s.topk = m.topk;
   s.hidden = config.hidden_size;
-  const int64_t capacity = moe_capacity(m, s.tokens);
+  const int64_t capacity = moe_row_capacity(m, s.tokens, std::max<int64_t>(1, m.sequence_parallel_size));
   const int64_t routed = s.tokens * m.topk;
   s.max_rows = capacity < 0 ? routed
                : m.pad_to_capacity ? capacity * m.num_experts
@@ -28,6 +33,9 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
   s.shared_fc1 = gated * s.shared_ffn;
   s.aux_groups = m.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? batch : 1;
   s.ep = std::max<int64_t>(1, m.expert_model_parallel_size);
+  s.sequence_parallel = m.sequence_parallel_size > 1;
+  s.gathers = s.ep > 1 && m.dispatcher == MoeDispatcher::kAllgather;
+  s.dispatch_tokens = s.gathers ? s.ep * s.tokens : s.tokens;
   if (s.ep == 1) {
     s.expert_rows = s.max_rows;
   } else {
@@ -37,23 +45,29 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
                              : m.pad_to_capacity ? capacity * local
                                                  : std::min(to_local, capacity * local);
     s.expert_rows = s.ep * per_rank;
+    // Gathered, the tokens this rank permutes are those of its experts only.
+    if (s.gathers) s.max_rows = s.expert_rows;
   }
   return s;
 }
 
 int64_t MoeBufferSizes::activation_floats() const {
+  const bool exchanges = ep > 1 && !gathers;
   return 3 * tokens * experts + aux_groups * experts + max_rows + max_rows * 2 * hidden +
-         expert_rows * (fc1 + ffn) + (ep > 1 ? expert_rows * hidden : 0) + tokens * (shared_fc1 + shared_ffn);
+         expert_rows * (fc1 + ffn) + (exchanges ? expert_rows * hidden : 0) + tokens * (shared_fc1 + shared_ffn);
 }
 
 int64_t MoeBufferSizes::activation_indices() const {
-  return 2 * max_rows + tokens * topk + tokens * experts + experts + (ep > 1 ? experts + 2 * expert_rows : 0);
+  const bool exchanges = ep > 1 && !gathers;
+  return 2 * max_rows + dispatch_tokens * topk + dispatch_tokens * experts + experts +
+         (exchanges ? experts + 2 * expert_rows : 0);
 }
 
 int64_t MoeBufferSizes::scratch_floats() const {
   return (shared_ffn > 0 ? tokens * hidden : 0) + 3 * tokens * experts + max_rows + 2 * max_rows * hidden +
          std::max(expert_rows * ffn, tokens * shared_ffn) + std::max(expert_rows * fc1, tokens * shared_fc1) +
-         tokens * hidden + (ep > 1 ? 3 * expert_rows * hidden : 0);
+         tokens * hidden + (ep > 1 && !gathers ? 3 * expert_rows * hidden : 0) +
+         (sequence_parallel ? 2 * tokens * hidden : 0) + (gathers ? dispatch_tokens * (hidden + 2 * experts) : 0);
 }
 
 MoeBuffers::MoeBuffers(Backend& backend, const MoeBufferSizes& sizes, bool training)

@@ -52,6 +52,18 @@ struct MoeScratch {
   FloatView ep_exchange;    // [expert rows, h]
   FloatView ep_sorted;      // [expert rows, h]
   FloatView ep_d_input;     // [expert rows, h] (training)
+  // Under sequence parallelism (MoeConfig::sequence_parallel_size), the whole sequence's output before
+  // its reduce-scatter (forward) or input gradient before it (backward), and the all-gathered
+  // output gradient (backward).
+  FloatView sp_whole;       // [T, h]
+  FloatView sp_d_output;    // [T, h] (training)
+  // The allgather dispatcher under expert parallelism (MoeBufferSizes::gathers): the expert-
+  // parallel group's tokens (then their outputs; in the backward the output gradient, then the
+  // input gradient), routing probabilities (the backward: their gradient) and routing maps,
+  // gathered.
+  FloatView ag_tokens;      // [ep · T, h]
+  FloatView ag_probs;       // [ep · T, E] (fp32)
+  FloatView ag_map;         // [ep · T, E] (fp32)
 };
 
 struct MoeBufferSizes {
@@ -66,6 +78,11 @@ struct MoeBufferSizes {
   int64_t shared_ffn = 0;
   int64_t aux_groups = 0;  // the batch for seq_aux_loss, else 1
   int64_t ep = 1;           // expert-parallel ranks (MoeConfig::expert_model_parallel_size)
+  bool sequence_parallel = false;  // MoeConfig::sequence_parallel_size > 1
+  // The allgather dispatcher with ep > 1: the experts run on the ep ranks' gathered tokens.
+  bool gathers = false;
+  // Tokens the dispatch permutes: tokens, or ep · tokens when it gathers.
+  int64_t dispatch_tokens = 0;
   // Rows the local experts may receive: max_rows without expert parallelism, else each rank's
   // most for the local experts (every token to min(topk, local experts) of them, at most their
   // capacities) times ep.
@@ -78,6 +95,10 @@ struct MoeBufferSizes {
 
 // The capacity of each expert for `tokens` tokens (< 0: dropless).
 int64_t moe_capacity(const MoeConfig& moe, int64_t tokens);
+// The most rows each expert takes of `tokens` tokens routed in `shards` equal parts (the
+// sequence-parallel ranks', each with its own capacity): shards · moe_capacity(tokens / shards)
+// (< 0: dropless).
+int64_t moe_row_capacity(const MoeConfig& moe, int64_t tokens, int64_t shards);
 MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch);
 
 // Buffers a test or a caller without an ActivationMemory owns.
@@ -108,12 +129,12 @@ MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, Tak
   a.aux_counts = take_fp32(s.aux_groups * s.experts);
   a.row_token = take_index(s.max_rows);
   a.row_slot = take_index(s.max_rows);
-  a.token_rows = take_index(s.tokens * s.topk);
-  a.slot_row = take_index(te);
+  a.token_rows = take_index(s.dispatch_tokens * s.topk);
+  a.slot_row = take_index(s.dispatch_tokens * s.experts);
   a.expert_rows = take_index(s.experts);
   a.row_weights = take_fp32(s.max_rows);
   a.permuted = take(s.max_rows * s.hidden);
-  if (s.ep > 1) {
+  if (s.ep > 1 && !s.gathers) {
     a.ep_counts = take_index(s.experts);
     a.ep_sort = take_index(s.expert_rows);
     a.ep_unsort = take_index(s.expert_rows);
@@ -135,10 +156,16 @@ MoeScratch take_moe_scratch(const MoeBufferSizes& s, TakeFloat take, TakeFp32 ta
   const int64_t te = s.tokens * s.experts;
   x.gates = take_fp32(te);
   x.shared_output = take(s.shared_ffn > 0 ? s.tokens * s.hidden : 0);
-  if (s.ep > 1) {
+  if (s.ep > 1 && !s.gathers) {
     x.ep_exchange = take(s.expert_rows * s.hidden);
     x.ep_sorted = take(s.expert_rows * s.hidden);
   }
+  if (s.gathers) {
+    x.ag_tokens = take(s.dispatch_tokens * s.hidden);
+    x.ag_probs = take_fp32(s.dispatch_tokens * s.experts);
+    x.ag_map = take_fp32(s.dispatch_tokens * s.experts);
+  }
+  if (s.sequence_parallel) x.sp_whole = take(s.tokens * s.hidden);
   if (!training) return x;
   x.d_probs = take_fp32(te);
   x.d_logits = take_fp32(te);
@@ -150,7 +177,8 @@ MoeScratch take_moe_scratch(const MoeBufferSizes& s, TakeFloat take, TakeFp32 ta
   x.d_fc1 = take(fc1);
   x.d_permuted = take(s.max_rows * s.hidden);
   x.d_hidden = take(s.tokens * s.hidden);
-  if (s.ep > 1) x.ep_d_input = take(s.expert_rows * s.hidden);
+  if (s.ep > 1 && !s.gathers) x.ep_d_input = take(s.expert_rows * s.hidden);
+  if (s.sequence_parallel) x.sp_d_output = take(s.tokens * s.hidden);
   return x;
 }
 

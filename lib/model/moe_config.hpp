@@ -42,6 +42,15 @@ struct MoeConfig {
   MoeDropPolicy drop_policy = MoeDropPolicy::kProbs;
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;
   std::int64_t expert_model_parallel_size = 1;
+  // --expert-tensor-parallel-size: 1 keeps each expert's weights whole on every tensor-parallel
+  // rank; 0 (Megatron's default) splits them over the tensor-parallel ranks.
+  std::int64_t expert_tensor_parallel_size = 0;
+  // Whether each expert's weights are whole on every rank of `tp` tensor-parallel ranks.
+  bool experts_whole(std::int64_t tp) const { return tp > 1 && expert_tensor_parallel_size == 1; }
+  // The ranks over which sequence parallelism splits the tokens around the MoE layers (1: none),
+  // which then gather the whole sequence's tokens and keep two more [tokens, h] buffers, and
+  // route each rank's part by itself (model/moe_layer.hpp).
+  std::int64_t sequence_parallel_size = 1;
   bool per_layer_logging = false;
 
   bool enabled() const { return num_experts > 0; }

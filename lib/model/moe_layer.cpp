@@ -6,9 +6,12 @@
 
 namespace mgt {
 
-MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group)
+MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group,
+                   const TensorParallelMappings* tp)
     : backend_(&params.backend()),
       hidden_(params.config().hidden_size),
+      num_experts_(params.config().moe.num_experts),
+      moe_(params.config().moe),
       router_(params, layer, layer_prefix(layer) + ".mlp"),
       dispatcher_(params.backend(), params.config().moe, params.config().hidden_size, expert_group),
       experts_(params, layer_prefix(layer) + ".mlp") {
@@ -19,13 +22,65 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
                 std::to_string(expert_group ? expert_group->size() : 1));
   if (params.config().moe.shared_expert_intermediate_size > 0)
     shared_.emplace(params, layer_prefix(layer) + ".mlp.shared_experts");
+  if (tp && tp->active()) {
+    if (tp->size() != params.tensor_parallel().size)
+      throw Error("internal error: the parameters are for " + std::to_string(params.tensor_parallel().size) +
+                  " tensor-parallel ranks, the MoE layer runs on a group of " + std::to_string(tp->size()));
+    tp_ = tp;
+    experts_whole_ = moe_.experts_whole(tp->size());
+    if (experts_whole_ && dispatcher_.expert_parallel())
+      throw Error("internal error: whole experts on every tensor-parallel rank with expert parallelism");
+  }
 }
 
-void MoeLayer::forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
-                       const MoeScratch& scratch, FloatView output) const {
+MoeLayer::TokenRange MoeLayer::own_tokens(const ForwardContext& ctx) const {
+  if (ctx.sequence_parallel()) return {ctx.sequence_shard * ctx.local_tokens(), ctx.local_tokens()};
+  return {0, tp_->rank() == 0 ? ctx.tokens() : 0};
+}
+
+void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
+                                     const MoeScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
-  router_.forward(ctx, input, saved, scratch);
-  const std::vector<int64_t> rows_of = dispatcher_.dispatch(input, tokens, saved);
+  // --moe-pad-expert-input-to-capacity: each expert's rows padded to its capacities of the
+  // sequence-parallel ranks' tokens (routed rank by rank, moe_router.hpp), and of every expert-
+  // parallel rank's when the dispatcher gathers them.
+  const int64_t padded = moe_.pad_to_capacity ? moe_row_capacity(moe_, tokens, ctx.sequence_shards) : -1;
+  if (experts_whole_) {
+    // --expert-tensor-parallel-size 1: each rank runs its own tokens through its whole experts
+    // (with their own capacity), as Megatron's ranks do; the other rows stay zero in the sum.
+    const TokenRange own = own_tokens(ctx);
+    const int64_t e = num_experts_;
+    backend_->fill(output.first(tokens * hidden_), 0.0f);
+    const std::vector<int64_t> rows_of = dispatcher_.dispatch(
+        input.subspan(own.first * hidden_, own.count * hidden_), own.count,
+        saved.routing_map.subspan(own.first * e, own.count * e), saved.probs.subspan(own.first * e, own.count * e),
+        moe_.pad_to_capacity ? moe_capacity(moe_, own.count) : -1, saved);
+    const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
+    experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
+    dispatcher_.combine(own.count, rows, saved, output.subspan(own.first * hidden_, own.count * hidden_));
+    return;
+  }
+  if (dispatcher_.gathers_tokens()) {
+    // MoEAllGatherTokenDispatcher: the group's tokens, probabilities and routing maps gathered,
+    // this rank's experts run on theirs, the outputs summed back over the group.
+    dist::Communicator& group = dispatcher_.group();
+    const int64_t gathered = tokens * group.size();
+    const int64_t te = tokens * num_experts_;
+    const FloatView all_tokens = scratch.ag_tokens.first(gathered * hidden_);
+    group.all_gather(input, all_tokens);
+    group.all_gather(saved.probs.first(te), scratch.ag_probs.first(gathered * num_experts_));
+    group.all_gather(saved.routing_map.first(te), scratch.ag_map.first(gathered * num_experts_));
+    const std::vector<int64_t> rows_of =
+        dispatcher_.dispatch_local(all_tokens, gathered, scratch.ag_map.first(gathered * num_experts_),
+                                   scratch.ag_probs.first(gathered * num_experts_),
+                                   padded < 0 ? -1 : padded * group.size(), saved);
+    const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
+    experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
+    dispatcher_.combine(gathered, rows, saved, all_tokens);
+    group.reduce_scatter(all_tokens, output.first(tokens * hidden_), dist::ReduceOp::Sum);
+    return;
+  }
+  const std::vector<int64_t> rows_of = dispatcher_.dispatch(input, tokens, padded, saved);
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   if (dispatcher_.expert_parallel()) {
     const ExpertExchange x = dispatcher_.plan_exchange(rows_of, saved);
@@ -36,20 +91,44 @@ void MoeLayer::forward(const ForwardContext& ctx, ConstFloatView input, const Mo
     experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
   }
   dispatcher_.combine(tokens, rows, saved, output);
-  if (shared_) {
-    // Megatron's MoELayer returns output + shared_experts(hidden_states).
-    const FloatView y = scratch.shared_output.first(tokens * hidden_);
-    shared_->forward(input, tokens, saved.shared_fc1_output, saved.shared_activation_output, y);
-    backend_->accumulate(output, y);
-  }
 }
 
-void MoeLayer::backward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
-                        const MoeScratch& scratch, ConstFloatView d_output, FloatView d_input) const {
+void MoeLayer::route_through_experts_backward(const ForwardContext& ctx, ConstFloatView d_output,
+                                              const MoeActivations& saved, const MoeScratch& scratch,
+                                              FloatView d_input) const {
   const int64_t tokens = ctx.tokens();
   const std::vector<int64_t> rows_of = dispatcher_.expert_rows(saved);
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
-  dispatcher_.combine_backward(d_output, tokens, rows, saved, scratch);
+  const FloatView d_probs = scratch.d_probs.first(tokens * num_experts_);
+  if (experts_whole_) {
+    const TokenRange own = own_tokens(ctx);
+    const int64_t e = num_experts_;
+    backend_->fill(d_probs, 0.0f);
+    backend_->fill(d_input.first(tokens * hidden_), 0.0f);
+    dispatcher_.combine_backward(d_output.subspan(own.first * hidden_, own.count * hidden_), own.count, rows, saved,
+                                 scratch, d_probs.subspan(own.first * e, own.count * e));
+    experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
+    dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), own.count, rows, saved,
+                                  d_input.subspan(own.first * hidden_, own.count * hidden_));
+    return;
+  }
+  if (dispatcher_.gathers_tokens()) {
+    // The reduce-scatter's backward gathers the output gradient; the gathers' backward
+    // reduce-scatter the gradients of the tokens and of the probabilities (each rank's experts'
+    // columns of the gathered ones).
+    dist::Communicator& group = dispatcher_.group();
+    const int64_t gathered = tokens * group.size();
+    const FloatView all_tokens = scratch.ag_tokens.first(gathered * hidden_);
+    const FloatView all_d_probs = scratch.ag_probs.first(gathered * num_experts_);
+    group.all_gather(d_output.first(tokens * hidden_), all_tokens);
+    dispatcher_.combine_backward(all_tokens, gathered, rows, saved, scratch, all_d_probs);
+    group.reduce_scatter(all_d_probs, d_probs, dist::ReduceOp::Sum);
+    experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
+    dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), gathered, rows, saved, all_tokens);
+    group.reduce_scatter(all_tokens, d_input.first(tokens * hidden_), dist::ReduceOp::Sum);
+    return;
+  }
+  dispatcher_.combine_backward(d_output, tokens, rows, saved, scratch, d_probs);
   if (dispatcher_.expert_parallel()) {
     // The forward's path reversed: ∂/∂expert_output to the experts, ∂/∂input of theirs back.
     const ExpertExchange x = dispatcher_.saved_exchange(rows_of, saved);
@@ -60,14 +139,65 @@ void MoeLayer::backward(const ForwardContext& ctx, ConstFloatView input, const M
     experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
   }
   dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), tokens, rows, saved, d_input);
-  router_.backward(ctx, input, saved, scratch, d_input);
+}
+
+void MoeLayer::forward(const ForwardContext& ctx, FloatView whole_input, const MoeActivations& saved,
+                       const MoeScratch& scratch, FloatView local_output) const {
+  const int64_t tokens = ctx.tokens();
+  const bool sequence_parallel = tp_ && ctx.sequence_parallel();
+  const ConstFloatView input = whole_input.first(tokens * hidden_);
+  if (sequence_parallel) tp_->all_gather(ctx.own_rows(input, hidden_), whole_input.first(tokens * hidden_));
+  // The whole sequence's output; partial sums of the tensor-parallel ranks' expert slices under
+  // tensor parallelism.
+  const FloatView output = sequence_parallel ? scratch.sp_whole.first(tokens * hidden_) : local_output;
+  router_.forward(ctx, input, saved, scratch);
+  route_through_experts(ctx, input, saved, scratch, output);
+  if (shared_) {
+    // Megatron's MoELayer returns output + shared_experts(hidden_states).
+    const FloatView y = scratch.shared_output.first(tokens * hidden_);
+    // Under tensor parallelism each rank holds its slice of the shared experts' hidden units.
+    shared_->forward(input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
+                     saved.shared_activation_output.first(tokens * shared_->ffn()), y);
+    backend_->accumulate(output, y);
+  }
+  if (sequence_parallel)
+    tp_->reduce_scatter_to_sequence_parallel_region_forward(output, local_output.first(ctx.local_tokens() * hidden_));
+  else if (tp_)
+    tp_->reduce_from_tensor_region_forward(output.first(tokens * hidden_));
+}
+
+void MoeLayer::backward(const ForwardContext& ctx, ConstFloatView whole_input, const MoeActivations& saved,
+                        const MoeScratch& scratch, ConstFloatView local_d_output, FloatView local_d_input) const {
+  const int64_t tokens = ctx.tokens();
+  const bool sequence_parallel = tp_ && ctx.sequence_parallel();
+  const ConstFloatView input = whole_input.first(tokens * hidden_);
+  ConstFloatView d_output = local_d_output;
+  FloatView d_input = local_d_input;
+  if (sequence_parallel) {
+    // The reduce-scatter's backward: every rank's output gradient, gathered.
+    const FloatView whole = scratch.sp_d_output.first(tokens * hidden_);
+    tp_->all_gather(local_d_output.first(ctx.local_tokens() * hidden_), whole);
+    d_output = whole;
+    d_input = scratch.sp_whole.first(tokens * hidden_);
+  }
+  route_through_experts_backward(ctx, d_output, saved, scratch, d_input);
+  // Each rank's expert outputs are its slices' partial sums, and so is its gradient of the
+  // probabilities that weight them.
+  if (tp_) tp_->all_reduce(scratch.d_probs.first(tokens * num_experts_), dist::ReduceOp::Sum);
+  // The router's input gradient is the same on every tensor-parallel rank: added once.
+  router_.backward(ctx, input, saved, scratch, !tp_ || tp_->rank() == 0 ? d_input : FloatView());
   if (shared_) {
     const FloatView dx = scratch.d_hidden.first(tokens * hidden_);
-    shared_->backward(d_output, input, tokens, saved.shared_fc1_output, saved.shared_activation_output,
+    shared_->backward(d_output, input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
+                      saved.shared_activation_output.first(tokens * shared_->ffn()),
                       scratch.d_activation.first(tokens * shared_->ffn()),
                       scratch.d_fc1.first(tokens * shared_->fc1_size()), dx);
     backend_->accumulate(d_input, dx);
   }
+  if (sequence_parallel)
+    tp_->reduce_scatter_to_sequence_parallel_region_forward(d_input, local_d_input.first(ctx.local_tokens() * hidden_));
+  else if (tp_)
+    tp_->reduce_from_tensor_region_forward(d_input.first(tokens * hidden_));
 }
 
 }  // namespace mgt

@@ -3,6 +3,24 @@
 // experts (moe_experts.hpp), combine their outputs weighted by the routing probabilities, and
 // add the shared experts' output. Under expert parallelism each rank holds its share of the
 // experts and the tokens travel to them and back by all-to-all (moe_token_dispatcher.hpp).
+//
+// Under tensor parallelism the experts' weights are split over the tensor-parallel ranks as
+// Megatron-Core splits them with its default --expert-tensor-parallel-size (the tensor-parallel
+// size): linear_fc1 by output features, linear_fc2 by input features, the shared experts as a
+// dense MLP. Every tensor-parallel rank routes the whole sequence's tokens (under sequence
+// parallelism it all-gathers them first, Megatron's gather_from_sequence_parallel_region around
+// the experts in token_dispatcher.py), runs its slices of the experts on all of them and
+// combines its partial outputs, whose sum over the group it reduce-scatters back to its part
+// of the sequence (all-reduces without sequence parallelism). The routing is the same on every
+// tensor-parallel rank, so the auxiliary losses are those of the whole sequence, as Megatron's
+// router makes them by summing tokens_per_expert over the tensor-parallel group. In the
+// backward the routing probabilities' gradient, partial on each rank, is summed over the group,
+// and the router's input gradient (the same on every rank) joins the experts' partial one on
+// tensor-parallel rank 0 only, before the reduction.
+// With --expert-tensor-parallel-size 1 (and one expert-parallel rank) each rank holds every
+// expert whole and runs its own part of the sequence through them, as Megatron's ranks do; their
+// gradients, each of a part of the sequence, are summed over the group as sequence-parallel
+// gradients are (parameter_table.hpp).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -15,28 +33,54 @@
 #include "model/moe_experts.hpp"
 #include "model/moe_router.hpp"
 #include "model/moe_token_dispatcher.hpp"
+#include "model/tensor_parallel_mappings.hpp"
 
 namespace mgt {
 
 class MoeLayer {
 public:
-  // `expert_group` (may be null): the expert-model-parallel group; must outlive the layer.
-  MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group = nullptr);
+  // `expert_group` (may be null): the expert-model-parallel group; `tp` (may be null: no tensor
+  // parallelism) the model's tensor-parallel mappings. Both must outlive the layer.
+  MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group = nullptr,
+           const TensorParallelMappings* tp = nullptr);
 
-  // output [T, h] from input [T, h] (the pre-MLP norm's output).
-  void forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
+  // output [T, h] from input [T, h] (the pre-MLP norm's output). Under sequence parallelism
+  // input is the whole sequence's buffer holding this rank's rows (ctx.own_rows), all-gathered
+  // in place and kept so for the backward, and output this rank's [ctx.local_tokens(), h].
+  void forward(const ForwardContext& ctx, FloatView input, const MoeActivations& saved,
                const MoeScratch& scratch, FloatView output) const;
-  // d_input [T, h] overwritten; the parameters' gradients added.
+  // d_input [T, h] overwritten; the parameters' gradients added. Under sequence parallelism
+  // d_output and d_input are this rank's [ctx.local_tokens(), h], input the gathered whole.
   void backward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                 const MoeScratch& scratch, ConstFloatView d_output, FloatView d_input) const;
 
 private:
+  struct TokenRange {
+    int64_t first = 0;
+    int64_t count = 0;
+  };
+  // With whole experts on every tensor-parallel rank: the tokens this rank runs through them, its
+  // part of the sequence (all of them on rank 0 without sequence parallelism).
+  TokenRange own_tokens(const ForwardContext& ctx) const;
+  // From the routing in saved: output [T, h] = the experts' outputs weighted and summed per token
+  // (partial sums under tensor parallelism), the tokens dispatched as the dispatcher does it.
+  void route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
+                             const MoeScratch& scratch, FloatView output) const;
+  // Its backward: scratch.d_probs [T, E] and d_input [T, h] (overwritten) from d_output [T, h];
+  // the experts' gradients added.
+  void route_through_experts_backward(const ForwardContext& ctx, ConstFloatView d_output, const MoeActivations& saved,
+                                      const MoeScratch& scratch, FloatView d_input) const;
+
   Backend* backend_;
   int64_t hidden_;
+  int64_t num_experts_;
+  MoeConfig moe_;
   MoeRouter router_;
   MoeTokenDispatcher dispatcher_;
   MoeExperts experts_;
   std::optional<ExpertMlp> shared_;
+  const TensorParallelMappings* tp_ = nullptr;  // null without tensor parallelism
+  bool experts_whole_ = false;                  // --expert-tensor-parallel-size 1 under tensor parallelism
 };
 
 }  // namespace mgt

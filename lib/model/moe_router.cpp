@@ -41,6 +41,21 @@ void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const M
   backend_->moe_route(saved.logits.first(te), p, scratch.gates.first(te), saved.probs.first(te),
                       saved.routing_map.first(te), saved.aux_counts.first(p.aux_groups * p.experts), statistics,
                       /*accumulate=*/true);
+  if (ctx.sequence_parallel() && p.capacity >= 0) {
+    // Megatron routes each sequence-parallel rank's tokens by themselves: an expert's capacity is
+    // that of a rank's tokens and the drops are among them. The auxiliary losses (above) do not
+    // depend on the capacity; the backward reads only the routing map of the drops.
+    MoeRoutingParams part = p;
+    part.tokens = ctx.local_tokens();
+    part.capacity = moe_capacity(moe_, part.tokens);
+    part.aux_groups = 0;
+    part.z_loss = false;
+    const int64_t n = part.tokens * p.experts;
+    for (int64_t s = 0; s < ctx.sequence_shards; ++s)
+      backend_->moe_route(saved.logits.subspan(s * n, n), part, scratch.gates.subspan(s * n, n),
+                          saved.probs.subspan(s * n, n), saved.routing_map.subspan(s * n, n),
+                          saved.aux_counts.first(0), statistics, /*accumulate=*/true);  // adds 0
+  }
 }
 
 void MoeRouter::backward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
@@ -55,7 +70,7 @@ void MoeRouter::backward(const ForwardContext& ctx, ConstFloatView input, const 
   const int64_t h = gate_.in_features();
   const FloatView dx = scratch.d_hidden.first(p.tokens * h);
   gate_.backward(scratch.d_logits.first(te), input, p.tokens, dx);
-  backend_->accumulate(d_input, dx);
+  if (!d_input.empty()) backend_->accumulate(d_input, dx);
 }
 
 }  // namespace mgt

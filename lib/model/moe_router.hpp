@@ -25,10 +25,12 @@ public:
   MoeRoutingParams routing(const ForwardContext& ctx) const;
 
   // saved.logits, probs, routing_map and aux_counts from input [T, h]; the statistics added to
-  // ctx.moe_statistics in training.
+  // ctx.moe_statistics in training. Under sequence parallelism (the whole sequence's tokens in
+  // input) each rank's part is routed with its own capacity, as Megatron routes it.
   void forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                const MoeScratch& scratch) const;
-  // From scratch.d_probs: the router weight's gradient (added) and d_input (added to).
+  // From scratch.d_probs: the router weight's gradient (added) and d_input (added to; nothing
+  // added when it is empty).
   void backward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                 const MoeScratch& scratch, FloatView d_input) const;
 

@@ -15,21 +15,40 @@ MoeTokenDispatcher::MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, i
                 std::to_string(group_->size()) + " expert-parallel ranks");
 }
 
-std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens,
+std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens, int64_t capacity,
                                                   const MoeActivations& saved) const {
+  const int64_t E = moe_.num_experts;
+  return permute(input, tokens, saved.routing_map.first(tokens * E), saved.probs.first(tokens * E), 0, E, capacity,
+                 saved);
+}
+
+std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens, ConstFloatView routing_map,
+                                                  ConstFloatView probs, int64_t capacity,
+                                                  const MoeActivations& saved) const {
+  return permute(input, tokens, routing_map, probs, 0, moe_.num_experts, capacity, saved);
+}
+
+std::vector<int64_t> MoeTokenDispatcher::dispatch_local(ConstFloatView input, int64_t tokens,
+                                                        ConstFloatView routing_map, ConstFloatView probs,
+                                                        int64_t capacity, const MoeActivations& saved) const {
+  return permute(input, tokens, routing_map, probs, first_local_expert(), local_experts(), capacity, saved);
+}
+
+std::vector<int64_t> MoeTokenDispatcher::permute(ConstFloatView input, int64_t tokens, ConstFloatView routing_map,
+                                                 ConstFloatView probs, int64_t first, int64_t count,
+                                                 int64_t capacity, const MoeActivations& saved) const {
   const int64_t E = moe_.num_experts;
   const int64_t k = moe_.topk;
   std::vector<float> map(static_cast<std::size_t>(tokens * E));
-  backend_->copy_to_host(saved.routing_map.first(tokens * E), std::span<float>(map));
-  const int64_t capacity = moe_capacity(moe_, tokens);
+  backend_->copy_to_host(routing_map.first(tokens * E), std::span<float>(map));
 
   std::vector<int64_t> row_token, row_slot;
   std::vector<int64_t> token_rows(static_cast<std::size_t>(tokens * k), -1);
   std::vector<int64_t> slot_row(static_cast<std::size_t>(tokens * E), -1);
-  std::vector<int64_t> rows_of(static_cast<std::size_t>(E), 0);
+  std::vector<int64_t> rows_of(static_cast<std::size_t>(count), 0);
   std::vector<int64_t> filled(static_cast<std::size_t>(tokens), 0);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t first = static_cast<int64_t>(row_token.size());
+  for (int64_t e = first; e < first + count; ++e) {
+    const int64_t first_row = static_cast<int64_t>(row_token.size());
     for (int64_t t = 0; t < tokens; ++t) {
       if (map[static_cast<std::size_t>(t * E + e)] <= 0.0f) continue;
       const int64_t r = static_cast<int64_t>(row_token.size());
@@ -41,12 +60,11 @@ std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t 
     }
     // Megatron pads each expert's input to its capacity with tokens of probability 0, which add
     // nothing to the output or to any gradient; zero rows do the same.
-    if (moe_.pad_to_capacity && capacity >= 0)
-      while (static_cast<int64_t>(row_token.size()) - first < capacity) {
-        row_token.push_back(-1);
-        row_slot.push_back(-1);
-      }
-    rows_of[static_cast<std::size_t>(e)] = static_cast<int64_t>(row_token.size()) - first;
+    while (static_cast<int64_t>(row_token.size()) - first_row < capacity) {
+      row_token.push_back(-1);
+      row_slot.push_back(-1);
+    }
+    rows_of[static_cast<std::size_t>(e - first)] = static_cast<int64_t>(row_token.size()) - first_row;
   }
   const int64_t rows = static_cast<int64_t>(row_token.size());
   if (rows > saved.row_token.size()) throw Error("MoE routing: more expert rows than the buffers hold");
@@ -54,9 +72,9 @@ std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t 
   backend_->copy_from_host<int64_t>(row_slot, saved.row_slot.first(rows));
   backend_->copy_from_host<int64_t>(token_rows, saved.token_rows.first(tokens * k));
   backend_->copy_from_host<int64_t>(slot_row, saved.slot_row.first(tokens * E));
-  backend_->copy_from_host<int64_t>(rows_of, saved.expert_rows.first(E));
+  backend_->copy_from_host<int64_t>(rows_of, saved.expert_rows.first(count));
   // The probability of each row: probs[t, e] gathered by t·E + e.
-  backend_->gather_rows(saved.probs.first(tokens * E), tokens * E, 1, saved.row_slot.first(rows), {},
+  backend_->gather_rows(probs.first(tokens * E), tokens * E, 1, saved.row_slot.first(rows), {},
                         saved.row_weights.first(rows));
   backend_->gather_rows(input, tokens, hidden_, saved.row_token.first(rows), {}, saved.permuted.first(rows * hidden_));
   return rows_of;
@@ -69,7 +87,8 @@ void MoeTokenDispatcher::combine(int64_t tokens, int64_t rows, const MoeActivati
 }
 
 void MoeTokenDispatcher::combine_backward(ConstFloatView d_output, int64_t tokens, int64_t rows,
-                                          const MoeActivations& saved, const MoeScratch& scratch) const {
+                                          const MoeActivations& saved, const MoeScratch& scratch,
+                                          FloatView d_probs) const {
   const int64_t E = moe_.num_experts;
   const FloatView d_rows = scratch.d_rows.first(rows * hidden_);
   // ∂/∂row_weight[r] = expert_output[r] · d_output[token of r].
@@ -77,7 +96,7 @@ void MoeTokenDispatcher::combine_backward(ConstFloatView d_output, int64_t token
   backend_->row_dot(saved.expert_output.first(rows * hidden_), d_rows, rows, hidden_, scratch.d_row_weights.first(rows));
   // ∂/∂probs[t, e] = that of (t, e)'s row, 0 where not routed.
   backend_->gather_rows(scratch.d_row_weights.first(rows), rows, 1, saved.slot_row.first(tokens * E), {},
-                        scratch.d_probs.first(tokens * E));
+                        d_probs.first(tokens * E));
   // ∂/∂expert_output[r] = row_weight[r] · d_output[token of r].
   backend_->gather_rows(d_output, tokens, hidden_, saved.row_token.first(rows), saved.row_weights.first(rows), d_rows);
 }
@@ -183,8 +202,9 @@ void MoeTokenDispatcher::from_experts(const ExpertExchange& x, ConstFloatView so
 }
 
 std::vector<int64_t> MoeTokenDispatcher::expert_rows(const MoeActivations& saved) const {
-  std::vector<int64_t> rows(static_cast<std::size_t>(moe_.num_experts));
-  backend_->copy_to_host(DeviceSpan<const int64_t>(saved.expert_rows.first(moe_.num_experts)), std::span<int64_t>(rows));
+  const int64_t count = gathers_tokens() ? local_experts() : moe_.num_experts;
+  std::vector<int64_t> rows(static_cast<std::size_t>(count));
+  backend_->copy_to_host(DeviceSpan<const int64_t>(saved.expert_rows.first(count)), std::span<int64_t>(rows));
   return rows;
 }
 

@@ -10,6 +10,14 @@
 // through the local experts, and come back by the reverse sort and all-to-all. The backward
 // moves the gradients along the same path in the same order.
 //
+// With --moe-token-dispatcher-type allgather under expert parallelism the tokens travel as
+// Megatron-Core's MoEAllGatherTokenDispatcher moves them instead: every rank all-gathers the
+// expert-parallel group's tokens, routing probabilities and routing maps, permutes the gathered
+// tokens routed to its own experts (dispatch_local), runs them, combines their outputs into the
+// gathered tokens' places and reduce-scatters the sum back to the ranks that hold the tokens
+// (model/moe_layer.cpp). The backward all-gathers the output gradient and reduce-scatters the
+// input's and the probabilities' gradients.
+//
 // The rows per expert decide the shapes of the experts' GEMMs, so the routing map is read back
 // to the host once per layer and micro-batch (Megatron reads tokens_per_expert back the same
 // way); the host builds the index tables and the backend moves the rows (gather_rows,
@@ -41,20 +49,39 @@ public:
 
   // Whether the experts are spread over two or more ranks.
   bool expert_parallel() const { return group_ != nullptr; }
+  // Whether they exchange tokens by all-gather and reduce-scatter (the allgather dispatcher with
+  // expert parallelism) rather than all-to-all.
+  bool gathers_tokens() const { return group_ != nullptr && moe_.dispatcher == MoeDispatcher::kAllgather; }
+  // The experts of this rank: [first_local_expert(), + local_experts()).
+  int64_t local_experts() const { return group_ ? moe_.num_experts / group_->size() : moe_.num_experts; }
+  int64_t first_local_expert() const { return group_ ? group_->rank() * local_experts() : 0; }
+  dist::Communicator& group() const { return *group_; }
 
   // From saved.routing_map and probs: the index tables, saved.row_weights and saved.permuted
-  // (input [T, h] by expert). Returns the rows of each expert (with padding to the capacity
-  // under --moe-pad-expert-input-to-capacity).
-  std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, const MoeActivations& saved) const;
+  // (input [T, h] by expert). Returns the rows of each expert, each padded to `capacity` rows
+  // (< 0: not padded; --moe-pad-expert-input-to-capacity).
+  std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, int64_t capacity,
+                                const MoeActivations& saved) const;
+  // The same from routing_map and probs [tokens, E] given (a part of the routed tokens).
+  std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, ConstFloatView routing_map, ConstFloatView probs,
+                                int64_t capacity, const MoeActivations& saved) const;
+  // The allgather dispatcher's permutation of the gathered tokens: from routing_map and probs
+  // [tokens, E] (every rank's, gathered), the index tables, saved.row_weights and saved.permuted
+  // (input [tokens, h] by expert) of this rank's experts only. `capacity` pads each expert's rows
+  // under --moe-pad-expert-input-to-capacity (< 0: no padding). Returns the rows of each local
+  // expert.
+  std::vector<int64_t> dispatch_local(ConstFloatView input, int64_t tokens, ConstFloatView routing_map,
+                                      ConstFloatView probs, int64_t capacity, const MoeActivations& saved) const;
   // output [T, h] = Σ over each token's rows of row_weight · expert_output.
   void combine(int64_t tokens, int64_t rows, const MoeActivations& saved, FloatView output) const;
-  // From d_output [T, h]: scratch.d_rows (∂/∂expert_output) and scratch.d_probs (∂/∂probs).
+  // From d_output [T, h]: scratch.d_rows (∂/∂expert_output) and d_probs [T, E] (∂/∂probs).
   void combine_backward(ConstFloatView d_output, int64_t tokens, int64_t rows, const MoeActivations& saved,
-                        const MoeScratch& scratch) const;
+                        const MoeScratch& scratch, FloatView d_probs) const;
   // d_input [T, h] = Σ over each token's rows of d_permuted.
   void dispatch_backward(ConstFloatView d_permuted, int64_t tokens, int64_t rows, const MoeActivations& saved,
                          FloatView d_input) const;
-  // The rows of each expert as dispatch left them (read back from saved.expert_rows).
+  // The rows of each expert as dispatch (or dispatch_local: of each local expert) left them
+  // (read back from saved.expert_rows).
   std::vector<int64_t> expert_rows(const MoeActivations& saved) const;
 
   // ---- expert parallelism ----
@@ -73,6 +100,10 @@ public:
                     FloatView rows) const;
 
 private:
+  // dispatch over experts [first, first + count) of routing_map and probs [tokens, E], each
+  // expert's rows padded to `capacity` (< 0: not padded).
+  std::vector<int64_t> permute(ConstFloatView input, int64_t tokens, ConstFloatView routing_map, ConstFloatView probs,
+                               int64_t first, int64_t count, int64_t capacity, const MoeActivations& saved) const;
   ExpertExchange exchange_from_counts(const std::vector<int64_t>& rows_of, const std::vector<int64_t>& counts) const;
 
   Backend* backend_;

@@ -61,6 +61,8 @@ public:
 
   void mark_pipeline_duplicate() { table_.entries.back().pipeline_duplicate = true; }
   void mark_expert_parallel() { table_.entries.back().expert_parallel = true; }
+  void mark_sequence_parallel() { table_.entries.back().sequence_parallel = true; }
+  int64_t tensor_parallel_size() const { return tp_.size; }
   // Where the expert region starts (see ParameterTable::expert_begin).
   void begin_expert_region() { table_.expert_begin = size_; }
 
@@ -134,13 +136,19 @@ namespace {
 // (experts.local_experts.{j}), and the shared experts' (shared_experts). No biases: Megatron's
 // MoE layers have none. Initialised as the dense MLP (the router with init_method).
 // With expert parallelism the routed experts are left to add_routed_experts, after the rest.
+// `whole`: the weights not split over the tensor-parallel ranks (--expert-tensor-parallel-size 1),
+// each rank's gradient that of its part of the sequence (sequence_parallel).
 void add_moe_mlp(TableBuilder& b, const GptConfig& c, const std::string& prefix, int64_t ffn, double std,
-                 double scaled_std, bool expert) {
+                 double scaled_std, bool expert, bool whole = false) {
   const int64_t chunks = c.gated_linear_unit() ? 2 : 1;
-  b.add(prefix + ".linear_fc1.weight", {chunks * ffn, c.hidden_size}, 0, ParameterInit::kNormal, std, chunks);
+  b.add(prefix + ".linear_fc1.weight", {chunks * ffn, c.hidden_size}, whole ? kNotPartitioned : 0,
+        ParameterInit::kNormal, std, whole ? 1 : chunks);
   if (expert) b.mark_expert_parallel();
-  b.add(prefix + ".linear_fc2.weight", {c.hidden_size, ffn}, 1, ParameterInit::kNormal, scaled_std);
+  if (whole) b.mark_sequence_parallel();
+  b.add(prefix + ".linear_fc2.weight", {c.hidden_size, ffn}, whole ? kNotPartitioned : 1, ParameterInit::kNormal,
+        scaled_std);
   if (expert) b.mark_expert_parallel();
+  if (whole) b.mark_sequence_parallel();
 }
 
 // This expert-parallel rank's routed experts of one MoE layer, by their global index.
@@ -148,7 +156,7 @@ void add_routed_experts(TableBuilder& b, const GptConfig& c, const std::string& 
                         double std, double scaled_std) {
   for (int64_t j = 0; j < c.moe.num_experts / ep.size; ++j)
     add_moe_mlp(b, c, mlp + ".experts.local_experts." + std::to_string(ep.global_expert(c.moe.num_experts, j)),
-                c.moe.ffn_hidden_size, std, scaled_std, true);
+                c.moe.ffn_hidden_size, std, scaled_std, true, c.moe.experts_whole(b.tensor_parallel_size()));
 }
 
 void add_moe_parameters(TableBuilder& b, const GptConfig& c, const std::string& mlp, const ExpertParallelRank& ep,

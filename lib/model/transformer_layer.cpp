@@ -18,7 +18,7 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm") {
   if (params.config().moe.is_moe_layer(layer)) {
-    moe_.emplace(params, layer, expert_group);
+    moe_.emplace(params, layer, expert_group, &tp);
   } else {
     mlp_.emplace(params, layer, tp, fp8);
   }
@@ -48,7 +48,7 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
   pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens, ctx.own_rows(saved.pre_mlp_norm_output, hidden),
                             saved.pre_mlp_norm, rest);
   if (moe_) {
-    // MoE layers run with tensor-parallel size 1: nothing is left unsummed.
+    // The MoE layer reduces its output itself: nothing is left unsummed.
     moe_->forward(ctx, saved.pre_mlp_norm_output, saved.moe, scratch.moe, branch);
     rest = {};
   } else {

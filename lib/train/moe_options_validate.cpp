@@ -16,26 +16,21 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 void refuse_unimplemented(const TrainOptions& o) {
   const MoeOptions& m = o.moe;
   if (!m.enabled()) return;
-  if (m.expert_tensor_parallel_size.value_or(1) != 1)
-    throw UsageError("--expert-tensor-parallel-size " + str(*m.expert_tensor_parallel_size) +
-                     " is not supported yet (only 1: each expert's weights whole on one rank)");
+  const std::int64_t tp = o.parallel.tensor_model_parallel_size;
+  const std::int64_t etp = m.expert_tensor_parallel_size.value_or(tp);
+  if (etp != tp && etp != 1)
+    throw UsageError("--expert-tensor-parallel-size " + str(etp) + " is not supported yet (only 1 or the "
+                     "tensor-parallel size, " + str(tp) + ", Megatron's default)");
+  if (etp == 1 && tp > 1 && m.expert_model_parallel_size > 1)
+    throw UsageError("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size " + str(tp) +
+                     " and --expert-model-parallel-size " + str(m.expert_model_parallel_size) +
+                     " is not supported yet (whole experts under tensor parallelism need one expert-parallel rank)");
   if (m.expert_model_parallel_size > 1) {
-    if (m.moe_token_dispatcher_type != "alltoall")
-      throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) + " with "
-                       "--moe-token-dispatcher-type " + m.moe_token_dispatcher_type +
-                       " is not supported yet (expert parallelism moves the tokens with alltoall)");
     if (o.parallel.overlap_grad_reduce)
       throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) +
                        " with --overlap-grad-reduce is not supported yet (the experts' gradients are reduced over "
                        "their own group after the backward)");
   }
-  if (o.parallel.tensor_model_parallel_size > 1)
-    throw UsageError("--num-experts with --tensor-model-parallel-size " + str(o.parallel.tensor_model_parallel_size) +
-                     " is not supported yet (MoE layers run with tensor-parallel size 1 only)");
-  if (o.parallel.pipeline_model_parallel_size > 1)
-    throw UsageError("--num-experts with --pipeline-model-parallel-size " +
-                     str(o.parallel.pipeline_model_parallel_size) +
-                     " is not supported yet (MoE layers run with pipeline-parallel size 1 only)");
   if (o.model.recompute_granularity == "full")
     throw UsageError("--num-experts with --recompute-granularity full is not supported yet (a recomputed MoE "
                      "layer would count its auxiliary losses twice)");
@@ -84,6 +79,12 @@ void validate_moe_options(TrainOptions& o) {
   }
   if (m.moe_grouped_gemm && o.optim.precision != Precision::Bf16)
     throw UsageError("--moe-grouped-gemm needs --bf16 (Megatron: GroupedGEMM for MoE only supports bf16)");
+
+  // megatron/core/transformer/moe/moe_layer.py MoELayer.forward refuses to train so.
+  if (o.parallel.tensor_model_parallel_size > 1 && !o.parallel.sequence_parallel)
+    throw UsageError("--num-experts with --tensor-model-parallel-size " + str(o.parallel.tensor_model_parallel_size) +
+                     " needs --sequence-parallel (Megatron: MoE and tensor parallelism without sequence parallelism "
+                     "are refused in training)");
 
   // megatron/core/transformer/transformer_config.py __post_init__.
   if (m.moe_shared_expert_overlap && m.moe_shared_expert_intermediate_size &&

@@ -123,7 +123,9 @@ void TrainingRun::print_layout() {
     output_.line("> expert-model-parallel groups: " + groups_of(dist::GroupKind::ExpertModelParallel) + " (" +
                  expert_model_parallel_->transport() + "), " +
                  std::to_string(experts / expert_model_parallel_->size()) + " of the " + std::to_string(experts) +
-                 " experts per rank, tokens by all-to-all");
+                 " experts per rank, tokens by " +
+                 (options_.moe.moe_token_dispatcher_type == "allgather" ? "all-gather and reduce-scatter"
+                                                                         : "all-to-all"));
     output_.line("> expert-data-parallel groups (the experts' gradients): " +
                  groups_of(dist::GroupKind::ExpertDataParallel) + " (" + expert_data_parallel_->transport() + ")");
   }

@@ -115,6 +115,9 @@ IterationRecord TrainingRun::train_step() {
     std::vector<double> statistics(static_cast<std::size_t>(model_->moe_statistics().size()));
     backend_.copy_to_host(model_->moe_statistics(), std::span<double>(statistics));
     if (dp > 1) data_parallel_.all_reduce(std::span<double>(statistics), dist::ReduceOp::Sum);
+    // Each pipeline stage holds its own layers' (Megatron's reduce_aux_losses_tracker_across_ranks
+    // sums over the pipeline group); the tensor-parallel ranks hold the same values.
+    if (pipeline_.size() > 1) pipeline_.all_reduce(std::span<double>(statistics), dist::ReduceOp::Sum);
     record.moe_losses =
         moe_loss_values(model_->parameters().config().moe, statistics, static_cast<double>(n * dp));
   }

@@ -6,6 +6,15 @@
 # optimizer; a checkpoint saved at EP=2 resumes at EP=1 (and one saved at EP=1 at EP=2) with the
 # uninterrupted run's losses, directly and through mgt-ckpt-convert; layouts that cannot hold the
 # experts are refused with one line and exit 2.
+# The same equivalence holds with the allgather dispatcher (EP=2, and EP=2 x TP=2), with tensor
+# parallelism (TP=2 with --sequence-parallel, the experts' weights split over the tensor-parallel
+# ranks, Megatron's default --expert-tensor-parallel-size), with pipeline parallelism (PP=2, the
+# MoE layer on the second stage; interleaved, MoE layers on both ranks) and with EP=2 x TP=2 on 4
+# ranks, whose checkpoint resumes on one rank. With a capacity under sequence parallelism, padding
+# the experts' rows changes nothing. With --expert-tensor-parallel-size 1 (whole experts on each
+# tensor-parallel rank) TP=2 reproduces it too, and its checkpoint resumes on one rank. TP without
+# sequence parallelism, and expert tensor-parallel size 1 with expert parallelism under TP, are
+# refused with one line.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -14,6 +23,7 @@ SRC="$2"
 source "$SRC/tests/e2e/lib/common.bash"
 source "$SRC/tests/e2e/lib/mpi_ranks.bash"
 
+# --make-vocab-size-divisible-by 64: the vocabulary padded to 128 with TP=2 as with one rank.
 MOE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
      --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2
      --mock-data --train-iters 20 --log-interval 1 --eval-iters 0
@@ -22,7 +32,7 @@ MOE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --m
      --num-experts 8 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2
      --moe-z-loss-coeff 1e-3 --moe-ffn-hidden-size 48 --moe-layer-freq "([0]+[1])*1"
      --moe-shared-expert-intermediate-size 32 --moe-token-dispatcher-type alltoall
-     --tokenizer-type NullTokenizer --vocab-size 127)
+     --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64)
 
 # compare REFERENCE RUN [FIRST]: lm loss, load_balancing_loss and z_loss within 1e-5 relative and
 # the grad norm within 1e-4 at every iteration of RUN (from FIRST on, at least 10 of them).
@@ -92,6 +102,65 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-siz
   --metrics-file "$WORK/resumed-ep2.jsonl"
 compare "$WORK/one.jsonl" "$WORK/resumed-ep2.jsonl" 11
 
+# The allgather dispatcher (Megatron's MoEAllGatherTokenDispatcher): every rank gathers the
+# group's tokens, runs its experts on theirs and reduce-scatters the outputs back.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather \
+  --metrics-file "$WORK/ep2-allgather.jsonl"
+compare "$WORK/one.jsonl" "$WORK/ep2-allgather.jsonl"
+
+# Tensor parallelism: every rank gathers the sequence-parallel tokens, routes all of them and runs
+# its slices of the experts. Pipeline parallelism: the MoE layer on the second stage, whose
+# auxiliary losses reach rank 0's log.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --metrics-file "$WORK/tp2sp.jsonl"
+compare "$WORK/one.jsonl" "$WORK/tp2sp.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --pipeline-model-parallel-size 2 --metrics-file "$WORK/pp2.jsonl"
+compare "$WORK/one.jsonl" "$WORK/pp2.jsonl"
+
+# Interleaved (two virtual stages per rank): rank 0 runs layer 0 (MoE) and layer 2 (dense), rank 1
+# layer 1 (dense) and layer 3 (MoE).
+VIRTUAL=(--num-layers 4 --moe-layer-freq "[1,0,0,1]")
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${VIRTUAL[@]}" --metrics-file "$WORK/one4.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${VIRTUAL[@]}" --pipeline-model-parallel-size 2 \
+  --num-layers-per-virtual-pipeline-stage 1 --metrics-file "$WORK/vpp2.jsonl"
+compare "$WORK/one4.jsonl" "$WORK/vpp2.jsonl"
+
+# With a capacity, each sequence-parallel rank's tokens are routed with their own capacity (as
+# Megatron's router sees them; tests/model/test_moe_layer.cpp); padding each expert's rows to it
+# changes nothing.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --moe-expert-capacity-factor 1.0 --metrics-file "$WORK/tp2-capacity.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity --metrics-file "$WORK/tp2-padded.jsonl"
+compare "$WORK/tp2-capacity.jsonl" "$WORK/tp2-padded.jsonl"
+
+# --expert-tensor-parallel-size 1 under TP=2: every expert whole on both ranks, each running its
+# part of the sequence through them; saved, it resumes on one rank.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-tensor-parallel-size 1 --metrics-file "$WORK/tp2-etp1.jsonl" --save "$WORK/ck-etp1" --save-interval 10
+compare "$WORK/one.jsonl" "$WORK/tp2-etp1.jsonl"
+rm -r "$WORK/ck-etp1/iter_0000020"
+echo 10 >"$WORK/ck-etp1/latest_checkpointed_iteration.txt"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-etp1" --metrics-file "$WORK/resumed-etp1.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-etp1.jsonl" 11
+
+# EP=2 x TP=2 on 4 ranks: Megatron's expert grid (expert-tensor = TP, then EP) makes the
+# expert-parallel groups of the ranks with the same tensor-parallel rank. Saved, it resumes on one rank.
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-model-parallel-size 2 --metrics-file "$WORK/ep2tp2.jsonl" --save "$WORK/ck-ep2tp2" --save-interval 10
+grep -q "> expert-model-parallel groups: \[0, 2\] \[1, 3\] (mpi)" "$WORK/out.txt" ||
+  fail "no expert-model-parallel groups line for EP=2 x TP=2"
+compare "$WORK/one.jsonl" "$WORK/ep2tp2.jsonl"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather --metrics-file "$WORK/ep2tp2-allgather.jsonl"
+grep -q "4 of the 8 experts per rank, tokens by all-gather and reduce-scatter" "$WORK/out.txt" ||
+  fail "no allgather dispatcher in the expert-model-parallel groups line"
+compare "$WORK/one.jsonl" "$WORK/ep2tp2-allgather.jsonl"
+rm -r "$WORK/ck-ep2tp2/iter_0000020"
+echo 10 >"$WORK/ck-ep2tp2/latest_checkpointed_iteration.txt"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2tp2" --metrics-file "$WORK/resumed-tp1.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-tp1.jsonl" 11
+
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3
 one_line "--num-experts (8) must be a multiple of --expert-model-parallel-size (3)"
@@ -99,4 +168,9 @@ expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2
 one_line "--expert-model-parallel-size (2) must divide the data-parallel size (1)"
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-tensor-parallel-size 2
 grep -q -- "--expert-tensor-parallel-size 2 is not supported yet" "$WORK/err.txt" || fail "ETP 2 not refused by name"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2
+one_line "--num-experts with --tensor-model-parallel-size 2 needs --sequence-parallel"
+expect_status 2 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-tensor-parallel-size 1 --expert-model-parallel-size 2
+one_line "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 and --expert-model-parallel-size 2 is not supported yet"
 echo "ok"

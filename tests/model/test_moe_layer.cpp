@@ -79,7 +79,8 @@ struct Run {
 
 class MoeHarness {
 public:
-  MoeHarness(const GptConfig& c, int64_t seq, int64_t batch)
+  // `shards`: the sequence-parallel ranks whose tokens the layer routes part by part.
+  MoeHarness(const GptConfig& c, int64_t seq, int64_t batch, int64_t shards = 1)
       : backend_(make_backend("cpu")), params_(c, *backend_), layer_(params_, 0),
         sizes_(moe_buffer_sizes(params_.config(), seq, batch)), buffers_(*backend_, sizes_, true),
         statistics_(*backend_, 2), input_(*backend_, seq * batch * c.hidden_size),
@@ -88,6 +89,7 @@ public:
     ctx_.seq = seq;
     ctx_.batch = batch;
     ctx_.training = true;
+    ctx_.sequence_shards = shards;
     ctx_.moe_statistics = statistics_.view();
     params_.initialize(7);
     // Larger weights than the initialisation's, so that every term matters in the checks.
@@ -248,6 +250,34 @@ TEST_CASE("moe layer: the output is Megatron's weighted sum of experts", "[model
 TEST_CASE("moe layer: gradients against central differences", "[model][moe]") {
   check_gradients(Activation::kSwiglu, -1.0, false, 4);
   check_gradients(Activation::kGelu, 0.5, true, 0);
+}
+
+// Megatron's router under sequence parallelism sees one rank's tokens: each expert's capacity is
+// that of a rank's tokens and the drops are among them. The layer, given the whole sequence,
+// routes each part as a layer given that part alone does (its outputs and probabilities), and
+// drops other tokens than one capacity over the whole sequence would.
+TEST_CASE("moe layer: sequence-parallel parts are routed with their own capacity", "[model][moe]") {
+  for (const bool pad : {false, true}) {
+    GptConfig c = moe_config(Activation::kSwiglu, 1.0, pad, 0);
+    c.moe.sequence_parallel_size = 2;  // buffers for the parts' capacities
+    MoeHarness parts(c, 6, 2, 2);
+    MoeHarness part(c, 3, 2);
+    MoeHarness whole(c, 6, 2);
+    std::mt19937 rng(5);
+    const std::size_t h = static_cast<std::size_t>(c.hidden_size);
+    const std::size_t e = static_cast<std::size_t>(c.moe.num_experts);
+    const std::vector<float> input = random_values(rng, static_cast<std::size_t>(parts.tokens()) * h, 1.0f);
+    const Run r = parts.forward(input);
+    const std::size_t n = input.size() / 2;
+    for (std::size_t s = 0; s < 2; ++s) {
+      const Run p = part.forward(std::vector<float>(input.begin() + static_cast<std::ptrdiff_t>(s * n),
+                                                    input.begin() + static_cast<std::ptrdiff_t>((s + 1) * n)));
+      for (std::size_t i = 0; i < p.probs.size(); ++i) CHECK(r.probs[s * p.probs.size() + i] == p.probs[i]);
+      for (std::size_t i = 0; i < n; ++i) CHECK(r.output[s * n + i] == Approx(p.output[i]).margin(1e-6));
+    }
+    CHECK(whole.forward(input).probs != r.probs);
+    CHECK(r.probs.size() == static_cast<std::size_t>(parts.tokens()) * e);
+  }
 }
 
 // With expert parallelism each rank's table holds its share of the experts, named by their

@@ -95,10 +95,25 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
         "--num-experts (3) must be a multiple of --expert-model-parallel-size (2)");
   CHECK(moe_usage_error({"--num-experts", "4", "--expert-model-parallel-size", "4"}, 2) ==
         "--expert-model-parallel-size (4) must divide the data-parallel size (2)");
-  CHECK(moe_usage_error({"--num-experts", "4", "--expert-model-parallel-size", "2"}, 2).find(
-            "--expert-model-parallel-size 2 with --moe-token-dispatcher-type allgather is not supported yet") == 0);
+  // Both dispatchers move the tokens between expert-parallel ranks.
+  CHECK(parse_moe({"--num-experts", "4", "--expert-model-parallel-size", "2"}, 2).moe.expert_model_parallel_size == 2);
   CHECK(moe_usage_error({"--num-experts", "4", "--expert-tensor-parallel-size", "2"}, 2).find(
             "--expert-tensor-parallel-size 2 is not supported yet") == 0);
+  // Megatron's default expert tensor-parallel size is the tensor-parallel size, the only one mgt runs.
+  const TrainOptions tp = parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel"}, 2);
+  CHECK(tp.moe.expert_tensor_parallel_size == 2);
+  CHECK(parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                   "--expert-tensor-parallel-size", "1"}, 2).moe.expert_tensor_parallel_size == 1);
+  CHECK(moe_usage_error({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                         "--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "2"}, 4)
+            .find("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 and "
+                  "--expert-model-parallel-size 2 is not supported yet") == 0);
+  // megatron/core/transformer/moe/moe_layer.py: no MoE training under tensor parallelism without
+  // sequence parallelism.
+  CHECK(moe_usage_error({"--num-experts", "4", "--tensor-model-parallel-size", "2"}, 2) ==
+        "--num-experts with --tensor-model-parallel-size 2 needs --sequence-parallel (Megatron: MoE and tensor "
+        "parallelism without sequence parallelism are refused in training)");
+  CHECK(parse_moe({"--num-experts", "4", "--pipeline-model-parallel-size", "2"}, 2).parallel.pipeline_model_parallel_size == 2);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-topk", "1"}) ==
         "--moe-router-topk 1 with the softmax score function needs --moe-router-pre-softmax (a softmax over one "
         "expert has a zero gradient)");
