@@ -20,6 +20,10 @@ int count_variable(const EnvironmentLookup& lookup, const char* name) {
 
 }  // namespace
 
+const char* launcher_variable(const char* name, const EnvironmentLookup& lookup) {
+  return lookup ? lookup(name) : std::getenv(name);
+}
+
 LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_null) {
   const EnvironmentLookup lookup =
       lookup_or_null ? lookup_or_null : [](const char* name) { return std::getenv(name); };

@@ -32,6 +32,10 @@ using EnvironmentLookup = std::function<const char*(const char* name)>;
 // SLURM_STEP_NUM_TASKS inside a job step, else SLURM_NTASKS, else SLURM_NPROCS.
 LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup = nullptr);
 
+// One of the launcher's variables (SLURM_NODEID, ...) through `lookup` (std::getenv by default):
+// null where it is not set.
+const char* launcher_variable(const char* name, const EnvironmentLookup& lookup = nullptr);
+
 // Throws a usage error with a one-line launch instruction when the launcher meant to start
 // several processes but this one is alone in its world (naming PMIx when it was the launcher's).
 void check_launch(const LaunchEnvironment& launch, int world_size);

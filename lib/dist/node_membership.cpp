@@ -68,7 +68,7 @@ bool NodeMembership::one_node(std::span<const int> ranks) const {
 }
 
 std::int64_t slurm_node_id(const EnvironmentLookup& lookup_or_null) {
-  const char* value = lookup_or_null ? lookup_or_null("SLURM_NODEID") : std::getenv("SLURM_NODEID");
+  const char* value = launcher_variable("SLURM_NODEID", lookup_or_null);
   if (!value || !*value) return -1;
   char* end = nullptr;
   const long long id = std::strtoll(value, &end, 10);

@@ -69,7 +69,16 @@ void MoeRouter::backward(const ForwardContext& ctx, ConstFloatView input, const 
                                scratch.d_logits.first(te));
   const int64_t h = gate_.in_features();
   const FloatView dx = scratch.d_hidden.first(p.tokens * h);
-  gate_.backward(scratch.d_logits.first(te), input, p.tokens, dx);
+  // The logits' gradient is fp32 (the router's type); the gate's GEMMs take operands of one type:
+  // under bf16 activations it is rounded to theirs, as the gradient of Megatron's bf16 gating GEMM.
+  ConstFloatView d_logits = scratch.d_logits.first(te);
+  DeviceBuffer rounded;
+  if (d_logits.type() != input.type()) {
+    rounded = DeviceBuffer(*backend_, te, input.type());
+    backend_->convert(d_logits, rounded.view());
+    d_logits = rounded.view();
+  }
+  gate_.backward(d_logits, input, p.tokens, dx);
   if (!d_input.empty()) backend_->accumulate(d_input, dx);
 }
 

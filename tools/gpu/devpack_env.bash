@@ -6,7 +6,12 @@ dp=${MGT_DEVPACK:-$PWD/.devpack}
 sp=/opt/torch/.venv/lib/python3.12/site-packages
 py=/opt/torch/.venv/bin/python3
 [ -x "$py" ] || py=python3
-python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$dp/pack.tar.xz" "$dp"
+# Once per pack (a second script of the same call finds it unpacked), by a Python that does not
+# see the pack's libraries: a second unpacking under this LD_LIBRARY_PATH crashed in liblzma.
+if [ ! -e "$dp/.unpacked" ] || [ "$dp/pack.tar.xz" -nt "$dp/.unpacked" ]; then
+  env -u LD_LIBRARY_PATH python3 -c "import tarfile,sys;tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+    "$dp/pack.tar.xz" "$dp" && touch "$dp/.unpacked"
+fi
 export PATH=$dp/bin:$PATH
 export LD_LIBRARY_PATH=$dp/lib:/usr/local/cuda/lib64:$sp/nvidia/nccl/lib:$sp/nvidia/cudnn/lib
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -2,8 +2,9 @@
 # On a 2-GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
 # the NCCL tests of mgt-dist-tests (the all-to-all among them), then a small MoE model (8
 # experts, top-2, alltoall dispatcher) on one GPU and with expert parallelism EP=2 over NCCL, in
-# fp32 and bf16, with and without the distributed optimizer; prints the largest relative
-# differences of lm loss and grad norm against the one-GPU run.
+# fp32 and bf16, with and without the distributed optimizer, with the allgather dispatcher, and
+# under TP=2 with sequence parallelism (the experts split over the TP ranks); prints the largest
+# relative differences of lm loss and grad norm against the one-GPU run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/devpack_env.bash
@@ -27,6 +28,8 @@ run() {  # run NAME RANKS FLAGS...
 run fp32-1 1
 run fp32-ep2 2 --expert-model-parallel-size 2
 run fp32-ep2-dist 2 --expert-model-parallel-size 2 --use-distributed-optimizer
+run fp32-ep2-allgather 2 --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather
+run fp32-tp2sp 2 --tensor-model-parallel-size 2 --sequence-parallel
 run bf16-1 1 --bf16
 run bf16-ep2 2 --bf16 --expert-model-parallel-size 2
 grep -h "expert-model-parallel groups\|transport" "$out/fp32-ep2.log" | head -3
@@ -38,7 +41,8 @@ def load(name):
         return {j["iteration"]: j for j in map(json.loads, open(f"{out}/{name}.jsonl")) if j["event"] == "train"}
     except OSError:
         return {}
-for ref, runs in (("fp32-1", ("fp32-ep2", "fp32-ep2-dist")), ("bf16-1", ("bf16-ep2",))):
+for ref, runs in (("fp32-1", ("fp32-ep2", "fp32-ep2-dist", "fp32-ep2-allgather", "fp32-tp2sp")),
+                  ("bf16-1", ("bf16-ep2",))):
     a = load(ref)
     for name in runs:
         b = load(name)
