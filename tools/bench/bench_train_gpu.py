@@ -33,6 +33,7 @@ Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-bat
        [--sequence-parallel] [--distributed-optimizer] [--overlap] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
 """
 import argparse
+import datetime
 import json
 import os
 import re
@@ -74,6 +75,18 @@ class GpuMemoryPeak:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+def wall_tokens_per_second(log, tokens_per_iteration):
+    """Tokens/s by the wall clock of the log lines' own time stamps, from the first logged
+    iteration to the last: start-up and the first interval are left out, and nothing the program
+    computes about its rate enters it. None with fewer than two logged iterations."""
+    stamps = re.findall(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration\s+(\d+)/", log)
+    if len(stamps) < 2:
+        return None
+    (t0, i0), (t1, i1) = stamps[0], stamps[-1]
+    seconds = (datetime.datetime.fromisoformat(t1) - datetime.datetime.fromisoformat(t0)).total_seconds()
+    return (int(i1) - int(i0)) * tokens_per_iteration / seconds if seconds > 0 else None
 
 
 def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, sequence_parallel=False,
@@ -122,7 +135,9 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
     # The allocator's own peak (Megatron's report_memory line), what torch.cuda.max_memory_allocated
     # gives the peer; nvidia-smi's figure adds the CUDA context and libraries' memory.
     allocated = re.search(r"max allocated: ([0-9.]+)", proc.stdout + proc.stderr)
+    wall = wall_tokens_per_second(proc.stdout + proc.stderr, mbs * seq * data_parallel * accumulate)
     return {"tokens_per_second": last["tokens_per_second"], "tokens_per_second_per_gpu": last["tokens_per_second"] / ranks,
+            "wall_tokens_per_second": wall,
             "peak_mib": memory.peak, "flops_per_token": flops_per_token, "transport": transport,
             "max_allocated_mib": float(allocated.group(1)) if allocated else None,
             "loss": [r.get("lm_loss", float("nan")) for r in rows], "cmd": " ".join(launch + cmd),
@@ -219,7 +234,8 @@ def main():
         precision = args.precision + (f" + fp8 {args.fp8} {args.fp8_recipe}" if args.fp8 else "")
         print(f"{what}: mgt ({precision}) {mgt['tokens_per_second']:.0f} tokens/s, "
               f"MFU {100 * mfu:.1f}%, peak {mgt['peak_mib']} MiB (nvidia-smi; max allocated "
-              f"{mgt['max_allocated_mib'] or 0:.0f} MiB), loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}")
+              f"{mgt['max_allocated_mib'] or 0:.0f} MiB), loss {mgt['loss'][0]:.3f} -> {mgt['loss'][-1]:.3f}; "
+              f"wall clock of the log's time stamps {mgt['wall_tokens_per_second'] or 0:.0f} tokens/s")
     else:
         layout = (f"TP {args.tensor_parallel}{' SP' if args.sequence_parallel else ''} x DP {args.ranks // args.tensor_parallel}"
                   + (", distributed optimizer" if args.distributed_optimizer else "")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
 # the FP8 and CUDA operation tests, then GPT 1.3B (micro-batch 4) in bf16 and in FP8 (hybrid,
-# delayed scaling) by the benchmark's log line and by wall clock (runs of 20 and 60 iterations
-# after one that builds the mock data's indices, the difference of their times), the FP8 step's
+# delayed scaling) by the benchmark's log line and by the wall clock of the log's time stamps (a
+# 60-iteration run after one that builds the mock data's indices), the FP8 step's
 # per-operation profile, and a short table last. Logs under $OUT (or /tmp/fp8-speed).
 #   tools/gpu/fp8_speed.sh [--peer] [--curve] [--recipe] [--kernels]
 #     --peer: the PyTorch peer too (compiled), bf16 and torchao FP8
@@ -45,12 +45,13 @@ bench() {  # bench NAME ITERS [FLAGS...]: the benchmark's JSON in $out/NAME-ITER
 for precision in bf16 fp8; do
   flags=(--no-peer); [ $precision = fp8 ] && flags=(--no-peer --fp8 hybrid)
   bench $precision 10 "${flags[@]}"  # builds the mock data's indices, warms the GPU
-  bench $precision 20 "${flags[@]}"
   bench $precision 60 "${flags[@]}"
-  wall=$(python3 -c "import sys; print(round(40 * 4 * 2048 / (float(sys.argv[1]) - float(sys.argv[2]))))" \
-    "$(cat "$out/$precision-60.seconds")" "$(cat "$out/$precision-20.seconds")")
+  # The wall clock: the log lines' time stamps from the first logged iteration to the last (the
+  # difference of two whole runs' times also counted start-ups that varied by seconds).
+  wall=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['wall_tokens_per_second'] or 0))" \
+    "$out/$precision-60.json" 2>/dev/null)
   head -1 "$out/$precision-60.log"
-  row "gpt-1.3b mbs 4 $precision" "$(head -1 "$out/$precision-60.log" | grep -oE '[0-9]+ tokens/s, MFU [0-9.]+%, peak [0-9]+ MiB'); max allocated $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['max_allocated_mib'])" "$out/$precision-60.json" 2>/dev/null) MiB; wall clock $wall tokens/s"
+  row "gpt-1.3b mbs 4 $precision" "$(head -1 "$out/$precision-60.log" | grep -oE '[0-9]+ tokens/s, MFU [0-9.]+%, peak [0-9]+ MiB'); max allocated $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['max_allocated_mib']))" "$out/$precision-60.json" 2>/dev/null) MiB; wall clock $wall tokens/s"
 done
 if [ -z "$peer" ]; then
   # The PyTorch peer of the same model (compiled, DDP on one GPU) in bf16 and with torchao's FP8
