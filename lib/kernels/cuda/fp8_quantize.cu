@@ -276,7 +276,6 @@ __global__ void __launch_bounds__(kThreads)
   dbias[c] += total;
 }
 
-// kGrad: the gradient cast's additions (CastArgs::pre, dpre, dbias_partial), each where given.
 // The cast-transpose kernel's loads go through shared memory, a tile ahead: each thread copies
 // (cp.async) its 4 rows × 8 columns of the next tile — of dy and pre, for the gradient cast — into
 // its own slots of a two-stage buffer, then casts the current tile while those loads are in flight,
@@ -333,6 +332,7 @@ size_t staging_bytes(bool narrow, bool with_pre) {
   return static_cast<size_t>(kStages) * (with_pre ? 2 : 1) * 4 * staged_chunks(narrow) * kCastThreads * 16;
 }
 
+// kGrad: the gradient cast's additions (CastArgs::pre, dpre, dbias_partial), each where given.
 template <bool kE5M2, bool kGrad>
 __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a) {
   extern __shared__ uint4 staged[];
