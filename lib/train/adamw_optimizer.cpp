@@ -139,9 +139,9 @@ void AdamWOptimizer::build_segments(const GptParameters& params, Region& region)
   add(shard.size(), 0);
 }
 
-void AdamWOptimizer::reduce_gradients() {
+void AdamWOptimizer::reduce_gradients(std::int64_t from) {
   for (const Region& r : regions_) {
-    if (!r.group) continue;
+    if (!r.group || r.range.begin < from) continue;
     const FloatView grads = bf16_ ? bf16_->round(r.range.begin, r.range.end)
                                   : params_->grads().subspan(r.range.begin, r.range.size());
     if (distributed_) {

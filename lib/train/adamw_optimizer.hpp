@@ -101,8 +101,10 @@ public:
   void set_bf16_reduction(Bf16GradientCopy* copy) { bf16_ = copy; }
 
   // Collective: sums the gradient buffer over the data-parallel group (all of it, or this rank's
-  // shard with the distributed optimizer). Call once per iteration, after the micro-batches.
-  void reduce_gradients();
+  // shard with the distributed optimizer), the experts' region over theirs. Call once per
+  // iteration, after the micro-batches. `from`: only the regions that begin there or later (the
+  // experts', where --overlap-grad-reduce reduced the dense parameters' buckets already).
+  void reduce_gradients(std::int64_t from = 0);
 
   // Collective: one step on the reduced gradients (clipped in place). lr and weight_decay come
   // from the scheduler; a group's decay is weight_decay × its multiplier. loss_finite false (the

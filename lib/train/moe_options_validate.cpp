@@ -26,10 +26,10 @@ void refuse_unimplemented(const TrainOptions& o) {
                      " and --expert-model-parallel-size " + str(m.expert_model_parallel_size) +
                      " is not supported yet (whole experts under tensor parallelism need one expert-parallel rank)");
   if (m.expert_model_parallel_size > 1) {
-    if (o.parallel.overlap_grad_reduce)
+    if (o.parallel.overlap_param_gather)
       throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) +
-                       " with --overlap-grad-reduce is not supported yet (the experts' gradients are reduced over "
-                       "their own group after the backward)");
+                       " with --overlap-param-gather is not supported yet (the experts' weights are gathered over "
+                       "their own group after the step)");
   }
   if (o.model.recompute_granularity == "full")
     throw UsageError("--num-experts with --recompute-granularity full is not supported yet (a recomputed MoE "

@@ -18,7 +18,10 @@ OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vecto
       started_(buckets_.size(), false),
       reductions_(buckets_.size()),
       gathers_(buckets_.size()) {
-  const std::int64_t n = std::as_const(params).params().size();
+  // The buckets cover [0, n): the whole buffer, or the parameters before the experts' (whose
+  // gradients AdamWOptimizer reduces over their own group after the backward).
+  std::int64_t n = 0;
+  for (const GradientBucket& b : buckets_) n = std::max(n, b.end);
   per_rank_ = n / group.size();
   even_ = per_rank_ * group.size();
   gathers_compute_copy_ = distributed && !params.compute_copy().empty() && !params.forward_reads_params();

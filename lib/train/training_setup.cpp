@@ -249,6 +249,11 @@ void TrainingRun::build_overlap() {
   if (pipeline_parallel_size() > 1 && pipeline_.rank() > 0) bucket_size.reset();
   std::vector<GradientBucket> buckets = gradient_buckets(
       model_->parameters(), bucket_size, [&](const ParameterEntry& e) { return model_->gradient_finalized_later(e); });
+  // The experts' parameters (last in the buffer) are reduced over the expert-data-parallel group
+  // after the backward (AdamWOptimizer::reduce_gradients): the buckets stop where they begin.
+  const std::int64_t experts = model_->parameters().table().expert_begin;
+  std::erase_if(buckets, [&](const GradientBucket& b) { return b.begin >= experts; });
+  for (GradientBucket& b : buckets) b.end = std::min(b.end, experts);
   overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), gradients_,
                                                       p.use_distributed_optimizer, bf16_gradients_.get());
   model_->set_parameter_hooks(overlap_.get());

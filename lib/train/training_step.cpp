@@ -98,6 +98,7 @@ IterationRecord TrainingRun::train_step() {
     // start now. A poisoned element lands after the reduction (its bucket may be in flight):
     // the norm still reaches every rank non-finite.
     overlap_->finish_gradient_reduction();
+    optimizer_->reduce_gradients(params.table().expert_begin);  // the experts' region, if any
     if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());
   } else {
     if (poison) backend_.fill(params.grads().first(1), std::numeric_limits<float>::quiet_NaN());

@@ -78,6 +78,12 @@ expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-siz
 grep -q "> expert-data-parallel groups (the experts' gradients): \[0, 2\] \[1, 3\]" "$WORK/out.txt" ||
   fail "no expert-data-parallel groups line"
 compare "$WORK/one.jsonl" "$WORK/ep2dp2.jsonl"
+# The same with --overlap-grad-reduce: the dense parameters' buckets reduced beside the backward,
+# the experts' region over its own group after it.
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --use-distributed-optimizer \
+  --overlap-grad-reduce --ddp-bucket-size 20000 --metrics-file "$WORK/ep2dp2-overlap.jsonl"
+grep -q "> overlapping the data-parallel reduce-scatter" "$WORK/out.txt" || fail "no overlap line"
+compare "$WORK/one.jsonl" "$WORK/ep2dp2-overlap.jsonl"
 
 # The checkpoints of iteration 10 (the runs above saved 10 and 20; 20 is set aside) name each
 # expert by its global number; they resume at EP=1, the optimizer's state of both regions included.
@@ -173,4 +179,8 @@ one_line "--num-experts with --tensor-model-parallel-size 2 needs --sequence-par
 expect_status 2 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
   --expert-tensor-parallel-size 1 --expert-model-parallel-size 2
 one_line "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 and --expert-model-parallel-size 2 is not supported yet"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --use-distributed-optimizer \
+  --overlap-grad-reduce --overlap-param-gather
+grep -q -- "--expert-model-parallel-size 2 with --overlap-param-gather is not supported yet" "$WORK/err.txt" ||
+  fail "--overlap-param-gather with expert parallelism not refused by name"
 echo "ok"
