@@ -25,6 +25,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -137,11 +138,17 @@ public:
     }
     return t;
   }
-  void check(Codes& t, const char* what) {
+  // The codes on the backend under test (first) and on the reference.
+  std::pair<std::vector<uint8_t>, std::vector<uint8_t>> read_codes(Codes& t) {
     std::vector<uint8_t> got(static_cast<size_t>(t.test.size()));
     std::vector<uint8_t> want(got.size());
     test_.copy_to_host(DeviceSpan<const uint8_t>(t.test.view()), std::span<uint8_t>(got));
     reference_.copy_to_host(DeviceSpan<const uint8_t>(t.reference.view()), std::span<uint8_t>(want));
+    return {got, want};
+  }
+
+  void check(Codes& t, const char* what) {
+    const auto [got, want] = read_codes(t);
     size_t differ = 0;
     for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
     INFO(what << ": " << differ << " of " << got.size() << " codes differ");
@@ -152,10 +159,7 @@ public:
   // Codes equal or neighbours (one step apart in magnitude, same sign): where the values cast
   // were rounded differently on the two sides first.
   void check_near(Codes& t, const char* what) {
-    std::vector<uint8_t> got(static_cast<size_t>(t.test.size()));
-    std::vector<uint8_t> want(got.size());
-    test_.copy_to_host(DeviceSpan<const uint8_t>(t.test.view()), std::span<uint8_t>(got));
-    reference_.copy_to_host(DeviceSpan<const uint8_t>(t.reference.view()), std::span<uint8_t>(want));
+    const auto [got, want] = read_codes(t);
     size_t far = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       const int step = std::abs((got[i] & 0x7f) - (want[i] & 0x7f));

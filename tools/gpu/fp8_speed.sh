@@ -35,12 +35,10 @@ status=$?
 row "every backend operation" "$( [ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $(grep -E '^(All tests|test cases)' "$out/op-tests.log" | tail -1)"
 [ $status -eq 0 ] || grep -B5 -A10 FAILED "$out/op-tests.log" | head -60
 
-bench() {  # bench NAME ITERS [FLAGS...]: the benchmark's JSON in $out/NAME-ITERS.json, seconds beside it
+bench() {  # bench NAME ITERS [FLAGS...]: the benchmark's JSON in $out/NAME-ITERS.json
   local name=$1 iters=$2; shift 2
-  local t0; t0=$(date +%s.%N)
   "$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt-1.3b --micro-batch 4 --iters "$iters" \
     --precision bf16 "$@" --json "$out/$name-$iters.json" > "$out/$name-$iters.log" 2>&1 || tail -5 "$out/$name-$iters.log"
-  python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$(date +%s.%N)" "$t0" > "$out/$name-$iters.seconds"
 }
 for precision in bf16 fp8; do
   flags=(--no-peer); [ $precision = fp8 ] && flags=(--no-peer --fp8 hybrid)

@@ -60,6 +60,8 @@ for layout in dp4 tp2-dp2; do
     echo "  NCCL connections: $(grep -c 'via NET/Socket' "$log") via NET/Socket, $(grep -c 'via P2P' "$log") via P2P;" \
       "$(grep -m1 -o 'data-parallel groups: .*' "$log")"
   done
+  echo "$layout: two simulated nodes against one node: $(python3 tools/gpu/compare_losses.py \
+    "$out/$layout-one-node.jsonl" "$out/$layout-two-nodes.jsonl")"
 done
 python3 - "$out" <<'PY'
 import json, statistics, sys
@@ -76,14 +78,6 @@ def per_gpu(name, gpus):
 one = per_gpu("one-gpu", 1)
 print(f"1 GPU: {one:.0f} tokens/s" if one else "1 GPU: no throughput (see one-gpu.log)")
 for layout in ("dp4", "tp2-dp2"):
-    a, b = records(f"{layout}-one-node"), records(f"{layout}-two-nodes")
-    common = sorted(set(a) & set(b))
-    if common:
-        rel = max(abs(a[i]["lm_loss"] - b[i]["lm_loss"]) / abs(a[i]["lm_loss"]) for i in common)
-        print(f"{layout}: two simulated nodes vs one node, {len(common)} iterations, last lm loss "
-              f"{a[common[-1]]['lm_loss']:.6f} / {b[common[-1]]['lm_loss']:.6f}, max rel diff {rel:.2e}")
-    else:
-        print(f"{layout}: no common iterations to compare")
     figures = []
     for where, label in (("one-node", "NVLink (one node)"), ("two-nodes", "sockets (two simulated nodes)")):
         rate = per_gpu(f"{layout}-{where}", 4)
