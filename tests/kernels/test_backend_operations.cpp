@@ -828,7 +828,8 @@ void case_row_argmax(OpRun& r) {
 // 16 tokens [s = 8, b = 2] over 6 experts, top-2: softmax after the choice with a capacity of 4
 // dropping by probability and the per-sequence auxiliary loss; pre-softmax with a scaling factor
 // and group-limited routing (3 groups, 2 chosen) dropping by position; sigmoid scores with the
-// micro-batch's auxiliary loss.
+// micro-batch's auxiliary loss; and 1,000 tokens over 8 experts with the micro-batch's auxiliary
+// loss and the z-loss (more tokens than a reduction block's threads, not a multiple of them).
 std::vector<MoeRoutingParams> moe_routings() {
   MoeRoutingParams post{16, 6, 2};
   post.capacity = 4;
@@ -844,7 +845,10 @@ std::vector<MoeRoutingParams> moe_routings() {
   MoeRoutingParams sig{16, 6, 3};
   sig.sigmoid = true;
   sig.aux_groups = 1;
-  return {post, pre, sig};
+  MoeRoutingParams many{1000, 8, 2};
+  many.aux_groups = 1;
+  many.z_loss = true;
+  return {post, pre, sig, many};
 }
 
 void case_moe_route(OpRun& r) {

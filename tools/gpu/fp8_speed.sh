@@ -4,7 +4,9 @@
 # delayed scaling) by the benchmark's log line and by the wall clock of the log's time stamps (a
 # 60-iteration run after one that builds the mock data's indices), the FP8 step's
 # per-operation profile, and a short table last. Logs under $OUT (or /tmp/fp8-speed).
-#   tools/gpu/fp8_speed.sh [--peer] [--curve] [--recipe] [--kernels]
+#   tools/gpu/fp8_speed.sh [--peer] [--curve] [--recipe] [--kernels] [--accumulate K]
+#     --accumulate K: bf16 and FP8 again with K micro-batches per optimizer step (how a model is
+#       trained: the step's AdamW, gradient norm and FP8 weight casts spread over K micro-batches)
 #     --peer: the PyTorch peer too (compiled), bf16 and torchao FP8
 #     --curve: GPT 1.3B's loss curves in bf16 and FP8 over 300 iterations of the bundled corpus
 #     --recipe: Megatron's Llama 3 8B FP8 script as written, sizes aside (tests/e2e), on the GPU
@@ -16,9 +18,11 @@ mkdir -p "$out"
 source tools/gpu/devpack_env.bash
 table=()
 row() { table+=("$(printf '%-34s %s' "$1" "$2")"); echo "ROW ${table[-1]}"; }
-peer=--no-peer; curve=0; recipe=0; kernels=0
-for arg in "$@"; do
+peer=--no-peer; curve=0; recipe=0; kernels=0; accumulate=1
+while [ $# -gt 0 ]; do
+  arg=$1; shift
   case $arg in
+    --accumulate) accumulate=$1; shift ;;
     --peer) peer= ;;
     --curve) curve=1 ;;
     --recipe) recipe=1 ;;
@@ -51,6 +55,15 @@ for precision in bf16 fp8; do
   head -1 "$out/$precision-60.log"
   row "gpt-1.3b mbs 4 $precision" "$(head -1 "$out/$precision-60.log" | grep -oE '[0-9]+ tokens/s, MFU [0-9.]+%, peak [0-9]+ MiB'); max allocated $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['max_allocated_mib']))" "$out/$precision-60.json" 2>/dev/null) MiB; wall clock $wall tokens/s"
 done
+if [ "$accumulate" -gt 1 ]; then
+  for precision in bf16 fp8; do
+    flags=(--no-peer --accumulate "$accumulate"); [ $precision = fp8 ] && flags+=(--fp8 hybrid)
+    bench "$precision-acc$accumulate" 30 "${flags[@]}"
+    wall=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['wall_tokens_per_second'] or 0))" \
+      "$out/$precision-acc$accumulate-30.json" 2>/dev/null)
+    row "gpt-1.3b mbs 4 x $accumulate $precision" "$(head -1 "$out/$precision-acc$accumulate-30.log" | grep -oE '[0-9]+ tokens/s, MFU [0-9.]+%'); wall clock $wall tokens/s"
+  done
+fi
 if [ -z "$peer" ]; then
   # The PyTorch peer of the same model (compiled, DDP on one GPU) in bf16 and with torchao's FP8
   # training (tensorwise), in this call; torchao travels as a wheel in .whl.

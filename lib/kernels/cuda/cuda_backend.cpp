@@ -718,7 +718,7 @@ void CudaBackend::do_moe_route(ConstFloatArg logits, const MoeRoutingParams& p, 
                                FloatArg routing_map, FloatArg aux_counts, double* statistics, bool accumulate) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::moe_route);
   DeviceArray<float> chosen(*this, p.tokens * p.experts);
-  DeviceArray<double> score_sums(*this, p.aux_groups * p.experts);
+  DeviceArray<double> score_sums(*this, cuda::moe_route_score_doubles(p));
   cuda::moe_route(logits, p, gates, probs, routing_map, aux_counts, statistics, accumulate, chosen.view().data(),
                   score_sums.view().data(), stream_);
 }

@@ -15,6 +15,18 @@ constexpr size_t kWorkspaceBytes = 32u << 20;
 // How many of the heuristic's candidates are timed, and how many runs each (after a warm-up).
 constexpr int kCandidates = 8;
 constexpr int kTimedRuns = 5;
+// Exact shapes' plans kept before the cache starts afresh (the families' choices stay): the
+// experts of a mixture see a new row count in most calls.
+constexpr size_t kMaxPlans = 4096;
+// Shapes of one family timed each before its later shapes take the last one's choice: a dense
+// model's few shapes per family are all timed, as when each shape was timed on its own.
+constexpr int kTimedPerFamily = 4;
+
+int64_t next_power_of_two(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
 
 // An algorithm's configuration, for the timing report.
 std::string describe(const cublasLtMatmulAlgo_t& algo) {
@@ -88,18 +100,38 @@ LtMatmul::LtMatmul(cudaStream_t stream, bool report) : stream_(stream), report_(
 }
 
 LtMatmul::~LtMatmul() {
+  forget_plans();
+  if (workspace_ != nullptr) cudaFreeAsync(workspace_, stream_);
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+void LtMatmul::forget_plans() {
   for (auto& [key, p] : plans_) {
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.d);
     cublasLtMatmulDescDestroy(p.desc);
   }
-  if (workspace_ != nullptr) cudaFreeAsync(workspace_, stream_);
-  if (handle_ != nullptr) cublasLtDestroy(handle_);
+  plans_.clear();
+}
+
+LtMatmul::Key LtMatmul::family_of(Key key) {
+  std::get<2>(key) = next_power_of_two(std::get<2>(key));
+  std::get<3>(key) = next_power_of_two(std::get<3>(key));
+  std::get<4>(key) = next_power_of_two(std::get<4>(key));
+  std::get<5>(key) = std::get<6>(key) = std::get<7>(key) = 0;
+  return key;
+}
+
+void LtMatmul::remember_choice(const Plan& p) {
+  FamilyChoice& family = choices_[p.family];
+  family.algo = p.algo;
+  ++family.timed_shapes;
 }
 
 LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) {
   if (const auto found = plans_.find(key); found != plans_.end()) return found->second;
+  if (plans_.size() >= kMaxPlans) forget_plans();
   const auto [ta, tb, m, n, k, lda, ldb, ldd, a_int, b_int, d_int, epilogue, aux_ld, accumulate, fast_accumulation] =
       key;
   const auto a_type = static_cast<cudaDataType_t>(a_int);
@@ -138,6 +170,25 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
   check(cublasLtMatrixLayoutCreate(&p.b, b_type, tb ? n : k, tb ? k : n, ldb), "cublasLtMatrixLayoutCreate(B)",
         name);
   check(cublasLtMatrixLayoutCreate(&p.d, d_type, m, n, ldd), "cublasLtMatrixLayoutCreate(D)", name);
+  p.d_bytes = ldd * n * element_bytes(d_type);
+  p.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  // A shape of a family whose first shapes were timed takes the last one's choice where cuBLASLt
+  // confirms it runs this shape: no heuristic query, no timing. (Deterministic runs plan every
+  // shape by the heuristic alone: a resumed run's choices must not depend on the shapes before.)
+  if (timed_choice_) {
+    p.family = family_of(key);
+    if (const auto chosen = choices_.find(p.family);
+        chosen != choices_.end() && chosen->second.timed_shapes >= kTimedPerFamily) {
+      cublasLtMatmulHeuristicResult_t checked{};
+      if (cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.d, p.d, &chosen->second.algo, &checked) ==
+              CUBLAS_STATUS_SUCCESS &&
+          checked.workspaceSize <= kWorkspaceBytes) {
+        p.algo = chosen->second.algo;
+        p.found = true;
+        return plans_.emplace(key, p).first->second;
+      }
+    }
+  }
   cublasLtMatmulPreference_t preference = nullptr;
   check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", name);
   const size_t workspace = kWorkspaceBytes;
@@ -158,9 +209,9 @@ LtMatmul::Plan& LtMatmul::plan(const Key& key, const char* name, bool optional) 
   p.found = true;
   if (found > 1) {
     for (int i = 0; i < found; ++i) p.candidates.push_back(results[i].algo);
+  } else if (timed_choice_) {
+    remember_choice(p);
   }
-  p.d_bytes = ldd * n * element_bytes(d_type);
-  p.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (report_) {
     std::fprintf(stderr, "gemm plan %s: m %lld n %lld k %lld%s%s%s epilogue %d%s, %d candidates\n", name,
                  static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), ta ? " A^T" : "",
@@ -286,6 +337,7 @@ void LtMatmul::choose_by_timing(Plan& p, const void* a, const void* b, float bet
       timed_any = true;
     }
   }
+  remember_choice(p);
   if (report_ && timed_any) {
     const double seconds = best / kTimedRuns / 1e3;
     std::fprintf(stderr, "gemm timed %s: best %.4f ms (%.0f TFLOP/s; heuristic's first %.4f ms) of %zu: %s\n", name,

@@ -10,6 +10,11 @@
 // call's own operands and keeps the fastest. Timing runs the GEMM several times; D is restored
 // afterwards when the GEMM accumulates into it. A call being recorded into a CUDA graph cannot be
 // timed and takes the heuristic's choice.
+//
+// Shapes come in families (each of m, n and k rounded up to a power of two): a family's first
+// four shapes are timed, and its later shapes take the last timed choice where cuBLASLt accepts
+// it for them (cublasLtMatmulAlgoCheck). A mixture of experts' GEMMs change their row count in nearly
+// every call; without this each call would query the heuristic and time its candidates.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -91,9 +96,16 @@ private:
     bool found = false;
     // The heuristic's candidates until the first call has chosen among them by timing.
     std::vector<cublasLtMatmulAlgo_t> candidates;
+    Key family{};         // the key of its shape's family (family_of), when the choice is timed
     int64_t d_bytes = 0;  // D's extent in memory, to restore it after timing an accumulation
     double flops = 0.0;   // 2·m·n·k, for the timing report
   };
+  // The key with m, n and k rounded up to powers of two and the leading dimensions left out.
+  static Key family_of(Key key);
+  // Records p's chosen algorithm as its family's latest.
+  void remember_choice(const Plan& p);
+  // Destroys the cached plans' descriptors and forgets them.
+  void forget_plans();
   // Throws when cuBLASLt has no algorithm, unless `optional` (then the plan is not found).
   Plan& plan(const Key& key, const char* name, bool optional = false);
   void run(Plan& p, const void* a, const void* b, float beta, void* d, const void* bias, LtAux aux,
@@ -108,6 +120,11 @@ private:
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::map<Key, Plan> plans_;
+  struct FamilyChoice {
+    cublasLtMatmulAlgo_t algo{};  // the last timed shape's choice
+    int timed_shapes = 0;
+  };
+  std::map<Key, FamilyChoice> choices_;
   bool timed_choice_ = true;
   bool report_;
 };

@@ -1,5 +1,7 @@
 #include "kernels/cuda/moe_routing.hpp"
 
+#include <algorithm>
+
 #include "kernels/cuda/launch.cuh"
 #include "kernels/moe_routing_math.hpp"
 
@@ -47,16 +49,34 @@ __global__ void capacity_kernel(MoeRoutingParams p, const float* gates, const fl
   }
 }
 
-// One thread per (group, expert): the auxiliary loss's token count and score sum.
+// Threads of the reduction blocks below, and the most blocks of the z-loss's partial sums.
+constexpr int kSumThreads = 256;
+constexpr int kZBlocks = 128;
+
+// A block's fixed-order tree sum of each thread's `value` (deterministic): thread 0 gets the total.
+template <typename T>
+__device__ T block_sum(T value, T* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = kSumThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+// One block per (group, expert): the auxiliary loss's token count and score sum, the group's
+// tokens strided over the block's threads.
 __global__ void aux_sums_kernel(const float* logits, MoeRoutingParams p, float* aux_counts, double* score_sums) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  __shared__ double sums[kSumThreads];
+  __shared__ float counts[kSumThreads];
+  const int64_t i = blockIdx.x;
   const int64_t E = p.experts;
-  if (i >= p.aux_groups * E) return;
   const int64_t a = i / E;
   const int64_t e = i % E;
   float count = 0.0f;
   double sum = 0.0;
-  for (int64_t t = a; t < p.tokens; t += p.aux_groups) {
+  for (int64_t t = a + threadIdx.x * p.aux_groups; t < p.tokens; t += kSumThreads * p.aux_groups) {
     const float* row = logits + t * E;
     const float max = moe_math::row_max(row, E);
     const float exp_sum = moe_math::row_exp_sum(row, E, max);
@@ -64,25 +84,42 @@ __global__ void aux_sums_kernel(const float* logits, MoeRoutingParams p, float* 
     sum += moe_math::aux_score(row, e, p, max, exp_sum, sigmoid_sum);
     if (moe_math::in_aux_topk(row, e, p, max, exp_sum, sigmoid_sum)) count += 1.0f;
   }
-  aux_counts[i] = count;
-  score_sums[i] = sum;
+  sum = block_sum(sum, sums);
+  count = block_sum(count, counts);
+  if (threadIdx.x == 0) {
+    aux_counts[i] = count;
+    score_sums[i] = sum;
+  }
 }
 
-// One thread: the statistics, summed in the CPU's order.
-__global__ void statistics_kernel(const float* logits, MoeRoutingParams p, const float* aux_counts,
-                                  const double* score_sums, double aux_factor, double* statistics, bool accumulate) {
+// The z-loss's Σ logsumexp² over the tokens, as kZBlocks partial sums (each block's tokens strided
+// over its threads).
+__global__ void z_partials_kernel(const float* logits, MoeRoutingParams p, double* partials) {
+  __shared__ double sums[kSumThreads];
+  const int64_t E = p.experts;
+  double z = 0.0;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x; t < p.tokens;
+       t += static_cast<int64_t>(gridDim.x) * kSumThreads) {
+    const float* row = logits + t * E;
+    const float max = moe_math::row_max(row, E);
+    const double lse = static_cast<double>(max) + log(static_cast<double>(moe_math::row_exp_sum(row, E, max)));
+    z += lse * lse;
+  }
+  z = block_sum(z, sums);
+  if (threadIdx.x == 0) partials[blockIdx.x] = z;
+}
+
+// One thread: the statistics from the partial sums, in a fixed order.
+__global__ void statistics_kernel(MoeRoutingParams p, const float* aux_counts, const double* score_sums,
+                                  const double* z_partials, int z_blocks, double aux_factor, double* statistics,
+                                  bool accumulate) {
   const int64_t E = p.experts;
   double aux = 0.0;
   for (int64_t i = 0; i < p.aux_groups * E; ++i) aux += score_sums[i] * aux_counts[i];
   aux *= aux_factor;
   double z = 0.0;
   if (p.z_loss) {
-    for (int64_t t = 0; t < p.tokens; ++t) {
-      const float* row = logits + t * E;
-      const float max = moe_math::row_max(row, E);
-      const double lse = static_cast<double>(max) + log(static_cast<double>(moe_math::row_exp_sum(row, E, max)));
-      z += lse * lse;
-    }
+    for (int b = 0; b < z_blocks; ++b) z += z_partials[b];
     z /= static_cast<double>(p.tokens);
   }
   statistics[0] = accumulate ? statistics[0] + aux : aux;
@@ -132,12 +169,15 @@ __global__ void gather_sum_rows_kernel(const float* in, int64_t cols, const int6
   }
 }
 
+// One warp per row.
 __global__ void row_dot_kernel(const float* a, const float* b, int64_t rows, int64_t cols, float* out) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t r = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
   if (r >= rows) return;
   float s = 0.0f;
-  for (int64_t c = 0; c < cols; ++c) s += a[r * cols + c] * b[r * cols + c];
-  out[r] = s;
+  for (int64_t c = lane; c < cols; c += 32) s += a[r * cols + c] * b[r * cols + c];
+  for (int offset = 16; offset > 0; offset /= 2) s += __shfl_down_sync(0xffffffffu, s, offset);
+  if (lane == 0) out[r] = s;
 }
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
@@ -154,6 +194,8 @@ double aux_factor_of(const MoeRoutingParams& p) {
 
 }  // namespace
 
+int64_t moe_route_score_doubles(const MoeRoutingParams& p) { return p.aux_groups * p.experts + kZBlocks; }
+
 void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, float* probs, float* routing_map,
                float* aux_counts, double* statistics, bool accumulate, float* chosen, double* score_sums,
                cudaStream_t stream) {
@@ -164,11 +206,18 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
     MGT_CUDA_CHECK_LAUNCH(capacity_kernel);
   }
   if (p.aux_groups > 0) {
-    aux_sums_kernel<<<blocks_for(p.aux_groups * p.experts), kThreads, 0, stream>>>(logits, p, aux_counts, score_sums);
+    aux_sums_kernel<<<static_cast<unsigned>(p.aux_groups * p.experts), kSumThreads, 0, stream>>>(logits, p,
+                                                                                                 aux_counts, score_sums);
     MGT_CUDA_CHECK_LAUNCH(aux_sums_kernel);
   }
-  statistics_kernel<<<1, 1, 0, stream>>>(logits, p, aux_counts, score_sums, p.aux_groups > 0 ? aux_factor_of(p) : 0.0,
-                                         statistics, accumulate);
+  double* z_partials = score_sums + p.aux_groups * p.experts;
+  const int z_blocks = static_cast<int>(std::min<int64_t>(kZBlocks, (p.tokens + kSumThreads - 1) / kSumThreads));
+  if (p.z_loss && z_blocks > 0) {
+    z_partials_kernel<<<static_cast<unsigned>(z_blocks), kSumThreads, 0, stream>>>(logits, p, z_partials);
+    MGT_CUDA_CHECK_LAUNCH(z_partials_kernel);
+  }
+  statistics_kernel<<<1, 1, 0, stream>>>(p, aux_counts, score_sums, z_partials, z_blocks,
+                                         p.aux_groups > 0 ? aux_factor_of(p) : 0.0, statistics, accumulate);
   MGT_CUDA_CHECK_LAUNCH(statistics_kernel);
 }
 
@@ -196,7 +245,7 @@ void gather_sum_rows(const float* in, int64_t cols, const int64_t* index, int64_
 }
 
 void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* out, cudaStream_t stream) {
-  row_dot_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(a, b, rows, cols, out);
+  row_dot_kernel<<<blocks_for(rows * 32), kThreads, 0, stream>>>(a, b, rows, cols, out);
   MGT_CUDA_CHECK_LAUNCH(row_dot_kernel);
 }
 

@@ -11,7 +11,8 @@
 
 namespace mgt::cuda {
 
-// `chosen` and `score_sums`: scratch of tokens·experts floats and aux_groups·experts doubles.
+// `chosen` and `score_sums`: scratch of tokens·experts floats and moe_route_score_doubles(p) doubles.
+int64_t moe_route_score_doubles(const MoeRoutingParams& p);
 void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, float* probs, float* routing_map,
                float* aux_counts, double* statistics, bool accumulate, float* chosen, double* score_sums,
                cudaStream_t stream);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
+# a Mixtral-style model (16 layers, hidden 2048, GQA 8, sequence 4096, 8 experts of ffn 5632,
+# top-2, alltoall dispatcher, SwiGLU, RMSNorm, RoPE) against its dense equivalent (ffn 11264:
+# the same active FLOPs per token) on one GPU in bf16, 8 micro-batches of 1 per step; the MoE
+# step's per-operation profile; then a short table (tokens/s by the log line and by the log's
+# time stamps, and the MoE/dense ratio). Logs under $OUT (or /tmp/moe-speed).
+#   tools/gpu/moe_speed.sh [--iters N] [--extra "FLAGS"]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source tools/gpu/devpack_env.bash
+out=${OUT:-/tmp/moe-speed}
+mkdir -p "$out"
+iters=12; extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --iters) iters=$2; shift 2 ;;
+    --extra) read -r -a extra <<< "$2"; shift 2 ;;
+    *) echo "moe_speed.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+common=(--device cuda --bf16 --num-layers 16 --hidden-size 2048 --num-attention-heads 16
+        --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096
+        --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights
+        --disable-bias-linear --micro-batch-size 1 --global-batch-size 8 --lr 3e-4 --eval-iters 0
+        --hidden-dropout 0 --attention-dropout 0 --mock-data --tokenizer-type NullTokenizer --vocab-size 32000
+        --log-interval 2 --log-throughput --data-cache-path "$out/cache")
+moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632 --moe-aux-loss-coeff 1e-2
+     --moe-token-dispatcher-type alltoall --moe-grouped-gemm --ffn-hidden-size 5632)
+dense=(--ffn-hidden-size 11264)
+table=()
+rate() {  # rate LOG: tokens/s by the last logged time per iteration, and the wall clock's between the first and last log lines
+  python3 - "$1" "$((8 * 4096))" <<'PY'
+import datetime, re, sys
+log = open(sys.argv[1]).read()
+ms = re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", log)
+rates = [f"{int(sys.argv[2]) / (float(m) / 1000):.0f}" for m in ms]
+stamps = re.findall(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration\s+(\d+)/", log)
+wall = "n/a"
+if len(stamps) >= 2:
+    (t0, i0), (t1, i1) = stamps[0], stamps[-1]
+    s = (datetime.datetime.fromisoformat(t1) - datetime.datetime.fromisoformat(t0)).total_seconds()
+    wall = f"{(int(i1) - int(i0)) * int(sys.argv[2]) / s:.0f}"
+peak = re.findall(r"max allocated: ([0-9.]+)", log)
+print(f"{rates[-1] if rates else 'n/a'} {wall} {peak[-1] if peak else 'n/a'}")
+PY
+}
+for name in dense moe; do
+  flags=("${common[@]}"); [ $name = moe ] && flags+=("${moe[@]}") || flags+=("${dense[@]}")
+  mgt-train "${flags[@]}" "${extra[@]}" --train-iters "$iters" > "$out/$name.log" 2>&1 ||
+    { echo "$name failed:"; tail -8 "$out/$name.log"; }
+  grep -m1 -E "iteration +$iters/" "$out/$name.log"
+  read -r log_rate wall peak <<< "$(rate "$out/$name.log")"
+  eval "${name}_rate=$log_rate"
+  table+=("$(printf '%-8s %10s tokens/s (log)  %10s (wall clock)  max allocated %s MiB' "$name" "$log_rate" "$wall" "$peak")")
+done
+mgt-train "${common[@]}" "${moe[@]}" "${extra[@]}" --train-iters 6 --profile --profile-step-start 3 --profile-step-end 5 \
+  > "$out/profile-moe.log" 2>&1 || tail -5 "$out/profile-moe.log"
+"$py" tools/gpu/profile_steady.py "$out/profile-moe.log" 2 --top 20 | tee "$out/profile-moe.txt"
+echo; echo "== MoE against dense, one GPU, bf16 =="
+printf '%s\n' "${table[@]}"
+python3 -c "import sys; print(f'MoE / dense: {float(sys.argv[1]) / float(sys.argv[2]):.3f} (target >= 0.80)')" \
+  "${moe_rate:-0}" "${dense_rate:-1}" 2>/dev/null
