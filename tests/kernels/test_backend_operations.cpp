@@ -889,14 +889,18 @@ void case_moe_route_backward(OpRun& r) {
 }
 
 void case_gather_rows(OpRun& r) {
-  // 7 rows out of 5, one of them empty (index −1), with and without weights.
+  // 7 rows out of 5, one of them empty (index −1), with and without weights; and rows of 7
+  // elements (a GPU copies rows of whole 16-byte units at once, others element by element).
   Tensor in = r.input(5 * kOut), weights = r.input(7), plain = r.output(7 * kOut), weighted = r.output(7 * kOut);
+  Tensor narrow_in = r.input(5 * 7), narrow = r.output(7 * 7);
   Indices index = r.indices({3, -1, 0, 4, 4, 1, 2});
   r.run([&](Backend& b, Side s) {
     b.gather_rows(in(s), 5, kOut, index(s), {}, plain(s));
     b.gather_rows(in(s), 5, kOut, index(s), weights(s), weighted(s));
+    b.gather_rows(narrow_in(s), 5, 7, index(s), {}, narrow(s));
   });
   r.check(plain, kExact, "rows");
+  r.check(narrow, kExact, "rows of 7");
   r.check(weighted, kElementwise, "weighted rows");
 }
 

@@ -146,13 +146,10 @@ bool CudaBackend::takes_natively(BackendOp op, FloatType /*type*/) const {
     case BackendOp::adamw_step:
     case BackendOp::sum_of_squares:
     case BackendOp::attention_merge:  // fp32 kernel: the merge's exponentials want the range
-    // The MoE routing and row gathers are fp32 kernels (kernels/cuda/moe_routing.hpp): under bf16
-    // or fp16 storage the public call hands them fp32 copies.
+    // The MoE routing is in fp32 kernels (kernels/cuda/moe_routing.hpp): under bf16 or fp16
+    // storage the public call hands them fp32 copies. (Its row gathers take every type.)
     case BackendOp::moe_route:
     case BackendOp::moe_route_backward:
-    case BackendOp::gather_rows:
-    case BackendOp::gather_sum_rows:
-    case BackendOp::row_dot:
       return false;
     default:
       return true;

@@ -142,19 +142,29 @@ __global__ void route_backward_kernel(const float* logits, MoeRoutingParams p, c
   moe_math::logits_gradient(row, p, chosen, d_gates, counts, aux_factor, z_factor, d_logits + t * E);
 }
 
-__global__ void gather_rows_kernel(const float* in, int64_t cols, const int64_t* index, int64_t out_rows,
-                                   const float* weights, float* out) {
+__global__ void gather_rows_kernel(In in, int64_t cols, const int64_t* index, int64_t out_rows, In weights, Out out) {
   const int64_t n = out_rows * cols;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols;
     const int64_t source = index[r];
-    out[i] = source < 0 ? 0.0f : (weights ? weights[r] : 1.0f) * in[source * cols + i % cols];
+    out[i] = source < 0 ? 0.0f : (weights != nullptr ? weights[r] : 1.0f) * in[source * cols + i % cols];
   }
 }
 
-__global__ void gather_sum_rows_kernel(const float* in, int64_t cols, const int64_t* index, int64_t out_rows,
-                                       int64_t k, const float* weights, float* out) {
+// The unweighted gather of rows of `units` 16-byte units each, input and output of one type: a
+// copy (an absent source row gives zeros).
+__global__ void copy_rows_kernel(const uint4* in, int64_t units, const int64_t* index, int64_t out_rows, uint4* out) {
+  const int64_t n = out_rows * units;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t source = index[i / units];
+    out[i] = source < 0 ? make_uint4(0, 0, 0, 0) : in[source * units + i % units];
+  }
+}
+
+__global__ void gather_sum_rows_kernel(In in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k,
+                                       In weights, Out out) {
   const int64_t n = out_rows * cols;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -163,14 +173,14 @@ __global__ void gather_sum_rows_kernel(const float* in, int64_t cols, const int6
     float s = 0.0f;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t source = index[t * k + j];
-      if (source >= 0) s += (weights ? weights[source] : 1.0f) * in[source * cols + c];
+      if (source >= 0) s += (weights != nullptr ? weights[source] : 1.0f) * in[source * cols + c];
     }
     out[i] = s;
   }
 }
 
 // One warp per row.
-__global__ void row_dot_kernel(const float* a, const float* b, int64_t rows, int64_t cols, float* out) {
+__global__ void row_dot_kernel(In a, In b, int64_t rows, int64_t cols, Out out) {
   const int64_t r = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;
@@ -231,20 +241,29 @@ void moe_route_backward(const float* logits, const MoeRoutingParams& p, const fl
   MGT_CUDA_CHECK_LAUNCH(route_backward_kernel);
 }
 
-void gather_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, const float* weights,
-                 float* out, cudaStream_t stream) {
+void gather_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, In weights, Out out,
+                 cudaStream_t stream) {
+  const int64_t row_bytes = cols * in.element_bytes();
+  const bool aligned = reinterpret_cast<uintptr_t>(in.raw()) % 16 == 0 && reinterpret_cast<uintptr_t>(out.raw()) % 16 == 0;
+  if (weights == nullptr && in.type() == out.type() && row_bytes % 16 == 0 && aligned) {
+    const int64_t units = row_bytes / 16;
+    copy_rows_kernel<<<grid_for(out_rows * units), kThreads, 0, stream>>>(static_cast<const uint4*>(in.raw()), units,
+                                                                          index, out_rows, static_cast<uint4*>(out.raw()));
+    MGT_CUDA_CHECK_LAUNCH(copy_rows_kernel);
+    return;
+  }
   gather_rows_kernel<<<grid_for(out_rows * cols), kThreads, 0, stream>>>(in, cols, index, out_rows, weights, out);
   MGT_CUDA_CHECK_LAUNCH(gather_rows_kernel);
 }
 
-void gather_sum_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k,
-                     const float* weights, float* out, cudaStream_t stream) {
+void gather_sum_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k, In weights, Out out,
+                     cudaStream_t stream) {
   gather_sum_rows_kernel<<<grid_for(out_rows * cols), kThreads, 0, stream>>>(in, cols, index, out_rows, k, weights,
                                                                              out);
   MGT_CUDA_CHECK_LAUNCH(gather_sum_rows_kernel);
 }
 
-void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* out, cudaStream_t stream) {
+void row_dot(In a, In b, int64_t rows, int64_t cols, Out out, cudaStream_t stream) {
   row_dot_kernel<<<blocks_for(rows * 32), kThreads, 0, stream>>>(a, b, rows, cols, out);
   MGT_CUDA_CHECK_LAUNCH(row_dot_kernel);
 }

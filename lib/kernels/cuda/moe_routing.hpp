@@ -1,12 +1,13 @@
 // Mixture-of-Experts routing and the row gathers of token permutation on the GPU, with the
 // per-token arithmetic of kernels/moe_routing_math.hpp that the CPU's kernels use
-// (kernels/cpu/moe_routing.hpp). Plain fp32 pointers; one thread per token row in the routing
-// kernels, so that each is the CPU's loop body as it is.
+// (kernels/cpu/moe_routing.hpp). The routing in fp32, one thread per token row, so that each is
+// the CPU's loop body as it is.
 #pragma once
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/elements.hpp"
 #include "kernels/moe_routing_params.hpp"
 
 namespace mgt::cuda {
@@ -20,10 +21,11 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
 void moe_route_backward(const float* logits, const MoeRoutingParams& p, const float* d_probs,
                         const float* routing_map, const float* aux_counts, float aux_grad, float z_grad,
                         float* d_logits, float* scratch, cudaStream_t stream);
-void gather_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, const float* weights,
-                 float* out, cudaStream_t stream);
-void gather_sum_rows(const float* in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k,
-                     const float* weights, float* out, cudaStream_t stream);
-void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* out, cudaStream_t stream);
+// The row gathers and row_dot read and write fp32, bf16 or fp16 storage (elements.hpp).
+void gather_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, In weights, Out out,
+                 cudaStream_t stream);
+void gather_sum_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k, In weights, Out out,
+                     cudaStream_t stream);
+void row_dot(In a, In b, int64_t rows, int64_t cols, Out out, cudaStream_t stream);
 
 }  // namespace mgt::cuda
