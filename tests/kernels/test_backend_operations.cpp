@@ -614,24 +614,38 @@ AttentionParams unmasked_params() {
   return p;
 }
 
+// The unmasked blocks of a ring at lengths a GPU's fused attention takes (multiples of 128): all
+// queries to half the keys, and half the queries to all keys.
+constexpr AttentionShape kRingEarlierShape{1, 256, 128, 4, 2, 64, SeqLayout::kSeqMajor};
+constexpr AttentionShape kRingLaterShape{1, 128, 256, 4, 2, 64, SeqLayout::kSeqMajor};
+struct AttentionCase {
+  const char* name;
+  AttentionShape shape;
+  bool causal;
+};
+constexpr AttentionCase kAttentionCases[] = {{"causal", kAttentionShape, true},
+                                             {"unmasked", kUnmaskedShape, false},
+                                             {"unmasked, half the keys", kRingEarlierShape, false},
+                                             {"unmasked, half the queries", kRingLaterShape, false}};
+
 void case_attention_forward(OpRun& r) {
-  for (const bool causal : {true, false}) {
-    const AttentionShape& shape = causal ? kAttentionShape : kUnmaskedShape;
-    const AttentionParams params = causal ? attention_params() : unmasked_params();
+  for (const AttentionCase& c : kAttentionCases) {
+    const AttentionShape& shape = c.shape;
+    const AttentionParams params = c.causal ? attention_params() : unmasked_params();
     Tensor q = r.input(shape.query().elements()), k = r.input(shape.key_value().elements());
     Tensor v = r.input(shape.key_value().elements());
     Tensor out = r.output(shape.query().elements()), lse = r.output_fp32(lse_size(shape));
     r.run([&](Backend& b, Side s) { b.attention_forward(q(s), k(s), v(s), shape, params, out(s), lse(s)); });
-    INFO((causal ? "causal" : "unmasked"));
+    INFO(c.name);
     r.check(out, kAttention, "out");
     r.check(lse, kAttention, "lse");
   }
 }
 
 void case_attention_backward(OpRun& r) {
-  for (const bool causal : {true, false}) {
-    const AttentionShape& shape = causal ? kAttentionShape : kUnmaskedShape;
-    const AttentionParams params = causal ? attention_params() : unmasked_params();
+  for (const AttentionCase& c : kAttentionCases) {
+    const AttentionShape& shape = c.shape;
+    const AttentionParams params = c.causal ? attention_params() : unmasked_params();
     const int64_t nq = shape.query().elements(), nkv = shape.key_value().elements();
     Tensor q = r.input(nq), k = r.input(nkv), v = r.input(nkv);
     Tensor out0 = r.output(nq), lse0 = r.output_fp32(lse_size(shape));
@@ -642,7 +656,7 @@ void case_attention_backward(OpRun& r) {
     r.run([&](Backend& b, Side s) {
       b.attention_backward(q(s), k(s), v(s), out(s), dout(s), lse(s), shape, params, dq(s), dk(s), dv(s));
     });
-    INFO((causal ? "causal" : "unmasked"));
+    INFO(c.name);
     r.check(dq, kAttention, "dq");
     r.check(dk, kAttention, "dk");
     r.check(dv, kAttention, "dv");

@@ -172,8 +172,9 @@ bool CudnnAttention::handles(const AttentionShape& s, const AttentionParams& p) 
   // Before 9.16 the backward of a key length that is not a multiple of 128 needs a padding mask
   // (cudnn-frontend adds one); those lengths keep to the fp32 kernel there.
   const bool length_ok = s.seq_kv % 128 == 0 || cudnnGetVersion() >= 91600;
-  // Its graphs carry the causal mask: the unmasked blocks of ring attention take the fp32 kernel.
-  return p.causal && s.seq_q == s.seq_kv && s.seq_q > 0 && s.batch > 0 && s.heads > 0 && s.groups > 0 &&
+  // A causal graph has as many keys as queries; the unmasked blocks of ring attention any number.
+  return (p.causal ? s.seq_q == s.seq_kv : s.seq_kv > 0) && s.seq_q > 0 && s.batch > 0 && s.heads > 0 &&
+         s.groups > 0 &&
          s.heads % s.groups == 0 && s.head_dim % 8 == 0 && s.head_dim >= 8 && s.head_dim <= 128 &&
          p.dropout_p >= 0.0f && p.dropout_p < 1.0f && length_ok;
 }

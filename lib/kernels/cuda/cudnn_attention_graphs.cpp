@@ -2,7 +2,7 @@
 // "composite" SDPA graphs of cuDNN 9 before its single SDPA operation takes masks), built with
 // the backend API's descriptors:
 //
-//   forward   S = scale · Q·Kᵀ; S = causal(S) (row ≥ col, else −∞);
+//   forward   S = scale · Q·Kᵀ; S = causal(S) (row ≥ col, else −∞; unmasked graphs skip it);
 //             M = max S, E = exp(S − M), Z = Σ E, stats = M + ln Z, P = E / Z;
 //             [dropout: P = P · bernoulli(1 − p) · 1/(1 − p)];  O = P·V
 //   backward  D = Σ dO∘O · (1 − p);  P = exp(causal(scale · Q·Kᵀ − stats)) [· mask / (1 − p)];
@@ -11,7 +11,8 @@
 //
 // with the key/value heads of a group shared by its query heads (dK, dV summed over them by a
 // reduction). Q, K, V, O and their gradients are bf16 or fp16, in the caller's layout, addressed with
-// strides (no transposes); the scores never leave the engine.
+// strides (no transposes); the scores never leave the engine. A causal graph has as many keys as
+// queries; an unmasked one (ring attention's blocks off the diagonal) may have fewer or more.
 #include "kernels/cuda/cudnn_attention_graphs.hpp"
 
 #if defined(MGT_HAVE_CUDNN)
@@ -25,6 +26,8 @@ PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& 
   key.backward = backward;
   key.batch = s.batch;
   key.seq = s.seq_q;
+  key.seq_kv = s.seq_kv;
+  key.causal = p.causal;
   key.heads = s.heads;
   key.groups = s.groups;
   key.head_dim = s.head_dim;
@@ -42,30 +45,34 @@ struct Geometry {
   Dims kv, kv_strides;        // K, V, dK, dV
   Dims kt, kt_strides;        // Kᵀ and Vᵀ: K and V seen transposed
   Dims scores, scores_strides;
-  Dims scores_t_strides;      // the scores seen transposed
+  Dims scores_t, scores_t_strides;  // the scores seen transposed
   Dims rows, rows_strides;    // one value per query row: stats, softmax sums
-  Dims packed_q_strides;      // fp32 dQ accumulator, and the per-query-head dK, dV of a group
+  Dims packed_q_strides;      // fp32 dQ accumulator
+  Dims kv_heads, packed_kv_strides;  // the per-query-head dK, dV of a group
 };
 
 Geometry geometry(const PlanKey& k) {
-  const int64_t b = k.batch, s = k.seq, h = k.heads, g = k.groups, d = k.head_dim;
+  const int64_t b = k.batch, s = k.seq, kv = k.seq_kv, h = k.heads, g = k.groups, d = k.head_dim;
   Geometry t;
   t.q = {b, h, s, d};
-  t.kv = {b, g, s, d};
+  t.kv = {b, g, kv, d};
   // HeadTensor: seq-major [s, b, heads, d] or batch-major [b, s, heads, d].
   t.q_strides = k.batch_major ? Dims{s * h * d, d, h * d, 1} : Dims{h * d, d, b * h * d, 1};
-  t.kv_strides = k.batch_major ? Dims{s * g * d, d, g * d, 1} : Dims{g * d, d, b * g * d, 1};
+  t.kv_strides = k.batch_major ? Dims{kv * g * d, d, g * d, 1} : Dims{g * d, d, b * g * d, 1};
   t.o_strides = t.q_strides;
   // The fused projection's [s, b, heads, 3, d]: Q, K and V are every third d-vector of a head.
   if (k.fused_qkv) t.q_strides = t.kv_strides = Dims{3 * h * d, 3 * d, b * 3 * h * d, 1};
-  t.kt = {b, g, d, s};
+  t.kt = {b, g, d, kv};
   t.kt_strides = {t.kv_strides[0], t.kv_strides[1], 1, t.kv_strides[2]};
-  t.scores = {b, h, s, s};
-  t.scores_strides = {h * s * s, s * s, s, 1};
-  t.scores_t_strides = {h * s * s, s * s, 1, s};
+  t.scores = {b, h, s, kv};
+  t.scores_strides = {h * s * kv, s * kv, kv, 1};
+  t.scores_t = {b, h, kv, s};
+  t.scores_t_strides = {h * s * kv, s * kv, 1, kv};
   t.rows = {b, h, s, 1};
   t.rows_strides = {h * s, s, 1, 1};
   t.packed_q_strides = {h * s * d, s * d, d, 1};
+  t.kv_heads = {b, h, kv, d};
+  t.packed_kv_strides = {h * kv * d, kv * d, d, 1};
   return t;
 }
 
@@ -106,13 +113,12 @@ void build_forward(GraphBuilder& g, const PlanKey& key) {
   const int64_t o = g.io(kO, t.q, t.o_strides, io);
   const int64_t stats = g.io(kStats, t.rows, t.rows_strides, CUDNN_DATA_FLOAT);
   const int64_t scale = g.scalar(kScale);
-  const int64_t mask_value = g.scalar(kMaskValue);
 
   const int64_t qk = g.temp(t.scores, t.scores_strides);
   g.matmul(q, kt, qk);
   const int64_t scaled = g.temp_like(qk);
   g.binary(CUDNN_POINTWISE_MUL, qk, scale, scaled);
-  const int64_t s = causal_mask(g, scaled, mask_value);
+  const int64_t s = key.causal ? causal_mask(g, scaled, g.scalar(kMaskValue)) : scaled;
 
   // Softmax, keeping its row statistics for the backward.
   const int64_t max = g.temp(t.rows, t.rows_strides);
@@ -158,7 +164,6 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
   const int64_t softmax_sum = g.io(kSoftmaxSum, t.rows, t.rows_strides, CUDNN_DATA_FLOAT);
   const int64_t dq_accum = g.io(kDQAccum, t.q, t.packed_q_strides, CUDNN_DATA_FLOAT);
   const int64_t scale = g.scalar(kScale);
-  const int64_t mask_value = g.scalar(kMaskValue);
   const int64_t mask = dropout ? dropout_mask(g, key, t) : GraphBuilder::kNone;
   const int64_t dropout_scale = dropout ? g.scalar(kDropoutScale) : GraphBuilder::kNone;
 
@@ -176,7 +181,7 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
   g.binary(CUDNN_POINTWISE_MUL, qk, scale, scaled);
   const int64_t shifted = g.temp_like(qk);
   g.binary(CUDNN_POINTWISE_SUB, scaled, stats, shifted);
-  const int64_t masked = causal_mask(g, shifted, mask_value);
+  const int64_t masked = key.causal ? causal_mask(g, shifted, g.scalar(kMaskValue)) : shifted;
   const int64_t p = g.temp_like(qk);
   g.unary(CUDNN_POINTWISE_EXP, masked, p);
 
@@ -189,10 +194,10 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
     g.binary(CUDNN_POINTWISE_MUL, kept, dropout_scale, rescaled);
     p_used = rescaled;
   }
-  const int64_t p_t = g.temp(t.scores, t.scores_t_strides, io);
+  const int64_t p_t = g.temp(t.scores_t, t.scores_t_strides, io);
   g.reshape(p_used, p_t);
   if (grouped) {
-    const int64_t dv_heads = g.temp(t.q, t.packed_q_strides, io);
+    const int64_t dv_heads = g.temp(t.kv_heads, t.packed_kv_strides, io);
     g.matmul(p_t, d_o, dv_heads);
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv_heads, dv);
   } else {
@@ -220,10 +225,10 @@ void build_backward(GraphBuilder& g, const PlanKey& key) {
   g.binary(CUDNN_POINTWISE_MUL, ds, scale, ds_scaled);
 
   // dK = dSᵀ·Q, summed over the query heads of a group.
-  const int64_t ds_t = g.temp(t.scores, t.scores_t_strides, io);
+  const int64_t ds_t = g.temp(t.scores_t, t.scores_t_strides, io);
   g.reshape(ds_scaled, ds_t);
   if (grouped) {
-    const int64_t dk_heads = g.temp(t.q, t.packed_q_strides, io);
+    const int64_t dk_heads = g.temp(t.kv_heads, t.packed_kv_strides, io);
     g.matmul(ds_t, q, dk_heads);
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk_heads, dk);
   } else {

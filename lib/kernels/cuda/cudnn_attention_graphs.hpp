@@ -39,6 +39,9 @@ enum Uid : int64_t {
 struct PlanKey {
   bool backward = false;
   int64_t batch = 0, seq = 0, heads = 0, groups = 0, head_dim = 0;
+  // The keys' length (seq, the queries', unless the scores are unmasked) and the causal mask.
+  int64_t seq_kv = 0;
+  bool causal = true;
   bool batch_major = false;
   // Q, K and V inside the fused QKV projection's output (seq-major, groups == heads: per token
   // and head, q, k and v), dQ, dK and dV written there too.
@@ -53,7 +56,8 @@ struct PlanKey {
   float dropout() const { return std::bit_cast<float>(dropout_bits); }
   std::string describe() const {
     return std::string(backward ? "backward" : "forward") + " batch " + std::to_string(batch) +
-           " seq " + std::to_string(seq) + " heads " + std::to_string(heads) + "/" +
+           " seq " + std::to_string(seq) + (seq_kv != seq ? " keys " + std::to_string(seq_kv) : "") +
+           (causal ? " causal" : " unmasked") + " heads " + std::to_string(heads) + "/" +
            std::to_string(groups) + " head_dim " + std::to_string(head_dim) +
            (batch_major ? " batch-major" : " seq-major") + (fused_qkv ? " fused QKV" : "") +
            " dropout " + std::to_string(dropout()) +
@@ -67,11 +71,11 @@ PlanKey make_key(bool backward, const AttentionShape& s, const AttentionParams& 
                  bool fused_qkv = false);
 
 // The forward graph: O and the softmax statistics from Q, K and V (with dropout when the key has a
-// rate). Binds kQ, kK, kV, kO, kStats, kScale, kMaskValue (and kDropoutScale, kSeed, kOffset).
+// rate). Binds kQ, kK, kV, kO, kStats, kScale, kMaskValue if causal (and kDropoutScale, kSeed, kOffset).
 void build_forward(GraphBuilder& g, const PlanKey& key);
 // The backward graph: dQ, dK and dV from Q, K, V, O, dO and the statistics, with the softmax sums
 // and the fp32 dQ accumulator as scratch. Binds kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV,
-// kSoftmaxSum, kDQAccum, kScale, kMaskValue and kOne (with dropout: kDropoutScale, kDropoutKeep,
+// kSoftmaxSum, kDQAccum, kScale, kMaskValue (causal) and kOne (with dropout: kDropoutScale, kDropoutKeep,
 // kSeed and kOffset instead of kOne).
 void build_backward(GraphBuilder& g, const PlanKey& key);
 

@@ -81,6 +81,7 @@ void execute_plan(cudnnHandle_t handle, const Plan& plan,
   std::vector<int64_t> uids;
   std::vector<void*> pointers;
   for (const auto& [uid, pointer] : bindings) {
+    if (uid == kMaskValue && !plan.key.causal) continue;  // an unmasked graph has no mask value
     uids.push_back(uid);
     pointers.push_back(const_cast<void*>(pointer));
   }
