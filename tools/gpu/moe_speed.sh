@@ -2,19 +2,22 @@
 # On the GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
 # a Mixtral-style model (16 layers, hidden 2048, GQA 8, sequence 4096, 8 experts of ffn 5632,
 # top-2, alltoall dispatcher, SwiGLU, RMSNorm, RoPE) against its dense equivalent (ffn 11264:
-# the same active FLOPs per token) on one GPU in bf16, 8 micro-batches of 1 per step; the MoE
-# step's per-operation profile; then a short table (tokens/s by the log line and by the log's
-# time stamps, and the MoE/dense ratio). Logs under $OUT (or /tmp/moe-speed).
-#   tools/gpu/moe_speed.sh [--iters N] [--extra "FLAGS"]
+# the same active FLOPs per token) on one GPU in bf16, 32 micro-batches of 1 per step (the
+# optimizer's step over 4.4B parameters spread as a global batch spreads it); the MoE step's
+# per-operation profile (--profile); then a short table (tokens/s by the log line and by the
+# log's time stamps, and the MoE/dense ratio). Logs under $OUT (or /tmp/moe-speed).
+#   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--profile] [--extra "FLAGS"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/devpack_env.bash
 out=${OUT:-/tmp/moe-speed}
 mkdir -p "$out"
-iters=12; extra=()
+iters=6; global=32; profile=0; extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --iters) iters=$2; shift 2 ;;
+    --global-batch) global=$2; shift 2 ;;
+    --profile) profile=1; shift ;;
     --extra) read -r -a extra <<< "$2"; shift 2 ;;
     *) echo "moe_speed.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -22,7 +25,7 @@ done
 common=(--device cuda --bf16 --num-layers 16 --hidden-size 2048 --num-attention-heads 16
         --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096
         --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights
-        --disable-bias-linear --micro-batch-size 1 --global-batch-size 8 --lr 3e-4 --eval-iters 0
+        --disable-bias-linear --micro-batch-size 1 --global-batch-size "$global" --lr 3e-4 --eval-iters 0
         --hidden-dropout 0 --attention-dropout 0 --mock-data --tokenizer-type NullTokenizer --vocab-size 32000
         --log-interval 2 --log-throughput --data-cache-path "$out/cache")
 moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632 --moe-aux-loss-coeff 1e-2
@@ -30,7 +33,7 @@ moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632 --moe-aux-lo
 dense=(--ffn-hidden-size 11264)
 table=()
 rate() {  # rate LOG: tokens/s by the last logged time per iteration, and the wall clock's between the first and last log lines
-  python3 - "$1" "$((8 * 4096))" <<'PY'
+  python3 - "$1" "$((global * 4096))" <<'PY'
 import datetime, re, sys
 log = open(sys.argv[1]).read()
 ms = re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", log)
@@ -54,9 +57,11 @@ for name in dense moe; do
   eval "${name}_rate=$log_rate"
   table+=("$(printf '%-8s %10s tokens/s (log)  %10s (wall clock)  max allocated %s MiB' "$name" "$log_rate" "$wall" "$peak")")
 done
-mgt-train "${common[@]}" "${moe[@]}" "${extra[@]}" --train-iters 6 --profile --profile-step-start 3 --profile-step-end 5 \
-  > "$out/profile-moe.log" 2>&1 || tail -5 "$out/profile-moe.log"
-"$py" tools/gpu/profile_steady.py "$out/profile-moe.log" 2 --top 20 | tee "$out/profile-moe.txt"
+if [ $profile = 1 ]; then
+  mgt-train "${common[@]}" "${moe[@]}" "${extra[@]}" --train-iters 4 --profile --profile-step-start 3 \
+    --profile-step-end 4 > "$out/profile-moe.log" 2>&1 || tail -5 "$out/profile-moe.log"
+  "$py" tools/gpu/profile_steady.py "$out/profile-moe.log" 1 --top 20 | tee "$out/profile-moe.txt"
+fi
 echo; echo "== MoE against dense, one GPU, bf16 =="
 printf '%s\n' "${table[@]}"
 python3 -c "import sys; print(f'MoE / dense: {float(sys.argv[1]) / float(sys.argv[2]):.3f} (target >= 0.80)')" \
