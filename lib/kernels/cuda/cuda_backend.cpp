@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/attention_merge.hpp"
@@ -526,6 +527,7 @@ void CudaBackend::do_attention_forward(ConstFloatArg q, ConstFloatArg k, ConstFl
   cuda::CudnnAttention* cudnn = cudnn_attention_for(shape, params);
   if (cudnn != nullptr && cudnn->forward(q, k, v, shape, params, out, lse)) return;
   if (!q.is_fp32()) {  // 2-byte storage where cuDNN does not apply: the fp32 kernel on copies
+    report_fp32_attention(shape, params);
     DeviceBuffer q32(*this, q.size()), k32(*this, k.size()), v32(*this, v.size());
     DeviceBuffer out32(*this, out.size());
     do_convert(q, q32.view());
@@ -564,6 +566,17 @@ void CudaBackend::do_attention_backward(ConstFloatArg q, ConstFloatArg k, ConstF
     return;
   }
   cuda::attention_backward(q, k, v, out, dout, lse, shape, params, dq, dk, dv, stream_);
+}
+
+void CudaBackend::report_fp32_attention(const AttentionShape& shape, const AttentionParams& params) {
+  // Deterministic mode chose the fp32 kernel; elsewhere the user should know where time goes.
+  if (deterministic_ || !cuda::CudnnAttention::built()) return;
+  const std::string what = "attention of " + std::to_string(shape.seq_q) + " queries and " +
+                           std::to_string(shape.seq_kv) + " keys, head size " + std::to_string(shape.head_dim) +
+                           (params.causal ? ", causal" : ", unmasked");
+  if (!fp32_attention_reported_.insert(what).second) return;
+  log::warn(what + ": runs on mgt's fp32 attention kernel (cuDNN's fused attention does not take it), "
+            "several times slower");
 }
 
 bool CudaBackend::cudnn_attention_applies(const AttentionShape& shape, const AttentionParams& params) const {

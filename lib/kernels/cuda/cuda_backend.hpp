@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -58,6 +60,9 @@ private:
   int64_t shareable_bytes_ = 0;
   int64_t max_shareable_bytes_ = 0;
   bool deterministic_ = false;
+  // The 2-byte attention shapes that took the fp32 kernel, each reported once (a slow path).
+  std::set<std::string> fp32_attention_reported_;
+  void report_fp32_attention(const AttentionShape& shape, const AttentionParams& params);
   bool profile_gemms_ = false;  // BackendOptions::profile_gemms, for each LtMatmul made
   // adamw_update's segments on the device ([ends…, flags…]), uploaded when they change.
   std::vector<int64_t> segments_host_;
