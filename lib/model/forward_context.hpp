@@ -22,7 +22,7 @@
 
 namespace mgt {
 
-class RingAttention;
+class ContextParallelAttention;
 
 enum class DropoutSite : uint64_t {
   kEmbedding = 0,        // after the embedding sum
@@ -51,9 +51,9 @@ struct ForwardContext {
   int64_t sequence_shards = 1;
   int64_t sequence_shard = 0;
   // Context parallelism in this pass (training only): seq is this rank's two chunks of the
-  // sequence (context_parallel_split.hpp) and the core attention runs over the ring. Null
-  // without it.
-  RingAttention* context_parallel = nullptr;
+  // sequence (context_parallel_split.hpp) and the core attention runs over the group
+  // (context_parallel_attention.hpp). Null without it.
+  ContextParallelAttention* context_parallel = nullptr;
 
   // Mixture of Experts (model/moe_layer.hpp): where the MoE layers add their auxiliary-loss and
   // z-loss statistics, [2 · num_layers] (aux, z per global layer; empty: not recorded), and the

@@ -146,8 +146,9 @@ void GptModel::block_gradients_done(std::size_t index) const {
 
 GptModel::~GptModel() = default;
 
-void GptModel::set_context_parallel(dist::Communicator* group) {
-  ring_ = group != nullptr && group->size() > 1 ? std::make_unique<RingAttention>(*backend_, *group) : nullptr;
+void GptModel::set_context_parallel(dist::Communicator* group, CpCommType type) {
+  context_parallel_ =
+      group != nullptr && group->size() > 1 ? make_context_parallel_attention(type, *backend_, *group) : nullptr;
 }
 
 void GptModel::require_whole_model(const char* call) const {
@@ -405,7 +406,7 @@ const ActivationMemory& GptModel::run_forward_backward(const MicroBatch& batch, 
   upload(batch, memory);
   ForwardContext ctx{batch.seq_length, batch.batch_size, true, rng,
                      sequence_parallel_ ? tp_.size() : 1,
-                     sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
+                     sequence_parallel_ ? tp_.rank() : 0, context_parallel_.get()};
   // Megatron's MoEAuxLossAutoScaler: the auxiliary losses' gradient times loss_scale /
   // num_microbatches; with the per-token loss, times the micro-batch's tokens instead (the
   // gradients are divided by the global batch's tokens afterwards).

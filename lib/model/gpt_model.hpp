@@ -52,7 +52,7 @@
 #include "model/parallel_linear.hpp"
 #include "model/pipeline_stage.hpp"
 #include "model/recompute_plan.hpp"
-#include "model/ring_attention.hpp"
+#include "model/context_parallel_attention.hpp"
 #include "model/tensor_parallel_mappings.hpp"
 #include "model/transformer_layer.hpp"
 
@@ -135,11 +135,11 @@ public:
   const PipelineStage& pipeline_stage() const { return params_.pipeline_stage(); }
   // Context parallelism (--context-parallel-size, a group of 2 or more; null or a group of one:
   // none): training passes then take this rank's part of each sequence, as
-  // split_for_context_parallel_rank cuts it, and attend over the ring (ring_attention.hpp).
-  // Evaluation and generation passes take whole sequences, as without it. The group must
-  // outlive the model; every rank of it makes the same training calls.
-  void set_context_parallel(dist::Communicator* group);
-  bool context_parallel() const { return ring_ != nullptr; }
+  // split_for_context_parallel_rank cuts it, and attend over the group as `type` says
+  // (context_parallel_attention.hpp). Evaluation and generation passes take whole sequences, as
+  // without it. The group must outlive the model; every rank of it makes the same training calls.
+  void set_context_parallel(dist::Communicator* group, CpCommType type = CpCommType::kP2p);
+  bool context_parallel() const { return context_parallel_ != nullptr; }
 
   // Training step on one micro-batch, dropout active: accumulates gradients (call
   // parameters().zero_grads() at the start of an iteration). A micro-batch whose loss mask is
@@ -343,7 +343,7 @@ private:
   dist::Communicator* fp8_amax_group_ = nullptr;
   TensorParallelMappings tp_;
   bool sequence_parallel_;
-  std::unique_ptr<RingAttention> ring_;  // context parallelism; null without it
+  std::unique_ptr<ContextParallelAttention> context_parallel_;  // null without context parallelism
   GptParameters params_;
   GptConfig stage_config_;  // the configuration with this stage's (interleaved: one chunk's) number of layers
   dist::Communicator* embedding_group_;  // null: no word embedding shared across stages

@@ -65,7 +65,7 @@ LossSum GptModel::stage_forward(int64_t slot, const MicroBatch& batch, const Dro
   upload(batch, memory, span.embedding, span.head);
   if (training) {
     s.ctx = ForwardContext{batch.seq_length, batch.batch_size, true, rng,
-                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0, ring_.get()};
+                           sequence_parallel_ ? tp_.size() : 1, sequence_parallel_ ? tp_.rank() : 0, context_parallel_.get()};
     // The MoE layers' auxiliary losses as in run_forward_backward: each stage records its own
     // layers' and scales their gradients itself.
     s.ctx.moe_statistics = moe_statistics_.view();

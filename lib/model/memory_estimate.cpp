@@ -5,7 +5,6 @@
 #include "core/checked_size.hpp"
 #include "core/error.hpp"
 #include "model/activation_memory.hpp"
-#include "model/ring_attention.hpp"
 
 namespace mgt {
 
@@ -178,7 +177,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
           local.heads = c.num_attention_heads / tp;
           local.groups = c.query_groups() / tp;
           local.head_dim = c.kv_channels;
-          total += N(RingAttention::scratch_elements(local)) * bytes;
+          total += N(context_parallel_scratch_elements(l.cp_comm_type, local)) * bytes;
         }
         if (r.evaluation_too) total += activation_bytes(ActivationMemory::elements(config, tp, s, b, false), bytes);
         return total;

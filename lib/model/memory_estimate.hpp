@@ -13,6 +13,7 @@
 
 #include "core/available_memory.hpp"
 #include "kernels/backend.hpp"
+#include "model/context_parallel_attention.hpp"
 #include "model/gpt_config.hpp"
 
 namespace mgt {
@@ -33,9 +34,10 @@ struct ParallelLayout {
   // (0: pipeline_parallel).
   std::int64_t virtual_pipeline = 1;
   std::int64_t microbatch_group = 0;
-  // Training passes hold seq_length / context_parallel tokens per rank, plus ring attention's
-  // scratch; evaluation passes whole sequences.
+  // Training passes hold seq_length / context_parallel tokens per rank, plus the context-parallel
+  // attention's scratch (of cp_comm_type); evaluation passes whole sequences.
   std::int64_t context_parallel = 1;
+  CpCommType cp_comm_type = CpCommType::kP2p;
   // --sequence-parallel (with tensor_parallel > 1): the training activations outside the
   // tensor-parallel regions hold seq / TP tokens.
   bool sequence_parallel = false;

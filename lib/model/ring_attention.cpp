@@ -18,7 +18,7 @@ void check_shape(const AttentionShape& shape, const char* where) {
 
 }  // namespace
 
-RingAttention::RingAttention(Backend& backend, dist::Communicator& group) : backend_(&backend), group_(&group) {}
+RingAttention::RingAttention(Backend& backend, dist::Communicator& group) : ContextParallelAttention(backend, group) {}
 
 int64_t RingAttention::scratch_elements(const AttentionShape& shape) {
   const int64_t qn = shape.query().elements(), kvn = shape.key_value().elements();
@@ -45,13 +45,6 @@ AttentionParams RingAttention::step_params(const AttentionParams& params, const 
   const auto block_elements = static_cast<uint64_t>(shape.batch * heads * shape.seq_q * shape.seq_kv);
   p.dropout_key.offset += static_cast<uint64_t>(rank() * size() + step) * block_elements;
   return p;
-}
-
-FloatView RingAttention::scratch(std::size_t index, int64_t n, FloatType type) {
-  if (scratch_.size() <= index) scratch_.resize(index + 1);
-  DeviceBuffer& b = scratch_[index];
-  if (b.size() < n || b.type() != type) b = DeviceBuffer(*backend_, n, type);
-  return b.view().first(n);
 }
 
 void RingAttention::forward(ConstFloatView q, ConstFloatView k, ConstFloatView v, const AttentionShape& shape,

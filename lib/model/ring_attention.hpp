@@ -26,17 +26,14 @@
 // step), and its backward redraws it; the masks are not those of the unsplit sequence.
 #pragma once
 #include <cstdint>
-#include <vector>
 
-#include "dist/communicator.hpp"
-#include "kernels/backend.hpp"
+#include "model/context_parallel_attention.hpp"
 
 namespace mgt {
 
-class RingAttention {
+class RingAttention final : public ContextParallelAttention {
 public:
-  // `group`: the context-parallel group (a group of one attends alone); it and the backend must
-  // outlive this object.
+  // `group`: the context-parallel group (a group of one attends alone).
   RingAttention(Backend& backend, dist::Communicator& group);
 
   // The scratch elements forward and backward allocate for one layer's attention of `shape`
@@ -44,28 +41,18 @@ public:
   // estimate counts. Sizes in elements of the activations' type, lse parts included.
   static int64_t scratch_elements(const AttentionShape& shape);
 
-  int size() const { return group_->size(); }
-  int rank() const { return group_->rank(); }
-
-  // q [2c, b, heads, d], k and v [2c, b, groups, d], sequence-major: this rank's two chunks.
-  // shape.seq_q == shape.seq_kv == 2c. out as q, lse [b, heads, 2c].
+  // lse [b, heads, 2c].
   void forward(ConstFloatView q, ConstFloatView k, ConstFloatView v, const AttentionShape& shape,
-               const AttentionParams& params, FloatView out, FloatView lse);
-  // The gradients of forward's inputs, overwritten; out and lse as forward left them.
+               const AttentionParams& params, FloatView out, FloatView lse) override;
   void backward(ConstFloatView q, ConstFloatView k, ConstFloatView v, ConstFloatView out, ConstFloatView dout,
                 ConstFloatView lse, const AttentionShape& shape, const AttentionParams& params, FloatView dq,
-                FloatView dk, FloatView dv);
+                FloatView dk, FloatView dv) override;
 
 private:
   // Which part of the keys in hand a step attends to (see the top of this file).
   enum class Block { kDiagonal, kEarlier, kLater, kFull };
   Block block(int step, const AttentionParams& params) const;
   AttentionParams step_params(const AttentionParams& params, const AttentionShape& shape, int step) const;
-  FloatView scratch(std::size_t index, int64_t n, FloatType type);
-
-  Backend* backend_;
-  dist::Communicator* group_;
-  std::vector<DeviceBuffer> scratch_;  // grown on demand, reused by every layer
 };
 
 }  // namespace mgt

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/ring_attention.hpp"
+#include "model/context_parallel_attention.hpp"
 
 namespace mgt {
 

@@ -9,7 +9,7 @@
 //
 // Context parallelism (ForwardContext::context_parallel): the sequence rows are this rank's two
 // chunks of the sequence; RoPE turns each chunk from its own first position and the core
-// attention runs over the ring (ring_attention.hpp).
+// attention runs over the context-parallel group (context_parallel_attention.hpp).
 #pragma once
 #include <cstdint>
 

@@ -134,7 +134,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("num-virtual-stages-per-pipeline-rank", "N", p.num_virtual_stages_per_pipeline_rank, "Number of virtual pipeline stages (model chunks) per pipeline rank: the interleaved 1F1B schedule"),
       store("microbatch-group-size-per-virtual-pipeline-stage", "N", p.microbatch_group_size_per_virtual_pipeline_stage, "Micro-batches run at a time on one virtual stage by the interleaved schedule").default_text("pipeline-model-parallel-size"),
       store("context-parallel-size", "N", p.context_parallel_size, "Context-parallel size: ranks that each hold 2 of 2N chunks of every sequence, attention over a ring"),
-      store_list("cp-comm-type", "TYPE...", p.cp_comm_type, "Communication of context-parallel attention, for all layers or per layer: p2p (the ring); a2a, allgather and a2a+p2p are refused"),
+      store_list("cp-comm-type", "TYPE...", p.cp_comm_type, "Communication of context-parallel attention, one type for all layers: p2p (the ring) or a2a (all-to-all over the heads); allgather and a2a+p2p are refused"),
       store_true("sequence-parallel", p.sequence_parallel, "Sequence parallelism (needs tensor parallelism)"),
       store_true("use-distributed-optimizer", p.use_distributed_optimizer, "Shard the optimizer state over data-parallel ranks"),
       store_true("overlap-grad-reduce", p.overlap_grad_reduce, "Reduce the gradients over the data-parallel ranks bucket by bucket during the last backward"),

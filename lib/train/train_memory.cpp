@@ -33,6 +33,7 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& o, std::optional<
   r.layout.pipeline_parallel = o.parallel.pipeline_model_parallel_size;
   r.layout.data_parallel = o.parallel.data_parallel_size;
   r.layout.context_parallel = o.parallel.context_parallel_size;
+  r.layout.cp_comm_type = parse_cp_comm_types(o.parallel.cp_comm_type);
   r.layout.distributed_optimizer = o.parallel.use_distributed_optimizer;
   r.layout.virtual_pipeline = o.parallel.virtual_pipeline_model_parallel_size;
   r.layout.microbatch_group = o.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);

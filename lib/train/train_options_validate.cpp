@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "dist/transport_choice.hpp"
 #include "model/context_parallel_split.hpp"
+#include "model/head_scatter_attention.hpp"
 #include "model/pipeline_stage.hpp"
 #include "model/recompute_plan.hpp"
 #include "train/moe_options_validate.hpp"
@@ -25,10 +26,12 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 
 void validate_parallel(ParallelOptions& p, int world_size) {
   for (const std::string& type : p.cp_comm_type) {
-    if (type == "a2a" || type == "allgather" || type == "a2a+p2p")
-      throw UsageError("--cp-comm-type " + type + " is not implemented (only p2p, the ring)");
-    if (type != "p2p")
+    if (type == "allgather" || type == "a2a+p2p")
+      throw UsageError("--cp-comm-type " + type + " is not implemented (p2p, the ring, and a2a, all-to-all)");
+    if (type != "p2p" && type != "a2a")
       throw UsageError("--cp-comm-type: expected p2p, a2a, allgather or a2a+p2p, got '" + type + "'");
+    if (type != p.cp_comm_type.front())
+      throw UsageError("--cp-comm-type: one type per layer is not implemented (give one type for all layers)");
   }
   if (world_size <= 0) throw Error("world size must be positive");
   const std::int64_t model_size =
@@ -272,6 +275,11 @@ void validate_context_parallel(const ModelShapeOptions& m, const ParallelOptions
   if (p.sequence_parallel && local % p.tensor_model_parallel_size != 0)
     throw UsageError("--sequence-parallel: --seq-length / --context-parallel-size (" + str(local) +
                      ") must be divisible by --tensor-model-parallel-size (" + str(p.tensor_model_parallel_size) + ")");
+  if (parse_cp_comm_types(p.cp_comm_type) == CpCommType::kA2a && m.num_attention_heads) {
+    const std::string why = HeadScatterAttention::unsupported(*m.num_attention_heads / p.tensor_model_parallel_size,
+                                                              m.query_groups() / p.tensor_model_parallel_size, cp);
+    if (!why.empty()) throw UsageError("--cp-comm-type a2a: " + why);
+  }
 }
 
 void validate_data(DataOptions& d) {

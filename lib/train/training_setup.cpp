@@ -111,7 +111,9 @@ void TrainingRun::print_layout() {
   }
   if (p.context_parallel_size > 1) {
     output_.line("> context-parallel groups: " + groups_of(dist::GroupKind::ContextParallel) + " (" +
-                 context_parallel_.transport() + "), ring attention (--cp-comm-type p2p), " +
+                 context_parallel_.transport() + "), " +
+                 (parse_cp_comm_types(p.cp_comm_type) == CpCommType::kA2a ? "all-to-all attention (--cp-comm-type a2a), "
+                                                                          : "ring attention (--cp-comm-type p2p), ") +
                  std::to_string(*options_.model.seq_length / p.context_parallel_size) + " tokens per rank");
     output_.line("> data-parallel groups with context parallelism (gradients): " +
                  groups_of(dist::GroupKind::DataParallelWithContext) + " (" + gradients_.transport() + ")");
@@ -176,7 +178,8 @@ void TrainingRun::build_model() {
   if (pipeline_parallel_size() > 1) pp = {stages.at(static_cast<std::size_t>(pipeline_.rank())), settings_.ranks.embedding};
   model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp,
                                       ExpertParallelism{expert_model_parallel_});
-  if (context_parallel_size() > 1) model_->set_context_parallel(&context_parallel_);
+  if (context_parallel_size() > 1)
+    model_->set_context_parallel(&context_parallel_, parse_cp_comm_types(options_.parallel.cp_comm_type));
   // FP8 amaxes are max-reduced over the data-parallel ranks (with context parallelism, its ranks
   // too), as over Megatron's amax reduction group; the model adds the tensor-parallel ones.
   model_->set_fp8_amax_group(&gradients_);

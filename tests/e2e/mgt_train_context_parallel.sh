@@ -6,8 +6,10 @@
 # CP=2 (GPT-2), CP=4 and CP=2 x TP=2 with sequence parallelism (Llama), CP=2 x DP=2 with the distributed optimizer
 # (sharded over the data-parallel group with context parallelism) and CP=2 x PP=2 (GPT-2). A CP=2
 # checkpoint resumes at CP=1 and at CP=4, continuing the one-rank curve; --dry-run counts each
-# rank's part of the sequence. The groups are Megatron's; --cp-comm-type other than p2p and
-# sequence lengths that 2 x CP does not divide are refused.
+# rank's part of the sequence. The groups are Megatron's. --cp-comm-type a2a (heads traded for
+# sequence by all-to-alls) reproduces the one-rank run too at CP=2 (both models) and CP=4
+# (GPT-2); allgather, a2a+p2p, a type per layer, a2a with heads or groups that CP does not
+# divide, and sequence lengths that 2 x CP does not divide are refused.
 # Usage: bash tests/e2e/mgt_train_context_parallel.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -21,9 +23,15 @@ source "$SRC/tests/e2e/lib/parallel_training.bash"
 GPT2_NODROP=("${GPT2[@]}" --hidden-dropout 0 --attention-dropout 0)
 
 # Usage errors, before any rank trains.
-expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --cp-comm-type a2a
-grep -q "^mgt-train: --cp-comm-type a2a is not implemented (only p2p, the ring)$" "$WORK/err.txt" ||
-  fail "a2a not refused by name"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --cp-comm-type allgather
+grep -q "^mgt-train: --cp-comm-type allgather is not implemented (p2p, the ring, and a2a, all-to-all)$" \
+  "$WORK/err.txt" || fail "allgather not refused by name"
+expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --cp-comm-type p2p a2a
+grep -q "^mgt-train: --cp-comm-type: one type per layer is not implemented" "$WORK/err.txt" ||
+  fail "a type per layer not refused"
+expect_status 2 ranks 4 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 4 --cp-comm-type a2a
+grep -q "^mgt-train: --cp-comm-type a2a: the attention heads (4) and query groups (2) of each tensor-parallel rank must be multiples of the context-parallel size (4)$" \
+  "$WORK/err.txt" || fail "a2a with groups CP does not divide not refused"
 expect_status 2 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --seq-length 62 \
   --max-position-embeddings 64
 grep -q "^mgt-train: --seq-length (62) must be divisible by 2 x --context-parallel-size (4)" "$WORK/err.txt" ||
@@ -86,6 +94,20 @@ compare_curves "$WORK/gpt2-1.jsonl" "$WORK/gpt2-cp2-dp2.jsonl" same
 expect_status 0 ranks 4 "$BIN/mgt-train" "${GPT2_NODROP[@]}" --context-parallel-size 2 \
   --pipeline-model-parallel-size 2 --metrics-file "$WORK/gpt2-cp2-pp2.jsonl"
 compare_curves "$WORK/gpt2-1.jsonl" "$WORK/gpt2-cp2-pp2.jsonl" same
+
+# --cp-comm-type a2a: CP=2 for both models (grouped-query attention and rotary in the Llama one),
+# CP=4 for GPT-2's four heads.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2_NODROP[@]}" --context-parallel-size 2 --cp-comm-type a2a \
+  --metrics-file "$WORK/gpt2-cp2-a2a.jsonl"
+grep -q '^> context-parallel groups: \[0, 1\] (mpi), all-to-all attention (--cp-comm-type a2a), 32 tokens per rank$' \
+  "$WORK/out.txt" || fail "CP=2 a2a: context-parallel groups"
+compare_curves "$WORK/gpt2-1.jsonl" "$WORK/gpt2-cp2-a2a.jsonl" same
+expect_status 0 ranks 2 "$BIN/mgt-train" "${LLAMA[@]}" --context-parallel-size 2 --cp-comm-type a2a \
+  --metrics-file "$WORK/llama-cp2-a2a.jsonl"
+compare_curves "$WORK/llama-1.jsonl" "$WORK/llama-cp2-a2a.jsonl" same
+expect_status 0 ranks 4 "$BIN/mgt-train" "${GPT2_NODROP[@]}" --context-parallel-size 4 --cp-comm-type a2a \
+  --metrics-file "$WORK/gpt2-cp4-a2a.jsonl"
+compare_curves "$WORK/gpt2-1.jsonl" "$WORK/gpt2-cp4-a2a.jsonl" same
 
 # The CP=2 checkpoint resumed at CP=1 and at CP=4 continues the one-rank curve.
 keep_iteration "$WORK/ckpt-cp2" "$WORK/from-cp2-to-1" 10
