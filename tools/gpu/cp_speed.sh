@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a 2-GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
 # GPT 1.3B (24 layers, hidden 2048, 16 heads) in bf16 at sequence 16,384 on one GPU against
-# sequence 32,768 with context parallelism CP=2 over two GPUs (--cp-comm-type p2p, the ring),
-# micro-batch 1; per-GPU tokens/s (by the logged time per iteration and by the log's time
+# sequence 32,768 with context parallelism CP=2 over two GPUs (--cp-comm-type p2p, the ring, and
+# a2a, the all-to-all), micro-batch 1; per-GPU tokens/s (by the logged time per iteration and by the log's time
 # stamps), the ring's transfer time and the part of it the compute stream waited for (CUDA
 # events, --metrics-file), the allocator's peak against --dry-run's estimate, and the ratio.
 # Logs under $OUT (or /tmp/cp-speed).
@@ -55,11 +55,14 @@ PY
 }
 run one16k 1 16384 | tee "$out/summary.jsonl"
 run cp2-32k 2 32768 --context-parallel-size 2 --cp-comm-type p2p | tee -a "$out/summary.jsonl"
+run cp2-32k-a2a 2 32768 --context-parallel-size 2 --cp-comm-type a2a | tee -a "$out/summary.jsonl"
 python3 - "$out/summary.jsonl" <<'PY'
 import json, sys
 rows = {j["name"]: j for j in map(json.loads, open(sys.argv[1]))}
-a, b = rows.get("one16k", {}), rows.get("cp2-32k", {})
-if a.get("tokens_per_second_per_gpu") and b.get("tokens_per_second_per_gpu"):
-    print(f"CP=2 at 32k per GPU / one GPU at 16k: {b['tokens_per_second_per_gpu'] / a['tokens_per_second_per_gpu']:.3f} (target >= 0.90); "
-          f"ring {b['cp_comm_ms']} ms per iteration, exposed {b['cp_exposed_ms']} ms")
+a = rows.get("one16k", {})
+for name in ("cp2-32k", "cp2-32k-a2a"):
+    b = rows.get(name, {})
+    if a.get("tokens_per_second_per_gpu") and b.get("tokens_per_second_per_gpu"):
+        print(f"{name}: per GPU / one GPU at 16k: {b['tokens_per_second_per_gpu'] / a['tokens_per_second_per_gpu']:.3f} "
+              f"(target >= 0.90); context-parallel transfers {b['cp_comm_ms']} ms per iteration, exposed {b['cp_exposed_ms']} ms")
 PY
