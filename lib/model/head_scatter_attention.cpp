@@ -72,26 +72,26 @@ const HeadScatterAttention::Orders& HeadScatterAttention::orders(int64_t local_s
   return orders_.emplace(key, std::move(o)).first->second;
 }
 
+void HeadScatterAttention::exchange(ConstFloatView in, ConstIndexView before, ConstIndexView after, int64_t head_dim,
+                                    FloatView out) {
+  const int64_t n = in.size(), rows = n / head_dim;
+  const FloatView send = scratch(0, n, in.type()), received = scratch(1, n, in.type());
+  backend_->gather_rows(in, rows, head_dim, before, {}, send);
+  const std::vector<int64_t> counts(static_cast<size_t>(size()), n / size());
+  group_->all_to_all(ConstFloatView(send), counts, received, counts);
+  backend_->gather_rows(received, rows, head_dim, after, {}, out);
+}
+
 void HeadScatterAttention::gather_sequence(ConstFloatView x, int64_t local_seq, int64_t batch, int64_t heads,
                                            int64_t head_dim, FloatView whole) {
   const Orders& o = orders(local_seq, batch, heads);
-  const int64_t rows = local_seq * batch * heads, n = x.size();
-  const FloatView send = scratch(0, n, x.type()), received = scratch(1, n, x.type());
-  backend_->gather_rows(x, rows, head_dim, o.to_peers.view(), {}, send);
-  const std::vector<int64_t> counts(static_cast<size_t>(size()), n / size());
-  group_->all_to_all(ConstFloatView(send), counts, received, counts);
-  backend_->gather_rows(received, rows, head_dim, o.to_sequence.view(), {}, whole);
+  exchange(x, o.to_peers.view(), o.to_sequence.view(), head_dim, whole);
 }
 
 void HeadScatterAttention::scatter_sequence(ConstFloatView whole, int64_t local_seq, int64_t batch, int64_t heads,
                                             int64_t head_dim, FloatView x) {
   const Orders& o = orders(local_seq, batch, heads);
-  const int64_t rows = local_seq * batch * heads, n = x.size();
-  const FloatView send = scratch(0, n, x.type()), received = scratch(1, n, x.type());
-  backend_->gather_rows(whole, rows, head_dim, o.from_sequence.view(), {}, send);
-  const std::vector<int64_t> counts(static_cast<size_t>(size()), n / size());
-  group_->all_to_all(ConstFloatView(send), counts, received, counts);
-  backend_->gather_rows(received, rows, head_dim, o.from_peers.view(), {}, x);
+  exchange(whole, o.from_sequence.view(), o.from_peers.view(), head_dim, x);
 }
 
 AttentionShape HeadScatterAttention::whole_shape(const AttentionShape& shape) const {

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "model/context_parallel_attention.hpp"
@@ -30,7 +31,7 @@ public:
   // The scratch elements forward and backward allocate for one layer's attention of `shape`
   // (this rank's 2c tokens), as RingAttention::scratch_elements counts them.
   static int64_t scratch_elements(const AttentionShape& shape);
-  // Empty when `shape`'s heads and groups split over `ranks`, else why not (for a usage error).
+  // Empty when `heads` and `groups` split evenly over `ranks`, else why not (for a usage error).
   static std::string unsupported(int64_t heads, int64_t groups, int64_t ranks);
 
   void forward(ConstFloatView q, ConstFloatView k, ConstFloatView v, const AttentionShape& shape,
@@ -48,6 +49,9 @@ private:
     DeviceIndexBuffer to_peers, to_sequence, from_sequence, from_peers;
   };
   const Orders& orders(int64_t local_seq, int64_t batch, int64_t heads);
+  // out = in's rows in the order `after` gives them, once rows in the order `before` gives them
+  // went by one all-to-all of equal parts (rows of head_dim elements).
+  void exchange(ConstFloatView in, ConstIndexView before, ConstIndexView after, int64_t head_dim, FloatView out);
   // x (local, `heads` heads) → whole (whole sequence, heads/N heads), through the all-to-all.
   void gather_sequence(ConstFloatView x, int64_t local_seq, int64_t batch, int64_t heads, int64_t head_dim,
                        FloatView whole);
