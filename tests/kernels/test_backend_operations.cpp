@@ -550,6 +550,12 @@ void case_dropout_backward(OpRun& r) {
   r.check(dx, kElementwise, "dx");
 }
 
+void case_uniform_jitter(OpRun& r) {
+  Tensor x = r.input(kN), y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.uniform_jitter(x(s), 0.25f, kDropoutKey, y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
 // ---- embedding: rows [100, 600) of a vocabulary of 700 split between ranks; the ids of other
 // ranks' rows read zeros, and repeated ids sum their gradients ----
 constexpr int64_t kTokens = 300, kVocabStart = 100, kTableRows = 500, kEmbeddingHidden = 96;
