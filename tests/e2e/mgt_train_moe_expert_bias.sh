@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks of aux-loss-free load balancing (--moe-router-enable-expert-bias, CPU ranks
-# over MPI): the expert bias changes the run; two data-parallel ranks and two expert-parallel
-# ranks reproduce the one-rank run's losses (the counts summed over the ranks move every rank's
-# bias alike); the biases are saved under Megatron's name and a resumed run continues the
-# uninterrupted one bit for bit.
+# over MPI): the expert bias changes the run; two data-parallel ranks, two expert-parallel ranks,
+# TP=2 with sequence parallelism and PP=2 reproduce the one-rank run's losses (the counts summed
+# over the ranks move every rank's bias alike); the biases are saved under Megatron's name and a
+# resumed run continues the uninterrupted one bit for bit.
 # Usage: bash tests/e2e/mgt_train_moe_expert_bias.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -60,6 +60,14 @@ compare "$WORK/one.jsonl" "$WORK/dp2.jsonl" 1 1e-5
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${BIAS[@]}" --expert-model-parallel-size 2 \
   --metrics-file "$WORK/ep2.jsonl"
 compare "$WORK/one.jsonl" "$WORK/ep2.jsonl" 1 1e-5
+# Tensor parallelism with sequence parallelism (every rank routes the whole sequence) and pipeline
+# parallelism (each stage updates its own layers' biases).
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${BIAS[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --metrics-file "$WORK/tp2sp.jsonl"
+compare "$WORK/one.jsonl" "$WORK/tp2sp.jsonl" 1 1e-5
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${BIAS[@]}" --pipeline-model-parallel-size 2 \
+  --metrics-file "$WORK/pp2.jsonl"
+compare "$WORK/one.jsonl" "$WORK/pp2.jsonl" 1 1e-5
 
 # Resumed from iteration 6: the same losses, bit for bit.
 rm -r "$WORK/ck/iter_0000012"
