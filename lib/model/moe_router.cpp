@@ -85,9 +85,12 @@ void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const M
                           saved.probs.subspan(s * n, n), saved.routing_map.subspan(s * n, n),
                           saved.aux_counts.first(0), statistics, /*accumulate=*/true);  // adds 0
   }
-  // _apply_expert_bias: the routing map after the capacity, counted in training only.
+  // _apply_expert_bias: the routing map after the capacity, counted in training only. Padded to
+  // the capacity, Megatron's map is the capacity mask, `capacity` tokens in every expert's
+  // column: equal counts, whose update moves no bias; none are counted here.
   const FloatView tokens_per_expert = expert_bias_->tokens_per_expert(layer_);
-  if (ctx.training && !ctx.recomputation && !tokens_per_expert.empty())
+  const bool padded = p.capacity >= 0 && moe_.pad_to_capacity;
+  if (ctx.training && !ctx.recomputation && !padded && !tokens_per_expert.empty())
     backend_->bias_backward(saved.routing_map.first(te), p.tokens, p.experts, tokens_per_expert);
 }
 

@@ -287,6 +287,23 @@ TEST_CASE("moe layer: input jitter and expert bias, gradients and routes", "[mod
   CHECK(chose3(biased_routes) > chose3(routes));
   CHECK(j.forward(input).probs != routes);
   CHECK(j.forward(input).probs == j.forward(input).probs);  // the same noise every time
+
+  // A training forward counts each expert's tokens after the capacity; padded to the capacity
+  // (Megatron's map then the capacity mask, equal counts) it counts none.
+  for (const bool pad : {false, true}) {
+    GptConfig dropping = moe_config(Activation::kSwiglu, 0.5, pad, 0);
+    dropping.moe.score_function = MoeScoreFunction::kSigmoid;
+    dropping.moe.enable_expert_bias = true;
+    MoeHarness h(dropping, 6, 2);
+    const Run r = h.forward(input);
+    std::vector<float> counts(4);
+    h.params().backend().copy_to_host(ConstFloatView(h.params().moe_expert_bias().tokens_per_expert(0)), counts);
+    std::vector<float> kept(4, 0.0f);
+    for (std::size_t t = 0; t < 12; ++t)
+      for (std::size_t e = 0; e < 4; ++e) kept[e] += r.probs[t * 4 + e] > 0.0f ? 1.0f : 0.0f;
+    CHECK(counts == (pad ? std::vector<float>(4, 0.0f) : kept));
+    if (!pad) CHECK(kept[0] + kept[1] + kept[2] + kept[3] < 24.0f);  // some dropped
+  }
 }
 
 // Megatron's router under sequence parallelism sees one rank's tokens: each expert's capacity is
