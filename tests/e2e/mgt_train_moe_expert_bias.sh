@@ -74,4 +74,19 @@ rm -r "$WORK/ck/iter_0000012"
 echo 6 >"$WORK/ck/latest_checkpointed_iteration.txt"
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${BIAS[@]}" --load "$WORK/ck" --metrics-file "$WORK/resumed.jsonl"
 compare "$WORK/one.jsonl" "$WORK/resumed.jsonl" 7 0
+
+# A checkpoint without biases resumes with them starting at zero, saying so; mgt-eval routes with
+# a checkpoint's biases (it reads them, with no such note).
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --train-iters 4 --save "$WORK/ck-plain" --save-interval 2 --exit-interval 2
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${BIAS[@]}" --train-iters 4 --load "$WORK/ck-plain"
+grep -q "holds no expert bias for 2 MoE layers: their biases start at 0" "$WORK/err.txt" "$WORK/out.txt" ||
+  fail "no note on the missing biases"
+GPT2=("${MOE[@]}" --tokenizer-type GPT2BPETokenizer --vocab-file "$SRC/datasets/gpt2-vocab.json"
+      --merge-file "$SRC/datasets/gpt2-merges.txt")
+expect_status 0 "$BIN/mgt-train" "${GPT2[@]}" "${BIAS[@]}" --train-iters 4 --save "$WORK/ck-gpt2" --save-interval 4
+head -n 20 "$SRC/datasets/wikitext-103.wiki.test.tokens" >"$WORK/wiki.test.tokens"
+expect_status 0 "$BIN/mgt-eval" --task WIKITEXT103 --valid-data "$WORK/wiki.test.tokens" --load "$WORK/ck-gpt2" \
+  --micro-batch-size 4
+grep -Eq '^ validation results on WIKITEXT103 \| avg loss: ' "$WORK/err.txt" || fail "mgt-eval on a biased checkpoint"
+if grep -q "holds no expert bias" "$WORK/err.txt" "$WORK/out.txt"; then fail "mgt-eval did not read the biases"; fi
 echo "ok"
