@@ -10,6 +10,7 @@
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
+#include "ckpt/expert_bias_records.hpp"
 #include "ckpt/iteration_save.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
 #include "ckpt/tensor_paths.hpp"
@@ -64,6 +65,7 @@ std::optional<MoeOptions> moe_options_of(const JsonScalars& a) {
   o.moe_expert_capacity_factor = optional_real(a, "moe_expert_capacity_factor");
   o.moe_aux_loss_coeff = optional_real(a, "moe_aux_loss_coeff").value_or(0.0);
   o.moe_z_loss_coeff = optional_real(a, "moe_z_loss_coeff");
+  o.moe_router_enable_expert_bias = flag_of(a, "moe_router_enable_expert_bias", false);
   return o;
 }
 
@@ -227,6 +229,8 @@ std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoin
     reader.read_whole(path, ckpt::TensorDType::Float32, e.global_shape, std::as_writable_bytes(std::span<float>(host)));
     params.write_param(e, host);
   }
+  // The routing of a model trained with --moe-router-enable-expert-bias depends on its biases.
+  ckpt::load_expert_bias(reader, params.moe_expert_bias(), where);
   return model;
 }
 

@@ -588,6 +588,17 @@ void Backend::dropout_backward(ConstFloatView dy, float p, DropoutKey key, Float
   }
 }
 
+void Backend::uniform_jitter(ConstFloatView x, float eps, DropoutKey key, FloatView y) {
+  constexpr BackendOp op = BackendOp::uniform_jitter;
+  expect(y, x.size(), op, "y");
+  if (!(eps >= 0.0f && eps < 1.0f)) fail(op, "eps must be in [0, 1)");
+  if (x.size() > 0) {
+    Fp32Staging st(*this, op);
+    do_uniform_jitter(st.in(x), x.size(), eps, key, st.out(y));
+    st.finish();
+  }
+}
+
 void Backend::embedding_forward(ConstIndexView ids, ConstFloatView table, int64_t vocab_start,
                                 int64_t hidden, FloatView out) {
   constexpr BackendOp op = BackendOp::embedding_forward;

@@ -298,6 +298,10 @@ public:
   // ---- dropout, masks regenerated from the key (y may alias x) ----
   void dropout_forward(ConstFloatView x, float p, DropoutKey key, FloatView y);
   void dropout_backward(ConstFloatView dy, float p, DropoutKey key, FloatView dx);
+  // y = x · (1 − eps + 2·eps·u) with u ∈ [0, 1) from the dropout's Philox stream of `key`
+  // (kernels/cpu/dropout.hpp): uniform noise in [1 − eps, 1 + eps), regenerated from the key, so
+  // the backward is the same call on the gradient (y may alias x).
+  void uniform_jitter(ConstFloatView x, float eps, DropoutKey key, FloatView y);
 
   // ---- embedding lookup over rows [vocab_start, vocab_start + table rows) ----
   void embedding_forward(ConstIndexView ids, ConstFloatView table, int64_t vocab_start,
@@ -562,6 +566,7 @@ private:
   virtual void do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) = 0;
   virtual void do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
                                    FloatArg dx) = 0;
+  virtual void do_uniform_jitter(ConstFloatArg x, int64_t n, float eps, DropoutKey key, FloatArg y) = 0;
 
   virtual void do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                     int64_t vocab_start, int64_t local_rows, int64_t hidden,

@@ -35,9 +35,10 @@ MGT_MOE_FN float row_exp_sum(const float* x, int64_t n, float max) {
 MGT_MOE_FN float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // The score by which expert e is chosen: the logit (softmax after the choice), the softmax over
-// all experts (before it), or the sigmoid.
+// all experts (before it), or the sigmoid, plus the expert bias when there is one
+// (topk_softmax_with_capacity's scores_for_routing).
 MGT_MOE_FN float choice_score(const float* logits, int64_t e, const MoeRoutingParams& p, float max, float sum) {
-  if (p.sigmoid) return sigmoid(logits[e]);
+  if (p.sigmoid) return p.expert_bias ? sigmoid(logits[e]) + p.expert_bias[e] : sigmoid(logits[e]);
   if (p.pre_softmax) return expf(logits[e] - max) / sum;
   return logits[e];
 }

@@ -21,6 +21,9 @@ struct MoeRoutingParams {
   // aux_loss (the whole micro-batch), the batch size for seq_aux_loss (each sequence).
   int64_t aux_groups = 0;
   bool z_loss = false;  // compute the z-loss statistic
+  // --moe-router-enable-expert-bias: [experts] fp32 in the backend's memory, added to the sigmoid
+  // scores for the top-k choice only (not to the gates); null for none.
+  const float* expert_bias = nullptr;
 };
 
 }  // namespace mgt

@@ -61,6 +61,10 @@ struct ForwardContext {
   // times the loss scale).
   DeviceSpan<double> moe_statistics = {};
   float moe_loss_grad_scale = 1.0f;
+  // The forward run again in the backward (--recompute-granularity full): the same activations,
+  // but nothing recorded twice (the MoE layers' statistics and expert-bias counts; Megatron's
+  // checkpointed first forward runs without gradients and records nothing).
+  bool recomputation = false;
   int64_t tokens() const { return seq * batch; }
   bool sequence_parallel() const { return sequence_shards > 1; }
   // Tokens of the sequence-parallel activations on this rank (all of them without SP).

@@ -353,8 +353,10 @@ void GptModel::recompute_group(const ForwardContext& ctx, const ActivationMemory
   // The group's output is kept (the next group's input, or the stage's output): the last layer's
   // recomputed one goes to scratch, unread.
   const int64_t last = group.first + group.count - 1;
+  ForwardContext again = ctx;
+  again.recomputation = true;
   for (int64_t l = group.first; l <= last; ++l) {
-    layers_[static_cast<size_t>(first_layer + l)].forward(ctx, memory.hidden(l), memory.layer(l), memory.scratch,
+    layers_[static_cast<size_t>(first_layer + l)].forward(again, memory.hidden(l), memory.layer(l), memory.scratch,
                                             l == last ? memory.scratch.hidden_b : memory.hidden(l + 1));
   }
 }

@@ -17,7 +17,8 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       // Shareable: the data-parallel ranks on one machine read each other's gradients and
       // weights with the copy engines (dist/nccl_peer_copy.hpp).
       params_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
-      grads_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable) {
+      grads_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
+      moe_expert_bias_(config_.moe, config_.num_layers, stage_, backend) {
   backend.fill(params_.view(), 0.0f);
   backend.fill(grads_.view(), 0.0f);
   if (backend.activation_type() != FloatType::kF32) {

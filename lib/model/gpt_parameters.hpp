@@ -10,6 +10,7 @@
 
 #include "kernels/backend.hpp"
 #include "model/gpt_config.hpp"
+#include "model/moe_expert_bias.hpp"
 #include "model/parameter_table.hpp"
 
 namespace mgt {
@@ -89,6 +90,11 @@ public:
   // Σ local elements over the table (the buffer size minus alignment gaps).
   int64_t num_local_elements() const;
 
+  // The MoE routers' expert biases (--moe-router-enable-expert-bias), buffers beside the
+  // parameters that the optimizer does not update (model/moe_expert_bias.hpp).
+  MoeExpertBias& moe_expert_bias() { return moe_expert_bias_; }
+  const MoeExpertBias& moe_expert_bias() const { return moe_expert_bias_; }
+
 private:
   Backend* backend_;
   GptConfig config_;
@@ -101,6 +107,7 @@ private:
   DeviceBuffer compute_;  // empty when the activation type is fp32
   bool compute_stale_ = true;
   std::uint64_t params_version_ = 0;
+  MoeExpertBias moe_expert_bias_;
 };
 
 }  // namespace mgt

@@ -43,7 +43,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store("moe-router-group-topk", "N", m.moe_router_group_topk, "Groups chosen per token in group-limited routing"),
     store("moe-router-topk-scaling-factor", "F", m.moe_router_topk_scaling_factor, "Factor on the chosen experts' probabilities"),
     store_true("moe-router-enable-expert-bias", m.moe_router_enable_expert_bias, "Auxiliary-loss-free balancing: a per-expert bias added to the scores for the choice only, updated each iteration from the tokens each expert received"),
-    store("moe-router-bias-update-rate", "F", m.moe_router_bias_update_rate, "Step of the expert-bias update"),
+    store("moe-router-bias-update-rate", "F", m.moe_router_bias_update_rate, "Step of the expert-bias update: each bias moves by it towards the mean count after every iteration"),
     store("moe-aux-loss-coeff", "F", m.moe_aux_loss_coeff, "Coefficient of the auxiliary load-balancing loss"),
     store("moe-z-loss-coeff", "F", m.moe_z_loss_coeff, "Coefficient of the router's z-loss; unset: none"),
     store("moe-input-jitter-eps", "F", m.moe_input_jitter_eps, "Multiply the router's input by uniform noise in [1 - eps, 1 + eps] in training"),

@@ -25,7 +25,8 @@ public:
   MoeRoutingParams routing(const ForwardContext& ctx) const;
 
   // saved.logits, probs, routing_map and aux_counts from input [T, h]; the statistics added to
-  // ctx.moe_statistics in training. Under sequence parallelism (the whole sequence's tokens in
+  // ctx.moe_statistics in training, and with the expert bias the tokens routed to each expert
+  // added to its counts (model/moe_expert_bias.hpp). Under sequence parallelism (the whole sequence's tokens in
   // input) each rank's part is routed with its own capacity, as Megatron routes it.
   void forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                const MoeScratch& scratch) const;
@@ -35,10 +36,17 @@ public:
                 const MoeScratch& scratch, FloatView d_input) const;
 
 private:
+  // --moe-input-jitter-eps: in training the gate reads its input times uniform noise in
+  // [1 − eps, 1 + eps] (TopKRouter.apply_input_jitter).
+  bool jitters(const ForwardContext& ctx) const { return ctx.training && moe_.input_jitter_eps > 0.0; }
+  // The gate's input: `input`, or its jittered copy made in `jittered`.
+  ConstFloatView gate_input(const ForwardContext& ctx, ConstFloatView input, DeviceBuffer& jittered) const;
+
   Backend* backend_;
   int64_t layer_;
   MoeConfig moe_;
   LinearLayer gate_;
+  MoeExpertBias* expert_bias_;  // the parameters' (disabled without --moe-router-enable-expert-bias)
 };
 
 }  // namespace mgt

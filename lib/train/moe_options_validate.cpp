@@ -31,14 +31,6 @@ void refuse_unimplemented(const TrainOptions& o) {
                        " with --overlap-param-gather is not supported yet (the experts' weights are gathered over "
                        "their own group after the step)");
   }
-  if (o.model.recompute_granularity == "full")
-    throw UsageError("--num-experts with --recompute-granularity full is not supported yet (a recomputed MoE "
-                     "layer would count its auxiliary losses twice)");
-  if (m.moe_input_jitter_eps)
-    throw UsageError("--moe-input-jitter-eps is not supported yet (mgt's router takes its input as it is)");
-  if (m.moe_router_enable_expert_bias)
-    throw UsageError("--moe-router-enable-expert-bias is not supported yet (the expert bias's update is not "
-                     "implemented)");
 }
 
 }  // namespace
@@ -102,6 +94,9 @@ void validate_moe_options(TrainOptions& o) {
   }
   if (model.add_bias_linear)
     throw UsageError("--num-experts needs --disable-bias-linear (Megatron: bias is not supported for MoE)");
+  if (m.moe_input_jitter_eps && !(*m.moe_input_jitter_eps >= 0.0 && *m.moe_input_jitter_eps < 1.0))
+    throw UsageError("--moe-input-jitter-eps (" + std::to_string(*m.moe_input_jitter_eps) +
+                     ") must be in [0, 1) (the noise's factor 1 - eps must stay positive)");
   if (m.moe_router_enable_expert_bias && m.moe_router_score_function != "sigmoid")
     throw UsageError("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
   if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax)

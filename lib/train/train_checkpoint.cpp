@@ -14,6 +14,7 @@
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
+#include "ckpt/expert_bias_records.hpp"
 #include "ckpt/hf_architecture_record.hpp"
 #include "ckpt/iteration_save.hpp"
 #include "ckpt/parameter_piece_record.hpp"
@@ -241,6 +242,7 @@ void emit_train_checkpoint(const TrainCheckpointParts& parts, const TrainCheckpo
         put(ckpt::optimizer_tensor_path(OptimizerState::ExpAvgSq, e.name), e, parts.optimizer.read_exp_avg_sq(e));
       }
     if (parts.fp8) emit_fp8_state(sink, *parts.fp8);
+    ckpt::emit_expert_bias(sink, params.moe_expert_bias());
     if (settings.save_rng) {
       std::vector<std::int64_t> dropout = {static_cast<std::int64_t>(parts.progress.dropout_seed),
                                            parts.progress.micro_steps};
@@ -547,6 +549,9 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
   }
 
   if (parts.fp8 && !settings.finetune) load_fp8_state(reader, *parts.fp8, where);
+  // Part of the model's state (Megatron's expert_bias is a persistent buffer): loaded with the
+  // weights, --finetune included.
+  ckpt::load_expert_bias(reader, params.moe_expert_bias(), where);
 
   TrainingProgress& progress = parts.progress;
   const auto hf_architecture = meta.extra_json.find(kHfArchitectureKey);

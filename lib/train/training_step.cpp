@@ -108,6 +108,10 @@ IterationRecord TrainingRun::train_step() {
     optimizer_->reduce_gradients();
   }
   model_->all_reduce_sequence_parallel_grads();
+  // finalize_model_grads' _update_router_expert_bias: the tokens each MoE layer routed to each
+  // expert, summed over the data- and context-parallel ranks, move its expert bias, whether or
+  // not the optimizer takes the step.
+  params.moe_expert_bias().update(&gradients_);
   marks.grads_synced = backend_.record_timed_event();
   // Megatron's loss reporting: [Σ loss, Σ tokens] all-reduced over the data-parallel group (with
   // context parallelism: each rank's sums cover its part of the sequences).

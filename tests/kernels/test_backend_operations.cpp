@@ -550,6 +550,12 @@ void case_dropout_backward(OpRun& r) {
   r.check(dx, kElementwise, "dx");
 }
 
+void case_uniform_jitter(OpRun& r) {
+  Tensor x = r.input(kN), y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.uniform_jitter(x(s), 0.25f, kDropoutKey, y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
 // ---- embedding: rows [100, 600) of a vocabulary of 700 split between ranks; the ids of other
 // ranks' rows read zeros, and repeated ids sum their gradients ----
 constexpr int64_t kTokens = 300, kVocabStart = 100, kTableRows = 500, kEmbeddingHidden = 96;
@@ -865,8 +871,27 @@ std::vector<MoeRoutingParams> moe_routings() {
   return {post, pre, sig, many};
 }
 
+// The sigmoid routing is run again with an expert bias (--moe-router-enable-expert-bias) in each
+// backend's memory, large enough to change the choice.
+std::vector<float> moe_expert_bias(int64_t experts) {
+  std::vector<float> bias(static_cast<std::size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) bias[static_cast<std::size_t>(e)] = 0.15f * static_cast<float>(e % 3) - 0.1f;
+  return bias;
+}
+
+// p, with the bias of moe_expert_bias copied into `bias` when `biased`.
+MoeRoutingParams with_expert_bias(Backend& b, MoeRoutingParams p, bool biased, DeviceArray<float>& bias) {
+  if (!biased) return p;
+  bias = DeviceArray<float>(b, p.experts);
+  b.copy_from_host<float>(moe_expert_bias(p.experts), bias.view());
+  p.expert_bias = bias.view().data();
+  return p;
+}
+
 void case_moe_route(OpRun& r) {
-  for (const MoeRoutingParams& p : moe_routings()) {
+  for (const MoeRoutingParams& p : moe_routings())
+  for (const bool biased : {false, true}) {
+    if (biased && !p.sigmoid) continue;
     const int64_t n = p.tokens * p.experts;
     Tensor logits = r.values(r.random(n, 3.0f), FloatType::kF32);
     Tensor gates = r.output(n), probs = r.output(n), map = r.output(n), counts = r.output_fp32(p.aux_groups * p.experts);
@@ -875,7 +900,9 @@ void case_moe_route(OpRun& r) {
       DeviceArray<double> on_device(b, 2);
       const std::vector<double> start = {0.25, 0.5};
       b.copy_from_host<double>(start, on_device.view());
-      b.moe_route(logits(s), p, gates(s), probs(s), map(s), counts(s), on_device.view(), true);
+      DeviceArray<float> bias;
+      const MoeRoutingParams q = with_expert_bias(b, p, biased, bias);
+      b.moe_route(logits(s), q, gates(s), probs(s), map(s), counts(s), on_device.view(), true);
       b.copy_to_host(DeviceSpan<const double>(on_device.view()), std::span<double>(statistics[s == Side::kTest ? 0 : 1]));
     });
     r.check(gates, kElementwise, "gates");
@@ -888,15 +915,19 @@ void case_moe_route(OpRun& r) {
 }
 
 void case_moe_route_backward(OpRun& r) {
-  for (const MoeRoutingParams& p : moe_routings()) {
+  for (const MoeRoutingParams& p : moe_routings())
+  for (const bool biased : {false, true}) {
+    if (biased && !p.sigmoid) continue;
     const int64_t n = p.tokens * p.experts;
     Tensor logits = r.values(r.random(n, 3.0f), FloatType::kF32), d_probs = r.input(n);
     Tensor gates = r.output_fp32(n), probs = r.output_fp32(n), map = r.output_fp32(n);
     Tensor counts = r.output_fp32(p.aux_groups * p.experts), d_logits = r.output(n);
     r.run([&](Backend& b, Side s) {
       DeviceArray<double> statistics(b, 2);
-      b.moe_route(logits(s), p, gates(s), probs(s), map(s), counts(s), statistics.view(), false);
-      b.moe_route_backward(logits(s), p, d_probs(s), map(s), counts(s), 0.3f, 0.2f, d_logits(s));
+      DeviceArray<float> bias;
+      const MoeRoutingParams q = with_expert_bias(b, p, biased, bias);
+      b.moe_route(logits(s), q, gates(s), probs(s), map(s), counts(s), statistics.view(), false);
+      b.moe_route_backward(logits(s), q, d_probs(s), map(s), counts(s), 0.3f, 0.2f, d_logits(s));
     });
     r.check(d_logits, kReduction, "d_logits");
   }

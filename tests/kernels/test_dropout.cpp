@@ -101,3 +101,37 @@ TEST_CASE("dropout with p = 0 is the identity, and p < 0 or p >= 1 is refused", 
   CHECK_THROWS_AS(cpu::dropout_forward(x.data(), 33, 1.0f, {}, y.data()), Error);
   CHECK_THROWS_AS(cpu::dropout_forward(x.data(), 33, -0.1f, {}, y.data()), Error);
 }
+
+TEST_CASE("uniform_jitter multiplies by the documented stream's noise in [1 - eps, 1 + eps)", "[kernels]") {
+  const DropoutKey key{0x0123456789abcdefull, 0x1111222233334444ull, 6};
+  const float eps = 0.25f;
+  std::vector<float> x(1000, 2.0f), y(1000);
+  cpu::uniform_jitter(x.data(), 1000, eps, key, y.data());
+  float low = 10.0f, high = 0.0f;
+  for (int64_t i = 0; i < 1000; ++i) {
+    const uint64_t j = key.offset + static_cast<uint64_t>(i);
+    const uint64_t block = j / 4;
+    const auto words = philox4x32_10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
+        {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
+    const float u = static_cast<float>(words[j % 4] >> 8) * 0x1p-24f;
+    CHECK(y[static_cast<size_t>(i)] == 2.0f * ((1.0f - eps) + 2.0f * eps * u));
+    low = std::min(low, y[static_cast<size_t>(i)] / 2.0f);
+    high = std::max(high, y[static_cast<size_t>(i)] / 2.0f);
+  }
+  CHECK(low >= 0.75f);
+  CHECK(low < 0.76f);
+  CHECK(high < 1.25f);
+  CHECK(high > 1.24f);
+  // A shard called with its offset draws its slice of the whole; in place is the same.
+  DropoutKey part = key;
+  part.offset += 301;
+  std::vector<float> slice(x.begin() + 301, x.begin() + 700);
+  cpu::uniform_jitter(slice.data(), 399, eps, part, slice.data());
+  CHECK(std::equal(slice.begin(), slice.end(), y.begin() + 301));
+  // eps 0 is the identity; eps outside [0, 1) is refused.
+  cpu::uniform_jitter(x.data(), 1000, 0.0f, key, y.data());
+  CHECK(y == x);
+  CHECK_THROWS_AS(cpu::uniform_jitter(x.data(), 10, 1.0f, key, y.data()), Error);
+}

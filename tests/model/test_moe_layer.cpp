@@ -191,9 +191,9 @@ void check_output(Activation activation, double capacity_factor, bool pad, int64
   else CHECK(routed < static_cast<std::size_t>(harness.tokens() * c.moe.topk));  // some dropped at 0.5
 }
 
-void check_gradients(Activation activation, double capacity_factor, bool pad, int64_t shared) {
-  const GptConfig c = moe_config(activation, capacity_factor, pad, shared);
+void check_gradients(const GptConfig& c, const std::vector<float>& expert_bias = {}) {
   MoeHarness harness(c, 6, 2);
+  if (!expert_bias.empty()) harness.params().moe_expert_bias().write(0, expert_bias);
   std::mt19937 rng(5);
   const std::size_t n = static_cast<std::size_t>(harness.tokens() * c.hidden_size);
   const std::vector<float> input = random_values(rng, n, 1.0f);
@@ -248,8 +248,62 @@ TEST_CASE("moe layer: the output is Megatron's weighted sum of experts", "[model
 }
 
 TEST_CASE("moe layer: gradients against central differences", "[model][moe]") {
-  check_gradients(Activation::kSwiglu, -1.0, false, 4);
-  check_gradients(Activation::kGelu, 0.5, true, 0);
+  check_gradients(moe_config(Activation::kSwiglu, -1.0, false, 4));
+  check_gradients(moe_config(Activation::kGelu, 0.5, true, 0));
+}
+
+// --moe-input-jitter-eps: the gate reads its input times noise regenerated in the backward;
+// --moe-router-enable-expert-bias: the sigmoid scores' choice shifted by the bias. The gradients
+// still match central differences of the objective of that noise and that bias, and each of
+// them changes the route.
+TEST_CASE("moe layer: input jitter and expert bias, gradients and routes", "[model][moe]") {
+  GptConfig c = moe_config(Activation::kSwiglu, -1.0, false, 0);
+  c.moe.score_function = MoeScoreFunction::kSigmoid;
+  c.moe.enable_expert_bias = true;
+  const std::vector<float> bias = {0.3f, -0.2f, 0.1f, 0.0f};
+  check_gradients(c, bias);
+  c.moe.input_jitter_eps = 0.3;
+  check_gradients(c, bias);
+
+  std::mt19937 rng(17);
+  const std::vector<float> input = random_values(rng, 12 * static_cast<std::size_t>(c.hidden_size), 1.0f);
+  GptConfig plain = c;
+  plain.moe.input_jitter_eps = 0.0;
+  plain.moe.enable_expert_bias = false;
+  GptConfig biased = plain;
+  biased.moe.enable_expert_bias = true;
+  MoeHarness a(plain, 6, 2), b(biased, 6, 2), j(c, 6, 2);
+  b.params().moe_expert_bias().write(0, std::vector<float>{0.0f, 0.0f, 0.0f, 0.5f});
+  j.params().moe_expert_bias().write(0, std::vector<float>(4, 0.0f));
+  const std::vector<float> routes = a.forward(input).probs;
+  const std::vector<float> biased_routes = b.forward(input).probs;
+  CHECK(biased_routes != routes);
+  // Every token whose top two included expert 3 still does; more tokens choose it.
+  auto chose3 = [](const std::vector<float>& probs) {
+    std::size_t n = 0;
+    for (std::size_t t = 0; t < probs.size() / 4; ++t) n += probs[t * 4 + 3] > 0.0f;
+    return n;
+  };
+  CHECK(chose3(biased_routes) > chose3(routes));
+  CHECK(j.forward(input).probs != routes);
+  CHECK(j.forward(input).probs == j.forward(input).probs);  // the same noise every time
+
+  // A training forward counts each expert's tokens after the capacity; padded to the capacity
+  // (Megatron's map then the capacity mask, equal counts) it counts none.
+  for (const bool pad : {false, true}) {
+    GptConfig dropping = moe_config(Activation::kSwiglu, 0.5, pad, 0);
+    dropping.moe.score_function = MoeScoreFunction::kSigmoid;
+    dropping.moe.enable_expert_bias = true;
+    MoeHarness h(dropping, 6, 2);
+    const Run r = h.forward(input);
+    std::vector<float> counts(4);
+    h.params().backend().copy_to_host(ConstFloatView(h.params().moe_expert_bias().tokens_per_expert(0)), counts);
+    std::vector<float> kept(4, 0.0f);
+    for (std::size_t t = 0; t < 12; ++t)
+      for (std::size_t e = 0; e < 4; ++e) kept[e] += r.probs[t * 4 + e] > 0.0f ? 1.0f : 0.0f;
+    CHECK(counts == (pad ? std::vector<float>(4, 0.0f) : kept));
+    if (!pad) CHECK(kept[0] + kept[1] + kept[2] + kept[3] < 24.0f);  // some dropped
+  }
 }
 
 // Megatron's router under sequence parallelism sees one rank's tokens: each expert's capacity is

@@ -148,7 +148,8 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
             "--moe-token-dispatcher-type flex is not supported by mgt-train") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-dtype", "fp64"}).find(
             "--moe-router-dtype fp64 is not supported by mgt-train") == 0);
-  CHECK(moe_usage_error({"--num-experts", "4", "--moe-input-jitter-eps", "0"}).find("--moe-input-jitter-eps") == 0);
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-input-jitter-eps", "1"}).find(
+            "--moe-input-jitter-eps (1.000000) must be in [0, 1)") == 0);
 
   // Biased linears: Megatron's TransformerConfig asserts that MoE layers have none.
   std::vector<std::string> args = {"mgt-train"};

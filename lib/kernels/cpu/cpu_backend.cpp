@@ -260,6 +260,15 @@ void CpuBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, Dropout
   });
 }
 
+void CpuBackend::do_uniform_jitter(ConstFloatArg x, int64_t n, float eps, DropoutKey key, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::uniform_jitter);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
+    DropoutKey part = key;
+    part.offset += static_cast<uint64_t>(b);
+    cpu::uniform_jitter(x + b, e - b, eps, part, y + b);
+  });
+}
+
 void CpuBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
                                      FloatArg dx) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::dropout_backward);

@@ -18,10 +18,10 @@ void check(float p, int64_t n, const char* name) {
   require(p >= 0.0f && p < 1.0f, name, "dropout probability must be in [0, 1)");
 }
 
-// Calls visit(i, kept) for i in [0, n), one Philox evaluation per four elements.
+// Calls visit(i, w) for i in [0, n) with w = the element's word >> 8, one Philox evaluation per
+// four elements.
 template <typename Visit>
-void for_each_keep(DropoutKey key, float p, int64_t n, Visit visit) {
-  const uint32_t threshold = keep_threshold(p);
+void for_each_word(DropoutKey key, int64_t n, Visit visit) {
   const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
                                 static_cast<uint32_t>(key.seed >> 32)};
   int64_t i = 0;
@@ -33,9 +33,16 @@ void for_each_keep(DropoutKey key, float p, int64_t n, Visit visit) {
          static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
         philox_key);
     for (auto lane = static_cast<int>(j % 4); lane < 4 && i < n; ++lane, ++i) {
-      visit(i, (words[static_cast<size_t>(lane)] >> 8) >= threshold);
+      visit(i, words[static_cast<size_t>(lane)] >> 8);
     }
   }
+}
+
+// Calls visit(i, kept) for i in [0, n).
+template <typename Visit>
+void for_each_keep(DropoutKey key, float p, int64_t n, Visit visit) {
+  const uint32_t threshold = keep_threshold(p);
+  for_each_word(key, n, [&](int64_t i, uint32_t w) { visit(i, w >= threshold); });
 }
 
 void apply(const float* in, int64_t n, float p, DropoutKey key, float* out, const char* name) {
@@ -61,6 +68,16 @@ void dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* 
 
 void dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float* dx) {
   apply(dy, n, p, key, dx, "dropout_backward");
+}
+
+void uniform_jitter(const float* x, int64_t n, float eps, DropoutKey key, float* y) {
+  require_nonnegative(n, "uniform_jitter", "n");
+  require(eps >= 0.0f && eps < 1.0f, "uniform_jitter", "eps must be in [0, 1)");
+  const float low = 1.0f - eps;
+  const float width = 2.0f * eps;
+  for_each_word(key, n, [&](int64_t i, uint32_t w) {
+    y[i] = x[i] * (low + width * (static_cast<float>(w) * 0x1p-24f));
+  });
 }
 
 }  // namespace mgt::cpu

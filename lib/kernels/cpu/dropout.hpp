@@ -25,4 +25,8 @@ void dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* 
 // dx[n] = dy · keep / (1 − p), with keep regenerated from the same key. dx may alias dy.
 void dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float* dx);
 
+// y[n] = x · (1 − eps + 2·eps·u), u = (word >> 8) · 2⁻²⁴ of element key.offset + i's word in the
+// stream above: multiplicative uniform noise (the MoE router's input jitter). y may alias x.
+void uniform_jitter(const float* x, int64_t n, float eps, DropoutKey key, float* y);
+
 }  // namespace mgt::cpu

@@ -172,6 +172,28 @@ __global__ void dropout_kernel(In x, int64_t n, uint32_t threshold, float keep_s
   }
 }
 
+// One thread per Philox block, as dropout_kernel: y = x · (low + width · u).
+__global__ void uniform_jitter_kernel(In x, int64_t n, float low, float width, DropoutKey key, Out y) {
+  const uint64_t first_block = key.offset / 4;
+  const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
+  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
+  for (uint64_t block = first_block + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+       block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const PhiloxCounter words = philox4x32_10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
+        philox_key);
+    for (int lane = 0; lane < 4; ++lane) {
+      const uint64_t j = block * 4 + static_cast<uint64_t>(lane);
+      if (j < key.offset || j >= key.offset + static_cast<uint64_t>(n)) continue;
+      const int64_t i = static_cast<int64_t>(j - key.offset);
+      // Written as the CPU writes it (no fused multiply-add), so both round alike.
+      const float u = __fmul_rn(static_cast<float>(words[lane] >> 8), 0x1p-24f);
+      y[i] = __fmul_rn(x[i], __fadd_rn(low, __fmul_rn(width, u)));
+    }
+  }
+}
+
 }  // namespace
 
 void fill(Out x, int64_t n, float value, cudaStream_t stream) {
@@ -256,6 +278,13 @@ void dropout(In x, int64_t n, float p, DropoutKey key, Out y,
   dropout_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(x, n, threshold, 1.0f / (1.0f - p),
                                                             key, y);
   MGT_CUDA_CHECK_LAUNCH(dropout_kernel);
+}
+
+void uniform_jitter(In x, int64_t n, float eps, DropoutKey key, Out y, cudaStream_t stream) {
+  if (n == 0) return;
+  const int64_t blocks = (n + 4) / 4 + 1;
+  uniform_jitter_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(x, n, 1.0f - eps, 2.0f * eps, key, y);
+  MGT_CUDA_CHECK_LAUNCH(uniform_jitter_kernel);
 }
 
 }  // namespace mgt::cuda

@@ -36,5 +36,7 @@ void swiglu_backward(In dy, In x, int64_t rows, int64_t ffn, Out dx,
 
 void dropout(In x, int64_t n, float p, DropoutKey key, Out y,
              cudaStream_t stream);
+// kernels/cpu/dropout.hpp uniform_jitter, the same Philox words.
+void uniform_jitter(In x, int64_t n, float eps, DropoutKey key, Out y, cudaStream_t stream);
 
 }  // namespace mgt::cuda
