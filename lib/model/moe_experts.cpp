@@ -87,11 +87,8 @@ MoeExperts::Projection MoeExperts::projection(GptParameters& params, const std::
     const ParameterEntry& w = params.entry(layer + ".weight");
     p.weights.push_back(params.compute_param(w));
     p.weight_grads.push_back(params.grad(w));
-    // As LinearLayer: a bias that does not exist (--disable-bias-linear) is none.
-    if (const ParameterEntry* b = params.find(layer + ".bias")) {
-      p.biases.push_back(params.compute_param(*b));
-      p.bias_grads.push_back(params.grad(*b));
-    }
+    if (params.find(layer + ".bias") != nullptr)
+      throw Error("MoeExperts: " + layer + " has a bias, which experts do not have");
   }
   return p;
 }
@@ -146,10 +143,10 @@ void MoeExperts::grouped_forward(const std::vector<int64_t>& expert_rows, ConstF
   const ExpertMlp& any = experts_.front();  // the experts share their sizes and activation
   const FloatView fc1_output = saved.fc1_output.first(rows * any.fc1_size());
   const FloatView activation_output = saved.activation_output.first(rows * any.ffn());
-  backend_->grouped_linear_forward(input.first(rows * hidden_), fc1_.weights, fc1_.biases, groups, hidden_,
+  backend_->grouped_linear_forward(input.first(rows * hidden_), fc1_.weights, {}, groups, hidden_,
                                    any.fc1_size(), fc1_output);
   any.activate(fc1_output, rows, activation_output);
-  backend_->grouped_linear_forward(activation_output, fc2_.weights, fc2_.biases, groups, any.ffn(), hidden_,
+  backend_->grouped_linear_forward(activation_output, fc2_.weights, {}, groups, any.ffn(), hidden_,
                                    output.first(rows * hidden_));
 }
 
@@ -170,25 +167,12 @@ void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, Const
   const FloatView d_fc1 = scratch.d_fc1.first(rows * fc1);
   // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
   if (recompute_activation_) any.activate(fc1_output, rows, activation_output);
-  // Each projection as LinearLayer::backward: weight and bias gradients, then the input's.
+  // Each projection as LinearLayer::backward: the weight gradient, then the input's.
   backend_->grouped_linear_backward_weight(dy, activation_output, groups, ffn, hidden_, fc2_.weight_grads);
-  bias_backward(fc2_, groups, dy, hidden_);
   backend_->grouped_linear_backward_input(dy, fc2_.weights, groups, ffn, hidden_, d_activation);
   any.activation_backward(d_activation, fc1_output, rows, d_fc1);
   backend_->grouped_linear_backward_weight(d_fc1, x, groups, hidden_, fc1, fc1_.weight_grads);
-  bias_backward(fc1_, groups, d_fc1, fc1);
   backend_->grouped_linear_backward_input(d_fc1, fc1_.weights, groups, hidden_, fc1, d_input.first(rows * hidden_));
-}
-
-void MoeExperts::bias_backward(const Projection& p, std::span<const int64_t> expert_rows, ConstFloatView dy,
-                               int64_t cols) const {
-  if (p.bias_grads.empty()) return;
-  int64_t first = 0;
-  for (std::size_t j = 0; j < expert_rows.size(); ++j) {
-    if (expert_rows[j] > 0)
-      backend_->bias_backward(dy.subspan(first * cols, expert_rows[j] * cols), expert_rows[j], cols, p.bias_grads[j]);
-    first += expert_rows[j];
-  }
 }
 
 }  // namespace mgt

@@ -1,5 +1,5 @@
-// The experts of an MoE layer and its shared experts: each an MLP (linear_fc1, the activation,
-// linear_fc2; with biases unless --disable-bias-linear) of its own hidden size, as Megatron-Core's
+// The experts of an MoE layer and its shared experts: each an MLP without biases (linear_fc1,
+// the activation, linear_fc2) of its own hidden size, as Megatron-Core's
 // SequentialMLP (megatron/core/transformer/moe/experts.py) runs its local experts one after
 // another over their rows of the permuted tokens, and SharedExpertMLP (shared_experts.py) over
 // every token. With --moe-grouped-gemm the local experts run as its GroupedMLP runs them: each
@@ -61,13 +61,11 @@ public:
                 const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
 
 private:
-  // One projection (linear_fc1 or linear_fc2) of every local expert: their views, in order, for
-  // the grouped operations; biases and their gradients empty without biases.
+  // One projection (linear_fc1 or linear_fc2) of every local expert: their weights' views, in
+  // order, for the grouped operations (experts have no biases: Megatron refuses MoE with them).
   struct Projection {
     std::vector<ConstFloatView> weights;
     std::vector<FloatView> weight_grads;
-    std::vector<ConstFloatView> biases;
-    std::vector<FloatView> bias_grads;
   };
   Projection projection(GptParameters& params, const std::string& prefix, const char* name) const;
   // --moe-grouped-gemm: forward and backward over all local experts' rows at once.
@@ -75,9 +73,6 @@ private:
                        FloatView output) const;
   void grouped_backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
                         const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
-  // db += Σ dy over each expert's rows (nothing without biases).
-  void bias_backward(const Projection& p, std::span<const int64_t> expert_rows, ConstFloatView dy,
-                     int64_t cols) const;
   // The local experts' rows of expert_rows (checked to hold them).
   std::span<const int64_t> local_rows(const std::vector<int64_t>& expert_rows) const;
 
