@@ -407,6 +407,115 @@ void Backend::do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatVi
   gelu_tanh_backward(dpre, pre, dpre);
 }
 
+namespace {
+
+// The groups' rows, each >= 0, and their sum; `views` views per group (a weight or gradient each).
+int64_t grouped_rows(BackendOp op, std::span<const int64_t> group_rows, size_t views, const char* name) {
+  if (views != group_rows.size())
+    fail(op, std::string(name) + " has " + std::to_string(views) + " views for " +
+                 std::to_string(group_rows.size()) + " groups");
+  int64_t total = 0;
+  for (const int64_t rows : group_rows) {
+    if (rows < 0) fail(op, "group rows must be >= 0");
+    total += rows;
+  }
+  return total;
+}
+
+}  // namespace
+
+void Backend::grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
+                                     std::span<const ConstFloatView> bias, std::span<const int64_t> group_rows,
+                                     int64_t in, int64_t out, FloatView y) {
+  constexpr BackendOp op = BackendOp::grouped_linear_forward;
+  dims(op, {in, out});
+  const int64_t rows = grouped_rows(op, group_rows, w.size(), "w");
+  if (!bias.empty()) grouped_rows(op, group_rows, bias.size(), "bias");
+  expect(x, rows * in, op, "x");
+  expect(y, rows * out, op, "y");
+  for (const ConstFloatView& wg : w) expect(wg, out * in, op, "w");
+  for (const ConstFloatView& bg : bias) expect(bg, out, op, "bias");
+  if (rows == 0 || out == 0) return;
+  Fp32Staging st(*this, op);
+  std::vector<ConstFloatView> ws, bs;
+  for (const ConstFloatView& wg : w) ws.push_back(st.in(wg));
+  for (const ConstFloatView& bg : bias) bs.push_back(st.in(bg));
+  do_grouped_linear_forward(st.in(x), ws, bs, group_rows, in, out, st.out(y));
+  st.finish();
+}
+
+void Backend::do_grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
+                                        std::span<const ConstFloatView> bias, std::span<const int64_t> group_rows,
+                                        int64_t in, int64_t out, FloatView y) {
+  int64_t first = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) {
+    const int64_t rows = group_rows[g];
+    if (rows > 0)
+      do_linear_forward(x.subspan(first * in, rows * in), w[g], bias.empty() ? ConstFloatView() : bias[g], rows, in,
+                        out, y.subspan(first * out, rows * out));
+    first += rows;
+  }
+}
+
+void Backend::grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
+                                            std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                            FloatView dx) {
+  constexpr BackendOp op = BackendOp::grouped_linear_backward_input;
+  dims(op, {in, out});
+  const int64_t rows = grouped_rows(op, group_rows, w.size(), "w");
+  expect(dy, rows * out, op, "dy");
+  expect(dx, rows * in, op, "dx");
+  for (const ConstFloatView& wg : w) expect(wg, out * in, op, "w");
+  if (rows == 0 || in == 0) return;
+  Fp32Staging st(*this, op);
+  std::vector<ConstFloatView> ws;
+  for (const ConstFloatView& wg : w) ws.push_back(st.in(wg));
+  do_grouped_linear_backward_input(st.in(dy), ws, group_rows, in, out, st.out(dx));
+  st.finish();
+}
+
+void Backend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
+                                               std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                               FloatView dx) {
+  int64_t first = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) {
+    const int64_t rows = group_rows[g];
+    if (rows > 0)
+      do_linear_backward_input(dy.subspan(first * out, rows * out), w[g], rows, in, out,
+                               dx.subspan(first * in, rows * in));
+    first += rows;
+  }
+}
+
+void Backend::grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x, std::span<const int64_t> group_rows,
+                                             int64_t in, int64_t out, std::span<const FloatView> dw) {
+  constexpr BackendOp op = BackendOp::grouped_linear_backward_weight;
+  dims(op, {in, out});
+  const int64_t rows = grouped_rows(op, group_rows, dw.size(), "dw");
+  expect(dy, rows * out, op, "dy");
+  expect(x, rows * in, op, "x");
+  for (const FloatView& dwg : dw) expect(dwg, out * in, op, "dw");
+  if (rows == 0 || in == 0 || out == 0) return;
+  Fp32Staging st(*this, op);
+  std::vector<FloatView> dws;
+  for (const FloatView& dwg : dw) dws.push_back(st.inout(dwg));
+  do_grouped_linear_backward_weight(st.in(dy), st.in(x), group_rows, in, out, dws);
+  st.finish();
+}
+
+void Backend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
+                                                std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                                std::span<const FloatView> dw) {
+  int64_t first = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) {
+    const int64_t rows = group_rows[g];
+    if (rows > 0)
+      do_linear_backward_weight(dy.subspan(first * out, rows * out), x.subspan(first * in, rows * in), rows, in, out,
+                                dw[g]);
+    first += rows;
+  }
+}
+
 void Backend::layer_norm_forward(ConstFloatView x, ConstFloatView weight, ConstFloatView bias,
                                  int64_t rows, int64_t hidden, float eps, FloatView y,
                                  FloatView mean, FloatView rstd) {

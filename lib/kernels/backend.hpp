@@ -233,6 +233,22 @@ public:
   void linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
                                        int64_t rows, int64_t in, int64_t out, FloatView dpre);
 
+  // ---- grouped linear layers: a linear layer per group of consecutive rows ----
+  // A mixture's local experts over their rows of the permuted tokens, as Megatron-Core's
+  // GroupedMLP (megatron/core/transformer/moe/experts.py) runs them: group g is the next
+  // group_rows[g] rows (0 allowed) of x and y and has its own weight w[g] [out, in] (and bias[g]
+  // [out]), each a view of its own. The results equal those of one linear_forward,
+  // linear_backward_input or linear_backward_weight per group; a GPU backend runs each as one
+  // grouped GEMM where it can. bias is empty (no bias) or has one view per group.
+  void grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w, std::span<const ConstFloatView> bias,
+                              std::span<const int64_t> group_rows, int64_t in, int64_t out, FloatView y);
+  // dx_g = dy_g·W_g, overwritten.
+  void grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
+                                     std::span<const int64_t> group_rows, int64_t in, int64_t out, FloatView dx);
+  // dw[g] += dy_gᵀ·x_g.
+  void grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x, std::span<const int64_t> group_rows,
+                                      int64_t in, int64_t out, std::span<const FloatView> dw);
+
   // ---- FP8 linear layers (Transformer Engine's recipes; kernels/fp8.hpp has the formats) ----
   // x [rows, cols] cast to FP8 with the scale `scaling` gives (see Fp8Scaling): into `rowwise`
   // [rows, cols] and/or `transposed` [cols, rows] (either may be empty), each of which also
@@ -484,6 +500,17 @@ protected:
   virtual void do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w,
                                                   ConstFloatView pre, int64_t rows, int64_t in,
                                                   int64_t out, FloatView dpre);
+  // Grouped linear layers: by default one do_linear_* per group with rows (overrides fall back to
+  // it). The views are as the public call checked and staged them.
+  virtual void do_grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
+                                         std::span<const ConstFloatView> bias, std::span<const int64_t> group_rows,
+                                         int64_t in, int64_t out, FloatView y);
+  virtual void do_grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
+                                                std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                                FloatView dx);
+  virtual void do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
+                                                 std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                                 std::span<const FloatView> dw);
   virtual void do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
                                                int64_t in, int64_t out, FloatView pre, FloatView y);
   virtual void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,

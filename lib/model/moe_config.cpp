@@ -55,6 +55,7 @@ MoeConfig moe_config_from_options(const MoeOptions& o, std::int64_t num_layers) 
   c.capacity_factor = std::max(-1.0, o.moe_expert_capacity_factor.value_or(-1.0));
   if (c.capacity_factor < 0.0) c.capacity_factor = -1.0;
   c.pad_to_capacity = o.moe_pad_expert_input_to_capacity;
+  c.grouped_gemm = o.moe_grouped_gemm;
   c.drop_policy = o.moe_token_drop_policy == "position" ? MoeDropPolicy::kPosition : MoeDropPolicy::kProbs;
   c.dispatcher = o.moe_token_dispatcher_type == "alltoall" ? MoeDispatcher::kAlltoall : MoeDispatcher::kAllgather;
   c.expert_model_parallel_size = o.expert_model_parallel_size;

@@ -1,5 +1,9 @@
 #include "model/moe_experts.hpp"
 
+#include <numeric>
+#include <span>
+
+#include "core/error.hpp"
 #include "model/recompute_plan.hpp"
 
 namespace mgt {
@@ -38,6 +42,12 @@ void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Cons
                          FloatView dx) const {
   if (rows == 0) return;
   fc2_.backward(dy, activation_output, rows, d_activation);
+  activation_backward(d_activation, fc1_output, rows, d_fc1);
+  fc1_.backward(d_fc1, x, rows, dx);
+}
+
+void ExpertMlp::activation_backward(ConstFloatView d_activation, ConstFloatView fc1_output, int64_t rows,
+                                    FloatView d_fc1) const {
   switch (activation_) {
     case Activation::kGelu:
       backend_->gelu_backward(d_activation, fc1_output, d_fc1);
@@ -49,19 +59,43 @@ void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Cons
       backend_->swiglu_backward(d_activation, fc1_output, rows, ffn_, d_fc1);
       break;
   }
-  fc1_.backward(d_fc1, x, rows, dx);
 }
 
 MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix)
-    : hidden_(params.config().hidden_size), recompute_activation_(recomputes_moe_act(params.config(), true)) {
+    : backend_(&params.backend()),
+      hidden_(params.config().hidden_size),
+      recompute_activation_(recomputes_moe_act(params.config(), true)),
+      grouped_(params.config().moe.grouped_gemm) {
   const ExpertParallelRank& ep = params.expert_parallel();
   const int64_t experts = params.config().moe.num_experts;
   for (int64_t j = 0; j < experts / ep.size; ++j)
     experts_.emplace_back(params, prefix + ".experts.local_experts." + std::to_string(ep.global_expert(experts, j)));
+  if (grouped_) {
+    fc1_ = projection(params, prefix, "linear_fc1");
+    fc2_ = projection(params, prefix, "linear_fc2");
+  }
+}
+
+MoeExperts::Projection MoeExperts::projection(GptParameters& params, const std::string& prefix,
+                                              const char* name) const {
+  const ExpertParallelRank& ep = params.expert_parallel();
+  const int64_t experts = params.config().moe.num_experts;
+  Projection p;
+  for (int64_t j = 0; j < static_cast<int64_t>(experts_.size()); ++j) {
+    const std::string layer = prefix + ".experts.local_experts." + std::to_string(ep.global_expert(experts, j)) +
+                              "." + name;
+    const ParameterEntry& w = params.entry(layer + ".weight");
+    p.weights.push_back(params.compute_param(w));
+    p.weight_grads.push_back(params.grad(w));
+    if (params.find(layer + ".bias") != nullptr)
+      throw Error("MoeExperts: " + layer + " has a bias, which experts do not have");
+  }
+  return p;
 }
 
 void MoeExperts::forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
                          FloatView output) const {
+  if (grouped_) return grouped_forward(expert_rows, input, saved, output);
   int64_t first = 0;
   for (std::size_t j = 0; j < experts_.size(); ++j) {
     const ExpertMlp& expert = experts_[j];
@@ -76,6 +110,7 @@ void MoeExperts::forward(const std::vector<int64_t>& expert_rows, ConstFloatView
 
 void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
                           const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const {
+  if (grouped_) return grouped_backward(expert_rows, d_output, input, saved, scratch, d_input);
   int64_t first = 0;
   for (std::size_t j = 0; j < experts_.size(); ++j) {
     const ExpertMlp& expert = experts_[j];
@@ -91,6 +126,53 @@ void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatVie
                     d_input.subspan(first * hidden_, rows * hidden_));
     first += rows;
   }
+}
+
+std::span<const int64_t> MoeExperts::local_rows(const std::vector<int64_t>& expert_rows) const {
+  if (expert_rows.size() < experts_.size())
+    throw Error("MoeExperts: rows of " + std::to_string(expert_rows.size()) + " experts for " +
+                std::to_string(experts_.size()) + " local experts");
+  return std::span<const int64_t>(expert_rows).first(experts_.size());
+}
+
+void MoeExperts::grouped_forward(const std::vector<int64_t>& expert_rows, ConstFloatView input,
+                                 const MoeActivations& saved, FloatView output) const {
+  const std::span<const int64_t> groups = local_rows(expert_rows);
+  const int64_t rows = std::accumulate(groups.begin(), groups.end(), int64_t{0});
+  if (rows == 0) return;
+  const ExpertMlp& any = experts_.front();  // the experts share their sizes and activation
+  const FloatView fc1_output = saved.fc1_output.first(rows * any.fc1_size());
+  const FloatView activation_output = saved.activation_output.first(rows * any.ffn());
+  backend_->grouped_linear_forward(input.first(rows * hidden_), fc1_.weights, {}, groups, hidden_,
+                                   any.fc1_size(), fc1_output);
+  any.activate(fc1_output, rows, activation_output);
+  backend_->grouped_linear_forward(activation_output, fc2_.weights, {}, groups, any.ffn(), hidden_,
+                                   output.first(rows * hidden_));
+}
+
+void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output,
+                                  ConstFloatView input, const MoeActivations& saved, const MoeScratch& scratch,
+                                  FloatView d_input) const {
+  const std::span<const int64_t> groups = local_rows(expert_rows);
+  const int64_t rows = std::accumulate(groups.begin(), groups.end(), int64_t{0});
+  if (rows == 0) return;
+  const ExpertMlp& any = experts_.front();
+  const int64_t fc1 = any.fc1_size();
+  const int64_t ffn = any.ffn();
+  const ConstFloatView x = input.first(rows * hidden_);
+  const ConstFloatView dy = d_output.first(rows * hidden_);
+  const ConstFloatView fc1_output = saved.fc1_output.first(rows * fc1);
+  const FloatView activation_output = saved.activation_output.first(rows * ffn);
+  const FloatView d_activation = scratch.d_activation.first(rows * ffn);
+  const FloatView d_fc1 = scratch.d_fc1.first(rows * fc1);
+  // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
+  if (recompute_activation_) any.activate(fc1_output, rows, activation_output);
+  // Each projection as LinearLayer::backward: the weight gradient, then the input's.
+  backend_->grouped_linear_backward_weight(dy, activation_output, groups, ffn, hidden_, fc2_.weight_grads);
+  backend_->grouped_linear_backward_input(dy, fc2_.weights, groups, ffn, hidden_, d_activation);
+  any.activation_backward(d_activation, fc1_output, rows, d_fc1);
+  backend_->grouped_linear_backward_weight(d_fc1, x, groups, hidden_, fc1, fc1_.weight_grads);
+  backend_->grouped_linear_backward_input(d_fc1, fc1_.weights, groups, hidden_, fc1, d_input.first(rows * hidden_));
 }
 
 }  // namespace mgt

@@ -1,10 +1,14 @@
 // The experts of an MoE layer and its shared experts: each an MLP without biases (linear_fc1,
-// the activation, linear_fc2) of its own hidden size, as Megatron-Core's SequentialMLP
-// (megatron/core/transformer/moe/experts.py) runs its local experts one after another over
-// their rows of the permuted tokens, and SharedExpertMLP (shared_experts.py) over every token.
-// Under expert parallelism a rank holds num_experts / EP consecutive experts.
+// the activation, linear_fc2) of its own hidden size, as Megatron-Core's
+// SequentialMLP (megatron/core/transformer/moe/experts.py) runs its local experts one after
+// another over their rows of the permuted tokens, and SharedExpertMLP (shared_experts.py) over
+// every token. With --moe-grouped-gemm the local experts run as its GroupedMLP runs them: each
+// projection of all of them as one grouped GEMM (Backend::grouped_linear_*), the activation once
+// over all their rows (it acts row by row). Under expert parallelism a rank holds
+// num_experts / EP consecutive experts.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +31,9 @@ public:
   // The activation function alone: activation_output from fc1_output (forward, and
   // --recompute-modules moe_act before the backward).
   void activate(ConstFloatView fc1_output, int64_t rows, FloatView activation_output) const;
+  // d_fc1 from d_activation through the activation function at fc1_output.
+  void activation_backward(ConstFloatView d_activation, ConstFloatView fc1_output, int64_t rows,
+                           FloatView d_fc1) const;
   // Weight gradients added; dx overwritten.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView fc1_output,
                 ConstFloatView activation_output, FloatView d_activation, FloatView d_fc1, FloatView dx) const;
@@ -54,9 +61,28 @@ public:
                 const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
 
 private:
+  // One projection (linear_fc1 or linear_fc2) of every local expert: their weights' views, in
+  // order, for the grouped operations (experts have no biases: Megatron refuses MoE with them).
+  struct Projection {
+    std::vector<ConstFloatView> weights;
+    std::vector<FloatView> weight_grads;
+  };
+  Projection projection(GptParameters& params, const std::string& prefix, const char* name) const;
+  // --moe-grouped-gemm: forward and backward over all local experts' rows at once.
+  void grouped_forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
+                       FloatView output) const;
+  void grouped_backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
+                        const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
+  // The local experts' rows of expert_rows (checked to hold them).
+  std::span<const int64_t> local_rows(const std::vector<int64_t>& expert_rows) const;
+
+  Backend* backend_;
   std::vector<ExpertMlp> experts_;
   int64_t hidden_;
   bool recompute_activation_;  // --recompute-modules moe_act (recompute_plan.hpp)
+  bool grouped_;               // --moe-grouped-gemm
+  Projection fc1_;             // with grouped_ only
+  Projection fc2_;
 };
 
 }  // namespace mgt

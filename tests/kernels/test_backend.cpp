@@ -282,3 +282,24 @@ TEST_CASE("staged uploads: rounds of ids and floats reach the device, and a roun
                     Catch::Contains("3 values staged in a round begun for"));
   staging.end();
 }
+
+TEST_CASE("grouped linear operations check their groups", "[model]") {
+  CpuBackend backend;
+  DeviceBuffer x(backend, 3 * 2), y(backend, 3 * 4), w0(backend, 4 * 2), w1(backend, 4 * 2), bias(backend, 4);
+  const std::vector<ConstFloatView> ws = {w0.view(), w1.view()};
+  const std::vector<int64_t> rows = {3, 0};
+  CHECK_THROWS_WITH(backend.grouped_linear_forward(x.view(), ws, {}, std::vector<int64_t>{3}, 2, 4, y.view()),
+                    "Backend::grouped_linear_forward: w has 2 views for 1 groups");
+  CHECK_THROWS_WITH(backend.grouped_linear_forward(x.view(), ws, std::vector<ConstFloatView>{bias.view()}, rows, 2,
+                                                   4, y.view()),
+                    "Backend::grouped_linear_forward: bias has 1 views for 2 groups");
+  CHECK_THROWS_WITH(backend.grouped_linear_forward(x.view(), ws, {}, std::vector<int64_t>{4, -1}, 2, 4, y.view()),
+                    "Backend::grouped_linear_forward: group rows must be >= 0");
+  CHECK_THROWS_WITH(backend.grouped_linear_backward_input(y.view(), ws, std::vector<int64_t>{2, 0}, 2, 4, x.view()),
+                    "Backend::grouped_linear_backward_input: dy has 12 elements, expected 8");
+  const std::vector<FloatView> dw = {w0.view(), y.view()};
+  CHECK_THROWS_WITH(backend.grouped_linear_backward_weight(y.view(), x.view(), rows, 2, 4, dw),
+                    "Backend::grouped_linear_backward_weight: dw has 12 elements, expected 8");
+  // Every group empty: nothing to do, nothing touched.
+  backend.grouped_linear_forward({}, ws, {}, std::vector<int64_t>{0, 0}, 2, 4, {});
+}

@@ -302,6 +302,95 @@ void case_linear_backward_input_gelu_tanh(OpRun& r) {
   r.check(dpre, kReduction, "dpre");
 }
 
+// ---- grouped linear layers ----
+// Unequal groups, one without rows, each with its own weight: the grouped operation on the
+// backend under test against one plain linear operation per group on the reference.
+const std::vector<int64_t> kGroupRows = {5, 0, 2, 7};
+constexpr int64_t kGroupedRows = 14;
+
+std::vector<Tensor> per_group(int64_t n, const std::function<Tensor(int64_t)>& make) {
+  std::vector<Tensor> tensors;
+  for (size_t g = 0; g < kGroupRows.size(); ++g) tensors.push_back(make(n));
+  return tensors;
+}
+
+template <typename View>
+std::vector<View> views_of(std::vector<Tensor>& tensors, Side side) {
+  std::vector<View> views;
+  for (Tensor& t : tensors) views.push_back(t(side));
+  return views;
+}
+
+// fn(g, first row, rows) for each group with rows.
+void for_each_group(const std::function<void(size_t, int64_t, int64_t)>& fn) {
+  int64_t first = 0;
+  for (size_t g = 0; g < kGroupRows.size(); ++g) {
+    if (kGroupRows[g] > 0) fn(g, first, kGroupRows[g]);
+    first += kGroupRows[g];
+  }
+}
+
+void case_grouped_linear_forward(OpRun& r) {
+  Tensor x = r.input(kGroupedRows * kIn), y = r.output(kGroupedRows * kOut), plain = r.output(kGroupedRows * kOut);
+  std::vector<Tensor> w = per_group(kOut * kIn, [&](int64_t n) { return r.input(n); });
+  std::vector<Tensor> bias = per_group(kOut, [&](int64_t n) { return r.input(n); });
+  r.run([&](Backend& b, Side s) {
+    if (s == Side::kTest) {
+      b.grouped_linear_forward(x(s), views_of<ConstFloatView>(w, s), views_of<ConstFloatView>(bias, s), kGroupRows,
+                               kIn, kOut, y(s));
+      b.grouped_linear_forward(x(s), views_of<ConstFloatView>(w, s), {}, kGroupRows, kIn, kOut, plain(s));
+      return;
+    }
+    for_each_group([&](size_t g, int64_t first, int64_t rows) {
+      const ConstFloatView xg = x(s).subspan(first * kIn, rows * kIn);
+      b.linear_forward(xg, w[g](s), bias[g](s), rows, kIn, kOut, y(s).subspan(first * kOut, rows * kOut));
+      b.linear_forward(xg, w[g](s), {}, rows, kIn, kOut, plain(s).subspan(first * kOut, rows * kOut));
+    });
+  });
+  r.check(y, kReduction, "y");
+  r.check(plain, kReduction, "y without bias");
+}
+
+void case_grouped_linear_backward_input(OpRun& r) {
+  Tensor dy = r.input(kGroupedRows * kOut), dx = r.output(kGroupedRows * kIn);
+  std::vector<Tensor> w = per_group(kOut * kIn, [&](int64_t n) { return r.input(n); });
+  r.run([&](Backend& b, Side s) {
+    if (s == Side::kTest) {
+      b.grouped_linear_backward_input(dy(s), views_of<ConstFloatView>(w, s), kGroupRows, kIn, kOut, dx(s));
+      return;
+    }
+    for_each_group([&](size_t g, int64_t first, int64_t rows) {
+      b.linear_backward_input(dy(s).subspan(first * kOut, rows * kOut), w[g](s), rows, kIn, kOut,
+                              dx(s).subspan(first * kIn, rows * kIn));
+    });
+  });
+  r.check(dx, kReduction, "dx");
+}
+
+void case_grouped_linear_backward_weight(OpRun& r) {
+  // Into fp32 main gradients (the model's), and into gradients of the storage type.
+  Tensor dy = r.input(kGroupedRows * kOut), x = r.input(kGroupedRows * kIn);
+  std::vector<Tensor> main_grads = per_group(kOut * kIn, [&](int64_t n) { return r.input_fp32(n); });
+  std::vector<Tensor> stored = per_group(kOut * kIn, [&](int64_t n) { return r.input(n); });
+  r.run([&](Backend& b, Side s) {
+    if (s == Side::kTest) {
+      b.grouped_linear_backward_weight(dy(s), x(s), kGroupRows, kIn, kOut, views_of<FloatView>(main_grads, s));
+      b.grouped_linear_backward_weight(dy(s), x(s), kGroupRows, kIn, kOut, views_of<FloatView>(stored, s));
+      return;
+    }
+    for_each_group([&](size_t g, int64_t first, int64_t rows) {
+      const ConstFloatView dyg = dy(s).subspan(first * kOut, rows * kOut), xg = x(s).subspan(first * kIn, rows * kIn);
+      b.linear_backward_weight(dyg, xg, rows, kIn, kOut, main_grads[g](s));
+      b.linear_backward_weight(dyg, xg, rows, kIn, kOut, stored[g](s));
+    });
+  });
+  for (size_t g = 0; g < kGroupRows.size(); ++g) {
+    INFO("group " << g << " of " << kGroupRows[g] << " rows");
+    r.check(main_grads[g], kReduction, "dw (fp32, accumulated)");
+    r.check(stored[g], kReduction, "dw (accumulated)");
+  }
+}
+
 // ---- FP8 linear layers ----
 // Codes of random values of either format, for GEMM operands that both sides read alike.
 std::vector<uint8_t> random_codes(OpRun& r, int64_t n, Fp8Format format, float magnitude) {
