@@ -213,7 +213,8 @@ TEST_CASE("An imported Mixtral gives transformers' logits and greedy tokens", "[
   CHECK(checkpoint.config.query_groups() == 2);
   CHECK_THAT(checkpoint.metadata.args_json,
              Contains("\"num_experts\": 4") && Contains("\"moe_router_topk\": 2") &&
-                 Contains("\"moe_router_pre_softmax\": false") && Contains("\"moe_router_score_function\": \"softmax\"") &&
+                 Contains("\"moe_router_pre_softmax\": false") &&
+                 Contains("\"moe_router_score_function\": \"softmax\"") &&
                  Contains("\"moe_layer_freq\": \"[1,1]\"") && Contains("\"moe_aux_loss_coeff\": 0.02"));
   CHECK(checkpoint.metadata.extra_json.at("hf_architecture") ==
         R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "sliding_window": null})");

@@ -34,6 +34,13 @@ assert got == want, (got, want)
 PY
 expect_status 0 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/tiny" --save-dir "$work/tiny-hf"
 cmp "$golden/hf-mixtral-tiny/model.safetensors" "$work/tiny-hf/model.safetensors" || fail "Mixtral re-export differs"
+# convert.py's mixtral_hf loader is the hf import; the --tokenizer-model it requires is named, not refused.
+expect_status 0 "${convert[@]}" --loader mixtral_hf --tokenizer-model "$work/tokenizer.model" --saver mgt \
+  --load-dir "$golden/hf-mixtral-tiny" --save-dir "$work/tiny2"
+grep -q '^mgt-ckpt-convert: ignored flags (they change nothing here): --tokenizer-model ' "$work/err.txt" ||
+  fail "--tokenizer-model not named: $(cat "$work/err.txt")"
+expect_status 2 "${convert[@]}" --loader mgt --saver mixtral_hf --load-dir "$work/tiny" --save-dir "$work/x"
+one_line_error "--saver mixtral_hf: convert.py has no saver of that name"
 
 # A Mixtral-shaped run: every layer 4 experts, top-2, Megatron's default routing.
 gpt2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$src/datasets/gpt2-vocab.json"
