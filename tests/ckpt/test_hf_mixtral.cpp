@@ -371,3 +371,31 @@ TEST_CASE("Mixtral import names transformers 5's fused experts", "[ckpt][hf][mix
                                           Contains("transformers 5's fused experts") &&
                                           Contains("save_original_format=True"));
 }
+
+TEST_CASE("Mixtral config.json from an MoE configuration and back", "[ckpt][hf][mixtral]") {
+  GptConfig c = mixtral_config();
+  HfLlamaConfig hf = hf_llama_config_of(c, kHfMixtralModelType, 32, 1, 2, "float32");
+  CHECK(hf.num_local_experts == 4);
+  CHECK(hf.num_experts_per_tok == 2);
+  CHECK(hf.intermediate_size == 12);  // the experts' size, not --ffn-hidden-size
+  CHECK(hf.router_aux_loss_coef == 0.01);
+  const HfLlamaConfig back = parse_hf_llama_config_json(hf_llama_config_json(hf), "c.json");
+  const GptConfig again = gpt_config_of(back, c.seq_length, 32);
+  CHECK(again.moe.num_experts == 4);
+  CHECK(again.moe.topk == 2);
+  CHECK(again.moe.ffn_hidden_size == 12);
+  CHECK(again.moe.aux_loss_coeff == 0.01);
+  CHECK(again.moe.layer_pattern == std::vector<bool>{true, true});
+  // Without load balancing the coefficient does nothing in mgt; Mixtral's equivalent is 0.
+  c.moe.load_balancing = MoeLoadBalancing::kNone;
+  CHECK(hf_llama_config_of(c, kHfMixtralModelType, 32, 1, 2, "float32").router_aux_loss_coef == 0.0);
+  // MixtralConfig's defaults for what config.json leaves out: 8 experts, top-2, rope_theta 1e6.
+  const HfLlamaConfig defaults = parse_hf_llama_config_json(
+      R"({"model_type": "mixtral", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 8,
+          "num_hidden_layers": 1, "num_attention_heads": 2})", "c.json");
+  CHECK(defaults.num_local_experts == 8);
+  CHECK(defaults.num_experts_per_tok == 2);
+  CHECK(defaults.rope_theta == 1e6);
+  CHECK(defaults.rms_norm_eps == 1e-5);
+  CHECK(defaults.max_position_embeddings == 4096 * 32);
+}
