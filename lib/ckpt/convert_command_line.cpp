@@ -27,8 +27,9 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--fp16", "mgt checkpoints keep fp32 weights; --hf-dtype fp16 writes a Hugging Face export in fp16"},
 };
 
-// The flags convert.py's llama_mistral loader requires: accepted, so that its command lines run
-// unchanged, and named on one line, since the hf loader takes all they say from config.json.
+// The flags convert.py's llama_mistral loader requires (mixtral_hf's --tokenizer-model too):
+// accepted, so that its command lines run unchanged, and named on one line, since the hf loader
+// takes all they say from config.json.
 const std::map<std::string, IgnoredFlag>& llama_mistral_loader_flags() {
   static const std::map<std::string, IgnoredFlag> flags = {
       {"--checkpoint-type",
@@ -68,7 +69,7 @@ std::vector<FlagDefinition> convert_flags(ConvertFlagFields& f) {
   return flag_groups({
     {"convert", {
       store("model-type", "GPT", f.model_type, "Model type; GPT is the only one").required("GPT").megatron_flag(),
-      store("loader", "NAME", f.loader, "Format to read: mgt (aliases core, legacy, mcore, megatron) or hf (alias llama_mistral)")
+      store("loader", "NAME", f.loader, "Format to read: mgt (aliases core, legacy, mcore, megatron) or hf (aliases llama_mistral, mixtral_hf)")
           .required("mgt or hf").megatron_flag(),
       store("saver", "NAME", f.saver, "Format to write: mgt (aliases core, legacy, mcore, megatron) or hf")
           .required("mgt or hf").megatron_flag(),
@@ -92,8 +93,9 @@ std::vector<FlagDefinition> convert_flags(ConvertFlagFields& f) {
           .default_text("n_positions or max_position_embeddings"),
     }},
     {"hugging face", {
-      store("hf-model-type", "TYPE", f.hf_model_type, "with --saver hf, the architecture to write: gpt2, llama or mistral")
-          .default_text("the one read, else gpt2 for learned positions and llama for rotary ones"),
+      store("hf-model-type", "TYPE", f.hf_model_type, "with --saver hf, the architecture to write: gpt2, llama, mistral or mixtral")
+          .default_text("the one read, else mixtral for a mixture of experts, gpt2 for learned positions and llama for "
+                        "rotary ones"),
       store("hf-dtype", "DTYPE", f.hf_dtype, "with --saver hf, the dtype of the exported weights: fp32, bf16 or fp16")
           .default_text("fp32"),
       store("max-shard-size", "SIZE", f.max_shard_size, "with --saver hf, the largest safetensors file before the weights "
@@ -120,7 +122,7 @@ const std::vector<std::string> kHelpGroups = {"convert", "vocabulary", "model", 
 
 cxxopts::Options make_options() {
   cxxopts::Options o(kProgram,
-                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2, Llama and Mistral "
+                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2, Llama, Mistral and Mixtral "
                      "(config.json + safetensors), like Megatron-LM's tools/checkpoint/convert.py.");
   o.custom_help("--model-type GPT --loader mgt|hf --saver mgt|hf --load-dir DIR --save-dir DIR [options]");
   ConvertFlagFields defaults;  // --help describes the defaults
@@ -141,18 +143,18 @@ CommandLineRules command_line_rules() {
 // convert.py's plugin names, so that its command lines run unchanged. Its own checkpoint
 // plugins (core, legacy, and the older names mcore and megatron) stand for Megatron's checkpoint
 // format, which mgt's takes the place of: a script converting Megatron checkpoints converts mgt's.
-// Its llama_mistral loader reads Hugging Face Llama and Mistral directories, as hf does; it has no
-// saver of that name.
+// Its llama_mistral and mixtral_hf loaders read Hugging Face Llama, Mistral and Mixtral
+// directories, as hf does; it has no savers of those names.
 std::string format_of(const char* flag, const std::string& name) {
   if (name == "mgt" || name == "core" || name == "mcore" || name == "legacy" || name == "megatron") return "mgt";
   if (name == "hf") return "hf";
-  if (name == "llama_mistral") {
+  if (name == "llama_mistral" || name == "mixtral_hf") {
     if (std::string(flag) == "loader") return "hf";
-    throw UsageError("--saver llama_mistral: convert.py has no saver of that name; --saver hf --hf-model-type "
-                     "llama|mistral writes Hugging Face Llama and Mistral");
+    throw UsageError("--saver " + name + ": convert.py has no saver of that name; --saver hf --hf-model-type "
+                     "llama|mistral|mixtral writes Hugging Face Llama, Mistral and Mixtral");
   }
   throw UsageError(std::string("--") + flag + " '" + name + "' is not a format mgt-ckpt-convert knows (mgt, hf; "
-                   "convert.py's core, legacy, mcore, megatron and llama_mistral)");
+                   "convert.py's core, legacy, mcore, megatron, llama_mistral and mixtral_hf)");
 }
 
 // A rank count of the layout to write: at most 2^20 ranks.

@@ -10,15 +10,14 @@ namespace mgt {
 
 std::string hf_architecture_name(const std::string& model_type) {
   if (model_type == kHfGpt2ModelType) return "GPT2LMHeadModel";
-  if (model_type == kHfMistralModelType) return "MistralForCausalLM";
-  return "LlamaForCausalLM";
+  return hf_llama_family_name(model_type) + "ForCausalLM";
 }
 
 std::string hf_architecture_record_json(const HfArchitectureRecord& record) {
   // One line, like the other metadata records.
   std::string json = "{\"architectures\": [" + json_quote(hf_architecture_name(record.model_type)) +
                      "], \"model_type\": " + json_quote(record.model_type);
-  if (record.model_type == kHfMistralModelType)
+  if (hf_has_mistral_fields(record.model_type))
     json += ", \"sliding_window\": " + (record.sliding_window ? std::to_string(*record.sliding_window) : "null");
   return json + "}";
 }
@@ -28,8 +27,8 @@ HfArchitectureRecord parse_hf_architecture_record(const std::string& json, const
   HfArchitectureRecord record;
   record.model_type = j.text("model_type");
   if (record.model_type != kHfGpt2ModelType && record.model_type != kHfLlamaModelType &&
-      record.model_type != kHfMistralModelType)
-    throw Error(where + ": model_type '" + record.model_type + "' is not gpt2, llama or mistral");
+      record.model_type != kHfMistralModelType && record.model_type != kHfMixtralModelType)
+    throw Error(where + ": model_type '" + record.model_type + "' is not gpt2, llama, mistral or mixtral");
   if (j.contains("sliding_window") && j.show("sliding_window") != "null") {
     record.sliding_window = j.integer("sliding_window");
     if (*record.sliding_window < 1)

@@ -39,6 +39,7 @@ void require_gpt2_expressible(const GptConfig& config, const std::string& what) 
   if (c.layernorm_zero_centered_gamma)
     refuse("--apply-layernorm-1p (GPT-2's LayerNorm scales by its weight, not by 1 + weight)");
   if (c.activation == Activation::kSwiglu) refuse("--swiglu (GPT-2's MLP is one projection and a GELU)");
+  if (c.moe.enabled()) refuse("--num-experts " + str(c.moe.num_experts) + " (GPT-2's MLP is dense)");
   if (!c.add_bias_linear) refuse("--disable-bias-linear (GPT-2's linear layers have biases)");
   if (c.untie_embeddings_and_output_weights)
     refuse("--untie-embeddings-and-output-weights (GPT-2's output layer is its word embedding)");

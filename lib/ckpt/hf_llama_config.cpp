@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <functional>
 
 #include "core/error.hpp"
 #include "core/json_text.hpp"
@@ -11,6 +12,16 @@
 
 namespace mgt {
 
+bool hf_has_mistral_fields(const std::string& model_type) {
+  return model_type == kHfMistralModelType || model_type == kHfMixtralModelType;
+}
+
+std::string hf_llama_family_name(const std::string& model_type) {
+  if (model_type == kHfMistralModelType) return "Mistral";
+  if (model_type == kHfMixtralModelType) return "Mixtral";
+  return "Llama";
+}
+
 namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
@@ -18,10 +29,32 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 // The largest model dimension config.json may give, as for GPT-2 (hf_gpt2_config.cpp).
 constexpr std::int64_t kMaxDimension = 2147483647;
 
-bool is_mistral(const std::string& model_type) { return model_type == kHfMistralModelType; }
-std::string family_name(const std::string& model_type) { return is_mistral(model_type) ? "Mistral" : "Llama"; }
-std::string architecture_of(const std::string& model_type) {
-  return is_mistral(model_type) ? "MistralForCausalLM" : "LlamaForCausalLM";
+bool is_mistral(const std::string& model_type) { return hf_has_mistral_fields(model_type); }
+bool is_mixtral(const std::string& model_type) { return model_type == kHfMixtralModelType; }
+std::string family_name(const std::string& model_type) { return hf_llama_family_name(model_type); }
+std::string architecture_of(const std::string& model_type) { return family_name(model_type) + "ForCausalLM"; }
+
+// What Mixtral's sparse blocks compute against an MoE configuration: every layer a mixture of
+// routed experts, chosen and weighted as MixtralSparseMoeBlock does, none dropped.
+void require_mixtral_experts(const GptConfig& c, const std::function<void(const std::string&)>& refuse) {
+  const MoeConfig& m = c.moe;
+  if (!m.enabled()) refuse("a dense MLP (every Mixtral layer is a mixture of experts: --num-experts)");
+  if (m.num_moe_layers() != c.num_layers)
+    refuse("--moe-layer-freq with dense layers (every Mixtral layer is a mixture of experts)");
+  if (m.shared_expert_intermediate_size > 0)
+    refuse("--moe-shared-expert-intermediate-size (Mixtral has no shared expert)");
+  if (m.score_function != MoeScoreFunction::kSoftmax)
+    refuse("--moe-router-score-function " + std::string(to_string(m.score_function)) +
+           " (Mixtral's router takes the softmax)");
+  if (m.pre_softmax)
+    refuse("--moe-router-pre-softmax (Mixtral renormalises the chosen experts' probabilities to sum to 1)");
+  if (m.group_topk > 0) refuse("--moe-router-group-topk (Mixtral chooses among all experts)");
+  if (m.topk_scaling_factor != 0.0) refuse("--moe-router-topk-scaling-factor (Mixtral does not scale the weights)");
+  if (m.enable_expert_bias) refuse("--moe-router-enable-expert-bias (Mixtral's router has no expert bias)");
+  if (m.drops_tokens()) refuse("--moe-expert-capacity-factor (Mixtral drops no tokens)");
+  if (m.input_jitter_eps != 0.0)
+    refuse("--moe-input-jitter-eps (Mixtral's router_jitter_noise multiplies the experts' input too, not the "
+           "router's alone)");
 }
 
 // config.json's fields by key, each judged under its own name.
@@ -122,6 +155,9 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
     refuse("biases on the linear layers (no --disable-bias-linear; Mistral's linear layers have none)");
   if (c.use_rope_scaling && is_mistral(model_type))
     refuse("--use-rope-scaling (Llama 3.1's frequency scaling; write it as llama instead)");
+  if (is_mixtral(model_type)) require_mixtral_experts(c, refuse);
+  else if (c.moe.enabled())
+    refuse("--num-experts " + str(c.moe.num_experts) + " (" + family + "'s MLP is dense; write it as mixtral)");
 }
 
 HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& model_type, std::int64_t vocab_rows,
@@ -149,6 +185,12 @@ HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& mod
   hf.bos_token_id = bos;
   hf.eos_token_id = eos;
   hf.torch_dtype = torch_dtype;
+  if (is_mixtral(model_type) && c.moe.enabled()) {
+    hf.intermediate_size = c.moe.ffn_hidden_size;
+    hf.num_local_experts = c.moe.num_experts;
+    hf.num_experts_per_tok = c.moe.topk;
+    hf.router_aux_loss_coef = c.moe.load_balancing == MoeLoadBalancing::kNone ? 0.0 : c.moe.aux_loss_coeff;
+  }
   return hf;
 }
 
@@ -177,11 +219,21 @@ GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::i
   c.attention_dropout = hf.attention_dropout;
   c.init_method_std = hf.initializer_range;
   c.padded_vocab_size = padded_vocab_size;
+  if (hf.num_local_experts > 0) {
+    // Megatron's default routing is Mixtral's (hf_llama_config.hpp); the rest of MoeConfig's
+    // defaults are Megatron's too: aux_loss load balancing, dropless, the allgather dispatcher.
+    c.moe.num_experts = hf.num_local_experts;
+    c.moe.layer_pattern.assign(static_cast<std::size_t>(hf.num_hidden_layers), true);
+    c.moe.ffn_hidden_size = hf.intermediate_size;
+    c.moe.topk = hf.num_experts_per_tok;
+    c.moe.aux_loss_coeff = hf.router_aux_loss_coef;
+  }
   return c.resolved();
 }
 
 std::string hf_llama_config_json(const HfLlamaConfig& hf) {
   const bool mistral = is_mistral(hf.model_type);
+  const bool mixtral = is_mixtral(hf.model_type);
   // An id outside the vocabulary would make transformers warn; unknown ids are null.
   auto token = [&](std::optional<std::int64_t> id) {
     return id && *id >= 0 && *id < hf.vocab_size ? PyValue::integer(*id) : PyValue::none();
@@ -202,8 +254,13 @@ std::string hf_llama_config_json(const HfLlamaConfig& hf) {
   if (!mistral) j.set("mlp_bias", PyValue::boolean(hf.mlp_bias));
   j.set("model_type", PyValue::string(hf.model_type));
   j.set("num_attention_heads", PyValue::integer(hf.num_attention_heads));
+  if (mixtral) j.set("num_experts_per_tok", PyValue::integer(hf.num_experts_per_tok));
   j.set("num_hidden_layers", PyValue::integer(hf.num_hidden_layers));
   j.set("num_key_value_heads", PyValue::integer(hf.num_key_value_heads));
+  if (mixtral) {
+    j.set("num_local_experts", PyValue::integer(hf.num_local_experts));
+    j.set("output_router_logits", PyValue::boolean(hf.output_router_logits));
+  }
   if (!mistral) j.set("pretraining_tp", PyValue::integer(1));
   j.set("rms_norm_eps", PyValue::real(hf.rms_norm_eps));
   if (!mistral) {
@@ -221,6 +278,10 @@ std::string hf_llama_config_json(const HfLlamaConfig& hf) {
     }
   }
   j.set("rope_theta", PyValue::real(hf.rope_theta));
+  if (mixtral) {
+    j.set("router_aux_loss_coef", PyValue::real(hf.router_aux_loss_coef));
+    j.set("router_jitter_noise", PyValue::real(0.0));
+  }
   if (mistral) j.set("sliding_window", hf.sliding_window ? PyValue::integer(*hf.sliding_window) : PyValue::none());
   j.set("tie_word_embeddings", PyValue::boolean(hf.tie_word_embeddings));
   j.set("torch_dtype", PyValue::string(hf.torch_dtype));
@@ -234,8 +295,13 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
   HfLlamaConfig hf;
   hf.model_type = j.text("model_type");
   const bool mistral = is_mistral(hf.model_type);
+  const bool mixtral = is_mixtral(hf.model_type);
   if (hf.model_type != kHfLlamaModelType && !mistral)
-    j.fail("model_type is '" + hf.model_type + "', not llama or mistral");
+    j.fail("model_type is '" + hf.model_type + "', not llama, mistral or mixtral");
+  if (mixtral) {  // MixtralConfig's defaults where they differ from LlamaConfig's
+    hf.rms_norm_eps = 1e-5;
+    hf.rope_theta = 1e6;
+  }
   auto refuse = [&](const std::string& why) { j.fail(why); };
 
   hf.vocab_size = j.integer("vocab_size");
@@ -259,6 +325,27 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
   hf.bos_token_id = j.has("bos_token_id") ? std::optional(j.integer("bos_token_id")) : std::nullopt;
   hf.eos_token_id = j.has("eos_token_id") ? std::optional(j.integer("eos_token_id")) : std::nullopt;
   if (j.has("torch_dtype")) hf.torch_dtype = j.text("torch_dtype");
+  if (mixtral) {
+    hf.num_local_experts = 8;  // MixtralConfig's defaults
+    j.integer("num_local_experts", hf.num_local_experts);
+    j.integer("num_experts_per_tok", hf.num_experts_per_tok);
+    j.real("router_aux_loss_coef", hf.router_aux_loss_coef);
+    j.boolean("output_router_logits", hf.output_router_logits);
+    if (hf.num_local_experts < 1 || hf.num_local_experts > kMaxDimension)
+      refuse("num_local_experts must be between 1 and " + str(kMaxDimension) + " (got " + str(hf.num_local_experts) +
+             ")");
+    if (hf.num_experts_per_tok < 1 || hf.num_experts_per_tok > hf.num_local_experts)
+      refuse("num_experts_per_tok must be between 1 and num_local_experts (" + str(hf.num_local_experts) +
+             ") (got " + str(hf.num_experts_per_tok) + ")");
+    double jitter = 0.0;
+    j.real("router_jitter_noise", jitter);
+    if (jitter != 0.0)
+      refuse("router_jitter_noise " + python_float_repr(jitter) + " is not 0: Mixtral's jitter multiplies the "
+             "hidden states both the router and the experts take, mgt's --moe-input-jitter-eps the router's input "
+             "alone");
+    if (!(hf.router_aux_loss_coef >= 0.0 && std::isfinite(hf.router_aux_loss_coef)))
+      refuse("router_aux_loss_coef must be a number >= 0 (got " + python_float_repr(hf.router_aux_loss_coef) + ")");
+  }
 
   for (auto [key, value] : {std::pair<const char*, std::int64_t>{"vocab_size", hf.vocab_size},
                             {"hidden_size", hf.hidden_size}, {"intermediate_size", hf.intermediate_size},

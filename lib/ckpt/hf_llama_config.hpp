@@ -1,13 +1,19 @@
-// The Llama architecture as Hugging Face's LlamaConfig and MistralConfig (config.json) describe
-// it, and how it corresponds to mgt's GptConfig. Llama is Megatron's GPT with
-// --position-embedding-type rope (rotate-half, the whole head), --normalization RMSNorm, --swiglu,
-// --disable-bias-linear, optionally --group-query-attention and
+// The Llama architecture as Hugging Face's LlamaConfig, MistralConfig and MixtralConfig
+// (config.json) describe it, and how it corresponds to mgt's GptConfig. Llama is Megatron's GPT
+// with --position-embedding-type rope (rotate-half, the whole head), --normalization RMSNorm,
+// --swiglu, --disable-bias-linear, optionally --group-query-attention and
 // --untie-embeddings-and-output-weights (Megatron's tools/checkpoint/loader_llama_mistral.py sets
 // the same arguments). Mistral is the same network; its sliding-window attention is accepted
 // only when the window covers every position the model takes. Llama 3.1's rope scaling
-// (rope_type "llama3") is Megatron's --use-rope-scaling. What mgt does not compute (another
-// rope_scaling type, another activation, biases on only some linear layers) is refused, naming
-// the field.
+// (rope_type "llama3") is Megatron's --use-rope-scaling. Mixtral is Mistral with a mixture of
+// experts in every layer's place of the MLP (tools/checkpoint/loader_mixtral_hf.py):
+// --num-experts num_local_experts, --moe-router-topk num_experts_per_tok, each expert's
+// intermediate_size as --moe-ffn-hidden-size, and Megatron's default routing, whose softmax over
+// the chosen experts' logits (megatron/core/transformer/moe/moe_utils.py
+// topk_softmax_with_capacity, without --moe-router-pre-softmax) equals Mixtral's softmax over all
+// experts renormalised over the top k (MixtralSparseMoeBlock). What mgt does not compute (another
+// rope_scaling type, another activation, biases on only some linear layers, router jitter) is
+// refused, naming the field.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -20,11 +26,19 @@ namespace mgt {
 // config.json's model_type values read and written here.
 inline constexpr const char* kHfLlamaModelType = "llama";
 inline constexpr const char* kHfMistralModelType = "mistral";
+inline constexpr const char* kHfMixtralModelType = "mixtral";
 
-// The fields of LlamaConfig / MistralConfig that matter here, with transformers' defaults for the
+// Whether config.json of this model_type has MistralConfig's fields rather than LlamaConfig's:
+// sliding_window, and no attention_bias or mlp_bias (its linear layers have no biases). True for
+// mistral and mixtral.
+bool hf_has_mistral_fields(const std::string& model_type);
+// "Llama", "Mistral" or "Mixtral", for messages.
+std::string hf_llama_family_name(const std::string& model_type);
+
+// The fields of LlamaConfig / MistralConfig / MixtralConfig that matter here, with transformers' defaults for the
 // optional keys (the five sizes are required: a config without them describes no model).
 struct HfLlamaConfig {
-  std::string model_type = kHfLlamaModelType;  // "llama" | "mistral"
+  std::string model_type = kHfLlamaModelType;  // "llama" | "mistral" | "mixtral"
   std::int64_t vocab_size = 0;
   std::int64_t hidden_size = 0;
   std::int64_t intermediate_size = 0;
@@ -46,16 +60,24 @@ struct HfLlamaConfig {
   std::optional<std::int64_t> bos_token_id = 1;
   std::optional<std::int64_t> eos_token_id = 2;
   std::string torch_dtype = "float32";  // of the weights as written: float32, bfloat16 or float16
-  // Mistral only: null (nullopt) or a window covering every position (the only ones read).
+  // Mistral and Mixtral: null (nullopt) or a window covering every position (the only ones read).
   std::optional<std::int64_t> sliding_window;
+  // Mixtral only: num_local_experts experts of intermediate_size in every layer (0: a dense MLP),
+  // num_experts_per_tok of them per token; router_aux_loss_coef, Megatron's --moe-aux-loss-coeff
+  // (a training setting: transformers adds the loss only with output_router_logits).
+  std::int64_t num_local_experts = 0;
+  std::int64_t num_experts_per_tok = 2;
+  double router_aux_loss_coef = 0.001;
+  bool output_router_logits = false;
 };
 
 // Throws mgt::Error "WHAT cannot be expressed as ARCH: ..." naming the first property the Hugging
 // Face class has no equivalent for (learned or no position embeddings, partial rotary, LayerNorm,
-// an MLP without SwiGLU, biases for Mistral).
+// an MLP without SwiGLU, biases for Mistral and Mixtral; for Mixtral a dense layer or routing other
+// than Mixtral's, for Llama and Mistral a mixture of experts).
 void require_llama_expressible(const GptConfig& config, const std::string& model_type, const std::string& what);
 
-// The Llama (or Mistral) configuration of a model whose word embedding has `vocab_rows` rows.
+// The Llama (or Mistral, or Mixtral) configuration of a model whose word embedding has `vocab_rows` rows.
 HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& model_type, std::int64_t vocab_rows,
                                  std::optional<std::int64_t> bos, std::optional<std::int64_t> eos,
                                  const std::string& torch_dtype);
@@ -65,7 +87,8 @@ HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& mod
 // is 0.
 GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::int64_t padded_vocab_size);
 
-// config.json as save_pretrained writes it for LlamaForCausalLM / MistralForCausalLM (keys sorted).
+// config.json as save_pretrained writes it for LlamaForCausalLM / MistralForCausalLM /
+// MixtralForCausalLM (keys sorted).
 std::string hf_llama_config_json(const HfLlamaConfig& config);
 
 // Reads config.json; throws mgt::Error naming `path` and the key when a field is missing, of the

@@ -24,11 +24,22 @@ bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string family_of(const HfLlamaConfig& hf) { return hf.model_type == kHfMistralModelType ? "Mistral" : "Llama"; }
+std::string family_of(const HfLlamaConfig& hf) { return hf_llama_family_name(hf.model_type); }
 
 // The rotary inverse frequencies transformers saved as a buffer before making it non-persistent:
 // derived from rope_theta, not weights.
 bool is_rotary_buffer(const std::string& name) { return ends_with(name, ".rotary_emb.inv_freq"); }
+
+// transformers 5 can save Mixtral's experts fused (save_pretrained(save_original_format=False):
+// mlp.experts.gate_up_proj [E, 2f, h]), which is not the layout Mixtral checkpoints are shared in.
+std::string fused_experts_hint(const ckpt::SafetensorsModelFiles& files, const std::string& missing) {
+  if (missing.find(".block_sparse_moe.") == std::string::npos) return "";
+  for (const std::string& name : files.tensor_names())
+    if (ends_with(name, ".mlp.experts.gate_up_proj"))
+      return " (they hold transformers 5's fused experts, '" + name +
+             "'; save the model with save_pretrained's default save_original_format=True)";
+  return "";
+}
 
 struct LlamaModelConfig {
   HfLlamaConfig hf;
@@ -90,7 +101,9 @@ ModelWeights read_hf_llama_directory(const std::string& dir, const HfReadOptions
     std::vector<std::vector<float>> parts;
     for (const HfLlamaPart& part : m.parts) {
       const ckpt::SafetensorsTensorInfo* t = lookup(part.hf_name);
-      if (t == nullptr) throw Error("safetensors files " + files.description() + " have no tensor '" + part.hf_name + "'");
+      if (t == nullptr)
+        throw Error("safetensors files " + files.description() + " have no tensor '" + part.hf_name + "'" +
+                    fused_experts_hint(files, part.hf_name));
       if (t->shape != part.hf_shape)
         throw Error("safetensors file " + files.file_of(*t) + ": tensor '" + t->name + "' has shape " +
                     shape_text(t->shape) + ", " + c.path + " implies " + shape_text(part.hf_shape));
@@ -132,8 +145,9 @@ void write_hf_llama_directory(const ModelWeights& weights, const std::string& di
   HfLlamaConfig hf =
       hf_llama_config_of(weights.config, model_type, weights.config.padded_vocab_size, recorded_token(tokenizer, "bos"),
                          recorded_token(tokenizer, "eod"), hf_torch_dtype_name(options.dtype));
-  // A Mistral model's window comes back as it was read (it covers every position the model takes).
-  if (model_type == kHfMistralModelType && weights.hf_model_type == kHfMistralModelType)
+  // A Mistral (or Mixtral) model's window comes back as it was read (it covers every position the
+  // model takes).
+  if (hf_has_mistral_fields(model_type) && weights.hf_model_type == model_type)
     hf.sliding_window = weights.hf_sliding_window;
   write_hf_export_directory(dir, hf_llama_config_json(hf), tensors, options);
 }

@@ -1,4 +1,4 @@
-// A Hugging Face LlamaForCausalLM or MistralForCausalLM directory: config.json and the weights
+// A Hugging Face LlamaForCausalLM, MistralForCausalLM or MixtralForCausalLM directory: config.json and the weights
 // (model.safetensors, or shards with model.safetensors.index.json) as save_pretrained writes
 // them, read into and written from ModelWeights.
 #pragma once
@@ -22,7 +22,7 @@ ModelWeights read_hf_llama_directory(const std::string& dir, const HfReadOptions
 // The model configuration of DIR/config.json alone, as read_hf_llama_directory derives it.
 GptConfig read_hf_llama_model_config(const std::string& dir, const HfReadOptions& options = {});
 
-// Writes DIR (must not exist or be empty) as `model_type` ("llama" or "mistral"). The tokenizer
+// Writes DIR (must not exist or be empty) as `model_type` ("llama", "mistral" or "mixtral"). The tokenizer
 // record's "bos" and "eod" become bos_token_id and eos_token_id (null when unknown). Throws
 // mgt::Error when the model is not Llama-expressible.
 void write_hf_llama_directory(const ModelWeights& weights, const std::string& dir, const std::string& model_type,

@@ -19,6 +19,31 @@ constexpr std::array<const char*, 16> kLayerTensorOrder = {
     "self_attn.v_proj.weight", "self_attn.v_proj.bias",  "self_attn.o_proj.weight", "self_attn.o_proj.bias",
     "mlp.gate_proj.weight",    "mlp.gate_proj.bias",     "mlp.up_proj.weight",      "mlp.up_proj.bias",
     "mlp.down_proj.weight",    "mlp.down_proj.bias",     "input_layernorm.weight",  "post_attention_layernorm.weight"};
+// Where a Mixtral layer's sparse block sits among them: in the MLP's place.
+constexpr std::int64_t kSparseBlockSlot = 8;
+// Within it, MixtralSparseMoeBlock's order: the router (gate), then each expert's w1, w2, w3
+// (transformers 4's MixtralBlockSparseTop2MLP; transformers 5 writes the same names).
+constexpr std::int64_t kExpertTensors = 3;
+constexpr std::int64_t kMaxExperts = std::int64_t{1} << 24;
+
+// block_sparse_moe.gate.weight or block_sparse_moe.experts.E.wN.weight → its position in the
+// block (gate 0, then 1 + 3·E + N − 1); −1 for another name.
+std::int64_t sparse_block_position(const std::string& rest) {
+  const std::string block = "block_sparse_moe.";
+  if (!starts_with(rest, block)) return -1;
+  const std::string name = rest.substr(block.size());
+  if (name == "gate.weight") return 0;
+  const std::string experts = "experts.";
+  if (!starts_with(name, experts)) return -1;
+  const std::size_t dot = name.find('.', experts.size());
+  if (dot == std::string::npos || dot == experts.size()) return -1;
+  const std::string index = name.substr(experts.size(), dot - experts.size());
+  if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 7) return -1;
+  const std::string w = name.substr(dot + 1);
+  const std::int64_t which = w == "w1.weight" ? 0 : w == "w2.weight" ? 1 : w == "w3.weight" ? 2 : -1;
+  if (which < 0) return -1;
+  return 1 + std::stoll(index) * kExpertTensors + which;
+}
 
 // A Megatron parameter that maps to one Hugging Face tensor of the same shape.
 HfLlamaTensorMapping whole(const ParameterEntry& e, std::string hf_name) {
@@ -68,6 +93,26 @@ HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c) {
         m.rows.push_back({2, j * d, d});
       }
       return m;
+    }
+    // A Mixtral layer's sparse block: the router, and each expert's fc1 = [w1 (gate) ; w3 (up)]
+    // and fc2 = w2, as tools/checkpoint/loader_mixtral_hf.py concatenates them.
+    const std::string block = layer + "block_sparse_moe.";
+    if (rest == "mlp.router.weight") return whole(e, block + "gate.weight");
+    const std::string experts = "mlp.experts.local_experts.";
+    if (starts_with(rest, experts)) {
+      const std::size_t at = rest.find('.', experts.size());
+      const std::string expert = block + "experts." + rest.substr(experts.size(), at - experts.size()) + ".";
+      const std::string linear = rest.substr(at + 1);
+      if (linear == "linear_fc2.weight") return whole(e, expert + "w2.weight");
+      if (linear == "linear_fc1.weight") {
+        const std::int64_t f = c.moe.ffn_hidden_size;
+        HfLlamaTensorMapping m;
+        m.megatron_name = name;
+        m.megatron_shape = e.global_shape;
+        m.parts = {part_of(e, expert + "w1.weight", f), part_of(e, expert + "w3.weight", f)};
+        m.rows = {{0, 0, f}, {1, 0, f}};
+        return m;
+      }
     }
     if (starts_with(rest, "mlp.linear_fc1.")) {
       const std::int64_t f = c.ffn_hidden_size;
@@ -133,7 +178,9 @@ std::vector<float> from_hf_parts(const HfLlamaTensorMapping& m, const std::vecto
 std::int64_t hf_llama_state_dict_position(const std::string& hf_name) {
   const std::string p = kHfLlamaPrefix;
   const std::string name = starts_with(hf_name, p) ? hf_name.substr(p.size()) : hf_name;
-  constexpr std::int64_t kPerLayer = static_cast<std::int64_t>(kLayerTensorOrder.size());
+  // Each slot of a layer leaves room for a sparse block's tensors.
+  constexpr std::int64_t kSlot = 1 + kMaxExperts * kExpertTensors;
+  constexpr std::int64_t kPerLayer = static_cast<std::int64_t>(kLayerTensorOrder.size()) * kSlot;
   if (name == "embed_tokens.weight") return 0;
   if (name == "lm_head.weight") return std::numeric_limits<std::int64_t>::max();
   if (name == "norm.weight") return std::numeric_limits<std::int64_t>::max() - 1;
@@ -141,8 +188,10 @@ std::int64_t hf_llama_state_dict_position(const std::string& hf_name) {
     const std::size_t dot = name.find('.', 7);
     const std::int64_t layer = std::stoll(name.substr(7, dot - 7));
     const std::string rest = name.substr(dot + 1);
+    if (const std::int64_t in_block = sparse_block_position(rest); in_block >= 0)
+      return 1 + layer * kPerLayer + kSparseBlockSlot * kSlot + in_block;
     const auto at = std::find(kLayerTensorOrder.begin(), kLayerTensorOrder.end(), rest);
-    return 1 + layer * kPerLayer + (at - kLayerTensorOrder.begin());
+    return 1 + layer * kPerLayer + (at - kLayerTensorOrder.begin()) * kSlot;
   }
   return std::numeric_limits<std::int64_t>::max() - 2;
 }

@@ -1,5 +1,5 @@
 // Where each of a Llama-expressible model's tensors goes in Hugging Face's LlamaForCausalLM (and
-// MistralForCausalLM, which names them the same way), and how its rows move. Both sides store
+// MistralForCausalLM, which names them the same way, and MixtralForCausalLM), and how its rows move. Both sides store
 // linear weights as torch.nn.Linear does, [out, in], so nothing is transposed; Megatron fuses
 // two projections that Llama keeps apart:
 // - linear_qkv [(n + 2g)·d, h] holds, per query group j = 0…g−1, the rows of its n/g query heads,
@@ -8,6 +8,9 @@
 //   tools/checkpoint/loader_llama_mistral.py (set_attn_state) builds the fused rows the same way.
 // - linear_fc1 [2f, h] is [gate ; up] (megatron/core/transformer/mlp.py, chunk(2) of the
 //   output), Llama's gate_proj and up_proj [f, h] each.
+// - Mixtral's sparse block: the router is block_sparse_moe.gate [E, h]; expert j's linear_fc1 is
+//   [w1 (gate) ; w3 (up)] of block_sparse_moe.experts.j, its linear_fc2 w2 (Megatron's
+//   tools/checkpoint/loader_mixtral_hf.py set_mlp_state).
 // Biases, when the model has them, split the same way. No rotary permutation of q and k is
 // needed: Megatron's rope (non-interleaved) and Llama's rotate_half both pair channel i with
 // channel i + d/2; only Meta's original checkpoints interleave them.
@@ -51,8 +54,9 @@ std::vector<std::vector<float>> to_hf_parts(const HfLlamaTensorMapping& mapping,
 std::vector<float> from_hf_parts(const HfLlamaTensorMapping& mapping, const std::vector<std::vector<float>>& parts);
 
 // The position of a tensor in LlamaForCausalLM's state_dict (modules in construction order:
-// embed_tokens, each layer's q, k, v, o, gate, up, down, input_layernorm,
-// post_attention_layernorm, then norm and lm_head), which decides how save_pretrained shards.
+// embed_tokens, each layer's q, k, v, o, gate, up, down (Mixtral: its router, then each expert's
+// w1, w2, w3), input_layernorm, post_attention_layernorm, then norm and lm_head), which decides
+// how save_pretrained shards.
 std::int64_t hf_llama_state_dict_position(const std::string& hf_name);
 
 // LlamaForCausalLM's prefix of the LlamaModel weights (lm_head.weight has none). Checkpoints

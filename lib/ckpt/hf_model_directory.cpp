@@ -32,7 +32,8 @@ std::string model_type_in(const std::string& dir) {
 }  // namespace
 
 const std::vector<std::string>& hf_model_types() {
-  static const std::vector<std::string> types = {kHfGpt2ModelType, kHfLlamaModelType, kHfMistralModelType};
+  static const std::vector<std::string> types = {kHfGpt2ModelType, kHfLlamaModelType, kHfMistralModelType,
+                                                  kHfMixtralModelType};
   return types;
 }
 
@@ -54,6 +55,7 @@ std::string hf_model_type_for(const ModelWeights& weights, const std::string& re
     return requested;
   }
   if (!weights.hf_model_type.empty()) return weights.hf_model_type;
+  if (weights.config.moe.enabled()) return kHfMixtralModelType;
   return weights.config.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute ? kHfGpt2ModelType
                                                                                             : kHfLlamaModelType;
 }
@@ -67,8 +69,9 @@ void require_hf_expressible(const ModelWeights& weights, const std::string& requ
   try {
     require_as(type);
   } catch (const Error& chosen) {
-    // Chosen from the model: say why the other architecture does not fit either.
-    if (!requested_model_type.empty() || !weights.hf_model_type.empty()) throw;
+    // Chosen from the model: say why the other architecture does not fit either (a mixture of
+    // experts has Mixtral alone).
+    if (!requested_model_type.empty() || !weights.hf_model_type.empty() || type == kHfMixtralModelType) throw;
     try {
       require_as(type == kHfGpt2ModelType ? kHfLlamaModelType : kHfGpt2ModelType);
     } catch (const Error& other) {

@@ -1,7 +1,7 @@
 // Hugging Face model directories of every architecture mgt-ckpt-convert knows, chosen by
 // config.json's model_type when reading and by the model (or the caller) when writing:
-// "gpt2" (GPT2LMHeadModel, hf_gpt2_directory.hpp), "llama" (LlamaForCausalLM) and "mistral"
-// (MistralForCausalLM, both hf_llama_directory.hpp).
+// "gpt2" (GPT2LMHeadModel, hf_gpt2_directory.hpp), "llama" (LlamaForCausalLM), "mistral"
+// (MistralForCausalLM) and "mixtral" (MixtralForCausalLM, all three hf_llama_directory.hpp).
 #pragma once
 #include <string>
 #include <vector>
@@ -13,7 +13,7 @@ namespace mgt {
 
 inline constexpr const char* kHfGpt2ModelType = "gpt2";
 
-// "gpt2", "llama", "mistral".
+// "gpt2", "llama", "mistral", "mixtral".
 const std::vector<std::string>& hf_model_types();
 
 // Throws mgt::Error naming DIR/config.json when its model_type is absent or not one of the above.
@@ -21,7 +21,8 @@ ModelWeights read_hf_model_directory(const std::string& dir, const HfReadOptions
 GptConfig read_hf_model_config(const std::string& dir, const HfReadOptions& options = {});
 
 // The model_type a saver writes: `requested` when not empty; else the one the weights were read
-// as; else gpt2 when GPT-2 can express the model (learned absolute positions), llama otherwise.
+// as; else mixtral for a mixture of experts, gpt2 when GPT-2 can express the model (learned
+// absolute positions), llama otherwise.
 // Throws mgt::UsageError for a requested type not among hf_model_types().
 std::string hf_model_type_for(const ModelWeights& weights, const std::string& requested);
 

@@ -163,6 +163,8 @@ std::string model_args_json(const GptConfig& config) {
     if (c.moe.drops_tokens()) a.set("moe_expert_capacity_factor", PyValue::real(c.moe.capacity_factor));
     a.set("moe_pad_expert_input_to_capacity", PyValue::boolean(c.moe.pad_to_capacity));
     a.set("moe_token_drop_policy", PyValue::string(std::string(to_string(c.moe.drop_policy))));
+    a.set("moe_router_load_balancing_type", PyValue::string(std::string(to_string(c.moe.load_balancing))));
+    a.set("moe_aux_loss_coeff", PyValue::real(c.moe.aux_loss_coeff));
   }
   return a.dumps();
 }

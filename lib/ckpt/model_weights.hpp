@@ -24,10 +24,10 @@ struct ModelWeights {
   std::int64_t iteration = 0;
   std::string source;  // what was loaded, for messages: "checkpoint DIR", "GPT-2 model DIR"
   // config.json's model_type when read from a Hugging Face directory ("gpt2", "llama",
-  // "mistral"), or from the record of one that an mgt checkpoint keeps (hf_architecture_record.hpp):
+  // "mistral", "mixtral"), or from the record of one that an mgt checkpoint keeps (hf_architecture_record.hpp):
   // what a Hugging Face saver writes unless told otherwise. Empty for other mgt checkpoints.
   std::string hf_model_type;
-  // Mistral's sliding_window (nullopt: null), with hf_model_type "mistral".
+  // Mistral's and Mixtral's sliding_window (nullopt: null), with hf_model_type "mistral" or "mixtral".
   std::optional<std::int64_t> hf_sliding_window;
 
   std::int64_t num_parameters() const;  // Σ elements over tensors

@@ -74,8 +74,10 @@ ConstFloatView GptModel::decode_step(std::span<const int64_t> tokens, int64_t n,
     rec = DecodeRecording{};
     rec.cache_id = cache.id();
   }
-  // Tensor-parallel steps hold collectives, which stay out of recordings.
-  if (n != 1 || tp_.active() || rec.failed || rec.runs++ == 0) {
+  // Tensor-parallel steps hold collectives, which stay out of recordings; so do the steps of a
+  // mixture of experts, whose dispatcher reads the routing back to the host
+  // (moe_token_dispatcher.cpp) to size the experts' inputs.
+  if (n != 1 || tp_.active() || config().moe.enabled() || rec.failed || rec.runs++ == 0) {
     run();
   } else if (rec.operations != nullptr) {
     rec.operations->replay();

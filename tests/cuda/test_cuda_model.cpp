@@ -137,3 +137,42 @@ TEST_CASE("cuda model: KV-cached decoding gives the CPU's logits, recorded steps
     }
   }
 }
+
+TEST_CASE("cuda model: KV-cached decoding of a mixture of experts gives the CPU's logits and tokens", "[cuda][moe]") {
+  if (skip_without_gpu()) return;
+  // Mixtral's shape: every layer 4 experts, top-2, in fp32 (2-byte sums may route a near tie
+  // differently from the CPU).
+  GptConfig config = llama_like_config();
+  config.rotary_percent = 1.0;
+  config.seq_length = 32;
+  config.max_position_embeddings = 40;
+  config.moe.num_experts = 4;
+  config.moe.topk = 2;
+  config.moe.ffn_hidden_size = 12;
+  config.moe.layer_pattern = {true, true};
+  BackendPair pair;
+  GptModel cpu_model(config, *pair.cpu, 3);
+  GptModel gpu_model(config, *pair.gpu, 3);
+  randomize_parameters(cpu_model.parameters(), 3);
+  randomize_parameters(gpu_model.parameters(), 3);
+  const int64_t b = 2;
+  const RefBatch batch = random_batch(config, b, 20, 4);
+  KvCache cpu_cache(*pair.cpu, cpu_model.config(), b, 24);
+  KvCache gpu_cache(*pair.gpu, gpu_model.config(), b, 24);
+  int64_t done = 0;
+  const int64_t vocab = config.padded_vocab_size - 3;
+  for (const int64_t n : {8, 1, 1, 1, 1, 1, 1, 1}) {
+    std::vector<int64_t> chunk;
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = done; j < done + n; ++j) chunk.push_back(batch.tokens[static_cast<size_t>(i * 20 + j)]);
+    done += n;
+    INFO("after " << done << " tokens");
+    if (done < 13) {
+      const std::vector<float> want = cpu_model.forward_cached(chunk, n, cpu_cache);
+      CHECK(relative_error(want, gpu_model.forward_cached(chunk, n, gpu_cache)) < 1e-5);
+    } else {
+      CHECK(cpu_model.forward_cached_greedy(chunk, n, cpu_cache, vocab) ==
+            gpu_model.forward_cached_greedy(chunk, n, gpu_cache, vocab));
+    }
+  }
+}

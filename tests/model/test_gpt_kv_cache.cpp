@@ -83,6 +83,24 @@ TEST_CASE("KV-cached forward equals the full forward: RoPE, SwiGLU, GQA, RMSNorm
   CHECK(cached_vs_full(llama_like_config(), {1, 3, 1, 4}, 14) < 1e-5);
 }
 
+TEST_CASE("KV-cached forward equals the full forward: Mixture of Experts", "[model][moe]") {
+  // Every token is routed by itself, so a cached step routes as the whole sequence does: top-2
+  // of 4 experts, a dense layer before a sparse one, and Mixtral's shape (every layer sparse).
+  GptConfig c = llama_like_config();
+  c.moe.num_experts = 4;
+  c.moe.topk = 2;
+  c.moe.ffn_hidden_size = 12;
+  c.moe.layer_pattern = {false, true};
+  c.moe.shared_expert_intermediate_size = 8;
+  CHECK(cached_vs_full(c, {5, 1, 1, 1}, 15) < 1e-5);
+  c.moe.layer_pattern = {true, true};
+  c.moe.shared_expert_intermediate_size = 0;
+  CHECK(cached_vs_full(c, {1, 1, 1, 1, 1, 1, 1, 1}, 16) < 1e-5);
+  c.moe.pre_softmax = true;
+  c.moe.topk = 1;
+  CHECK(cached_vs_full(c, {3, 2, 1, 1, 1}, 17) < 1e-5);
+}
+
 TEST_CASE("KV-cached forward refuses positions past the cache and the position table", "[model]") {
   const auto backend_owner = make_backend("cpu");
   Backend& backend = *backend_owner;

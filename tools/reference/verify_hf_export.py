@@ -2,7 +2,8 @@
 """Checks an mgt-ckpt-convert export against Hugging Face transformers.
 
 Loads the export with transformers.AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel,
-LlamaForCausalLM or MistralForCausalLM as config.json says; torch, fp32), computes the
+LlamaForCausalLM, MistralForCausalLM or MixtralForCausalLM as config.json says; torch, fp32),
+computes the
 logits of a sequence of token ids, and compares them with mgt's logits for the same ids computed
 from the mgt checkpoint the export came from. mgt's side runs through the hidden Catch2 test
 "[.hf-logits-reference]" of mgt-tests (CPU backend, fp32), which reads the ids from a file and
@@ -45,7 +46,11 @@ def hf_logits(export, tokens, float64):
     import torch
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(export)
+    with open(os.path.join(export, "config.json")) as f:
+        moe = "num_local_experts" in json.load(f)
+    # transformers 5 runs experts through a grouped GEMM that takes no float64; its plain loop does.
+    options = {"experts_implementation": "eager"} if moe and int(transformers.__version__.split(".")[0]) >= 5 else {}
+    model = transformers.AutoModelForCausalLM.from_pretrained(export, **options)
     model = model.to(torch.float64 if float64 else torch.float32).eval()
     with torch.no_grad():
         out = model(torch.tensor([tokens], dtype=torch.long)).logits[0]

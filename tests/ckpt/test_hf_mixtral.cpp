@@ -1,0 +1,401 @@
+// Hugging Face Mixtral interchange: the router and expert mapping on known values, transformers'
+// logits and greedy tokens reproduced by mgt on the imported model (golden files from
+// tools/reference/mixtral_hf_reference.py), the routing flags the import records, round trips
+// bit for bit, and refusals that name the field or flag at fault.
+#include <catch2/catch.hpp>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../model/model_testing.hpp"
+#include "ckpt/convert_job.hpp"
+#include "ckpt/hf_directory_files.hpp"
+#include "ckpt/hf_llama_config.hpp"
+#include "ckpt/hf_llama_layout.hpp"
+#include "ckpt/hf_model_directory.hpp"
+#include "ckpt/model_checkpoint.hpp"
+#include "ckpt/model_weights.hpp"
+#include "ckpt/safetensors_model_files.hpp"
+#include "core/error.hpp"
+#include "kernels/backend_factory.hpp"
+#include "model/kv_cache.hpp"
+#include "model/parameter_table.hpp"
+#include "test_paths.hpp"
+
+using namespace mgt;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string golden_path(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/tests/ckpt/golden/" + name; }
+
+// A Mixtral-shaped mgt model: rotary, RMSNorm, SwiGLU, grouped-query attention, untied, every
+// layer 4 experts of 12, top-2.
+GptConfig mixtral_config() {
+  GptConfig c = model_testing::llama_like_config();
+  c.rotary_percent = 1.0;
+  c.rotary_base = 1e6;
+  c.max_position_embeddings = 16;
+  c.moe.num_experts = 4;
+  c.moe.topk = 2;
+  c.moe.ffn_hidden_size = 12;
+  c.moe.layer_pattern = {true, true};
+  c.moe.aux_loss_coeff = 0.01;
+  return c;
+}
+
+ConvertOptions convert(const std::string& loader, const std::string& saver, const std::string& from,
+                       const std::string& to) {
+  ConvertOptions o;
+  o.loader = loader;
+  o.saver = saver;
+  o.load_dir = from;
+  o.save_dir = to;
+  return o;
+}
+
+std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir) {
+  auto model = std::make_unique<GptModel>(config, backend);
+  model_testing::randomize_parameters(model->parameters(), 21);
+  save_model_checkpoint(dir, 3, model->parameters(), model_args_json(config), R"({"eod": 2, "bos": 1})");
+  return model;
+}
+
+std::vector<float> logits_of(GptModel& model, const std::vector<std::int64_t>& tokens) {
+  MicroBatch batch;
+  batch.batch_size = 1;
+  batch.seq_length = static_cast<std::int64_t>(tokens.size());
+  batch.tokens = tokens;
+  return model.forward_only(batch, true).logits;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const HfLlamaTensorMapping& mapping_named(const std::vector<HfLlamaTensorMapping>& all, const std::string& name) {
+  for (const auto& m : all)
+    if (m.megatron_name == name) return m;
+  FAIL("no mapping for " << name);
+  return all.front();
+}
+
+struct GoldenMixtral {
+  std::vector<std::int64_t> tokens, prompt, greedy;
+  std::int64_t vocab = 0;
+  std::vector<float> logits;  // [tokens, vocab]
+};
+
+GoldenMixtral golden_mixtral() {
+  simdjson::dom::parser parser;
+  const simdjson::padded_string text = simdjson::padded_string::load(golden_path("hf_mixtral_logits.json"));
+  const simdjson::dom::element root = parser.parse(text);
+  GoldenMixtral g;
+  for (std::int64_t t : root["tokens"].get_array()) g.tokens.push_back(t);
+  for (std::int64_t t : root["prompt"].get_array()) g.prompt.push_back(t);
+  for (std::int64_t t : root["greedy"].get_array()) g.greedy.push_back(t);
+  g.vocab = root["shape"].at(1).get_int64();
+  for (double v : root["logits"].get_array()) g.logits.push_back(static_cast<float>(v));
+  return g;
+}
+
+// A copy of the golden Mixtral whose config.json has `key` set to `json_value`.
+std::string edited_mixtral(const std::string& dir, const std::string& key, const std::string& json_value) {
+  std::string config = file_bytes(golden_path("hf-mixtral-tiny/config.json"));
+  const std::string quoted = "\"" + key + "\": ";
+  const std::size_t at = config.find(quoted);
+  REQUIRE(at != std::string::npos);
+  const std::size_t end = config.find_first_of(",\n", at + quoted.size());
+  config.replace(at + quoted.size(), end - at - quoted.size(), json_value);
+  const std::string out = dir + "/" + key;
+  fs::create_directories(out);
+  std::ofstream(out + "/config.json", std::ios::binary) << config;
+  fs::copy_file(golden_path("hf-mixtral-tiny/model.safetensors"), out + "/model.safetensors");
+  return out;
+}
+
+std::string refusal(const std::string& dir) {
+  try {
+    read_hf_model_directory(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+std::string export_refusal(const GptConfig& config, const std::string& dir, const std::string& type = "") {
+  const auto backend_owner = make_backend("cpu");
+  save_random_model(config, *backend_owner, dir + "/mgt");
+  ConvertOptions o = convert("mgt", "hf", dir + "/mgt", dir + "/hf");
+  o.hf_model_type = type;
+  try {
+    convert_checkpoint(o);
+  } catch (const Error& e) {
+    CHECK_FALSE(fs::exists(dir + "/hf"));
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("Mixtral layout: router, experts' w1/w3 halves and w2, in save_pretrained's order", "[ckpt][hf][mixtral]") {
+  GptConfig c = mixtral_config();
+  c.moe.ffn_hidden_size = 2;
+  c.hidden_size = 2;
+  c.kv_channels = 2;
+  c.num_attention_heads = 2;
+  c.num_query_groups = 1;
+  const auto mappings = hf_llama_tensor_mappings(c);
+  auto single = [&](const std::string& name) { return mapping_named(mappings, name).parts.at(0).hf_name; };
+  CHECK(single("decoder.layers.1.mlp.router.weight") == "model.layers.1.block_sparse_moe.gate.weight");
+  CHECK(single("decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight") ==
+        "model.layers.0.block_sparse_moe.experts.3.w2.weight");
+  const auto& fc1 = mapping_named(mappings, "decoder.layers.1.mlp.experts.local_experts.2.linear_fc1.weight");
+  REQUIRE(fc1.parts.size() == 2);
+  CHECK(fc1.parts[0].hf_name == "model.layers.1.block_sparse_moe.experts.2.w1.weight");
+  CHECK(fc1.parts[1].hf_name == "model.layers.1.block_sparse_moe.experts.2.w3.weight");
+  CHECK(fc1.parts[0].hf_shape == std::vector<std::int64_t>{2, 2});
+  // Megatron's fc1 rows: the gate half (w1), then the up half (w3).
+  const auto halves = to_hf_parts(fc1, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(halves[0] == std::vector<float>{1, 2, 3, 4});
+  CHECK(halves[1] == std::vector<float>{5, 6, 7, 8});
+  CHECK(from_hf_parts(fc1, halves) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(mappings.size() == gpt_parameter_table(c).entries.size());
+
+  // MixtralDecoderLayer's order: attention, the sparse block (gate, then experts 0, 1, … each
+  // w1, w2, w3; expert 10 after expert 9), then the norms.
+  const auto at = [](const std::string& name) { return hf_llama_state_dict_position("model.layers.0." + name); };
+  const std::vector<std::string> order = {
+      "self_attn.o_proj.weight",        "block_sparse_moe.gate.weight",
+      "block_sparse_moe.experts.0.w1.weight", "block_sparse_moe.experts.0.w2.weight",
+      "block_sparse_moe.experts.0.w3.weight", "block_sparse_moe.experts.1.w1.weight",
+      "block_sparse_moe.experts.9.w3.weight", "block_sparse_moe.experts.10.w1.weight",
+      "input_layernorm.weight",         "post_attention_layernorm.weight"};
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    INFO(order[i - 1] << " before " << order[i]);
+    CHECK(at(order[i - 1]) < at(order[i]));
+  }
+  CHECK(hf_llama_state_dict_position("model.layers.0.post_attention_layernorm.weight") <
+        hf_llama_state_dict_position("model.layers.1.self_attn.q_proj.weight"));
+}
+
+TEST_CASE("An imported Mixtral gives transformers' logits and greedy tokens", "[ckpt][hf][mixtral]") {
+  const GoldenMixtral golden = golden_mixtral();
+  const std::string dir = test::scratch_dir("hf_mixtral_golden");
+  convert_checkpoint(convert("hf", "mgt", golden_path("hf-mixtral-tiny"), dir + "/mgt"));
+  const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
+  // Mixtral's routing in Megatron's flags: top-2 of 4 experts, softmax after the choice.
+  const MoeConfig& moe = checkpoint.config.moe;
+  CHECK(moe.num_experts == 4);
+  CHECK(moe.topk == 2);
+  CHECK(moe.ffn_hidden_size == 24);
+  CHECK(moe.num_moe_layers() == 2);
+  CHECK(moe.score_function == MoeScoreFunction::kSoftmax);
+  CHECK_FALSE(moe.pre_softmax);
+  CHECK_FALSE(moe.drops_tokens());
+  CHECK(moe.aux_loss_coeff == 0.02);
+  CHECK(moe.shared_expert_intermediate_size == 0);
+  CHECK(checkpoint.config.rotary_base == 1e6);
+  CHECK(checkpoint.config.query_groups() == 2);
+  CHECK_THAT(checkpoint.metadata.args_json,
+             Contains("\"num_experts\": 4") && Contains("\"moe_router_topk\": 2") &&
+                 Contains("\"moe_router_pre_softmax\": false") &&
+                 Contains("\"moe_router_score_function\": \"softmax\"") &&
+                 Contains("\"moe_layer_freq\": \"[1,1]\"") && Contains("\"moe_aux_loss_coeff\": 0.02"));
+  CHECK(checkpoint.metadata.extra_json.at("hf_architecture") ==
+        R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "sliding_window": null})");
+
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
+  auto model = load_checkpoint_model(checkpoint, backend);
+  const std::vector<float> logits = logits_of(*model, golden.tokens);
+  REQUIRE(logits.size() == golden.logits.size());
+  float largest = 0.0f, worst = 0.0f;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    largest = std::max(largest, std::fabs(golden.logits[i]));
+    worst = std::max(worst, std::fabs(logits[i] - golden.logits[i]));
+  }
+  INFO("largest |logit| " << largest << ", largest difference " << worst);
+  CHECK(largest > 1.0f);
+  CHECK(worst <= 1e-5f * largest);
+
+  // Greedy decoding over the key/value cache, as mgt-generate runs it: the prompt in one step,
+  // then a token at a time; transformers recomputed the whole sequence for each of its tokens.
+  KvCache cache(backend, model->config(), 1, static_cast<std::int64_t>(golden.prompt.size() + golden.greedy.size()));
+  std::vector<std::int64_t> picked =
+      model->forward_cached_greedy(golden.prompt, static_cast<std::int64_t>(golden.prompt.size()), cache, golden.vocab);
+  std::vector<std::int64_t> continuation = picked;
+  while (continuation.size() < golden.greedy.size()) {
+    picked = model->forward_cached_greedy(picked, 1, cache, golden.vocab);
+    continuation.push_back(picked.at(0));
+  }
+  CHECK(continuation == golden.greedy);
+}
+
+TEST_CASE("Hugging Face Mixtral to mgt and back is byte for byte", "[ckpt][hf][mixtral]") {
+  const std::string dir = test::scratch_dir("hf_mixtral_round_trip");
+  convert_checkpoint(convert("hf", "mgt", golden_path("hf-mixtral-tiny"), dir + "/mgt"));
+  convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf"));
+  CHECK(file_bytes(dir + "/hf/model.safetensors") == file_bytes(golden_path("hf-mixtral-tiny/model.safetensors")));
+  const std::string config = file_bytes(dir + "/hf/config.json");
+  CHECK_THAT(config, Contains("\"MixtralForCausalLM\"") && Contains("\"model_type\": \"mixtral\"") &&
+                         Contains("\"num_local_experts\": 4") && Contains("\"num_experts_per_tok\": 2") &&
+                         Contains("\"intermediate_size\": 24") && Contains("\"router_aux_loss_coef\": 0.02") &&
+                         Contains("\"router_jitter_noise\": 0.0") && Contains("\"sliding_window\": null") &&
+                         Contains("\"rope_theta\": 1000000.0") && Contains("\"tie_word_embeddings\": false") &&
+                         !Contains("attention_bias"));
+  // Read back, config.json describes the same model.
+  const HfLlamaConfig back = parse_hf_llama_config_json(config, "config.json");
+  const HfLlamaConfig golden =
+      parse_hf_llama_config_json(file_bytes(golden_path("hf-mixtral-tiny/config.json")), "config.json");
+  CHECK(model_args_json(gpt_config_of(back, 64, 128)) == model_args_json(gpt_config_of(golden, 64, 128)));
+  // hf → hf keeps the architecture; a layout change keeps the record.
+  convert_checkpoint(convert("hf", "hf", golden_path("hf-mixtral-tiny"), dir + "/hf2"));
+  CHECK(file_bytes(dir + "/hf2/model.safetensors") == file_bytes(golden_path("hf-mixtral-tiny/model.safetensors")));
+  ConvertOptions reshard = convert("mgt", "mgt", dir + "/mgt", dir + "/tp2");
+  reshard.target_tensor_parallel_size = 2;
+  convert_checkpoint(reshard);
+  convert_checkpoint(convert("mgt", "hf", dir + "/tp2", dir + "/hf3"));
+  CHECK(file_bytes(dir + "/hf3/model.safetensors") == file_bytes(golden_path("hf-mixtral-tiny/model.safetensors")));
+}
+
+TEST_CASE("mgt mixtures of experts to Hugging Face Mixtral and back are bit-exact", "[ckpt][hf][mixtral]") {
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
+  const std::string dir = test::scratch_dir("hf_mixtral_mgt_round_trip");
+  const GptConfig config = mixtral_config();
+  auto original = save_random_model(config, backend, dir + "/mgt");
+  // No record of an architecture: a mixture of experts is written as Mixtral; in shards.
+  ConvertOptions out = convert("mgt", "hf", dir + "/mgt", dir + "/hf");
+  out.max_shard_bytes = 4000;
+  const ConvertResult exported = convert_checkpoint(out);
+  CHECK(exported.parameters == config.num_parameters());
+  CHECK_THAT(file_bytes(dir + "/hf/config.json"),
+             Contains("\"MixtralForCausalLM\"") && Contains("\"num_local_experts\": 4") &&
+                 Contains("\"intermediate_size\": 12") && Contains("\"router_aux_loss_coef\": 0.01") &&
+                 Contains("\"bos_token_id\": 1") && Contains("\"eos_token_id\": 2"));
+  const ckpt::SafetensorsModelFiles files(dir + "/hf");
+  CHECK(files.find("model.layers.1.block_sparse_moe.experts.3.w3.weight") != nullptr);
+  CHECK_FALSE(fs::exists(dir + "/hf/model.safetensors"));
+
+  ConvertOptions import = convert("hf", "mgt", dir + "/hf", dir + "/back");
+  import.seq_length = config.seq_length;
+  convert_checkpoint(import);
+  const ModelCheckpoint back = open_model_checkpoint(dir + "/back");
+  GptConfig expected = config;
+  expected.hidden_dropout = 0.0;  // Mixtral has no residual dropout to carry
+  expected.ffn_hidden_size = config.moe.ffn_hidden_size;  // intermediate_size is the experts'
+  CHECK(model_args_json(back.config) == model_args_json(expected));
+  auto reloaded = load_checkpoint_model(back, backend);
+  for (const ParameterEntry& e : original->parameters().entries()) {
+    INFO(e.name);
+    CHECK(bit_identical(original->parameters().read_param(e), reloaded->parameters().read_param(e)));
+  }
+  const std::vector<std::int64_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+  CHECK(bit_identical(logits_of(*original, tokens), logits_of(*reloaded, tokens)));
+}
+
+TEST_CASE("Mixtral refusals name the config field, tensor or flag", "[ckpt][hf][mixtral]") {
+  const std::string dir = test::scratch_dir("hf_mixtral_refusals");
+  CHECK_THAT(refusal(edited_mixtral(dir, "router_jitter_noise", "0.01")),
+             Contains("config.json") && Contains("router_jitter_noise 0.01 is not 0"));
+  CHECK_THAT(refusal(edited_mixtral(dir, "num_experts_per_tok", "5")),
+             Contains("num_experts_per_tok must be between 1 and num_local_experts (4) (got 5)"));
+  CHECK_THAT(refusal(edited_mixtral(dir, "sliding_window", "8")),
+             Contains("sliding_window 8 is shorter than max_position_embeddings (64)"));
+  // More experts than the weights have: the router's shape is named.
+  CHECK_THAT(refusal(edited_mixtral(dir, "num_local_experts", "5")),
+             Contains("'model.layers.0.block_sparse_moe.gate.weight' has shape [4, 32]") && Contains("[5, 32]"));
+  CHECK_THAT(refusal(edited_mixtral(dir, "intermediate_size", "12")),
+             Contains("'model.layers.0.block_sparse_moe.experts.0.w1.weight' has shape [24, 32]") &&
+                 Contains("[12, 32]"));
+
+  // Exports refuse what Mixtral cannot express, before writing anything.
+  GptConfig c = mixtral_config();
+  c.moe.pre_softmax = true;
+  CHECK_THAT(export_refusal(c, dir + "/pre"), Contains("cannot be expressed as Mixtral: --moe-router-pre-softmax"));
+  c = mixtral_config();
+  c.moe.shared_expert_intermediate_size = 8;
+  CHECK_THAT(export_refusal(c, dir + "/shared"), Contains("--moe-shared-expert-intermediate-size"));
+  c = mixtral_config();
+  c.moe.layer_pattern = {false, true};
+  CHECK_THAT(export_refusal(c, dir + "/dense"), Contains("--moe-layer-freq with dense layers"));
+  c = mixtral_config();
+  c.moe.capacity_factor = 1.0;
+  CHECK_THAT(export_refusal(c, dir + "/capacity"), Contains("--moe-expert-capacity-factor (Mixtral drops no tokens)"));
+  c = mixtral_config();
+  c.moe.score_function = MoeScoreFunction::kSigmoid;
+  CHECK_THAT(export_refusal(c, dir + "/sigmoid"), Contains("--moe-router-score-function sigmoid"));
+  CHECK_THAT(export_refusal(mixtral_config(), dir + "/as-llama", "llama"),
+             Contains("cannot be expressed as Llama: --num-experts 4") && Contains("write it as mixtral"));
+  c = mixtral_config();
+  c.moe = MoeConfig{};
+  CHECK_THAT(export_refusal(c, dir + "/dense-as-mixtral", "mixtral"),
+             Contains("cannot be expressed as Mixtral") && Contains("a dense MLP"));
+}
+
+TEST_CASE("Mixtral import names transformers 5's fused experts", "[ckpt][hf][mixtral]") {
+  // save_pretrained(save_original_format=False) keeps transformers 5's in-memory names.
+  const std::string dir = test::scratch_dir("hf_mixtral_fused");
+  const ModelWeights golden = read_hf_model_directory(golden_path("hf-mixtral-tiny"));
+  CHECK(golden.config.moe.num_experts == 4);
+  std::vector<HfExportTensor> tensors;
+  for (const HfLlamaTensorMapping& m : hf_llama_tensor_mappings(golden.config)) {
+    std::vector<std::vector<float>> parts = to_hf_parts(m, golden.at(m.megatron_name));
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      if (m.parts[i].hf_name.find(".block_sparse_moe.") == std::string::npos)
+        tensors.push_back({m.parts[i].hf_name, m.parts[i].hf_shape, std::move(parts[i])});
+  }
+  for (const char* layer : {"0", "1"}) {
+    const std::string mlp = std::string("model.layers.") + layer + ".mlp.";
+    tensors.push_back({mlp + "gate.weight", {4, 32}, std::vector<float>(4 * 32)});
+    tensors.push_back({mlp + "experts.gate_up_proj", {4, 48, 32}, std::vector<float>(4 * 48 * 32)});
+    tensors.push_back({mlp + "experts.down_proj", {4, 32, 24}, std::vector<float>(4 * 32 * 24)});
+  }
+  write_hf_export_directory(dir + "/fused", file_bytes(golden_path("hf-mixtral-tiny/config.json")), tensors, {});
+  CHECK_THAT(refusal(dir + "/fused"), Contains("have no tensor 'model.layers.0.block_sparse_moe.gate.weight'") &&
+                                          Contains("transformers 5's fused experts") &&
+                                          Contains("save_original_format=True"));
+}
+
+TEST_CASE("Mixtral config.json from an MoE configuration and back", "[ckpt][hf][mixtral]") {
+  GptConfig c = mixtral_config();
+  HfLlamaConfig hf = hf_llama_config_of(c, kHfMixtralModelType, 32, 1, 2, "float32");
+  CHECK(hf.num_local_experts == 4);
+  CHECK(hf.num_experts_per_tok == 2);
+  CHECK(hf.intermediate_size == 12);  // the experts' size, not --ffn-hidden-size
+  CHECK(hf.router_aux_loss_coef == 0.01);
+  const HfLlamaConfig back = parse_hf_llama_config_json(hf_llama_config_json(hf), "c.json");
+  const GptConfig again = gpt_config_of(back, c.seq_length, 32);
+  CHECK(again.moe.num_experts == 4);
+  CHECK(again.moe.topk == 2);
+  CHECK(again.moe.ffn_hidden_size == 12);
+  CHECK(again.moe.aux_loss_coeff == 0.01);
+  CHECK(again.moe.layer_pattern == std::vector<bool>{true, true});
+  // Without load balancing the coefficient does nothing in mgt; Mixtral's equivalent is 0.
+  c.moe.load_balancing = MoeLoadBalancing::kNone;
+  CHECK(hf_llama_config_of(c, kHfMixtralModelType, 32, 1, 2, "float32").router_aux_loss_coef == 0.0);
+  // MixtralConfig's defaults for what config.json leaves out: 8 experts, top-2, rope_theta 1e6.
+  const HfLlamaConfig defaults = parse_hf_llama_config_json(
+      R"({"model_type": "mixtral", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 8,
+          "num_hidden_layers": 1, "num_attention_heads": 2})", "c.json");
+  CHECK(defaults.num_local_experts == 8);
+  CHECK(defaults.num_experts_per_tok == 2);
+  CHECK(defaults.rope_theta == 1e6);
+  CHECK(defaults.rms_norm_eps == 1e-5);
+  CHECK(defaults.max_position_embeddings == 4096 * 32);
+}
