@@ -22,7 +22,9 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--loader-transformer-impl", "mgt checkpoints have one layout (Megatron's local spec names)"},
     {"--saver-transformer-impl", "mgt checkpoints have one layout (Megatron's local spec names)"},
     {"--position-embedding-type", "the position embedding is read from the checkpoint"},
-    {"--target-expert-parallel-size", "mgt has no mixture-of-experts layers"},
+    {"--target-expert-parallel-size",
+     "mgt checkpoints name experts by their global number and load at any --expert-model-parallel-size: there is "
+     "nothing to reshard"},
     {"--bf16", "mgt checkpoints keep fp32 weights; --hf-dtype bf16 writes a Hugging Face export in bf16"},
     {"--fp16", "mgt checkpoints keep fp32 weights; --hf-dtype fp16 writes a Hugging Face export in fp16"},
 };

@@ -2,10 +2,11 @@
 # On the GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
 # a Mixtral-style model (16 layers, hidden 2048, GQA 8, sequence 4096, 8 experts of ffn 5632,
 # top-2, alltoall dispatcher, SwiGLU, RMSNorm, RoPE) against its dense equivalent (ffn 11264:
-# the same active FLOPs per token) on one GPU in bf16, 32 micro-batches of 1 per step (the
-# optimizer's step over 4.4B parameters spread as a global batch spreads it); the MoE step's
-# per-operation profile (--profile); then a short table (tokens/s by the log line and by the
-# log's time stamps, and the MoE/dense ratio). Logs under $OUT (or /tmp/moe-speed).
+# the same active FLOPs per token) on one GPU in bf16, the experts as grouped GEMMs and as one
+# GEMM each, 32 micro-batches of 1 per step (the optimizer's step over 4.4B parameters spread as
+# a global batch spreads it); the MoE step's per-operation profile (--profile); then a short
+# table (tokens/s by the log line and by the log's time stamps, and the MoE/dense ratios). Logs
+# under $OUT (or /tmp/moe-speed).
 #   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--profile] [--extra "FLAGS"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,6 +31,8 @@ common=(--device cuda --bf16 --num-layers 16 --hidden-size 2048 --num-attention-
         --log-interval 2 --log-throughput --data-cache-path "$out/cache")
 moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632 --moe-aux-loss-coeff 1e-2
      --moe-token-dispatcher-type alltoall --moe-grouped-gemm --ffn-hidden-size 5632)
+# The experts one GEMM each instead of cuBLAS's grouped GEMM (--moe-grouped-gemm left out).
+moe_loop=("${moe[@]/--moe-grouped-gemm}")
 dense=(--ffn-hidden-size 11264)
 table=()
 rate() {  # rate LOG: tokens/s by the last logged time per iteration, and the wall clock's between the first and last log lines
@@ -48,8 +51,13 @@ peak = re.findall(r"max allocated: ([0-9.]+)", log)
 print(f"{rates[-1] if rates else 'n/a'} {wall} {peak[-1] if peak else 'n/a'}")
 PY
 }
-for name in dense moe; do
-  flags=("${common[@]}"); [ $name = moe ] && flags+=("${moe[@]}") || flags+=("${dense[@]}")
+for name in dense moe moe_loop; do
+  flags=("${common[@]}")
+  case $name in
+    dense) flags+=("${dense[@]}") ;;
+    moe) flags+=("${moe[@]}") ;;
+    moe_loop) for f in "${moe_loop[@]}"; do [ -n "$f" ] && flags+=("$f"); done ;;
+  esac
   mgt-train "${flags[@]}" "${extra[@]}" --train-iters "$iters" > "$out/$name.log" 2>&1 ||
     { echo "$name failed:"; tail -8 "$out/$name.log"; }
   grep -m1 -E "iteration +$iters/" "$out/$name.log"
@@ -64,5 +72,6 @@ if [ $profile = 1 ]; then
 fi
 echo; echo "== MoE against dense, one GPU, bf16 =="
 printf '%s\n' "${table[@]}"
-python3 -c "import sys; print(f'MoE / dense: {float(sys.argv[1]) / float(sys.argv[2]):.3f} (target >= 0.80)')" \
-  "${moe_rate:-0}" "${dense_rate:-1}" 2>/dev/null
+python3 -c "import sys; print(f'MoE / dense: {float(sys.argv[1]) / float(sys.argv[2]):.3f} (target >= 0.80); '
+                        f'experts one GEMM each: {float(sys.argv[3]) / float(sys.argv[2]):.3f}')" \
+  "${moe_rate:-0}" "${dense_rate:-1}" "${moe_loop_rate:-0}" 2>/dev/null
