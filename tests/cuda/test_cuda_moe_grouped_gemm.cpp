@@ -1,8 +1,7 @@
-// --moe-grouped-gemm on the GPU: an MoE model whose local experts run as cuBLAS grouped GEMMs
-// (kernels/cuda/grouped_gemm.hpp) against the same model running them expert by expert, on the
-// same parameters and batch. fp32 storage takes the full-fp32 grouped GEMM (and is checked against
-// the CPU too); bf16 storage (what --moe-grouped-gemm runs with) the bf16 one with fp32
-// accumulation, its weight gradients one expert after another into the fp32 main gradients.
+// --moe-grouped-gemm on the GPU: an MoE model whose local experts run as grouped operations (one
+// call per projection, the activation once over all rows) against the same model running them
+// expert by expert, on the same parameters and batch, in fp32 (checked against the CPU too) and
+// bf16 storage (what --moe-grouped-gemm runs with).
 #include <catch2/catch.hpp>
 
 #include <cstdio>

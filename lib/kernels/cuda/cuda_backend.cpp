@@ -30,7 +30,6 @@
 #include "kernels/cuda/fp8_quantize.hpp"
 #include "kernels/cuda/fp8_scaling.hpp"
 #include "kernels/cuda/gemm.hpp"
-#include "kernels/cuda/grouped_gemm.hpp"
 #include "kernels/cuda/layout.hpp"
 #include "kernels/cuda/moe_routing.hpp"
 #include "kernels/cuda/norms.hpp"
@@ -59,7 +58,6 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   // Full fp32 GEMMs: TF32 would put the fp32 path outside its bound against the CPU.
   MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
   lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
-  grouped_gemm_ = std::make_unique<cuda::GroupedGemm>(*this, cublas_, stream_);
   MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
   if (options.profile) profiler_ = std::make_unique<cuda::OpProfiler>(stream_, options.profile_timeline);
 }
@@ -76,7 +74,6 @@ CudaBackend::~CudaBackend() {
   // Teardown errors cannot be reported from a destructor; the process is ending anyway.
   cudnn_attention_.reset();  // frees its plans and scratch on the stream, which must still exist
   lt_.reset();
-  grouped_gemm_.reset();  // its address buffer is freed on the stream
   segments_device_ = DeviceIndexBuffer();  // freed on the stream too, before it goes
   if (reduction_ != nullptr) cudaFreeAsync(reduction_, stream_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -411,49 +408,6 @@ void CudaBackend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w
     if (cuda::fp8_linear_gelu_tanh_forward(*lt_, x, w, b, rows, in, out, pre, y)) return;
   }
   Backend::do_fp8_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
-}
-
-void CudaBackend::do_grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
-                                            std::span<const ConstFloatView> bias, std::span<const int64_t> group_rows,
-                                            int64_t in, int64_t out, FloatView y) {
-  {
-    const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_forward);
-    if (grouped_gemm_->forward(x, w, group_rows, in, out, y, matmul_precision_)) {
-      // Megatron's GroupedMLP has no biases; TEGroupedMLP's add them per expert, as here.
-      if (!bias.empty()) {
-        int64_t first = 0;
-        for (size_t g = 0; g < group_rows.size(); ++g) {
-          if (group_rows[g] > 0)
-            cuda::add_bias(y.subspan(first * out, group_rows[g] * out), bias[g], group_rows[g], out, stream_);
-          first += group_rows[g];
-        }
-      }
-      return;
-    }
-  }
-  Backend::do_grouped_linear_forward(x, w, bias, group_rows, in, out, y);
-}
-
-void CudaBackend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
-                                                   std::span<const int64_t> group_rows, int64_t in, int64_t out,
-                                                   FloatView dx) {
-  {
-    const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_input);
-    if (grouped_gemm_->backward_input(dy, w, group_rows, in, out, dx, matmul_precision_)) return;
-  }
-  Backend::do_grouped_linear_backward_input(dy, w, group_rows, in, out, dx);
-}
-
-void CudaBackend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
-                                                    std::span<const int64_t> group_rows, int64_t in, int64_t out,
-                                                    std::span<const FloatView> dw) {
-  {
-    const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_weight);
-    if (grouped_gemm_->backward_weight(dy, x, group_rows, in, out, dw, matmul_precision_)) return;
-  }
-  // A 2-byte run's weight gradients go into fp32 main gradients, which cuBLAS's grouped GEMM does
-  // not write from 2-byte operands: one GEMM per expert, accumulating in fp32 as LinearLayer's.
-  Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw);
 }
 
 void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
