@@ -92,8 +92,8 @@ __global__ void aux_sums_kernel(const float* logits, MoeRoutingParams p, float* 
   }
 }
 
-// The z-loss's Σ logsumexp² over the tokens, as kZBlocks partial sums (each block's tokens strided
-// over its threads).
+// The z-loss's Σ logsumexp² over the tokens, one partial sum per block (at most kZBlocks),
+// each block's tokens strided over its threads.
 __global__ void z_partials_kernel(const float* logits, MoeRoutingParams p, double* partials) {
   __shared__ double sums[kSumThreads];
   const int64_t E = p.experts;
