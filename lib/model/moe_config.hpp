@@ -39,7 +39,8 @@ struct MoeConfig {
   double input_jitter_eps = 0.0;  // 0: no jitter
   double capacity_factor = -1.0;  // < 0: dropless (Megatron's None)
   bool pad_to_capacity = false;
-  // --moe-grouped-gemm: the local experts' GEMMs as one grouped GEMM per projection (model/moe_experts.hpp).
+  // --moe-grouped-gemm: the local experts' GEMMs as one grouped operation per projection
+  // (model/moe_experts.hpp).
   bool grouped_gemm = false;
   MoeDropPolicy drop_policy = MoeDropPolicy::kProbs;
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;

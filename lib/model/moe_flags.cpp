@@ -30,7 +30,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store("moe-ffn-hidden-size", "N", m.moe_ffn_hidden_size, "Hidden size of each expert's MLP").default_text("--ffn-hidden-size"),
     store("moe-shared-expert-intermediate-size", "N", m.moe_shared_expert_intermediate_size, "Hidden size of the shared experts' MLP (their number x each one's size); unset: no shared expert"),
     store_true("moe-shared-expert-overlap", m.moe_shared_expert_overlap, "Run the shared experts beside the token dispatch (alltoall dispatcher); results are the same"),
-    store_true("moe-grouped-gemm", m.moe_grouped_gemm, "Run the local experts as grouped GEMMs; results agree up to rounding"),
+    store_true("moe-grouped-gemm", m.moe_grouped_gemm, "Run each projection of the local experts as one grouped operation; results agree up to rounding"),
     store_true("moe-layer-recompute", m.moe_layer_recompute, "Deprecated: recompute the MoE layers in the backward"),
     store("moe-router-load-balancing-type", "TYPE", m.moe_router_load_balancing_type, "aux_loss (GShard's and Switch Transformer's, over the micro-batch), seq_aux_loss (per sequence, DeepSeek-V2's) or none")
         .choices({"aux_loss", "seq_aux_loss", "none"}, {"sinkhorn"}),
