@@ -45,6 +45,7 @@ step = re.search(r"estimated step: ([0-9.]+) s \(([0-9]+) tokens/s per GPU", dry
 last = rows[-1] if rows else {}
 per_gpu = last.get("tokens_per_second", 0) / ranks
 print(json.dumps({"name": name, "ranks": ranks, "seq": seq, "tokens_per_second_per_gpu": round(per_gpu),
+                  "tflops_per_gpu": last.get("tflops_per_gpu"),
                   "wall_per_gpu": round(wall) if wall else None,
                   "cp_comm_ms": last.get("context_parallel_comm_ms"), "cp_exposed_ms": last.get("context_parallel_comm_exposed_ms"),
                   "ms_per_iteration": last.get("elapsed_ms_per_iteration"),
@@ -63,6 +64,8 @@ a = rows.get("one16k", {})
 for name in ("cp2-32k", "cp2-32k-a2a"):
     b = rows.get(name, {})
     if a.get("tokens_per_second_per_gpu") and b.get("tokens_per_second_per_gpu"):
-        print(f"{name}: per GPU / one GPU at 16k: {b['tokens_per_second_per_gpu'] / a['tokens_per_second_per_gpu']:.3f} "
+        flops = (f", model TFLOP/s per GPU {b['tflops_per_gpu'] / a['tflops_per_gpu']:.3f} of one GPU's"
+                 if a.get("tflops_per_gpu") and b.get("tflops_per_gpu") else "")
+        print(f"{name}: per GPU / one GPU at 16k: {b['tokens_per_second_per_gpu'] / a['tokens_per_second_per_gpu']:.3f}{flops} "
               f"(target >= 0.90); context-parallel transfers {b['cp_comm_ms']} ms per iteration, exposed {b['cp_exposed_ms']} ms")
 PY
