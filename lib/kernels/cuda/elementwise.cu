@@ -150,30 +150,11 @@ __global__ void swiglu_backward_kernel(In dy, In x, int64_t rows, int64_t ffn,
   }
 }
 
-// One thread per Philox block of four consecutive global indices (see kernels/cpu/dropout.hpp).
-__global__ void dropout_kernel(In x, int64_t n, uint32_t threshold, float keep_scale,
-                               DropoutKey key, Out y) {
-  const uint64_t first_block = key.offset / 4;
-  const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
-  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
-                                     static_cast<uint32_t>(key.seed >> 32)};
-  for (uint64_t block = first_block + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
-       block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const PhiloxCounter words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
-        philox_key);
-    for (int lane = 0; lane < 4; ++lane) {
-      const uint64_t j = block * 4 + static_cast<uint64_t>(lane);
-      if (j < key.offset || j >= key.offset + static_cast<uint64_t>(n)) continue;
-      const int64_t i = static_cast<int64_t>(j - key.offset);
-      y[i] = (words[lane] >> 8) >= threshold ? x[i] * keep_scale : 0.0f;
-    }
-  }
-}
-
-// One thread per Philox block, as dropout_kernel: y = x · (low + width · u).
-__global__ void uniform_jitter_kernel(In x, int64_t n, float low, float width, DropoutKey key, Out y) {
+// Calls f(i, word) for each of the n elements from global index key.offset on, with its 32-bit
+// Philox word: one thread per Philox block of four consecutive global indices (see
+// kernels/cpu/dropout.hpp), grid-strided.
+template <typename F>
+__device__ void for_each_philox_word(int64_t n, DropoutKey key, F f) {
   const uint64_t first_block = key.offset / 4;
   const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
   const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
@@ -186,12 +167,25 @@ __global__ void uniform_jitter_kernel(In x, int64_t n, float low, float width, D
     for (int lane = 0; lane < 4; ++lane) {
       const uint64_t j = block * 4 + static_cast<uint64_t>(lane);
       if (j < key.offset || j >= key.offset + static_cast<uint64_t>(n)) continue;
-      const int64_t i = static_cast<int64_t>(j - key.offset);
-      // Written as the CPU writes it (no fused multiply-add), so both round alike.
-      const float u = __fmul_rn(static_cast<float>(words[lane] >> 8), 0x1p-24f);
-      y[i] = __fmul_rn(x[i], __fadd_rn(low, __fmul_rn(width, u)));
+      f(static_cast<int64_t>(j - key.offset), words[lane]);
     }
   }
+}
+
+__global__ void dropout_kernel(In x, int64_t n, uint32_t threshold, float keep_scale,
+                               DropoutKey key, Out y) {
+  for_each_philox_word(n, key, [&](int64_t i, uint32_t word) {
+    y[i] = (word >> 8) >= threshold ? x[i] * keep_scale : 0.0f;
+  });
+}
+
+// y = x · (low + width · u), u from the same words as dropout's.
+__global__ void uniform_jitter_kernel(In x, int64_t n, float low, float width, DropoutKey key, Out y) {
+  for_each_philox_word(n, key, [&](int64_t i, uint32_t word) {
+    // Written as the CPU writes it (no fused multiply-add), so both round alike.
+    const float u = __fmul_rn(static_cast<float>(word >> 8), 0x1p-24f);
+    y[i] = __fmul_rn(x[i], __fadd_rn(low, __fmul_rn(width, u)));
+  });
 }
 
 }  // namespace
