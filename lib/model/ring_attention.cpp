@@ -136,6 +136,9 @@ void RingAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView 
     be.copy_ranges(lse, lse_second, rows);
   }
 
+  // The gradient of the keys and values that arrive for the next step travels while this step
+  // computes; it is waited for only where this step's share is added to it.
+  dist::PendingCollective grad_passing;
   for (int step = 0; step < n; ++step) {
     const FloatView held = ring[step % 2];
     // The gradient of the keys and values in hand, as far as the ranks before this one took it.
@@ -154,6 +157,7 @@ void RingAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView 
       be.attention_backward(q, key, value, out, dout, lse, shape, p, dq_part, dkv_part.first(kvn),
                             dkv_part.subspan(kvn, kvn));
       be.accumulate(dq, dq_part);
+      grad_passing.wait();
       be.accumulate(grad, dkv_part);
     } else if (b == Block::kEarlier) {
       AttentionShape first_half = shape;
@@ -162,6 +166,7 @@ void RingAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView 
       be.attention_backward(q, key.first(half), value.first(half), out, dout, lse, first_half, p, dq_part,
                             dkv_part.first(half), dkv_part.subspan(kvn, half));
       be.accumulate(dq, dq_part);
+      grad_passing.wait();
       be.accumulate(grad.first(half), dkv_part.first(half));
       be.accumulate(grad.subspan(kvn, half), dkv_part.subspan(kvn, half));
     } else {
@@ -172,13 +177,17 @@ void RingAttention::backward(ConstFloatView q, ConstFloatView k, ConstFloatView 
                             lse_second, second_half, p, dq_part.first(half), dkv_part.first(kvn),
                             dkv_part.subspan(kvn, kvn));
       be.accumulate(dq.subspan(half, half), dq_part.first(half));
+      grad_passing.wait();
       be.accumulate(grad, dkv_part);
     }
     passing.wait();
     // The gradient follows its keys and values round the ring; after the last step the one that
-    // arrives is this rank's own, complete.
-    group_->send_recv(ConstFloatView(grad), next, grads[(step + 1) % 2], previous);
+    // arrives is this rank's own, complete. (The send of the other buffer, started a step ago,
+    // is complete: it was waited for above.)
+    grad_passing = group_->start_send_recv(dist::backend_buffer(ConstFloatView(grad)), next,
+                                           dist::backend_buffer(grads[(step + 1) % 2]), previous);
   }
+  grad_passing.wait();
   const FloatView own = grads[n % 2];
   be.copy(own.first(kvn), dk);
   be.copy(own.subspan(kvn, kvn), dv);

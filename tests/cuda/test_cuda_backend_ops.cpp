@@ -125,9 +125,11 @@ TEST_CASE("cuda ops: linear forward and backward", "[cuda]") {
 TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
-  // 1001: rows that are not whole 16-byte vectors, the kernels' scalar path.
-  for (const int64_t hidden : {64, 768, 1000, 1001}) {
-    const int64_t rows = 300;
+  // 1001: rows that are not whole 16-byte vectors, the kernels' scalar path. 3 rows: a decode
+  // step's norms (a block per row, from registers); 4096: several vectors per thread there.
+  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{300, 64}, {300, 768}, {300, 1000}, {300, 1001},
+                                     {3, 768}, {3, 4096}}) {
+    INFO("rows " << rows << " hidden " << hidden);
     // An offset mean: the two-pass variance must not cancel.
     auto x = random_twin(pair, rows * hidden, 21, 2.0f, 4.0f);
     auto weight = random_twin(pair, hidden, 22, 0.5f, 1.5f);
@@ -179,7 +181,7 @@ TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths",
   BackendPair pair;
   for (const FloatType kBf16 : {FloatType::kBf16, FloatType::kF16})
   // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256.
-  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}}) {
+  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}, {5, 2304}}) {
     auto x = random_twin(pair, rows * hidden, 121, 2.0f, 4.0f, kBf16);
     auto weight = random_twin(pair, hidden, 122, 0.5f, 1.5f, kBf16);
     auto bias = random_twin(pair, hidden, 123, -1.0f, 1.0f, kBf16);
@@ -224,9 +226,9 @@ TEST_CASE("cuda ops: residual add fused into LayerNorm and RMSNorm", "[cuda]") {
   BackendPair pair;
   // 768: the fused vector kernel; 100: rows that cannot be read eight at a time (add, then norm).
   for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16})
-  for (const int64_t hidden : {int64_t{768}, int64_t{100}}) {
-    const int64_t rows = 333;
-    INFO(float_type_name(type) << " hidden " << hidden);
+  for (const int64_t hidden : {int64_t{768}, int64_t{100}})
+  for (const int64_t rows : {int64_t{333}, int64_t{2}}) {  // 2: a decode step's rows
+    INFO(float_type_name(type) << " hidden " << hidden << " rows " << rows);
     auto a = random_twin(pair, rows * hidden, 161, -2.0f, 2.0f, type);
     auto b = random_twin(pair, rows * hidden, 162, 1.0f, 3.0f, type);
     auto weight = random_twin(pair, hidden, 163, 0.5f, 1.5f, type);
@@ -305,6 +307,13 @@ TEST_CASE("cuda ops: cross-entropy, masked loss, argmax", "[cuda]") {
   CHECK(accumulated[0] == sums[1].loss_sum + sums[1].loss_sum);
   CHECK(accumulated[1] == sums[1].tokens + sums[1].tokens);
   CHECK(to_host(*pair.cpu, argmax.cpu.view()) == to_host(*pair.gpu, argmax.gpu.view()));
+  // bf16 logits in rows padded to a multiple of eight (read eight at a time, the last three
+  // singly): with 128 values in [0.5, 1) the maximum is tied, and the first one must win.
+  const int64_t padded = 5008, used = 5003;
+  auto narrow = random_twin(pair, 3 * padded, 79, -1.0f, 1.0f, FloatType::kBf16);
+  auto narrow_argmax = twin(pair, std::vector<int64_t>(3, -1));
+  for (Side s : kSides) pair.on(s).row_argmax(narrow(s), 3, used, narrow_argmax(s), padded);
+  CHECK(to_host(*pair.cpu, narrow_argmax.cpu.view()) == to_host(*pair.gpu, narrow_argmax.gpu.view()));
 }
 
 TEST_CASE("cuda ops: AdamW and sum of squares", "[cuda]") {

@@ -185,6 +185,8 @@ __device__ __forceinline__ bool better(float v, int64_t j, float value, int64_t 
   return v > value || (v == value && j < index);
 }
 
+// kVector: the row read eight columns at a time (16-byte aligned rows), the last cols % 8 singly.
+template <bool kVector>
 __global__ void row_argmax_kernel(In x, int64_t cols, int64_t row_stride, int64_t* out) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
@@ -193,12 +195,20 @@ __global__ void row_argmax_kernel(In x, int64_t cols, int64_t row_stride, int64_
   int64_t index = cols;  // beyond every real index, so a real one wins ties
   // Each thread scans its columns in increasing order and keeps the first strict maximum, as the
   // CPU's scan does; the reduction then prefers the larger value, and the smaller index on ties.
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-    if (index == cols || row[i] > value) {
-      value = row[i];
+  const auto consider = [&](float candidate, int64_t i) {
+    if (index == cols || candidate > value) {
+      value = candidate;
       index = i;
     }
+  };
+  const int64_t vectors = kVector ? cols / 8 : 0;
+  for (int64_t v = threadIdx.x; v < vectors; v += blockDim.x) {
+    float e[8];
+    load8(row, v, e);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) consider(e[j], 8 * v + j);
   }
+  for (int64_t i = 8 * vectors + threadIdx.x; i < cols; i += blockDim.x) consider(row[i], i);
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, value, offset);
     const int64_t j = __shfl_xor_sync(0xffffffffu, index, offset);
@@ -285,7 +295,10 @@ void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, do
 void row_argmax(In x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* out, cudaStream_t stream) {
   if (rows == 0) return;
   // A whole vocabulary per row: the widest block, so that each thread scans few columns.
-  row_argmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, stream>>>(x, cols, row_stride, out);
+  if (vectorizable(row_stride, {x.raw()}))
+    row_argmax_kernel<true><<<static_cast<unsigned>(rows), 1024, 0, stream>>>(x, cols, row_stride, out);
+  else
+    row_argmax_kernel<false><<<static_cast<unsigned>(rows), 1024, 0, stream>>>(x, cols, row_stride, out);
   MGT_CUDA_CHECK_LAUNCH(row_argmax_kernel);
 }
 

@@ -1,6 +1,9 @@
 // Shared launch helpers for the CUDA kernels (included by .cu files only).
 #pragma once
+#include <cuda_runtime.h>
+
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda_check.hpp"
 
@@ -51,6 +54,30 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   const int warps = blockDim.x / 32;
   v = lane < warps ? scratch[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// Programmatic dependent launch (Hopper): the small kernels of a decode step are latency-bound, so
+// a kernel launched by launch_early may start while the kernel before it in the stream still runs
+// and load what does not depend on it (weights, the cache of earlier steps) meanwhile. Such a
+// kernel must call wait_for_previous_kernels() before it reads anything that a kernel still
+// running may write, and before it writes anything: the wait returns once every earlier kernel
+// has finished and its writes are visible. let_next_kernel_start() lets the next launch_early
+// kernel be scheduled before this one ends; it never lets it past its wait.
+__device__ __forceinline__ void wait_for_previous_kernels() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void let_next_kernel_start() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+template <typename... Params, typename... Args>
+void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  config.attrs = &early;
+  config.numAttrs = 1;
+  MGT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
 }  // namespace mgt::cuda

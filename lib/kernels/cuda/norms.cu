@@ -203,6 +203,80 @@ __global__ void norm_forward8_kernel(In x, In residual, In extra, In weight, In 
   }
 }
 
+// The same norm for the few rows of a decode step, where one warp per row leaves the GPU idle
+// and the row's passes cost a memory round trip each: one block per row, the row held in
+// registers (kPerThread groups of eight per thread), one read of each operand. Launched early:
+// the weight and bias are loaded while the kernel that writes x still runs.
+constexpr int kFewRowsThreads = 128;
+constexpr int64_t kFewRowsMax = 64;
+
+template <int kPerThread>
+__global__ void __launch_bounds__(kFewRowsThreads)
+    norm_forward_few_rows_kernel(In x, In residual, In extra, In weight, In bias, int64_t hidden, float eps,
+                                 Out sum, Out y, float* mean, float* rstd) {
+  __shared__ float scratch[32];
+  let_next_kernel_start();
+  const int64_t r = blockIdx.x;
+  const int64_t n8 = hidden / 8;
+  float w[kPerThread][8], b[kPerThread][8] = {};
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kFewRowsThreads;
+    if (i >= n8) break;
+    load8(weight, i, w[k]);
+    if (bias != nullptr) load8(bias, i, b[k]);
+  }
+  wait_for_previous_kernels();
+  float v[kPerThread][8] = {};
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kFewRowsThreads;
+    if (i >= n8) break;
+    load8(x + r * hidden, i, v[k]);
+    if (residual != nullptr) {
+      float add[8];
+      load8(residual + r * hidden, i, add);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[k][j] += add[j];
+      if (extra != nullptr) {
+        load8(extra + r * hidden, i, add);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[k][j] += add[j];
+      }
+      // The norm sees the sum as stored, rounded to its type, as after a separate add.
+      store8(sum + r * hidden, i, v[k]);
+      if (sum.narrow())
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[k][j] = narrow_to_float(float_to_narrow(v[k][j], sum.bf16()), sum.bf16());
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) total += v[k][j];
+  }
+  const float mu = mean != nullptr ? block_sum(total, scratch) / static_cast<float>(hidden) : 0.0f;
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kFewRowsThreads;
+    if (i >= n8) break;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sq += (v[k][j] - mu) * (v[k][j] - mu);
+  }
+  const float inv = rsqrtf(block_sum(sq, scratch) / static_cast<float>(hidden) + eps);
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kFewRowsThreads;
+    if (i >= n8) break;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[k][j] = (v[k][j] - mu) * inv * w[k][j] + b[k][j];
+    store8(y + r * hidden, i, v[k]);
+  }
+  if (threadIdx.x == 0) {
+    if (mean != nullptr) mean[r] = mu;
+    rstd[r] = inv;
+  }
+}
+
 // dx may alias dy (unless accumulating): each lane reads its group of dy before writing the same
 // group of dx.
 __global__ void norm_backward_input8_kernel(In dy, In x, In weight, const float* mean,
@@ -348,6 +422,27 @@ unsigned row_warp_blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
+// The vector norm of `rows` rows: a block per row from registers for the few rows of a decode
+// step (rows of at most 8 × kFewRowsThreads × 8 elements), else a warp per row.
+void norm_forward8(In x, In residual, In extra, In weight, In bias, int64_t rows, int64_t hidden, float eps,
+                   Out sum, Out y, float* mean, float* rstd, cudaStream_t stream) {
+  const int64_t per_thread = (hidden / 8 + kFewRowsThreads - 1) / kFewRowsThreads;
+  if (rows <= kFewRowsMax && per_thread <= 8) {
+    const auto launch = [&](auto kernel) {
+      launch_early(kernel, static_cast<unsigned>(rows), kFewRowsThreads, stream, x, residual, extra, weight, bias,
+                   hidden, eps, sum, y, mean, rstd);
+    };
+    if (per_thread <= 1) launch(norm_forward_few_rows_kernel<1>);
+    else if (per_thread <= 2) launch(norm_forward_few_rows_kernel<2>);
+    else if (per_thread <= 4) launch(norm_forward_few_rows_kernel<4>);
+    else launch(norm_forward_few_rows_kernel<8>);
+    return;
+  }
+  norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, residual, extra, weight, bias, rows,
+                                                                          hidden, eps, sum, y, mean, rstd);
+  MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
+}
+
 }  // namespace
 
 void layer_norm_forward(In x, In weight, In bias, int64_t rows,
@@ -355,9 +450,7 @@ void layer_norm_forward(In x, In weight, In bias, int64_t rows,
                         cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), bias.raw(), y.raw()})) {
-    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), In(), weight, bias, rows, hidden,
-                                                                            eps, Out(), y, mean, rstd);
-    MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
+    norm_forward8(x, In(), In(), weight, bias, rows, hidden, eps, Out(), y, mean, rstd, stream);
     return;
   }
   layer_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
@@ -389,9 +482,7 @@ void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
                       Out y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), y.raw()})) {
-    norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, In(), In(), weight, In(), rows,
-                                                                            hidden, eps, Out(), y, nullptr, rstd);
-    MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
+    norm_forward8(x, In(), In(), weight, In(), rows, hidden, eps, Out(), y, nullptr, rstd, stream);
     return;
   }
   rms_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, weight, hidden,
@@ -420,9 +511,7 @@ bool add_norm_forward(In a, In b, In c, In weight, In bias, int64_t rows, int64_
                       float* mean, float* rstd, cudaStream_t stream) {
   if (!vectorizable(hidden, {a.raw(), b.raw(), c.raw(), weight.raw(), bias.raw(), sum.raw(), y.raw()})) return false;
   if (rows == 0) return true;
-  norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(a, b, c, weight, bias, rows, hidden, eps,
-                                                                          sum, y, mean, rstd);
-  MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
+  norm_forward8(a, b, c, weight, bias, rows, hidden, eps, sum, y, mean, rstd, stream);
   return true;
 }
 

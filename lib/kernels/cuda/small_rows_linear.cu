@@ -37,36 +37,42 @@ __device__ __forceinline__ void load8_as(In p, int64_t v, float (&out)[8]) {
 }
 
 // Each output o is computed by `split` warps of one block, each over every split-th stretch of
-// 32 vectors of W's row; their sums meet in shared memory.
+// 32 vectors of W's row; their sums meet in shared memory. Launched early: the first vectors of W
+// are loaded while the kernel that writes x still runs.
 template <FloatType T>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     small_rows_linear_kernel(In x, In w, In bias, int rows, int64_t in, int64_t out, int split, Out pre, Out y) {
   __shared__ float partial[kWarpsPerBlock][kSmallRowsMax];
+  let_next_kernel_start();
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / split) + warp / split;
   const int part = warp % split;
-  const int64_t vectors = in / 8;
+  const int64_t vectors = o < out ? in / 8 : 0;
+  const In w_row = w + (o < out ? o : 0) * in;
+  const int64_t stride = 32LL * split;
+  float wv[kUnroll][8];
+  const auto load_w = [&](int64_t v0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (v0 + u * stride < vectors) load8_as<T>(w_row, v0 + u * stride, wv[u]);
+  };
+  const int64_t first = part * 32LL + lane;
+  load_w(first);
+  wait_for_previous_kernels();
   float acc[kSmallRowsMax] = {};
-  if (o < out) {
-    const In w_row = w + o * in;
-    const int64_t stride = 32LL * split;
-    for (int64_t v0 = part * 32LL + lane; v0 < vectors; v0 += stride * kUnroll) {
-      float wv[kUnroll][8];
+  for (int64_t v0 = first; v0 < vectors; v0 += stride * kUnroll) {
+    if (v0 != first) load_w(v0);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (v0 + u * stride < vectors) load8_as<T>(w_row, v0 + u * stride, wv[u]);
+    for (int u = 0; u < kUnroll; ++u) {
+      if (v0 + u * stride >= vectors) break;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (v0 + u * stride >= vectors) break;
+      for (int r = 0; r < kSmallRowsMax; ++r) {
+        if (r >= rows) break;
+        float xv[8];
+        load8_as<T>(x + r * in, v0 + u * stride, xv);
 #pragma unroll
-        for (int r = 0; r < kSmallRowsMax; ++r) {
-          if (r >= rows) break;
-          float xv[8];
-          load8_as<T>(x + r * in, v0 + u * stride, xv);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[r] += xv[j] * wv[u][j];
-        }
+        for (int j = 0; j < 8; ++j) acc[r] += xv[j] * wv[u][j];
       }
     }
   }
@@ -102,8 +108,7 @@ bool small_rows_linear(In x, In w, In bias, int64_t rows, int64_t in, int64_t ou
   const int64_t per_block = kWarpsPerBlock / split;
   const auto blocks = static_cast<unsigned>((out + per_block - 1) / per_block);
   const auto launch = [&](auto kernel) {
-    kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, static_cast<int>(rows), in, out, split, pre, y);
-    MGT_CUDA_CHECK_LAUNCH(small_rows_linear_kernel);
+    launch_early(kernel, blocks, kWarpsPerBlock * 32, stream, x, w, bias, static_cast<int>(rows), in, out, split, pre, y);
   };
   switch (w.type()) {
     case FloatType::kF32: launch(small_rows_linear_kernel<FloatType::kF32>); break;
