@@ -4,7 +4,7 @@
 Run on the GPU machine from the repository root, with mgt's CUDA build (or the binaries that
 tools/gpu/pack.sh packs) in DIR, and PyTorch with transformers importable by this Python:
 
-    python3 tools/bench/bench_decode_gpu.py --bin DIR [--new 256] [--batch 1 32] [--repeats 3] [--peer-variants]
+    python3 tools/bench/bench_decode_gpu.py --bin DIR [--new 256] [--batch 1 32] [--repeats 3] [--peer-variants] [--wall]
 
 (tools/gpu/checks.sh decode runs it with --bin .devpack/bin.)
 
@@ -87,6 +87,23 @@ def mgt_rate(bindir, ckpt, batch, new_tokens, work, bf16):
     rate = float(re.search(r"the last micro-batch ([0-9.]+) tokens/s", run.stderr).group(1))
     first = json.loads(run.stdout.splitlines()[0])["tokens"]
     return rate, first, " ".join(cmd)
+
+
+def mgt_wall_rate(bindir, ckpt, batch, work, short=64, long=512):
+    """mgt-generate --bf16 by the wall clock: two whole runs of `short` and `long` new tokens (two
+    micro-batches each), the difference of their generated tokens (counted in their output, in case
+    a completion ends early) over the difference of their seconds, so that start-up, loading and
+    the prompts' passes cancel. Returns (tokens/s, seconds of each run)."""
+    seconds, generated = [], []
+    for new_tokens in (short, long):
+        _, _, cmd = mgt_rate(bindir, ckpt, batch, 1, work, True)  # writes the prompts file; warms the disk cache
+        cmd = cmd.split()
+        cmd[cmd.index("--max-new-tokens") + 1] = str(new_tokens)
+        start = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        seconds.append(time.perf_counter() - start)
+        generated.append(sum(len(json.loads(line)["tokens"]) for line in run.stdout.splitlines() if line.strip()))
+    return (generated[1] - generated[0]) / (seconds[1] - seconds[0]), seconds
 
 
 def generate(model, batch, new_tokens, mask=True, use_cache=True):
@@ -177,6 +194,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timed peer generations per batch (default 3)")
     ap.add_argument("--peer-variants", action="store_true",
                     help="also time the peer with one setting changed at a time, each in a fresh process")
+    ap.add_argument("--wall", action="store_true",
+                    help="also mgt's bf16 rate by the wall clock of two whole runs (64 and 512 new tokens)")
     ap.add_argument("--variant", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     ap.add_argument("--hf-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -213,6 +232,10 @@ def main():
             print(f"decode batch {batch}, {len(PROMPT_IDS)}-token prompt, {args.new} new: mgt {rate:.0f} tokens/s "
                   f"(bf16; fp32 {rate32:.0f}), peer ({setup}) {prate:.0f} tokens/s; mgt/peer = {rate / prate:.2f}",
                   flush=True)
+            if args.wall:
+                wall, seconds = mgt_wall_rate(args.bin, ckpt, batch, work)
+                print(f"decode batch {batch}, wall clock: mgt {wall:.0f} tokens/s (bf16; whole runs of 64 and 512 "
+                      f"new tokens: {seconds[0]:.2f} s and {seconds[1]:.2f} s)", flush=True)
             if args.peer_variants:
                 variants += [(batch, label, r, t) for label, r, t in peer_variants(hf_dir, batch, args.new)]
         agree = tokens[:64] == reference[:64]

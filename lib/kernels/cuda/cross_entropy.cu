@@ -185,8 +185,8 @@ __device__ __forceinline__ bool better(float v, int64_t j, float value, int64_t 
   return v > value || (v == value && j < index);
 }
 
-// kVector: the row read eight columns at a time (16-byte aligned rows), the last cols % 8 singly.
-template <bool kVector>
+// Each row read eight columns at a time from its first 16-byte boundary on (the columns before it
+// and the last few singly), whatever the row stride.
 __global__ void row_argmax_kernel(In x, int64_t cols, int64_t row_stride, int64_t* out) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
@@ -201,14 +201,19 @@ __global__ void row_argmax_kernel(In x, int64_t cols, int64_t row_stride, int64_
       index = i;
     }
   };
-  const int64_t vectors = kVector ? cols / 8 : 0;
+  const int64_t size = row.narrow() ? 2 : 4;
+  const auto address = reinterpret_cast<uintptr_t>(row.raw());
+  const int64_t lead = min(cols, static_cast<int64_t>((16 - address % 16) % 16) / size);
+  const int64_t vectors = (cols - lead) / 8;
+  if (threadIdx.x < lead) consider(row[threadIdx.x], threadIdx.x);
+  const In aligned = row + lead;
   for (int64_t v = threadIdx.x; v < vectors; v += blockDim.x) {
     float e[8];
-    load8(row, v, e);
+    load8(aligned, v, e);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) consider(e[j], 8 * v + j);
+    for (int j = 0; j < 8; ++j) consider(e[j], lead + 8 * v + j);
   }
-  for (int64_t i = 8 * vectors + threadIdx.x; i < cols; i += blockDim.x) consider(row[i], i);
+  for (int64_t i = lead + 8 * vectors + threadIdx.x; i < cols; i += blockDim.x) consider(row[i], i);
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, value, offset);
     const int64_t j = __shfl_xor_sync(0xffffffffu, index, offset);
@@ -295,10 +300,7 @@ void masked_loss_sum(const float* loss, const float* loss_mask, int64_t rows, do
 void row_argmax(In x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* out, cudaStream_t stream) {
   if (rows == 0) return;
   // A whole vocabulary per row: the widest block, so that each thread scans few columns.
-  if (vectorizable(row_stride, {x.raw()}))
-    row_argmax_kernel<true><<<static_cast<unsigned>(rows), 1024, 0, stream>>>(x, cols, row_stride, out);
-  else
-    row_argmax_kernel<false><<<static_cast<unsigned>(rows), 1024, 0, stream>>>(x, cols, row_stride, out);
+  row_argmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, stream>>>(x, cols, row_stride, out);
   MGT_CUDA_CHECK_LAUNCH(row_argmax_kernel);
 }
 
