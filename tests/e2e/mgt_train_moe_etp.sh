@@ -9,8 +9,8 @@
 # experts' weights gathered over their own group) continues a checkpoint with the same losses and
 # norms, bit for bit, as the run without them. A checkpoint saved at TP=2 x EP=2 x ETP=1 resumes on
 # one rank, directly and through mgt-ckpt-convert, and the one-rank run's checkpoint resumes in
-# that layout, optimizer state included, with the uninterrupted run's losses. A world the expert
-# grid cannot tile is refused with one line.
+# that layout with two pipeline stages (PP=2), optimizer state included, with the uninterrupted
+# run's losses. A world the expert grid cannot tile is refused with one line.
 # Usage: bash tests/e2e/mgt_train_moe_etp.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -74,10 +74,11 @@ expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${ETP1[@]}" --use-distribu
   --metrics-file "$WORK/etp1-overlap.jsonl"
 grep -q "and the weights' all-gather with the forward" "$WORK/out.txt" || fail "no overlap line"
 identical "$WORK/etp1-dist.jsonl" "$WORK/etp1-overlap.jsonl" 11
-# The one-rank run's checkpoint in this layout: its moments resharded into both regions' shards.
-expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${ETP1[@]}" --use-distributed-optimizer --load "$WORK/ck-one" \
-  --metrics-file "$WORK/resumed-etp1-dist.jsonl"
-compare "$WORK/one.jsonl" "$WORK/resumed-etp1-dist.jsonl" 11
+# The one-rank run's checkpoint in this layout with two pipeline stages (TP=2 x PP=2 x EP=2): the
+# first stage holds no MoE layer, the second the experts; the experts' norm group spans both.
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${ETP1[@]}" --pipeline-model-parallel-size 2 \
+  --use-distributed-optimizer --load "$WORK/ck-one" --metrics-file "$WORK/resumed-etp1-pp2.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-etp1-pp2.jsonl" 11
 
 # Each tensor-parallel rank of the first replica stores its own experts whole, under their
 # global numbers: experts 0-3 in mp_rank_00.h5, 4-7 in mp_rank_01.h5. The checkpoint resumes on
