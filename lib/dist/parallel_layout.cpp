@@ -46,6 +46,8 @@ void validate_parallel_flags(const ParallelFlags& flags) {
   require_positive("--distributed-timeout-minutes", flags.distributed_timeout_minutes);
   require_positive("--context-parallel-size", flags.context_parallel_size);
   require_positive("--expert-model-parallel-size", flags.expert_model_parallel_size);
+  if (flags.expert_tensor_parallel_size != 0)  // 0: unset, the tensor-parallel size
+    require_positive("--expert-tensor-parallel-size", flags.expert_tensor_parallel_size);
   // Minutes beyond this overflow the watchdog's millisecond clock arithmetic.
   constexpr std::int64_t kMaxMinutes = std::numeric_limits<std::int32_t>::max() / 60;
   if (flags.distributed_timeout_minutes > kMaxMinutes)
@@ -65,6 +67,7 @@ const char* group_kind_name(GroupKind kind) {
     case GroupKind::DataParallelWithContext: return "data-parallel-with-context";
     case GroupKind::ExpertModelParallel: return "expert-model-parallel";
     case GroupKind::ExpertDataParallel: return "expert-data-parallel";
+    case GroupKind::ExpertTensorModelPipeline: return "expert-tensor-model-pipeline-parallel";
   }
   return "unknown";
 }
@@ -91,12 +94,19 @@ ParallelLayout::ParallelLayout(const ParallelFlags& flags, int world_size)
   pp_ = static_cast<int>(flags.pipeline_model_parallel_size);
   cp_ = static_cast<int>(flags.context_parallel_size);
   dp_ = static_cast<int>(world_size / model_size);
-  // parallel_state.initialize_model_parallel: the expert grid must tile the world too.
+  // parallel_state.initialize_model_parallel: the expert grid (expert-tensor x ep x expert-dp x pp)
+  // must tile the world too.
   const std::int64_t ep = flags.expert_model_parallel_size;
-  if (ep > 1 && (static_cast<std::int64_t>(dp_) * cp_) % ep != 0)
+  const std::int64_t etp = flags.expert_tensor_parallel_size > 0 ? flags.expert_tensor_parallel_size : tp_;
+  if (etp == tp_ && ep > 1 && (static_cast<std::int64_t>(dp_) * cp_) % ep != 0)
     throw UsageError("--expert-model-parallel-size (" + std::to_string(ep) + ") must divide the data-parallel size" +
                      (cp_ > 1 ? " x --context-parallel-size (" : " (") + std::to_string(dp_ * cp_) + ")");
+  if (world_size % (etp * ep * pp_) != 0)
+    throw UsageError(world + " is not divisible by --expert-tensor-parallel-size (" + std::to_string(etp) +
+                     ") x --expert-model-parallel-size (" + std::to_string(ep) +
+                     ") x --pipeline-model-parallel-size (" + std::to_string(pp_) + ")");
   ep_ = static_cast<int>(ep);
+  etp_ = static_cast<int>(etp);
 }
 
 RankCoordinates ParallelLayout::coordinates(int rank) const {
@@ -118,11 +128,12 @@ int ParallelLayout::rank_of(const RankCoordinates& c) const {
 std::vector<std::vector<int>> ParallelLayout::groups(GroupKind kind) const {
   std::vector<int> sizes = {tp_, cp_, 1, dp_, pp_};
   std::vector<bool> mask(kDims, false);
-  if (kind == GroupKind::ExpertModelParallel || kind == GroupKind::ExpertDataParallel) {
-    // The expert grid: expert-tensor (Megatron's default, the tensor-parallel size), no cp, ep,
-    // expert-dp, pp.
-    sizes = {tp_, 1, ep_, expert_data_parallel_size(), pp_};
-    mask[kind == GroupKind::ExpertModelParallel ? kEp : kDp] = true;
+  if (kind == GroupKind::ExpertModelParallel || kind == GroupKind::ExpertDataParallel ||
+      kind == GroupKind::ExpertTensorModelPipeline) {
+    // The expert grid: expert-tensor, no cp, ep, expert-dp, pp.
+    sizes = {etp_, 1, ep_, expert_data_parallel_size(), pp_};
+    if (kind == GroupKind::ExpertTensorModelPipeline) mask[kTp] = mask[kEp] = mask[kPp] = true;
+    else mask[kind == GroupKind::ExpertModelParallel ? kEp : kDp] = true;
     return orthogonal_rank_groups(world_size_, sizes, mask);
   }
   switch (kind) {
@@ -133,7 +144,8 @@ std::vector<std::vector<int>> ParallelLayout::groups(GroupKind kind) const {
     case GroupKind::ContextParallel: mask[kCp] = true; break;
     case GroupKind::DataParallelWithContext: mask[kCp] = mask[kDp] = true; break;
     case GroupKind::ExpertModelParallel:
-    case GroupKind::ExpertDataParallel: break;  // above
+    case GroupKind::ExpertDataParallel:
+    case GroupKind::ExpertTensorModelPipeline: break;  // above
     case GroupKind::Embedding: {
       // parallel_state.default_embedding_ranks: the first and the last stage.
       std::vector<std::vector<int>> result;

@@ -16,9 +16,13 @@
 // parallelism (Megatron's "dp-cp": the gradients' reduction and the distributed optimizer's
 // shards) [0,2,4,6] [1,3,5,7].
 // Expert parallelism (--expert-model-parallel-size) lays the same world out a second time, as
-// parallel_state's expert_decoder_rank_generator does: expert-tensor (= tp) · ep · expert-dp · pp,
-// so with TP 1 the expert-parallel groups are consecutive ranks of the dp-cp ranks. World 4, EP 2:
-// expert-model-parallel groups [0,1] [2,3], expert-data-parallel groups [0,2] [1,3].
+// parallel_state's expert_decoder_rank_generator does: expert-tensor · ep · expert-dp · pp (no cp),
+// expert-dp = world / (expert-tensor · ep · pp). With the expert-tensor size equal to the tensor
+// size (Megatron's default) the expert-parallel groups are carved from the dp-cp ranks of one
+// tensor-parallel rank; world 4, EP 2: expert-model-parallel groups [0,1] [2,3],
+// expert-data-parallel groups [0,2] [1,3]. With --expert-tensor-parallel-size 1 they cut across
+// the dense tensor-parallel groups: world 4, TP 2, EP 2: expert-model-parallel groups [0,1] [2,3]
+// (the dense tensor-parallel pairs), expert-data-parallel groups [0,2] [1,3].
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -34,6 +38,7 @@ struct ParallelFlags {
   std::int64_t distributed_timeout_minutes = 10;  // --distributed-timeout-minutes
   std::int64_t context_parallel_size = 1;         // --context-parallel-size
   std::int64_t expert_model_parallel_size = 1;    // --expert-model-parallel-size
+  std::int64_t expert_tensor_parallel_size = 0;   // --expert-tensor-parallel-size; 0: the tensor size
 
   // The collective watchdog's limit: --distributed-timeout-minutes as a duration.
   std::chrono::milliseconds distributed_timeout() const;
@@ -60,9 +65,11 @@ enum class GroupKind {
   ContextParallel,        // "cp"
   DataParallelWithContext,  // "dp-cp": the gradients' reduction, the distributed optimizer
   // Megatron's expert rank generator (order "tp-cp-ep-dp-pp" over expert-tensor × ep × expert-dp
-  // × pp, expert-tensor size = tensor size): the experts' ranks carved from the dp-cp ranks.
+  // × pp): the experts' ranks.
   ExpertModelParallel,  // "ep": the ranks that share out the experts (token all-to-all)
   ExpertDataParallel,   // expert "dp": the replicas of the same experts (their gradients' reduction)
+  // expert "tp-ep-pp": one copy of every expert's weights (the experts' norms)
+  ExpertTensorModelPipeline,
 };
 
 // "tensor-model-parallel", "data-parallel", ... for messages.
@@ -79,8 +86,9 @@ public:
   int data_parallel_size() const { return dp_; }
   int context_parallel_size() const { return cp_; }
   int expert_model_parallel_size() const { return ep_; }
-  // (dp · cp) / ep: the ranks holding the same experts.
-  int expert_data_parallel_size() const { return dp_ * cp_ / ep_; }
+  int expert_tensor_parallel_size() const { return etp_; }
+  // world / (expert-tensor · ep · pp): the ranks holding the same experts.
+  int expert_data_parallel_size() const { return world_size_ / (etp_ * ep_ * pp_); }
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;
@@ -100,6 +108,7 @@ private:
   int dp_;
   int cp_ = 1;
   int ep_ = 1;
+  int etp_ = 1;
 };
 
 // Megatron's generate_masked_orthogonal_rank_groups: the ranks of a world laid out as a grid of

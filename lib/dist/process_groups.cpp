@@ -16,6 +16,7 @@ Communicator* ProcessGroups::find(GroupKind kind) const {
     case GroupKind::DataParallelWithContext: return data_parallel_with_context.get();
     case GroupKind::ExpertModelParallel: return expert_model_parallel.get();
     case GroupKind::ExpertDataParallel: return expert_data_parallel.get();
+    case GroupKind::ExpertTensorModelPipeline: return expert_tensor_model_pipeline.get();
   }
   return nullptr;
 }
@@ -46,6 +47,7 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
   groups.data_parallel_with_context = make(GroupKind::DataParallelWithContext);
   groups.expert_model_parallel = make(GroupKind::ExpertModelParallel);
   groups.expert_data_parallel = make(GroupKind::ExpertDataParallel);
+  groups.expert_tensor_model_pipeline = make(GroupKind::ExpertTensorModelPipeline);
   return groups;
 }
 
@@ -74,6 +76,7 @@ ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const Dev
   groups.expert_model_parallel = mirror(bootstrap.expert_model_parallel, false);
   groups.expert_data_parallel = mirror(
       bootstrap.expert_data_parallel, options.data_parallel == DataParallelCollectives::kCopyEngines);
+  groups.expert_tensor_model_pipeline = mirror(bootstrap.expert_tensor_model_pipeline);
   return groups;
 }
 

@@ -23,6 +23,7 @@ struct ProcessGroups {
   // The experts' groups (one rank each without expert parallelism).
   std::unique_ptr<Communicator> expert_model_parallel;
   std::unique_ptr<Communicator> expert_data_parallel;
+  std::unique_ptr<Communicator> expert_tensor_model_pipeline;
 
   Communicator& get(GroupKind kind) const;
   // Null only for the embedding group of a middle stage.

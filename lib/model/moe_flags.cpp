@@ -21,8 +21,8 @@ ArgValue moe_layer_freq_value(const std::string& text) {
 std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
   return {
     store("num-experts", "N", m.num_experts, "Experts in each MoE layer (unset or 0: a dense model)"),
-    store("expert-model-parallel-size", "N", m.expert_model_parallel_size, "Expert-parallel ranks, carved from the data-parallel ranks, each holding num-experts / N experts; the tokens reach them by all-to-all (--moe-token-dispatcher-type alltoall) or all-gather and reduce-scatter (allgather)"),
-    store("expert-tensor-parallel-size", "N", m.expert_tensor_parallel_size, "Tensor-parallel ranks of each expert's weights: the tensor-parallel size, or 1 (each expert whole on every rank; with one expert-parallel rank)").default_text("--tensor-model-parallel-size"),
+    store("expert-model-parallel-size", "N", m.expert_model_parallel_size, "Expert-parallel ranks, each holding num-experts / N experts, laid out as Megatron's expert grid (expert-tensor x N x expert-data x pipeline ranks); the tokens reach them by all-to-all (--moe-token-dispatcher-type alltoall) or all-gather and reduce-scatter (allgather)"),
+    store("expert-tensor-parallel-size", "N", m.expert_tensor_parallel_size, "Tensor-parallel ranks of each expert's weights: the tensor-parallel size, or 1 (each expert whole; with --expert-model-parallel-size, the expert-parallel groups then span the tensor-parallel ranks)").default_text("--tensor-model-parallel-size"),
     // Megatron's moe_freq_type keeps an integer as an int and a list expression as its list.
     custom_flag("moe-layer-freq", FlagArity::One, "F", "One MoE layer every F layers (an integer), or the layers' pattern as a list expression of 1 (MoE) and 0 (dense), e.g. \"([0]+[1]*3)*2\"",
                 [&m](const std::vector<std::string>& values) { m.moe_layer_freq = values.at(0); },

@@ -28,8 +28,6 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
                   " tensor-parallel ranks, the MoE layer runs on a group of " + std::to_string(tp->size()));
     tp_ = tp;
     experts_whole_ = moe_.experts_whole(tp->size());
-    if (experts_whole_ && dispatcher_.expert_parallel())
-      throw Error("internal error: whole experts on every tensor-parallel rank with expert parallelism");
   }
 }
 
@@ -41,104 +39,116 @@ MoeLayer::TokenRange MoeLayer::own_tokens(const ForwardContext& ctx) const {
 void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                                      const MoeScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
-  // --moe-pad-expert-input-to-capacity: each expert's rows padded to its capacities of the
-  // sequence-parallel ranks' tokens (routed rank by rank, moe_router.hpp), and of every expert-
-  // parallel rank's when the dispatcher gathers them.
-  const int64_t padded = moe_.pad_to_capacity ? moe_row_capacity(moe_, tokens, ctx.sequence_shards) : -1;
   if (experts_whole_) {
-    // --expert-tensor-parallel-size 1: each rank runs its own tokens through its whole experts
-    // (with their own capacity), as Megatron's ranks do; the other rows stay zero in the sum.
+    // --expert-tensor-parallel-size 1: each rank runs its own tokens through the experts (with
+    // their own capacity), as Megatron's ranks do; the other rows stay zero in the sum.
+    // Without sequence parallelism rank 0 alone runs the tokens, which an all-gather over an
+    // expert-parallel group across the tensor-parallel ranks cannot take (training refuses MoE
+    // under tensor parallelism without it, train/moe_options_validate.cpp).
+    if (dispatcher_.expert_parallel() && !ctx.sequence_parallel())
+      throw Error("internal error: whole experts spread over the tensor-parallel ranks without sequence parallelism");
     const TokenRange own = own_tokens(ctx);
-    const int64_t e = num_experts_;
     backend_->fill(output.first(tokens * hidden_), 0.0f);
-    const std::vector<int64_t> rows_of = dispatcher_.dispatch(
-        input.subspan(own.first * hidden_, own.count * hidden_), own.count,
-        saved.routing_map.subspan(own.first * e, own.count * e), saved.probs.subspan(own.first * e, own.count * e),
-        moe_.pad_to_capacity ? moe_capacity(moe_, own.count) : -1, saved);
-    const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
-    experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
-    dispatcher_.combine(own.count, rows, saved, output.subspan(own.first * hidden_, own.count * hidden_));
+    run_experts(own, input, saved, scratch, moe_.pad_to_capacity ? moe_capacity(moe_, own.count) : -1, output);
     return;
   }
+  // --moe-pad-expert-input-to-capacity: each expert's rows padded to its capacities of the
+  // sequence-parallel ranks' tokens (routed rank by rank, moe_router.hpp).
+  run_experts({0, tokens}, input, saved, scratch,
+              moe_.pad_to_capacity ? moe_row_capacity(moe_, tokens, ctx.sequence_shards) : -1, output);
+}
+
+void MoeLayer::run_experts(TokenRange part, ConstFloatView input, const MoeActivations& saved,
+                           const MoeScratch& scratch, int64_t capacity, FloatView output) const {
+  const int64_t e = num_experts_;
+  const int64_t n = part.count;
+  const ConstFloatView x = input.subspan(part.first * hidden_, n * hidden_);
+  const ConstFloatView map = saved.routing_map.subspan(part.first * e, n * e);
+  const ConstFloatView probs = saved.probs.subspan(part.first * e, n * e);
+  const FloatView y = output.subspan(part.first * hidden_, n * hidden_);
   if (dispatcher_.gathers_tokens()) {
-    // MoEAllGatherTokenDispatcher: the group's tokens, probabilities and routing maps gathered,
-    // this rank's experts run on theirs, the outputs summed back over the group.
+    // MoEAllGatherTokenDispatcher: the group's tokens, probabilities and routing maps gathered
+    // (each rank's capacity padding with them), this rank's experts run on theirs, the outputs
+    // summed back over the group.
     dist::Communicator& group = dispatcher_.group();
-    const int64_t gathered = tokens * group.size();
-    const int64_t te = tokens * num_experts_;
+    const int64_t gathered = n * group.size();
     const FloatView all_tokens = scratch.ag_tokens.first(gathered * hidden_);
-    group.all_gather(input, all_tokens);
-    group.all_gather(saved.probs.first(te), scratch.ag_probs.first(gathered * num_experts_));
-    group.all_gather(saved.routing_map.first(te), scratch.ag_map.first(gathered * num_experts_));
-    const std::vector<int64_t> rows_of =
-        dispatcher_.dispatch_local(all_tokens, gathered, scratch.ag_map.first(gathered * num_experts_),
-                                   scratch.ag_probs.first(gathered * num_experts_),
-                                   padded < 0 ? -1 : padded * group.size(), saved);
+    const FloatView all_probs = scratch.ag_probs.first(gathered * e);
+    const FloatView all_map = scratch.ag_map.first(gathered * e);
+    group.all_gather(x, all_tokens);
+    group.all_gather(probs, all_probs);
+    group.all_gather(map, all_map);
+    const std::vector<int64_t> rows_of = dispatcher_.dispatch_local(all_tokens, gathered, all_map, all_probs,
+                                                                    capacity < 0 ? -1 : capacity * group.size(), saved);
     const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
     experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
     dispatcher_.combine(gathered, rows, saved, all_tokens);
-    group.reduce_scatter(all_tokens, output.first(tokens * hidden_), dist::ReduceOp::Sum);
+    group.reduce_scatter(all_tokens, y, dist::ReduceOp::Sum);
     return;
   }
-  const std::vector<int64_t> rows_of = dispatcher_.dispatch(input, tokens, padded, saved);
+  const std::vector<int64_t> rows_of = dispatcher_.dispatch(x, n, map, probs, capacity, saved);
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   if (dispatcher_.expert_parallel()) {
-    const ExpertExchange x = dispatcher_.plan_exchange(rows_of, saved);
-    dispatcher_.to_experts(x, saved.permuted, saved, scratch.ep_exchange, saved.expert_input);
-    experts_.forward(x.expert_rows, saved.expert_input, saved, scratch.ep_sorted);
-    dispatcher_.from_experts(x, scratch.ep_sorted, saved, scratch.ep_exchange, saved.expert_output);
+    const ExpertExchange xchg = dispatcher_.plan_exchange(rows_of, saved);
+    dispatcher_.to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, saved.expert_input);
+    experts_.forward(xchg.expert_rows, saved.expert_input, saved, scratch.ep_sorted);
+    dispatcher_.from_experts(xchg, scratch.ep_sorted, saved, scratch.ep_exchange, saved.expert_output);
   } else {
     experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
   }
-  dispatcher_.combine(tokens, rows, saved, output);
+  dispatcher_.combine(n, rows, saved, y);
 }
 
 void MoeLayer::route_through_experts_backward(const ForwardContext& ctx, ConstFloatView d_output,
                                               const MoeActivations& saved, const MoeScratch& scratch,
                                               FloatView d_input) const {
   const int64_t tokens = ctx.tokens();
-  const std::vector<int64_t> rows_of = dispatcher_.expert_rows(saved);
-  const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   const FloatView d_probs = scratch.d_probs.first(tokens * num_experts_);
-  if (experts_whole_) {
-    const TokenRange own = own_tokens(ctx);
-    const int64_t e = num_experts_;
-    backend_->fill(d_probs, 0.0f);
-    backend_->fill(d_input.first(tokens * hidden_), 0.0f);
-    dispatcher_.combine_backward(d_output.subspan(own.first * hidden_, own.count * hidden_), own.count, rows, saved,
-                                 scratch, d_probs.subspan(own.first * e, own.count * e));
-    experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
-    dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), own.count, rows, saved,
-                                  d_input.subspan(own.first * hidden_, own.count * hidden_));
+  if (!experts_whole_) {
+    run_experts_backward({0, tokens}, d_output, saved, scratch, d_probs, d_input);
     return;
   }
+  backend_->fill(d_probs, 0.0f);
+  backend_->fill(d_input.first(tokens * hidden_), 0.0f);
+  run_experts_backward(own_tokens(ctx), d_output, saved, scratch, d_probs, d_input);
+}
+
+void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, const MoeActivations& saved,
+                                    const MoeScratch& scratch, FloatView d_probs, FloatView d_input) const {
+  const int64_t e = num_experts_;
+  const int64_t n = part.count;
+  const std::vector<int64_t> rows_of = dispatcher_.expert_rows(saved);
+  const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
+  const ConstFloatView dy = d_output.subspan(part.first * hidden_, n * hidden_);
+  const FloatView dp = d_probs.subspan(part.first * e, n * e);
+  const FloatView dx = d_input.subspan(part.first * hidden_, n * hidden_);
   if (dispatcher_.gathers_tokens()) {
     // The reduce-scatter's backward gathers the output gradient; the gathers' backward
     // reduce-scatter the gradients of the tokens and of the probabilities (each rank's experts'
     // columns of the gathered ones).
     dist::Communicator& group = dispatcher_.group();
-    const int64_t gathered = tokens * group.size();
+    const int64_t gathered = n * group.size();
     const FloatView all_tokens = scratch.ag_tokens.first(gathered * hidden_);
-    const FloatView all_d_probs = scratch.ag_probs.first(gathered * num_experts_);
-    group.all_gather(d_output.first(tokens * hidden_), all_tokens);
+    const FloatView all_d_probs = scratch.ag_probs.first(gathered * e);
+    group.all_gather(dy, all_tokens);
     dispatcher_.combine_backward(all_tokens, gathered, rows, saved, scratch, all_d_probs);
-    group.reduce_scatter(all_d_probs, d_probs, dist::ReduceOp::Sum);
+    group.reduce_scatter(all_d_probs, dp, dist::ReduceOp::Sum);
     experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
     dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), gathered, rows, saved, all_tokens);
-    group.reduce_scatter(all_tokens, d_input.first(tokens * hidden_), dist::ReduceOp::Sum);
+    group.reduce_scatter(all_tokens, dx, dist::ReduceOp::Sum);
     return;
   }
-  dispatcher_.combine_backward(d_output, tokens, rows, saved, scratch, d_probs);
+  dispatcher_.combine_backward(dy, n, rows, saved, scratch, dp);
   if (dispatcher_.expert_parallel()) {
     // The forward's path reversed: ∂/∂expert_output to the experts, ∂/∂input of theirs back.
-    const ExpertExchange x = dispatcher_.saved_exchange(rows_of, saved);
-    dispatcher_.to_experts(x, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted);
-    experts_.backward(x.expert_rows, scratch.ep_sorted, saved.expert_input, saved, scratch, scratch.ep_d_input);
-    dispatcher_.from_experts(x, scratch.ep_d_input, saved, scratch.ep_exchange, scratch.d_permuted);
+    const ExpertExchange xchg = dispatcher_.saved_exchange(rows_of, saved);
+    dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted);
+    experts_.backward(xchg.expert_rows, scratch.ep_sorted, saved.expert_input, saved, scratch, scratch.ep_d_input);
+    dispatcher_.from_experts(xchg, scratch.ep_d_input, saved, scratch.ep_exchange, scratch.d_permuted);
   } else {
     experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
   }
-  dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), tokens, rows, saved, d_input);
+  dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), n, rows, saved, dx);
 }
 
 void MoeLayer::forward(const ForwardContext& ctx, FloatView whole_input, const MoeActivations& saved,

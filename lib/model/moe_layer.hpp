@@ -17,10 +17,16 @@
 // backward the routing probabilities' gradient, partial on each rank, is summed over the group,
 // and the router's input gradient (the same on every rank) joins the experts' partial one on
 // tensor-parallel rank 0 only, before the reduction.
-// With --expert-tensor-parallel-size 1 (and one expert-parallel rank) each rank holds every
-// expert whole and runs its own part of the sequence through them, as Megatron's ranks do; their
+// With --expert-tensor-parallel-size 1 each rank runs its own part of the sequence through whole
+// experts, as Megatron's ranks do. With one expert-parallel rank it holds every expert, and their
 // gradients, each of a part of the sequence, are summed over the group as sequence-parallel
-// gradients are (parameter_table.hpp).
+// gradients are (parameter_table.hpp). With expert parallelism the expert-parallel group is laid
+// out in Megatron's expert grid (expert-tensor size 1, dist/parallel_layout.hpp), across the
+// tensor-parallel ranks: each rank's own tokens travel to the experts' ranks by all-to-all (or
+// all-gather) over it as without tensor parallelism (MoEAlltoAllTokenDispatcher and
+// MoEAllGatherTokenDispatcher with an expert tensor-parallel size of 1 gather nothing over the
+// tensor-parallel group), and each expert's gradient is reduced over its expert-data-parallel
+// group.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -66,10 +72,18 @@ private:
   // (partial sums under tensor parallelism), the tokens dispatched as the dispatcher does it.
   void route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                              const MoeScratch& scratch, FloatView output) const;
-  // Its backward: scratch.d_probs [T, E] and d_input [T, h] (overwritten) from d_output [T, h];
+  // The tokens of `part` of input [T, h] through the experts into the same rows of output, each
+  // expert's rows padded to `capacity` (< 0: not padded): locally, or over the expert-parallel
+  // group by all-to-all or all-gather.
+  void run_experts(TokenRange part, ConstFloatView input, const MoeActivations& saved, const MoeScratch& scratch,
+                   int64_t capacity, FloatView output) const;
+  // Their backward: scratch.d_probs [T, E] and d_input [T, h] (overwritten) from d_output [T, h];
   // the experts' gradients added.
   void route_through_experts_backward(const ForwardContext& ctx, ConstFloatView d_output, const MoeActivations& saved,
                                       const MoeScratch& scratch, FloatView d_input) const;
+  // Of run_experts: the rows of `part` of d_probs [T, E] and d_input [T, h] (overwritten).
+  void run_experts_backward(TokenRange part, ConstFloatView d_output, const MoeActivations& saved,
+                            const MoeScratch& scratch, FloatView d_probs, FloatView d_input) const;
 
   Backend* backend_;
   int64_t hidden_;

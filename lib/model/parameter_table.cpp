@@ -62,6 +62,8 @@ public:
   void mark_pipeline_duplicate() { table_.entries.back().pipeline_duplicate = true; }
   void mark_expert_parallel() { table_.entries.back().expert_parallel = true; }
   void mark_sequence_parallel() { table_.entries.back().sequence_parallel = true; }
+  // Not split, yet not the same on every tensor-parallel rank (see ExpertWeights::kWholeOwn).
+  void mark_tensor_parallel_own() { table_.entries.back().tensor_parallel_replicated = false; }
   int64_t tensor_parallel_size() const { return tp_.size; }
   // Where the expert region starts (see ParameterTable::expert_begin).
   void begin_expert_region() { table_.expert_begin = size_; }
@@ -131,32 +133,50 @@ void validate_tensor_parallel(const GptConfig& config, const TensorParallelRank&
 
 namespace {
 
+// How an MoE MLP's weights lie over the tensor-parallel ranks.
+enum class ExpertWeights {
+  kSplit,  // split as the dense MLP's (the shared experts; the routed ones at Megatron's default)
+  // --expert-tensor-parallel-size 1 with one expert-parallel rank: every expert whole on every
+  // tensor-parallel rank (replicated), each rank's gradient that of its part of the sequence
+  // (sequence_parallel).
+  kWholeReplicated,
+  // --expert-tensor-parallel-size 1 with expert parallelism: whole, and this rank's own (the
+  // expert-parallel group cuts across the tensor-parallel ranks, dist/parallel_layout.hpp), so
+  // counted on every rank and reduced over the expert-data-parallel group only.
+  kWholeOwn,
+};
+
 // An MoE layer's MLP (model/moe_layer.hpp) with Megatron-Core's names: the router's weight
 // [experts, h], each expert's linear_fc1 and linear_fc2 as SequentialMLP names them
 // (experts.local_experts.{j}), and the shared experts' (shared_experts). No biases: Megatron's
 // MoE layers have none. Initialised as the dense MLP (the router with init_method).
 // With expert parallelism the routed experts are left to add_routed_experts, after the rest.
-// `whole`: the weights not split over the tensor-parallel ranks (--expert-tensor-parallel-size 1),
-// each rank's gradient that of its part of the sequence (sequence_parallel).
 void add_moe_mlp(TableBuilder& b, const GptConfig& c, const std::string& prefix, int64_t ffn, double std,
-                 double scaled_std, bool expert, bool whole = false) {
+                 double scaled_std, bool expert, ExpertWeights weights = ExpertWeights::kSplit) {
   const int64_t chunks = c.gated_linear_unit() ? 2 : 1;
+  const bool whole = weights != ExpertWeights::kSplit;
+  const auto mark = [&] {
+    if (expert) b.mark_expert_parallel();
+    if (weights == ExpertWeights::kWholeReplicated) b.mark_sequence_parallel();
+    if (weights == ExpertWeights::kWholeOwn) b.mark_tensor_parallel_own();
+  };
   b.add(prefix + ".linear_fc1.weight", {chunks * ffn, c.hidden_size}, whole ? kNotPartitioned : 0,
         ParameterInit::kNormal, std, whole ? 1 : chunks);
-  if (expert) b.mark_expert_parallel();
-  if (whole) b.mark_sequence_parallel();
+  mark();
   b.add(prefix + ".linear_fc2.weight", {c.hidden_size, ffn}, whole ? kNotPartitioned : 1, ParameterInit::kNormal,
         scaled_std);
-  if (expert) b.mark_expert_parallel();
-  if (whole) b.mark_sequence_parallel();
+  mark();
 }
 
 // This expert-parallel rank's routed experts of one MoE layer, by their global index.
 void add_routed_experts(TableBuilder& b, const GptConfig& c, const std::string& mlp, const ExpertParallelRank& ep,
                         double std, double scaled_std) {
+  const ExpertWeights weights = !c.moe.experts_whole(b.tensor_parallel_size()) ? ExpertWeights::kSplit
+                                : ep.size > 1                                  ? ExpertWeights::kWholeOwn
+                                                                               : ExpertWeights::kWholeReplicated;
   for (int64_t j = 0; j < c.moe.num_experts / ep.size; ++j)
     add_moe_mlp(b, c, mlp + ".experts.local_experts." + std::to_string(ep.global_expert(c.moe.num_experts, j)),
-                c.moe.ffn_hidden_size, std, scaled_std, true, c.moe.experts_whole(b.tensor_parallel_size()));
+                c.moe.ffn_hidden_size, std, scaled_std, true, weights);
 }
 
 void add_moe_parameters(TableBuilder& b, const GptConfig& c, const std::string& mlp, const ExpertParallelRank& ep,

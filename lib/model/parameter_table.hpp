@@ -60,7 +60,9 @@ struct ParameterEntry {
   int64_t partition_block = 1;
   // Megatron's param_is_not_tensor_parallel_duplicate, negated: the tensor is replicated, the
   // same on every tensor-parallel rank (norms, position embeddings, row-parallel biases), so
-  // gradient norms and parameter counts take it from tensor-parallel rank 0 only.
+  // gradient norms and parameter counts take it from tensor-parallel rank 0 only. False for the
+  // whole experts that expert parallelism spreads over the tensor-parallel ranks
+  // (--expert-tensor-parallel-size 1): each rank holds its own.
   bool tensor_parallel_replicated = false;
   // Megatron's sequence_parallel attribute: a replicated tensor applied to the activations that
   // --sequence-parallel splits along the sequence (norm weights and biases, row-parallel biases).

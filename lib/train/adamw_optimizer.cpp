@@ -85,15 +85,17 @@ AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& setti
     : params_(&params),
       settings_(settings),
       group_(group.size() > 1 ? &group : nullptr),
-      model_parallel_(model_parallel && model_parallel->size() > 1 ? model_parallel : nullptr),
       distributed_(distributed) {
   const std::int64_t size = params.params().size();
   const std::int64_t expert_begin = params.table().expert_begin;
-  if (expert_begin < size && (!experts.expert_model_parallel || !experts.expert_data_parallel))
+  const bool expert_groups = experts.expert_data_parallel && experts.expert_tensor_model_pipeline;
+  if (expert_begin < size && !expert_groups)
     throw Error("internal error: a model with expert-parallel tensors given no expert groups");
-  add_region({0, expert_begin}, group_, nullptr);
-  if (expert_begin < size)
-    add_region({expert_begin, size}, experts.expert_data_parallel, experts.expert_model_parallel);
+  add_region({0, expert_begin}, group_, model_parallel);
+  // Under expert parallelism on every stage, empty on one without MoE layers: the experts' norm
+  // group spans the pipeline stages, and all of its ranks take part in the norm's reduction.
+  if (expert_groups)
+    add_region({expert_begin, size}, experts.expert_data_parallel, experts.expert_tensor_model_pipeline);
   const std::int64_t moments = regions_.back().moment_offset + regions_.back().shard.size();
   exp_avg_ = DeviceBuffer(params.backend(), moments);
   exp_avg_sq_ = DeviceBuffer(params.backend(), moments);
@@ -141,7 +143,7 @@ void AdamWOptimizer::build_segments(const GptParameters& params, Region& region)
 
 void AdamWOptimizer::reduce_gradients(std::int64_t from) {
   for (const Region& r : regions_) {
-    if (!r.group || r.range.begin < from) continue;
+    if (!r.group || r.range.begin < from || r.range.size() == 0) continue;
     const FloatView grads = bf16_ ? bf16_->round(r.range.begin, r.range.end)
                                   : params_->grads().subspan(r.range.begin, r.range.size());
     if (distributed_) {
@@ -154,19 +156,15 @@ void AdamWOptimizer::reduce_gradients(std::int64_t from) {
 }
 
 double AdamWOptimizer::reduce_over_regions(const std::vector<double>& per_region) {
+  // Sharded, each element of a region lies in exactly one shard of one rank of its group.
   double total = 0.0;
-  if (group_ && distributed_) {
-    // Each element of either region lies in exactly one shard of one rank of the group.
-    for (const double v : per_region) total += v;
-    group_->all_reduce(std::span<double>(&total, 1), dist::ReduceOp::Sum);
-  } else {
-    for (std::size_t i = 0; i < regions_.size(); ++i) {
-      double v = per_region[i];
-      if (regions_[i].norm_group) regions_[i].norm_group->all_reduce(std::span<double>(&v, 1), dist::ReduceOp::Sum);
-      total += v;
-    }
+  for (std::size_t i = 0; i < regions_.size(); ++i) {
+    const Region& r = regions_[i];
+    double v = per_region[i];
+    if (distributed_ && r.group) r.group->all_reduce(std::span<double>(&v, 1), dist::ReduceOp::Sum);
+    if (r.norm_group) r.norm_group->all_reduce(std::span<double>(&v, 1), dist::ReduceOp::Sum);
+    total += v;
   }
-  if (model_parallel_) model_parallel_->all_reduce(std::span<double>(&total, 1), dist::ReduceOp::Sum);
   return total;
 }
 
@@ -236,12 +234,14 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   bool gathered = false;
   for (const Region& r : regions_) {
     const FloatView copy = writes_copy ? params_->compute_copy().subspan(r.shard.begin, r.shard.size()) : FloatView();
-    backend.adamw_update(params_->params().subspan(r.shard.begin, r.shard.size()),
-                         params_->grads().subspan(r.shard.begin, r.shard.size()),
-                         exp_avg_.view().subspan(r.moment_offset, r.shard.size()),
-                         exp_avg_sq_.view().subspan(r.moment_offset, r.shard.size()), r.segment_ends,
-                         r.segment_flags, hp,
-                         static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale, steps_, copy);
+    // An empty shard: the experts' region of a stage without MoE layers.
+    if (r.shard.size() > 0)
+      backend.adamw_update(params_->params().subspan(r.shard.begin, r.shard.size()),
+                           params_->grads().subspan(r.shard.begin, r.shard.size()),
+                           exp_avg_.view().subspan(r.moment_offset, r.shard.size()),
+                           exp_avg_sq_.view().subspan(r.moment_offset, r.shard.size()), r.segment_ends,
+                           r.segment_flags, hp, static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale,
+                           steps_, copy);
     // Megatron's param all-gather: every rank's weights become whole again.
     if (r.sharded() && !param_gather_deferred_)
       all_gather_shards(*r.group, params_->params().subspan(r.range.begin, r.range.size()));

@@ -28,9 +28,12 @@
 // expert_parallel_buffers) the routed experts' tensors form a region of their own at the end of
 // the buffers (ParameterTable::expert_begin): their gradients are reduced, and with the
 // distributed optimizer sharded, over the expert-data-parallel group; the rest as above. The
-// norm counts each expert's tensors once: without the distributed optimizer the region's sum of
-// squares is summed over the expert-model-parallel group; with it every rank's shards of both
-// regions are summed over the data-parallel group, which holds each of them once.
+// norm counts each expert's tensors once, as Megatron's ChainedOptimizer combines the dense and
+// the expert optimizers' norms: the region's sum of squares (of this rank's shards with the
+// distributed optimizer, summed over the expert-data-parallel group) is summed over the expert
+// tensor-model-pipeline group, which holds one copy of every expert whatever the expert
+// tensor-parallel size, and added to the dense parameters' (summed over the data-parallel group
+// when sharded, then over the model-parallel group).
 //
 // On every backend so far the model's fp32 parameters are themselves the master weights, so no
 // separate master copy is kept (nor sharded); checkpoints record that (train_checkpoint.hpp).
@@ -57,8 +60,9 @@ struct AdamWSettings {
 // The groups of the routed experts' region of the buffers (ParameterTable::expert_begin): null
 // without expert parallelism.
 struct ExpertGradientGroups {
-  dist::Communicator* expert_model_parallel = nullptr;
   dist::Communicator* expert_data_parallel = nullptr;
+  // Megatron's expert tensor-model-pipeline group (dist::GroupKind::ExpertTensorModelPipeline).
+  dist::Communicator* expert_tensor_model_pipeline = nullptr;
 };
 
 struct OptimizerStep {
@@ -157,7 +161,8 @@ private:
   struct Region {
     BufferShard range;                     // in the buffer
     dist::Communicator* group = nullptr;   // null: no other rank holds these elements
-    // Sums of squares over this region are summed over it (the experts' ranks), or null.
+    // The ranks holding the rest of the region's tensors (the model-parallel group, the experts'
+    // tensor-model-pipeline group), over which its sums of squares are completed, or null.
     dist::Communicator* norm_group = nullptr;
     BufferShard shard;                     // this rank's part of range
     std::int64_t moment_offset = 0;        // where shard's moments start in exp_avg_
@@ -181,14 +186,13 @@ private:
   // Zeros in the gradients of the norm ranges that belong to a tensor (not the alignment gaps),
   // summed over the gradient-norm group. Read on the host: no backend operation counts zeros.
   double count_zeros_in_grads();
-  // Σ over the regions of their sums (ranges), each summed over its norm group without the
-  // distributed optimizer, all of them over the data-parallel group with it.
+  // Σ over the regions of their sums (ranges), each summed over its group when sharded, then over
+  // its norm group.
   double reduce_over_regions(const std::vector<double>& per_region);
 
   GptParameters* params_;
   AdamWSettings settings_;
   dist::Communicator* group_ = nullptr;  // null: one rank
-  dist::Communicator* model_parallel_ = nullptr;  // null: no tensor parallelism
   bool distributed_ = false;
   Bf16GradientCopy* bf16_ = nullptr;
   bool param_gather_deferred_ = false;

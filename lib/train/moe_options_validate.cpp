@@ -21,16 +21,6 @@ void refuse_unimplemented(const TrainOptions& o) {
   if (etp != tp && etp != 1)
     throw UsageError("--expert-tensor-parallel-size " + str(etp) + " is not supported yet (only 1 or the "
                      "tensor-parallel size, " + str(tp) + ", Megatron's default)");
-  if (etp == 1 && tp > 1 && m.expert_model_parallel_size > 1)
-    throw UsageError("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size " + str(tp) +
-                     " and --expert-model-parallel-size " + str(m.expert_model_parallel_size) +
-                     " is not supported yet (whole experts under tensor parallelism need one expert-parallel rank)");
-  if (m.expert_model_parallel_size > 1) {
-    if (o.parallel.overlap_param_gather)
-      throw UsageError("--expert-model-parallel-size " + str(m.expert_model_parallel_size) +
-                       " with --overlap-param-gather is not supported yet (the experts' weights are gathered over "
-                       "their own group after the step)");
-  }
 }
 
 }  // namespace
@@ -41,19 +31,29 @@ void validate_moe_options(TrainOptions& o) {
   // megatron/training/arguments.py validate_args.
   if (m.num_experts && *m.num_experts == 0) m.num_experts.reset();
   if (!m.expert_tensor_parallel_size) m.expert_tensor_parallel_size = o.parallel.tensor_model_parallel_size;
+  refuse_unimplemented(o);
   if (m.expert_model_parallel_size > 1) {
     if (!m.enabled()) throw UsageError("--expert-model-parallel-size needs --num-experts");
     if (*m.num_experts % m.expert_model_parallel_size != 0)
       throw UsageError("--num-experts (" + str(*m.num_experts) + ") must be a multiple of "
                        "--expert-model-parallel-size (" + str(m.expert_model_parallel_size) + ")");
-    // parallel_state.initialize_model_parallel: the expert-parallel ranks are carved from the
-    // data-parallel (× context-parallel) ranks of a model replica.
+    // parallel_state.initialize_model_parallel: the expert grid (expert-tensor x ep x expert-dp x
+    // pp) tiles the world. With the expert-tensor size of the dense layers the expert-parallel
+    // ranks are carved from the data-parallel (x context-parallel) ranks of a model replica.
+    const std::int64_t tp = o.parallel.tensor_model_parallel_size;
+    const std::int64_t etp = *m.expert_tensor_parallel_size;
     const std::int64_t dp_cp = o.parallel.data_parallel_size * o.parallel.context_parallel_size;
-    if (dp_cp % m.expert_model_parallel_size != 0)
+    const std::int64_t expert_model = etp * m.expert_model_parallel_size * o.parallel.pipeline_model_parallel_size;
+    if (etp == tp && dp_cp % m.expert_model_parallel_size != 0)
       throw UsageError("--expert-model-parallel-size (" + str(m.expert_model_parallel_size) +
                        ") must divide the data-parallel size" +
                        (o.parallel.context_parallel_size > 1 ? " x --context-parallel-size (" : " (") + str(dp_cp) +
                        ")");
+    if (o.parallel.world_size % expert_model != 0)
+      throw UsageError("world size (" + str(o.parallel.world_size) + ") is not divisible by "
+                       "--expert-tensor-parallel-size (" + str(etp) + ") x --expert-model-parallel-size (" +
+                       str(m.expert_model_parallel_size) + ") x --pipeline-model-parallel-size (" +
+                       str(o.parallel.pipeline_model_parallel_size) + ")");
     if (o.optim.precision == Precision::Fp16)
       throw UsageError("--expert-model-parallel-size with --fp16: Megatron does not support expert parallelism "
                        "with fp16 training");
@@ -61,7 +61,6 @@ void validate_moe_options(TrainOptions& o) {
   if (!m.enabled()) {
     // TransformerConfig: moe_ffn_hidden_size must be None when num_experts is not set.
     if (m.moe_ffn_hidden_size) throw UsageError("--moe-ffn-hidden-size needs --num-experts");
-    refuse_unimplemented(o);
     return;
   }
   if (!m.moe_ffn_hidden_size) {
@@ -124,7 +123,6 @@ void validate_moe_options(TrainOptions& o) {
   }
   // megatron/core/models/gpt/gpt_layer_specs.py: the pattern's length is the number of layers.
   moe_layer_pattern(m.moe_layer_freq, *model.num_layers);
-  refuse_unimplemented(o);
 }
 
 }  // namespace mgt

@@ -9,7 +9,8 @@
 namespace mgt {
 
 OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets,
-                                               dist::Communicator& group, bool distributed, Bf16GradientCopy* bf16)
+                                               dist::Communicator& group, bool distributed, Bf16GradientCopy* bf16,
+                                               const ExpertParameterRegion& experts)
     : params_(&params),
       buckets_(std::move(buckets)),
       group_(&group),
@@ -17,7 +18,9 @@ OverlappedDataParallel::OverlappedDataParallel(GptParameters& params, std::vecto
       bf16_(bf16),
       started_(buckets_.size(), false),
       reductions_(buckets_.size()),
-      gathers_(buckets_.size()) {
+      gathers_(buckets_.size()),
+      experts_(experts) {
+  if (!experts_.group || experts_.group->size() == 1 || experts_.begin >= experts_.end) experts_ = {};
   // The buckets cover [0, n): the whole buffer, or the parameters before the experts' (whose
   // gradients AdamWOptimizer reduces over their own group after the backward).
   std::int64_t n = 0;
@@ -115,6 +118,16 @@ void OverlappedDataParallel::start_param_gather() {
           group_->start_all_gather_chunks(dist::backend_buffer(params.subspan(rest_begin, b.end - rest_begin)), counts));
     }
   }
+  if (experts_.group) {
+    // The experts' region over its own group: each rank's shard as data_parallel_shard lays it
+    // out (the remainder with the last rank's), in one gather.
+    dist::Communicator& g = *experts_.group;
+    const std::int64_t size = experts_.end - experts_.begin;
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(g.size()));
+    for (int r = 0; r < g.size(); ++r) counts[static_cast<std::size_t>(r)] = data_parallel_shard(size, g.size(), r).size();
+    expert_gathers_.push_back(
+        g.start_all_gather_chunks(dist::backend_buffer(params.subspan(experts_.begin, size)), counts));
+  }
   if (gathers_compute_copy_) {
     params_->mark_compute_copy_fresh();
     params_behind_ = true;
@@ -126,14 +139,19 @@ void OverlappedDataParallel::wait_param_gathers() {
     for (dist::PendingCollective& p : pending) p.wait();
     pending.clear();
   }
+  for (dist::PendingCollective& p : expert_gathers_) p.wait();
+  expert_gathers_.clear();
 }
 
 void OverlappedDataParallel::finish_param_gather() {
   wait_param_gathers();
   if (!params_behind_) return;
   // The fp32 weights as the non-overlapped step leaves them (this marks the compute copy stale:
-  // the next forward converts it again, to the same values).
-  all_gather_shards(*group_, params_->params());
+  // the next forward converts it again, to the same values), each region over its group.
+  const FloatView params = params_->params();
+  const std::int64_t dense_end = experts_.group ? experts_.begin : params.size();
+  all_gather_shards(*group_, params.first(dense_end));
+  if (experts_.group) all_gather_shards(*experts_.group, params.subspan(dense_end, experts_.end - dense_end));
   params_behind_ = false;
 }
 
@@ -142,6 +160,10 @@ void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64
     if (gathers_[i].empty() || buckets_[i].end <= begin || buckets_[i].begin >= end) continue;
     for (dist::PendingCollective& p : gathers_[i]) p.wait();
     gathers_[i].clear();
+  }
+  if (!expert_gathers_.empty() && experts_.begin < end && experts_.end > begin) {
+    for (dist::PendingCollective& p : expert_gathers_) p.wait();
+    expert_gathers_.clear();
   }
 }
 

@@ -29,6 +29,13 @@
 // bytes, and no conversion of the whole buffer before the forward. The fp32 weights of the other
 // shards then stay behind until finish_param_gather() gathers them too (unless the forward reads
 // them: GptParameters::forward_reads_params).
+//
+// Under expert parallelism the routed experts' region at the end of the buffers
+// (ParameterTable::expert_begin) is sharded over the expert-data-parallel group: its gradients are
+// reduced after the backward (AdamWOptimizer::reduce_gradients), and its weights gathered over
+// that group beside the dense buckets', the forward waiting for them before the first block that
+// reads them (an MoE layer's range reaches into the region), as Megatron's expert-parallel
+// buffers gather over their own group.
 
 #pragma once
 #include <cstdint>
@@ -43,14 +50,23 @@
 
 namespace mgt {
 
+// The routed experts' region of the buffers under expert parallelism, and the group that shards it.
+struct ExpertParameterRegion {
+  std::int64_t begin = 0;  // ParameterTable::expert_begin
+  std::int64_t end = 0;    // the buffer's size
+  dist::Communicator* group = nullptr;  // the expert-data-parallel group; null: no such region
+};
+
 class OverlappedDataParallel final : public ParameterHooks {
 public:
   // `group`: the data-parallel group; `distributed`: --use-distributed-optimizer (each rank's
   // shard as dist/buffer_shards.hpp lays it out). params and group must outlive this.
   // `bf16` (may be null; must outlive this): --grad-reduce-in-bf16, each bucket reduced as a bf16
   // copy and taken back when its reduction is waited for.
+  // `experts`: under expert parallelism, the experts' region, whose weights start_param_gather
+  // gathers over its group (which must outlive this) too.
   OverlappedDataParallel(GptParameters& params, std::vector<GradientBucket> buckets, dist::Communicator& group,
-                         bool distributed, Bf16GradientCopy* bf16 = nullptr);
+                         bool distributed, Bf16GradientCopy* bf16 = nullptr, const ExpertParameterRegion& experts = {});
   OverlappedDataParallel(const OverlappedDataParallel&) = delete;
   OverlappedDataParallel& operator=(const OverlappedDataParallel&) = delete;
 
@@ -92,6 +108,8 @@ private:
   std::vector<bool> started_;
   std::vector<std::vector<dist::PendingCollective>> reductions_;  // per bucket
   std::vector<std::vector<dist::PendingCollective>> gathers_;     // per bucket
+  ExpertParameterRegion experts_;
+  std::vector<dist::PendingCollective> expert_gathers_;
 };
 
 }  // namespace mgt

@@ -11,8 +11,9 @@ namespace mgt {
 
 // Collective over `model_parallel` (tensor × pipeline; may be null for a lone replica). Data-
 // parallel ranks hold the same weights, so they are not summed. With expert parallelism the
-// routed experts' sum is summed over `expert_model_parallel` (Megatron's expert norm group).
+// routed experts' sum is summed over `expert_tensor_model_pipeline` instead (Megatron's expert
+// tensor-model-pipeline group, one copy of every expert) and added.
 double params_l2_norm(const GptParameters& params, dist::Communicator* model_parallel,
-                      dist::Communicator* expert_model_parallel = nullptr);
+                      dist::Communicator* expert_tensor_model_pipeline = nullptr);
 
 }  // namespace mgt

@@ -43,6 +43,7 @@ dist::ParallelFlags parallel_flags(const TrainOptions& o) {
   f.distributed_timeout_minutes = o.parallel.distributed_timeout_minutes;
   f.context_parallel_size = o.parallel.context_parallel_size;
   f.expert_model_parallel_size = o.moe.expert_model_parallel_size;
+  f.expert_tensor_parallel_size = o.moe.expert_tensor_parallel_size.value_or(0);
   return f;
 }
 
@@ -172,6 +173,7 @@ int run_training_program(int argc, const char* const* argv) {
     if (layout.expert_model_parallel_size() > 1) {
       settings.ranks.expert_model_parallel = &groups.get(dist::GroupKind::ExpertModelParallel);
       settings.ranks.expert_data_parallel = &groups.get(dist::GroupKind::ExpertDataParallel);
+      settings.ranks.expert_tensor_model_pipeline = &groups.get(dist::GroupKind::ExpertTensorModelPipeline);
     }
     train_gpt(options, settings);
   } catch (const FailedOnSomeRank& e) {

@@ -95,10 +95,12 @@ struct TrainingRanks {
   dist::Communicator* data_parallel_with_context = nullptr;
   // With --expert-model-parallel-size > 1: the ranks sharing out the experts (the tokens'
   // all-to-all) and the ranks holding the same experts (their gradients' reduction and the
-  // distributed optimizer's shards of them), both able to move the backend's buffers. Null: no
-  // expert parallelism.
+  // distributed optimizer's shards of them), both able to move the backend's buffers, and the
+  // ranks holding one copy of every expert (Megatron's expert tensor-model-pipeline group: the
+  // experts' norms). Null: no expert parallelism.
   dist::Communicator* expert_model_parallel = nullptr;
   dist::Communicator* expert_data_parallel = nullptr;
+  dist::Communicator* expert_tensor_model_pipeline = nullptr;
 };
 
 struct TrainerSettings {

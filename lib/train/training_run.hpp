@@ -165,10 +165,11 @@ private:
   dist::Communicator& gradients_;
   // The gradient norm's group: tensor × pipeline (the tensor-parallel group without a pipeline).
   dist::Communicator* model_parallel_;
-  // With expert parallelism: the ranks sharing out the experts and those holding the same ones
-  // (null without).
+  // With expert parallelism: the ranks sharing out the experts, those holding the same ones and
+  // those holding one copy of each (null without).
   dist::Communicator* expert_model_parallel_;
   dist::Communicator* expert_data_parallel_;
+  dist::Communicator* expert_tensor_model_pipeline_;
   bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints
   std::ostream discarded_{nullptr};  // where the other ranks' lines go
   // Megatron's print_rank_0 lines (and --metrics-file) on world rank 0; its print_rank_last lines

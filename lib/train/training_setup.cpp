@@ -43,6 +43,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
       model_parallel_(settings.ranks.model_parallel ? settings.ranks.model_parallel : &tensor_parallel_),
       expert_model_parallel_(settings.ranks.expert_model_parallel),
       expert_data_parallel_(settings.ranks.expert_data_parallel),
+      expert_tensor_model_pipeline_(settings.ranks.expert_tensor_model_pipeline),
       chief_(world_.rank() == 0),
       output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
               chief_ ? options.logging.metrics_file : std::nullopt),
@@ -66,10 +67,15 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
                 std::to_string(context_parallel_.size()) + " and a gradient group of " +
                 std::to_string(gradients_.size()));
   const std::int64_t ep = options.moe.expert_model_parallel_size;
-  const bool expert_groups = expert_model_parallel_ != nullptr && expert_data_parallel_ != nullptr;
+  const bool expert_groups = expert_model_parallel_ != nullptr && expert_data_parallel_ != nullptr &&
+                             expert_tensor_model_pipeline_ != nullptr;
+  // Megatron's two grids tile the same world: expert-tensor x ep x expert-dp = tp x cp x dp.
+  const std::int64_t etp = options.moe.expert_tensor_parallel_size.value_or(options.parallel.tensor_model_parallel_size);
   if ((ep > 1) != expert_groups ||
       (ep > 1 && (expert_model_parallel_->size() != ep ||
-                  expert_model_parallel_->size() * expert_data_parallel_->size() != gradients_.size())))
+                  etp * expert_model_parallel_->size() * expert_data_parallel_->size() !=
+                      options.parallel.tensor_model_parallel_size * gradients_.size() ||
+                  expert_tensor_model_pipeline_->size() != etp * ep * options.parallel.pipeline_model_parallel_size)))
     throw Error("internal error: a run validated for expert-parallel size " + std::to_string(ep) +
                 " given other expert groups");
   if (pipeline_.size() != options.parallel.pipeline_model_parallel_size)
@@ -90,10 +96,11 @@ void TrainingRun::print_layout() {
   // Megatron's initialize.py _initialize_distributed, then mgt's list of the groups.
   output_.line("> initialized tensor model parallel with size " + std::to_string(p.tensor_model_parallel_size));
   output_.line("> initialized pipeline model parallel with size " + std::to_string(p.pipeline_model_parallel_size));
-  const dist::ParallelLayout layout(dist::ParallelFlags{p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
-                                                        p.distributed_timeout_minutes, p.context_parallel_size,
-                                                        options_.moe.expert_model_parallel_size},
-                                    world_.size());
+  const dist::ParallelLayout layout(
+      dist::ParallelFlags{p.tensor_model_parallel_size, p.pipeline_model_parallel_size, p.distributed_timeout_minutes,
+                          p.context_parallel_size, options_.moe.expert_model_parallel_size,
+                          options_.moe.expert_tensor_parallel_size.value_or(0)},
+      world_.size());
   const auto groups_of = [&](dist::GroupKind kind) {
     std::string groups;
     for (const std::vector<int>& g : layout.groups(kind)) groups += (groups.empty() ? "" : " ") + dist::format_ranks(g);
@@ -202,7 +209,7 @@ void TrainingRun::build_model() {
                                                 AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad},
                                                 gradients_, options_.parallel.use_distributed_optimizer,
                                                 model_parallel_,
-                                                ExpertGradientGroups{expert_model_parallel_, expert_data_parallel_});
+                                                ExpertGradientGroups{expert_data_parallel_, expert_tensor_model_pipeline_});
   if (optimizer_->distributed() && gradient_group_size() > 1) {
     const BufferShard shard = optimizer_->shard();
     output_.line("> distributed optimizer: each data-parallel rank keeps Adam's state for its shard of the " +
@@ -257,8 +264,10 @@ void TrainingRun::build_overlap() {
   const std::int64_t experts = model_->parameters().table().expert_begin;
   std::erase_if(buckets, [&](const GradientBucket& b) { return b.begin >= experts; });
   for (GradientBucket& b : buckets) b.end = std::min(b.end, experts);
+  // With --overlap-param-gather the experts' weights are gathered over their own group beside them.
+  const ExpertParameterRegion expert_region{experts, model_->parameters().params().size(), expert_data_parallel_};
   overlap_ = std::make_unique<OverlappedDataParallel>(model_->parameters(), std::move(buckets), gradients_,
-                                                      p.use_distributed_optimizer, bf16_gradients_.get());
+                                                      p.use_distributed_optimizer, bf16_gradients_.get(), expert_region);
   model_->set_parameter_hooks(overlap_.get());
   if (p.overlap_param_gather) optimizer_->set_param_gather_deferred(true);
   output_.line("> overlapping the data-parallel " +

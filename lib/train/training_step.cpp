@@ -157,7 +157,7 @@ IterationRecord TrainingRun::train_step() {
   // Megatron's train() takes the norm of the updated parameters.
   if (log_stats && options_.logging.log_params_norm) {
     finish_param_gather();
-    record.params_norm = params_l2_norm(model_->parameters(), model_parallel_, expert_model_parallel_);
+    record.params_norm = params_l2_norm(model_->parameters(), model_parallel_, expert_tensor_model_pipeline_);
   }
 
   progress_.iteration = record.iteration;

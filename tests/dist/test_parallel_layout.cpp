@@ -169,6 +169,67 @@ TEST_CASE("expert parallelism: Megatron's expert groups", "[dist][layout]") {
   const ParallelLayout all(f, 4);
   CHECK(all.groups(GroupKind::ExpertModelParallel) == Groups{{0, 1, 2, 3}});
   CHECK(all.groups(GroupKind::ExpertDataParallel) == Groups{{0}, {1}, {2}, {3}});
+  CHECK(all.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1, 2, 3}});
+}
+
+// The expert grid with the tensor-parallel size as its expert-tensor size: the expert-parallel
+// groups hold ranks of the same tensor-parallel rank; the tensor-model-pipeline group is the
+// expert-parallel ranks of both tensor-parallel ranks.
+TEST_CASE("expert parallelism under tensor parallelism: Megatron's default expert grid", "[dist][layout]") {
+  ParallelFlags f = flags(2, 1);
+  f.expert_model_parallel_size = 2;
+  const ParallelLayout l(f, 4);
+  CHECK(l.expert_tensor_parallel_size() == 2);
+  CHECK(l.expert_data_parallel_size() == 1);
+  CHECK(l.groups(GroupKind::ExpertModelParallel) == Groups{{0, 2}, {1, 3}});
+  CHECK(l.groups(GroupKind::ExpertDataParallel) == Groups{{0}, {1}, {2}, {3}});
+  CHECK(l.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1, 2, 3}});
+}
+
+// --expert-tensor-parallel-size 1: parallel_state's expert grid 1 x ep x expert-dp x pp, the
+// expert-data-parallel size world / (ep · pp), decoupled from the dense layout's.
+TEST_CASE("expert tensor-parallel size 1: the expert grid across the tensor-parallel ranks", "[dist][layout]") {
+  // World 4, TP 2, EP 2: the expert-parallel pairs are the dense tensor-parallel pairs.
+  ParallelFlags f = flags(2, 1);
+  f.expert_model_parallel_size = 2;
+  f.expert_tensor_parallel_size = 1;
+  const ParallelLayout l(f, 4);
+  CHECK(l.data_parallel_size() == 2);
+  CHECK(l.expert_tensor_parallel_size() == 1);
+  CHECK(l.expert_data_parallel_size() == 2);
+  CHECK(l.groups(GroupKind::TensorModelParallel) == Groups{{0, 1}, {2, 3}});
+  CHECK(l.groups(GroupKind::ExpertModelParallel) == Groups{{0, 1}, {2, 3}});
+  CHECK(l.groups(GroupKind::ExpertDataParallel) == Groups{{0, 2}, {1, 3}});
+  CHECK(l.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1}, {2, 3}});
+
+  // World 8, TP 4, EP 2: an expert-parallel pair within a tensor-parallel group of 4, whose ranks
+  // 0 and 2 hold the same experts; expert-data-parallel 4 against the dense layout's 2.
+  f = flags(4, 1);
+  f.expert_model_parallel_size = 2;
+  f.expert_tensor_parallel_size = 1;
+  const ParallelLayout wide(f, 8);
+  CHECK(wide.data_parallel_size() == 2);
+  CHECK(wide.expert_data_parallel_size() == 4);
+  CHECK(wide.groups(GroupKind::ExpertModelParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(wide.groups(GroupKind::ExpertDataParallel) == Groups{{0, 2, 4, 6}, {1, 3, 5, 7}});
+
+  // With pipeline parallelism (world 8, TP 2, PP 2, EP 2): each stage's ranks, the experts'
+  // tensor-model-pipeline group spanning the stages.
+  f = flags(2, 2);
+  f.expert_model_parallel_size = 2;
+  f.expert_tensor_parallel_size = 1;
+  const ParallelLayout pp(f, 8);
+  CHECK(pp.groups(GroupKind::ExpertModelParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(pp.groups(GroupKind::ExpertDataParallel) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(pp.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1, 4, 5}, {2, 3, 6, 7}});
+
+  // World 2, TP 2, EP 4: the expert grid (1 x 4 x pp 1) does not tile it.
+  f = flags(2, 1);
+  f.expert_model_parallel_size = 4;
+  f.expert_tensor_parallel_size = 1;
+  CHECK(usage_error_of(f, 2) ==
+        "world size (2) is not divisible by --expert-tensor-parallel-size (1) x --expert-model-parallel-size (4) x "
+        "--pipeline-model-parallel-size (1)");
 }
 
 TEST_CASE("an expert-parallel size that does not divide dp x cp is refused", "[dist][layout]") {

@@ -364,3 +364,32 @@ TEST_CASE("moe parameters: expert-parallel ranks hold their experts by global nu
   CHECK_THROWS_WITH(gpt_parameter_table(c, {}, {}, ExpertParallelRank{3, 0}),
                     "expert-parallel rank 0 of 3 cannot hold an equal share of 4 experts");
 }
+
+// --expert-tensor-parallel-size 1 under tensor parallelism: whole experts. With one expert-parallel
+// rank every tensor-parallel rank holds all of them (replicated, their gradients summed over the
+// group as sequence-parallel ones); with expert parallelism across the tensor-parallel ranks each
+// holds its own, counted in norms on every rank and left out of the tensor-parallel reduction.
+TEST_CASE("moe parameters: whole experts, replicated or each tensor-parallel rank's own", "[model][moe]") {
+  GptConfig c = moe_config(Activation::kSwiglu, -1.0, false, 4);
+  c.moe.expert_tensor_parallel_size = 1;
+  const std::string expert = "decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight";
+  const ParameterTable replicated = gpt_parameter_table(c, {2, 1});
+  const ParameterEntry& r = replicated.at(expert);
+  CHECK(r.partition_dim == kNotPartitioned);
+  CHECK(r.local_shape == r.global_shape);
+  CHECK(r.tensor_parallel_replicated);
+  CHECK(r.sequence_parallel);
+  CHECK_FALSE(r.counted_on({2, 1}));
+
+  const ParameterTable own = gpt_parameter_table(c, {2, 1}, {}, ExpertParallelRank{2, 1});
+  const ParameterEntry& o = own.at(expert);
+  CHECK(o.partition_dim == kNotPartitioned);
+  CHECK(o.local_shape == o.global_shape);
+  CHECK(o.expert_parallel);
+  CHECK(o.offset >= own.expert_begin);
+  CHECK_FALSE(o.tensor_parallel_replicated);
+  CHECK_FALSE(o.sequence_parallel);
+  CHECK(o.counted_on({2, 1}));
+  // The shared experts stay split as the dense MLP's.
+  CHECK(own.at("decoder.layers.0.mlp.shared_experts.linear_fc1.weight").partition_dim == 0);
+}

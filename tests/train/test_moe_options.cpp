@@ -99,15 +99,24 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
   CHECK(parse_moe({"--num-experts", "4", "--expert-model-parallel-size", "2"}, 2).moe.expert_model_parallel_size == 2);
   CHECK(moe_usage_error({"--num-experts", "4", "--expert-tensor-parallel-size", "2"}, 2).find(
             "--expert-tensor-parallel-size 2 is not supported yet") == 0);
-  // Megatron's default expert tensor-parallel size is the tensor-parallel size, the only one mgt runs.
+  // Megatron's default expert tensor-parallel size is the tensor-parallel size; mgt runs it and 1.
   const TrainOptions tp = parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel"}, 2);
   CHECK(tp.moe.expert_tensor_parallel_size == 2);
   CHECK(parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
                    "--expert-tensor-parallel-size", "1"}, 2).moe.expert_tensor_parallel_size == 1);
+  // Whole experts spread over expert-parallel ranks across the tensor-parallel ones: Megatron's
+  // expert grid (expert-tensor 1 x EP x expert-data x PP) must tile the world, whatever the
+  // dense data-parallel size.
+  const TrainOptions etp1 = parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                       "--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "2"},
+                                      2);
+  CHECK(etp1.moe.expert_model_parallel_size == 2);
+  CHECK(etp1.parallel.data_parallel_size == 1);
   CHECK(moe_usage_error({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
-                         "--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "2"}, 4)
-            .find("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 and "
-                  "--expert-model-parallel-size 2 is not supported yet") == 0);
+                         "--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "4"},
+                        2) ==
+        "world size (2) is not divisible by --expert-tensor-parallel-size (1) x --expert-model-parallel-size (4) x "
+        "--pipeline-model-parallel-size (1)");
   // megatron/core/transformer/moe/moe_layer.py: no MoE training under tensor parallelism without
   // sequence parallelism.
   CHECK(moe_usage_error({"--num-experts", "4", "--tensor-model-parallel-size", "2"}, 2) ==

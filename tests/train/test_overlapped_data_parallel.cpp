@@ -3,6 +3,7 @@
 // bucket, rather than after it. (tests/e2e/mgt_train_overlap.sh checks the results across ranks.)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -228,4 +229,37 @@ TEST_CASE("the reduction of the last bucket the backward finishes is started alo
   REQUIRE(log.size() == overlap.buckets().size());
   CHECK(log.back().ends_with(" alone"));
   model.set_parameter_hooks(nullptr);
+}
+
+// --overlap-param-gather under expert parallelism: the dense buckets' weights are gathered over
+// the data-parallel group, the experts' region (after them in the buffer) over its own group, in
+// one gather of the whole region.
+TEST_CASE("the experts' weights are gathered over their own group", "[train][overlap]") {
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
+  GptConfig config = llama_like_config();
+  config.moe.num_experts = 4;
+  config.moe.layer_pattern = {false, true};
+  config.moe.ffn_hidden_size = 8;
+  config.moe.topk = 2;
+  GptParameters params(config, backend, {}, {}, ExpertParallelRank{2, 1});
+  const std::int64_t experts = params.table().expert_begin;
+  const std::int64_t size = params.params().size();
+  REQUIRE(experts < size);
+  std::vector<GradientBucket> buckets = gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; });
+  std::erase_if(buckets, [&](const GradientBucket& b) { return b.begin >= experts; });
+  for (GradientBucket& b : buckets) b.end = std::min(b.end, experts);
+  Log dense_log, expert_log;
+  RecordingCommunicator dense(dense_log), expert_group(expert_log);
+  OverlappedDataParallel overlap(params, buckets, dense, true, nullptr, ExpertParameterRegion{experts, size, &expert_group});
+  overlap.start_param_gather();
+  std::int64_t dense_gathered = 0;
+  for (const std::string& line : dense_log) {
+    CHECK(line.starts_with("all_gather_chunks "));
+    dense_gathered += number_after(line, 1);
+  }
+  CHECK(dense_gathered == experts);
+  CHECK(expert_log == Log{"all_gather_chunks " + std::to_string(size - experts)});
+  overlap.before_parameter_use(experts, size);
+  overlap.finish_param_gather();
 }
