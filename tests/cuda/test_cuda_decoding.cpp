@@ -81,7 +81,7 @@ TEST_CASE("cuda ops: linear layers of a few rows (decoding), fp32 and bf16", "[c
   }
 }
 
-TEST_CASE("cuda backend: recorded operations replay; reads and allocations are not recorded", "[cuda]") {
+TEST_CASE("cuda backend: recorded operations replay, reads and allocations are not recorded", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;
   Backend& gpu = *pair.gpu;

@@ -192,7 +192,7 @@ TEST_CASE("tokenize: output is the same for any number of workers and batch size
   }
 }
 
-TEST_CASE("tokenize: several inputs are one stream; errors name the right file", "[tokenize]") {
+TEST_CASE("tokenize: several inputs are one stream, errors name the right file", "[tokenize]") {
   auto dir = test::scratch_dir("tokenize_inputs");
   write_text(dir + "/b.jsonl", "{\"text\": \"2\"}\n{\"text\": \"3\"}\n");
   write_text(dir + "/a.jsonl", "{\"text\": \"1\"}\n");

@@ -123,7 +123,7 @@ TEST_CASE("temperature sharpens and top-k / top-p exclude tokens from the draw",
   }
 }
 
-TEST_CASE("a seed and stream fix the random numbers; streams differ", "[generate]") {
+TEST_CASE("a seed and stream fix the random numbers, streams differ", "[generate]") {
   SampleRng a(1234, 5), b(1234, 5), c(1234, 6), d(1235, 5);
   bool differ_stream = false, differ_seed = false;
   for (int i = 0; i < 8; ++i) {

@@ -102,7 +102,7 @@ TEST_CASE("dropout with p = 0 is the identity, and p < 0 or p >= 1 is refused", 
   CHECK_THROWS_AS(cpu::dropout_forward(x.data(), 33, -0.1f, {}, y.data()), Error);
 }
 
-TEST_CASE("uniform_jitter multiplies by the documented stream's noise in [1 - eps, 1 + eps)", "[kernels]") {
+TEST_CASE("uniform_jitter multiplies by the documented stream's noise, at least 1 - eps and below 1 + eps", "[kernels]") {
   const DropoutKey key{0x0123456789abcdefull, 0x1111222233334444ull, 6};
   const float eps = 0.25f;
   std::vector<float> x(1000, 2.0f), y(1000);

@@ -26,7 +26,7 @@ TEST_CASE("Thread pool ranges cover every item exactly once", "[kernels]") {
   }
 }
 
-TEST_CASE("Thread pool rethrows a range's exception and stays usable; nested calls run", "[kernels]") {
+TEST_CASE("Thread pool rethrows a range's exception and stays usable, nested calls run", "[kernels]") {
   ThreadPool pool(3);
   CHECK_THROWS_WITH(pool.for_each_range(300, 1,
                                         [](int64_t b, int64_t) {

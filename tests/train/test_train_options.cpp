@@ -510,12 +510,15 @@ TEST_CASE("train options: context parallelism", "[train][context-parallel]") {
   CHECK(o.parallel.cp_comm_type == std::vector<std::string>{"p2p"});
   CHECK(o.num_microbatches() == 1);
   CHECK(error_on_8({"--context-parallel-size", "4", "--cp-comm-type", "p2p", "p2p"}) == "no error");
-  CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "a2a"}) ==
-        "--cp-comm-type a2a is not implemented (only p2p, the ring)");
+  CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "a2a"}) == "no error");
+  CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "allgather"}) ==
+        "--cp-comm-type allgather is not implemented (p2p, the ring, and a2a, all-to-all)");
   CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "p2p", "allgather"}) ==
-        "--cp-comm-type allgather is not implemented (only p2p, the ring)");
+        "--cp-comm-type allgather is not implemented (p2p, the ring, and a2a, all-to-all)");
+  CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "p2p", "a2a"}) ==
+        "--cp-comm-type: one type per layer is not implemented (give one type for all layers)");
   CHECK(error_on_8({"--context-parallel-size", "2", "--cp-comm-type", "a2a+p2p"}) ==
-        "--cp-comm-type a2a+p2p is not implemented (only p2p, the ring)");
+        "--cp-comm-type a2a+p2p is not implemented (p2p, the ring, and a2a, all-to-all)");
   CHECK(error_on_8({"--cp-comm-type", "ring"}) == "--cp-comm-type: expected p2p, a2a, allgather or a2a+p2p, got 'ring'");
   // CP 8 cuts the 32 tokens into 16 chunks of 2.
   CHECK(error_on_8({"--context-parallel-size", "8"}) == "no error");

@@ -28,7 +28,7 @@ TEST_CASE("trainer: --log-params-norm and --log-num-zeros-in-grad in the log lin
   CHECK(*logged.records[1].params_norm > 1.0);
 }
 
-TEST_CASE("trainer: --decoupled-lr equal to --lr changes nothing; another value changes the run", "[trainer]") {
+TEST_CASE("trainer: --decoupled-lr equal to --lr changes nothing, another value changes the run", "[trainer]") {
   TrainerFixture f("trainer_decoupled_lr");
   RunCapture plain;
   run(f.options({"--train-iters", "4"}), plain);

@@ -171,7 +171,7 @@ TEST_CASE("trainer: a run from scratch does not write over committed iterations"
   CHECK(ckpt::latest_iteration(save) == 1);
 }
 
-TEST_CASE("trainer: the fp32 weights are the master copy; older checkpoints with one still resume", "[trainer]") {
+TEST_CASE("trainer: the fp32 weights are the master copy, older checkpoints with one still resume", "[trainer]") {
   TrainerFixture f("trainer_master_copy");
   const std::vector<std::string> common = {"--train-iters", "4", "--save-interval", "2", "--eval-iters", "0"};
   auto with = [&](std::vector<std::string> extra) {
