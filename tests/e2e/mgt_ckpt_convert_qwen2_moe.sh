@@ -41,12 +41,12 @@ qwen=(--num-layers 3 --hidden-size 32 --num-attention-heads 4 --group-query-atte
       --rotary-base 1000000 --normalization RMSNorm --norm-epsilon 1e-6 --swiglu --disable-bias-linear --add-qkv-bias
       --untie-embeddings-and-output-weights --hidden-dropout 0 --attention-dropout 0
       --num-experts 4 --moe-router-topk 2 --moe-router-pre-softmax --moe-ffn-hidden-size 16 --moe-layer-freq "[1,0,1]"
-      --moe-shared-expert-intermediate-size 24 --moe-shared-expert-gate --moe-aux-loss-coeff 0.02
-      --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64
+      --moe-aux-loss-coeff 0.02 --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64
       --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --train-iters 4 --log-interval 1 --eval-iters 0
-      --mock-data --load "$work/tiny" --finetune)
-expect_status 0 "$bin/mgt-train" "${qwen[@]}" --metrics-file "$work/tp1.jsonl"
-expect_status 0 ranks 2 "$bin/mgt-train" "${qwen[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+      --mock-data --load "$work/tiny" --finetune --moe-shared-expert-gate)
+shared=(--moe-shared-expert-intermediate-size 24)
+expect_status 0 "$bin/mgt-train" "${qwen[@]}" "${shared[@]}" --metrics-file "$work/tp1.jsonl"
+expect_status 0 ranks 2 "$bin/mgt-train" "${qwen[@]}" "${shared[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
   --metrics-file "$work/tp2.jsonl"
 python3 - "$work/tp1.jsonl" "$work/tp2.jsonl" <<'PY' || fail "two tensor-parallel ranks differ from one"
 import json, sys
@@ -71,6 +71,6 @@ one_line_error "config.json: use_sliding_window is true"
 expect_status 1 "${convert[@]}" --loader mgt --saver hf --load-dir "$work/tiny" --save-dir "$work/x" \
   --hf-model-type mixtral
 one_line_error "cannot be expressed as Mixtral"
-expect_status 2 "$bin/mgt-train" "${qwen[@]}" --moe-shared-expert-intermediate-size 0
+expect_status 2 "$bin/mgt-train" "${qwen[@]}"
 one_line_error "--moe-shared-expert-gate needs --moe-shared-expert-intermediate-size"
 echo "mgt-ckpt-convert Qwen2-MoE e2e: all checks passed"
