@@ -124,7 +124,7 @@ const std::vector<std::string> kHelpGroups = {"convert", "vocabulary", "model", 
 
 cxxopts::Options make_options() {
   cxxopts::Options o(kProgram,
-                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2, Llama, Mistral and Mixtral "
+                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2, Llama, Mistral, Mixtral and Qwen2-MoE "
                      "(config.json + safetensors), like Megatron-LM's tools/checkpoint/convert.py.");
   o.custom_help("--model-type GPT --loader mgt|hf --saver mgt|hf --load-dir DIR --save-dir DIR [options]");
   ConvertFlagFields defaults;  // --help describes the defaults

@@ -129,7 +129,8 @@ std::string edited_golden(const std::string& dir, const std::string& key, const 
   if (config[end] == '[') end = config.find(']', end) + 1;
   else end = config.find_first_of(",\n", end);
   config.replace(at + quoted.size(), end - at - quoted.size(), json_value);
-  const std::string out = dir + "/" + key;
+  static int edits = 0;  // one directory per edit: a key may be edited twice
+  const std::string out = dir + "/" + key + "-" + std::to_string(++edits);
   fs::create_directories(out);
   std::ofstream(out + "/config.json", std::ios::binary) << config;
   fs::copy_file(golden_path(std::string(kGoldenDir) + "/model.safetensors"), out + "/model.safetensors");
