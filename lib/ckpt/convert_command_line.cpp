@@ -95,9 +95,9 @@ std::vector<FlagDefinition> convert_flags(ConvertFlagFields& f) {
           .default_text("n_positions or max_position_embeddings"),
     }},
     {"hugging face", {
-      store("hf-model-type", "TYPE", f.hf_model_type, "with --saver hf, the architecture to write: gpt2, llama, mistral or mixtral")
-          .default_text("the one read, else mixtral for a mixture of experts, gpt2 for learned positions and llama for "
-                        "rotary ones"),
+      store("hf-model-type", "TYPE", f.hf_model_type, "with --saver hf, the architecture to write: gpt2, llama, mistral, mixtral or qwen2_moe")
+          .default_text("the one read, else qwen2_moe for a mixture of experts with a gated shared expert, mixtral "
+                        "for another, gpt2 for learned positions and llama for rotary ones"),
       store("hf-dtype", "DTYPE", f.hf_dtype, "with --saver hf, the dtype of the exported weights: fp32, bf16 or fp16")
           .default_text("fp32"),
       store("max-shard-size", "SIZE", f.max_shard_size, "with --saver hf, the largest safetensors file before the weights "
@@ -124,7 +124,7 @@ const std::vector<std::string> kHelpGroups = {"convert", "vocabulary", "model", 
 
 cxxopts::Options make_options() {
   cxxopts::Options o(kProgram,
-                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2, Llama, Mistral and Mixtral "
+                     "Convert GPT checkpoints between mgt's format and Hugging Face GPT-2, Llama, Mistral, Mixtral and Qwen2-MoE "
                      "(config.json + safetensors), like Megatron-LM's tools/checkpoint/convert.py.");
   o.custom_help("--model-type GPT --loader mgt|hf --saver mgt|hf --load-dir DIR --save-dir DIR [options]");
   ConvertFlagFields defaults;  // --help describes the defaults

@@ -27,8 +27,9 @@ HfArchitectureRecord parse_hf_architecture_record(const std::string& json, const
   HfArchitectureRecord record;
   record.model_type = j.text("model_type");
   if (record.model_type != kHfGpt2ModelType && record.model_type != kHfLlamaModelType &&
-      record.model_type != kHfMistralModelType && record.model_type != kHfMixtralModelType)
-    throw Error(where + ": model_type '" + record.model_type + "' is not gpt2, llama, mistral or mixtral");
+      record.model_type != kHfMistralModelType && record.model_type != kHfMixtralModelType &&
+      record.model_type != kHfQwen2MoeModelType)
+    throw Error(where + ": model_type '" + record.model_type + "' is not gpt2, llama, mistral, mixtral or qwen2_moe");
   if (j.contains("sliding_window") && j.show("sliding_window") != "null") {
     record.sliding_window = j.integer("sliding_window");
     if (*record.sliding_window < 1)

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -19,6 +20,7 @@ bool hf_has_mistral_fields(const std::string& model_type) {
 std::string hf_llama_family_name(const std::string& model_type) {
   if (model_type == kHfMistralModelType) return "Mistral";
   if (model_type == kHfMixtralModelType) return "Mixtral";
+  if (model_type == kHfQwen2MoeModelType) return "Qwen2Moe";
   return "Llama";
 }
 
@@ -31,6 +33,7 @@ constexpr std::int64_t kMaxDimension = 2147483647;
 
 bool is_mistral(const std::string& model_type) { return hf_has_mistral_fields(model_type); }
 bool is_mixtral(const std::string& model_type) { return model_type == kHfMixtralModelType; }
+bool is_qwen2_moe(const std::string& model_type) { return model_type == kHfQwen2MoeModelType; }
 std::string family_name(const std::string& model_type) { return hf_llama_family_name(model_type); }
 std::string architecture_of(const std::string& model_type) { return family_name(model_type) + "ForCausalLM"; }
 
@@ -55,6 +58,26 @@ void require_mixtral_experts(const GptConfig& c, const std::function<void(const 
   if (m.input_jitter_eps != 0.0)
     refuse("--moe-input-jitter-eps (Mixtral's router_jitter_noise multiplies the experts' input too, not the "
            "router's alone)");
+}
+
+// What Qwen2MoeSparseMoeBlock computes against an MoE configuration: routed experts chosen from
+// the softmax over all of them (renormalised or not), none dropped, and a gated shared expert.
+void require_qwen2_moe_experts(const GptConfig& c, const std::function<void(const std::string&)>& refuse) {
+  const MoeConfig& m = c.moe;
+  if (!m.enabled() || m.num_moe_layers() == 0)
+    refuse("a model without MoE layers (Qwen2-MoE has sparse blocks: --num-experts)");
+  if (m.shared_expert_intermediate_size <= 0)
+    refuse("no --moe-shared-expert-intermediate-size (every Qwen2-MoE sparse block has a shared expert)");
+  if (!m.shared_expert_gate)
+    refuse("no --moe-shared-expert-gate (Qwen2-MoE scales its shared expert's output by a sigmoid gate)");
+  if (m.score_function != MoeScoreFunction::kSoftmax)
+    refuse("--moe-router-score-function " + std::string(to_string(m.score_function)) +
+           " (Qwen2-MoE's router takes the softmax)");
+  if (m.group_topk > 0) refuse("--moe-router-group-topk (Qwen2-MoE chooses among all experts)");
+  if (m.topk_scaling_factor != 0.0) refuse("--moe-router-topk-scaling-factor (Qwen2-MoE does not scale the weights)");
+  if (m.enable_expert_bias) refuse("--moe-router-enable-expert-bias (Qwen2-MoE's router has no expert bias)");
+  if (m.drops_tokens()) refuse("--moe-expert-capacity-factor (Qwen2-MoE drops no tokens)");
+  if (m.input_jitter_eps != 0.0) refuse("--moe-input-jitter-eps (Qwen2-MoE's router has no jitter)");
 }
 
 // config.json's fields by key, each judged under its own name.
@@ -95,6 +118,19 @@ public:
   void real(const char* key, double& field) const {
     const auto v = element(key);
     if (v && v->get(field)) fail("'" + std::string(key) + "' is not a number");
+  }
+  // A list of integers (absent or null: left as it is).
+  void integer_list(const char* key, std::vector<std::int64_t>& field) const {
+    const auto v = element(key);
+    if (!v) return;
+    simdjson::dom::array a;
+    if (v->get(a)) fail("'" + std::string(key) + "' is not a list");
+    field.clear();
+    for (simdjson::dom::element e : a) {
+      std::int64_t i;
+      if (e.get(i)) fail("'" + std::string(key) + "' holds something other than integers");
+      field.push_back(i);
+    }
   }
   void boolean(const char* key, bool& field) const {
     const auto v = element(key);
@@ -153,9 +189,17 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
     refuse("an MLP without --swiglu (" + family + "'s MLP is silu(gate) · up, then down)");
   if (c.add_bias_linear && is_mistral(model_type))
     refuse("biases on the linear layers (no --disable-bias-linear; Mistral's linear layers have none)");
+  if (c.add_bias_linear && is_qwen2_moe(model_type))
+    refuse("biases on all linear layers (no --disable-bias-linear; Qwen2-MoE has them on q, k and v only: "
+           "--add-qkv-bias)");
+  if (c.add_qkv_bias && !c.add_bias_linear && !is_qwen2_moe(model_type))
+    refuse("--add-qkv-bias (" + family + " has biases on all the linear layers or on none)");
+  if (c.use_rope_scaling && is_qwen2_moe(model_type))
+    refuse("--use-rope-scaling (Llama 3.1's frequency scaling; write it as llama instead)");
   if (c.use_rope_scaling && is_mistral(model_type))
     refuse("--use-rope-scaling (Llama 3.1's frequency scaling; write it as llama instead)");
   if (is_mixtral(model_type)) require_mixtral_experts(c, refuse);
+  else if (is_qwen2_moe(model_type)) require_qwen2_moe_experts(c, refuse);
   else if (c.moe.enabled())
     refuse("--num-experts " + str(c.moe.num_experts) + " (" + family + "'s MLP is dense; write it as mixtral)");
 }
@@ -191,6 +235,21 @@ HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& mod
     hf.num_experts_per_tok = c.moe.topk;
     hf.router_aux_loss_coef = c.moe.load_balancing == MoeLoadBalancing::kNone ? 0.0 : c.moe.aux_loss_coeff;
   }
+  if (is_qwen2_moe(model_type) && c.moe.enabled()) {
+    hf.qkv_bias = c.add_qkv_bias;
+    hf.attention_bias = hf.mlp_bias = false;
+    hf.num_local_experts = c.moe.num_experts;
+    hf.num_experts_per_tok = c.moe.topk;
+    hf.moe_intermediate_size = c.moe.ffn_hidden_size;
+    hf.shared_expert_intermediate_size = c.moe.shared_expert_intermediate_size;
+    hf.norm_topk_prob = !c.moe.pre_softmax;
+    hf.router_aux_loss_coef = c.moe.load_balancing == MoeLoadBalancing::kNone ? 0.0 : c.moe.aux_loss_coeff;
+    // Every layer a sparse block but the dense ones, named.
+    hf.decoder_sparse_step = 1;
+    for (std::int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.moe.is_moe_layer(l)) hf.mlp_only_layers.push_back(l);
+    hf.max_window_layers = c.num_layers;
+  }
   return hf;
 }
 
@@ -214,6 +273,10 @@ GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::i
   c.norm_epsilon = hf.rms_norm_eps;
   c.activation = Activation::kSwiglu;
   c.add_bias_linear = hf.attention_bias;
+  if (is_qwen2_moe(hf.model_type)) {
+    c.add_bias_linear = false;
+    c.add_qkv_bias = hf.qkv_bias;
+  }
   c.untie_embeddings_and_output_weights = !hf.tie_word_embeddings;
   c.hidden_dropout = 0.0;
   c.attention_dropout = hf.attention_dropout;
@@ -228,10 +291,71 @@ GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::i
     c.moe.topk = hf.num_experts_per_tok;
     c.moe.aux_loss_coeff = hf.router_aux_loss_coef;
   }
+  if (is_qwen2_moe(hf.model_type)) {
+    // Qwen2MoeDecoderLayer's choice of a sparse block, as a --moe-layer-freq pattern.
+    for (std::int64_t l = 0; l < hf.num_hidden_layers; ++l)
+      c.moe.layer_pattern[static_cast<std::size_t>(l)] =
+          (l + 1) % hf.decoder_sparse_step == 0 &&
+          std::find(hf.mlp_only_layers.begin(), hf.mlp_only_layers.end(), l) == hf.mlp_only_layers.end();
+    c.moe.ffn_hidden_size = hf.moe_intermediate_size;
+    c.moe.shared_expert_intermediate_size = hf.shared_expert_intermediate_size;
+    c.moe.shared_expert_gate = true;
+    c.moe.pre_softmax = !hf.norm_topk_prob;
+  }
   return c.resolved();
 }
 
+namespace {
+
+// Qwen2MoeConfig's config.json (keys sorted).
+std::string hf_qwen2_moe_config_json(const HfLlamaConfig& hf) {
+  auto token = [&](std::optional<std::int64_t> id) {
+    return id && *id >= 0 && *id < hf.vocab_size ? PyValue::integer(*id) : PyValue::none();
+  };
+  std::vector<PyValue> dense;
+  for (std::int64_t l : hf.mlp_only_layers) dense.push_back(PyValue::integer(l));
+  PyValue j = PyValue::dict();
+  j.set("architectures", PyValue::list({PyValue::string(architecture_of(hf.model_type))}));
+  j.set("attention_dropout", PyValue::real(hf.attention_dropout));
+  j.set("bos_token_id", token(hf.bos_token_id));
+  j.set("decoder_sparse_step", PyValue::integer(hf.decoder_sparse_step));
+  j.set("eos_token_id", token(hf.eos_token_id));
+  j.set("head_dim", PyValue::integer(hf.head_dim));
+  j.set("hidden_act", PyValue::string("silu"));
+  j.set("hidden_size", PyValue::integer(hf.hidden_size));
+  j.set("initializer_range", PyValue::real(hf.initializer_range));
+  j.set("intermediate_size", PyValue::integer(hf.intermediate_size));
+  j.set("max_position_embeddings", PyValue::integer(hf.max_position_embeddings));
+  j.set("max_window_layers", PyValue::integer(hf.max_window_layers));
+  j.set("mlp_only_layers", PyValue::list(std::move(dense)));
+  j.set("model_type", PyValue::string(hf.model_type));
+  j.set("moe_intermediate_size", PyValue::integer(hf.moe_intermediate_size));
+  j.set("norm_topk_prob", PyValue::boolean(hf.norm_topk_prob));
+  j.set("num_attention_heads", PyValue::integer(hf.num_attention_heads));
+  j.set("num_experts", PyValue::integer(hf.num_local_experts));
+  j.set("num_experts_per_tok", PyValue::integer(hf.num_experts_per_tok));
+  j.set("num_hidden_layers", PyValue::integer(hf.num_hidden_layers));
+  j.set("num_key_value_heads", PyValue::integer(hf.num_key_value_heads));
+  j.set("output_router_logits", PyValue::boolean(hf.output_router_logits));
+  j.set("qkv_bias", PyValue::boolean(hf.qkv_bias));
+  j.set("rms_norm_eps", PyValue::real(hf.rms_norm_eps));
+  j.set("rope_scaling", PyValue::none());
+  j.set("rope_theta", PyValue::real(hf.rope_theta));
+  j.set("router_aux_loss_coef", PyValue::real(hf.router_aux_loss_coef));
+  j.set("shared_expert_intermediate_size", PyValue::integer(hf.shared_expert_intermediate_size));
+  j.set("sliding_window", PyValue::none());
+  j.set("tie_word_embeddings", PyValue::boolean(hf.tie_word_embeddings));
+  j.set("torch_dtype", PyValue::string(hf.torch_dtype));
+  j.set("use_cache", PyValue::boolean(true));
+  j.set("use_sliding_window", PyValue::boolean(false));
+  j.set("vocab_size", PyValue::integer(hf.vocab_size));
+  return j.dumps() + "\n";
+}
+
+}  // namespace
+
 std::string hf_llama_config_json(const HfLlamaConfig& hf) {
+  if (is_qwen2_moe(hf.model_type)) return hf_qwen2_moe_config_json(hf);
   const bool mistral = is_mistral(hf.model_type);
   const bool mixtral = is_mixtral(hf.model_type);
   // An id outside the vocabulary would make transformers warn; unknown ids are null.
@@ -296,12 +420,14 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
   hf.model_type = j.text("model_type");
   const bool mistral = is_mistral(hf.model_type);
   const bool mixtral = is_mixtral(hf.model_type);
-  if (hf.model_type != kHfLlamaModelType && !mistral)
-    j.fail("model_type is '" + hf.model_type + "', not llama, mistral or mixtral");
+  const bool qwen2_moe = is_qwen2_moe(hf.model_type);
+  if (hf.model_type != kHfLlamaModelType && !mistral && !qwen2_moe)
+    j.fail("model_type is '" + hf.model_type + "', not llama, mistral, mixtral or qwen2_moe");
   if (mixtral) {  // MixtralConfig's defaults where they differ from LlamaConfig's
     hf.rms_norm_eps = 1e-5;
     hf.rope_theta = 1e6;
   }
+  if (qwen2_moe) hf.max_position_embeddings = 32768;  // Qwen2MoeConfig's
   auto refuse = [&](const std::string& why) { j.fail(why); };
 
   hf.vocab_size = j.integer("vocab_size");
@@ -316,7 +442,7 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
   j.real("rms_norm_eps", hf.rms_norm_eps);
   j.real("rope_theta", hf.rope_theta);
   j.boolean("tie_word_embeddings", hf.tie_word_embeddings);
-  if (!mistral) {  // MistralConfig has neither: its linear layers never have biases
+  if (!mistral && !qwen2_moe) {  // MistralConfig has neither: its linear layers never have biases
     j.boolean("attention_bias", hf.attention_bias);
     j.boolean("mlp_bias", hf.mlp_bias);
   }
@@ -345,6 +471,50 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
              "alone");
     if (!(hf.router_aux_loss_coef >= 0.0 && std::isfinite(hf.router_aux_loss_coef)))
       refuse("router_aux_loss_coef must be a number >= 0 (got " + python_float_repr(hf.router_aux_loss_coef) + ")");
+  }
+
+  if (qwen2_moe) {  // Qwen2MoeConfig's defaults, then the file's values
+    hf.num_local_experts = 60;
+    hf.num_experts_per_tok = 4;
+    hf.moe_intermediate_size = 1408;
+    hf.shared_expert_intermediate_size = 5632;
+    j.boolean("qkv_bias", hf.qkv_bias);  // transformers 4 has no field: always biased
+    j.integer("num_experts", hf.num_local_experts);
+    j.integer("num_experts_per_tok", hf.num_experts_per_tok);
+    j.integer("moe_intermediate_size", hf.moe_intermediate_size);
+    j.integer("shared_expert_intermediate_size", hf.shared_expert_intermediate_size);
+    j.boolean("norm_topk_prob", hf.norm_topk_prob);
+    j.integer("decoder_sparse_step", hf.decoder_sparse_step);
+    j.integer_list("mlp_only_layers", hf.mlp_only_layers);
+    j.real("router_aux_loss_coef", hf.router_aux_loss_coef);
+    j.boolean("output_router_logits", hf.output_router_logits);
+    j.integer("max_window_layers", hf.max_window_layers);
+    auto between = [&](const char* key, std::int64_t value, std::int64_t low, std::int64_t high) {
+      if (value < low || value > high)
+        refuse(std::string(key) + " must be between " + str(low) + " and " + str(high) + " (got " + str(value) + ")");
+    };
+    between("num_experts", hf.num_local_experts, 1, kMaxDimension);
+    between("num_experts_per_tok", hf.num_experts_per_tok, 1, hf.num_local_experts);
+    between("moe_intermediate_size", hf.moe_intermediate_size, 1, kMaxDimension);
+    between("shared_expert_intermediate_size", hf.shared_expert_intermediate_size, 1, kMaxDimension);
+    between("decoder_sparse_step", hf.decoder_sparse_step, 1, kMaxDimension);
+    for (std::int64_t l : hf.mlp_only_layers) between("mlp_only_layers' entry", l, 0, hf.num_hidden_layers - 1);
+    bool sparse = false;
+    for (std::int64_t l = 0; l < hf.num_hidden_layers; ++l)
+      sparse = sparse || ((l + 1) % hf.decoder_sparse_step == 0 &&
+                          std::find(hf.mlp_only_layers.begin(), hf.mlp_only_layers.end(), l) ==
+                              hf.mlp_only_layers.end());
+    if (!sparse)
+      refuse("decoder_sparse_step " + str(hf.decoder_sparse_step) + " and mlp_only_layers leave no sparse layer: "
+             "mgt reads a Qwen2-MoE model with at least one");
+    if (!(hf.router_aux_loss_coef >= 0.0 && std::isfinite(hf.router_aux_loss_coef)))
+      refuse("router_aux_loss_coef must be a number >= 0 (got " + python_float_repr(hf.router_aux_loss_coef) + ")");
+    bool sliding = false;
+    j.boolean("use_sliding_window", sliding);
+    if (sliding && j.has("sliding_window") && j.integer("sliding_window") < hf.max_position_embeddings)
+      refuse("use_sliding_window is true with sliding_window " + str(j.integer("sliding_window")) +
+             " shorter than max_position_embeddings (" + str(hf.max_position_embeddings) +
+             "): mgt has no sliding-window attention");
   }
 
   for (auto [key, value] : {std::pair<const char*, std::int64_t>{"vocab_size", hf.vocab_size},
@@ -381,7 +551,9 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
     if (type != "llama3")
       refuse(std::string(key) + " of type '" + type + "' is not supported: mgt scales rotary frequencies only "
              "as Llama 3.1 does (rope_type llama3, Megatron's --use-rope-scaling)");
-    if (mistral) refuse(std::string(key) + " of type 'llama3' in a Mistral config: mgt reads it for Llama only");
+    if (hf.model_type != kHfLlamaModelType)
+      refuse(std::string(key) + " of type 'llama3' in a " + family_name(hf.model_type) +
+             " config: mgt reads it for Llama only");
     const double factor = j.nested_real(key, "factor");
     if (!(factor > 0.0 && std::isfinite(factor)))
       refuse(std::string(key) + "'s factor must be a positive number (got " + python_float_repr(factor) + ")");

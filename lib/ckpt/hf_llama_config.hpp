@@ -14,10 +14,19 @@
 // experts renormalised over the top k (MixtralSparseMoeBlock). What mgt does not compute (another
 // rope_scaling type, another activation, biases on only some linear layers, router jitter) is
 // refused, naming the field.
+// Qwen2-MoE (Qwen2MoeForCausalLM) is the same network with biases on q, k and v only
+// (--disable-bias-linear --add-qkv-bias), MoE layers where (layer + 1) % decoder_sparse_step == 0
+// and the layer is not in mlp_only_layers (any such pattern is a --moe-layer-freq list; the other
+// layers are dense MLPs of intermediate_size), experts of moe_intermediate_size, and a shared
+// expert of shared_expert_intermediate_size whose output a sigmoid gate scales per token
+// (--moe-shared-expert-gate). Its router takes the softmax over all experts, then the top k:
+// renormalised over them with norm_topk_prob (Megatron's default routing), as they are without it
+// (--moe-router-pre-softmax).
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/gpt_config.hpp"
 
@@ -27,12 +36,13 @@ namespace mgt {
 inline constexpr const char* kHfLlamaModelType = "llama";
 inline constexpr const char* kHfMistralModelType = "mistral";
 inline constexpr const char* kHfMixtralModelType = "mixtral";
+inline constexpr const char* kHfQwen2MoeModelType = "qwen2_moe";
 
 // Whether config.json of this model_type has MistralConfig's fields rather than LlamaConfig's:
 // sliding_window, and no attention_bias or mlp_bias (its linear layers have no biases). True for
 // mistral and mixtral.
 bool hf_has_mistral_fields(const std::string& model_type);
-// "Llama", "Mistral" or "Mixtral", for messages.
+// "Llama", "Mistral", "Mixtral" or "Qwen2Moe", for messages.
 std::string hf_llama_family_name(const std::string& model_type);
 
 // The fields of LlamaConfig / MistralConfig / MixtralConfig that matter here, with transformers' defaults for the
@@ -69,6 +79,14 @@ struct HfLlamaConfig {
   std::int64_t num_experts_per_tok = 2;
   double router_aux_loss_coef = 0.001;
   bool output_router_logits = false;
+  // Qwen2-MoE only (num_local_experts holds num_experts, intermediate_size the dense layers'):
+  bool qkv_bias = true;
+  std::int64_t moe_intermediate_size = 0;
+  std::int64_t shared_expert_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  std::int64_t decoder_sparse_step = 1;
+  std::vector<std::int64_t> mlp_only_layers;
+  std::int64_t max_window_layers = 28;
 };
 
 // Throws mgt::Error "WHAT cannot be expressed as ARCH: ..." naming the first property the Hugging

@@ -30,10 +30,12 @@ std::string family_of(const HfLlamaConfig& hf) { return hf_llama_family_name(hf.
 // derived from rope_theta, not weights.
 bool is_rotary_buffer(const std::string& name) { return ends_with(name, ".rotary_emb.inv_freq"); }
 
-// transformers 5 can save Mixtral's experts fused (save_pretrained(save_original_format=False):
-// mlp.experts.gate_up_proj [E, 2f, h]), which is not the layout Mixtral checkpoints are shared in.
+// transformers 5 can save Mixtral's and Qwen2-MoE's experts fused
+// (save_pretrained(save_original_format=False): mlp.experts.gate_up_proj [E, 2f, h]), which is not
+// the layout their checkpoints are shared in.
 std::string fused_experts_hint(const ckpt::SafetensorsModelFiles& files, const std::string& missing) {
-  if (missing.find(".block_sparse_moe.") == std::string::npos) return "";
+  if (missing.find(".block_sparse_moe.") == std::string::npos && missing.find(".mlp.experts.") == std::string::npos)
+    return "";
   for (const std::string& name : files.tensor_names())
     if (ends_with(name, ".mlp.experts.gate_up_proj"))
       return " (they hold transformers 5's fused experts, '" + name +
@@ -97,7 +99,7 @@ ModelWeights read_hf_llama_directory(const std::string& dir, const HfReadOptions
     return nullptr;
   };
   std::set<std::string> used;
-  for (const HfLlamaTensorMapping& m : hf_llama_tensor_mappings(w.config)) {
+  for (const HfLlamaTensorMapping& m : hf_llama_tensor_mappings(w.config, c.hf.model_type)) {
     std::vector<std::vector<float>> parts;
     for (const HfLlamaPart& part : m.parts) {
       const ckpt::SafetensorsTensorInfo* t = lookup(part.hf_name);
@@ -132,7 +134,7 @@ void write_hf_llama_directory(const ModelWeights& weights, const std::string& di
                               const HfExportOptions& options) {
   require_llama_expressible(weights.config, model_type, weights.source);
   std::vector<HfExportTensor> tensors;
-  for (const HfLlamaTensorMapping& m : hf_llama_tensor_mappings(weights.config)) {
+  for (const HfLlamaTensorMapping& m : hf_llama_tensor_mappings(weights.config, model_type)) {
     std::vector<std::vector<float>> parts = to_hf_parts(m, weights.at(m.megatron_name));
     for (std::size_t i = 0; i < parts.size(); ++i)
       tensors.push_back({m.parts[i].hf_name, m.parts[i].hf_shape, std::move(parts[i])});

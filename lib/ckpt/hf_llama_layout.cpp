@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
 
+#include "ckpt/hf_llama_config.hpp"
 #include "core/error.hpp"
 #include "model/parameter_table.hpp"
 
@@ -28,7 +30,41 @@ constexpr std::int64_t kMaxExperts = std::int64_t{1} << 24;
 
 // block_sparse_moe.gate.weight or block_sparse_moe.experts.E.wN.weight → its position in the
 // block (gate 0, then 1 + 3·E + N − 1); −1 for another name.
+std::int64_t mixtral_block_position(const std::string& rest);
+
+// Qwen2MoeSparseMoeBlock's order: mlp.gate, each expert's gate_proj, up_proj, down_proj, the
+// shared expert's three, then shared_expert_gate (after all possible experts); −1 for another name.
+std::int64_t qwen2_moe_block_position(const std::string& rest) {
+  const std::string block = "mlp.";
+  if (!starts_with(rest, block)) return -1;
+  const std::string name = rest.substr(block.size());
+  auto projection = [](const std::string& w) {
+    return w == "gate_proj.weight" ? 0 : w == "up_proj.weight" ? 1 : w == "down_proj.weight" ? 2 : -1;
+  };
+  if (name == "gate.weight") return 0;
+  const std::int64_t shared_at = 1 + kMaxExperts * kExpertTensors;
+  if (name == "shared_expert_gate.weight") return shared_at + kExpertTensors;
+  const std::string shared = "shared_expert.";
+  if (starts_with(name, shared)) {
+    const std::int64_t which = projection(name.substr(shared.size()));
+    return which < 0 ? -1 : shared_at + which;
+  }
+  const std::string experts = "experts.";
+  if (!starts_with(name, experts)) return -1;
+  const std::size_t dot = name.find('.', experts.size());
+  if (dot == std::string::npos || dot == experts.size()) return -1;
+  const std::string index = name.substr(experts.size(), dot - experts.size());
+  if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 7) return -1;
+  const std::int64_t which = projection(name.substr(dot + 1));
+  return which < 0 ? -1 : 1 + std::stoll(index) * kExpertTensors + which;
+}
+
 std::int64_t sparse_block_position(const std::string& rest) {
+  const std::int64_t qwen = qwen2_moe_block_position(rest);
+  return qwen >= 0 ? qwen : mixtral_block_position(rest);
+}
+
+std::int64_t mixtral_block_position(const std::string& rest) {
   const std::string block = "block_sparse_moe.";
   if (!starts_with(rest, block)) return -1;
   const std::string name = rest.substr(block.size());
@@ -62,7 +98,46 @@ HfLlamaPart part_of(const ParameterEntry& e, std::string hf_name, std::int64_t r
   return {std::move(hf_name), std::move(shape)};
 }
 
-HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c) {
+// [gate ; up] of `rows` rows each, from two Hugging Face tensors.
+HfLlamaTensorMapping gate_and_up(const ParameterEntry& e, std::string gate, std::string up, std::int64_t rows) {
+  HfLlamaTensorMapping m;
+  m.megatron_name = e.name;
+  m.megatron_shape = e.global_shape;
+  m.parts = {part_of(e, std::move(gate), rows), part_of(e, std::move(up), rows)};
+  m.rows = {{0, 0, rows}, {1, 0, rows}};
+  return m;
+}
+
+// A Qwen2-MoE layer's sparse block (Qwen2MoeSparseMoeBlock's names as save_pretrained writes
+// them), `rest` the parameter's name inside the layer; nullopt for another parameter.
+std::optional<HfLlamaTensorMapping> qwen2_moe_mapping(const ParameterEntry& e, const GptConfig& c,
+                                                      const std::string& layer, const std::string& rest) {
+  const std::string block = layer + "mlp.";
+  if (rest == "mlp.router.weight") return whole(e, block + "gate.weight");
+  if (rest == "mlp.shared_experts.gate_weight") return whole(e, block + "shared_expert_gate.weight");
+  std::string expert;
+  std::string linear;
+  std::int64_t ffn = 0;
+  const std::string routed = "mlp.experts.local_experts.";
+  const std::string shared = "mlp.shared_experts.";
+  if (starts_with(rest, routed)) {
+    const std::size_t at = rest.find('.', routed.size());
+    expert = block + "experts." + rest.substr(routed.size(), at - routed.size()) + ".";
+    linear = rest.substr(at + 1);
+    ffn = c.moe.ffn_hidden_size;
+  } else if (starts_with(rest, shared)) {
+    expert = block + "shared_expert.";
+    linear = rest.substr(shared.size());
+    ffn = c.moe.shared_expert_intermediate_size;
+  } else {
+    return std::nullopt;
+  }
+  if (linear == "linear_fc2.weight") return whole(e, expert + "down_proj.weight");
+  if (linear == "linear_fc1.weight") return gate_and_up(e, expert + "gate_proj.weight", expert + "up_proj.weight", ffn);
+  return std::nullopt;
+}
+
+HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c, bool qwen2_moe) {
   const std::string& name = e.name;
   const std::string p = kHfLlamaPrefix;
   if (name == "embedding.word_embeddings.weight") return whole(e, p + "embed_tokens.weight");
@@ -94,6 +169,8 @@ HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c) {
       }
       return m;
     }
+    if (qwen2_moe)
+      if (std::optional<HfLlamaTensorMapping> m = qwen2_moe_mapping(e, c, layer, rest)) return *m;
     // A Mixtral layer's sparse block: the router, and each expert's fc1 = [w1 (gate) ; w3 (up)]
     // and fc2 = w2, as tools/checkpoint/loader_mixtral_hf.py concatenates them.
     const std::string block = layer + "block_sparse_moe.";
@@ -135,10 +212,11 @@ std::int64_t elements(const std::vector<std::int64_t>& shape) {
 
 }  // namespace
 
-std::vector<HfLlamaTensorMapping> hf_llama_tensor_mappings(const GptConfig& config) {
+std::vector<HfLlamaTensorMapping> hf_llama_tensor_mappings(const GptConfig& config, const std::string& model_type) {
   const GptConfig c = config.resolved();
+  const bool qwen2_moe = model_type == kHfQwen2MoeModelType;
   std::vector<HfLlamaTensorMapping> mappings;
-  for (const ParameterEntry& e : gpt_parameter_table(c).entries) mappings.push_back(mapping_of(e, c));
+  for (const ParameterEntry& e : gpt_parameter_table(c).entries) mappings.push_back(mapping_of(e, c, qwen2_moe));
   return mappings;
 }
 
@@ -179,7 +257,7 @@ std::int64_t hf_llama_state_dict_position(const std::string& hf_name) {
   const std::string p = kHfLlamaPrefix;
   const std::string name = starts_with(hf_name, p) ? hf_name.substr(p.size()) : hf_name;
   // Each slot of a layer leaves room for a sparse block's tensors.
-  constexpr std::int64_t kSlot = 1 + kMaxExperts * kExpertTensors;
+  constexpr std::int64_t kSlot = 1 + (kMaxExperts + 1) * kExpertTensors + 1;  // Qwen2-MoE's shared expert too
   constexpr std::int64_t kPerLayer = static_cast<std::int64_t>(kLayerTensorOrder.size()) * kSlot;
   if (name == "embed_tokens.weight") return 0;
   if (name == "lm_head.weight") return std::numeric_limits<std::int64_t>::max();

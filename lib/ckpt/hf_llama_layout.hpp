@@ -11,6 +11,9 @@
 // - Mixtral's sparse block: the router is block_sparse_moe.gate [E, h]; expert j's linear_fc1 is
 //   [w1 (gate) ; w3 (up)] of block_sparse_moe.experts.j, its linear_fc2 w2 (Megatron's
 //   tools/checkpoint/loader_mixtral_hf.py set_mlp_state).
+// - Qwen2-MoE's sparse block: the router is mlp.gate [E, h]; expert j's linear_fc1 is
+//   [gate_proj ; up_proj] of mlp.experts.j, its linear_fc2 down_proj; the shared experts' the same
+//   of mlp.shared_expert, and their gate_weight [1, h] is mlp.shared_expert_gate.
 // Biases, when the model has them, split the same way. No rotary permutation of q and k is
 // needed: Megatron's rope (non-interleaved) and Llama's rotate_half both pair channel i with
 // channel i + d/2; only Meta's original checkpoints interleave them.
@@ -47,7 +50,10 @@ struct HfLlamaTensorMapping {
 
 // One mapping per parameter of the model, in the parameter table's order. The config must be
 // Llama-expressible (require_llama_expressible).
-std::vector<HfLlamaTensorMapping> hf_llama_tensor_mappings(const GptConfig& config);
+// The sparse blocks are named as `model_type` names them: Qwen2-MoE's for qwen2_moe, Mixtral's
+// otherwise.
+std::vector<HfLlamaTensorMapping> hf_llama_tensor_mappings(const GptConfig& config,
+                                                           const std::string& model_type = "mixtral");
 
 // Megatron's tensor → its Hugging Face parts (in mapping.parts order), and back.
 std::vector<std::vector<float>> to_hf_parts(const HfLlamaTensorMapping& mapping, std::span<const float> megatron);

@@ -33,7 +33,7 @@ std::string model_type_in(const std::string& dir) {
 
 const std::vector<std::string>& hf_model_types() {
   static const std::vector<std::string> types = {kHfGpt2ModelType, kHfLlamaModelType, kHfMistralModelType,
-                                                  kHfMixtralModelType};
+                                                  kHfMixtralModelType, kHfQwen2MoeModelType};
   return types;
 }
 
@@ -55,7 +55,9 @@ std::string hf_model_type_for(const ModelWeights& weights, const std::string& re
     return requested;
   }
   if (!weights.hf_model_type.empty()) return weights.hf_model_type;
-  if (weights.config.moe.enabled()) return kHfMixtralModelType;
+  // A mixture of experts with a gated shared expert is Qwen2-MoE's, one without Mixtral's.
+  if (weights.config.moe.enabled())
+    return weights.config.moe.shared_expert_gate ? kHfQwen2MoeModelType : kHfMixtralModelType;
   return weights.config.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute ? kHfGpt2ModelType
                                                                                             : kHfLlamaModelType;
 }
@@ -71,7 +73,9 @@ void require_hf_expressible(const ModelWeights& weights, const std::string& requ
   } catch (const Error& chosen) {
     // Chosen from the model: say why the other architecture does not fit either (a mixture of
     // experts has Mixtral alone).
-    if (!requested_model_type.empty() || !weights.hf_model_type.empty() || type == kHfMixtralModelType) throw;
+    if (!requested_model_type.empty() || !weights.hf_model_type.empty() || type == kHfMixtralModelType ||
+        type == kHfQwen2MoeModelType)
+      throw;
     try {
       require_as(type == kHfGpt2ModelType ? kHfLlamaModelType : kHfGpt2ModelType);
     } catch (const Error& other) {

@@ -51,6 +51,7 @@ std::optional<MoeOptions> moe_options_of(const JsonScalars& a) {
   }
   o.moe_ffn_hidden_size = optional_integer(a, "moe_ffn_hidden_size");
   o.moe_shared_expert_intermediate_size = optional_integer(a, "moe_shared_expert_intermediate_size");
+  o.moe_shared_expert_gate = flag_of(a, "moe_shared_expert_gate", false);
   if (a.contains("moe_router_topk")) o.moe_router_topk = a.integer("moe_router_topk");
   for (auto [key, field] : {std::pair{"moe_router_score_function", &o.moe_router_score_function},
                             std::pair{"moe_router_load_balancing_type", &o.moe_router_load_balancing_type},
@@ -93,6 +94,7 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
   if (a.contains("norm_epsilon")) c.norm_epsilon = a.real("norm_epsilon");
   c.layernorm_zero_centered_gamma = flag_of(a, "apply_layernorm_1p", false);
   c.add_bias_linear = flag_of(a, "add_bias_linear", true);
+  c.add_qkv_bias = flag_of(a, "add_qkv_bias", false);
   // Arguments without bias_gelu_fusion come from mgt before it followed Megatron's fused
   // bias-GELU: their GELU was the erf form.
   c.activation = gelu_activation(flag_of(a, "swiglu", false), flag_of(a, "openai_gelu", false),
@@ -133,6 +135,7 @@ std::string model_args_json(const GptConfig& config) {
   a.set("swiglu", PyValue::boolean(c.activation == Activation::kSwiglu));
   a.set("openai_gelu", PyValue::boolean(c.activation == Activation::kOpenaiGelu));
   a.set("add_bias_linear", PyValue::boolean(c.add_bias_linear));
+  a.set("add_qkv_bias", PyValue::boolean(c.add_qkv_bias));
   a.set("bias_gelu_fusion", PyValue::boolean(c.activation == Activation::kOpenaiGelu && c.add_bias_linear));
   a.set("untie_embeddings_and_output_weights", PyValue::boolean(c.untie_embeddings_and_output_weights));
   a.set("hidden_dropout", PyValue::real(c.hidden_dropout));
@@ -151,6 +154,7 @@ std::string model_args_json(const GptConfig& config) {
     a.set("moe_ffn_hidden_size", PyValue::integer(c.moe.ffn_hidden_size));
     if (c.moe.shared_expert_intermediate_size > 0)
       a.set("moe_shared_expert_intermediate_size", PyValue::integer(c.moe.shared_expert_intermediate_size));
+    if (c.moe.shared_expert_gate) a.set("moe_shared_expert_gate", PyValue::boolean(true));
     a.set("moe_router_topk", PyValue::integer(c.moe.topk));
     a.set("moe_router_score_function", PyValue::string(std::string(to_string(c.moe.score_function))));
     a.set("moe_router_pre_softmax", PyValue::boolean(c.moe.pre_softmax));
@@ -261,6 +265,7 @@ void check_model_flags_agree(const ModelCheckpoint& checkpoint, const std::map<s
       else if (flag == "swiglu") ours = c.activation == Activation::kSwiglu ? "true" : "false";
       else if (flag == "openai-gelu") ours = c.activation == Activation::kOpenaiGelu ? "true" : "false";
       else if (flag == "disable-bias-linear") ours = c.add_bias_linear ? "false" : "true";
+      else if (flag == "add-qkv-bias") ours = c.add_qkv_bias ? "true" : "false";
       else if (flag == "untie-embeddings-and-output-weights")
         ours = c.untie_embeddings_and_output_weights ? "true" : "false";
       else if (flag == "group-query-attention") ours = c.group_query_attention ? "true" : "false";

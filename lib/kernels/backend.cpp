@@ -1166,6 +1166,18 @@ void Backend::row_dot(ConstFloatView a, ConstFloatView b, int64_t rows, int64_t 
   st.finish();
 }
 
+void Backend::scale_rows(ConstFloatView x, ConstFloatView factors, int64_t rows, int64_t cols, FloatView out) {
+  constexpr BackendOp op = BackendOp::scale_rows;
+  dims(op, {rows, cols});
+  expect(x, rows * cols, op, "x");
+  expect(factors, rows, op, "factors");
+  expect(out, rows * cols, op, "out");
+  if (rows == 0 || cols == 0) return;
+  Fp32Staging st(*this, op);
+  do_scale_rows(st.in(x), st.in(factors), rows, cols, st.out(out));
+  st.finish();
+}
+
 void Backend::add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols) {
   constexpr BackendOp op = BackendOp::add_bias;
   dims(op, {rows, cols});

@@ -451,6 +451,9 @@ public:
                        ConstFloatView weights, FloatView out);
   // out[r] = Σ_c a[r, c] · b[r, c].
   void row_dot(ConstFloatView a, ConstFloatView b, int64_t rows, int64_t cols, FloatView out);
+  // out[r, :] = factors[r] · x[r, :] for x and out [rows, cols] (not overlapping) and factors
+  // [rows]: a per-token gate on a layer's output (the shared experts' sigmoid gate).
+  void scale_rows(ConstFloatView x, ConstFloatView factors, int64_t rows, int64_t cols, FloatView out);
 
   // ---- element-wise ----
   void add_bias(FloatView y, ConstFloatView bias, int64_t rows, int64_t cols);
@@ -656,6 +659,7 @@ private:
   virtual void do_gather_sum_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,
                                   int64_t out_rows, int64_t k, ConstFloatArg weights, FloatArg out) = 0;
   virtual void do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int64_t cols, FloatArg out) = 0;
+  virtual void do_scale_rows(ConstFloatArg x, ConstFloatArg factors, int64_t rows, int64_t cols, FloatArg out) = 0;
 
   virtual void do_add_bias(FloatArg y, ConstFloatArg bias, int64_t rows, int64_t cols) = 0;
   virtual void do_add(ConstFloatArg a, ConstFloatArg b, ConstFloatArg c, int64_t n, FloatArg out) = 0;

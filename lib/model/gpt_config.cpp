@@ -186,6 +186,8 @@ GptConfig GptConfig::resolved() const {
                 str(c.num_layers));
     require(c.moe.topk >= 1 && c.moe.topk <= c.moe.num_experts, "--moe-router-topk must be in [1, --num-experts]");
     require(!c.add_bias_linear, "--num-experts needs --disable-bias-linear (Megatron: bias is not supported for MoE)");
+    require(!c.moe.shared_expert_gate || c.moe.shared_expert_intermediate_size > 0,
+            "--moe-shared-expert-gate needs --moe-shared-expert-intermediate-size");
   }
   return c;
 }
@@ -203,7 +205,7 @@ int64_t GptConfig::num_parameters() const {
   const N fc1 = c.gated_linear_unit() ? N(2) * c.ffn_hidden_size : N(c.ffn_hidden_size);
 
   const N layer = norm                            // input_layernorm
-                  + qkv * h + bias * qkv          // linear_qkv
+                  + qkv * h + N(c.qkv_has_bias() ? 1 : 0) * qkv  // linear_qkv
                   + h * attention_width + bias * h  // linear_proj
                   + norm;                         // pre_mlp_layernorm
   const N mlp = fc1 * h + bias * fc1                // linear_fc1
@@ -212,7 +214,8 @@ int64_t GptConfig::num_parameters() const {
   const N gated = c.gated_linear_unit() ? 2 : 1;
   const N moe_mlp = N(c.moe.num_experts) * h +
                     N(c.moe.num_experts) * (gated * c.moe.ffn_hidden_size * h + h * c.moe.ffn_hidden_size) +
-                    gated * c.moe.shared_expert_intermediate_size * h + h * c.moe.shared_expert_intermediate_size;
+                    gated * c.moe.shared_expert_intermediate_size * h + h * c.moe.shared_expert_intermediate_size +
+                    N(c.moe.shared_expert_gate ? 1 : 0) * h;
   const int64_t moe_layers = c.moe.num_moe_layers();
   N total = N(c.padded_vocab_size) * h + N(c.num_layers) * layer + N(c.num_layers - moe_layers) * mlp +
             N(moe_layers) * moe_mlp + norm;

@@ -67,6 +67,10 @@ struct GptConfig {
   double norm_epsilon = 1e-5;
   Activation activation = Activation::kGelu;
   bool add_bias_linear = true;  // --disable-bias-linear clears it
+  // --add-qkv-bias: linear_qkv has a bias even without add_bias_linear (Megatron's attention.py
+  // builds linear_qkv with bias=add_bias_linear or add_qkv_bias).
+  bool add_qkv_bias = false;
+  bool qkv_has_bias() const { return add_bias_linear || add_qkv_bias; }
   bool untie_embeddings_and_output_weights = false;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;

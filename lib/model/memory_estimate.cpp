@@ -81,7 +81,7 @@ std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& 
   // Column-parallel layers split their output rows (and bias); row-parallel ones their input
   // columns, their bias replicated (megatron/core/tensor_parallel/layers.py).
   const N layer = norm * 2                                   // the two norms, replicated
-                  + divide_up(qkv * h + bias * qkv, tp)      // linear_qkv, column-parallel
+                  + divide_up(qkv * h + N(c.qkv_has_bias() ? 1 : 0) * qkv, tp)  // linear_qkv, column-parallel
                   + divide_up(h * attention_width, tp) + bias * h  // linear_proj, row-parallel
                   + divide_up(fc1 * h + bias * fc1, tp)      // linear_fc1, column-parallel
                   + divide_up(h * c.ffn_hidden_size, tp) + bias * h;  // linear_fc2, row-parallel

@@ -35,6 +35,7 @@ std::vector<FlagDefinition> model_flags(ModelShapeOptions& m) {
     store_false("no-bias-gelu-fusion", m.bias_gelu_fusion, "GELU in its exact erf form instead of the tanh approximation that Megatron's fused bias-GELU computes")
         .key("bias_gelu_fusion").recorded_as([&m] { return ArgValue(m.bias_gelu_fusion && m.add_bias_linear); }),
     store_false("disable-bias-linear", m.add_bias_linear, "No biases in the linear layers").key("add_bias_linear"),
+    store_true("add-qkv-bias", m.add_qkv_bias, "Biases on the query, key and value projections, also with --disable-bias-linear (Qwen2's attention)"),
     store_true("untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights, "Separate output layer weights"),
     store("hidden-dropout", "P", m.hidden_dropout, "Dropout after attention, MLP and embedding"),
     store("attention-dropout", "P", m.attention_dropout, "Dropout of attention probabilities"),

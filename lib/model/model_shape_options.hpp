@@ -36,6 +36,7 @@ struct ModelShapeOptions {
   // wherever the linears have biases (Megatron turns the fusion off without them).
   bool bias_gelu_fusion = true;
   bool add_bias_linear = true;                       // --disable-bias-linear clears it
+  bool add_qkv_bias = false;                         // --add-qkv-bias
   bool untie_embeddings_and_output_weights = false;  // --untie-embeddings-and-output-weights
   double hidden_dropout = 0.1;                       // --hidden-dropout
   double attention_dropout = 0.1;                    // --attention-dropout

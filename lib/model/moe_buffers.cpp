@@ -31,6 +31,7 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
   s.fc1 = gated * s.ffn;
   s.shared_ffn = m.shared_expert_intermediate_size;
   s.shared_fc1 = gated * s.shared_ffn;
+  s.shared_gate = m.shared_expert_gate && s.shared_ffn > 0;
   s.aux_groups = m.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? batch : 1;
   s.ep = std::max<int64_t>(1, m.expert_model_parallel_size);
   s.sequence_parallel = m.sequence_parallel_size > 1;
@@ -54,7 +55,8 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
 int64_t MoeBufferSizes::activation_floats() const {
   const bool exchanges = ep > 1 && !gathers;
   return 3 * tokens * experts + aux_groups * experts + max_rows + max_rows * 2 * hidden +
-         expert_rows * (fc1 + ffn) + (exchanges ? expert_rows * hidden : 0) + tokens * (shared_fc1 + shared_ffn);
+         expert_rows * (fc1 + ffn) + (exchanges ? expert_rows * hidden : 0) + tokens * (shared_fc1 + shared_ffn) +
+         (shared_gate ? tokens * (3 + hidden) : 0);
 }
 
 int64_t MoeBufferSizes::activation_indices() const {

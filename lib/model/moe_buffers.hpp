@@ -34,6 +34,13 @@ struct MoeActivations {
   FloatView expert_output;      // [max rows, h] the experts' output for this rank's rows
   FloatView shared_fc1_output;         // [T, shared fc1] (shared experts only)
   FloatView shared_activation_output;  // [T, shared ffn]
+  // --moe-shared-expert-gate only: the gate's logits, its sigmoid (routed as one expert of top-1
+  // sigmoid routing, model/moe_layer.cpp) and that routing's map, and the shared experts' output
+  // before the gate scales it.
+  FloatView shared_gate_logits;  // [T] (fp32)
+  FloatView shared_gate;         // [T] (fp32)
+  FloatView shared_gate_map;     // [T] (fp32)
+  FloatView shared_ungated;      // [T, h]
 };
 
 struct MoeScratch {
@@ -76,6 +83,7 @@ struct MoeBufferSizes {
   int64_t ffn = 0;
   int64_t shared_fc1 = 0;
   int64_t shared_ffn = 0;
+  bool shared_gate = false;  // --moe-shared-expert-gate
   int64_t aux_groups = 0;  // the batch for seq_aux_loss, else 1
   int64_t ep = 1;           // expert-parallel ranks (MoeConfig::expert_model_parallel_size)
   bool sequence_parallel = false;  // MoeConfig::sequence_parallel_size > 1
@@ -147,6 +155,12 @@ MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, Tak
   a.expert_output = take(s.max_rows * s.hidden);
   a.shared_fc1_output = take(s.tokens * s.shared_fc1);
   a.shared_activation_output = take(s.tokens * s.shared_ffn);
+  if (s.shared_gate) {
+    a.shared_gate_logits = take_fp32(s.tokens);
+    a.shared_gate = take_fp32(s.tokens);
+    a.shared_gate_map = take_fp32(s.tokens);
+    a.shared_ungated = take(s.tokens * s.hidden);
+  }
   return a;
 }
 

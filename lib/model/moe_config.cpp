@@ -36,6 +36,7 @@ MoeConfig moe_config_from_options(const MoeOptions& o, std::int64_t num_layers) 
   c.layer_pattern = moe_layer_pattern(o.moe_layer_freq, num_layers);
   c.ffn_hidden_size = o.moe_ffn_hidden_size.value_or(0);
   c.shared_expert_intermediate_size = o.moe_shared_expert_intermediate_size.value_or(0);
+  c.shared_expert_gate = o.moe_shared_expert_gate;
   c.topk = o.moe_router_topk;
   c.score_function = o.moe_router_score_function == "sigmoid" ? MoeScoreFunction::kSigmoid : MoeScoreFunction::kSoftmax;
   c.pre_softmax = o.moe_router_pre_softmax;

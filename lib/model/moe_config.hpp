@@ -24,6 +24,9 @@ struct MoeConfig {
   std::vector<bool> layer_pattern;
   std::int64_t ffn_hidden_size = 0;                  // each expert's (--moe-ffn-hidden-size)
   std::int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
+  // --moe-shared-expert-gate: the shared experts' output scaled per token by sigmoid(x·w_gate)
+  // (megatron/core/transformer/moe/shared_experts.py, SharedExpertMLP with gate=True).
+  bool shared_expert_gate = false;
   std::int64_t topk = 2;
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
   bool pre_softmax = false;

@@ -29,6 +29,9 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
                 [&m] { return moe_layer_freq_value(m.moe_layer_freq); }),
     store("moe-ffn-hidden-size", "N", m.moe_ffn_hidden_size, "Hidden size of each expert's MLP").default_text("--ffn-hidden-size"),
     store("moe-shared-expert-intermediate-size", "N", m.moe_shared_expert_intermediate_size, "Hidden size of the shared experts' MLP (their number x each one's size); unset: no shared expert"),
+    // Megatron-Core v0.13's SharedExpertMLP takes a `gate` (shared_experts.py) that its layer specs
+    // leave off; Qwen2-MoE's shared expert has it. Later Megatron versions name the flag so.
+    store_true("moe-shared-expert-gate", m.moe_shared_expert_gate, "Scale the shared experts' output per token by sigmoid(x . w), w a [1, hidden] weight (Megatron-Core's SharedExpertMLP gate, Qwen2-MoE's shared_expert_gate)"),
     store_true("moe-shared-expert-overlap", m.moe_shared_expert_overlap, "Run the shared experts beside the token dispatch (alltoall dispatcher); results are the same"),
     store_true("moe-grouped-gemm", m.moe_grouped_gemm, "Run each projection of the local experts as one grouped operation; results agree up to rounding"),
     store_true("moe-layer-recompute", m.moe_layer_recompute, "Deprecated: recompute the MoE layers in the backward"),

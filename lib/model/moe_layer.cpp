@@ -22,6 +22,9 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
                 std::to_string(expert_group ? expert_group->size() : 1));
   if (params.config().moe.shared_expert_intermediate_size > 0)
     shared_.emplace(params, layer_prefix(layer) + ".mlp.shared_experts");
+  if (shared_ && params.config().moe.shared_expert_gate)
+    shared_gate_.emplace(params, layer_prefix(layer) + ".mlp.shared_experts.gate_weight",
+                         layer_prefix(layer) + ".mlp.shared_experts.gate_bias");  // no bias: none exists
   if (tp && tp->active()) {
     if (tp->size() != params.tensor_parallel().size)
       throw Error("internal error: the parameters are for " + std::to_string(params.tensor_parallel().size) +
@@ -151,6 +154,77 @@ void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, co
   dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), n, rows, saved, dx);
 }
 
+MoeRoutingParams MoeLayer::gate_routing(int64_t tokens) {
+  MoeRoutingParams p;
+  p.tokens = tokens;
+  p.experts = 1;
+  p.topk = 1;
+  p.sigmoid = true;
+  return p;
+}
+
+void MoeLayer::add_shared_experts(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                                  const MoeScratch& scratch, FloatView output) const {
+  // Megatron's MoELayer returns output + shared_experts(hidden_states).
+  const FloatView gated = scratch.shared_output.first(tokens * hidden_);
+  const FloatView y = shared_gate_ ? saved.shared_ungated.first(tokens * hidden_) : gated;
+  // Under tensor parallelism each rank holds its slice of the shared experts' hidden units.
+  shared_->forward(input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
+                   saved.shared_activation_output.first(tokens * shared_->ffn()), y);
+  if (shared_gate_) {
+    // SharedExpertMLP.forward: output * sigmoid(linear(hidden_states, gate_weight)), the logits
+    // in fp32 as the router's. A rank's slice's partial sum scaled is its part of the scaled sum.
+    const MoeRoutingParams p = gate_routing(tokens);
+    shared_gate_->forward(input, tokens, saved.shared_gate_logits.first(tokens));
+    DeviceArray<double> unused(*backend_, 2);  // no auxiliary loss or z-loss to count
+    backend_->moe_route(saved.shared_gate_logits.first(tokens), p, scratch.gates.first(tokens),
+                        saved.shared_gate.first(tokens), saved.shared_gate_map.first(tokens), FloatView(),
+                        unused.view(), /*accumulate=*/false);
+    backend_->scale_rows(y, saved.shared_gate.first(tokens), tokens, hidden_, gated);
+  }
+  backend_->accumulate(output, gated);
+}
+
+void MoeLayer::add_shared_experts_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                                           const MoeScratch& scratch, ConstFloatView d_output,
+                                           FloatView d_input) const {
+  const FloatView dx = scratch.d_hidden.first(tokens * hidden_);
+  ConstFloatView dy = d_output.first(tokens * hidden_);
+  if (shared_gate_) {
+    // ∂/∂gate_t = d_output_t · y_t, y the shared experts' whole output: each rank's slice's dot
+    // summed over the tensor-parallel group. The router's backward is done with d_probs and
+    // d_logits: their first T entries serve the gate's one column.
+    const FloatView d_gate = scratch.d_probs.first(tokens);
+    const FloatView d_logits = scratch.d_logits.first(tokens);
+    backend_->row_dot(dy, saved.shared_ungated.first(tokens * hidden_), tokens, hidden_, d_gate);
+    if (tp_) tp_->all_reduce(d_gate, dist::ReduceOp::Sum);
+    const MoeRoutingParams p = gate_routing(tokens);
+    backend_->moe_route_backward(saved.shared_gate_logits.first(tokens), p, d_gate,
+                                 saved.shared_gate_map.first(tokens), ConstFloatView(), 0.0f, 0.0f, d_logits);
+    // The GEMMs take operands of one type: under bf16 activations the fp32 logits' gradient is
+    // rounded to theirs (as the router's backward does).
+    ConstFloatView d_logits_typed = d_logits;
+    DeviceBuffer rounded;
+    if (d_logits.type() != input.type()) {
+      rounded = DeviceBuffer(*backend_, tokens, input.type());
+      backend_->convert(d_logits, rounded.view());
+      d_logits_typed = rounded.view();
+    }
+    shared_gate_->backward(d_logits_typed, input.first(tokens * hidden_), tokens, dx);
+    // The same on every tensor-parallel rank: added once before the group's reduction.
+    if (!tp_ || tp_->rank() == 0) backend_->accumulate(d_input.first(tokens * hidden_), dx);
+    // ∂/∂y = gate ⊙ d_output.
+    const FloatView scaled = scratch.shared_output.first(tokens * hidden_);
+    backend_->scale_rows(dy, saved.shared_gate.first(tokens), tokens, hidden_, scaled);
+    dy = scaled;
+  }
+  shared_->backward(dy, input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
+                    saved.shared_activation_output.first(tokens * shared_->ffn()),
+                    scratch.d_activation.first(tokens * shared_->ffn()),
+                    scratch.d_fc1.first(tokens * shared_->fc1_size()), dx);
+  backend_->accumulate(d_input.first(tokens * hidden_), dx);
+}
+
 void MoeLayer::forward(const ForwardContext& ctx, FloatView whole_input, const MoeActivations& saved,
                        const MoeScratch& scratch, FloatView local_output) const {
   const int64_t tokens = ctx.tokens();
@@ -162,14 +236,7 @@ void MoeLayer::forward(const ForwardContext& ctx, FloatView whole_input, const M
   const FloatView output = sequence_parallel ? scratch.sp_whole.first(tokens * hidden_) : local_output;
   router_.forward(ctx, input, saved, scratch);
   route_through_experts(ctx, input, saved, scratch, output);
-  if (shared_) {
-    // Megatron's MoELayer returns output + shared_experts(hidden_states).
-    const FloatView y = scratch.shared_output.first(tokens * hidden_);
-    // Under tensor parallelism each rank holds its slice of the shared experts' hidden units.
-    shared_->forward(input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
-                     saved.shared_activation_output.first(tokens * shared_->ffn()), y);
-    backend_->accumulate(output, y);
-  }
+  if (shared_) add_shared_experts(tokens, input, saved, scratch, output.first(tokens * hidden_));
   if (sequence_parallel)
     tp_->reduce_scatter_to_sequence_parallel_region_forward(output, local_output.first(ctx.local_tokens() * hidden_));
   else if (tp_)
@@ -196,14 +263,7 @@ void MoeLayer::backward(const ForwardContext& ctx, ConstFloatView whole_input, c
   if (tp_) tp_->all_reduce(scratch.d_probs.first(tokens * num_experts_), dist::ReduceOp::Sum);
   // The router's input gradient is the same on every tensor-parallel rank: added once.
   router_.backward(ctx, input, saved, scratch, !tp_ || tp_->rank() == 0 ? d_input : FloatView());
-  if (shared_) {
-    const FloatView dx = scratch.d_hidden.first(tokens * hidden_);
-    shared_->backward(d_output, input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
-                      saved.shared_activation_output.first(tokens * shared_->ffn()),
-                      scratch.d_activation.first(tokens * shared_->ffn()),
-                      scratch.d_fc1.first(tokens * shared_->fc1_size()), dx);
-    backend_->accumulate(d_input, dx);
-  }
+  if (shared_) add_shared_experts_backward(tokens, input, saved, scratch, d_output, d_input);
   if (sequence_parallel)
     tp_->reduce_scatter_to_sequence_parallel_region_forward(d_input, local_d_input.first(ctx.local_tokens() * hidden_));
   else if (tp_)

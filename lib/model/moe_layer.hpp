@@ -27,6 +27,10 @@
 // MoEAllGatherTokenDispatcher with an expert tensor-parallel size of 1 gather nothing over the
 // tensor-parallel group), and each expert's gradient is reduced over its expert-data-parallel
 // group.
+// With --moe-shared-expert-gate the shared experts' output is scaled per token by
+// sigmoid(x·w_gate), as Megatron-Core's SharedExpertMLP does with its gate (shared_experts.py).
+// The gate's weight is replicated over the tensor-parallel ranks, each of which computes the gate
+// on the whole sequence's tokens, as the router does.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -84,6 +88,17 @@ private:
   // Of run_experts: the rows of `part` of d_probs [T, E] and d_input [T, h] (overwritten).
   void run_experts_backward(TokenRange part, ConstFloatView d_output, const MoeActivations& saved,
                             const MoeScratch& scratch, FloatView d_probs, FloatView d_input) const;
+  // The shared experts' output added to output [T, h] (partial sums under tensor parallelism),
+  // gated with --moe-shared-expert-gate.
+  void add_shared_experts(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                          const MoeScratch& scratch, FloatView output) const;
+  // Its backward from d_output [T, h]: the shared experts' and the gate's gradients added, their
+  // input gradient added to d_input (the gate's on tensor-parallel rank 0 only).
+  void add_shared_experts_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                                   const MoeScratch& scratch, ConstFloatView d_output, FloatView d_input) const;
+  // The gate's sigmoid as the routing of the tokens to one expert, top-1, by the sigmoid score
+  // function (Megatron's topk_routing_with_score_function: no normalisation with top-1).
+  static MoeRoutingParams gate_routing(int64_t tokens);
 
   Backend* backend_;
   int64_t hidden_;
@@ -93,6 +108,7 @@ private:
   MoeTokenDispatcher dispatcher_;
   MoeExperts experts_;
   std::optional<ExpertMlp> shared_;
+  std::optional<LinearLayer> shared_gate_;  // --moe-shared-expert-gate: w_gate [1, h]
   const TensorParallelMappings* tp_ = nullptr;  // null without tensor parallelism
   bool experts_whole_ = false;                  // --expert-tensor-parallel-size 1 under tensor parallelism
 };

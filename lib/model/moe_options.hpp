@@ -18,6 +18,7 @@ struct MoeOptions {
   std::optional<std::int64_t> moe_ffn_hidden_size;              // --moe-ffn-hidden-size: --ffn-hidden-size
   std::optional<std::int64_t> moe_shared_expert_intermediate_size;
   bool moe_shared_expert_overlap = false;
+  bool moe_shared_expert_gate = false;  // mgt's --moe-shared-expert-gate (not in Megatron v0.13's parser)
   bool moe_grouped_gemm = false;
   bool moe_layer_recompute = false;
   std::string moe_router_load_balancing_type = "aux_loss";      // aux_loss | seq_aux_loss | none

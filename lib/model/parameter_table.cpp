@@ -185,6 +185,12 @@ void add_moe_parameters(TableBuilder& b, const GptConfig& c, const std::string& 
   if (ep.size == 1) add_routed_experts(b, c, mlp, ep, std, scaled_std);
   if (c.moe.shared_expert_intermediate_size > 0)
     add_moe_mlp(b, c, mlp + ".shared_experts", c.moe.shared_expert_intermediate_size, std, scaled_std, false);
+  // SharedExpertMLP's gate_weight [1, h] (shared_experts.py), initialised with init_method and
+  // replicated over the tensor-parallel ranks. Every rank computes it on the whole sequence (the
+  // MoE layer gathers it, model/moe_layer.hpp), so the gradients agree without a reduction, as
+  // Megatron's, computed on each rank's part and marked sequence_parallel, do after theirs.
+  if (c.moe.shared_expert_gate)
+    b.add(mlp + ".shared_experts.gate_weight", {1, c.hidden_size}, kNotPartitioned, ParameterInit::kNormal, std);
 }
 
 }  // namespace
@@ -241,7 +247,7 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     add_norm(layer + ".input_layernorm");
     const std::string qkv = layer + ".self_attention.linear_qkv";
     b.add(qkv + ".weight", {c.qkv_size(), h}, 0, ParameterInit::kNormal, std, 1, qkv_block);
-    if (c.add_bias_linear) {
+    if (c.qkv_has_bias()) {
       b.add(qkv + ".bias", {c.qkv_size()}, 0, ParameterInit::kZeros, 0.0, 1, qkv_block);
     }
     const std::string proj = layer + ".self_attention.linear_proj";

@@ -81,6 +81,9 @@ void validate_moe_options(TrainOptions& o) {
   if (m.moe_shared_expert_overlap && m.moe_shared_expert_intermediate_size &&
       m.moe_token_dispatcher_type != "alltoall")
     throw UsageError("--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall");
+  if (m.moe_shared_expert_gate && m.moe_shared_expert_intermediate_size.value_or(0) <= 0)
+    throw UsageError("--moe-shared-expert-gate needs --moe-shared-expert-intermediate-size (the gate scales the "
+                     "shared experts' output)");
   if (m.moe_expert_capacity_factor && *m.moe_expert_capacity_factor < 0) m.moe_expert_capacity_factor.reset();
   if (m.moe_pad_expert_input_to_capacity && !m.moe_expert_capacity_factor)
     throw UsageError("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");

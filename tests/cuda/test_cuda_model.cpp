@@ -81,6 +81,23 @@ TEST_CASE("cuda model: Llama shape matches the CPU", "[cuda]") {
   compare_models(llama_like_config(), "llama");
 }
 
+TEST_CASE("cuda model: Qwen2-MoE shape (q/k/v biases, a dense layer, a gated shared expert) matches the CPU",
+          "[cuda][moe]") {
+  if (skip_without_gpu()) return;
+  GptConfig config = llama_like_config();
+  config.rotary_percent = 1.0;
+  config.add_qkv_bias = true;
+  config.moe.num_experts = 4;
+  config.moe.topk = 2;
+  config.moe.pre_softmax = true;
+  config.moe.ffn_hidden_size = 12;
+  config.moe.layer_pattern = {true, false};
+  config.moe.shared_expert_intermediate_size = 10;
+  config.moe.shared_expert_gate = true;
+  config.moe.aux_loss_coeff = 0.01;
+  compare_models(config, "qwen2_moe");
+}
+
 TEST_CASE("cuda model: bf16 and fp16 storage stay within bf16 bounds of the fp32 CPU", "[cuda]") {
   if (skip_without_gpu()) return;
   GptConfig config = gpt2_like_config();

@@ -1056,6 +1056,12 @@ void case_row_dot(OpRun& r) {
   r.check(out, kReduction, "dots");
 }
 
+void case_scale_rows(OpRun& r) {
+  Tensor x = r.input(kRows * kHidden), factors = r.input(kRows), out = r.output(kRows * kHidden);
+  r.run([&](Backend& b, Side s) { b.scale_rows(x(s), factors(s), kRows, kHidden, out(s)); });
+  r.check(out, kElementwise, "scaled rows");
+}
+
 // ---- element-wise ----
 void case_add_bias(OpRun& r) {
   Tensor y = r.input(kRows * kOut), bias = r.input(kOut);

@@ -1,7 +1,8 @@
 // The MoE layer on one rank (model/moe_layer.hpp) on the CPU: its output against a direct
 // evaluation of Megatron's formula (each token's chosen experts' MLPs weighted by the routing
 // probabilities, plus the shared experts), and its gradients (input and every parameter,
-// auxiliary and z losses included) against central differences of the same objective.
+// auxiliary and z losses included) against central differences of the same objective; the same
+// with the shared experts' sigmoid gate (--moe-shared-expert-gate).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -19,7 +20,7 @@ using namespace mgt;
 
 namespace {
 
-GptConfig moe_config(Activation activation, double capacity_factor, bool pad, int64_t shared) {
+GptConfig moe_config(Activation activation, double capacity_factor, bool pad, int64_t shared, bool gate = false) {
   GptConfig c;
   c.num_layers = 1;
   c.hidden_size = 8;
@@ -36,6 +37,7 @@ GptConfig moe_config(Activation activation, double capacity_factor, bool pad, in
   c.moe.ffn_hidden_size = 6;
   c.moe.topk = 2;
   c.moe.shared_expert_intermediate_size = shared;
+  c.moe.shared_expert_gate = gate;
   c.moe.aux_loss_coeff = 0.05;
   c.moe.z_loss = true;
   c.moe.z_loss_coeff = 0.02;
@@ -152,8 +154,8 @@ private:
   ForwardContext ctx_;
 };
 
-void check_output(Activation activation, double capacity_factor, bool pad, int64_t shared) {
-  const GptConfig c = moe_config(activation, capacity_factor, pad, shared);
+void check_output(Activation activation, double capacity_factor, bool pad, int64_t shared, bool gate = false) {
+  const GptConfig c = moe_config(activation, capacity_factor, pad, shared, gate);
   MoeHarness harness(c, 6, 2);
   std::mt19937 rng(11);
   const std::size_t h = static_cast<std::size_t>(c.hidden_size);
@@ -179,7 +181,15 @@ void check_output(Activation activation, double capacity_factor, bool pad, int64
       const std::vector<float> y = mlp(activation, p.read_param(p.entry("decoder.layers.0.mlp.shared_experts.linear_fc1.weight")),
                                        p.read_param(p.entry("decoder.layers.0.mlp.shared_experts.linear_fc2.weight")),
                                        &input[t * h], h, static_cast<std::size_t>(shared));
-      for (std::size_t i = 0; i < h; ++i) want[i] += y[i];
+      // SharedExpertMLP's gate: the output times sigmoid(w_gate · x).
+      double g = 1.0;
+      if (gate) {
+        const std::vector<float> w = p.read_param(p.entry("decoder.layers.0.mlp.shared_experts.gate_weight"));
+        double logit = 0.0;
+        for (std::size_t i = 0; i < h; ++i) logit += static_cast<double>(w[i]) * input[t * h + i];
+        g = 1.0 / (1.0 + std::exp(-logit));
+      }
+      for (std::size_t i = 0; i < h; ++i) want[i] += g * y[i];
     }
     for (std::size_t i = 0; i < h; ++i) {
       diff = std::max(diff, std::fabs(want[i] - r.output[t * h + i]));
@@ -245,6 +255,17 @@ TEST_CASE("moe layer: the output is Megatron's weighted sum of experts", "[model
   check_output(Activation::kGelu, -1.0, false, 5);
   check_output(Activation::kSwiglu, 0.5, false, 0);
   check_output(Activation::kSwiglu, 0.5, true, 3);
+}
+
+TEST_CASE("moe layer: the shared experts' sigmoid gate, output and gradients", "[model][moe]") {
+  check_output(Activation::kSwiglu, -1.0, false, 5, true);
+  check_output(Activation::kGelu, 0.5, true, 3, true);
+  const GptConfig c = moe_config(Activation::kSwiglu, -1.0, false, 4, true);
+  const auto backend = make_backend("cpu");
+  GptParameters params(c, *backend);
+  CHECK(params.entry("decoder.layers.0.mlp.shared_experts.gate_weight").global_shape ==
+        std::vector<int64_t>{1, c.hidden_size});
+  check_gradients(c);
 }
 
 TEST_CASE("moe layer: gradients against central differences", "[model][moe]") {

@@ -459,6 +459,14 @@ void CpuBackend::do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int6
   });
 }
 
+void CpuBackend::do_scale_rows(ConstFloatArg x, ConstFloatArg factors, int64_t rows, int64_t cols, FloatArg out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::scale_rows);
+  parallel(rows, row_grain(cols), [&](int64_t first, int64_t end) {
+    cpu::scale_rows(static_cast<const float*>(x) + first * cols, static_cast<const float*>(factors) + first,
+                    end - first, cols, static_cast<float*>(out) + first * cols);
+  });
+}
+
 void CpuBackend::do_scale(FloatArg x, int64_t n, float factor) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::scale);
   cpu::scale(x, n, factor);

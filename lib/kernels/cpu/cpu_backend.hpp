@@ -142,6 +142,7 @@ private:
   void do_gather_sum_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,
                           int64_t k, ConstFloatArg weights, FloatArg out) override;
   void do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int64_t cols, FloatArg out) override;
+  void do_scale_rows(ConstFloatArg x, ConstFloatArg factors, int64_t rows, int64_t cols, FloatArg out) override;
 
   void do_adamw_step(FloatArg param, ConstFloatArg grad, FloatArg exp_avg, FloatArg exp_avg_sq, int64_t n,
                      const AdamWParams& params, int64_t step) override;

@@ -158,4 +158,9 @@ void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* 
   }
 }
 
+void scale_rows(const float* x, const float* factors, int64_t rows, int64_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = factors[r] * x[r * cols + c];
+}
+
 }  // namespace mgt::cpu

@@ -18,6 +18,7 @@ void gather_rows(const float* in, int64_t in_rows, int64_t cols, const int64_t* 
 void gather_sum_rows(const float* in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,
                      int64_t k, const float* weights, float* out);
 void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* out);
+void scale_rows(const float* x, const float* factors, int64_t rows, int64_t cols, float* out);
 
 // The factor on d(Σ_e P_e·f_e)/d score of moe_route_backward's auxiliary loss: Megatron's
 // num_experts / (tokens² · topk) for aux_loss, num_experts / (batch · seq² · topk) for seq_aux_loss.

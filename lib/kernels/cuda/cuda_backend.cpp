@@ -754,6 +754,10 @@ void CudaBackend::do_gather_sum_rows(ConstFloatArg in, int64_t /*in_rows*/, int6
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::gather_sum_rows);
   cuda::gather_sum_rows(in, cols, index, out_rows, k, weights, out, stream_);
 }
+void CudaBackend::do_scale_rows(ConstFloatArg x, ConstFloatArg factors, int64_t rows, int64_t cols, FloatArg out) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::scale_rows);
+  cuda::scale_rows(x, factors, rows, cols, out, stream_);
+}
 void CudaBackend::do_row_dot(ConstFloatArg a, ConstFloatArg b, int64_t rows, int64_t cols, FloatArg out) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::row_dot);
   cuda::row_dot(a, b, rows, cols, out, stream_);

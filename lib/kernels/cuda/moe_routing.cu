@@ -190,6 +190,12 @@ __global__ void row_dot_kernel(In a, In b, int64_t rows, int64_t cols, Out out) 
   if (lane == 0) out[r] = s;
 }
 
+__global__ void scale_rows_kernel(In x, In factors, int64_t n, int64_t cols, Out out) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = factors[i / cols] * x[i];
+}
+
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 double aux_factor_of(const MoeRoutingParams& p) {
@@ -261,6 +267,11 @@ void gather_sum_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows
   gather_sum_rows_kernel<<<grid_for(out_rows * cols), kThreads, 0, stream>>>(in, cols, index, out_rows, k, weights,
                                                                              out);
   MGT_CUDA_CHECK_LAUNCH(gather_sum_rows_kernel);
+}
+
+void scale_rows(In x, In factors, int64_t rows, int64_t cols, Out out, cudaStream_t stream) {
+  scale_rows_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(x, factors, rows * cols, cols, out);
+  MGT_CUDA_CHECK_LAUNCH(scale_rows_kernel);
 }
 
 void row_dot(In a, In b, int64_t rows, int64_t cols, Out out, cudaStream_t stream) {

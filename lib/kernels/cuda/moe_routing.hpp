@@ -27,5 +27,6 @@ void gather_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, In
 void gather_sum_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k, In weights, Out out,
                      cudaStream_t stream);
 void row_dot(In a, In b, int64_t rows, int64_t cols, Out out, cudaStream_t stream);
+void scale_rows(In x, In factors, int64_t rows, int64_t cols, Out out, cudaStream_t stream);
 
 }  // namespace mgt::cuda
