@@ -246,7 +246,7 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
     // Megatron's param all-gather: every rank's weights become whole again.
     if (r.sharded() && !param_gather_deferred_) {
       if (fp8_gather_ && &r == &regions_.front())
-        fp8_gather_->gather(params_->params());
+        fp8_gather_->gather();
       else
         all_gather_shards(*r.group, params_->params().subspan(r.range.begin, r.range.size()));
     }

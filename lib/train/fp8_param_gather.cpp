@@ -16,7 +16,11 @@ std::int64_t overlap_size(std::int64_t begin, std::int64_t end, const BufferShar
 
 Fp8ParamGather::Fp8ParamGather(GptParameters& params, Fp8Training& fp8, dist::Communicator& group,
                                BufferShard region)
-    : params_(&params), fp8_(&fp8), group_(&group), region_(region) {
+    : params_(&params),
+      fp8_(&fp8),
+      group_(&group),
+      region_(region),
+      gathers_compute_copy_(!params.compute_copy().empty() && !params.forward_reads_params()) {
   for (int r = 0; r < group.size(); ++r) {
     const BufferShard s = data_parallel_shard(region.size(), group.size(), r);
     shards_.push_back({region.begin + s.begin, region.begin + s.end});
@@ -102,15 +106,23 @@ void Fp8ParamGather::start_other_gathers(FloatView values, std::int64_t begin, s
   }
 }
 
-void Fp8ParamGather::gather(FloatView params) {
+void Fp8ParamGather::gather() {
   gather_fp8_weights();
+  // The step wrote this rank's shard of the compute copy beside its weights; the gathers bring
+  // the others' (taken mutable without marking it stale).
+  const FloatView values = gathers_compute_copy_ ? params_->compute_copy() : params_->params();
   std::vector<dist::PendingCollective> pending;
-  start_other_gathers(params, region_.begin, region_.end, pending);
+  start_other_gathers(values, region_.begin, region_.end, pending);
   for (dist::PendingCollective& p : pending) p.wait();
+  if (gathers_compute_copy_ && group_->size() > 1) {
+    params_->mark_compute_copy_fresh();
+    behind_ = true;
+  }
 }
 
 void Fp8ParamGather::catch_up() {
   if (!behind_) return;
+  // (This marks the compute copy stale: the next forward converts it again, to the same values.)
   all_gather_shards(*group_, params_->params().subspan(region_.begin, region_.size()));
   caught_up();
 }
@@ -119,7 +131,7 @@ void Fp8ParamGather::caught_up() {
   for (const Weight& w : weights_) {
     Fp8Training::WeightCopy& copy = fp8_->weight_copy(w.linear);
     if (!copy.pinned) continue;
-    copy.pinned = behind_;
+    copy.pinned = false;
     copy.version = params_->params_version();
   }
   behind_ = false;

@@ -12,11 +12,15 @@
 // parameter buffer (each rank's part of it contiguous, as its shard is), which the layers' FP8
 // copies then read in place (Fp8Training::WeightCopy); the transposed copies the backward reads
 // are derived from them. The rest of the buffer — embeddings, norms, biases, the output layer,
-// layers kept in bf16 — is gathered run by run between the FP8 weights.
+// layers kept in bf16 — is gathered run by run between the FP8 weights: their compute copy (bf16
+// or fp16, which the optimizer's step wrote beside its shard of the weights) where there is one
+// and the forward reads nothing else, as Megatron gathers its bf16 parameters, else the fp32
+// weights.
 //
-// The other shards' fp32 values of the FP8 weights then stay behind, and the copies are pinned
-// (nothing casts them again from the stale weights) until catch_up() gathers the fp32 weights,
-// where something reads them (a checkpoint, the parameter norm, the end of training).
+// The other shards' fp32 values then stay behind (of the FP8 weights; of all weights where the
+// compute copy was gathered), and the FP8 copies are pinned (nothing casts them again from the
+// stale weights) until catch_up() gathers the fp32 weights, where something reads them (a
+// checkpoint, the parameter norm, the end of training).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -44,9 +48,12 @@ public:
   // weights, or their compute copy), into `pending`.
   void start_other_gathers(FloatView values, std::int64_t begin, std::int64_t end,
                            std::vector<dist::PendingCollective>& pending);
-  // The whole step's all-gather, without overlap: gather_fp8_weights, then the rest of the fp32
-  // weights.
-  void gather(FloatView params);
+  // The whole step's all-gather, without overlap: gather_fp8_weights, then the rest of the
+  // compute copy (marked fresh) or of the fp32 weights.
+  void gather();
+  // The bytes of one element of the rest as the step's gather moves it: 2 for a bf16 or fp16
+  // compute copy, 4 for the fp32 weights.
+  std::int64_t other_element_bytes() const { return gathers_compute_copy_ ? 2 : 4; }
   // Whether the fp32 values of the FP8 weights are behind on this rank.
   bool behind() const { return behind_; }
   // Gathers the region's fp32 weights (all of them, as the optimizer gathers them without this
@@ -85,6 +92,7 @@ private:
   DeviceArray<uint8_t> codes_;
   std::vector<std::int64_t> code_counts_;  // each rank's codes
   bool behind_ = false;
+  bool gathers_compute_copy_ = false;
 };
 
 }  // namespace mgt

@@ -280,12 +280,11 @@ void TrainingRun::build_fp8_param_gather() {
   fp8_gather_ = std::make_unique<Fp8ParamGather>(p, *model_->fp8(), gradients_, BufferShard{0, p.table().expert_begin});
   optimizer_->set_fp8_param_gather(fp8_gather_.get());
   if (overlap_) overlap_->set_fp8_param_gather(fp8_gather_.get());
-  // The rest travels as the gather without the flag moves it: the fp32 weights, or with
-  // --overlap-param-gather their compute copy.
-  const bool compute_copy = overlap_ && options_.parallel.overlap_param_gather && !p.compute_copy().empty() &&
-                            !p.forward_reads_params();
-  const std::int64_t other = compute_copy ? float_type_size(p.compute_copy().type()) : 4;
-  const std::int64_t before = (fp8_gather_->fp8_elements() + fp8_gather_->other_elements()) * other;
+  // Without the flag the step gathers the fp32 weights, or with --overlap-param-gather their
+  // compute copy; with it the rest travels as the compute copy where there is one.
+  const std::int64_t other = fp8_gather_->other_element_bytes();
+  const std::int64_t without = overlap_ && options_.parallel.overlap_param_gather ? other : 4;
+  const std::int64_t before = (fp8_gather_->fp8_elements() + fp8_gather_->other_elements()) * without;
   const std::int64_t after = fp8_gather_->fp8_elements() + fp8_gather_->other_elements() * other;
   output_.line("> --fp8-param-gather: the weights of " + std::to_string(fp8_gather_->fp8_weights()) +
                " FP8 linear layers (" + std::to_string(fp8_gather_->fp8_elements()) +
