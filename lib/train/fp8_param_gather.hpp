@@ -1,7 +1,7 @@
 // --fp8-param-gather (megatron/core/fp8_utils.py quantize_param_shard, megatron/core/distributed/
 // param_and_grad_buffer.py with fp8 parameters): the distributed optimizer's all-gather of the
 // updated weights moves the FP8 linear layers' weights as FP8 codes, one byte per element, and
-// every other parameter as before.
+// every other parameter in the precision the model computes with.
 //
 // After the step, each data-parallel rank casts its shard of every FP8 weight straight from the
 // fp32 weights with the weight's current delayed-scaling scale (the same on every rank: the
@@ -54,7 +54,7 @@ public:
   // The bytes of one element of the rest as the step's gather moves it: 2 for a bf16 or fp16
   // compute copy, 4 for the fp32 weights.
   std::int64_t other_element_bytes() const { return gathers_compute_copy_ ? 2 : 4; }
-  // Whether the fp32 values of the FP8 weights are behind on this rank.
+  // Whether the fp32 values of other ranks' shards are behind on this rank.
   bool behind() const { return behind_; }
   // Gathers the region's fp32 weights (all of them, as the optimizer gathers them without this
   // flag) and unpins the copies: their codes stay those of this step.
@@ -68,9 +68,6 @@ public:
   std::int64_t other_elements() const { return region_.size() - codes_.size(); }
   // Weights gathered in FP8.
   std::int64_t fp8_weights() const { return static_cast<std::int64_t>(weights_.size()); }
-
-  // The gathered codes of every FP8 weight, in buffer order (for tests).
-  DeviceSpan<const uint8_t> codes() const { return codes_.view(); }
 
 private:
   struct Weight {
