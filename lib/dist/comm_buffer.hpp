@@ -14,8 +14,8 @@ namespace mgt::dist {
 enum class ReduceOp { Sum, Max };
 
 // BFloat16, Float16: the activations of a --bf16 / --fp16 run on a GPU (FloatView of type kBf16 /
-// kF16).
-enum class ElementType { Float32, Float64, Int64, BFloat16, Float16 };
+// kF16). UInt8: FP8 codes (the weights --fp8-param-gather all-gathers), moved, never reduced.
+enum class ElementType { Float32, Float64, Int64, BFloat16, Float16, UInt8 };
 
 // Host: ordinary host memory, always directly usable.
 // Backend: memory a compute backend owns (a DeviceSpan). That is host memory for the CPU backend
@@ -26,12 +26,13 @@ enum class MemorySpace { Host, Backend };
 
 template <typename T>
 concept CommElement = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                      std::is_same_v<T, std::int64_t>;
+                      std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t>;
 
 template <CommElement T>
 constexpr ElementType element_type_of() {
   if constexpr (std::is_same_v<T, float>) return ElementType::Float32;
   else if constexpr (std::is_same_v<T, double>) return ElementType::Float64;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return ElementType::UInt8;
   else return ElementType::Int64;
 }
 
@@ -40,11 +41,12 @@ constexpr std::size_t element_size(ElementType type) {
     case ElementType::Float32: return 4;
     case ElementType::BFloat16:
     case ElementType::Float16: return 2;
+    case ElementType::UInt8: return 1;
     default: return 8;
   }
 }
 
-// "float32", "float64", "int64", "bfloat16", "float16".
+// "float32", "float64", "int64", "bfloat16", "float16", "uint8".
 const char* element_type_name(ElementType type);
 // "sum", "max".
 const char* reduce_op_name(ReduceOp op);

@@ -29,6 +29,7 @@ const char* element_type_name(ElementType type) {
     case ElementType::Int64: return "int64";
     case ElementType::BFloat16: return "bfloat16";
     case ElementType::Float16: return "float16";
+    case ElementType::UInt8: return "uint8";
   }
   return "unknown";
 }

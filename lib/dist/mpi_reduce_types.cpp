@@ -43,6 +43,7 @@ MPI_Datatype mpi_type(ElementType type) {
     case ElementType::Int64: return MPI_INT64_T;
     case ElementType::BFloat16:
     case ElementType::Float16: return MPI_UINT16_T;  // reduced by the operations below
+    case ElementType::UInt8: return MPI_UINT8_T;
   }
   return MPI_DATATYPE_NULL;
 }

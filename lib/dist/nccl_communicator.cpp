@@ -27,6 +27,7 @@ ncclDataType_t nccl_type(ElementType type) {
     case ElementType::Int64: return ncclInt64;
     case ElementType::BFloat16: return ncclBfloat16;
     case ElementType::Float16: return ncclFloat16;
+    case ElementType::UInt8: return ncclUint8;
   }
   return ncclFloat32;
 }

@@ -327,6 +327,29 @@ void Backend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, in
   if (!dbias.empty()) bias_backward(g, rows, cols, dbias);
 }
 
+void Backend::fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed) {
+  constexpr BackendOp op = BackendOp::fp8_transpose;
+  dims(op, {rows, cols});
+  expect_fp8(x, rows * cols, op, "x");
+  expect_fp8(transposed, rows * cols, op, "transposed");
+  expect_fp32(scale, 1, op, "scale");
+  do_fp8_transpose(x, rows, cols, scale, transposed);
+}
+
+void Backend::do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed) {
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols)), columns(codes.size());
+  copy_to_host<uint8_t>(x.codes, codes);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      columns[static_cast<size_t>(c * rows + r)] = codes[static_cast<size_t>(r * cols + c)];
+  copy_from_host<uint8_t>(columns, transposed.codes);
+  float s = 0.0f;
+  copy_to_host(scale, std::span<float>(&s, 1));
+  const float inverse = 1.0f / s;
+  copy_from_host(std::span<const float>(&inverse, 1), x.scale_inv);
+  copy_from_host(std::span<const float>(&inverse, 1), transposed.scale_inv);
+}
+
 void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                          int64_t out, FloatView y, bool accumulate) {
   constexpr BackendOp op = BackendOp::fp8_linear;

@@ -280,6 +280,10 @@ public:
   // history [history_len, tensors] (fp32, in place), as fp8_delayed_scaling_update describes.
   void fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
                           Fp8AmaxAlgo algo, float scaled_max);
+  // The transposed copy [cols, rows] of FP8 codes x [rows, cols] that were cast elsewhere with
+  // `scale` [1] (a weight all-gathered in FP8 under --fp8-param-gather): x's scale_inv and the
+  // copy's both become 1/scale, as fp8_quantize writes them; the copy takes x's format.
+  void fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed);
 
   // ---- normalisation over the last dimension ----
   // bias / dbias may be empty. mean and rstd: [rows], saved for the backward.
@@ -521,6 +525,8 @@ protected:
   virtual void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                         const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
                                         FloatView dbias, FloatView dpre);
+  // Default: through host memory (the CPU backend's own).
+  virtual void do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed);
   // Default: the length read back, then rotary_forward, copies and attention_forward.
   virtual void do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
                                    FloatView value_cache, ConstIndexView length,

@@ -40,10 +40,21 @@ Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t line
   bound_forward_scale_ = forward_scale_;
 }
 
-int64_t Fp8Training::add_linear(std::string name) {
+int64_t Fp8Training::add_linear(std::string name, int64_t out, int64_t in) {
   if (added_ >= linears_) throw Error("FP8: more linear layers than the state was made for");
   names_.push_back(std::move(name));
+  WeightCopy& w = weights_.emplace_back();
+  w.out = out;
+  w.in = in;
+  w.own_rows = DeviceArray<uint8_t>(*backend_, out * in);
+  w.rows = w.own_rows.view();
+  w.columns = DeviceArray<uint8_t>(*backend_, out * in);
+  w.scale_inv = DeviceBuffer(*backend_, 8);
   return added_++;
+}
+
+Fp8Scaling Fp8Training::weight_part_scaling(int64_t k) {
+  return {forward_scale_.subspan(2 * k + 1, 1), forward_history_.subspan(2 * k + 1, 1), false};
 }
 
 namespace {

@@ -9,7 +9,8 @@
 //    each backward, the same for the backward tensors (TE's reduce_and_update_fp8_tensors at the
 //    exit of fp8_autocast and at the end of the backward of the autocast region);
 //  - the weights' FP8 copies are made once per optimizer step (TE's is_first_microbatch cache):
-//    see LinearLayer.
+//    see LinearLayer; they live here (WeightCopy), where --fp8-param-gather's all-gather
+//    (train/fp8_param_gather.hpp) binds them to the gathered codes.
 // A linear layer's weight gradient needs its input transposed in FP8 with the scale its forward
 // used. TE keeps that transposed copy from the forward; mgt casts it again in the backward from
 // the input the layer keeps anyway (bf16/fp16), with the scale its forward used: a training
@@ -17,6 +18,7 @@
 // with the snapshot. Same codes as TE's, without keeping an extra FP8 copy of every input.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -40,9 +42,35 @@ public:
 
   const Fp8Recipe& recipe() const { return recipe_; }
   // The next FP8 linear layer's index k (each layer takes one at construction, in order), for
-  // the layer `name` ("decoder.layers.3.mlp.linear_fc1"), under which checkpoints keep its state.
-  int64_t add_linear(std::string name);
+  // the layer `name` ("decoder.layers.3.mlp.linear_fc1"), under which checkpoints keep its state,
+  // whose weight is [out, in].
+  int64_t add_linear(std::string name, int64_t out, int64_t in);
   const std::string& linear_name(int64_t k) const { return names_.at(static_cast<size_t>(k)); }
+
+  // Linear layer k's weight in FP8, [out, in] and transposed [in, out], made once per optimizer
+  // step: cast by the layer from its weight where the parameters changed (LinearLayer), or, under
+  // --fp8-param-gather, cast by the optimizer from its shard of the weight and all-gathered, the
+  // codes then living in the gather's buffer (train/fp8_param_gather.hpp).
+  struct WeightCopy {
+    int64_t out = 0;
+    int64_t in = 0;
+    DeviceArray<uint8_t> own_rows;  // the codes' storage unless bound to a gathered buffer
+    DeviceSpan<uint8_t> rows;       // the codes [out, in]
+    DeviceArray<uint8_t> columns;   // [in, out]
+    DeviceBuffer scale_inv;         // the rows' factor at 0, the columns' at 4 (16-byte aligned)
+    uint64_t version = 0;           // GptParameters::params_version() the codes were made at
+    bool made = false;
+    bool recorded = false;          // made by a training pass, its amax in the history
+    // The codes are the only whole copy of the weight (the other ranks' shards of its fp32
+    // values not gathered yet): nothing casts the weight again until they are.
+    bool pinned = false;
+  };
+  WeightCopy& weight_copy(int64_t k) { return weights_.at(static_cast<size_t>(k)); }
+  // The scaling of a cast of part of linear layer k's weight by the optimizer (--fp8-param-gather):
+  // the weight's current scale, the part's amax taken into the weight's newest history entry,
+  // which the next training forward reduces over the ranks (so that it becomes the whole weight's
+  // amax, as a cast of the whole weight there would have recorded it).
+  Fp8Scaling weight_part_scaling(int64_t k);
 
   // Linear layer k's delayed-scaling state on the host, as a checkpoint stores it:
   // forward_history [len, 2] (input, weight), forward_scale [2], backward_history [len],
@@ -101,6 +129,7 @@ private:
   int64_t linears_;
   int64_t added_ = 0;
   std::vector<std::string> names_;
+  std::deque<WeightCopy> weights_;  // a deque: the layers keep references
   DeviceBuffer meta_;
   FloatView forward_history_;
   FloatView forward_scale_;

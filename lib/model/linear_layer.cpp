@@ -16,11 +16,7 @@ LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
   }
   if (fp8_) {
     // "decoder.layers.3.mlp.linear_fc1.weight" → the layer's name.
-    fp8_index_ = fp8_->add_linear(weight_name.substr(0, weight_name.rfind('.')));
-    fp8_weight_.rows = DeviceArray<uint8_t>(*backend_, out_ * in_);
-    fp8_weight_.columns = DeviceArray<uint8_t>(*backend_, out_ * in_);
-    // Two factors 16 bytes apart: cuBLASLt reads them through 16-byte aligned pointers.
-    fp8_weight_.scale_inv = DeviceBuffer(*backend_, 8);
+    fp8_index_ = fp8_->add_linear(weight_name.substr(0, weight_name.rfind('.')), out_, in_);
   }
 }
 
@@ -28,23 +24,24 @@ void LinearLayer::refresh_fp8_weight() const {
   // A copy an evaluation made recorded no amax: the first training pass of the step casts again
   // (the same codes) to record it, so that the amax history does not depend on when evaluations
   // ran (a resumed run, which evaluates at other iterations, stays exact).
-  if (fp8_weight_.made && fp8_weight_.version == params_->params_version() &&
-      (fp8_weight_.recorded || !fp8_->recording()))
-    return;
+  Fp8Training::WeightCopy& w = fp8_->weight_copy(fp8_index_);
+  if (w.pinned) return;
+  if (w.made && w.version == params_->params_version() && (w.recorded || !fp8_->recording())) return;
   const Fp8Format format = fp8_->recipe().forward_format;
   backend_->fp8_quantize(weight_, out_, in_, fp8_->weight_scaling(fp8_index_),
-                         {fp8_weight_.rows.view(), format, fp8_weight_.scale_inv.view().subspan(0, 1)},
-                         {fp8_weight_.columns.view(), format, fp8_weight_.scale_inv.view().subspan(4, 1)});
-  fp8_weight_.version = params_->params_version();
-  fp8_weight_.made = true;
-  fp8_weight_.recorded = fp8_->recording();
+                         {w.rows, format, w.scale_inv.view().subspan(0, 1)},
+                         {w.columns.view(), format, w.scale_inv.view().subspan(4, 1)});
+  w.version = params_->params_version();
+  w.made = true;
+  w.recorded = fp8_->recording();
 }
 
 ConstFp8View LinearLayer::fp8_weight(bool transposed) const {
   refresh_fp8_weight();
+  Fp8Training::WeightCopy& w = fp8_->weight_copy(fp8_index_);
   const Fp8Format format = fp8_->recipe().forward_format;
-  if (transposed) return {fp8_weight_.columns.view(), format, fp8_weight_.scale_inv.view().subspan(4, 1)};
-  return {fp8_weight_.rows.view(), format, fp8_weight_.scale_inv.view().subspan(0, 1)};
+  if (transposed) return {w.columns.view(), format, w.scale_inv.view().subspan(4, 1)};
+  return {w.rows, format, w.scale_inv.view().subspan(0, 1)};
 }
 
 ConstFp8View LinearLayer::fp8_input(ConstFloatView x, int64_t rows) const {

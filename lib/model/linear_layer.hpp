@@ -75,7 +75,8 @@ private:
                     FloatView dx, bool bias) const;
   // The weight's FP8 copy [out, in], or transposed [in, out], made first where it is stale.
   ConstFp8View fp8_weight(bool transposed) const;
-  // The weight's FP8 copies, made again when the parameters changed since the last cast.
+  // The weight's FP8 copies, made again when the parameters changed since the last cast (unless
+  // pinned: Fp8Training::WeightCopy).
   void refresh_fp8_weight() const;
 
   Backend* backend_;
@@ -86,19 +87,9 @@ private:
   FloatView weight_grad_;
   ConstFloatView bias_;  // the compute copy (GptParameters::compute_param)
   FloatView bias_grad_;  // empty without bias
-  // FP8: the model's state, this layer's index in it, and the weight's copies [out, in] and
-  // transposed [in, out] with the parameters' version they were cast from.
+  // FP8: the model's state and this layer's index in it (its weight's copies are kept there).
   Fp8Training* fp8_ = nullptr;
   int64_t fp8_index_ = 0;
-  struct Fp8Weight {
-    DeviceArray<uint8_t> rows;
-    DeviceArray<uint8_t> columns;
-    DeviceBuffer scale_inv;  // the rows' factor at 0, the columns' at 4
-    uint64_t version = 0;
-    bool made = false;
-    bool recorded = false;  // made by a training pass, its amax in the history
-  };
-  mutable Fp8Weight fp8_weight_;
 };
 
 }  // namespace mgt

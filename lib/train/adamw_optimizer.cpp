@@ -229,7 +229,8 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
   // output layer at --decoupled-lr, and the bf16 compute copy written beside the weights. With
   // the distributed optimizer the other shards arrive by an all-gather: of the fp32 weights
   // below, after which the copy is refreshed before the next forward, or of the copy itself
-  // (OverlappedDataParallel::start_param_gather).
+  // (OverlappedDataParallel::start_param_gather); under --fp8-param-gather the FP8 linear layers'
+  // weights travel as FP8 codes cast from the updated shards (train/fp8_param_gather.hpp).
   const bool writes_copy = !params_->compute_copy().empty();
   bool gathered = false;
   for (const Region& r : regions_) {
@@ -243,8 +244,12 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
                            r.segment_flags, hp, static_cast<float>(request.decoupled_lr.value_or(lr)), grad_scale,
                            steps_, copy);
     // Megatron's param all-gather: every rank's weights become whole again.
-    if (r.sharded() && !param_gather_deferred_)
-      all_gather_shards(*r.group, params_->params().subspan(r.range.begin, r.range.size()));
+    if (r.sharded() && !param_gather_deferred_) {
+      if (fp8_gather_ && &r == &regions_.front())
+        fp8_gather_->gather();
+      else
+        all_gather_shards(*r.group, params_->params().subspan(r.range.begin, r.range.size()));
+    }
     gathered = gathered || r.sharded();
   }
   if (writes_copy && !gathered) params_->mark_compute_copy_fresh();

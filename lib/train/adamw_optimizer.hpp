@@ -47,6 +47,7 @@
 #include "dist/communicator.hpp"
 #include "model/gpt_parameters.hpp"
 #include "train/bf16_gradient_copy.hpp"
+#include "train/fp8_param_gather.hpp"
 
 namespace mgt {
 
@@ -123,6 +124,10 @@ public:
   // caller (--overlap-param-gather, train/overlapped_data_parallel.hpp), which must complete it
   // before the weights are read.
   void set_param_gather_deferred(bool deferred) { param_gather_deferred_ = deferred; }
+  // --fp8-param-gather: the all-gather of the first region (the one before the experts') moves
+  // the FP8 linear layers' weights as FP8 codes (`gather` must cover that region and outlive the
+  // optimizer; null: fp32 weights throughout).
+  void set_fp8_param_gather(Fp8ParamGather* gather) { fp8_gather_ = gather; }
 
   // Adam's t: steps applied so far (skipped steps do not count).
   std::int64_t steps() const { return steps_; }
@@ -196,6 +201,7 @@ private:
   bool distributed_ = false;
   Bf16GradientCopy* bf16_ = nullptr;
   bool param_gather_deferred_ = false;
+  Fp8ParamGather* fp8_gather_ = nullptr;
   std::vector<Region> regions_;
   DeviceBuffer exp_avg_;     // the regions' shards one after another
   DeviceBuffer exp_avg_sq_;

@@ -102,9 +102,14 @@ void OverlappedDataParallel::start_param_gather() {
   // The step wrote this rank's shard of the compute copy beside its weights; the gathers bring
   // the others', so the copy needs no conversion (taken mutable without marking it stale).
   const FloatView params = gathers_compute_copy_ ? params_->compute_copy() : params_->params();
+  if (fp8_gather_) fp8_gather_->gather_fp8_weights();
   // The buffer's start first: the next forward reads the embedding before the layers.
   for (std::size_t i = buckets_.size(); i-- > 0;) {
     const GradientBucket& b = buckets_[i];
+    if (fp8_gather_) {
+      fp8_gather_->start_other_gathers(params, b.begin, b.end, gathers_[i]);
+      continue;
+    }
     const std::int64_t split_end = std::min(b.end, even_);
     if (b.begin < split_end)
       gathers_[i].push_back(group_->start_all_gather_chunks(
@@ -145,7 +150,8 @@ void OverlappedDataParallel::wait_param_gathers() {
 
 void OverlappedDataParallel::finish_param_gather() {
   wait_param_gathers();
-  if (!params_behind_) return;
+  const bool fp8_behind = fp8_gather_ && fp8_gather_->behind();
+  if (!params_behind_ && !fp8_behind) return;
   // The fp32 weights as the non-overlapped step leaves them (this marks the compute copy stale:
   // the next forward converts it again, to the same values), each region over its group.
   const FloatView params = params_->params();
@@ -153,6 +159,7 @@ void OverlappedDataParallel::finish_param_gather() {
   all_gather_shards(*group_, params.first(dense_end));
   if (experts_.group) all_gather_shards(*experts_.group, params.subspan(dense_end, experts_.end - dense_end));
   params_behind_ = false;
+  if (fp8_behind) fp8_gather_->caught_up();
 }
 
 void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64_t end) {

@@ -36,6 +36,10 @@
 // that group beside the dense buckets', the forward waiting for them before the first block that
 // reads them (an MoE layer's range reaches into the region), as Megatron's expert-parallel
 // buffers gather over their own group.
+//
+// Under --fp8-param-gather the FP8 linear layers' weights are cast and all-gathered as FP8 codes
+// at once after the step (Fp8ParamGather::gather_fp8_weights, one collective, not overlapped),
+// and the buckets' all-gathers bring the rest of their elements only.
 
 #pragma once
 #include <cstdint>
@@ -46,6 +50,7 @@
 #include "model/gpt_parameters.hpp"
 #include "model/parameter_hooks.hpp"
 #include "train/bf16_gradient_copy.hpp"
+#include "train/fp8_param_gather.hpp"
 #include "train/gradient_buckets.hpp"
 
 namespace mgt {
@@ -71,6 +76,8 @@ public:
   OverlappedDataParallel& operator=(const OverlappedDataParallel&) = delete;
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  // --fp8-param-gather (`gather` must outlive this; null: none).
+  void set_fp8_param_gather(Fp8ParamGather* gather) { fp8_gather_ = gather; }
 
   // The next backward is the iteration's last: its gradients are final as it finishes them.
   void arm();
@@ -100,6 +107,7 @@ private:
   dist::Communicator* group_;
   bool distributed_;
   Bf16GradientCopy* bf16_;
+  Fp8ParamGather* fp8_gather_ = nullptr;
   std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
   std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)
   bool armed_ = false;

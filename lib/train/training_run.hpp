@@ -73,6 +73,7 @@ private:
   void keep_checkpoint_padded_vocab();
   void register_data_parallel_buffers();
   void build_overlap();
+  void build_fp8_param_gather();
   std::string parallel_layout_json() const;
   void load_checkpoint();
   void build_data();
@@ -138,6 +139,7 @@ private:
   // Where the weights are read outside a forward: the all-gathers still in flight complete first.
   void finish_param_gather() {
     if (overlap_) overlap_->finish_param_gather();
+    if (fp8_gather_) fp8_gather_->catch_up();
   }
   bool do_valid() const { return data_.valid() && options_.logging.eval_iters > 0; }
   bool do_test() const { return data_.test() && options_.logging.eval_iters > 0; }
@@ -191,6 +193,9 @@ private:
   // parameter hooks point to it.
   std::unique_ptr<OverlappedDataParallel> overlap_;
   std::unique_ptr<Bf16GradientCopy> bf16_gradients_;  // --grad-reduce-in-bf16 across ranks
+  // --fp8-param-gather with the distributed optimizer over more than one rank (null otherwise);
+  // the optimizer and overlap_ point to it.
+  std::unique_ptr<Fp8ParamGather> fp8_gather_;
   // Megatron's level-1 timers of the steps since the last log line.
   StepPhaseTimer step_phases_;
   bool memory_reported_ = false;  // report_memory has run

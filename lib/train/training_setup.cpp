@@ -223,6 +223,7 @@ void TrainingRun::build_model() {
   }
   register_data_parallel_buffers();
   build_overlap();
+  build_fp8_param_gather();
   scheduler_ = std::make_unique<OptimizerParamScheduler>(lr_schedule_config(options_));
   if (const auto s = loss_scaler_settings(o, options_.parallel.use_distributed_optimizer)) loss_scaler_.emplace(*s);
   flops_shape_ = gpt_flops_shape(options_, padded_vocab_);
@@ -275,6 +276,29 @@ void TrainingRun::build_overlap() {
                " of the gradients with the backward" + (p.overlap_param_gather ? " and the weights' all-gather with the forward" : "") +
                ": " + std::to_string(overlap_->buckets().size()) + " bucket(s) on rank 0 (--ddp-bucket-size " +
                (bucket_size ? std::to_string(*bucket_size) : std::string("unbounded")) + ")");
+}
+
+// --fp8-param-gather: the distributed optimizer's all-gather moves the FP8 linear layers' weights
+// as FP8 codes (train/fp8_param_gather.hpp). One rank has nothing to gather: its layers cast their
+// weights once per step as without the flag, to the same codes.
+void TrainingRun::build_fp8_param_gather() {
+  if (!options_.fp8.param_gather || !model_->fp8() || model_->fp8()->recipe().current_scaling ||
+      !optimizer_->distributed() || gradient_group_size() == 1)
+    return;
+  GptParameters& p = model_->parameters();
+  fp8_gather_ = std::make_unique<Fp8ParamGather>(p, *model_->fp8(), gradients_, BufferShard{0, p.table().expert_begin});
+  optimizer_->set_fp8_param_gather(fp8_gather_.get());
+  if (overlap_) overlap_->set_fp8_param_gather(fp8_gather_.get());
+  // Without the flag the step gathers the fp32 weights, or with --overlap-param-gather their
+  // compute copy; with it the rest travels as the compute copy where there is one.
+  const std::int64_t other = fp8_gather_->other_element_bytes();
+  const std::int64_t without = overlap_ && options_.parallel.overlap_param_gather ? other : 4;
+  const std::int64_t before = (fp8_gather_->fp8_elements() + fp8_gather_->other_elements()) * without;
+  const std::int64_t after = fp8_gather_->fp8_elements() + fp8_gather_->other_elements() * other;
+  output_.line("> --fp8-param-gather: the weights of " + std::to_string(fp8_gather_->fp8_weights()) +
+               " FP8 linear layers (" + std::to_string(fp8_gather_->fp8_elements()) +
+               " elements) are all-gathered as FP8 codes: " + std::to_string(after) +
+               " bytes per step over the data-parallel group instead of " + std::to_string(before) + " (rank 0)");
 }
 
 // The padded vocabulary of the checkpoint to resume, when it differs from this run's: kept, as

@@ -29,6 +29,7 @@
 #include "kernels/cuda/fp8_gemm.hpp"
 #include "kernels/cuda/fp8_quantize.hpp"
 #include "kernels/cuda/fp8_scaling.hpp"
+#include "kernels/cuda/fp8_transpose.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layout.hpp"
 #include "kernels/cuda/moe_routing.hpp"
@@ -351,6 +352,12 @@ void CudaBackend::do_fp8_scaling_update(FloatView history, FloatView scale, int6
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_scaling_update);
   cuda::fp8_scaling_update(history.data(), scale.data(), tensors, history_len, algo == Fp8AmaxAlgo::kMax,
                            scaled_max, stream_);
+}
+
+void CudaBackend::do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_transpose);
+  cuda::fp8_transpose(x.codes.data(), rows, cols, scale.data(), x.scale_inv.data(), transposed.codes.data(),
+                      transposed.scale_inv.data(), stream_);
 }
 
 void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
