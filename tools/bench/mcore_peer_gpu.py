@@ -8,7 +8,10 @@ which the image has):
   NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
     python3 -m torch.distributed.run --standalone --nproc-per-node 4 tools/bench/mcore_peer_gpu.py \
     --preset llama3-8b --tp 4 --micro-batch 1 --global-batch 8 --iters 10 --warmup 3 --bf16
-(tools/gpu/scale_peers.sh does both, for TP=4 and TP=2 x PP=2.)
+(tools/gpu/scale_peers.sh does both, for TP=4 and TP=2 x PP=2.) The Mixture-of-Experts model of
+tools/gpu/moe_speed.sh on one GPU (moe_speed.sh --peer runs it after mgt's runs):
+    python3 -m torch.distributed.run --standalone --nproc-per-node 1 tools/bench/mcore_peer_gpu.py \
+    --preset mixtral-small --micro-batch 1 --global-batch 32 --iters 6 --warmup 3 --bf16
 
 What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would build it:
   - GPTModel with get_gpt_layer_local_spec(normalization="RMSNorm"): Megatron-Core's own
@@ -47,6 +50,36 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
   - get_forward_backward_func(): no pipelining, 1F1B, or the interleaved schedule with --vp V
     (V model chunks per stage, overlapped p2p), each micro-batch of --micro-batch sequences, as
     many micro-batches as global batch / (micro-batch x data-parallel size).
+  - Mixture of experts (--num-experts, or the presets mixtral-small and tiny-moe), as
+    pretrain_gpt.py's model provider with --transformer-impl local --num-experts N builds it:
+    get_gpt_layer_local_spec(num_experts=N, moe_grouped_gemm=...), every layer's MLP a MoELayer:
+    TopKRouter (Megatron's defaults beyond the flags here: softmax after the top-k, router in the
+    input dtype, no capacity factor so no token dropping, no z-loss, no expert bias), the
+    alltoall or allgather token dispatcher, and the local experts as SequentialMLP: one MLP per
+    expert (ColumnParallelLinear/RowParallelLinear over the experts' tensor-parallel group, which
+    is --tp as Megatron's --expert-tensor-parallel-size defaults), run one after another on the
+    expert's share of the permuted tokens, its SwiGLU weighted by the routing probabilities
+    through Megatron's fused weighted bias-SwiGLU. --ep E spreads the experts over E ranks taken
+    from the data-parallel ones (Megatron's order tp-cp-ep-dp-pp); DistributedDataParallel reduces
+    the experts' gradients over the expert-data-parallel group and get_megatron_optimizer shards
+    their optimizer state there (its chained optimizers), the gradient norm over all parameters.
+    The load-balancing loss (--moe-router-load-balancing-type aux_loss or seq_aux_loss, times
+    --moe-aux-loss-coeff) reaches the gradients as in Megatron's training loop: the router attaches
+    it to the layer's activations through MoEAuxLossAutoScaler, and the schedule
+    (forward_step_calc_loss) sets its backward scale to the loss scale / micro-batches, the LM
+    loss's own scaling. The loss function gives what pretrain_gpt.py's does once the schedule has
+    divided its sum by the token count: the masked mean of the token losses.
+    Its value is tracked each iteration as training_log does (track_moe_metrics: the routers'
+    sums over micro-batches / micro-batches, averaged over the layers) and printed as Megatron
+    names it (load_balancing_loss).
+    Megatron-Core 0.16.1's router gating tests a name (te_general_gemm) that exists only with
+    Transformer Engine; it is bound to None here, which selects the torch.mm path that the test
+    means for TE-less runs.
+    Not available without Transformer Engine: TEGroupedMLP (the TE spec's grouped GEMM), the
+    fused permutation and router (--moe-permute-fusion, --moe-router-fusion), the flex/DeepEP
+    dispatcher, FP8 experts. --moe-grouped-gemm selects the local spec's legacy GroupedMLP, which
+    needs the grouped_gemm package: without it (as on the GPU machine's image) the flag is
+    refused with a message; the default is SequentialMLP.
   - Mock data: uniform random token ids drawn afresh for every micro-batch, labels the next
     token, every position in the loss: the loss stays near ln(vocab) (11.76 for Llama 3's).
   - The training step of Megatron's train_step(): zero the gradient buffers, forward/backward
@@ -54,11 +87,12 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
 
 Reported (rank 0, stdout): seconds per iteration over --iters timed iterations after --warmup
 untimed ones (CUDA synchronised and all ranks at a barrier at both ends), tokens/s per GPU, model
-TFLOP/s per GPU by Megatron's num_floating_point_operations (mgt-train's formula, lib/train/flops.hpp:
-12 L h f (3/2 with SwiGLU) + 12 L h^2 (1 + g/n + s/2h)(k n / h) + 6 h V, times global batch x seq,
-V the vocabulary padded to a multiple of 128 x TP as Megatron pads it),
-the largest torch.cuda.max_memory_allocated of any rank, and the losses of every iteration;
-then one JSON line (also appended to --json FILE).
+TFLOP/s per GPU by Megatron's num_floating_point_operations (for dense models mgt-train's formula,
+lib/train/flops.hpp: 12 L h f (3/2 with SwiGLU) + 12 L h^2 (1 + g/n + s/2h)(k n / h) + 6 h V, times
+global batch x seq, V the vocabulary padded to a multiple of 128 x TP as Megatron pads it; for MoE
+models f is what a token passes through, expert ffn x top-k + the shared expert's ffn: the active
+parameters), the largest torch.cuda.max_memory_allocated of any rank, the losses of every
+iteration (and the load-balancing loss with MoE); then one JSON line (also appended to --json FILE).
 
 --device cpu (with --backend gloo) runs the same program on CPU processes through
 mcore_cpu_shim.py, to check it without a GPU; its rates mean nothing.
@@ -216,7 +250,8 @@ def parse_args(argv=None):
                                           ("--moe-grouped-gemm", args.moe_grouped_gemm or None),
                                           ("--ep", args.ep if args.ep != 1 else None)) if value is not None]
         if given:
-            fail(f"{', '.join(given)} need --num-experts (the preset {args.preset} is dense)")
+            fail(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --num-experts "
+                 f"(the preset {args.preset} is dense)")
         args.moe = None
     else:
         args.moe = dict(
