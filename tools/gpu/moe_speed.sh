@@ -89,7 +89,7 @@ peer_line=""
 if [ $peer = 1 ]; then
   # As tools/gpu/scale_peers.sh: the carried wheel into /tmp/site, then one rank.
   if [ -n "$peer_ld_set" ]; then peer_env=(env LD_LIBRARY_PATH="$peer_ld"); else peer_env=(env -u LD_LIBRARY_PATH); fi
-  peer_py=${PYTHON:-$py}
+  peer_py=${PYTHON:-python3}  # as scale_peers.sh, whose runs this Python (torch 2.11) made
   peer_device=${PEER_DEVICE:-cuda}
   peer_path=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   [ "$peer_device" = cuda ] || peer_path=${PYTHONPATH:-}
