@@ -731,8 +731,8 @@ def worker(args):
             return torch.stack([r["lm loss"] for r in reduced]).mean()
         return None
 
-    # As Megatron's training_log at every iteration: the MoE layers' load-balancing loss (without
-    # its coefficient) summed over the micro-batches' layers by the routers, scaled by
+    # As Megatron's training_log at every iteration: the load-balancing loss (without its
+    # coefficient) that each layer's router added up over the micro-batches, scaled by
     # 1/micro-batches, reduced over the ranks and averaged over the layers; the tracker cleared.
     # Kept as tensors until the timing ends (Megatron reads them at its log interval).
     balance_name = LOAD_BALANCING_LOSS_NAMES[moe["load_balancing"]] if moe is not None else None
