@@ -7,7 +7,10 @@ events and RNG states). install() maps each of those onto the CPU:
     index) to the CPU, and turns Tensor.cuda() / .to("cuda") into CPU no-ops;
   - torch.cuda's current_device, synchronize, streams, events, RNG state, memory statistics and
     NVTX ranges become CPU stand-ins (streams run in order, events time nothing);
-  - Tensor.type() names the CUDA tensor types that Megatron's optimizers check for.
+  - Tensor.type() names the CUDA tensor types that Megatron's optimizers check for;
+  - the MoE all-to-all dispatcher's device-to-host copy of its split sizes
+    (moe_utils.maybe_move_tensor_to_cpu, which copies only CUDA tensors) hands over host
+    arrays from CPU tensors too, as it does from the GPU's.
 Only for checking the peer's logic (model build, schedules, data-parallel buffers, the optimizer,
 the reported numbers) on gloo ranks: nothing here says anything about speed.
 """
@@ -115,6 +118,17 @@ def install():
     from megatron.core.tensor_parallel import random as mcore_random
     mcore_random._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
     mcore_random._set_cuda_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
+    # The alltoall token dispatcher passes the split sizes it copied to the host (NumPy arrays) to
+    # all_to_all_single; a CPU tensor would stay a tensor, which the collective refuses.
+    from megatron.core.transformer.moe import moe_utils, token_dispatcher
+
+    def to_host(tensor, as_numpy=False, record_stream=False):
+        if torch.is_tensor(tensor) and as_numpy:
+            return tensor.detach().numpy()
+        return tensor
+
+    moe_utils.maybe_move_tensor_to_cpu = to_host
+    token_dispatcher.maybe_move_tensor_to_cpu = to_host
     mode = _CudaToCpu()
     mode.__enter__()  # for the rest of the process
     return mode

@@ -8,7 +8,10 @@ which the image has):
   NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
     python3 -m torch.distributed.run --standalone --nproc-per-node 4 tools/bench/mcore_peer_gpu.py \
     --preset llama3-8b --tp 4 --micro-batch 1 --global-batch 8 --iters 10 --warmup 3 --bf16
-(tools/gpu/scale_peers.sh does both, for TP=4 and TP=2 x PP=2.)
+(tools/gpu/scale_peers.sh does both, for TP=4 and TP=2 x PP=2.) The Mixture-of-Experts model of
+tools/gpu/moe_speed.sh on one GPU (moe_speed.sh --peer runs it after mgt's runs):
+    python3 -m torch.distributed.run --standalone --nproc-per-node 1 tools/bench/mcore_peer_gpu.py \
+    --preset mixtral-small --micro-batch 1 --global-batch 32 --iters 6 --warmup 3 --bf16
 
 What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would build it:
   - GPTModel with get_gpt_layer_local_spec(normalization="RMSNorm"): Megatron-Core's own
@@ -47,6 +50,36 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
   - get_forward_backward_func(): no pipelining, 1F1B, or the interleaved schedule with --vp V
     (V model chunks per stage, overlapped p2p), each micro-batch of --micro-batch sequences, as
     many micro-batches as global batch / (micro-batch x data-parallel size).
+  - Mixture of experts (--num-experts, or the presets mixtral-small and tiny-moe), as
+    pretrain_gpt.py's model provider with --transformer-impl local --num-experts N builds it:
+    get_gpt_layer_local_spec(num_experts=N, moe_grouped_gemm=...), every layer's MLP a MoELayer:
+    TopKRouter (Megatron's defaults beyond the flags here: softmax after the top-k, router in the
+    input dtype, no capacity factor so no token dropping, no z-loss, no expert bias), the
+    alltoall or allgather token dispatcher, and the local experts as SequentialMLP: one MLP per
+    expert (ColumnParallelLinear/RowParallelLinear over the experts' tensor-parallel group, which
+    is --tp as Megatron's --expert-tensor-parallel-size defaults), run one after another on the
+    expert's share of the permuted tokens, its SwiGLU weighted by the routing probabilities
+    through Megatron's fused weighted bias-SwiGLU. --ep E spreads the experts over E ranks taken
+    from the data-parallel ones (Megatron's order tp-cp-ep-dp-pp); DistributedDataParallel reduces
+    the experts' gradients over the expert-data-parallel group and get_megatron_optimizer shards
+    their optimizer state there (its chained optimizers), the gradient norm over all parameters.
+    The load-balancing loss (--moe-router-load-balancing-type aux_loss or seq_aux_loss, times
+    --moe-aux-loss-coeff) reaches the gradients as in Megatron's training loop: the router attaches
+    it to the layer's activations through MoEAuxLossAutoScaler, and the schedule
+    (forward_step_calc_loss) sets its backward scale to the loss scale / micro-batches, the LM
+    loss's own scaling. The loss function gives what pretrain_gpt.py's does once the schedule has
+    divided its sum by the token count: the masked mean of the token losses.
+    Its value is tracked each iteration as training_log does (track_moe_metrics: the routers'
+    sums over micro-batches / micro-batches, averaged over the layers) and printed as Megatron
+    names it (load_balancing_loss).
+    Megatron-Core 0.16.1's router gating tests a name (te_general_gemm) that exists only with
+    Transformer Engine; it is bound to None here, which selects the torch.mm path that the test
+    means for TE-less runs.
+    Not available without Transformer Engine: TEGroupedMLP (the TE spec's grouped GEMM), the
+    fused permutation and router (--moe-permute-fusion, --moe-router-fusion), the flex/DeepEP
+    dispatcher, FP8 experts. --moe-grouped-gemm selects the local spec's legacy GroupedMLP, which
+    needs the grouped_gemm package: without it (as on the GPU machine's image) the flag is
+    refused with a message; the default is SequentialMLP.
   - Mock data: uniform random token ids drawn afresh for every micro-batch, labels the next
     token, every position in the loss: the loss stays near ln(vocab) (11.76 for Llama 3's).
   - The training step of Megatron's train_step(): zero the gradient buffers, forward/backward
@@ -54,16 +87,18 @@ What runs, as Megatron's pretrain_gpt.py with --transformer-impl local would bui
 
 Reported (rank 0, stdout): seconds per iteration over --iters timed iterations after --warmup
 untimed ones (CUDA synchronised and all ranks at a barrier at both ends), tokens/s per GPU, model
-TFLOP/s per GPU by Megatron's num_floating_point_operations (mgt-train's formula, lib/train/flops.hpp:
-12 L h f (3/2 with SwiGLU) + 12 L h^2 (1 + g/n + s/2h)(k n / h) + 6 h V, times global batch x seq,
-V the vocabulary padded to a multiple of 128 x TP as Megatron pads it),
-the largest torch.cuda.max_memory_allocated of any rank, and the losses of every iteration;
-then one JSON line (also appended to --json FILE).
+TFLOP/s per GPU by Megatron's num_floating_point_operations (for dense models mgt-train's formula,
+lib/train/flops.hpp: 12 L h f (3/2 with SwiGLU) + 12 L h^2 (1 + g/n + s/2h)(k n / h) + 6 h V, times
+global batch x seq, V the vocabulary padded to a multiple of 128 x TP as Megatron pads it; for MoE
+models f is what a token passes through, expert ffn x top-k + the shared expert's ffn: the active
+parameters), the largest torch.cuda.max_memory_allocated of any rank, the losses of every
+iteration (and the load-balancing loss with MoE); then one JSON line (also appended to --json FILE).
 
 --device cpu (with --backend gloo) runs the same program on CPU processes through
 mcore_cpu_shim.py, to check it without a GPU; its rates mean nothing.
 """
 import argparse
+import importlib.util
 import itertools
 import json
 import math
@@ -80,13 +115,24 @@ os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 # connection keep their order beside the compute (sequence parallelism relies on it).
 os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
 
-# name: layers, hidden, ffn, heads, query groups, vocab, seq, rotary base
+# name: layers, hidden, ffn, heads, query groups, vocab, seq, rotary base; the MoE presets add
+# their experts: count, router top-k, expert ffn, aux-loss coefficient, token dispatcher.
 PRESETS = {
     "llama3-8b": dict(layers=32, hidden=4096, ffn=14336, heads=32, groups=8, vocab=128256, seq=8192,
                       rotary_base=500000),
+    # tools/gpu/moe_speed.sh's Mixtral-style model (no --rotary-base there: Megatron's 10000).
+    "mixtral-small": dict(layers=16, hidden=2048, ffn=5632, heads=16, groups=8, vocab=32000, seq=4096,
+                          rotary_base=10000,
+                          moe=dict(experts=8, topk=2, ffn=5632, aux_loss_coeff=1e-2, dispatcher="alltoall")),
     # For trying the program on CPU ranks: the Llama block (GQA, SwiGLU, RMSNorm, RoPE) in small.
     "tiny": dict(layers=4, hidden=64, ffn=176, heads=8, groups=4, vocab=1000, seq=64, rotary_base=500000),
+    "tiny-moe": dict(layers=2, hidden=64, ffn=176, heads=8, groups=4, vocab=1000, seq=64, rotary_base=10000,
+                     moe=dict(experts=4, topk=2, ffn=176, aux_loss_coeff=1e-2, dispatcher="alltoall")),
 }
+# Megatron's --moe-router-load-balancing-type values run here, and the name each one's loss is
+# tracked and logged under (megatron/core/transformer/moe/router.py, training.py training_log).
+LOAD_BALANCING_LOSS_NAMES = {"aux_loss": "load_balancing_loss", "seq_aux_loss": "seq_load_balancing_loss",
+                             "none": None}
 MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron's default
 
 
@@ -96,10 +142,17 @@ def padded_vocab_size(vocab, tp):
     return int(math.ceil(vocab / multiple) * multiple)
 
 
-def flops_per_iteration(shape, global_batch, vocab):
-    """megatron/training/training.py num_floating_point_operations (dense, SwiGLU, GQA), as mgt."""
+def flops_per_iteration(shape, global_batch, vocab, moe=None):
+    """megatron/training/training.py num_floating_point_operations (SwiGLU, GQA), as mgt.
+
+    Per token: 3 passes x 2 FLOPs per multiply-add over the GEMMs. The MLP of each layer is
+    h x 3f (SwiGLU's h->2f and f->h), of a MoE layer the experts a token is routed to,
+    h x 3 x (expert ffn x top-k + shared-expert ffn): the active parameters, not all experts.
+    """
     L, h, f, n, g, s = (shape[k] for k in ("layers", "hidden", "ffn", "heads", "groups", "seq"))
     k = h // n
+    if moe is not None:
+        f = moe["ffn"] * moe["topk"] + (moe["shared_ffn"] or 0)
     mlp = 12.0 * L * h * f * 1.5
     attention = 12.0 * L * h * h * ((1.0 + g / n + s / (2.0 * h)) * (k * n / h))
     logits = 6.0 * h * vocab
@@ -119,6 +172,25 @@ def parse_args(argv=None):
     ap.add_argument("--cp", type=int, default=1,
                     help="context-parallel size: only 1 (Megatron-Core's context parallelism needs "
                          "Transformer Engine's attention)")
+    moe = ap.add_argument_group("mixture of experts (Megatron's flags; the MoE presets set their own)")
+    moe.add_argument("--num-experts", type=int, help="experts per MoE layer (every layer; default: the preset's, "
+                                                      "none for the dense presets)")
+    moe.add_argument("--moe-router-topk", type=int, help="experts per token (default: the preset's, else 2)")
+    moe.add_argument("--moe-ffn-hidden-size", type=int,
+                     help="each expert's ffn (default: the preset's, else the model's ffn)")
+    moe.add_argument("--moe-shared-expert-intermediate-size", type=int, help="a shared expert of this ffn")
+    moe.add_argument("--moe-router-load-balancing-type", choices=sorted(LOAD_BALANCING_LOSS_NAMES),
+                     default="aux_loss")
+    moe.add_argument("--moe-aux-loss-coeff", type=float,
+                     help="default: the preset's, else 0.0 (Megatron's)")
+    moe.add_argument("--moe-token-dispatcher-type", choices=("allgather", "alltoall"),
+                     help="default: the preset's, else allgather (Megatron's)")
+    moe.add_argument("--moe-grouped-gemm", action="store_true",
+                     help="the local experts as GroupedMLP (needs the grouped_gemm package without "
+                          "Transformer Engine); default SequentialMLP, one MLP per expert")
+    moe.add_argument("--ep", "--expert-model-parallel-size", dest="ep", type=int, default=1,
+                     help="expert-model-parallel size (the experts' tensor-parallel size is --tp, Megatron's "
+                          "default for --expert-tensor-parallel-size)")
     ap.add_argument("--micro-batch", type=int, default=1)
     ap.add_argument("--global-batch", type=int, default=8)
     ap.add_argument("--iters", type=int, default=10, help="timed iterations")
@@ -165,6 +237,54 @@ def parse_args(argv=None):
     def fail(msg):
         ap.error(msg)
 
+    # The MoE settings: the flags, else the preset's, else Megatron's defaults.
+    preset_moe = PRESETS[args.preset].get("moe", {})
+    experts = args.num_experts if args.num_experts is not None else preset_moe.get("experts")
+    if experts is None:
+        given = [flag for flag, value in (("--moe-router-topk", args.moe_router_topk),
+                                          ("--moe-ffn-hidden-size", args.moe_ffn_hidden_size),
+                                          ("--moe-shared-expert-intermediate-size",
+                                           args.moe_shared_expert_intermediate_size),
+                                          ("--moe-aux-loss-coeff", args.moe_aux_loss_coeff),
+                                          ("--moe-token-dispatcher-type", args.moe_token_dispatcher_type),
+                                          ("--moe-grouped-gemm", args.moe_grouped_gemm or None),
+                                          ("--ep", args.ep if args.ep != 1 else None)) if value is not None]
+        if given:
+            fail(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --num-experts "
+                 f"(the preset {args.preset} is dense)")
+        args.moe = None
+    else:
+        args.moe = dict(
+            experts=experts,
+            topk=args.moe_router_topk if args.moe_router_topk is not None else preset_moe.get("topk", 2),
+            ffn=args.moe_ffn_hidden_size if args.moe_ffn_hidden_size is not None else preset_moe.get("ffn", shape["ffn"]),
+            shared_ffn=args.moe_shared_expert_intermediate_size,
+            load_balancing=args.moe_router_load_balancing_type,
+            aux_loss_coeff=args.moe_aux_loss_coeff if args.moe_aux_loss_coeff is not None
+            else preset_moe.get("aux_loss_coeff", 0.0),
+            dispatcher=args.moe_token_dispatcher_type or preset_moe.get("dispatcher", "allgather"),
+            grouped_gemm=args.moe_grouped_gemm)
+        m = args.moe
+        if m["experts"] < 1:
+            fail("--num-experts must be positive")
+        if not 1 <= m["topk"] <= m["experts"]:
+            fail(f"--moe-router-topk {m['topk']} must be between 1 and --num-experts {m['experts']}")
+        if m["ffn"] < 1 or (m["shared_ffn"] is not None and m["shared_ffn"] < 1):
+            fail("--moe-ffn-hidden-size and --moe-shared-expert-intermediate-size must be positive")
+        if m["aux_loss_coeff"] < 0:
+            fail("--moe-aux-loss-coeff must be >= 0")
+        if args.ep < 1 or m["experts"] % args.ep:
+            fail(f"--ep {args.ep} must divide --num-experts {m['experts']}")
+        if m["ffn"] % args.tp or (m["shared_ffn"] or 0) % args.tp:
+            fail(f"--tp {args.tp} (the experts' tensor-parallel size) must divide the expert ffn {m['ffn']}"
+                 + (f" and the shared expert's {m['shared_ffn']}" if m["shared_ffn"] else ""))
+        if args.tp > 1 and not args.sequence_parallel:
+            fail("MoE with --tp > 1 needs sequence parallelism (Megatron-Core's MoELayer refuses to train without it)")
+        if m["grouped_gemm"] and importlib.util.find_spec("grouped_gemm") is None:
+            fail("--moe-grouped-gemm is not available: without Transformer Engine (TEGroupedMLP) Megatron-Core's "
+                 "grouped experts are its legacy GroupedMLP, which needs the grouped_gemm package, not importable "
+                 "here; leave the flag out to run the experts as SequentialMLP (one MLP per expert)")
+
     for name in ("tp", "pp", "cp", "micro_batch", "global_batch", "iters", "num_layers", "seq_length", "vocab_size"):
         if getattr(args, name) is None:
             continue
@@ -200,6 +320,11 @@ def world_layout(args, world):
     if world % model_parallel:
         raise SystemExit(f"mcore_peer_gpu.py: world size {world} is not divisible by tp x pp x cp = {model_parallel}")
     dp = world // model_parallel
+    if args.moe is not None and dp % args.ep:
+        # Megatron's expert layout (tp-cp-ep-dp-pp): the expert-parallel ranks come out of the
+        # data-parallel ones (expert tensor-parallel size = --tp).
+        raise SystemExit(f"mcore_peer_gpu.py: --ep {args.ep} must divide the data-parallel size {dp} "
+                         f"(world {world} / tp x pp x cp {model_parallel})")
     if args.global_batch % (args.micro_batch * dp):
         raise SystemExit(f"mcore_peer_gpu.py: --global-batch {args.global_batch} is not divisible by "
                          f"micro-batch x data-parallel size = {args.micro_batch} x {dp}")
@@ -407,7 +532,8 @@ def worker(args):
                             device_id=torch.device("cuda", local_rank) if args.device == "cuda" else None)
     parallel_state.initialize_model_parallel(
         tensor_model_parallel_size=args.tp, pipeline_model_parallel_size=args.pp,
-        virtual_pipeline_model_parallel_size=args.vp, context_parallel_size=args.cp)
+        virtual_pipeline_model_parallel_size=args.vp, context_parallel_size=args.cp,
+        expert_model_parallel_size=args.ep, expert_tensor_parallel_size=args.tp)
     model_parallel_cuda_manual_seed(args.seed)
     if args.foreach_helpers:
         install_foreach_helpers()
@@ -416,6 +542,18 @@ def worker(args):
     device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
     sequence_parallel = args.sequence_parallel and args.tp > 1
     overlap_p2p = args.overlap and args.vp is not None
+    moe = args.moe
+    moe_config = {}
+    if moe is not None:
+        # As Megatron's core_transformer_config_from_args with the MoE flags of moe_speed.sh; the
+        # rest at Megatron's defaults (softmax scores after the top-k, router in the input dtype,
+        # no capacity factor: no token dropping, no z-loss, no expert bias).
+        moe_config = dict(
+            num_moe_experts=moe["experts"], moe_router_topk=moe["topk"], moe_ffn_hidden_size=moe["ffn"],
+            moe_shared_expert_intermediate_size=moe["shared_ffn"],
+            moe_router_load_balancing_type=moe["load_balancing"], moe_aux_loss_coeff=moe["aux_loss_coeff"],
+            moe_token_dispatcher_type=moe["dispatcher"], moe_grouped_gemm=moe["grouped_gemm"],
+            expert_model_parallel_size=args.ep, expert_tensor_parallel_size=args.tp)
     config = TransformerConfig(
         num_layers=shape["layers"], hidden_size=shape["hidden"], ffn_hidden_size=shape["ffn"],
         num_attention_heads=shape["heads"], num_query_groups=shape["groups"],
@@ -433,8 +571,33 @@ def worker(args):
         attention_softmax_in_fp32=True, use_cpu_initialization=args.cpu_init or args.device == "cpu",
         perform_initialization=True, deallocate_pipeline_outputs=True,
         overlap_p2p_comm=overlap_p2p, batch_p2p_comm=not overlap_p2p,
+        **moe_config,
     )
-    layer_spec = get_gpt_layer_local_spec(normalization="RMSNorm")
+    # As pretrain_gpt.py's model provider with --transformer-impl local (and --num-experts):
+    # every layer's MLP a MoELayer whose local experts are SequentialMLP, or GroupedMLP with
+    # --moe-grouped-gemm (TE's TEGroupedMLP is the TE spec's).
+    experts_impl = None
+    if moe is not None:
+        from megatron.core.transformer.moe import grouped_gemm_util
+        if moe["grouped_gemm"] and not grouped_gemm_util.grouped_gemm_is_available():
+            raise SystemExit("mcore_peer_gpu.py: --moe-grouped-gemm: the grouped_gemm package does not import "
+                             "(Megatron-Core's GroupedMLP needs it without Transformer Engine)")
+        layer_spec = get_gpt_layer_local_spec(num_experts=moe["experts"], moe_grouped_gemm=moe["grouped_gemm"],
+                                              normalization="RMSNorm")
+        # Megatron-Core 0.16.1's router gating (moe_utils.RouterGatingLinearFunction) tests
+        # `te_general_gemm is not None`, a name bound only when Transformer Engine imports: without
+        # TE it raises NameError. None is what the test means, taking its torch.mm branch.
+        from megatron.core.transformer.moe import moe_utils
+        if not hasattr(moe_utils, "te_general_gemm"):
+            moe_utils.te_general_gemm = None
+        experts_impl = ("GroupedMLP (grouped_gemm's grouped GEMM)" if moe["grouped_gemm"]
+                        else "SequentialMLP (one MLP of ColumnParallelLinear/RowParallelLinear per expert)")
+        experts_impl = (f"{moe['experts']} experts, top-{moe['topk']}, ffn {moe['ffn']}"
+                        + (f", shared expert ffn {moe['shared_ffn']}" if moe["shared_ffn"] else "")
+                        + f", {moe['dispatcher']} dispatcher, {moe['load_balancing']} "
+                        f"(coefficient {moe['aux_loss_coeff']:g}), EP={args.ep}: {experts_impl}")
+    else:
+        layer_spec = get_gpt_layer_local_spec(normalization="RMSNorm")
     attention_impl = "megatron.core DotProductAttention (local spec, full score matrix)"
     if args.attention == "sdpa":
         choice = list(choose_sdpa(args, config, device))
@@ -568,7 +731,21 @@ def worker(args):
             return torch.stack([r["lm loss"] for r in reduced]).mean()
         return None
 
-    losses = []
+    # As Megatron's training_log at every iteration: the load-balancing loss (without its
+    # coefficient) that each layer's router added up over the micro-batches, scaled by
+    # 1/micro-batches, reduced over the ranks and averaged over the layers; the tracker cleared.
+    # Kept as tensors until the timing ends (Megatron reads them at its log interval).
+    balance_name = LOAD_BALANCING_LOSS_NAMES[moe["load_balancing"]] if moe is not None else None
+
+    def load_balancing_loss(iteration):
+        from megatron.core.transformer.moe.moe_utils import track_moe_metrics
+        totals = {}
+        track_moe_metrics(loss_scale=1.0 / microbatches, iteration=iteration, total_loss_dict=totals,
+                          per_layer_logging=False, force_initialize=True, track_names=[balance_name],
+                          num_layers=shape["layers"], moe_layer_freq=1)
+        return totals[balance_name].detach().clone()
+
+    losses, balance_losses = [], []
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     for it in range(args.warmup + args.iters):
@@ -579,6 +756,8 @@ def worker(args):
             start = time.perf_counter()
         loss = train_step()
         losses.append(loss)
+        if balance_name is not None:
+            balance_losses.append(load_balancing_loss(it + 1))
         if it == 0 and prehook_off:
             for m in model:
                 m.enable_forward_pre_hook()
@@ -598,7 +777,7 @@ def worker(args):
                         device=device)
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)
 
-    flops = flops_per_iteration(shape, args.global_batch, vocab)
+    flops = flops_per_iteration(shape, args.global_batch, vocab, moe)
     tokens_per_gpu = args.global_batch * seq / seconds / world
     result = {
         "peer": "megatron-core", "megatron_core": megatron.core.__version__, "torch": torch.__version__,
@@ -615,16 +794,23 @@ def worker(args):
         "tokens_per_second": args.global_batch * seq / seconds, "tokens_per_second_per_gpu": tokens_per_gpu,
         "flops_per_iteration": flops, "tflops_per_gpu": flops / seconds / world / 1e12,
         "max_allocated_mib": float(peak.item()), "losses": [round(float(x), 5) for x in per_iter.tolist()],
+        "moe": moe, "ep": args.ep, "experts": experts_impl,
+        "load_balancing_loss_name": balance_name,
+        "load_balancing_losses": [round(float(x), 5) for x in balance_losses],
     }
     if rank == 0:
         print(f"megatron-core {result['megatron_core']} torch {result['torch']}: {args.preset} "
               f"({shape['layers']} layers, seq {seq}) on {world} {args.device} ranks, TP={args.tp} PP={args.pp}"
-              f"{' VP=' + str(args.vp) if args.vp else ''} DP={dp}, micro-batch {mbs}, global batch "
+              f"{' VP=' + str(args.vp) if args.vp else ''}{' EP=' + str(args.ep) if moe else ''} DP={dp}, micro-batch {mbs}, global batch "
               f"{args.global_batch} ({microbatches} micro-batches), {args.precision}", flush=True)
         print(f"  attention: {attention_impl}; norm: {norm_impl}; optimizer: {adam_impl}; initialisation {init_seconds:.1f} s",
               flush=True)
+        if experts_impl:
+            print(f"  experts: {experts_impl}", flush=True)
         for i, l in enumerate(result["losses"]):
-            print(f"  iteration {i + 1:3d}{' (warm-up)' if i < args.warmup else '          '} lm loss {l:.5f}",
+            balance = (f" | {balance_name} {result['load_balancing_losses'][i]:.5f}"
+                       if balance_name is not None else "")
+            print(f"  iteration {i + 1:3d}{' (warm-up)' if i < args.warmup else '          '} lm loss {l:.5f}{balance}",
                   flush=True)
         print(f"  {seconds * 1000:.1f} ms per iteration | {tokens_per_gpu:,.0f} tokens/s per GPU | "
               f"{result['tflops_per_gpu']:.1f} TFLOP/s per GPU | max allocated {result['max_allocated_mib']:,.0f} MiB",

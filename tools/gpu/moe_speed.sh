@@ -7,19 +7,34 @@
 # a global batch spreads it); the MoE step's per-operation profile (--profile); then a short
 # table (tokens/s by the log line and by the log's time stamps, and the MoE/dense ratios). Logs
 # under $OUT (or /tmp/moe-speed).
-#   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--profile] [--extra "FLAGS"]
+# --peer: then the same model and global batch in Megatron-Core on the same GPU
+# (tools/bench/mcore_peer_gpu.py --preset mixtral-small: its local spec's MoE layer, the experts
+# as SequentialMLP, bf16, 3 warm-up and --iters timed iterations; the megatron-core wheel from
+# .whl, or $PEER_WHEELS, installed into /tmp/site; stopped after $PEER_TIMEOUT seconds, default
+# 420), its tokens/s and the mgt MoE / peer ratios added to the table. --peer-extra passes flags
+# to the peer only (e.g. "--num-layers 8" for a quicker try; the table names the layers). For
+# checking the peer's part without a GPU: PEER_DEVICE=cpu PYTHONPATH=DIR (torch and megatron-core
+# there; nothing installed) and --peer-extra "--preset tiny-moe --fp32".
+#   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--profile] [--extra "FLAGS"] [--peer]
+#                          [--peer-extra "FLAGS"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# The peer runs under the machine's own library path, not the pack's (PyTorch brings its own CUDA
+# libraries).
+peer_ld_set=${LD_LIBRARY_PATH+1}
+peer_ld=${LD_LIBRARY_PATH-}
 source tools/gpu/devpack_env.bash
 out=${OUT:-/tmp/moe-speed}
 mkdir -p "$out"
-iters=6; global=32; profile=0; extra=()
+iters=6; global=32; profile=0; extra=(); peer=0; peer_extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --iters) iters=$2; shift 2 ;;
     --global-batch) global=$2; shift 2 ;;
     --profile) profile=1; shift ;;
     --extra) read -r -a extra <<< "$2"; shift 2 ;;
+    --peer) peer=1; shift ;;
+    --peer-extra) read -r -a peer_extra <<< "$2"; shift 2 ;;
     *) echo "moe_speed.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -70,8 +85,50 @@ if [ $profile = 1 ]; then
     --profile-step-end 4 > "$out/profile-moe.log" 2>&1 || tail -5 "$out/profile-moe.log"
   "$py" tools/gpu/profile_steady.py "$out/profile-moe.log" 1 --top 20 | tee "$out/profile-moe.txt"
 fi
+peer_line=""
+if [ $peer = 1 ]; then
+  # As tools/gpu/scale_peers.sh: the carried wheel into /tmp/site, then one rank.
+  if [ -n "$peer_ld_set" ]; then peer_env=(env LD_LIBRARY_PATH="$peer_ld"); else peer_env=(env -u LD_LIBRARY_PATH); fi
+  peer_py=${PYTHON:-python3}  # as scale_peers.sh, whose runs this Python (torch 2.11) made
+  peer_device=${PEER_DEVICE:-cuda}
+  peer_path=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  [ "$peer_device" = cuda ] || peer_path=${PYTHONPATH:-}
+  rm -f "$out/peer.jsonl"
+  if [ "$peer_device" != cuda ] || "${peer_env[@]}" "$peer_py" -m pip install -q --no-index --no-deps --no-compile \
+      --no-cache-dir --upgrade --target /tmp/site "${PEER_WHEELS:-$PWD/.whl}"/megatron_core-*.whl \
+      > "$out/peer-install.log" 2>&1; then
+    "${peer_env[@]}" PYTHONPATH="$peer_path" PYTHONUNBUFFERED=1 \
+      timeout -k 10 "${PEER_TIMEOUT:-420}" "$peer_py" -m torch.distributed.run --standalone --nproc-per-node 1 \
+      tools/bench/mcore_peer_gpu.py --preset mixtral-small --micro-batch 1 --global-batch "$global" \
+      --warmup 3 --iters "$iters" --device "$peer_device" --json "$out/peer.jsonl" "${peer_extra[@]}" \
+      > "$out/peer.log" 2>&1 ||
+      { echo "peer failed (exit $?):"; grep -E "Error|error:|mcore_peer_gpu.py:" "$out/peer.log" | grep -v "^\s*File" | tail -4; }
+    grep -E "^  (experts|attention):|ms per iteration" "$out/peer.log"
+  else
+    echo "peer: installing the megatron-core wheel failed:"; tail -3 "$out/peer-install.log"
+  fi
+  peer_line=$(python3 - "$out/peer.jsonl" "${moe_rate:-0}" "${moe_loop_rate:-0}" <<'PY'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+except (OSError, IndexError, ValueError):
+    print("peer     n/a (no result: see peer.log)"); sys.exit()
+rate = r["tokens_per_second"]
+print(f"{'peer':<8} {rate:10.0f} tokens/s (Megatron-Core {r['megatron_core']}, torch {r['torch']}, "
+      f"{r['num_layers']} layers, {r['timed_iters']} timed iterations)  max allocated {r['max_allocated_mib']:.0f} MiB, "
+      f"{r['tflops_per_gpu']:.1f} TFLOP/s on the active experts; experts: {r['experts']}")
+def ratio(mgt):
+    try:
+        return f"{float(mgt) / rate:.3f}"
+    except ValueError:
+        return "n/a"
+print(f"mgt MoE / peer: {ratio(sys.argv[2])}; mgt MoE, experts one GEMM each / peer: {ratio(sys.argv[3])}")
+PY
+)
+fi
 echo; echo "== MoE against dense, one GPU, bf16 =="
 printf '%s\n' "${table[@]}"
 python3 -c "import sys; print(f'MoE / dense: {float(sys.argv[1]) / float(sys.argv[2]):.3f} (target >= 0.80); '
                         f'experts one GEMM each: {float(sys.argv[3]) / float(sys.argv[2]):.3f}')" \
   "${moe_rate:-0}" "${dense_rate:-1}" "${moe_loop_rate:-0}" 2>/dev/null
+if [ -n "$peer_line" ]; then printf '%s\n' "$peer_line"; fi
