@@ -15,7 +15,9 @@ double gpt_flops_per_iteration(const GptFlopsShape& m) {
   const double k = static_cast<double>(m.kv_channels);
   const double V = static_cast<double>(m.padded_vocab_size);
   const double gated = m.swiglu ? 1.5 : 1.0;
-  const double mlp = 12.0 * L * h * f * gated;
+  const double moe_layers = static_cast<double>(m.num_moe_layers);
+  const double routed = static_cast<double>(m.moe_ffn_hidden_size * m.moe_router_topk + m.moe_shared_expert_size);
+  const double mlp = 12.0 * h * gated * ((L - moe_layers) * f + moe_layers * routed);
   const double attention = 12.0 * L * h * h * ((1.0 + g / n + s / (2.0 * h)) * (k * n / h));
   const double logits = 6.0 * h * V;
   return B * s * (mlp + attention + logits);

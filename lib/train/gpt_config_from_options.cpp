@@ -61,6 +61,12 @@ GptFlopsShape gpt_flops_shape(const TrainOptions& options, std::int64_t padded_v
   s.kv_channels = c.kv_channels;
   s.padded_vocab_size = c.padded_vocab_size;
   s.swiglu = c.gated_linear_unit();
+  if (c.moe.num_experts > 0) {
+    for (const bool moe : c.moe.layer_pattern) s.num_moe_layers += moe ? 1 : 0;
+    s.moe_ffn_hidden_size = c.moe.ffn_hidden_size;
+    s.moe_router_topk = c.moe.topk;
+    s.moe_shared_expert_size = c.moe.shared_expert_intermediate_size;
+  }
   return s;
 }
 

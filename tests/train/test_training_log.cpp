@@ -220,6 +220,21 @@ TEST_CASE("training log: throughput from the FLOPs formula", "[train]") {
   shape.num_query_groups = 4;  // (1 + 4/12 + 2/3) instead of (1 + 1 + 2/3)
   CHECK(gpt_flops_per_iteration(shape) ==
         Approx((339738624.0 + 12.0 * 12 * 768 * 768 * 2.0 + 231800832.0) * 8 * 1024).epsilon(1e-12));
+  // Mixture of Experts (Megatron's count for moe_speed.sh's model): 16 layers of hidden 2048, all
+  // MoE, 8 experts of 5632, top-2, SwiGLU, GQA 8 of 16 heads, sequence 4096, vocabulary 32000,
+  // global batch 32: 1.186e15, the dense model of ffn 11264's count.
+  GptFlopsShape moe{32, 4096, 16, 2048, 5632, 16, 8, 128, 32000, true, 16, 5632, 2, 0};
+  GptFlopsShape dense = moe;
+  dense.ffn_hidden_size = 11264;
+  dense.num_moe_layers = 0;
+  CHECK(gpt_flops_per_iteration(moe) == Approx(gpt_flops_per_iteration(dense)).epsilon(1e-12));
+  CHECK(gpt_flops_per_iteration(moe) == Approx(1.186e15).epsilon(1e-3));
+  // Every other layer MoE with a shared expert of 1024: those layers count 2·5632 + 1024.
+  moe.num_moe_layers = 8;
+  moe.moe_shared_expert_size = 1024;
+  const double mlp = 12.0 * 2048 * 1.5 * (8 * 5632.0 + 8 * (2 * 5632.0 + 1024));
+  const double attention = 12.0 * 16 * 2048.0 * 2048 * (1 + 0.5 + 4096 / 4096.0);
+  CHECK(gpt_flops_per_iteration(moe) == Approx(32.0 * 4096 * (mlp + attention + 6.0 * 2048 * 32000)).epsilon(1e-12));
 }
 
 TEST_CASE("memory report line is Megatron's report_memory", "[trainer]") {
