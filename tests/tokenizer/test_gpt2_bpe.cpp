@@ -129,7 +129,7 @@ TEST_CASE("gpt2: contractions are case-sensitive", "[gpt2][tokenizer]") {
   CHECK(pieces("I'M") == std::vector<std::string>{"I", "'", "M"});
 }
 
-TEST_CASE("gpt2: whitespace follows \\s+(?!\\S) backtracking", "[gpt2][tokenizer]") {
+TEST_CASE("gpt2: a run of whitespace leaves its last space to the next word, as the regex backtracks", "[gpt2][tokenizer]") {
   CHECK(pieces("  Hello\n\n  world  ") ==
         std::vector<std::string>{" ", " Hello", "\n\n ", " world", "  "});
   CHECK(gpt2().tokenize("  Hello\n\n  world  ") == Ids{220, 18435, 628, 220, 995, 220, 220});
@@ -275,7 +275,7 @@ TEST_CASE("gpt2: vocab and merges file errors name the file", "[gpt2][tokenizer]
   CHECK(throws_naming([&] { Gpt2BpeTokenizer::load(vocab, bad_utf8); }, bad_utf8));
 }
 
-TEST_CASE("gpt2: merges file is read as split('\\n')[1:-1]", "[gpt2][tokenizer]") {
+TEST_CASE("gpt2: merges file is read as Python splits it on newlines, the first and last pieces dropped", "[gpt2][tokenizer]") {
   const std::string dir = test::scratch_dir("gpt2_bpe_merges");
   const std::string vocab = test::dataset_path("gpt2-vocab.json");
   auto ids_with = [&](const std::string& name, const std::string& merges) {

@@ -4,7 +4,7 @@
 Run on the GPU machine from the repository root, with mgt's CUDA build (or the binaries that
 tools/gpu/pack.sh packs) in DIR, and PyTorch with transformers importable by this Python:
 
-    python3 tools/bench/bench_decode_gpu.py --bin DIR [--new 256] [--batch 1 32] [--repeats 3] [--peer-variants] [--wall]
+    python3 tools/bench/bench_decode_gpu.py --bin DIR [--new 256] [--batch 1 32] [--repeats 3] [--peer-variants] [--wall] [--no-peer]
 
 (tools/gpu/checks.sh decode runs it with --bin .devpack/bin.)
 
@@ -73,14 +73,22 @@ def load_peer(hf_dir, dtype):
     return model
 
 
-def mgt_rate(bindir, ckpt, batch, new_tokens, work, bf16):
-    prompts = os.path.join(work, f"prompts-{batch}.jsonl")
+def write_prompts(work, batch, micro_batches):
+    prompts = os.path.join(work, f"prompts-{batch}-{micro_batches}.jsonl")
     with open(prompts, "w") as f:
-        for _ in range(2 * batch):
+        for _ in range(micro_batches * batch):
             f.write(json.dumps({"prompt": " ".join(str(i) for i in PROMPT_IDS)}) + "\n")
-    cmd = [os.path.join(bindir, "mgt-generate"), "--device", "cuda", "--load", ckpt, "--prompts", prompts,
-           "--micro-batch-size", str(batch), "--max-new-tokens", str(new_tokens),
-           "--tokenizer-type", "NullTokenizer", "--vocab-size", "50256"] + (["--bf16"] if bf16 else [])
+    return prompts
+
+
+def mgt_command(bindir, ckpt, prompts, batch, new_tokens, bf16):
+    return [os.path.join(bindir, "mgt-generate"), "--device", "cuda", "--load", ckpt, "--prompts", prompts,
+            "--micro-batch-size", str(batch), "--max-new-tokens", str(new_tokens),
+            "--tokenizer-type", "NullTokenizer", "--vocab-size", "50256"] + (["--bf16"] if bf16 else [])
+
+
+def mgt_rate(bindir, ckpt, batch, new_tokens, work, bf16):
+    cmd = mgt_command(bindir, ckpt, write_prompts(work, batch, 2), batch, new_tokens, bf16)
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         raise SystemExit(f"mgt-generate failed: {run.stderr[-2000:]}")
@@ -89,16 +97,14 @@ def mgt_rate(bindir, ckpt, batch, new_tokens, work, bf16):
     return rate, first, " ".join(cmd)
 
 
-def mgt_wall_rate(bindir, ckpt, batch, work, short=64, long=512):
-    """mgt-generate --bf16 by the wall clock: two whole runs of `short` and `long` new tokens (two
-    micro-batches each), the difference of their generated tokens (counted in their output, in case
-    a completion ends early) over the difference of their seconds, so that start-up, loading and
-    the prompts' passes cancel. Returns (tokens/s, seconds of each run)."""
+def mgt_wall_rate(bindir, ckpt, batch, new_tokens, work, few=2, many=18):
+    """mgt-generate --bf16 by the wall clock: whole runs of `few` and `many` micro-batches of the
+    same prompts and length, the difference of their generated tokens (counted in their output,
+    in case a completion ends early) over the difference of their seconds, so that start-up,
+    loading and the first micro-batch's one-time work cancel. Returns (tokens/s, seconds of each run)."""
     seconds, generated = [], []
-    for new_tokens in (short, long):
-        _, _, cmd = mgt_rate(bindir, ckpt, batch, 1, work, True)  # writes the prompts file; warms the disk cache
-        cmd = cmd.split()
-        cmd[cmd.index("--max-new-tokens") + 1] = str(new_tokens)
+    for micro_batches in (few, many):
+        cmd = mgt_command(bindir, ckpt, write_prompts(work, batch, micro_batches), batch, new_tokens, True)
         start = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, check=True)
         seconds.append(time.perf_counter() - start)
@@ -195,7 +201,8 @@ def main():
     ap.add_argument("--peer-variants", action="store_true",
                     help="also time the peer with one setting changed at a time, each in a fresh process")
     ap.add_argument("--wall", action="store_true",
-                    help="also mgt's bf16 rate by the wall clock of two whole runs (64 and 512 new tokens)")
+                    help="also mgt's bf16 rate by the wall clock of two whole runs (2 and 18 micro-batches)")
+    ap.add_argument("--no-peer", action="store_true", help="time mgt only")
     ap.add_argument("--variant", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     ap.add_argument("--hf-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -219,23 +226,24 @@ def main():
         _, reference = generate(fp32_peer, 1, 64)
         del fp32_peer
         torch.cuda.empty_cache()
-        peer = load_peer(hf_dir, torch.bfloat16)
-        setup = (f"transformers {transformers.__version__}, torch {torch.__version__}, bf16, "
-                 f"attention {getattr(peer.config, '_attn_implementation', 'default')}, dynamic KV cache, generate()")
+        peer = None if args.no_peer else load_peer(hf_dir, torch.bfloat16)
+        setup = "not run" if peer is None else (
+            f"transformers {transformers.__version__}, torch {torch.__version__}, bf16, "
+            f"attention {getattr(peer.config, '_attn_implementation', 'default')}, dynamic KV cache, generate()")
         rows, variants = [], []
         for batch in args.batch:
             rate, _, cmd = mgt_rate(args.bin, ckpt, batch, args.new, work, True)
             rate32, tokens, _ = mgt_rate(args.bin, ckpt, batch, args.new, work, False)
-            prate, times = peer_rate(peer, batch, args.new, args.repeats)
+            prate, times = peer_rate(peer, batch, args.new, args.repeats) if peer else (float("nan"), [])
             rows.append((batch, rate, rate32, prate, times))
             # The line tools/gpu/checks.sh picks up (label before the first colon).
             print(f"decode batch {batch}, {len(PROMPT_IDS)}-token prompt, {args.new} new: mgt {rate:.0f} tokens/s "
                   f"(bf16; fp32 {rate32:.0f}), peer ({setup}) {prate:.0f} tokens/s; mgt/peer = {rate / prate:.2f}",
                   flush=True)
             if args.wall:
-                wall, seconds = mgt_wall_rate(args.bin, ckpt, batch, work)
-                print(f"decode batch {batch}, wall clock: mgt {wall:.0f} tokens/s (bf16; whole runs of 64 and 512 "
-                      f"new tokens: {seconds[0]:.2f} s and {seconds[1]:.2f} s)", flush=True)
+                wall, seconds = mgt_wall_rate(args.bin, ckpt, batch, args.new, work)
+                print(f"decode batch {batch}, wall clock: mgt {wall:.0f} tokens/s (bf16; whole runs of 2 and 18 "
+                      f"micro-batches: {seconds[0]:.2f} s and {seconds[1]:.2f} s)", flush=True)
             if args.peer_variants:
                 variants += [(batch, label, r, t) for label, r, t in peer_variants(hf_dir, batch, args.new)]
         agree = tokens[:64] == reference[:64]

@@ -153,7 +153,7 @@ fi
 
 if [ $recipe = 1 ]; then
   # The e2e script launches with `mpiexec`: MPICH's, from the pack (the machine's own is OpenMPI's).
-  mkdir -p /tmp/hydra && ln -sf "$dp/bin/mpiexec.hydra" /tmp/hydra/mpiexec
+  mkdir -p /tmp/hydra && ln -sf "$dp/bin/mpiexec.hydra" /tmp/hydra/mpiexec && ln -sf "$dp/bin/hydra_pmi_proxy" /tmp/hydra/hydra_pmi_proxy
   PATH=/tmp/hydra:$PATH MGT_E2E_DEVICE=cuda bash tests/e2e/mgt_train_llama3_fp8_script.sh "$dp/bin" "$PWD" \
     > "$out/recipe.log" 2>&1
   status=$?
