@@ -233,6 +233,8 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   if (g.context_parallel_comm_ms) j.add("context_parallel_comm_ms", *g.context_parallel_comm_ms);
   if (g.context_parallel_comm_exposed_ms)
     j.add("context_parallel_comm_exposed_ms", *g.context_parallel_comm_exposed_ms);
+  if (g.expert_parallel_comm_ms) j.add("expert_parallel_comm_ms", *g.expert_parallel_comm_ms);
+  if (g.expert_parallel_comm_exposed_ms) j.add("expert_parallel_comm_exposed_ms", *g.expert_parallel_comm_exposed_ms);
   if (g.forward_backward_ms) j.add("forward_backward_ms", *g.forward_backward_ms);
   if (g.grads_sync_ms) j.add("grads_sync_ms", *g.grads_sync_ms);
   if (g.optimizer_ms) j.add("optimizer_ms", *g.optimizer_ms);
@@ -240,6 +242,7 @@ std::string iteration_metrics_json(const IterationLog& g, const std::string& tim
   add_comm_parts(j, "tensor_parallel_comm_by_operation", g.tensor_parallel_comm_parts);
   add_comm_parts(j, "pipeline_parallel_comm_by_operation", g.pipeline_parallel_comm_parts);
   add_comm_parts(j, "context_parallel_comm_by_operation", g.context_parallel_comm_parts);
+  add_comm_parts(j, "expert_parallel_comm_by_operation", g.expert_parallel_comm_parts);
   j.add("timestamp", json_quote(timestamp));
   return j.str();
 }

@@ -75,6 +75,9 @@ struct IterationLog {
   // Context parallelism's ring (the keys and values passed beside the attention).
   std::optional<double> context_parallel_comm_ms;
   std::optional<double> context_parallel_comm_exposed_ms;
+  // Expert parallelism's token dispatch (the all-to-alls or all-gathers around the experts).
+  std::optional<double> expert_parallel_comm_ms;
+  std::optional<double> expert_parallel_comm_exposed_ms;
   // The same per operation ("all_gather", "send_recv", …) and where it ran.
   struct CommPart {
     std::string operation;
@@ -87,6 +90,7 @@ struct IterationLog {
   std::vector<CommPart> tensor_parallel_comm_parts;
   std::vector<CommPart> pipeline_parallel_comm_parts;
   std::vector<CommPart> context_parallel_comm_parts;
+  std::vector<CommPart> expert_parallel_comm_parts;
   // Per iteration, the device's time in the step's phases (Megatron's level-1 timers
   // forward-backward, all-grads-sync and optimizer), from queue events.
   std::optional<double> forward_backward_ms;
@@ -135,9 +139,11 @@ std::string format_building_tokenizer_line(const std::string& tokenizer_type);
 //  ["data_parallel_comm_ms", "data_parallel_comm_exposed_ms",] ["tensor_parallel_comm_ms",
 //  "tensor_parallel_comm_exposed_ms",] ["pipeline_parallel_comm_ms",
 //  "pipeline_parallel_comm_exposed_ms",] ["context_parallel_comm_ms",
-//  "context_parallel_comm_exposed_ms",] ["forward_backward_ms", "grads_sync_ms", "optimizer_ms",]
+//  "context_parallel_comm_exposed_ms",] ["expert_parallel_comm_ms", "expert_parallel_comm_exposed_ms",]
+//  ["forward_backward_ms", "grads_sync_ms", "optimizer_ms",]
 //  ["data_parallel_comm_by_operation", "tensor_parallel_comm_by_operation",
-//  "pipeline_parallel_comm_by_operation", "context_parallel_comm_by_operation"] ({"all_gather beside": {"ms", "exposed_ms", "count"},
+//  "pipeline_parallel_comm_by_operation", "context_parallel_comm_by_operation",
+//  "expert_parallel_comm_by_operation"] ({"all_gather beside": {"ms", "exposed_ms", "count"},
 //  "all_reduce on stream": {…}, …}, per iteration), "timestamp"}.
 // Non-finite numbers are written as null (JSON has no NaN).
 std::string iteration_metrics_json(const IterationLog& log, const std::string& timestamp);

@@ -102,6 +102,9 @@ void TrainingRun::log_iteration(const IterationRecord& record, std::int64_t trai
               g.pipeline_parallel_comm_parts);
   take_timing(context_parallel_, g.context_parallel_comm_ms, g.context_parallel_comm_exposed_ms,
               g.context_parallel_comm_parts);
+  if (expert_model_parallel_)
+    take_timing(*expert_model_parallel_, g.expert_parallel_comm_ms, g.expert_parallel_comm_exposed_ms,
+                g.expert_parallel_comm_parts);
   const std::string stamp = now_stamp();
   const double tokens = static_cast<double>(record.global_batch_size * g.seq_length);
   const double tokens_per_second = g.seconds_per_iteration > 0.0 ? tokens / g.seconds_per_iteration : 0.0;

@@ -199,6 +199,17 @@ TEST_CASE("training log: metrics JSON lines", "[train]") {
             "\"optimizer_ms\": 7.5, \"tensor_parallel_comm_by_operation\": {\"all_gather beside\": {\"ms\": 20.25, "
             "\"exposed_ms\": 4.5, \"count\": 120.0}, \"all_reduce on stream\": {\"ms\": 1.5, \"exposed_ms\": 1.5, "
             "\"count\": 3.0}}, \"timestamp\"") != std::string::npos);
+  // Expert parallelism's dispatch after context parallelism's, by operation last.
+  g.context_parallel_comm_ms = 3.0;
+  g.context_parallel_comm_exposed_ms = 1.0;
+  g.expert_parallel_comm_ms = 12.5;
+  g.expert_parallel_comm_exposed_ms = 12.5;
+  g.expert_parallel_comm_parts = {{"all_to_all", false, 12.5, 12.5, 64.0}};
+  const std::string with_experts = iteration_metrics_json(g, kStamp);
+  CHECK(with_experts.find("\"context_parallel_comm_exposed_ms\": 1.0, \"expert_parallel_comm_ms\": 12.5, "
+                          "\"expert_parallel_comm_exposed_ms\": 12.5, \"optimizer_ms\"") != std::string::npos);
+  CHECK(with_experts.find("\"expert_parallel_comm_by_operation\": {\"all_to_all on stream\": {\"ms\": 12.5, "
+                          "\"exposed_ms\": 12.5, \"count\": 64.0}}, \"timestamp\"") != std::string::npos);
 
   CHECK(validation_metrics_json("validation", 100, {{"lm loss", 2.5}}, kStamp) ==
         "{\"event\": \"validation\", \"iteration\": 100, \"lm_loss\": 2.5, \"lm_loss_ppl\": 12.182493960703473, "
