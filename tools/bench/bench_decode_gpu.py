@@ -26,6 +26,11 @@ then --repeats generations are timed, each between torch.cuda.synchronize() call
 is reported. Reported: generated tokens per second over the whole batch (the prompt's pass
 included), the peer's milliseconds per step, and mgt's bf16 rate over the peer's.
 
+--wall also confirms mgt's bf16 rate by the wall clock: whole runs of 2 and 18 micro-batches of the
+same prompts and length, the difference of their generated tokens over the difference of their
+seconds (start-up, loading and the first micro-batch's one-time work cancel). --no-peer times mgt
+alone (the greedy check against transformers' fp32 tokens still runs).
+
 --peer-variants also times the peer, one generation each in a fresh process, as this script
 timed it until 2026-11-28 (an fp32 generation first, then .to(bfloat16), no attention mask, a
 4-token warm-up) and with one thing changed at a time (a 4-token warm-up only; no attention
