@@ -22,9 +22,11 @@
 #include "ckpt/save_directory_lock.hpp"
 #include "core/error.hpp"
 #include "kernels/backend_factory.hpp"
+#include "hf_testing.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
+using namespace mgt::hf_testing;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -34,20 +36,7 @@ GptConfig tiny_gpt2_config() { return model_testing::gpt2_like_config(); }
 // Saves a randomised tiny model as an mgt checkpoint in DIR and returns the model.
 std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir,
                                             const std::string& tokenizer_json = "{}") {
-  auto model = std::make_unique<GptModel>(config, backend);
-  model_testing::randomize_parameters(model->parameters(), 7);
-  save_model_checkpoint(dir, 5, model->parameters(), model_args_json(config), tokenizer_json);
-  return model;
-}
-
-ConvertOptions convert(const std::string& loader, const std::string& saver, const std::string& from,
-                       const std::string& to) {
-  ConvertOptions o;
-  o.loader = loader;
-  o.saver = saver;
-  o.load_dir = from;
-  o.save_dir = to;
-  return o;
+  return hf_testing::save_random_model(config, backend, dir, 7, tokenizer_json, 5);
 }
 
 std::vector<float> logits_of(GptModel& model) {
@@ -56,24 +45,6 @@ std::vector<float> logits_of(GptModel& model) {
   m.labels = {};
   m.loss_mask = {};
   return model.forward_only(m, true).logits;
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-const HfGpt2TensorMapping& mapping_named(const std::vector<HfGpt2TensorMapping>& all, const std::string& name) {
-  for (const auto& m : all)
-    if (m.megatron_name == name) return m;
-  FAIL("no mapping for " << name);
-  return all.front();
 }
 
 }  // namespace

@@ -26,15 +26,15 @@
 #include "core/error.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/operation_params.hpp"
+#include "hf_testing.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
+using namespace mgt::hf_testing;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string golden_path(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/tests/ckpt/golden/" + name; }
 
 // llama_like_config with rotary over the whole head, as Llama has it.
 GptConfig llama_config() {
@@ -45,51 +45,12 @@ GptConfig llama_config() {
   return c;
 }
 
-ConvertOptions convert(const std::string& loader, const std::string& saver, const std::string& from,
-                       const std::string& to) {
-  ConvertOptions o;
-  o.loader = loader;
-  o.saver = saver;
-  o.load_dir = from;
-  o.save_dir = to;
-  return o;
-}
-
 std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir,
                                             const std::string& tokenizer_json = "{}") {
-  auto model = std::make_unique<GptModel>(config, backend);
-  model_testing::randomize_parameters(model->parameters(), 11);
-  save_model_checkpoint(dir, 3, model->parameters(), model_args_json(config), tokenizer_json);
-  return model;
-}
-
-std::vector<float> logits_of(GptModel& model, const std::vector<std::int64_t>& tokens) {
-  MicroBatch batch;
-  batch.batch_size = 1;
-  batch.seq_length = static_cast<std::int64_t>(tokens.size());
-  batch.tokens = tokens;
-  return model.forward_only(batch, true).logits;
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return hf_testing::save_random_model(config, backend, dir, 11, tokenizer_json);
 }
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-const HfLlamaTensorMapping& mapping_named(const std::vector<HfLlamaTensorMapping>& all, const std::string& name) {
-  for (const auto& m : all)
-    if (m.megatron_name == name) return m;
-  FAIL("no mapping for " << name);
-  return all.front();
-}
 
 struct GoldenLogits {
   std::vector<std::int64_t> tokens;
@@ -132,15 +93,6 @@ std::string edited_llama(const std::string& dir, const std::string& key, const s
   write_text(out + "/config.json", config);
   fs::copy_file(golden_path("hf-llama-tiny/model.safetensors"), out + "/model.safetensors");
   return out;
-}
-
-std::string refusal(const std::string& dir) {
-  try {
-    read_hf_model_directory(dir);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "accepted";
 }
 
 }  // namespace

@@ -25,15 +25,15 @@
 #include "kernels/backend_factory.hpp"
 #include "model/kv_cache.hpp"
 #include "model/parameter_table.hpp"
+#include "hf_testing.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
+using namespace mgt::hf_testing;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string golden_path(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/tests/ckpt/golden/" + name; }
 
 // A Mixtral-shaped mgt model: rotary, RMSNorm, SwiGLU, grouped-query attention, untied, every
 // layer 4 experts of 12, top-2.
@@ -50,104 +50,8 @@ GptConfig mixtral_config() {
   return c;
 }
 
-ConvertOptions convert(const std::string& loader, const std::string& saver, const std::string& from,
-                       const std::string& to) {
-  ConvertOptions o;
-  o.loader = loader;
-  o.saver = saver;
-  o.load_dir = from;
-  o.save_dir = to;
-  return o;
-}
-
 std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir) {
-  auto model = std::make_unique<GptModel>(config, backend);
-  model_testing::randomize_parameters(model->parameters(), 21);
-  save_model_checkpoint(dir, 3, model->parameters(), model_args_json(config), R"({"eod": 2, "bos": 1})");
-  return model;
-}
-
-std::vector<float> logits_of(GptModel& model, const std::vector<std::int64_t>& tokens) {
-  MicroBatch batch;
-  batch.batch_size = 1;
-  batch.seq_length = static_cast<std::int64_t>(tokens.size());
-  batch.tokens = tokens;
-  return model.forward_only(batch, true).logits;
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-const HfLlamaTensorMapping& mapping_named(const std::vector<HfLlamaTensorMapping>& all, const std::string& name) {
-  for (const auto& m : all)
-    if (m.megatron_name == name) return m;
-  FAIL("no mapping for " << name);
-  return all.front();
-}
-
-struct GoldenMixtral {
-  std::vector<std::int64_t> tokens, prompt, greedy;
-  std::int64_t vocab = 0;
-  std::vector<float> logits;  // [tokens, vocab]
-};
-
-GoldenMixtral golden_mixtral() {
-  simdjson::dom::parser parser;
-  const simdjson::padded_string text = simdjson::padded_string::load(golden_path("hf_mixtral_logits.json"));
-  const simdjson::dom::element root = parser.parse(text);
-  GoldenMixtral g;
-  for (std::int64_t t : root["tokens"].get_array()) g.tokens.push_back(t);
-  for (std::int64_t t : root["prompt"].get_array()) g.prompt.push_back(t);
-  for (std::int64_t t : root["greedy"].get_array()) g.greedy.push_back(t);
-  g.vocab = root["shape"].at(1).get_int64();
-  for (double v : root["logits"].get_array()) g.logits.push_back(static_cast<float>(v));
-  return g;
-}
-
-// A copy of the golden Mixtral whose config.json has `key` set to `json_value`.
-std::string edited_mixtral(const std::string& dir, const std::string& key, const std::string& json_value) {
-  std::string config = file_bytes(golden_path("hf-mixtral-tiny/config.json"));
-  const std::string quoted = "\"" + key + "\": ";
-  const std::size_t at = config.find(quoted);
-  REQUIRE(at != std::string::npos);
-  const std::size_t end = config.find_first_of(",\n", at + quoted.size());
-  config.replace(at + quoted.size(), end - at - quoted.size(), json_value);
-  const std::string out = dir + "/" + key;
-  fs::create_directories(out);
-  std::ofstream(out + "/config.json", std::ios::binary) << config;
-  fs::copy_file(golden_path("hf-mixtral-tiny/model.safetensors"), out + "/model.safetensors");
-  return out;
-}
-
-std::string refusal(const std::string& dir) {
-  try {
-    read_hf_model_directory(dir);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "accepted";
-}
-
-std::string export_refusal(const GptConfig& config, const std::string& dir, const std::string& type = "") {
-  const auto backend_owner = make_backend("cpu");
-  save_random_model(config, *backend_owner, dir + "/mgt");
-  ConvertOptions o = convert("mgt", "hf", dir + "/mgt", dir + "/hf");
-  o.hf_model_type = type;
-  try {
-    convert_checkpoint(o);
-  } catch (const Error& e) {
-    CHECK_FALSE(fs::exists(dir + "/hf"));
-    return e.what();
-  }
-  return "accepted";
+  return hf_testing::save_random_model(config, backend, dir, 21, R"({"eod": 2, "bos": 1})");
 }
 
 }  // namespace
@@ -194,7 +98,7 @@ TEST_CASE("Mixtral layout: router, experts' w1/w3 halves and w2, in save_pretrai
 }
 
 TEST_CASE("An imported Mixtral gives transformers' logits and greedy tokens", "[ckpt][hf][mixtral]") {
-  const GoldenMixtral golden = golden_mixtral();
+  const GoldenGeneration golden = golden_generation("hf_mixtral_logits.json");
   const std::string dir = test::scratch_dir("hf_mixtral_golden");
   convert_checkpoint(convert("hf", "mgt", golden_path("hf-mixtral-tiny"), dir + "/mgt"));
   const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
@@ -311,16 +215,16 @@ TEST_CASE("mgt mixtures of experts to Hugging Face Mixtral and back are bit-exac
 
 TEST_CASE("Mixtral refusals name the config field, tensor or flag", "[ckpt][hf][mixtral]") {
   const std::string dir = test::scratch_dir("hf_mixtral_refusals");
-  CHECK_THAT(refusal(edited_mixtral(dir, "router_jitter_noise", "0.01")),
+  CHECK_THAT(refusal(edited_golden(dir, "hf-mixtral-tiny", "router_jitter_noise", "0.01")),
              Contains("config.json") && Contains("router_jitter_noise 0.01 is not 0"));
-  CHECK_THAT(refusal(edited_mixtral(dir, "num_experts_per_tok", "5")),
+  CHECK_THAT(refusal(edited_golden(dir, "hf-mixtral-tiny", "num_experts_per_tok", "5")),
              Contains("num_experts_per_tok must be between 1 and num_local_experts (4) (got 5)"));
-  CHECK_THAT(refusal(edited_mixtral(dir, "sliding_window", "8")),
+  CHECK_THAT(refusal(edited_golden(dir, "hf-mixtral-tiny", "sliding_window", "8")),
              Contains("sliding_window 8 is shorter than max_position_embeddings (64)"));
   // More experts than the weights have: the router's shape is named.
-  CHECK_THAT(refusal(edited_mixtral(dir, "num_local_experts", "5")),
+  CHECK_THAT(refusal(edited_golden(dir, "hf-mixtral-tiny", "num_local_experts", "5")),
              Contains("'model.layers.0.block_sparse_moe.gate.weight' has shape [4, 32]") && Contains("[5, 32]"));
-  CHECK_THAT(refusal(edited_mixtral(dir, "intermediate_size", "12")),
+  CHECK_THAT(refusal(edited_golden(dir, "hf-mixtral-tiny", "intermediate_size", "12")),
              Contains("'model.layers.0.block_sparse_moe.experts.0.w1.weight' has shape [24, 32]") &&
                  Contains("[12, 32]"));
 

@@ -25,17 +25,17 @@
 #include "kernels/backend_factory.hpp"
 #include "model/kv_cache.hpp"
 #include "model/parameter_table.hpp"
+#include "hf_testing.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
+using namespace mgt::hf_testing;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
 
 const char* kGoldenDir = "hf-qwen2-moe-tiny";
-
-std::string golden_path(const std::string& name) { return std::string(MGT_SOURCE_DIR) + "/tests/ckpt/golden/" + name; }
 
 // A Qwen2-MoE-shaped mgt model: q/k/v biases only, layer 1 dense, 4 experts of 12, top-2 without
 // renormalisation, a gated shared expert of 10.
@@ -56,108 +56,8 @@ GptConfig qwen2_moe_config() {
   return c;
 }
 
-ConvertOptions convert(const std::string& loader, const std::string& saver, const std::string& from,
-                       const std::string& to) {
-  ConvertOptions o;
-  o.loader = loader;
-  o.saver = saver;
-  o.load_dir = from;
-  o.save_dir = to;
-  return o;
-}
-
 std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir) {
-  auto model = std::make_unique<GptModel>(config, backend);
-  model_testing::randomize_parameters(model->parameters(), 23);
-  save_model_checkpoint(dir, 3, model->parameters(), model_args_json(config), R"({"eod": 2, "bos": 1})");
-  return model;
-}
-
-std::vector<float> logits_of(GptModel& model, const std::vector<std::int64_t>& tokens) {
-  MicroBatch batch;
-  batch.batch_size = 1;
-  batch.seq_length = static_cast<std::int64_t>(tokens.size());
-  batch.tokens = tokens;
-  return model.forward_only(batch, true).logits;
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-const HfLlamaTensorMapping& mapping_named(const std::vector<HfLlamaTensorMapping>& all, const std::string& name) {
-  for (const auto& m : all)
-    if (m.megatron_name == name) return m;
-  FAIL("no mapping for " << name);
-  return all.front();
-}
-
-struct Golden {
-  std::vector<std::int64_t> tokens, prompt, greedy;
-  std::int64_t vocab = 0;
-  std::vector<float> logits;  // [tokens, vocab]
-};
-
-Golden golden_logits() {
-  simdjson::dom::parser parser;
-  const simdjson::padded_string text = simdjson::padded_string::load(golden_path("hf_qwen2_moe_logits.json"));
-  const simdjson::dom::element root = parser.parse(text);
-  Golden g;
-  for (std::int64_t t : root["tokens"].get_array()) g.tokens.push_back(t);
-  for (std::int64_t t : root["prompt"].get_array()) g.prompt.push_back(t);
-  for (std::int64_t t : root["greedy"].get_array()) g.greedy.push_back(t);
-  g.vocab = root["shape"].at(1).get_int64();
-  for (double v : root["logits"].get_array()) g.logits.push_back(static_cast<float>(v));
-  return g;
-}
-
-// A copy of the golden model whose config.json has `key` set to `json_value` (the value on the
-// key's line, as save_pretrained indents it).
-std::string edited_golden(const std::string& dir, const std::string& key, const std::string& json_value) {
-  std::string config = file_bytes(golden_path(std::string(kGoldenDir) + "/config.json"));
-  const std::string quoted = "\"" + key + "\": ";
-  const std::size_t at = config.find(quoted);
-  REQUIRE(at != std::string::npos);
-  std::size_t end = at + quoted.size();
-  if (config[end] == '[') end = config.find(']', end) + 1;
-  else end = config.find_first_of(",\n", end);
-  config.replace(at + quoted.size(), end - at - quoted.size(), json_value);
-  static int edits = 0;  // one directory per edit: a key may be edited twice
-  const std::string out = dir + "/" + key + "-" + std::to_string(++edits);
-  fs::create_directories(out);
-  std::ofstream(out + "/config.json", std::ios::binary) << config;
-  fs::copy_file(golden_path(std::string(kGoldenDir) + "/model.safetensors"), out + "/model.safetensors");
-  return out;
-}
-
-std::string refusal(const std::string& dir) {
-  try {
-    read_hf_model_directory(dir);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "accepted";
-}
-
-std::string export_refusal(const GptConfig& config, const std::string& dir, const std::string& type = "") {
-  const auto backend_owner = make_backend("cpu");
-  save_random_model(config, *backend_owner, dir + "/mgt");
-  ConvertOptions o = convert("mgt", "hf", dir + "/mgt", dir + "/hf");
-  o.hf_model_type = type;
-  try {
-    convert_checkpoint(o);
-  } catch (const Error& e) {
-    CHECK_FALSE(fs::exists(dir + "/hf"));
-    return e.what();
-  }
-  return "accepted";
+  return hf_testing::save_random_model(config, backend, dir, 23, R"({"eod": 2, "bos": 1})");
 }
 
 }  // namespace
@@ -206,7 +106,7 @@ TEST_CASE("Qwen2-MoE layout: router, experts, shared expert and its gate, q/k/v 
 }
 
 TEST_CASE("An imported Qwen2-MoE gives transformers' logits and greedy tokens", "[ckpt][hf][qwen2_moe]") {
-  const Golden golden = golden_logits();
+  const GoldenGeneration golden = golden_generation("hf_qwen2_moe_logits.json");
   const std::string dir = test::scratch_dir("hf_qwen2_moe_golden");
   convert_checkpoint(convert("hf", "mgt", golden_path(kGoldenDir), dir + "/mgt"));
   const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
@@ -327,18 +227,18 @@ TEST_CASE("mgt mixtures of experts with a gated shared expert to Qwen2-MoE and b
 
 TEST_CASE("Qwen2-MoE refusals name the config field or flag", "[ckpt][hf][qwen2_moe]") {
   const std::string dir = test::scratch_dir("hf_qwen2_moe_refusals");
-  CHECK_THAT(refusal(edited_golden(dir, "use_sliding_window", "true")),
+  CHECK_THAT(refusal(edited_golden(dir, kGoldenDir, "use_sliding_window", "true")),
              Contains("config.json") && Contains("use_sliding_window is true with sliding_window 0"));
-  CHECK_THAT(refusal(edited_golden(dir, "mlp_only_layers", "[3]")),
+  CHECK_THAT(refusal(edited_golden(dir, kGoldenDir, "mlp_only_layers", "[3]")),
              Contains("mlp_only_layers' entry must be between 0 and 2 (got 3)"));
-  CHECK_THAT(refusal(edited_golden(dir, "decoder_sparse_step", "4")),
+  CHECK_THAT(refusal(edited_golden(dir, kGoldenDir, "decoder_sparse_step", "4")),
              Contains("decoder_sparse_step 4 and mlp_only_layers leave no sparse layer"));
-  CHECK_THAT(refusal(edited_golden(dir, "shared_expert_intermediate_size", "0")),
+  CHECK_THAT(refusal(edited_golden(dir, kGoldenDir, "shared_expert_intermediate_size", "0")),
              Contains("shared_expert_intermediate_size must be between 1"));
-  CHECK_THAT(refusal(edited_golden(dir, "num_experts_per_tok", "5")),
+  CHECK_THAT(refusal(edited_golden(dir, kGoldenDir, "num_experts_per_tok", "5")),
              Contains("num_experts_per_tok must be between 1 and 4 (got 5)"));
   // Layer 2 dense instead of 1: the weights say otherwise, by name.
-  CHECK_THAT(refusal(edited_golden(dir, "mlp_only_layers", "[2]")),
+  CHECK_THAT(refusal(edited_golden(dir, kGoldenDir, "mlp_only_layers", "[2]")),
              Contains("no tensor 'model.layers.1.mlp.gate.weight'"));
 
   // Exports refuse what Qwen2-MoE cannot express, before writing anything.

@@ -1,0 +1,148 @@
+// Shared by the Hugging Face interchange tests (GPT-2, Llama, Mixtral, Qwen2-MoE): the golden
+// files' paths, conversions between directories, randomised mgt checkpoints, logits of a token
+// sequence, byte and bit comparisons, the golden generations of the MoE models, and edited copies
+// of a golden config.json.
+#pragma once
+#include <catch2/catch.hpp>
+#include <simdjson.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../model/model_testing.hpp"
+#include "ckpt/convert_job.hpp"
+#include "ckpt/hf_model_directory.hpp"
+#include "ckpt/model_checkpoint.hpp"
+#include "core/error.hpp"
+#include "kernels/backend_factory.hpp"
+#include "test_paths.hpp"
+
+namespace mgt::hf_testing {
+
+inline std::string golden_path(const std::string& name) {
+  return std::string(MGT_SOURCE_DIR) + "/tests/ckpt/golden/" + name;
+}
+
+inline ConvertOptions convert(const std::string& loader, const std::string& saver, const std::string& from,
+                              const std::string& to) {
+  ConvertOptions o;
+  o.loader = loader;
+  o.saver = saver;
+  o.load_dir = from;
+  o.save_dir = to;
+  return o;
+}
+
+// A model of `config` with parameters drawn from `seed`, saved as iteration `iteration` in DIR.
+inline std::unique_ptr<GptModel> save_random_model(const GptConfig& config, Backend& backend, const std::string& dir,
+                                                   std::uint64_t seed, const std::string& tokenizer_json = "{}",
+                                                   std::int64_t iteration = 3) {
+  auto model = std::make_unique<GptModel>(config, backend);
+  model_testing::randomize_parameters(model->parameters(), seed);
+  save_model_checkpoint(dir, iteration, model->parameters(), model_args_json(config), tokenizer_json);
+  return model;
+}
+
+inline std::vector<float> logits_of(GptModel& model, const std::vector<std::int64_t>& tokens) {
+  MicroBatch batch;
+  batch.batch_size = 1;
+  batch.seq_length = static_cast<std::int64_t>(tokens.size());
+  batch.tokens = tokens;
+  return model.forward_only(batch, true).logits;
+}
+
+inline std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The entry of a layout's tensor mappings for one mgt tensor name.
+template <typename Mapping>
+const Mapping& mapping_named(const std::vector<Mapping>& all, const std::string& name) {
+  for (const auto& m : all)
+    if (m.megatron_name == name) return m;
+  FAIL("no mapping for " << name);
+  return all.front();
+}
+
+// transformers' logits over `tokens` and its greedy completion of `prompt`, as the MoE models'
+// reference scripts (tools/reference/*_hf_reference.py) write them.
+struct GoldenGeneration {
+  std::vector<std::int64_t> tokens, prompt, greedy;
+  std::int64_t vocab = 0;
+  std::vector<float> logits;  // [tokens, vocab]
+};
+
+inline GoldenGeneration golden_generation(const std::string& file) {
+  simdjson::dom::parser parser;
+  const simdjson::padded_string text = simdjson::padded_string::load(golden_path(file));
+  const simdjson::dom::element root = parser.parse(text);
+  GoldenGeneration g;
+  for (std::int64_t t : root["tokens"].get_array()) g.tokens.push_back(t);
+  for (std::int64_t t : root["prompt"].get_array()) g.prompt.push_back(t);
+  for (std::int64_t t : root["greedy"].get_array()) g.greedy.push_back(t);
+  g.vocab = root["shape"].at(1).get_int64();
+  for (double v : root["logits"].get_array()) g.logits.push_back(static_cast<float>(v));
+  return g;
+}
+
+// A copy of the golden model directory `golden` (config.json and model.safetensors) in a fresh
+// directory under DIR, its config.json's `key` set to `json_value` (the value on the key's line,
+// as save_pretrained indents it; a list whole).
+inline std::string edited_golden(const std::string& dir, const std::string& golden, const std::string& key,
+                                 const std::string& json_value) {
+  std::string config = file_bytes(golden_path(golden + "/config.json"));
+  const std::string quoted = "\"" + key + "\": ";
+  const std::size_t at = config.find(quoted);
+  REQUIRE(at != std::string::npos);
+  std::size_t end = at + quoted.size();
+  if (config[end] == '[') end = config.find(']', end) + 1;
+  else end = config.find_first_of(",\n", end);
+  config.replace(at + quoted.size(), end - at - quoted.size(), json_value);
+  static int edits = 0;  // one directory per edit: a key may be edited twice
+  const std::string out = dir + "/" + key + "-" + std::to_string(++edits);
+  std::filesystem::create_directories(out);
+  std::ofstream(out + "/config.json", std::ios::binary) << config;
+  std::filesystem::copy_file(golden_path(golden + "/model.safetensors"), out + "/model.safetensors");
+  return out;
+}
+
+// The message with which reading the Hugging Face directory DIR fails ("accepted" if it does not).
+inline std::string refusal(const std::string& dir) {
+  try {
+    read_hf_model_directory(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+// The message with which exporting a random model of `config` to Hugging Face (as `type`, or the
+// type the config implies) fails, having written nothing ("accepted" if it does not fail).
+inline std::string export_refusal(const GptConfig& config, const std::string& dir, const std::string& type = "") {
+  const auto backend_owner = make_backend("cpu");
+  save_random_model(config, *backend_owner, dir + "/mgt", 21, R"({"eod": 2, "bos": 1})");
+  ConvertOptions o = convert("mgt", "hf", dir + "/mgt", dir + "/hf");
+  o.hf_model_type = type;
+  try {
+    convert_checkpoint(o);
+  } catch (const Error& e) {
+    CHECK_FALSE(std::filesystem::exists(dir + "/hf"));
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace mgt::hf_testing
