@@ -20,23 +20,7 @@ MOE=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --m
      --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64)
 JITTER=(--moe-input-jitter-eps 0.2)
 
-# compare REFERENCE RUN BOUND: every iteration's lm loss, auxiliary losses and grad norm within
-# BOUND relative (0: equal).
-compare() {
-  python3 - "$@" <<'PY'
-import json, sys
-def load(path):
-    return {j["iteration"]: j for j in map(json.loads, open(path)) if j["event"] == "train"}
-ref, run = load(sys.argv[1]), load(sys.argv[2])
-bound = float(sys.argv[3])
-assert sorted(ref) == sorted(run) and len(ref) >= 8, (sorted(ref), sorted(run))
-for k in sorted(ref):
-    for field in ("lm_loss", "load_balancing_loss", "z_loss", "grad_norm"):
-        a, b = ref[k][field], run[k][field]
-        assert (a == b) if bound == 0 else abs(a - b) <= bound * abs(a), f"{k} {field}: {a!r} vs {b!r}"
-print(f"{sys.argv[2].rsplit('/', 1)[-1]}: {len(ref)} iterations agree")
-PY
-}
+source "$SRC/tests/e2e/lib/moe_runs_agree.bash"
 
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --metrics-file "$WORK/plain.jsonl"
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${JITTER[@]}" --metrics-file "$WORK/one.jsonl"
