@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <simdjson.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +23,7 @@
 #include "ckpt/model_checkpoint.hpp"
 #include "core/error.hpp"
 #include "kernels/backend_factory.hpp"
+#include "model/kv_cache.hpp"
 #include "test_paths.hpp"
 
 namespace mgt::hf_testing {
@@ -96,6 +99,33 @@ inline GoldenGeneration golden_generation(const std::string& file) {
   g.vocab = root["shape"].at(1).get_int64();
   for (double v : root["logits"].get_array()) g.logits.push_back(static_cast<float>(v));
   return g;
+}
+
+// MODEL (imported from the golden directory) against transformers: its logits over the golden
+// tokens within 1e-5 of the largest, and its greedy tokens over the key/value cache, as
+// mgt-generate runs it (the prompt in one step, then a token at a time; transformers recomputed
+// the whole sequence for each of its tokens).
+inline void check_golden_generation(GptModel& model, Backend& backend, const GoldenGeneration& golden) {
+  const std::vector<float> logits = logits_of(model, golden.tokens);
+  REQUIRE(logits.size() == golden.logits.size());
+  float largest = 0.0f, worst = 0.0f;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    largest = std::max(largest, std::fabs(golden.logits[i]));
+    worst = std::max(worst, std::fabs(logits[i] - golden.logits[i]));
+  }
+  INFO("largest |logit| " << largest << ", largest difference " << worst);
+  CHECK(largest > 1.0f);
+  CHECK(worst <= 1e-5f * largest);
+
+  KvCache cache(backend, model.config(), 1, static_cast<std::int64_t>(golden.prompt.size() + golden.greedy.size()));
+  std::vector<std::int64_t> picked =
+      model.forward_cached_greedy(golden.prompt, static_cast<std::int64_t>(golden.prompt.size()), cache, golden.vocab);
+  std::vector<std::int64_t> continuation = picked;
+  while (continuation.size() < golden.greedy.size()) {
+    picked = model.forward_cached_greedy(picked, 1, cache, golden.vocab);
+    continuation.push_back(picked.at(0));
+  }
+  CHECK(continuation == golden.greedy);
 }
 
 // A copy of the golden model directory `golden` (config.json and model.safetensors) in a fresh

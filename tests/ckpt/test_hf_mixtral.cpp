@@ -126,28 +126,7 @@ TEST_CASE("An imported Mixtral gives transformers' logits and greedy tokens", "[
   const auto backend_owner = make_backend("cpu");
   Backend& backend = *backend_owner;
   auto model = load_checkpoint_model(checkpoint, backend);
-  const std::vector<float> logits = logits_of(*model, golden.tokens);
-  REQUIRE(logits.size() == golden.logits.size());
-  float largest = 0.0f, worst = 0.0f;
-  for (std::size_t i = 0; i < logits.size(); ++i) {
-    largest = std::max(largest, std::fabs(golden.logits[i]));
-    worst = std::max(worst, std::fabs(logits[i] - golden.logits[i]));
-  }
-  INFO("largest |logit| " << largest << ", largest difference " << worst);
-  CHECK(largest > 1.0f);
-  CHECK(worst <= 1e-5f * largest);
-
-  // Greedy decoding over the key/value cache, as mgt-generate runs it: the prompt in one step,
-  // then a token at a time; transformers recomputed the whole sequence for each of its tokens.
-  KvCache cache(backend, model->config(), 1, static_cast<std::int64_t>(golden.prompt.size() + golden.greedy.size()));
-  std::vector<std::int64_t> picked =
-      model->forward_cached_greedy(golden.prompt, static_cast<std::int64_t>(golden.prompt.size()), cache, golden.vocab);
-  std::vector<std::int64_t> continuation = picked;
-  while (continuation.size() < golden.greedy.size()) {
-    picked = model->forward_cached_greedy(picked, 1, cache, golden.vocab);
-    continuation.push_back(picked.at(0));
-  }
-  CHECK(continuation == golden.greedy);
+  check_golden_generation(*model, backend, golden);
 }
 
 TEST_CASE("Hugging Face Mixtral to mgt and back is byte for byte", "[ckpt][hf][mixtral]") {

@@ -135,26 +135,7 @@ TEST_CASE("An imported Qwen2-MoE gives transformers' logits and greedy tokens", 
   const auto backend_owner = make_backend("cpu");
   Backend& backend = *backend_owner;
   auto model = load_checkpoint_model(checkpoint, backend);
-  const std::vector<float> logits = logits_of(*model, golden.tokens);
-  REQUIRE(logits.size() == golden.logits.size());
-  float largest = 0.0f, worst = 0.0f;
-  for (std::size_t i = 0; i < logits.size(); ++i) {
-    largest = std::max(largest, std::fabs(golden.logits[i]));
-    worst = std::max(worst, std::fabs(logits[i] - golden.logits[i]));
-  }
-  INFO("largest |logit| " << largest << ", largest difference " << worst);
-  CHECK(largest > 1.0f);
-  CHECK(worst <= 1e-5f * largest);
-
-  KvCache cache(backend, model->config(), 1, static_cast<std::int64_t>(golden.prompt.size() + golden.greedy.size()));
-  std::vector<std::int64_t> picked =
-      model->forward_cached_greedy(golden.prompt, static_cast<std::int64_t>(golden.prompt.size()), cache, golden.vocab);
-  std::vector<std::int64_t> continuation = picked;
-  while (continuation.size() < golden.greedy.size()) {
-    picked = model->forward_cached_greedy(picked, 1, cache, golden.vocab);
-    continuation.push_back(picked.at(0));
-  }
-  CHECK(continuation == golden.greedy);
+  check_golden_generation(*model, backend, golden);
 }
 
 TEST_CASE("Hugging Face Qwen2-MoE to mgt and back is byte for byte", "[ckpt][hf][qwen2_moe]") {
