@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "ckpt/hf_llama_config.hpp"
 #include "core/error.hpp"
@@ -28,6 +29,22 @@ constexpr std::int64_t kSparseBlockSlot = 8;
 constexpr std::int64_t kExpertTensors = 3;
 constexpr std::int64_t kMaxExperts = std::int64_t{1} << 24;
 
+struct NumberedExpert {
+  std::int64_t index;
+  std::string rest;  // the expert's tensor name after "experts.E."
+};
+
+// "experts.E.REST" with E a decimal of at most 7 digits → {E, REST}; nothing for another name.
+std::optional<NumberedExpert> numbered_expert(const std::string& name) {
+  const std::string experts = "experts.";
+  if (!starts_with(name, experts)) return std::nullopt;
+  const std::size_t dot = name.find('.', experts.size());
+  if (dot == std::string::npos || dot == experts.size()) return std::nullopt;
+  const std::string index = name.substr(experts.size(), dot - experts.size());
+  if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 7) return std::nullopt;
+  return NumberedExpert{std::stoll(index), name.substr(dot + 1)};
+}
+
 // block_sparse_moe.gate.weight or block_sparse_moe.experts.E.wN.weight → its position in the
 // block (gate 0, then 1 + 3·E + N − 1); −1 for another name.
 std::int64_t mixtral_block_position(const std::string& rest);
@@ -49,14 +66,10 @@ std::int64_t qwen2_moe_block_position(const std::string& rest) {
     const std::int64_t which = projection(name.substr(shared.size()));
     return which < 0 ? -1 : shared_at + which;
   }
-  const std::string experts = "experts.";
-  if (!starts_with(name, experts)) return -1;
-  const std::size_t dot = name.find('.', experts.size());
-  if (dot == std::string::npos || dot == experts.size()) return -1;
-  const std::string index = name.substr(experts.size(), dot - experts.size());
-  if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 7) return -1;
-  const std::int64_t which = projection(name.substr(dot + 1));
-  return which < 0 ? -1 : 1 + std::stoll(index) * kExpertTensors + which;
+  const std::optional<NumberedExpert> expert = numbered_expert(name);
+  if (!expert) return -1;
+  const std::int64_t which = projection(expert->rest);
+  return which < 0 ? -1 : 1 + expert->index * kExpertTensors + which;
 }
 
 std::int64_t sparse_block_position(const std::string& rest) {
@@ -69,16 +82,12 @@ std::int64_t mixtral_block_position(const std::string& rest) {
   if (!starts_with(rest, block)) return -1;
   const std::string name = rest.substr(block.size());
   if (name == "gate.weight") return 0;
-  const std::string experts = "experts.";
-  if (!starts_with(name, experts)) return -1;
-  const std::size_t dot = name.find('.', experts.size());
-  if (dot == std::string::npos || dot == experts.size()) return -1;
-  const std::string index = name.substr(experts.size(), dot - experts.size());
-  if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 7) return -1;
-  const std::string w = name.substr(dot + 1);
+  const std::optional<NumberedExpert> expert = numbered_expert(name);
+  if (!expert) return -1;
+  const std::string& w = expert->rest;
   const std::int64_t which = w == "w1.weight" ? 0 : w == "w2.weight" ? 1 : w == "w3.weight" ? 2 : -1;
   if (which < 0) return -1;
-  return 1 + std::stoll(index) * kExpertTensors + which;
+  return 1 + expert->index * kExpertTensors + which;
 }
 
 // A Megatron parameter that maps to one Hugging Face tensor of the same shape.
