@@ -327,6 +327,25 @@ void Backend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, in
   if (!dbias.empty()) bias_backward(g, rows, cols, dbias);
 }
 
+void Backend::fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                                     Fp8View rowwise, Fp8View transposed) {
+  constexpr BackendOp op = BackendOp::fp8_quantize_gelu_tanh;
+  dims(op, {rows, cols});
+  expect(pre, rows * cols, op, "pre");
+  expect_fp32(scaling.scale, 1, op, "scale");
+  if (scaling.current || !scaling.amax.empty()) expect_fp32(scaling.amax, 1, op, "amax");
+  if (!rowwise.empty()) expect_fp8(rowwise, rows * cols, op, "rowwise");
+  if (!transposed.empty()) expect_fp8(transposed, rows * cols, op, "transposed");
+  do_fp8_quantize_gelu_tanh(pre, rows, cols, scaling, rowwise, transposed);
+}
+
+void Backend::do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                                        Fp8View rowwise, Fp8View transposed) {
+  DeviceBuffer y(*this, rows * cols, pre.type());
+  gelu_tanh_forward(pre, y.view());
+  fp8_quantize(y.view(), rows, cols, scaling, rowwise, transposed);
+}
+
 void Backend::fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed) {
   constexpr BackendOp op = BackendOp::fp8_transpose;
   dims(op, {rows, cols});

@@ -205,7 +205,8 @@ public:
   // Device to device; the views must not overlap and must have the same type.
   void copy(ConstFloatView src, FloatView dst);
   // Many copies between two views of one type at once: dst[r.dst + i] = src[r.src + i] for
-  // i < r.count, for every range r (each within its view; the views must not overlap). For
+  // i < r.count, for every range r (each within its view; the views must not overlap, nor the
+  // ranges' destinations, which may be written in any order). For
   // packing hundreds of small tensors, where one copy each costs a launch each.
   void copy_ranges(ConstFloatView src, FloatView dst, std::span<const CopyRange> ranges);
   // dst = src converted to dst's type (rounded to nearest even when narrowing).
@@ -276,6 +277,11 @@ public:
   void fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                              const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
                              FloatView dpre);
+  // The cast of an MLP's activation from the GELU's input: y = gelu_tanh(pre) rounded to pre's type,
+  // as gelu_tanh_forward writes it, cast as fp8_quantize casts x (its amax that of y). A GPU backend
+  // does it in one pass where the shapes allow, so that y itself is never written.
+  void fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                              Fp8View rowwise, Fp8View transposed);
   // Transformer Engine's delayed-scaling update of `tensors` scales from their amax histories
   // history [history_len, tensors] (fp32, in place), as fp8_delayed_scaling_update describes.
   void fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
@@ -525,6 +531,9 @@ protected:
   virtual void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                         const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
                                         FloatView dbias, FloatView dpre);
+  // Default: gelu_tanh_forward into a temporary, then fp8_quantize.
+  virtual void do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                                         Fp8View rowwise, Fp8View transposed);
   // Default: through host memory (the CPU backend's own).
   virtual void do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed);
   // Default: the length read back, then rotary_forward, copies and attention_forward.

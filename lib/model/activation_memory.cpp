@@ -2,11 +2,21 @@
 
 #include "core/checked_size.hpp"
 #include "core/error.hpp"
+#include "model/mlp.hpp"
 #include "model/recompute_plan.hpp"
 
 namespace mgt {
 
 namespace {
+
+// The elements of a dense MLP's activation output ([s, b, ffn] = `elements`), none where no layer
+// writes it (the GELU taken into fc2's FP8 casts in every layer: model/mlp.hpp).
+template <typename Count>
+Count mlp_activation_output(const GptConfig& c, Count elements) {
+  const bool every_layer_fp8 = c.fp8 && c.fp8->bf16_layers_at_start == 0 && c.fp8->bf16_layers_at_end == 0;
+  return every_layer_fp8 && fp8_mlp_gelu_in_fc2_casts(c.activation, &*c.fp8) ? Count(0) : elements;
+}
+
 
 using N = SaturatingSize;
 
@@ -43,7 +53,7 @@ LayerSetFloats layer_set_floats(const GptConfig& c, int64_t tp_size, int64_t seq
   N fp32 = norm_stats * tl * 2;  // the two norms' statistics
   N floats = tl * h + fp32 + t * heads * k + t * groups * k * 2;  // residual, statistics, query, key, value
   if (!shared.norm_outputs) floats += t * h * 2;  // input and pre-MLP norm outputs (whole)
-  if (!shared.mlp) floats += t * (c.fc1_size() / tp_size) + t * (c.ffn_hidden_size / tp_size);  // fc1, activation
+  if (!shared.mlp) floats += t * (c.fc1_size() / tp_size) + mlp_activation_output(c, t * (c.ffn_hidden_size / tp_size));
   if (!shared.core_attention) {
     const N lse = N(batch) * heads * seq;  // softmax statistics
     floats += t * heads * k + lse;         // context
@@ -113,7 +123,7 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
     fp32 += lse;
   }
   if (shared.norm_outputs) floats += t * h * 2;
-  if (shared.mlp) floats += t * fc1 + t * ffn;
+  if (shared.mlp) floats += t * fc1 + mlp_activation_output(c, t * ffn);
   const N sets = training ? N(plan.layers_keeping_activations()) + plan.scratch_activation_sets() : N(1);
   const LayerSetFloats set = layer_set_floats(c, tp_size, seq, batch, sequence_parallel, shared);
   floats += sets * set.floats;
@@ -257,7 +267,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
   MlpActivations shared_mlp;
   if (shared.mlp) {
     shared_mlp.fc1_output = take(t * fc1);
-    shared_mlp.activation_output = take(t * ffn);
+    shared_mlp.activation_output = take(mlp_activation_output(c, t * ffn));
   }
   // with_moe: the buffers of a mixture-of-experts layer too.
   const auto take_layer_set = [&](bool with_moe) {
@@ -287,7 +297,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.mlp = shared_mlp;
     } else {
       a.mlp.fc1_output = take(t * fc1);
-      a.mlp.activation_output = take(t * ffn);
+      a.mlp.activation_output = take(mlp_activation_output(c, t * ffn));
     }
     if (with_moe)
       a.moe = take_moe_activations(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },

@@ -118,6 +118,7 @@ void Fp8Training::write_state(const std::vector<LinearState>& state) {
 
 void Fp8Training::begin_forward(int64_t slot, bool training) {
   recording_ = training;
+  slot_ = slot;
   if (!training) {
     bound_forward_scale_ = forward_scale_;
     return;
@@ -132,6 +133,7 @@ void Fp8Training::begin_backward(int64_t slot) {
   const auto it = snapshots_.find(slot);
   if (it == snapshots_.end()) throw Error("FP8: a backward without its training forward");
   recording_ = true;
+  slot_ = slot;
   bound_forward_scale_ = it->second.view();
 }
 
@@ -182,6 +184,22 @@ Fp8View Fp8Training::scratch(Scratch which, int64_t elements, Fp8Format format) 
   DeviceArray<uint8_t>& codes = scratch_[static_cast<int>(which)];
   if (codes.size() < elements) codes = DeviceArray<uint8_t>(*backend_, elements);
   return {codes.view().first(elements), format, scratch_meta(which, 0)};
+}
+
+Fp8View Fp8Training::keep_input_columns(int64_t k, int64_t elements) {
+  if (!recording_ || !keep_input_columns_ || !recipe_.wgrad) return {};
+  KeptColumns& kept = kept_columns_[{slot_, k}];
+  if (kept.codes.size() != elements) kept.codes = DeviceArray<uint8_t>(*backend_, elements);
+  if (kept.scale_inv.size() == 0) kept.scale_inv = DeviceBuffer(*backend_, kAlignFloats, FloatType::kF32);
+  kept.kept = true;
+  return {kept.codes.view(), recipe_.forward_format, kept.scale_inv.view().first(1)};
+}
+
+ConstFp8View Fp8Training::take_input_columns(int64_t k, int64_t elements) {
+  const auto it = kept_columns_.find({slot_, k});
+  if (it == kept_columns_.end() || !it->second.kept || it->second.codes.size() != elements) return {};
+  it->second.kept = false;
+  return {it->second.codes.view(), recipe_.forward_format, it->second.scale_inv.view().first(1)};
 }
 
 }  // namespace mgt

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -112,6 +113,19 @@ public:
   // A scratch FP8 tensor of `elements` codes in `format` with its own scale_inv.
   Fp8View scratch(Scratch which, int64_t elements, Fp8Format format);
 
+  // Linear layer k's input transposed in FP8, as Transformer Engine keeps it: a training forward
+  // that casts the layer's whole input casts it into both layouts at once (one pass) and keeps
+  // this copy for the weight gradient of the same micro-batch slot, which then need not read the
+  // input and cast it again. `elements`: the input's rows · in. Empty where nothing is kept (not
+  // a training pass, or set_keep_input_columns(false)). The storage is the slot's own, made at
+  // its first use.
+  Fp8View keep_input_columns(int64_t k, int64_t elements);
+  // What this slot's forward kept for layer k, where it kept `elements` codes (empty otherwise:
+  // the backward casts the input again); handed out once.
+  ConstFp8View take_input_columns(int64_t k, int64_t elements);
+  // Off under full recomputation, whose point is to keep less than every layer's inputs.
+  void set_keep_input_columns(bool keep) { keep_input_columns_ = keep; }
+
   // The state a checkpoint keeps, fp32: forward histories [len, 2·linears], forward scales
   // [2·linears], backward histories [len, linears], backward scales [linears].
   FloatView forward_history() { return forward_history_; }
@@ -138,6 +152,14 @@ private:
   FloatView scratch_meta_;
   DeviceArray<uint8_t> scratch_[4];
   std::map<int64_t, DeviceBuffer> snapshots_;
+  struct KeptColumns {
+    DeviceArray<uint8_t> codes;
+    DeviceBuffer scale_inv;
+    bool kept = false;
+  };
+  std::map<std::pair<int64_t, int64_t>, KeptColumns> kept_columns_;  // by (slot, layer)
+  int64_t slot_ = kWholeModelSlot;                                    // of the pass running
+  bool keep_input_columns_ = true;
   FloatView bound_forward_scale_;  // the scales this pass casts inputs with
   bool recording_ = false;
   std::function<void(FloatView)> reduce_;

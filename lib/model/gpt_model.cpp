@@ -66,6 +66,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   for (int64_t l = 0; l < stage_layers; ++l) fp8_layers += in_fp8(stage.layer_at(l, all_layers)) ? 1 : 0;
   if (fp8_layers > 0) {
     fp8_ = std::make_unique<Fp8Training>(*fp8, backend, 4 * fp8_layers);
+    fp8_->set_keep_input_columns(params_.config().recompute_granularity != RecomputeGranularity::kFull);
     fp8_->set_amax_reduction([this](FloatView amax) {
       if (tp_.active()) tp_.all_reduce(amax, dist::ReduceOp::Max);
       if (fp8_amax_group_ != nullptr && fp8_amax_group_->size() > 1) fp8_amax_group_->all_reduce(amax, dist::ReduceOp::Max);

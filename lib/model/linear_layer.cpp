@@ -1,5 +1,7 @@
 #include "model/linear_layer.hpp"
 
+#include "core/error.hpp"
+
 namespace mgt {
 
 LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
@@ -44,14 +46,31 @@ ConstFp8View LinearLayer::fp8_weight(bool transposed) const {
   return {w.rows, format, w.scale_inv.view().subspan(0, 1)};
 }
 
-ConstFp8View LinearLayer::fp8_input(ConstFloatView x, int64_t rows) const {
+void LinearLayer::take_input_through_gelu_tanh() {
+  if (!fp8_ || !fp8_->recipe().wgrad)
+    throw Error("LinearLayer: only an FP8 layer with FP8 weight gradients casts its input through the GELU");
+  input_gelu_tanh_ = true;
+}
+
+void LinearLayer::fp8_cast_input(ConstFloatView x, int64_t rows, const Fp8Scaling& scaling, Fp8View rowwise,
+                                 Fp8View transposed) const {
+  if (input_gelu_tanh_) {
+    backend_->fp8_quantize_gelu_tanh(x, rows, in_, scaling, rowwise, transposed);
+  } else {
+    backend_->fp8_quantize(x, rows, in_, scaling, rowwise, transposed);
+  }
+}
+
+ConstFp8View LinearLayer::fp8_input(ConstFloatView x, int64_t rows, InputRows given) const {
   const Fp8View input = fp8_->scratch(Fp8Training::Scratch::kInputRows, rows * in_, fp8_->recipe().forward_format);
-  backend_->fp8_quantize(x, rows, in_, fp8_->input_scaling(fp8_index_), input, {});
+  const Fp8View columns = given == InputRows::kWhole ? fp8_->keep_input_columns(fp8_index_, rows * in_) : Fp8View{};
+  fp8_cast_input(x, rows, fp8_->input_scaling(fp8_index_), input, columns);
   return input;
 }
 
-void LinearLayer::fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y) const {
-  backend_->fp8_linear(fp8_input(x, rows), fp8_weight(false), bias, rows, in_, out_, y, false);
+void LinearLayer::fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y,
+                              InputRows given) const {
+  backend_->fp8_linear(fp8_input(x, rows, given), fp8_weight(false), bias, rows, in_, out_, y, false);
 }
 
 void LinearLayer::fp8_input_gradient(ConstFp8View grad, int64_t rows, FloatView dx) const {
@@ -64,10 +83,15 @@ void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, Co
     backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
     return;
   }
-  // dW[out, in] += dyᵀ[out, rows] · x[rows, in] = dyᵀ · (xᵀ[in, rows])ᵀ.
-  const Fp8View input_t =
-      fp8_->scratch(Fp8Training::Scratch::kInputColumns, rows * in_, fp8_->recipe().forward_format);
-  backend_->fp8_quantize(x, rows, in_, fp8_->input_rescaling(fp8_index_), {}, input_t);
+  // dW[out, in] += dyᵀ[out, rows] · x[rows, in] = dyᵀ · (xᵀ[in, rows])ᵀ, from the copy the forward
+  // kept, else cast again with the scale the forward used (the same codes).
+  ConstFp8View input_t = fp8_->take_input_columns(fp8_index_, rows * in_);
+  if (input_t.empty()) {
+    const Fp8View cast =
+        fp8_->scratch(Fp8Training::Scratch::kInputColumns, rows * in_, fp8_->recipe().forward_format);
+    fp8_cast_input(x, rows, fp8_->input_rescaling(fp8_index_), {}, cast);
+    input_t = cast;
+  }
   backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, true);
 }
 
@@ -103,8 +127,8 @@ void LinearLayer::fp8_backward(ConstFloatView dy, ConstFloatView pre, FloatView 
   if (!dx.empty()) fp8_input_gradient(grad, rows, dx);
 }
 
-void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y) const {
-  if (fp8_) return fp8_forward(x, rows, bias_, y);
+void LinearLayer::forward(ConstFloatView x, int64_t rows, FloatView y, InputRows given) const {
+  if (fp8_) return fp8_forward(x, rows, bias_, y, given);
   backend_->linear_forward(x, weight_, bias_, rows, in_, out_, y);
 }
 
@@ -126,16 +150,18 @@ void LinearLayer::backward_weight_and_bias(ConstFloatView dy, ConstFloatView x, 
   if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_);
 }
 
-void LinearLayer::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y) const {
+void LinearLayer::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
+                                    InputRows given) const {
   if (fp8_) {
-    backend_->fp8_linear_gelu_tanh_forward(fp8_input(x, rows), fp8_weight(false), bias_, rows, in_, out_, pre, y);
+    backend_->fp8_linear_gelu_tanh_forward(fp8_input(x, rows, given), fp8_weight(false), bias_, rows, in_, out_, pre,
+                                           y);
     return;
   }
   backend_->linear_gelu_tanh_forward(x, weight_, bias_, rows, in_, out_, pre, y);
 }
 
-void LinearLayer::forward_without_bias(ConstFloatView x, int64_t rows, FloatView y) const {
-  if (fp8_) return fp8_forward(x, rows, {}, y);
+void LinearLayer::forward_without_bias(ConstFloatView x, int64_t rows, FloatView y, InputRows given) const {
+  if (fp8_) return fp8_forward(x, rows, {}, y, given);
   backend_->linear_forward(x, weight_, {}, rows, in_, out_, y);
 }
 

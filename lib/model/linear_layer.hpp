@@ -11,6 +11,11 @@
 
 namespace mgt {
 
+// Whether a forward call's x holds every row of the layer's input, the rows its weight gradient
+// will read (not one block of a sequence-parallel layer's): a training forward in FP8 then keeps
+// x's transposed codes for that weight gradient (Fp8Training::keep_input_columns).
+enum class InputRows { kPart, kWhole };
+
 class LinearLayer {
 public:
   // bias_name may name a tensor that does not exist (--disable-bias-linear): no bias then.
@@ -23,16 +28,17 @@ public:
   int64_t out_features() const { return out_; }
 
   // y[rows, out] = x[rows, in]·Wᵀ + b.
-  void forward(ConstFloatView x, int64_t rows, FloatView y) const;
+  void forward(ConstFloatView x, int64_t rows, FloatView y, InputRows given = InputRows::kPart) const;
   // dW += dyᵀ·x, db += Σ dy; dx = dy·W unless dx is empty.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const;
   // Followed by Megatron's fused bias-GELU: pre = x·Wᵀ + b, y = gelu_tanh(pre).
-  void forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y) const;
+  void forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
+                         InputRows given = InputRows::kPart) const;
 
   // The steps separately, for a layer whose bias is added after a reduction.
   bool has_bias() const { return !bias_.empty(); }
   // y[rows, out] = x·Wᵀ.
-  void forward_without_bias(ConstFloatView x, int64_t rows, FloatView y) const;
+  void forward_without_bias(ConstFloatView x, int64_t rows, FloatView y, InputRows given = InputRows::kPart) const;
   // y[rows, out] += b (nothing without bias).
   void add_bias(FloatView y, int64_t rows) const;
   // dW += dyᵀ·x.
@@ -55,14 +61,23 @@ public:
   void backward_through_gelu_tanh(FloatView d, ConstFloatView pre, ConstFloatView x, int64_t rows,
                                   FloatView dx) const;
   bool fp8() const { return fp8_ != nullptr; }
+  // Under FP8 with FP8 weight gradients only: this layer's input is gelu_tanh(x) of the x its
+  // calls are given (linear_fc2 of an MLP whose fc1 ran without the GELU), and its casts of x
+  // apply the GELU as they read it (Backend::fp8_quantize_gelu_tanh): the GELU's output is never
+  // written, read back or kept for the backward.
+  void take_input_through_gelu_tanh();
 
 private:
   // The FP8 forms of the GEMMs.
-  void fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y) const;
+  void fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y, InputRows given) const;
   // The output gradient, cast (rowwise) for the input gradient's GEMM.
   ConstFp8View fp8_grad(ConstFloatView dy, int64_t rows) const;
-  // The input, cast for the forward GEMM.
-  ConstFp8View fp8_input(ConstFloatView x, int64_t rows) const;
+  // x (or gelu_tanh(x), see take_input_through_gelu_tanh) cast with `scaling` into rowwise and/or
+  // transposed codes.
+  void fp8_cast_input(ConstFloatView x, int64_t rows, const Fp8Scaling& scaling, Fp8View rowwise,
+                      Fp8View transposed) const;
+  // The input, cast for the forward GEMM (and kept transposed, see InputRows).
+  ConstFp8View fp8_input(ConstFloatView x, int64_t rows, InputRows given) const;
   // dx = dy·W from dy's codes.
   void fp8_input_gradient(ConstFp8View grad, int64_t rows, FloatView dx) const;
   // dW += dyᵀ·x from dy's transposed codes (dy itself where --no-fp8-wgrad keeps it in bf16).
@@ -90,6 +105,7 @@ private:
   // FP8: the model's state and this layer's index in it (its weight's copies are kept there).
   Fp8Training* fp8_ = nullptr;
   int64_t fp8_index_ = 0;
+  bool input_gelu_tanh_ = false;  // take_input_through_gelu_tanh
 };
 
 }  // namespace mgt

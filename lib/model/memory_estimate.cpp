@@ -41,6 +41,29 @@ N fp8_linear_weights(const GptConfig& c, const ParallelLayout& l) {
   return N(std::min(per_stage, fp8_layers)) * attention + N(std::min(per_stage, dense_fp8_layers)) * mlp;
 }
 
+// The FP8 codes a training forward keeps of its FP8 linear layers' inputs, transposed, for their
+// weight gradients (Fp8Training::keep_input_columns), per micro-batch of `tokens` tokens on the
+// largest pipeline stage (model chunk, interleaved): each layer's linear_qkv and linear_fc1 inputs
+// [tokens, h], linear_proj's [tokens, heads·kv/tp] and linear_fc2's [tokens, ffn/tp], one byte
+// each. None under sequence parallelism (its layers cast their inputs block by block), full
+// recomputation (`recompute`) or --no-fp8-wgrad.
+N fp8_kept_input_bytes(const GptConfig& c, const ParallelLayout& l, std::int64_t tokens, RecomputeGranularity recompute) {
+  if (!c.fp8 || !c.fp8->wgrad || recompute == RecomputeGranularity::kFull) return 0;
+  const std::int64_t tp = l.tensor_parallel;
+  if (l.sequence_parallel && tp > 1) return 0;
+  const N attention = N(tokens) * (N(c.hidden_size) + N(c.num_attention_heads / tp) * c.kv_channels);
+  const N mlp = N(tokens) * (N(c.hidden_size) + c.ffn_hidden_size / tp);
+  const std::int64_t per_chunk = divide_up(N(c.num_layers), l.pipeline_parallel * l.virtual_pipeline).value();
+  std::int64_t fp8_layers = 0;
+  std::int64_t dense_fp8_layers = 0;
+  for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
+    if (!c.fp8->layer_in_fp8(layer, c.num_layers)) continue;
+    ++fp8_layers;
+    if (!c.moe.is_moe_layer(layer)) ++dense_fp8_layers;
+  }
+  return N(std::min(per_chunk, fp8_layers)) * attention + N(std::min(per_chunk, dense_fp8_layers)) * mlp;
+}
+
 std::string bytes_text(std::int64_t bytes) {
   return SaturatingSize(bytes).saturated() ? "more than " + format_bytes(static_cast<double>(bytes))
                                            : format_bytes(static_cast<double>(bytes));
@@ -180,6 +203,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
           total += N(context_parallel_scratch_elements(l.cp_comm_type, local)) * bytes;
         }
         if (r.evaluation_too) total += activation_bytes(ActivationMemory::elements(config, tp, s, b, false), bytes);
+        total += fp8_kept_input_bytes(c, l, local_seq * b, config.recompute_granularity) * (pipelined ? in_flight : 1);
         return total;
       };
       activations = training_activations(stage);

@@ -9,12 +9,24 @@ Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp,
       fc1_(params, layer_prefix(layer) + ".mlp.linear_fc1.weight",
            layer_prefix(layer) + ".mlp.linear_fc1.bias", tp, fp8),
       fc2_(params, layer_prefix(layer) + ".mlp.linear_fc2.weight",
-           layer_prefix(layer) + ".mlp.linear_fc2.bias", tp, fp8) {}
+           layer_prefix(layer) + ".mlp.linear_fc2.bias", tp, fp8),
+      gelu_in_fc2_casts_(fp8_mlp_gelu_in_fc2_casts(activation_, fp8 ? &fp8->recipe() : nullptr)) {
+  if (gelu_in_fc2_casts_) fc2_.take_input_through_gelu_tanh();
+}
+
+bool fp8_mlp_gelu_in_fc2_casts(Activation activation, const Fp8Recipe* fp8) {
+  return activation == Activation::kOpenaiGelu && fp8 != nullptr && fp8->wgrad;
+}
 
 void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivations& saved,
                   const MlpScratch& scratch, FloatView output, ConstFloatView* addend) const {
   const int64_t tokens = ctx.tokens();
   const ConstFloatView own = ctx.own_rows(input, fc1_.in_features());
+  if (gelu_in_fc2_casts_) {
+    fc1_.forward(own, tokens, saved.fc1_output, ctx.when_sequence_parallel(input));
+    fc2_.forward(saved.fc1_output, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole), addend);
+    return;
+  }
   if (activation_ == Activation::kOpenaiGelu) {
     fc1_.forward_gelu_tanh(own, tokens, saved.fc1_output, saved.activation_output, ctx.when_sequence_parallel(input));
   } else {
@@ -46,7 +58,7 @@ void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivati
   if (activation_ == Activation::kOpenaiGelu && fc1_.fp8()) {
     // Under FP8 the GELU's gradient goes into fc1's cast of its output gradient (Transformer
     // Engine's cast-dbias-dgelu) instead of fc2's GEMM: d_fc1 first holds the GELU output's gradient.
-    fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_fc1,
+    fc2_.backward(d_output, gelu_in_fc2_casts_ ? saved.fc1_output : saved.activation_output, tokens, scratch.d_fc1,
                   ctx.when_sequence_parallel(scratch.sequence.whole), {}, fc2_weight_later);
     if (gathered.empty()) {
       fc1_.backward_through_gelu_tanh(scratch.d_fc1, saved.fc1_output, ctx.own_rows(input, fc1_.in_features()),

@@ -15,8 +15,14 @@ namespace mgt {
 
 struct MlpActivations {
   FloatView fc1_output;         // [s, b, fc1 features], the activation's input
-  FloatView activation_output;  // [s, b, ffn]
+  FloatView activation_output;  // [s, b, ffn]; not used where fp8_mlp_gelu_in_fc2_casts
 };
+
+// Whether an MLP of `activation` under `fp8` (null: not in FP8) never writes its activation's
+// output: with the tanh GELU and FP8 weight gradients, fc1 runs without the GELU and fc2's casts
+// of its input apply it (Transformer Engine fuses the GELU into the cast to FP8 likewise), so
+// neither the forward nor the backward reads or keeps that [s, b, ffn] tensor.
+bool fp8_mlp_gelu_in_fc2_casts(Activation activation, const Fp8Recipe* fp8);
 
 struct MlpScratch {
   FloatView d_activation;  // [s, b, ffn]
@@ -53,6 +59,7 @@ private:
   int64_t ffn_;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
+  bool gelu_in_fc2_casts_;
 };
 
 }  // namespace mgt

@@ -39,7 +39,7 @@ ColumnParallelLinear::ColumnParallelLinear(GptParameters& params, const std::str
 void ColumnParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
                                    FloatView gathered) const {
   if (gathered.empty()) {
-    linear_.forward(tp_->copy_to_tensor_region_forward(x), rows, y);
+    linear_.forward(tp_->copy_to_tensor_region_forward(x), rows, y, InputRows::kWhole);
     return;
   }
   const int64_t out = out_features();
@@ -51,7 +51,7 @@ void ColumnParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
 void ColumnParallelLinear::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
                                              FloatView gathered) const {
   if (gathered.empty()) {
-    linear_.forward_gelu_tanh(tp_->copy_to_tensor_region_forward(x), rows, pre, y);
+    linear_.forward_gelu_tanh(tp_->copy_to_tensor_region_forward(x), rows, pre, y, InputRows::kWhole);
     return;
   }
   const int64_t out = out_features();
@@ -125,11 +125,11 @@ void RowParallelLinear::forward(ConstFloatView x, int64_t rows, FloatView y,
                                 FloatView whole, ConstFloatView* addend) const {
   if (addend) *addend = {};
   if (!tp_->active()) {
-    linear_.forward(x, rows, y);  // the bias in the GEMM's epilogue, as without parallelism
+    linear_.forward(x, rows, y, InputRows::kWhole);  // the bias in the GEMM's epilogue, as without parallelism
     return;
   }
   if (whole.empty()) {
-    linear_.forward_without_bias(x, rows, y);
+    linear_.forward_without_bias(x, rows, y, InputRows::kWhole);
     tp_->reduce_from_tensor_region_forward(y);
     linear_.add_bias(y, rows);
     return;

@@ -119,6 +119,9 @@ public:
   void backward_gelu_tanh(ConstFloatView dy, ConstFloatView x, ConstFloatView pre, int64_t rows,
                           FloatView dpre, FloatView d_whole = {}, const DeferredGemm& beside_gather = {},
                           DeferredGemm* weight_later = nullptr) const;
+  // See LinearLayer::take_input_through_gelu_tanh: x, as every call gives it, is then the GELU's
+  // input.
+  void take_input_through_gelu_tanh() { linear_.take_input_through_gelu_tanh(); }
 
 private:
   // dW and db as backward() computes them without sequence parallelism; returns the output

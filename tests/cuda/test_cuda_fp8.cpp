@@ -325,3 +325,54 @@ TEST_CASE("cuda fp8: the gradient cast with the GELU's and the bias's gradients 
     }
   }
 }
+
+TEST_CASE("cuda fp8: the activation cast applies the GELU in one pass", "[cuda][fp8]") {
+  // fp8_quantize_gelu_tanh against the same GPU's separate steps (gelu_tanh_forward, fp8_quantize):
+  // codes, amax and scale_inv to the bit; partial tiles at both edges, whole ones, rowwise alone.
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  Backend& gpu = *pair.gpu;
+  struct Shape {
+    int64_t rows;
+    int64_t cols;
+  };
+  for (const Shape sh : {Shape{144, 200}, Shape{256, 512}, Shape{1104, 1032}}) {
+    for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16}) {
+      for (const bool both : {true, false}) {
+        INFO(sh.rows << "×" << sh.cols << " " << float_type_name(type) << (both ? " both layouts" : " rowwise"));
+        const int64_t n = sh.rows * sh.cols;
+        const std::vector<float> pre_values = kernel_testing::random_floats(static_cast<size_t>(n), 41, -5.0f, 5.0f);
+        DeviceBuffer pre(gpu, n, type);
+        gpu.copy_from_host(pre_values, pre.view());
+        std::vector<uint8_t> rows_codes[2], column_codes[2];
+        std::vector<float> amaxes[2], inverses[2];
+        for (const bool fused : {true, false}) {
+          DeviceBuffer scale(gpu, 1, FloatType::kF32), amax(gpu, 1, FloatType::kF32), inv(gpu, 2, FloatType::kF32);
+          gpu.copy_from_host(std::vector<float>{40.0f}, scale.view());
+          gpu.copy_from_host(std::vector<float>{0.25f}, amax.view());
+          gpu.copy_from_host(std::vector<float>{-1.0f, -1.0f}, inv.view());
+          DeviceArray<uint8_t> rowwise(gpu, n), transposed(gpu, n);
+          const Fp8View rw{rowwise.view(), Fp8Format::kE4M3, inv.view().subspan(0, 1)};
+          const Fp8View tr = both ? Fp8View{transposed.view(), Fp8Format::kE4M3, inv.view().subspan(1, 1)} : Fp8View{};
+          const Fp8Scaling scaling{scale.view(), amax.view(), false};
+          if (fused) {
+            gpu.fp8_quantize_gelu_tanh(pre.view(), sh.rows, sh.cols, scaling, rw, tr);
+          } else {
+            DeviceBuffer y(gpu, n, type);
+            gpu.gelu_tanh_forward(pre.view(), y.view());
+            gpu.fp8_quantize(y.view(), sh.rows, sh.cols, scaling, rw, tr);
+          }
+          const int k = fused ? 0 : 1;
+          rows_codes[k] = to_host(gpu, rowwise.view());
+          if (both) column_codes[k] = to_host(gpu, transposed.view());
+          amaxes[k] = to_host(gpu, amax.view());
+          inverses[k] = to_host(gpu, inv.view());
+        }
+        CHECK(differing(rows_codes[0], rows_codes[1]) == 0);
+        if (both) CHECK(differing(column_codes[0], column_codes[1]) == 0);
+        CHECK(differing_bits(amaxes[0], amaxes[1]) == 0);
+        CHECK(differing_bits(inverses[0], inverses[1]) == 0);
+      }
+    }
+  }
+}

@@ -402,6 +402,7 @@ TEST_CASE("the memory estimate of GPT-2 124M and GPT 1.3B on one GPU, against th
   large.ffn_hidden_size = 8192;
   large.seq_length = large.max_position_embeddings = 2048;
   CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 36020));
-  large.fp8 = Fp8Recipe{};  // 38,582 MiB with FP8
-  CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 38582));
+  // With FP8: 38,134 MiB (the GELU's output not kept, the linear layers' inputs kept transposed in FP8).
+  large.fp8 = Fp8Recipe{};
+  CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 38134));
 }

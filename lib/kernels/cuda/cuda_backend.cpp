@@ -325,6 +325,24 @@ void CudaBackend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre
   Backend::do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre);
 }
 
+void CudaBackend::do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                                            Fp8View rowwise, Fp8View transposed) {
+  // One pass under delayed scaling (current scaling needs max |y| before the cast) into one format.
+  if (!scaling.current && (rowwise.empty() || transposed.empty() || rowwise.format == transposed.format)) {
+    const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_quantize_gelu_tanh);
+    const Fp8Format format = rowwise.empty() ? transposed.format : rowwise.format;
+    const auto output = [](Fp8View v) {
+      return v.empty() ? cuda::Fp8CastOutput{} : cuda::Fp8CastOutput{v.codes.data(), v.scale_inv.data()};
+    };
+    if (cuda::fp8_quantize_gelu_tanh(pre, rows, cols, scaling.scale.data(),
+                                     scaling.amax.empty() ? nullptr : scaling.amax.data(),
+                                     {format == Fp8Format::kE5M2, fp8_max(format)}, output(rowwise), output(transposed),
+                                     stream_))
+      return;
+  }
+  Backend::do_fp8_quantize_gelu_tanh(pre, rows, cols, scaling, rowwise, transposed);
+}
+
 void CudaBackend::do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
                                 int64_t out, FloatArg y, bool accumulate) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_linear);

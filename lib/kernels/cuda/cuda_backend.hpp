@@ -138,6 +138,8 @@ private:
   void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                 const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
                                 FloatView dpre) override;
+  void do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
+                                 Fp8View rowwise, Fp8View transposed) override;
   void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
   void do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) override;

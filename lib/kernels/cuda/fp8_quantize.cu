@@ -111,6 +111,9 @@ struct CastArgs {
   In pre;
   Out dpre;
   float* dbias_partial = nullptr;
+  // The forward cast of an activation (fp8_quantize_gelu_tanh): x is the GELU's input, and what is
+  // cast is gelu_tanh(x) rounded to x's type, as gelu_tanh_forward would have stored it.
+  bool gelu_tanh = false;
 };
 
 // The scale every block casts with. Every block derives the same one; the first thread of the
@@ -242,6 +245,18 @@ __device__ __forceinline__ void gradient_of_quad(const CastArgs& a, int64_t r, i
   for (int j = 0; j < 8; ++j) sums[j] += (v[0][j] + v[1][j]) + (v[2][j] + v[3][j]);
 }
 
+// A thread's 4 rows × 8 columns of the GELU's input become its output, rounded to x's type.
+__device__ __forceinline__ void activate_quad(const CastArgs& a, float (&v)[4][8]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float y = gelu_tanh(v[i][j]);
+      v[i][j] = a.x.narrow() ? narrow_to_float(float_to_narrow(y, a.x.bf16()), a.x.bf16()) : y;
+    }
+  }
+}
+
 // The block's column sums into dbias_partial[blockIdx.y]: lanes l, l + 8, l + 16 and l + 24 of a
 // warp hold octet l of its 4 row quads; the 8 warps' sums are then added in warp order. A fixed
 // order: the sums do not vary from run to run.
@@ -366,6 +381,8 @@ __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a
           for (int i = 0; i < 4; ++i) unstage8(a, staged, stage, tensors, chunks, 1, i, p[i]);
         }
         gradient_of_quad(a, r, c, v, p, column_sums);
+      } else if (a.gelu_tanh) {
+        activate_quad(a, v);
       }
       uint2 codes[4];
 #pragma unroll
@@ -622,6 +639,21 @@ bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* sca
     launch_gradient_cast<true>(a, dbias, stream);
   } else {
     launch_gradient_cast<false>(a, dbias, stream);
+  }
+  return true;
+}
+
+bool fp8_quantize_gelu_tanh(In pre, int64_t rows, int64_t cols, float* scale, float* amax, Fp8CastFormat format,
+                            Fp8CastOutput rowwise, Fp8CastOutput transposed, cudaStream_t stream) {
+  CastArgs a = cast_args(pre, rows, cols, scale, format, rowwise, transposed);
+  if (rows <= 0 || cols <= 0 || (rowwise.codes == nullptr && transposed.codes == nullptr) || !cast_transpose_suits(a))
+    return false;
+  a.record_amax = reinterpret_cast<int*>(amax);
+  a.gelu_tanh = true;
+  if (format.e5m2) {
+    launch_cast_transpose<true>(a, stream);
+  } else {
+    launch_cast_transpose<false>(a, stream);
   }
   return true;
 }

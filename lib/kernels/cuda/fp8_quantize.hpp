@@ -53,6 +53,13 @@ bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* sca
                            Fp8CastOutput rowwise, Fp8CastOutput transposed, float* dbias, Out dpre,
                            cudaStream_t stream);
 
+// The forward cast of an MLP's activation, in one pass under delayed scaling: gelu_tanh(pre) rounded
+// to pre's type (what gelu_tanh_forward stores) cast into rowwise and/or transposed, amax (where not
+// null) recording its max |·|; the activation itself is never written. Returns false, having done
+// nothing, where fp8_quantize_gradient would (the shapes and alignments of its one pass).
+bool fp8_quantize_gelu_tanh(In pre, int64_t rows, int64_t cols, float* scale, float* amax, Fp8CastFormat format,
+                            Fp8CastOutput rowwise, Fp8CastOutput transposed, cudaStream_t stream);
+
 // out[i] = value(codes[i]) · *scale_inv in fp32 (one rounding, as the CPU's fp8_dequantize).
 void fp8_dequantize(const uint8_t* codes, int64_t n, bool e5m2, const float* scale_inv, float* out,
                     cudaStream_t stream);
