@@ -77,8 +77,8 @@ public:
   // After a checkpoint was loaded (the fp32 weights whole on every rank): each rank casts every
   // whole FP8 weight itself from the fp32 weights, to the codes a cast of the shards and their
   // gather would give (and the amax the next forward reduces), so that a resumed run computes
-  // with the codes the uninterrupted one gathered after the step it saved at, as Megatron's
-  // distributed optimizer casts its fp32 weights to the FP8 parameters again on load. No
+  // with the codes the uninterrupted one gathered after the step it saved at (a layer would cast
+  // the bf16 compute copy instead, which on a GPU can round a code the other way). No
   // collective: nothing on one rank waits for the others.
   void cast_whole_weights();
   // The bytes of one element of the rest as the step's gather moves it: 2 for a bf16 or fp16

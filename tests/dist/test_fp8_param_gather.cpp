@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -170,7 +171,8 @@ TEST_CASE("fp8 param gather under current scaling: the scale of the whole weight
   Backend& backend = world.backend;
   Fp8Model model(backend, current_scaling_recipe());
   // Weights of different ranges (so that the ranks' parts have different amaxes and the largest
-  // lies on one rank only), and one all zero (its scale 1, as a cast of zeros gives).
+  // lies on one rank only), one all zero (its scale 1, as a cast of zeros gives), and one so small
+  // that fp8_max / amax overflows fp32 (its scale the largest float).
   for (std::int64_t k = 0; k < 8; ++k) {
     const FloatView w = model.params.param(model.weight(k));
     if (k == 5) {
@@ -179,7 +181,8 @@ TEST_CASE("fp8 param gather under current scaling: the scale of the whole weight
     }
     std::vector<float> host(static_cast<std::size_t>(w.size()));
     backend.copy_to_host(static_cast<ConstFloatView>(w), std::span<float>(host));
-    for (std::size_t i = 0; i < host.size(); ++i) host[i] *= 1.0f + 0.37f * static_cast<float>((i * 7 + k) % 11);
+    for (std::size_t i = 0; i < host.size(); ++i)
+      host[i] *= (k == 6 ? 1e-37f : 1.0f) * (1.0f + 0.37f * static_cast<float>((i * 7 + k) % 11));
     backend.copy_from_host(std::span<const float>(host), w);
   }
   Fp8ParamGather gather(model.params, model.fp8, world.comm(), {0, model.params.params().size()});
@@ -191,6 +194,7 @@ TEST_CASE("fp8 param gather under current scaling: the scale of the whole weight
     CHECK(model.fp8.weight_copy(k).pinned == (world.comm().size() > 1));
   }
   CHECK(host_value(backend, model.fp8.forward_scale().subspan(2 * 5 + 1, 1)) == 1.0f);
+  CHECK(host_value(backend, model.fp8.forward_scale().subspan(2 * 6 + 1, 1)) == std::numeric_limits<float>::max());
 }
 
 TEST_CASE("fp8 param gather: the codes gathered range by range, cutting weights, are the whole gather's",
