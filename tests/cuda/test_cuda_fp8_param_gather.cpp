@@ -91,7 +91,8 @@ CastResult copy_of(Fp8Model& m, std::int64_t k) {
   const Fp8Training::WeightCopy& copy = m.fp8.weight_copy(k);
   return {host_codes(backend, copy.rows),
           host_codes(backend, copy.columns.view()),
-          {host_value(backend, copy.scale_inv.view().subspan(0, 1)), host_value(backend, copy.scale_inv.view().subspan(4, 1)),
+          {host_value(backend, copy.scale_inv.view().subspan(0, 1)),
+           host_value(backend, copy.scale_inv.view().subspan(4, 1)),
            host_value(backend, m.fp8.forward_scale().subspan(2 * k + 1, 1)),
            host_value(backend, m.fp8.forward_history().subspan(2 * k + 1, 1))}};
 }
@@ -120,7 +121,8 @@ TEST_CASE("cuda fp8 param gather: the tensorwise shard cast equals the whole wei
   if (skip_without_gpu()) return;
   BackendPair backends;
   Fp8Model gpu(*backends.gpu), cpu(*backends.cpu);
-  dist::LocalCommunicator gpu_group("data-parallel", 0, nullptr, nullptr), cpu_group("data-parallel", 0, nullptr, nullptr);
+  dist::LocalCommunicator gpu_group("data-parallel", 0, nullptr, nullptr);
+  dist::LocalCommunicator cpu_group("data-parallel", 0, nullptr, nullptr);
   Fp8ParamGather gpu_gather(gpu.params, gpu.fp8, gpu_group, {0, std::as_const(gpu.params).params().size()});
   Fp8ParamGather cpu_gather(cpu.params, cpu.fp8, cpu_group, {0, std::as_const(cpu.params).params().size()});
   gpu_gather.gather_fp8_weights();

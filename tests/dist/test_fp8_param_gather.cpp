@@ -77,7 +77,9 @@ struct Fp8Model {
     }
   }
   const ParameterEntry& weight(std::int64_t k) const { return params.entry(fp8.linear_name(k) + ".weight"); }
-  ConstFloatView weight_values(std::int64_t k) const { return static_cast<const GptParameters&>(params).param(weight(k)); }
+  ConstFloatView weight_values(std::int64_t k) const {
+    return static_cast<const GptParameters&>(params).param(weight(k));
+  }
 };
 
 Fp8Recipe current_scaling_recipe() {
@@ -95,14 +97,16 @@ void check_whole_current_cast(Fp8Model& m, std::int64_t k) {
   DeviceArray<uint8_t> rows(backend, n), columns(backend, n);
   DeviceBuffer meta(backend, 4);  // factors of rows and columns, scale, amax
   backend.fill(meta.view(), 0.0f);
-  backend.fp8_quantize(m.weight_values(k), copy.out, copy.in, {meta.view().subspan(2, 1), meta.view().subspan(3, 1), true},
+  backend.fp8_quantize(m.weight_values(k), copy.out, copy.in,
+                       {meta.view().subspan(2, 1), meta.view().subspan(3, 1), true},
                        {rows.view(), Fp8Format::kE4M3, meta.view().subspan(0, 1)},
                        {columns.view(), Fp8Format::kE4M3, meta.view().subspan(1, 1)});
   CHECK(host_codes(backend, copy.rows) == host_codes(backend, rows.view()));
   CHECK(host_codes(backend, copy.columns.view()) == host_codes(backend, columns.view()));
   CHECK(host_value(backend, copy.scale_inv.view().subspan(0, 1)) == host_value(backend, meta.view().subspan(0, 1)));
   CHECK(host_value(backend, copy.scale_inv.view().subspan(4, 1)) == host_value(backend, meta.view().subspan(1, 1)));
-  CHECK(host_value(backend, m.fp8.forward_scale().subspan(2 * k + 1, 1)) == host_value(backend, meta.view().subspan(2, 1)));
+  CHECK(host_value(backend, m.fp8.forward_scale().subspan(2 * k + 1, 1)) ==
+        host_value(backend, meta.view().subspan(2, 1)));
   CHECK(host_value(backend, m.fp8.forward_history().subspan(2 * k + 1, 1)) ==
         host_value(backend, meta.view().subspan(3, 1)));
 }
@@ -257,7 +261,8 @@ TEST_CASE("fp8 param gather: after a checkpoint load each rank casts the whole w
       CHECK(host_codes(backend, copy.columns.view()) == columns[static_cast<std::size_t>(k)]);
       CHECK(host_value(backend, copy.scale_inv.view().subspan(0, 1)) == factors[static_cast<std::size_t>(k)]);
       CHECK(host_value(backend, copy.scale_inv.view().subspan(4, 1)) == factors[static_cast<std::size_t>(k)]);
-      CHECK(host_value(backend, model.fp8.forward_history().subspan(2 * k + 1, 1)) == amaxes[static_cast<std::size_t>(k)]);
+      CHECK(host_value(backend, model.fp8.forward_history().subspan(2 * k + 1, 1)) ==
+            amaxes[static_cast<std::size_t>(k)]);
       CHECK((copy.made && copy.recorded && !copy.pinned));
       CHECK(copy.version == model.params.params_version());
     }

@@ -101,7 +101,8 @@ same "$WORK/one.jsonl" "$WORK/one-resumed.jsonl"
 # at iteration 6), then resumed there.
 TW=("${FP8[@]}" --fp8-recipe tensorwise)
 expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${TW[@]}" --metrics-file "$WORK/tw-dp2.jsonl"
-expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${TW[@]}" --fp8-param-gather --metrics-file "$WORK/tw-dp2-pg.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${TW[@]}" --fp8-param-gather \
+  --metrics-file "$WORK/tw-dp2-pg.jsonl"
 grep -q -- '> --fp8-param-gather: the weights of 8 FP8 linear layers' "$WORK/out.txt" ||
   fail "tensorwise: the FP8 weights are not gathered as FP8 codes"
 same "$WORK/tw-dp2.jsonl" "$WORK/tw-dp2-pg.jsonl"

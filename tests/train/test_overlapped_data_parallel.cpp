@@ -293,8 +293,10 @@ TEST_CASE("fp8 param gather: each bucket gathers its FP8 codes beside its other 
   std::set<std::size_t> fp8_buckets;
   for (const ParameterEntry& e : params.entries()) {
     if (!e.name.ends_with(".weight") || e.name.find("linear_") == std::string::npos) continue;
-    for (std::size_t i = 0; i < overlap.buckets().size(); ++i)
-      if (overlap.buckets()[i].begin < e.offset + e.numel() && overlap.buckets()[i].end > e.offset) fp8_buckets.insert(i);
+    for (std::size_t i = 0; i < overlap.buckets().size(); ++i) {
+      const GradientBucket& b = overlap.buckets()[i];
+      if (b.begin < e.offset + e.numel() && b.end > e.offset) fp8_buckets.insert(i);
+    }
   }
   REQUIRE(fp8_buckets.size() > 2);
   std::int64_t codes = 0;
