@@ -17,7 +17,7 @@ std::vector<FlagDefinition> fp8_flags(Fp8Options& f) {
     store("fp8-amax-history-len", "N", f.amax_history_len, "Amaxes kept per tensor for delayed scaling"),
     store("fp8-amax-compute-algo", "A", f.amax_compute_algo, "most_recent or max of the amax history").choices({"most_recent", "max"}),
     store_false("no-fp8-wgrad", f.wgrad, "Weight gradients in bf16/fp16 instead of FP8").key("fp8_wgrad"),
-    store_true("fp8-param-gather", f.param_gather, "Keep the FP8 linear layers' weights in FP8: the distributed optimizer casts its shard of them and all-gathers FP8 codes, 1 byte per element (needs --use-distributed-optimizer; delayed scaling)"),
+    store_true("fp8-param-gather", f.param_gather, "Keep the FP8 linear layers' weights in FP8: the distributed optimizer casts its shard of them and all-gathers FP8 codes, 1 byte per element (needs --use-distributed-optimizer)"),
     store_true("first-last-layers-bf16", f.first_last_layers_bf16, "Keep the first and last transformer layers out of FP8"),
     store("num-layers-at-start-in-bf16", "N", f.num_layers_at_start_in_bf16, "Layers at the start kept out of FP8 with --first-last-layers-bf16"),
     store("num-layers-at-end-in-bf16", "N", f.num_layers_at_end_in_bf16, "Layers at the end kept out of FP8 with --first-last-layers-bf16"),
@@ -55,9 +55,6 @@ void validate_fp8_options(const Fp8Options& f, Precision precision, bool distrib
                        ") + --num-layers-at-end-in-bf16 (" + std::to_string(f.num_layers_at_end_in_bf16) +
                        ") exceed --num-layers (" + std::to_string(num_layers) + ")");
   }
-  if (f.param_gather && f.recipe == "tensorwise")
-    log::info("--fp8-param-gather with --fp8-recipe tensorwise: the weights are all-gathered unquantized and cast "
-              "once per step (each rank's shard would have its own amax, so another scale)");
   if (f.recipe == "tensorwise" && (f.amax_history_len != 1 || f.amax_compute_algo != "most_recent" || f.margin != 0))
     log::info("--fp8-recipe tensorwise scales each tensor by its own amax: --fp8-amax-history-len, "
               "--fp8-amax-compute-algo and --fp8-margin have no effect");

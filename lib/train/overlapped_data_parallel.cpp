@@ -1,6 +1,7 @@
 #include "train/overlapped_data_parallel.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "core/error.hpp"
@@ -102,11 +103,17 @@ void OverlappedDataParallel::start_param_gather() {
   // The step wrote this rank's shard of the compute copy beside its weights; the gathers bring
   // the others', so the copy needs no conversion (taken mutable without marking it stale).
   const FloatView params = gathers_compute_copy_ ? params_->compute_copy() : params_->params();
-  if (fp8_gather_) fp8_gather_->gather_fp8_weights();
+  // --fp8-param-gather: every rank casts its part of the FP8 weights first (under current
+  // scaling after the amaxes' all-reduce); each bucket then gathers its FP8 weights' codes beside
+  // its other elements, and the forward derives a weight's transposed copy once it waited for the
+  // bucket (before_parameter_use), as Megatron's bucket groups gather their fp8 parameters and
+  // post-process them in finish_param_sync.
+  if (fp8_gather_) fp8_gather_->cast_shard();
   // The buffer's start first: the next forward reads the embedding before the layers.
   for (std::size_t i = buckets_.size(); i-- > 0;) {
     const GradientBucket& b = buckets_[i];
     if (fp8_gather_) {
+      fp8_gather_->start_code_gathers(b.begin, b.end, gathers_[i]);
       fp8_gather_->start_other_gathers(params, b.begin, b.end, gathers_[i]);
       continue;
     }
@@ -146,6 +153,7 @@ void OverlappedDataParallel::wait_param_gathers() {
   }
   for (dist::PendingCollective& p : expert_gathers_) p.wait();
   expert_gathers_.clear();
+  if (fp8_gather_) fp8_gather_->codes_arrived(0, std::numeric_limits<std::int64_t>::max());
 }
 
 void OverlappedDataParallel::finish_param_gather() {
@@ -168,6 +176,9 @@ void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64
     for (dist::PendingCollective& p : gathers_[i]) p.wait();
     gathers_[i].clear();
   }
+  // Every bucket holding part of a weight within [begin, end) has been waited for, now or by an
+  // earlier block: its codes are whole.
+  if (fp8_gather_) fp8_gather_->codes_arrived(begin, end);
   if (!expert_gathers_.empty() && experts_.begin < end && experts_.end > begin) {
     for (dist::PendingCollective& p : expert_gathers_) p.wait();
     expert_gathers_.clear();

@@ -37,9 +37,11 @@
 // reads them (an MoE layer's range reaches into the region), as Megatron's expert-parallel
 // buffers gather over their own group.
 //
-// Under --fp8-param-gather the FP8 linear layers' weights are cast and all-gathered as FP8 codes
-// at once after the step (Fp8ParamGather::gather_fp8_weights, one collective, not overlapped),
-// and the buckets' all-gathers bring the rest of their elements only.
+// Under --fp8-param-gather each rank casts its part of the FP8 linear layers' weights after the
+// step (Fp8ParamGather::cast_shard), and each bucket's all-gathers bring its FP8 weights' codes
+// (one byte per element) beside the rest of its elements: the FP8 codes overlap the forward
+// bucket by bucket as the other parameters do, and a weight's transposed copy is derived once
+// the forward waited for its bucket (Megatron's finish_param_sync, post_all_gather_processing).
 
 #pragma once
 #include <cstdint>

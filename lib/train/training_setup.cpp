@@ -282,8 +282,7 @@ void TrainingRun::build_overlap() {
 // as FP8 codes (train/fp8_param_gather.hpp). One rank has nothing to gather: its layers cast their
 // weights once per step as without the flag, to the same codes.
 void TrainingRun::build_fp8_param_gather() {
-  if (!options_.fp8.param_gather || !model_->fp8() || model_->fp8()->recipe().current_scaling ||
-      !optimizer_->distributed() || gradient_group_size() == 1)
+  if (!options_.fp8.param_gather || !model_->fp8() || !optimizer_->distributed() || gradient_group_size() == 1)
     return;
   GptParameters& p = model_->parameters();
   fp8_gather_ = std::make_unique<Fp8ParamGather>(p, *model_->fp8(), gradients_, BufferShard{0, p.table().expert_begin});
@@ -356,6 +355,10 @@ void TrainingRun::load_checkpoint() {
   // Without the checkpoint's random state the dropout streams continue past those the
   // iterations so far would have used.
   if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.consumed_train_samples / micro_batch();
+  // --fp8-param-gather: the FP8 copies cast from the loaded fp32 weights, as the uninterrupted
+  // run's gather cast them after the step it saved at (not from the bf16 compute copy, as a layer
+  // would cast them).
+  if (fp8_gather_) fp8_gather_->cast_whole_weights();
   output_.line("  successfully loaded checkpoint from " + *c.load + " " + model_parallel_coordinates() +
                " at iteration " + std::to_string(progress_.iteration));
 }

@@ -1,10 +1,15 @@
 // --fp8-param-gather's all-gather (train/fp8_param_gather.hpp): each rank casts its shard of the
 // FP8 linear layers' weights and the codes are all-gathered; the result must be, byte for byte,
 // the one-rank cast of each whole weight with the same scale, with the transposed copy and the
-// factors the layers read, and the shards' amaxes must reduce to the whole weight's. Run alone
-// and under mpiexec with 1, 2 and 4 ranks (the shards then split inside the weights).
+// factors the layers read, and the shards' amaxes must reduce to the whole weight's. Under
+// current scaling (--fp8-recipe tensorwise) the scale itself must be the whole weight's. The
+// codes gathered range by range (the buckets of --overlap-param-gather, which may cut weights)
+// must be the same, and so must a rank's own cast of the whole weights after a checkpoint load.
+// Run alone and under mpiexec with 1, 2 and 4 ranks (the shards then split inside the weights).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,30 +52,76 @@ float host_value(Backend& backend, ConstFloatView view) {
   return v;
 }
 
-}  // namespace
-
-TEST_CASE("fp8 param gather: the gathered codes are the one-rank cast of each whole weight",
-          "[dist][data-parallel][fp8]") {
-  WorldGroup world;
-  Backend& backend = world.backend;
+GptConfig small_config() {
   GptConfig config;
   config.num_layers = 2;
   config.hidden_size = 8;
   config.num_attention_heads = 2;
   config.seq_length = 4;
   config.padded_vocab_size = 17 * 3;  // tensors of odd sizes, so shards split inside them
-  GptParameters params(config, backend);
-  params.initialize(1234);
+  return config;
+}
+
+// A two-layer model's parameters and its eight FP8 linear layers.
+struct Fp8Model {
+  GptParameters params;
+  Fp8Training fp8;
+  std::vector<LinearLayer> layers;
+  Fp8Model(Backend& backend, const Fp8Recipe& recipe) : params(small_config(), backend), fp8(recipe, backend, 8) {
+    params.initialize(1234);
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = "decoder.layers." + std::to_string(l);
+      for (const std::string name : {".self_attention.linear_qkv", ".self_attention.linear_proj", ".mlp.linear_fc1",
+                                     ".mlp.linear_fc2"})
+        layers.emplace_back(params, p + name + ".weight", p + name + ".bias", &fp8);
+    }
+  }
+  const ParameterEntry& weight(std::int64_t k) const { return params.entry(fp8.linear_name(k) + ".weight"); }
+  ConstFloatView weight_values(std::int64_t k) const {
+    return static_cast<const GptParameters&>(params).param(weight(k));
+  }
+};
+
+Fp8Recipe current_scaling_recipe() {
+  Fp8Recipe recipe;
+  recipe.current_scaling = true;
+  return recipe;
+}
+
+// Linear layer k's copy against a cast of its whole weight on one rank with current scaling:
+// the codes of both layouts, their factors, and the scale and amax it leaves.
+void check_whole_current_cast(Fp8Model& m, std::int64_t k) {
+  Backend& backend = m.params.backend();
+  const Fp8Training::WeightCopy& copy = m.fp8.weight_copy(k);
+  const std::int64_t n = m.weight(k).numel();
+  DeviceArray<uint8_t> rows(backend, n), columns(backend, n);
+  DeviceBuffer meta(backend, 4);  // factors of rows and columns, scale, amax
+  backend.fill(meta.view(), 0.0f);
+  backend.fp8_quantize(m.weight_values(k), copy.out, copy.in,
+                       {meta.view().subspan(2, 1), meta.view().subspan(3, 1), true},
+                       {rows.view(), Fp8Format::kE4M3, meta.view().subspan(0, 1)},
+                       {columns.view(), Fp8Format::kE4M3, meta.view().subspan(1, 1)});
+  CHECK(host_codes(backend, copy.rows) == host_codes(backend, rows.view()));
+  CHECK(host_codes(backend, copy.columns.view()) == host_codes(backend, columns.view()));
+  CHECK(host_value(backend, copy.scale_inv.view().subspan(0, 1)) == host_value(backend, meta.view().subspan(0, 1)));
+  CHECK(host_value(backend, copy.scale_inv.view().subspan(4, 1)) == host_value(backend, meta.view().subspan(1, 1)));
+  CHECK(host_value(backend, m.fp8.forward_scale().subspan(2 * k + 1, 1)) ==
+        host_value(backend, meta.view().subspan(2, 1)));
+  CHECK(host_value(backend, m.fp8.forward_history().subspan(2 * k + 1, 1)) ==
+        host_value(backend, meta.view().subspan(3, 1)));
+}
+
+}  // namespace
+
+TEST_CASE("fp8 param gather: the gathered codes are the one-rank cast of each whole weight",
+          "[dist][data-parallel][fp8]") {
+  WorldGroup world;
+  Backend& backend = world.backend;
   Fp8Recipe recipe;
   recipe.amax_history_len = 4;
-  Fp8Training fp8(recipe, backend, 8);
-  std::vector<LinearLayer> layers;
-  for (int l = 0; l < 2; ++l) {
-    const std::string p = "decoder.layers." + std::to_string(l);
-    for (const std::string name : {".self_attention.linear_qkv", ".self_attention.linear_proj", ".mlp.linear_fc1",
-                                   ".mlp.linear_fc2"})
-      layers.emplace_back(params, p + name + ".weight", p + name + ".bias", &fp8);
-  }
+  Fp8Model model(backend, recipe);
+  GptParameters& params = model.params;
+  Fp8Training& fp8 = model.fp8;
   // Scales of a past step, different per tensor, large enough that codes use the whole range
   // (and some saturate).
   std::vector<float> scales(static_cast<std::size_t>(fp8.forward_scale().size()));
@@ -116,4 +167,104 @@ TEST_CASE("fp8 param gather: the gathered codes are the one-rank cast of each wh
   std::vector<float> after(before.size());
   backend.copy_to_host(static_cast<const GptParameters&>(params).params(), std::span<float>(after));
   CHECK(after == before);
+}
+
+TEST_CASE("fp8 param gather under current scaling: the scale of the whole weight, its cast's codes",
+          "[dist][data-parallel][fp8]") {
+  WorldGroup world;
+  Backend& backend = world.backend;
+  Fp8Model model(backend, current_scaling_recipe());
+  // Weights of different ranges (so that the ranks' parts have different amaxes and the largest
+  // lies on one rank only), one all zero (its scale 1, as a cast of zeros gives), and one so small
+  // that fp8_max / amax overflows fp32 (its scale the largest float).
+  for (std::int64_t k = 0; k < 8; ++k) {
+    const FloatView w = model.params.param(model.weight(k));
+    if (k == 5) {
+      backend.fill(w, 0.0f);
+      continue;
+    }
+    std::vector<float> host(static_cast<std::size_t>(w.size()));
+    backend.copy_to_host(static_cast<ConstFloatView>(w), std::span<float>(host));
+    for (std::size_t i = 0; i < host.size(); ++i)
+      host[i] *= (k == 6 ? 1e-37f : 1.0f) * (1.0f + 0.37f * static_cast<float>((i * 7 + k) % 11));
+    backend.copy_from_host(std::span<const float>(host), w);
+  }
+  Fp8ParamGather gather(model.params, model.fp8, world.comm(), {0, model.params.params().size()});
+  gather.gather_fp8_weights();
+  CHECK(gather.weights_in_flight() == 0);
+  for (std::int64_t k = 0; k < 8; ++k) {
+    INFO("linear " << model.fp8.linear_name(k));
+    check_whole_current_cast(model, k);
+    CHECK(model.fp8.weight_copy(k).pinned == (world.comm().size() > 1));
+  }
+  CHECK(host_value(backend, model.fp8.forward_scale().subspan(2 * 5 + 1, 1)) == 1.0f);
+  CHECK(host_value(backend, model.fp8.forward_scale().subspan(2 * 6 + 1, 1)) == std::numeric_limits<float>::max());
+}
+
+TEST_CASE("fp8 param gather: the codes gathered range by range, cutting weights, are the whole gather's",
+          "[dist][data-parallel][fp8]") {
+  WorldGroup world;
+  Backend& backend = world.backend;
+  Fp8Model model(backend, current_scaling_recipe());
+  const std::int64_t size = model.params.params().size();
+  Fp8ParamGather gather(model.params, model.fp8, world.comm(), {0, size});
+  gather.cast_shard();
+  CHECK(gather.weights_in_flight() == 8);
+  // Ranges that begin and end inside weights and between them, started in buffer order as the
+  // buckets' gathers are (every rank the same).
+  std::vector<dist::PendingCollective> pending;
+  std::vector<std::int64_t> cuts = {0, 37, model.weight(2).offset + 5, model.weight(4).offset, size * 2 / 3, size};
+  std::sort(cuts.begin(), cuts.end());
+  for (std::size_t i = 0; i + 1 < cuts.size(); ++i) gather.start_code_gathers(cuts[i], cuts[i + 1], pending);
+  for (dist::PendingCollective& p : pending) p.wait();
+  // Only the weights lying within the range named get their transposed copies.
+  const ParameterEntry& first = model.weight(0);
+  gather.codes_arrived(first.offset, first.offset + first.numel());
+  CHECK(gather.weights_in_flight() == 7);
+  gather.codes_arrived(0, size);
+  CHECK(gather.weights_in_flight() == 0);
+  for (std::int64_t k = 0; k < 8; ++k) {
+    INFO("linear " << model.fp8.linear_name(k));
+    check_whole_current_cast(model, k);
+  }
+}
+
+TEST_CASE("fp8 param gather: after a checkpoint load each rank casts the whole weights to the gathered codes",
+          "[dist][data-parallel][fp8]") {
+  WorldGroup world;
+  Backend& backend = world.backend;
+  for (const bool current : {false, true}) {
+    INFO((current ? "current scaling" : "delayed scaling"));
+    Fp8Recipe recipe = current ? current_scaling_recipe() : Fp8Recipe{};
+    Fp8Model model(backend, recipe);
+    backend.fill(model.fp8.forward_scale(), 300.0f);
+    Fp8ParamGather gather(model.params, model.fp8, world.comm(), {0, model.params.params().size()});
+    gather.gather_fp8_weights();
+    world.comm().all_reduce(model.fp8.forward_history().first(16), dist::ReduceOp::Max);
+    std::vector<std::vector<uint8_t>> rows, columns;
+    std::vector<float> factors, amaxes;
+    for (std::int64_t k = 0; k < 8; ++k) {
+      const Fp8Training::WeightCopy& copy = model.fp8.weight_copy(k);
+      rows.push_back(host_codes(backend, copy.rows));
+      columns.push_back(host_codes(backend, copy.columns.view()));
+      factors.push_back(host_value(backend, copy.scale_inv.view().subspan(0, 1)));
+      amaxes.push_back(host_value(backend, model.fp8.forward_history().subspan(2 * k + 1, 1)));
+    }
+    gather.catch_up();
+    backend.fill(model.fp8.forward_history(), 0.0f);
+    gather.cast_whole_weights();
+    CHECK_FALSE(gather.behind());
+    for (std::int64_t k = 0; k < 8; ++k) {
+      INFO("linear " << model.fp8.linear_name(k));
+      const Fp8Training::WeightCopy& copy = model.fp8.weight_copy(k);
+      CHECK(host_codes(backend, copy.rows) == rows[static_cast<std::size_t>(k)]);
+      CHECK(host_codes(backend, copy.columns.view()) == columns[static_cast<std::size_t>(k)]);
+      CHECK(host_value(backend, copy.scale_inv.view().subspan(0, 1)) == factors[static_cast<std::size_t>(k)]);
+      CHECK(host_value(backend, copy.scale_inv.view().subspan(4, 1)) == factors[static_cast<std::size_t>(k)]);
+      CHECK(host_value(backend, model.fp8.forward_history().subspan(2 * k + 1, 1)) ==
+            amaxes[static_cast<std::size_t>(k)]);
+      CHECK((copy.made && copy.recorded && !copy.pinned));
+      CHECK(copy.version == model.params.params_version());
+    }
+  }
 }

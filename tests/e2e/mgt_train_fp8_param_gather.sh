@@ -15,6 +15,11 @@
 # gradients summed in another order shift an occasional FP8 rounding).
 # Checkpoints: a run resumed at iteration 6 with the flag continues the uninterrupted run bit for
 # bit, at DP=2 and on one rank (--use-distributed-optimizer with one rank gathers nothing).
+# --fp8-recipe tensorwise (current scaling): the ranks' amaxes of their parts are max-reduced
+# before the cast, so each rank casts with the whole weight's scale: bit for bit against the same
+# run without the flag, with --overlap-param-gather (the codes gathered bucket by bucket beside
+# the rest), and resumed at iteration 6 from the overlapped run's checkpoint. Every run evaluates
+# at iterations 6 and 12, between steps, while the overlapped runs' gathers are still in flight.
 # Small and short (hidden 32, 12 iterations) to stay quick on two cores.
 # Usage: bash tests/e2e/mgt_train_fp8_param_gather.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -91,4 +96,23 @@ rm -rf "$WORK/ck1/iter_0000012"
 expect_status 0 "$BIN/mgt-train" "${GPT2[@]}" "${FP8[@]}" --fp8-param-gather --load "$WORK/ck1" \
   --metrics-file "$WORK/one-resumed.jsonl"
 same "$WORK/one.jsonl" "$WORK/one-resumed.jsonl"
+
+# Current scaling (tensorwise) at DP=2: without the flag, with it, and with it overlapped (saving
+# at iteration 6), then resumed there.
+TW=("${FP8[@]}" --fp8-recipe tensorwise)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${TW[@]}" --metrics-file "$WORK/tw-dp2.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${TW[@]}" --fp8-param-gather \
+  --metrics-file "$WORK/tw-dp2-pg.jsonl"
+grep -q -- '> --fp8-param-gather: the weights of 8 FP8 linear layers' "$WORK/out.txt" ||
+  fail "tensorwise: the FP8 weights are not gathered as FP8 codes"
+same "$WORK/tw-dp2.jsonl" "$WORK/tw-dp2-pg.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${TW[@]}" --fp8-param-gather --overlap-grad-reduce \
+  --overlap-param-gather --ddp-bucket-size 5000 --save "$WORK/tw-ck" --save-interval 6 \
+  --metrics-file "$WORK/tw-dp2-pg-overlap.jsonl"
+same "$WORK/tw-dp2.jsonl" "$WORK/tw-dp2-pg-overlap.jsonl"
+echo 6 > "$WORK/tw-ck/latest_checkpointed_iteration.txt"
+rm -rf "$WORK/tw-ck/iter_0000012"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${GPT2[@]}" "${TW[@]}" --fp8-param-gather --overlap-grad-reduce \
+  --overlap-param-gather --ddp-bucket-size 5000 --load "$WORK/tw-ck" --metrics-file "$WORK/tw-dp2-resumed.jsonl"
+same "$WORK/tw-dp2-pg-overlap.jsonl" "$WORK/tw-dp2-resumed.jsonl"
 echo "PASS"

@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend_factory.hpp"
 #include "model/model_testing.hpp"
+#include "train/fp8_param_gather.hpp"
 #include "train/gradient_buckets.hpp"
 #include "train/overlapped_data_parallel.hpp"
 
@@ -29,7 +32,8 @@ public:
 
 private:
   void record(const std::string& what, dist::SendBuffer b) {
-    log_->push_back(what + " " + std::to_string(b.count) + (alone() ? " alone" : ""));
+    log_->push_back(what + " " + std::to_string(b.count) + (b.type == dist::ElementType::UInt8 ? " bytes" : "") +
+                    (alone() ? " alone" : ""));
   }
   void do_all_reduce(dist::RecvBuffer data, dist::ReduceOp) override { record("all_reduce", data); }
   void do_all_gather(dist::SendBuffer, dist::RecvBuffer recv) override { record("all_gather", recv); }
@@ -262,4 +266,63 @@ TEST_CASE("the experts' weights are gathered over their own group", "[train][ove
   CHECK(expert_log == Log{"all_gather_chunks " + std::to_string(size - experts)});
   overlap.before_parameter_use(experts, size);
   overlap.finish_param_gather();
+}
+
+TEST_CASE("fp8 param gather: each bucket gathers its FP8 codes beside its other weights", "[train][overlap][fp8]") {
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
+  GptConfig config = gpt2_like_config();
+  Fp8Recipe recipe;
+  recipe.current_scaling = true;  // --fp8-recipe tensorwise: the parts' amaxes reduced first
+  config.fp8 = recipe;
+  GptModel model(config, backend, 1234);
+  GptParameters& params = model.parameters();
+  const std::int64_t size = std::as_const(params).params().size();
+  Log log;
+  RecordingCommunicator group(log);
+  OverlappedDataParallel overlap(params, gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; }),
+                                 group, true);
+  Fp8ParamGather gather(params, *model.fp8(), group, {0, size});
+  overlap.set_fp8_param_gather(&gather);
+  REQUIRE(gather.fp8_weights() == 8);
+  overlap.start_param_gather();
+  REQUIRE_FALSE(log.empty());
+  CHECK(log.front() == "all_reduce 8");  // the packed amaxes, before any cast with their scale
+  // Buckets that hold FP8 weights gather their codes (bytes) each, beside their other elements:
+  // no single gather of every code after the step.
+  std::set<std::size_t> fp8_buckets;
+  for (const ParameterEntry& e : params.entries()) {
+    if (!e.name.ends_with(".weight") || e.name.find("linear_") == std::string::npos) continue;
+    for (std::size_t i = 0; i < overlap.buckets().size(); ++i) {
+      const GradientBucket& b = overlap.buckets()[i];
+      if (b.begin < e.offset + e.numel() && b.end > e.offset) fp8_buckets.insert(i);
+    }
+  }
+  REQUIRE(fp8_buckets.size() > 2);
+  std::int64_t codes = 0;
+  std::int64_t others = 0;
+  std::size_t code_gathers = 0;
+  for (std::size_t i = 1; i < log.size(); ++i) {
+    REQUIRE(log[i].starts_with("all_gather_chunks "));
+    const bool bytes = log[i].find(" bytes") != std::string::npos;
+    (bytes ? codes : others) += number_after(log[i], 1);
+    code_gathers += bytes ? 1 : 0;
+  }
+  CHECK(code_gathers == fp8_buckets.size());
+  CHECK(codes == gather.fp8_elements());
+  CHECK(others == size - gather.fp8_elements());
+  // The forward's wait for the first layer's buckets derives that layer's transposed copies only.
+  CHECK(gather.weights_in_flight() == 8);
+  std::int64_t begin = size;
+  std::int64_t end = 0;
+  for (const ParameterEntry& e : params.entries()) {
+    if (!e.name.starts_with("decoder.layers.0.")) continue;
+    begin = std::min(begin, e.offset);
+    end = std::max(end, e.offset + e.numel());
+  }
+  overlap.before_parameter_use(begin, end);
+  CHECK(gather.weights_in_flight() == 4);
+  overlap.finish_param_gather();
+  CHECK(gather.weights_in_flight() == 0);
+  CHECK_FALSE(gather.behind());
 }
