@@ -23,6 +23,17 @@
 namespace mgt::moe_fp8_testing {
 
 constexpr const char* kMlp = "decoder.layers.0.mlp";
+// "decoder.layers.0.mlp" + suffix (appended: GCC 12 warns wrongly of operator+ on a temporary).
+inline std::string mlp_name(const std::string& suffix) {
+  std::string name = kMlp;
+  name.append(suffix);
+  return name;
+}
+inline std::string expert_name(int64_t e) {
+  std::string name = mlp_name(".experts.local_experts.");
+  name.append(std::to_string(e));
+  return name;
+}
 // The expert that no token chooses (its router row points away from every input).
 constexpr int64_t kIdleExpert = 3;
 
@@ -67,7 +78,7 @@ inline void set_parameters(GptParameters& params) {
   std::mt19937 rng(5);
   for (const ParameterEntry& e : params.entries()) {
     std::vector<float> values = normal_values(rng, static_cast<std::size_t>(e.numel()), 0.3f);
-    if (e.name == std::string(kMlp) + ".router.weight") {
+    if (e.name == mlp_name(".router.weight")) {
       const int64_t h = e.local_shape.at(1);
       for (int64_t i = 0; i < h; ++i) values[static_cast<std::size_t>(kIdleExpert * h + i)] = -5.0f;
     }
@@ -184,8 +195,8 @@ inline Result run_reference(Backend& backend, const GptConfig& c, const Inputs& 
   std::vector<ExpertMlp> experts;
   experts.reserve(static_cast<std::size_t>(E));
   for (int64_t e = 0; e < E; ++e)
-    experts.emplace_back(params, std::string(kMlp) + ".experts.local_experts." + std::to_string(e), &fp8, true);
-  const ExpertMlp shared(params, std::string(kMlp) + ".shared_experts", &fp8);
+    experts.emplace_back(params, expert_name(e), &fp8, true);
+  const ExpertMlp shared(params, mlp_name(".shared_experts"), &fp8);
   fp8.require_complete();
   params.zero_grads();
 
