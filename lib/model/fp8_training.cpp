@@ -28,7 +28,8 @@ Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t line
   if (recipe.amax_history_len < 1) throw Error("FP8: the amax history needs at least one entry");
   const int64_t len = recipe.amax_history_len;
   const int64_t forward = 2 * linears_;
-  const int64_t sizes[] = {len * forward, forward, len * linears_, linears_, kScratchKinds * kScratchFields * kAlignFloats};
+  const int64_t sizes[] = {len * forward, forward, len * linears_, linears_,
+                           kScratchKinds * kScratchFields * kAlignFloats};
   int64_t total = 0;
   for (const int64_t n : sizes) total += aligned(n);
   meta_ = DeviceBuffer(backend, total);

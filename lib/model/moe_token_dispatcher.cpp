@@ -13,7 +13,8 @@ MoeTokenDispatcher::MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, i
       hidden_(hidden),
       group_(expert_group && expert_group->size() > 1 ? expert_group : nullptr),
       row_multiple_(row_multiple) {
-  if (row_multiple < 1) throw Error("internal error: expert rows padded to a multiple of " + std::to_string(row_multiple));
+  if (row_multiple < 1)
+    throw Error("internal error: expert rows padded to a multiple of " + std::to_string(row_multiple));
   if (group_ && moe_.num_experts % group_->size() != 0)
     throw Error("internal error: " + std::to_string(moe_.num_experts) + " experts over " +
                 std::to_string(group_->size()) + " expert-parallel ranks");

@@ -327,7 +327,8 @@ void validate_profile(const LoggingOptions& l) {
 // and the one combination mgt does not run.
 void validate_fp8_moe(const TrainOptions& o) {
   if (o.moe.moe_router_padding_for_fp8 && o.moe.enabled()) {
-    if (!o.fp8.format) throw UsageError("--moe-router-padding-for-fp8 needs --fp8-format (Megatron: fp8 must be specified)");
+    if (!o.fp8.format)
+      throw UsageError("--moe-router-padding-for-fp8 needs --fp8-format (Megatron: fp8 must be specified)");
     if (o.moe.moe_token_dispatcher_type == "allgather")
       throw UsageError("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type allgather: Megatron's allgather "
                        "dispatcher does not support it; use alltoall");

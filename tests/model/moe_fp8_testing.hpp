@@ -204,7 +204,8 @@ inline Result run_reference(Backend& backend, const GptConfig& c, const Inputs& 
   std::vector<std::vector<int64_t>> rows_of(static_cast<std::size_t>(E));
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t e = 0; e < E; ++e)
-      if (routed.routing_map[static_cast<std::size_t>(t * E + e)] > 0.0f) rows_of[static_cast<std::size_t>(e)].push_back(t);
+      if (routed.routing_map[static_cast<std::size_t>(t * E + e)] > 0.0f)
+        rows_of[static_cast<std::size_t>(e)].push_back(t);
   // weighted: each row times its (token, expert e)'s probability, as the combine's gradient is.
   const auto gather = [&](const std::vector<float>& from, const std::vector<int64_t>& rows, bool weighted,
                           int64_t e) {
@@ -240,7 +241,8 @@ inline Result run_reference(Backend& backend, const GptConfig& c, const Inputs& 
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const float p = routed.probs[static_cast<std::size_t>(rows[i] * E + e)];
         for (int64_t j = 0; j < h; ++j)
-          output[static_cast<std::size_t>(rows[i] * h + j)] += p * yh[i * static_cast<std::size_t>(h) + static_cast<std::size_t>(j)];
+          output[static_cast<std::size_t>(rows[i] * h + j)] +=
+              p * yh[i * static_cast<std::size_t>(h) + static_cast<std::size_t>(j)];
       }
       saved.push_back(std::move(s));
     }

@@ -409,7 +409,8 @@ TEST_CASE("the memory estimate of GPT-2 124M and GPT 1.3B on one GPU, against th
   CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 38582));
 }
 
-TEST_CASE("the FP8 weight copies of an MoE model: attention, the shared experts and the local experts", "[model][moe]") {
+TEST_CASE("the FP8 weight copies of an MoE model: attention, the shared experts and the local experts",
+          "[model][moe]") {
   GptConfig config = model_testing::llama_like_config();
   config.moe.num_experts = 4;
   config.moe.layer_pattern = {true, false};

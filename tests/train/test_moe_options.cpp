@@ -247,7 +247,8 @@ TEST_CASE("moe options: FP8 with experts, and Megatron's checks of --moe-router-
   CHECK(parse_moe(padded).moe.moe_router_padding_for_fp8);
   std::vector<std::string> without_fp8 = experts;
   without_fp8.push_back("--moe-router-padding-for-fp8");
-  CHECK(moe_usage_error(without_fp8) == "--moe-router-padding-for-fp8 needs --fp8-format (Megatron: fp8 must be specified)");
+  CHECK(moe_usage_error(without_fp8) ==
+        "--moe-router-padding-for-fp8 needs --fp8-format (Megatron: fp8 must be specified)");
   const std::vector<std::string> allgather = {"--num-experts", "4", "--moe-token-dispatcher-type", "allgather", "--bf16",
                                               "--fp8-format", "hybrid", "--moe-router-padding-for-fp8"};
   CHECK(moe_usage_error(allgather).find("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type allgather") == 0);
