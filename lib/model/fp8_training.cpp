@@ -18,12 +18,18 @@ int64_t aligned(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAli
 
 }  // namespace
 
-Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t linears)
-    : recipe_(recipe), backend_(&backend), linears_(linears) {
+Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t linears, int64_t expert_linears)
+    : recipe_(recipe),
+      backend_(&backend),
+      linears_(linears + expert_linears),
+      dense_linears_(linears),
+      names_(static_cast<size_t>(linears + expert_linears)),
+      weights_(static_cast<size_t>(linears + expert_linears)) {
   if (recipe.amax_history_len < 1) throw Error("FP8: the amax history needs at least one entry");
   const int64_t len = recipe.amax_history_len;
-  const int64_t forward = 2 * linears;
-  const int64_t sizes[] = {len * forward, forward, len * linears, linears, kScratchKinds * kScratchFields * kAlignFloats};
+  const int64_t forward = 2 * linears_;
+  const int64_t sizes[] = {len * forward, forward, len * linears_, linears_,
+                           kScratchKinds * kScratchFields * kAlignFloats};
   int64_t total = 0;
   for (const int64_t n : sizes) total += aligned(n);
   meta_ = DeviceBuffer(backend, total);
@@ -40,17 +46,26 @@ Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t line
   bound_forward_scale_ = forward_scale_;
 }
 
-int64_t Fp8Training::add_linear(std::string name, int64_t out, int64_t in) {
-  if (added_ >= linears_) throw Error("FP8: more linear layers than the state was made for");
-  names_.push_back(std::move(name));
-  WeightCopy& w = weights_.emplace_back();
+int64_t Fp8Training::add_linear(std::string name, int64_t out, int64_t in, bool expert) {
+  const int64_t k = expert ? dense_linears_ + added_experts_ : added_dense_;
+  if (k >= (expert ? linears_ : dense_linears_))
+    throw Error(std::string("FP8: more ") + (expert ? "experts' " : "") + "linear layers than the state was made for");
+  (expert ? added_experts_ : added_dense_) += 1;
+  names_[static_cast<size_t>(k)] = std::move(name);
+  WeightCopy& w = weights_[static_cast<size_t>(k)];
   w.out = out;
   w.in = in;
   w.own_rows = DeviceArray<uint8_t>(*backend_, out * in);
   w.rows = w.own_rows.view();
   w.columns = DeviceArray<uint8_t>(*backend_, out * in);
   w.scale_inv = DeviceBuffer(*backend_, 8);
-  return added_++;
+  return k;
+}
+
+void Fp8Training::require_complete() const {
+  if (added_dense_ + added_experts_ != linears_)
+    throw Error("internal error: FP8 state for " + std::to_string(linears_) + " linear layers, " +
+                std::to_string(added_dense_ + added_experts_) + " added");
 }
 
 Fp8Scaling Fp8Training::weight_part_scaling(int64_t k) {
@@ -68,13 +83,14 @@ std::vector<float> to_host(Backend& backend, ConstFloatView view) {
 }  // namespace
 
 std::vector<Fp8Training::LinearState> Fp8Training::read_state() {
+  require_complete();
   const int64_t len = recipe_.amax_history_len;
   const std::vector<float> fh = to_host(*backend_, forward_history_);
   const std::vector<float> fs = to_host(*backend_, forward_scale_);
   const std::vector<float> bh = to_host(*backend_, backward_history_);
   const std::vector<float> bs = to_host(*backend_, backward_scale_);
-  std::vector<LinearState> state(static_cast<size_t>(added_));
-  for (int64_t k = 0; k < added_; ++k) {
+  std::vector<LinearState> state(static_cast<size_t>(linears_));
+  for (int64_t k = 0; k < linears_; ++k) {
     LinearState& s = state[static_cast<size_t>(k)];
     for (int64_t row = 0; row < len; ++row) {
       s.forward_history.push_back(fh[static_cast<size_t>(row * 2 * linears_ + 2 * k)]);
@@ -88,13 +104,14 @@ std::vector<Fp8Training::LinearState> Fp8Training::read_state() {
 }
 
 void Fp8Training::write_state(const std::vector<LinearState>& state) {
-  if (static_cast<int64_t>(state.size()) != added_) throw Error("FP8: state for another number of linear layers");
+  require_complete();
+  if (static_cast<int64_t>(state.size()) != linears_) throw Error("FP8: state for another number of linear layers");
   const int64_t len = recipe_.amax_history_len;
   std::vector<float> fh = to_host(*backend_, forward_history_);
   std::vector<float> fs = to_host(*backend_, forward_scale_);
   std::vector<float> bh = to_host(*backend_, backward_history_);
   std::vector<float> bs = to_host(*backend_, backward_scale_);
-  for (int64_t k = 0; k < added_; ++k) {
+  for (int64_t k = 0; k < linears_; ++k) {
     const LinearState& s = state[static_cast<size_t>(k)];
     if (!s.forward_scale.empty()) {
       fs[static_cast<size_t>(2 * k)] = s.forward_scale.at(0);
@@ -138,16 +155,24 @@ void Fp8Training::begin_backward(int64_t slot) {
 }
 
 void Fp8Training::finish_forward() {
-  reduce_and_update(forward_history_, forward_scale_, 2 * linears_, recipe_.forward_format);
+  reduce_and_update(forward_history_, forward_scale_, 2, recipe_.forward_format);
 }
 
 void Fp8Training::finish_backward() {
-  reduce_and_update(backward_history_, backward_scale_, linears_, recipe_.backward_format);
+  reduce_and_update(backward_history_, backward_scale_, 1, recipe_.backward_format);
 }
 
-void Fp8Training::reduce_and_update(FloatView history, FloatView scale, int64_t tensors, Fp8Format format) {
+void Fp8Training::reduce_and_update(FloatView history, FloatView scale, int64_t per_linear, Fp8Format format) {
+  const int64_t tensors = per_linear * linears_;
   if (recipe_.current_scaling || tensors == 0) return;
-  if (reduce_) reduce_(history.first(tensors));
+  // The newest amaxes: the dense layers' first, then the routed experts'.
+  const int64_t dense = per_linear * dense_linears_;
+  if (!expert_reduce_) {
+    if (reduce_) reduce_(history.first(tensors));
+  } else {
+    if (reduce_ && dense > 0) reduce_(history.first(dense));
+    if (tensors > dense) expert_reduce_(history.subspan(dense, tensors - dense));
+  }
   backend_->fp8_scaling_update(history, scale, tensors, recipe_.amax_history_len, recipe_.amax_compute_algo,
                                fp8_scaled_max(format, recipe_.margin));
 }

@@ -8,6 +8,18 @@
 //    (max) over the tensor- and data-parallel ranks and every forward scale is updated; after
 //    each backward, the same for the backward tensors (TE's reduce_and_update_fp8_tensors at the
 //    exit of fp8_autocast and at the end of the backward of the autocast region);
+//  - the routed experts' linear layers (MoE layers, one per expert and projection, named by the
+//    expert's global number) keep their state apart, after the dense layers', and their amaxes
+//    are reduced over the ranks that hold the same expert (set_expert_amax_reduction).
+//    Transformer Engine concatenates every module's amaxes and max-reduces the buffer position by
+//    position over the one group Megatron gives it (transformer_engine/pytorch/fp8.py
+//    reduce_and_update_fp8_tensors; the group is parallel_state.get_amax_reduction_group, the
+//    tensor x data x context-parallel ranks, megatron/core/fp8_utils.py): under expert
+//    parallelism that maxes a rank's local expert j with the other expert-parallel ranks' local
+//    expert j, different experts. mgt reduces each expert's amaxes over the ranks that share that
+//    expert instead, so that its scales do not depend on the expert-parallel layout (the layouts
+//    agree, and a checkpoint's per-expert state means the same after resharding); without expert
+//    parallelism the two are the same reduction;
 //  - the weights' FP8 copies are made once per optimizer step (TE's is_first_microbatch cache):
 //    see LinearLayer; they live here (WeightCopy), where --fp8-param-gather's all-gather
 //    (train/fp8_param_gather.hpp) binds them to the gathered codes.
@@ -18,7 +30,6 @@
 // with the snapshot. Same codes as TE's, without keeping an extra FP8 copy of every input.
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -39,13 +50,20 @@ public:
   // The casts' temporary FP8 copies, one of each kind live at a time.
   enum class Scratch { kInputRows, kInputColumns, kGradRows, kGradColumns };
 
-  Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t linears);
+  // State for `linears` dense FP8 linear layers and `expert_linears` routed experts' ones; the
+  // model adds every one of them at its construction.
+  Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t linears, int64_t expert_linears = 0);
 
   const Fp8Recipe& recipe() const { return recipe_; }
-  // The next FP8 linear layer's index k (each layer takes one at construction, in order), for
-  // the layer `name` ("decoder.layers.3.mlp.linear_fc1"), under which checkpoints keep its state,
-  // whose weight is [out, in].
-  int64_t add_linear(std::string name, int64_t out, int64_t in);
+  // The next FP8 linear layer's index k (each layer takes one at construction, in order; the
+  // routed experts' after the dense ones), for the layer `name`
+  // ("decoder.layers.3.mlp.linear_fc1"), under which checkpoints keep its state, whose weight is
+  // [out, in]. `expert`: a routed expert's (its amaxes reduced by the expert reduction).
+  int64_t add_linear(std::string name, int64_t out, int64_t in, bool expert = false);
+  // Throws unless every linear layer the state was made for has been added.
+  void require_complete() const;
+  // Whether linear layer k is a routed expert's.
+  bool expert_linear(int64_t k) const { return k >= dense_linears_; }
   const std::string& linear_name(int64_t k) const { return names_.at(static_cast<size_t>(k)); }
 
   // Linear layer k's weight in FP8, [out, in] and transposed [in, out], made once per optimizer
@@ -86,13 +104,16 @@ public:
   std::vector<LinearState> read_state();
   // Sets every layer's state; a layer given no state (empty vectors) keeps its own.
   void write_state(const std::vector<LinearState>& state);
-  // The FP8 linear layers added so far (the state has room for the count it was made for).
-  int64_t linears() const { return added_; }
+  // The FP8 linear layers, dense and experts' (all added once the model is built).
+  int64_t linears() const { return linears_; }
   Backend& backend() const { return *backend_; }
 
   // Max-reduces a view of amaxes over the ranks that share the tensors (the tensor- and
   // data-parallel groups); unset: nothing to reduce (one rank).
   void set_amax_reduction(std::function<void(FloatView)> reduce) { reduce_ = std::move(reduce); }
+  // Max-reduces a view of the routed experts' amaxes over the ranks that hold the same experts
+  // (expert-tensor- and expert-data-parallel); unset: they are reduced with the dense ones.
+  void set_expert_amax_reduction(std::function<void(FloatView)> reduce) { expert_reduce_ = std::move(reduce); }
 
   // The pass about to run. A training forward snapshots the forward scales for `slot`; an
   // evaluation forward casts with the current scales and records nothing.
@@ -136,14 +157,17 @@ public:
 private:
   // Per scratch kind: scale_inv, and the scale and amax of a current-scaling cast.
   FloatView scratch_meta(Scratch which, int64_t field);
-  void reduce_and_update(FloatView history, FloatView scale, int64_t tensors, Fp8Format format);
+  // `per_linear` tensors of each linear layer in history's rows (2 forward, 1 backward).
+  void reduce_and_update(FloatView history, FloatView scale, int64_t per_linear, Fp8Format format);
 
   Fp8Recipe recipe_;
   Backend* backend_;
   int64_t linears_;
-  int64_t added_ = 0;
+  int64_t dense_linears_;
+  int64_t added_dense_ = 0;
+  int64_t added_experts_ = 0;
   std::vector<std::string> names_;
-  std::deque<WeightCopy> weights_;  // a deque: the layers keep references
+  std::vector<WeightCopy> weights_;  // sized once: the layers keep references
   DeviceBuffer meta_;
   FloatView forward_history_;
   FloatView forward_scale_;
@@ -163,6 +187,7 @@ private:
   FloatView bound_forward_scale_;  // the scales this pass casts inputs with
   bool recording_ = false;
   std::function<void(FloatView)> reduce_;
+  std::function<void(FloatView)> expert_reduce_;
 };
 
 }  // namespace mgt

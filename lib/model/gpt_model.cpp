@@ -62,21 +62,44 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   const int64_t stage_layers = stage.layers_of(all_layers);
   const std::optional<Fp8Recipe>& fp8 = params_.config().fp8;
   const auto in_fp8 = [&](int64_t layer) { return fp8 && fp8->layer_in_fp8(layer, all_layers); };
-  int64_t fp8_layers = 0;
-  for (int64_t l = 0; l < stage_layers; ++l) fp8_layers += in_fp8(stage.layer_at(l, all_layers)) ? 1 : 0;
-  if (fp8_layers > 0) {
-    fp8_ = std::make_unique<Fp8Training>(*fp8, backend, 4 * fp8_layers);
+  // FP8 linear layers of the stage: attention's two, and a dense MLP's two or an MoE layer's
+  // shared experts' two (if any) and its local experts' two each (Fp8Training keeps those apart).
+  int64_t fp8_linears = 0;
+  int64_t fp8_expert_linears = 0;
+  const MoeConfig& moe = params_.config().moe;
+  for (int64_t l = 0; l < stage_layers; ++l) {
+    const int64_t layer = stage.layer_at(l, all_layers);
+    if (!in_fp8(layer)) continue;
+    const bool moe_layer = moe.is_moe_layer(layer);
+    fp8_linears += 2 + (!moe_layer || moe.shared_expert_intermediate_size > 0 ? 2 : 0);
+    if (moe_layer) fp8_expert_linears += 2 * (moe.num_experts / params_.expert_parallel().size);
+  }
+  if (fp8_linears > 0) {
+    fp8_ = std::make_unique<Fp8Training>(*fp8, backend, fp8_linears, fp8_expert_linears);
     fp8_->set_keep_input_columns(params_.config().recompute_granularity != RecomputeGranularity::kFull);
     fp8_->set_amax_reduction([this](FloatView amax) {
       if (tp_.active()) tp_.all_reduce(amax, dist::ReduceOp::Max);
       if (fp8_amax_group_ != nullptr && fp8_amax_group_->size() > 1) fp8_amax_group_->all_reduce(amax, dist::ReduceOp::Max);
     });
+    // Under expert parallelism an expert's amaxes are those of the ranks that hold it: its
+    // tensor-parallel slices' (unless the experts are whole on every rank) and its expert-data-
+    // parallel copies'. Without it every rank holds every expert, and the dense reduction is the
+    // experts' too.
+    if (fp8_expert_linears > 0 && params_.expert_parallel().size > 1) {
+      const bool sliced = tp_.active() && !moe.experts_whole(tp_.size());
+      fp8_->set_expert_amax_reduction([this, sliced](FloatView amax) {
+        if (sliced) tp_.all_reduce(amax, dist::ReduceOp::Max);
+        if (fp8_expert_amax_group_ != nullptr && fp8_expert_amax_group_->size() > 1)
+          fp8_expert_amax_group_->all_reduce(amax, dist::ReduceOp::Max);
+      });
+    }
   }
   layers_.reserve(static_cast<size_t>(stage_layers));
   for (int64_t l = 0; l < stage_layers; ++l) {
     const int64_t layer = stage.layer_at(l, all_layers);
     layers_.emplace_back(params_, layer, tp_, in_fp8(layer) ? fp8_.get() : nullptr, ep.group);
   }
+  if (fp8_) fp8_->require_complete();
   if (stage.is_last()) {
     final_norm_.emplace(params_, "decoder.final_layernorm");
     output_layer_.emplace(params_, output_weight_name(params_.config()), "", tp_);

@@ -177,6 +177,10 @@ public:
   // The data-parallel group whose ranks' amaxes are max-reduced with this rank's (the tensor-
   // parallel group's always are): Megatron's amax reduction group. Must outlive the model.
   void set_fp8_amax_group(dist::Communicator* group) { fp8_amax_group_ = group; }
+  // Under expert parallelism, the expert-data-parallel group, over which the routed experts'
+  // amaxes are max-reduced instead (Fp8Training::set_expert_amax_reduction). Must outlive the
+  // model.
+  void set_fp8_expert_amax_group(dist::Communicator* group) { fp8_expert_amax_group_ = group; }
 
   // Evaluation: no dropout, no gradients.
   ForwardOutput forward_only(const MicroBatch& batch, bool return_logits = false,
@@ -341,6 +345,7 @@ private:
   // Made before the layers, which take FP8 indices from it; null without FP8 layers here.
   std::unique_ptr<Fp8Training> fp8_;
   dist::Communicator* fp8_amax_group_ = nullptr;
+  dist::Communicator* fp8_expert_amax_group_ = nullptr;
   TensorParallelMappings tp_;
   bool sequence_parallel_;
   std::unique_ptr<ContextParallelAttention> context_parallel_;  // null without context parallelism

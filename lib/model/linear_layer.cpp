@@ -5,7 +5,7 @@
 namespace mgt {
 
 LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
-                         const std::string& bias_name, Fp8Training* fp8)
+                         const std::string& bias_name, Fp8Training* fp8, bool routed_expert)
     : backend_(&params.backend()), params_(&params), fp8_(fp8) {
   const ParameterEntry& w = params.entry(weight_name);
   out_ = w.local_shape.at(0);
@@ -18,7 +18,7 @@ LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
   }
   if (fp8_) {
     // "decoder.layers.3.mlp.linear_fc1.weight" → the layer's name.
-    fp8_index_ = fp8_->add_linear(weight_name.substr(0, weight_name.rfind('.')), out_, in_);
+    fp8_index_ = fp8_->add_linear(weight_name.substr(0, weight_name.rfind('.')), out_, in_, routed_expert);
   }
 }
 

@@ -21,8 +21,9 @@ public:
   // bias_name may name a tensor that does not exist (--disable-bias-linear): no bias then.
   // With `fp8` (which must outlive the layer) its GEMMs compute in FP8 (fp8_training.hpp): the
   // input and the output gradient cast as they come, the weight once per optimizer step.
+  // `routed_expert`: the layer is a routed expert's, whose FP8 state Fp8Training keeps apart.
   LinearLayer(GptParameters& params, const std::string& weight_name, const std::string& bias_name,
-              Fp8Training* fp8 = nullptr);
+              Fp8Training* fp8 = nullptr, bool routed_expert = false);
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
@@ -66,6 +67,11 @@ public:
   // apply the GELU as they read it (Backend::fp8_quantize_gelu_tanh): the GELU's output is never
   // written, read back or kept for the backward.
   void take_input_through_gelu_tanh();
+  // FP8: the weight's copies made now if stale, its amax recorded in a training pass, as for a
+  // GEMM of no rows (an expert that received no token: Transformer Engine casts its weight too).
+  void cast_fp8_weight() const {
+    if (fp8_) refresh_fp8_weight();
+  }
 
 private:
   // The FP8 forms of the GEMMs.

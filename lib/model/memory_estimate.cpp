@@ -22,7 +22,8 @@ void require_layout(const ParallelLayout& l) {
 N activation_bytes(const ActivationElements& e, std::int64_t bytes_per_float) { return e.bytes(bytes_per_float); }
 
 // The weights of the linear layers of the largest pipeline stage that compute in FP8 (the four of
-// each FP8 layer; a mixture-of-experts layer's experts are not among them), per rank.
+// each FP8 layer; in a mixture-of-experts layer attention's two, the shared experts' and every
+// local expert's two), per rank.
 N fp8_linear_weights(const GptConfig& c, const ParallelLayout& l) {
   if (!c.fp8) return 0;
   const N h = c.hidden_size;
@@ -33,12 +34,22 @@ N fp8_linear_weights(const GptConfig& c, const ParallelLayout& l) {
   const std::int64_t per_stage = divide_up(N(c.num_layers), l.pipeline_parallel).value();
   std::int64_t fp8_layers = 0;
   std::int64_t dense_fp8_layers = 0;
+  std::int64_t moe_fp8_layers = 0;
   for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
     if (!c.fp8->layer_in_fp8(layer, c.num_layers)) continue;
     ++fp8_layers;
-    if (!c.moe.is_moe_layer(layer)) ++dense_fp8_layers;
+    ++(c.moe.is_moe_layer(layer) ? moe_fp8_layers : dense_fp8_layers);
   }
-  return N(std::min(per_stage, fp8_layers)) * attention + N(std::min(per_stage, dense_fp8_layers)) * mlp;
+  N moe = 0;
+  if (moe_fp8_layers > 0) {
+    const std::int64_t gated = c.gated_linear_unit() ? 2 : 1;
+    const std::int64_t etp = c.moe.experts_whole(tp) ? 1 : tp;
+    const N expert = divide_up(N(gated + 1) * c.moe.ffn_hidden_size * h, etp);
+    const N shared = divide_up(N(gated + 1) * c.moe.shared_expert_intermediate_size * h, tp);
+    moe = N(c.moe.num_experts / std::max<std::int64_t>(1, c.moe.expert_model_parallel_size)) * expert + shared;
+  }
+  return N(std::min(per_stage, fp8_layers)) * attention + N(std::min(per_stage, dense_fp8_layers)) * mlp +
+         N(std::min(per_stage, moe_fp8_layers)) * moe;
 }
 
 // The FP8 codes a training forward keeps of its FP8 linear layers' inputs, transposed, for their

@@ -14,6 +14,8 @@ int64_t moe_row_capacity(const MoeConfig& moe, int64_t tokens, int64_t shards) {
   return capacity < 0 ? capacity : shards * capacity;
 }
 
+int64_t moe_expert_row_multiple(const GptConfig& config) { return config.fp8 ? 16 : 1; }
+
 MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch) {
   const MoeConfig& m = config.moe;
   MoeBufferSizes s;
@@ -49,6 +51,12 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
     // Gathered, the tokens this rank permutes are those of its experts only.
     if (s.gathers) s.max_rows = s.expert_rows;
   }
+  // Each expert's rows (each rank's rows for each expert, under the all-to-all) padded to the
+  // row multiple: at most multiple − 1 zero rows more per expert, every expert's rows reaching
+  // the local experts under expert parallelism.
+  const int64_t padding = (moe_expert_row_multiple(config) - 1) * m.num_experts;
+  s.max_rows += padding;
+  s.expert_rows += padding;
   return s;
 }
 

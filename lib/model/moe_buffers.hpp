@@ -108,6 +108,12 @@ int64_t moe_capacity(const MoeConfig& moe, int64_t tokens);
 // (< 0: dropless).
 int64_t moe_row_capacity(const MoeConfig& moe, int64_t tokens, int64_t shards);
 MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t batch);
+// The multiple each expert's rows are padded to with zero rows (moe_token_dispatcher.hpp): 16
+// under FP8 training, whose cuBLASLt GEMMs need every dimension a multiple of 16 (Megatron's
+// experts pad so too: SequentialMLP's _pad_tensor_for_fp8 and TEGroupedMLP's Fp8Padding in
+// megatron/core/transformer/moe/experts.py, get_fp8_align_size in megatron/core/fp8_utils.py);
+// else 1.
+int64_t moe_expert_row_multiple(const GptConfig& config);
 
 // Buffers a test or a caller without an ActivationMemory owns.
 class MoeBuffers {

@@ -8,16 +8,23 @@
 
 namespace mgt {
 
-ExpertMlp::ExpertMlp(GptParameters& params, const std::string& prefix)
+ExpertMlp::ExpertMlp(GptParameters& params, const std::string& prefix, Fp8Training* fp8, bool routed)
     : backend_(&params.backend()),
       activation_(params.config().activation),
       ffn_(params.entry(prefix + ".linear_fc2.weight").local_shape.at(1)),
-      fc1_(params, prefix + ".linear_fc1.weight", prefix + ".linear_fc1.bias"),
-      fc2_(params, prefix + ".linear_fc2.weight", prefix + ".linear_fc2.bias") {}
+      fc1_(params, prefix + ".linear_fc1.weight", prefix + ".linear_fc1.bias", fp8, routed),
+      fc2_(params, prefix + ".linear_fc2.weight", prefix + ".linear_fc2.bias", fp8, routed) {}
 
 void ExpertMlp::forward(ConstFloatView x, int64_t rows, FloatView fc1_output, FloatView activation_output,
                         FloatView y) const {
-  if (rows == 0) return;
+  if (rows == 0) {
+    // An expert without tokens still records its weights' amaxes in FP8, as Transformer Engine's
+    // GroupedLinear casts every GEMM's weight (and a Linear its weight for an empty input), so
+    // that its scales are current when tokens come.
+    fc1_.cast_fp8_weight();
+    fc2_.cast_fp8_weight();
+    return;
+  }
   fc1_.forward(x, rows, fc1_output);
   activate(fc1_output, rows, activation_output);
   fc2_.forward(activation_output, rows, y);
@@ -61,15 +68,16 @@ void ExpertMlp::activation_backward(ConstFloatView d_activation, ConstFloatView 
   }
 }
 
-MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix)
+MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix, Fp8Training* fp8)
     : backend_(&params.backend()),
       hidden_(params.config().hidden_size),
       recompute_activation_(recomputes_moe_act(params.config(), true)),
-      grouped_(params.config().moe.grouped_gemm) {
+      grouped_(params.config().moe.grouped_gemm && fp8 == nullptr) {
   const ExpertParallelRank& ep = params.expert_parallel();
   const int64_t experts = params.config().moe.num_experts;
   for (int64_t j = 0; j < experts / ep.size; ++j)
-    experts_.emplace_back(params, prefix + ".experts.local_experts." + std::to_string(ep.global_expert(experts, j)));
+    experts_.emplace_back(params, prefix + ".experts.local_experts." + std::to_string(ep.global_expert(experts, j)),
+                          fp8, /*routed=*/true);
   if (grouped_) {
     fc1_ = projection(params, prefix, "linear_fc1");
     fc2_ = projection(params, prefix, "linear_fc2");

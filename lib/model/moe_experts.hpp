@@ -6,6 +6,15 @@
 // projection of all of them as one grouped operation (Backend::grouped_linear_*), the activation
 // once over all their rows (it acts row by row). Under expert parallelism a rank holds
 // num_experts / EP consecutive experts.
+//
+// In FP8 (Fp8Training) every expert's fc1 and fc2 compute as FP8 linear layers of their own,
+// each with its input, weight and output-gradient scaling, as Transformer Engine's GroupedLinear
+// keeps one FP8 meta per GEMM (transformer_engine/pytorch/module/grouped_linear.py, which
+// Megatron's TEGroupedMLP runs under --moe-grouped-gemm) and SequentialMLP's TE linears one each:
+// the local experts then run one after another under --moe-grouped-gemm too (TE's grouped FP8
+// GEMM is a loop of per-expert GEMMs as well, general_grouped_gemm). Each expert's rows come
+// padded with zero rows to a multiple of 16 (moe_expert_row_multiple), as cuBLASLt's FP8 GEMMs
+// need.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -22,7 +31,9 @@ namespace mgt {
 // One MLP over `rows` rows; buffers are [rows, ·] views.
 class ExpertMlp {
 public:
-  ExpertMlp(GptParameters& params, const std::string& prefix);
+  // With `fp8` (which must outlive the MLP) both linears compute in FP8; `routed`: a routed
+  // expert's (Fp8Training keeps its state apart), not the shared experts'.
+  ExpertMlp(GptParameters& params, const std::string& prefix, Fp8Training* fp8 = nullptr, bool routed = false);
 
   int64_t ffn() const { return ffn_; }
   int64_t fc1_size() const { return fc1_.out_features(); }
@@ -49,8 +60,9 @@ private:
 class MoeExperts {
 public:
   // `prefix`: the layer's "decoder.layers.{i}.mlp". This rank's experts (all of them without
-  // expert parallelism), whose parameters carry their global numbers.
-  MoeExperts(GptParameters& params, const std::string& prefix);
+  // expert parallelism), whose parameters carry their global numbers. With `fp8` (which must
+  // outlive the experts) they compute in FP8.
+  MoeExperts(GptParameters& params, const std::string& prefix, Fp8Training* fp8 = nullptr);
 
   // saved.fc1_output, activation_output and `output` from `input` ([Σ rows, h] each), local
   // expert after local expert over `expert_rows` rows each.
@@ -80,7 +92,7 @@ private:
   std::vector<ExpertMlp> experts_;
   int64_t hidden_;
   bool recompute_activation_;  // --recompute-modules moe_act (recompute_plan.hpp)
-  bool grouped_;               // --moe-grouped-gemm
+  bool grouped_;               // --moe-grouped-gemm, not in FP8
   Projection fc1_;             // with grouped_ only
   Projection fc2_;
 };

@@ -55,6 +55,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store_true("moe-permute-fusion", m.moe_permute_fusion, "Fused token permutation; results are the same"),
     store("moe-expert-capacity-factor", "F", m.moe_expert_capacity_factor, "Each expert's capacity as a multiple of its even share of the tokens; tokens beyond it are dropped. Unset or negative: no dropping"),
     store_true("moe-pad-expert-input-to-capacity", m.moe_pad_expert_input_to_capacity, "Pad each expert's input to its capacity (with --moe-expert-capacity-factor)"),
+    store_true("moe-router-padding-for-fp8", m.moe_router_padding_for_fp8, "Pad each expert's tokens to a multiple of 16 for the FP8 GEMMs (needs --fp8-format; alltoall dispatcher). mgt pads them under FP8 with or without it, with zero rows, as Megatron's experts do without it: outputs and gradients are unchanged"),
     store("moe-token-drop-policy", "P", m.moe_token_drop_policy, "Which tokens beyond capacity are dropped: probs (the lowest probabilities) or position (the last)").choices({"probs", "position"}),
   };
 }
@@ -71,7 +72,6 @@ const std::map<std::string, std::string>& refused_moe_flags() {
       {"--moe-upcycling-granularity", "upcycling a dense checkpoint into an MoE model is not implemented"},
       {"--moe-use-legacy-grouped-gemm", "mgt has one grouped GEMM; --moe-grouped-gemm uses it"},
       {"--moe-router-force-load-balancing", "routing by random logits (a benchmarking aid) is not implemented"},
-      {"--moe-router-padding-for-fp8", "FP8 expert GEMMs are not implemented"},
       {"--moe-apply-probs-on-input", "applying the router's probabilities before the experts is not implemented"},
       {"--delay-wgrad-compute", "it schedules weight gradients for Transformer Engine's overlap, which mgt lacks"},
   };

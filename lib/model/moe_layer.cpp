@@ -7,21 +7,22 @@
 namespace mgt {
 
 MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group,
-                   const TensorParallelMappings* tp)
+                   const TensorParallelMappings* tp, Fp8Training* fp8)
     : backend_(&params.backend()),
       hidden_(params.config().hidden_size),
       num_experts_(params.config().moe.num_experts),
       moe_(params.config().moe),
       router_(params, layer, layer_prefix(layer) + ".mlp"),
-      dispatcher_(params.backend(), params.config().moe, params.config().hidden_size, expert_group),
-      experts_(params, layer_prefix(layer) + ".mlp") {
+      dispatcher_(params.backend(), params.config().moe, params.config().hidden_size, expert_group,
+                  moe_expert_row_multiple(params.config())),
+      experts_(params, layer_prefix(layer) + ".mlp", fp8) {
   if (dispatcher_.expert_parallel() != (params.expert_parallel().size > 1) ||
       (expert_group && expert_group->size() != params.expert_parallel().size))
     throw Error("internal error: the parameters are for " + std::to_string(params.expert_parallel().size) +
                 " expert-parallel ranks, the MoE layer runs on a group of " +
                 std::to_string(expert_group ? expert_group->size() : 1));
   if (params.config().moe.shared_expert_intermediate_size > 0)
-    shared_.emplace(params, layer_prefix(layer) + ".mlp.shared_experts");
+    shared_.emplace(params, layer_prefix(layer) + ".mlp.shared_experts", fp8);
   if (shared_ && params.config().moe.shared_expert_gate)
     shared_gate_.emplace(params, layer_prefix(layer) + ".mlp.shared_experts.gate_weight",
                          layer_prefix(layer) + ".mlp.shared_experts.gate_bias");  // no bias: none exists

@@ -50,9 +50,12 @@ namespace mgt {
 class MoeLayer {
 public:
   // `expert_group` (may be null): the expert-model-parallel group; `tp` (may be null: no tensor
-  // parallelism) the model's tensor-parallel mappings. Both must outlive the layer.
+  // parallelism) the model's tensor-parallel mappings. Both must outlive the layer. With `fp8`
+  // (which must outlive the layer) the experts and the shared experts compute in FP8; the router
+  // and the shared experts' gate stay in the model's precision, as Megatron keeps them out of
+  // Transformer Engine's FP8 (router.py's gating linear is a plain GEMM).
   MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group = nullptr,
-           const TensorParallelMappings* tp = nullptr);
+           const TensorParallelMappings* tp = nullptr, Fp8Training* fp8 = nullptr);
 
   // output [T, h] from input [T, h] (the pre-MLP norm's output). Under sequence parallelism
   // input is the whole sequence's buffer holding this rank's rows (ctx.own_rows), all-gathered

@@ -39,6 +39,9 @@ struct MoeOptions {
   bool moe_permute_fusion = false;
   std::optional<double> moe_expert_capacity_factor;             // unset (or negative): no dropping
   bool moe_pad_expert_input_to_capacity = false;
+  // Accepted under FP8: mgt pads every expert's rows to a multiple of 16 with zero rows anyway
+  // (moe_expert_row_multiple).
+  bool moe_router_padding_for_fp8 = false;
   std::string moe_token_drop_policy = "probs";                  // probs | position
 
   // Whether the model has experts: Megatron's num_experts after validate_args turned 0 into None.

@@ -1,15 +1,20 @@
 #include "model/moe_token_dispatcher.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace mgt {
 
 MoeTokenDispatcher::MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden,
-                                       dist::Communicator* expert_group)
+                                       dist::Communicator* expert_group, int64_t row_multiple)
     : backend_(&backend),
       moe_(moe),
       hidden_(hidden),
-      group_(expert_group && expert_group->size() > 1 ? expert_group : nullptr) {
+      group_(expert_group && expert_group->size() > 1 ? expert_group : nullptr),
+      row_multiple_(row_multiple) {
+  if (row_multiple < 1)
+    throw Error("internal error: expert rows padded to a multiple of " + std::to_string(row_multiple));
   if (group_ && moe_.num_experts % group_->size() != 0)
     throw Error("internal error: " + std::to_string(moe_.num_experts) + " experts over " +
                 std::to_string(group_->size()) + " expert-parallel ranks");
@@ -60,7 +65,11 @@ std::vector<int64_t> MoeTokenDispatcher::permute(ConstFloatView input, int64_t t
     }
     // Megatron pads each expert's input to its capacity with tokens of probability 0, which add
     // nothing to the output or to any gradient; zero rows do the same.
-    while (static_cast<int64_t>(row_token.size()) - first_row < capacity) {
+    // FP8: the rows padded on to a multiple of 16 (moe_expert_row_multiple) the same way, as
+    // Megatron's experts pad their input with zeros (experts.py _pad_tensor_for_fp8).
+    const int64_t routed = static_cast<int64_t>(row_token.size()) - first_row;
+    const int64_t padded = (std::max(routed, capacity) + row_multiple_ - 1) / row_multiple_ * row_multiple_;
+    while (static_cast<int64_t>(row_token.size()) - first_row < padded) {
       row_token.push_back(-1);
       row_slot.push_back(-1);
     }

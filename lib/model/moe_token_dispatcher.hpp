@@ -43,9 +43,12 @@ struct ExpertExchange {
 
 class MoeTokenDispatcher {
 public:
-  // `expert_group` (may be null: every expert here) must outlive the dispatcher.
+  // `expert_group` (may be null: every expert here) must outlive the dispatcher. Each expert's
+  // rows (after any capacity padding) are padded with zero rows to a multiple of `row_multiple`
+  // (moe_expert_row_multiple): under the all-to-all each rank's rows for each expert, so that
+  // every expert's rows, however many ranks sent them, are a multiple too.
   MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden,
-                     dist::Communicator* expert_group = nullptr);
+                     dist::Communicator* expert_group = nullptr, int64_t row_multiple = 1);
 
   // Whether the experts are spread over two or more ranks.
   bool expert_parallel() const { return group_ != nullptr; }
@@ -110,6 +113,7 @@ private:
   MoeConfig moe_;
   int64_t hidden_;
   dist::Communicator* group_ = nullptr;  // null without expert parallelism
+  int64_t row_multiple_ = 1;
 };
 
 }  // namespace mgt

@@ -18,7 +18,7 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm") {
   if (params.config().moe.is_moe_layer(layer)) {
-    moe_.emplace(params, layer, expert_group, &tp);
+    moe_.emplace(params, layer, expert_group, &tp, fp8);
   } else {
     mlp_.emplace(params, layer, tp, fp8);
   }

@@ -147,11 +147,14 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
 // FP8 state records of one linear layer.
 std::string fp8_state_path(const std::string& layer, const char* field) { return "fp8/" + layer + "/" + field; }
 
-void emit_fp8_state(ckpt::ShardFileSink& out, Fp8Training& fp8) {
+// `experts_only`: the routed experts' layers alone (a rank that stores its experts, not the
+// dense layers: see emit_train_checkpoint), under their global names as their weights.
+void emit_fp8_state(ckpt::ShardFileSink& out, Fp8Training& fp8, bool experts_only = false) {
   if (fp8.recipe().current_scaling) return;  // each cast computes its own scale: nothing to keep
   const std::vector<Fp8Training::LinearState> state = fp8.read_state();
   const std::int64_t len = fp8.recipe().amax_history_len;
   for (std::int64_t k = 0; k < fp8.linears(); ++k) {
+    if (experts_only && !fp8.expert_linear(k)) continue;
     const Fp8Training::LinearState& s = state[static_cast<size_t>(k)];
     const std::string& layer = fp8.linear_name(k);
     auto put = [&](const char* field, std::vector<std::int64_t> shape, const std::vector<float>& values) {
@@ -253,6 +256,8 @@ void emit_train_checkpoint(const TrainCheckpointParts& parts, const TrainCheckpo
   const bool expert_weights = settings.writes_experts && layout.data_parallel_rank != 0;
   if (optimizer_shards || settings.expert_parallel) {
     sink.begin_file(ckpt::shard_file_name(ckpt::ShardId::data_parallel_shard(layout)), meta);
+    // The FP8 state of the experts stored here goes with them.
+    if (expert_weights && parts.fp8) emit_fp8_state(sink, *parts.fp8, /*experts_only=*/true);
     if (expert_weights)
       for (const ParameterEntry& e : params.entries()) {
         if (!e.expert_parallel) continue;

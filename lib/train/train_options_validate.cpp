@@ -322,6 +322,22 @@ void validate_profile(const LoggingOptions& l) {
                      str(l.profile_step_start) + ")");
 }
 
+// FP8 with mixture-of-experts layers (model/moe_experts.hpp): Megatron's checks of
+// --moe-router-padding-for-fp8 (megatron/core/transformer/transformer_config.py __post_init__),
+// and the one combination mgt does not run.
+void validate_fp8_moe(const TrainOptions& o) {
+  if (o.moe.moe_router_padding_for_fp8 && o.moe.enabled()) {
+    if (!o.fp8.format)
+      throw UsageError("--moe-router-padding-for-fp8 needs --fp8-format (Megatron: fp8 must be specified)");
+    if (o.moe.moe_token_dispatcher_type == "allgather")
+      throw UsageError("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type allgather: Megatron's allgather "
+                       "dispatcher does not support it; use alltoall");
+  }
+  if (o.fp8.format && o.fp8.param_gather && o.moe.enabled())
+    throw UsageError("--fp8-param-gather with --num-experts: not supported by mgt-train (the experts' FP8 weights "
+                     "would be all-gathered over the expert-data-parallel group); leave out --fp8-param-gather");
+}
+
 }  // namespace
 
 void validate_train_options(TrainOptions& o, int world_size) {
@@ -341,9 +357,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
     throw UsageError("--recompute-modules mlp with --fp8-format: not supported by mgt-train (the recomputed MLP "
                      "forward would cast its FP8 inputs again during the backward); recompute core_attn or "
                      "layernorm, or train in --bf16");
-  if (o.fp8.format && o.moe.enabled())
-    throw UsageError("--fp8-format with --num-experts: mgt's experts do not compute in FP8 yet (its attention "
-                     "would, its experts not); train the MoE model with --bf16");
+  validate_fp8_moe(o);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_recompute_groups(o.model, o.parallel);

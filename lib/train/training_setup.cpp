@@ -190,6 +190,8 @@ void TrainingRun::build_model() {
   // FP8 amaxes are max-reduced over the data-parallel ranks (with context parallelism, its ranks
   // too), as over Megatron's amax reduction group; the model adds the tensor-parallel ones.
   model_->set_fp8_amax_group(&gradients_);
+  // The routed experts' amaxes: over the ranks that hold the same experts (Fp8Training).
+  model_->set_fp8_expert_amax_group(expert_data_parallel_);
   if (pipeline_parallel_size() > 1)
     executor_ = std::make_unique<PipelineExecutor>(
         *model_, pipeline_, options_.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0));

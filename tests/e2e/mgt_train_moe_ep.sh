@@ -14,7 +14,8 @@
 # the experts' rows changes nothing. With --expert-tensor-parallel-size 1 (whole experts on each
 # tensor-parallel rank) TP=2 reproduces it too, and its checkpoint resumes on one rank (with expert
 # parallelism as well: mgt_train_moe_etp.sh). TP without sequence parallelism is refused with one
-# line.
+# line. In FP8 (the experts' GEMMs too) EP=2 agrees with one rank, and the experts' FP8 state
+# moves with them from EP=2 to EP=1 to EP=4 checkpoints.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -128,6 +129,57 @@ rm -r "$WORK/ck-ep2tp2/iter_0000020"
 echo 10 >"$WORK/ck-ep2tp2/latest_checkpointed_iteration.txt"
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-ep2tp2" --metrics-file "$WORK/resumed-tp1.jsonl"
 compare "$WORK/one.jsonl" "$WORK/resumed-tp1.jsonl" 11
+
+# FP8 (--fp8-format hybrid, delayed scaling; the CPU emulates the casts): every expert's fc1 and
+# fc2 in FP8 with scales of their own, each expert's rows padded to 16 with zero rows. An expert's
+# amaxes are reduced over the ranks that hold it, so EP=2 reproduces the same two ranks without
+# expert parallelism (the reference: delayed scaling sees each data-parallel rank's micro-batches
+# at once, so that the data-parallel size, not the expert layout, decides the scales) within the
+# bf16 bounds (measured: equal losses, grad norms within 1e-8; Transformer Engine's reduction,
+# position by position over the data-parallel ranks, misses them by 1e-4 from iteration 3 on,
+# which FP8 amplifies to 1e-3 by iteration 6). The checkpoint keeps each expert's FP8 state under
+# its global number (rank 1's experts in rank 1's file): resumed at EP=2 it continues bit for bit,
+# at EP=1 (two ranks) within 1e-5, and saved there it resumes at EP=4 on four ranks within 1e-3
+# (four data-parallel ranks group the micro-batches' amaxes otherwise; measured 1.2e-4).
+FP8=(--bf16 --fp8-format hybrid --fp8-amax-history-len 4 --fp8-amax-compute-algo max --deterministic-mode)
+fp8_agree() {  # fp8_agree REFERENCE RUN FIRST BOUND (0: bit for bit): RUN's iterations from FIRST on
+  python3 - "$@" <<'PY' || fail "$2 does not agree with $1"
+import json, sys
+def load(path):
+    return {j["iteration"]: j for j in map(json.loads, open(path)) if j["event"] == "train"}
+ref, run, first, bound = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+assert min(run) == first and len(run) >= 5 and all(k in ref for k in run), (sorted(run), first)
+worst = 0.0
+for k in sorted(run):
+    for field in ("lm_loss", "load_balancing_loss", "grad_norm"):
+        a, b = ref[k][field], run[k][field]
+        assert (a == b) if bound == 0 else abs(a - b) <= bound * abs(a), f"{k} {field}: {a!r} vs {b!r}"
+        worst = max(worst, abs(a - b) / abs(a))
+print(f"{sys.argv[2].rsplit('/', 1)[-1]}: {len(run)} iterations, largest relative difference {worst:.2e}")
+PY
+}
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --metrics-file "$WORK/fp8-dp2.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-parallel-size 2 \
+  --metrics-file "$WORK/fp8-ep2.jsonl" --save "$WORK/ck-fp8" --save-interval 10
+compare "$WORK/fp8-dp2.jsonl" "$WORK/fp8-ep2.jsonl"
+rm -r "$WORK/ck-fp8/iter_0000020"
+echo 10 >"$WORK/ck-fp8/latest_checkpointed_iteration.txt"
+grep -aq "forward_amax_history" "$WORK/ck-fp8/iter_0000010/mp_rank_00_dp_001.h5" ||
+  fail "experts 4-7's FP8 state not in mp_rank_00_dp_001.h5"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-parallel-size 2 --load "$WORK/ck-fp8" \
+  --exit-interval 15 --metrics-file "$WORK/fp8-resumed-ep2.jsonl"
+fp8_agree "$WORK/fp8-ep2.jsonl" "$WORK/fp8-resumed-ep2.jsonl" 11 0
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --load "$WORK/ck-fp8" --exit-interval 15 \
+  --metrics-file "$WORK/fp8-resumed-ep1.jsonl" --save "$WORK/ck-fp8-ep1" --save-interval 15
+! grep -q "holds no FP8 state" "$WORK/err.txt" "$WORK/out.txt" || fail "FP8 state missing at EP=1"
+fp8_agree "$WORK/fp8-ep2.jsonl" "$WORK/fp8-resumed-ep1.jsonl" 11 1e-5
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-parallel-size 4 \
+  --load "$WORK/ck-fp8-ep1" --metrics-file "$WORK/fp8-resumed-ep4.jsonl"
+! grep -q "holds no FP8 state" "$WORK/err.txt" "$WORK/out.txt" || fail "FP8 state missing at EP=4"
+fp8_agree "$WORK/fp8-ep2.jsonl" "$WORK/fp8-resumed-ep4.jsonl" 16 1e-3
+expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-parallel-size 2 \
+  --use-distributed-optimizer --fp8-param-gather
+one_line "--fp8-param-gather with --num-experts: not supported by mgt-train"
 
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3

@@ -56,8 +56,11 @@ TEST_CASE("the activation estimate counts every buffer ActivationMemory allocate
   moe.moe.load_balancing = MoeLoadBalancing::kSeqAuxLoss;
   GptConfig moe_full = moe;
   moe_full.recompute_granularity = RecomputeGranularity::kFull;
+  // FP8: each expert's rows padded to 16.
+  GptConfig moe_fp8 = moe;
+  moe_fp8.fp8 = Fp8Recipe{};
   for (const GptConfig& config : {model_testing::gpt2_like_config(), model_testing::llama_like_config(),
-                                  model_testing::openai_gelu_config(), selective, full, moe, moe_full}) {
+                                  model_testing::openai_gelu_config(), selective, full, moe, moe_full, moe_fp8}) {
     for (bool training : {true, false}) {
       for (bool last_position_logits : {false, true}) {
         if (training && last_position_logits) continue;
@@ -405,4 +408,23 @@ TEST_CASE("the memory estimate of GPT-2 124M and GPT 1.3B on one GPU, against th
   // With FP8: 38,134 MiB (the GELU's output not kept, the linear layers' inputs kept transposed in FP8).
   large.fp8 = Fp8Recipe{};
   CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 38134));
+}
+
+TEST_CASE("the FP8 weight copies of an MoE model: attention, the shared experts and the local experts",
+          "[model][moe]") {
+  GptConfig config = model_testing::llama_like_config();
+  config.moe.num_experts = 4;
+  config.moe.layer_pattern = {true, false};
+  config.moe.ffn_hidden_size = 12;
+  config.moe.shared_expert_intermediate_size = 8;
+  const MemoryEstimateRequest r = bf16_gpu_request(config.seq_length, 1, 1);
+  const MemoryEstimate bf16 = estimate_memory(config, r);
+  CHECK(bf16.fp8_weight_bytes == 0);
+  config.fp8 = Fp8Recipe{};
+  // Each FP8 linear's weight twice (rows and columns), one byte an element: those of the table
+  // but the norms', the router's, the embedding's and the output layer's.
+  std::int64_t weights = 0;
+  for (const ParameterEntry& e : gpt_parameter_table(config).entries)
+    if (e.name.find("linear_") != std::string::npos) weights += e.numel();
+  CHECK(estimate_memory(config, r).fp8_weight_bytes == 2 * weights);
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "model/moe_buffers.hpp"
 #include "model/moe_config.hpp"
 #include "ckpt/model_checkpoint.hpp"
 #include "model/moe_layer_pattern.hpp"
@@ -228,4 +229,30 @@ TEST_CASE("moe config: the checkpoint's record of the flags gives the MoE model 
   CHECK(back.moe.score_function == MoeScoreFunction::kSigmoid);
   CHECK(back.moe.topk_scaling_factor == 2.0);
   CHECK(back.num_parameters() == c.num_parameters());
+}
+
+TEST_CASE("moe options: FP8 with experts, and Megatron's checks of --moe-router-padding-for-fp8", "[train][moe][fp8]") {
+  const std::vector<std::string> experts = {"--num-experts", "4", "--moe-token-dispatcher-type", "alltoall"};
+  const std::vector<std::string> fp8 = {"--bf16", "--fp8-format", "hybrid"};
+  std::vector<std::string> both = experts;
+  both.insert(both.end(), fp8.begin(), fp8.end());
+  const TrainOptions o = parse_moe(both);
+  const GptConfig c = gpt_config_from_options(o, 128);
+  CHECK(c.fp8.has_value());
+  CHECK(c.moe.enabled());
+  CHECK(moe_expert_row_multiple(c) == 16);
+  // The flag is accepted where Megatron accepts it: padding is mgt's under FP8 anyway.
+  std::vector<std::string> padded = both;
+  padded.push_back("--moe-router-padding-for-fp8");
+  CHECK(parse_moe(padded).moe.moe_router_padding_for_fp8);
+  std::vector<std::string> without_fp8 = experts;
+  without_fp8.push_back("--moe-router-padding-for-fp8");
+  CHECK(moe_usage_error(without_fp8) ==
+        "--moe-router-padding-for-fp8 needs --fp8-format (Megatron: fp8 must be specified)");
+  const std::vector<std::string> allgather = {"--num-experts", "4", "--moe-token-dispatcher-type", "allgather", "--bf16",
+                                              "--fp8-format", "hybrid", "--moe-router-padding-for-fp8"};
+  CHECK(moe_usage_error(allgather).find("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type allgather") == 0);
+  std::vector<std::string> param_gather = both;
+  param_gather.insert(param_gather.end(), {"--use-distributed-optimizer", "--fp8-param-gather"});
+  CHECK(moe_usage_error(param_gather).find("--fp8-param-gather with --num-experts: not supported by mgt-train") == 0);
 }
