@@ -24,6 +24,8 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> expert_model_parallel;
   std::unique_ptr<Communicator> expert_data_parallel;
   std::unique_ptr<Communicator> expert_tensor_model_pipeline;
+  std::unique_ptr<Communicator> expert_tensor_parallel;
+  std::unique_ptr<Communicator> expert_tensor_and_model_parallel;
 
   Communicator& get(GroupKind kind) const;
   // Null only for the embedding group of a middle stage.

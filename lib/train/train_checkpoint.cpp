@@ -442,7 +442,8 @@ std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
 // The whole tensor at `path`, assembled from whatever pieces the checkpoint's layout stored, then
 // this rank's tensor-parallel shard of it (a copy only under tensor parallelism); `whole` is scratch.
 void read_floats(const ckpt::ShardedCheckpoint& checkpoint, const std::string& path, const ParameterEntry& e,
-                 const TensorParallelRank& tp, std::vector<float>& whole, std::vector<float>& out) {
+                 const TensorParallelRank& tensor, std::vector<float>& whole, std::vector<float>& out) {
+  const TensorParallelRank& tp = e.partition(tensor);  // an expert's: its expert-tensor-parallel split
   std::vector<float>& target = tp.size == 1 ? out : whole;
   target.resize(static_cast<std::size_t>(e.global_numel()));
   checkpoint.read_whole(path, ckpt::TensorDType::Float32, e.global_shape,
