@@ -34,7 +34,7 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
       throw Error("internal error: the parameters are for " + std::to_string(params.tensor_parallel().size) +
                   " tensor-parallel ranks, the MoE layer runs on a group of " + std::to_string(tp->size()));
     tp_ = tp;
-    experts_whole_ = moe_.experts_whole(tp->size()) || params.expert_parallel().tensor_size > 0;
+    own_tokens_only_ = moe_.experts_whole(tp->size()) || params.expert_parallel().tensor_size > 0;
   }
 }
 
@@ -46,7 +46,7 @@ MoeLayer::TokenRange MoeLayer::own_tokens(const ForwardContext& ctx) const {
 void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                                      const MoeScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
-  if (experts_whole_) {
+  if (own_tokens_only_) {
     // --expert-tensor-parallel-size 1 (or any other size than the tensor-parallel one): each
     // rank runs its own tokens through the experts (with their own capacity), as Megatron's
     // ranks do; the other rows stay zero in the sum.
@@ -113,7 +113,7 @@ void MoeLayer::route_through_experts_backward(const ForwardContext& ctx, ConstFl
                                               FloatView d_input) const {
   const int64_t tokens = ctx.tokens();
   const FloatView d_probs = scratch.d_probs.first(tokens * num_experts_);
-  if (!experts_whole_) {
+  if (!own_tokens_only_) {
     run_experts_backward({0, tokens}, d_output, saved, scratch, d_probs, d_input);
     return;
   }

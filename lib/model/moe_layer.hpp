@@ -120,7 +120,7 @@ private:
   const TensorParallelMappings* tp_ = nullptr;  // null without tensor parallelism
   // Under tensor parallelism, each rank runs its own tokens through the experts:
   // --expert-tensor-parallel-size other than the tensor-parallel size.
-  bool experts_whole_ = false;
+  bool own_tokens_only_ = false;
 };
 
 }  // namespace mgt
