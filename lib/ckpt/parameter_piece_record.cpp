@@ -4,7 +4,9 @@
 
 namespace mgt::ckpt {
 
-TensorRecord parameter_piece_record(std::string path, const ParameterEntry& e, const TensorParallelRank& tp) {
+TensorRecord parameter_piece_record(std::string path, const ParameterEntry& e, const TensorParallelRank& tensor) {
+  // An expert's weight split over its expert-tensor-parallel ranks records that split.
+  const TensorParallelRank& tp = e.partition(tensor);
   if (e.partition_dim == kNotPartitioned || tp.size == 1)
     return TensorRecord::whole(std::move(path), TensorDType::Float32, e.global_shape);
   return TensorRecord::partitioned(std::move(path), TensorDType::Float32, e.local_shape,

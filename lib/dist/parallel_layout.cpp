@@ -68,6 +68,8 @@ const char* group_kind_name(GroupKind kind) {
     case GroupKind::ExpertModelParallel: return "expert-model-parallel";
     case GroupKind::ExpertDataParallel: return "expert-data-parallel";
     case GroupKind::ExpertTensorModelPipeline: return "expert-tensor-model-pipeline-parallel";
+    case GroupKind::ExpertTensorParallel: return "expert-tensor-parallel";
+    case GroupKind::ExpertTensorAndModelParallel: return "expert-tensor-and-model-parallel";
   }
   return "unknown";
 }
@@ -101,10 +103,13 @@ ParallelLayout::ParallelLayout(const ParallelFlags& flags, int world_size)
   if (etp == tp_ && ep > 1 && (static_cast<std::int64_t>(dp_) * cp_) % ep != 0)
     throw UsageError("--expert-model-parallel-size (" + std::to_string(ep) + ") must divide the data-parallel size" +
                      (cp_ > 1 ? " x --context-parallel-size (" : " (") + std::to_string(dp_ * cp_) + ")");
+  // parallel_state.initialize_model_parallel: "world_size (N) is not divisible by
+  // expert_tensor_model_pipeline_parallel size (M)".
   if (world_size % (etp * ep * pp_) != 0)
     throw UsageError(world + " is not divisible by --expert-tensor-parallel-size (" + std::to_string(etp) +
                      ") x --expert-model-parallel-size (" + std::to_string(ep) +
-                     ") x --pipeline-model-parallel-size (" + std::to_string(pp_) + ")");
+                     ") x --pipeline-model-parallel-size (" + std::to_string(pp_) +
+                     "), the expert_tensor_model_pipeline_parallel size (" + std::to_string(etp * ep * pp_) + ")");
   ep_ = static_cast<int>(ep);
   etp_ = static_cast<int>(etp);
 }
@@ -129,10 +134,13 @@ std::vector<std::vector<int>> ParallelLayout::groups(GroupKind kind) const {
   std::vector<int> sizes = {tp_, cp_, 1, dp_, pp_};
   std::vector<bool> mask(kDims, false);
   if (kind == GroupKind::ExpertModelParallel || kind == GroupKind::ExpertDataParallel ||
-      kind == GroupKind::ExpertTensorModelPipeline) {
+      kind == GroupKind::ExpertTensorModelPipeline || kind == GroupKind::ExpertTensorParallel ||
+      kind == GroupKind::ExpertTensorAndModelParallel) {
     // The expert grid: expert-tensor, no cp, ep, expert-dp, pp.
     sizes = {etp_, 1, ep_, expert_data_parallel_size(), pp_};
     if (kind == GroupKind::ExpertTensorModelPipeline) mask[kTp] = mask[kEp] = mask[kPp] = true;
+    else if (kind == GroupKind::ExpertTensorAndModelParallel) mask[kTp] = mask[kEp] = true;
+    else if (kind == GroupKind::ExpertTensorParallel) mask[kTp] = true;
     else mask[kind == GroupKind::ExpertModelParallel ? kEp : kDp] = true;
     return orthogonal_rank_groups(world_size_, sizes, mask);
   }
@@ -145,7 +153,9 @@ std::vector<std::vector<int>> ParallelLayout::groups(GroupKind kind) const {
     case GroupKind::DataParallelWithContext: mask[kCp] = mask[kDp] = true; break;
     case GroupKind::ExpertModelParallel:
     case GroupKind::ExpertDataParallel:
-    case GroupKind::ExpertTensorModelPipeline: break;  // above
+    case GroupKind::ExpertTensorModelPipeline:
+    case GroupKind::ExpertTensorParallel:
+    case GroupKind::ExpertTensorAndModelParallel: break;  // above
     case GroupKind::Embedding: {
       // parallel_state.default_embedding_ranks: the first and the last stage.
       std::vector<std::vector<int>> result;

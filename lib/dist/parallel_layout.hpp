@@ -22,7 +22,10 @@
 // tensor-parallel rank; world 4, EP 2: expert-model-parallel groups [0,1] [2,3],
 // expert-data-parallel groups [0,2] [1,3]. With --expert-tensor-parallel-size 1 they cut across
 // the dense tensor-parallel groups: world 4, TP 2, EP 2: expert-model-parallel groups [0,1] [2,3]
-// (the dense tensor-parallel pairs), expert-data-parallel groups [0,2] [1,3].
+// (the dense tensor-parallel pairs), expert-data-parallel groups [0,2] [1,3]. Any other
+// expert-tensor size that tiles the world with EP and PP lays it out the same way; world 4, TP 1,
+// expert-tensor 2, EP 2: expert-tensor-parallel groups [0,1] [2,3], expert-model-parallel groups
+// [0,2] [1,3], expert tensor-and-model groups [0,1,2,3], expert-data-parallel groups [0] [1] [2] [3].
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -70,6 +73,10 @@ enum class GroupKind {
   ExpertDataParallel,   // expert "dp": the replicas of the same experts (their gradients' reduction)
   // expert "tp-ep-pp": one copy of every expert's weights (the experts' norms)
   ExpertTensorModelPipeline,
+  ExpertTensorParallel,  // expert "tp": the ranks that split each expert's weights
+  // expert "tp-ep": the ranks the tokens travel between when the expert-tensor size is neither 1
+  // nor the tensor size (Megatron's tp_ep_group of its token dispatchers)
+  ExpertTensorAndModelParallel,
 };
 
 // "tensor-model-parallel", "data-parallel", ... for messages.
@@ -89,6 +96,11 @@ public:
   int expert_tensor_parallel_size() const { return etp_; }
   // world / (expert-tensor · ep · pp): the ranks holding the same experts.
   int expert_data_parallel_size() const { return world_size_ / (etp_ * ep_ * pp_); }
+  // Whether the experts need groups of their own: expert parallelism, or an expert-tensor size
+  // other than 1 and the tensor size (with 1 and no expert parallelism each rank's experts are
+  // whole and their gradients summed as sequence-parallel ones; with the tensor size they are
+  // split as the dense layers).
+  bool separate_expert_grid() const { return ep_ > 1 || (etp_ > 1 && etp_ != tp_); }
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;

@@ -17,6 +17,8 @@ Communicator* ProcessGroups::find(GroupKind kind) const {
     case GroupKind::ExpertModelParallel: return expert_model_parallel.get();
     case GroupKind::ExpertDataParallel: return expert_data_parallel.get();
     case GroupKind::ExpertTensorModelPipeline: return expert_tensor_model_pipeline.get();
+    case GroupKind::ExpertTensorParallel: return nullptr;  // listed by the layout, not used to communicate
+    case GroupKind::ExpertTensorAndModelParallel: return expert_tensor_and_model_parallel.get();
   }
   return nullptr;
 }
@@ -48,6 +50,11 @@ ProcessGroups make_process_groups(DistributedRuntime& runtime, const ParallelLay
   groups.expert_model_parallel = make(GroupKind::ExpertModelParallel);
   groups.expert_data_parallel = make(GroupKind::ExpertDataParallel);
   groups.expert_tensor_model_pipeline = make(GroupKind::ExpertTensorModelPipeline);
+  // Only where the experts have expert-tensor-parallel ranks of their own (the layout is the same
+  // on every rank, so all of them split or none).
+  if (layout.expert_tensor_parallel_size() > 1 &&
+      layout.expert_tensor_parallel_size() != layout.tensor_model_parallel_size())
+    groups.expert_tensor_and_model_parallel = make(GroupKind::ExpertTensorAndModelParallel);
   return groups;
 }
 
@@ -77,6 +84,7 @@ ProcessGroups make_nccl_process_groups(const ProcessGroups& bootstrap, const Dev
   groups.expert_data_parallel = mirror(
       bootstrap.expert_data_parallel, options.data_parallel == DataParallelCollectives::kCopyEngines);
   groups.expert_tensor_model_pipeline = mirror(bootstrap.expert_tensor_model_pipeline);
+  groups.expert_tensor_and_model_parallel = mirror(bootstrap.expert_tensor_and_model_parallel, false);
   return groups;
 }
 

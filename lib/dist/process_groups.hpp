@@ -24,9 +24,13 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> expert_model_parallel;
   std::unique_ptr<Communicator> expert_data_parallel;
   std::unique_ptr<Communicator> expert_tensor_model_pipeline;
+  // Megatron's expert "tp-ep" group, only with an expert-tensor-parallel size other than 1 and the
+  // tensor-parallel size (ParallelLayout::separate_expert_grid); null otherwise.
+  std::unique_ptr<Communicator> expert_tensor_and_model_parallel;
 
   Communicator& get(GroupKind kind) const;
-  // Null only for the embedding group of a middle stage.
+  // Null for the embedding group of a middle stage, the expert tensor-and-model-parallel group
+  // where there is none, and the expert-tensor-parallel group (listed by the layout only).
   Communicator* find(GroupKind kind) const;
 };
 

@@ -18,6 +18,21 @@ using gpt_model_internal::transpose_01;
 
 namespace {
 
+// This rank's place among the expert-parallel ranks and, where the experts have expert-tensor-
+// parallel ranks of their own, among those (group rank = expert-tensor rank + size · ep rank).
+ExpertParallelRank expert_parallel_rank(const ExpertParallelism& ep) {
+  ExpertParallelRank r;
+  if (ep.group) r = {ep.group->size(), ep.group->rank()};
+  if (ep.tensor_and_expert && ep.tensor_and_expert->size() > r.size) {
+    r.tensor_size = ep.tensor_and_expert->size() / r.size;
+    r.tensor_rank = ep.tensor_and_expert->rank() % r.tensor_size;
+    if (ep.tensor_and_expert->size() != r.size * r.tensor_size || ep.tensor_and_expert->rank() / r.tensor_size != r.rank)
+      throw Error("internal error: the expert tensor-and-model-parallel group (" + ep.tensor_and_expert->description() +
+                  ") does not match the expert-model-parallel group");
+  }
+  return r;
+}
+
 std::string output_weight_name(const GptConfig& config) {
   return config.untie_embeddings_and_output_weights ? "output_layer.weight"
                                                     : "embedding.word_embeddings.weight";
@@ -31,7 +46,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
       tp_(backend, tp.group),
       sequence_parallel_(tp.sequence_parallel && tp_.active()),
       params_(config, backend, tp_.tensor_parallel_rank(), pp.stage,
-              ep.group ? ExpertParallelRank{ep.group->size(), ep.group->rank()} : ExpertParallelRank{}),
+              expert_parallel_rank(ep)),
       stage_config_(params_.config()),
       embedding_group_(nullptr) {
   const PipelineStage& stage = params_.pipeline_stage();
@@ -39,6 +54,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   stage_config_.num_layers = stage.chunk_layers(params_.config().num_layers);
   // The MoE buffers are sized for the expert-parallel group this model runs with.
   stage_config_.moe.expert_model_parallel_size = params_.expert_parallel().size;
+  stage_config_.moe.expert_row_replicas = std::max<int64_t>(1, params_.expert_parallel().tensor_size);
   stage_config_.moe.sequence_parallel_size = sequence_parallel_ ? tp_.size() : 1;
   if (stage_config_.moe.enabled()) {
     // The stage's layers by their local index, as its activation sets are numbered; an
@@ -97,7 +113,8 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   layers_.reserve(static_cast<size_t>(stage_layers));
   for (int64_t l = 0; l < stage_layers; ++l) {
     const int64_t layer = stage.layer_at(l, all_layers);
-    layers_.emplace_back(params_, layer, tp_, in_fp8(layer) ? fp8_.get() : nullptr, ep.group);
+    layers_.emplace_back(params_, layer, tp_, in_fp8(layer) ? fp8_.get() : nullptr,
+                         params_.expert_parallel().tensor_size > 0 ? ep.tensor_and_expert : ep.group);
   }
   if (fp8_) fp8_->require_complete();
   if (stage.is_last()) {

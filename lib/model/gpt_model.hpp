@@ -104,6 +104,11 @@ struct ExpertParallelism {
   // The expert-model-parallel group (--expert-model-parallel-size ranks, model/moe_layer.hpp);
   // null or a group of one: every rank holds every expert. Must outlive the model.
   dist::Communicator* group = nullptr;
+  // With --expert-tensor-parallel-size other than 1 and the tensor-parallel size: Megatron's
+  // expert tensor-and-model-parallel group (dist::GroupKind::ExpertTensorAndModelParallel), whose
+  // expert-tensor-parallel ranks split each expert's weights and over which the tokens travel.
+  // Null otherwise. Must outlive the model.
+  dist::Communicator* tensor_and_expert = nullptr;
 };
 
 class GptModel {

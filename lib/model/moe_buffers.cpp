@@ -36,10 +36,12 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
   s.shared_gate = m.shared_expert_gate && s.shared_ffn > 0;
   s.aux_groups = m.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? batch : 1;
   s.ep = std::max<int64_t>(1, m.expert_model_parallel_size);
+  s.replicas = std::max<int64_t>(1, m.expert_row_replicas);
+  const int64_t ranks = s.exchange_ranks();
   s.sequence_parallel = m.sequence_parallel_size > 1;
-  s.gathers = s.ep > 1 && m.dispatcher == MoeDispatcher::kAllgather;
-  s.dispatch_tokens = s.gathers ? s.ep * s.tokens : s.tokens;
-  if (s.ep == 1) {
+  s.gathers = ranks > 1 && m.dispatcher == MoeDispatcher::kAllgather;
+  s.dispatch_tokens = s.gathers ? ranks * s.tokens : s.tokens;
+  if (ranks == 1) {
     s.expert_rows = s.max_rows;
   } else {
     const int64_t local = m.num_experts / s.ep;
@@ -47,7 +49,7 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
     const int64_t per_rank = capacity < 0          ? to_local
                              : m.pad_to_capacity ? capacity * local
                                                  : std::min(to_local, capacity * local);
-    s.expert_rows = s.ep * per_rank;
+    s.expert_rows = ranks * per_rank;
     // Gathered, the tokens this rank permutes are those of its experts only.
     if (s.gathers) s.max_rows = s.expert_rows;
   }
@@ -61,22 +63,24 @@ MoeBufferSizes moe_buffer_sizes(const GptConfig& config, int64_t seq, int64_t ba
 }
 
 int64_t MoeBufferSizes::activation_floats() const {
-  const bool exchanges = ep > 1 && !gathers;
+  const bool exchanges = exchange_ranks() > 1 && !gathers;
   return 3 * tokens * experts + aux_groups * experts + max_rows + max_rows * 2 * hidden +
          expert_rows * (fc1 + ffn) + (exchanges ? expert_rows * hidden : 0) + tokens * (shared_fc1 + shared_ffn) +
          (shared_gate ? tokens * (3 + hidden) : 0);
 }
 
 int64_t MoeBufferSizes::activation_indices() const {
-  const bool exchanges = ep > 1 && !gathers;
+  const bool exchanges = exchange_ranks() > 1 && !gathers;
   return 2 * max_rows + dispatch_tokens * topk + dispatch_tokens * experts + experts +
-         (exchanges ? experts + 2 * expert_rows : 0);
+         (exchanges ? replicas * experts + 2 * expert_rows : 0) +
+         (exchanges && replicas > 1 ? 2 * replicas * max_rows : 0);
 }
 
 int64_t MoeBufferSizes::scratch_floats() const {
   return (shared_ffn > 0 ? tokens * hidden : 0) + 3 * tokens * experts + max_rows + 2 * max_rows * hidden +
          std::max(expert_rows * ffn, tokens * shared_ffn) + std::max(expert_rows * fc1, tokens * shared_fc1) +
-         tokens * hidden + (ep > 1 && !gathers ? 3 * expert_rows * hidden : 0) +
+         tokens * hidden + (exchange_ranks() > 1 && !gathers ? 3 * expert_rows * hidden : 0) +
+         (exchange_ranks() > 1 && !gathers && replicas > 1 ? replicas * max_rows * hidden : 0) +
          (sequence_parallel ? 2 * tokens * hidden : 0) + (gathers ? dispatch_tokens * (hidden + 2 * experts) : 0);
 }
 

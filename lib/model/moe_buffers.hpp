@@ -25,7 +25,11 @@ struct MoeActivations {
   FloatView row_weights;  // [max rows] probability of each row's (token, expert) (fp32)
   FloatView permuted;     // [max rows, h] this rank's tokens by expert
   // With expert parallelism (model/moe_token_dispatcher.hpp), what the local experts run on:
-  IndexView ep_counts;    // [ep, local experts] rows each rank sent to each local expert
+  IndexView ep_counts;    // [ranks, local experts] rows each rank sent to each local expert
+  // With expert-tensor-parallel replicas (MoeConfig::expert_row_replicas > 1): the row of each
+  // row as sent, and the places of each row's copies ([rows, replicas]).
+  IndexView ep_replicate;  // [replicas · max rows]
+  IndexView ep_combine;    // [max rows · replicas]
   IndexView ep_sort;      // [expert rows] received row of each row in local-expert order
   IndexView ep_unsort;    // [expert rows] local-expert-order row of each received row
   FloatView expert_input;       // [expert rows, h] the local experts' input (permuted without EP)
@@ -59,6 +63,9 @@ struct MoeScratch {
   FloatView ep_exchange;    // [expert rows, h]
   FloatView ep_sorted;      // [expert rows, h]
   FloatView ep_d_input;     // [expert rows, h] (training)
+  // With expert-tensor-parallel replicas: the rows as sent (each once per replica), then the
+  // slices' partial outputs (or input gradients) as they come back.
+  FloatView ep_copies;      // [replicas · max rows, h]
   // Under sequence parallelism (MoeConfig::sequence_parallel_size), the whole sequence's output before
   // its reduce-scatter (forward) or input gradient before it (backward), and the all-gathered
   // output gradient (backward).
@@ -68,9 +75,9 @@ struct MoeScratch {
   // parallel group's tokens (then their outputs; in the backward the output gradient, then the
   // input gradient), routing probabilities (the backward: their gradient) and routing maps,
   // gathered.
-  FloatView ag_tokens;      // [ep · T, h]
-  FloatView ag_probs;       // [ep · T, E] (fp32)
-  FloatView ag_map;         // [ep · T, E] (fp32)
+  FloatView ag_tokens;      // [exchange ranks · T, h]
+  FloatView ag_probs;       // [exchange ranks · T, E] (fp32)
+  FloatView ag_map;         // [exchange ranks · T, E] (fp32)
 };
 
 struct MoeBufferSizes {
@@ -86,10 +93,14 @@ struct MoeBufferSizes {
   bool shared_gate = false;  // --moe-shared-expert-gate
   int64_t aux_groups = 0;  // the batch for seq_aux_loss, else 1
   int64_t ep = 1;           // expert-parallel ranks (MoeConfig::expert_model_parallel_size)
+  int64_t replicas = 1;     // expert-tensor-parallel ranks per row (MoeConfig::expert_row_replicas)
+  // The ranks the tokens travel between: ep · replicas.
+  int64_t exchange_ranks() const { return ep * replicas; }
   bool sequence_parallel = false;  // MoeConfig::sequence_parallel_size > 1
-  // The allgather dispatcher with ep > 1: the experts run on the ep ranks' gathered tokens.
+  // The allgather dispatcher over more than one rank: the experts run on the exchange ranks'
+  // gathered tokens.
   bool gathers = false;
-  // Tokens the dispatch permutes: tokens, or ep · tokens when it gathers.
+  // Tokens the dispatch permutes: tokens, or exchange_ranks() · tokens when it gathers.
   int64_t dispatch_tokens = 0;
   // Rows the local experts may receive: max_rows without expert parallelism, else each rank's
   // most for the local experts (every token to min(topk, local experts) of them, at most their
@@ -148,10 +159,14 @@ MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, Tak
   a.expert_rows = take_index(s.experts);
   a.row_weights = take_fp32(s.max_rows);
   a.permuted = take(s.max_rows * s.hidden);
-  if (s.ep > 1 && !s.gathers) {
-    a.ep_counts = take_index(s.experts);
+  if (s.exchange_ranks() > 1 && !s.gathers) {
+    a.ep_counts = take_index(s.replicas * s.experts);
     a.ep_sort = take_index(s.expert_rows);
     a.ep_unsort = take_index(s.expert_rows);
+    if (s.replicas > 1) {
+      a.ep_replicate = take_index(s.replicas * s.max_rows);
+      a.ep_combine = take_index(s.replicas * s.max_rows);
+    }
     a.expert_input = take(s.expert_rows * s.hidden);
   } else {
     a.expert_input = a.permuted;
@@ -176,9 +191,10 @@ MoeScratch take_moe_scratch(const MoeBufferSizes& s, TakeFloat take, TakeFp32 ta
   const int64_t te = s.tokens * s.experts;
   x.gates = take_fp32(te);
   x.shared_output = take(s.shared_ffn > 0 ? s.tokens * s.hidden : 0);
-  if (s.ep > 1 && !s.gathers) {
+  if (s.exchange_ranks() > 1 && !s.gathers) {
     x.ep_exchange = take(s.expert_rows * s.hidden);
     x.ep_sorted = take(s.expert_rows * s.hidden);
+    if (s.replicas > 1) x.ep_copies = take(s.replicas * s.max_rows * s.hidden);
   }
   if (s.gathers) {
     x.ag_tokens = take(s.dispatch_tokens * s.hidden);
@@ -197,7 +213,7 @@ MoeScratch take_moe_scratch(const MoeBufferSizes& s, TakeFloat take, TakeFp32 ta
   x.d_fc1 = take(fc1);
   x.d_permuted = take(s.max_rows * s.hidden);
   x.d_hidden = take(s.tokens * s.hidden);
-  if (s.ep > 1 && !s.gathers) x.ep_d_input = take(s.expert_rows * s.hidden);
+  if (s.exchange_ranks() > 1 && !s.gathers) x.ep_d_input = take(s.expert_rows * s.hidden);
   if (s.sequence_parallel) x.sp_d_output = take(s.tokens * s.hidden);
   return x;
 }

@@ -60,7 +60,7 @@ MoeConfig moe_config_from_options(const MoeOptions& o, std::int64_t num_layers) 
   c.drop_policy = o.moe_token_drop_policy == "position" ? MoeDropPolicy::kPosition : MoeDropPolicy::kProbs;
   c.dispatcher = o.moe_token_dispatcher_type == "alltoall" ? MoeDispatcher::kAlltoall : MoeDispatcher::kAllgather;
   c.expert_model_parallel_size = o.expert_model_parallel_size;
-  c.expert_tensor_parallel_size = o.expert_tensor_parallel_size.value_or(0) == 1 ? 1 : 0;
+  c.expert_tensor_parallel_size = o.expert_tensor_parallel_size.value_or(0);
   c.per_layer_logging = o.moe_per_layer_logging;
   return c;
 }

@@ -49,10 +49,21 @@ struct MoeConfig {
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;
   std::int64_t expert_model_parallel_size = 1;
   // --expert-tensor-parallel-size: 1 keeps each expert's weights whole on every tensor-parallel
-  // rank; 0 (Megatron's default) splits them over the tensor-parallel ranks.
+  // rank; 0 (Megatron's default) or the tensor-parallel size splits them over the tensor-parallel
+  // ranks; any other size over the expert-tensor-parallel ranks of Megatron's expert grid
+  // (dist/parallel_layout.hpp).
   std::int64_t expert_tensor_parallel_size = 0;
   // Whether each expert's weights are whole on every rank of `tp` tensor-parallel ranks.
   bool experts_whole(std::int64_t tp) const { return tp > 1 && expert_tensor_parallel_size == 1; }
+  // Whether the experts are split over expert-tensor-parallel ranks of their own: a size other
+  // than 1 and the tensor-parallel size `tp`.
+  bool experts_on_own_tensor_grid(std::int64_t tp) const {
+    return expert_tensor_parallel_size > 1 && expert_tensor_parallel_size != tp;
+  }
+  // Under experts_on_own_tensor_grid, each row the experts take travels to this many ranks, the
+  // expert-tensor-parallel ranks of its expert's rank (the size; 1 otherwise). Set by the model
+  // from its parameters' ExpertParallelRank; sizes the exchange buffers (model/moe_buffers.hpp).
+  std::int64_t expert_row_replicas = 1;
   // The ranks over which sequence parallelism splits the tokens around the MoE layers (1: none),
   // which then gather the whole sequence's tokens and keep two more [tokens, h] buffers, and
   // route each rank's part by itself (model/moe_layer.hpp).

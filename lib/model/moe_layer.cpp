@@ -1,5 +1,6 @@
 #include "model/moe_layer.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -14,12 +15,14 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
       moe_(params.config().moe),
       router_(params, layer, layer_prefix(layer) + ".mlp"),
       dispatcher_(params.backend(), params.config().moe, params.config().hidden_size, expert_group,
-                  moe_expert_row_multiple(params.config())),
+                  std::max<int64_t>(1, params.expert_parallel().tensor_size), moe_expert_row_multiple(params.config())),
       experts_(params, layer_prefix(layer) + ".mlp", fp8) {
-  if (dispatcher_.expert_parallel() != (params.expert_parallel().size > 1) ||
-      (expert_group && expert_group->size() != params.expert_parallel().size))
-    throw Error("internal error: the parameters are for " + std::to_string(params.expert_parallel().size) +
-                " expert-parallel ranks, the MoE layer runs on a group of " +
+  // The dispatch group: the expert-parallel ranks, times the expert-tensor-parallel ranks when
+  // the experts are split over ranks of their own.
+  const int64_t ranks = params.expert_parallel().size * std::max<int64_t>(1, params.expert_parallel().tensor_size);
+  if (dispatcher_.expert_parallel() != (ranks > 1) || (expert_group && expert_group->size() != ranks))
+    throw Error("internal error: the parameters are for " + std::to_string(ranks) +
+                " expert-parallel and expert-tensor-parallel ranks, the MoE layer runs on a group of " +
                 std::to_string(expert_group ? expert_group->size() : 1));
   if (params.config().moe.shared_expert_intermediate_size > 0)
     shared_.emplace(params, layer_prefix(layer) + ".mlp.shared_experts", fp8);
@@ -31,7 +34,7 @@ MoeLayer::MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* exp
       throw Error("internal error: the parameters are for " + std::to_string(params.tensor_parallel().size) +
                   " tensor-parallel ranks, the MoE layer runs on a group of " + std::to_string(tp->size()));
     tp_ = tp;
-    experts_whole_ = moe_.experts_whole(tp->size());
+    own_tokens_only_ = moe_.experts_whole(tp->size()) || params.expert_parallel().tensor_size > 0;
   }
 }
 
@@ -43,9 +46,10 @@ MoeLayer::TokenRange MoeLayer::own_tokens(const ForwardContext& ctx) const {
 void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                                      const MoeScratch& scratch, FloatView output) const {
   const int64_t tokens = ctx.tokens();
-  if (experts_whole_) {
-    // --expert-tensor-parallel-size 1: each rank runs its own tokens through the experts (with
-    // their own capacity), as Megatron's ranks do; the other rows stay zero in the sum.
+  if (own_tokens_only_) {
+    // --expert-tensor-parallel-size 1 (or any other size than the tensor-parallel one): each
+    // rank runs its own tokens through the experts (with their own capacity), as Megatron's
+    // ranks do; the other rows stay zero in the sum.
     // Without sequence parallelism rank 0 alone runs the tokens, which an all-gather over an
     // expert-parallel group across the tensor-parallel ranks cannot take (training refuses MoE
     // under tensor parallelism without it, train/moe_options_validate.cpp).
@@ -94,9 +98,10 @@ void MoeLayer::run_experts(TokenRange part, ConstFloatView input, const MoeActiv
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   if (dispatcher_.expert_parallel()) {
     const ExpertExchange xchg = dispatcher_.plan_exchange(rows_of, saved);
-    dispatcher_.to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, saved.expert_input);
+    dispatcher_.to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, saved.expert_input, scratch.ep_copies);
     experts_.forward(xchg.expert_rows, saved.expert_input, saved, scratch.ep_sorted);
-    dispatcher_.from_experts(xchg, scratch.ep_sorted, saved, scratch.ep_exchange, saved.expert_output);
+    dispatcher_.from_experts(xchg, scratch.ep_sorted, saved, scratch.ep_exchange, saved.expert_output,
+                             scratch.ep_copies);
   } else {
     experts_.forward(rows_of, saved.permuted, saved, saved.expert_output);
   }
@@ -108,7 +113,7 @@ void MoeLayer::route_through_experts_backward(const ForwardContext& ctx, ConstFl
                                               FloatView d_input) const {
   const int64_t tokens = ctx.tokens();
   const FloatView d_probs = scratch.d_probs.first(tokens * num_experts_);
-  if (!experts_whole_) {
+  if (!own_tokens_only_) {
     run_experts_backward({0, tokens}, d_output, saved, scratch, d_probs, d_input);
     return;
   }
@@ -146,9 +151,10 @@ void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, co
   if (dispatcher_.expert_parallel()) {
     // The forward's path reversed: ∂/∂expert_output to the experts, ∂/∂input of theirs back.
     const ExpertExchange xchg = dispatcher_.saved_exchange(rows_of, saved);
-    dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted);
+    dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted, scratch.ep_copies);
     experts_.backward(xchg.expert_rows, scratch.ep_sorted, saved.expert_input, saved, scratch, scratch.ep_d_input);
-    dispatcher_.from_experts(xchg, scratch.ep_d_input, saved, scratch.ep_exchange, scratch.d_permuted);
+    dispatcher_.from_experts(xchg, scratch.ep_d_input, saved, scratch.ep_exchange, scratch.d_permuted,
+                             scratch.ep_copies);
   } else {
     experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
   }

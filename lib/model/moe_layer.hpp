@@ -27,6 +27,12 @@
 // MoEAllGatherTokenDispatcher with an expert tensor-parallel size of 1 gather nothing over the
 // tensor-parallel group), and each expert's gradient is reduced over its expert-data-parallel
 // group.
+// With any other --expert-tensor-parallel-size (Megatron's expert grid, dist/parallel_layout.hpp)
+// each rank's own tokens travel the same way over the expert tensor-and-model-parallel group, to
+// every expert-tensor-parallel rank of their experts' expert-parallel rank, each holding a slice
+// of those experts' weights (linear_fc1 by output features, linear_fc2 by input features) and
+// returning its partial outputs, summed per row (moe_token_dispatcher.hpp); without tensor
+// parallelism a rank's own tokens are all its tokens.
 // With --moe-shared-expert-gate the shared experts' output is scaled per token by
 // sigmoid(x·w_gate), as Megatron-Core's SharedExpertMLP does with its gate (shared_experts.py).
 // The gate's weight is replicated over the tensor-parallel ranks, each of which computes the gate
@@ -49,11 +55,13 @@ namespace mgt {
 
 class MoeLayer {
 public:
-  // `expert_group` (may be null): the expert-model-parallel group; `tp` (may be null: no tensor
-  // parallelism) the model's tensor-parallel mappings. Both must outlive the layer. With `fp8`
-  // (which must outlive the layer) the experts and the shared experts compute in FP8; the router
-  // and the shared experts' gate stay in the model's precision, as Megatron keeps them out of
-  // Transformer Engine's FP8 (router.py's gating linear is a plain GEMM).
+  // `expert_group` (may be null): the expert-model-parallel group, or with experts split over
+  // expert-tensor-parallel ranks of their own (ExpertParallelRank::tensor_size) the expert
+  // tensor-and-model-parallel group; `tp` (may be null: no tensor parallelism) the model's
+  // tensor-parallel mappings. Both must outlive the layer. With `fp8` (which must outlive the
+  // layer) the experts and the shared experts compute in FP8; the router and the shared experts'
+  // gate stay in the model's precision, as Megatron keeps them out of Transformer Engine's FP8
+  // (router.py's gating linear is a plain GEMM).
   MoeLayer(GptParameters& params, int64_t layer, dist::Communicator* expert_group = nullptr,
            const TensorParallelMappings* tp = nullptr, Fp8Training* fp8 = nullptr);
 
@@ -113,7 +121,9 @@ private:
   std::optional<ExpertMlp> shared_;
   std::optional<LinearLayer> shared_gate_;  // --moe-shared-expert-gate: w_gate [1, h]
   const TensorParallelMappings* tp_ = nullptr;  // null without tensor parallelism
-  bool experts_whole_ = false;                  // --expert-tensor-parallel-size 1 under tensor parallelism
+  // Under tensor parallelism, each rank runs its own tokens through the experts:
+  // --expert-tensor-parallel-size other than the tensor-parallel size.
+  bool own_tokens_only_ = false;
 };
 
 }  // namespace mgt

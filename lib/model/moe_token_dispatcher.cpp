@@ -7,17 +7,19 @@
 namespace mgt {
 
 MoeTokenDispatcher::MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden,
-                                       dist::Communicator* expert_group, int64_t row_multiple)
+                                       dist::Communicator* expert_group, int64_t replicas, int64_t row_multiple)
     : backend_(&backend),
       moe_(moe),
       hidden_(hidden),
       group_(expert_group && expert_group->size() > 1 ? expert_group : nullptr),
+      replicas_(group_ ? replicas : 1),
       row_multiple_(row_multiple) {
   if (row_multiple < 1)
     throw Error("internal error: expert rows padded to a multiple of " + std::to_string(row_multiple));
-  if (group_ && moe_.num_experts % group_->size() != 0)
+  if (replicas_ < 1 || (group_ && (group_->size() % replicas_ != 0 || moe_.num_experts % expert_ranks() != 0)))
     throw Error("internal error: " + std::to_string(moe_.num_experts) + " experts over " +
-                std::to_string(group_->size()) + " expert-parallel ranks");
+                std::to_string(group_ ? group_->size() : 1) + " ranks, " + std::to_string(replicas_) +
+                " expert-tensor-parallel ranks each");
 }
 
 std::vector<int64_t> MoeTokenDispatcher::dispatch(ConstFloatView input, int64_t tokens, int64_t capacity,
@@ -118,44 +120,62 @@ void MoeTokenDispatcher::dispatch_backward(ConstFloatView d_permuted, int64_t to
 
 ExpertExchange MoeTokenDispatcher::exchange_from_counts(const std::vector<int64_t>& rows_of,
                                                        const std::vector<int64_t>& counts) const {
-  const int ep = group_->size();
-  const int64_t local = moe_.num_experts / ep;
+  const int ranks = group_->size();
+  const int64_t local = local_experts();
   ExpertExchange x;
-  x.send_rows.assign(static_cast<std::size_t>(ep), 0);
-  x.recv_rows.assign(static_cast<std::size_t>(ep), 0);
+  x.send_rows.assign(static_cast<std::size_t>(ranks), 0);
+  x.recv_rows.assign(static_cast<std::size_t>(ranks), 0);
   x.expert_rows.assign(static_cast<std::size_t>(local), 0);
-  for (int r = 0; r < ep; ++r)
+  // Group rank r holds the experts of expert-parallel rank r / replicas.
+  for (int r = 0; r < ranks; ++r)
     for (int64_t j = 0; j < local; ++j) {
-      x.send_rows[static_cast<std::size_t>(r)] += rows_of[static_cast<std::size_t>(r * local + j)];
+      x.send_rows[static_cast<std::size_t>(r)] += rows_of[static_cast<std::size_t>(r / replicas_ * local + j)];
       const int64_t c = counts[static_cast<std::size_t>(r * local + j)];
       x.recv_rows[static_cast<std::size_t>(r)] += c;
       x.expert_rows[static_cast<std::size_t>(j)] += c;
     }
-  for (int r = 0; r < ep; ++r) {
-    x.rows += x.send_rows[static_cast<std::size_t>(r)];
+  for (int64_t n : rows_of) x.rows += n;
+  for (int r = 0; r < ranks; ++r) {
+    x.sent += x.send_rows[static_cast<std::size_t>(r)];
     x.received += x.recv_rows[static_cast<std::size_t>(r)];
   }
   return x;
 }
 
+namespace {
+
+// The rows of each expert-parallel rank's experts: [expert ranks] from the rows of each expert.
+std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& rows_of, int64_t local) {
+  std::vector<int64_t> rows(rows_of.size() / static_cast<std::size_t>(local), 0);
+  for (std::size_t e = 0; e < rows_of.size(); ++e) rows[e / static_cast<std::size_t>(local)] += rows_of[e];
+  return rows;
+}
+
+}  // namespace
+
 ExpertExchange MoeTokenDispatcher::plan_exchange(const std::vector<int64_t>& rows_of,
                                                  const MoeActivations& saved) const {
-  const int ep = group_->size();
-  const int64_t local = moe_.num_experts / ep;
+  const int ranks = group_->size();
+  const int64_t local = local_experts();
   // Megatron's preprocess: every rank learns how many rows each rank sends each of its experts
-  // (num_global_tokens_per_local_expert): chunk r of the rows per expert goes to rank r.
-  std::vector<int64_t> counts(static_cast<std::size_t>(moe_.num_experts));
-  const std::vector<int64_t> chunk(static_cast<std::size_t>(ep), local);
-  group_->all_to_all(dist::host_buffer(std::span<const int64_t>(rows_of)), chunk,
+  // (num_global_tokens_per_local_expert): chunk r of the rows per expert goes to rank r (the
+  // rows of expert-parallel rank r / replicas' experts, to each of its expert-tensor ranks).
+  std::vector<int64_t> sent_counts(static_cast<std::size_t>(ranks * local));
+  for (int r = 0; r < ranks; ++r)
+    for (int64_t j = 0; j < local; ++j)
+      sent_counts[static_cast<std::size_t>(r * local + j)] = rows_of[static_cast<std::size_t>(r / replicas_ * local + j)];
+  std::vector<int64_t> counts(static_cast<std::size_t>(ranks * local));
+  const std::vector<int64_t> chunk(static_cast<std::size_t>(ranks), local);
+  group_->all_to_all(dist::host_buffer(std::span<const int64_t>(sent_counts)), chunk,
                      dist::host_buffer(std::span<int64_t>(counts)), chunk);
   ExpertExchange x = exchange_from_counts(rows_of, counts);
   if (x.received > saved.ep_sort.size())
     throw Error("MoE routing: the local experts receive more rows than the buffers hold");
   // sort_chunks_by_idxs: the received chunks (source rank, local expert) in the order (local
   // expert, source rank); ep_unsort is the inverse permutation.
-  std::vector<int64_t> first(static_cast<std::size_t>(moe_.num_experts));  // received row of chunk (r, j)
+  std::vector<int64_t> first(static_cast<std::size_t>(ranks * local));  // received row of chunk (r, j)
   int64_t next = 0;
-  for (int r = 0; r < ep; ++r)
+  for (int r = 0; r < ranks; ++r)
     for (int64_t j = 0; j < local; ++j) {
       first[static_cast<std::size_t>(r * local + j)] = next;
       next += counts[static_cast<std::size_t>(r * local + j)];
@@ -163,23 +183,43 @@ ExpertExchange MoeTokenDispatcher::plan_exchange(const std::vector<int64_t>& row
   std::vector<int64_t> sort, unsort(static_cast<std::size_t>(x.received));
   sort.reserve(static_cast<std::size_t>(x.received));
   for (int64_t j = 0; j < local; ++j)
-    for (int r = 0; r < ep; ++r)
+    for (int r = 0; r < ranks; ++r)
       for (int64_t i = 0; i < counts[static_cast<std::size_t>(r * local + j)]; ++i) {
         const int64_t received_row = first[static_cast<std::size_t>(r * local + j)] + i;
         unsort[static_cast<std::size_t>(received_row)] = static_cast<int64_t>(sort.size());
         sort.push_back(received_row);
       }
-  backend_->copy_from_host<int64_t>(counts, saved.ep_counts.first(moe_.num_experts));
+  backend_->copy_from_host<int64_t>(counts, saved.ep_counts.first(ranks * local));
   backend_->copy_from_host<int64_t>(sort, saved.ep_sort.first(x.received));
   backend_->copy_from_host<int64_t>(unsort, saved.ep_unsort.first(x.received));
+  if (replicas_ > 1) {
+    // The rows as sent: expert-parallel rank q's rows once for each of its expert-tensor ranks
+    // (ep_replicate: the row of each sent row), and the places of each row's copies, which come
+    // back as the slices' partial outputs (ep_combine: [rows, replicas]).
+    if (x.sent > saved.ep_replicate.size()) throw Error("MoE routing: more rows to send than the buffers hold");
+    const std::vector<int64_t> per_rank = rows_per_rank(rows_of, local);
+    std::vector<int64_t> replicate, combine(static_cast<std::size_t>(x.rows * replicas_));
+    replicate.reserve(static_cast<std::size_t>(x.sent));
+    int64_t block = 0;  // the first row of expert-parallel rank q's experts
+    for (std::size_t q = 0; q < per_rank.size(); ++q) {
+      for (int64_t c = 0; c < replicas_; ++c)
+        for (int64_t i = 0; i < per_rank[q]; ++i) {
+          combine[static_cast<std::size_t>((block + i) * replicas_ + c)] = static_cast<int64_t>(replicate.size());
+          replicate.push_back(block + i);
+        }
+      block += per_rank[q];
+    }
+    backend_->copy_from_host<int64_t>(replicate, saved.ep_replicate.first(x.sent));
+    backend_->copy_from_host<int64_t>(combine, saved.ep_combine.first(x.rows * replicas_));
+  }
   return x;
 }
 
 ExpertExchange MoeTokenDispatcher::saved_exchange(const std::vector<int64_t>& rows_of,
                                                   const MoeActivations& saved) const {
-  std::vector<int64_t> counts(static_cast<std::size_t>(moe_.num_experts));
-  backend_->copy_to_host(DeviceSpan<const int64_t>(saved.ep_counts.first(moe_.num_experts)),
-                         std::span<int64_t>(counts));
+  const int64_t n = group_->size() * local_experts();
+  std::vector<int64_t> counts(static_cast<std::size_t>(n));
+  backend_->copy_to_host(DeviceSpan<const int64_t>(saved.ep_counts.first(n)), std::span<int64_t>(counts));
   return exchange_from_counts(rows_of, counts);
 }
 
@@ -194,20 +234,32 @@ std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t width) {
 }  // namespace
 
 void MoeTokenDispatcher::to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved,
-                                    FloatView exchange, FloatView sorted) const {
+                                    FloatView exchange, FloatView sorted, FloatView copies) const {
   const FloatView received = exchange.first(x.received * hidden_);
-  group_->all_to_all(rows.first(x.rows * hidden_), times(x.send_rows, hidden_), received,
-                     times(x.recv_rows, hidden_));
+  ConstFloatView send = rows.first(x.rows * hidden_);
+  if (replicas_ > 1) {
+    backend_->gather_rows(send, x.rows, hidden_, saved.ep_replicate.first(x.sent), {}, copies.first(x.sent * hidden_));
+    send = copies.first(x.sent * hidden_);
+  }
+  group_->all_to_all(send, times(x.send_rows, hidden_), received, times(x.recv_rows, hidden_));
   backend_->gather_rows(received, x.received, hidden_, saved.ep_sort.first(x.received), {},
                         sorted.first(x.received * hidden_));
 }
 
 void MoeTokenDispatcher::from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved,
-                                      FloatView exchange, FloatView rows) const {
+                                      FloatView exchange, FloatView rows, FloatView copies) const {
   const FloatView back = exchange.first(x.received * hidden_);
   backend_->gather_rows(sorted.first(x.received * hidden_), x.received, hidden_, saved.ep_unsort.first(x.received), {},
                         back);
-  group_->all_to_all(back, times(x.recv_rows, hidden_), rows.first(x.rows * hidden_), times(x.send_rows, hidden_));
+  if (replicas_ == 1) {
+    group_->all_to_all(back, times(x.recv_rows, hidden_), rows.first(x.rows * hidden_), times(x.send_rows, hidden_));
+    return;
+  }
+  // The slices' partial sums of each row (Megatron's reduce-scatter over the expert-tensor ranks).
+  const FloatView partial = copies.first(x.sent * hidden_);
+  group_->all_to_all(back, times(x.recv_rows, hidden_), partial, times(x.send_rows, hidden_));
+  backend_->gather_sum_rows(partial, x.sent, hidden_, saved.ep_combine.first(x.rows * replicas_), replicas_, {},
+                            rows.first(x.rows * hidden_));
 }
 
 std::vector<int64_t> MoeTokenDispatcher::expert_rows(const MoeActivations& saved) const {

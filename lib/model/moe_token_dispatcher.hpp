@@ -18,6 +18,19 @@
 // (model/moe_layer.cpp). The backward all-gathers the output gradient and reduce-scatters the
 // input's and the probabilities' gradients.
 //
+// With --expert-tensor-parallel-size other than 1 and the tensor-parallel size the group is
+// Megatron's expert tensor-and-model-parallel group (tp_ep_group in token_dispatcher.py): its
+// expert-tensor-parallel ranks of one expert-parallel rank each hold a slice of that rank's
+// experts (`replicas` of them, group rank = expert-tensor rank + replicas · expert-parallel rank).
+// MoEAlltoAllTokenDispatcher sends each rank's rows to the experts' ranks by all-to-all over the
+// expert-parallel group, then all-gathers them over the expert-tensor-parallel group, and its
+// combine reduce-scatters the slices' partial outputs back before the reverse all-to-all; here
+// the two steps are one all-to-all over the tensor-and-model group that sends each row to every
+// slice of its expert, and the partial outputs that come back are summed per row (the same rows
+// reach the same slices; the sum runs in a fixed order). The allgather dispatcher gathers over
+// the whole tensor-and-model group, as Megatron's MoEAllGatherTokenDispatcher does, and its
+// reduce-scatter adds the slices' partial outputs.
+//
 // The rows per expert decide the shapes of the experts' GEMMs, so the routing map is read back
 // to the host once per layer and micro-batch (Megatron reads tokens_per_expert back the same
 // way); the host builds the index tables and the backend moves the rows (gather_rows,
@@ -37,18 +50,21 @@ struct ExpertExchange {
   std::vector<int64_t> send_rows;    // [ep] this rank's rows for each rank's experts (input_splits)
   std::vector<int64_t> recv_rows;    // [ep] rows from each rank (output_splits)
   std::vector<int64_t> expert_rows;  // [local experts] rows of each local expert, every rank's
-  int64_t rows = 0;                  // Σ send_rows: this rank's permuted rows
+  int64_t rows = 0;                  // this rank's permuted rows
+  int64_t sent = 0;                  // Σ send_rows: rows · the replicas of each row
   int64_t received = 0;              // Σ recv_rows: the local experts' rows
 };
 
 class MoeTokenDispatcher {
 public:
-  // `expert_group` (may be null: every expert here) must outlive the dispatcher. Each expert's
-  // rows (after any capacity padding) are padded with zero rows to a multiple of `row_multiple`
-  // (moe_expert_row_multiple): under the all-to-all each rank's rows for each expert, so that
-  // every expert's rows, however many ranks sent them, are a multiple too.
+  // `expert_group` (may be null: every expert here) must outlive the dispatcher; `replicas`: the
+  // expert-tensor-parallel ranks in it that share each expert-parallel rank's experts (1: the
+  // expert-model-parallel group). Each expert's rows (after any capacity padding) are padded with
+  // zero rows to a multiple of `row_multiple` (moe_expert_row_multiple): under the all-to-all each
+  // rank's rows for each expert, so that every expert's rows, however many ranks sent them, are a
+  // multiple too.
   MoeTokenDispatcher(Backend& backend, const MoeConfig& moe, int64_t hidden,
-                     dist::Communicator* expert_group = nullptr, int64_t row_multiple = 1);
+                     dist::Communicator* expert_group = nullptr, int64_t replicas = 1, int64_t row_multiple = 1);
 
   // Whether the experts are spread over two or more ranks.
   bool expert_parallel() const { return group_ != nullptr; }
@@ -56,8 +72,10 @@ public:
   // expert parallelism) rather than all-to-all.
   bool gathers_tokens() const { return group_ != nullptr && moe_.dispatcher == MoeDispatcher::kAllgather; }
   // The experts of this rank: [first_local_expert(), + local_experts()).
-  int64_t local_experts() const { return group_ ? moe_.num_experts / group_->size() : moe_.num_experts; }
-  int64_t first_local_expert() const { return group_ ? group_->rank() * local_experts() : 0; }
+  int64_t local_experts() const { return group_ ? moe_.num_experts / expert_ranks() : moe_.num_experts; }
+  int64_t first_local_expert() const { return group_ ? group_->rank() / replicas_ * local_experts() : 0; }
+  // The ranks of the group that hold different experts (its expert-parallel size).
+  int64_t expert_ranks() const { return group_ ? group_->size() / replicas_ : 1; }
   dist::Communicator& group() const { return *group_; }
 
   // From saved.routing_map and probs: the index tables, saved.row_weights and saved.permuted
@@ -94,13 +112,14 @@ public:
   // The same exchange again in the backward, from saved.ep_counts.
   ExpertExchange saved_exchange(const std::vector<int64_t>& rows_of, const MoeActivations& saved) const;
   // Collective: `rows` [x.rows, h] (this rank's, by expert) to the experts' ranks; `sorted`
-  // [x.received, h] receives them by local expert. `exchange` is scratch of the same size.
+  // [x.received, h] receives them by local expert. `exchange` is scratch of the same size,
+  // `copies` [x.sent, h] scratch for the rows as sent with replicas.
   void to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved, FloatView exchange,
-                  FloatView sorted) const;
+                  FloatView sorted, FloatView copies = {}) const;
   // Collective, the reverse: `sorted` [x.received, h] back to the ranks whose rows they are;
-  // `rows` [x.rows, h] receives this rank's.
+  // `rows` [x.rows, h] receives this rank's (with replicas, the sum of the slices' rows).
   void from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved, FloatView exchange,
-                    FloatView rows) const;
+                    FloatView rows, FloatView copies = {}) const;
 
 private:
   // dispatch over experts [first, first + count) of routing_map and probs [tokens, E], each
@@ -113,6 +132,7 @@ private:
   MoeConfig moe_;
   int64_t hidden_;
   dist::Communicator* group_ = nullptr;  // null without expert parallelism
+  int64_t replicas_ = 1;
   int64_t row_multiple_ = 1;
 };
 

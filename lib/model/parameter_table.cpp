@@ -37,14 +37,17 @@ public:
     table_.entries.back().sequence_parallel = true;
   }
 
+  // `over` (size > 0): split over those ranks rather than the tensor-parallel ones
+  // (ParameterEntry::expert_tensor).
   void add(std::string name, std::vector<int64_t> shape, int64_t partition_dim, ParameterInit init,
-           double std = 0.0, int64_t chunks = 1, int64_t block = 1) {
+           double std = 0.0, int64_t chunks = 1, int64_t block = 1, TensorParallelRank over = {0, 0}) {
     ParameterEntry e;
     e.name = std::move(name);
     e.global_shape = shape;
     e.local_shape = shape;
     if (partition_dim != kNotPartitioned) {
-      e.local_shape[static_cast<size_t>(partition_dim)] /= tp_.size;
+      e.local_shape[static_cast<size_t>(partition_dim)] /= over.size > 0 ? over.size : tp_.size;
+      e.expert_tensor = over;
     }
     e.partition_dim = partition_dim;
     e.partition_chunks = chunks;
@@ -86,7 +89,8 @@ int64_t ParameterEntry::numel() const { return product(local_shape); }
 
 int64_t ParameterEntry::global_numel() const { return product(global_shape); }
 
-int64_t ParameterEntry::global_index(int64_t local_index, const TensorParallelRank& tp) const {
+int64_t ParameterEntry::global_index(int64_t local_index, const TensorParallelRank& tensor) const {
+  const TensorParallelRank& tp = partition(tensor);
   if (partition_dim == kNotPartitioned || tp.size == 1) return local_index;
   if (partition_dim == 0) {
     const int64_t inner = numel() / local_shape[0];
@@ -144,6 +148,10 @@ enum class ExpertWeights {
   // expert-parallel group cuts across the tensor-parallel ranks, dist/parallel_layout.hpp), so
   // counted on every rank and reduced over the expert-data-parallel group only.
   kWholeOwn,
+  // --expert-tensor-parallel-size other than 1 and the tensor-parallel size: split as the dense
+  // MLP's, over the expert-tensor-parallel ranks (ExpertParallelRank::tensor_size), this rank's
+  // own and reduced over the expert-data-parallel group.
+  kSplitExpertTensor,
 };
 
 // An MoE layer's MLP (model/moe_layer.hpp) with Megatron-Core's names: the router's weight
@@ -152,37 +160,44 @@ enum class ExpertWeights {
 // MoE layers have none. Initialised as the dense MLP (the router with init_method).
 // With expert parallelism the routed experts are left to add_routed_experts, after the rest.
 void add_moe_mlp(TableBuilder& b, const GptConfig& c, const std::string& prefix, int64_t ffn, double std,
-                 double scaled_std, bool expert, ExpertWeights weights = ExpertWeights::kSplit) {
+                 double scaled_std, bool expert, ExpertWeights weights = ExpertWeights::kSplit,
+                 TensorParallelRank over = {0, 0}) {
   const int64_t chunks = c.gated_linear_unit() ? 2 : 1;
-  const bool whole = weights != ExpertWeights::kSplit;
+  const bool whole = weights == ExpertWeights::kWholeReplicated || weights == ExpertWeights::kWholeOwn;
   const auto mark = [&] {
     if (expert) b.mark_expert_parallel();
     if (weights == ExpertWeights::kWholeReplicated) b.mark_sequence_parallel();
     if (weights == ExpertWeights::kWholeOwn) b.mark_tensor_parallel_own();
   };
   b.add(prefix + ".linear_fc1.weight", {chunks * ffn, c.hidden_size}, whole ? kNotPartitioned : 0,
-        ParameterInit::kNormal, std, whole ? 1 : chunks);
+        ParameterInit::kNormal, std, whole ? 1 : chunks, 1, over);
   mark();
   b.add(prefix + ".linear_fc2.weight", {c.hidden_size, ffn}, whole ? kNotPartitioned : 1, ParameterInit::kNormal,
-        scaled_std);
+        scaled_std, 1, 1, over);
   mark();
 }
 
 // This expert-parallel rank's routed experts of one MoE layer, by their global index.
 void add_routed_experts(TableBuilder& b, const GptConfig& c, const std::string& mlp, const ExpertParallelRank& ep,
                         double std, double scaled_std) {
-  const ExpertWeights weights = !c.moe.experts_whole(b.tensor_parallel_size()) ? ExpertWeights::kSplit
-                                : ep.size > 1                                  ? ExpertWeights::kWholeOwn
-                                                                               : ExpertWeights::kWholeReplicated;
+  const ExpertWeights weights = ep.tensor_size > 0                               ? ExpertWeights::kSplitExpertTensor
+                                : !c.moe.experts_whole(b.tensor_parallel_size()) ? ExpertWeights::kSplit
+                                : ep.size > 1                                    ? ExpertWeights::kWholeOwn
+                                                                                 : ExpertWeights::kWholeReplicated;
+  const TensorParallelRank over = ep.tensor_size > 0 ? TensorParallelRank{ep.tensor_size, ep.tensor_rank}
+                                                     : TensorParallelRank{0, 0};
   for (int64_t j = 0; j < c.moe.num_experts / ep.size; ++j)
     add_moe_mlp(b, c, mlp + ".experts.local_experts." + std::to_string(ep.global_expert(c.moe.num_experts, j)),
-                c.moe.ffn_hidden_size, std, scaled_std, true, weights);
+                c.moe.ffn_hidden_size, std, scaled_std, true, weights, over);
 }
+
+// Whether the routed experts have a region of their own (ParameterTable::expert_begin).
+bool has_expert_region(const ExpertParallelRank& ep) { return ep.size > 1 || ep.tensor_size > 0; }
 
 void add_moe_parameters(TableBuilder& b, const GptConfig& c, const std::string& mlp, const ExpertParallelRank& ep,
                         double std, double scaled_std) {
   b.add(mlp + ".router.weight", {c.moe.num_experts, c.hidden_size}, kNotPartitioned, ParameterInit::kNormal, std);
-  if (ep.size == 1) add_routed_experts(b, c, mlp, ep, std, scaled_std);
+  if (!has_expert_region(ep)) add_routed_experts(b, c, mlp, ep, std, scaled_std);
   if (c.moe.shared_expert_intermediate_size > 0)
     add_moe_mlp(b, c, mlp + ".shared_experts", c.moe.shared_expert_intermediate_size, std, scaled_std, false);
   // SharedExpertMLP's gate_weight [1, h] (shared_experts.py), initialised with init_method and
@@ -202,6 +217,11 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
   if (ep.size < 1 || ep.rank < 0 || ep.rank >= ep.size || (c.moe.enabled() && c.moe.num_experts % ep.size != 0))
     throw UsageError("expert-parallel rank " + std::to_string(ep.rank) + " of " + std::to_string(ep.size) +
                      " cannot hold an equal share of " + std::to_string(c.moe.num_experts) + " experts");
+  if (ep.tensor_size < 0 || (ep.tensor_size > 0 && (ep.tensor_rank < 0 || ep.tensor_rank >= ep.tensor_size ||
+                                                    (c.moe.enabled() && c.moe.ffn_hidden_size % ep.tensor_size != 0))))
+    throw UsageError("expert-tensor-parallel rank " + std::to_string(ep.tensor_rank) + " of " +
+                     std::to_string(ep.tensor_size) + " cannot hold an equal share of the experts' " +
+                     std::to_string(c.moe.ffn_hidden_size) + " hidden units");
   const int64_t h = c.hidden_size;
   const double std = c.init_method_std;
   // Output projections of each residual branch: N(0, σ/√(2L)) (Megatron's scaled_init_method).
@@ -268,7 +288,7 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     if (c.add_bias_linear) b.add_sequence_parallel(fc2 + ".bias", h, ParameterInit::kZeros);
   }
   // Megatron's expert-parallel buffers: the routed experts after the rest of the stage.
-  const bool expert_region = ep.size > 1 && c.moe.enabled();
+  const bool expert_region = has_expert_region(ep) && c.moe.enabled();
   const auto finish = [&] {
     if (expert_region) {
       b.begin_expert_region();

@@ -25,6 +25,12 @@ struct TensorParallelRank {
 struct ExpertParallelRank {
   int64_t size = 1;
   int64_t rank = 0;
+  // The expert-tensor-parallel ranks (--expert-tensor-parallel-size other than 1 and the
+  // tensor-parallel size, MoeConfig::experts_on_own_tensor_grid) that split each of these experts'
+  // weights as Megatron's expert MLPs do (linear_fc1 column-, linear_fc2 row-parallel), and this
+  // rank's place among them. Size 0: the experts follow the tensor-parallel ranks (or are whole).
+  int64_t tensor_size = 0;
+  int64_t tensor_rank = 0;
   // The global index of local expert j of a model with `experts` experts.
   int64_t global_expert(int64_t experts, int64_t j) const { return rank * (experts / size) + j; }
 };
@@ -77,13 +83,22 @@ struct ParameterEntry {
   // parallel rank (ExpertParallelRank). Its gradient is reduced over the expert-data-parallel
   // ranks only, and norms add the expert-parallel ranks' sums.
   bool expert_parallel = false;
+  // A routed expert's weight split over its expert-tensor-parallel ranks (ExpertParallelRank::
+  // tensor_size) rather than the tensor-parallel ones: the split the partition follows, whatever
+  // tensor-parallel rank is passed below. Size 0 otherwise.
+  TensorParallelRank expert_tensor{0, 0};
   bool weight_decay = true;  // Megatron: no decay for 1-D tensors and biases
   ParameterInit init = ParameterInit::kNormal;
   double init_std = 0.0;
 
+  // The ranks the tensor is split over: expert_tensor where set, else tp.
+  const TensorParallelRank& partition(const TensorParallelRank& tp) const {
+    return expert_tensor.size > 0 ? expert_tensor : tp;
+  }
   int64_t numel() const;         // local elements
   int64_t global_numel() const;  // elements of the unsharded tensor
-  // Row-major index in the global tensor of this rank's local element `local_index`.
+  // Row-major index in the global tensor of this rank's local element `local_index` (split as
+  // partition(tp)).
   int64_t global_index(int64_t local_index, const TensorParallelRank& tp) const;
   // Whether the rank's copy counts in a norm or a sum over the whole model: always for a
   // partitioned tensor, on tensor-parallel rank 0 only for a replicated one, never for the last

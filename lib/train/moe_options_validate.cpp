@@ -12,15 +12,15 @@ namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
-// What mgt does not implement yet, refused by name rather than run differently.
-void refuse_unimplemented(const TrainOptions& o) {
+// Megatron's expert linear layers split their features evenly over the expert-tensor-parallel
+// ranks (megatron/core/tensor_parallel/layers.py divide: "{} is not divisible by {}").
+void check_expert_tensor_split(const TrainOptions& o) {
   const MoeOptions& m = o.moe;
   if (!m.enabled()) return;
-  const std::int64_t tp = o.parallel.tensor_model_parallel_size;
-  const std::int64_t etp = m.expert_tensor_parallel_size.value_or(tp);
-  if (etp != tp && etp != 1)
-    throw UsageError("--expert-tensor-parallel-size " + str(etp) + " is not supported yet (only 1 or the "
-                     "tensor-parallel size, " + str(tp) + ", Megatron's default)");
+  const std::int64_t etp = *m.expert_tensor_parallel_size;
+  if (etp > 1 && m.moe_ffn_hidden_size && *m.moe_ffn_hidden_size % etp != 0)
+    throw UsageError("--moe-ffn-hidden-size (" + str(*m.moe_ffn_hidden_size) +
+                     ") must be divisible by --expert-tensor-parallel-size (" + str(etp) + ")");
 }
 
 }  // namespace
@@ -31,9 +31,13 @@ void validate_moe_options(TrainOptions& o) {
   // megatron/training/arguments.py validate_args.
   if (m.num_experts && *m.num_experts == 0) m.num_experts.reset();
   if (!m.expert_tensor_parallel_size) m.expert_tensor_parallel_size = o.parallel.tensor_model_parallel_size;
-  refuse_unimplemented(o);
-  if (m.expert_model_parallel_size > 1) {
-    if (!m.enabled()) throw UsageError("--expert-model-parallel-size needs --num-experts");
+  if (*m.expert_tensor_parallel_size < 1)
+    throw UsageError("--expert-tensor-parallel-size must be a positive integer, not " +
+                     str(*m.expert_tensor_parallel_size));
+  if (m.expert_model_parallel_size > 1 && !m.enabled())
+    throw UsageError("--expert-model-parallel-size needs --num-experts");
+  if (m.enabled() &&
+      (m.expert_model_parallel_size > 1 || *m.expert_tensor_parallel_size != o.parallel.tensor_model_parallel_size)) {
     if (*m.num_experts % m.expert_model_parallel_size != 0)
       throw UsageError("--num-experts (" + str(*m.num_experts) + ") must be a multiple of "
                        "--expert-model-parallel-size (" + str(m.expert_model_parallel_size) + ")");
@@ -44,7 +48,7 @@ void validate_moe_options(TrainOptions& o) {
     const std::int64_t etp = *m.expert_tensor_parallel_size;
     const std::int64_t dp_cp = o.parallel.data_parallel_size * o.parallel.context_parallel_size;
     const std::int64_t expert_model = etp * m.expert_model_parallel_size * o.parallel.pipeline_model_parallel_size;
-    if (etp == tp && dp_cp % m.expert_model_parallel_size != 0)
+    if (etp == tp && m.expert_model_parallel_size > 1 && dp_cp % m.expert_model_parallel_size != 0)
       throw UsageError("--expert-model-parallel-size (" + str(m.expert_model_parallel_size) +
                        ") must divide the data-parallel size" +
                        (o.parallel.context_parallel_size > 1 ? " x --context-parallel-size (" : " (") + str(dp_cp) +
@@ -53,8 +57,9 @@ void validate_moe_options(TrainOptions& o) {
       throw UsageError("world size (" + str(o.parallel.world_size) + ") is not divisible by "
                        "--expert-tensor-parallel-size (" + str(etp) + ") x --expert-model-parallel-size (" +
                        str(m.expert_model_parallel_size) + ") x --pipeline-model-parallel-size (" +
-                       str(o.parallel.pipeline_model_parallel_size) + ")");
-    if (o.optim.precision == Precision::Fp16)
+                       str(o.parallel.pipeline_model_parallel_size) +
+                       "), the expert_tensor_model_pipeline_parallel size (" + str(expert_model) + ")");
+    if (o.optim.precision == Precision::Fp16 && m.expert_model_parallel_size > 1)
       throw UsageError("--expert-model-parallel-size with --fp16: Megatron does not support expert parallelism "
                        "with fp16 training");
   }
@@ -68,6 +73,7 @@ void validate_moe_options(TrainOptions& o) {
     log::info("--moe-ffn-hidden-size is not set: the experts use --ffn-hidden-size (" + str(*model.ffn_hidden_size) +
               "), as Megatron does");
   }
+  check_expert_tensor_split(o);
   if (m.moe_grouped_gemm && o.optim.precision != Precision::Bf16)
     throw UsageError("--moe-grouped-gemm needs --bf16 (Megatron: GroupedGEMM for MoE only supports bf16)");
 

@@ -215,9 +215,11 @@ void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, con
 // holds its pieces of the weights (and of the optimizer state when that is replicated over
 // data-parallel ranks), and with the distributed optimizer every data-parallel rank holds the
 // optimizer state it owns, as Megatron's distrib_optim.pt files hold each rank's shard
-// (megatron/core/optimizer/distrib_optimizer.py). Under expert parallelism the experts of
-// expert-parallel rank r > 0 are stored by rank 0 of its expert-data-parallel group, in its
-// data-parallel shard file, under their global names: the files together hold each expert once.
+// (megatron/core/optimizer/distrib_optimizer.py). Under expert parallelism (or with the experts
+// split over expert-tensor-parallel ranks of their own) the experts of a rank that is not
+// data-parallel rank 0 are stored by rank 0 of its expert-data-parallel group, in its
+// data-parallel shard file, under their global names (split as their expert-tensor-parallel
+// ranks hold them): the files together hold each expert at least once.
 // Each tensor is copied off the device once and handed to the sink as it is taken.
 void emit_train_checkpoint(const TrainCheckpointParts& parts, const TrainCheckpointSaveSettings& settings,
                            const ckpt::WorldLayout& layout, ckpt::ShardFileSink& sink) {
@@ -447,7 +449,8 @@ std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
 // The whole tensor at `path`, assembled from whatever pieces the checkpoint's layout stored, then
 // this rank's tensor-parallel shard of it (a copy only under tensor parallelism); `whole` is scratch.
 void read_floats(const ckpt::ShardedCheckpoint& checkpoint, const std::string& path, const ParameterEntry& e,
-                 const TensorParallelRank& tp, std::vector<float>& whole, std::vector<float>& out) {
+                 const TensorParallelRank& tensor, std::vector<float>& whole, std::vector<float>& out) {
+  const TensorParallelRank& tp = e.partition(tensor);  // an expert's: its expert-tensor-parallel split
   std::vector<float>& target = tp.size == 1 ? out : whole;
   target.resize(static_cast<std::size_t>(e.global_numel()));
   checkpoint.read_whole(path, ckpt::TensorDType::Float32, e.global_shape,

@@ -170,10 +170,13 @@ int run_training_program(int argc, const char* const* argv) {
       settings.ranks.context_parallel = &groups.get(dist::GroupKind::ContextParallel);
       settings.ranks.data_parallel_with_context = &groups.get(dist::GroupKind::DataParallelWithContext);
     }
-    if (layout.expert_model_parallel_size() > 1) {
+    if (options.moe.enabled() && layout.separate_expert_grid()) {
       settings.ranks.expert_model_parallel = &groups.get(dist::GroupKind::ExpertModelParallel);
       settings.ranks.expert_data_parallel = &groups.get(dist::GroupKind::ExpertDataParallel);
       settings.ranks.expert_tensor_model_pipeline = &groups.get(dist::GroupKind::ExpertTensorModelPipeline);
+      if (layout.expert_tensor_parallel_size() > 1 &&
+          layout.expert_tensor_parallel_size() != layout.tensor_model_parallel_size())
+        settings.ranks.expert_tensor_and_model_parallel = &groups.get(dist::GroupKind::ExpertTensorAndModelParallel);
     }
     train_gpt(options, settings);
   } catch (const FailedOnSomeRank& e) {

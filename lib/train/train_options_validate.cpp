@@ -333,6 +333,13 @@ void validate_fp8_moe(const TrainOptions& o) {
       throw UsageError("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type allgather: Megatron's allgather "
                        "dispatcher does not support it; use alltoall");
   }
+  // The experts' amaxes are reduced over the ranks that hold the same expert (Fp8Training): with
+  // experts split over expert-tensor-parallel ranks of their own, that group is not built for it.
+  const std::int64_t etp = o.moe.expert_tensor_parallel_size.value_or(o.parallel.tensor_model_parallel_size);
+  if (o.fp8.format && o.moe.enabled() && etp != 1 && etp != o.parallel.tensor_model_parallel_size)
+    throw UsageError("--fp8-format with --expert-tensor-parallel-size " + std::to_string(etp) +
+                     ": not supported by mgt-train (FP8 experts split over expert-tensor-parallel ranks other than "
+                     "1 or --tensor-model-parallel-size)");
   if (o.fp8.format && o.fp8.param_gather && o.moe.enabled())
     throw UsageError("--fp8-param-gather with --num-experts: not supported by mgt-train (the experts' FP8 weights "
                      "would be all-gathered over the expert-data-parallel group); leave out --fp8-param-gather");

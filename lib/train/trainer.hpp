@@ -97,10 +97,15 @@ struct TrainingRanks {
   // all-to-all) and the ranks holding the same experts (their gradients' reduction and the
   // distributed optimizer's shards of them), both able to move the backend's buffers, and the
   // ranks holding one copy of every expert (Megatron's expert tensor-model-pipeline group: the
-  // experts' norms). Null: no expert parallelism.
+  // experts' norms). Null: no expert parallelism. Set too (the expert-model-parallel group of
+  // one rank) when the experts have expert-tensor-parallel ranks of their own.
   dist::Communicator* expert_model_parallel = nullptr;
   dist::Communicator* expert_data_parallel = nullptr;
   dist::Communicator* expert_tensor_model_pipeline = nullptr;
+  // With --expert-tensor-parallel-size other than 1 and the tensor-parallel size: Megatron's
+  // expert tensor-and-model-parallel group, the ranks the tokens travel between (model/
+  // moe_layer.hpp). Null otherwise.
+  dist::Communicator* expert_tensor_and_model_parallel = nullptr;
 };
 
 struct TrainerSettings {

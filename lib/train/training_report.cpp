@@ -102,8 +102,10 @@ void TrainingRun::log_iteration(const IterationRecord& record, std::int64_t trai
               g.pipeline_parallel_comm_parts);
   take_timing(context_parallel_, g.context_parallel_comm_ms, g.context_parallel_comm_exposed_ms,
               g.context_parallel_comm_parts);
+  // The tokens travel over the expert tensor-and-model-parallel group where there is one.
   if (expert_model_parallel_)
-    take_timing(*expert_model_parallel_, g.expert_parallel_comm_ms, g.expert_parallel_comm_exposed_ms,
+    take_timing(expert_tensor_and_model_parallel_ ? *expert_tensor_and_model_parallel_ : *expert_model_parallel_,
+                g.expert_parallel_comm_ms, g.expert_parallel_comm_exposed_ms,
                 g.expert_parallel_comm_parts);
   const std::string stamp = now_stamp();
   const double tokens = static_cast<double>(record.global_batch_size * g.seq_length);

@@ -172,6 +172,7 @@ private:
   dist::Communicator* expert_model_parallel_;
   dist::Communicator* expert_data_parallel_;
   dist::Communicator* expert_tensor_model_pipeline_;
+  dist::Communicator* expert_tensor_and_model_parallel_;
   bool chief_;           // world rank 0: prints, writes the metrics file and the checkpoints
   std::ostream discarded_{nullptr};  // where the other ranks' lines go
   // Megatron's print_rank_0 lines (and --metrics-file) on world rank 0; its print_rank_last lines

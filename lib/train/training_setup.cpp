@@ -44,6 +44,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
       expert_model_parallel_(settings.ranks.expert_model_parallel),
       expert_data_parallel_(settings.ranks.expert_data_parallel),
       expert_tensor_model_pipeline_(settings.ranks.expert_tensor_model_pipeline),
+      expert_tensor_and_model_parallel_(settings.ranks.expert_tensor_and_model_parallel),
       chief_(world_.rank() == 0),
       output_(chief_ ? (settings.out ? *settings.out : std::cout) : discarded_,
               chief_ ? options.logging.metrics_file : std::nullopt),
@@ -70,14 +71,19 @@ TrainingRun::TrainingRun(const TrainOptions& options, const TrainerSettings& set
   const bool expert_groups = expert_model_parallel_ != nullptr && expert_data_parallel_ != nullptr &&
                              expert_tensor_model_pipeline_ != nullptr;
   // Megatron's two grids tile the same world: expert-tensor x ep x expert-dp = tp x cp x dp.
-  const std::int64_t etp = options.moe.expert_tensor_parallel_size.value_or(options.parallel.tensor_model_parallel_size);
-  if ((ep > 1) != expert_groups ||
-      (ep > 1 && (expert_model_parallel_->size() != ep ||
+  const std::int64_t tp = options.parallel.tensor_model_parallel_size;
+  const std::int64_t etp = options.moe.expert_tensor_parallel_size.value_or(tp);
+  // dist::ParallelLayout::separate_expert_grid.
+  const bool own_tensor_grid = options.moe.enabled() && etp > 1 && etp != tp;
+  const bool separate_grid = ep > 1 || own_tensor_grid;
+  if (separate_grid != expert_groups || own_tensor_grid != (expert_tensor_and_model_parallel_ != nullptr) ||
+      (own_tensor_grid && expert_tensor_and_model_parallel_->size() != etp * ep) ||
+      (separate_grid && (expert_model_parallel_->size() != ep ||
                   etp * expert_model_parallel_->size() * expert_data_parallel_->size() !=
                       options.parallel.tensor_model_parallel_size * gradients_.size() ||
                   expert_tensor_model_pipeline_->size() != etp * ep * options.parallel.pipeline_model_parallel_size)))
     throw Error("internal error: a run validated for expert-parallel size " + std::to_string(ep) +
-                " given other expert groups");
+                " and expert-tensor-parallel size " + std::to_string(etp) + " given other expert groups");
   if (pipeline_.size() != options.parallel.pipeline_model_parallel_size)
     throw Error("internal error: a run validated for pipeline-parallel size " +
                 std::to_string(options.parallel.pipeline_model_parallel_size) + " given a group of " +
@@ -129,15 +135,22 @@ void TrainingRun::print_layout() {
                data_parallel_.transport() + ")");
   if (expert_model_parallel_) {
     const std::int64_t experts = *options_.moe.num_experts;
-    output_.line("> expert-model-parallel groups: " + groups_of(dist::GroupKind::ExpertModelParallel) + " (" +
-                 expert_model_parallel_->transport() + "), " +
-                 std::to_string(experts / expert_model_parallel_->size()) + " of the " + std::to_string(experts) +
-                 " experts per rank, tokens by " +
-                 (options_.moe.moe_token_dispatcher_type == "allgather" ? "all-gather and reduce-scatter"
-                                                                         : "all-to-all"));
+    if (expert_model_parallel_->size() > 1)
+      output_.line("> expert-model-parallel groups: " + groups_of(dist::GroupKind::ExpertModelParallel) + " (" +
+                   expert_model_parallel_->transport() + "), " +
+                   std::to_string(experts / expert_model_parallel_->size()) + " of the " + std::to_string(experts) +
+                   " experts per rank, tokens by " +
+                   (options_.moe.moe_token_dispatcher_type == "allgather" ? "all-gather and reduce-scatter"
+                                                                           : "all-to-all"));
     output_.line("> expert-data-parallel groups (the experts' gradients): " +
                  groups_of(dist::GroupKind::ExpertDataParallel) + " (" + expert_data_parallel_->transport() + ")");
   }
+  if (expert_tensor_and_model_parallel_)
+    output_.line("> expert-tensor-parallel groups (each expert's weights split " +
+                 std::to_string(layout.expert_tensor_parallel_size()) + " ways): " +
+                 groups_of(dist::GroupKind::ExpertTensorParallel) + ", expert-tensor-and-model-parallel groups " +
+                 "(the tokens to the experts): " + groups_of(dist::GroupKind::ExpertTensorAndModelParallel) + " (" +
+                 expert_tensor_and_model_parallel_->transport() + ")");
   // Collective: every rank runs print_layout.
   output_.line(dist::rank_processes_line(dist::gather_rank_processes(world_)));
 }
@@ -184,7 +197,7 @@ void TrainingRun::build_model() {
   PipelineParallelism pp;
   if (pipeline_parallel_size() > 1) pp = {stages.at(static_cast<std::size_t>(pipeline_.rank())), settings_.ranks.embedding};
   model_ = std::make_unique<GptModel>(config, backend_, static_cast<std::uint64_t>(options_.optim.seed), tp, pp,
-                                      ExpertParallelism{expert_model_parallel_});
+                                      ExpertParallelism{expert_model_parallel_, expert_tensor_and_model_parallel_});
   if (context_parallel_size() > 1)
     model_->set_context_parallel(&context_parallel_, parse_cp_comm_types(options_.parallel.cp_comm_type));
   // FP8 amaxes are max-reduced over the data-parallel ranks (with context parallelism, its ranks
@@ -334,6 +347,9 @@ std::string TrainingRun::parallel_layout_json() const {
                                       : std::string()) +
          (options_.moe.expert_model_parallel_size > 1
               ? ", \"expert_model_parallel_size\": " + std::to_string(options_.moe.expert_model_parallel_size)
+              : std::string()) +
+         (expert_tensor_and_model_parallel_
+              ? ", \"expert_tensor_parallel_size\": " + std::to_string(*options_.moe.expert_tensor_parallel_size)
               : std::string()) +
          ", \"sequence_parallel\": " + flag(p.sequence_parallel) +
          ", \"use_distributed_optimizer\": " + flag(p.use_distributed_optimizer) +

@@ -13,6 +13,9 @@ namespace {
 // ranks send theirs and return nothing.
 std::vector<float> gather_tensor(const ParameterEntry& e, std::vector<float> local, dist::Communicator& group) {
   const int size = group.size();
+  if (e.expert_tensor.size > 0)
+    throw Error("internal error: " + e.name + " is split over expert-tensor-parallel ranks, not gathered over " +
+                group.description());
   if (e.tensor_parallel_replicated || size == 1) return group.rank() == 0 ? local : std::vector<float>{};
   if (group.rank() != 0) {
     group.send(std::span<const float>(local), 0);

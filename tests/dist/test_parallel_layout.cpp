@@ -229,7 +229,89 @@ TEST_CASE("expert tensor-parallel size 1: the expert grid across the tensor-para
   f.expert_tensor_parallel_size = 1;
   CHECK(usage_error_of(f, 2) ==
         "world size (2) is not divisible by --expert-tensor-parallel-size (1) x --expert-model-parallel-size (4) x "
-        "--pipeline-model-parallel-size (1)");
+        "--pipeline-model-parallel-size (1), the expert_tensor_model_pipeline_parallel size (4)");
+}
+
+// Other expert-tensor sizes: parallel_state's expert_decoder_rank_generator, RankGenerator(tp =
+// expert-tensor, cp = 1, ep, dp = expert-dp, pp) in the order tp-cp-ep-dp-pp, its get_ranks("tp"),
+// ("ep"), ("dp"), ("tp-ep") and ("tp-ep-pp") through generate_masked_orthogonal_rank_groups
+// (megatron/core/parallel_state.py): the lists below are those functions' output, worked out by
+// hand from their definitions (strides 1, etp, etp, etp·ep, etp·ep·edp).
+TEST_CASE("other expert tensor-parallel sizes: Megatron's expert rank generator", "[dist][layout]") {
+  // World 2, TP 1, expert-tensor 2, EP 1: both ranks split every expert; the dense layout is DP 2.
+  ParallelFlags f = flags(1, 1);
+  f.expert_tensor_parallel_size = 2;
+  const ParallelLayout two(f, 2);
+  CHECK(two.separate_expert_grid());
+  CHECK(two.data_parallel_size() == 2);
+  CHECK(two.expert_data_parallel_size() == 1);
+  CHECK(two.groups(GroupKind::ExpertTensorParallel) == Groups{{0, 1}});
+  CHECK(two.groups(GroupKind::ExpertModelParallel) == Groups{{0}, {1}});
+  CHECK(two.groups(GroupKind::ExpertDataParallel) == Groups{{0}, {1}});
+  CHECK(two.groups(GroupKind::ExpertTensorAndModelParallel) == Groups{{0, 1}});
+  CHECK(two.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1}});
+
+  // World 4, TP 1, expert-tensor 2, EP 2.
+  f.expert_model_parallel_size = 2;
+  const ParallelLayout four(f, 4);
+  CHECK(four.groups(GroupKind::ExpertTensorParallel) == Groups{{0, 1}, {2, 3}});
+  CHECK(four.groups(GroupKind::ExpertModelParallel) == Groups{{0, 2}, {1, 3}});
+  CHECK(four.groups(GroupKind::ExpertDataParallel) == Groups{{0}, {1}, {2}, {3}});
+  CHECK(four.groups(GroupKind::ExpertTensorAndModelParallel) == Groups{{0, 1, 2, 3}});
+  CHECK(four.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1, 2, 3}});
+
+  // World 8, TP 1, expert-tensor 2, EP 2: expert-data-parallel 2.
+  const ParallelLayout eight(f, 8);
+  CHECK(eight.expert_data_parallel_size() == 2);
+  CHECK(eight.groups(GroupKind::ExpertTensorParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(eight.groups(GroupKind::ExpertModelParallel) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(eight.groups(GroupKind::ExpertDataParallel) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(eight.groups(GroupKind::ExpertTensorAndModelParallel) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(eight.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+
+  // With PP 2 (world 8): each stage's ranks; the pipeline groups agree with the dense grid's.
+  f = flags(1, 2);
+  f.expert_tensor_parallel_size = 2;
+  f.expert_model_parallel_size = 2;
+  const ParallelLayout pp(f, 8);
+  CHECK(pp.expert_data_parallel_size() == 1);
+  CHECK(pp.groups(GroupKind::ExpertTensorParallel) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(pp.groups(GroupKind::ExpertModelParallel) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(pp.groups(GroupKind::ExpertTensorAndModelParallel) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(pp.groups(GroupKind::ExpertTensorModelPipeline) == Groups{{0, 1, 2, 3, 4, 5, 6, 7}});
+  CHECK(pp.groups(GroupKind::PipelineModelParallel) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+
+  // World 4, TP 4, expert-tensor 2: expert-data-parallel pairs across the tensor-parallel group.
+  f = flags(4, 1);
+  f.expert_tensor_parallel_size = 2;
+  const ParallelLayout narrow(f, 4);
+  CHECK(narrow.expert_data_parallel_size() == 2);
+  CHECK(narrow.groups(GroupKind::ExpertTensorParallel) == Groups{{0, 1}, {2, 3}});
+  CHECK(narrow.groups(GroupKind::ExpertDataParallel) == Groups{{0, 2}, {1, 3}});
+  CHECK(narrow.groups(GroupKind::ExpertTensorAndModelParallel) == Groups{{0, 1}, {2, 3}});
+
+  // World 8, TP 2, expert-tensor 4, EP 2: one expert-data-parallel rank each.
+  f = flags(2, 1);
+  f.expert_tensor_parallel_size = 4;
+  f.expert_model_parallel_size = 2;
+  const ParallelLayout wide(f, 8);
+  CHECK(wide.expert_data_parallel_size() == 1);
+  CHECK(wide.groups(GroupKind::ExpertTensorParallel) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(wide.groups(GroupKind::ExpertModelParallel) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(wide.groups(GroupKind::ExpertTensorAndModelParallel) == Groups{{0, 1, 2, 3, 4, 5, 6, 7}});
+
+  // The tensor size, or 1 without expert parallelism, needs no grid of its own.
+  CHECK_FALSE(ParallelLayout(flags(2, 1), 4).separate_expert_grid());
+  f = flags(2, 1);
+  f.expert_tensor_parallel_size = 1;
+  CHECK_FALSE(ParallelLayout(f, 4).separate_expert_grid());
+
+  // World 2, expert-tensor 4: parallel_state refuses a grid that does not tile the world.
+  f = flags(1, 1);
+  f.expert_tensor_parallel_size = 4;
+  CHECK(usage_error_of(f, 2) ==
+        "world size (2) is not divisible by --expert-tensor-parallel-size (4) x --expert-model-parallel-size (1) x "
+        "--pipeline-model-parallel-size (1), the expert_tensor_model_pipeline_parallel size (4)");
 }
 
 TEST_CASE("an expert-parallel size that does not divide dp x cp is refused", "[dist][layout]") {

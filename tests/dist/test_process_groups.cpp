@@ -74,6 +74,29 @@ TEST_CASE("process groups follow Megatron's rank order", "[dist][groups]") {
   }
 }
 
+// An expert-tensor-parallel size of its own (2 with TP 1): the expert tensor-and-model-parallel
+// group, the ranks the tokens travel between, in Megatron's expert rank order; none otherwise.
+TEST_CASE("process groups: the expert tensor-and-model-parallel group", "[dist][groups]") {
+  const int world = runtime().world_size();
+  const int me = runtime().rank();
+  ParallelFlags f;
+  if (world % 2 == 0) {
+    f.expert_tensor_parallel_size = 2;
+    f.expert_model_parallel_size = world / 2;
+    const ParallelLayout layout(f, world);
+    ProcessGroups groups = make_process_groups(runtime(), layout);
+    Communicator* comm = groups.find(GroupKind::ExpertTensorAndModelParallel);
+    REQUIRE(comm != nullptr);
+    CHECK(comm->world_ranks() == layout.group_of(GroupKind::ExpertTensorAndModelParallel, me));
+    CHECK(groups.expert_model_parallel->world_ranks() == layout.group_of(GroupKind::ExpertModelParallel, me));
+    // Group rank = expert-tensor rank + 2 · expert-parallel rank.
+    CHECK(comm->rank() / 2 == groups.expert_model_parallel->rank());
+  }
+  f = ParallelFlags{};
+  ProcessGroups dense = make_process_groups(runtime(), ParallelLayout(f, world));
+  CHECK(dense.find(GroupKind::ExpertTensorAndModelParallel) == nullptr);
+}
+
 TEST_CASE("every operation on the sub-groups of the 4-rank layouts", "[dist][groups]") {
   const int world = runtime().world_size();
   mgt::dist_test::HostMemory host;

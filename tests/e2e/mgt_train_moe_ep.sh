@@ -187,7 +187,7 @@ one_line "--num-experts (8) must be a multiple of --expert-model-parallel-size (
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2
 one_line "--expert-model-parallel-size (2) must divide the data-parallel size (1)"
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-tensor-parallel-size 2
-grep -q -- "--expert-tensor-parallel-size 2 is not supported yet" "$WORK/err.txt" || fail "ETP 2 not refused by name"
+one_line "world size (1) is not divisible by --expert-tensor-parallel-size (2) x --expert-model-parallel-size (1) x --pipeline-model-parallel-size (1), the expert_tensor_model_pipeline_parallel size (2)"
 expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2
 one_line "--num-experts with --tensor-model-parallel-size 2 needs --sequence-parallel"
 echo "ok"

@@ -10,7 +10,12 @@
 # norms, bit for bit, as the run without them. A checkpoint saved at TP=2 x EP=2 x ETP=1 resumes on
 # one rank, directly and through mgt-ckpt-convert, and the one-rank run's checkpoint resumes in
 # that layout with two pipeline stages (PP=2), optimizer state included, with the uninterrupted
-# run's losses. A world the expert grid cannot tile is refused with one line.
+# run's losses. Other expert tensor-parallel sizes split the experts over expert-tensor-parallel
+# groups of Megatron's expert grid and reproduce the one-rank run too: TP=1 x ETP=2 on 2 ranks,
+# and ETP=2 x EP=2 on 4 ranks with the distributed optimizer. Checkpoints move between expert
+# tensor-parallel sizes: the ETP=1 checkpoint resumes at ETP=2 x EP=2 (with the allgather
+# dispatcher), the ETP=2 one on one rank, and converted to TP=2 at TP=2 x ETP=4 (sequence
+# parallel). A world the expert grid cannot tile is refused with one line.
 # Usage: bash tests/e2e/mgt_train_moe_etp.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -93,8 +98,44 @@ expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mg
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-converted" --metrics-file "$WORK/converted-one.jsonl"
 compare "$WORK/one.jsonl" "$WORK/converted-one.jsonl" 11
 
+# Megatron's expert grid with an expert-tensor size of its own: TP=1 x ETP=2 on 2 ranks, each
+# rank's tokens to both halves of every expert.
+ETP2=(--expert-tensor-parallel-size 2)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${ETP2[@]}" --metrics-file "$WORK/etp2.jsonl"
+grep -q "> expert-tensor-parallel groups (each expert's weights split 2 ways): \[0, 1\], expert-tensor-and-model-parallel groups (the tokens to the experts): \[0, 1\] (mpi)" \
+  "$WORK/out.txt" || fail "no expert-tensor-parallel groups line"
+compare "$WORK/one.jsonl" "$WORK/etp2.jsonl"
+# ETP=2 x EP=2 on 4 ranks, the experts' optimizer state sharded over their (one-rank)
+# expert-data-parallel groups, the dense layers' over DP=4.
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${ETP2[@]}" --expert-model-parallel-size 2 \
+  --use-distributed-optimizer --metrics-file "$WORK/etp2-ep2.jsonl" --save "$WORK/ck-etp2" --save-interval 10
+grep -q "> expert-model-parallel groups: \[0, 2\] \[1, 3\] (mpi), 4 of the 8 experts per rank" "$WORK/out.txt" ||
+  fail "no expert-model-parallel groups line at ETP=2"
+compare "$WORK/one.jsonl" "$WORK/etp2-ep2.jsonl"
+# The ETP=1 checkpoint (TP=2 x EP=2) resumes at ETP=2 x EP=2 with the allgather dispatcher (the
+# tokens gathered over the expert tensor-and-model group); the ETP=2 one on one rank, and
+# converted to TP=2 at TP=2 x ETP=4.
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${ETP2[@]}" --expert-model-parallel-size 2 \
+  --moe-token-dispatcher-type allgather --use-distributed-optimizer --load "$WORK/ck-etp1" \
+  --metrics-file "$WORK/resumed-etp2.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-etp2.jsonl" 11
+rm -r "$WORK/ck-etp2/iter_0000020"
+echo 10 >"$WORK/ck-etp2/latest_checkpointed_iteration.txt"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --load "$WORK/ck-etp2" --metrics-file "$WORK/resumed-etp2-one.jsonl"
+compare "$WORK/one.jsonl" "$WORK/resumed-etp2-one.jsonl" 11
+expect_status 0 "$BIN/mgt-ckpt-convert" --model-type GPT --loader mgt --saver mgt --load-dir "$WORK/ck-etp2" \
+  --save-dir "$WORK/ck-etp2-tp2" --target-tensor-parallel-size 2
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-tensor-parallel-size 4 --load "$WORK/ck-etp2-tp2" --metrics-file "$WORK/resumed-tp2-etp4.jsonl"
+grep -q "> expert-tensor-parallel groups (each expert's weights split 4 ways): \[0, 1, 2, 3\]" "$WORK/out.txt" ||
+  fail "no expert-tensor-parallel groups line at TP=2 x ETP=4"
+compare "$WORK/one.jsonl" "$WORK/resumed-tp2-etp4.jsonl" 11
+
 # The expert grid (expert-tensor 1 x EP 4 x PP 1) does not tile 2 ranks.
 expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
   --expert-model-parallel-size 4 --expert-tensor-parallel-size 1
-one_line "world size (2) is not divisible by --expert-tensor-parallel-size (1) x --expert-model-parallel-size (4) x --pipeline-model-parallel-size (1)"
+one_line "world size (2) is not divisible by --expert-tensor-parallel-size (1) x --expert-model-parallel-size (4) x --pipeline-model-parallel-size (1), the expert_tensor_model_pipeline_parallel size (4)"
+# Nor does expert-tensor 4 x EP 1 x PP 1.
+expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-tensor-parallel-size 4
+one_line "world size (2) is not divisible by --expert-tensor-parallel-size (4) x --expert-model-parallel-size (1) x --pipeline-model-parallel-size (1), the expert_tensor_model_pipeline_parallel size (4)"
 echo "ok"

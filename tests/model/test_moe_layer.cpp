@@ -414,3 +414,44 @@ TEST_CASE("moe parameters: whole experts, replicated or each tensor-parallel ran
   // The shared experts stay split as the dense MLP's.
   CHECK(own.at("decoder.layers.0.mlp.shared_experts.linear_fc1.weight").partition_dim == 0);
 }
+
+// Any other --expert-tensor-parallel-size: the routed experts split as the dense MLP's (linear_fc1
+// by output features, gate and up halves each; linear_fc2 by input features) over the
+// expert-tensor-parallel ranks, whatever the tensor-parallel rank; this rank's own, in the expert
+// region, so that checkpoints record that split and reshard from it.
+TEST_CASE("moe parameters: experts split over expert-tensor-parallel ranks of their own", "[model][moe]") {
+  GptConfig c = moe_config(Activation::kSwiglu, -1.0, false, 4);
+  c.moe.expert_tensor_parallel_size = 2;
+  c.num_attention_heads = 4;  // tensor-parallel size 4 below
+  const std::string fc1 = "decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight";
+  const std::string fc2 = "decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight";
+  // TP 1, expert-tensor rank 1 of 2, EP 2 (rank 1: experts 2 and 3).
+  const ParameterTable t = gpt_parameter_table(c, {}, {}, ExpertParallelRank{2, 1, 2, 1});
+  const ParameterEntry& a = t.at(fc1);
+  CHECK(a.global_shape == std::vector<int64_t>{12, 8});
+  CHECK(a.local_shape == std::vector<int64_t>{6, 8});
+  CHECK(a.partition_dim == 0);
+  CHECK(a.partition_chunks == 2);
+  CHECK(a.expert_tensor.size == 2);
+  CHECK(a.expert_tensor.rank == 1);
+  CHECK(a.expert_parallel);
+  CHECK(a.offset >= t.expert_begin);
+  CHECK(a.counted_on({}));
+  // Local row 0 is global gate row 3 (rank 1's half of 6), local row 3 global up row 9.
+  CHECK(a.global_index(0, {}) == 3 * 8);
+  CHECK(a.global_index(3 * 8 + 1, {}) == 9 * 8 + 1);
+  const ParameterEntry& b = t.at(fc2);
+  CHECK(b.local_shape == std::vector<int64_t>{8, 3});
+  CHECK(b.partition_dim == 1);
+  CHECK(b.global_index(1, {}) == 4);
+  // Under TP 4 the expert-tensor split holds: its rank, not the tensor-parallel one, places it.
+  const ParameterTable wide = gpt_parameter_table(c, {4, 2}, {}, ExpertParallelRank{1, 0, 2, 0});
+  CHECK(wide.at(fc2).local_shape == std::vector<int64_t>{8, 3});
+  CHECK(wide.at(fc2).global_index(1, {4, 2}) == 1);
+  CHECK(wide.expert_begin < wide.buffer_size);
+  // The router and the shared experts stay with the dense parameters, split by the tensor size.
+  CHECK(wide.at("decoder.layers.0.mlp.shared_experts.linear_fc1.weight").expert_tensor.size == 0);
+  CHECK(wide.at("decoder.layers.0.mlp.router.weight").offset < wide.expert_begin);
+  CHECK_THROWS_WITH(gpt_parameter_table(c, {}, {}, ExpertParallelRank{1, 0, 4, 0}),
+                    "expert-tensor-parallel rank 0 of 4 cannot hold an equal share of the experts' 6 hidden units");
+}

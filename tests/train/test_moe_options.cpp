@@ -98,9 +98,17 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
         "--expert-model-parallel-size (4) must divide the data-parallel size (2)");
   // Both dispatchers move the tokens between expert-parallel ranks.
   CHECK(parse_moe({"--num-experts", "4", "--expert-model-parallel-size", "2"}, 2).moe.expert_model_parallel_size == 2);
-  CHECK(moe_usage_error({"--num-experts", "4", "--expert-tensor-parallel-size", "2"}, 2).find(
-            "--expert-tensor-parallel-size 2 is not supported yet") == 0);
-  // Megatron's default expert tensor-parallel size is the tensor-parallel size; mgt runs it and 1.
+  // Any expert tensor-parallel size whose expert grid (expert-tensor x EP x expert-data x PP)
+  // tiles the world and that splits the experts' hidden units evenly.
+  CHECK(parse_moe({"--num-experts", "4", "--expert-tensor-parallel-size", "2"}, 2).moe.expert_tensor_parallel_size == 2);
+  CHECK(parse_moe({"--num-experts", "4", "--expert-tensor-parallel-size", "2", "--expert-model-parallel-size", "2"}, 4)
+            .moe.expert_tensor_parallel_size == 2);
+  CHECK(moe_usage_error({"--num-experts", "4", "--expert-tensor-parallel-size", "4"}, 2) ==
+        "world size (2) is not divisible by --expert-tensor-parallel-size (4) x --expert-model-parallel-size (1) x "
+        "--pipeline-model-parallel-size (1), the expert_tensor_model_pipeline_parallel size (4)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--expert-tensor-parallel-size", "2", "--moe-ffn-hidden-size", "33"},
+                        2) == "--moe-ffn-hidden-size (33) must be divisible by --expert-tensor-parallel-size (2)");
+  // Megatron's default expert tensor-parallel size is the tensor-parallel size.
   const TrainOptions tp = parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel"}, 2);
   CHECK(tp.moe.expert_tensor_parallel_size == 2);
   CHECK(parse_moe({"--num-experts", "4", "--tensor-model-parallel-size", "2", "--sequence-parallel",
@@ -117,7 +125,7 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
                          "--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "4"},
                         2) ==
         "world size (2) is not divisible by --expert-tensor-parallel-size (1) x --expert-model-parallel-size (4) x "
-        "--pipeline-model-parallel-size (1)");
+        "--pipeline-model-parallel-size (1), the expert_tensor_model_pipeline_parallel size (4)");
   // megatron/core/transformer/moe/moe_layer.py: no MoE training under tensor parallelism without
   // sequence parallelism.
   CHECK(moe_usage_error({"--num-experts", "4", "--tensor-model-parallel-size", "2"}, 2) ==
@@ -255,4 +263,8 @@ TEST_CASE("moe options: FP8 with experts, and Megatron's checks of --moe-router-
   std::vector<std::string> param_gather = both;
   param_gather.insert(param_gather.end(), {"--use-distributed-optimizer", "--fp8-param-gather"});
   CHECK(moe_usage_error(param_gather).find("--fp8-param-gather with --num-experts: not supported by mgt-train") == 0);
+  std::vector<std::string> split = both;
+  split.insert(split.end(), {"--expert-tensor-parallel-size", "2"});
+  CHECK(moe_usage_error(split).find("--fp8-format with --expert-tensor-parallel-size 2: not supported by mgt-train") ==
+        0);
 }
