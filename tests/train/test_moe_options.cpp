@@ -265,6 +265,7 @@ TEST_CASE("moe options: FP8 with experts, and Megatron's checks of --moe-router-
   CHECK(moe_usage_error(param_gather).find("--fp8-param-gather with --num-experts: not supported by mgt-train") == 0);
   std::vector<std::string> split = both;
   split.insert(split.end(), {"--expert-tensor-parallel-size", "2"});
-  CHECK(moe_usage_error(split).find("--fp8-format with --expert-tensor-parallel-size 2: not supported by mgt-train") ==
+  INFO(moe_usage_error(split, 2));
+  CHECK(moe_usage_error(split, 2).find("--fp8-format with --expert-tensor-parallel-size 2: not supported by mgt-train") ==
         0);
 }
