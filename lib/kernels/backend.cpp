@@ -279,6 +279,15 @@ void expect_fp8(ConstFp8View view, int64_t want, BackendOp op, const char* name)
   expect_fp32(view.scale_inv, 1, op, (std::string(name) + "'s scale_inv").c_str());
 }
 
+// A cast of `elements` values with `scaling` into rowwise and/or transposed codes.
+void expect_cast(BackendOp op, int64_t elements, const Fp8Scaling& scaling, ConstFp8View rowwise,
+                 ConstFp8View transposed) {
+  expect_fp32(scaling.scale, 1, op, "scale");
+  if (scaling.current || !scaling.amax.empty()) expect_fp32(scaling.amax, 1, op, "amax");
+  if (!rowwise.empty()) expect_fp8(rowwise, elements, op, "rowwise");
+  if (!transposed.empty()) expect_fp8(transposed, elements, op, "transposed");
+}
+
 }  // namespace
 
 void Backend::fp8_quantize(ConstFloatView x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
@@ -286,10 +295,7 @@ void Backend::fp8_quantize(ConstFloatView x, int64_t rows, int64_t cols, const F
   constexpr BackendOp op = BackendOp::fp8_quantize;
   dims(op, {rows, cols});
   expect(x, rows * cols, op, "x");
-  expect_fp32(scaling.scale, 1, op, "scale");
-  if (scaling.current || !scaling.amax.empty()) expect_fp32(scaling.amax, 1, op, "amax");
-  if (!rowwise.empty()) expect_fp8(rowwise, rows * cols, op, "rowwise");
-  if (!transposed.empty()) expect_fp8(transposed, rows * cols, op, "transposed");
+  expect_cast(op, rows * cols, scaling, rowwise, transposed);
   Fp32Staging st(*this, op);
   do_fp8_quantize(st.in(x), rows, cols, scaling, rowwise, transposed);
 }
@@ -332,10 +338,7 @@ void Backend::fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t c
   constexpr BackendOp op = BackendOp::fp8_quantize_gelu_tanh;
   dims(op, {rows, cols});
   expect(pre, rows * cols, op, "pre");
-  expect_fp32(scaling.scale, 1, op, "scale");
-  if (scaling.current || !scaling.amax.empty()) expect_fp32(scaling.amax, 1, op, "amax");
-  if (!rowwise.empty()) expect_fp8(rowwise, rows * cols, op, "rowwise");
-  if (!transposed.empty()) expect_fp8(transposed, rows * cols, op, "transposed");
+  expect_cast(op, rows * cols, scaling, rowwise, transposed);
   do_fp8_quantize_gelu_tanh(pre, rows, cols, scaling, rowwise, transposed);
 }
 
