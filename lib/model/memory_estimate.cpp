@@ -17,6 +17,14 @@ void require_layout(const ParallelLayout& l) {
     throw Error("internal error: a parallel layout needs sizes of at least 1");
 }
 
+// The ranks an expert's weights are split over (expert-tensor parallelism): 1 where each is whole
+// on every tensor-parallel rank (--expert-tensor-parallel-size 1), the expert-tensor size on a
+// grid of its own, else the tensor-parallel size.
+std::int64_t expert_weight_split(const MoeConfig& moe, std::int64_t tp) {
+  if (moe.experts_whole(tp)) return 1;
+  return moe.experts_on_own_tensor_grid(tp) ? moe.expert_tensor_parallel_size : tp;
+}
+
 // Activation buffers hold floats of the activation type, statistics fp32 floats, index buffers
 // int64 (ActivationElements::bytes).
 N activation_bytes(const ActivationElements& e, std::int64_t bytes_per_float) { return e.bytes(bytes_per_float); }
@@ -43,7 +51,7 @@ N fp8_linear_weights(const GptConfig& c, const ParallelLayout& l) {
   N moe = 0;
   if (moe_fp8_layers > 0) {
     const std::int64_t gated = c.gated_linear_unit() ? 2 : 1;
-    const std::int64_t etp = c.moe.experts_whole(tp) ? 1 : tp;
+    const std::int64_t etp = expert_weight_split(c.moe, tp);
     const N expert = divide_up(N(gated + 1) * c.moe.ffn_hidden_size * h, etp);
     const N shared = divide_up(N(gated + 1) * c.moe.shared_expert_intermediate_size * h, tp);
     moe = N(c.moe.num_experts / std::max<std::int64_t>(1, c.moe.expert_model_parallel_size)) * expert + shared;
@@ -98,6 +106,40 @@ N attention_backward_scratch(const GptConfig& c, std::int64_t tp, std::int64_t s
   return bytes;
 }
 
+// An MoE layer's routed experts on one rank (the parameter table's entries,
+// megatron/core/transformer/moe): its num_experts / EP experts (fc1 and fc2, no biases), split
+// over the expert-tensor ranks.
+N routed_experts_per_rank(const GptConfig& c, std::int64_t tp) {
+  if (!c.moe.enabled()) return 0;
+  const N gated = c.gated_linear_unit() ? 2 : 1;
+  const std::int64_t ep = std::max<std::int64_t>(1, c.moe.expert_model_parallel_size);
+  const N expert = divide_up((gated + N(1)) * c.moe.ffn_hidden_size * c.hidden_size, expert_weight_split(c.moe, tp));
+  return N(c.moe.num_experts / ep) * expert;
+}
+
+// An MoE layer's MLP on one rank: the router, replicated; the routed experts; the shared experts
+// split over the tensor-parallel ranks, their gate replicated.
+N moe_mlp_parameters_per_rank(const GptConfig& c, std::int64_t tp) {
+  if (!c.moe.enabled()) return 0;
+  const N h = c.hidden_size;
+  const N gated = c.gated_linear_unit() ? 2 : 1;
+  const N shared = divide_up((gated + N(1)) * c.moe.shared_expert_intermediate_size * h, tp);
+  return N(c.moe.num_experts) * h + routed_experts_per_rank(c, tp) + shared + N(c.moe.shared_expert_gate ? 1 : 0) * h;
+}
+
+// The routed experts' parameters on the pipeline stage with the most MoE layers, per rank.
+N routed_expert_parameters_per_rank(const GptConfig& c, const ParallelLayout& l) {
+  const std::int64_t per_stage = divide_up(N(c.num_layers), l.pipeline_parallel).value();
+  std::int64_t most = 0;
+  for (std::int64_t first = 0; first < c.num_layers; first += per_stage) {
+    std::int64_t moe_layers = 0;
+    for (std::int64_t layer = first; layer < std::min(c.num_layers, first + per_stage); ++layer)
+      moe_layers += c.moe.is_moe_layer(layer) ? 1 : 0;
+    most = std::max(most, moe_layers);
+  }
+  return N(most) * routed_experts_per_rank(c, l.tensor_parallel);
+}
+
 }  // namespace
 
 std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& layout) {
@@ -114,21 +156,32 @@ std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& 
 
   // Column-parallel layers split their output rows (and bias); row-parallel ones their input
   // columns, their bias replicated (megatron/core/tensor_parallel/layers.py).
-  const N layer = norm * 2                                   // the two norms, replicated
-                  + divide_up(qkv * h + N(c.qkv_has_bias() ? 1 : 0) * qkv, tp)  // linear_qkv, column-parallel
-                  + divide_up(h * attention_width, tp) + bias * h  // linear_proj, row-parallel
-                  + divide_up(fc1 * h + bias * fc1, tp)      // linear_fc1, column-parallel
-                  + divide_up(h * c.ffn_hidden_size, tp) + bias * h;  // linear_fc2, row-parallel
-  const N layers_per_stage = divide_up(N(c.num_layers), pp);
+  const N attention_layer = norm * 2                         // the two norms, replicated
+                            + divide_up(qkv * h + N(c.qkv_has_bias() ? 1 : 0) * qkv, tp)  // linear_qkv, column-parallel
+                            + divide_up(h * attention_width, tp) + bias * h;  // linear_proj, row-parallel
+  const N dense_mlp = divide_up(fc1 * h + bias * fc1, tp)      // linear_fc1, column-parallel
+                      + divide_up(h * c.ffn_hidden_size, tp) + bias * h;  // linear_fc2, row-parallel
+  const N moe_mlp = moe_mlp_parameters_per_rank(c, tp);
   const N vocab_shard = divide_up(N(c.padded_vocab_size), tp) * h;  // vocab-parallel embedding
   const N positions =
       c.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute ? N(c.max_position_embeddings) * h : N(0);
   // A tied output layer is the word embedding itself, unless the pipeline puts it on another
   // stage, which then keeps its own copy.
   const N output = c.untie_embeddings_and_output_weights || pp > 1 ? vocab_shard : N(0);
-  const N first = layers_per_stage * layer + vocab_shard + positions + (pp == 1 ? norm + output : N(0));
-  const N last = layers_per_stage * layer + norm + output;
-  return pp == 1 ? first.value() : std::max(first.value(), last.value());
+  // Each stage's layers (an MoE layer's MLP in place of the dense one), the embeddings on the
+  // first, the final norm and the output layer on the last: the largest stage's.
+  const std::int64_t layers_per_stage = divide_up(N(c.num_layers), pp).value();
+  std::int64_t largest = 0;
+  for (std::int64_t stage = 0; stage < pp; ++stage) {
+    N params = 0;
+    for (std::int64_t layer = stage * layers_per_stage; layer < std::min(c.num_layers, (stage + 1) * layers_per_stage);
+         ++layer)
+      params += attention_layer + (c.moe.is_moe_layer(layer) ? moe_mlp : dense_mlp);
+    if (stage == 0) params += vocab_shard + positions;
+    if (stage == pp - 1) params += norm + output;
+    largest = std::max(largest, params.value());
+  }
+  return largest;
 }
 
 MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequest& r) {
@@ -156,7 +209,17 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   e.gradient_bytes = (p * 4).value();
   const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel * l.context_parallel : 1;
   if (r.use == MemoryUse::kTraining) {
-    e.optimizer_bytes = divide_up(p * 8, optimizer_shards).value();
+    // The distributed optimizer shards the routed experts over their expert-data-parallel group,
+    // world / (expert-tensor × EP × PP) ranks (Megatron's expert grid), the rest over DP × CP.
+    const N experts = routed_expert_parameters_per_rank(c, l);
+    const std::int64_t expert_shards =
+        l.distributed_optimizer
+            ? std::max<std::int64_t>(1, l.tensor_parallel * l.data_parallel * l.context_parallel /
+                                            (expert_weight_split(c.moe, l.tensor_parallel) *
+                                             std::max<std::int64_t>(1, c.moe.expert_model_parallel_size)))
+            : 1;
+    const N others = p.saturated() || experts.saturated() ? p : N(p.value() - experts.value());
+    e.optimizer_bytes = (divide_up(others * 8, optimizer_shards) + divide_up(experts * 8, expert_shards)).value();
     if (r.bf16_gradient_copy) e.gradient_bytes = (p * 6).value();
   }
   if (r.use == MemoryUse::kTraining || r.use == MemoryUse::kEvaluation)

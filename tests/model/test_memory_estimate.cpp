@@ -431,3 +431,71 @@ TEST_CASE("the FP8 weight copies of an MoE model: attention, the shared experts 
     if (e.name.find("linear_") != std::string::npos) weights += e.numel();
   CHECK(estimate_memory(config, r).fp8_weight_bytes == 2 * weights);
 }
+
+TEST_CASE("the memory estimate counts an MoE model's experts on each rank", "[model][moe][planner]") {
+  GptConfig c = model_testing::llama_like_config();
+  c.moe.num_experts = 8;
+  c.moe.layer_pattern = {false, true};
+  c.moe.ffn_hidden_size = 24;
+  c.moe.shared_expert_intermediate_size = 16;
+  c.moe.shared_expert_gate = true;
+  // One rank holds the whole model: its parameter count.
+  CHECK(parameters_per_rank(c, ParallelLayout{}) == c.num_parameters());
+  // Expert parallelism: each rank half of the experts (SwiGLU fc1 [2·24, h] and fc2 [h, 24]).
+  const std::int64_t h = c.hidden_size;
+  const std::int64_t expert = 3 * 24 * h;
+  GptConfig ep2 = c;
+  ep2.moe.expert_model_parallel_size = 2;
+  CHECK(parameters_per_rank(ep2, ParallelLayout{}) == c.num_parameters() - 4 * expert);
+  // Tensor parallelism splits the experts with the other layers unless they are kept whole
+  // (--expert-tensor-parallel-size 1): the experts' share of a rank doubles.
+  ParallelLayout tp2;
+  tp2.tensor_parallel = 2;
+  GptConfig whole = ep2;
+  whole.moe.expert_tensor_parallel_size = 1;
+  CHECK(parameters_per_rank(whole, tp2) - parameters_per_rank(ep2, tp2) == 4 * expert / 2);
+  // The distributed optimizer over DP=2 with EP=2: the dense parameters' moments sharded over
+  // both ranks, the experts' over their expert-data-parallel group of one.
+  MemoryEstimateRequest r;
+  r.seq_length = 16;
+  r.micro_batch_size = 1;
+  r.layout.data_parallel = 2;
+  r.layout.distributed_optimizer = true;
+  const MemoryEstimate e = estimate_memory(ep2, r);
+  const std::int64_t experts = 4 * expert;
+  CHECK(e.optimizer_bytes == (e.parameters_per_rank - experts) * 8 / 2 + experts * 8);
+}
+
+TEST_CASE("the memory estimate of a Mixtral-style model on one GPU, against the allocator's peak",
+          "[model][moe][planner]") {
+  // tools/gpu/moe_speed.sh's model: 16 layers of 2048, GQA 8, sequence 4096, 8 experts of ffn 5632
+  // top-2, untied embeddings of NullTokenizer's 32,001 tokens padded to 32,128; micro-batch 1,
+  // global batch 32, bf16.
+  GptConfig c;
+  c.num_layers = 16;
+  c.hidden_size = 2048;
+  c.ffn_hidden_size = 5632;
+  c.num_attention_heads = 16;
+  c.group_query_attention = true;
+  c.num_query_groups = 8;
+  c.kv_channels = 128;
+  c.seq_length = 4096;
+  c.position_embedding_type = PositionEmbeddingType::kRope;
+  c.normalization = Normalization::kRmsNorm;
+  c.activation = Activation::kSwiglu;
+  c.add_bias_linear = false;
+  c.untie_embeddings_and_output_weights = true;
+  c.padded_vocab_size = 32128;
+  c.moe.num_experts = 8;
+  c.moe.topk = 2;
+  c.moe.ffn_hidden_size = 5632;
+  c.moe.layer_pattern.assign(16, true);
+  c.moe.dispatcher = MoeDispatcher::kAlltoall;
+  c.moe.grouped_gemm = true;
+  const MemoryEstimate e = estimate_memory(c, bf16_gpu_request(4096, 1, 32));
+  CHECK(e.parameters_per_rank == c.num_parameters());
+  INFO("estimate " << static_cast<double>(e.total_bytes) / kMiB << " MiB");
+  // BENCHMARKS.md: max allocated 91,907 MiB (moe_speed.sh, binaries 44791a3).
+  CHECK(static_cast<double>(e.total_bytes) / kMiB > 0.99 * 91907);
+  CHECK(static_cast<double>(e.total_bytes) / kMiB < 1.01 * 91907);
+}
