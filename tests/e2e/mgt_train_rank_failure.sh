@@ -72,7 +72,11 @@ start_job() {
 # A rank killed: the launcher ends the job at once, naming the rank (srun: "task 1"), or, as
 # MPICH's hydra does, its PID, which mgt-train's start-up table of rank processes turns into the
 # rank.
-start_job killed
+# Without UCX's cross-memory-attach transport: the surviving rank's transfer into a process that
+# is gone aborts it there (SIGABRT in uct_cma_ep_tx), and the launcher may then report the
+# survivor's end instead of the killed rank's. Shared-memory segments leave the survivor waiting
+# until the launcher ends it.
+UCX_TLS='^cma' start_job killed
 kill -9 "$(cat "$WORK/pid.1")"
 wait_job killed 30
 python3 - "$WORK/killed.out" "$WORK/killed.err" "$(cat "$WORK/pid.1")" <<'PY' || fail "killed: the dead rank is not named"
