@@ -322,8 +322,12 @@ __global__ void norm_backward_input8_kernel(In dy, In x, In weight, const float*
   }
 }
 
-// Rows per chunk of the vector column reduction: enough chunks to fill the GPU at hidden 768.
-constexpr int kVectorRowsPerChunk = 64;
+// Rows per chunk of the vector column reduction: 128 keeps the partials small (a 32768-row
+// reduction has 256 chunks) while a 768-column one still fills the GPU (768 blocks).
+constexpr int kVectorRowsPerChunk = 128;
+// Rows each thread loads before adding any: the loads of a batch are in flight together, where a
+// loop adding each row as it arrived waited a memory round trip per row.
+constexpr int kColumnBatch = 4;
 
 // Stage 1 of a column reduction, eight columns per thread: partial_value[chunk, c] = Σ dy and
 // partial_xhat[chunk, c] = Σ dy·x̂ over the chunk's rows (either may be null). Block (32, 8):
@@ -339,19 +343,28 @@ __global__ void column_partial8_kernel(In dy, In x, const float* mean, const flo
   const int64_t last = min(first + kVectorRowsPerChunk, rows);
   float value[8] = {}, xhat[8] = {};
   if (active) {
-    for (int64_t r = first + threadIdx.y; r < last; r += 8) {
-      float g[8];
-      load8(dy + r * cols, group, g);
-      if (partial_xhat != nullptr) {
-        float xv[8];
-        load8(x + r * cols, group, xv);
-        const float mu = mean != nullptr ? mean[r] : 0.0f;
-        const float inv = rstd[r];
+    for (int64_t base = first + threadIdx.y; base < last; base += 8 * kColumnBatch) {
+      // Rows past the chunk load its last row again and add nothing: the loads stay
+      // unconditional, so that they are all issued before the first is waited for.
+      float g[kColumnBatch][8], xv[kColumnBatch][8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) xhat[j] += g[j] * (xv[j] - mu) * inv;
+      for (int k = 0; k < kColumnBatch; ++k) load8(dy + min(base + 8 * k, last - 1) * cols, group, g[k]);
+      if (partial_xhat != nullptr)
+#pragma unroll
+        for (int k = 0; k < kColumnBatch; ++k) load8(x + min(base + 8 * k, last - 1) * cols, group, xv[k]);
+#pragma unroll
+      for (int k = 0; k < kColumnBatch; ++k) {
+        const int64_t r = base + 8 * k;
+        if (r >= last) continue;
+        if (partial_xhat != nullptr) {
+          const float mu = mean != nullptr ? mean[r] : 0.0f;
+          const float inv = rstd[r];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) xhat[j] += g[k][j] * (xv[k][j] - mu) * inv;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) value[j] += g[k][j];
       }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) value[j] += g[j];
     }
   }
 #pragma unroll
@@ -388,6 +401,7 @@ __global__ void column_finish8_kernel(ColumnOutputs outputs, int64_t chunks, int
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   float acc = 0.0f;
   if (c < cols)
+#pragma unroll 8
     for (int64_t k = threadIdx.y; k < chunks; k += 8) acc += partial[k * cols + c];
   sums[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -416,6 +430,127 @@ void column_sums8(In dy, In x, const float* mean, const float* rstd, int64_t row
       outputs, chunks, cols);
   MGT_CUDA_CHECK_LAUNCH(column_finish8_kernel);
   MGT_CUDA_CHECK(cudaFreeAsync(partial, stream));
+}
+
+// Rows per block of the fused norm backward: 512 blocks for 32768 rows, eight rows per warp.
+constexpr int kFusedRowsPerBlock = 64;
+
+// The norm backward in one pass where a row's groups of eight fit kGroups per lane
+// (hidden ≤ 256·kGroups): norm_backward_input8_kernel's dx, and from the same loads the column
+// sums Σ dy (partial_value, LayerNorm's bias) and Σ dy·x̂ (partial_xhat, the weight) of the
+// block's rows, written as the block's partial for column_finish8_kernel. dy and x are read once
+// instead of once more by a separate column reduction. Each warp takes the block's rows w, w + 8,
+// …; each lane owns the same column groups in every row and keeps their sums in registers; the
+// warps' sums are combined in a fixed order, so the result does not depend on scheduling. dx may
+// alias dy (unless accumulating): a lane reads its groups of dy before writing them.
+template <int kGroups>
+__global__ void __launch_bounds__(kRowThreads, kGroups <= 3 ? 2 : 1)
+    norm_backward_fused8_kernel(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows,
+                                int64_t hidden, Out dx, bool accumulate, float* partial_value, float* partial_xhat) {
+  __shared__ float combine[kWarpsPerBlock][kGroups * 256];
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t n8 = hidden / 8;
+  float column_value[kGroups][8] = {}, column_xhat[kGroups][8] = {};
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kFusedRowsPerBlock;
+  const int64_t last = min(first + kFusedRowsPerBlock, rows);
+  for (int64_t r = first + warp; r < last; r += kWarpsPerBlock) {
+    const In xr = x + r * hidden;
+    const In dyr = dy + r * hidden;
+    const Out dxr = dx + r * hidden;
+    const float mu = mean != nullptr ? mean[r] : 0.0f;
+    const float inv = rstd[r];
+    float g[kGroups][8], xhat[kGroups][8];
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n8) break;
+      load8(dyr, i, g[k]);
+      load8(xr, i, xhat[k]);
+    }
+    float sum_g = 0.0f, sum_g_xhat = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n8) break;
+      float w[8];
+      load8(weight, i, w);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        xhat[k][j] = (xhat[k][j] - mu) * inv;
+        column_value[k][j] += g[k][j];
+        column_xhat[k][j] += g[k][j] * xhat[k][j];
+        g[k][j] *= w[j];
+        sum_g += g[k][j];
+        sum_g_xhat += g[k][j] * xhat[k][j];
+      }
+    }
+    const float mean_g = mean != nullptr ? warp_sum(sum_g) / static_cast<float>(hidden) : 0.0f;
+    const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(hidden);
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n8) break;
+      float out[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out[j] = inv * (g[k][j] - mean_g - xhat[k][j] * mean_g_xhat);
+      if (accumulate) {
+        float old[8];
+        load8(In(dxr.raw(), dxr.type()), i, old);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) out[j] += old[j];
+      }
+      store8(dxr, i, out);
+    }
+  }
+  float* const partials[2] = {partial_value, partial_xhat};
+  for (int which = 0; which < 2; ++which) {
+    float* partial = partials[which];
+    if (partial == nullptr) continue;  // the same for the whole block
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n8) break;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) combine[warp][8 * i + j] = which == 0 ? column_value[k][j] : column_xhat[k][j];
+    }
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      float total = 0.0f;
+      for (int w = 0; w < kWarpsPerBlock; ++w) total += combine[w][c];
+      partial[static_cast<int64_t>(blockIdx.x) * hidden + c] = total;
+    }
+    __syncthreads();
+  }
+}
+
+// The fused norm backward (norm_backward_fused8_kernel) where the row fits: dweight += Σ dy·x̂,
+// dbias += Σ dy (dbias may be null), dx = or += the input's gradient. False where it does not fit.
+bool norm_backward_fused8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
+                          Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
+  const int64_t groups = (hidden / 8 + 31) / 32;
+  if (groups > 4) return false;
+  const int64_t chunks = (rows + kFusedRowsPerBlock - 1) / kFusedRowsPerBlock;
+  const size_t one = static_cast<size_t>(chunks * hidden);
+  float* partial = nullptr;
+  MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), 2 * one * sizeof(float), stream));
+  float* partial_value = dbias != nullptr ? partial : nullptr;
+  float* partial_xhat = dweight != nullptr ? partial + one : nullptr;
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(chunks), kRowThreads, 0, stream>>>(dy, x, weight, mean, rstd, rows, hidden, dx,
+                                                                      accumulate_dx, partial_value, partial_xhat);
+  };
+  if (groups == 1) launch(norm_backward_fused8_kernel<1>);
+  else if (groups == 2) launch(norm_backward_fused8_kernel<2>);
+  else if (groups == 3) launch(norm_backward_fused8_kernel<3>);
+  else launch(norm_backward_fused8_kernel<4>);
+  MGT_CUDA_CHECK_LAUNCH(norm_backward_fused8_kernel);
+  const ColumnOutputs outputs{{partial_value, partial_xhat}, {dbias, dweight}};
+  column_finish8_kernel<<<dim3(static_cast<unsigned>((hidden + 31) / 32), 2), dim3(32, 8), 0, stream>>>(
+      outputs, chunks, hidden);
+  MGT_CUDA_CHECK_LAUNCH(column_finish8_kernel);
+  MGT_CUDA_CHECK(cudaFreeAsync(partial, stream));
+  return true;
 }
 
 unsigned row_warp_blocks(int64_t rows) {
@@ -463,6 +598,8 @@ void layer_norm_backward(In dy, In x, In weight, const float* mean,
                          float* dweight, float* dbias, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
+    if (norm_backward_fused8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream))
+      return;
     column_sums8(dy, x, mean, rstd, rows, hidden, dbias, dweight, stream);
     // dx last: it may alias dy.
     norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
@@ -495,6 +632,8 @@ void rms_norm_backward(In dy, In x, In weight, const float* rstd,
                        cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
+    if (norm_backward_fused8(dy, x, weight, nullptr, rstd, rows, hidden, dx, accumulate_dx, dweight, nullptr, stream))
+      return;
     column_sums8(dy, x, nullptr, rstd, rows, hidden, nullptr, dweight, stream);
     norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
         dy, x, weight, nullptr, rstd, rows, hidden, dx, accumulate_dx);
