@@ -460,14 +460,13 @@ __global__ void __launch_bounds__(kRowThreads, kGroups <= 3 ? 2 : 1)
     const Out dxr = dx + r * hidden;
     const float mu = mean != nullptr ? mean[r] : 0.0f;
     const float inv = rstd[r];
+    // Groups past the row load its last group again (unused): unconditional loads are all issued
+    // before the first is waited for.
     float g[kGroups][8], xhat[kGroups][8];
 #pragma unroll
-    for (int k = 0; k < kGroups; ++k) {
-      const int64_t i = lane + 32 * k;
-      if (i >= n8) break;
-      load8(dyr, i, g[k]);
-      load8(xr, i, xhat[k]);
-    }
+    for (int k = 0; k < kGroups; ++k) load8(dyr, min(static_cast<int64_t>(lane + 32 * k), n8 - 1), g[k]);
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) load8(xr, min(static_cast<int64_t>(lane + 32 * k), n8 - 1), xhat[k]);
     float sum_g = 0.0f, sum_g_xhat = 0.0f;
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
@@ -487,19 +486,17 @@ __global__ void __launch_bounds__(kRowThreads, kGroups <= 3 ? 2 : 1)
     }
     const float mean_g = mean != nullptr ? warp_sum(sum_g) / static_cast<float>(hidden) : 0.0f;
     const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(hidden);
+    float old[kGroups][8] = {};
+    if (accumulate)
+#pragma unroll
+      for (int k = 0; k < kGroups; ++k) load8(In(dxr.raw(), dxr.type()), min(static_cast<int64_t>(lane + 32 * k), n8 - 1), old[k]);
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
       const int64_t i = lane + 32 * k;
       if (i >= n8) break;
       float out[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) out[j] = inv * (g[k][j] - mean_g - xhat[k][j] * mean_g_xhat);
-      if (accumulate) {
-        float old[8];
-        load8(In(dxr.raw(), dxr.type()), i, old);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) out[j] += old[j];
-      }
+      for (int j = 0; j < 8; ++j) out[j] = inv * (g[k][j] - mean_g - xhat[k][j] * mean_g_xhat) + old[k][j];
       store8(dxr, i, out);
     }
   }
