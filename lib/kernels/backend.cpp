@@ -1135,6 +1135,7 @@ void Backend::moe_route(ConstFloatView logits, const MoeRoutingParams& p, FloatV
                            p.topk > p.group_topk * (p.experts / p.num_groups)))
     fail(op, "group-limited routing needs groups dividing the experts and topk within the chosen groups");
   if (p.aux_groups > 0 && p.tokens % p.aux_groups != 0) fail(op, "tokens must be a multiple of aux_groups");
+  if (p.aux_partitions < 1) fail(op, "aux_partitions must be >= 1");
   const int64_t n = p.tokens * p.experts;
   expect(logits, n, op, "logits");
   expect(gates, n, op, "gates");
@@ -1144,7 +1145,10 @@ void Backend::moe_route(ConstFloatView logits, const MoeRoutingParams& p, FloatV
   expect(statistics, 2, op, "statistics");
   if (p.tokens == 0) return;
   Fp32Staging st(*this, op);
-  do_moe_route(st.in(logits), p, st.out(gates), st.out(probs), st.out(routing_map), st.out(aux_counts),
+  // The second pass of a partitioned auxiliary loss reads the summed counts and leaves the
+  // routing outputs as they are (staged both ways, so that a staged copy does not replace them).
+  const auto stage = [&](FloatView view) { return p.aux_from_counts ? st.inout(view) : st.out(view); };
+  do_moe_route(st.in(logits), p, stage(gates), stage(probs), stage(routing_map), stage(aux_counts),
                statistics.data(), accumulate);
   st.finish();
 }
@@ -1156,6 +1160,7 @@ void Backend::moe_route_backward(ConstFloatView logits, const MoeRoutingParams& 
   dims(op, {p.tokens, p.experts, p.aux_groups});
   if (p.experts < 1 || p.topk < 1 || p.topk > p.experts) fail(op, "needs 1 <= topk <= experts");
   if (p.aux_groups > 0 && p.tokens % p.aux_groups != 0) fail(op, "tokens must be a multiple of aux_groups");
+  if (p.aux_partitions < 1) fail(op, "aux_partitions must be >= 1");
   const int64_t n = p.tokens * p.experts;
   expect(logits, n, op, "logits");
   expect(d_probs, n, op, "d_probs");

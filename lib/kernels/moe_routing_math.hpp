@@ -137,6 +137,21 @@ MGT_MOE_FN float sigmoid_row_sum(const float* logits, int64_t n) {
   return s;
 }
 
+// The factor on Σ_e P_e·f_e (P the scores summed over a group's tokens, f its tokens per expert)
+// that makes the auxiliary loss: num_experts / (tokens² · topk) for aux_loss, num_experts /
+// (batch · seq² · topk) for seq_aux_loss, the tokens and the sequences' length counted over all
+// aux_partitions (switch_load_balancing_loss_func's num_tokens · num_sub_sequence,
+// sequence_load_balancing_loss_func's seq_length · num_sub_sequence).
+MGT_MOE_FN double aux_loss_factor(const MoeRoutingParams& p) {
+  const double E = static_cast<double>(p.experts);
+  const double T = static_cast<double>(p.tokens) * static_cast<double>(p.aux_partitions);
+  const double k = static_cast<double>(p.topk);
+  if (p.aux_groups <= 1) return E / (T * T * k);
+  const double B = static_cast<double>(p.aux_groups);
+  const double S = T / B;
+  return E / (B * S * S * k);
+}
+
 // Whether expert e is among the top-k of the token's auxiliary scores (the loss's routing map,
 // plain top-k without groups or capacity): fewer than k experts score higher, counting ties at
 // lower indices as higher.

@@ -20,6 +20,22 @@ struct MoeRoutingParams {
   // The auxiliary load-balancing loss's groups of tokens: 0 for no auxiliary loss, 1 for
   // aux_loss (the whole micro-batch), the batch size for seq_aux_loss (each sequence).
   int64_t aux_groups = 0;
+  // Context parallelism: the ranks (>= 1) over which the micro-batch's sequences are split, each
+  // routing its part (these `tokens`; every rank as many). Megatron counts the auxiliary losses'
+  // tokens per expert over all of them and normalises by all their tokens
+  // (switch_load_balancing_loss_func's and sequence_load_balancing_loss_func's
+  // sequence_partition_group in megatron/core/transformer/moe/moe_utils.py), so with more than one:
+  //  - moe_route writes this rank's counts into aux_counts and adds no auxiliary statistic (the
+  //    counts are partial); the caller sums aux_counts over the ranks, then
+  //  - moe_route with aux_from_counts adds the auxiliary statistic of this rank's tokens scored
+  //    against those sums, whose sum over the ranks is the whole micro-batch's loss;
+  //  - moe_route_backward reads the sums in aux_counts.
+  // The normalisation is that of tokens · aux_partitions tokens in every case.
+  int64_t aux_partitions = 1;
+  // moe_route's second pass under aux_partitions: aux_counts is read (the counts summed over the
+  // partitions), the routing outputs are left as they are, and only statistics[0] changes (the
+  // auxiliary statistic added, or stored without `accumulate`).
+  bool aux_from_counts = false;
   bool z_loss = false;  // compute the z-loss statistic
   // --moe-router-enable-expert-bias: [experts] fp32 in the backend's memory, added to the sigmoid
   // scores for the top-k choice only (not to the gates); null for none.

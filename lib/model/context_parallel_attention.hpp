@@ -32,6 +32,8 @@ public:
 
   int size() const { return group_->size(); }
   int rank() const { return group_->rank(); }
+  // The context-parallel group, for the other reductions over it (the MoE router's counts).
+  dist::Communicator& group() const { return *group_; }
 
   // q [2c, b, heads, d], k and v [2c, b, groups, d], sequence-major: this rank's two chunks.
   // shape.seq_q == shape.seq_kv == 2c. out as q; lse b·heads·2c fp32 values, in the layout the

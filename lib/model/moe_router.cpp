@@ -1,5 +1,7 @@
 #include "model/moe_router.hpp"
 
+#include "model/context_parallel_attention.hpp"
+
 namespace mgt {
 
 namespace {
@@ -13,6 +15,11 @@ DropoutKey jitter_key(const ForwardContext& ctx, int64_t layer) {
   DropoutKey key = ctx.key(layer, DropoutSite::kMlpOutput);
   key.seed ^= 0x9E3779B97F4A7C15ull;
   return key;
+}
+
+// The ranks the pass's sequences are split over by context parallelism (1 without it).
+int64_t context_parallel_ranks(const ForwardContext& ctx) {
+  return ctx.context_parallel ? ctx.context_parallel->size() : 1;
 }
 
 }  // namespace
@@ -40,6 +47,12 @@ MoeRoutingParams MoeRouter::routing(const ForwardContext& ctx) const {
   // Megatron's apply_load_balancing_loss computes nothing for a zero coefficient.
   if (ctx.training && moe_.aux_loss_coeff != 0.0 && moe_.load_balancing != MoeLoadBalancing::kNone)
     p.aux_groups = moe_.load_balancing == MoeLoadBalancing::kSeqAuxLoss ? ctx.batch : 1;
+  // Megatron's apply_load_balancing_loss passes the tensor x context-parallel group as the
+  // losses' sequence_partition_group (megatron/core/transformer/moe/router.py): the tokens per
+  // expert summed over it, normalised by its tokens. Under sequence parallelism this router
+  // already routes the whole sequence of the tensor-parallel group, so only the context-parallel
+  // ranks' parts remain to be counted together (forward).
+  p.aux_partitions = context_parallel_ranks(ctx);
   p.z_loss = ctx.training && moe_.z_loss;
   return p;
 }
@@ -67,9 +80,23 @@ void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const M
     unused = DeviceArray<double>(*backend_, 2);
     statistics = unused.view();
   }
+  const FloatView aux_counts = saved.aux_counts.first(p.aux_groups * p.experts);
   backend_->moe_route(saved.logits.first(te), p, scratch.gates.first(te), saved.probs.first(te),
-                      saved.routing_map.first(te), saved.aux_counts.first(p.aux_groups * p.experts), statistics,
-                      /*accumulate=*/true);
+                      saved.routing_map.first(te), aux_counts, statistics, /*accumulate=*/true);
+  if (p.aux_groups > 0 && p.aux_partitions > 1) {
+    // switch_load_balancing_loss_func all-reduces tokens_per_expert over the group and divides by
+    // num_tokens · group size; sequence_load_balancing_loss_func gathers the scores instead and
+    // counts locally, whose loss summed over the group, and gradient, are the same. Each rank's
+    // statistic here is its tokens' scores against the summed counts: their sum over the group is
+    // the whole micro-batch's loss, as Megatron's tracker sums it over the group
+    // (save_to_aux_losses_tracker's reduce_group; train/training_step.cpp). The backward reads the
+    // sums. A recomputed forward reduces them again (its first pass counted this rank's only).
+    ctx.context_parallel->group().all_reduce(aux_counts, dist::ReduceOp::Sum);
+    MoeRoutingParams summed = p;
+    summed.aux_from_counts = true;
+    backend_->moe_route(saved.logits.first(te), summed, scratch.gates.first(te), saved.probs.first(te),
+                        saved.routing_map.first(te), aux_counts, statistics, /*accumulate=*/true);
+  }
   if (ctx.sequence_parallel() && p.capacity >= 0) {
     // Megatron routes each sequence-parallel rank's tokens by themselves: an expert's capacity is
     // that of a rank's tokens and the drops are among them. The auxiliary losses (above) do not
@@ -99,7 +126,21 @@ void MoeRouter::backward(const ForwardContext& ctx, ConstFloatView input, const 
   const MoeRoutingParams p = routing(ctx);
   const int64_t te = p.tokens * p.experts;
   const float aux_grad = static_cast<float>(moe_.aux_loss_coeff) * ctx.moe_loss_grad_scale;
-  const float z_grad = static_cast<float>(moe_.z_loss_coeff) * ctx.moe_loss_grad_scale;
+  // Megatron's apply_z_loss divides the coefficient by the tensor x context-parallel group's size
+  // (megatron/core/transformer/moe/router.py): each rank's z-loss is the mean over its tokens.
+  // Its sequence-parallel ranks' gradients are summed, which makes the mean over the tensor-
+  // parallel group's tokens: what this router, routing them all on every tensor-parallel rank,
+  // computes directly. Only the context-parallel factor remains.
+  //
+  // Under context parallelism neither auxiliary loss's gradient is then the one-rank run's:
+  // Megatron averages the gradients over the data-parallel group with context parallelism
+  // (megatron/core/distributed/distributed_data_parallel.py: 1 / dp_cp size) while
+  // MoEAuxLossAutoScaler's scale is 1 / num_microbatches (megatron/core/pipeline_parallel/
+  // schedules.py) and the ranks' auxiliary losses sum to the whole sequence's (the z-losses, with
+  // the coefficient so divided, too): the auxiliary losses act with their coefficients divided by
+  // the context-parallel size. mgt does as Megatron; the logged values are the one-rank run's.
+  const float z_grad = static_cast<float>(moe_.z_loss_coeff) * ctx.moe_loss_grad_scale /
+                       static_cast<float>(context_parallel_ranks(ctx));
   backend_->moe_route_backward(saved.logits.first(te), p, scratch.d_probs.first(te), saved.routing_map.first(te),
                                saved.aux_counts.first(p.aux_groups * p.experts), aux_grad, z_grad,
                                scratch.d_logits.first(te));

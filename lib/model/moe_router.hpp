@@ -27,7 +27,8 @@ public:
   // saved.logits, probs, routing_map and aux_counts from input [T, h]; the statistics added to
   // ctx.moe_statistics in training, and with the expert bias the tokens routed to each expert
   // added to its counts (model/moe_expert_bias.hpp). Under sequence parallelism (the whole sequence's tokens in
-  // input) each rank's part is routed with its own capacity, as Megatron routes it.
+  // input) each rank's part is routed with its own capacity, as Megatron routes it. Under context
+  // parallelism the auxiliary loss's counts are summed over the group (a collective).
   void forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                const MoeScratch& scratch) const;
   // From scratch.d_probs: the router weight's gradient (added) and d_input (added to; nothing

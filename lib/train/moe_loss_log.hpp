@@ -4,7 +4,8 @@
 // over the layers divided by the number of MoE layers in the log line, metrics.jsonl and
 // TensorBoard; per layer (moe/{name}_layer_{i}) with --moe-per-layer-logging. The values are the
 // losses divided by their coefficients. mgt averages over every data-parallel rank's
-// micro-batches, so the value does not depend on the layout.
+// micro-batches, so the value does not depend on the layout (under context parallelism the
+// statistics arrive reduced over the group: train/training_step.cpp).
 #pragma once
 #include <span>
 #include <string>

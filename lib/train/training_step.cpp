@@ -123,6 +123,15 @@ IterationRecord TrainingRun::train_step() {
     // Each pipeline stage holds its own layers' (Megatron's reduce_aux_losses_tracker_across_ranks
     // sums over the pipeline group); the tensor-parallel ranks hold the same values.
     if (pipeline_.size() > 1) pipeline_.all_reduce(std::span<double>(statistics), dist::ReduceOp::Sum);
+    // Under context parallelism each rank holds its part of the sequences' load-balancing loss,
+    // which Megatron sums over the group (save_to_aux_losses_tracker's reduce_group in
+    // megatron/core/transformer/moe/router.py), and the z-loss of its tokens, which Megatron
+    // logs unreduced (the last rank's); mgt averages the z-losses over the group as over the
+    // data-parallel ranks: the whole sequences' mean, the one-rank run's.
+    if (cp > 1) {
+      for (std::size_t i = 1; i < statistics.size(); i += 2) statistics[i] /= static_cast<double>(cp);
+      context_parallel_.all_reduce(std::span<double>(statistics), dist::ReduceOp::Sum);
+    }
     record.moe_losses =
         moe_loss_values(model_->parameters().config().moe, statistics, static_cast<double>(n * dp));
   }

@@ -10,6 +10,12 @@
 # sequence by all-to-alls) reproduces the one-rank run too at CP=2 (both models) and CP=4
 # (GPT-2); allgather, a2a+p2p, a type per layer, a2a with heads or groups that CP does not
 # divide, and sequence lengths that 2 x CP does not divide are refused.
+# An MoE model (aux_loss and seq_aux_loss, CP=2) counts its load-balancing loss's tokens per
+# expert over the context-parallel ranks as Megatron-Core does: the logged load_balancing_loss
+# and z_loss are those of the whole sequences, and the auxiliary losses act on the gradients with
+# their coefficients divided by CP (Megatron's scaling, model/moe_router.cpp), so the lm loss,
+# both logged losses and the grad norm are those of the one-rank run with the coefficients
+# halved, within 1e-5 relative (1e-4 for the norm).
 # Usage: bash tests/e2e/mgt_train_context_parallel.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -117,5 +123,20 @@ compare_curves "$WORK/gpt2-1.jsonl" "$WORK/cp2-1.jsonl" continues
 expect_status 0 ranks 4 "$BIN/mgt-train" "${GPT2_NODROP[@]}" --context-parallel-size 4 --load "$WORK/from-cp2-to-4" \
   --metrics-file "$WORK/cp2-4.jsonl"
 compare_curves "$WORK/gpt2-1.jsonl" "$WORK/cp2-4.jsonl" continues
+
+# MoE: the load-balancing loss's tokens per expert summed over the context-parallel group and
+# normalised by its tokens (Megatron's sequence_partition_group), the auxiliary losses' gradients
+# those of the one-rank run with the coefficients halved at CP=2.
+source "$SRC/tests/e2e/lib/moe_equivalence.bash"
+HALVED=(--moe-aux-loss-coeff 5e-3 --moe-z-loss-coeff 5e-4)
+SEQ_AUX=(--moe-router-load-balancing-type seq_aux_loss)
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${HALVED[@]}" --metrics-file "$WORK/moe-halved.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --context-parallel-size 2 --metrics-file "$WORK/moe-cp2.jsonl"
+compare "$WORK/moe-halved.jsonl" "$WORK/moe-cp2.jsonl" || fail "MoE at CP=2 does not reproduce the one-rank run"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${SEQ_AUX[@]}" "${HALVED[@]}" --metrics-file "$WORK/moe-seq-halved.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${SEQ_AUX[@]}" --context-parallel-size 2 \
+  --metrics-file "$WORK/moe-seq-cp2.jsonl"
+compare "$WORK/moe-seq-halved.jsonl" "$WORK/moe-seq-cp2.jsonl" ||
+  fail "MoE (seq_aux_loss) at CP=2 does not reproduce the one-rank run"
 
 echo "mgt-train context parallelism: all checks passed"

@@ -983,7 +983,9 @@ void case_row_argmax(OpRun& r) {
 // dropping by probability and the per-sequence auxiliary loss; pre-softmax with a scaling factor
 // and group-limited routing (3 groups, 2 chosen) dropping by position; sigmoid scores with the
 // micro-batch's auxiliary loss; and 1,000 tokens over 8 experts with the micro-batch's auxiliary
-// loss and the z-loss (more tokens than a reduction block's threads, not a multiple of them).
+// loss and the z-loss (more tokens than a reduction block's threads, not a multiple of them); and
+// the per-sequence auxiliary loss of a micro-batch split over 2 context-parallel ranks (both
+// passes of moe_route, the second against the first's counts, and the backward's normalisation).
 std::vector<MoeRoutingParams> moe_routings() {
   MoeRoutingParams post{16, 6, 2};
   post.capacity = 4;
@@ -1002,7 +1004,11 @@ std::vector<MoeRoutingParams> moe_routings() {
   MoeRoutingParams many{1000, 8, 2};
   many.aux_groups = 1;
   many.z_loss = true;
-  return {post, pre, sig, many};
+  MoeRoutingParams split{16, 6, 2};
+  split.aux_groups = 2;
+  split.aux_partitions = 2;
+  split.z_loss = true;
+  return {post, pre, sig, many, split};
 }
 
 // The sigmoid routing is run again with an expert bias (--moe-router-enable-expert-bias) in each
@@ -1037,6 +1043,11 @@ void case_moe_route(OpRun& r) {
       DeviceArray<float> bias;
       const MoeRoutingParams q = with_expert_bias(b, p, biased, bias);
       b.moe_route(logits(s), q, gates(s), probs(s), map(s), counts(s), on_device.view(), true);
+      if (q.aux_partitions > 1) {
+        MoeRoutingParams second = q;
+        second.aux_from_counts = true;
+        b.moe_route(logits(s), second, gates(s), probs(s), map(s), counts(s), on_device.view(), true);
+      }
       b.copy_to_host(DeviceSpan<const double>(on_device.view()), std::span<double>(statistics[s == Side::kTest ? 0 : 1]));
     });
     r.check(gates, kElementwise, "gates");

@@ -35,17 +35,39 @@ void apply_capacity(const MoeRoutingParams& p, const float* gates, float* probs,
   }
 }
 
+// Each auxiliary-loss group's scores summed over its tokens, [aux_groups, experts]; with
+// `counts`, the group's tokens per expert of the loss's top-k written there too.
+std::vector<double> aux_score_sums(const float* logits, const MoeRoutingParams& p, float* counts) {
+  const int64_t T = p.tokens;
+  const int64_t E = p.experts;
+  const int64_t A = p.aux_groups;
+  std::vector<double> score_sums(static_cast<std::size_t>(A * E), 0.0);
+  if (counts) std::fill(counts, counts + A * E, 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = logits + t * E;
+    const float max = moe_math::row_max(row, E);
+    const float sum = moe_math::row_exp_sum(row, E, max);
+    const float sigmoid_sum = moe_math::sigmoid_row_sum(row, E);
+    const int64_t a = t % A;
+    for (int64_t e = 0; e < E; ++e) {
+      score_sums[static_cast<std::size_t>(a * E + e)] += moe_math::aux_score(row, e, p, max, sum, sigmoid_sum);
+      if (counts && moe_math::in_aux_topk(row, e, p, max, sum, sigmoid_sum)) counts[a * E + e] += 1.0f;
+    }
+  }
+  return score_sums;
+}
+
+// The auxiliary loss (divided by its coefficient) of the scores summed in `score_sums` against
+// the tokens per expert in `counts`.
+double aux_statistic(const std::vector<double>& score_sums, const float* counts, const MoeRoutingParams& p) {
+  double aux = 0.0;
+  for (int64_t i = 0; i < p.aux_groups * p.experts; ++i) aux += score_sums[static_cast<std::size_t>(i)] * counts[i];
+  return aux * moe_math::aux_loss_factor(p);
+}
+
 }  // namespace
 
-double moe_aux_factor_double(const MoeRoutingParams& p) {
-  const double E = static_cast<double>(p.experts);
-  const double T = static_cast<double>(p.tokens);
-  const double k = static_cast<double>(p.topk);
-  if (p.aux_groups <= 1) return E / (T * T * k);
-  const double B = static_cast<double>(p.aux_groups);
-  const double S = T / B;
-  return E / (B * S * S * k);
-}
+double moe_aux_factor_double(const MoeRoutingParams& p) { return moe_math::aux_loss_factor(p); }
 
 float moe_aux_factor(const MoeRoutingParams& p) { return static_cast<float>(moe_aux_factor_double(p)); }
 
@@ -55,6 +77,13 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
   const int64_t E = p.experts;
   require(T >= 0 && E >= 1 && p.topk >= 1 && p.topk <= E, "moe_route", "needs 1 <= topk <= experts");
   require(p.aux_groups == 0 || T % p.aux_groups == 0, "moe_route", "tokens must be a multiple of aux_groups");
+  require(p.aux_partitions >= 1, "moe_route", "aux_partitions must be >= 1");
+  if (p.aux_from_counts) {
+    // The second pass of a partitioned loss: this rank's scores against the summed counts.
+    const double aux = p.aux_groups > 0 ? aux_statistic(aux_score_sums(logits, p, nullptr), aux_counts, p) : 0.0;
+    statistics[0] = accumulate ? statistics[0] + aux : aux;
+    return;
+  }
   std::vector<float> scratch(static_cast<std::size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
     const float* row = logits + t * E;
@@ -66,22 +95,9 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
 
   double aux = 0.0;
   if (p.aux_groups > 0) {
-    const int64_t A = p.aux_groups;
-    std::vector<double> score_sums(static_cast<std::size_t>(A * E), 0.0);
-    std::fill(aux_counts, aux_counts + A * E, 0.0f);
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = logits + t * E;
-      const float max = moe_math::row_max(row, E);
-      const float sum = moe_math::row_exp_sum(row, E, max);
-      const float sigmoid_sum = moe_math::sigmoid_row_sum(row, E);
-      const int64_t a = t % A;
-      for (int64_t e = 0; e < E; ++e) {
-        score_sums[a * E + e] += moe_math::aux_score(row, e, p, max, sum, sigmoid_sum);
-        if (moe_math::in_aux_topk(row, e, p, max, sum, sigmoid_sum)) aux_counts[a * E + e] += 1.0f;
-      }
-    }
-    for (int64_t i = 0; i < A * E; ++i) aux += score_sums[static_cast<std::size_t>(i)] * aux_counts[i];
-    aux *= moe_aux_factor_double(p);
+    const std::vector<double> score_sums = aux_score_sums(logits, p, aux_counts);
+    // Partitioned, the counts are this rank's only: the statistic waits for their sums.
+    if (p.aux_partitions == 1) aux = aux_statistic(score_sums, aux_counts, p);
   }
   double z = 0.0;
   if (p.z_loss && T > 0) {

@@ -21,7 +21,8 @@ void row_dot(const float* a, const float* b, int64_t rows, int64_t cols, float* 
 void scale_rows(const float* x, const float* factors, int64_t rows, int64_t cols, float* out);
 
 // The factor on d(Σ_e P_e·f_e)/d score of moe_route_backward's auxiliary loss: Megatron's
-// num_experts / (tokens² · topk) for aux_loss, num_experts / (batch · seq² · topk) for seq_aux_loss.
+// num_experts / (tokens² · topk) for aux_loss, num_experts / (batch · seq² · topk) for seq_aux_loss,
+// over all p.aux_partitions (moe_math::aux_loss_factor).
 float moe_aux_factor(const MoeRoutingParams& p);
 double moe_aux_factor_double(const MoeRoutingParams& p);
 

@@ -66,7 +66,8 @@ __device__ T block_sum(T value, T* shared) {
 }
 
 // One block per (group, expert): the auxiliary loss's token count and score sum, the group's
-// tokens strided over the block's threads.
+// tokens strided over the block's threads. With p.aux_from_counts the counts are given: only the
+// score sums are written.
 __global__ void aux_sums_kernel(const float* logits, MoeRoutingParams p, float* aux_counts, double* score_sums) {
   __shared__ double sums[kSumThreads];
   __shared__ float counts[kSumThreads];
@@ -82,12 +83,12 @@ __global__ void aux_sums_kernel(const float* logits, MoeRoutingParams p, float* 
     const float exp_sum = moe_math::row_exp_sum(row, E, max);
     const float sigmoid_sum = moe_math::sigmoid_row_sum(row, E);
     sum += moe_math::aux_score(row, e, p, max, exp_sum, sigmoid_sum);
-    if (moe_math::in_aux_topk(row, e, p, max, exp_sum, sigmoid_sum)) count += 1.0f;
+    if (!p.aux_from_counts && moe_math::in_aux_topk(row, e, p, max, exp_sum, sigmoid_sum)) count += 1.0f;
   }
   sum = block_sum(sum, sums);
   count = block_sum(count, counts);
   if (threadIdx.x == 0) {
-    aux_counts[i] = count;
+    if (!p.aux_from_counts) aux_counts[i] = count;
     score_sums[i] = sum;
   }
 }
@@ -109,20 +110,24 @@ __global__ void z_partials_kernel(const float* logits, MoeRoutingParams p, doubl
   if (threadIdx.x == 0) partials[blockIdx.x] = z;
 }
 
-// One thread: the statistics from the partial sums, in a fixed order.
+// One thread: the statistics from the partial sums, in a fixed order. Partitioned
+// (p.aux_partitions > 1), the first pass adds no auxiliary statistic (its counts are this rank's
+// only) and the second (p.aux_from_counts) only that.
 __global__ void statistics_kernel(MoeRoutingParams p, const float* aux_counts, const double* score_sums,
                                   const double* z_partials, int z_blocks, double aux_factor, double* statistics,
                                   bool accumulate) {
   const int64_t E = p.experts;
   double aux = 0.0;
-  for (int64_t i = 0; i < p.aux_groups * E; ++i) aux += score_sums[i] * aux_counts[i];
+  if (p.aux_partitions == 1 || p.aux_from_counts)
+    for (int64_t i = 0; i < p.aux_groups * E; ++i) aux += score_sums[i] * aux_counts[i];
   aux *= aux_factor;
+  statistics[0] = accumulate ? statistics[0] + aux : aux;
+  if (p.aux_from_counts) return;
   double z = 0.0;
   if (p.z_loss) {
     for (int b = 0; b < z_blocks; ++b) z += z_partials[b];
     z /= static_cast<double>(p.tokens);
   }
-  statistics[0] = accumulate ? statistics[0] + aux : aux;
   statistics[1] = accumulate ? statistics[1] + z : z;
 }
 
@@ -198,16 +203,6 @@ __global__ void scale_rows_kernel(In x, In factors, int64_t n, int64_t cols, Out
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-double aux_factor_of(const MoeRoutingParams& p) {
-  const double E = static_cast<double>(p.experts);
-  const double T = static_cast<double>(p.tokens);
-  const double k = static_cast<double>(p.topk);
-  if (p.aux_groups <= 1) return E / (T * T * k);
-  const double B = static_cast<double>(p.aux_groups);
-  const double S = T / B;
-  return E / (B * S * S * k);
-}
-
 }  // namespace
 
 int64_t moe_route_score_doubles(const MoeRoutingParams& p) { return p.aux_groups * p.experts + kZBlocks; }
@@ -215,9 +210,13 @@ int64_t moe_route_score_doubles(const MoeRoutingParams& p) { return p.aux_groups
 void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, float* probs, float* routing_map,
                float* aux_counts, double* statistics, bool accumulate, float* chosen, double* score_sums,
                cudaStream_t stream) {
-  route_rows_kernel<<<blocks_for(p.tokens), kThreads, 0, stream>>>(logits, p, gates, probs, routing_map, chosen);
-  MGT_CUDA_CHECK_LAUNCH(route_rows_kernel);
-  if (p.capacity >= 0) {
+  // The second pass of a partitioned auxiliary loss routes nothing: the score sums against the
+  // given counts.
+  if (!p.aux_from_counts) {
+    route_rows_kernel<<<blocks_for(p.tokens), kThreads, 0, stream>>>(logits, p, gates, probs, routing_map, chosen);
+    MGT_CUDA_CHECK_LAUNCH(route_rows_kernel);
+  }
+  if (p.capacity >= 0 && !p.aux_from_counts) {
     capacity_kernel<<<blocks_for(p.tokens * p.experts), kThreads, 0, stream>>>(p, gates, chosen, probs, routing_map);
     MGT_CUDA_CHECK_LAUNCH(capacity_kernel);
   }
@@ -228,19 +227,19 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
   }
   double* z_partials = score_sums + p.aux_groups * p.experts;
   const int z_blocks = static_cast<int>(std::min<int64_t>(kZBlocks, (p.tokens + kSumThreads - 1) / kSumThreads));
-  if (p.z_loss && z_blocks > 0) {
+  if (p.z_loss && !p.aux_from_counts && z_blocks > 0) {
     z_partials_kernel<<<static_cast<unsigned>(z_blocks), kSumThreads, 0, stream>>>(logits, p, z_partials);
     MGT_CUDA_CHECK_LAUNCH(z_partials_kernel);
   }
   statistics_kernel<<<1, 1, 0, stream>>>(p, aux_counts, score_sums, z_partials, z_blocks,
-                                         p.aux_groups > 0 ? aux_factor_of(p) : 0.0, statistics, accumulate);
+                                         p.aux_groups > 0 ? moe_math::aux_loss_factor(p) : 0.0, statistics, accumulate);
   MGT_CUDA_CHECK_LAUNCH(statistics_kernel);
 }
 
 void moe_route_backward(const float* logits, const MoeRoutingParams& p, const float* d_probs,
                         const float* routing_map, const float* aux_counts, float aux_grad, float z_grad,
                         float* d_logits, float* scratch, cudaStream_t stream) {
-  const float aux_factor = p.aux_groups > 0 ? static_cast<float>(aux_grad * aux_factor_of(p)) : 0.0f;
+  const float aux_factor = p.aux_groups > 0 ? static_cast<float>(aux_grad * moe_math::aux_loss_factor(p)) : 0.0f;
   const float z_factor = p.z_loss ? z_grad / static_cast<float>(p.tokens) : 0.0f;
   route_backward_kernel<<<blocks_for(p.tokens), kThreads, 0, stream>>>(logits, p, d_probs, routing_map, aux_counts,
                                                                        aux_factor, z_factor, d_logits, scratch);
