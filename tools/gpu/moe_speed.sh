@@ -15,8 +15,10 @@
 # to the peer only (e.g. "--num-layers 8" for a quicker try; the table names the layers). For
 # checking the peer's part without a GPU: PEER_DEVICE=cpu PYTHONPATH=DIR (torch and megatron-core
 # there; nothing installed) and --peer-extra "--preset tiny-moe --fp32".
-#   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--profile] [--extra "FLAGS"] [--peer]
-#                          [--peer-extra "FLAGS"]
+# --micro-batch N: N sequences per micro-batch (default 1; the global batch stays in sequences).
+# --runs "dense moe": only those of the three runs (dense, moe, moe_loop).
+#   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--micro-batch N] [--runs "NAMES"] [--profile]
+#                          [--extra "FLAGS"] [--peer] [--peer-extra "FLAGS"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # The peer runs under the machine's own library path, not the pack's (PyTorch brings its own CUDA
@@ -26,11 +28,13 @@ peer_ld=${LD_LIBRARY_PATH-}
 source tools/gpu/devpack_env.bash
 out=${OUT:-/tmp/moe-speed}
 mkdir -p "$out"
-iters=6; global=32; profile=0; extra=(); peer=0; peer_extra=()
+iters=6; global=32; micro=1; runs="dense moe moe_loop"; profile=0; extra=(); peer=0; peer_extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --iters) iters=$2; shift 2 ;;
     --global-batch) global=$2; shift 2 ;;
+    --micro-batch) micro=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
     --profile) profile=1; shift ;;
     --extra) read -r -a extra <<< "$2"; shift 2 ;;
     --peer) peer=1; shift ;;
@@ -41,7 +45,7 @@ done
 common=(--device cuda --bf16 --num-layers 16 --hidden-size 2048 --num-attention-heads 16
         --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096
         --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights
-        --disable-bias-linear --micro-batch-size 1 --global-batch-size "$global" --lr 3e-4 --eval-iters 0
+        --disable-bias-linear --micro-batch-size "$micro" --global-batch-size "$global" --lr 3e-4 --eval-iters 0
         --hidden-dropout 0 --attention-dropout 0 --mock-data --tokenizer-type NullTokenizer --vocab-size 32000
         --log-interval 2 --log-throughput --data-cache-path "$out/cache")
 moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632 --moe-aux-loss-coeff 1e-2
@@ -66,7 +70,7 @@ peak = re.findall(r"max allocated: ([0-9.]+)", log)
 print(f"{rates[-1] if rates else 'n/a'} {wall} {peak[-1] if peak else 'n/a'}")
 PY
 }
-for name in dense moe moe_loop; do
+for name in $runs; do
   flags=("${common[@]}")
   case $name in
     dense) flags+=("${dense[@]}") ;;
