@@ -105,6 +105,19 @@ TEST_CASE("fp8 norm casts: with the MLP recomputed, only the input norm casts", 
   check_same(train(fp8_config(c, true)), train(separate));
 }
 
+TEST_CASE("fp8 norm casts: in a mixture of experts only the input norms cast", "[model][moe][fp8]") {
+  // The MoE layer's router and experts read its pre-MLP norm's output; the dense layer's fc1 and
+  // both layers' linear_qkv take theirs cast.
+  GptConfig moe = llama_like_config();
+  moe.moe.num_experts = 4;
+  moe.moe.layer_pattern = {false, true};
+  moe.moe.topk = 2;
+  const GptConfig fused = fp8_config(moe, true);
+  CHECK(model_norm_fp8_casts(fused.resolved(), false).input_norm);
+  CHECK_FALSE(model_norm_fp8_casts(fused.resolved(), false).pre_mlp_norm);
+  check_same(train(fused), train(fp8_config(moe, false)));
+}
+
 TEST_CASE("fp8 norm casts: with the GELU in fc2's casts, and bf16 layers beside FP8 ones", "[model][fp8]") {
   // The tanh GELU taken into fc2's casts too; then a first layer outside FP8, whose norms write
   // bf16 as always while the others cast (the outputs stay allocated for it).
