@@ -5,78 +5,26 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
-#include <utility>
-#include <vector>
+#include <memory>
 
 #include "kernels/backend_factory.hpp"
 #include "model/activation_memory.hpp"
 #include "model/gpt_model.hpp"
 #include "model/norm_fp8_cast.hpp"
+#include "fp8_norm_cast_testing.hpp"
 #include "model_testing.hpp"
 
 using namespace mgt;
 using namespace mgt::model_testing;
+using namespace mgt::fp8_norm_cast_testing;
 
 namespace {
 
-struct Run {
-  std::vector<double> losses;
-  double eval_loss = 0.0;
-  std::vector<float> params;
-  std::vector<float> grads;
-  std::vector<Fp8Training::LinearState> fp8_state;
-};
-
-GptConfig fp8_config(GptConfig config, bool norm_casts) {
-  Fp8Recipe recipe;
-  recipe.backward_format = Fp8Format::kE5M2;  // hybrid
-  recipe.amax_history_len = 4;
-  recipe.amax_compute_algo = Fp8AmaxAlgo::kMax;
-  recipe.norm_casts = norm_casts;
-  config.fp8 = recipe;
-  return config;
-}
-
-// Three training steps (plain SGD on the fp32 parameters, so that the weights' FP8 copies are
-// made again each step) with bf16 activations, then an evaluation pass.
+// bf16 activations on the CPU, two sequences a micro-batch.
 Run train(const GptConfig& config) {
-  const auto backend = make_backend("cpu");
+  const std::unique_ptr<Backend> backend = make_backend("cpu");
   backend->set_activation_type(FloatType::kBf16);
-  GptModel model(config, *backend, 7);
-  GptParameters& params = model.parameters();
-  randomize_parameters(params, 7);
-  backend->scale(params.params(), 0.3f);
-  const RefBatch batch = random_batch(config, 2, config.seq_length, 11);
-  Run run;
-  for (int step = 0; step < 3; ++step) {
-    params.zero_grads();
-    run.losses.push_back(model.forward_backward(micro_batch(batch), DropoutRng{1234, 5}, 1).loss_sum);
-    DeviceBuffer update(*backend, params.grads().size());
-    backend->copy(params.grads(), update.view());
-    backend->scale(update.view(), -0.05f);
-    backend->accumulate(params.params(), update.view());
-  }
-  run.eval_loss = model.forward_only(micro_batch(batch)).loss.loss_sum;
-  run.params.resize(static_cast<size_t>(params.params().size()));
-  backend->copy_to_host(std::as_const(params).params(), run.params);
-  run.grads = read_all_grads(params);
-  run.fp8_state = model.fp8()->read_state();
-  return run;
-}
-
-void check_same(const Run& fused, const Run& separate) {
-  CHECK(fused.losses == separate.losses);
-  CHECK(fused.eval_loss == separate.eval_loss);
-  CHECK(fused.params == separate.params);
-  CHECK(fused.grads == separate.grads);
-  REQUIRE(fused.fp8_state.size() == separate.fp8_state.size());
-  for (size_t k = 0; k < fused.fp8_state.size(); ++k) {
-    INFO("linear layer " << k);
-    CHECK(fused.fp8_state[k].forward_history == separate.fp8_state[k].forward_history);
-    CHECK(fused.fp8_state[k].forward_scale == separate.fp8_state[k].forward_scale);
-    CHECK(fused.fp8_state[k].backward_history == separate.fp8_state[k].backward_history);
-    CHECK(fused.fp8_state[k].backward_scale == separate.fp8_state[k].backward_scale);
-  }
+  return fp8_norm_cast_testing::train(*backend, config, 2);
 }
 
 void compare(const GptConfig& base) {
