@@ -372,6 +372,43 @@ void Backend::do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloat
   copy_from_host(std::span<const float>(&inverse, 1), transposed.scale_inv);
 }
 
+void Backend::fp8_norm_forward(ConstFloatView x, ConstFloatView b, FloatView sum, ConstFloatView weight,
+                               ConstFloatView bias, int64_t rows, int64_t hidden, float eps, const Fp8Scaling& scaling,
+                               Fp8View rowwise, FloatView mean, FloatView rstd, ConstFloatView c) {
+  constexpr BackendOp op = BackendOp::fp8_norm_forward;
+  dims(op, {rows, hidden});
+  expect(x, rows * hidden, op, "x");
+  if (b.empty()) {
+    if (!sum.empty() || !c.empty()) fail(op, "sum and c go only with b (the residual add)");
+  } else {
+    expect(b, rows * hidden, op, "b");
+    expect_optional(c, rows * hidden, op, "c");
+    expect(sum, rows * hidden, op, "sum");
+  }
+  expect(weight, hidden, op, "weight");
+  expect_optional(bias, hidden, op, "bias");
+  expect_optional(mean, rows, op, "mean");
+  expect(rstd, rows, op, "rstd");
+  if (mean.empty() && !bias.empty()) fail(op, "RMSNorm (no mean) takes no bias");
+  if (rowwise.empty()) fail(op, "rowwise is required");
+  expect_cast(op, rows * hidden, scaling, rowwise, {});
+  do_fp8_norm_forward(x, b, c, sum, weight, bias, rows, hidden, eps, scaling, rowwise, mean, rstd);
+}
+
+void Backend::do_fp8_norm_forward(ConstFloatView x, ConstFloatView b, ConstFloatView c, FloatView sum,
+                                  ConstFloatView weight, ConstFloatView bias, int64_t rows, int64_t hidden, float eps,
+                                  const Fp8Scaling& scaling, Fp8View rowwise, FloatView mean, FloatView rstd) {
+  DeviceBuffer y(*this, rows * hidden, b.empty() ? x.type() : sum.type());
+  if (!b.empty()) {
+    add_norm_forward(x, b, sum, weight, bias, rows, hidden, eps, y.view(), mean, rstd, c);
+  } else if (mean.empty()) {
+    rms_norm_forward(x, weight, rows, hidden, eps, y.view(), rstd);
+  } else {
+    layer_norm_forward(x, weight, bias, rows, hidden, eps, y.view(), mean, rstd);
+  }
+  fp8_quantize(y.view(), rows, hidden, scaling, rowwise, {});
+}
+
 void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                          int64_t out, FloatView y, bool accumulate) {
   constexpr BackendOp op = BackendOp::fp8_linear;

@@ -290,6 +290,16 @@ public:
   // `scale` [1] (a weight all-gathered in FP8 under --fp8-param-gather): x's scale_inv and the
   // copy's both become 1/scale, as fp8_quantize writes them; the copy takes x's format.
   void fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed);
+  // The norm before an FP8 linear layer with its output cast (Transformer Engine's LayerNormLinear
+  // with a norm that writes FP8): y = LayerNorm (mean given; bias may be empty) or RMSNorm (mean
+  // and bias empty) of x, or, where b is given, of sum = x + b (+ c where given) written to sum as
+  // add_norm_forward writes it. y is rounded to the type of the norm's input (x, or sum) as the
+  // norm writes it, then cast as fp8_quantize casts x into rowwise [rows, hidden] only (its amax
+  // that of y); y itself is never written. mean and rstd as the norm saves them. A GPU backend
+  // does it in one pass over the rows.
+  void fp8_norm_forward(ConstFloatView x, ConstFloatView b, FloatView sum, ConstFloatView weight, ConstFloatView bias,
+                        int64_t rows, int64_t hidden, float eps, const Fp8Scaling& scaling, Fp8View rowwise,
+                        FloatView mean, FloatView rstd, ConstFloatView c = {});
 
   // ---- normalisation over the last dimension ----
   // bias / dbias may be empty. mean and rstd: [rows], saved for the backward.
@@ -536,6 +546,11 @@ protected:
                                          Fp8View rowwise, Fp8View transposed);
   // Default: through host memory (the CPU backend's own).
   virtual void do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed);
+  // Default: the norm (add_norm_forward with b) into a temporary of the norm input's type, then
+  // fp8_quantize. b and c empty without the add; sum then empty too.
+  virtual void do_fp8_norm_forward(ConstFloatView x, ConstFloatView b, ConstFloatView c, FloatView sum,
+                                   ConstFloatView weight, ConstFloatView bias, int64_t rows, int64_t hidden, float eps,
+                                   const Fp8Scaling& scaling, Fp8View rowwise, FloatView mean, FloatView rstd);
   // Default: the length read back, then rotary_forward, copies and attention_forward.
   virtual void do_cached_attention(FloatView q, FloatView k, ConstFloatView v, FloatView key_cache,
                                    FloatView value_cache, ConstIndexView length,

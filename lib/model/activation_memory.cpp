@@ -3,6 +3,7 @@
 #include "core/checked_size.hpp"
 #include "core/error.hpp"
 #include "model/mlp.hpp"
+#include "model/norm_fp8_cast.hpp"
 #include "model/recompute_plan.hpp"
 
 namespace mgt {
@@ -52,7 +53,11 @@ LayerSetFloats layer_set_floats(const GptConfig& c, int64_t tp_size, int64_t seq
   const N norm_stats = c.normalization == Normalization::kLayerNorm ? 2 : 1;
   N fp32 = norm_stats * tl * 2;  // the two norms' statistics
   N floats = tl * h + fp32 + t * heads * k + t * groups * k * 2;  // residual, statistics, query, key, value
-  if (!shared.norm_outputs) floats += t * h * 2;  // input and pre-MLP norm outputs (whole)
+  if (!shared.norm_outputs) {
+    // The input and pre-MLP norm outputs (whole), those no norm casts to FP8 instead.
+    const NormFp8Casts cast = model_norm_fp8_casts(c, sequence_parallel);
+    floats += t * h * (N(cast.input_norm ? 0 : 1) + (cast.pre_mlp_norm ? 0 : 1));
+  }
   if (!shared.mlp) floats += t * (c.fc1_size() / tp_size) + mlp_activation_output(c, t * (c.ffn_hidden_size / tp_size));
   if (!shared.core_attention) {
     const N lse = N(batch) * heads * seq;  // softmax statistics
@@ -269,13 +274,16 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     shared_mlp.fc1_output = take(t * fc1);
     shared_mlp.activation_output = take(mlp_activation_output(c, t * ffn));
   }
+  // The norm outputs that the norms cast to FP8 instead of writing them: none.
+  const NormFp8Casts norm_casts = model_norm_fp8_casts(c, sequence_parallel);
   // with_moe: the buffers of a mixture-of-experts layer too.
   const auto take_layer_set = [&](bool with_moe) {
     LayerActivations a;
     // Whole under sequence parallelism: the all-gathered inputs of linear_qkv and linear_fc1,
     // kept for their weight gradients (transformer_layer.hpp).
-    a.input_norm_output =
-        shared.norm_outputs ? shared_input_norm_output : sequence_parallel ? take_shareable(t * h) : take(t * h);
+    if (!norm_casts.input_norm)
+      a.input_norm_output =
+          shared.norm_outputs ? shared_input_norm_output : sequence_parallel ? take_shareable(t * h) : take(t * h);
     a.input_norm = take_norm_stats(layer_norm, tl);
     // One block: the split query, key and value, or the unsplit projection (self_attention.hpp).
     a.attention.mixed = take(t * (heads + 2 * groups) * k);
@@ -290,8 +298,9 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.attention.lse = take_fp32(batch * heads * seq);
     }
     a.residual = take(tl * h);
-    a.pre_mlp_norm_output =
-        shared.norm_outputs ? shared_pre_mlp_norm_output : sequence_parallel ? take_shareable(t * h) : take(t * h);
+    if (!norm_casts.pre_mlp_norm)
+      a.pre_mlp_norm_output =
+          shared.norm_outputs ? shared_pre_mlp_norm_output : sequence_parallel ? take_shareable(t * h) : take(t * h);
     a.pre_mlp_norm = take_norm_stats(layer_norm, tl);
     if (shared.mlp) {
       a.mlp = shared_mlp;

@@ -1,5 +1,7 @@
 #include "model/linear_layer.hpp"
 
+#include <string>
+
 #include "core/error.hpp"
 
 namespace mgt {
@@ -61,8 +63,26 @@ void LinearLayer::fp8_cast_input(ConstFloatView x, int64_t rows, const Fp8Scalin
   }
 }
 
+void LinearLayer::take_cast_input(int64_t rows, const Fp8InputCast& cast) const {
+  if (!fp8_ || input_gelu_tanh_) throw Error("LinearLayer: only an FP8 layer takes its input cast by its producer");
+  const Fp8View input = fp8_->scratch(Fp8Training::Scratch::kInputRows, rows * in_, fp8_->recipe().forward_format);
+  const Fp8Scaling scaling = fp8_->input_scaling(fp8_index_);
+  cast(scaling, input);
+  const Fp8View columns = fp8_->keep_input_columns(fp8_index_, rows * in_);
+  if (!columns.empty()) backend_->fp8_transpose(input, rows, in_, scaling.scale, columns);
+  cast_input_rows_ = rows;
+}
+
 ConstFp8View LinearLayer::fp8_input(ConstFloatView x, int64_t rows, InputRows given) const {
   const Fp8View input = fp8_->scratch(Fp8Training::Scratch::kInputRows, rows * in_, fp8_->recipe().forward_format);
+  if (cast_input_rows_ >= 0) {
+    // Cast already (take_cast_input), into the same scratch.
+    if (cast_input_rows_ != rows || given != InputRows::kWhole)
+      throw Error("LinearLayer: a forward of " + std::to_string(rows) + " rows after its input's cast of " +
+                  std::to_string(cast_input_rows_));
+    cast_input_rows_ = -1;
+    return input;
+  }
   const Fp8View columns = given == InputRows::kWhole ? fp8_->keep_input_columns(fp8_index_, rows * in_) : Fp8View{};
   fp8_cast_input(x, rows, fp8_->input_scaling(fp8_index_), input, columns);
   return input;
@@ -87,6 +107,8 @@ void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, Co
   // kept, else cast again with the scale the forward used (the same codes).
   ConstFp8View input_t = fp8_->take_input_columns(fp8_index_, rows * in_);
   if (input_t.empty()) {
+    if (x.empty() && rows > 0)
+      throw Error("LinearLayer: the weight gradient's input was cast by its producer and its columns not kept");
     const Fp8View cast =
         fp8_->scratch(Fp8Training::Scratch::kInputColumns, rows * in_, fp8_->recipe().forward_format);
     fp8_cast_input(x, rows, fp8_->input_rescaling(fp8_index_), {}, cast);

@@ -3,6 +3,7 @@
 // their communication around these calls.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "kernels/backend.hpp"
@@ -15,6 +16,10 @@ namespace mgt {
 // will read (not one block of a sequence-parallel layer's): a training forward in FP8 then keeps
 // x's transposed codes for that weight gradient (Fp8Training::keep_input_columns).
 enum class InputRows { kPart, kWhole };
+
+// A cast of a linear layer's input made by what produces the input (a norm that writes FP8,
+// model/norm_fp8_cast.hpp): rowwise codes [rows, in] with `scaling` into `codes`.
+using Fp8InputCast = std::function<void(const Fp8Scaling& scaling, Fp8View codes)>;
 
 class LinearLayer {
 public:
@@ -67,6 +72,11 @@ public:
   // apply the GELU as they read it (Backend::fp8_quantize_gelu_tanh): the GELU's output is never
   // written, read back or kept for the backward.
   void take_input_through_gelu_tanh();
+  // FP8, the input whole (InputRows::kWhole): the input of the next forward call of `rows` rows
+  // comes cast by `cast`, which writes the codes fp8_input would have cast; a training pass keeps
+  // their transposed copy for the weight gradient (Backend::fp8_transpose) as fp8_input keeps it.
+  // That forward then reads neither its x nor, where the copy was kept, does the backward.
+  void take_cast_input(int64_t rows, const Fp8InputCast& cast) const;
   // FP8: the weight's copies made now if stale, its amax recorded in a training pass, as for a
   // GEMM of no rows (an expert that received no token: Transformer Engine casts its weight too).
   void cast_fp8_weight() const {
@@ -112,6 +122,8 @@ private:
   Fp8Training* fp8_ = nullptr;
   int64_t fp8_index_ = 0;
   bool input_gelu_tanh_ = false;  // take_input_through_gelu_tanh
+  // The rows of the next forward's input that take_cast_input cast (-1: none).
+  mutable int64_t cast_input_rows_ = -1;
 };
 
 }  // namespace mgt

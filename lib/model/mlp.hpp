@@ -38,6 +38,7 @@ public:
 
   int64_t ffn() const { return ffn_; }  // local
   int64_t fc1_size() const { return fc1_.out_features(); }
+  const ColumnParallelLinear& fc1() const { return fc1_; }
 
   // Under sequence parallelism output is this rank's [s/tp, b, h] slice, and input the whole
   // [s, b, h] tensor of which only this rank's rows are filled: the forward all-gathers the

@@ -50,6 +50,18 @@ void NormLayer::add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, i
                              eps_, y, layer_norm_ ? stats.mean : FloatView(), stats.rstd, c);
 }
 
+void NormLayer::fp8_forward(ConstFloatView x, int64_t rows, const Fp8Scaling& scaling, Fp8View y,
+                            const NormStats& stats) const {
+  backend_->fp8_norm_forward(x, {}, {}, effective_weight(), layer_norm_ ? bias_ : ConstFloatView(), rows, hidden_,
+                             eps_, scaling, y, layer_norm_ ? stats.mean : FloatView(), stats.rstd);
+}
+
+void NormLayer::fp8_add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows,
+                                const Fp8Scaling& scaling, Fp8View y, const NormStats& stats, ConstFloatView c) const {
+  backend_->fp8_norm_forward(a, b, sum, effective_weight(), layer_norm_ ? bias_ : ConstFloatView(), rows, hidden_,
+                             eps_, scaling, y, layer_norm_ ? stats.mean : FloatView(), stats.rstd, c);
+}
+
 void NormLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
                          FloatView dx, bool accumulate_dx) const {
   const ConstFloatView weight = effective_weight();

@@ -36,6 +36,12 @@ public:
   // into y.
   void add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows, FloatView y,
                    const NormStats& stats, ConstFloatView c = {}) const;
+  // forward and add_forward with the output cast to FP8 instead of written (Backend::
+  // fp8_norm_forward): rowwise codes [rows, hidden] with `scaling` into y, as the norm's output
+  // followed by fp8_quantize would give them.
+  void fp8_forward(ConstFloatView x, int64_t rows, const Fp8Scaling& scaling, Fp8View y, const NormStats& stats) const;
+  void fp8_add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows, const Fp8Scaling& scaling,
+                       Fp8View y, const NormStats& stats, ConstFloatView c = {}) const;
   // dx overwritten (must not alias dy), or with accumulate_dx added to (a residual's gradient);
   // weight and bias gradients accumulate.
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,

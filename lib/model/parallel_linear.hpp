@@ -77,6 +77,9 @@ public:
   void backward_through_gelu_tanh(FloatView d, ConstFloatView pre, ConstFloatView x, int64_t rows, FloatView dx,
                                   const DeferredGemm& beside_scatter = {}) const;
   bool fp8() const { return linear_.fp8(); }
+  // FP8 without sequence parallelism (whose input is all-gathered and cast block by block): the
+  // next forward's input comes cast by its producer (LinearLayer::take_cast_input).
+  void take_cast_input(int64_t rows, const Fp8InputCast& cast) const { linear_.take_cast_input(rows, cast); }
 
 private:
   // Under sequence parallelism: gathers x into `gathered` and runs `gemm` over all its rows,

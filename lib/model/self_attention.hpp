@@ -56,6 +56,7 @@ public:
   int64_t heads() const { return heads_; }    // local to this tensor-parallel rank
   int64_t groups() const { return groups_; }  // local
   int64_t head_dim() const { return head_dim_; }
+  const ColumnParallelLinear& qkv() const { return qkv_; }
 
   // output[s, b, hidden] = linear_proj(attention(rope(split(linear_qkv(input))))); under
   // sequence parallelism output is this rank's [s/tp, b, hidden] slice, and input the whole

@@ -17,11 +17,13 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
       attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm") {
-  if (params.config().moe.is_moe_layer(layer)) {
+  const bool moe_layer = params.config().moe.is_moe_layer(layer);
+  if (moe_layer) {
     moe_.emplace(params, layer, expert_group, &tp, fp8);
   } else {
     mlp_.emplace(params, layer, tp, fp8);
   }
+  if (fp8) norm_casts_ = layer_norm_fp8_casts(params.config(), moe_layer);
 }
 
 void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
@@ -39,14 +41,30 @@ void TransformerLayer::forward(const ForwardContext& ctx, ConstFloatView input,
 
   // Under sequence parallelism the norms write this rank's rows of their whole outputs, which the
   // attention and the MLP then all-gather in place and keep for their backward.
-  input_norm_.forward(input, tokens, ctx.own_rows(saved.input_norm_output, hidden), saved.input_norm);
+  // Where the norms cast their outputs for linear_qkv and linear_fc1 (norm_fp8_cast.hpp), those
+  // outputs are not written: the attention and the MLP are given them unwritten (or empty).
+  const bool cast_input_norm = norm_casts_.input_norm && !ctx.sequence_parallel();
+  const bool cast_pre_mlp_norm = norm_casts_.pre_mlp_norm && !ctx.sequence_parallel();
+  if (cast_input_norm) {
+    attention_.qkv().take_cast_input(tokens, [&](const Fp8Scaling& scaling, Fp8View codes) {
+      input_norm_.fp8_forward(input, tokens, scaling, codes, saved.input_norm);
+    });
+  } else {
+    input_norm_.forward(input, tokens, ctx.own_rows(saved.input_norm_output, hidden), saved.input_norm);
+  }
   attention_.forward(ctx, saved.input_norm_output, saved.attention, scratch.attention, branch, cache, unsummed);
   if (p > 0.0f) {
     const DropoutKey key = ctx.hidden_key(layer_, DropoutSite::kAttentionOutput, hidden);
     backend_->dropout_forward(branch, p, key, branch);
   }
-  pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens, ctx.own_rows(saved.pre_mlp_norm_output, hidden),
-                            saved.pre_mlp_norm, rest);
+  if (cast_pre_mlp_norm) {
+    mlp_->fc1().take_cast_input(tokens, [&](const Fp8Scaling& scaling, Fp8View codes) {
+      pre_mlp_norm_.fp8_add_forward(input, branch, saved.residual, tokens, scaling, codes, saved.pre_mlp_norm, rest);
+    });
+  } else {
+    pre_mlp_norm_.add_forward(input, branch, saved.residual, tokens,
+                              ctx.own_rows(saved.pre_mlp_norm_output, hidden), saved.pre_mlp_norm, rest);
+  }
   if (moe_) {
     // The MoE layer reduces its output itself: nothing is left unsummed.
     moe_->forward(ctx, saved.pre_mlp_norm_output, saved.moe, scratch.moe, branch);

@@ -15,6 +15,7 @@
 
 #include "model/mlp.hpp"
 #include "model/moe_layer.hpp"
+#include "model/norm_fp8_cast.hpp"
 #include "model/norm_layer.hpp"
 #include "model/self_attention.hpp"
 #include "model/tensor_parallel_mappings.hpp"
@@ -24,7 +25,8 @@ namespace mgt {
 // What the backward of one layer reads (besides the layer input).
 struct LayerActivations {
   // [s, b, h], whole under sequence parallelism too (the all-gathered input of linear_qkv and
-  // linear_fc1, kept so that their backward needs no second all-gather).
+  // linear_fc1, kept so that their backward needs no second all-gather). Neither is written where
+  // the norm casts its output to FP8 itself (model/norm_fp8_cast.hpp); then it may be empty.
   FloatView input_norm_output;
   NormStats input_norm;
   AttentionActivations attention;
@@ -81,6 +83,9 @@ private:
   bool recompute_core_attention_;
   bool recompute_layernorm_;
   bool recompute_mlp_;
+  // Which norms write their output in FP8 for the linear layer after them (norm_fp8_cast.hpp),
+  // in passes without sequence parallelism.
+  NormFp8Casts norm_casts_;
   NormLayer input_norm_;
   SelfAttention attention_;
   NormLayer pre_mlp_norm_;

@@ -376,3 +376,94 @@ TEST_CASE("cuda fp8: the activation cast applies the GELU in one pass", "[cuda][
     }
   }
 }
+
+TEST_CASE("cuda fp8: the norm writes its output cast to FP8 in one pass", "[cuda][fp8]") {
+  // fp8_norm_forward against the same GPU's separate steps (layer_norm_forward, rms_norm_forward or
+  // add_norm_forward into the storage type, then fp8_quantize into both layouts), with the
+  // transposed codes made from the rowwise ones by fp8_transpose as the linear layer makes them:
+  // codes, amax, scale_inv, the statistics and the sum to the bit. LayerNorm and RMSNorm, with and
+  // without the residual add (its third addend once); the few rows of a decode step (one block per
+  // row), many rows (a warp per row), and rows that cannot be read eight at a time (composed).
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  Backend& gpu = *pair.gpu;
+  struct Shape {
+    int64_t rows;
+    int64_t hidden;
+  };
+  for (const Shape sh : {Shape{48, 768}, Shape{40, 4096}, Shape{304, 1024}, Shape{1040, 2048}, Shape{24, 100}}) {
+    for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16}) {
+      for (const bool layer_norm : {true, false}) {
+        for (const int addends : {1, 2, 3}) {
+          const Fp8Format format = addends == 2 ? Fp8Format::kE5M2 : Fp8Format::kE4M3;
+          INFO(sh.rows << "×" << sh.hidden << " " << float_type_name(type) << (layer_norm ? " LayerNorm" : " RMSNorm")
+                       << " of " << addends << " addend(s), " << fp8_format_name(format));
+          const int64_t n = sh.rows * sh.hidden;
+          const auto upload = [&](const std::vector<float>& values, FloatType t) {
+            DeviceBuffer b(gpu, static_cast<int64_t>(values.size()), t);
+            gpu.copy_from_host(values, b.view());
+            return b;
+          };
+          const DeviceBuffer x = upload(kernel_testing::random_floats(static_cast<size_t>(n), 51, -3.0f, 3.0f), type);
+          const DeviceBuffer b = upload(kernel_testing::random_floats(static_cast<size_t>(n), 52, -1.0f, 1.0f), type);
+          const DeviceBuffer c = upload(kernel_testing::random_floats(static_cast<size_t>(n), 53, -1.0f, 1.0f), type);
+          const DeviceBuffer weight =
+              upload(kernel_testing::random_floats(static_cast<size_t>(sh.hidden), 54, 0.5f, 1.5f), type);
+          const DeviceBuffer bias =
+              upload(kernel_testing::random_floats(static_cast<size_t>(sh.hidden), 55, -0.5f, 0.5f), type);
+          const ConstFloatView b_in = addends >= 2 ? b.view() : ConstFloatView();
+          const ConstFloatView c_in = addends == 3 ? c.view() : ConstFloatView();
+          const ConstFloatView bias_in = layer_norm ? bias.view() : ConstFloatView();
+          std::vector<uint8_t> rows_codes[2], column_codes[2];
+          std::vector<float> amaxes[2], inverses[2], means[2], rstds[2], sums[2];
+          for (const bool fused : {true, false}) {
+            DeviceBuffer scale(gpu, 1, FloatType::kF32), amax(gpu, 1, FloatType::kF32), inv(gpu, 2, FloatType::kF32);
+            gpu.copy_from_host(std::vector<float>{format == Fp8Format::kE4M3 ? 40.0f : 3000.0f}, scale.view());
+            gpu.copy_from_host(std::vector<float>{0.25f}, amax.view());
+            gpu.copy_from_host(std::vector<float>{-1.0f, -1.0f}, inv.view());
+            DeviceBuffer mean(gpu, sh.rows, FloatType::kF32), rstd(gpu, sh.rows, FloatType::kF32);
+            DeviceBuffer sum(gpu, n, type);
+            const FloatView sum_out = addends >= 2 ? sum.view() : FloatView();
+            DeviceArray<uint8_t> rowwise(gpu, n), transposed(gpu, n);
+            const Fp8View rw{rowwise.view(), format, inv.view().subspan(0, 1)};
+            const Fp8View tr{transposed.view(), format, inv.view().subspan(1, 1)};
+            const Fp8Scaling scaling{scale.view(), amax.view(), false};
+            const FloatView mean_out = layer_norm ? mean.view() : FloatView();
+            if (fused) {
+              gpu.fp8_norm_forward(x.view(), b_in, sum_out, weight.view(), bias_in, sh.rows, sh.hidden, 1e-5f,
+                                   scaling, rw, mean_out, rstd.view(), c_in);
+              gpu.fp8_transpose(rw, sh.rows, sh.hidden, scale.view(), tr);
+            } else {
+              DeviceBuffer y(gpu, n, type);
+              if (addends >= 2) {
+                gpu.add_norm_forward(x.view(), b_in, sum_out, weight.view(), bias_in, sh.rows, sh.hidden, 1e-5f,
+                                     y.view(), mean_out, rstd.view(), c_in);
+              } else if (layer_norm) {
+                gpu.layer_norm_forward(x.view(), weight.view(), bias_in, sh.rows, sh.hidden, 1e-5f, y.view(),
+                                       mean.view(), rstd.view());
+              } else {
+                gpu.rms_norm_forward(x.view(), weight.view(), sh.rows, sh.hidden, 1e-5f, y.view(), rstd.view());
+              }
+              gpu.fp8_quantize(y.view(), sh.rows, sh.hidden, scaling, rw, tr);
+            }
+            const int k = fused ? 0 : 1;
+            rows_codes[k] = to_host(gpu, rowwise.view());
+            column_codes[k] = to_host(gpu, transposed.view());
+            amaxes[k] = to_host(gpu, amax.view());
+            inverses[k] = to_host(gpu, inv.view());
+            if (layer_norm) means[k] = to_host(gpu, mean.view());
+            rstds[k] = to_host(gpu, rstd.view());
+            if (addends >= 2) sums[k] = to_host(gpu, sum.view());
+          }
+          CHECK(differing(rows_codes[0], rows_codes[1]) == 0);
+          CHECK(differing(column_codes[0], column_codes[1]) == 0);
+          CHECK(differing_bits(amaxes[0], amaxes[1]) == 0);
+          CHECK(differing_bits(inverses[0], inverses[1]) == 0);
+          CHECK(differing_bits(means[0], means[1]) == 0);
+          CHECK(differing_bits(rstds[0], rstds[1]) == 0);
+          CHECK(differing_bits(sums[0], sums[1]) == 0);
+        }
+      }
+    }
+  }
+}

@@ -2,7 +2,8 @@
 # End-to-end checks of FP8 training on CPU ranks (the CPU backend emulates the FP8 casts): the
 # flags' checks as Megatron's; a GPT-2-style and a Llama-style model trained with --fp8-format
 # hybrid (delayed scaling, a history of 16, max) and e4m3 tensorwise stay close to their bf16
-# curves and learn; tensor parallelism (with sequence parallelism) and pipeline parallelism
+# curves and learn; tensor parallelism (with sequence parallelism, and without it, where the norms
+# cast linear_qkv's and linear_fc1's inputs themselves as on one rank) and pipeline parallelism
 # reproduce the one-rank FP8 run, the amaxes being reduced over the tensor-parallel ranks.
 # Usage: bash tests/e2e/mgt_train_fp8.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -54,6 +55,9 @@ for model in GPT2 LLAMA; do
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --tensor-model-parallel-size 2 \
     --sequence-parallel --metrics-file "$WORK/$model-fp8-tp2.jsonl"
   close "$WORK/$model-fp8.jsonl" "$WORK/$model-fp8-tp2.jsonl" 1e-3
+  expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --tensor-model-parallel-size 2 \
+    --metrics-file "$WORK/$model-fp8-tp2-norm-casts.jsonl"
+  close "$WORK/$model-fp8.jsonl" "$WORK/$model-fp8-tp2-norm-casts.jsonl" 1e-3
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --pipeline-model-parallel-size 2 \
     --metrics-file "$WORK/$model-fp8-pp2.jsonl"
   close "$WORK/$model-fp8.jsonl" "$WORK/$model-fp8-pp2.jsonl" 1e-3

@@ -563,6 +563,50 @@ void case_fp8_transpose(OpRun& r) {
   r.check(inv_cols, kExact, "transposed scale_inv");
 }
 
+void case_fp8_norm_forward(OpRun& r) {
+  // The norm before an FP8 linear layer with its output cast: LayerNorm after the residual add
+  // (three addends) into E4M3 under delayed scaling, and RMSNorm of x alone into E5M2 under current
+  // scaling. The norm's output rounds to the storage type before the cast on the backend under
+  // test, to fp32 on the reference, so codes may be a neighbour apart; after the add the sum is
+  // rounded too, which moves a centred value near zero by more than a code of its own: those
+  // codes are compared by value, against the largest (one E4M3 step is 2^-3 of a value).
+  const int64_t n = kRows * kHidden;
+  Tensor a = r.input(n), b2 = r.input(n), c = r.input(n), weight = r.input(kHidden), bias = r.input(kHidden);
+  Tensor sum = r.output(n), mean = r.output_fp32(kRows), rstd = r.output_fp32(kRows);
+  Tensor rms_rstd = r.output_fp32(kRows);
+  Tensor scale = r.values({60.0f}, FloatType::kF32), amax = r.values({0.5f}, FloatType::kF32);
+  Tensor current_scale = r.output_fp32(1), current_amax = r.output_fp32(1);
+  Tensor inv = r.output_fp32(1), inv_current = r.output_fp32(1);
+  Codes codes = r.codes(n), rms_codes = r.codes(n);
+  r.run([&](Backend& b, Side s) {
+    b.fp8_norm_forward(a(s), b2(s), sum(s), weight(s), bias(s), kRows, kHidden, kEps, {scale(s), amax(s), false},
+                       {codes(s), Fp8Format::kE4M3, inv(s)}, mean(s), rstd(s), c(s));
+    b.fp8_norm_forward(a(s), {}, {}, weight(s), {}, kRows, kHidden, kEps,
+                       {current_scale(s), current_amax(s), true}, {rms_codes(s), Fp8Format::kE5M2, inv_current(s)},
+                       {}, rms_rstd(s));
+  });
+  r.check(sum, kElementwise, "LayerNorm: a + b + c");
+  {
+    const auto [got, want] = r.read_codes(codes);
+    double largest = 0.0, diff = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double g = fp8_decode(got[i], Fp8Format::kE4M3), w = fp8_decode(want[i], Fp8Format::kE4M3);
+      largest = std::max(largest, std::fabs(w));
+      diff = std::max(diff, std::fabs(g - w));
+    }
+    INFO("LayerNorm: codes' values relative error " << diff / largest);
+    CHECK(diff / largest <= 0.15);
+  }
+  r.check(mean, kReduction, "LayerNorm: mean");
+  r.check(rstd, kReduction, "LayerNorm: rstd");
+  r.check(amax, kReduction, "LayerNorm: amax");
+  r.check(inv, kExact, "LayerNorm: scale_inv");
+  r.check_near(rms_codes, "RMSNorm: codes (current scaling)");
+  r.check(rms_rstd, kReduction, "RMSNorm: rstd");
+  r.check(current_amax, kReduction, "RMSNorm: amax (current)");
+  r.check(inv_current, kReduction, "RMSNorm: scale_inv (current)");
+}
+
 // ---- normalisation ----
 void case_layer_norm_forward(OpRun& r) {
   Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden), bias = r.input(kHidden);

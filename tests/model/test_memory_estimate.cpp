@@ -59,8 +59,16 @@ TEST_CASE("the activation estimate counts every buffer ActivationMemory allocate
   // FP8: each expert's rows padded to 16.
   GptConfig moe_fp8 = moe;
   moe_fp8.fp8 = Fp8Recipe{};
+  // FP8 dense models, whose norms cast their outputs for linear_qkv and linear_fc1 (neither
+  // allocated), and with a first layer outside FP8 (both allocated).
+  GptConfig gpt2_fp8 = model_testing::gpt2_like_config();
+  gpt2_fp8.fp8 = Fp8Recipe{};
+  GptConfig llama_fp8 = model_testing::llama_like_config();
+  llama_fp8.fp8 = Fp8Recipe{};
+  llama_fp8.fp8->bf16_layers_at_start = 1;
   for (const GptConfig& config : {model_testing::gpt2_like_config(), model_testing::llama_like_config(),
-                                  model_testing::openai_gelu_config(), selective, full, moe, moe_full, moe_fp8}) {
+                                  model_testing::openai_gelu_config(), selective, full, moe, moe_full, moe_fp8,
+                                  gpt2_fp8, llama_fp8}) {
     for (bool training : {true, false}) {
       for (bool last_position_logits : {false, true}) {
         if (training && last_position_logits) continue;
@@ -405,12 +413,19 @@ TEST_CASE("the memory estimate of GPT-2 124M and GPT 1.3B on one GPU, against th
   large.ffn_hidden_size = 8192;
   large.seq_length = large.max_position_embeddings = 2048;
   CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 36020));
-  // With FP8: 38,134 MiB (the GELU's output not kept, the linear layers' inputs kept transposed in FP8).
+  // With FP8: 38,134 MiB (the GELU's output not kept, the linear layers' inputs kept transposed in
+  // FP8), measured with the norms writing their bf16 outputs for the linear layers to cast.
   large.fp8 = Fp8Recipe{};
   large.activation = Activation::kOpenaiGelu;  // mgt-train's default, Megatron's fused bias-GELU
-  INFO("FP8 estimate " << static_cast<double>(estimate_memory(large, bf16_gpu_request(2048, 4, 1)).total_bytes) / kMiB
-                       << " MiB");
-  CHECK(within(estimate_memory(large, bf16_gpu_request(2048, 4, 1)), 38134));
+  GptConfig separate_casts = large;
+  separate_casts.fp8->norm_casts = false;
+  const MemoryEstimate separate = estimate_memory(separate_casts, bf16_gpu_request(2048, 4, 1));
+  INFO("FP8 estimate " << static_cast<double>(separate.total_bytes) / kMiB << " MiB");
+  CHECK(within(separate, 38134));
+  // The norms casting their outputs for linear_qkv and linear_fc1 themselves (model/norm_fp8_cast.hpp):
+  // neither bf16 output [s·b, h] is kept, in any of the 24 layers.
+  const MemoryEstimate fused = estimate_memory(large, bf16_gpu_request(2048, 4, 1));
+  CHECK(separate.total_bytes - fused.total_bytes == std::int64_t{24} * 2 * (4 * 2048) * 2048 * 2);
 }
 
 TEST_CASE("the FP8 weight copies of an MoE model: attention, the shared experts and the local experts",

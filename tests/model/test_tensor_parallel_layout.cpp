@@ -132,7 +132,11 @@ TEST_CASE("sequence-parallel activation memory is counted exactly", "[model]") {
   full.recompute_granularity = RecomputeGranularity::kFull;
   GptConfig selective = model_testing::gpt2_like_config();
   selective.recompute_granularity = RecomputeGranularity::kSelective;
-  for (const GptConfig& config : {model_testing::gpt2_like_config(), full, selective}) {
+  // In FP8 too: the norms write their outputs, all-gathered and cast block by block
+  // (model/norm_fp8_cast.hpp).
+  GptConfig fp8 = model_testing::gpt2_like_config();
+  fp8.fp8 = Fp8Recipe{};
+  for (const GptConfig& config : {model_testing::gpt2_like_config(), full, selective, fp8}) {
     const ActivationMemory memory(backend, config, {2, 1}, 8, 3, true, false, true);
     const ActivationElements counted =
         ActivationMemory::elements(config, 2, 8, 3, true, false, true);

@@ -378,6 +378,25 @@ void CudaBackend::do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstF
                       transposed.scale_inv.data(), stream_);
 }
 
+void CudaBackend::do_fp8_norm_forward(ConstFloatView x, ConstFloatView b, ConstFloatView c, FloatView sum,
+                                      ConstFloatView weight, ConstFloatView bias, int64_t rows, int64_t hidden,
+                                      float eps, const Fp8Scaling& scaling, Fp8View rowwise, FloatView mean,
+                                      FloatView rstd) {
+  // One pass under delayed scaling (current scaling needs max |y| before the cast), with the fp32
+  // statistics add_norm_forward's kernel writes.
+  if (!scaling.current && (mean.empty() || mean.is_fp32()) && rstd.is_fp32()) {
+    const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_norm_forward);
+    const auto optional = [](ConstFloatView v) { return v.empty() ? cuda::In() : cuda::In(v); };
+    if (cuda::fp8_norm_forward(x, optional(b), optional(c), weight, optional(bias), rows, hidden, eps,
+                               sum.empty() ? cuda::Out() : cuda::Out(sum), mean.empty() ? nullptr : mean.data(),
+                               rstd.data(), scaling.scale.data(), scaling.amax.empty() ? nullptr : scaling.amax.data(),
+                               {rowwise.format == Fp8Format::kE5M2, fp8_max(rowwise.format)},
+                               {rowwise.codes.data(), rowwise.scale_inv.data()}, stream_))
+      return;
+  }
+  Backend::do_fp8_norm_forward(x, b, c, sum, weight, bias, rows, hidden, eps, scaling, rowwise, mean, rstd);
+}
+
 void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                                     int64_t in, int64_t out, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_forward);

@@ -103,6 +103,9 @@ private:
   void do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
                              Fp8AmaxAlgo algo, float scaled_max) override;
   void do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed) override;
+  void do_fp8_norm_forward(ConstFloatView x, ConstFloatView b, ConstFloatView c, FloatView sum, ConstFloatView weight,
+                           ConstFloatView bias, int64_t rows, int64_t hidden, float eps, const Fp8Scaling& scaling,
+                           Fp8View rowwise, FloatView mean, FloatView rstd) override;
 
   void do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloatArg bias, int64_t rows,
                          int64_t in, int64_t out, FloatArg y) override;

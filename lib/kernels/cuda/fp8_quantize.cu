@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/cuda/fp8_encode.cuh"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vector8.cuh"
@@ -45,49 +46,11 @@ constexpr unsigned kRowwiseBlocksPerSm = 8;
 // enough that the atomics (one per block) are nothing.
 constexpr int kAmaxBlocks = 1024;
 
-template <bool kE5M2>
-constexpr __nv_fp8_interpretation_t kInterpretation = kE5M2 ? __NV_E5M2 : __NV_E4M3;
-
-// The bits of |v| as an integer: ordered as the values for non-negative floats, NaN (whatever its
-// sign; an abs.f32 of NaN gives an unspecified NaN, so the sign is cleared by hand) above +inf.
-__device__ __forceinline__ int magnitude_bits(float v) { return __float_as_int(v) & 0x7fffffff; }
-
-// Eight codes of v · scale, code j in byte j (cvt packs its first operand into the high byte,
-// __nv_cvt_float2_to_fp8x2 puts x.x low). The product is rounded to fp32 first, as on the CPU.
-template <bool kE5M2>
-__device__ __forceinline__ uint2 encode8(const float (&v)[8], float scale) {
-  uint32_t pairs[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(v[2 * j], scale), __fmul_rn(v[2 * j + 1], scale)),
-                                        __NV_SATFINITE, kInterpretation<kE5M2>);
-  }
-  return make_uint2(pairs[0] | pairs[1] << 16, pairs[2] | pairs[3] << 16);
-}
-
-__device__ __forceinline__ uint8_t code_at(uint2 codes, int j) {
-  return static_cast<uint8_t>((j < 4 ? codes.x >> (8 * j) : codes.y >> (8 * (j - 4))) & 0xffu);
-}
-
 // fp8_current_scale of kernels/fp8.cpp (IEEE division, as the CPU's; no fast-math reciprocal).
 __device__ __forceinline__ float current_scale(float amax, float fp8_max) {
   if (isinf(amax) || isnan(amax) || amax == 0.0f) return 1.0f;
   const float s = __fdiv_rn(fp8_max, amax);
   return isinf(s) ? FLT_MAX : s;
-}
-
-// The block's largest magnitude_bits, folded into *amax with one atomic (integer order is value
-// order for the non-negative floats amax holds).
-__device__ __forceinline__ void record_block_amax(int bits, int* amax) {
-  __shared__ int warp_max[32];
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, offset));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = bits;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) bits = max(bits, warp_max[w]);
-    atomicMax(amax, bits);
-  }
 }
 
 struct CastArgs {

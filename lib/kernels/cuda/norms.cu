@@ -1,5 +1,6 @@
 #include "kernels/cuda/norms.hpp"
 
+#include "kernels/cuda/fp8_encode.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vector8.cuh"
 
@@ -139,14 +140,65 @@ void column_sums(In dy, In x, const float* mean, const float* rstd,
 // costs one read from memory; the scalar kernels above serve rows that cannot be vectorized.
 constexpr int kWarpsPerBlock = kRowThreads / 32;
 
-// mean == nullptr: RMSNorm (no centring, no bias). With a residual, the row normalised is
-// sum = x + residual (+ extra where given), written first in sum's type and read back by the
-// passes below (each lane rereads the groups it wrote), so the norm sees the rounded sum, as
-// after a separate add.
-__global__ void norm_forward8_kernel(In x, In residual, In extra, In weight, In bias, int64_t rows,
-                                     int64_t hidden, float eps, Out sum, Out y, float* mean, float* rstd) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;
+// Where a vector norm's output goes: stored to y (kStore), or, for the norm that writes FP8
+// (fp8_norm_forward), cast instead: each value rounded to the norm input's type (narrow, bf16) as
+// storing it would round it, then encoded with *scale as fp8_quantize encodes (fp8_encode.cuh),
+// its max |·| folded into amax (where not null), 1/scale written to scale_inv by the grid's first
+// thread, as fp8_quantize writes them.
+enum class NormOutputKind { kStore, kE4M3, kE5M2 };
+
+struct NormOutput {
+  Out y;
+  bool narrow = false;
+  bool bf16 = false;
+  const float* scale = nullptr;
+  int* amax = nullptr;
+  uint8_t* codes = nullptr;
+  float* scale_inv = nullptr;
+};
+
+// The scale the FP8 output is cast with (read once the kernels before have finished).
+template <NormOutputKind kKind>
+__device__ __forceinline__ float output_scale(const NormOutput& o) {
+  if constexpr (kKind == NormOutputKind::kStore) {
+    return 0.0f;
+  } else {
+    const float scale = *o.scale;
+    if (blockIdx.x == 0 && threadIdx.x == 0) *o.scale_inv = __fdiv_rn(1.0f, scale);
+    return scale;
+  }
+}
+
+// Eight-element group i of row r of the output.
+template <NormOutputKind kKind>
+__device__ __forceinline__ void write_output8(const NormOutput& o, int64_t r, int64_t hidden, int64_t i, float (&v)[8],
+                                              float scale, int& amax_bits) {
+  if constexpr (kKind == NormOutputKind::kStore) {
+    store8(o.y + r * hidden, i, v);
+  } else {
+    if (o.narrow) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = narrow_to_float(float_to_narrow(v[j], o.bf16), o.bf16);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax_bits = max(amax_bits, magnitude_bits(v[j]));
+    *reinterpret_cast<uint2*>(o.codes + r * hidden + 8 * i) = encode8<kKind == NormOutputKind::kE5M2>(v, scale);
+  }
+}
+
+// Every thread of the block calls it.
+template <NormOutputKind kKind>
+__device__ __forceinline__ void finish_output(const NormOutput& o, int amax_bits) {
+  if constexpr (kKind != NormOutputKind::kStore) {
+    if (o.amax != nullptr) record_block_amax(amax_bits, o.amax);
+  }
+}
+
+// Row r of norm_forward8_kernel, one warp.
+template <NormOutputKind kKind>
+__device__ __forceinline__ void norm_row8(In x, In residual, In extra, In weight, In bias, int64_t r, int64_t hidden,
+                                          float eps, Out sum, const NormOutput& out, float* mean, float* rstd,
+                                          float scale, int& amax_bits) {
   const int lane = threadIdx.x % 32;
   const int64_t n8 = hidden / 8;
   In xr = x + r * hidden;
@@ -187,7 +239,6 @@ __global__ void norm_forward8_kernel(In x, In residual, In extra, In weight, In 
     for (int j = 0; j < 8; ++j) sq += (v[j] - mu) * (v[j] - mu);
   }
   const float inv = rsqrtf(warp_sum(sq) / static_cast<float>(hidden) + eps);
-  const Out yr = y + r * hidden;
   for (int64_t i = lane; i < n8; i += 32) {
     float w[8], b[8] = {};
     load8(xr, i, v);
@@ -195,12 +246,27 @@ __global__ void norm_forward8_kernel(In x, In residual, In extra, In weight, In 
     if (bias != nullptr) load8(bias, i, b);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = (v[j] - mu) * inv * w[j] + b[j];
-    store8(yr, i, v);
+    write_output8<kKind>(out, r, hidden, i, v, scale, amax_bits);
   }
   if (lane == 0) {
     if (mean != nullptr) mean[r] = mu;
     rstd[r] = inv;
   }
+}
+
+// mean == nullptr: RMSNorm (no centring, no bias). With a residual, the row normalised is
+// sum = x + residual (+ extra where given), written first in sum's type and read back by the
+// passes below (each lane rereads the groups it wrote), so the norm sees the rounded sum, as
+// after a separate add.
+template <NormOutputKind kKind>
+__global__ void norm_forward8_kernel(In x, In residual, In extra, In weight, In bias, int64_t rows,
+                                     int64_t hidden, float eps, Out sum, NormOutput out, float* mean, float* rstd) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const float scale = output_scale<kKind>(out);
+  int amax_bits = 0;
+  if (r < rows) norm_row8<kKind>(x, residual, extra, weight, bias, r, hidden, eps, sum, out, mean, rstd, scale,
+                                 amax_bits);
+  finish_output<kKind>(out, amax_bits);
 }
 
 // The same norm for the few rows of a decode step, where one warp per row leaves the GPU idle
@@ -210,10 +276,10 @@ __global__ void norm_forward8_kernel(In x, In residual, In extra, In weight, In 
 constexpr int kFewRowsThreads = 128;
 constexpr int64_t kFewRowsMax = 64;
 
-template <int kPerThread>
+template <NormOutputKind kKind, int kPerThread>
 __global__ void __launch_bounds__(kFewRowsThreads)
     norm_forward_few_rows_kernel(In x, In residual, In extra, In weight, In bias, int64_t hidden, float eps,
-                                 Out sum, Out y, float* mean, float* rstd) {
+                                 Out sum, NormOutput out, float* mean, float* rstd) {
   __shared__ float scratch[32];
   let_next_kernel_start();
   const int64_t r = blockIdx.x;
@@ -227,6 +293,8 @@ __global__ void __launch_bounds__(kFewRowsThreads)
     if (bias != nullptr) load8(bias, i, b[k]);
   }
   wait_for_previous_kernels();
+  const float scale = output_scale<kKind>(out);
+  int amax_bits = 0;
   float v[kPerThread][8] = {};
   float total = 0.0f;
 #pragma unroll
@@ -269,12 +337,13 @@ __global__ void __launch_bounds__(kFewRowsThreads)
     if (i >= n8) break;
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[k][j] = (v[k][j] - mu) * inv * w[k][j] + b[k][j];
-    store8(y + r * hidden, i, v[k]);
+    write_output8<kKind>(out, r, hidden, i, v[k], scale, amax_bits);
   }
   if (threadIdx.x == 0) {
     if (mean != nullptr) mean[r] = mu;
     rstd[r] = inv;
   }
+  finish_output<kKind>(out, amax_bits);
 }
 
 // dx may alias dy (unless accumulating): each lane reads its group of dy before writing the same
@@ -556,22 +625,23 @@ unsigned row_warp_blocks(int64_t rows) {
 
 // The vector norm of `rows` rows: a block per row from registers for the few rows of a decode
 // step (rows of at most 8 × kFewRowsThreads × 8 elements), else a warp per row.
+template <NormOutputKind kKind = NormOutputKind::kStore>
 void norm_forward8(In x, In residual, In extra, In weight, In bias, int64_t rows, int64_t hidden, float eps,
-                   Out sum, Out y, float* mean, float* rstd, cudaStream_t stream) {
+                   Out sum, NormOutput out, float* mean, float* rstd, cudaStream_t stream) {
   const int64_t per_thread = (hidden / 8 + kFewRowsThreads - 1) / kFewRowsThreads;
   if (rows <= kFewRowsMax && per_thread <= 8) {
     const auto launch = [&](auto kernel) {
       launch_early(kernel, static_cast<unsigned>(rows), kFewRowsThreads, stream, x, residual, extra, weight, bias,
-                   hidden, eps, sum, y, mean, rstd);
+                   hidden, eps, sum, out, mean, rstd);
     };
-    if (per_thread <= 1) launch(norm_forward_few_rows_kernel<1>);
-    else if (per_thread <= 2) launch(norm_forward_few_rows_kernel<2>);
-    else if (per_thread <= 4) launch(norm_forward_few_rows_kernel<4>);
-    else launch(norm_forward_few_rows_kernel<8>);
+    if (per_thread <= 1) launch(norm_forward_few_rows_kernel<kKind, 1>);
+    else if (per_thread <= 2) launch(norm_forward_few_rows_kernel<kKind, 2>);
+    else if (per_thread <= 4) launch(norm_forward_few_rows_kernel<kKind, 4>);
+    else launch(norm_forward_few_rows_kernel<kKind, 8>);
     return;
   }
-  norm_forward8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(x, residual, extra, weight, bias, rows,
-                                                                          hidden, eps, sum, y, mean, rstd);
+  norm_forward8_kernel<kKind><<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
+      x, residual, extra, weight, bias, rows, hidden, eps, sum, out, mean, rstd);
   MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
 }
 
@@ -582,7 +652,7 @@ void layer_norm_forward(In x, In weight, In bias, int64_t rows,
                         cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), bias.raw(), y.raw()})) {
-    norm_forward8(x, In(), In(), weight, bias, rows, hidden, eps, Out(), y, mean, rstd, stream);
+    norm_forward8(x, In(), In(), weight, bias, rows, hidden, eps, Out(), {y}, mean, rstd, stream);
     return;
   }
   layer_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
@@ -616,7 +686,7 @@ void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
                       Out y, float* rstd, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {x.raw(), weight.raw(), y.raw()})) {
-    norm_forward8(x, In(), In(), weight, In(), rows, hidden, eps, Out(), y, nullptr, rstd, stream);
+    norm_forward8(x, In(), In(), weight, In(), rows, hidden, eps, Out(), {y}, nullptr, rstd, stream);
     return;
   }
   rms_norm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, weight, hidden,
@@ -647,7 +717,32 @@ bool add_norm_forward(In a, In b, In c, In weight, In bias, int64_t rows, int64_
                       float* mean, float* rstd, cudaStream_t stream) {
   if (!vectorizable(hidden, {a.raw(), b.raw(), c.raw(), weight.raw(), bias.raw(), sum.raw(), y.raw()})) return false;
   if (rows == 0) return true;
-  norm_forward8(a, b, c, weight, bias, rows, hidden, eps, sum, y, mean, rstd, stream);
+  norm_forward8(a, b, c, weight, bias, rows, hidden, eps, sum, {y}, mean, rstd, stream);
+  return true;
+}
+
+bool fp8_norm_forward(In x, In residual, In extra, In weight, In bias, int64_t rows, int64_t hidden, float eps,
+                      Out sum, float* mean, float* rstd, const float* scale, float* amax, Fp8CastFormat format,
+                      Fp8CastOutput codes, cudaStream_t stream) {
+  if (rows <= 0 || !vectorizable(hidden, {x.raw(), residual.raw(), extra.raw(), weight.raw(), bias.raw(), sum.raw()}) ||
+      reinterpret_cast<uintptr_t>(codes.codes) % 8 != 0)
+    return false;
+  // The output is rounded to the type the norm's input has, as the norm's own output would be.
+  const In input = residual != nullptr ? In(sum.raw(), sum.type()) : x;
+  NormOutput out;
+  out.narrow = input.narrow();
+  out.bf16 = input.bf16();
+  out.scale = scale;
+  out.amax = reinterpret_cast<int*>(amax);  // null where no amax is recorded
+  out.codes = codes.codes;
+  out.scale_inv = codes.scale_inv;
+  if (format.e5m2) {
+    norm_forward8<NormOutputKind::kE5M2>(x, residual, extra, weight, bias, rows, hidden, eps, sum, out, mean, rstd,
+                                        stream);
+  } else {
+    norm_forward8<NormOutputKind::kE4M3>(x, residual, extra, weight, bias, rows, hidden, eps, sum, out, mean, rstd,
+                                        stream);
+  }
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/elements.hpp"
+#include "kernels/cuda/fp8_quantize.hpp"
 
 namespace mgt::cuda {
 
@@ -28,6 +29,17 @@ void rms_norm_backward(In dy, In x, In weight, const float* rstd,
 // time: the caller adds and normalises separately.
 bool add_norm_forward(In a, In b, In c, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out sum, Out y,
                       float* mean, float* rstd, cudaStream_t stream);
+
+// The norm of add_norm_forward (with residual: of sum = x + residual (+ extra); without: of x,
+// sum unused) whose output, rounded to the type of the norm's input as the norm would store it,
+// is cast into FP8 codes [rows, hidden] with *scale (delayed scaling) instead of being stored:
+// the codes, amax (where not null: max(amax, max |y|)) and scale_inv are fp8_quantize's, bit for
+// bit, as mean and rstd are the norm's. Returns false, having done nothing, where the rows cannot
+// be read eight elements at a time or the codes are not 8-byte aligned: the caller composes the
+// steps.
+bool fp8_norm_forward(In x, In residual, In extra, In weight, In bias, int64_t rows, int64_t hidden, float eps,
+                      Out sum, float* mean, float* rstd, const float* scale, float* amax, Fp8CastFormat format,
+                      Fp8CastOutput codes, cudaStream_t stream);
 
 // dbias[c] += Σ_r dy[r, c].
 void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream);
