@@ -23,9 +23,10 @@ struct Fp8Recipe {
   // --first-last-layers-bf16: this many layers at each end of the model stay out of FP8.
   int64_t bf16_layers_at_start = 0;
   int64_t bf16_layers_at_end = 0;
-  // Whether a norm whose output only an FP8 linear layer reads casts it itself, without writing
-  // it (model/norm_fp8_cast.hpp). No flag clears it; tests compare the two paths with it.
-  bool norm_casts = true;
+  // --fp8-norm-casts: a norm whose output only an FP8 linear layer reads casts it itself, without
+  // writing it (model/norm_fp8_cast.hpp). Off by default: it saves activation memory, not time
+  // (the transposed codes come from a byte-wise transpose of the rowwise ones).
+  bool norm_casts = false;
 
   // Whether transformer layer `layer` (global, 0-based) of a num_layers model computes in FP8.
   bool layer_in_fp8(int64_t layer, int64_t num_layers) const {
