@@ -52,8 +52,7 @@ void NormLayer::add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, i
 
 void NormLayer::fp8_forward(ConstFloatView x, int64_t rows, const Fp8Scaling& scaling, Fp8View y,
                             const NormStats& stats) const {
-  backend_->fp8_norm_forward(x, {}, {}, effective_weight(), layer_norm_ ? bias_ : ConstFloatView(), rows, hidden_,
-                             eps_, scaling, y, layer_norm_ ? stats.mean : FloatView(), stats.rstd);
+  fp8_add_forward(x, {}, {}, rows, scaling, y, stats);
 }
 
 void NormLayer::fp8_add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows,

@@ -487,21 +487,13 @@ TEST_CASE("the memory estimate of a Mixtral-style model on one GPU, against the 
           "[model][moe][planner]") {
   // tools/gpu/moe_speed.sh's model: 16 layers of 2048, GQA 8, sequence 4096, 8 experts of ffn 5632
   // top-2, untied embeddings of NullTokenizer's 32,001 tokens padded to 32,128; micro-batch 1,
-  // global batch 32, bf16.
-  GptConfig c;
+  // global batch 32, bf16. The Llama layer of llama3_8b_config at these sizes.
+  GptConfig c = llama3_8b_config();
   c.num_layers = 16;
   c.hidden_size = 2048;
   c.ffn_hidden_size = 5632;
   c.num_attention_heads = 16;
-  c.group_query_attention = true;
-  c.num_query_groups = 8;
-  c.kv_channels = 128;
   c.seq_length = 4096;
-  c.position_embedding_type = PositionEmbeddingType::kRope;
-  c.normalization = Normalization::kRmsNorm;
-  c.activation = Activation::kSwiglu;
-  c.add_bias_linear = false;
-  c.untie_embeddings_and_output_weights = true;
   c.padded_vocab_size = 32128;
   c.moe.num_experts = 8;
   c.moe.topk = 2;

@@ -16,8 +16,7 @@ constexpr int kRowThreads = 512;
 // `vectors` (a row length that is a multiple of 8, 16-byte aligned rows) the row is read 16 bytes
 // at a time for bf16 and fp16, which keeps enough loads in flight; sums and maxima are the same
 // either way up to their order. The exponentials use the hardware's ex2 (__expf: a relative error
-// of a few units in fp32's last place, far below the bf16 rounding of the gradient) where the
-// accurate expf takes several times the instructions for each of a row's elements.
+// of a few units in fp32's last place, far below the bf16 rounding of the gradient).
 __device__ void row_max_and_sum_exp(In row, int64_t vocab, bool vectors, float* scratch,
                                     float& max_out, float& sum_out) {
   const int64_t n8 = vectors ? vocab / 8 : 0;
