@@ -547,20 +547,22 @@ void case_fp8_scaling_update(OpRun& r) {
 }
 
 void case_fp8_transpose(OpRun& r) {
-  // A weight's codes as --fp8-param-gather all-gathers them (a shape no tile divides): the
-  // transposed copy, and both factors 1/scale as fp8_quantize writes them.
-  constexpr int64_t rows = 37, cols = 70;
-  const std::vector<uint8_t> host = random_codes(r, rows * cols, Fp8Format::kE4M3, 100.0f);
-  Codes codes = r.codes(rows * cols, host), transposed = r.codes(rows * cols);
-  Tensor scale = r.values({3.0f}, FloatType::kF32);
-  Tensor inv_rows = r.output_fp32(1), inv_cols = r.output_fp32(1);
-  r.run([&](Backend& b, Side s) {
-    b.fp8_transpose({codes(s), Fp8Format::kE4M3, inv_rows(s)}, rows, cols, scale(s),
-                    {transposed(s), Fp8Format::kE4M3, inv_cols(s)});
-  });
-  r.check(transposed, "transposed codes");
-  r.check(inv_rows, kExact, "rowwise scale_inv");
-  r.check(inv_cols, kExact, "transposed scale_inv");
+  // A weight's codes as --fp8-param-gather all-gathers them (a shape no tile divides), and a
+  // norm's FP8 output of whole 64×64 tiles (the GPU's four-byte path): the transposed copy, and
+  // both factors 1/scale as fp8_quantize writes them.
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 70}, {128, 192}}) {
+    const std::vector<uint8_t> host = random_codes(r, rows * cols, Fp8Format::kE4M3, 100.0f);
+    Codes codes = r.codes(rows * cols, host), transposed = r.codes(rows * cols);
+    Tensor scale = r.values({3.0f}, FloatType::kF32);
+    Tensor inv_rows = r.output_fp32(1), inv_cols = r.output_fp32(1);
+    r.run([&](Backend& b, Side s) {
+      b.fp8_transpose({codes(s), Fp8Format::kE4M3, inv_rows(s)}, rows, cols, scale(s),
+                      {transposed(s), Fp8Format::kE4M3, inv_cols(s)});
+    });
+    r.check(transposed, "transposed codes");
+    r.check(inv_rows, kExact, "rowwise scale_inv");
+    r.check(inv_cols, kExact, "transposed scale_inv");
+  }
 }
 
 void case_fp8_norm_forward(OpRun& r) {
