@@ -37,6 +37,8 @@
 // gather_sum_rows), summing each token's rows in a fixed order.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <span>
 #include <vector>
 
 #include "dist/communicator.hpp"
@@ -101,8 +103,8 @@ public:
   // d_input [T, h] = Σ over each token's rows of d_permuted.
   void dispatch_backward(ConstFloatView d_permuted, int64_t tokens, int64_t rows, const MoeActivations& saved,
                          FloatView d_input) const;
-  // The rows of each expert as dispatch (or dispatch_local: of each local expert) left them
-  // (read back from saved.expert_rows).
+  // The rows of each expert as dispatch (or dispatch_local: of each local expert) left them in
+  // saved.expert_rows (as the host wrote them there, without reading them back).
   std::vector<int64_t> expert_rows(const MoeActivations& saved) const;
 
   // ---- expert parallelism ----
@@ -126,6 +128,8 @@ private:
   // expert's rows padded to `capacity` (< 0: not padded).
   std::vector<int64_t> permute(ConstFloatView input, int64_t tokens, ConstFloatView routing_map, ConstFloatView probs,
                                int64_t first, int64_t count, int64_t capacity, const MoeActivations& saved) const;
+  // The first `size` elements of staging_, grown to hold them.
+  std::span<int64_t> staging(int64_t size) const;
   ExpertExchange exchange_from_counts(const std::vector<int64_t>& rows_of, const std::vector<int64_t>& counts) const;
 
   Backend* backend_;
@@ -134,6 +138,11 @@ private:
   dist::Communicator* group_ = nullptr;  // null without expert parallelism
   int64_t replicas_ = 1;
   int64_t row_multiple_ = 1;
+  // Page-locked memory the index tables are copied to the GPU from (permute).
+  mutable PinnedHostArray<int64_t> staging_;
+  // The rows per expert permute last wrote to each expert_rows table (by its address): one per
+  // micro-batch whose activations are kept.
+  mutable std::map<const int64_t*, std::vector<int64_t>> rows_written_;
 };
 
 }  // namespace mgt

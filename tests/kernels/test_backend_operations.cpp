@@ -219,8 +219,8 @@ private:
 
 // ---- shapes shared by the cases ----
 // Element-wise operations over more than one GPU block, of a length that is no multiple of 8
-// (the vector paths' remainder); SwiGLU over rows of an odd width.
-constexpr int64_t kRows = 6, kIn = 40, kOut = 24, kHidden = 48, kN = 2053, kFfn = 257;
+// (the vector paths' remainder); SwiGLU over rows of an odd width, and of whole 8-element vectors.
+constexpr int64_t kRows = 6, kIn = 40, kOut = 24, kHidden = 48, kN = 2053, kFfn = 257, kFfnVectors = 264;
 constexpr float kEps = 1e-5f;
 // Grouped-query attention, sequence-major; the fused QKV layout needs groups == heads.
 constexpr AttentionShape kAttentionShape{2, 8, 8, 4, 2, 16, SeqLayout::kSeqMajor};
@@ -703,16 +703,22 @@ void case_gelu_tanh_backward(OpRun& r) {
   r.check(dx, kElementwise, "dx");
 }
 
+// SwiGLU over rows of an odd width (element by element) and of a multiple of 8 (a GPU's vector
+// path).
 void case_swiglu_forward(OpRun& r) {
-  Tensor x = r.input(kRows * 2 * kFfn, 3.0f), y = r.output(kRows * kFfn);
-  r.run([&](Backend& b, Side s) { b.swiglu_forward(x(s), kRows, kFfn, y(s)); });
-  r.check(y, kElementwise, "y");
+  for (const int64_t ffn : {kFfn, kFfnVectors}) {
+    Tensor x = r.input(kRows * 2 * ffn, 3.0f), y = r.output(kRows * ffn);
+    r.run([&](Backend& b, Side s) { b.swiglu_forward(x(s), kRows, ffn, y(s)); });
+    r.check(y, kElementwise, ffn == kFfn ? "y" : "y, rows of whole vectors");
+  }
 }
 
 void case_swiglu_backward(OpRun& r) {
-  Tensor dy = r.input(kRows * kFfn), x = r.input(kRows * 2 * kFfn, 3.0f), dx = r.output(kRows * 2 * kFfn);
-  r.run([&](Backend& b, Side s) { b.swiglu_backward(dy(s), x(s), kRows, kFfn, dx(s)); });
-  r.check(dx, kElementwise, "dx");
+  for (const int64_t ffn : {kFfn, kFfnVectors}) {
+    Tensor dy = r.input(kRows * ffn), x = r.input(kRows * 2 * ffn, 3.0f), dx = r.output(kRows * 2 * ffn);
+    r.run([&](Backend& b, Side s) { b.swiglu_backward(dy(s), x(s), kRows, ffn, dx(s)); });
+    r.check(dx, kElementwise, ffn == kFfn ? "dx" : "dx, rows of whole vectors");
+  }
 }
 
 // ---- dropout: the same Philox masks on every backend; an offset that is no multiple of 4 ----
@@ -1128,34 +1134,43 @@ void case_gather_rows(OpRun& r) {
   // 7 rows out of 5, one of them empty (index −1), with and without weights; and rows of 7
   // elements (a GPU copies rows of whole 16-byte units at once, others element by element).
   Tensor in = r.input(5 * kOut), weights = r.input(7), plain = r.output(7 * kOut), weighted = r.output(7 * kOut);
-  Tensor narrow_in = r.input(5 * 7), narrow = r.output(7 * 7);
+  Tensor narrow_in = r.input(5 * 7), narrow = r.output(7 * 7), narrow_weighted = r.output(7 * 7);
   Indices index = r.indices({3, -1, 0, 4, 4, 1, 2});
   r.run([&](Backend& b, Side s) {
     b.gather_rows(in(s), 5, kOut, index(s), {}, plain(s));
     b.gather_rows(in(s), 5, kOut, index(s), weights(s), weighted(s));
     b.gather_rows(narrow_in(s), 5, 7, index(s), {}, narrow(s));
+    b.gather_rows(narrow_in(s), 5, 7, index(s), weights(s), narrow_weighted(s));
   });
   r.check(plain, kExact, "rows");
   r.check(narrow, kExact, "rows of 7");
   r.check(weighted, kElementwise, "weighted rows");
+  r.check(narrow_weighted, kElementwise, "weighted rows of 7");
 }
 
 void case_gather_sum_rows(OpRun& r) {
-  // 4 tokens from 6 expert rows, up to 2 each.
+  // 4 tokens from 6 expert rows, up to 2 each; rows of whole 8-element vectors (a GPU's vector
+  // path) and of 7 elements.
   Tensor in = r.input(6 * kOut), weights = r.input(6), plain = r.output(4 * kOut), weighted = r.output(4 * kOut);
+  Tensor narrow_in = r.input(6 * 7), narrow = r.output(4 * 7);
   Indices index = r.indices({0, 3, -1, 5, 1, 2, 4, -1});
   r.run([&](Backend& b, Side s) {
     b.gather_sum_rows(in(s), 6, kOut, index(s), 2, {}, plain(s));
     b.gather_sum_rows(in(s), 6, kOut, index(s), 2, weights(s), weighted(s));
+    b.gather_sum_rows(narrow_in(s), 6, 7, index(s), 2, weights(s), narrow(s));
   });
   r.check(plain, kElementwise, "sums");
   r.check(weighted, kElementwise, "weighted sums");
+  r.check(narrow, kElementwise, "weighted sums of rows of 7");
 }
 
 void case_row_dot(OpRun& r) {
-  Tensor a = r.input(kRows * kHidden), b2 = r.input(kRows * kHidden), out = r.output(kRows);
-  r.run([&](Backend& b, Side s) { b.row_dot(a(s), b2(s), kRows, kHidden, out(s)); });
-  r.check(out, kReduction, "dots");
+  // Rows of whole 8-element vectors (a GPU's vector path) and of an odd width.
+  for (const int64_t cols : {kHidden, kFfn}) {
+    Tensor a = r.input(kRows * cols), b2 = r.input(kRows * cols), out = r.output(kRows);
+    r.run([&](Backend& b, Side s) { b.row_dot(a(s), b2(s), kRows, cols, out(s)); });
+    r.check(out, kReduction, cols == kHidden ? "dots" : "dots of rows of an odd width");
+  }
 }
 
 void case_scale_rows(OpRun& r) {

@@ -26,11 +26,12 @@ With --accumulate K, each iteration accumulates the gradients of K micro-batches
 optimizer's step (global batch K x micro-batch x data-parallel size), in mgt and in the peer alike:
 how a model is trained in practice, the step's fixed costs (AdamW, the gradient norm) spread over
 K micro-batches.
+--extra "FLAGS" appends more mgt-train flags (e.g. "--fp8-norm-casts").
 --json FILE appends the figures as one JSON object per run.
 
 Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-batch 8]
        [--iters 20] [--accumulate 1] [--precision fp32|bf16|fp16] [--fp8 e4m3|hybrid [--fp8-recipe R]] [--no-peer] [--ranks N [--tensor-parallel T]
-       [--sequence-parallel] [--distributed-optimizer] [--overlap] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--json FILE]
+       [--sequence-parallel] [--distributed-optimizer] [--overlap] [--launcher mpiexec.hydra]] [--device cuda|cpu] [--extra "FLAGS"] [--json FILE]
 """
 import argparse
 import datetime
@@ -91,7 +92,7 @@ def wall_tokens_per_second(log, tokens_per_iteration):
 
 def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, sequence_parallel=False,
             device="cuda", launcher="mpiexec.hydra", accumulate=1, overlap=False,
-            distributed_optimizer=False, dp_collectives="copy-engines", fp8=None, fp8_recipe="delayed"):
+            distributed_optimizer=False, dp_collectives="copy-engines", fp8=None, fp8_recipe="delayed", extra=()):
     layers, hidden, heads, seq = SHAPES[shape]
     data_parallel = ranks // tensor_parallel
     cmd = [os.path.join(bindir, "mgt-train"), "--device", device, "--num-layers", str(layers),
@@ -117,6 +118,7 @@ def run_mgt(bindir, shape, mbs, iters, precision, ranks=1, tensor_parallel=1, se
         cmd += ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if distributed_optimizer else [])
     if dp_collectives != "copy-engines":  # mgt-train's default: binaries older than the flag run too
         cmd += ["--dp-collectives", dp_collectives]
+    cmd += list(extra)
     # Hydra's fork launcher keeps the ranks on this machine.
     launch = [launcher, "-launcher", "fork", "-n", str(ranks)] if ranks > 1 else []
     with tempfile.TemporaryDirectory() as tmp, GpuMemoryPeak() as memory:
@@ -218,6 +220,7 @@ def main():
                     help="mgt-train's --dp-collectives")
     ap.add_argument("--launcher", default="mpiexec.hydra")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--extra", default="", help="more mgt-train flags, one string (e.g. \"--fp8-norm-casts\")")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.accumulate < 1:
@@ -226,7 +229,8 @@ def main():
         ap.error("--ranks must be a positive multiple of --tensor-parallel")
     mgt = run_mgt(args.bin, args.shape, args.micro_batch, args.iters, args.precision, args.ranks,
                   args.tensor_parallel, args.sequence_parallel, args.device, args.launcher, args.accumulate,
-                  args.overlap, args.distributed_optimizer, args.dp_collectives, args.fp8, args.fp8_recipe)
+                  args.overlap, args.distributed_optimizer, args.dp_collectives, args.fp8, args.fp8_recipe,
+                  args.extra.split())
     what = f"{args.shape} mbs {args.micro_batch}" + (f" x {args.accumulate}" if args.accumulate > 1 else "")
     fpt = mgt["flops_per_token"]
     mfu = mgt["tokens_per_second_per_gpu"] * fpt / 1e12 / PEAK_TFLOPS

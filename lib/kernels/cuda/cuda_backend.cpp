@@ -40,6 +40,13 @@
 
 namespace mgt {
 
+namespace {
+
+// Streams for a grouped linear layer's GEMMs (cuda/gemm_lanes.hpp).
+constexpr int kGroupedGemmLanes = 3;
+
+}  // namespace
+
 std::unique_ptr<Backend> make_cuda_backend(int device, const BackendOptions& options) {
   return std::make_unique<CudaBackend>(device, options);
 }
@@ -59,6 +66,7 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   // Full fp32 GEMMs: TF32 would put the fp32 path outside its bound against the CPU.
   MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
   lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
+  gemm_lanes_ = std::make_unique<cuda::GemmLanes>(stream_, kGroupedGemmLanes, profile_gemms_);
   MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
   if (options.profile) profiler_ = std::make_unique<cuda::OpProfiler>(stream_, options.profile_timeline);
 }
@@ -74,6 +82,7 @@ CudaBackend::~CudaBackend() {
   }
   // Teardown errors cannot be reported from a destructor; the process is ending anyway.
   cudnn_attention_.reset();  // frees its plans and scratch on the stream, which must still exist
+  gemm_lanes_.reset();
   lt_.reset();
   segments_device_ = DeviceIndexBuffer();  // freed on the stream too, before it goes
   if (reduction_ != nullptr) cudaFreeAsync(reduction_, stream_);
@@ -136,6 +145,7 @@ void CudaBackend::set_deterministic(bool deterministic) {
   // takes the heuristic's choice, the same every time.
   lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
   lt_->set_timed_choice(!deterministic_);
+  gemm_lanes_->set_timed_choice(!deterministic_);
 }
 
 bool CudaBackend::takes_natively(BackendOp op, FloatType /*type*/) const {
@@ -419,6 +429,72 @@ void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, i
                                             int64_t in, int64_t out, FloatArg dw) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_backward_weight);
   cuda::linear_backward_weight(cublas_, *lt_, matmul_precision_, dy, x, rows, in, out, dw);
+}
+
+namespace {
+
+// The first row of each group.
+std::vector<int64_t> group_starts(std::span<const int64_t> group_rows) {
+  std::vector<int64_t> first(group_rows.size(), 0);
+  for (std::size_t g = 1; g < group_rows.size(); ++g) first[g] = first[g - 1] + group_rows[g - 1];
+  return first;
+}
+
+// Whether each group's GEMM goes through cuBLASLt: 2-byte operands of one type.
+bool narrow_groups(ConstFloatView a, std::span<const ConstFloatView> b) {
+  return a.type() != FloatType::kF32 &&
+         std::all_of(b.begin(), b.end(), [&](const ConstFloatView& v) { return v.type() == a.type(); });
+}
+
+}  // namespace
+
+void CudaBackend::do_grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
+                                            std::span<const ConstFloatView> bias, std::span<const int64_t> group_rows,
+                                            int64_t in, int64_t out, FloatView y) {
+  if (!bias.empty() || !narrow_groups(x, w))
+    return Backend::do_grouped_linear_forward(x, w, bias, group_rows, in, out, y);
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_forward);
+  const std::vector<int64_t> first = group_starts(group_rows);
+  gemm_lanes_->run(*lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
+    const int64_t rows = group_rows[static_cast<std::size_t>(g)];
+    const int64_t r0 = first[static_cast<std::size_t>(g)];
+    const ConstFloatView xg = x.subspan(r0 * in, rows * in);
+    const FloatView yg = y.subspan(r0 * out, rows * out);
+    if (cuda::small_rows_linear(xg, w[static_cast<std::size_t>(g)], cuda::In(), rows, in, out, cuda::Out(), yg,
+                                lane.stream))
+      return;
+    cuda::linear_forward(cublas_, lane.lt, matmul_precision_, xg, w[static_cast<std::size_t>(g)], cuda::In(), rows,
+                         in, out, yg);
+  });
+}
+
+void CudaBackend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
+                                                   std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                                   FloatView dx) {
+  if (!narrow_groups(dy, w)) return Backend::do_grouped_linear_backward_input(dy, w, group_rows, in, out, dx);
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_input);
+  const std::vector<int64_t> first = group_starts(group_rows);
+  gemm_lanes_->run(*lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
+    const int64_t rows = group_rows[static_cast<std::size_t>(g)];
+    const int64_t r0 = first[static_cast<std::size_t>(g)];
+    cuda::linear_backward_input(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
+                                w[static_cast<std::size_t>(g)], rows, in, out, dx.subspan(r0 * in, rows * in));
+  });
+}
+
+void CudaBackend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
+                                                    std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                                    std::span<const FloatView> dw) {
+  if (dy.type() == FloatType::kF32 || x.type() != dy.type())
+    return Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw);
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_weight);
+  const std::vector<int64_t> first = group_starts(group_rows);
+  gemm_lanes_->run(*lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
+    const int64_t rows = group_rows[static_cast<std::size_t>(g)];
+    const int64_t r0 = first[static_cast<std::size_t>(g)];
+    cuda::linear_backward_weight(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
+                                 x.subspan(r0 * in, rows * in), rows, in, out, dw[static_cast<std::size_t>(g)]);
+  });
 }
 
 void CudaBackend::do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias,

@@ -13,6 +13,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/backend_factory.hpp"
+#include "kernels/cuda/gemm_lanes.hpp"
 #include "kernels/cuda/lt_matmul.hpp"
 #include "kernels/cuda/op_profiler.hpp"
 
@@ -53,6 +54,7 @@ private:
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<cuda::LtMatmul> lt_;
+  std::unique_ptr<cuda::GemmLanes> gemm_lanes_;  // the grouped linear layers' side streams
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
   bool recording_ = false;  // capturing a graph: allocations are refused
@@ -114,6 +116,15 @@ private:
   void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
                                  int64_t out, FloatArg dw) override;
   void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) override;
+  // 2-byte operands: the groups' GEMMs side by side on gemm_lanes_ (others: one after another).
+  void do_grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
+                                 std::span<const ConstFloatView> bias, std::span<const int64_t> group_rows, int64_t in,
+                                 int64_t out, FloatView y) override;
+  void do_grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
+                                        std::span<const int64_t> group_rows, int64_t in, int64_t out,
+                                        FloatView dx) override;
+  void do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x, std::span<const int64_t> group_rows,
+                                         int64_t in, int64_t out, std::span<const FloatView> dw) override;
 
   void do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias, int64_t rows,
                              int64_t hidden, float eps, FloatArg y, FloatArg mean,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vector8.cuh"
 #include "kernels/moe_routing_math.hpp"
 
 namespace mgt::cuda {
@@ -184,6 +185,64 @@ __global__ void gather_sum_rows_kernel(In in, int64_t cols, const int64_t* index
   }
 }
 
+// The vector forms of the three kernels above and below, for rows of whole 8-element vectors
+// (a hidden size of a multiple of 8): a token's rows are 16-byte loads, and the loads of the rows
+// a thread sums are issued before any is used (an absent row, index −1, loads row 0 and adds
+// nothing), as loads behind a condition on the index each wait for the one before.
+__global__ void gather_rows8_kernel(In in, int64_t col_vectors, const int64_t* index, int64_t out_rows, In weights,
+                                    Out out) {
+  const int64_t n = out_rows * col_vectors;
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < n;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = v / col_vectors;
+    const int64_t source = index[r];
+    float x[8];
+    load8(in, (source < 0 ? 0 : source) * col_vectors + v % col_vectors, x);
+    const float factor = source < 0 ? 0.0f : (weights != nullptr ? weights[r] : 1.0f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[j] = source < 0 ? 0.0f : factor * x[j];
+    store8(out, v, x);
+  }
+}
+
+__global__ void gather_sum_rows8_kernel(In in, int64_t col_vectors, const int64_t* index, int64_t out_rows, int64_t k,
+                                        In weights, Out out) {
+  const int64_t n = out_rows * col_vectors;
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < n;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = v / col_vectors;
+    const int64_t c = v % col_vectors;
+    float s[8] = {};
+#pragma unroll 4
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t source = index[t * k + j];
+      float x[8];
+      load8(in, (source < 0 ? 0 : source) * col_vectors + c, x);
+      const float factor = source < 0 ? 0.0f : (weights != nullptr ? weights[source] : 1.0f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) s[i] += source < 0 ? 0.0f : factor * x[i];
+    }
+    store8(out, v, s);
+  }
+}
+
+// One warp per row, each lane summing 8-element vectors 32 apart.
+__global__ void row_dot8_kernel(In a, In b, int64_t rows, int64_t col_vectors, Out out) {
+  const int64_t r = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  float s = 0.0f;
+  for (int64_t c = lane; c < col_vectors; c += 32) {
+    float x[8], y[8];
+    load8(a, r * col_vectors + c, x);
+    load8(b, r * col_vectors + c, y);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += x[j] * y[j];
+  }
+  s = warp_sum(s);
+  if (lane == 0) out[r] = s;
+}
+
 // One warp per row.
 __global__ void row_dot_kernel(In a, In b, int64_t rows, int64_t cols, Out out) {
   const int64_t r = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -257,12 +316,24 @@ void gather_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, In
     MGT_CUDA_CHECK_LAUNCH(copy_rows_kernel);
     return;
   }
+  if (vectorizable(cols, {in.raw(), out.raw()})) {
+    gather_rows8_kernel<<<grid_for(out_rows * cols / 8), kThreads, 0, stream>>>(in, cols / 8, index, out_rows, weights,
+                                                                               out);
+    MGT_CUDA_CHECK_LAUNCH(gather_rows8_kernel);
+    return;
+  }
   gather_rows_kernel<<<grid_for(out_rows * cols), kThreads, 0, stream>>>(in, cols, index, out_rows, weights, out);
   MGT_CUDA_CHECK_LAUNCH(gather_rows_kernel);
 }
 
 void gather_sum_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, int64_t k, In weights, Out out,
                      cudaStream_t stream) {
+  if (vectorizable(cols, {in.raw(), out.raw()})) {
+    gather_sum_rows8_kernel<<<grid_for(out_rows * cols / 8), kThreads, 0, stream>>>(in, cols / 8, index, out_rows, k,
+                                                                                   weights, out);
+    MGT_CUDA_CHECK_LAUNCH(gather_sum_rows8_kernel);
+    return;
+  }
   gather_sum_rows_kernel<<<grid_for(out_rows * cols), kThreads, 0, stream>>>(in, cols, index, out_rows, k, weights,
                                                                              out);
   MGT_CUDA_CHECK_LAUNCH(gather_sum_rows_kernel);
@@ -274,6 +345,11 @@ void scale_rows(In x, In factors, int64_t rows, int64_t cols, Out out, cudaStrea
 }
 
 void row_dot(In a, In b, int64_t rows, int64_t cols, Out out, cudaStream_t stream) {
+  if (vectorizable(cols, {a.raw(), b.raw()})) {
+    row_dot8_kernel<<<blocks_for(rows * 32), kThreads, 0, stream>>>(a, b, rows, cols / 8, out);
+    MGT_CUDA_CHECK_LAUNCH(row_dot8_kernel);
+    return;
+  }
   row_dot_kernel<<<blocks_for(rows * 32), kThreads, 0, stream>>>(a, b, rows, cols, out);
   MGT_CUDA_CHECK_LAUNCH(row_dot_kernel);
 }
