@@ -1211,6 +1211,61 @@ void Backend::moe_route_backward(ConstFloatView logits, const MoeRoutingParams& 
   st.finish();
 }
 
+void Backend::moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token,
+                              IndexView row_slot, IndexView token_rows, IndexView slot_row, IndexView expert_rows) {
+  constexpr BackendOp op = BackendOp::moe_permutation;
+  dims(op, {p.tokens, p.experts, p.first, p.count, p.capacity + 1});
+  if (p.topk < 1 || p.row_multiple < 1) fail(op, "topk and row_multiple must be >= 1");
+  if (p.first + p.count > p.experts) fail(op, "the experts' range ends past the experts");
+  expect_fp32(routing_map, p.tokens * p.experts, op, "routing_map");
+  expect(row_slot, row_token.size(), op, "row_slot");
+  expect(token_rows, p.tokens * p.topk, op, "token_rows");
+  expect(slot_row, p.tokens * p.experts, op, "slot_row");
+  expect(expert_rows, p.count + 1, op, "expert_rows");
+  do_moe_permutation(routing_map, p, row_token, row_slot, token_rows, slot_row, expert_rows);
+}
+
+void Backend::do_moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token,
+                                 IndexView row_slot, IndexView token_rows, IndexView slot_row,
+                                 IndexView expert_rows) {
+  const int64_t E = p.experts;
+  const int64_t k = p.topk;
+  std::vector<float> map(static_cast<std::size_t>(p.tokens * E));
+  copy_to_host(routing_map, std::span<float>(map));
+  const int64_t max_rows = row_token.size();
+  std::vector<int64_t> tokens_of(static_cast<std::size_t>(max_rows), -1), slots_of(tokens_of);
+  std::vector<int64_t> rows_of_token(static_cast<std::size_t>(p.tokens * k), -1);
+  std::vector<int64_t> row_of_slot(static_cast<std::size_t>(p.tokens * E), -1);
+  std::vector<int64_t> rows(static_cast<std::size_t>(p.count + 1), 0);
+  std::vector<int64_t> filled(static_cast<std::size_t>(p.tokens), 0);
+  int64_t& status = rows.back();
+  int64_t next = 0;  // the next row
+  for (int64_t j = 0; j < p.count; ++j) {
+    const int64_t e = p.first + j;
+    const int64_t first_row = next;
+    for (int64_t t = 0; t < p.tokens; ++t) {
+      if (map[static_cast<std::size_t>(t * E + e)] <= 0.0f) continue;
+      const int64_t r = next++;
+      if (r >= max_rows) continue;
+      tokens_of[static_cast<std::size_t>(r)] = t;
+      slots_of[static_cast<std::size_t>(r)] = t * E + e;
+      row_of_slot[static_cast<std::size_t>(t * E + e)] = r;
+      int64_t& n = filled[static_cast<std::size_t>(t)];
+      if (n < k) rows_of_token[static_cast<std::size_t>(t * k + n)] = r;
+      if (++n > k) status |= kMoePermutationTooManyExperts;
+    }
+    const int64_t padded = (std::max(next - first_row, p.capacity) + p.row_multiple - 1) / p.row_multiple * p.row_multiple;
+    next = first_row + padded;
+    rows[static_cast<std::size_t>(j)] = padded;
+  }
+  if (next > max_rows) status |= kMoePermutationTooManyRows;
+  copy_from_host<int64_t>(tokens_of, row_token);
+  copy_from_host<int64_t>(slots_of, row_slot);
+  copy_from_host<int64_t>(rows_of_token, token_rows);
+  copy_from_host<int64_t>(row_of_slot, slot_row);
+  copy_from_host<int64_t>(rows, expert_rows);
+}
+
 void Backend::gather_rows(ConstFloatView in, int64_t in_rows, int64_t cols, ConstIndexView index,
                           ConstFloatView weights, FloatView out) {
   constexpr BackendOp op = BackendOp::gather_rows;

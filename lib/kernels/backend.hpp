@@ -461,6 +461,18 @@ public:
   void moe_route_backward(ConstFloatView logits, const MoeRoutingParams& p, ConstFloatView d_probs,
                           ConstFloatView routing_map, ConstFloatView aux_counts, float aux_grad, float z_grad,
                           FloatView d_logits);
+  // The index tables of the token permutation (model/moe_token_dispatcher.hpp) from a routing map
+  // [p.tokens, p.experts] (fp32, > 0 where routed), over the experts [p.first, + p.count): each
+  // expert's rows are its routed tokens in token order, then its padding rows (MoePermutation),
+  // the experts one after another. row_token and row_slot [max rows]: each row's token and
+  // t·experts + e, −1 for padding and past the last row; token_rows [tokens, topk]: each token's
+  // rows in expert order, −1 after its last; slot_row [tokens · experts]: the row of (t, e), −1
+  // where not routed or outside the range; expert_rows [count + 1]: the rows of each expert, then
+  // the status (MoePermutationStatus). The tables stay in backend memory: the rows per expert
+  // (needed on the host for the experts' GEMM shapes) can be read back while the permutation's
+  // gathers run.
+  void moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token, IndexView row_slot,
+                       IndexView token_rows, IndexView slot_row, IndexView expert_rows);
   // out[r, :] = weights[r] · in[index[r], :] (without weights: in[index[r], :]), or zeros where
   // index[r] < 0: the permutation of tokens to the experts' rows.
   void gather_rows(ConstFloatView in, int64_t in_rows, int64_t cols, ConstIndexView index, ConstFloatView weights,
@@ -684,6 +696,9 @@ private:
   virtual void do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
                                      ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad,
                                      float z_grad, FloatArg d_logits) = 0;
+  // By default on the host: the map read back, the tables written from host memory.
+  virtual void do_moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token,
+                                  IndexView row_slot, IndexView token_rows, IndexView slot_row, IndexView expert_rows);
   virtual void do_gather_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,
                               int64_t out_rows, ConstFloatArg weights, FloatArg out) = 0;
   virtual void do_gather_sum_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,

@@ -1,5 +1,5 @@
-// The parameters of the Mixture-of-Experts routing operations (Backend::moe_route and
-// moe_route_backward): Megatron-Core's TopKRouter (megatron/core/transformer/moe/router.py) and
+// The parameters of the Mixture-of-Experts routing operations (Backend::moe_route,
+// moe_route_backward and moe_permutation): Megatron-Core's TopKRouter (megatron/core/transformer/moe/router.py) and
 // topk_softmax_with_capacity (megatron/core/transformer/moe/moe_utils.py) as plain numbers.
 #pragma once
 #include <cstdint>
@@ -40,6 +40,26 @@ struct MoeRoutingParams {
   // --moe-router-enable-expert-bias: [experts] fp32 in the backend's memory, added to the sigmoid
   // scores for the top-k choice only (not to the gates); null for none.
   const float* expert_bias = nullptr;
+};
+
+// Backend::moe_permutation: the experts [first, first + count) of a routing map [tokens, experts];
+// each expert's rows padded with empty rows to max(routed, capacity) (capacity < 0: no capacity)
+// rounded up to a multiple of row_multiple.
+struct MoePermutation {
+  int64_t tokens = 0;
+  int64_t experts = 0;
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t topk = 1;
+  int64_t capacity = -1;
+  int64_t row_multiple = 1;
+};
+
+// moe_permutation's status (after the rows of each expert): what went wrong, as bits.
+enum MoePermutationStatus : int64_t {
+  kMoePermutationOk = 0,
+  kMoePermutationTooManyExperts = 1,  // a token routed to more than topk of the experts
+  kMoePermutationTooManyRows = 2,     // the rows exceed row_token's size (none written past it)
 };
 
 }  // namespace mgt

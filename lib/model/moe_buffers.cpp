@@ -71,7 +71,7 @@ int64_t MoeBufferSizes::activation_floats() const {
 
 int64_t MoeBufferSizes::activation_indices() const {
   const bool exchanges = exchange_ranks() > 1 && !gathers;
-  return 2 * max_rows + dispatch_tokens * topk + dispatch_tokens * experts + experts +
+  return 2 * max_rows + dispatch_tokens * topk + dispatch_tokens * experts + experts + 1 +
          (exchanges ? replicas * experts + 2 * expert_rows : 0) +
          (exchanges && replicas > 1 ? 2 * replicas * max_rows : 0);
 }

@@ -21,7 +21,7 @@ struct MoeActivations {
   IndexView row_slot;     // [max rows] t·E + e of each expert row, −1 for padding
   IndexView token_rows;   // [T, topk] expert rows of each token, −1 where fewer (dropped)
   IndexView slot_row;     // [T·E] expert row of (t, e), −1 where not routed
-  IndexView expert_rows;  // [E] rows of each expert (padding included)
+  IndexView expert_rows;  // [E + 1] rows of each expert (padding included), then moe_permutation's status
   FloatView row_weights;  // [max rows] probability of each row's (token, expert) (fp32)
   FloatView permuted;     // [max rows, h] this rank's tokens by expert
   // With expert parallelism (model/moe_token_dispatcher.hpp), what the local experts run on:
@@ -156,7 +156,7 @@ MoeActivations take_moe_activations(const MoeBufferSizes& s, TakeFloat take, Tak
   a.row_slot = take_index(s.max_rows);
   a.token_rows = take_index(s.dispatch_tokens * s.topk);
   a.slot_row = take_index(s.dispatch_tokens * s.experts);
-  a.expert_rows = take_index(s.experts);
+  a.expert_rows = take_index(s.experts + 1);
   a.row_weights = take_fp32(s.max_rows);
   a.permuted = take(s.max_rows * s.hidden);
   if (s.exchange_ranks() > 1 && !s.gathers) {

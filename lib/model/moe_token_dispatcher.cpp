@@ -1,6 +1,8 @@
 #include "model/moe_token_dispatcher.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <numeric>
 
 #include "core/error.hpp"
 
@@ -51,62 +53,34 @@ std::vector<int64_t> MoeTokenDispatcher::permute(ConstFloatView input, int64_t t
                                                  int64_t capacity, const MoeActivations& saved) const {
   const int64_t E = moe_.num_experts;
   const int64_t k = moe_.topk;
-  // Reading the map waits for the queue: the index tables the last call queued from the staging
-  // buffer have been copied, so it may be written again.
-  std::vector<float> map(static_cast<std::size_t>(tokens * E));
-  backend_->copy_to_host(routing_map.first(tokens * E), std::span<float>(map));
-
-  // The tables are built in page-locked memory and copied without waiting (each waited-for copy
-  // would leave the GPU idle until the host queues the next operation).
   const int64_t max_rows = saved.row_token.size();
-  const std::span<int64_t> stage = staging(2 * max_rows + tokens * k + tokens * E + count);
-  const std::span<int64_t> row_token = stage.first(static_cast<std::size_t>(max_rows));
-  const std::span<int64_t> row_slot = stage.subspan(static_cast<std::size_t>(max_rows), static_cast<std::size_t>(max_rows));
-  const std::span<int64_t> token_rows = stage.subspan(static_cast<std::size_t>(2 * max_rows),
-                                                      static_cast<std::size_t>(tokens * k));
-  const std::span<int64_t> slot_row = stage.subspan(static_cast<std::size_t>(2 * max_rows + tokens * k),
-                                                    static_cast<std::size_t>(tokens * E));
-  const std::span<int64_t> rows_of = stage.last(static_cast<std::size_t>(count));
-  std::fill(token_rows.begin(), token_rows.end(), -1);
-  std::fill(slot_row.begin(), slot_row.end(), -1);
-  std::vector<int64_t> filled(static_cast<std::size_t>(tokens), 0);
-  int64_t rows = 0;
-  const auto add_row = [&](int64_t token, int64_t slot) {
-    if (rows >= max_rows) throw Error("MoE routing: more expert rows than the buffers hold");
-    row_token[static_cast<std::size_t>(rows)] = token;
-    row_slot[static_cast<std::size_t>(rows)] = slot;
-    return rows++;
+  const IndexView expert_rows = saved.expert_rows.first(count + 1);
+  backend_->moe_permutation(routing_map.first(tokens * E), {tokens, E, first, count, k, capacity, row_multiple_},
+                            saved.row_token, saved.row_slot, saved.token_rows.first(tokens * k),
+                            saved.slot_row.first(tokens * E), expert_rows);
+  // The rows per expert come back to the host (the experts' GEMM shapes) while the rows are
+  // gathered: without a capacity over every expert, the row tables' length bounds the rows
+  // closely, and the gathers run over all of it (rows past the last are zeros) without waiting.
+  const std::span<int64_t> counts = staging(count + 1);
+  backend_->copy_to_host_async(DeviceSpan<const int64_t>(expert_rows), counts);
+  const std::unique_ptr<QueueEvent> counted = backend_->record_event();
+  const bool gather_all = count == E && capacity < 0 && max_rows <= tokens * k + count * (row_multiple_ - 1);
+  const auto gather = [&](int64_t rows) {
+    // The probability of each row: probs[t, e] gathered by t·E + e.
+    backend_->gather_rows(probs.first(tokens * E), tokens * E, 1, saved.row_slot.first(rows), {},
+                          saved.row_weights.first(rows));
+    backend_->gather_rows(input, tokens, hidden_, saved.row_token.first(rows), {},
+                          saved.permuted.first(rows * hidden_));
   };
-  for (int64_t e = first; e < first + count; ++e) {
-    const int64_t first_row = rows;
-    for (int64_t t = 0; t < tokens; ++t) {
-      if (map[static_cast<std::size_t>(t * E + e)] <= 0.0f) continue;
-      if (filled[static_cast<std::size_t>(t)] >= k) throw Error("MoE routing: a token has more than topk experts");
-      const int64_t r = add_row(t, t * E + e);
-      token_rows[static_cast<std::size_t>(t * k + filled[static_cast<std::size_t>(t)]++)] = r;
-      slot_row[static_cast<std::size_t>(t * E + e)] = r;
-    }
-    // Megatron pads each expert's input to its capacity with tokens of probability 0, which add
-    // nothing to the output or to any gradient; zero rows do the same.
-    // FP8: the rows padded on to a multiple of 16 (moe_expert_row_multiple) the same way, as
-    // Megatron's experts pad their input with zeros (experts.py _pad_tensor_for_fp8).
-    const int64_t routed = rows - first_row;
-    const int64_t padded = (std::max(routed, capacity) + row_multiple_ - 1) / row_multiple_ * row_multiple_;
-    while (rows - first_row < padded) add_row(-1, -1);
-    rows_of[static_cast<std::size_t>(e - first)] = rows - first_row;
-  }
-  backend_->copy_from_host_async<int64_t>(row_token.first(static_cast<std::size_t>(rows)), saved.row_token.first(rows));
-  backend_->copy_from_host_async<int64_t>(row_slot.first(static_cast<std::size_t>(rows)), saved.row_slot.first(rows));
-  backend_->copy_from_host_async<int64_t>(token_rows, saved.token_rows.first(tokens * k));
-  backend_->copy_from_host_async<int64_t>(slot_row, saved.slot_row.first(tokens * E));
-  backend_->copy_from_host_async<int64_t>(rows_of, saved.expert_rows.first(count));
-  // The probability of each row: probs[t, e] gathered by t·E + e.
-  backend_->gather_rows(probs.first(tokens * E), tokens * E, 1, saved.row_slot.first(rows), {},
-                        saved.row_weights.first(rows));
-  backend_->gather_rows(input, tokens, hidden_, saved.row_token.first(rows), {}, saved.permuted.first(rows * hidden_));
-  std::vector<int64_t> rows_per_expert(rows_of.begin(), rows_of.end());
-  rows_written_[saved.expert_rows.data()] = rows_per_expert;
-  return rows_per_expert;
+  if (gather_all) gather(max_rows);
+  counted->wait();
+  const int64_t status = counts[static_cast<std::size_t>(count)];
+  if (status & kMoePermutationTooManyExperts) throw Error("MoE routing: a token has more than topk experts");
+  if (status & kMoePermutationTooManyRows) throw Error("MoE routing: more expert rows than the buffers hold");
+  std::vector<int64_t> rows_of(counts.begin(), counts.begin() + count);
+  if (!gather_all) gather(std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0}));
+  rows_written_[saved.expert_rows.data()] = rows_of;
+  return rows_of;
 }
 
 void MoeTokenDispatcher::combine(int64_t tokens, int64_t rows, const MoeActivations& saved, FloatView output) const {

@@ -31,10 +31,10 @@
 // the whole tensor-and-model group, as Megatron's MoEAllGatherTokenDispatcher does, and its
 // reduce-scatter adds the slices' partial outputs.
 //
-// The rows per expert decide the shapes of the experts' GEMMs, so the routing map is read back
-// to the host once per layer and micro-batch (Megatron reads tokens_per_expert back the same
-// way); the host builds the index tables and the backend moves the rows (gather_rows,
-// gather_sum_rows), summing each token's rows in a fixed order.
+// The rows per expert decide the shapes of the experts' GEMMs, so they are read back to the host
+// once per layer and micro-batch (Megatron reads tokens_per_expert back the same way); the
+// backend builds the index tables from the routing map where it lies (moe_permutation) and moves
+// the rows (gather_rows, gather_sum_rows), summing each token's rows in a fixed order.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -138,7 +138,7 @@ private:
   dist::Communicator* group_ = nullptr;  // null without expert parallelism
   int64_t replicas_ = 1;
   int64_t row_multiple_ = 1;
-  // Page-locked memory the index tables are copied to the GPU from (permute).
+  // Page-locked memory the rows per expert come back to (permute).
   mutable PinnedHostArray<int64_t> staging_;
   // The rows per expert permute last wrote to each expert_rows table (by its address): one per
   // micro-batch whose activations are kept.

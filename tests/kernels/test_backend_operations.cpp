@@ -1130,6 +1130,36 @@ void case_moe_route_backward(OpRun& r) {
   }
 }
 
+void case_moe_permutation(OpRun& r) {
+  // 9 tokens over 6 experts, top-2: over every expert without padding; over experts 1…4 with a
+  // capacity of 3 and rows padded to multiples of 4; and top-1 on the same map (two experts for
+  // one token: the status says so). The tables are longer than the rows (their tail is empty).
+  constexpr int64_t kTokens = 9, kExperts = 6;
+  std::vector<float> map(kTokens * kExperts, 0.0f);
+  const int64_t chosen[kTokens][2] = {{0, 3}, {1, 2}, {3, 5}, {0, 1}, {2, 4}, {3, 4}, {1, 5}, {0, 2}, {3, 4}};
+  for (int64_t t = 0; t < kTokens; ++t)
+    for (const int64_t e : chosen[t]) map[static_cast<size_t>(t * kExperts + e)] = 1.0f;
+  Tensor routing = r.values(map, FloatType::kF32);
+  const MoePermutation cases[] = {{kTokens, kExperts, 0, kExperts, 2, -1, 1},
+                                  {kTokens, kExperts, 1, 4, 2, 3, 4},
+                                  {kTokens, kExperts, 0, kExperts, 1, -1, 1}};
+  for (const MoePermutation& p : cases) {
+    constexpr int64_t kMaxRows = 40;
+    Indices row_token = r.indices(std::vector<int64_t>(kMaxRows, 7)), row_slot = r.indices(std::vector<int64_t>(kMaxRows, 7));
+    Indices token_rows = r.indices(std::vector<int64_t>(kTokens * p.topk, 7));
+    Indices slot_row = r.indices(std::vector<int64_t>(kTokens * kExperts, 7));
+    Indices expert_rows = r.indices(std::vector<int64_t>(p.count + 1, 7));
+    r.run([&](Backend& b, Side s) {
+      b.moe_permutation(routing(s), p, row_token(s), row_slot(s), token_rows(s), slot_row(s), expert_rows(s));
+    });
+    r.check(row_token, "row_token");
+    r.check(row_slot, "row_slot");
+    r.check(token_rows, "token_rows");
+    r.check(slot_row, "slot_row");
+    r.check(expert_rows, "expert_rows and status");
+  }
+}
+
 void case_gather_rows(OpRun& r) {
   // 7 rows out of 5, one of them empty (index −1), with and without weights; and rows of 7
   // elements (a GPU copies rows of whole 16-byte units at once, others element by element).

@@ -32,6 +32,7 @@
 #include "kernels/cuda/fp8_transpose.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layout.hpp"
+#include "kernels/cuda/moe_permutation.hpp"
 #include "kernels/cuda/moe_routing.hpp"
 #include "kernels/cuda/norms.hpp"
 #include "kernels/cuda/op_profiler.hpp"
@@ -43,7 +44,7 @@ namespace mgt {
 namespace {
 
 // Streams for a grouped linear layer's GEMMs (cuda/gemm_lanes.hpp).
-constexpr int kGroupedGemmLanes = 3;
+constexpr int kGroupedGemmLanes = 4;
 
 }  // namespace
 
@@ -864,6 +865,14 @@ void CudaBackend::do_moe_route_backward(ConstFloatArg logits, const MoeRoutingPa
   cuda::moe_route_backward(logits, p, d_probs, routing_map, aux_counts, aux_grad, z_grad, d_logits,
                            scratch.view().data(), stream_);
 }
+void CudaBackend::do_moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token,
+                                     IndexView row_slot, IndexView token_rows, IndexView slot_row,
+                                     IndexView expert_rows) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::moe_permutation);
+  cuda::moe_permutation(routing_map.data(), p, row_token.size(), row_token.data(), row_slot.data(), token_rows.data(),
+                        slot_row.data(), expert_rows.data(), stream_);
+}
+
 void CudaBackend::do_gather_rows(ConstFloatArg in, int64_t /*in_rows*/, int64_t cols, const int64_t* index,
                                  int64_t out_rows, ConstFloatArg weights, FloatArg out) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::gather_rows);

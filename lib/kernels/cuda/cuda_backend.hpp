@@ -222,6 +222,8 @@ private:
   void do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
                              ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad, float z_grad,
                              FloatArg d_logits) override;
+  void do_moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token, IndexView row_slot,
+                          IndexView token_rows, IndexView slot_row, IndexView expert_rows) override;
   void do_gather_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,
                       ConstFloatArg weights, FloatArg out) override;
   void do_gather_sum_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,
