@@ -23,10 +23,10 @@ struct Fp8Recipe {
   // --first-last-layers-bf16: this many layers at each end of the model stay out of FP8.
   int64_t bf16_layers_at_start = 0;
   int64_t bf16_layers_at_end = 0;
-  // --fp8-norm-casts: a norm whose output only an FP8 linear layer reads casts it itself, without
-  // writing it (model/norm_fp8_cast.hpp). Off by default: it saves activation memory, not time
-  // (the transposed codes come from a byte-wise transpose of the rowwise ones).
-  bool norm_casts = false;
+  // A norm whose output only an FP8 linear layer reads casts it itself, without writing it
+  // (model/norm_fp8_cast.hpp); --no-fp8-norm-casts clears it. It saves activation memory, and on
+  // an H200 a little time (BENCHMARKS.md).
+  bool norm_casts = true;
 
   // Whether transformer layer `layer` (global, 0-based) of a num_layers model computes in FP8.
   bool layer_in_fp8(int64_t layer, int64_t num_layers) const {

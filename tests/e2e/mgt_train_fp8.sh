@@ -55,13 +55,13 @@ for model in GPT2 LLAMA; do
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --tensor-model-parallel-size 2 \
     --sequence-parallel --metrics-file "$WORK/$model-fp8-tp2.jsonl"
   close "$WORK/$model-fp8.jsonl" "$WORK/$model-fp8-tp2.jsonl" 1e-3
-  # --fp8-norm-casts: the norms cast their outputs for linear_qkv and linear_fc1 themselves, with
-  # the same codes as the layers' own casts (bit for bit on one rank), also on tensor-parallel
-  # ranks without sequence parallelism.
-  expect_status 0 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --fp8-norm-casts \
-    --metrics-file "$WORK/$model-fp8-norm-casts.jsonl"
-  compare_curves "$WORK/$model-fp8.jsonl" "$WORK/$model-fp8-norm-casts.jsonl" exact
-  expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --fp8-norm-casts --tensor-model-parallel-size 2 \
+  # The norms cast their outputs for linear_qkv and linear_fc1 themselves by default, with the
+  # same codes as the layers' own casts (--no-fp8-norm-casts): bit for bit on one rank, and on
+  # tensor-parallel ranks without sequence parallelism as close as the layouts are.
+  expect_status 0 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --no-fp8-norm-casts \
+    --metrics-file "$WORK/$model-fp8-separate-casts.jsonl"
+  compare_curves "$WORK/$model-fp8.jsonl" "$WORK/$model-fp8-separate-casts.jsonl" exact
+  expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --tensor-model-parallel-size 2 \
     --metrics-file "$WORK/$model-fp8-tp2-norm-casts.jsonl"
   close "$WORK/$model-fp8.jsonl" "$WORK/$model-fp8-tp2-norm-casts.jsonl" 1e-3
   expect_status 0 ranks 2 "$BIN/mgt-train" "${FLAGS[@]}" "${FP8[@]}" --pipeline-model-parallel-size 2 \
