@@ -98,6 +98,8 @@ public:
   std::int64_t other_elements() const { return region_.size() - codes_.size(); }
   // Weights gathered in FP8.
   std::int64_t fp8_weights() const { return static_cast<std::int64_t>(weights_.size()); }
+  // The region of the buffer this gathers (the optimizer's region it serves).
+  BufferShard region() const { return region_; }
 
 private:
   struct Weight {
