@@ -310,8 +310,8 @@ void TrainingRun::build_fp8_param_gather() {
   }
   // A stage without MoE layers has an empty region: nothing to gather.
   if (expert_data_parallel_ && expert_data_parallel_->size() > 1 && experts < p.params().size()) {
-    fp8_expert_gather_ =
-        std::make_unique<Fp8ParamGather>(p, *model_->fp8(), *expert_data_parallel_, BufferShard{experts, p.params().size()});
+    fp8_expert_gather_ = std::make_unique<Fp8ParamGather>(p, *model_->fp8(), *expert_data_parallel_,
+                                                          BufferShard{experts, p.params().size()});
     optimizer_->add_fp8_param_gather(*fp8_expert_gather_);
     if (overlap_) overlap_->set_fp8_expert_param_gather(fp8_expert_gather_.get());
     report_fp8_param_gather(*fp8_expert_gather_, "routed experts' FP8 linear layers", "expert-data-parallel group");
