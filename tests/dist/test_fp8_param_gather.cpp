@@ -272,46 +272,53 @@ TEST_CASE("fp8 param gather: after a checkpoint load each rank casts the whole w
 // The routed experts' region under expert parallelism lies at the end of the buffer and is
 // gathered over its own group (lib/train/training_setup.cpp): a gather of a region that starts
 // inside the buffer shards that region alone, casts only the FP8 weights within it and leaves
-// the others' copies to their layers.
+// the others' copies to their layers, under delayed and current scaling.
 TEST_CASE("fp8 param gather: a region that starts inside the buffer, as the experts' does",
           "[dist][data-parallel][fp8]") {
   WorldGroup world;
   Backend& backend = world.backend;
-  Fp8Recipe recipe;
-  recipe.amax_history_len = 4;
-  Fp8Model model(backend, recipe);
-  backend.fill(model.fp8.forward_scale(), 300.0f);
-  const std::int64_t size = model.params.params().size();
-  const std::int64_t begin = model.weight(4).offset - 3;  // cuts the tensor before layer 1's first weight
-  Fp8ParamGather gather(model.params, model.fp8, world.comm(), {begin, size});
-  CHECK(gather.fp8_weights() == 4);
-  CHECK(gather.region().begin == begin);
-  CHECK(gather.fp8_elements() + gather.other_elements() == size - begin);
-  gather.gather_fp8_weights();
-  world.comm().all_reduce(model.fp8.forward_history().first(16), dist::ReduceOp::Max);
-  for (std::int64_t k = 0; k < 8; ++k) {
-    INFO("linear " << model.fp8.linear_name(k));
-    const Fp8Training::WeightCopy& copy = model.fp8.weight_copy(k);
-    if (k < 4) {
-      // Outside the region: the layer's own copy, not made by the gather.
-      CHECK(copy.rows.data() == copy.own_rows.view().data());
-      CHECK_FALSE(copy.made);
-      continue;
+  for (const bool current : {false, true}) {
+    INFO((current ? "current scaling" : "delayed scaling"));
+    Fp8Recipe recipe = current ? current_scaling_recipe() : Fp8Recipe{};
+    recipe.amax_history_len = 4;
+    Fp8Model model(backend, recipe);
+    backend.fill(model.fp8.forward_scale(), 300.0f);
+    const std::int64_t size = model.params.params().size();
+    const std::int64_t begin = model.weight(4).offset - 3;  // cuts the tensor before layer 1's first weight
+    Fp8ParamGather gather(model.params, model.fp8, world.comm(), {begin, size});
+    CHECK(gather.fp8_weights() == 4);
+    CHECK(gather.region().begin == begin);
+    CHECK(gather.fp8_elements() + gather.other_elements() == size - begin);
+    gather.gather_fp8_weights();
+    if (!current) world.comm().all_reduce(model.fp8.forward_history().first(16), dist::ReduceOp::Max);
+    for (std::int64_t k = 0; k < 8; ++k) {
+      INFO("linear " << model.fp8.linear_name(k));
+      const Fp8Training::WeightCopy& copy = model.fp8.weight_copy(k);
+      if (k < 4) {
+        // Outside the region: the layer's own copy, not made by the gather.
+        CHECK(copy.rows.data() == copy.own_rows.view().data());
+        CHECK_FALSE(copy.made);
+        continue;
+      }
+      CHECK(copy.pinned == (world.comm().size() > 1));
+      if (current) {
+        check_whole_current_cast(model, k);
+        continue;
+      }
+      const ParameterEntry& e = model.weight(k);
+      DeviceArray<uint8_t> rows(backend, e.numel()), columns(backend, e.numel());
+      DeviceBuffer factors(backend, 3);
+      backend.fill(factors.view(), 0.0f);
+      backend.fp8_quantize(model.weight_values(k), copy.out, copy.in,
+                           {model.fp8.forward_scale().subspan(2 * k + 1, 1), factors.view().subspan(2, 1), false},
+                           {rows.view(), Fp8Format::kE4M3, factors.view().subspan(0, 1)},
+                           {columns.view(), Fp8Format::kE4M3, factors.view().subspan(1, 1)});
+      CHECK(host_codes(backend, copy.rows) == host_codes(backend, rows.view()));
+      CHECK(host_codes(backend, copy.columns.view()) == host_codes(backend, columns.view()));
+      CHECK(host_value(backend, model.fp8.forward_history().subspan(2 * k + 1, 1)) ==
+            host_value(backend, factors.view().subspan(2, 1)));
     }
-    const ParameterEntry& e = model.weight(k);
-    DeviceArray<uint8_t> rows(backend, e.numel()), columns(backend, e.numel());
-    DeviceBuffer factors(backend, 3);
-    backend.fill(factors.view(), 0.0f);
-    backend.fp8_quantize(model.weight_values(k), copy.out, copy.in,
-                         {model.fp8.forward_scale().subspan(2 * k + 1, 1), factors.view().subspan(2, 1), false},
-                         {rows.view(), Fp8Format::kE4M3, factors.view().subspan(0, 1)},
-                         {columns.view(), Fp8Format::kE4M3, factors.view().subspan(1, 1)});
-    CHECK(host_codes(backend, copy.rows) == host_codes(backend, rows.view()));
-    CHECK(host_codes(backend, copy.columns.view()) == host_codes(backend, columns.view()));
-    CHECK(host_value(backend, model.fp8.forward_history().subspan(2 * k + 1, 1)) ==
-          host_value(backend, factors.view().subspan(2, 1)));
-    CHECK(copy.pinned == (world.comm().size() > 1));
+    gather.catch_up();
+    CHECK_FALSE(gather.behind());
   }
-  gather.catch_up();
-  CHECK_FALSE(gather.behind());
 }
