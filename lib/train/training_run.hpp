@@ -140,8 +140,7 @@ private:
   // Where the weights are read outside a forward: the all-gathers still in flight complete first.
   void finish_param_gather() {
     if (overlap_) overlap_->finish_param_gather();
-    if (fp8_gather_) fp8_gather_->catch_up();
-    if (fp8_expert_gather_) fp8_expert_gather_->catch_up();
+    Fp8ParamGather::catch_up({fp8_gather_.get(), fp8_expert_gather_.get()});
   }
   bool do_valid() const { return data_.valid() && options_.logging.eval_iters > 0; }
   bool do_test() const { return data_.test() && options_.logging.eval_iters > 0; }
