@@ -103,6 +103,17 @@ AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& setti
   params.backend().fill(exp_avg_sq_.view(), 0.0f);
 }
 
+void AdamWOptimizer::add_fp8_param_gather(Fp8ParamGather& gather) {
+  const BufferShard range = gather.region();
+  for (Region& r : regions_) {
+    if (r.range.begin != range.begin || r.range.end != range.end) continue;
+    r.fp8_gather = &gather;
+    return;
+  }
+  throw Error("internal error: --fp8-param-gather's all-gather of [" + std::to_string(range.begin) + ", " +
+              std::to_string(range.end) + ") matches no region of the distributed optimizer");
+}
+
 std::vector<BufferShard> AdamWOptimizer::shards() const {
   std::vector<BufferShard> result;
   for (const Region& r : regions_) result.push_back(r.shard);
@@ -245,8 +256,8 @@ OptimizerStep AdamWOptimizer::step(const StepRequest& request) {
                            steps_, copy);
     // Megatron's param all-gather: every rank's weights become whole again.
     if (r.sharded() && !param_gather_deferred_) {
-      if (fp8_gather_ && &r == &regions_.front())
-        fp8_gather_->gather();
+      if (r.fp8_gather)
+        r.fp8_gather->gather();
       else
         all_gather_shards(*r.group, params_->params().subspan(r.range.begin, r.range.size()));
     }

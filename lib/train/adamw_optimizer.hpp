@@ -124,10 +124,13 @@ public:
   // caller (--overlap-param-gather, train/overlapped_data_parallel.hpp), which must complete it
   // before the weights are read.
   void set_param_gather_deferred(bool deferred) { param_gather_deferred_ = deferred; }
-  // --fp8-param-gather: the all-gather of the first region (the one before the experts') moves
-  // the FP8 linear layers' weights as FP8 codes (`gather` must cover that region and outlive the
-  // optimizer; null: fp32 weights throughout).
-  void set_fp8_param_gather(Fp8ParamGather* gather) { fp8_gather_ = gather; }
+  // --fp8-param-gather: the all-gather of the region `gather` covers moves the FP8 linear layers'
+  // weights as FP8 codes (`gather` must outlive the optimizer). One per sharded region: the one
+  // before the experts' over the data-parallel group, and under expert parallelism the experts'
+  // over the expert-data-parallel group, as Megatron's distributed optimizer gathers the fp8
+  // parameters of its dense and expert-parallel buffers each over its own group. A region given
+  // none all-gathers its fp32 weights. Throws unless gather.region() is one of the regions.
+  void add_fp8_param_gather(Fp8ParamGather& gather);
 
   // Adam's t: steps applied so far (skipped steps do not count).
   std::int64_t steps() const { return steps_; }
@@ -175,6 +178,7 @@ private:
     std::vector<std::int64_t> segment_ends;
     std::vector<std::int64_t> segment_flags;
     std::vector<ElementRange> norm_ranges;  // the parts of the shard that enter the norm
+    Fp8ParamGather* fp8_gather = nullptr;   // --fp8-param-gather's all-gather of the region, or null
     bool sharded() const { return shard.begin != range.begin || shard.end != range.end; }
   };
   void add_region(BufferShard range, dist::Communicator* group, dist::Communicator* norm_group);
@@ -201,7 +205,6 @@ private:
   bool distributed_ = false;
   Bf16GradientCopy* bf16_ = nullptr;
   bool param_gather_deferred_ = false;
-  Fp8ParamGather* fp8_gather_ = nullptr;
   std::vector<Region> regions_;
   DeviceBuffer exp_avg_;     // the regions' shards one after another
   DeviceBuffer exp_avg_sq_;

@@ -241,11 +241,17 @@ void Fp8ParamGather::cast_whole_weights() {
   behind_ = false;
 }
 
-void Fp8ParamGather::catch_up() {
-  if (!behind_) return;
-  // (This marks the compute copy stale: the next forward converts it again, to the same values.)
-  all_gather_shards(*group_, params_->params().subspan(region_.begin, region_.size()));
-  caught_up();
+void Fp8ParamGather::catch_up() { catch_up({this}); }
+
+void Fp8ParamGather::catch_up(std::initializer_list<Fp8ParamGather*> gathers) {
+  std::vector<Fp8ParamGather*> behind;
+  for (Fp8ParamGather* g : gathers) {
+    if (g == nullptr || !g->behind_) continue;
+    // (This marks the compute copy stale: the next forward converts it again, to the same values.)
+    all_gather_shards(*g->group_, g->params_->params().subspan(g->region_.begin, g->region_.size()));
+    behind.push_back(g);
+  }
+  for (Fp8ParamGather* g : behind) g->caught_up();
 }
 
 void Fp8ParamGather::caught_up() {

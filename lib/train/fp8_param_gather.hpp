@@ -35,6 +35,7 @@
 // checkpoint, the parameter norm, the end of training).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "dist/buffer_shards.hpp"
@@ -89,6 +90,11 @@ public:
   // Gathers the region's fp32 weights (all of them, as the optimizer gathers them without this
   // flag) and unpins the copies: their codes stay those of this step.
   void catch_up();
+  // The same for the gathers of several regions (null ones skipped): every region's fp32 weights
+  // first, then the copies unpinned. Each gather of fp32 weights moves the parameters' version
+  // on, which would leave the copies of a region caught up before it stale (their layers would
+  // cast them again, from the compute copy).
+  static void catch_up(std::initializer_list<Fp8ParamGather*> gathers);
   // The same, for a caller that gathered the whole region's fp32 weights itself.
   void caught_up();
 
@@ -98,6 +104,8 @@ public:
   std::int64_t other_elements() const { return region_.size() - codes_.size(); }
   // Weights gathered in FP8.
   std::int64_t fp8_weights() const { return static_cast<std::int64_t>(weights_.size()); }
+  // The region of the buffer this gathers (the optimizer's region it serves).
+  BufferShard region() const { return region_; }
 
 private:
   struct Weight {

@@ -109,6 +109,7 @@ void OverlappedDataParallel::start_param_gather() {
   // bucket (before_parameter_use), as Megatron's bucket groups gather their fp8 parameters and
   // post-process them in finish_param_sync.
   if (fp8_gather_) fp8_gather_->cast_shard();
+  if (fp8_expert_gather_) fp8_expert_gather_->cast_shard();
   // The buffer's start first: the next forward reads the embedding before the layers.
   for (std::size_t i = buckets_.size(); i-- > 0;) {
     const GradientBucket& b = buckets_[i];
@@ -130,7 +131,10 @@ void OverlappedDataParallel::start_param_gather() {
           group_->start_all_gather_chunks(dist::backend_buffer(params.subspan(rest_begin, b.end - rest_begin)), counts));
     }
   }
-  if (experts_.group) {
+  if (fp8_expert_gather_) {
+    fp8_expert_gather_->start_code_gathers(experts_.begin, experts_.end, expert_gathers_);
+    fp8_expert_gather_->start_other_gathers(params, experts_.begin, experts_.end, expert_gathers_);
+  } else if (experts_.group) {
     // The experts' region over its own group: each rank's shard as data_parallel_shard lays it
     // out (the remainder with the last rank's), in one gather.
     dist::Communicator& g = *experts_.group;
@@ -154,11 +158,13 @@ void OverlappedDataParallel::wait_param_gathers() {
   for (dist::PendingCollective& p : expert_gathers_) p.wait();
   expert_gathers_.clear();
   if (fp8_gather_) fp8_gather_->codes_arrived(0, std::numeric_limits<std::int64_t>::max());
+  if (fp8_expert_gather_) fp8_expert_gather_->codes_arrived(0, std::numeric_limits<std::int64_t>::max());
 }
 
 void OverlappedDataParallel::finish_param_gather() {
   wait_param_gathers();
-  const bool fp8_behind = fp8_gather_ && fp8_gather_->behind();
+  const bool fp8_behind =
+      (fp8_gather_ && fp8_gather_->behind()) || (fp8_expert_gather_ && fp8_expert_gather_->behind());
   if (!params_behind_ && !fp8_behind) return;
   // The fp32 weights as the non-overlapped step leaves them (this marks the compute copy stale:
   // the next forward converts it again, to the same values), each region over its group.
@@ -167,7 +173,8 @@ void OverlappedDataParallel::finish_param_gather() {
   all_gather_shards(*group_, params.first(dense_end));
   if (experts_.group) all_gather_shards(*experts_.group, params.subspan(dense_end, experts_.end - dense_end));
   params_behind_ = false;
-  if (fp8_behind) fp8_gather_->caught_up();
+  if (fp8_gather_) fp8_gather_->caught_up();
+  if (fp8_expert_gather_) fp8_expert_gather_->caught_up();
 }
 
 void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64_t end) {
@@ -183,6 +190,7 @@ void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64
     for (dist::PendingCollective& p : expert_gathers_) p.wait();
     expert_gathers_.clear();
   }
+  if (fp8_expert_gather_ && expert_gathers_.empty()) fp8_expert_gather_->codes_arrived(begin, end);
 }
 
 }  // namespace mgt

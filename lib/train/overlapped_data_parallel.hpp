@@ -42,6 +42,7 @@
 // (one byte per element) beside the rest of its elements: the FP8 codes overlap the forward
 // bucket by bucket as the other parameters do, and a weight's transposed copy is derived once
 // the forward waited for its bucket (Megatron's finish_param_sync, post_all_gather_processing).
+// The experts' region does the same over its own group, its codes in its one gather.
 
 #pragma once
 #include <cstdint>
@@ -80,6 +81,8 @@ public:
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   // --fp8-param-gather (`gather` must outlive this; null: none).
   void set_fp8_param_gather(Fp8ParamGather* gather) { fp8_gather_ = gather; }
+  // The same for the experts' region, over its group (`gather` must cover that region).
+  void set_fp8_expert_param_gather(Fp8ParamGather* gather) { fp8_expert_gather_ = gather; }
 
   // The next backward is the iteration's last: its gradients are final as it finishes them.
   void arm();
@@ -110,6 +113,7 @@ private:
   bool distributed_;
   Bf16GradientCopy* bf16_;
   Fp8ParamGather* fp8_gather_ = nullptr;
+  Fp8ParamGather* fp8_expert_gather_ = nullptr;
   std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
   std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)
   bool armed_ = false;

@@ -324,7 +324,8 @@ void validate_profile(const LoggingOptions& l) {
 
 // FP8 with mixture-of-experts layers (model/moe_experts.hpp): Megatron's checks of
 // --moe-router-padding-for-fp8 (megatron/core/transformer/transformer_config.py __post_init__),
-// and the one combination mgt does not run.
+// and the one combination mgt does not run. (--fp8-param-gather gathers the experts' FP8 weights
+// over the expert-data-parallel group: train/fp8_param_gather.hpp.)
 void validate_fp8_moe(const TrainOptions& o) {
   if (o.moe.moe_router_padding_for_fp8 && o.moe.enabled()) {
     if (!o.fp8.format)
@@ -340,9 +341,6 @@ void validate_fp8_moe(const TrainOptions& o) {
     throw UsageError("--fp8-format with --expert-tensor-parallel-size " + std::to_string(etp) +
                      ": not supported by mgt-train (FP8 experts split over expert-tensor-parallel ranks other than "
                      "1 or --tensor-model-parallel-size)");
-  if (o.fp8.format && o.fp8.param_gather && o.moe.enabled())
-    throw UsageError("--fp8-param-gather with --num-experts: not supported by mgt-train (the experts' FP8 weights "
-                     "would be all-gathered over the expert-data-parallel group); leave out --fp8-param-gather");
 }
 
 }  // namespace

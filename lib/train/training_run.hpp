@@ -74,6 +74,7 @@ private:
   void register_data_parallel_buffers();
   void build_overlap();
   void build_fp8_param_gather();
+  void report_fp8_param_gather(const Fp8ParamGather& gather, const std::string& layers, const std::string& group);
   std::string parallel_layout_json() const;
   void load_checkpoint();
   void build_data();
@@ -139,7 +140,7 @@ private:
   // Where the weights are read outside a forward: the all-gathers still in flight complete first.
   void finish_param_gather() {
     if (overlap_) overlap_->finish_param_gather();
-    if (fp8_gather_) fp8_gather_->catch_up();
+    Fp8ParamGather::catch_up({fp8_gather_.get(), fp8_expert_gather_.get()});
   }
   bool do_valid() const { return data_.valid() && options_.logging.eval_iters > 0; }
   bool do_test() const { return data_.test() && options_.logging.eval_iters > 0; }
@@ -197,6 +198,8 @@ private:
   // --fp8-param-gather with the distributed optimizer over more than one rank (null otherwise);
   // the optimizer and overlap_ point to it.
   std::unique_ptr<Fp8ParamGather> fp8_gather_;
+  // The same for the routed experts' region over more than one expert-data-parallel rank.
+  std::unique_ptr<Fp8ParamGather> fp8_expert_gather_;
   // Megatron's level-1 timers of the steps since the last log line.
   StepPhaseTimer step_phases_;
   bool memory_reported_ = false;  // report_memory has run

@@ -294,25 +294,43 @@ void TrainingRun::build_overlap() {
 }
 
 // --fp8-param-gather: the distributed optimizer's all-gather moves the FP8 linear layers' weights
-// as FP8 codes (train/fp8_param_gather.hpp). One rank has nothing to gather: its layers cast their
-// weights once per step as without the flag, to the same codes.
+// as FP8 codes (train/fp8_param_gather.hpp), each sharded region's over its group: the region
+// before the experts' over the data-parallel group, the routed experts' (expert parallelism) over
+// the expert-data-parallel group. One rank has nothing to gather: its layers cast their weights
+// once per step as without the flag, to the same codes.
 void TrainingRun::build_fp8_param_gather() {
-  if (!options_.fp8.param_gather || !model_->fp8() || !optimizer_->distributed() || gradient_group_size() == 1)
-    return;
+  if (!options_.fp8.param_gather || !model_->fp8() || !optimizer_->distributed()) return;
   GptParameters& p = model_->parameters();
-  fp8_gather_ = std::make_unique<Fp8ParamGather>(p, *model_->fp8(), gradients_, BufferShard{0, p.table().expert_begin});
-  optimizer_->set_fp8_param_gather(fp8_gather_.get());
-  if (overlap_) overlap_->set_fp8_param_gather(fp8_gather_.get());
+  const std::int64_t experts = p.table().expert_begin;
+  if (gradient_group_size() > 1) {
+    fp8_gather_ = std::make_unique<Fp8ParamGather>(p, *model_->fp8(), gradients_, BufferShard{0, experts});
+    optimizer_->add_fp8_param_gather(*fp8_gather_);
+    if (overlap_) overlap_->set_fp8_param_gather(fp8_gather_.get());
+    report_fp8_param_gather(*fp8_gather_, "FP8 linear layers", "data-parallel group");
+  }
+  // A stage without MoE layers has an empty region: nothing to gather.
+  if (expert_data_parallel_ && expert_data_parallel_->size() > 1 && experts < p.params().size()) {
+    fp8_expert_gather_ = std::make_unique<Fp8ParamGather>(p, *model_->fp8(), *expert_data_parallel_,
+                                                          BufferShard{experts, p.params().size()});
+    optimizer_->add_fp8_param_gather(*fp8_expert_gather_);
+    if (overlap_) overlap_->set_fp8_expert_param_gather(fp8_expert_gather_.get());
+    report_fp8_param_gather(*fp8_expert_gather_, "routed experts' FP8 linear layers", "expert-data-parallel group");
+  }
+}
+
+// The start-up line of one region's --fp8-param-gather: what one step's all-gather moves.
+void TrainingRun::report_fp8_param_gather(const Fp8ParamGather& gather, const std::string& layers,
+                                          const std::string& group) {
   // Without the flag the step gathers the fp32 weights, or with --overlap-param-gather their
   // compute copy; with it the rest travels as the compute copy where there is one.
-  const std::int64_t other = fp8_gather_->other_element_bytes();
+  const std::int64_t other = gather.other_element_bytes();
   const std::int64_t without = overlap_ && options_.parallel.overlap_param_gather ? other : 4;
-  const std::int64_t before = (fp8_gather_->fp8_elements() + fp8_gather_->other_elements()) * without;
-  const std::int64_t after = fp8_gather_->fp8_elements() + fp8_gather_->other_elements() * other;
-  output_.line("> --fp8-param-gather: the weights of " + std::to_string(fp8_gather_->fp8_weights()) +
-               " FP8 linear layers (" + std::to_string(fp8_gather_->fp8_elements()) +
-               " elements) are all-gathered as FP8 codes: " + std::to_string(after) +
-               " bytes per step over the data-parallel group instead of " + std::to_string(before) + " (rank 0)");
+  const std::int64_t before = (gather.fp8_elements() + gather.other_elements()) * without;
+  const std::int64_t after = gather.fp8_elements() + gather.other_elements() * other;
+  output_.line("> --fp8-param-gather: the weights of " + std::to_string(gather.fp8_weights()) + " " + layers + " (" +
+               std::to_string(gather.fp8_elements()) + " elements) are all-gathered as FP8 codes: " +
+               std::to_string(after) + " bytes per step over the " + group + " instead of " + std::to_string(before) +
+               " (rank 0)");
 }
 
 // The padded vocabulary of the checkpoint to resume, when it differs from this run's: kept, as
@@ -377,6 +395,7 @@ void TrainingRun::load_checkpoint() {
   // run's gather cast them after the step it saved at (not from the bf16 compute copy, as a layer
   // would cast them).
   if (fp8_gather_) fp8_gather_->cast_whole_weights();
+  if (fp8_expert_gather_) fp8_expert_gather_->cast_whole_weights();
   output_.line("  successfully loaded checkpoint from " + *c.load + " " + model_parallel_coordinates() +
                " at iteration " + std::to_string(progress_.iteration));
 }

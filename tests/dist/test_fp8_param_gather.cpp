@@ -21,6 +21,7 @@
 #include "model/fp8_training.hpp"
 #include "model/gpt_parameters.hpp"
 #include "model/linear_layer.hpp"
+#include "train/adamw_optimizer.hpp"
 #include "train/fp8_param_gather.hpp"
 
 using namespace mgt;
@@ -265,6 +266,172 @@ TEST_CASE("fp8 param gather: after a checkpoint load each rank casts the whole w
             amaxes[static_cast<std::size_t>(k)]);
       CHECK((copy.made && copy.recorded && !copy.pinned));
       CHECK(copy.version == model.params.params_version());
+    }
+  }
+}
+
+// The routed experts' region under expert parallelism lies at the end of the buffer and is
+// gathered over its own group (lib/train/training_setup.cpp): a gather of a region that starts
+// inside the buffer shards that region alone, casts only the FP8 weights within it and leaves
+// the others' copies to their layers, under delayed and current scaling.
+TEST_CASE("fp8 param gather: a region that starts inside the buffer, as the experts' does",
+          "[dist][data-parallel][fp8]") {
+  WorldGroup world;
+  Backend& backend = world.backend;
+  for (const bool current : {false, true}) {
+    INFO((current ? "current scaling" : "delayed scaling"));
+    Fp8Recipe recipe = current ? current_scaling_recipe() : Fp8Recipe{};
+    recipe.amax_history_len = 4;
+    Fp8Model model(backend, recipe);
+    backend.fill(model.fp8.forward_scale(), 300.0f);
+    const std::int64_t size = model.params.params().size();
+    const std::int64_t begin = model.weight(4).offset - 3;  // cuts the tensor before layer 1's first weight
+    Fp8ParamGather gather(model.params, model.fp8, world.comm(), {begin, size});
+    CHECK(gather.fp8_weights() == 4);
+    CHECK(gather.region().begin == begin);
+    CHECK(gather.fp8_elements() + gather.other_elements() == size - begin);
+    gather.gather_fp8_weights();
+    if (!current) world.comm().all_reduce(model.fp8.forward_history().first(16), dist::ReduceOp::Max);
+    for (std::int64_t k = 0; k < 8; ++k) {
+      INFO("linear " << model.fp8.linear_name(k));
+      const Fp8Training::WeightCopy& copy = model.fp8.weight_copy(k);
+      if (k < 4) {
+        // Outside the region: the layer's own copy, not made by the gather.
+        CHECK(copy.rows.data() == copy.own_rows.view().data());
+        CHECK_FALSE(copy.made);
+        continue;
+      }
+      CHECK(copy.pinned == (world.comm().size() > 1));
+      if (current) {
+        check_whole_current_cast(model, k);
+        continue;
+      }
+      const ParameterEntry& e = model.weight(k);
+      DeviceArray<uint8_t> rows(backend, e.numel()), columns(backend, e.numel());
+      DeviceBuffer factors(backend, 3);
+      backend.fill(factors.view(), 0.0f);
+      backend.fp8_quantize(model.weight_values(k), copy.out, copy.in,
+                           {model.fp8.forward_scale().subspan(2 * k + 1, 1), factors.view().subspan(2, 1), false},
+                           {rows.view(), Fp8Format::kE4M3, factors.view().subspan(0, 1)},
+                           {columns.view(), Fp8Format::kE4M3, factors.view().subspan(1, 1)});
+      CHECK(host_codes(backend, copy.rows) == host_codes(backend, rows.view()));
+      CHECK(host_codes(backend, copy.columns.view()) == host_codes(backend, columns.view()));
+      CHECK(host_value(backend, model.fp8.forward_history().subspan(2 * k + 1, 1)) ==
+            host_value(backend, factors.view().subspan(2, 1)));
+    }
+    gather.catch_up();
+    CHECK_FALSE(gather.behind());
+  }
+}
+
+namespace {
+
+// A model of two layers, the second an MoE layer whose routed experts form a region of their own
+// (ExpertParallelRank of size 2: every rank here holds experts 0 and 1, so that the ranks form
+// their expert-data-parallel group), every linear layer in FP8.
+struct Fp8MoeModel {
+  static GptConfig config() {
+    GptConfig c = small_config();
+    c.add_bias_linear = false;  // experts have no biases
+    c.moe.num_experts = 4;
+    c.moe.layer_pattern = {false, true};
+    c.moe.ffn_hidden_size = 12;
+    c.moe.topk = 2;
+    return c;
+  }
+  static std::int64_t linears(const GptParameters& params, bool experts) {
+    std::int64_t n = 0;
+    for (const ParameterEntry& e : params.entries()) n += is_linear_weight(e) && e.expert_parallel == experts ? 1 : 0;
+    return n;
+  }
+  static bool is_linear_weight(const ParameterEntry& e) {
+    for (const char* name : {".linear_qkv.weight", ".linear_proj.weight", ".linear_fc1.weight", ".linear_fc2.weight"})
+      if (e.name.ends_with(name)) return true;
+    return false;
+  }
+  GptParameters params;
+  Fp8Training fp8;
+  std::vector<LinearLayer> layers;
+  Fp8MoeModel(Backend& backend, const Fp8Recipe& recipe)
+      : params(config(), backend, {}, {}, ExpertParallelRank{2, 0}),
+        fp8(recipe, backend, linears(params, false), linears(params, true)) {
+    params.initialize(1234);
+    layers.reserve(static_cast<std::size_t>(fp8.linears()));
+    for (const ParameterEntry& e : params.entries())
+      if (is_linear_weight(e))
+        layers.emplace_back(params, e.name, e.name.substr(0, e.name.rfind('.')) + ".bias", &fp8, e.expert_parallel);
+    fp8.require_complete();
+    backend.fill(fp8.forward_scale(), 300.0f);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("fp8 param gather: the distributed optimizer gathers the dense and the experts' region each by its own",
+          "[dist][data-parallel][fp8]") {
+  WorldGroup world;
+  Backend& backend = world.backend;
+  dist::Communicator& comm = world.comm();
+  // The experts' norm group: one rank (the experts are whole on each).
+  const ExpertGradientGroups experts{&comm, world.groups.tensor_model_parallel.get()};
+  REQUIRE(experts.expert_tensor_model_pipeline->size() == 1);
+  for (const bool current : {false, true}) {
+    INFO((current ? "current scaling" : "delayed scaling"));
+    const Fp8Recipe recipe = current ? current_scaling_recipe() : Fp8Recipe{};
+    Fp8MoeModel reference(backend, recipe), gathered(backend, recipe);
+    const std::int64_t expert_begin = gathered.params.table().expert_begin;
+    const std::int64_t size = gathered.params.params().size();
+    REQUIRE(expert_begin < size);
+    AdamWOptimizer plain_optimizer(reference.params, AdamWSettings{}, comm, true, nullptr, experts);
+    AdamWOptimizer optimizer(gathered.params, AdamWSettings{}, comm, true, nullptr, experts);
+    Fp8ParamGather dense_gather(gathered.params, gathered.fp8, comm, {0, expert_begin});
+    Fp8ParamGather expert_gather(gathered.params, gathered.fp8, comm, {expert_begin, size});
+    CHECK(expert_gather.fp8_weights() == 4);  // experts 0 and 1, fc1 and fc2
+    CHECK(dense_gather.fp8_weights() == gathered.fp8.linears() - 4);
+    optimizer.add_fp8_param_gather(dense_gather);
+    optimizer.add_fp8_param_gather(expert_gather);
+    {
+      // A gather of another range (of another model: a gather binds the layers' copies).
+      Fp8MoeModel other(backend, recipe);
+      Fp8ParamGather stray(other.params, other.fp8, comm, {1, size});
+      CHECK_THROWS_WITH(optimizer.add_fp8_param_gather(stray), Catch::Contains("matches no region"));
+    }
+
+    // The same gradients on every rank (as reduced), the same step on both.
+    std::vector<float> grads(static_cast<std::size_t>(size));
+    for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>((i * 13) % 17) - 0.08f;
+    backend.copy_from_host(std::span<const float>(grads), reference.params.grads());
+    backend.copy_from_host(std::span<const float>(grads), gathered.params.grads());
+    CHECK(plain_optimizer.step(1e-2, 0.1).applied);
+    CHECK(optimizer.step(1e-2, 0.1).applied);
+    CHECK(dense_gather.behind() == (comm.size() > 1));
+    CHECK(expert_gather.behind() == (comm.size() > 1));
+    CHECK(dense_gather.weights_in_flight() + expert_gather.weights_in_flight() == 0);
+    // Both regions' fp32 weights gathered before either's copies are unpinned: every copy is then
+    // current (its layer casts nothing again). One rank gathers nothing: its layers cast below.
+    Fp8ParamGather::catch_up({&dense_gather, &expert_gather});
+    for (std::int64_t k = 0; comm.size() > 1 && k < gathered.fp8.linears(); ++k) {
+      const Fp8Training::WeightCopy& copy = gathered.fp8.weight_copy(k);
+      CHECK((copy.made && !copy.pinned && copy.version == gathered.params.params_version()));
+    }
+
+    // The fp32 weights as the plain step's gather leaves them, and every layer's codes (dense and
+    // experts') those of its own cast of the whole weight.
+    const auto host_params = [&](const GptParameters& p) {
+      std::vector<float> host(static_cast<std::size_t>(size));
+      backend.copy_to_host(p.params(), std::span<float>(host));
+      return host;
+    };
+    CHECK(host_params(gathered.params) == host_params(reference.params));
+    for (std::int64_t k = 0; k < gathered.fp8.linears(); ++k) {
+      INFO("linear " << gathered.fp8.linear_name(k));
+      reference.layers[static_cast<std::size_t>(k)].cast_fp8_weight();
+      gathered.layers[static_cast<std::size_t>(k)].cast_fp8_weight();  // nothing to do: caught up
+      const Fp8Training::WeightCopy& a = reference.fp8.weight_copy(k);
+      const Fp8Training::WeightCopy& b = gathered.fp8.weight_copy(k);
+      CHECK(host_codes(backend, b.rows) == host_codes(backend, a.rows));
+      CHECK(host_codes(backend, b.columns.view()) == host_codes(backend, a.columns.view()));
+      CHECK(host_value(backend, b.scale_inv.view().subspan(0, 1)) == host_value(backend, a.scale_inv.view().subspan(0, 1)));
     }
   }
 }

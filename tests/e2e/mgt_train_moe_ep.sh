@@ -15,7 +15,8 @@
 # tensor-parallel rank) TP=2 reproduces it too, and its checkpoint resumes on one rank (with expert
 # parallelism as well: mgt_train_moe_etp.sh). TP without sequence parallelism is refused with one
 # line. In FP8 (the experts' GEMMs too) EP=2 agrees with one rank, and the experts' FP8 state
-# moves with them from EP=2 to EP=1 to EP=4 checkpoints.
+# moves with them from EP=2 to EP=1 to EP=4 checkpoints; --fp8-param-gather (the experts' codes
+# over the expert-data-parallel group) reproduces the run without it bit for bit.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -177,9 +178,43 @@ expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-
   --load "$WORK/ck-fp8-ep1" --metrics-file "$WORK/fp8-resumed-ep4.jsonl"
 ! grep -q "holds no FP8 state" "$WORK/err.txt" "$WORK/out.txt" || fail "FP8 state missing at EP=4"
 fp8_agree "$WORK/fp8-ep2.jsonl" "$WORK/fp8-resumed-ep4.jsonl" 16 1e-3
-expect_status 2 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-parallel-size 2 \
-  --use-distributed-optimizer --fp8-param-gather
-one_line "--fp8-param-gather with --num-experts: not supported by mgt-train"
+
+# --fp8-param-gather: the distributed optimizer casts each rank's shard of the FP8 weights and
+# all-gathers the codes, the routed experts' over the expert-data-parallel group. At EP=2 x
+# expert-data-parallel 2 on 4 ranks (10 iterations) it reproduces the run without the flag bit
+# for bit, under delayed scaling in the step's gather (saving at iteration 5) and resumed there
+# with --overlap-param-gather (the experts' codes in their region's gather beside the dense
+# buckets'), and under current (tensorwise) scaling overlapped from the start. Without expert
+# parallelism (two ranks) the experts' weights lie among the others and travel with them, bit for
+# bit as well.
+PG=("${FP8[@]}" --expert-model-parallel-size 2 --use-distributed-optimizer --train-iters 10)
+OVERLAP=(--overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 5000)
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${PG[@]}" --metrics-file "$WORK/fp8-ep2dp2.jsonl"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${PG[@]}" --fp8-param-gather --save "$WORK/ck-pg" \
+  --save-interval 5 --metrics-file "$WORK/fp8-ep2dp2-pg.jsonl"
+# Each rank's 4 experts' fc1 [96, 32] and fc2 [32, 48], as FP8 codes only.
+grep -q "> --fp8-param-gather: the weights of 8 routed experts' FP8 linear layers (18432 elements) are \
+all-gathered as FP8 codes: 18432 bytes per step over the expert-data-parallel group instead of 73728" \
+  "$WORK/out.txt" || fail "no --fp8-param-gather line for the experts"
+fp8_agree "$WORK/fp8-ep2dp2.jsonl" "$WORK/fp8-ep2dp2-pg.jsonl" 1 0
+rm -r "$WORK/ck-pg/iter_0000010"
+echo 5 >"$WORK/ck-pg/latest_checkpointed_iteration.txt"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${PG[@]}" --fp8-param-gather "${OVERLAP[@]}" \
+  --load "$WORK/ck-pg" --metrics-file "$WORK/fp8-ep2dp2-pg-overlap-resumed.jsonl"
+fp8_agree "$WORK/fp8-ep2dp2.jsonl" "$WORK/fp8-ep2dp2-pg-overlap-resumed.jsonl" 6 0
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${PG[@]}" --fp8-recipe tensorwise \
+  --metrics-file "$WORK/fp8-tw-ep2dp2.jsonl"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${PG[@]}" --fp8-recipe tensorwise --fp8-param-gather \
+  "${OVERLAP[@]}" --metrics-file "$WORK/fp8-tw-ep2dp2-pg-overlap.jsonl"
+fp8_agree "$WORK/fp8-tw-ep2dp2.jsonl" "$WORK/fp8-tw-ep2dp2-pg-overlap.jsonl" 1 0
+EP1=("${FP8[@]}" --use-distributed-optimizer --train-iters 10)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${EP1[@]}" --metrics-file "$WORK/fp8-dp2-distopt.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${EP1[@]}" --fp8-param-gather "${OVERLAP[@]}" \
+  --metrics-file "$WORK/fp8-dp2-pg-overlap.jsonl"
+grep -q "> --fp8-param-gather: the weights of 24 FP8 linear layers" "$WORK/out.txt" ||
+  fail "without expert parallelism the experts' FP8 weights are not gathered with the others"
+! grep -q "routed experts' FP8 linear layers" "$WORK/out.txt" || fail "an experts' region without expert parallelism"
+fp8_agree "$WORK/fp8-dp2-distopt.jsonl" "$WORK/fp8-dp2-pg-overlap.jsonl" 1 0
 
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3

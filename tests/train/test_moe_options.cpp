@@ -262,7 +262,8 @@ TEST_CASE("moe options: FP8 with experts, and Megatron's checks of --moe-router-
   CHECK(moe_usage_error(allgather).find("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type allgather") == 0);
   std::vector<std::string> param_gather = both;
   param_gather.insert(param_gather.end(), {"--use-distributed-optimizer", "--fp8-param-gather"});
-  CHECK(moe_usage_error(param_gather).find("--fp8-param-gather with --num-experts: not supported by mgt-train") == 0);
+  // The experts' FP8 weights are gathered over the expert-data-parallel group as the others are.
+  CHECK(parse_moe(param_gather).fp8.param_gather);
   std::vector<std::string> split = both;
   split.insert(split.end(), {"--expert-tensor-parallel-size", "2"});
   INFO(moe_usage_error(split, 2));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/backend_factory.hpp"
+#include "model/linear_layer.hpp"
 #include "model/model_testing.hpp"
 #include "train/fp8_param_gather.hpp"
 #include "train/gradient_buckets.hpp"
@@ -325,4 +326,63 @@ TEST_CASE("fp8 param gather: each bucket gathers its FP8 codes beside its other 
   overlap.finish_param_gather();
   CHECK(gather.weights_in_flight() == 0);
   CHECK_FALSE(gather.behind());
+}
+
+// --fp8-param-gather under expert parallelism: the experts' FP8 weights are cast by their shards'
+// ranks and their codes gathered over the experts' own group, in the region's gather beside its
+// other elements; the dense buckets' gathers bring none of them.
+TEST_CASE("fp8 param gather: the experts' FP8 codes are gathered over their own group", "[train][overlap][fp8]") {
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
+  GptConfig config = llama_like_config();
+  config.moe.num_experts = 4;
+  config.moe.layer_pattern = {false, true};
+  config.moe.ffn_hidden_size = 8;
+  config.moe.topk = 2;
+  GptParameters params(config, backend, {}, {}, ExpertParallelRank{2, 1});
+  params.initialize(1234);
+  const std::int64_t experts = params.table().expert_begin;
+  const std::int64_t size = std::as_const(params).params().size();
+  REQUIRE(experts < size);
+  // This rank's two experts (2 and 3), fc1 and fc2 each, in FP8 under current scaling.
+  Fp8Recipe recipe;
+  recipe.current_scaling = true;
+  Fp8Training fp8(recipe, backend, 0, 4);
+  std::vector<LinearLayer> layers;
+  layers.reserve(4);
+  for (const ParameterEntry& e : params.entries())
+    if (e.expert_parallel && (e.name.ends_with(".linear_fc1.weight") || e.name.ends_with(".linear_fc2.weight")))
+      layers.emplace_back(params, e.name, e.name.substr(0, e.name.rfind('.')) + ".bias", &fp8, true);
+  REQUIRE(layers.size() == 4);
+  std::vector<GradientBucket> buckets = gradient_buckets(params, 2000, [](const ParameterEntry&) { return false; });
+  std::erase_if(buckets, [&](const GradientBucket& b) { return b.begin >= experts; });
+  for (GradientBucket& b : buckets) b.end = std::min(b.end, experts);
+  Log dense_log, expert_log;
+  RecordingCommunicator dense(dense_log), expert_group(expert_log);
+  OverlappedDataParallel overlap(params, buckets, dense, true, nullptr, ExpertParameterRegion{experts, size, &expert_group});
+  Fp8ParamGather gather(params, fp8, expert_group, {experts, size});
+  overlap.set_fp8_expert_param_gather(&gather);
+  REQUIRE(gather.fp8_weights() == 4);
+  overlap.start_param_gather();
+  for (const std::string& line : dense_log) CHECK(line.find(" bytes") == std::string::npos);
+  REQUIRE_FALSE(expert_log.empty());
+  CHECK(expert_log.front() == "all_reduce 4");  // the packed amaxes, before any cast with their scale
+  std::int64_t codes = 0;
+  std::int64_t others = 0;
+  for (std::size_t i = 1; i < expert_log.size(); ++i) {
+    REQUIRE(expert_log[i].starts_with("all_gather_chunks "));
+    (expert_log[i].find(" bytes") != std::string::npos ? codes : others) += number_after(expert_log[i], 1);
+  }
+  CHECK(codes == gather.fp8_elements());
+  CHECK(others == size - experts - gather.fp8_elements());
+  CHECK(gather.weights_in_flight() == 4);
+  CHECK(gather.behind());
+  // A block that reads none of the experts' weights derives none of their transposed copies.
+  overlap.before_parameter_use(0, 1);
+  CHECK(gather.weights_in_flight() == 4);
+  overlap.before_parameter_use(experts, size);
+  CHECK(gather.weights_in_flight() == 0);
+  overlap.finish_param_gather();
+  CHECK_FALSE(gather.behind());
+  for (std::int64_t k = 0; k < 4; ++k) CHECK_FALSE(fp8.weight_copy(k).pinned);
 }
