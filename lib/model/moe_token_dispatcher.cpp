@@ -53,6 +53,10 @@ std::vector<int64_t> MoeTokenDispatcher::permute(ConstFloatView input, int64_t t
                                                  int64_t capacity, const MoeActivations& saved) const {
   const int64_t E = moe_.num_experts;
   const int64_t k = moe_.topk;
+  // Megatron pads each expert's input to its capacity with tokens of probability 0, which add
+  // nothing to the output or to any gradient; padding rows (index −1, gathered as zeros) do the
+  // same. FP8: the rows padded on to a multiple of 16 (moe_expert_row_multiple) the same way, as
+  // Megatron's experts pad their input with zeros (experts.py _pad_tensor_for_fp8).
   const int64_t max_rows = saved.row_token.size();
   const IndexView expert_rows = saved.expert_rows.first(count + 1);
   backend_->moe_permutation(routing_map.first(tokens * E), {tokens, E, first, count, k, capacity, row_multiple_},

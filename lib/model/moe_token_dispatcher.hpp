@@ -104,7 +104,7 @@ public:
   void dispatch_backward(ConstFloatView d_permuted, int64_t tokens, int64_t rows, const MoeActivations& saved,
                          FloatView d_input) const;
   // The rows of each expert as dispatch (or dispatch_local: of each local expert) left them in
-  // saved.expert_rows (as the host wrote them there, without reading them back).
+  // saved.expert_rows (kept from the forward's read-back, not read again).
   std::vector<int64_t> expert_rows(const MoeActivations& saved) const;
 
   // ---- expert parallelism ----
