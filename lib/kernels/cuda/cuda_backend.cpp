@@ -434,17 +434,21 @@ void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, i
 
 namespace {
 
-// The first row of each group.
-std::vector<int64_t> group_starts(std::span<const int64_t> group_rows) {
-  std::vector<int64_t> first(group_rows.size(), 0);
-  for (std::size_t g = 1; g < group_rows.size(); ++g) first[g] = first[g - 1] + group_rows[g - 1];
-  return first;
-}
-
 // Whether each group's GEMM goes through cuBLASLt: 2-byte operands of one type.
 bool narrow_groups(ConstFloatView a, std::span<const ConstFloatView> b) {
   return a.type() != FloatType::kF32 &&
          std::all_of(b.begin(), b.end(), [&](const ConstFloatView& v) { return v.type() == a.type(); });
+}
+
+// f(lane, g, rows, first_row) for each group g with rows, side by side on `lanes`.
+template <typename F>
+void for_each_group(cuda::GemmLanes& lanes, cuda::LtMatmul& lt, std::span<const int64_t> group_rows, F f) {
+  std::vector<int64_t> first(group_rows.size(), 0);
+  for (std::size_t g = 1; g < group_rows.size(); ++g) first[g] = first[g - 1] + group_rows[g - 1];
+  lanes.run(lt, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
+    const auto i = static_cast<std::size_t>(g);
+    f(lane, i, group_rows[i], first[i]);
+  });
 }
 
 }  // namespace
@@ -455,17 +459,12 @@ void CudaBackend::do_grouped_linear_forward(ConstFloatView x, std::span<const Co
   if (!bias.empty() || !narrow_groups(x, w))
     return Backend::do_grouped_linear_forward(x, w, bias, group_rows, in, out, y);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_forward);
-  const std::vector<int64_t> first = group_starts(group_rows);
-  gemm_lanes_->run(*lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
-    const int64_t rows = group_rows[static_cast<std::size_t>(g)];
-    const int64_t r0 = first[static_cast<std::size_t>(g)];
+  for_each_group(*gemm_lanes_, *lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
+                                                     int64_t r0) {
     const ConstFloatView xg = x.subspan(r0 * in, rows * in);
     const FloatView yg = y.subspan(r0 * out, rows * out);
-    if (cuda::small_rows_linear(xg, w[static_cast<std::size_t>(g)], cuda::In(), rows, in, out, cuda::Out(), yg,
-                                lane.stream))
-      return;
-    cuda::linear_forward(cublas_, lane.lt, matmul_precision_, xg, w[static_cast<std::size_t>(g)], cuda::In(), rows,
-                         in, out, yg);
+    if (!cuda::small_rows_linear(xg, w[g], cuda::In(), rows, in, out, cuda::Out(), yg, lane.stream))
+      cuda::linear_forward(cublas_, lane.lt, matmul_precision_, xg, w[g], cuda::In(), rows, in, out, yg);
   });
 }
 
@@ -474,27 +473,23 @@ void CudaBackend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<
                                                    FloatView dx) {
   if (!narrow_groups(dy, w)) return Backend::do_grouped_linear_backward_input(dy, w, group_rows, in, out, dx);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_input);
-  const std::vector<int64_t> first = group_starts(group_rows);
-  gemm_lanes_->run(*lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
-    const int64_t rows = group_rows[static_cast<std::size_t>(g)];
-    const int64_t r0 = first[static_cast<std::size_t>(g)];
-    cuda::linear_backward_input(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
-                                w[static_cast<std::size_t>(g)], rows, in, out, dx.subspan(r0 * in, rows * in));
+  for_each_group(*gemm_lanes_, *lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
+                                                     int64_t r0) {
+    cuda::linear_backward_input(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out), w[g], rows, in,
+                                out, dx.subspan(r0 * in, rows * in));
   });
 }
 
 void CudaBackend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
                                                     std::span<const int64_t> group_rows, int64_t in, int64_t out,
                                                     std::span<const FloatView> dw) {
-  if (dy.type() == FloatType::kF32 || x.type() != dy.type())
+  if (!narrow_groups(dy, std::span<const ConstFloatView>(&x, 1)))
     return Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_weight);
-  const std::vector<int64_t> first = group_starts(group_rows);
-  gemm_lanes_->run(*lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
-    const int64_t rows = group_rows[static_cast<std::size_t>(g)];
-    const int64_t r0 = first[static_cast<std::size_t>(g)];
+  for_each_group(*gemm_lanes_, *lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
+                                                     int64_t r0) {
     cuda::linear_backward_weight(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
-                                 x.subspan(r0 * in, rows * in), rows, in, out, dw[static_cast<std::size_t>(g)]);
+                                 x.subspan(r0 * in, rows * in), rows, in, out, dw[g]);
   });
 }
 
