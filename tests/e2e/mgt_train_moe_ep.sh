@@ -135,34 +135,40 @@ compare "$WORK/one.jsonl" "$WORK/resumed-tp1.jsonl" 11
 # fc2 in FP8 with scales of their own, each expert's rows padded to 16 with zero rows. An expert's
 # amaxes are reduced over the ranks that hold it, so EP=2 reproduces the same two ranks without
 # expert parallelism (the reference: delayed scaling sees each data-parallel rank's micro-batches
-# at once, so that the data-parallel size, not the expert layout, decides the scales) within the
-# bf16 bounds (measured: equal losses, grad norms within 1e-8; Transformer Engine's reduction,
-# position by position over the data-parallel ranks, misses them by 1e-4 from iteration 3 on,
-# which FP8 amplifies to 1e-3 by iteration 6). The checkpoint keeps each expert's FP8 state under
+# at once, so that the data-parallel size, not the expert layout, decides the scales): over the
+# first 8 iterations within the bf16 bounds (measured: equal losses, grad norms within 4e-8;
+# Transformer Engine's reduction, position by position over the data-parallel ranks, misses them
+# by 1e-4 from iteration 3 on, which FP8 amplifies to 1e-3 by iteration 6), over all 20 within
+# 1e-3. The layouts cannot agree bit for bit: an expert's weight gradient sums both ranks' rows in
+# one GEMM at EP=2 and in two GEMMs and a reduction at DP=2, and once that last-bit difference
+# moves an FP8 code the runs drift apart (measured on AVX-512 OpenBLAS: 2.2e-4 in the
+# load-balancing loss by iteration 20, from iteration 9 on). The checkpoint keeps each expert's FP8 state under
 # its global number (rank 1's experts in rank 1's file): resumed at EP=2 it continues bit for bit,
 # at EP=1 (two ranks) within 1e-5, and saved there it resumes at EP=4 on four ranks within 1e-3
 # (four data-parallel ranks group the micro-batches' amaxes otherwise; measured 1.2e-4).
 FP8=(--bf16 --fp8-format hybrid --fp8-amax-history-len 4 --fp8-amax-compute-algo max --deterministic-mode)
-fp8_agree() {  # fp8_agree REFERENCE RUN FIRST BOUND (0: bit for bit): RUN's iterations from FIRST on
+fp8_agree() {  # fp8_agree REFERENCE RUN FIRST BOUND [LAST]: RUN's iterations FIRST..LAST (0: bit for bit)
   python3 - "$@" <<'PY' || fail "$2 does not agree with $1"
 import json, sys
 def load(path):
     return {j["iteration"]: j for j in map(json.loads, open(path)) if j["event"] == "train"}
 ref, run, first, bound = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+last = int(sys.argv[5]) if len(sys.argv) > 5 else max(run)
 assert min(run) == first and len(run) >= 5 and all(k in ref for k in run), (sorted(run), first)
 worst = 0.0
-for k in sorted(run):
+for k in sorted(k for k in run if k <= last):
     for field in ("lm_loss", "load_balancing_loss", "grad_norm"):
         a, b = ref[k][field], run[k][field]
         assert (a == b) if bound == 0 else abs(a - b) <= bound * abs(a), f"{k} {field}: {a!r} vs {b!r}"
         worst = max(worst, abs(a - b) / abs(a))
-print(f"{sys.argv[2].rsplit('/', 1)[-1]}: {len(run)} iterations, largest relative difference {worst:.2e}")
+print(f"{sys.argv[2].rsplit('/', 1)[-1]}: {len([k for k in run if k <= last])} iterations, largest relative difference {worst:.2e}")
 PY
 }
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --metrics-file "$WORK/fp8-dp2.jsonl"
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-parallel-size 2 \
   --metrics-file "$WORK/fp8-ep2.jsonl" --save "$WORK/ck-fp8" --save-interval 10
-compare "$WORK/fp8-dp2.jsonl" "$WORK/fp8-ep2.jsonl"
+fp8_agree "$WORK/fp8-dp2.jsonl" "$WORK/fp8-ep2.jsonl" 1 1e-5 8
+fp8_agree "$WORK/fp8-dp2.jsonl" "$WORK/fp8-ep2.jsonl" 1 1e-3
 rm -r "$WORK/ck-fp8/iter_0000020"
 echo 10 >"$WORK/ck-fp8/latest_checkpointed_iteration.txt"
 grep -aq "forward_amax_history" "$WORK/ck-fp8/iter_0000010/mp_rank_00_dp_001.h5" ||
