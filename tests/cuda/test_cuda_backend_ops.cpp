@@ -127,8 +127,9 @@ TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
   BackendPair pair;
   // 1001: rows that are not whole 16-byte vectors, the kernels' scalar path. 3 rows: a decode
   // step's norms (a block per row, from registers); 4096: several vectors per thread there.
+  // Above 1024 (2048, 4096, 4104) the backward's column sums and input gradient are two passes.
   for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{300, 64}, {300, 768}, {300, 1000}, {300, 1001},
-                                     {3, 768}, {3, 4096}}) {
+                                     {3, 768}, {3, 4096}, {300, 2048}, {37, 4104}}) {
     INFO("rows " << rows << " hidden " << hidden);
     // An offset mean: the two-pass variance must not cancel.
     auto x = random_twin(pair, rows * hidden, 21, 2.0f, 4.0f);
@@ -180,8 +181,10 @@ TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths",
   if (skip_without_gpu()) return;
   BackendPair pair;
   for (const FloatType kBf16 : {FloatType::kBf16, FloatType::kF16})
-  // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256.
-  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}, {5, 2304}}) {
+  // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256;
+  // 1000 × 2048: the 1.3B model's rows.
+  for (const auto& [rows, hidden] :
+       {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}, {5, 2304}, {1000, 2048}}) {
     auto x = random_twin(pair, rows * hidden, 121, 2.0f, 4.0f, kBf16);
     auto weight = random_twin(pair, hidden, 122, 0.5f, 1.5f, kBf16);
     auto bias = random_twin(pair, hidden, 123, -1.0f, 1.0f, kBf16);

@@ -26,7 +26,7 @@ With --accumulate K, each iteration accumulates the gradients of K micro-batches
 optimizer's step (global batch K x micro-batch x data-parallel size), in mgt and in the peer alike:
 how a model is trained in practice, the step's fixed costs (AdamW, the gradient norm) spread over
 K micro-batches.
---extra "FLAGS" appends more mgt-train flags (e.g. "--fp8-norm-casts").
+--extra "FLAGS" appends more mgt-train flags (e.g. "--no-fp8-norm-casts").
 --json FILE appends the figures as one JSON object per run.
 
 Usage: tools/bench/bench_train_gpu.py --bin DIR [--shape gpt2-124m] [--micro-batch 8]
@@ -220,7 +220,7 @@ def main():
                     help="mgt-train's --dp-collectives")
     ap.add_argument("--launcher", default="mpiexec.hydra")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    ap.add_argument("--extra", default="", help="more mgt-train flags, one string (e.g. \"--fp8-norm-casts\")")
+    ap.add_argument("--extra", default="", help="more mgt-train flags, one string (e.g. \"--no-fp8-norm-casts\")")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.accumulate < 1:

@@ -130,7 +130,7 @@ print(f"mgt MoE / peer: {ratio(sys.argv[2])}; mgt MoE, experts one GEMM each / p
 PY
 )
 fi
-echo; echo "== MoE against dense, one GPU, bf16 =="
+echo; echo "== MoE against dense, one GPU, bf16${extra[*]:+ with ${extra[*]}} =="
 printf '%s\n' "${table[@]}"
 python3 -c "import sys; print(f'MoE / dense: {float(sys.argv[1]) / float(sys.argv[2]):.3f} (target >= 0.80); '
                         f'experts one GEMM each: {float(sys.argv[3]) / float(sys.argv[2]):.3f}')" \
