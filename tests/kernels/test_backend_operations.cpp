@@ -1035,7 +1035,9 @@ void case_row_argmax(OpRun& r) {
 // dropping by probability and the per-sequence auxiliary loss; pre-softmax with a scaling factor
 // and group-limited routing (3 groups, 2 chosen) dropping by position; sigmoid scores with the
 // micro-batch's auxiliary loss; and 1,000 tokens over 8 experts with the micro-batch's auxiliary
-// loss and the z-loss (more tokens than a reduction block's threads, not a multiple of them); and
+// loss and the z-loss (more tokens than a reduction block's threads, not a multiple of them);
+// 1,539 tokens in 3 sequences with the per-sequence auxiliary loss (each sequence's 513 tokens
+// summed over two blocks); and
 // the per-sequence auxiliary loss of a micro-batch split over 2 context-parallel ranks (both
 // passes of moe_route, the second against the first's counts, and the backward's normalisation).
 std::vector<MoeRoutingParams> moe_routings() {
@@ -1056,11 +1058,13 @@ std::vector<MoeRoutingParams> moe_routings() {
   MoeRoutingParams many{1000, 8, 2};
   many.aux_groups = 1;
   many.z_loss = true;
+  MoeRoutingParams sequences{1539, 8, 2};
+  sequences.aux_groups = 3;
   MoeRoutingParams split{16, 6, 2};
   split.aux_groups = 2;
   split.aux_partitions = 2;
   split.z_loss = true;
-  return {post, pre, sig, many, split};
+  return {post, pre, sig, many, sequences, split};
 }
 
 // The sigmoid routing is run again with an expert bias (--moe-router-enable-expert-bias) in each

@@ -132,7 +132,9 @@ PY
 fi
 echo; echo "== MoE against dense, one GPU, bf16${extra[*]:+ with ${extra[*]}} =="
 printf '%s\n' "${table[@]}"
-python3 -c "import sys; print(f'MoE / dense: {float(sys.argv[1]) / float(sys.argv[2]):.3f} (target >= 0.80); '
-                        f'experts one GEMM each: {float(sys.argv[3]) / float(sys.argv[2]):.3f}')" \
-  "${moe_rate:-0}" "${dense_rate:-1}" "${moe_loop_rate:-0}" 2>/dev/null
+# The ratios of the runs that ran, each against the dense one.
+[ -n "${dense_rate:-}" ] && python3 -c "import sys
+ratios = [f'{name}: {float(rate) / float(sys.argv[1]):.3f}' for name, rate in zip(sys.argv[2::2], sys.argv[3::2]) if rate]
+print('MoE / dense (target >= 0.80): ' + ('; '.join(ratios) or 'no MoE run'))" \
+  "$dense_rate" grouped "${moe_rate:-}" "experts one GEMM each" "${moe_loop_rate:-}" 2>/dev/null
 if [ -n "$peer_line" ]; then printf '%s\n' "$peer_line"; fi

@@ -66,32 +66,61 @@ __device__ T block_sum(T value, T* shared) {
   return shared[0];
 }
 
-// One block per (group, expert): the auxiliary loss's token count and score sum, the group's
-// tokens strided over the block's threads. With p.aux_from_counts the counts are given: only the
-// score sums are written.
-__global__ void aux_sums_kernel(const float* logits, MoeRoutingParams p, float* aux_counts, double* score_sums) {
+// Tokens of one auxiliary group per block of the sums below (two per thread): the blocks of a
+// (group, expert) pair, their chunks of the group's tokens.
+constexpr int64_t kAuxChunkTokens = 2 * 256;
+constexpr int64_t kMaxAuxChunks = 64;
+
+int64_t aux_chunks(const MoeRoutingParams& p) {
+  const int64_t group_tokens = (p.tokens + p.aux_groups - 1) / std::max<int64_t>(p.aux_groups, 1);
+  return std::clamp<int64_t>((group_tokens + kAuxChunkTokens - 1) / kAuxChunkTokens, 1, kMaxAuxChunks);
+}
+
+// One block per (group, expert, chunk): that chunk's share of the auxiliary loss's token count and
+// score sum, the group's k-th token being a + k·aux_groups, chunk c taking k = c, c + chunks, …
+// over the block's threads. With p.aux_from_counts the counts are given: none is counted.
+__global__ void aux_partials_kernel(const float* logits, MoeRoutingParams p, int64_t chunks, double* partial_sums,
+                                    double* partial_counts) {
   __shared__ double sums[kSumThreads];
-  __shared__ float counts[kSumThreads];
+  __shared__ double counts[kSumThreads];
   const int64_t i = blockIdx.x;
   const int64_t E = p.experts;
-  const int64_t a = i / E;
-  const int64_t e = i % E;
-  float count = 0.0f;
+  const int64_t pair = i / chunks;
+  const int64_t chunk = i % chunks;
+  const int64_t a = pair / E;
+  const int64_t e = pair % E;
+  double count = 0.0;
   double sum = 0.0;
-  for (int64_t t = a + threadIdx.x * p.aux_groups; t < p.tokens; t += kSumThreads * p.aux_groups) {
+  const int64_t step = kSumThreads * chunks * p.aux_groups;
+  for (int64_t t = a + (chunk + threadIdx.x * chunks) * p.aux_groups; t < p.tokens; t += step) {
     const float* row = logits + t * E;
     const float max = moe_math::row_max(row, E);
     const float exp_sum = moe_math::row_exp_sum(row, E, max);
     const float sigmoid_sum = moe_math::sigmoid_row_sum(row, E);
     sum += moe_math::aux_score(row, e, p, max, exp_sum, sigmoid_sum);
-    if (!p.aux_from_counts && moe_math::in_aux_topk(row, e, p, max, exp_sum, sigmoid_sum)) count += 1.0f;
+    if (!p.aux_from_counts && moe_math::in_aux_topk(row, e, p, max, exp_sum, sigmoid_sum)) count += 1.0;
   }
   sum = block_sum(sum, sums);
   count = block_sum(count, counts);
   if (threadIdx.x == 0) {
-    if (!p.aux_from_counts) aux_counts[i] = count;
-    score_sums[i] = sum;
+    partial_sums[i] = sum;
+    partial_counts[i] = count;
   }
+}
+
+// One thread per (group, expert): its chunks' partial sums added in order into the score sum and,
+// unless given, the token count.
+__global__ void aux_finish_kernel(MoeRoutingParams p, int64_t chunks, const double* partial_sums,
+                                  const double* partial_counts, float* aux_counts, double* score_sums) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.aux_groups * p.experts) return;
+  double sum = 0.0, count = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    sum += partial_sums[i * chunks + c];
+    count += partial_counts[i * chunks + c];
+  }
+  score_sums[i] = sum;
+  if (!p.aux_from_counts) aux_counts[i] = static_cast<float>(count);
 }
 
 // The z-loss's Σ logsumexp² over the tokens, one partial sum per block (at most kZBlocks),
@@ -264,7 +293,12 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1)
 
 }  // namespace
 
-int64_t moe_route_score_doubles(const MoeRoutingParams& p) { return p.aux_groups * p.experts + kZBlocks; }
+// score_sums' layout: the (group, expert) score sums, the z-loss's partial sums, then the
+// auxiliary sums' partial sums and counts per (group, expert, chunk).
+int64_t moe_route_score_doubles(const MoeRoutingParams& p) {
+  const int64_t pairs = p.aux_groups * p.experts;
+  return pairs + kZBlocks + (pairs > 0 ? 2 * pairs * aux_chunks(p) : 0);
+}
 
 void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, float* probs, float* routing_map,
                float* aux_counts, double* statistics, bool accumulate, float* chosen, double* score_sums,
@@ -279,12 +313,22 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
     capacity_kernel<<<blocks_for(p.tokens * p.experts), kThreads, 0, stream>>>(p, gates, chosen, probs, routing_map);
     MGT_CUDA_CHECK_LAUNCH(capacity_kernel);
   }
-  if (p.aux_groups > 0) {
-    aux_sums_kernel<<<static_cast<unsigned>(p.aux_groups * p.experts), kSumThreads, 0, stream>>>(logits, p,
-                                                                                                 aux_counts, score_sums);
-    MGT_CUDA_CHECK_LAUNCH(aux_sums_kernel);
-  }
   double* z_partials = score_sums + p.aux_groups * p.experts;
+  if (p.aux_groups > 0) {
+    // Several blocks per (group, expert): one each left most of the GPU idle, each thread walking
+    // dozens of tokens.
+    const int64_t chunks = aux_chunks(p);
+    const int64_t blocks = p.aux_groups * p.experts * chunks;
+    double* partial_sums = z_partials + kZBlocks;
+    double* partial_counts = partial_sums + blocks;
+    aux_partials_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(logits, p, chunks, partial_sums,
+                                                                                 partial_counts);
+    MGT_CUDA_CHECK_LAUNCH(aux_partials_kernel);
+    aux_finish_kernel<<<blocks_for(p.aux_groups * p.experts), kThreads, 0, stream>>>(p, chunks, partial_sums,
+                                                                                     partial_counts, aux_counts,
+                                                                                     score_sums);
+    MGT_CUDA_CHECK_LAUNCH(aux_finish_kernel);
+  }
   const int z_blocks = static_cast<int>(std::min<int64_t>(kZBlocks, (p.tokens + kSumThreads - 1) / kSumThreads));
   if (p.z_loss && !p.aux_from_counts && z_blocks > 0) {
     z_partials_kernel<<<static_cast<unsigned>(z_blocks), kSumThreads, 0, stream>>>(logits, p, z_partials);
