@@ -1,5 +1,7 @@
 #include "model/activation_memory.hpp"
 
+#include <optional>
+
 #include "core/checked_size.hpp"
 #include "core/error.hpp"
 #include "model/mlp.hpp"
@@ -28,11 +30,12 @@ struct SharedActivations {
   bool norm_outputs = false;    // the input and pre-MLP norm outputs (layernorm)
   bool mlp = false;             // fc1 and activation outputs (mlp)
   bool moe_activation = false;  // the MoE experts' activation output (moe_act)
+  bool moe = false;             // every MoE layer activation (moe)
 };
 
 SharedActivations shared_activations(const GptConfig& c, bool training) {
   return {recomputes_core_attention(c, training), recomputes_layernorm(c, training), recomputes_mlp(c, training),
-          recomputes_moe_act(c, training)};
+          recomputes_moe_act(c, training), recomputes_moe(c, training)};
 }
 
 // What one layer's LayerActivations take (ActivationMemory's take_layer_set): all floats, and of
@@ -139,9 +142,9 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   if (c.moe.enabled()) {
     // MoE layers (model/moe_buffers.hpp) keep their buffers beside the dense MLP's: each MoE
     // layer in training (full recomputation, whose shared sets would hold them, is refused with
-    // MoE), one shared set in evaluation.
+    // MoE), one shared set in evaluation and under --recompute-modules moe.
     const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
-    const N moe_sets = training ? N(c.moe.num_moe_layers()) : N(1);
+    const N moe_sets = training && !shared.moe ? N(c.moe.num_moe_layers()) : N(1);
     if (shared.moe_activation && moe_sets.value() > 0) {
       // moe_act: one experts' activation output instead of each MoE layer's.
       const int64_t activation_output = moe.expert_rows * moe.ffn;
@@ -265,7 +268,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     shared_pre_mlp_norm_output = sequence_parallel ? take_shareable(t * h) : take(t * h);
   }
   FloatView shared_moe_activation;
-  if (shared.moe_activation && c.moe.num_moe_layers() > 0) {
+  if (shared.moe_activation && !shared.moe && c.moe.num_moe_layers() > 0) {
     const MoeBufferSizes moe = moe_buffer_sizes(c, seq, batch);
     shared_moe_activation = take(moe.expert_rows * moe.ffn);
   }
@@ -274,6 +277,15 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     shared_mlp.fc1_output = take(t * fc1);
     shared_mlp.activation_output = take(mlp_activation_output(c, t * ffn));
   }
+  // One MoE layer's activations (moe_act's shared activation output in them).
+  const auto take_moe_set = [&] {
+    return take_moe_activations(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
+                                [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); },
+                                shared_moe_activation);
+  };
+  // --recompute-modules moe: one set for all MoE layers.
+  std::optional<MoeActivations> shared_moe;
+  if (shared.moe && c.moe.num_moe_layers() > 0) shared_moe = take_moe_set();
   // The norm outputs that the norms cast to FP8 instead of writing them: none.
   const NormFp8Casts norm_casts = model_norm_fp8_casts(c, sequence_parallel);
   // with_moe: the buffers of a mixture-of-experts layer too.
@@ -308,10 +320,7 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
       a.mlp.fc1_output = take(t * fc1);
       a.mlp.activation_output = take(mlp_activation_output(c, t * ffn));
     }
-    if (with_moe)
-      a.moe = take_moe_activations(moe_buffer_sizes(c, seq, batch), [&](int64_t n) { return take(n); },
-                                   [&](int64_t n) { return take_fp32(n); }, [&](int64_t n) { return take_index(n); },
-                                   shared_moe_activation);
+    if (with_moe) a.moe = shared_moe ? *shared_moe : take_moe_set();
     return a;
   };
   // Activations: each layer's own, but one set shared by all layers in evaluation, and the sets

@@ -92,6 +92,10 @@ struct GptConfig {
   // With kSelective, --recompute-modules moe_act: the MoE experts' activation outputs discarded
   // and recomputed from their kept fc1 outputs before the experts' backward.
   bool recompute_moe_act = false;
+  // With kSelective, --recompute-modules moe (or --moe-layer-recompute): each MoE layer's
+  // activations discarded and rebuilt by rerunning the layer (router, dispatch, experts) from its
+  // kept input before its backward (megatron/core/transformer/moe/moe_layer.py's checkpoint).
+  bool recompute_moe = false;
   // Mixture of Experts (--num-experts and the --moe-* flags); dense when moe.num_experts is 0.
   MoeConfig moe;
 

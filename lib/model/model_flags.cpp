@@ -45,7 +45,7 @@ std::vector<FlagDefinition> model_flags(ModelShapeOptions& m) {
     store("recompute-granularity", "G", m.recompute_granularity, "full or selective").choices({"full", "selective"}),
     store("recompute-method", "M", m.recompute_method, "uniform or block (with full granularity)").choices({"uniform", "block"}),
     store("recompute-num-layers", "N", m.recompute_num_layers, "uniform: layers per checkpointed group; block: layers checkpointed in each pipeline stage (with full granularity)"),
-    store_list("recompute-modules", "MODULE...", m.recompute_modules, "Submodules that selective granularity recomputes: core_attn, layernorm, mlp, moe_act (moe and mla_up_proj are refused)")
+    store_list("recompute-modules", "MODULE...", m.recompute_modules, "Submodules that selective granularity recomputes: core_attn, layernorm, mlp, moe_act, moe (mla_up_proj is refused)")
         .default_text("core_attn"),
   };
 }

@@ -17,6 +17,11 @@ bool recomputes_mlp(const GptConfig& config, bool training) {
   return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_mlp;
 }
 
+bool recomputes_moe(const GptConfig& config, bool training) {
+  return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_moe &&
+         config.moe.enabled();
+}
+
 bool recomputes_moe_act(const GptConfig& config, bool training) {
   return training && config.recompute_granularity == RecomputeGranularity::kSelective && config.recompute_moe_act &&
          config.moe.enabled();
@@ -98,7 +103,8 @@ std::string describe_recomputation(const GptConfig& config, int64_t stage_layers
              " (only their inputs kept; each group's forward rerun before its backward)";
     case RecomputeGranularity::kSelective: {
       const bool moe_act = recomputes_moe_act(config, true);
-      if (!config.recompute_core_attention && !config.recompute_layernorm && !config.recompute_mlp && !moe_act)
+      const bool moe = recomputes_moe(config, true);
+      if (!config.recompute_core_attention && !config.recompute_layernorm && !config.recompute_mlp && !moe_act && !moe)
         return "selective recomputation of no module: nothing is recomputed";
       std::string out;
       const auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
@@ -118,6 +124,9 @@ std::string describe_recomputation(const GptConfig& config, int64_t stage_layers
       if (moe_act)
         add("moe_act: the experts' activation outputs recomputed from their fc1 outputs before the experts' "
             "backward, one buffer shared by all MoE layers");
+      if (moe)
+        add("moe: each MoE layer's router, token dispatch and experts rerun from its kept input before its "
+            "backward, one set of MoE activations shared by all MoE layers");
       return "selective recomputation (" + out + ")";
     }
   }

@@ -33,6 +33,10 @@ bool recomputes_mlp(const GptConfig& config, bool training);
 // shared by all MoE layers, recomputed from the layer's kept fc1 output before its experts'
 // backward (megatron/core/transformer/moe/experts.py).
 bool recomputes_moe_act(const GptConfig& config, bool training);
+// --recompute-modules moe (or --moe-layer-recompute) in a training pass of an MoE model: one set
+// of MoE activations shared by all MoE layers, rebuilt by rerunning the layer from its kept input
+// before its backward (the rerun counts no statistics: ForwardContext::recomputation).
+bool recomputes_moe(const GptConfig& config, bool training);
 
 struct RecomputeGroup {
   int64_t first = 0;  // the stage's layer index of its first layer

@@ -14,6 +14,7 @@ TransformerLayer::TransformerLayer(GptParameters& params, int64_t layer,
       recompute_core_attention_(recomputes_core_attention(params.config(), true)),
       recompute_layernorm_(recomputes_layernorm(params.config(), true)),
       recompute_mlp_(recomputes_mlp(params.config(), true)),
+      recompute_moe_(recomputes_moe(params.config(), true)),
       input_norm_(params, layer_prefix(layer) + ".input_layernorm"),
       attention_(params, layer, tp, fp8),
       pre_mlp_norm_(params, layer_prefix(layer) + ".pre_mlp_layernorm") {
@@ -100,11 +101,20 @@ void TransformerLayer::backward(const ForwardContext& ctx, ConstFloatView input,
   // short to hide the collective. The results are the same bits as in its own layer's backward.
   DeferredGemm fc1_weight;
   const bool rerun_mlp = recompute_mlp_ && mlp_;
+  const bool rerun_moe = recompute_moe_ && moe_;
   if (recompute_layernorm_)
-    recompute_norm(ctx, pre_mlp_norm_, saved.residual, saved.pre_mlp_norm, saved.pre_mlp_norm_output, rerun_mlp);
+    recompute_norm(ctx, pre_mlp_norm_, saved.residual, saved.pre_mlp_norm, saved.pre_mlp_norm_output,
+                   rerun_mlp || rerun_moe);
   // The MLP's forward again, into b (free until the MLP's backward writes its input gradient
   // there): its fc1 and activation outputs are what the backward reads; its output is dropped.
   if (rerun_mlp) mlp_->forward(ctx, saved.pre_mlp_norm_output, saved.mlp, scratch.mlp, b);
+  // The MoE layer's likewise: the routing, the dispatch's tables and rows and the experts'
+  // outputs, the same bits as its forward's (its statistics not counted again).
+  if (rerun_moe) {
+    ForwardContext again = ctx;
+    again.recomputation = true;
+    moe_->forward(again, saved.pre_mlp_norm_output, saved.moe, scratch.moe, b);
+  }
   if (moe_) {
     moe_->backward(ctx, saved.pre_mlp_norm_output, saved.moe, scratch.moe, d_branch, b);
   } else {

@@ -75,7 +75,7 @@ private:
   double hidden_dropout_;
   // Rebuilds a norm output that --recompute-modules layernorm discarded, from the norm's input:
   // this rank's rows, all-gathered into the whole output under sequence parallelism unless
-  // `gathered_later` (the MLP's recomputed forward gathers it itself).
+  // `gathered_later` (the MLP's or the MoE layer's recomputed forward gathers it itself).
   void recompute_norm(const ForwardContext& ctx, const NormLayer& norm, ConstFloatView input,
                       const NormStats& stats, FloatView output, bool gathered_later) const;
 
@@ -83,6 +83,7 @@ private:
   bool recompute_core_attention_;
   bool recompute_layernorm_;
   bool recompute_mlp_;
+  bool recompute_moe_;  // --recompute-modules moe
   // Which norms write their output in FP8 for the linear layer after them (norm_fp8_cast.hpp),
   // in passes without sequence parallelism.
   NormFp8Casts norm_casts_;

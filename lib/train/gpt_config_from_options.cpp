@@ -44,6 +44,7 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.recompute_layernorm = recomputes("layernorm");
   c.recompute_mlp = recomputes("mlp");
   c.recompute_moe_act = recomputes("moe_act");
+  c.recompute_moe = recomputes("moe");
   c.moe = moe_config_from_options(options.moe, c.num_layers);
   return c.resolved();
 }

@@ -1,6 +1,8 @@
 #include "train/moe_options_validate.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -97,8 +99,13 @@ void validate_moe_options(TrainOptions& o) {
     if (model.recompute_granularity == "full")
       throw UsageError("--moe-layer-recompute and --recompute-granularity full are mutually exclusive (Megatron: "
                        "do not set --moe-layer-recompute with full recompute granularity)");
-    log::warn("--moe-layer-recompute is deprecated; Megatron turns on selective recomputation with it");
+    log::warn("--moe-layer-recompute is deprecated; use --recompute-granularity selective --recompute-modules moe "
+              "(which it turns on, as Megatron does)");
     o.model.recompute_granularity = "selective";
+    // TransformerConfig: recompute_modules defaults to ["core_attn"], then "moe" is appended.
+    if (!o.model.recompute_modules) o.model.recompute_modules = std::vector<std::string>{"core_attn"};
+    if (std::ranges::find(*o.model.recompute_modules, "moe") == o.model.recompute_modules->end())
+      o.model.recompute_modules->push_back("moe");
   }
   if (model.add_bias_linear)
     throw UsageError("--num-experts needs --disable-bias-linear (Megatron: bias is not supported for MoE)");

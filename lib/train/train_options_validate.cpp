@@ -223,11 +223,8 @@ void validate_recompute_modules(const ModelShapeOptions& m) {
     return;
   }
   for (const std::string& module : *m.recompute_modules) {
-    if (module == "core_attn" || module == "layernorm" || module == "mlp" || module == "moe_act") continue;
-    if (module == "moe")
-      throw UsageError("--recompute-modules moe: not supported by mgt-train, which recomputes the core attention, "
-                       "the norms, the dense MLP and the experts' activation under selective granularity (core_attn, "
-                       "layernorm, mlp, moe_act), not whole mixture-of-experts layers");
+    if (module == "core_attn" || module == "layernorm" || module == "mlp" || module == "moe_act" || module == "moe")
+      continue;
     if (module == "mla_up_proj")
       throw UsageError("--recompute-modules mla_up_proj: only with multi-latent attention, which mgt does not have "
                        "(Megatron refuses it likewise without it)");
@@ -357,11 +354,13 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_virtual_pipeline(o);
   validate_context_parallel(o.model, o.parallel);
   validate_moe_options(o);
-  if (o.fp8.format && o.model.recompute_granularity == "selective" && o.model.recompute_modules &&
-      std::ranges::find(*o.model.recompute_modules, "mlp") != o.model.recompute_modules->end())
-    throw UsageError("--recompute-modules mlp with --fp8-format: not supported by mgt-train (the recomputed MLP "
-                     "forward would cast its FP8 inputs again during the backward); recompute core_attn or "
-                     "layernorm, or train in --bf16");
+  for (const char* module : {"mlp", "moe"})
+    if (o.fp8.format && o.model.recompute_granularity == "selective" && o.model.recompute_modules &&
+        std::ranges::find(*o.model.recompute_modules, module) != o.model.recompute_modules->end())
+      throw UsageError(std::string("--recompute-modules ") + module + " with --fp8-format: not supported by mgt-train " +
+                       "(the recomputed " + (module == std::string("mlp") ? "MLP" : "MoE layer's") +
+                       " forward would cast its FP8 inputs again during the backward); recompute core_attn or " +
+                       "layernorm, or train in --bf16");
   validate_fp8_moe(o);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of mgt-train's activation recomputation: --recompute-granularity full with
 # --recompute-method uniform and block, and selective (core_attn; layernorm and mlp of
-# --recompute-modules, and moe_act of an MoE model), train the same curve bit for bit as no recomputation (dropout on), at one
+# --recompute-modules, and moe_act and moe of an MoE model, moe also at EP=2, at PP=2 and through
+# --moe-layer-recompute), train the same curve bit for bit as no recomputation (dropout on), at one
 # rank, over a PP=2 pipeline and (layernorm, mlp) under TP=2 with sequence parallelism; the
 # start-up line says what is recomputed; --dry-run prints the activation memory with and without;
 # modules mgt cannot recompute are refused by name.
@@ -63,6 +64,48 @@ expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --recompute-granularity selective -
   --metrics-file "$WORK/moe-act.jsonl"
 grep -q '; moe_act: the experts. activation outputs recomputed' "$WORK/out.txt" || fail "no start-up line for moe_act"
 compare_curves "$WORK/moe-plain.jsonl" "$WORK/moe-act.jsonl" exact
+# moe (and --moe-layer-recompute, which adds it): each MoE layer rerun from its input before its
+# backward, its auxiliary losses counted once; at EP=2 the rerun's all-to-all again. The same bits.
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --recompute-granularity selective --recompute-modules moe layernorm \
+  --metrics-file "$WORK/moe-layers.jsonl"
+grep -q '; moe: each MoE layer.s router, token dispatch and experts rerun' "$WORK/out.txt" ||
+  fail "no start-up line for moe"
+compare_curves "$WORK/moe-plain.jsonl" "$WORK/moe-layers.jsonl" exact
+python3 - "$WORK/moe-plain.jsonl" "$WORK/moe-layers.jsonl" <<'PY' || fail "the rerun MoE layers counted their losses again"
+import json, sys
+plain, rerun = ([j["load_balancing_loss"] for j in map(json.loads, open(p)) if j["event"] == "train"]
+                for p in sys.argv[1:])
+assert plain == rerun and len(plain) >= 10, (plain, rerun)
+PY
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --moe-layer-recompute --metrics-file "$WORK/moe-layer-recompute.jsonl"
+grep -q '^> activation recomputation: selective recomputation (core_attn: .*; moe: ' "$WORK/out.txt" ||
+  fail "--moe-layer-recompute does not recompute the MoE layers"
+compare_curves "$WORK/moe-plain.jsonl" "$WORK/moe-layer-recompute.jsonl" exact
+EP2=(--expert-model-parallel-size 2)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${EP2[@]}" --metrics-file "$WORK/moe-ep2.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${EP2[@]}" --recompute-granularity selective \
+  --recompute-modules moe --metrics-file "$WORK/moe-ep2-recomputed.jsonl"
+compare_curves "$WORK/moe-ep2.jsonl" "$WORK/moe-ep2-recomputed.jsonl" exact
+# Under TP=2 with sequence parallelism the rerun layer all-gathers the rebuilt norm output itself.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${TP2[@]}" --metrics-file "$WORK/moe-tp2.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${TP2[@]}" --recompute-granularity selective \
+  --recompute-modules moe layernorm --metrics-file "$WORK/moe-tp2-recomputed.jsonl"
+compare_curves "$WORK/moe-tp2.jsonl" "$WORK/moe-tp2-recomputed.jsonl" exact
+# Over a PP=2 pipeline (1F1B, with 4 micro-batches two in flight, each its own MoE set).
+PP2=(--pipeline-model-parallel-size 2 --micro-batch-size 2)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${PP2[@]}" --metrics-file "$WORK/moe-pp2.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${PP2[@]}" --moe-layer-recompute \
+  --metrics-file "$WORK/moe-pp2-recomputed.jsonl"
+compare_curves "$WORK/moe-pp2.jsonl" "$WORK/moe-pp2-recomputed.jsonl" exact
+# --dry-run: one set of MoE activations for the four MoE layers saves more than moe_act's buffer.
+saved() {
+  expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --recompute-granularity selective --recompute-modules "$1" --dry-run
+  python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['recomputation']['activations_saved'])" \
+    "$WORK/out.txt"
+}
+moe_act_saved=$(saved moe_act)
+moe_saved=$(saved moe)
+((moe_saved > moe_act_saved && moe_act_saved > 0)) || fail "--dry-run: moe saves $moe_saved, moe_act $moe_act_saved"
 # --dry-run: what the modules save.
 expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${MODULES[@]}" --dry-run
 python3 - "$WORK/out.txt" <<'PY' || fail "--dry-run JSON with --recompute-modules"
@@ -102,8 +145,6 @@ assert r["recomputation"] == {"granularity": None, "activations_without_recomput
 PY
 
 # Refusals, by name and with the reason.
-expect_status 2 "$BIN/mgt-train" "${FOUR[@]}" --recompute-granularity selective --recompute-modules core_attn moe
-grep -q '^mgt-train: --recompute-modules moe: not supported by mgt-train' "$WORK/err.txt" || fail "moe not refused"
 expect_status 2 "$BIN/mgt-train" "${FOUR[@]}" --recompute-granularity selective --recompute-modules mla_up_proj
 grep -q '^mgt-train: --recompute-modules mla_up_proj: only with multi-latent attention' "$WORK/err.txt" ||
   fail "mla_up_proj not refused by name"

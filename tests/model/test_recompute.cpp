@@ -297,3 +297,33 @@ TEST_CASE("moe_act recomputes the experts' activations: bit-identical, one buffe
   CHECK(memory.allocated().fp32_floats == ActivationMemory::elements(act, 1, 8, 2, true).fp32_floats);
   CHECK_THAT(describe_recomputation(act, 4), Catch::Contains("moe_act: the experts' activation outputs recomputed"));
 }
+
+TEST_CASE("moe recomputes whole MoE layers: bit-identical, one set of MoE activations for all MoE layers",
+          "[model][recompute][moe]") {
+  GptConfig c = four_layers_with_dropout(llama_like_config());
+  c.moe.num_experts = 4;
+  c.moe.topk = 2;
+  c.moe.layer_pattern = {true, false, true, true};
+  GptConfig moe = selective(c, false);
+  moe.recompute_moe = true;
+  const StepResult plain = train_iteration(c);
+  const StepResult got = train_iteration(moe);
+  CHECK(got.loss.loss_sum == plain.loss.loss_sum);
+  CHECK(bit_identical(got.grads, plain.grads));
+  // Three MoE layers, one set: two fewer, with their fp32 parts and indices.
+  const MoeBufferSizes sizes = moe_buffer_sizes(c.resolved(), 8, 2);
+  CHECK(training_floats(c) - training_floats(moe) == 2 * sizes.activation_floats());
+  const auto backend_owner = make_backend("cpu");
+  const ActivationMemory memory(*backend_owner, moe, {}, 8, 2, true);
+  const ActivationElements counted = ActivationMemory::elements(moe, 1, 8, 2, true);
+  CHECK(memory.allocated().floats == counted.floats);
+  CHECK(memory.allocated().fp32_floats == counted.fp32_floats);
+  CHECK(memory.allocated().indices == counted.indices);
+  CHECK(ActivationMemory::elements(c, 1, 8, 2, true).indices - counted.indices == 2 * sizes.activation_indices());
+  CHECK_THAT(describe_recomputation(moe, 4), Catch::Contains("moe: each MoE layer's router, token dispatch and experts"));
+  // With moe_act too, the one set is all there is.
+  GptConfig both = moe;
+  both.recompute_moe_act = true;
+  CHECK(training_floats(both) == training_floats(moe));
+  CHECK(ActivationMemory(*backend_owner, both, {}, 8, 2, true).allocated().floats == training_floats(both));
+}

@@ -155,6 +155,15 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
         "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-grouped-gemm"}) ==
         "--moe-grouped-gemm needs --bf16 (Megatron: GroupedGEMM for MoE only supports bf16)");
+  // --moe-layer-recompute: Megatron's TransformerConfig adds moe to the modules (core_attn by
+  // default) under selective granularity.
+  const TrainOptions layer_recompute = parse_moe({"--num-experts", "4", "--moe-layer-recompute"});
+  CHECK(layer_recompute.model.recompute_granularity == "selective");
+  CHECK(*layer_recompute.model.recompute_modules == std::vector<std::string>{"core_attn", "moe"});
+  const TrainOptions with_modules =
+      parse_moe({"--num-experts", "4", "--moe-layer-recompute", "--recompute-modules", "layernorm", "moe",
+                 "--recompute-granularity", "selective"});
+  CHECK(*with_modules.model.recompute_modules == std::vector<std::string>{"layernorm", "moe"});
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-layer-recompute", "--recompute-granularity", "full",
                          "--recompute-method", "uniform", "--recompute-num-layers", "1"})
             .find("--moe-layer-recompute and --recompute-granularity full are mutually exclusive") == 0);

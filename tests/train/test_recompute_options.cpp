@@ -74,8 +74,16 @@ TEST_CASE("train options: --recompute-modules as Megatron's, core_attn recompute
   CHECK_FALSE(plain.recompute_mlp);
   CHECK(gpt_config_from_options(parse({"--recompute-granularity", "selective", "--recompute-modules", "moe_act"}), 128)
             .recompute_moe_act);
-  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe"}).rfind(
-            "--recompute-modules moe: not supported by mgt-train", 0) == 0);
+  const GptConfig moe =
+      gpt_config_from_options(parse({"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe"}), 128);
+  CHECK(moe.recompute_moe);
+  CHECK(moe.recompute_core_attention);
+  CHECK_FALSE(plain.recompute_moe);
+  CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "moe", "--bf16", "--fp8-format",
+                     "hybrid"})
+            .rfind("--recompute-modules moe with --fp8-format: not supported by mgt-train (the recomputed MoE layer's "
+                   "forward",
+                   0) == 0);
   CHECK(usage_error({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "--bf16", "--fp8-format",
                      "hybrid"})
             .rfind("--recompute-modules mlp with --fp8-format: not supported by mgt-train", 0) == 0);
