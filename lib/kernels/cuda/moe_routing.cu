@@ -68,7 +68,7 @@ __device__ T block_sum(T value, T* shared) {
 
 // Tokens of one auxiliary group per block of the sums below (two per thread): the blocks of a
 // (group, expert) pair, their chunks of the group's tokens.
-constexpr int64_t kAuxChunkTokens = 2 * 256;
+constexpr int64_t kAuxChunkTokens = 2 * kSumThreads;
 constexpr int64_t kMaxAuxChunks = 64;
 
 int64_t aux_chunks(const MoeRoutingParams& p) {
