@@ -135,6 +135,7 @@ void Fp8Training::write_state(const std::vector<LinearState>& state) {
 
 void Fp8Training::begin_forward(int64_t slot, bool training) {
   recording_ = training;
+  recording_forward_ = training;
   slot_ = slot;
   if (!training) {
     bound_forward_scale_ = forward_scale_;
@@ -150,6 +151,11 @@ void Fp8Training::begin_backward(int64_t slot) {
   const auto it = snapshots_.find(slot);
   if (it == snapshots_.end()) throw Error("FP8: a backward without its training forward");
   recording_ = true;
+  // A forward rerun by recomputation casts with the slot's snapshot and records no amax, as
+  // Transformer Engine's recompute phase does: the forward's own amaxes are in the history
+  // already, and finish_forward has moved the history on since, so that a rerun's would land in
+  // the next forward's entry.
+  recording_forward_ = false;
   slot_ = slot;
   bound_forward_scale_ = it->second.view();
 }
@@ -184,7 +190,8 @@ FloatView Fp8Training::scratch_meta(Scratch which, int64_t field) {
 Fp8Scaling Fp8Training::input_scaling(int64_t k) {
   if (recipe_.current_scaling)
     return {scratch_meta(Scratch::kInputRows, 1), scratch_meta(Scratch::kInputRows, 2), true};
-  return {bound_forward_scale_.subspan(2 * k, 1), recording_ ? forward_history_.subspan(2 * k, 1) : FloatView(), false};
+  return {bound_forward_scale_.subspan(2 * k, 1), recording_forward_ ? forward_history_.subspan(2 * k, 1) : FloatView(),
+          false};
 }
 
 Fp8Scaling Fp8Training::input_rescaling(int64_t k) {
@@ -196,7 +203,7 @@ Fp8Scaling Fp8Training::input_rescaling(int64_t k) {
 Fp8Scaling Fp8Training::weight_scaling(int64_t k) {
   const FloatView amax = forward_history_.subspan(2 * k + 1, 1);
   if (recipe_.current_scaling) return {forward_scale_.subspan(2 * k + 1, 1), amax, true};
-  return {forward_scale_.subspan(2 * k + 1, 1), recording_ ? amax : FloatView(), false};
+  return {forward_scale_.subspan(2 * k + 1, 1), recording_forward_ ? amax : FloatView(), false};
 }
 
 Fp8Scaling Fp8Training::grad_scaling(int64_t k, Scratch into) {

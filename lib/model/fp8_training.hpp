@@ -185,7 +185,8 @@ private:
   int64_t slot_ = kWholeModelSlot;                                    // of the pass running
   bool keep_input_columns_ = true;
   FloatView bound_forward_scale_;  // the scales this pass casts inputs with
-  bool recording_ = false;
+  bool recording_ = false;          // a training pass: forward or backward
+  bool recording_forward_ = false;  // a training forward, not one rerun in the backward
   std::function<void(FloatView)> reduce_;
   std::function<void(FloatView)> expert_reduce_;
 };

@@ -354,13 +354,6 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_virtual_pipeline(o);
   validate_context_parallel(o.model, o.parallel);
   validate_moe_options(o);
-  for (const char* module : {"mlp", "moe"})
-    if (o.fp8.format && o.model.recompute_granularity == "selective" && o.model.recompute_modules &&
-        std::ranges::find(*o.model.recompute_modules, module) != o.model.recompute_modules->end())
-      throw UsageError(std::string("--recompute-modules ") + module + " with --fp8-format: not supported by mgt-train " +
-                       "(the recomputed " + (module == std::string("mlp") ? "MLP" : "MoE layer's") +
-                       " forward would cast its FP8 inputs again during the backward); recompute core_attn or " +
-                       "layernorm, or train in --bf16");
   validate_fp8_moe(o);
   // Megatron's split of the layers over the stages (arguments.py, TransformerConfig).
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));

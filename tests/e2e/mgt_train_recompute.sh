@@ -3,7 +3,8 @@
 # --recompute-method uniform and block, and selective (core_attn; layernorm and mlp of
 # --recompute-modules, and moe_act and moe of an MoE model, moe also at EP=2, at PP=2 and through
 # --moe-layer-recompute), train the same curve bit for bit as no recomputation (dropout on), at one
-# rank, over a PP=2 pipeline and (layernorm, mlp) under TP=2 with sequence parallelism; the
+# rank, over a PP=2 pipeline and (layernorm, mlp) under TP=2 with sequence parallelism, and in FP8
+# (full, mlp, moe); the
 # start-up line says what is recomputed; --dry-run prints the activation memory with and without;
 # modules mgt cannot recompute are refused by name.
 # Usage: bash tests/e2e/mgt_train_recompute.sh BIN_DIR SOURCE_DIR
@@ -106,6 +107,21 @@ saved() {
 moe_act_saved=$(saved moe_act)
 moe_saved=$(saved moe)
 ((moe_saved > moe_act_saved && moe_act_saved > 0)) || fail "--dry-run: moe saves $moe_saved, moe_act $moe_act_saved"
+
+# FP8 (delayed scaling): a forward rerun by recomputation casts with its first run's scales and
+# records no amax (the history has moved on to the next forward's entry since), so full, mlp and
+# moe recomputation train the FP8 curve bit for bit as without.
+FP8=(--bf16 --fp8-format hybrid --fp8-amax-history-len 4 --fp8-amax-compute-algo max)
+expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${FP8[@]}" --train-iters 10 --metrics-file "$WORK/fp8-plain.jsonl"
+expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${FP8[@]}" --train-iters 10 "${UNIFORM[@]}" \
+  --metrics-file "$WORK/fp8-uniform.jsonl"
+compare_curves "$WORK/fp8-plain.jsonl" "$WORK/fp8-uniform.jsonl" exact
+expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${FP8[@]}" --train-iters 10 --recompute-granularity selective \
+  --recompute-modules mlp --metrics-file "$WORK/fp8-mlp.jsonl"
+compare_curves "$WORK/fp8-plain.jsonl" "$WORK/fp8-mlp.jsonl" exact
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --metrics-file "$WORK/fp8-moe-plain.jsonl"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --moe-layer-recompute --metrics-file "$WORK/fp8-moe-layers.jsonl"
+compare_curves "$WORK/fp8-moe-plain.jsonl" "$WORK/fp8-moe-layers.jsonl" exact
 # --dry-run: what the modules save.
 expect_status 0 "$BIN/mgt-train" "${FOUR[@]}" "${MODULES[@]}" --dry-run
 python3 - "$WORK/out.txt" <<'PY' || fail "--dry-run JSON with --recompute-modules"
