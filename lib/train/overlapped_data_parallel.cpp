@@ -97,6 +97,13 @@ void OverlappedDataParallel::finish_gradient_reduction() {
   armed_ = false;
 }
 
+std::vector<Fp8ParamGather*> OverlappedDataParallel::fp8_gathers() const {
+  std::vector<Fp8ParamGather*> gathers;
+  for (Fp8ParamGather* g : {fp8_gather_, fp8_expert_gather_})
+    if (g != nullptr) gathers.push_back(g);
+  return gathers;
+}
+
 void OverlappedDataParallel::start_param_gather() {
   if (!distributed_ || group_->size() == 1) return;
   wait_param_gathers();
@@ -108,8 +115,7 @@ void OverlappedDataParallel::start_param_gather() {
   // its other elements, and the forward derives a weight's transposed copy once it waited for the
   // bucket (before_parameter_use), as Megatron's bucket groups gather their fp8 parameters and
   // post-process them in finish_param_sync.
-  if (fp8_gather_) fp8_gather_->cast_shard();
-  if (fp8_expert_gather_) fp8_expert_gather_->cast_shard();
+  for (Fp8ParamGather* g : fp8_gathers()) g->cast_shard();
   // The buffer's start first: the next forward reads the embedding before the layers.
   for (std::size_t i = buckets_.size(); i-- > 0;) {
     const GradientBucket& b = buckets_[i];
@@ -157,14 +163,13 @@ void OverlappedDataParallel::wait_param_gathers() {
   }
   for (dist::PendingCollective& p : expert_gathers_) p.wait();
   expert_gathers_.clear();
-  if (fp8_gather_) fp8_gather_->codes_arrived(0, std::numeric_limits<std::int64_t>::max());
-  if (fp8_expert_gather_) fp8_expert_gather_->codes_arrived(0, std::numeric_limits<std::int64_t>::max());
+  for (Fp8ParamGather* g : fp8_gathers()) g->codes_arrived(0, std::numeric_limits<std::int64_t>::max());
 }
 
 void OverlappedDataParallel::finish_param_gather() {
   wait_param_gathers();
-  const bool fp8_behind =
-      (fp8_gather_ && fp8_gather_->behind()) || (fp8_expert_gather_ && fp8_expert_gather_->behind());
+  const std::vector<Fp8ParamGather*> fp8 = fp8_gathers();
+  const bool fp8_behind = std::ranges::any_of(fp8, [](const Fp8ParamGather* g) { return g->behind(); });
   if (!params_behind_ && !fp8_behind) return;
   // The fp32 weights as the non-overlapped step leaves them (this marks the compute copy stale:
   // the next forward converts it again, to the same values), each region over its group.
@@ -173,8 +178,7 @@ void OverlappedDataParallel::finish_param_gather() {
   all_gather_shards(*group_, params.first(dense_end));
   if (experts_.group) all_gather_shards(*experts_.group, params.subspan(dense_end, experts_.end - dense_end));
   params_behind_ = false;
-  if (fp8_gather_) fp8_gather_->caught_up();
-  if (fp8_expert_gather_) fp8_expert_gather_->caught_up();
+  for (Fp8ParamGather* g : fp8) g->caught_up();
 }
 
 void OverlappedDataParallel::before_parameter_use(std::int64_t begin, std::int64_t end) {

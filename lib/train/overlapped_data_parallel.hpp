@@ -114,6 +114,8 @@ private:
   Bf16GradientCopy* bf16_;
   Fp8ParamGather* fp8_gather_ = nullptr;
   Fp8ParamGather* fp8_expert_gather_ = nullptr;
+  // The --fp8-param-gather gathers set (the dense region's, then the experts').
+  std::vector<Fp8ParamGather*> fp8_gathers() const;
   std::int64_t per_rank_ = 0;  // shard size of the evenly split prefix
   std::int64_t even_ = 0;      // its end; the last rank also owns [even_, buffer size)
   bool armed_ = false;

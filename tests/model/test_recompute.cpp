@@ -96,6 +96,15 @@ int64_t training_floats(const GptConfig& c) {
   return ActivationMemory::elements(c, 1, 8, 2, true).floats;
 }
 
+// Four layers with dropout, three of them mixtures of 4 experts, top-2.
+GptConfig four_layers_three_moe() {
+  GptConfig c = four_layers_with_dropout(llama_like_config());
+  c.moe.num_experts = 4;
+  c.moe.topk = 2;
+  c.moe.layer_pattern = {true, false, true, true};
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("full recomputation checkpoints Megatron's groups: uniform groups, the first layers of a block",
@@ -278,10 +287,7 @@ TEST_CASE("the micro-batches in flight share full recomputation's scratch, and t
 
 TEST_CASE("moe_act recomputes the experts' activations: bit-identical, one buffer for all MoE layers",
           "[model][recompute][moe]") {
-  GptConfig c = four_layers_with_dropout(llama_like_config());
-  c.moe.num_experts = 4;
-  c.moe.topk = 2;
-  c.moe.layer_pattern = {true, false, true, true};
+  const GptConfig c = four_layers_three_moe();
   GptConfig act = selective(c, false);
   act.recompute_moe_act = true;
   const StepResult plain = train_iteration(c);
@@ -300,10 +306,7 @@ TEST_CASE("moe_act recomputes the experts' activations: bit-identical, one buffe
 
 TEST_CASE("moe recomputes whole MoE layers: bit-identical, one set of MoE activations for all MoE layers",
           "[model][recompute][moe]") {
-  GptConfig c = four_layers_with_dropout(llama_like_config());
-  c.moe.num_experts = 4;
-  c.moe.topk = 2;
-  c.moe.layer_pattern = {true, false, true, true};
+  const GptConfig c = four_layers_three_moe();
   GptConfig moe = selective(c, false);
   moe.recompute_moe = true;
   const StepResult plain = train_iteration(c);

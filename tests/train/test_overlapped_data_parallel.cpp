@@ -77,6 +77,16 @@ std::int64_t number_after(const std::string& line, std::size_t word) {
   return std::stoll(line.substr(at));
 }
 
+// The Llama-like model with its second layer a mixture of 4 experts, top-2.
+GptConfig two_layers_one_moe() {
+  GptConfig config = llama_like_config();
+  config.moe.num_experts = 4;
+  config.moe.layer_pattern = {false, true};
+  config.moe.ffn_hidden_size = 8;
+  config.moe.topk = 2;
+  return config;
+}
+
 }  // namespace
 
 TEST_CASE("gradient buckets: reverse parameter order, parameter boundaries, the whole buffer", "[train][overlap]") {
@@ -242,11 +252,7 @@ TEST_CASE("the reduction of the last bucket the backward finishes is started alo
 TEST_CASE("the experts' weights are gathered over their own group", "[train][overlap]") {
   const auto backend_owner = make_backend("cpu");
   Backend& backend = *backend_owner;
-  GptConfig config = llama_like_config();
-  config.moe.num_experts = 4;
-  config.moe.layer_pattern = {false, true};
-  config.moe.ffn_hidden_size = 8;
-  config.moe.topk = 2;
+  const GptConfig config = two_layers_one_moe();
   GptParameters params(config, backend, {}, {}, ExpertParallelRank{2, 1});
   const std::int64_t experts = params.table().expert_begin;
   const std::int64_t size = params.params().size();
@@ -334,11 +340,7 @@ TEST_CASE("fp8 param gather: each bucket gathers its FP8 codes beside its other 
 TEST_CASE("fp8 param gather: the experts' FP8 codes are gathered over their own group", "[train][overlap][fp8]") {
   const auto backend_owner = make_backend("cpu");
   Backend& backend = *backend_owner;
-  GptConfig config = llama_like_config();
-  config.moe.num_experts = 4;
-  config.moe.layer_pattern = {false, true};
-  config.moe.ffn_hidden_size = 8;
-  config.moe.topk = 2;
+  const GptConfig config = two_layers_one_moe();
   GptParameters params(config, backend, {}, {}, ExpertParallelRank{2, 1});
   params.initialize(1234);
   const std::int64_t experts = params.table().expert_begin;
