@@ -127,7 +127,8 @@ TEST_CASE("cuda ops: layer norm and RMS norm", "[cuda]") {
   BackendPair pair;
   // 1001: rows that are not whole 16-byte vectors, the kernels' scalar path. 3 rows: a decode
   // step's norms (a block per row, from registers); 4096: several vectors per thread there.
-  // Above 1024 (2048, 4096, 4104) the backward's column sums and input gradient are two passes.
+  // fp32 rows above 1024 (2048, 4096, 4104): the backward's column sums and input gradient are
+  // two passes.
   for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{300, 64}, {300, 768}, {300, 1000}, {300, 1001},
                                      {3, 768}, {3, 4096}, {300, 2048}, {37, 4104}}) {
     INFO("rows " << rows << " hidden " << hidden);
@@ -181,10 +182,12 @@ TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths",
   if (skip_without_gpu()) return;
   BackendPair pair;
   for (const FloatType kBf16 : {FloatType::kBf16, FloatType::kF16})
-  // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256;
-  // 1000 × 2048: the 1.3B model's rows.
-  for (const auto& [rows, hidden] :
-       {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}, {5, 2304}, {1000, 2048}}) {
+  // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256 (the
+  // backward in two passes); 1000 × 2048: the 1.3B model's rows. From 1,025 to 2,048 columns the
+  // backward's one wide pass: 1032 (five groups of eight per lane, the fifth for one lane only),
+  // 1800 (a partial eighth), 4100 rows (32 per block, 129 blocks).
+  for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}, {5, 2304}, {1000, 2048},
+                                     {301, 1032}, {77, 1800}, {4100, 1536}}) {
     auto x = random_twin(pair, rows * hidden, 121, 2.0f, 4.0f, kBf16);
     auto weight = random_twin(pair, hidden, 122, 0.5f, 1.5f, kBf16);
     auto bias = random_twin(pair, hidden, 123, -1.0f, 1.0f, kBf16);
@@ -199,13 +202,20 @@ TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths",
     auto rrstd = random_twin(pair, rows, 132);
     auto rdx = random_twin(pair, rows * hidden, 133, -1.0f, 1.0f, kBf16);
     auto rdweight = random_twin(pair, hidden, 134);
+    // Input gradients added to a residual's gradient.
+    auto adx = random_twin(pair, rows * hidden, 135, -1.0f, 1.0f, kBf16);
+    auto ardx = random_twin(pair, rows * hidden, 136, -1.0f, 1.0f, kBf16);
     for (Side s : kSides) {
       Backend& be = pair.on(s);
       be.layer_norm_forward(x(s), weight(s), bias(s), rows, hidden, 1e-5f, y(s), mean(s), rstd(s));
       be.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, hidden, dx(s),
                              dweight(s), dbias(s));
+      be.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, hidden, adx(s), dweight(s), dbias(s),
+                             /*accumulate_dx=*/true);
       be.rms_norm_forward(x(s), weight(s), rows, hidden, 1e-5f, ry(s), rrstd(s));
       be.rms_norm_backward(dy(s), x(s), weight(s), rrstd(s), rows, hidden, rdx(s), rdweight(s));
+      be.rms_norm_backward(dy(s), x(s), weight(s), rrstd(s), rows, hidden, ardx(s), rdweight(s),
+                           /*accumulate_dx=*/true);
       be.bias_backward(dy(s), rows, hidden, dbias(s));
     }
     INFO(float_type_name(kBf16) << " rows " << rows << " hidden " << hidden);
@@ -215,6 +225,8 @@ TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths",
     check_close(pair, mean, kReduction, "bf16 layer_norm_forward mean");
     check_close(pair, rstd, kReduction, "bf16 layer_norm_forward rstd");
     check_close(pair, dx, 1e-2, "bf16 layer_norm_backward dx");
+    check_close(pair, adx, 1e-2, "bf16 layer_norm_backward dx accumulated");
+    check_close(pair, ardx, 1e-2, "bf16 rms_norm_backward dx accumulated");
     check_close(pair, dweight, kReduction, "bf16 layer_norm_backward dweight");
     check_close(pair, dbias, kReduction, "bf16 layer_norm_backward dbias + bias_backward");
     check_close(pair, ry, 1e-2, "bf16 rms_norm_forward");

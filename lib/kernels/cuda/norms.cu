@@ -1,5 +1,7 @@
 #include "kernels/cuda/norms.hpp"
 
+#include <algorithm>
+
 #include "kernels/cuda/fp8_encode.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vector8.cuh"
@@ -619,16 +621,177 @@ __global__ void __launch_bounds__(kRowThreads, kGroups <= 3 ? 2 : 1)
   }
 }
 
+// A group of eight 2-byte elements as loaded: rows of up to 2048 elements stay in a lane's
+// registers three times over (dy, x and dx's old values) where as floats they would not fit.
+__device__ __forceinline__ uint4 load_packed8(In p, int64_t v) { return static_cast<const uint4*>(p.raw())[v]; }
+
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+__device__ __forceinline__ void unpack8(const uint4& packed, bool bf16, float (&out)[8]) {
+  const auto* h = reinterpret_cast<const unsigned short*>(&packed);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) out[j] = narrow_to_float(h[j], bf16);
+}
+
+// norm_backward_fused8_kernel's one pass for rows of 1025 to 2048 elements of a 2-byte type
+// (kGroups 5 to 8 groups of eight per lane), where the column sums no longer fit in registers:
+// each warp keeps its own in shared memory ([warp][Σ dy, Σ dy·x̂][hidden] floats, 128 KiB at
+// hidden 2048), and the block adds its warps' in warp order into its partial. A row's dy, x and
+// dx's old values are loaded together, packed, before any is used. The block takes
+// rows_per_block consecutive rows, its warps rows w, w + 8, …; dx may alias dy as there.
+template <int kGroups>
+__global__ void __launch_bounds__(kRowThreads, 1)
+    norm_backward_wide8_kernel(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows,
+                               int64_t hidden, int64_t rows_per_block, Out dx, bool accumulate, float* partial_value,
+                               float* partial_xhat) {
+  extern __shared__ float4 warp_sums_storage[];
+  float* const warp_sums = reinterpret_cast<float*>(warp_sums_storage);
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t n8 = hidden / 8;
+  float* const value_sums = warp_sums + static_cast<int64_t>(warp) * 2 * hidden;
+  float* const xhat_sums = value_sums + hidden;
+  for (int64_t c = lane; c < 2 * hidden; c += 32) value_sums[c] = 0.0f;
+  __syncwarp();
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int64_t last = min(first + rows_per_block, rows);
+  for (int64_t r = first + warp; r < last; r += kWarpsPerBlock) {
+    const In xr = x + r * hidden;
+    const In dyr = dy + r * hidden;
+    const Out dxr = dx + r * hidden;
+    const float mu = mean != nullptr ? mean[r] : 0.0f;
+    const float inv = rstd[r];
+    // Groups past the row load its last group again (unused), as in the kernel above.
+    uint4 g_packed[kGroups], x_packed[kGroups], old_packed[kGroups];
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int64_t i = min(static_cast<int64_t>(lane + 32 * k), n8 - 1);
+      g_packed[k] = load_packed8(dyr, i);
+      x_packed[k] = load_packed8(xr, i);
+      if (accumulate) old_packed[k] = load_packed8(In(dxr.raw(), dxr.type()), i);
+    }
+    // The warp's next row on its way into L2 while this one is summed and written: with one
+    // block of eight warps per multiprocessor, the loads alone left DRAM idle between rows.
+    if (r + kWarpsPerBlock < last) {
+      const int64_t next = (r + kWarpsPerBlock) * hidden * 2;  // bytes from the operands' starts
+#pragma unroll
+      for (int k = 0; k < kGroups; ++k) {
+        const int64_t at = next + 16 * min(static_cast<int64_t>(lane + 32 * k), n8 - 1);
+        prefetch_l2(static_cast<const char*>(dy.raw()) + at);
+        prefetch_l2(static_cast<const char*>(x.raw()) + at);
+        if (accumulate) prefetch_l2(static_cast<const char*>(dx.raw()) + at);
+      }
+    }
+    float sum_g = 0.0f, sum_g_xhat = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n8) break;
+      float g[8], xv[8], w[8];
+      unpack8(g_packed[k], dy.bf16(), g);
+      unpack8(x_packed[k], x.bf16(), xv);
+      load8(weight, i, w);
+      float4* const value = reinterpret_cast<float4*>(value_sums + 8 * i);
+      float4* const xhat = reinterpret_cast<float4*>(xhat_sums + 8 * i);
+      float v[8], xs[8];
+      *reinterpret_cast<float4*>(v) = value[0];
+      *reinterpret_cast<float4*>(v + 4) = value[1];
+      *reinterpret_cast<float4*>(xs) = xhat[0];
+      *reinterpret_cast<float4*>(xs + 4) = xhat[1];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float xh = (xv[j] - mu) * inv;
+        v[j] += g[j];
+        xs[j] += g[j] * xh;
+        const float gw = g[j] * w[j];
+        sum_g += gw;
+        sum_g_xhat += gw * xh;
+      }
+      value[0] = *reinterpret_cast<const float4*>(v);
+      value[1] = *reinterpret_cast<const float4*>(v + 4);
+      xhat[0] = *reinterpret_cast<const float4*>(xs);
+      xhat[1] = *reinterpret_cast<const float4*>(xs + 4);
+    }
+    const float mean_g = mean != nullptr ? warp_sum(sum_g) / static_cast<float>(hidden) : 0.0f;
+    const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(hidden);
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n8) break;
+      float g[8], xv[8], w[8], old[8] = {};
+      unpack8(g_packed[k], dy.bf16(), g);
+      unpack8(x_packed[k], x.bf16(), xv);
+      if (accumulate) unpack8(old_packed[k], dxr.bf16(), old);
+      load8(weight, i, w);
+      float out[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out[j] = inv * (g[j] * w[j] - mean_g - (xv[j] - mu) * inv * mean_g_xhat) + old[j];
+      store8(dxr, i, out);
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    float value = 0.0f, xhat = 0.0f;
+    for (int w = 0; w < kWarpsPerBlock; ++w) {
+      value += warp_sums[static_cast<int64_t>(w) * 2 * hidden + c];
+      xhat += warp_sums[static_cast<int64_t>(w) * 2 * hidden + hidden + c];
+    }
+    const int64_t at = static_cast<int64_t>(blockIdx.x) * hidden + c;
+    if (partial_value != nullptr) partial_value[at] = value;
+    if (partial_xhat != nullptr) partial_xhat[at] = xhat;
+  }
+}
+
+// Rows per block of norm_backward_wide8_kernel, from the row count alone (so that the partial
+// sums, and the rounding, do not depend on the GPU): about 128 blocks, one per multiprocessor of
+// an H100 or H200, for 4,096 to 8,192 rows; 8 to 64 rows each.
+int64_t wide_rows_per_block(int64_t rows) {
+  const int64_t per_block = (rows / 128 + kWarpsPerBlock - 1) / kWarpsPerBlock * kWarpsPerBlock;
+  return std::min<int64_t>(std::max<int64_t>(per_block, kWarpsPerBlock), kFusedRowsPerBlock);
+}
+
+template <int kGroups>
+void launch_wide(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
+                 int64_t rows_per_block, Out dx, bool accumulate, ColumnPartials& partials, unsigned blocks,
+                 cudaStream_t stream) {
+  const size_t shared = static_cast<size_t>(kWarpsPerBlock) * 2 * static_cast<size_t>(hidden) * sizeof(float);
+  MGT_CUDA_CHECK(cudaFuncSetAttribute(norm_backward_wide8_kernel<kGroups>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+  norm_backward_wide8_kernel<kGroups><<<blocks, kRowThreads, shared, stream>>>(
+      dy, x, weight, mean, rstd, rows, hidden, rows_per_block, dx, accumulate, partials.value(), partials.xhat());
+  MGT_CUDA_CHECK_LAUNCH(norm_backward_wide8_kernel);
+}
+
+// The wide one pass where the row fits it (2-byte dy, x and, when accumulating, dx); false otherwise.
+bool norm_backward_wide8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
+                         Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
+  const int64_t groups = (hidden / 8 + 31) / 32;
+  if (groups <= 4 || groups > 8 || !dy.narrow() || !x.narrow() || (accumulate_dx && !dx.narrow())) return false;
+  const int64_t per_block = wide_rows_per_block(rows);
+  const int64_t chunks = (rows + per_block - 1) / per_block;
+  ColumnPartials partials(chunks, hidden, dbias, dweight, stream);
+  const auto blocks = static_cast<unsigned>(chunks);
+  const auto launch = [&](auto launcher) {
+    launcher(dy, x, weight, mean, rstd, rows, hidden, per_block, dx, accumulate_dx, partials, blocks, stream);
+  };
+  if (groups == 5) launch(launch_wide<5>);
+  else if (groups == 6) launch(launch_wide<6>);
+  else if (groups == 7) launch(launch_wide<7>);
+  else launch(launch_wide<8>);
+  partials.finish();
+  return true;
+}
+
 // The fused norm backward (norm_backward_fused8_kernel) where the row fits: dweight += Σ dy·x̂,
-// dbias += Σ dy (dbias may be null), dx = or += the input's gradient. False where it does not fit.
-// Above hidden 1024 the two passes stay: a one-pass kernel with a block per row (its row sums
-// combined over the warps at a barrier per one to four rows, 8 to 64 rows per block) took 4.5 to
-// 7.1 ms per step of the 1.3B model's 49 norm backwards (8192 × 2048) on an H200, the two passes
-// 4.65 ms.
+// dbias += Σ dy (dbias may be null), dx = or += the input's gradient; from 1,025 to 2,048 elements
+// norm_backward_wide8_kernel. False where neither fits. (A one-pass kernel with a block per row,
+// its row sums combined over the warps at a barrier per one to four rows, took 4.5 to 7.1 ms per
+// step of the 1.3B model's 49 norm backwards (8192 × 2048) on an H200, the two passes 4.65 ms.)
 bool norm_backward_fused8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
                           Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
   const int64_t groups = (hidden / 8 + 31) / 32;
-  if (groups > 4) return false;
+  if (groups > 4)
+    return norm_backward_wide8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream);
   const int64_t chunks = (rows + kFusedRowsPerBlock - 1) / kFusedRowsPerBlock;
   ColumnPartials partials(chunks, hidden, dbias, dweight, stream);
   const auto launch = [&](auto kernel) {
