@@ -182,12 +182,12 @@ TEST_CASE("cuda ops: bf16 and fp16 norms and column sums, 16-byte vector paths",
   if (skip_without_gpu()) return;
   BackendPair pair;
   for (const FloatType kBf16 : {FloatType::kBf16, FloatType::kF16})
-  // 2048 rows: many row chunks in the column reduction; 2304: columns past one block's 256 (the
-  // backward in two passes); 1000 × 2048: the 1.3B model's rows. From 1,025 to 2,048 columns the
-  // backward's one wide pass: 1032 (five groups of eight per lane, the fifth for one lane only),
-  // 1800 (a partial eighth), 4100 rows (32 per block, 129 blocks).
+  // 2048 rows: many row chunks in the column reduction; 1000 × 2048: the 1.3B model's rows. From
+  // 1,025 to 4,096 columns the backward's one pass with two or four warps a row: 1032 (two warps
+  // of 65 and 64 groups of eight), 1800 (a partial fourth group per lane), 4100 rows (32 per
+  // block, 129 blocks), 2304 (four warps a row), 4096 (four of 128 groups each). 4104: two passes.
   for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{2048, 768}, {333, 2304}, {5, 2304}, {1000, 2048},
-                                     {301, 1032}, {77, 1800}, {4100, 1536}}) {
+                                     {301, 1032}, {77, 1800}, {4100, 1536}, {300, 4096}, {37, 4104}}) {
     auto x = random_twin(pair, rows * hidden, 121, 2.0f, 4.0f, kBf16);
     auto weight = random_twin(pair, hidden, 122, 0.5f, 1.5f, kBf16);
     auto bias = random_twin(pair, hidden, 123, -1.0f, 1.0f, kBf16);

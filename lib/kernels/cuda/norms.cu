@@ -625,74 +625,78 @@ __global__ void __launch_bounds__(kRowThreads, kGroups <= 3 ? 2 : 1)
 // registers three times over (dy, x and dx's old values) where as floats they would not fit.
 __device__ __forceinline__ uint4 load_packed8(In p, int64_t v) { return static_cast<const uint4*>(p.raw())[v]; }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 __device__ __forceinline__ void unpack8(const uint4& packed, bool bf16, float (&out)[8]) {
   const auto* h = reinterpret_cast<const unsigned short*>(&packed);
 #pragma unroll
   for (int j = 0; j < 8; ++j) out[j] = narrow_to_float(h[j], bf16);
 }
 
-// norm_backward_fused8_kernel's one pass for rows of 1025 to 2048 elements of a 2-byte type
-// (kGroups 5 to 8 groups of eight per lane), where the column sums no longer fit in registers:
-// each warp keeps its own in shared memory ([warp][Σ dy, Σ dy·x̂][hidden] floats, 128 KiB at
-// hidden 2048), and the block adds its warps' in warp order into its partial. A row's dy, x and
-// dx's old values are loaded together, packed, before any is used. The block takes
-// rows_per_block consecutive rows, its warps rows w, w + 8, …; dx may alias dy as there.
-template <int kGroups>
-__global__ void __launch_bounds__(kRowThreads, 1)
-    norm_backward_wide8_kernel(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows,
-                               int64_t hidden, int64_t rows_per_block, Out dx, bool accumulate, float* partial_value,
-                               float* partial_xhat) {
+// Threads per block of norm_backward_split8_kernel: sixteen warps, 16 / kSplit rows in flight.
+constexpr int kSplitThreads = 512;
+constexpr int kSplitWarps = kSplitThreads / 32;
+
+// norm_backward_fused8_kernel's one pass for rows of 1,025 to 4,096 elements of a 2-byte type,
+// where neither a row nor its column sums fit one warp's registers. kSplit warps share a row, each
+// its own share of the row's groups of eight (at most 32·kGroups of them), and add their halves of
+// the row sums at a barrier of their own (bar.sync with kSplit·32 threads; the sums in a fixed
+// order, so every warp of the row gets the same total). Each warp keeps its columns' sums in
+// shared memory ([warp][Σ dy, Σ dy·x̂][32·8·kGroups] floats: 128 KiB a block), and the block adds
+// its warps' in warp order into its partial. A row's dy, x and dx's old values are loaded
+// together, packed, before any is used. The block takes rows_per_block consecutive rows, its
+// warp teams rows t, t + 16 / kSplit, …; dx may alias dy as there.
+template <int kSplit, int kGroups>
+__global__ void __launch_bounds__(kSplitThreads, 1)
+    norm_backward_split8_kernel(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows,
+                                int64_t hidden, int64_t rows_per_block, Out dx, bool accumulate,
+                                float* partial_value, float* partial_xhat) {
+  constexpr int kTeams = kSplitWarps / kSplit;
+  constexpr int kShare = 32 * 8 * kGroups;  // the columns a warp's sums hold
   extern __shared__ float4 warp_sums_storage[];
   float* const warp_sums = reinterpret_cast<float*>(warp_sums_storage);
+  __shared__ float row_sums[2][kTeams][kSplit][2];  // by row parity: Σ g, Σ g·x̂ of each warp's share
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  const int team = warp / kSplit;
+  const int member = warp % kSplit;
   const int64_t n8 = hidden / 8;
-  float* const value_sums = warp_sums + static_cast<int64_t>(warp) * 2 * hidden;
-  float* const xhat_sums = value_sums + hidden;
-  for (int64_t c = lane; c < 2 * hidden; c += 32) value_sums[c] = 0.0f;
+  const int64_t share8 = (n8 + kSplit - 1) / kSplit;  // groups per member; the last may have fewer
+  const int64_t first_group = member * share8;
+  const int64_t end_group = min(first_group + share8, n8);
+  float* const value_sums = warp_sums + static_cast<int64_t>(warp) * 2 * kShare;
+  float* const xhat_sums = value_sums + kShare;
+  for (int c = lane; c < 2 * kShare; c += 32) value_sums[c] = 0.0f;
   __syncwarp();
   const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   const int64_t last = min(first + rows_per_block, rows);
-  for (int64_t r = first + warp; r < last; r += kWarpsPerBlock) {
+  int parity = 0;
+  // Every warp of a team runs the same rows, so the team's barrier is met by all of them.
+  for (int64_t r = first + team; r < last; r += kTeams, parity ^= 1) {
     const In xr = x + r * hidden;
     const In dyr = dy + r * hidden;
     const Out dxr = dx + r * hidden;
     const float mu = mean != nullptr ? mean[r] : 0.0f;
     const float inv = rstd[r];
-    // Groups past the row load its last group again (unused), as in the kernel above.
+    // Groups past the share load its last group again (unused), as in the kernels above.
     uint4 g_packed[kGroups], x_packed[kGroups], old_packed[kGroups];
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
-      const int64_t i = min(static_cast<int64_t>(lane + 32 * k), n8 - 1);
+      const int64_t i = min(first_group + lane + 32 * k, end_group - 1);
       g_packed[k] = load_packed8(dyr, i);
       x_packed[k] = load_packed8(xr, i);
       if (accumulate) old_packed[k] = load_packed8(In(dxr.raw(), dxr.type()), i);
     }
-    // The warp's next row on its way into L2 while this one is summed and written: with one
-    // block of eight warps per multiprocessor, the loads alone left DRAM idle between rows.
-    if (r + kWarpsPerBlock < last) {
-      const int64_t next = (r + kWarpsPerBlock) * hidden * 2;  // bytes from the operands' starts
-#pragma unroll
-      for (int k = 0; k < kGroups; ++k) {
-        const int64_t at = next + 16 * min(static_cast<int64_t>(lane + 32 * k), n8 - 1);
-        prefetch_l2(static_cast<const char*>(dy.raw()) + at);
-        prefetch_l2(static_cast<const char*>(x.raw()) + at);
-        if (accumulate) prefetch_l2(static_cast<const char*>(dx.raw()) + at);
-      }
-    }
     float sum_g = 0.0f, sum_g_xhat = 0.0f;
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
-      const int64_t i = lane + 32 * k;
-      if (i >= n8) break;
+      const int64_t i = first_group + lane + 32 * k;
+      if (i >= end_group) break;
       float g[8], xv[8], w[8];
       unpack8(g_packed[k], dy.bf16(), g);
       unpack8(x_packed[k], x.bf16(), xv);
       load8(weight, i, w);
-      float4* const value = reinterpret_cast<float4*>(value_sums + 8 * i);
-      float4* const xhat = reinterpret_cast<float4*>(xhat_sums + 8 * i);
+      const int at = 8 * (lane + 32 * k);
+      float4* const value = reinterpret_cast<float4*>(value_sums + at);
+      float4* const xhat = reinterpret_cast<float4*>(xhat_sums + at);
       float v[8], xs[8];
       *reinterpret_cast<float4*>(v) = value[0];
       *reinterpret_cast<float4*>(v + 4) = value[1];
@@ -712,12 +716,27 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       xhat[0] = *reinterpret_cast<const float4*>(xs);
       xhat[1] = *reinterpret_cast<const float4*>(xs + 4);
     }
-    const float mean_g = mean != nullptr ? warp_sum(sum_g) / static_cast<float>(hidden) : 0.0f;
-    const float mean_g_xhat = warp_sum(sum_g_xhat) / static_cast<float>(hidden);
+    sum_g = warp_sum(sum_g);
+    sum_g_xhat = warp_sum(sum_g_xhat);
+    if (lane == 0) {
+      row_sums[parity][team][member][0] = sum_g;
+      row_sums[parity][team][member][1] = sum_g_xhat;
+    }
+    // The team's barrier: its warps' shares are written. The slots alternate with the rows, so a
+    // warp writing the next row's cannot overwrite ones a slower warp of its team still reads.
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + team), "r"(kSplit * 32) : "memory");
+    float total_g = 0.0f, total_g_xhat = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kSplit; ++m) {
+      total_g += row_sums[parity][team][m][0];
+      total_g_xhat += row_sums[parity][team][m][1];
+    }
+    const float mean_g = mean != nullptr ? total_g / static_cast<float>(hidden) : 0.0f;
+    const float mean_g_xhat = total_g_xhat / static_cast<float>(hidden);
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
-      const int64_t i = lane + 32 * k;
-      if (i >= n8) break;
+      const int64_t i = first_group + lane + 32 * k;
+      if (i >= end_group) break;
       float g[8], xv[8], w[8], old[8] = {};
       unpack8(g_packed[k], dy.bf16(), g);
       unpack8(x_packed[k], x.bf16(), xv);
@@ -730,68 +749,80 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     }
   }
   __syncthreads();
+  // Column c is member c / (8·share8)'s; its sums are at c's offset in that member's share, in
+  // every team's warp of that member.
   for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    const int64_t owner = c / (8 * share8);
+    const int64_t at = c - owner * 8 * share8;
     float value = 0.0f, xhat = 0.0f;
-    for (int w = 0; w < kWarpsPerBlock; ++w) {
-      value += warp_sums[static_cast<int64_t>(w) * 2 * hidden + c];
-      xhat += warp_sums[static_cast<int64_t>(w) * 2 * hidden + hidden + c];
+    for (int t = 0; t < kTeams; ++t) {
+      const float* sums = warp_sums + (static_cast<int64_t>(t) * kSplit + owner) * 2 * kShare;
+      value += sums[at];
+      xhat += sums[kShare + at];
     }
-    const int64_t at = static_cast<int64_t>(blockIdx.x) * hidden + c;
-    if (partial_value != nullptr) partial_value[at] = value;
-    if (partial_xhat != nullptr) partial_xhat[at] = xhat;
+    const int64_t out = static_cast<int64_t>(blockIdx.x) * hidden + c;
+    if (partial_value != nullptr) partial_value[out] = value;
+    if (partial_xhat != nullptr) partial_xhat[out] = xhat;
   }
 }
 
-// Rows per block of norm_backward_wide8_kernel, from the row count alone (so that the partial
+// Rows per block of norm_backward_split8_kernel, from the row count alone (so that the partial
 // sums, and the rounding, do not depend on the GPU): about 128 blocks, one per multiprocessor of
 // an H100 or H200, for 4,096 to 8,192 rows; 8 to 64 rows each.
-int64_t wide_rows_per_block(int64_t rows) {
-  const int64_t per_block = (rows / 128 + kWarpsPerBlock - 1) / kWarpsPerBlock * kWarpsPerBlock;
-  return std::min<int64_t>(std::max<int64_t>(per_block, kWarpsPerBlock), kFusedRowsPerBlock);
+int64_t split_rows_per_block(int64_t rows) {
+  constexpr int64_t kMultiple = 8;
+  const int64_t per_block = (rows / 128 + kMultiple - 1) / kMultiple * kMultiple;
+  return std::min<int64_t>(std::max<int64_t>(per_block, kMultiple), kFusedRowsPerBlock);
 }
 
-template <int kGroups>
-void launch_wide(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
-                 int64_t rows_per_block, Out dx, bool accumulate, ColumnPartials& partials, unsigned blocks,
-                 cudaStream_t stream) {
-  const size_t shared = static_cast<size_t>(kWarpsPerBlock) * 2 * static_cast<size_t>(hidden) * sizeof(float);
-  MGT_CUDA_CHECK(cudaFuncSetAttribute(norm_backward_wide8_kernel<kGroups>,
+template <int kSplit, int kGroups>
+void launch_split(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
+                  int64_t rows_per_block, Out dx, bool accumulate, ColumnPartials& partials, unsigned blocks,
+                  cudaStream_t stream) {
+  const size_t shared = static_cast<size_t>(kSplitWarps) * 2 * 32 * 8 * kGroups * sizeof(float);
+  MGT_CUDA_CHECK(cudaFuncSetAttribute(norm_backward_split8_kernel<kSplit, kGroups>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-  norm_backward_wide8_kernel<kGroups><<<blocks, kRowThreads, shared, stream>>>(
+  norm_backward_split8_kernel<kSplit, kGroups><<<blocks, kSplitThreads, shared, stream>>>(
       dy, x, weight, mean, rstd, rows, hidden, rows_per_block, dx, accumulate, partials.value(), partials.xhat());
-  MGT_CUDA_CHECK_LAUNCH(norm_backward_wide8_kernel);
+  MGT_CUDA_CHECK_LAUNCH(norm_backward_split8_kernel);
 }
 
-// The wide one pass where the row fits it (2-byte dy, x and, when accumulating, dx); false otherwise.
-bool norm_backward_wide8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
-                         Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
-  const int64_t groups = (hidden / 8 + 31) / 32;
-  if (groups <= 4 || groups > 8 || !dy.narrow() || !x.narrow() || (accumulate_dx && !dx.narrow())) return false;
-  const int64_t per_block = wide_rows_per_block(rows);
+// The split one pass where the row fits it (1,025 to 4,096 elements; 2-byte dy, x and, when
+// accumulating, dx): two warps a row up to 2,048 elements, four up to 4,096. False otherwise.
+bool norm_backward_split8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
+                          Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
+  const int64_t n8 = hidden / 8;
+  if (n8 <= 128 || n8 > 512 || !dy.narrow() || !x.narrow() || (accumulate_dx && !dx.narrow())) return false;
+  const int split = n8 <= 256 ? 2 : 4;
+  const int64_t groups = ((n8 + split - 1) / split + 31) / 32;  // per lane: 3 or 4
+  const int64_t per_block = split_rows_per_block(rows);
   const int64_t chunks = (rows + per_block - 1) / per_block;
   ColumnPartials partials(chunks, hidden, dbias, dweight, stream);
   const auto blocks = static_cast<unsigned>(chunks);
   const auto launch = [&](auto launcher) {
     launcher(dy, x, weight, mean, rstd, rows, hidden, per_block, dx, accumulate_dx, partials, blocks, stream);
   };
-  if (groups == 5) launch(launch_wide<5>);
-  else if (groups == 6) launch(launch_wide<6>);
-  else if (groups == 7) launch(launch_wide<7>);
-  else launch(launch_wide<8>);
+  if (split == 2) {
+    if (groups == 3) launch(launch_split<2, 3>);
+    else launch(launch_split<2, 4>);
+  } else {
+    if (groups == 3) launch(launch_split<4, 3>);
+    else launch(launch_split<4, 4>);
+  }
   partials.finish();
   return true;
 }
 
 // The fused norm backward (norm_backward_fused8_kernel) where the row fits: dweight += Σ dy·x̂,
-// dbias += Σ dy (dbias may be null), dx = or += the input's gradient; from 1,025 to 2,048 elements
-// norm_backward_wide8_kernel. False where neither fits. (A one-pass kernel with a block per row,
+// dbias += Σ dy (dbias may be null), dx = or += the input's gradient; from 1,025 to 4,096 elements
+// norm_backward_split8_kernel. False where neither fits. (A one-pass kernel with a block per row,
 // its row sums combined over the warps at a barrier per one to four rows, took 4.5 to 7.1 ms per
 // step of the 1.3B model's 49 norm backwards (8192 × 2048) on an H200, the two passes 4.65 ms.)
 bool norm_backward_fused8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
                           Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
   const int64_t groups = (hidden / 8 + 31) / 32;
   if (groups > 4)
-    return norm_backward_wide8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream);
+    return norm_backward_split8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream);
   const int64_t chunks = (rows + kFusedRowsPerBlock - 1) / kFusedRowsPerBlock;
   ColumnPartials partials(chunks, hidden, dbias, dweight, stream);
   const auto launch = [&](auto kernel) {
