@@ -640,10 +640,10 @@ constexpr int kSplitWarps = kSplitThreads / 32;
 // its own share of the row's groups of eight (at most 32·kGroups of them), and add their halves of
 // the row sums at a barrier of their own (bar.sync with kSplit·32 threads; the sums in a fixed
 // order, so every warp of the row gets the same total). Each warp keeps its columns' sums in
-// shared memory ([warp][Σ dy, Σ dy·x̂][32·8·kGroups] floats: 128 KiB a block), and the block adds
-// its warps' in warp order into its partial. A row's dy, x and dx's old values are loaded
-// together, packed, before any is used. The block takes rows_per_block consecutive rows, its
-// warp teams rows t, t + 16 / kSplit, …; dx may alias dy as there.
+// shared memory ([warp][Σ dy, Σ dy·x̂][32·8·kGroups] floats: up to 128 KiB a block), and the
+// block adds its warps' in warp order into its partial. A row's dy, x and dx's old values are
+// loaded together, packed, before any is used. The block takes rows_per_block consecutive rows,
+// its warp teams rows t, t + 16 / kSplit, …; dx may alias dy as there.
 template <int kSplit, int kGroups>
 __global__ void __launch_bounds__(kSplitThreads, 1)
     norm_backward_split8_kernel(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows,

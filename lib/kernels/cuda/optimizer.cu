@@ -60,8 +60,9 @@ __device__ __forceinline__ int64_t find_run(const int64_t* ends, int64_t segment
 // The whole buffer in one launch (run flags: 1 weight decay, 2 the decoupled learning rate, as
 // kAdamWDecay and kAdamWDecoupledLr of kernels/backend.hpp), four elements per thread and step
 // through 16-byte accesses (8-byte for a 2-byte compute copy, where compute_packed) when the
-// pointers are 16-byte aligned, else one at a time (the last n % 4 elements by the first threads). Each thread walks its elements in increasing order, so
-// finding each element's run costs a comparison.
+// pointers are 16-byte aligned, else one at a time (the last n % 4 elements by the first
+// threads). Each thread walks its elements in increasing order, so finding each element's run
+// costs a comparison.
 __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
                                     float* exp_avg_sq, int64_t n, const int64_t* ends,
                                     const int64_t* flags, int64_t segments, AdamWParams p,
@@ -93,7 +94,7 @@ __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_
     reinterpret_cast<float4*>(exp_avg)[q] = m;
     reinterpret_cast<float4*>(exp_avg_sq)[q] = v;
     // The compute copy's four elements in one store: four 2-byte stores a thread left each warp's
-    // writes in partial sectors (3.67 TB/s for the whole update at 1.3B on an H200).
+    // writes in partial sectors (the whole update at 1.3B on an H200: 3.67 TB/s, now 3.91).
     if (compute == nullptr) continue;
     if (!compute_packed) {
 #pragma unroll
