@@ -92,6 +92,14 @@ bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// One iteration of `recomputing` gives `plain`'s loss and bit-identical gradients.
+void check_same_iteration(const GptConfig& plain, const GptConfig& recomputing) {
+  const StepResult want = train_iteration(plain);
+  const StepResult got = train_iteration(recomputing);
+  CHECK(got.loss.loss_sum == want.loss.loss_sum);
+  CHECK(bit_identical(got.grads, want.grads));
+}
+
 int64_t training_floats(const GptConfig& c) {
   return ActivationMemory::elements(c, 1, 8, 2, true).floats;
 }
@@ -290,10 +298,7 @@ TEST_CASE("moe_act recomputes the experts' activations: bit-identical, one buffe
   const GptConfig c = four_layers_three_moe();
   GptConfig act = selective(c, false);
   act.recompute_moe_act = true;
-  const StepResult plain = train_iteration(c);
-  const StepResult got = train_iteration(act);
-  CHECK(got.loss.loss_sum == plain.loss.loss_sum);
-  CHECK(bit_identical(got.grads, plain.grads));
+  check_same_iteration(c, act);
   // Three MoE layers, one activation output: two fewer.
   const MoeBufferSizes sizes = moe_buffer_sizes(c.resolved(), 8, 2);
   CHECK(training_floats(c) - training_floats(act) == 2 * sizes.expert_rows * sizes.ffn);
@@ -309,10 +314,7 @@ TEST_CASE("moe recomputes whole MoE layers: bit-identical, one set of MoE activa
   const GptConfig c = four_layers_three_moe();
   GptConfig moe = selective(c, false);
   moe.recompute_moe = true;
-  const StepResult plain = train_iteration(c);
-  const StepResult got = train_iteration(moe);
-  CHECK(got.loss.loss_sum == plain.loss.loss_sum);
-  CHECK(bit_identical(got.grads, plain.grads));
+  check_same_iteration(c, moe);
   // Three MoE layers, one set: two fewer, with their fp32 parts and indices.
   const MoeBufferSizes sizes = moe_buffer_sizes(c.resolved(), 8, 2);
   CHECK(training_floats(c) - training_floats(moe) == 2 * sizes.activation_floats());
