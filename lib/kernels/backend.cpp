@@ -246,24 +246,32 @@ void Backend::linear_backward_input(ConstFloatView dy, ConstFloatView w, int64_t
 }
 
 void Backend::linear_backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t in,
-                                     int64_t out, FloatView dw) {
+                                     int64_t out, FloatView dw, bool accumulate) {
   constexpr BackendOp op = BackendOp::linear_backward_weight;
   dims(op, {rows, in, out});
   expect(dy, rows * out, op, "dy");
   expect(x, rows * in, op, "x");
   expect(dw, out * in, op, "dw");
+  if (rows == 0) {
+    if (!accumulate) fill(dw, 0.0f);
+    return;
+  }
   Fp32Staging st(*this, op);
-  do_linear_backward_weight(st.in(dy), st.in(x), rows, in, out, st.inout(dw));
+  do_linear_backward_weight(st.in(dy), st.in(x), rows, in, out, accumulate ? st.inout(dw) : st.out(dw), accumulate);
   st.finish();
 }
 
-void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias) {
+void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias, bool accumulate) {
   constexpr BackendOp op = BackendOp::bias_backward;
   dims(op, {rows, cols});
   expect(dy, rows * cols, op, "dy");
   expect(dbias, cols, op, "dbias");
+  if (rows == 0) {
+    if (!accumulate) fill(dbias, 0.0f);
+    return;
+  }
   Fp32Staging st(*this, op);
-  do_bias_backward(st.in(dy), rows, cols, st.inout(dbias));
+  do_bias_backward(st.in(dy), rows, cols, accumulate ? st.inout(dbias) : st.out(dbias), accumulate);
   st.finish();
 }
 
@@ -302,7 +310,7 @@ void Backend::fp8_quantize(ConstFloatView x, int64_t rows, int64_t cols, const F
 
 void Backend::fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                     const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
-                                    FloatView dpre) {
+                                    FloatView dpre, bool accumulate_dbias) {
   constexpr BackendOp op = BackendOp::fp8_quantize_gradient;
   dims(op, {rows, cols});
   expect(dy, rows * cols, op, "dy");
@@ -313,12 +321,14 @@ void Backend::fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64
     if (dpre.type() != dy.type()) fail(op, "dpre must have dy's type");
   }
   if (!dbias.empty()) expect(dbias, cols, op, "dbias");
-  do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre);
+  if (rows == 0 && !dbias.empty() && !accumulate_dbias) fill(dbias, 0.0f);
+  if (rows == 0) return;
+  do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre, accumulate_dbias);
 }
 
 void Backend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                        const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
-                                       FloatView dbias, FloatView dpre) {
+                                       FloatView dbias, FloatView dpre, bool accumulate_dbias) {
   ConstFloatView g = dy;
   DeviceBuffer through_gelu;
   if (!pre.empty()) {
@@ -330,7 +340,7 @@ void Backend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, in
     g = dpre;
   }
   fp8_quantize(g, rows, cols, scaling, rowwise, transposed);
-  if (!dbias.empty()) bias_backward(g, rows, cols, dbias);
+  if (!dbias.empty()) bias_backward(g, rows, cols, dbias, accumulate_dbias);
 }
 
 void Backend::fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
@@ -417,6 +427,10 @@ void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, in
   expect_fp8(w, out * in, op, "w");
   expect_optional(bias, out, op, "bias");
   expect(y, rows * out, op, "y");
+  if (in == 0 && bias.empty()) {  // a weight gradient over no rows
+    if (!accumulate) fill(y, 0.0f);
+    return;
+  }
   Fp32Staging st(*this, op);
   do_fp8_linear(x, w, st.in(bias), rows, in, out, accumulate ? st.inout(y) : st.out(y), accumulate);
   st.finish();
@@ -570,30 +584,37 @@ void Backend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<cons
 }
 
 void Backend::grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x, std::span<const int64_t> group_rows,
-                                             int64_t in, int64_t out, std::span<const FloatView> dw) {
+                                             int64_t in, int64_t out, std::span<const FloatView> dw,
+                                             bool accumulate) {
   constexpr BackendOp op = BackendOp::grouped_linear_backward_weight;
   dims(op, {in, out});
   const int64_t rows = grouped_rows(op, group_rows, dw.size(), "dw");
   expect(dy, rows * out, op, "dy");
   expect(x, rows * in, op, "x");
   for (const FloatView& dwg : dw) expect(dwg, out * in, op, "dw");
-  if (rows == 0 || in == 0 || out == 0) return;
+  if (in == 0 || out == 0) return;
+  // A group of no rows adds nothing, and written over is zero.
+  if (!accumulate) {
+    for (size_t g = 0; g < group_rows.size(); ++g)
+      if (group_rows[g] == 0) fill(dw[g], 0.0f);
+  }
+  if (rows == 0) return;
   Fp32Staging st(*this, op);
   std::vector<FloatView> dws;
-  for (const FloatView& dwg : dw) dws.push_back(st.inout(dwg));
-  do_grouped_linear_backward_weight(st.in(dy), st.in(x), group_rows, in, out, dws);
+  for (const FloatView& dwg : dw) dws.push_back(accumulate ? st.inout(dwg) : st.out(dwg));
+  do_grouped_linear_backward_weight(st.in(dy), st.in(x), group_rows, in, out, dws, accumulate);
   st.finish();
 }
 
 void Backend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
                                                 std::span<const int64_t> group_rows, int64_t in, int64_t out,
-                                                std::span<const FloatView> dw) {
+                                                std::span<const FloatView> dw, bool accumulate) {
   int64_t first = 0;
   for (size_t g = 0; g < group_rows.size(); ++g) {
     const int64_t rows = group_rows[g];
     if (rows > 0)
       do_linear_backward_weight(dy.subspan(first * out, rows * out), x.subspan(first * in, rows * in), rows, in, out,
-                                dw[g]);
+                                dw[g], accumulate);
     first += rows;
   }
 }
@@ -647,7 +668,7 @@ void Backend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstFloat
 void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                                   ConstFloatView mean, ConstFloatView rstd, int64_t rows,
                                   int64_t hidden, FloatView dx, FloatView dweight,
-                                  FloatView dbias, bool accumulate_dx) {
+                                  FloatView dbias, bool accumulate_dx, bool accumulate_params) {
   constexpr BackendOp op = BackendOp::layer_norm_backward;
   dims(op, {rows, hidden});
   expect(dy, rows * hidden, op, "dy");
@@ -658,10 +679,18 @@ void Backend::layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloa
   expect(dx, rows * hidden, op, "dx");
   expect(dweight, hidden, op, "dweight");
   expect_optional(dbias, hidden, op, "dbias");
+  if (rows == 0) {
+    if (!accumulate_params) {
+      fill(dweight, 0.0f);
+      if (!dbias.empty()) fill(dbias, 0.0f);
+    }
+    return;
+  }
   Fp32Staging st(*this, op);
+  const auto params_out = [&](FloatView v) { return accumulate_params ? st.inout(v) : st.out(v); };
   do_layer_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(mean), st.in(rstd), rows, hidden,
-                         accumulate_dx ? st.inout(dx) : st.out(dx), st.inout(dweight), st.inout(dbias),
-                         accumulate_dx);
+                         accumulate_dx ? st.inout(dx) : st.out(dx), params_out(dweight), params_out(dbias),
+                         accumulate_dx, accumulate_params);
   st.finish();
 }
 
@@ -680,7 +709,7 @@ void Backend::rms_norm_forward(ConstFloatView x, ConstFloatView weight, int64_t 
 
 void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                                 ConstFloatView rstd, int64_t rows, int64_t hidden, FloatView dx,
-                                FloatView dweight, bool accumulate_dx) {
+                                FloatView dweight, bool accumulate_dx, bool accumulate_params) {
   constexpr BackendOp op = BackendOp::rms_norm_backward;
   dims(op, {rows, hidden});
   expect(dy, rows * hidden, op, "dy");
@@ -689,9 +718,14 @@ void Backend::rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatV
   expect(rstd, rows, op, "rstd");
   expect(dx, rows * hidden, op, "dx");
   expect(dweight, hidden, op, "dweight");
+  if (rows == 0) {
+    if (!accumulate_params) fill(dweight, 0.0f);
+    return;
+  }
   Fp32Staging st(*this, op);
   do_rms_norm_backward(st.in(dy), st.in(x), st.in(weight), st.in(rstd), rows, hidden,
-                       accumulate_dx ? st.inout(dx) : st.out(dx), st.inout(dweight), accumulate_dx);
+                       accumulate_dx ? st.inout(dx) : st.out(dx), accumulate_params ? st.inout(dweight) : st.out(dweight),
+                       accumulate_dx, accumulate_params);
   st.finish();
 }
 

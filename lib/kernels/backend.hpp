@@ -220,11 +220,12 @@ public:
   // dx = dy·W, overwritten.
   void linear_backward_input(ConstFloatView dy, ConstFloatView w, int64_t rows, int64_t in,
                              int64_t out, FloatView dx);
-  // dw += dyᵀ·x.
+  // dw += dyᵀ·x, or without `accumulate` dw = dyᵀ·x (zero for zero rows): an iteration's first
+  // write of a parameter's gradient, which spares zeroing it first (GptParameters::zero_grads).
   void linear_backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t in,
-                              int64_t out, FloatView dw);
-  // dbias += Σ_rows dy.
-  void bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias);
+                              int64_t out, FloatView dw, bool accumulate = true);
+  // dbias += Σ_rows dy, or without `accumulate` dbias = Σ_rows dy.
+  void bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias, bool accumulate = true);
   // Megatron's fused bias-GELU after a linear layer: pre = x·Wᵀ + b (saved for the backward),
   // y = gelu_tanh(pre). A GPU backend computes both in the GEMM's epilogue.
   void linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias, int64_t rows,
@@ -248,9 +249,9 @@ public:
   // dx_g = dy_g·W_g, overwritten.
   void grouped_linear_backward_input(ConstFloatView dy, std::span<const ConstFloatView> w,
                                      std::span<const int64_t> group_rows, int64_t in, int64_t out, FloatView dx);
-  // dw[g] += dy_gᵀ·x_g.
+  // dw[g] += dy_gᵀ·x_g, or without `accumulate` dw[g] = dy_gᵀ·x_g (zero for a group of no rows).
   void grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x, std::span<const int64_t> group_rows,
-                                      int64_t in, int64_t out, std::span<const FloatView> dw);
+                                      int64_t in, int64_t out, std::span<const FloatView> dw, bool accumulate = true);
 
   // ---- FP8 linear layers (Transformer Engine's recipes; kernels/fp8.hpp has the formats) ----
   // x [rows, cols] cast to FP8 with the scale `scaling` gives (see Fp8Scaling): into `rowwise`
@@ -272,11 +273,12 @@ public:
   // into it (its cast-dbias and cast-dbias-dgelu): g = dy, or, with `pre`, the gradient through
   // the tanh GELU that made the layer's input, g = dy ⊙ gelu_tanh'(pre) rounded to dy's type as
   // gelu_tanh_backward writes it. g is cast as fp8_quantize casts x, dbias += Σ_rows g (dbias may
-  // be empty) and g goes to dpre where given (it may alias dy; only with pre). The CUDA backend
-  // does it in one pass where the shapes allow (kernels/cuda/fp8_quantize.hpp).
+  // be empty; without `accumulate_dbias` dbias = Σ_rows g) and g goes to dpre where given (it may
+  // alias dy; only with pre). The CUDA backend does it in one pass where the shapes allow
+  // (kernels/cuda/fp8_quantize.hpp).
   void fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                              const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
-                             FloatView dpre);
+                             FloatView dpre, bool accumulate_dbias = true);
   // The cast of an MLP's activation from the GELU's input: y = gelu_tanh(pre) rounded to pre's type,
   // as gelu_tanh_forward writes it, cast as fp8_quantize casts x (its amax that of y). A GPU backend
   // does it in one pass where the shapes allow, so that y itself is never written.
@@ -307,10 +309,12 @@ public:
                           int64_t rows, int64_t hidden, float eps, FloatView y, FloatView mean,
                           FloatView rstd);
   // dx overwritten, or with accumulate_dx added to (the residual's gradient: one pass and one
-  // rounding, not two); dweight and dbias accumulate.
+  // rounding, not two); dweight and dbias accumulate, or without accumulate_params are
+  // overwritten (as linear_backward_weight's dw).
   void layer_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                            ConstFloatView mean, ConstFloatView rstd, int64_t rows, int64_t hidden,
-                           FloatView dx, FloatView dweight, FloatView dbias, bool accumulate_dx = false);
+                           FloatView dx, FloatView dweight, FloatView dbias, bool accumulate_dx = false,
+                           bool accumulate_params = true);
   // The residual add before a norm: sum = a + b, or a + b + c where c is given (rounded once to
   // sum's type), then LayerNorm of sum (mean given; bias may be empty) or RMSNorm (mean and bias
   // empty) into y. A GPU backend does both in one pass over the rows.
@@ -321,7 +325,7 @@ public:
                         float eps, FloatView y, FloatView rstd);
   void rms_norm_backward(ConstFloatView dy, ConstFloatView x, ConstFloatView weight,
                          ConstFloatView rstd, int64_t rows, int64_t hidden, FloatView dx,
-                         FloatView dweight, bool accumulate_dx = false);
+                         FloatView dweight, bool accumulate_dx = false, bool accumulate_params = true);
 
   // ---- activations (outputs may alias inputs where the kernels allow it) ----
   void gelu_forward(ConstFloatView x, FloatView y);
@@ -547,12 +551,12 @@ protected:
                                                 FloatView dx);
   virtual void do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
                                                  std::span<const int64_t> group_rows, int64_t in, int64_t out,
-                                                 std::span<const FloatView> dw);
+                                                 std::span<const FloatView> dw, bool accumulate);
   virtual void do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
                                                int64_t in, int64_t out, FloatView pre, FloatView y);
   virtual void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                         const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
-                                        FloatView dbias, FloatView dpre);
+                                        FloatView dbias, FloatView dpre, bool accumulate_dbias);
   // Default: gelu_tanh_forward into a temporary, then fp8_quantize.
   virtual void do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                                          Fp8View rowwise, Fp8View transposed);
@@ -606,8 +610,8 @@ private:
   virtual void do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
                                         int64_t out, FloatArg dx) = 0;
   virtual void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
-                                         int64_t out, FloatArg dw) = 0;
-  virtual void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) = 0;
+                                         int64_t out, FloatArg dw, bool accumulate) = 0;
+  virtual void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) = 0;
 
   virtual void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                                Fp8View rowwise, Fp8View transposed) = 0;
@@ -622,12 +626,12 @@ private:
   virtual void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                       ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
                                       int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
-                                      bool accumulate_dx) = 0;
+                                      bool accumulate_dx, bool accumulate_params) = 0;
   virtual void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows,
                                    int64_t hidden, float eps, FloatArg y, FloatArg rstd) = 0;
   virtual void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                     ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
-                                    FloatArg dweight, bool accumulate_dx) = 0;
+                                    FloatArg dweight, bool accumulate_dx, bool accumulate_params) = 0;
 
   virtual void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) = 0;
   virtual void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) = 0;

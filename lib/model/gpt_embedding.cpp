@@ -4,6 +4,7 @@ namespace mgt {
 
 GptEmbedding::GptEmbedding(GptParameters& params, const TensorParallelMappings& tp)
     : backend_(&params.backend()),
+      params_(&params),
       tp_(&tp),
       hidden_(params.config().hidden_size),
       hidden_dropout_(params.config().hidden_dropout) {
@@ -11,10 +12,18 @@ GptEmbedding::GptEmbedding(GptParameters& params, const TensorParallelMappings& 
   vocab_start_ = params.tensor_parallel().rank * word.local_shape[0];
   word_ = params.compute_param(word);
   word_grad_ = params.grad(word);
+  word_entry_ = &word;
   if (const ParameterEntry* pos = params.find("embedding.position_embeddings.weight")) {
     position_ = params.compute_param(*pos);
     position_grad_ = params.grad(*pos);
+    position_entry_ = pos;
   }
+}
+
+void GptEmbedding::scatter_gradient(ConstIndexView ids, ConstFloatView d_whole, int64_t vocab_start,
+                                    const ParameterEntry& entry, FloatView grad) const {
+  if (!params_->grad_write_accumulates(entry)) backend_->fill(grad, 0.0f);
+  backend_->embedding_backward(ids, d_whole, vocab_start, hidden_, grad);
 }
 
 void GptEmbedding::forward(const ForwardContext& ctx, ConstIndexView tokens,
@@ -67,10 +76,8 @@ void GptEmbedding::backward(const ForwardContext& ctx, ConstIndexView tokens,
     }
     d_whole = gathered;
   }
-  backend_->embedding_backward(tokens, d_whole, vocab_start_, hidden_, word_grad_);
-  if (!position_.empty()) {
-    backend_->embedding_backward(positions, d_whole, 0, hidden_, position_grad_);
-  }
+  scatter_gradient(tokens, d_whole, vocab_start_, *word_entry_, word_grad_);
+  if (position_entry_ != nullptr) scatter_gradient(positions, d_whole, 0, *position_entry_, position_grad_);
 }
 
 }  // namespace mgt

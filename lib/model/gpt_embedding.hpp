@@ -28,12 +28,21 @@ public:
   // it. positions may be empty when the model has no learned position embedding.
   void forward(const ForwardContext& ctx, ConstIndexView tokens, ConstIndexView positions,
                FloatView scratch, const SequenceParallelScratch& sequence, FloatView out) const;
-  // Accumulates the embedding gradients; d_out is consumed (overwritten).
+  // Accumulates the embedding gradients (a scatter, which cannot write over them: where the
+  // iteration's first write is this one, the gradient is zeroed first, as the tied output layer's
+  // deferred zeroing asks: GptParameters::grad_write_accumulates); d_out is consumed (overwritten).
   void backward(const ForwardContext& ctx, ConstIndexView tokens, ConstIndexView positions,
                 const SequenceParallelScratch& sequence, FloatView d_out) const;
 
 private:
+  // The scatter-add of d_whole's rows into the table at `entry` (its gradient `grad`).
+  void scatter_gradient(ConstIndexView ids, ConstFloatView d_whole, int64_t vocab_start, const ParameterEntry& entry,
+                        FloatView grad) const;
+
   Backend* backend_;
+  GptParameters* params_;
+  const ParameterEntry* word_entry_;
+  const ParameterEntry* position_entry_ = nullptr;  // null without learned positions
   const TensorParallelMappings* tp_;
   int64_t hidden_;
   int64_t vocab_start_;  // first vocabulary row held by this tensor-parallel rank

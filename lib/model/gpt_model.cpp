@@ -180,9 +180,13 @@ void GptModel::before_block(std::size_t index) const {
   if (r.begin < r.end) hooks_->before_parameter_use(r.begin, r.end);
 }
 
-void GptModel::block_gradients_done(std::size_t index) const {
+void GptModel::block_gradients_done(std::size_t index) {
   if (!hooks_) return;
-  hooks_->gradients_done_from(index == 0 ? 0 : block_ranges_.at(index).begin);
+  // The reduction about to start reads the block's gradients: any its backward left unwritten
+  // (GptParameters::zero_grads) are zeroed now.
+  const BlockRange& r = block_ranges_.at(index);
+  if (r.begin < r.end) params_.settle_grads(r.begin, r.end);
+  hooks_->gradients_done_from(index == 0 ? 0 : r.begin);
 }
 
 GptModel::~GptModel() = default;
@@ -384,8 +388,12 @@ void GptModel::backward_pass(const ForwardContext& ctx, ActivationMemory& memory
   }
   // Everything is final now (also on a stage whose blocks leave the buffer's start to none). An
   // interleaved rank's later chunks lie after chunk 0 in the buffer and finish before its last
-  // backward, which is chunk 0's.
-  if (run.first == 0) block_gradients_done(0);
+  // backward, which is chunk 0's. The gradients no write reached (an expert no token chose, on
+  // every micro-batch) are zeroed then.
+  if (run.first == 0) {
+    params_.settle_grads();
+    block_gradients_done(0);
+  }
 }
 
 void GptModel::recompute_group(const ForwardContext& ctx, const ActivationMemory& memory,

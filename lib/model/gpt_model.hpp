@@ -335,7 +335,7 @@ private:
   void prepare_parameters();
   // The hooks' notices around block `index` of block_ranges_.
   void before_block(std::size_t index) const;
-  void block_gradients_done(std::size_t index) const;
+  void block_gradients_done(std::size_t index);
   // Flat-buffer ranges of the blocks, in forward order: [embedding], each layer, [final norm and
   // output layer (with the last stage's copy of a tied word embedding)].
   struct BlockRange {

@@ -18,7 +18,8 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       // weights with the copy engines (dist/nccl_peer_copy.hpp).
       params_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
       grads_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
-      moe_expert_bias_(config_.moe, config_.num_layers, stage_, backend) {
+      moe_expert_bias_(config_.moe, config_.num_layers, stage_, backend),
+      grad_zeroing_(table_.entries) {
   backend.fill(params_.view(), 0.0f);
   backend.fill(grads_.view(), 0.0f);
   if (backend.activation_type() != FloatType::kF32) {
@@ -51,7 +52,7 @@ void GptParameters::initialize(uint64_t seed) {
   backend_->copy_from_host(host, params());
 }
 
-void GptParameters::zero_grads() { backend_->fill(grads_.view(), 0.0f); }
+void GptParameters::zero_grads() { grad_zeroing_.begin_iteration(*backend_, grads_.view()); }
 
 std::vector<float> GptParameters::read_param(const ParameterEntry& e) const {
   std::vector<float> host(static_cast<size_t>(e.numel()));

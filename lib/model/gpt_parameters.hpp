@@ -10,6 +10,7 @@
 
 #include "kernels/backend.hpp"
 #include "model/gpt_config.hpp"
+#include "model/gradient_zeroing.hpp"
 #include "model/moe_expert_bias.hpp"
 #include "model/parameter_table.hpp"
 
@@ -80,7 +81,20 @@ public:
 
   // Megatron's initialisation, a pure function of (seed, name, global element index).
   void initialize(uint64_t seed);
+  // Zeroes the gradients for a new iteration. Those of the entries given to defer_grad_zeroing
+  // are zero to their writers without a fill: the first write of each overwrites it
+  // (grad_write_accumulates), and settle_grads fills those no write reached
+  // (model/gradient_zeroing.hpp). The model settles them at the end of its backward.
   void zero_grads();
+  // e's gradient is written only by writers that ask grad_write_accumulates before each write.
+  void defer_grad_zeroing(const ParameterEntry& e) { grad_zeroing_.defer(e); }
+  // Whether the next write of e's gradient adds to it (false: it writes over it, the iteration's
+  // first write of a deferred entry). A writer that can only add fills the gradient first then.
+  bool grad_write_accumulates(const ParameterEntry& e) { return grad_zeroing_.accumulates(e); }
+  // The deferred gradients no write reached since zero_grads filled with zeros: all of them, or
+  // those of the entries starting in [begin, end).
+  void settle_grads() { grad_zeroing_.settle(*backend_, grads_.view()); }
+  void settle_grads(int64_t begin, int64_t end) { grad_zeroing_.settle_range(*backend_, grads_.view(), begin, end); }
 
   // Host copies of one tensor's local shard: for checkpoints, conversion and tests.
   std::vector<float> read_param(const ParameterEntry& e) const;
@@ -108,6 +122,7 @@ private:
   bool compute_stale_ = true;
   std::uint64_t params_version_ = 0;
   MoeExpertBias moe_expert_bias_;
+  GradientZeroing grad_zeroing_;
 };
 
 }  // namespace mgt

@@ -14,9 +14,13 @@ LinearLayer::LinearLayer(GptParameters& params, const std::string& weight_name,
   in_ = w.local_shape.at(1);
   weight_ = params.compute_param(w);
   weight_grad_ = params.grad(w);
+  weight_entry_ = &w;
+  params.defer_grad_zeroing(w);
   if (const ParameterEntry* b = params.find(bias_name)) {
     bias_ = params.compute_param(*b);
     bias_grad_ = params.grad(*b);
+    bias_entry_ = b;
+    params.defer_grad_zeroing(*b);
   }
   if (fp8_) {
     // "decoder.layers.3.mlp.linear_fc1.weight" → the layer's name.
@@ -100,7 +104,7 @@ void LinearLayer::fp8_input_gradient(ConstFp8View grad, int64_t rows, FloatView 
 
 void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, ConstFloatView x, int64_t rows) const {
   if (!fp8_->recipe().wgrad) {
-    backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
+    backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_, weight_grad_accumulates());
     return;
   }
   // dW[out, in] += dyᵀ[out, rows] · x[rows, in] = dyᵀ · (xᵀ[in, rows])ᵀ, from the copy the forward
@@ -114,7 +118,7 @@ void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, Co
     fp8_cast_input(x, rows, fp8_->input_rescaling(fp8_index_), {}, cast);
     input_t = cast;
   }
-  backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, true);
+  backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, weight_grad_accumulates());
 }
 
 ConstFp8View LinearLayer::fp8_grad(ConstFloatView dy, int64_t rows) const {
@@ -136,14 +140,14 @@ void LinearLayer::fp8_backward(ConstFloatView dy, ConstFloatView pre, FloatView 
   const ConstFloatView g = written.empty() ? dy : ConstFloatView(written);
   if (grad.empty() && grad_t.empty()) {
     if (!written.empty()) backend_->gelu_tanh_backward(dy, pre, written);
-    if (!dbias.empty()) backend_->bias_backward(g, rows, out_, dbias);
+    if (!dbias.empty()) backend_->bias_backward(g, rows, out_, dbias, bias_grad_accumulates());
   } else {
     // The amax of dy is recorded by the rowwise cast (grad_scaling's kGradRows); a cast of the
     // columns alone does not record it again.
     const Fp8Training::Scratch recording = grad.empty() ? Fp8Training::Scratch::kGradColumns
                                                         : Fp8Training::Scratch::kGradRows;
     backend_->fp8_quantize_gradient(dy, pre, rows, out_, fp8_->grad_scaling(fp8_index_, recording), grad, grad_t,
-                                    dbias, written);
+                                    dbias, written, dbias.empty() || bias_grad_accumulates());
   }
   fp8_weight_gradient(grad_t, g, x, rows);
   if (!dx.empty()) fp8_input_gradient(grad, rows, dx);
@@ -169,7 +173,7 @@ void LinearLayer::backward_through_gelu_tanh(FloatView d, ConstFloatView pre, Co
 
 void LinearLayer::backward_weight_and_bias(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
   backward_weight(dy, x, rows);
-  if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_);
+  backward_bias(dy, rows);
 }
 
 void LinearLayer::forward_gelu_tanh(ConstFloatView x, int64_t rows, FloatView pre, FloatView y,
@@ -193,11 +197,11 @@ void LinearLayer::add_bias(FloatView y, int64_t rows) const {
 
 void LinearLayer::backward_weight(ConstFloatView dy, ConstFloatView x, int64_t rows) const {
   if (fp8_) return fp8_backward(dy, {}, {}, x, rows, {}, false);
-  backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_);
+  backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_, weight_grad_accumulates());
 }
 
 void LinearLayer::backward_bias(ConstFloatView dy, int64_t rows) const {
-  if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_);
+  if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_, bias_grad_accumulates());
 }
 
 void LinearLayer::backward_input(ConstFloatView dy, int64_t rows, FloatView dx) const {

@@ -27,6 +27,9 @@ public:
   // With `fp8` (which must outlive the layer) its GEMMs compute in FP8 (fp8_training.hpp): the
   // input and the output gradient cast as they come, the weight once per optimizer step.
   // `routed_expert`: the layer is a routed expert's, whose FP8 state Fp8Training keeps apart.
+  // The weight's and bias's gradients are the layer's alone to write (their zeroing is deferred,
+  // GptParameters::defer_grad_zeroing): "+=" below writes over them in an iteration's first
+  // backward.
   LinearLayer(GptParameters& params, const std::string& weight_name, const std::string& bias_name,
               Fp8Training* fp8 = nullptr, bool routed_expert = false);
 
@@ -109,9 +112,15 @@ private:
   // The weight's FP8 copies, made again when the parameters changed since the last cast (unless
   // pinned: Fp8Training::WeightCopy).
   void refresh_fp8_weight() const;
+  // Whether this write of the weight's (the bias's) gradient adds to it: not the iteration's
+  // first, which writes over it (GptParameters::grad_write_accumulates). Asked once per write.
+  bool weight_grad_accumulates() const { return params_->grad_write_accumulates(*weight_entry_); }
+  bool bias_grad_accumulates() const { return params_->grad_write_accumulates(*bias_entry_); }
 
   Backend* backend_;
-  const GptParameters* params_;
+  GptParameters* params_;
+  const ParameterEntry* weight_entry_ = nullptr;
+  const ParameterEntry* bias_entry_ = nullptr;  // null without bias
   int64_t in_ = 0;
   int64_t out_ = 0;
   ConstFloatView weight_;  // the compute copy (GptParameters::compute_param)

@@ -1,5 +1,6 @@
 #include "model/moe_experts.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <span>
 
@@ -70,6 +71,7 @@ void ExpertMlp::activation_backward(ConstFloatView d_activation, ConstFloatView 
 
 MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix, Fp8Training* fp8)
     : backend_(&params.backend()),
+      params_(&params),
       hidden_(params.config().hidden_size),
       recompute_activation_(recomputes_moe_act(params.config(), true)),
       grouped_(params.config().moe.grouped_gemm && fp8 == nullptr) {
@@ -95,6 +97,7 @@ MoeExperts::Projection MoeExperts::projection(GptParameters& params, const std::
     const ParameterEntry& w = params.entry(layer + ".weight");
     p.weights.push_back(params.compute_param(w));
     p.weight_grads.push_back(params.grad(w));
+    p.entries.push_back(&w);
     if (params.find(layer + ".bias") != nullptr)
       throw Error("MoeExperts: " + layer + " has a bias, which experts do not have");
   }
@@ -134,6 +137,16 @@ void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatVie
                     d_input.subspan(first * hidden_, rows * hidden_));
     first += rows;
   }
+}
+
+bool MoeExperts::grads_accumulate(const Projection& p) const {
+  std::vector<char> accumulates;
+  for (const ParameterEntry* e : p.entries) accumulates.push_back(params_->grad_write_accumulates(*e) ? 1 : 0);
+  if (std::none_of(accumulates.begin(), accumulates.end(), [](char a) { return a != 0; })) return false;
+  // Written apart before (never so far): those not written yet are zeroed, all are added to.
+  for (std::size_t j = 0; j < accumulates.size(); ++j)
+    if (accumulates[j] == 0) backend_->fill(p.weight_grads[j], 0.0f);
+  return true;
 }
 
 std::span<const int64_t> MoeExperts::local_rows(const std::vector<int64_t>& expert_rows) const {
@@ -176,10 +189,12 @@ void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, Const
   // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
   if (recompute_activation_) any.activate(fc1_output, rows, activation_output);
   // Each projection as LinearLayer::backward: the weight gradient, then the input's.
-  backend_->grouped_linear_backward_weight(dy, activation_output, groups, ffn, hidden_, fc2_.weight_grads);
+  backend_->grouped_linear_backward_weight(dy, activation_output, groups, ffn, hidden_, fc2_.weight_grads,
+                                          grads_accumulate(fc2_));
   backend_->grouped_linear_backward_input(dy, fc2_.weights, groups, ffn, hidden_, d_activation);
   any.activation_backward(d_activation, fc1_output, rows, d_fc1);
-  backend_->grouped_linear_backward_weight(d_fc1, x, groups, hidden_, fc1, fc1_.weight_grads);
+  backend_->grouped_linear_backward_weight(d_fc1, x, groups, hidden_, fc1, fc1_.weight_grads,
+                                          grads_accumulate(fc1_));
   backend_->grouped_linear_backward_input(d_fc1, fc1_.weights, groups, hidden_, fc1, d_input.first(rows * hidden_));
 }
 

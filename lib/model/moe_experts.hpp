@@ -78,8 +78,13 @@ private:
   struct Projection {
     std::vector<ConstFloatView> weights;
     std::vector<FloatView> weight_grads;
+    std::vector<const ParameterEntry*> entries;
   };
   Projection projection(GptParameters& params, const std::string& prefix, const char* name) const;
+  // Whether the grouped weight gradient of `p` adds to the experts' gradients: not in an
+  // iteration's first backward (GptParameters::grad_write_accumulates; the experts of a layer are
+  // written together, so they answer alike).
+  bool grads_accumulate(const Projection& p) const;
   // --moe-grouped-gemm: forward and backward over all local experts' rows at once.
   void grouped_forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
                        FloatView output) const;
@@ -89,6 +94,7 @@ private:
   std::span<const int64_t> local_rows(const std::vector<int64_t>& expert_rows) const;
 
   Backend* backend_;
+  GptParameters* params_;
   std::vector<ExpertMlp> experts_;
   int64_t hidden_;
   bool recompute_activation_;  // --recompute-modules moe_act (recompute_plan.hpp)

@@ -11,10 +11,14 @@ NormLayer::NormLayer(GptParameters& params, const std::string& prefix)
   const ParameterEntry& w = params.entry(prefix + ".weight");
   weight_ = params.compute_param(w);
   weight_grad_ = params.grad(w);
+  weight_entry_ = &w;
+  params.defer_grad_zeroing(w);
   if (layer_norm_) {
     const ParameterEntry& b = params.entry(prefix + ".bias");
     bias_ = params.compute_param(b);
     bias_grad_ = params.grad(b);
+    bias_entry_ = &b;
+    params.defer_grad_zeroing(b);
   }
   if (params.config().layernorm_zero_centered_gamma) {
     stored_weight_ = static_cast<const GptParameters&>(params).param(w);
@@ -61,14 +65,26 @@ void NormLayer::fp8_add_forward(ConstFloatView a, ConstFloatView b, FloatView su
                              eps_, scaling, y, layer_norm_ ? stats.mean : FloatView(), stats.rstd, c);
 }
 
+bool NormLayer::param_grads_accumulate() const {
+  const bool weight = params_->grad_write_accumulates(*weight_entry_);
+  if (bias_entry_ == nullptr) return weight;
+  const bool bias = params_->grad_write_accumulates(*bias_entry_);
+  if (weight == bias) return weight;
+  // Written apart before (never so far): the one not written yet is zeroed, both are added to.
+  backend_->fill(weight ? bias_grad_ : weight_grad_, 0.0f);
+  return true;
+}
+
 void NormLayer::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
                          FloatView dx, bool accumulate_dx) const {
   const ConstFloatView weight = effective_weight();
+  const bool accumulate_params = param_grads_accumulate();
   if (layer_norm_) {
     backend_->layer_norm_backward(dy, x, weight, stats.mean, stats.rstd, rows, hidden_, dx,
-                                  weight_grad_, bias_grad_, accumulate_dx);
+                                  weight_grad_, bias_grad_, accumulate_dx, accumulate_params);
   } else {
-    backend_->rms_norm_backward(dy, x, weight, stats.rstd, rows, hidden_, dx, weight_grad_, accumulate_dx);
+    backend_->rms_norm_backward(dy, x, weight, stats.rstd, rows, hidden_, dx, weight_grad_, accumulate_dx,
+                                accumulate_params);
   }
 }
 

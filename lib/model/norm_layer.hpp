@@ -43,7 +43,8 @@ public:
   void fp8_add_forward(ConstFloatView a, ConstFloatView b, FloatView sum, int64_t rows, const Fp8Scaling& scaling,
                        Fp8View y, const NormStats& stats, ConstFloatView c = {}) const;
   // dx overwritten (must not alias dy), or with accumulate_dx added to (a residual's gradient);
-  // weight and bias gradients accumulate.
+  // weight and bias gradients accumulate, except in an iteration's first backward, which writes
+  // over them (their zeroing is deferred: GptParameters::defer_grad_zeroing).
   void backward(ConstFloatView dy, ConstFloatView x, int64_t rows, const NormStats& stats,
                 FloatView dx, bool accumulate_dx = false) const;
 
@@ -51,8 +52,14 @@ public:
   ConstFloatView effective_weight() const;
 
 private:
+  // Whether this backward adds to the weight's and bias's gradients (GptParameters::
+  // grad_write_accumulates, asked once per backward for each).
+  bool param_grads_accumulate() const;
+
   Backend* backend_;
-  const GptParameters* params_;
+  GptParameters* params_;
+  const ParameterEntry* weight_entry_;
+  const ParameterEntry* bias_entry_ = nullptr;  // LayerNorm only
   bool layer_norm_;
   int64_t hidden_;
   float eps_;

@@ -93,6 +93,7 @@ public:
 
   FloatType type() const { return type_; }
   int checks() const { return checks_; }
+  Backend& backend() const { return test_; }
 
   // Random values of magnitude in [magnitude / 10, magnitude] and random sign, never zero.
   std::vector<float> random(int64_t n, float magnitude = 1.0f, bool positive = false) {
@@ -276,16 +277,40 @@ void case_linear_backward_input(OpRun& r) {
   r.check(dx, kReduction, "dx");
 }
 
+// The parameter gradients' overwriting forms (an iteration's first write) are checked against the
+// reference adding to zeros: over random values on the backend under test, the reference's zeroed.
+bool zeroed_on_reference(Backend& b, Side s, std::initializer_list<FloatView> outputs) {
+  if (s != Side::kReference) return false;
+  for (const FloatView& v : outputs)
+    if (!v.empty()) b.fill(v, 0.0f);
+  return true;
+}
+
 void case_linear_backward_weight(OpRun& r) {
   Tensor dy = r.input(kRows * kOut), x = r.input(kRows * kIn), dw = r.input(kOut * kIn);
-  r.run([&](Backend& b, Side s) { b.linear_backward_weight(dy(s), x(s), kRows, kIn, kOut, dw(s)); });
+  Tensor dw_over = r.input_fp32(kOut * kIn), dw_none = r.input_fp32(kOut * kIn);
+  r.run([&](Backend& b, Side s) {
+    b.linear_backward_weight(dy(s), x(s), kRows, kIn, kOut, dw(s));
+    const bool add = zeroed_on_reference(b, s, {dw_over(s)});
+    b.linear_backward_weight(dy(s), x(s), kRows, kIn, kOut, dw_over(s), add);
+    // No rows: written over, zero.
+    b.linear_backward_weight(dy(s).first(0), x(s).first(0), 0, kIn, kOut, dw_none(s), false);
+  });
   r.check(dw, kReduction, "dw (accumulated)");
+  r.check(dw_over, kReduction, "dw (written over)");
+  const std::vector<float> none = read(r.backend(), dw_none.test.view());
+  CHECK(std::all_of(none.begin(), none.end(), [](float v) { return v == 0.0f; }));
 }
 
 void case_bias_backward(OpRun& r) {
-  Tensor dy = r.input(kRows * kOut), dbias = r.input_fp32(kOut);
-  r.run([&](Backend& b, Side s) { b.bias_backward(dy(s), kRows, kOut, dbias(s)); });
+  Tensor dy = r.input(kRows * kOut), dbias = r.input_fp32(kOut), dbias_over = r.input_fp32(kOut);
+  r.run([&](Backend& b, Side s) {
+    b.bias_backward(dy(s), kRows, kOut, dbias(s));
+    const bool add = zeroed_on_reference(b, s, {dbias_over(s)});
+    b.bias_backward(dy(s), kRows, kOut, dbias_over(s), add);
+  });
   r.check(dbias, kReduction, "dbias (accumulated)");
+  r.check(dbias_over, kReduction, "dbias (written over)");
 }
 
 void case_linear_gelu_tanh_forward(OpRun& r) {
@@ -373,22 +398,32 @@ void case_grouped_linear_backward_weight(OpRun& r) {
   Tensor dy = r.input(kGroupedRows * kOut), x = r.input(kGroupedRows * kIn);
   std::vector<Tensor> main_grads = per_group(kOut * kIn, [&](int64_t n) { return r.input_fp32(n); });
   std::vector<Tensor> stored = per_group(kOut * kIn, [&](int64_t n) { return r.input(n); });
+  std::vector<Tensor> written = per_group(kOut * kIn, [&](int64_t n) { return r.input_fp32(n); });
   r.run([&](Backend& b, Side s) {
     if (s == Side::kTest) {
       b.grouped_linear_backward_weight(dy(s), x(s), kGroupRows, kIn, kOut, views_of<FloatView>(main_grads, s));
       b.grouped_linear_backward_weight(dy(s), x(s), kGroupRows, kIn, kOut, views_of<FloatView>(stored, s));
+      b.grouped_linear_backward_weight(dy(s), x(s), kGroupRows, kIn, kOut, views_of<FloatView>(written, s), false);
       return;
     }
+    for (Tensor& t : written) b.fill(t(s), 0.0f);
     for_each_group([&](size_t g, int64_t first, int64_t rows) {
       const ConstFloatView dyg = dy(s).subspan(first * kOut, rows * kOut), xg = x(s).subspan(first * kIn, rows * kIn);
       b.linear_backward_weight(dyg, xg, rows, kIn, kOut, main_grads[g](s));
       b.linear_backward_weight(dyg, xg, rows, kIn, kOut, stored[g](s));
+      b.linear_backward_weight(dyg, xg, rows, kIn, kOut, written[g](s));
     });
   });
   for (size_t g = 0; g < kGroupRows.size(); ++g) {
     INFO("group " << g << " of " << kGroupRows[g] << " rows");
     r.check(main_grads[g], kReduction, "dw (fp32, accumulated)");
     r.check(stored[g], kReduction, "dw (accumulated)");
+    if (kGroupRows[g] > 0) {
+      r.check(written[g], kReduction, "dw (fp32, written over)");
+    } else {
+      const std::vector<float> zero = read(r.backend(), written[g].test.view());
+      CHECK(std::all_of(zero.begin(), zero.end(), [](float v) { return v == 0.0f; }));
+    }
   }
 }
 
@@ -433,7 +468,7 @@ void case_fp8_quantize_gradient(OpRun& r) {
   // neighbour apart where that rounding crosses a code's boundary.
   constexpr int64_t rows = 32, cols = 48;
   Tensor dy = r.input(rows * cols, 8.0f), d = r.input(rows * cols, 8.0f), pre = r.input(rows * cols, 3.0f);
-  Tensor dbias = r.input_fp32(cols), dbias_gelu = r.input_fp32(cols);
+  Tensor dbias = r.input_fp32(cols), dbias_gelu = r.input_fp32(cols), dbias_over = r.input_fp32(cols);
   Tensor scale = r.values({60.0f}, FloatType::kF32), amax = r.values({3.0f}, FloatType::kF32);
   Tensor scale_gelu = r.values({2000.0f}, FloatType::kF32), amax_gelu = r.values({3.0f}, FloatType::kF32);
   Tensor inv = r.output_fp32(2), inv_gelu = r.output_fp32(2);
@@ -446,6 +481,11 @@ void case_fp8_quantize_gradient(OpRun& r) {
     b.fp8_quantize_gradient(d(s), pre(s), rows, cols, {scale_gelu(s), amax_gelu(s), false},
                             {rowwise_gelu(s), Fp8Format::kE5M2, inv_gelu(s).subspan(0, 1)},
                             {transposed_gelu(s), Fp8Format::kE5M2, inv_gelu(s).subspan(1, 1)}, dbias_gelu(s), d(s));
+    // dy's cast again (the same codes and amax) with the bias gradient written over.
+    const bool add = zeroed_on_reference(b, s, {dbias_over(s)});
+    b.fp8_quantize_gradient(dy(s), {}, rows, cols, {scale(s), amax(s), false},
+                            {rowwise(s), Fp8Format::kE4M3, inv(s).subspan(0, 1)},
+                            {transposed(s), Fp8Format::kE4M3, inv(s).subspan(1, 1)}, dbias_over(s), {}, add);
   });
   r.check(rowwise, "rowwise codes");
   r.check(transposed, "transposed codes");
@@ -457,6 +497,7 @@ void case_fp8_quantize_gradient(OpRun& r) {
   r.check_near(transposed_gelu, "transposed codes through the GELU");
   r.check(amax_gelu, kElementwise, "amax through the GELU");
   r.check(dbias_gelu, kReduction, "dbias through the GELU");
+  r.check(dbias_over, kReduction, "dbias (written over)");
 }
 
 void case_fp8_quantize_gelu_tanh(OpRun& r) {
@@ -497,15 +538,26 @@ void case_fp8_linear(OpRun& r) {
   Tensor sx = r.values({0.0078125f}, FloatType::kF32), sw = r.values({0.003f}, FloatType::kF32);
   Tensor sd = r.values({1.0f / 4096.0f}, FloatType::kF32);
   Tensor bias = r.input(out), y = r.output(rows * out), acc = r.input_fp32(out * rows);
+  Tensor over = r.input_fp32(out * rows), none = r.input_fp32(out * rows);
   r.run([&](Backend& b, Side s) {
     b.fp8_linear({x(s), Fp8Format::kE4M3, sx(s)}, {w(s), Fp8Format::kE4M3, sw(s)}, bias(s), rows, in, out, y(s),
                  false);
     // [out, rows] += dy-like [out, in] · x-like [rows, in]ᵀ
     b.fp8_linear({w(s), Fp8Format::kE4M3, sw(s)}, {dy(s).first(rows * in), Fp8Format::kE5M2, sd(s)}, {}, out, in,
                  rows, acc(s), true);
+    // The same product written over fp32 (an iteration's first weight gradient), and over no
+    // rows (an expert no token chose): zero.
+    const bool add = zeroed_on_reference(b, s, {over(s)});
+    b.fp8_linear({w(s), Fp8Format::kE4M3, sw(s)}, {dy(s).first(rows * in), Fp8Format::kE5M2, sd(s)}, {}, out, in,
+                 rows, over(s), add);
+    b.fp8_linear({w(s).first(0), Fp8Format::kE4M3, sw(s)}, {dy(s).first(0), Fp8Format::kE5M2, sd(s)}, {}, out, 0,
+                 rows, none(s), false);
   });
   r.check(y, kReduction, "y");
   r.check(acc, kReduction, "accumulated fp32 product");
+  r.check(over, kReduction, "fp32 product written over");
+  const std::vector<float> zero = read(r.backend(), none.test.view());
+  CHECK(std::all_of(zero.begin(), zero.end(), [](float v) { return v == 0.0f; }));
 }
 
 void case_fp8_linear_gelu_tanh_forward(OpRun& r) {
@@ -626,14 +678,20 @@ void case_layer_norm_backward(OpRun& r) {
   Tensor mean = r.reference_values(mean0, FloatType::kF32), rstd = r.reference_values(rstd0, FloatType::kF32);
   Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
   Tensor dweight = r.input_fp32(kHidden), dbias = r.input_fp32(kHidden);
+  Tensor dx_over = r.output(kRows * kHidden), dweight_over = r.input_fp32(kHidden), dbias_over = r.input_fp32(kHidden);
   r.run([&](Backend& b, Side s) {
     b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx(s), dweight(s), dbias(s));
     b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), {}, true);
+    const bool add = zeroed_on_reference(b, s, {dweight_over(s), dbias_over(s)});
+    b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx_over(s), dweight_over(s),
+                          dbias_over(s), false, add);
   });
   r.check(dx, kReduction, "dx");
   r.check(dx_sum, kReduction, "dx added to the residual's gradient");
   r.check(dweight, kReduction, "dweight (accumulated twice)");
   r.check(dbias, kReduction, "dbias (accumulated)");
+  r.check(dweight_over, kReduction, "dweight (written over)");
+  r.check(dbias_over, kReduction, "dbias (written over)");
 }
 
 void case_add_norm_forward(OpRun& r) {
@@ -669,13 +727,17 @@ void case_rms_norm_backward(OpRun& r) {
   Tensor rstd = r.reference_values(rstd0, FloatType::kF32);
   Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
   Tensor dweight = r.input_fp32(kHidden);
+  Tensor dx_over = r.output(kRows * kHidden), dweight_over = r.input_fp32(kHidden);
   r.run([&](Backend& b, Side s) {
     b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx(s), dweight(s));
     b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), true);
+    const bool add = zeroed_on_reference(b, s, {dweight_over(s)});
+    b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx_over(s), dweight_over(s), false, add);
   });
   r.check(dx, kReduction, "dx");
   r.check(dx_sum, kReduction, "dx added to the residual's gradient");
   r.check(dweight, kReduction, "dweight (accumulated twice)");
+  r.check(dweight_over, kReduction, "dweight (written over)");
 }
 
 // ---- activations ----

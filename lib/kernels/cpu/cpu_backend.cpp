@@ -125,14 +125,14 @@ void CpuBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int
 }
 
 void CpuBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
-                                           int64_t in, int64_t out, FloatArg dw) {
+                                           int64_t in, int64_t out, FloatArg dw, bool accumulate) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::linear_backward_weight);
-  cpu::linear_backward_weight(dy, x, rows, in, out, dw);
+  cpu::linear_backward_weight(dy, x, rows, in, out, dw, accumulate);
 }
 
-void CpuBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
+void CpuBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::bias_backward);
-  cpu::bias_backward(dy, rows, cols, dbias);
+  cpu::bias_backward(dy, rows, cols, dbias, accumulate);
 }
 
 void CpuBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
@@ -196,8 +196,12 @@ void CpuBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, Co
 void CpuBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                         ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
                                         int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
-                                        bool accumulate_dx) {
+                                        bool accumulate_dx, bool accumulate_params) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::layer_norm_backward);
+  if (!accumulate_params) {
+    for (float* out : {static_cast<float*>(dweight), static_cast<float*>(dbias)})
+      if (out != nullptr) std::fill(out, out + hidden, 0.0f);
+  }
   cpu::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, dweight, dbias, accumulate_dx);
 }
 
@@ -211,8 +215,9 @@ void CpuBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int6
 
 void CpuBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                       ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
-                                      FloatArg dweight, bool accumulate_dx) {
+                                      FloatArg dweight, bool accumulate_dx, bool accumulate_params) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::rms_norm_backward);
+  if (!accumulate_params) std::fill(static_cast<float*>(dweight), static_cast<float*>(dweight) + hidden, 0.0f);
   cpu::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, dweight, accumulate_dx);
 }
 

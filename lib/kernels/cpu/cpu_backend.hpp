@@ -51,8 +51,8 @@ private:
   void do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
                                 int64_t out, FloatArg dx) override;
   void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
-                                 int64_t out, FloatArg dw) override;
-  void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) override;
+                                 int64_t out, FloatArg dw, bool accumulate) override;
+  void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) override;
 
   void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                        Fp8View rowwise, Fp8View transposed) override;
@@ -66,12 +66,13 @@ private:
                              FloatArg rstd) override;
   void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                               ConstFloatArg mean, ConstFloatArg rstd, int64_t rows, int64_t hidden,
-                              FloatArg dx, FloatArg dweight, FloatArg dbias, bool accumulate_dx) override;
+                              FloatArg dx, FloatArg dweight, FloatArg dbias, bool accumulate_dx,
+                              bool accumulate_params) override;
   void do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int64_t rows, int64_t hidden,
                            float eps, FloatArg y, FloatArg rstd) override;
   void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight, ConstFloatArg rstd,
                             int64_t rows, int64_t hidden, FloatArg dx, FloatArg dweight,
-                            bool accumulate_dx) override;
+                            bool accumulate_dx, bool accumulate_params) override;
 
   void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;

@@ -1,5 +1,7 @@
 #include "kernels/cpu/linear.hpp"
 
+#include <algorithm>
+
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/require.hpp"
@@ -29,14 +31,15 @@ void linear_backward_input(const float* dy, const float* w, int64_t rows, int64_
 }
 
 void linear_backward_weight(const float* dy, const float* x, int64_t rows, int64_t in, int64_t out,
-                            float* dw) {
+                            float* dw, bool accumulate) {
   check_sizes(rows, in, out, "linear_backward_weight");
-  gemm(Trans::kYes, Trans::kNo, out, in, rows, 1.0f, dy, x, 1.0f, dw);
+  gemm(Trans::kYes, Trans::kNo, out, in, rows, 1.0f, dy, x, accumulate ? 1.0f : 0.0f, dw);
 }
 
-void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias) {
+void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, bool accumulate) {
   require_nonnegative(rows, "bias_backward", "rows");
   require_nonnegative(cols, "bias_backward", "cols");
+  if (!accumulate) std::fill(dbias, dbias + cols, 0.0f);
   // Row by row keeps the inner loop contiguous (and vectorisable) over the columns.
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = dy + r * cols;

@@ -15,11 +15,11 @@ void linear_backward_input(const float* dy, const float* w, int64_t rows, int64_
                            float* dx);
 
 // dw[out, in] += dy[rows, out]ᵀ · x[rows, in]. Accumulates, so micro-batches can add up into one
-// gradient buffer without a temporary.
+// gradient buffer without a temporary; without `accumulate`, dw = dyᵀ·x.
 void linear_backward_weight(const float* dy, const float* x, int64_t rows, int64_t in, int64_t out,
-                            float* dw);
+                            float* dw, bool accumulate = true);
 
-// dbias[cols] += Σ_rows dy[rows, cols]. Accumulates like linear_backward_weight.
-void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias);
+// dbias[cols] += Σ_rows dy[rows, cols], or without `accumulate` dbias = Σ_rows dy.
+void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, bool accumulate = true);
 
 }  // namespace mgt::cpu

@@ -317,7 +317,7 @@ void CudaBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, c
 
 void CudaBackend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                            const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
-                                           FloatView dbias, FloatView dpre) {
+                                           FloatView dbias, FloatView dpre, bool accumulate_dbias) {
   // One pass where it applies: delayed scaling (current scaling needs max |g| before the cast),
   // both layouts of one format, an fp32 bias gradient.
   if (!scaling.current && !rowwise.empty() && !transposed.empty() && rowwise.format == transposed.format &&
@@ -330,10 +330,11 @@ void CudaBackend::do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre
                                     {rowwise.format == Fp8Format::kE5M2, fp8_max(rowwise.format)},
                                     {rowwise.codes.data(), rowwise.scale_inv.data()},
                                     {transposed.codes.data(), transposed.scale_inv.data()},
-                                    dbias.empty() ? nullptr : static_cast<float*>(dbias.raw()), d, stream_))
+                                    dbias.empty() ? nullptr : static_cast<float*>(dbias.raw()), accumulate_dbias, d,
+                                    stream_))
       return;
   }
-  Backend::do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre);
+  Backend::do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre, accumulate_dbias);
 }
 
 void CudaBackend::do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
@@ -427,9 +428,9 @@ void CudaBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, in
 }
 
 void CudaBackend::do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows,
-                                            int64_t in, int64_t out, FloatArg dw) {
+                                            int64_t in, int64_t out, FloatArg dw, bool accumulate) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_backward_weight);
-  cuda::linear_backward_weight(cublas_, *lt_, matmul_precision_, dy, x, rows, in, out, dw);
+  cuda::linear_backward_weight(cublas_, *lt_, matmul_precision_, dy, x, rows, in, out, dw, accumulate);
 }
 
 namespace {
@@ -482,14 +483,14 @@ void CudaBackend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<
 
 void CudaBackend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x,
                                                     std::span<const int64_t> group_rows, int64_t in, int64_t out,
-                                                    std::span<const FloatView> dw) {
+                                                    std::span<const FloatView> dw, bool accumulate) {
   if (!narrow_groups(dy, std::span<const ConstFloatView>(&x, 1)))
-    return Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw);
+    return Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw, accumulate);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_weight);
   for_each_group(*gemm_lanes_, *lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
                                                      int64_t r0) {
     cuda::linear_backward_weight(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
-                                 x.subspan(r0 * in, rows * in), rows, in, out, dw[g]);
+                                 x.subspan(r0 * in, rows * in), rows, in, out, dw[g], accumulate);
   });
 }
 
@@ -526,9 +527,9 @@ void CudaBackend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w
   Backend::do_fp8_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
 }
 
-void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) {
+void CudaBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::bias_backward);
-  cuda::bias_backward(dy, rows, cols, dbias, stream_);
+  cuda::bias_backward(dy, rows, cols, dbias, accumulate, stream_);
 }
 
 void CudaBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias,
@@ -541,9 +542,10 @@ void CudaBackend::do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, C
 void CudaBackend::do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                          ConstFloatArg mean, ConstFloatArg rstd, int64_t rows,
                                          int64_t hidden, FloatArg dx, FloatArg dweight, FloatArg dbias,
-                                         bool accumulate_dx) {
+                                         bool accumulate_dx, bool accumulate_params) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::layer_norm_backward);
-  cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream_);
+  cuda::layer_norm_backward(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias,
+                            accumulate_params, stream_);
 }
 
 void CudaBackend::do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstFloatView c, FloatView sum,
@@ -568,9 +570,9 @@ void CudaBackend::do_rms_norm_forward(ConstFloatArg x, ConstFloatArg weight, int
 
 void CudaBackend::do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                                        ConstFloatArg rstd, int64_t rows, int64_t hidden, FloatArg dx,
-                                       FloatArg dweight, bool accumulate_dx) {
+                                       FloatArg dweight, bool accumulate_dx, bool accumulate_params) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::rms_norm_backward);
-  cuda::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, accumulate_dx, dweight, stream_);
+  cuda::rms_norm_backward(dy, x, weight, rstd, rows, hidden, dx, accumulate_dx, dweight, accumulate_params, stream_);
 }
 
 void CudaBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {

@@ -114,8 +114,8 @@ private:
   void do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows, int64_t in,
                                 int64_t out, FloatArg dx) override;
   void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
-                                 int64_t out, FloatArg dw) override;
-  void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias) override;
+                                 int64_t out, FloatArg dw, bool accumulate) override;
+  void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) override;
   // 2-byte operands: the groups' GEMMs side by side on gemm_lanes_ (others: one after another).
   void do_grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
                                  std::span<const ConstFloatView> bias, std::span<const int64_t> group_rows, int64_t in,
@@ -124,14 +124,16 @@ private:
                                         std::span<const int64_t> group_rows, int64_t in, int64_t out,
                                         FloatView dx) override;
   void do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloatView x, std::span<const int64_t> group_rows,
-                                         int64_t in, int64_t out, std::span<const FloatView> dw) override;
+                                         int64_t in, int64_t out, std::span<const FloatView> dw,
+                                         bool accumulate) override;
 
   void do_layer_norm_forward(ConstFloatArg x, ConstFloatArg weight, ConstFloatArg bias, int64_t rows,
                              int64_t hidden, float eps, FloatArg y, FloatArg mean,
                              FloatArg rstd) override;
   void do_layer_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight,
                               ConstFloatArg mean, ConstFloatArg rstd, int64_t rows, int64_t hidden,
-                              FloatArg dx, FloatArg dweight, FloatArg dbias, bool accumulate_dx) override;
+                              FloatArg dx, FloatArg dweight, FloatArg dbias, bool accumulate_dx,
+                              bool accumulate_params) override;
   void do_add_norm_forward(ConstFloatView a, ConstFloatView b, ConstFloatView c, FloatView sum, ConstFloatView weight,
                            ConstFloatView bias, int64_t rows, int64_t hidden, float eps, FloatView y,
                            FloatView mean, FloatView rstd) override;
@@ -139,7 +141,7 @@ private:
                            float eps, FloatArg y, FloatArg rstd) override;
   void do_rms_norm_backward(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg weight, ConstFloatArg rstd,
                             int64_t rows, int64_t hidden, FloatArg dx, FloatArg dweight,
-                            bool accumulate_dx) override;
+                            bool accumulate_dx, bool accumulate_params) override;
 
   void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
@@ -151,7 +153,7 @@ private:
                                        int64_t out, FloatView pre, FloatView y) override;
   void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                 const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed, FloatView dbias,
-                                FloatView dpre) override;
+                                FloatView dpre, bool accumulate_dbias) override;
   void do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                                  Fp8View rowwise, Fp8View transposed) override;
   void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) override;

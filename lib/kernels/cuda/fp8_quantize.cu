@@ -244,14 +244,14 @@ __device__ __forceinline__ void store_block_column_sums(const CastArgs& a, float
   }
 }
 
-// dbias[c] += Σ_k partial[k][c] over the cast's row blocks, in order.
+// dbias[c] += Σ_k partial[k][c] over the cast's row blocks, in order (= without `accumulate`).
 __global__ void __launch_bounds__(kThreads)
-    finish_column_sums_kernel(const float* partial, int64_t blocks, int64_t cols, float* dbias) {
+    finish_column_sums_kernel(const float* partial, int64_t blocks, int64_t cols, float* dbias, bool accumulate) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   float total = 0.0f;
   for (int64_t k = 0; k < blocks; ++k) total += partial[k * cols + c];
-  dbias[c] += total;
+  dbias[c] = accumulate ? dbias[c] + total : total;
 }
 
 // The cast-transpose kernel's loads go through shared memory, a tile ahead: each thread copies
@@ -432,9 +432,9 @@ void launch_cast_transpose(const CastArgs& a, cudaStream_t stream) {
 }
 
 // The gradient cast, with the bias gradient's partial sums (a row per block down the rows) where
-// dbias is not null, then their sum added to dbias.
+// dbias is not null, then their sum added to dbias (written over it without accumulate_dbias).
 template <bool kE5M2>
-void launch_gradient_cast(CastArgs a, float* dbias, cudaStream_t stream) {
+void launch_gradient_cast(CastArgs a, float* dbias, bool accumulate_dbias, cudaStream_t stream) {
   const size_t smem = staging_bytes(a.x.narrow(), a.pre != nullptr);
   const dim3 grid = cast_transpose_grid<kE5M2, true>(a, smem);
   const size_t partial_bytes = static_cast<size_t>(grid.y) * static_cast<size_t>(a.cols) * sizeof(float);
@@ -443,7 +443,7 @@ void launch_gradient_cast(CastArgs a, float* dbias, cudaStream_t stream) {
   MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
   if (dbias == nullptr) return;
   finish_column_sums_kernel<<<static_cast<unsigned>((a.cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      a.dbias_partial, grid.y, a.cols, dbias);
+      a.dbias_partial, grid.y, a.cols, dbias, accumulate_dbias);
   MGT_CUDA_CHECK_LAUNCH(finish_column_sums_kernel);
   MGT_CUDA_CHECK(cudaFreeAsync(a.dbias_partial, stream));
 }
@@ -587,8 +587,8 @@ void fp8_quantize(In x, int64_t rows, int64_t cols, float* scale, float* amax, b
 }
 
 bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* scale, float* amax, Fp8CastFormat format,
-                           Fp8CastOutput rowwise, Fp8CastOutput transposed, float* dbias, Out dpre,
-                           cudaStream_t stream) {
+                           Fp8CastOutput rowwise, Fp8CastOutput transposed, float* dbias, bool accumulate_dbias,
+                           Out dpre, cudaStream_t stream) {
   CastArgs a = cast_args(dy, rows, cols, scale, format, rowwise, transposed);
   const bool pre_suits = pre == nullptr || (pre.type() == dy.type() && aligned16(pre.raw()));
   const bool dpre_suits = dpre == nullptr || (dpre.type() == dy.type() && aligned16(dpre.raw()));
@@ -599,9 +599,9 @@ bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* sca
   a.pre = pre;
   a.dpre = dpre;
   if (format.e5m2) {
-    launch_gradient_cast<true>(a, dbias, stream);
+    launch_gradient_cast<true>(a, dbias, accumulate_dbias, stream);
   } else {
-    launch_gradient_cast<false>(a, dbias, stream);
+    launch_gradient_cast<false>(a, dbias, accumulate_dbias, stream);
   }
   return true;
 }

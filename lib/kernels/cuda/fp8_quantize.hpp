@@ -46,12 +46,13 @@ void fp8_quantize(In x, int64_t rows, int64_t cols, float* scale, float* amax, b
 // fuses into it, in one pass under delayed scaling: g = dy, or, with pre, gelu_tanh_grad(dy, pre)
 // rounded to dy's type (pre of dy's type), stored to dpre where that is not null (it may be dy);
 // g cast into rowwise and transposed (both wanted), amax (where not null) recording max |g|;
-// dbias (fp32, where not null) += Σ_rows g, summed in a fixed order. Returns false, having done
+// dbias (fp32, where not null) += Σ_rows g (= without accumulate_dbias), summed in a fixed order.
+// Returns false, having done
 // nothing, unless rows % 16 == 0, cols % 8 == 0 and every operand is 16-byte aligned: the caller
 // then composes the steps.
 bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* scale, float* amax, Fp8CastFormat format,
-                           Fp8CastOutput rowwise, Fp8CastOutput transposed, float* dbias, Out dpre,
-                           cudaStream_t stream);
+                           Fp8CastOutput rowwise, Fp8CastOutput transposed, float* dbias, bool accumulate_dbias,
+                           Out dpre, cudaStream_t stream);
 
 // The forward cast of an MLP's activation, in one pass under delayed scaling: gelu_tanh(pre) rounded
 // to pre's type (what gelu_tanh_forward stores) cast into rowwise and/or transposed, amax (where not

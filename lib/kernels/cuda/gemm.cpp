@@ -79,15 +79,17 @@ void linear_backward_input(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision 
 }
 
 void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
-                            In x, int64_t rows, int64_t in, int64_t out, Out dw) {
+                            In x, int64_t rows, int64_t in, int64_t out, Out dw, bool accumulate) {
   if (in == 0 || out == 0) return;
-  // dWᵀ[in, out] += xᵀ[in, rows]·dy[rows, out].
+  // dWᵀ[in, out] (+)= xᵀ[in, rows]·dy[rows, out]. Written over (β = 0), the GEMM does not read
+  // the old gradient.
+  const float beta = accumulate ? 1.0f : 0.0f;
   if (narrow_pair(dy, x)) {
-    lt.matmul(false, true, in, out, rows, x.raw(), in, dy.raw(), out, 1.0f, dw.raw(), in,
+    lt.matmul(false, true, in, out, rows, x.raw(), in, dy.raw(), out, beta, dw.raw(), in,
               data_type(dy.type()), data_type(dw.type()), nullptr, "linear_backward_weight");
     return;
   }
-  gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, 1.0f, dw, in,
+  gemm(handle, precision, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, in, dy, out, beta, dw, in,
        "linear_backward_weight");
 }
 

@@ -27,8 +27,9 @@ bool linear_forward(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precisi
                     In bias, int64_t rows, int64_t in, int64_t out, Out y);
 void linear_backward_input(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
                            In w, int64_t rows, int64_t in, int64_t out, Out dx);
+// dw += dyᵀ·x, or without `accumulate` dw = dyᵀ·x.
 void linear_backward_weight(cublasHandle_t handle, LtMatmul& lt, MatmulPrecision precision, In dy,
-                            In x, int64_t rows, int64_t in, int64_t out, Out dw);
+                            In x, int64_t rows, int64_t in, int64_t out, Out dw, bool accumulate);
 
 // Megatron's fused bias-GELU in the GEMM's epilogue: pre = x·Wᵀ + b, y = gelu_tanh(pre); and the
 // input gradient through it, dpre = (dy·W) ⊙ gelu_tanh'(pre). 2-byte operands only, pre of the

@@ -110,19 +110,19 @@ __global__ void column_partial_kernel(In dy, In x, const float* mean,
   }
 }
 
-// Stage 2: out[c] += Σ_chunk partial[chunk, c], chunks in order.
+// Stage 2: out[c] += Σ_chunk partial[chunk, c], chunks in order (= without `accumulate`).
 __global__ void column_finish_kernel(const float* partial, int64_t chunks, int64_t cols,
-                                     float* out) {
+                                     float* out, bool accumulate) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float total = 0.0f;
     for (int64_t k = 0; k < chunks; ++k) total += partial[k * cols + c];
-    out[c] += total;
+    out[c] = accumulate ? out[c] + total : total;
   }
 }
 
 void column_sums(In dy, In x, const float* mean, const float* rstd,
-                 ColumnTerm term, int64_t rows, int64_t cols, float* out, cudaStream_t stream) {
+                 ColumnTerm term, int64_t rows, int64_t cols, float* out, bool accumulate, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
   const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
   float* partial = nullptr;
@@ -132,7 +132,7 @@ void column_sums(In dy, In x, const float* mean, const float* rstd,
   column_partial_kernel<<<grid, dim3(32, 8), 0, stream>>>(dy, x, mean, rstd, term, rows, cols,
                                                           partial);
   MGT_CUDA_CHECK_LAUNCH(column_partial_kernel);
-  column_finish_kernel<<<grid_for(cols), kThreads, 0, stream>>>(partial, chunks, cols, out);
+  column_finish_kernel<<<grid_for(cols), kThreads, 0, stream>>>(partial, chunks, cols, out, accumulate);
   MGT_CUDA_CHECK_LAUNCH(column_finish_kernel);
   MGT_CUDA_CHECK(cudaFreeAsync(partial, stream));
 }
@@ -457,11 +457,13 @@ __global__ void column_partial8_kernel(In dy, In x, const float* mean, const flo
   if (partial_xhat != nullptr) partial_xhat[at] = total_xhat;
 }
 
-// Stage 2: out[c] += Σ_chunk partial[chunk, c] for the pair blockIdx.y picks (0: value,
-// 1: xhat). Block (32, 8): y takes every eighth chunk; the eight sums are combined in order.
+// Stage 2: out[c] += Σ_chunk partial[chunk, c] (= without `accumulate`) for the pair blockIdx.y
+// picks (0: value, 1: xhat). Block (32, 8): y takes every eighth chunk; the eight sums are
+// combined in order.
 struct ColumnOutputs {
   const float* partial[2];
   float* out[2];
+  bool accumulate;
 };
 
 __global__ void column_finish8_kernel(ColumnOutputs outputs, int64_t chunks, int64_t cols) {
@@ -479,17 +481,18 @@ __global__ void column_finish8_kernel(ColumnOutputs outputs, int64_t chunks, int
   if (threadIdx.y == 0 && c < cols) {
     float total = 0.0f;
     for (int k = 0; k < 8; ++k) total += sums[k][threadIdx.x];
-    out[c] += total;
+    out[c] = outputs.accumulate ? out[c] + total : total;
   }
 }
 
 // The partial sums of a two-stage column reduction: `chunks` rows of `cols` columns for Σ dy
 // (value) and for Σ dy·x̂ (xhat), each only where its output (dvalue, dxhat) is wanted; finish()
-// adds them into the outputs (column_finish8_kernel) and frees them.
+// adds them into the outputs (column_finish8_kernel; writes them over without `accumulate`) and
+// frees them.
 class ColumnPartials {
 public:
-  ColumnPartials(int64_t chunks, int64_t cols, float* dvalue, float* dxhat, cudaStream_t stream)
-      : chunks_(chunks), cols_(cols), dvalue_(dvalue), dxhat_(dxhat), stream_(stream) {
+  ColumnPartials(int64_t chunks, int64_t cols, float* dvalue, float* dxhat, bool accumulate, cudaStream_t stream)
+      : chunks_(chunks), cols_(cols), dvalue_(dvalue), dxhat_(dxhat), accumulate_(accumulate), stream_(stream) {
     const size_t one = static_cast<size_t>(chunks * cols);
     MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer_), 2 * one * sizeof(float), stream));
     value_ = dvalue != nullptr ? buffer_ : nullptr;
@@ -502,7 +505,7 @@ public:
   float* xhat() const { return xhat_; }
 
   void finish() {
-    const ColumnOutputs outputs{{value_, xhat_}, {dvalue_, dxhat_}};
+    const ColumnOutputs outputs{{value_, xhat_}, {dvalue_, dxhat_}, accumulate_};
     column_finish8_kernel<<<dim3(static_cast<unsigned>((cols_ + 31) / 32), 2), dim3(32, 8), 0, stream_>>>(
         outputs, chunks_, cols_);
     MGT_CUDA_CHECK_LAUNCH(column_finish8_kernel);
@@ -514,17 +517,19 @@ private:
   int64_t cols_;
   float* dvalue_;
   float* dxhat_;
+  bool accumulate_;
   cudaStream_t stream_;
   float* buffer_ = nullptr;
   float* value_ = nullptr;
   float* xhat_ = nullptr;
 };
 
-// dvalue += Σ_r dy, dxhat += Σ_r dy·x̂ (either may be null), eight columns per thread.
+// dvalue += Σ_r dy, dxhat += Σ_r dy·x̂ (either may be null; = without `accumulate`), eight
+// columns per thread.
 void column_sums8(In dy, In x, const float* mean, const float* rstd, int64_t rows, int64_t cols,
-                  float* dvalue, float* dxhat, cudaStream_t stream) {
+                  float* dvalue, float* dxhat, bool accumulate, cudaStream_t stream) {
   const int64_t chunks = (rows + kVectorRowsPerChunk - 1) / kVectorRowsPerChunk;
-  ColumnPartials partials(chunks, cols, dvalue, dxhat, stream);
+  ColumnPartials partials(chunks, cols, dvalue, dxhat, accumulate, stream);
   const dim3 grid(static_cast<unsigned>((cols / 8 + 31) / 32), static_cast<unsigned>(chunks));
   column_partial8_kernel<<<grid, dim3(32, 8), 0, stream>>>(dy, x, mean, rstd, rows, cols, partials.value(),
                                                            partials.xhat());
@@ -790,14 +795,15 @@ void launch_split(In dy, In x, In weight, const float* mean, const float* rstd, 
 // The split one pass where the row fits it (1,025 to 4,096 elements; 2-byte dy, x and, when
 // accumulating, dx): two warps a row up to 2,048 elements, four up to 4,096. False otherwise.
 bool norm_backward_split8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
-                          Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
+                          Out dx, bool accumulate_dx, float* dweight, float* dbias, bool accumulate_params,
+                          cudaStream_t stream) {
   const int64_t n8 = hidden / 8;
   if (n8 <= 128 || n8 > 512 || !dy.narrow() || !x.narrow() || (accumulate_dx && !dx.narrow())) return false;
   const int split = n8 <= 256 ? 2 : 4;
   const int64_t groups = ((n8 + split - 1) / split + 31) / 32;  // per lane: 3 or 4
   const int64_t per_block = split_rows_per_block(rows);
   const int64_t chunks = (rows + per_block - 1) / per_block;
-  ColumnPartials partials(chunks, hidden, dbias, dweight, stream);
+  ColumnPartials partials(chunks, hidden, dbias, dweight, accumulate_params, stream);
   const auto blocks = static_cast<unsigned>(chunks);
   const auto launch = [&](auto launcher) {
     launcher(dy, x, weight, mean, rstd, rows, hidden, per_block, dx, accumulate_dx, partials, blocks, stream);
@@ -819,12 +825,14 @@ bool norm_backward_split8(In dy, In x, In weight, const float* mean, const float
 // its row sums combined over the warps at a barrier per one to four rows, took 4.5 to 7.1 ms per
 // step of the 1.3B model's 49 norm backwards (8192 × 2048) on an H200, the two passes 4.65 ms.)
 bool norm_backward_fused8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
-                          Out dx, bool accumulate_dx, float* dweight, float* dbias, cudaStream_t stream) {
+                          Out dx, bool accumulate_dx, float* dweight, float* dbias, bool accumulate_params,
+                          cudaStream_t stream) {
   const int64_t groups = (hidden / 8 + 31) / 32;
   if (groups > 4)
-    return norm_backward_split8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream);
+    return norm_backward_split8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias,
+                                accumulate_params, stream);
   const int64_t chunks = (rows + kFusedRowsPerBlock - 1) / kFusedRowsPerBlock;
-  ColumnPartials partials(chunks, hidden, dbias, dweight, stream);
+  ColumnPartials partials(chunks, hidden, dbias, dweight, accumulate_params, stream);
   const auto launch = [&](auto kernel) {
     kernel<<<static_cast<unsigned>(chunks), kRowThreads, 0, stream>>>(dy, x, weight, mean, rstd, rows, hidden, dx,
                                                                       accumulate_dx, partials.value(), partials.xhat());
@@ -881,20 +889,22 @@ void layer_norm_forward(In x, In weight, In bias, int64_t rows,
 
 void layer_norm_backward(In dy, In x, In weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t hidden, Out dx, bool accumulate_dx,
-                         float* dweight, float* dbias, cudaStream_t stream) {
+                         float* dweight, float* dbias, bool accumulate_params, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
-    if (norm_backward_fused8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias, stream))
+    if (norm_backward_fused8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias,
+                             accumulate_params, stream))
       return;
-    column_sums8(dy, x, mean, rstd, rows, hidden, dbias, dweight, stream);
+    column_sums8(dy, x, mean, rstd, rows, hidden, dbias, dweight, accumulate_params, stream);
     // dx last: it may alias dy.
     norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
         dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx);
     MGT_CUDA_CHECK_LAUNCH(norm_backward_input8_kernel);
     return;
   }
-  column_sums(dy, x, mean, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, stream);
-  if (dbias != nullptr) column_sums(dy, x, mean, rstd, ColumnTerm::kValue, rows, hidden, dbias, stream);
+  column_sums(dy, x, mean, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, accumulate_params, stream);
+  if (dbias != nullptr)
+    column_sums(dy, x, mean, rstd, ColumnTerm::kValue, rows, hidden, dbias, accumulate_params, stream);
   // dx last: it may alias dy.
   norm_backward_input_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       dy, x, weight, mean, rstd, hidden, dx, accumulate_dx);
@@ -915,18 +925,19 @@ void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
 
 void rms_norm_backward(In dy, In x, In weight, const float* rstd,
                        int64_t rows, int64_t hidden, Out dx, bool accumulate_dx, float* dweight,
-                       cudaStream_t stream) {
+                       bool accumulate_params, cudaStream_t stream) {
   if (rows == 0) return;
   if (vectorizable(hidden, {dy.raw(), x.raw(), weight.raw(), dx.raw()})) {
-    if (norm_backward_fused8(dy, x, weight, nullptr, rstd, rows, hidden, dx, accumulate_dx, dweight, nullptr, stream))
+    if (norm_backward_fused8(dy, x, weight, nullptr, rstd, rows, hidden, dx, accumulate_dx, dweight, nullptr,
+                             accumulate_params, stream))
       return;
-    column_sums8(dy, x, nullptr, rstd, rows, hidden, nullptr, dweight, stream);
+    column_sums8(dy, x, nullptr, rstd, rows, hidden, nullptr, dweight, accumulate_params, stream);
     norm_backward_input8_kernel<<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
         dy, x, weight, nullptr, rstd, rows, hidden, dx, accumulate_dx);
     MGT_CUDA_CHECK_LAUNCH(norm_backward_input8_kernel);
     return;
   }
-  column_sums(dy, x, nullptr, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, stream);
+  column_sums(dy, x, nullptr, rstd, ColumnTerm::kValueTimesXhat, rows, hidden, dweight, accumulate_params, stream);
   norm_backward_input_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       dy, x, weight, nullptr, rstd, hidden, dx, accumulate_dx);
   MGT_CUDA_CHECK_LAUNCH(norm_backward_input_kernel);
@@ -965,13 +976,13 @@ bool fp8_norm_forward(In x, In residual, In extra, In weight, In bias, int64_t r
   return true;
 }
 
-void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream) {
+void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, bool accumulate, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
   if (vectorizable(cols, {dy.raw()})) {
-    column_sums8(dy, nullptr, nullptr, nullptr, rows, cols, dbias, nullptr, stream);
+    column_sums8(dy, nullptr, nullptr, nullptr, rows, cols, dbias, nullptr, accumulate, stream);
     return;
   }
-  column_sums(dy, nullptr, nullptr, nullptr, ColumnTerm::kValue, rows, cols, dbias, stream);
+  column_sums(dy, nullptr, nullptr, nullptr, ColumnTerm::kValue, rows, cols, dbias, accumulate, stream);
 }
 
 }  // namespace mgt::cuda

@@ -1,6 +1,7 @@
 // Row normalisations and column reductions on the GPU, with the semantics of
 // kernels/cpu/{layer_norm,rms_norm,linear}.hpp: mean and rstd saved per row; weight and bias
-// gradients accumulated (+=) in a fixed order, so results do not depend on scheduling.
+// gradients accumulated (+=, or written over without accumulate_params / accumulate) in a fixed
+// order, so results do not depend on scheduling.
 #pragma once
 #include <cstdint>
 
@@ -17,12 +18,12 @@ void layer_norm_forward(In x, In weight, In bias, int64_t rows,
 // dx = the input gradient, or with accumulate_dx dx += it (rounded once to dx's type).
 void layer_norm_backward(In dy, In x, In weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t hidden, Out dx, bool accumulate_dx,
-                         float* dweight, float* dbias, cudaStream_t stream);
+                         float* dweight, float* dbias, bool accumulate_params, cudaStream_t stream);
 void rms_norm_forward(In x, In weight, int64_t rows, int64_t hidden, float eps,
                       Out y, float* rstd, cudaStream_t stream);
 void rms_norm_backward(In dy, In x, In weight, const float* rstd,
                        int64_t rows, int64_t hidden, Out dx, bool accumulate_dx, float* dweight,
-                       cudaStream_t stream);
+                       bool accumulate_params, cudaStream_t stream);
 
 // sum = a + b (+ c where not null), then LayerNorm (mean not null) or RMSNorm (mean and bias null) of sum, in one
 // kernel. Returns false, having done nothing, where the rows cannot be read eight elements at a
@@ -41,7 +42,7 @@ bool fp8_norm_forward(In x, In residual, In extra, In weight, In bias, int64_t r
                       Out sum, float* mean, float* rstd, const float* scale, float* amax, Fp8CastFormat format,
                       Fp8CastOutput codes, cudaStream_t stream);
 
-// dbias[c] += Σ_r dy[r, c].
-void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, cudaStream_t stream);
+// dbias[c] += Σ_r dy[r, c] (= without `accumulate`).
+void bias_backward(In dy, int64_t rows, int64_t cols, float* dbias, bool accumulate, cudaStream_t stream);
 
 }  // namespace mgt::cuda
