@@ -17,8 +17,12 @@
 # there; nothing installed) and --peer-extra "--preset tiny-moe --fp32".
 # --micro-batch N: N sequences per micro-batch (default 1; the global batch stays in sequences).
 # --runs "dense moe": only those of the three runs (dense, moe, moe_loop).
+# --ep N (a machine of N GPUs): then the MoE model with --expert-model-parallel-size N over N ranks
+# (NCCL), the same tokens per GPU (the global batch times N), the distributed optimizer with both
+# overlaps as Megatron's Mixtral script has them: its tokens/s per GPU against the one-GPU MoE run,
+# and the all-to-all's time per iteration (CUDA events; exposed: not hidden behind computation).
 #   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--micro-batch N] [--runs "NAMES"] [--profile]
-#                          [--extra "FLAGS"] [--peer] [--peer-extra "FLAGS"]
+#                          [--extra "FLAGS"] [--peer] [--peer-extra "FLAGS"] [--ep N]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # The peer runs under the machine's own library path, not the pack's (PyTorch brings its own CUDA
@@ -28,7 +32,7 @@ peer_ld=${LD_LIBRARY_PATH-}
 source tools/gpu/devpack_env.bash
 out=${OUT:-/tmp/moe-speed}
 mkdir -p "$out"
-iters=6; global=32; micro=1; runs="dense moe moe_loop"; profile=0; extra=(); peer=0; peer_extra=()
+iters=6; global=32; micro=1; runs="dense moe moe_loop"; profile=0; extra=(); peer=0; peer_extra=(); ep=1
 while [ $# -gt 0 ]; do
   case $1 in
     --iters) iters=$2; shift 2 ;;
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --profile) profile=1; shift ;;
     --extra) read -r -a extra <<< "$2"; shift 2 ;;
     --peer) peer=1; shift ;;
+    --ep) ep=$2; shift 2 ;;
     --peer-extra) read -r -a peer_extra <<< "$2"; shift 2 ;;
     *) echo "moe_speed.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -84,6 +89,32 @@ for name in $runs; do
   eval "${name}_rate=$log_rate"
   table+=("$(printf '%-8s %10s tokens/s (log)  %10s (wall clock)  max allocated %s MiB' "$name" "$log_rate" "$wall" "$peak")")
 done
+if [ "$ep" -gt 1 ]; then
+  # The same tokens per GPU: the global batch (the one "--global-batch-size" value of common) times N.
+  ep_flags=(); previous=
+  for f in "${common[@]}"; do
+    if [ "$previous" = --global-batch-size ]; then ep_flags+=("$((global * ep))"); else ep_flags+=("$f"); fi
+    previous=$f
+  done
+  name=moe_ep$ep
+  mpiexec.hydra -launcher fork -n "$ep" mgt-train "${ep_flags[@]}" "${moe[@]}" "${extra[@]}" --expert-model-parallel-size "$ep" \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --train-iters "$iters" \
+    --metrics-file "$out/$name.jsonl" > "$out/$name.log" 2>&1 || { echo "$name failed:"; tail -8 "$out/$name.log"; }
+  grep -m1 -E "iteration +$iters/" "$out/$name.log"
+  read -r log_rate wall peak <<< "$(global=$((global * ep)) rate "$out/$name.log")"
+  comm=$(python3 - "$out/$name.jsonl" <<'PY'
+import json, sys
+rows = [j for j in map(json.loads, open(sys.argv[1])) if j.get("event") == "train"]
+last = rows[-1] if rows else {}
+print(f"all-to-all {last.get('expert_parallel_comm_ms', 'n/a')} ms per iteration, "
+      f"exposed {last.get('expert_parallel_comm_exposed_ms', 'n/a')} ms")
+PY
+)
+  per_gpu=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / int(sys.argv[2]):.0f}')" "$log_rate" "$ep" 2>/dev/null || echo n/a)
+  per_gpu_wall=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / int(sys.argv[2]):.0f}')" "$wall" "$ep" 2>/dev/null || echo n/a)
+  table+=("$(printf '%-8s %10s tokens/s per GPU (log)  %10s (wall clock)  max allocated %s MiB; %s' "$name" "$per_gpu" "$per_gpu_wall" "$peak" "$comm")")
+  eval "${name}_rate=$per_gpu"
+fi
 if [ $profile = 1 ]; then
   mgt-train "${common[@]}" "${moe[@]}" "${extra[@]}" --train-iters 4 --profile --profile-step-start 3 \
     --profile-step-end 4 > "$out/profile-moe.log" 2>&1 || tail -5 "$out/profile-moe.log"
@@ -137,4 +168,9 @@ printf '%s\n' "${table[@]}"
 ratios = [f'{name}: {float(rate) / float(sys.argv[1]):.3f}' for name, rate in zip(sys.argv[2::2], sys.argv[3::2]) if rate]
 print('MoE / dense (target >= 0.80): ' + ('; '.join(ratios) or 'no MoE run'))" \
   "$dense_rate" grouped "${moe_rate:-}" "experts one GEMM each" "${moe_loop_rate:-}" 2>/dev/null
+if [ "$ep" -gt 1 ]; then
+  ep_rate_name=moe_ep${ep}_rate
+  python3 -c "import sys; print(f'EP={sys.argv[3]} per GPU / one GPU (target >= 0.85): {float(sys.argv[1]) / float(sys.argv[2]):.3f}')" \
+    "${!ep_rate_name:-}" "${moe_rate:-}" "$ep" 2>/dev/null || echo "EP=$ep per GPU / one GPU: needs both runs"
+fi
 if [ -n "$peer_line" ]; then printf '%s\n' "$peer_line"; fi
