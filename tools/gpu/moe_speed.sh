@@ -59,7 +59,11 @@ moe=(--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 5632 --moe-aux-lo
 moe_loop=("${moe[@]/--moe-grouped-gemm}")
 dense=(--ffn-hidden-size 11264)
 table=()
-rate() {  # rate LOG: tokens/s by the last logged time per iteration, and the wall clock's between the first and last log lines
+# rate LOG: tokens/s by the last logged time per iteration, and the wall clock's between the log
+# lines of the second half of the run (from the first logged iteration at or past half of them to
+# the last): the first iterations time the GEMM plans of each new shape, which a mixture's changing
+# row counts keep making.
+rate() {
   python3 - "$1" "$((global * 4096))" <<'PY'
 import datetime, re, sys
 log = open(sys.argv[1]).read()
@@ -67,6 +71,9 @@ ms = re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", log)
 rates = [f"{int(sys.argv[2]) / (float(m) / 1000):.0f}" for m in ms]
 stamps = re.findall(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration\s+(\d+)/", log)
 wall = "n/a"
+if stamps:
+    half = int(stamps[-1][1]) / 2
+    stamps = [s for s in stamps if int(s[1]) >= half]
 if len(stamps) >= 2:
     (t0, i0), (t1, i1) = stamps[0], stamps[-1]
     s = (datetime.datetime.fromisoformat(t1) - datetime.datetime.fromisoformat(t0)).total_seconds()
