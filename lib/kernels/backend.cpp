@@ -321,8 +321,12 @@ void Backend::fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64
     if (dpre.type() != dy.type()) fail(op, "dpre must have dy's type");
   }
   if (!dbias.empty()) expect(dbias, cols, op, "dbias");
-  if (rows == 0 && !dbias.empty() && !accumulate_dbias) fill(dbias, 0.0f);
-  if (rows == 0) return;
+  // No rows: the cast still records its amax and scale_inv as any cast does; a bias gradient
+  // written over is zero.
+  if (rows == 0 && !dbias.empty() && !accumulate_dbias) {
+    fill(dbias, 0.0f);
+    accumulate_dbias = true;
+  }
   do_fp8_quantize_gradient(dy, pre, rows, cols, scaling, rowwise, transposed, dbias, dpre, accumulate_dbias);
 }
 
