@@ -93,8 +93,8 @@ std::optional<CollectiveWatchdog::Scope> Communicator::watch(const char* operati
       InFlightOperation{operation, reduce, &description_, count, type, peer_role, peer});
 }
 
-void Communicator::all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
-                              std::span<const std::int64_t> recv_counts) {
+void Communicator::check_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                                    std::span<const std::int64_t> recv_counts) const {
   constexpr const char* op = "all_to_all";
   check_buffer(op, "the send", send);
   check_buffer(op, "the receive", recv);
@@ -116,8 +116,20 @@ void Communicator::all_to_all(SendBuffer send, std::span<const std::int64_t> sen
   check_counts("send", send_counts, send.count);
   check_counts("receive", recv_counts, recv.count);
   check_disjoint(op, send, recv);
-  auto scope = watch(op, nullptr, recv.count, recv.type, nullptr, -1);
+}
+
+void Communicator::all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                              std::span<const std::int64_t> recv_counts) {
+  check_all_to_all(send, send_counts, recv, recv_counts);
+  auto scope = watch("all_to_all", nullptr, recv.count, recv.type, nullptr, -1);
   do_all_to_all(send, send_counts, recv, recv_counts);
+}
+
+PendingCollective Communicator::start_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts,
+                                                 RecvBuffer recv, std::span<const std::int64_t> recv_counts) {
+  check_all_to_all(send, send_counts, recv, recv_counts);
+  auto scope = watch("all_to_all", nullptr, recv.count, recv.type, nullptr, -1);
+  return PendingCollective(do_start_all_to_all(send, send_counts, recv, recv_counts), std::move(scope));
 }
 
 void Communicator::do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,

@@ -170,6 +170,14 @@ public:
   // In place over `data`, chunked as above: afterwards every rank's chunk r holds rank r's chunk
   // r (MPI_Allgatherv).
   PendingCollective start_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts);
+  // all_to_all, started now: the token exchange of expert parallelism with the shared experts
+  // computed beside it (--moe-shared-expert-overlap).
+  PendingCollective start_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                                     std::span<const std::int64_t> recv_counts);
+  PendingCollective start_all_to_all(ConstFloatView send, std::span<const std::int64_t> send_counts, FloatView recv,
+                                     std::span<const std::int64_t> recv_counts) {
+    return start_all_to_all(backend_buffer(send), send_counts, backend_buffer(recv), recv_counts);
+  }
 
   // ---- typed overloads: host spans ----
   template <CommElement T>
@@ -271,6 +279,13 @@ private:
     do_all_reduce(data, op);
     return nullptr;
   }
+  virtual std::unique_ptr<PendingTransfer> do_start_all_to_all(SendBuffer send,
+                                                               std::span<const std::int64_t> send_counts,
+                                                               RecvBuffer recv,
+                                                               std::span<const std::int64_t> recv_counts) {
+    do_all_to_all(send, send_counts, recv, recv_counts);
+    return nullptr;
+  }
   virtual std::unique_ptr<PendingTransfer> do_start_all_gather(SendBuffer send, RecvBuffer recv) {
     do_all_gather(send, recv);
     return nullptr;
@@ -303,6 +318,8 @@ private:
   void check_all_gather(SendBuffer send, RecvBuffer recv) const;
   void check_reduce_scatter(SendBuffer send, RecvBuffer recv) const;
   void check_send_recv(SendBuffer send, int dest, RecvBuffer recv, int source) const;
+  void check_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
+                        std::span<const std::int64_t> recv_counts) const;
   void check_buffer(const char* operation, const char* which, SendBuffer buffer) const;
   void check_rank(const char* operation, const char* role, int rank) const;
   void check_disjoint(const char* operation, SendBuffer a, SendBuffer b) const;

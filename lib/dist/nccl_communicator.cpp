@@ -282,25 +282,30 @@ void NcclCommunicator::do_all_to_all(SendBuffer send, std::span<const std::int64
   const DeviceView in = staging_.view(send.data, send.bytes(), send.space, 0, true, stream_);
   const DeviceView out =
       staging_.view(recv.data, recv.bytes(), recv.space, NcclStaging::aligned(send.bytes()), false, stream_);
-  const std::size_t element = element_size(send.type);
   mark_begin();
+  exchange(in.device, send_counts, out.device, recv_counts, send.type, stream_);
+  staging_.store(out, stream_);
+  complete(operation("all_to_all", recv.count, recv.type), in.host != nullptr || out.host != nullptr);
+}
+
+void NcclCommunicator::exchange(const void* in, std::span<const std::int64_t> send_counts, void* out,
+                                std::span<const std::int64_t> recv_counts, ElementType type, cudaStream_t stream) {
+  const std::size_t element = element_size(type);
   MGT_NCCL_CHECK(ncclGroupStart());
   std::size_t sent = 0, received = 0;
   for (int r = 0; r < size(); ++r) {
     const std::size_t n_send = count_of(send_counts[static_cast<std::size_t>(r)]);
     const std::size_t n_recv = count_of(recv_counts[static_cast<std::size_t>(r)]);
     if (n_send > 0)
-      MGT_NCCL_CHECK(ncclSend(static_cast<const std::byte*>(in.device) + sent * element, n_send,
-                              nccl_type(send.type), r, comm_, stream_));
+      MGT_NCCL_CHECK(ncclSend(static_cast<const std::byte*>(in) + sent * element, n_send, nccl_type(type), r, comm_,
+                              stream));
     if (n_recv > 0)
-      MGT_NCCL_CHECK(ncclRecv(static_cast<std::byte*>(out.device) + received * element, n_recv,
-                              nccl_type(recv.type), r, comm_, stream_));
+      MGT_NCCL_CHECK(ncclRecv(static_cast<std::byte*>(out) + received * element, n_recv, nccl_type(type), r, comm_,
+                              stream));
     sent += n_send;
     received += n_recv;
   }
   MGT_NCCL_CHECK(ncclGroupEnd());
-  staging_.store(out, stream_);
-  complete(operation("all_to_all", recv.count, recv.type), in.host != nullptr || out.host != nullptr);
 }
 
 void NcclCommunicator::do_barrier() {

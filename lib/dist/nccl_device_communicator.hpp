@@ -84,6 +84,9 @@ private:
   // One NCCL group of a send and a receive per peer (NCCL has no all-to-all of its own).
   void do_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
                      std::span<const std::int64_t> recv_counts) override;
+  // That group on `stream` from device memory `in` into `out`.
+  void exchange(const void* in, std::span<const std::int64_t> send_counts, void* out,
+                std::span<const std::int64_t> recv_counts, ElementType type, cudaStream_t stream);
   void gather(const void* in, void* out, SendBuffer send, cudaStream_t stream);
   void scatter(const void* in, void* out, RecvBuffer recv, ReduceOp op, cudaStream_t stream);
   // The chunked collectives as one NCCL group of a reduce (all-gather: broadcast) per chunk,
@@ -107,6 +110,9 @@ private:
   void end_started(std::uint64_t serial, const InFlightOperation& op, bool report);
   std::unique_ptr<PendingTransfer> do_start_all_reduce(RecvBuffer data, ReduceOp op) override;
   std::unique_ptr<PendingTransfer> do_start_all_gather(SendBuffer send, RecvBuffer recv) override;
+  std::unique_ptr<PendingTransfer> do_start_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts,
+                                                       RecvBuffer recv,
+                                                       std::span<const std::int64_t> recv_counts) override;
   std::unique_ptr<PendingTransfer> do_start_reduce_scatter(SendBuffer send, RecvBuffer recv, ReduceOp op) override;
   std::unique_ptr<PendingTransfer> do_start_send_recv(SendBuffer send, int dest, RecvBuffer recv,
                                                       int source) override;

@@ -95,6 +95,19 @@ std::unique_ptr<PendingTransfer> NcclCommunicator::do_start_all_gather(SendBuffe
   return finish_started(operation("all_gather", recv.count, recv.type));
 }
 
+std::unique_ptr<PendingTransfer> NcclCommunicator::do_start_all_to_all(SendBuffer send,
+                                                                       std::span<const std::int64_t> send_counts,
+                                                                       RecvBuffer recv,
+                                                                       std::span<const std::int64_t> recv_counts) {
+  if (!runs_beside(send) || !runs_beside(recv)) {
+    do_all_to_all(send, send_counts, recv, recv_counts);
+    return nullptr;
+  }
+  cudaStream_t side = begin_started();
+  exchange(send.data, send_counts, recv.data, recv_counts, send.type, side);
+  return finish_started(operation("all_to_all", recv.count, recv.type));
+}
+
 std::unique_ptr<PendingTransfer> NcclCommunicator::do_start_reduce_scatter(SendBuffer send, RecvBuffer recv,
                                                                            ReduceOp op) {
   if (scatters_on_peers(send, recv, op)) return start_reduce_scatter_on_peers(send, recv);

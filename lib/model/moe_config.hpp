@@ -27,6 +27,9 @@ struct MoeConfig {
   // --moe-shared-expert-gate: the shared experts' output scaled per token by sigmoid(x·w_gate)
   // (megatron/core/transformer/moe/shared_experts.py, SharedExpertMLP with gate=True).
   bool shared_expert_gate = false;
+  // --moe-shared-expert-overlap: the shared experts computed while the tokens travel to the
+  // experts' ranks (model/moe_layer.hpp); a schedule, the results are the same.
+  bool shared_expert_overlap = false;
   std::int64_t topk = 2;
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
   bool pre_softmax = false;

@@ -32,7 +32,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     // Megatron-Core v0.13's SharedExpertMLP takes a `gate` (shared_experts.py) that its layer specs
     // leave off; Qwen2-MoE's shared expert has it. Later Megatron versions name the flag so.
     store_true("moe-shared-expert-gate", m.moe_shared_expert_gate, "Scale the shared experts' output per token by sigmoid(x . w), w a [1, hidden] weight (Megatron-Core's SharedExpertMLP gate, Qwen2-MoE's shared_expert_gate)"),
-    store_true("moe-shared-expert-overlap", m.moe_shared_expert_overlap, "Accepted with the alltoall dispatcher: Megatron runs the shared experts beside the token dispatch; mgt runs them after it, with the same results"),
+    store_true("moe-shared-expert-overlap", m.moe_shared_expert_overlap, "With the alltoall dispatcher and expert parallelism: run the shared experts while the tokens travel to the experts' ranks (their backward too, without --moe-shared-expert-gate); the results are the same"),
     store_true("moe-grouped-gemm", m.moe_grouped_gemm, "Run each projection of the local experts as one grouped operation; results agree up to rounding"),
     store_true("moe-layer-recompute", m.moe_layer_recompute, "Deprecated: recompute the MoE layers in the backward"),
     store("moe-router-load-balancing-type", "TYPE", m.moe_router_load_balancing_type, "aux_loss (GShard's and Switch Transformer's, over the micro-batch), seq_aux_loss (per sequence, DeepSeek-V2's) or none")

@@ -43,8 +43,14 @@ MoeLayer::TokenRange MoeLayer::own_tokens(const ForwardContext& ctx) const {
   return {0, tp_->rank() == 0 ? ctx.tokens() : 0};
 }
 
+bool MoeLayer::overlaps_shared_experts() const {
+  return moe_.shared_expert_overlap && shared_ && dispatcher_.expert_parallel() && !dispatcher_.gathers_tokens() &&
+         !own_tokens_only_;
+}
+
 void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
-                                     const MoeScratch& scratch, FloatView output) const {
+                                     const MoeScratch& scratch, FloatView output,
+                                     const std::function<void()>& beside) const {
   const int64_t tokens = ctx.tokens();
   if (own_tokens_only_) {
     // --expert-tensor-parallel-size 1 (or any other size than the tensor-parallel one): each
@@ -63,11 +69,12 @@ void MoeLayer::route_through_experts(const ForwardContext& ctx, ConstFloatView i
   // --moe-pad-expert-input-to-capacity: each expert's rows padded to its capacities of the
   // sequence-parallel ranks' tokens (routed rank by rank, moe_router.hpp).
   run_experts({0, tokens}, input, saved, scratch,
-              moe_.pad_to_capacity ? moe_row_capacity(moe_, tokens, ctx.sequence_shards) : -1, output);
+              moe_.pad_to_capacity ? moe_row_capacity(moe_, tokens, ctx.sequence_shards) : -1, output, beside);
 }
 
 void MoeLayer::run_experts(TokenRange part, ConstFloatView input, const MoeActivations& saved,
-                           const MoeScratch& scratch, int64_t capacity, FloatView output) const {
+                           const MoeScratch& scratch, int64_t capacity, FloatView output,
+                           const std::function<void()>& beside) const {
   const int64_t e = num_experts_;
   const int64_t n = part.count;
   const ConstFloatView x = input.subspan(part.first * hidden_, n * hidden_);
@@ -98,7 +105,14 @@ void MoeLayer::run_experts(TokenRange part, ConstFloatView input, const MoeActiv
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   if (dispatcher_.expert_parallel()) {
     const ExpertExchange xchg = dispatcher_.plan_exchange(rows_of, saved);
-    dispatcher_.to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, saved.expert_input, scratch.ep_copies);
+    if (beside) {
+      dist::PendingCollective started =
+          dispatcher_.start_to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, scratch.ep_copies);
+      beside();
+      dispatcher_.finish_to_experts(xchg, started, saved, scratch.ep_exchange, saved.expert_input);
+    } else {
+      dispatcher_.to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, saved.expert_input, scratch.ep_copies);
+    }
     experts_.forward(xchg.expert_rows, saved.expert_input, saved, scratch.ep_sorted);
     dispatcher_.from_experts(xchg, scratch.ep_sorted, saved, scratch.ep_exchange, saved.expert_output,
                              scratch.ep_copies);
@@ -110,11 +124,11 @@ void MoeLayer::run_experts(TokenRange part, ConstFloatView input, const MoeActiv
 
 void MoeLayer::route_through_experts_backward(const ForwardContext& ctx, ConstFloatView d_output,
                                               const MoeActivations& saved, const MoeScratch& scratch,
-                                              FloatView d_input) const {
+                                              FloatView d_input, const std::function<void()>& beside) const {
   const int64_t tokens = ctx.tokens();
   const FloatView d_probs = scratch.d_probs.first(tokens * num_experts_);
   if (!own_tokens_only_) {
-    run_experts_backward({0, tokens}, d_output, saved, scratch, d_probs, d_input);
+    run_experts_backward({0, tokens}, d_output, saved, scratch, d_probs, d_input, beside);
     return;
   }
   backend_->fill(d_probs, 0.0f);
@@ -123,7 +137,8 @@ void MoeLayer::route_through_experts_backward(const ForwardContext& ctx, ConstFl
 }
 
 void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, const MoeActivations& saved,
-                                    const MoeScratch& scratch, FloatView d_probs, FloatView d_input) const {
+                                    const MoeScratch& scratch, FloatView d_probs, FloatView d_input,
+                                    const std::function<void()>& beside) const {
   const int64_t e = num_experts_;
   const int64_t n = part.count;
   const std::vector<int64_t> rows_of = dispatcher_.expert_rows(saved);
@@ -151,7 +166,14 @@ void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, co
   if (dispatcher_.expert_parallel()) {
     // The forward's path reversed: ∂/∂expert_output to the experts, ∂/∂input of theirs back.
     const ExpertExchange xchg = dispatcher_.saved_exchange(rows_of, saved);
-    dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted, scratch.ep_copies);
+    if (beside) {
+      dist::PendingCollective started =
+          dispatcher_.start_to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_copies);
+      beside();
+      dispatcher_.finish_to_experts(xchg, started, saved, scratch.ep_exchange, scratch.ep_sorted);
+    } else {
+      dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted, scratch.ep_copies);
+    }
     experts_.backward(xchg.expert_rows, scratch.ep_sorted, saved.expert_input, saved, scratch, scratch.ep_d_input);
     dispatcher_.from_experts(xchg, scratch.ep_d_input, saved, scratch.ep_exchange, scratch.d_permuted,
                              scratch.ep_copies);
@@ -170,9 +192,8 @@ MoeRoutingParams MoeLayer::gate_routing(int64_t tokens) {
   return p;
 }
 
-void MoeLayer::add_shared_experts(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
-                                  const MoeScratch& scratch, FloatView output) const {
-  // Megatron's MoELayer returns output + shared_experts(hidden_states).
+ConstFloatView MoeLayer::shared_experts_forward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                                               const MoeScratch& scratch) const {
   const FloatView gated = scratch.shared_output.first(tokens * hidden_);
   const FloatView y = shared_gate_ ? saved.shared_ungated.first(tokens * hidden_) : gated;
   // Under tensor parallelism each rank holds its slice of the shared experts' hidden units.
@@ -189,7 +210,15 @@ void MoeLayer::add_shared_experts(int64_t tokens, ConstFloatView input, const Mo
                         unused.view(), /*accumulate=*/false);
     backend_->scale_rows(y, saved.shared_gate.first(tokens), tokens, hidden_, gated);
   }
-  backend_->accumulate(output, gated);
+  return gated;
+}
+
+void MoeLayer::shared_experts_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                                       const MoeScratch& scratch, ConstFloatView dy, FloatView dx) const {
+  shared_->backward(dy, input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
+                    saved.shared_activation_output.first(tokens * shared_->ffn()),
+                    scratch.d_activation.first(tokens * shared_->ffn()),
+                    scratch.d_fc1.first(tokens * shared_->fc1_size()), dx);
 }
 
 void MoeLayer::add_shared_experts_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
@@ -225,10 +254,7 @@ void MoeLayer::add_shared_experts_backward(int64_t tokens, ConstFloatView input,
     backend_->scale_rows(dy, saved.shared_gate.first(tokens), tokens, hidden_, scaled);
     dy = scaled;
   }
-  shared_->backward(dy, input, tokens, saved.shared_fc1_output.first(tokens * shared_->fc1_size()),
-                    saved.shared_activation_output.first(tokens * shared_->ffn()),
-                    scratch.d_activation.first(tokens * shared_->ffn()),
-                    scratch.d_fc1.first(tokens * shared_->fc1_size()), dx);
+  shared_experts_backward(tokens, input, saved, scratch, dy, dx);
   backend_->accumulate(d_input.first(tokens * hidden_), dx);
 }
 
@@ -242,8 +268,18 @@ void MoeLayer::forward(const ForwardContext& ctx, FloatView whole_input, const M
   // tensor parallelism.
   const FloatView output = sequence_parallel ? scratch.sp_whole.first(tokens * hidden_) : local_output;
   router_.forward(ctx, input, saved, scratch);
-  route_through_experts(ctx, input, saved, scratch, output);
-  if (shared_) add_shared_experts(tokens, input, saved, scratch, output.first(tokens * hidden_));
+  // Megatron's MoELayer returns output + shared_experts(hidden_states); the shared experts' part
+  // is computed beside the dispatch where they overlap it.
+  const bool overlap = overlaps_shared_experts();
+  route_through_experts(ctx, input, saved, scratch, output,
+                        overlap ? std::function<void()>([&] { shared_experts_forward(tokens, input, saved, scratch); })
+                                : std::function<void()>());
+  if (shared_) {
+    const ConstFloatView shared =
+        overlap ? ConstFloatView(scratch.shared_output.first(tokens * hidden_))
+                : shared_experts_forward(tokens, input, saved, scratch);
+    backend_->accumulate(output.first(tokens * hidden_), shared);
+  }
   if (sequence_parallel)
     tp_->reduce_scatter_to_sequence_parallel_region_forward(output, local_output.first(ctx.local_tokens() * hidden_));
   else if (tp_)
@@ -264,13 +300,27 @@ void MoeLayer::backward(const ForwardContext& ctx, ConstFloatView whole_input, c
     d_output = whole;
     d_input = scratch.sp_whole.first(tokens * hidden_);
   }
-  route_through_experts_backward(ctx, d_output, saved, scratch, d_input);
+  // Beside the output gradients' exchange: the shared experts' backward, their input gradient in
+  // scratch.shared_output (free in a backward without the gate, whose backward shares the
+  // router's scratch and runs after it), added where add_shared_experts_backward adds it.
+  const bool overlap = overlaps_shared_experts() && !shared_gate_;
+  const FloatView shared_dx = overlap ? scratch.shared_output.first(tokens * hidden_) : FloatView();
+  route_through_experts_backward(ctx, d_output, saved, scratch, d_input,
+                                 overlap ? std::function<void()>([&] {
+                                   shared_experts_backward(tokens, input, saved, scratch,
+                                                           d_output.first(tokens * hidden_), shared_dx);
+                                 })
+                                         : std::function<void()>());
   // Each rank's expert outputs are its slices' partial sums, and so is its gradient of the
   // probabilities that weight them.
   if (tp_) tp_->all_reduce(scratch.d_probs.first(tokens * num_experts_), dist::ReduceOp::Sum);
   // The router's input gradient is the same on every tensor-parallel rank: added once.
   router_.backward(ctx, input, saved, scratch, !tp_ || tp_->rank() == 0 ? d_input : FloatView());
-  if (shared_) add_shared_experts_backward(tokens, input, saved, scratch, d_output, d_input);
+  if (overlap) {
+    backend_->accumulate(d_input.first(tokens * hidden_), shared_dx);
+  } else if (shared_) {
+    add_shared_experts_backward(tokens, input, saved, scratch, d_output, d_input);
+  }
   if (sequence_parallel)
     tp_->reduce_scatter_to_sequence_parallel_region_forward(d_input, local_d_input.first(ctx.local_tokens() * hidden_));
   else if (tp_)

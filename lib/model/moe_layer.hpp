@@ -37,8 +37,15 @@
 // sigmoid(x·w_gate), as Megatron-Core's SharedExpertMLP does with its gate (shared_experts.py).
 // The gate's weight is replicated over the tensor-parallel ranks, each of which computes the gate
 // on the whole sequence's tokens, as the router does.
+// With --moe-shared-expert-overlap and the all-to-all dispatcher under expert parallelism, the
+// shared experts' forward runs while the tokens travel to the experts' ranks, and (without the
+// gate, whose backward shares the router's scratch) their backward while the output gradients
+// travel there, as Megatron's SharedExpertMLP overlaps them with the dispatch: the exchange is
+// started on the communicator (Communicator::start_all_to_all; on NCCL beside the compute) and
+// waited for after them. The results are the same as without.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -85,28 +92,42 @@ private:
   TokenRange own_tokens(const ForwardContext& ctx) const;
   // From the routing in saved: output [T, h] = the experts' outputs weighted and summed per token
   // (partial sums under tensor parallelism), the tokens dispatched as the dispatcher does it.
+  // `beside` (where overlaps_shared_experts(); empty otherwise): work run while the tokens travel
+  // to the experts' ranks, once.
   void route_through_experts(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
-                             const MoeScratch& scratch, FloatView output) const;
+                             const MoeScratch& scratch, FloatView output,
+                             const std::function<void()>& beside = {}) const;
   // The tokens of `part` of input [T, h] through the experts into the same rows of output, each
   // expert's rows padded to `capacity` (< 0: not padded): locally, or over the expert-parallel
   // group by all-to-all or all-gather.
   void run_experts(TokenRange part, ConstFloatView input, const MoeActivations& saved, const MoeScratch& scratch,
-                   int64_t capacity, FloatView output) const;
+                   int64_t capacity, FloatView output, const std::function<void()>& beside = {}) const;
   // Their backward: scratch.d_probs [T, E] and d_input [T, h] (overwritten) from d_output [T, h];
-  // the experts' gradients added.
+  // the experts' gradients added. `beside` as in route_through_experts, while the output
+  // gradients travel.
   void route_through_experts_backward(const ForwardContext& ctx, ConstFloatView d_output, const MoeActivations& saved,
-                                      const MoeScratch& scratch, FloatView d_input) const;
+                                      const MoeScratch& scratch, FloatView d_input,
+                                      const std::function<void()>& beside = {}) const;
   // Of run_experts: the rows of `part` of d_probs [T, E] and d_input [T, h] (overwritten).
   void run_experts_backward(TokenRange part, ConstFloatView d_output, const MoeActivations& saved,
-                            const MoeScratch& scratch, FloatView d_probs, FloatView d_input) const;
-  // The shared experts' output added to output [T, h] (partial sums under tensor parallelism),
-  // gated with --moe-shared-expert-gate.
-  void add_shared_experts(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
-                          const MoeScratch& scratch, FloatView output) const;
+                            const MoeScratch& scratch, FloatView d_probs, FloatView d_input,
+                            const std::function<void()>& beside = {}) const;
+  // Whether the shared experts run beside the token exchange (--moe-shared-expert-overlap): with
+  // expert parallelism, the all-to-all dispatcher and every tensor-parallel rank running all the
+  // tokens.
+  bool overlaps_shared_experts() const;
+  // The shared experts' output [T, h] (partial sums under tensor parallelism), gated with
+  // --moe-shared-expert-gate, in scratch.shared_output: what forward adds to the experts'.
+  ConstFloatView shared_experts_forward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                                        const MoeScratch& scratch) const;
   // Its backward from d_output [T, h]: the shared experts' and the gate's gradients added, their
   // input gradient added to d_input (the gate's on tensor-parallel rank 0 only).
   void add_shared_experts_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
                                    const MoeScratch& scratch, ConstFloatView d_output, FloatView d_input) const;
+  // The shared experts' MLP backward from the gradient dy [T, h] of its (ungated) output: its
+  // weights' gradients added, its input gradient into dx [T, h].
+  void shared_experts_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                               const MoeScratch& scratch, ConstFloatView dy, FloatView dx) const;
   // The gate's sigmoid as the routing of the tokens to one expert, top-1, by the sigmoid score
   // function (Megatron's topk_routing_with_score_function: no normalisation with top-1).
   static MoeRoutingParams gate_routing(int64_t tokens);

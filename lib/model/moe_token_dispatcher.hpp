@@ -118,6 +118,13 @@ public:
   // `copies` [x.sent, h] scratch for the rows as sent with replicas.
   void to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved, FloatView exchange,
                   FloatView sorted, FloatView copies = {}) const;
+  // to_experts in two steps, for work beside its all-to-all (--moe-shared-expert-overlap): the
+  // exchange started into `exchange`, then waited for and sorted into `sorted`. Neither `rows`
+  // (or `copies`) nor `exchange` may be written in between.
+  dist::PendingCollective start_to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved,
+                                           FloatView exchange, FloatView copies = {}) const;
+  void finish_to_experts(const ExpertExchange& x, dist::PendingCollective& started, const MoeActivations& saved,
+                         FloatView exchange, FloatView sorted) const;
   // Collective, the reverse: `sorted` [x.received, h] back to the ranks whose rows they are;
   // `rows` [x.rows, h] receives this rank's (with replicas, the sum of the slices' rows).
   void from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved, FloatView exchange,

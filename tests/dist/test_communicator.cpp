@@ -189,6 +189,12 @@ TEST_CASE("all_to_all moves chunks of unequal sizes between every pair of ranks"
     for (int r = 0; r < n; ++r)
       for (int j = 0; j < (r + me) % 3; ++j) expected.push_back(static_cast<float>(1000 * r + 10 * me + j));
     CHECK(recv == expected);
+    // Started, then waited for (on MPI and alone: complete in the start).
+    std::vector<float> started_recv(recv.size(), -1.0f);
+    PendingCollective started = comm.start_all_to_all(host_buffer(std::span<const float>(send)), send_counts,
+                                                      host_buffer(std::span<float>(started_recv)), recv_counts);
+    started.wait();
+    CHECK(started_recv == expected);
     // Counts that do not add up to the buffer are refused before anything moves.
     std::vector<std::int64_t> wrong = send_counts;
     wrong[0] += 1;

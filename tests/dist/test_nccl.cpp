@@ -204,6 +204,14 @@ TEST_CASE("NCCL on the backend's stream: collectives ordered with its kernels, n
     backend->copy_from_host(std::span<const float>(sent), from.view());
     comm->all_to_all(mgt::ConstFloatView(from.view()), send_counts, to.view(), recv_counts);
     CHECK(read(*backend, to) == expected);
+    // Started beside the stream (--moe-shared-expert-overlap): it waits for the fill queued
+    // before it, and the stream for it at wait().
+    mgt::DeviceBuffer again(*backend, static_cast<std::int64_t>(expected.size()), type);
+    backend->fill(again.view(), -1.0f);
+    PendingCollective started =
+        comm->start_all_to_all(mgt::ConstFloatView(from.view()), send_counts, again.view(), recv_counts);
+    started.wait();
+    CHECK(read(*backend, again) == expected);
   }
 
   // The process groups mirror the MPI ones on the same stream.

@@ -17,6 +17,8 @@
 # line. In FP8 (the experts' GEMMs too) EP=2 agrees with one rank, and the experts' FP8 state
 # moves with them from EP=2 to EP=1 to EP=4 checkpoints; --fp8-param-gather (the experts' codes
 # over the expert-data-parallel group) reproduces the run without it bit for bit.
+# --moe-shared-expert-overlap (the shared experts beside the token exchange, started) reproduces
+# EP=2 and EP=2 x TP=2 bit for bit, with --moe-shared-expert-gate too (its forward beside it).
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -221,6 +223,22 @@ grep -q "> --fp8-param-gather: the weights of 24 FP8 linear layers" "$WORK/out.t
   fail "without expert parallelism the experts' FP8 weights are not gathered with the others"
 ! grep -q "routed experts' FP8 linear layers" "$WORK/out.txt" || fail "an experts' region without expert parallelism"
 fp8_agree "$WORK/fp8-dp2-distopt.jsonl" "$WORK/fp8-dp2-pg-overlap.jsonl" 1 0
+
+# --moe-shared-expert-overlap: the shared experts' forward beside the tokens' exchange to the
+# experts, their backward beside the output gradients' (the exchange started on the
+# communicator; MPI's completes in the start, so on CPU ranks this checks the schedule's results:
+# the shared experts' output and input gradient added where they were before). Bit for bit.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --moe-shared-expert-overlap \
+  --metrics-file "$WORK/ep2-shared-overlap.jsonl"
+fp8_agree "$WORK/ep2.jsonl" "$WORK/ep2-shared-overlap.jsonl" 1 0
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-model-parallel-size 2 --moe-shared-expert-overlap --metrics-file "$WORK/ep2tp2-shared-overlap.jsonl"
+fp8_agree "$WORK/ep2tp2.jsonl" "$WORK/ep2tp2-shared-overlap.jsonl" 1 0
+GATE=(--expert-model-parallel-size 2 --moe-shared-expert-gate --train-iters 10)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${GATE[@]}" --metrics-file "$WORK/ep2-gate.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${GATE[@]}" --moe-shared-expert-overlap \
+  --metrics-file "$WORK/ep2-gate-overlap.jsonl"
+fp8_agree "$WORK/ep2-gate.jsonl" "$WORK/ep2-gate-overlap.jsonl" 1 0
 
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3
