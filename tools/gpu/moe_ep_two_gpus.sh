@@ -4,7 +4,10 @@
 # experts, top-2, alltoall dispatcher) on one GPU and with expert parallelism EP=2 over NCCL, in
 # fp32 and bf16, with and without the distributed optimizer, with the allgather dispatcher, and
 # under TP=2 with sequence parallelism (the experts split over the TP ranks); prints the largest
-# relative differences of lm loss and grad norm against the one-GPU run.
+# relative differences of lm loss and grad norm against the one-GPU run. Then EP=2 with a shared
+# expert, with and without --moe-shared-expert-overlap (the shared expert beside the all-to-all on
+# NCCL's side stream), which must agree bit for bit, and the overlap's all-to-all time per
+# iteration and the part of it exposed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/devpack_env.bash
@@ -32,6 +35,9 @@ run fp32-ep2-allgather 2 --expert-model-parallel-size 2 --moe-token-dispatcher-t
 run fp32-tp2sp 2 --tensor-model-parallel-size 2 --sequence-parallel
 run bf16-1 1 --bf16
 run bf16-ep2 2 --bf16 --expert-model-parallel-size 2
+run bf16-ep2-shared 2 --bf16 --expert-model-parallel-size 2 --moe-shared-expert-intermediate-size 512
+run bf16-ep2-shared-overlap 2 --bf16 --expert-model-parallel-size 2 --moe-shared-expert-intermediate-size 512 \
+  --moe-shared-expert-overlap
 grep -h "expert-model-parallel groups\|transport" "$out/fp32-ep2.log" | head -3
 python3 - "$out" <<'PY'
 import json, sys
@@ -53,4 +59,11 @@ for ref, runs in (("fp32-1", ("fp32-ep2", "fp32-ep2-dist", "fp32-ep2-allgather",
         print(f"{name} vs {ref}: {len(keys)} iterations, last lm loss {a[keys[-1]]['lm_loss']:.6f} / "
               f"{b[keys[-1]]['lm_loss']:.6f}, largest relative differences "
               + ", ".join(f"{f} {v:.2e}" for f, v in worst.items()))
+a, b = load("bf16-ep2-shared"), load("bf16-ep2-shared-overlap")
+keys = sorted(set(a) & set(b))
+same = bool(keys) and all(a[k][f] == b[k][f] for k in keys for f in ("lm_loss", "grad_norm", "load_balancing_loss"))
+last = b[keys[-1]] if keys else {}
+print(f"bf16-ep2-shared-overlap vs bf16-ep2-shared: {len(keys)} iterations, "
+      f"{'bit for bit' if same else 'DIFFERENT'}; all-to-all {last.get('expert_parallel_comm_ms', 'n/a')} ms per "
+      f"iteration, exposed {last.get('expert_parallel_comm_exposed_ms', 'n/a')} ms")
 PY
