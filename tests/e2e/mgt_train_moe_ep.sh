@@ -18,7 +18,8 @@
 # moves with them from EP=2 to EP=1 to EP=4 checkpoints; --fp8-param-gather (the experts' codes
 # over the expert-data-parallel group) reproduces the run without it bit for bit.
 # --moe-shared-expert-overlap (the shared experts beside the token exchange, started) reproduces
-# EP=2 and EP=2 x TP=2 bit for bit, with --moe-shared-expert-gate too (its forward beside it).
+# EP=2 and EP=2 x TP=2 bit for bit, with --moe-shared-expert-gate too (its forward beside it), in
+# FP8 and with --recompute-modules moe.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -239,6 +240,16 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${GATE[@]}" --metrics-file
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${GATE[@]}" --moe-shared-expert-overlap \
   --metrics-file "$WORK/ep2-gate-overlap.jsonl"
 fp8_agree "$WORK/ep2-gate.jsonl" "$WORK/ep2-gate-overlap.jsonl" 1 0
+# In FP8 (the shared experts' casts and amaxes among the routed experts'), and with the MoE layers
+# rerun from their inputs before their backward (--recompute-modules moe), bit for bit as well.
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${FP8[@]}" --expert-model-parallel-size 2 \
+  --moe-shared-expert-overlap --metrics-file "$WORK/fp8-ep2-shared-overlap.jsonl"
+fp8_agree "$WORK/fp8-ep2.jsonl" "$WORK/fp8-ep2-shared-overlap.jsonl" 1 0
+RECOMPUTE=(--expert-model-parallel-size 2 --recompute-granularity selective --recompute-modules moe --train-iters 10)
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${RECOMPUTE[@]}" --metrics-file "$WORK/ep2-recompute.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${RECOMPUTE[@]}" --moe-shared-expert-overlap \
+  --metrics-file "$WORK/ep2-recompute-overlap.jsonl"
+fp8_agree "$WORK/ep2-recompute.jsonl" "$WORK/ep2-recompute-overlap.jsonl" 1 0
 
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3
