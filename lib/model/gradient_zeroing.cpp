@@ -1,7 +1,5 @@
 #include "model/gradient_zeroing.hpp"
 
-#include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "core/error.hpp"
@@ -25,20 +23,14 @@ void GradientZeroing::defer(const ParameterEntry& e) {
   ranges_stale_ = true;
 }
 
-bool GradientZeroing::deferred(const ParameterEntry& e) const { return states_[index_of(e)] != State::kFilled; }
-
 void GradientZeroing::begin_iteration(Backend& backend, FloatView grads) {
   if (ranges_stale_) {
-    // The entries in buffer order; a run of filled ones (with the alignment gaps between them,
-    // which stay zero) is one range. Gaps next to deferred entries are left alone: nothing
-    // writes them, so they keep the zeros of the buffer's allocation.
-    std::vector<std::size_t> order(entries_.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return entries_[a].offset < entries_[b].offset; });
+    // A run of filled entries (with the alignment gaps between them, which stay zero) is one
+    // range. Gaps next to deferred entries are left alone: nothing writes them, so they keep the
+    // zeros of the buffer's allocation.
     fill_ranges_.clear();
     bool open = false;
-    for (const std::size_t i : order) {
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
       const ParameterEntry& e = entries_[i];
       if (states_[i] != State::kFilled) {
         open = false;

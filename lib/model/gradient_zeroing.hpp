@@ -27,10 +27,9 @@ public:
 
   // e (an entry of the table given) is written only by writers that ask accumulates() first.
   void defer(const ParameterEntry& e);
-  bool deferred(const ParameterEntry& e) const;
 
   // A new iteration: the entries not deferred are filled with zeros in `grads` (runs of adjacent
-  // ones in one fill each), the deferred ones become unwritten.
+  // ones in one fill each; the entries are in buffer order), the deferred ones become unwritten.
   void begin_iteration(Backend& backend, FloatView grads);
   // Whether the next write of e's gradient adds to it: false once per iteration for a deferred
   // entry (its first write, which then writes over it), true otherwise.

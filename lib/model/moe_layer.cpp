@@ -105,14 +105,8 @@ void MoeLayer::run_experts(TokenRange part, ConstFloatView input, const MoeActiv
   const int64_t rows = std::accumulate(rows_of.begin(), rows_of.end(), int64_t{0});
   if (dispatcher_.expert_parallel()) {
     const ExpertExchange xchg = dispatcher_.plan_exchange(rows_of, saved);
-    if (beside) {
-      dist::PendingCollective started =
-          dispatcher_.start_to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, scratch.ep_copies);
-      beside();
-      dispatcher_.finish_to_experts(xchg, started, saved, scratch.ep_exchange, saved.expert_input);
-    } else {
-      dispatcher_.to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, saved.expert_input, scratch.ep_copies);
-    }
+    dispatcher_.to_experts(xchg, saved.permuted, saved, scratch.ep_exchange, saved.expert_input, scratch.ep_copies,
+                           beside);
     experts_.forward(xchg.expert_rows, saved.expert_input, saved, scratch.ep_sorted);
     dispatcher_.from_experts(xchg, scratch.ep_sorted, saved, scratch.ep_exchange, saved.expert_output,
                              scratch.ep_copies);
@@ -166,14 +160,8 @@ void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, co
   if (dispatcher_.expert_parallel()) {
     // The forward's path reversed: ∂/∂expert_output to the experts, ∂/∂input of theirs back.
     const ExpertExchange xchg = dispatcher_.saved_exchange(rows_of, saved);
-    if (beside) {
-      dist::PendingCollective started =
-          dispatcher_.start_to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_copies);
-      beside();
-      dispatcher_.finish_to_experts(xchg, started, saved, scratch.ep_exchange, scratch.ep_sorted);
-    } else {
-      dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted, scratch.ep_copies);
-    }
+    dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted, scratch.ep_copies,
+                           beside);
     experts_.backward(xchg.expert_rows, scratch.ep_sorted, saved.expert_input, saved, scratch, scratch.ep_d_input);
     dispatcher_.from_experts(xchg, scratch.ep_d_input, saved, scratch.ep_exchange, scratch.d_permuted,
                              scratch.ep_copies);

@@ -230,28 +230,24 @@ std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t width) {
 }  // namespace
 
 void MoeTokenDispatcher::to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved,
-                                    FloatView exchange, FloatView sorted, FloatView copies) const {
-  dist::PendingCollective started = start_to_experts(x, rows, saved, exchange, copies);
-  finish_to_experts(x, started, saved, exchange, sorted);
-}
-
-dist::PendingCollective MoeTokenDispatcher::start_to_experts(const ExpertExchange& x, ConstFloatView rows,
-                                                             const MoeActivations& saved, FloatView exchange,
-                                                             FloatView copies) const {
+                                    FloatView exchange, FloatView sorted, FloatView copies,
+                                    const std::function<void()>& beside) const {
+  const FloatView received = exchange.first(x.received * hidden_);
   ConstFloatView send = rows.first(x.rows * hidden_);
   if (replicas_ > 1) {
     backend_->gather_rows(send, x.rows, hidden_, saved.ep_replicate.first(x.sent), {}, copies.first(x.sent * hidden_));
     send = copies.first(x.sent * hidden_);
   }
-  return group_->start_all_to_all(send, times(x.send_rows, hidden_), exchange.first(x.received * hidden_),
-                                  times(x.recv_rows, hidden_));
-}
-
-void MoeTokenDispatcher::finish_to_experts(const ExpertExchange& x, dist::PendingCollective& started,
-                                           const MoeActivations& saved, FloatView exchange, FloatView sorted) const {
-  started.wait();
-  backend_->gather_rows(exchange.first(x.received * hidden_), x.received, hidden_, saved.ep_sort.first(x.received),
-                        {}, sorted.first(x.received * hidden_));
+  if (beside) {
+    dist::PendingCollective started =
+        group_->start_all_to_all(send, times(x.send_rows, hidden_), received, times(x.recv_rows, hidden_));
+    beside();
+    started.wait();
+  } else {
+    group_->all_to_all(send, times(x.send_rows, hidden_), received, times(x.recv_rows, hidden_));
+  }
+  backend_->gather_rows(received, x.received, hidden_, saved.ep_sort.first(x.received), {},
+                        sorted.first(x.received * hidden_));
 }
 
 void MoeTokenDispatcher::from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved,

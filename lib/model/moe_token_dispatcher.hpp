@@ -37,6 +37,7 @@
 // the rows (gather_rows, gather_sum_rows), summing each token's rows in a fixed order.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <vector>
@@ -115,16 +116,11 @@ public:
   ExpertExchange saved_exchange(const std::vector<int64_t>& rows_of, const MoeActivations& saved) const;
   // Collective: `rows` [x.rows, h] (this rank's, by expert) to the experts' ranks; `sorted`
   // [x.received, h] receives them by local expert. `exchange` is scratch of the same size,
-  // `copies` [x.sent, h] scratch for the rows as sent with replicas.
+  // `copies` [x.sent, h] scratch for the rows as sent with replicas. `beside` (may be empty) runs
+  // while the exchange is under way (--moe-shared-expert-overlap: Communicator::start_all_to_all);
+  // it must write none of `rows`, `copies`, `exchange` and `sorted`.
   void to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved, FloatView exchange,
-                  FloatView sorted, FloatView copies = {}) const;
-  // to_experts in two steps, for work beside its all-to-all (--moe-shared-expert-overlap): the
-  // exchange started into `exchange`, then waited for and sorted into `sorted`. Neither `rows`
-  // (or `copies`) nor `exchange` may be written in between.
-  dist::PendingCollective start_to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved,
-                                           FloatView exchange, FloatView copies = {}) const;
-  void finish_to_experts(const ExpertExchange& x, dist::PendingCollective& started, const MoeActivations& saved,
-                         FloatView exchange, FloatView sorted) const;
+                  FloatView sorted, FloatView copies = {}, const std::function<void()>& beside = {}) const;
   // Collective, the reverse: `sorted` [x.received, h] back to the ranks whose rows they are;
   // `rows` [x.rows, h] receives this rank's (with replicas, the sum of the slices' rows).
   void from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved, FloatView exchange,
