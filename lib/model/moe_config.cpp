@@ -38,6 +38,7 @@ MoeConfig moe_config_from_options(const MoeOptions& o, std::int64_t num_layers) 
   c.shared_expert_intermediate_size = o.moe_shared_expert_intermediate_size.value_or(0);
   c.shared_expert_gate = o.moe_shared_expert_gate;
   c.shared_expert_overlap = o.moe_shared_expert_overlap;
+  c.delay_wgrad_compute = o.delay_wgrad_compute;
   c.topk = o.moe_router_topk;
   c.score_function = o.moe_router_score_function == "sigmoid" ? MoeScoreFunction::kSigmoid : MoeScoreFunction::kSoftmax;
   c.pre_softmax = o.moe_router_pre_softmax;

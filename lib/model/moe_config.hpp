@@ -30,6 +30,9 @@ struct MoeConfig {
   // --moe-shared-expert-overlap: the shared experts computed while the tokens travel to the
   // experts' ranks (model/moe_layer.hpp); a schedule, the results are the same.
   bool shared_expert_overlap = false;
+  // --delay-wgrad-compute: the grouped experts' weight gradients computed while their input
+  // gradients travel back (model/moe_layer.hpp); a schedule, the results are the same.
+  bool delay_wgrad_compute = false;
   std::int64_t topk = 2;
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
   bool pre_softmax = false;

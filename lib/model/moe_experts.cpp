@@ -120,8 +120,10 @@ void MoeExperts::forward(const std::vector<int64_t>& expert_rows, ConstFloatView
 }
 
 void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
-                          const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const {
-  if (grouped_) return grouped_backward(expert_rows, d_output, input, saved, scratch, d_input);
+                          const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input,
+                          std::function<void()>* weights_later) const {
+  if (weights_later) *weights_later = nullptr;
+  if (grouped_) return grouped_backward(expert_rows, d_output, input, saved, scratch, d_input, weights_later);
   int64_t first = 0;
   for (std::size_t j = 0; j < experts_.size(); ++j) {
     const ExpertMlp& expert = experts_[j];
@@ -173,7 +175,7 @@ void MoeExperts::grouped_forward(const std::vector<int64_t>& expert_rows, ConstF
 
 void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output,
                                   ConstFloatView input, const MoeActivations& saved, const MoeScratch& scratch,
-                                  FloatView d_input) const {
+                                  FloatView d_input, std::function<void()>* weights_later) const {
   const std::span<const int64_t> groups = local_rows(expert_rows);
   const int64_t rows = std::accumulate(groups.begin(), groups.end(), int64_t{0});
   if (rows == 0) return;
@@ -188,14 +190,24 @@ void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, Const
   const FloatView d_fc1 = scratch.d_fc1.first(rows * fc1);
   // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
   if (recompute_activation_) any.activate(fc1_output, rows, activation_output);
-  // Each projection as LinearLayer::backward: the weight gradient, then the input's.
-  backend_->grouped_linear_backward_weight(dy, activation_output, groups, ffn, hidden_, fc2_.weight_grads,
-                                          grads_accumulate(fc2_));
+  // The input gradient through both projections first, then the weight gradients (the same
+  // values in either order: each reads only what the forward saved and the input gradients).
   backend_->grouped_linear_backward_input(dy, fc2_.weights, groups, ffn, hidden_, d_activation);
   any.activation_backward(d_activation, fc1_output, rows, d_fc1);
-  backend_->grouped_linear_backward_weight(d_fc1, x, groups, hidden_, fc1, fc1_.weight_grads,
-                                          grads_accumulate(fc1_));
   backend_->grouped_linear_backward_input(d_fc1, fc1_.weights, groups, hidden_, fc1, d_input.first(rows * hidden_));
+  // The rows are copied: a later call may outlive the caller's vector.
+  auto weights = [this, rows_of = std::vector<int64_t>(groups.begin(), groups.end()), dy, x, activation_output, d_fc1,
+                  ffn, fc1] {
+    backend_->grouped_linear_backward_weight(dy, activation_output, rows_of, ffn, hidden_, fc2_.weight_grads,
+                                            grads_accumulate(fc2_));
+    backend_->grouped_linear_backward_weight(d_fc1, x, rows_of, hidden_, fc1, fc1_.weight_grads,
+                                            grads_accumulate(fc1_));
+  };
+  if (weights_later) {
+    *weights_later = std::move(weights);
+  } else {
+    weights();
+  }
 }
 
 }  // namespace mgt

@@ -17,6 +17,7 @@
 // need.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,9 +69,14 @@ public:
   // expert after local expert over `expert_rows` rows each.
   void forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
                FloatView output) const;
-  // From d_output (∂/∂output): the experts' weight gradients and d_input.
+  // From d_output (∂/∂output): the experts' weight gradients and d_input. With `weights_later`
+  // and grouped experts, d_input only: *weights_later is set to compute the weight gradients,
+  // and must run before anything writes d_output, input, the saved activations or the scratch's
+  // d_activation and d_fc1 again (--delay-wgrad-compute: while d_input travels). Otherwise it is
+  // left empty.
   void backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
-                const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
+                const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input,
+                std::function<void()>* weights_later = nullptr) const;
 
 private:
   // One projection (linear_fc1 or linear_fc2) of every local expert: their weights' views, in
@@ -89,7 +95,8 @@ private:
   void grouped_forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
                        FloatView output) const;
   void grouped_backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
-                        const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
+                        const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input,
+                        std::function<void()>* weights_later) const;
   // The local experts' rows of expert_rows (checked to hold them).
   std::span<const int64_t> local_rows(const std::vector<int64_t>& expert_rows) const;
 

@@ -34,6 +34,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store_true("moe-shared-expert-gate", m.moe_shared_expert_gate, "Scale the shared experts' output per token by sigmoid(x . w), w a [1, hidden] weight (Megatron-Core's SharedExpertMLP gate, Qwen2-MoE's shared_expert_gate)"),
     store_true("moe-shared-expert-overlap", m.moe_shared_expert_overlap, "With the alltoall dispatcher and expert parallelism: run the shared experts while the tokens travel to the experts' ranks (their backward too, without --moe-shared-expert-gate); the results are the same"),
     store_true("moe-grouped-gemm", m.moe_grouped_gemm, "Run each projection of the local experts as one grouped operation; results agree up to rounding"),
+    store_true("delay-wgrad-compute", m.delay_wgrad_compute, "With expert parallelism, the alltoall dispatcher and --moe-grouped-gemm (not FP8): compute the experts' weight gradients while their input gradients travel back to the tokens' ranks; the results are the same"),
     store_true("moe-layer-recompute", m.moe_layer_recompute, "Deprecated: recompute the MoE layers in the backward"),
     store("moe-router-load-balancing-type", "TYPE", m.moe_router_load_balancing_type, "aux_loss (GShard's and Switch Transformer's, over the micro-batch), seq_aux_loss (per sequence, DeepSeek-V2's) or none")
         .choices({"aux_loss", "seq_aux_loss", "none"}, {"sinkhorn"}),
@@ -73,7 +74,6 @@ const std::map<std::string, std::string>& refused_moe_flags() {
       {"--moe-use-legacy-grouped-gemm", "mgt has one grouped GEMM; --moe-grouped-gemm uses it"},
       {"--moe-router-force-load-balancing", "routing by random logits (a benchmarking aid) is not implemented"},
       {"--moe-apply-probs-on-input", "applying the router's probabilities before the experts is not implemented"},
-      {"--delay-wgrad-compute", "it schedules weight gradients for Transformer Engine's overlap, which mgt lacks"},
   };
   return flags;
 }

@@ -162,9 +162,12 @@ void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, co
     const ExpertExchange xchg = dispatcher_.saved_exchange(rows_of, saved);
     dispatcher_.to_experts(xchg, scratch.d_rows, saved, scratch.ep_exchange, scratch.ep_sorted, scratch.ep_copies,
                            beside);
-    experts_.backward(xchg.expert_rows, scratch.ep_sorted, saved.expert_input, saved, scratch, scratch.ep_d_input);
+    // --delay-wgrad-compute: the experts' weight gradients while their input gradients travel.
+    std::function<void()> weights;
+    experts_.backward(xchg.expert_rows, scratch.ep_sorted, saved.expert_input, saved, scratch, scratch.ep_d_input,
+                      moe_.delay_wgrad_compute ? &weights : nullptr);
     dispatcher_.from_experts(xchg, scratch.ep_d_input, saved, scratch.ep_exchange, scratch.d_permuted,
-                             scratch.ep_copies);
+                             scratch.ep_copies, weights);
   } else {
     experts_.backward(rows_of, scratch.d_rows, saved.permuted, saved, scratch, scratch.d_permuted);
   }

@@ -43,6 +43,10 @@
 // travel there, as Megatron's SharedExpertMLP overlaps them with the dispatch: the exchange is
 // started on the communicator (Communicator::start_all_to_all; on NCCL beside the compute) and
 // waited for after them. The results are the same as without.
+// With --delay-wgrad-compute (expert parallelism, all-to-all, grouped experts) the experts'
+// backward computes their input gradients first and their weight gradients while those travel
+// back to the tokens' ranks, which is what Megatron's flag delays the weight gradients for; the
+// results are the same as without.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -20,6 +20,7 @@ struct MoeOptions {
   bool moe_shared_expert_overlap = false;
   bool moe_shared_expert_gate = false;  // mgt's --moe-shared-expert-gate (not in Megatron v0.13's parser)
   bool moe_grouped_gemm = false;
+  bool delay_wgrad_compute = false;  // --delay-wgrad-compute
   bool moe_layer_recompute = false;
   std::string moe_router_load_balancing_type = "aux_loss";      // aux_loss | seq_aux_loss | none
   std::optional<std::string> moe_router_dtype;                  // fp32

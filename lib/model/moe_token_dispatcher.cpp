@@ -229,6 +229,19 @@ std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t width) {
 
 }  // namespace
 
+void MoeTokenDispatcher::exchange_beside(ConstFloatView send, const std::vector<int64_t>& send_rows,
+                                         FloatView receive, const std::vector<int64_t>& receive_rows,
+                                         const std::function<void()>& beside) const {
+  if (!beside) {
+    group_->all_to_all(send, times(send_rows, hidden_), receive, times(receive_rows, hidden_));
+    return;
+  }
+  dist::PendingCollective started =
+      group_->start_all_to_all(send, times(send_rows, hidden_), receive, times(receive_rows, hidden_));
+  beside();
+  started.wait();
+}
+
 void MoeTokenDispatcher::to_experts(const ExpertExchange& x, ConstFloatView rows, const MoeActivations& saved,
                                     FloatView exchange, FloatView sorted, FloatView copies,
                                     const std::function<void()>& beside) const {
@@ -238,30 +251,24 @@ void MoeTokenDispatcher::to_experts(const ExpertExchange& x, ConstFloatView rows
     backend_->gather_rows(send, x.rows, hidden_, saved.ep_replicate.first(x.sent), {}, copies.first(x.sent * hidden_));
     send = copies.first(x.sent * hidden_);
   }
-  if (beside) {
-    dist::PendingCollective started =
-        group_->start_all_to_all(send, times(x.send_rows, hidden_), received, times(x.recv_rows, hidden_));
-    beside();
-    started.wait();
-  } else {
-    group_->all_to_all(send, times(x.send_rows, hidden_), received, times(x.recv_rows, hidden_));
-  }
+  exchange_beside(send, x.send_rows, received, x.recv_rows, beside);
   backend_->gather_rows(received, x.received, hidden_, saved.ep_sort.first(x.received), {},
                         sorted.first(x.received * hidden_));
 }
 
 void MoeTokenDispatcher::from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved,
-                                      FloatView exchange, FloatView rows, FloatView copies) const {
+                                      FloatView exchange, FloatView rows, FloatView copies,
+                                      const std::function<void()>& beside) const {
   const FloatView back = exchange.first(x.received * hidden_);
   backend_->gather_rows(sorted.first(x.received * hidden_), x.received, hidden_, saved.ep_unsort.first(x.received), {},
                         back);
   if (replicas_ == 1) {
-    group_->all_to_all(back, times(x.recv_rows, hidden_), rows.first(x.rows * hidden_), times(x.send_rows, hidden_));
+    exchange_beside(back, x.recv_rows, rows.first(x.rows * hidden_), x.send_rows, beside);
     return;
   }
   // The slices' partial sums of each row (Megatron's reduce-scatter over the expert-tensor ranks).
   const FloatView partial = copies.first(x.sent * hidden_);
-  group_->all_to_all(back, times(x.recv_rows, hidden_), partial, times(x.send_rows, hidden_));
+  exchange_beside(back, x.recv_rows, partial, x.send_rows, beside);
   backend_->gather_sum_rows(partial, x.sent, hidden_, saved.ep_combine.first(x.rows * replicas_), replicas_, {},
                             rows.first(x.rows * hidden_));
 }

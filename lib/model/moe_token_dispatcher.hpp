@@ -123,14 +123,20 @@ public:
                   FloatView sorted, FloatView copies = {}, const std::function<void()>& beside = {}) const;
   // Collective, the reverse: `sorted` [x.received, h] back to the ranks whose rows they are;
   // `rows` [x.rows, h] receives this rank's (with replicas, the sum of the slices' rows).
+  // `beside` as to_experts' (--delay-wgrad-compute); it must write none of `rows`, `copies` and
+  // `exchange`.
   void from_experts(const ExpertExchange& x, ConstFloatView sorted, const MoeActivations& saved, FloatView exchange,
-                    FloatView rows, FloatView copies = {}) const;
+                    FloatView rows, FloatView copies = {}, const std::function<void()>& beside = {}) const;
 
 private:
   // dispatch over experts [first, first + count) of routing_map and probs [tokens, E], each
   // expert's rows padded to `capacity` (< 0: not padded).
   std::vector<int64_t> permute(ConstFloatView input, int64_t tokens, ConstFloatView routing_map, ConstFloatView probs,
                                int64_t first, int64_t count, int64_t capacity, const MoeActivations& saved) const;
+  // The all-to-all of rows of `hidden_` elements (counts in rows), with `beside` (if any) run while
+  // it is under way (Communicator::start_all_to_all).
+  void exchange_beside(ConstFloatView send, const std::vector<int64_t>& send_rows, FloatView receive,
+                       const std::vector<int64_t>& receive_rows, const std::function<void()>& beside) const;
   // The first `size` elements of staging_, grown to hold them.
   std::span<int64_t> staging(int64_t size) const;
   ExpertExchange exchange_from_counts(const std::vector<int64_t>& rows_of, const std::vector<int64_t>& counts) const;

@@ -65,6 +65,14 @@ void validate_moe_options(TrainOptions& o) {
       throw UsageError("--expert-model-parallel-size with --fp16: Megatron does not support expert parallelism "
                        "with fp16 training");
   }
+  // mgt delays only the grouped experts' weight gradients, beside the all-to-all that returns
+  // their input gradients; elsewhere the flag would change nothing.
+  if (m.delay_wgrad_compute &&
+      (!m.enabled() || m.expert_model_parallel_size < 2 || m.moe_token_dispatcher_type != "alltoall" ||
+       !m.moe_grouped_gemm || o.fp8.format))
+    throw UsageError("--delay-wgrad-compute needs --num-experts with --expert-model-parallel-size > 1, "
+                     "--moe-token-dispatcher-type alltoall and --moe-grouped-gemm, without --fp8-format (mgt "
+                     "delays the grouped experts' weight gradients beside the all-to-all)");
   if (!m.enabled()) {
     // TransformerConfig: moe_ffn_hidden_size must be None when num_experts is not set.
     if (m.moe_ffn_hidden_size) throw UsageError("--moe-ffn-hidden-size needs --num-experts");

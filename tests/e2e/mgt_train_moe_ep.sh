@@ -19,7 +19,9 @@
 # over the expert-data-parallel group) reproduces the run without it bit for bit.
 # --moe-shared-expert-overlap (the shared experts beside the token exchange, started) reproduces
 # EP=2 and EP=2 x TP=2 bit for bit, with --moe-shared-expert-gate too (its forward beside it), in
-# FP8 and with --recompute-modules moe.
+# FP8 and with --recompute-modules moe. --delay-wgrad-compute (the grouped experts' weight
+# gradients beside their input gradients' exchange back) reproduces EP=2, EP=2 x TP=2 and EP=2
+# with the activation recomputed bit for bit.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -250,6 +252,26 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${RECOMPUTE[@]}" --metrics
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${RECOMPUTE[@]}" --moe-shared-expert-overlap \
   --metrics-file "$WORK/ep2-recompute-overlap.jsonl"
 fp8_agree "$WORK/ep2-recompute.jsonl" "$WORK/ep2-recompute-overlap.jsonl" 1 0
+
+# --delay-wgrad-compute: the grouped experts' input gradients first, their weight gradients
+# beside the input gradients' exchange back (started; on CPU ranks MPI's completes first, so this
+# checks the schedule's results). Bit for bit, also under EP=2 x TP=2 with sequence parallelism
+# (the experts split over the tensor-parallel ranks, their partial sums exchanged) and with the
+# experts' activation recomputed before their backward (--recompute-modules moe_act).
+for layout in ep2 ep2tp2 ep2act; do
+  case $layout in
+    ep2) flags=(--expert-model-parallel-size 2); n=2 ;;
+    ep2tp2) flags=(--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2); n=4 ;;
+    ep2act) flags=(--expert-model-parallel-size 2 --recompute-granularity selective --recompute-modules moe_act); n=2 ;;
+  esac
+  GROUPED=("${flags[@]}" --bf16 --moe-grouped-gemm --train-iters 10)
+  expect_status 0 ranks $n "$BIN/mgt-train" "${MOE[@]}" "${GROUPED[@]}" --metrics-file "$WORK/$layout-grouped.jsonl"
+  expect_status 0 ranks $n "$BIN/mgt-train" "${MOE[@]}" "${GROUPED[@]}" --delay-wgrad-compute \
+    --metrics-file "$WORK/$layout-grouped-delayed.jsonl"
+  fp8_agree "$WORK/$layout-grouped.jsonl" "$WORK/$layout-grouped-delayed.jsonl" 1 0
+done
+expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --bf16 --moe-grouped-gemm --delay-wgrad-compute
+one_line "--delay-wgrad-compute needs --num-experts with --expert-model-parallel-size > 1, --moe-token-dispatcher-type alltoall and --moe-grouped-gemm, without --fp8-format (mgt delays the grouped experts' weight gradients beside the all-to-all)"
 
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3

@@ -151,6 +151,29 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-shared-expert-intermediate-size", "32",
                          "--moe-shared-expert-overlap"}) ==
         "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall");
+  // --delay-wgrad-compute: where mgt has weight gradients to delay (the grouped experts' under
+  // expert parallelism with the all-to-all), else refused rather than ignored.
+  const std::string delay_needs =
+      "--delay-wgrad-compute needs --num-experts with --expert-model-parallel-size > 1, --moe-token-dispatcher-type "
+      "alltoall and --moe-grouped-gemm, without --fp8-format (mgt delays the grouped experts' weight gradients beside "
+      "the all-to-all)";
+  const std::vector<std::string> delayed = {"--num-experts", "4", "--expert-model-parallel-size", "2",
+                                            "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm", "--bf16",
+                                            "--delay-wgrad-compute"};
+  const TrainOptions delaying = parse_moe(delayed, 2);
+  CHECK(delaying.moe.delay_wgrad_compute);
+  CHECK(gpt_config_from_options(delaying, 128).moe.delay_wgrad_compute);
+  CHECK_FALSE(gpt_config_from_options(parse_moe({"--num-experts", "4"}), 128).moe.delay_wgrad_compute);
+  CHECK(moe_usage_error({"--delay-wgrad-compute"}) == delay_needs);
+  for (std::size_t left_out : {2, 4, 6}) {  // the expert-parallel size, the dispatcher, the grouped GEMM
+    std::vector<std::string> missing = delayed;
+    missing.erase(missing.begin() + static_cast<std::ptrdiff_t>(left_out),
+                  missing.begin() + static_cast<std::ptrdiff_t>(left_out == 6 ? left_out + 1 : left_out + 2));
+    CHECK(moe_usage_error(missing, 2) == delay_needs);
+  }
+  std::vector<std::string> fp8 = delayed;
+  fp8.insert(fp8.end(), {"--fp8-format", "hybrid"});
+  CHECK(moe_usage_error(fp8, 2) == delay_needs);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-enable-expert-bias"}) ==
         "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-grouped-gemm"}) ==
