@@ -7,7 +7,9 @@
 # relative differences of lm loss and grad norm against the one-GPU run. Then EP=2 with a shared
 # expert, with and without --moe-shared-expert-overlap (the shared expert beside the all-to-all on
 # NCCL's side stream), which must agree bit for bit, and the overlap's all-to-all time per
-# iteration and the part of it exposed.
+# iteration and the part of it exposed; and EP=2 with --moe-grouped-gemm with and without
+# --delay-wgrad-compute (the experts' weight gradients beside the input gradients' return), also
+# bit for bit.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/devpack_env.bash
@@ -38,6 +40,8 @@ run bf16-ep2 2 --bf16 --expert-model-parallel-size 2
 run bf16-ep2-shared 2 --bf16 --expert-model-parallel-size 2 --moe-shared-expert-intermediate-size 512
 run bf16-ep2-shared-overlap 2 --bf16 --expert-model-parallel-size 2 --moe-shared-expert-intermediate-size 512 \
   --moe-shared-expert-overlap
+run bf16-ep2-grouped 2 --bf16 --expert-model-parallel-size 2 --moe-grouped-gemm
+run bf16-ep2-grouped-delayed 2 --bf16 --expert-model-parallel-size 2 --moe-grouped-gemm --delay-wgrad-compute
 grep -h "expert-model-parallel groups\|transport" "$out/fp32-ep2.log" | head -3
 python3 - "$out" <<'PY'
 import json, sys
@@ -59,11 +63,12 @@ for ref, runs in (("fp32-1", ("fp32-ep2", "fp32-ep2-dist", "fp32-ep2-allgather",
         print(f"{name} vs {ref}: {len(keys)} iterations, last lm loss {a[keys[-1]]['lm_loss']:.6f} / "
               f"{b[keys[-1]]['lm_loss']:.6f}, largest relative differences "
               + ", ".join(f"{f} {v:.2e}" for f, v in worst.items()))
-a, b = load("bf16-ep2-shared"), load("bf16-ep2-shared-overlap")
-keys = sorted(set(a) & set(b))
-same = bool(keys) and all(a[k][f] == b[k][f] for k in keys for f in ("lm_loss", "grad_norm", "load_balancing_loss"))
-last = b[keys[-1]] if keys else {}
-print(f"bf16-ep2-shared-overlap vs bf16-ep2-shared: {len(keys)} iterations, "
-      f"{'bit for bit' if same else 'DIFFERENT'}; all-to-all {last.get('expert_parallel_comm_ms', 'n/a')} ms per "
-      f"iteration, exposed {last.get('expert_parallel_comm_exposed_ms', 'n/a')} ms")
+for ref, name in (("bf16-ep2-shared", "bf16-ep2-shared-overlap"), ("bf16-ep2-grouped", "bf16-ep2-grouped-delayed")):
+    a, b = load(ref), load(name)
+    keys = sorted(set(a) & set(b))
+    same = bool(keys) and all(a[k][f] == b[k][f] for k in keys for f in ("lm_loss", "grad_norm", "load_balancing_loss"))
+    last = b[keys[-1]] if keys else {}
+    print(f"{name} vs {ref}: {len(keys)} iterations, "
+          f"{'bit for bit' if same else 'DIFFERENT'}; all-to-all {last.get('expert_parallel_comm_ms', 'n/a')} ms per "
+          f"iteration, exposed {last.get('expert_parallel_comm_exposed_ms', 'n/a')} ms")
 PY
