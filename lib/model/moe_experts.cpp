@@ -190,8 +190,9 @@ void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, Const
   const FloatView d_fc1 = scratch.d_fc1.first(rows * fc1);
   // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
   if (recompute_activation_) any.activate(fc1_output, rows, activation_output);
-  // The input gradient through both projections first, then the weight gradients (the same
-  // values in either order: each reads only what the forward saved and the input gradients).
+  // The input gradient through both projections first, then the weight gradients: the same
+  // values in either order, since the weight gradients read only d_output, the forward's saved
+  // values and d_fc1, which the input gradients' GEMMs do not write.
   backend_->grouped_linear_backward_input(dy, fc2_.weights, groups, ffn, hidden_, d_activation);
   any.activation_backward(d_activation, fc1_output, rows, d_fc1);
   backend_->grouped_linear_backward_input(d_fc1, fc1_.weights, groups, hidden_, fc1, d_input.first(rows * hidden_));
