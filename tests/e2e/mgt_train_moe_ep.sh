@@ -20,8 +20,8 @@
 # --moe-shared-expert-overlap (the shared experts beside the token exchange, started) reproduces
 # EP=2 and EP=2 x TP=2 bit for bit, with --moe-shared-expert-gate too (its forward beside it), in
 # FP8 and with --recompute-modules moe. --delay-wgrad-compute (the grouped experts' weight
-# gradients beside their input gradients' exchange back) reproduces EP=2, EP=2 x TP=2 and EP=2
-# with the activation recomputed bit for bit.
+# gradients beside their input gradients' exchange back) reproduces EP=2, EP=2 x TP=2, EP=2 with
+# the activation recomputed and EP=2 x DP=2 with the reduction overlapped, bit for bit.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -257,10 +257,14 @@ fp8_agree "$WORK/ep2-recompute.jsonl" "$WORK/ep2-recompute-overlap.jsonl" 1 0
 # beside the input gradients' exchange back (started; on CPU ranks MPI's completes first, so this
 # checks the schedule's results). Bit for bit, also under EP=2 x TP=2 with sequence parallelism
 # (the experts split over the tensor-parallel ranks, their partial sums exchanged) and with the
-# experts' activation recomputed before their backward (--recompute-modules moe_act).
-for layout in ep2 ep2tp2 ep2act; do
+# experts' activation recomputed before their backward (--recompute-modules moe_act), and with
+# EP=2 x expert-data-parallel 2 reducing the gradients beside the backward (the delayed weight
+# gradients written before their layer's reduction starts), with the shared experts' overlap too.
+for layout in ep2 ep2tp2 ep2act ep2dp2; do
   case $layout in
     ep2) flags=(--expert-model-parallel-size 2); n=2 ;;
+    ep2dp2) flags=(--expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce
+                   --ddp-bucket-size 20000 --moe-shared-expert-overlap); n=4 ;;
     ep2tp2) flags=(--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2); n=4 ;;
     ep2act) flags=(--expert-model-parallel-size 2 --recompute-granularity selective --recompute-modules moe_act); n=2 ;;
   esac
