@@ -170,8 +170,8 @@ public:
   // In place over `data`, chunked as above: afterwards every rank's chunk r holds rank r's chunk
   // r (MPI_Allgatherv).
   PendingCollective start_all_gather_chunks(RecvBuffer data, std::span<const std::int64_t> counts);
-  // all_to_all, started now: the token exchange of expert parallelism with the shared experts
-  // computed beside it (--moe-shared-expert-overlap).
+  // all_to_all, started now: the token exchange of expert parallelism with work computed beside
+  // it (--moe-shared-expert-overlap, --delay-wgrad-compute).
   PendingCollective start_all_to_all(SendBuffer send, std::span<const std::int64_t> send_counts, RecvBuffer recv,
                                      std::span<const std::int64_t> recv_counts);
   PendingCollective start_all_to_all(ConstFloatView send, std::span<const std::int64_t> send_counts, FloatView recv,
