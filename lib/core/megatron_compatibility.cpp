@@ -74,6 +74,20 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--profile-step-end", integer_flag("only mgt-train profiles training steps")},
       {"--num-dataset-builder-threads", integer_flag("it parallelises building the indices; they are the same")},
       {"--use-pytorch-profiler", switch_flag("mgt has no PyTorch; it profiles with its own events")},
+      // Numerics Megatron makes optional and mgt always has.
+      {"--attention-softmax-in-fp32", switch_flag("mgt's attention computes its masking and softmax in fp32 always")},
+      {"--apply-query-key-layer-scaling",
+       switch_flag("mgt's attention accumulates Q*K^T and takes its softmax in fp32, where scaling by 1/layer number "
+                   "and back (an fp16 safeguard) changes nothing")},
+      {"--accumulate-allreduce-grads-in-fp32",
+       switch_flag("mgt accumulates and reduces gradients in fp32 always (the reduction in bf16 under "
+                   "--grad-reduce-in-bf16, which Megatron lets win too)")},
+      {"--no-check-for-nan-in-loss-and-grad",
+       switch_flag("mgt skips an update whose loss or gradient is not finite, warns, and stops after 10 in a row, "
+                   "with the check or without it")},
+      {"--use-cpu-initialization",
+       switch_flag("mgt draws the initial parameters from its own counter-based generator: the same values on "
+                   "every device and layout")},
   };
 }
 
@@ -163,7 +177,8 @@ void add_megatron_compatibility_flags(CommandLineRules& rules) {
 std::string ignored_flags_help(const CommandLineRules& rules) {
   if (rules.ignored.empty()) return "";
   std::string text =
-      "Accepted and ignored, named on a start-up line (they tune how Megatron-LM runs, not what it computes):\n ";
+      "Accepted and ignored, named on a start-up line (they tune how Megatron-LM runs, or ask for what mgt "
+      "always computes):\n ";
   std::size_t column = 1;
   for (const auto& entry : rules.ignored) {
     const std::string& name = entry.first;

@@ -28,8 +28,8 @@ expect_status 0 "$BIN/mgt-train" --help
 grep -q -- "--exit-signal-handler" "$WORK/out.txt" || fail "--help does not list --exit-signal-handler"
 expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --no-such-flag
 grep -q "^mgt-train: unknown flag --no-such-flag" "$WORK/err.txt" || fail "unknown flag not named"
-expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --use-cpu-initialization
-grep -q -- "--use-cpu-initialization is a Megatron-LM flag that mgt-train does not support" "$WORK/err.txt" ||
+expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --fp32-residual-connection
+grep -q -- "--fp32-residual-connection is a Megatron-LM flag that mgt-train does not support" "$WORK/err.txt" ||
   fail "unsupported Megatron flag not named"
 expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --lr abc
 expect_status 2 "$BIN/mgt-train" "${RUN[@]}" --reset-attention-mask

@@ -223,8 +223,8 @@ TEST_CASE("train options: argparse-style values", "[train]") {
 }
 
 TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
-  CHECK(usage_error_with({"--use-cpu-initialization"}) ==
-        "--use-cpu-initialization is a Megatron-LM flag that mgt-train does not support");
+  CHECK(usage_error_with({"--fp32-residual-connection"}) ==
+        "--fp32-residual-connection is a Megatron-LM flag that mgt-train does not support");
   CHECK(usage_error_with({"--num-layer", "2"}) == "unknown flag --num-layer (see --help)");
   CHECK(usage_error_with({"-x"}) == "unknown flag -x (see --help)");
   CHECK(usage_error_with({"stray"}) == "unexpected argument 'stray' (see --help)");
@@ -287,6 +287,23 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
   CHECK(usage_error_with({"--empty-unused-memory-level", "3"}) ==
         "--empty-unused-memory-level: invalid choice '3' (choose from 0, 1, 2)");
   CHECK(usage_error_with({"--num-workers", "-1"}) == "--num-workers must be at least 0, got -1");
+}
+
+TEST_CASE("train options: Megatron's optional numerics that mgt always has are accepted and named", "[train]") {
+  // The flags of many GPT and Llama launch scripts: what they ask for is what mgt computes.
+  const std::vector<std::string> given = {"--attention-softmax-in-fp32", "--apply-query-key-layer-scaling",
+                                          "--accumulate-allreduce-grads-in-fp32",
+                                          "--no-check-for-nan-in-loss-and-grad", "--use-cpu-initialization"};
+  const TrainOptions o = parse_with(given);
+  std::vector<std::string> flags;
+  for (const IgnoredFlagUse& u : o.ignored_flags) flags.push_back(u.flag);
+  CHECK(flags == given);
+  const std::string line = ignored_flags_line("mgt-train", o.ignored_flags);
+  CHECK(line.find("--attention-softmax-in-fp32 (mgt's attention computes its masking and softmax in fp32 always)") !=
+        std::string::npos);
+  CHECK(line.find("stops after 10 in a row") != std::string::npos);
+  // --grad-reduce-in-bf16 still reduces in bf16 beside the fp32 flag, as in Megatron.
+  CHECK(parse_with({"--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16"}).parallel.grad_reduce_in_bf16);
 }
 
 TEST_CASE("train options: loss scaling flags", "[train][loss_scaler]") {
