@@ -828,6 +828,13 @@ void Backend::uniform_jitter(ConstFloatView x, float eps, DropoutKey key, FloatV
   }
 }
 
+void Backend::standard_normal(DropoutKey key, FloatView y) {
+  if (y.empty()) return;
+  Fp32Staging st(*this, BackendOp::standard_normal);
+  do_standard_normal(y.size(), key, st.out(y));
+  st.finish();
+}
+
 void Backend::embedding_forward(ConstIndexView ids, ConstFloatView table, int64_t vocab_start,
                                 int64_t hidden, FloatView out) {
   constexpr BackendOp op = BackendOp::embedding_forward;

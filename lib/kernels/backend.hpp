@@ -344,6 +344,10 @@ public:
   // (kernels/cpu/dropout.hpp): uniform noise in [1 − eps, 1 + eps), regenerated from the key, so
   // the backward is the same call on the gradient (y may alias x).
   void uniform_jitter(ConstFloatView x, float eps, DropoutKey key, FloatView y);
+  // y = standard normal draws of `key`'s Philox stream, element i the draw of index key.offset + i
+  // (kernels/cpu/dropout.hpp standard_normal): the same values on every backend up to rounding,
+  // regenerated from the key (the MoE router's random logits).
+  void standard_normal(DropoutKey key, FloatView y);
 
   // ---- embedding lookup over rows [vocab_start, vocab_start + table rows) ----
   void embedding_forward(ConstIndexView ids, ConstFloatView table, int64_t vocab_start,
@@ -645,6 +649,7 @@ private:
   virtual void do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
                                    FloatArg dx) = 0;
   virtual void do_uniform_jitter(ConstFloatArg x, int64_t n, float eps, DropoutKey key, FloatArg y) = 0;
+  virtual void do_standard_normal(int64_t n, DropoutKey key, FloatArg y) = 0;
 
   virtual void do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table,
                                     int64_t vocab_start, int64_t local_rows, int64_t hidden,

@@ -46,6 +46,9 @@ struct MoeConfig {
   double z_loss_coeff = 0.0;
   bool z_loss = false;  // --moe-z-loss-coeff given (Megatron computes it whenever it is not None)
   double input_jitter_eps = 0.0;  // 0: no jitter
+  // --moe-router-force-load-balancing: the router's logits replaced by standard normal draws
+  // (model/moe_router.hpp), their gradient passed straight to the gate.
+  bool force_load_balancing = false;
   double capacity_factor = -1.0;  // < 0: dropless (Megatron's None)
   bool pad_to_capacity = false;
   // --moe-grouped-gemm: the local experts' GEMMs as one grouped operation per projection

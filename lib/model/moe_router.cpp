@@ -17,6 +17,18 @@ DropoutKey jitter_key(const ForwardContext& ctx, int64_t layer) {
   return key;
 }
 
+// --moe-router-force-load-balancing's logits: the stream of the layer's MLP-output dropout under
+// yet another key, so that, like the jitter's noise, they are a function of the seed, the
+// micro-batch and the layer, and the same again in a recomputed forward (Megatron's RandomSTE
+// draws from a generator seeded by the global rank instead). Each context-parallel rank routes
+// its own part of the sequences: its draws follow the other ranks'.
+DropoutKey random_logits_key(const ForwardContext& ctx, int64_t layer, int64_t logits) {
+  DropoutKey key = ctx.key(layer, DropoutSite::kMlpOutput);
+  key.seed ^= 0xD1B54A32D192ED03ull;
+  if (ctx.context_parallel) key.offset += static_cast<uint64_t>(ctx.context_parallel->group().rank() * logits);
+  return key;
+}
+
 // The ranks the pass's sequences are split over by context parallelism (1 without it).
 int64_t context_parallel_ranks(const ForwardContext& ctx) {
   return ctx.context_parallel ? ctx.context_parallel->size() : 1;
@@ -71,6 +83,9 @@ void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const M
   DeviceBuffer jittered;
   gate_.forward(gate_input(ctx, input.first(p.tokens * gate_.in_features()), jittered), p.tokens,
                 saved.logits.first(te));
+  // Megatron's apply_random_logits: the routing (and the backward, which reads these logits)
+  // sees the random ones; their gradient goes to the gate unchanged.
+  if (moe_.force_load_balancing) backend_->standard_normal(random_logits_key(ctx, layer_, te), saved.logits.first(te));
   DeviceArray<double> unused;
   // A recomputed forward adds its statistics nowhere: the first one counted them.
   DeviceSpan<double> statistics = ctx.moe_statistics.empty() || ctx.recomputation

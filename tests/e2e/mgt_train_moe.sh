@@ -4,8 +4,8 @@
 # load_balancing_loss and z_loss as Megatron does (log line, metrics.jsonl); data parallelism
 # with the distributed optimizer reproduces the one-rank run (lm loss and the auxiliary losses,
 # 20 iterations, within 1e-5 relative); a capacity factor drops tokens and still trains; a
-# checkpoint resumes bit for bit; mgt-eval evaluates an MoE checkpoint; what is not implemented is
-# refused by name.
+# checkpoint resumes bit for bit; forced load balancing routes evenly; mgt-eval evaluates an MoE
+# checkpoint; what is not implemented is refused by name.
 # Usage: bash tests/e2e/mgt_train_moe.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -88,6 +88,16 @@ for policy in "--moe-token-drop-policy probs --moe-pad-expert-input-to-capacity"
     --metrics-file "$WORK/capacity.jsonl"
   grep -q '"load_balancing_loss"' "$WORK/capacity.jsonl" || fail "capacity run: no load_balancing_loss"
 done
+
+# --moe-router-force-load-balancing routes by random logits: near-even loads from the first
+# iteration (the load-balancing loss near its minimum of 1), and the run trains.
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --train-iters 4 --moe-router-force-load-balancing \
+  --metrics-file "$WORK/forced.jsonl"
+python3 - "$WORK/forced.jsonl" <<'PY' || fail "forced load balancing: losses off"
+import json, sys
+train = [j for j in map(json.loads, open(sys.argv[1])) if j["event"] == "train"]
+assert len(train) == 4 and all(0.9 < j["load_balancing_loss"] < 1.2 for j in train), train
+PY
 
 # Save at 10 and resume: the uninterrupted run, bit for bit.
 CK="$WORK/ckpt"

@@ -804,6 +804,12 @@ void case_uniform_jitter(OpRun& r) {
   r.check(y, kElementwise, "y");
 }
 
+void case_standard_normal(OpRun& r) {
+  Tensor y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.standard_normal(kDropoutKey, y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
 // ---- embedding: rows [100, 600) of a vocabulary of 700 split between ranks; the ids of other
 // ranks' rows read zeros, and repeated ids sum their gradients ----
 constexpr int64_t kTokens = 300, kVocabStart = 100, kTableRows = 500, kEmbeddingHidden = 96;

@@ -135,3 +135,47 @@ TEST_CASE("uniform_jitter multiplies by the documented stream's noise, at least 
   CHECK(y == x);
   CHECK_THROWS_AS(cpu::uniform_jitter(x.data(), 10, 1.0f, key, y.data()), Error);
 }
+
+TEST_CASE("standard_normal draws the documented stream's Box-Muller pairs, of mean 0 and variance 1", "[kernels]") {
+  const DropoutKey key{0x0123456789abcdefull, 0x1111222233334444ull, 6};
+  const int64_t n = 100000;
+  std::vector<float> y(static_cast<size_t>(n));
+  cpu::standard_normal(n, key, y.data());
+  for (int64_t i = 0; i < 8; ++i) {
+    const uint64_t j = key.offset + static_cast<uint64_t>(i);
+    const uint64_t block = j / 4;
+    const auto words = philox4x32_10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
+        {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
+    const std::size_t pair = (j % 4) & 2;
+    const double u1 = (static_cast<double>(words[pair] >> 8) + 1.0) * 0x1p-24;
+    const double u2 = static_cast<double>(words[pair + 1] >> 8) * 0x1p-24;
+    const double angle = 2.0 * 3.14159265358979323846 * u2;
+    const double want = std::sqrt(-2.0 * std::log(u1)) * (j % 2 == 1 ? std::sin(angle) : std::cos(angle));
+    CHECK(y[static_cast<size_t>(i)] == Approx(want).epsilon(1e-6));
+  }
+  double mean = 0.0, square = 0.0, beyond3 = 0.0;
+  for (const float v : y) {
+    mean += v;
+    square += static_cast<double>(v) * v;
+    beyond3 += std::fabs(v) > 3.0f ? 1.0 : 0.0;
+  }
+  mean /= static_cast<double>(n);
+  square /= static_cast<double>(n);
+  CHECK(std::fabs(mean) < 0.01);                 // σ of the mean: 0.0032
+  CHECK(std::fabs(square - 1.0) < 0.02);         // σ of the variance: 0.0045
+  CHECK(beyond3 / static_cast<double>(n) == Approx(0.0027).margin(0.001));
+  // A shard called with its offset draws its slice of the whole.
+  DropoutKey part = key;
+  part.offset += 301;
+  std::vector<float> slice(399);
+  cpu::standard_normal(399, part, slice.data());
+  CHECK(std::equal(slice.begin(), slice.end(), y.begin() + 301));
+  // Another stream draws other values.
+  DropoutKey other = key;
+  other.stream += 1;
+  std::vector<float> z(8);
+  cpu::standard_normal(8, other, z.data());
+  CHECK_FALSE(std::equal(z.begin(), z.end(), y.begin()));
+}

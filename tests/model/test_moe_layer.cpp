@@ -5,6 +5,7 @@
 // with the shared experts' sigmoid gate (--moe-shared-expert-gate).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -101,6 +102,7 @@ public:
   }
 
   GptParameters& params() { return params_; }
+  const MoeBuffers& buffers() const { return buffers_; }
   int64_t tokens() const { return ctx_.tokens(); }
 
   Run forward(const std::vector<float>& input) {
@@ -201,7 +203,10 @@ void check_output(Activation activation, double capacity_factor, bool pad, int64
   else CHECK(routed < static_cast<std::size_t>(harness.tokens() * c.moe.topk));  // some dropped at 0.5
 }
 
-void check_gradients(const GptConfig& c, const std::vector<float>& expert_bias = {}) {
+// `straight_through`: the router's logits are random (--moe-router-force-load-balancing), so the
+// objective does not depend on its weight, nor on the input through it, while the backward passes
+// the logits' gradient on: the input and the router's weight are left out.
+void check_gradients(const GptConfig& c, const std::vector<float>& expert_bias = {}, bool straight_through = false) {
   MoeHarness harness(c, 6, 2);
   if (!expert_bias.empty()) harness.params().moe_expert_bias().write(0, expert_bias);
   std::mt19937 rng(5);
@@ -214,7 +219,7 @@ void check_gradients(const GptConfig& c, const std::vector<float>& expert_bias =
 
   // Directional derivatives along random directions, by central differences.
   const float eps = 1e-3f;
-  {
+  if (!straight_through) {
     const std::vector<float> v = random_values(rng, n, 1.0f);
     std::vector<float> up = input, down = input;
     double analytic = 0.0;
@@ -229,6 +234,7 @@ void check_gradients(const GptConfig& c, const std::vector<float>& expert_bias =
   }
   const std::vector<float> params = harness.read(p.params());
   for (const ParameterEntry& e : p.entries()) {
+    if (straight_through && e.name.find(".router.") != std::string::npos) continue;
     const std::vector<float> v = random_values(rng, static_cast<std::size_t>(e.numel()), 1.0f);
     std::vector<float> up = p.read_param(e), down = up;
     double analytic = 0.0;
@@ -325,6 +331,54 @@ TEST_CASE("moe layer: input jitter and expert bias, gradients and routes", "[mod
     CHECK(counts == (pad ? std::vector<float>(4, 0.0f) : kept));
     if (!pad) CHECK(kept[0] + kept[1] + kept[2] + kept[3] < 24.0f);  // some dropped
   }
+}
+
+// --moe-router-force-load-balancing (Megatron's RandomSTE): the tokens go to the top-k of standard
+// normal logits drawn again for every call alike, not of the router's; the experts' gradients are
+// still those of the objective, and the router's weight takes the random logits' gradient, passed
+// straight through: Σ over tokens of d_logits ⊗ x.
+TEST_CASE("moe layer: forced load balancing routes by random logits, their gradient passed straight", "[model][moe]") {
+  GptConfig c = moe_config(Activation::kSwiglu, -1.0, false, 0);
+  c.moe.force_load_balancing = true;
+  check_gradients(c, {}, true);
+
+  const GptConfig plain = moe_config(Activation::kSwiglu, -1.0, false, 0);
+  MoeHarness forced(c, 6, 2), routed(plain, 6, 2);
+  std::mt19937 rng(23);
+  const std::size_t h = static_cast<std::size_t>(c.hidden_size);
+  const std::size_t E = static_cast<std::size_t>(c.moe.num_experts);
+  const std::size_t tokens = 12;
+  const std::vector<float> input = random_values(rng, tokens * h, 1.0f);
+  const std::vector<float> probs = forced.forward(input).probs;
+  CHECK(probs != routed.forward(input).probs);
+  CHECK(forced.forward(input).probs == probs);  // the same draws again (a recomputed forward)
+  const std::vector<float> logits = forced.read(forced.buffers().activations().logits.first(int64_t(tokens * E)));
+  double square = 0.0;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    // Each token's two largest logits are its two experts.
+    std::vector<std::size_t> order(E);
+    for (std::size_t e = 0; e < E; ++e) order[e] = e;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logits[t * E + a] > logits[t * E + b]; });
+    for (std::size_t k = 0; k < E; ++k) CHECK((probs[t * E + order[k]] > 0.0f) == (k < 2));
+    for (std::size_t e = 0; e < E; ++e) square += static_cast<double>(logits[t * E + e]) * logits[t * E + e];
+  }
+  CHECK(square / static_cast<double>(tokens * E) == Approx(1.0).margin(0.5));  // draws of variance 1
+
+  const std::vector<float> d_output = random_values(rng, tokens * h, 1.0f);
+  forced.backward(input, d_output);
+  GptParameters& p = forced.params();
+  const std::vector<float> d_logits = forced.read(forced.buffers().scratch().d_logits.first(int64_t(tokens * E)));
+  const std::vector<float> gate_grad = forced.read(p.grad(p.entry("decoder.layers.0.mlp.router.weight")));
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t e = 0; e < E; ++e)
+    for (std::size_t i = 0; i < h; ++i) {
+      double want = 0.0;
+      for (std::size_t t = 0; t < tokens; ++t) want += static_cast<double>(d_logits[t * E + e]) * input[t * h + i];
+      diff = std::max(diff, std::fabs(want - gate_grad[e * h + i]));
+      scale = std::max(scale, std::fabs(want));
+    }
+  CHECK(scale > 0.0);
+  CHECK(diff <= 1e-5 * scale);
 }
 
 // Megatron's router under sequence parallelism sees one rank's tokens: each expert's capacity is

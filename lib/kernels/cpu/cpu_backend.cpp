@@ -274,6 +274,15 @@ void CpuBackend::do_uniform_jitter(ConstFloatArg x, int64_t n, float eps, Dropou
   });
 }
 
+void CpuBackend::do_standard_normal(int64_t n, DropoutKey key, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::standard_normal);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) {
+    DropoutKey part = key;
+    part.offset += static_cast<uint64_t>(b);
+    cpu::standard_normal(e - b, part, y + b);
+  });
+}
+
 void CpuBackend::do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key,
                                      FloatArg dx) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::dropout_backward);

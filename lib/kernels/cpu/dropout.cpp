@@ -1,6 +1,7 @@
 #include "kernels/cpu/dropout.hpp"
 
 #include <cmath>
+#include <numbers>
 
 #include "kernels/philox.hpp"
 #include "kernels/cpu/require.hpp"
@@ -68,6 +69,28 @@ void dropout_forward(const float* x, int64_t n, float p, DropoutKey key, float* 
 
 void dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float* dx) {
   apply(dy, n, p, key, dx, "dropout_backward");
+}
+
+void standard_normal(int64_t n, DropoutKey key, float* y) {
+  require_nonnegative(n, "standard_normal", "n");
+  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
+  int64_t i = 0;
+  while (i < n) {
+    const uint64_t j = key.offset + static_cast<uint64_t>(i);
+    const uint64_t block = j / 4;
+    const PhiloxCounter words = philox4x32_10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(key.stream),
+         static_cast<uint32_t>(key.stream >> 32)},
+        philox_key);
+    for (auto lane = static_cast<std::size_t>(j % 4); lane < 4 && i < n; ++lane, ++i) {
+      const std::size_t pair = lane & 2;
+      const double u1 = (static_cast<double>(words[pair] >> 8) + 1.0) * 0x1p-24;
+      const double u2 = static_cast<double>(words[pair + 1] >> 8) * 0x1p-24;
+      const double radius = std::sqrt(-2.0 * std::log(u1));
+      const double angle = 2.0 * std::numbers::pi * u2;
+      y[i] = static_cast<float>(radius * ((lane & 1) != 0 ? std::sin(angle) : std::cos(angle)));
+    }
+  }
 }
 
 void uniform_jitter(const float* x, int64_t n, float eps, DropoutKey key, float* y) {

@@ -29,4 +29,10 @@ void dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float
 // stream above: multiplicative uniform noise (the MoE router's input jitter). y may alias x.
 void uniform_jitter(const float* x, int64_t n, float eps, DropoutKey key, float* y);
 
+// y[n] = standard normal draws by Box–Muller from the stream above: element j = key.offset + i
+// takes block j / 4's words w[2·p] and w[2·p + 1], p = (j % 4) / 2, as u1 = ((w[2p] >> 8) + 1)·2⁻²⁴
+// ∈ (0, 1] and u2 = (w[2p + 1] >> 8)·2⁻²⁴, and is √(−2 ln u1) · cos(2π u2) for an even j, the sine
+// for an odd one (computed in double, rounded once).
+void standard_normal(int64_t n, DropoutKey key, float* y);
+
 }  // namespace mgt::cpu

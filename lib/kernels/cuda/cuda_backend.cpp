@@ -605,6 +605,11 @@ void CudaBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, Dropou
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::dropout_forward);
   cuda::dropout(x, n, p, key, y, stream_);
 }
+void CudaBackend::do_standard_normal(int64_t n, DropoutKey key, FloatArg y) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::standard_normal);
+  cuda::standard_normal(n, key, y, stream_);
+}
+
 void CudaBackend::do_uniform_jitter(ConstFloatArg x, int64_t n, float eps, DropoutKey key, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::uniform_jitter);
   cuda::uniform_jitter(x, n, eps, key, y, stream_);

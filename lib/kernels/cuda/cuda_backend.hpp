@@ -164,6 +164,7 @@ private:
 
   void do_dropout_forward(ConstFloatArg x, int64_t n, float p, DropoutKey key, FloatArg y) override;
   void do_uniform_jitter(ConstFloatArg x, int64_t n, float eps, DropoutKey key, FloatArg y) override;
+  void do_standard_normal(int64_t n, DropoutKey key, FloatArg y) override;
   void do_dropout_backward(ConstFloatArg dy, int64_t n, float p, DropoutKey key, FloatArg dx) override;
 
   void do_embedding_forward(const int64_t* ids, int64_t n, ConstFloatArg table, int64_t vocab_start,

@@ -223,6 +223,32 @@ __global__ void uniform_jitter_kernel(In x, int64_t n, float low, float width, D
   });
 }
 
+// Box–Muller of each block's two word pairs (kernels/cpu/dropout.hpp standard_normal).
+__global__ void standard_normal_kernel(int64_t n, DropoutKey key, Out y) {
+  const uint64_t first_block = key.offset / 4;
+  const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
+  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
+  for (uint64_t block = first_block + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+       block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const PhiloxCounter words = philox4x32_10(
+        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(key.stream),
+         static_cast<uint32_t>(key.stream >> 32)},
+        philox_key);
+    for (int pair = 0; pair < 4; pair += 2) {
+      const double u1 = (static_cast<double>(words[pair] >> 8) + 1.0) * 0x1p-24;
+      const double u2 = static_cast<double>(words[pair + 1] >> 8) * 0x1p-24;
+      const double radius = sqrt(-2.0 * log(u1));
+      double s = 0.0, c = 0.0;
+      sincospi(2.0 * u2, &s, &c);
+      for (int odd = 0; odd < 2; ++odd) {
+        const uint64_t j = block * 4 + static_cast<uint64_t>(pair + odd);
+        if (j < key.offset || j >= key.offset + static_cast<uint64_t>(n)) continue;
+        y[static_cast<int64_t>(j - key.offset)] = static_cast<float>(radius * (odd != 0 ? s : c));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void fill(Out x, int64_t n, float value, cudaStream_t stream) {
@@ -317,6 +343,13 @@ void dropout(In x, int64_t n, float p, DropoutKey key, Out y,
   dropout_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(x, n, threshold, 1.0f / (1.0f - p),
                                                             key, y);
   MGT_CUDA_CHECK_LAUNCH(dropout_kernel);
+}
+
+void standard_normal(int64_t n, DropoutKey key, Out y, cudaStream_t stream) {
+  if (n == 0) return;
+  const int64_t blocks = (n + 4) / 4 + 1;
+  standard_normal_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(n, key, y);
+  MGT_CUDA_CHECK_LAUNCH(standard_normal_kernel);
 }
 
 void uniform_jitter(In x, int64_t n, float eps, DropoutKey key, Out y, cudaStream_t stream) {

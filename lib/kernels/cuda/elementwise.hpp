@@ -38,5 +38,7 @@ void dropout(In x, int64_t n, float p, DropoutKey key, Out y,
              cudaStream_t stream);
 // kernels/cpu/dropout.hpp uniform_jitter, the same Philox words.
 void uniform_jitter(In x, int64_t n, float eps, DropoutKey key, Out y, cudaStream_t stream);
+// kernels/cpu/dropout.hpp standard_normal, the same Philox words and formula (in double).
+void standard_normal(int64_t n, DropoutKey key, Out y, cudaStream_t stream);
 
 }  // namespace mgt::cuda
