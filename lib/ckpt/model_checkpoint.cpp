@@ -67,6 +67,7 @@ std::optional<MoeOptions> moe_options_of(const JsonScalars& a) {
   o.moe_aux_loss_coeff = optional_real(a, "moe_aux_loss_coeff").value_or(0.0);
   o.moe_z_loss_coeff = optional_real(a, "moe_z_loss_coeff");
   o.moe_router_enable_expert_bias = flag_of(a, "moe_router_enable_expert_bias", false);
+  o.moe_apply_probs_on_input = flag_of(a, "moe_apply_probs_on_input", false);
   return o;
 }
 
@@ -169,6 +170,7 @@ std::string model_args_json(const GptConfig& config) {
     a.set("moe_token_drop_policy", PyValue::string(std::string(to_string(c.moe.drop_policy))));
     a.set("moe_router_load_balancing_type", PyValue::string(std::string(to_string(c.moe.load_balancing))));
     a.set("moe_aux_loss_coeff", PyValue::real(c.moe.aux_loss_coeff));
+    if (c.moe.apply_probs_on_input) a.set("moe_apply_probs_on_input", PyValue::boolean(true));
   }
   return a.dumps();
 }

@@ -55,6 +55,7 @@ MoeConfig moe_config_from_options(const MoeOptions& o, std::int64_t num_layers) 
   c.z_loss_coeff = o.moe_z_loss_coeff.value_or(0.0);
   c.input_jitter_eps = o.moe_input_jitter_eps.value_or(0.0);
   c.force_load_balancing = o.moe_router_force_load_balancing;
+  c.apply_probs_on_input = o.moe_apply_probs_on_input;
   // Megatron: a negative factor means None.
   c.capacity_factor = std::max(-1.0, o.moe_expert_capacity_factor.value_or(-1.0));
   if (c.capacity_factor < 0.0) c.capacity_factor = -1.0;

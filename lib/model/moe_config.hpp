@@ -49,6 +49,9 @@ struct MoeConfig {
   // --moe-router-force-load-balancing: the router's logits replaced by standard normal draws
   // (model/moe_router.hpp), their gradient passed straight to the gate.
   bool force_load_balancing = false;
+  // --moe-apply-probs-on-input (top-1 only): each token's input to its expert times the routing
+  // probability, the expert's output added as it is (model/moe_token_dispatcher.hpp).
+  bool apply_probs_on_input = false;
   double capacity_factor = -1.0;  // < 0: dropless (Megatron's None)
   bool pad_to_capacity = false;
   // --moe-grouped-gemm: the local experts' GEMMs as one grouped operation per projection

@@ -52,6 +52,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store("moe-z-loss-coeff", "F", m.moe_z_loss_coeff, "Coefficient of the router's z-loss; unset: none"),
     store("moe-input-jitter-eps", "F", m.moe_input_jitter_eps, "Multiply the router's input by uniform noise in [1 - eps, 1 + eps] in training"),
     store_true("moe-router-force-load-balancing", m.moe_router_force_load_balancing, "A benchmarking aid: route by standard normal random logits instead of the router's (even loads on average); the router's weight still gets their gradient, passed straight through as Megatron's RandomSTE passes it. mgt-eval and mgt-generate route by the router"),
+    store_true("moe-apply-probs-on-input", m.moe_apply_probs_on_input, "With --moe-router-topk 1: multiply each token's input to its expert by the routing probability, instead of the expert's output (Llama 4's experts)"),
     store_true("moe-per-layer-logging", m.moe_per_layer_logging, "Log the auxiliary and z losses of each layer too"),
     store("moe-token-dispatcher-type", "TYPE", m.moe_token_dispatcher_type, "allgather or alltoall").choices({"allgather", "alltoall"}, {"flex"}),
     store_true("moe-permute-fusion", m.moe_permute_fusion, "Fused token permutation; results are the same"),
@@ -73,7 +74,6 @@ const std::map<std::string, std::string>& refused_moe_flags() {
       {"--moe-use-upcycling", "upcycling a dense checkpoint into an MoE model is not implemented"},
       {"--moe-upcycling-granularity", "upcycling a dense checkpoint into an MoE model is not implemented"},
       {"--moe-use-legacy-grouped-gemm", "mgt has one grouped GEMM; --moe-grouped-gemm uses it"},
-      {"--moe-apply-probs-on-input", "applying the router's probabilities before the experts is not implemented"},
   };
   return flags;
 }

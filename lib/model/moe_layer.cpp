@@ -174,6 +174,21 @@ void MoeLayer::run_experts_backward(TokenRange part, ConstFloatView d_output, co
   dispatcher_.dispatch_backward(scratch.d_permuted.first(rows * hidden_), n, rows, saved, dx);
 }
 
+void MoeLayer::probs_on_input_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                                       const MoeScratch& scratch, ConstFloatView d_routed, FloatView d_input) const {
+  // One expert per token (top-1): token t's expert read p_t · x_t, and d_routed[t] is the gradient
+  // of that row (zero for a dropped token, whose p_t is 0 too). Then ∂/∂p_t = x_t · d_routed[t],
+  // in its expert's column of d_probs, and ∂/∂x_t = p_t · d_routed[t]. Under tensor parallelism
+  // both are the rank's partial sums, reduced with the others after this.
+  const int64_t e = num_experts_;
+  const ConstFloatView map = saved.routing_map.first(tokens * e);
+  DeviceBuffer p(*backend_, tokens), d_p(*backend_, tokens);
+  backend_->row_dot(saved.probs.first(tokens * e), map, tokens, e, p.view());
+  backend_->row_dot(input.first(tokens * hidden_), d_routed, tokens, hidden_, d_p.view());
+  backend_->scale_rows(map, d_p.view(), tokens, e, scratch.d_probs.first(tokens * e));
+  backend_->scale_rows(d_routed, p.view(), tokens, hidden_, d_input.first(tokens * hidden_));
+}
+
 MoeRoutingParams MoeLayer::gate_routing(int64_t tokens) {
   MoeRoutingParams p;
   p.tokens = tokens;
@@ -296,12 +311,16 @@ void MoeLayer::backward(const ForwardContext& ctx, ConstFloatView whole_input, c
   // router's scratch and runs after it), added where add_shared_experts_backward adds it.
   const bool overlap = overlaps_shared_experts() && !shared_gate_;
   const FloatView shared_dx = overlap ? scratch.shared_output.first(tokens * hidden_) : FloatView();
-  route_through_experts_backward(ctx, d_output, saved, scratch, d_input,
+  // --moe-apply-probs-on-input: the dispatch returns the gradient of the weighted input rows,
+  // which probs_on_input_backward turns into the input's and the probabilities'.
+  const FloatView d_routed = moe_.apply_probs_on_input ? scratch.d_hidden.first(tokens * hidden_) : d_input;
+  route_through_experts_backward(ctx, d_output, saved, scratch, d_routed,
                                  overlap ? std::function<void()>([&] {
                                    shared_experts_backward(tokens, input, saved, scratch,
                                                            d_output.first(tokens * hidden_), shared_dx);
                                  })
                                          : std::function<void()>());
+  if (moe_.apply_probs_on_input) probs_on_input_backward(tokens, input, saved, scratch, d_routed, d_input);
   // Each rank's expert outputs are its slices' partial sums, and so is its gradient of the
   // probabilities that weight them.
   if (tp_) tp_->all_reduce(scratch.d_probs.first(tokens * num_experts_), dist::ReduceOp::Sum);

@@ -109,6 +109,11 @@ private:
   // Their backward: scratch.d_probs [T, E] and d_input [T, h] (overwritten) from d_output [T, h];
   // the experts' gradients added. `beside` as in route_through_experts, while the output
   // gradients travel.
+  // --moe-apply-probs-on-input: from d_routed, the gradient of the experts' weighted input rows
+  // gathered back to the tokens, the gradients of the input (d_input) and of the probabilities
+  // (scratch.d_probs).
+  void probs_on_input_backward(int64_t tokens, ConstFloatView input, const MoeActivations& saved,
+                               const MoeScratch& scratch, ConstFloatView d_routed, FloatView d_input) const;
   void route_through_experts_backward(const ForwardContext& ctx, ConstFloatView d_output, const MoeActivations& saved,
                                       const MoeScratch& scratch, FloatView d_input,
                                       const std::function<void()>& beside = {}) const;

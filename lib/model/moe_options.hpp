@@ -36,6 +36,7 @@ struct MoeOptions {
   std::optional<double> moe_z_loss_coeff;
   std::optional<double> moe_input_jitter_eps;
   bool moe_router_force_load_balancing = false;
+  bool moe_apply_probs_on_input = false;
   bool moe_per_layer_logging = false;
   std::string moe_token_dispatcher_type = "allgather";          // allgather | alltoall
   bool moe_permute_fusion = false;

@@ -73,7 +73,10 @@ std::vector<int64_t> MoeTokenDispatcher::permute(ConstFloatView input, int64_t t
     // The probability of each row: probs[t, e] gathered by t·E + e.
     backend_->gather_rows(probs.first(tokens * E), tokens * E, 1, saved.row_slot.first(rows), {},
                           saved.row_weights.first(rows));
-    backend_->gather_rows(input, tokens, hidden_, saved.row_token.first(rows), {},
+    // --moe-apply-probs-on-input: the rows weighted here (in fp32, rounded once, as Megatron's
+    // experts multiply them) instead of in the combine.
+    backend_->gather_rows(input, tokens, hidden_, saved.row_token.first(rows),
+                          moe_.apply_probs_on_input ? ConstFloatView(saved.row_weights.first(rows)) : ConstFloatView(),
                           saved.permuted.first(rows * hidden_));
   };
   if (gather_all) gather(max_rows);
@@ -89,7 +92,8 @@ std::vector<int64_t> MoeTokenDispatcher::permute(ConstFloatView input, int64_t t
 
 void MoeTokenDispatcher::combine(int64_t tokens, int64_t rows, const MoeActivations& saved, FloatView output) const {
   backend_->gather_sum_rows(saved.expert_output.first(rows * hidden_), rows, hidden_,
-                            saved.token_rows.first(tokens * moe_.topk), moe_.topk, saved.row_weights.first(rows),
+                            saved.token_rows.first(tokens * moe_.topk), moe_.topk,
+                            moe_.apply_probs_on_input ? ConstFloatView() : ConstFloatView(saved.row_weights.first(rows)),
                             output);
 }
 
@@ -98,6 +102,13 @@ void MoeTokenDispatcher::combine_backward(ConstFloatView d_output, int64_t token
                                           FloatView d_probs) const {
   const int64_t E = moe_.num_experts;
   const FloatView d_rows = scratch.d_rows.first(rows * hidden_);
+  if (moe_.apply_probs_on_input) {
+    // The outputs were added unweighted: the probabilities' gradient comes from the input's side
+    // (MoeLayer::backward).
+    backend_->fill(d_probs.first(tokens * E), 0.0f);
+    backend_->gather_rows(d_output, tokens, hidden_, saved.row_token.first(rows), {}, d_rows);
+    return;
+  }
   // ∂/∂row_weight[r] = expert_output[r] · d_output[token of r].
   backend_->gather_rows(d_output, tokens, hidden_, saved.row_token.first(rows), {}, d_rows);
   backend_->row_dot(saved.expert_output.first(rows * hidden_), d_rows, rows, hidden_, scratch.d_row_weights.first(rows));

@@ -82,7 +82,7 @@ public:
   dist::Communicator& group() const { return *group_; }
 
   // From saved.routing_map and probs: the index tables, saved.row_weights and saved.permuted
-  // (input [T, h] by expert). Returns the rows of each expert, each padded to `capacity` rows
+  // (input [T, h] by expert; each row times its weight under --moe-apply-probs-on-input). Returns the rows of each expert, each padded to `capacity` rows
   // (< 0: not padded; --moe-pad-expert-input-to-capacity).
   std::vector<int64_t> dispatch(ConstFloatView input, int64_t tokens, int64_t capacity,
                                 const MoeActivations& saved) const;
@@ -96,9 +96,11 @@ public:
   // expert.
   std::vector<int64_t> dispatch_local(ConstFloatView input, int64_t tokens, ConstFloatView routing_map,
                                       ConstFloatView probs, int64_t capacity, const MoeActivations& saved) const;
-  // output [T, h] = Σ over each token's rows of row_weight · expert_output.
+  // output [T, h] = Σ over each token's rows of row_weight · expert_output (of expert_output, the
+  // weights applied to the input, under --moe-apply-probs-on-input).
   void combine(int64_t tokens, int64_t rows, const MoeActivations& saved, FloatView output) const;
-  // From d_output [T, h]: scratch.d_rows (∂/∂expert_output) and d_probs [T, E] (∂/∂probs).
+  // From d_output [T, h]: scratch.d_rows (∂/∂expert_output) and d_probs [T, E] (∂/∂probs; zeros
+  // under --moe-apply-probs-on-input, whose weights' gradient MoeLayer::backward computes).
   void combine_backward(ConstFloatView d_output, int64_t tokens, int64_t rows, const MoeActivations& saved,
                         const MoeScratch& scratch, FloatView d_probs) const;
   // d_input [T, h] = Σ over each token's rows of d_permuted.

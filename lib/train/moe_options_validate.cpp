@@ -125,6 +125,9 @@ void validate_moe_options(TrainOptions& o) {
   if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax)
     throw UsageError("--moe-router-topk 1 with the softmax score function needs --moe-router-pre-softmax (a "
                      "softmax over one expert has a zero gradient)");
+  if (m.moe_apply_probs_on_input && m.moe_router_topk != 1)
+    throw UsageError("--moe-apply-probs-on-input needs --moe-router-topk 1 (Megatron's experts: it only works with "
+                     "one expert per token)");
   if (m.moe_router_topk > *m.num_experts)
     throw UsageError("--moe-router-topk (" + str(m.moe_router_topk) + ") must not exceed --num-experts (" +
                      str(*m.num_experts) + ")");

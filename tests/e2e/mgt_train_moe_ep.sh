@@ -21,7 +21,9 @@
 # EP=2 and EP=2 x TP=2 bit for bit, with --moe-shared-expert-gate too (its forward beside it), in
 # FP8 and with --recompute-modules moe. --delay-wgrad-compute (the grouped experts' weight
 # gradients beside their input gradients' exchange back) reproduces EP=2, EP=2 x TP=2, EP=2 with
-# the activation recomputed and EP=2 x DP=2 with the reduction overlapped, bit for bit.
+# the activation recomputed and EP=2 x DP=2 with the reduction overlapped, bit for bit. Top-1
+# routing with --moe-apply-probs-on-input agrees with one rank at EP=2 (both dispatchers) and
+# EP=2 x TP=2.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -276,6 +278,23 @@ for layout in ep2 ep2tp2 ep2act ep2dp2; do
 done
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --bf16 --moe-grouped-gemm --delay-wgrad-compute
 one_line "--delay-wgrad-compute needs --num-experts with --expert-model-parallel-size > 1, --moe-token-dispatcher-type alltoall and --moe-grouped-gemm, without --fp8-format (mgt delays the grouped experts' weight gradients beside the all-to-all)"
+
+# --moe-apply-probs-on-input (top-1, sigmoid scores: Llama 4's experts, each reading its token's
+# input times the probability): EP=2 with either dispatcher and TP=2 x EP=2 with the experts split
+# reproduce one rank; other top-k are refused.
+TOP1=(--moe-router-topk 1 --moe-router-score-function sigmoid --moe-apply-probs-on-input)
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${TOP1[@]}" --metrics-file "$WORK/top1.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${TOP1[@]}" --expert-model-parallel-size 2 \
+  --metrics-file "$WORK/top1-ep2.jsonl"
+compare "$WORK/top1.jsonl" "$WORK/top1-ep2.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${TOP1[@]}" --expert-model-parallel-size 2 \
+  --moe-token-dispatcher-type allgather --metrics-file "$WORK/top1-ep2-ag.jsonl"
+compare "$WORK/top1.jsonl" "$WORK/top1-ep2-ag.jsonl"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${TOP1[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --expert-model-parallel-size 2 --metrics-file "$WORK/top1-ep2tp2.jsonl"
+compare "$WORK/top1.jsonl" "$WORK/top1-ep2tp2.jsonl"
+expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --moe-apply-probs-on-input
+one_line "--moe-apply-probs-on-input needs --moe-router-topk 1 (Megatron's experts: it only works with one expert per token)"
 
 # Layouts that cannot hold the experts: one line, exit 2.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 3

@@ -333,6 +333,56 @@ TEST_CASE("moe layer: input jitter and expert bias, gradients and routes", "[mod
   }
 }
 
+// --moe-apply-probs-on-input (top-1, Llama 4's experts): each token's expert reads its input times
+// the routing probability and its output is added unweighted; the gradients (the probabilities'
+// through the input's side) against central differences, with and without a capacity.
+TEST_CASE("moe layer: probabilities applied on the experts' input", "[model][moe]") {
+  for (const double capacity : {-1.0, 0.5}) {
+    GptConfig c = moe_config(Activation::kSwiglu, capacity, false, 4);
+    c.moe.topk = 1;
+    c.moe.score_function = MoeScoreFunction::kSigmoid;
+    c.moe.apply_probs_on_input = true;
+    check_gradients(c);
+    MoeHarness harness(c, 6, 2);
+    std::mt19937 rng(29);
+    const std::size_t h = static_cast<std::size_t>(c.hidden_size);
+    const std::size_t E = static_cast<std::size_t>(c.moe.num_experts);
+    const std::size_t ffn = static_cast<std::size_t>(c.moe.ffn_hidden_size);
+    const std::vector<float> input = random_values(rng, 12 * h, 1.0f);
+    const Run r = harness.forward(input);
+    GptParameters& p = harness.params();
+    const std::string mlp_prefix = "decoder.layers.0.mlp.";
+    double diff = 0.0, scale = 0.0;
+    std::size_t routed = 0;
+    for (std::size_t t = 0; t < 12; ++t) {
+      std::vector<double> want(h, 0.0);
+      for (std::size_t e = 0; e < E; ++e) {
+        const float prob = r.probs[t * E + e];
+        if (prob == 0.0f) continue;
+        ++routed;
+        std::vector<float> scaled(input.begin() + static_cast<std::ptrdiff_t>(t * h),
+                                  input.begin() + static_cast<std::ptrdiff_t>((t + 1) * h));
+        for (float& v : scaled) v *= prob;
+        const std::string expert = mlp_prefix + "experts.local_experts." + std::to_string(e);
+        const std::vector<float> y = mlp(Activation::kSwiglu, p.read_param(p.entry(expert + ".linear_fc1.weight")),
+                                         p.read_param(p.entry(expert + ".linear_fc2.weight")), scaled.data(), h, ffn);
+        for (std::size_t i = 0; i < h; ++i) want[i] += y[i];
+      }
+      const std::vector<float> y = mlp(Activation::kSwiglu, p.read_param(p.entry(mlp_prefix + "shared_experts.linear_fc1.weight")),
+                                       p.read_param(p.entry(mlp_prefix + "shared_experts.linear_fc2.weight")),
+                                       &input[t * h], h, 4);
+      for (std::size_t i = 0; i < h; ++i) {
+        want[i] += y[i];
+        diff = std::max(diff, std::fabs(want[i] - r.output[t * h + i]));
+        scale = std::max(scale, std::fabs(want[i]));
+      }
+    }
+    CHECK(diff / scale < 1e-5);
+    if (capacity < 0) CHECK(routed == 12);
+    else CHECK(routed < 12);  // some dropped at 0.5
+  }
+}
+
 // --moe-router-force-load-balancing (Megatron's RandomSTE): the tokens go to the top-k of standard
 // normal logits drawn again for every call alike, not of the router's; the experts' gradients are
 // still those of the objective, and the router's weight takes the random logits' gradient, passed
