@@ -23,7 +23,7 @@
 # gradients beside their input gradients' exchange back) reproduces EP=2, EP=2 x TP=2, EP=2 with
 # the activation recomputed and EP=2 x DP=2 with the reduction overlapped, bit for bit. Top-1
 # routing with --moe-apply-probs-on-input agrees with one rank at EP=2 (both dispatchers) and
-# EP=2 x TP=2.
+# EP=2 x TP=2, and so does routing by random logits (--moe-router-force-load-balancing).
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -293,6 +293,12 @@ compare "$WORK/top1.jsonl" "$WORK/top1-ep2-ag.jsonl"
 expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" "${TOP1[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
   --expert-model-parallel-size 2 --metrics-file "$WORK/top1-ep2tp2.jsonl"
 compare "$WORK/top1.jsonl" "$WORK/top1-ep2tp2.jsonl"
+# --moe-router-force-load-balancing: the random logits are drawn from the seed, the micro-batch and
+# the layer, the same in every layout.
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --moe-router-force-load-balancing --metrics-file "$WORK/forced.jsonl"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --moe-router-force-load-balancing --tensor-model-parallel-size 2 \
+  --sequence-parallel --expert-model-parallel-size 2 --metrics-file "$WORK/forced-ep2tp2.jsonl"
+compare "$WORK/forced.jsonl" "$WORK/forced-ep2tp2.jsonl"
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --moe-apply-probs-on-input
 one_line "--moe-apply-probs-on-input needs --moe-router-topk 1 (Megatron's experts: it only works with one expert per token)"
 

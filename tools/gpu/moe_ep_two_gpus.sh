@@ -9,7 +9,8 @@
 # NCCL's side stream), which must agree bit for bit, and the overlap's all-to-all time per
 # iteration and the part of it exposed; and EP=2 with --moe-grouped-gemm with and without
 # --delay-wgrad-compute (the experts' weight gradients beside the input gradients' return), also
-# bit for bit.
+# bit for bit. Top-1 routing with --moe-apply-probs-on-input, and routing by random logits
+# (--moe-router-force-load-balancing), each at EP=2 against one GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/devpack_env.bash
@@ -42,6 +43,14 @@ run bf16-ep2-shared-overlap 2 --bf16 --expert-model-parallel-size 2 --moe-shared
   --moe-shared-expert-overlap
 run bf16-ep2-grouped 2 --bf16 --expert-model-parallel-size 2 --moe-grouped-gemm
 run bf16-ep2-grouped-delayed 2 --bf16 --expert-model-parallel-size 2 --moe-grouped-gemm --delay-wgrad-compute
+# Top-1 with the probabilities on the experts' input (sigmoid scores), and routing by random logits
+# (--moe-router-force-load-balancing, drawn from the seed, the micro-batch and the layer alike in
+# every layout): EP=2 against one GPU.
+top1=(--moe-router-topk 1 --moe-router-score-function sigmoid --moe-apply-probs-on-input)
+run fp32-top1-1 1 "${top1[@]}"
+run fp32-top1-ep2 2 "${top1[@]}" --expert-model-parallel-size 2
+run fp32-forced-1 1 --moe-router-force-load-balancing
+run fp32-forced-ep2 2 --moe-router-force-load-balancing --expert-model-parallel-size 2
 grep -h "expert-model-parallel groups\|transport" "$out/fp32-ep2.log" | head -3
 python3 - "$out" <<'PY'
 import json, sys
@@ -52,7 +61,8 @@ def load(name):
     except OSError:
         return {}
 for ref, runs in (("fp32-1", ("fp32-ep2", "fp32-ep2-dist", "fp32-ep2-allgather", "fp32-tp2sp")),
-                  ("bf16-1", ("bf16-ep2",))):
+                  ("bf16-1", ("bf16-ep2",)), ("fp32-top1-1", ("fp32-top1-ep2",)),
+                  ("fp32-forced-1", ("fp32-forced-ep2",))):
     a = load(ref)
     for name in runs:
         b = load(name)
