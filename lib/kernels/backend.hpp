@@ -142,6 +142,18 @@ public:
   };
   virtual std::optional<MemoryUse> memory_use() const { return std::nullopt; }
 
+  // Runs f(lane, i) for each item i with weight[i] > 0: independent pieces of work (a mixture's
+  // experts, each over its own rows, weights and scratch) that a backend may run side by side on
+  // up to side_by_side_lanes() lanes, `lane` naming the one item i runs on (the caller's scratch
+  // per lane); everything queued before starts first, everything queued after waits for all of
+  // them. The results are those of running them in order: items must share no buffer they write,
+  // and scratch only with the items of their lane. Here, one after another on lane 0.
+  virtual void side_by_side(std::span<const int64_t> weight, const std::function<void(int64_t lane, int64_t item)>& f) {
+    for (std::size_t i = 0; i < weight.size(); ++i)
+      if (weight[i] > 0) f(0, static_cast<int64_t>(i));
+  }
+  virtual int64_t side_by_side_lanes() const { return 1; }
+
   // Records the operations `run` issues and runs them once; replay() runs them again. nullptr,
   // with nothing run, where the backend does not record (the CPU, whose operations have no
   // launch cost) or where `run` did something a recording cannot hold (a read-back, an

@@ -1,6 +1,8 @@
 #include "model/fp8_training.hpp"
 
+#include <algorithm>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,12 +26,14 @@ Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t line
       linears_(linears + expert_linears),
       dense_linears_(linears),
       names_(static_cast<size_t>(linears + expert_linears)),
-      weights_(static_cast<size_t>(linears + expert_linears)) {
+      weights_(static_cast<size_t>(linears + expert_linears)),
+      lanes_(std::max<int64_t>(1, backend.side_by_side_lanes())),
+      scratch_(static_cast<size_t>(lanes_ * kScratchKinds)) {
   if (recipe.amax_history_len < 1) throw Error("FP8: the amax history needs at least one entry");
   const int64_t len = recipe.amax_history_len;
   const int64_t forward = 2 * linears_;
   const int64_t sizes[] = {len * forward, forward, len * linears_, linears_,
-                           kScratchKinds * kScratchFields * kAlignFloats};
+                           lanes_ * kScratchKinds * kScratchFields * kAlignFloats};
   int64_t total = 0;
   for (const int64_t n : sizes) total += aligned(n);
   meta_ = DeviceBuffer(backend, total);
@@ -184,7 +188,8 @@ void Fp8Training::reduce_and_update(FloatView history, FloatView scale, int64_t 
 }
 
 FloatView Fp8Training::scratch_meta(Scratch which, int64_t field) {
-  return scratch_meta_.subspan((static_cast<int64_t>(which) * kScratchFields + field) * kAlignFloats, 1);
+  const int64_t kind = lane_ * kScratchKinds + static_cast<int64_t>(which);
+  return scratch_meta_.subspan((kind * kScratchFields + field) * kAlignFloats, 1);
 }
 
 Fp8Scaling Fp8Training::input_scaling(int64_t k) {
@@ -213,9 +218,15 @@ Fp8Scaling Fp8Training::grad_scaling(int64_t k, Scratch into) {
 }
 
 Fp8View Fp8Training::scratch(Scratch which, int64_t elements, Fp8Format format) {
-  DeviceArray<uint8_t>& codes = scratch_[static_cast<int>(which)];
+  DeviceArray<uint8_t>& codes = scratch_[static_cast<size_t>(lane_ * kScratchKinds + static_cast<int64_t>(which))];
   if (codes.size() < elements) codes = DeviceArray<uint8_t>(*backend_, elements);
   return {codes.view().first(elements), format, scratch_meta(which, 0)};
+}
+
+void Fp8Training::set_lane(int64_t lane) {
+  if (lane < 0 || lane >= lanes_)
+    throw Error("internal error: FP8 scratch lane " + std::to_string(lane) + " of " + std::to_string(lanes_));
+  lane_ = lane;
 }
 
 Fp8View Fp8Training::keep_input_columns(int64_t k, int64_t elements) {

@@ -131,8 +131,14 @@ public:
   Fp8Scaling weight_scaling(int64_t k);            // its weight, once per step
   Fp8Scaling grad_scaling(int64_t k, Scratch into);  // its output gradient
 
-  // A scratch FP8 tensor of `elements` codes in `format` with its own scale_inv.
+  // A scratch FP8 tensor of `elements` codes in `format` with its own scale_inv: the current
+  // lane's (set_lane).
   Fp8View scratch(Scratch which, int64_t elements, Fp8Format format);
+  // The scratch (and, under current scaling, the amaxes and scales of the casts into it) that
+  // scratch() and the scalings hand out from now on: lane `lane` of Backend::side_by_side, whose
+  // items run side by side with the other lanes' (0 outside it). Each lane's is its own.
+  void set_lane(int64_t lane);
+  int64_t lanes() const { return lanes_; }
 
   // Linear layer k's input transposed in FP8, as Transformer Engine keeps it: a training forward
   // that casts the layer's whole input casts it into both layouts at once (one pass) and keeps
@@ -174,7 +180,10 @@ private:
   FloatView backward_history_;
   FloatView backward_scale_;
   FloatView scratch_meta_;
-  DeviceArray<uint8_t> scratch_[4];
+  // Each lane's scratch codes, by kind ([lane · 4 + kind]); its metadata in scratch_meta_ alike.
+  int64_t lanes_;
+  int64_t lane_ = 0;
+  std::vector<DeviceArray<uint8_t>> scratch_;
   std::map<int64_t, DeviceBuffer> snapshots_;
   struct KeptColumns {
     DeviceArray<uint8_t> codes;

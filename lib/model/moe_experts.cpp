@@ -72,6 +72,7 @@ void ExpertMlp::activation_backward(ConstFloatView d_activation, ConstFloatView 
 MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix, Fp8Training* fp8)
     : backend_(&params.backend()),
       params_(&params),
+      fp8_(fp8),
       hidden_(params.config().hidden_size),
       recompute_activation_(recomputes_moe_act(params.config(), true)),
       grouped_(params.config().moe.grouped_gemm && fp8 == nullptr) {
@@ -104,19 +105,38 @@ MoeExperts::Projection MoeExperts::projection(GptParameters& params, const std::
   return p;
 }
 
+void MoeExperts::for_each_expert(std::span<const int64_t> rows,
+                                 const std::function<void(std::size_t j, int64_t first)>& f) const {
+  std::vector<int64_t> first(rows.size(), 0);
+  for (std::size_t j = 1; j < rows.size(); ++j) first[j] = first[j - 1] + rows[j - 1];
+  if (fp8_ == nullptr) {
+    for (std::size_t j = 0; j < rows.size(); ++j) f(j, first[j]);
+    return;
+  }
+  for (std::size_t j = 0; j < rows.size(); ++j)
+    if (rows[j] == 0) f(j, first[j]);
+  struct MainLane {
+    Fp8Training* fp8;
+    ~MainLane() { fp8->set_lane(0); }
+  } main_lane{fp8_};
+  backend_->side_by_side(rows, [&](int64_t lane, int64_t item) {
+    fp8_->set_lane(lane);
+    f(static_cast<std::size_t>(item), first[static_cast<std::size_t>(item)]);
+  });
+}
+
 void MoeExperts::forward(const std::vector<int64_t>& expert_rows, ConstFloatView input, const MoeActivations& saved,
                          FloatView output) const {
   if (grouped_) return grouped_forward(expert_rows, input, saved, output);
-  int64_t first = 0;
-  for (std::size_t j = 0; j < experts_.size(); ++j) {
+  const std::span<const int64_t> rows_of = local_rows(expert_rows);
+  for_each_expert(rows_of, [&](std::size_t j, int64_t first) {
     const ExpertMlp& expert = experts_[j];
-    const int64_t rows = expert_rows[j];
+    const int64_t rows = rows_of[j];
     expert.forward(input.subspan(first * hidden_, rows * hidden_), rows,
                    saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
                    saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()),
                    output.subspan(first * hidden_, rows * hidden_));
-    first += rows;
-  }
+  });
 }
 
 void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
@@ -124,21 +144,23 @@ void MoeExperts::backward(const std::vector<int64_t>& expert_rows, ConstFloatVie
                           std::function<void()>* weights_later) const {
   if (weights_later) *weights_later = nullptr;
   if (grouped_) return grouped_backward(expert_rows, d_output, input, saved, scratch, d_input, weights_later);
-  int64_t first = 0;
-  for (std::size_t j = 0; j < experts_.size(); ++j) {
+  const std::span<const int64_t> rows_of = local_rows(expert_rows);
+  for_each_expert(rows_of, [&](std::size_t j, int64_t first) {
     const ExpertMlp& expert = experts_[j];
-    const int64_t rows = expert_rows[j];
+    const int64_t rows = rows_of[j];
     // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
     if (recompute_activation_ && rows > 0)
       expert.activate(saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()), rows,
                       saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()));
+    // Each expert's gradients of its hidden units in its own rows of the scratch (the experts may
+    // run side by side).
     expert.backward(d_output.subspan(first * hidden_, rows * hidden_), input.subspan(first * hidden_, rows * hidden_),
                     rows, saved.fc1_output.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
                     saved.activation_output.subspan(first * expert.ffn(), rows * expert.ffn()),
-                    scratch.d_activation.first(rows * expert.ffn()), scratch.d_fc1.first(rows * expert.fc1_size()),
+                    scratch.d_activation.subspan(first * expert.ffn(), rows * expert.ffn()),
+                    scratch.d_fc1.subspan(first * expert.fc1_size(), rows * expert.fc1_size()),
                     d_input.subspan(first * hidden_, rows * hidden_));
-    first += rows;
-  }
+  });
 }
 
 bool MoeExperts::grads_accumulate(const Projection& p) const {

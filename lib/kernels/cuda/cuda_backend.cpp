@@ -66,7 +66,8 @@ CudaBackend::CudaBackend(int device, const BackendOptions& options)
   MGT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Full fp32 GEMMs: TF32 would put the fp32 path outside its bound against the CPU.
   MGT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
-  lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
+  main_lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
+  lt_ = main_lt_.get();
   gemm_lanes_ = std::make_unique<cuda::GemmLanes>(stream_, kGroupedGemmLanes, profile_gemms_);
   MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&reduction_), 2 * sizeof(double), stream_));
   if (options.profile) profiler_ = std::make_unique<cuda::OpProfiler>(stream_, options.profile_timeline);
@@ -84,7 +85,8 @@ CudaBackend::~CudaBackend() {
   // Teardown errors cannot be reported from a destructor; the process is ending anyway.
   cudnn_attention_.reset();  // frees its plans and scratch on the stream, which must still exist
   gemm_lanes_.reset();
-  lt_.reset();
+  lt_ = nullptr;
+  main_lt_.reset();
   segments_device_ = DeviceIndexBuffer();  // freed on the stream too, before it goes
   if (reduction_ != nullptr) cudaFreeAsync(reduction_, stream_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -144,9 +146,39 @@ void CudaBackend::set_deterministic(bool deterministic) {
   deterministic_ = deterministic;
   // Timing may pick another algorithm, with other rounding, on each run: deterministic mode
   // takes the heuristic's choice, the same every time.
-  lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
+  main_lt_ = std::make_unique<cuda::LtMatmul>(stream_, profile_gemms_);
+  lt_ = main_lt_.get();
   lt_->set_timed_choice(!deterministic_);
   gemm_lanes_->set_timed_choice(!deterministic_);
+}
+
+int64_t CudaBackend::side_by_side_lanes() const { return gemm_lanes_->lanes(); }
+
+void CudaBackend::side_by_side(std::span<const int64_t> weight,
+                               const std::function<void(int64_t lane, int64_t item)>& f) {
+  if (profiler_ || beside_) {
+    Backend::side_by_side(weight, f);
+    return;
+  }
+  gemm_lanes_->run(*main_lt_, weight, [&](const cuda::GemmLanes::Lane& lane, int64_t item) {
+    // The lane's stream and cuBLASLt for the item's operations (and its stream-ordered
+    // allocations), the caller's again after it, also when it throws.
+    struct Restore {
+      CudaBackend& b;
+      cudaStream_t stream;
+      ~Restore() {
+        b.stream_ = stream;
+        b.lt_ = b.main_lt_.get();
+        b.beside_ = false;
+        cublasSetStream(b.cublas_, stream);
+      }
+    } restore{*this, stream_};
+    stream_ = lane.stream;
+    lt_ = &lane.lt;
+    beside_ = true;
+    MGT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    f(lane.index, item);
+  });
 }
 
 bool CudaBackend::takes_natively(BackendOp op, FloatType /*type*/) const {
@@ -441,15 +473,20 @@ bool narrow_groups(ConstFloatView a, std::span<const ConstFloatView> b) {
          std::all_of(b.begin(), b.end(), [&](const ConstFloatView& v) { return v.type() == a.type(); });
 }
 
-// f(lane, g, rows, first_row) for each group g with rows, side by side on `lanes`.
+// f(lane, g, rows, first_row) for each group g with rows, side by side on `lanes`, or one after
+// another on `stream` (`sequential`: the operation itself runs on a lane of side_by_side).
 template <typename F>
-void for_each_group(cuda::GemmLanes& lanes, cuda::LtMatmul& lt, std::span<const int64_t> group_rows, F f) {
+void for_each_group(cuda::GemmLanes& lanes, cuda::LtMatmul& lt, cudaStream_t stream, bool sequential,
+                    std::span<const int64_t> group_rows, F f) {
   std::vector<int64_t> first(group_rows.size(), 0);
   for (std::size_t g = 1; g < group_rows.size(); ++g) first[g] = first[g - 1] + group_rows[g - 1];
-  lanes.run(lt, group_rows, [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
+  const auto each = [&](const cuda::GemmLanes::Lane& lane, int64_t g) {
     const auto i = static_cast<std::size_t>(g);
     f(lane, i, group_rows[i], first[i]);
-  });
+  };
+  if (!sequential) return lanes.run(lt, group_rows, each);
+  for (std::size_t g = 0; g < group_rows.size(); ++g)
+    if (group_rows[g] > 0) each(cuda::GemmLanes::Lane{lt, stream, 0}, static_cast<int64_t>(g));
 }
 
 }  // namespace
@@ -460,7 +497,7 @@ void CudaBackend::do_grouped_linear_forward(ConstFloatView x, std::span<const Co
   if (!bias.empty() || !narrow_groups(x, w))
     return Backend::do_grouped_linear_forward(x, w, bias, group_rows, in, out, y);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_forward);
-  for_each_group(*gemm_lanes_, *lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
+  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
                                                      int64_t r0) {
     const ConstFloatView xg = x.subspan(r0 * in, rows * in);
     const FloatView yg = y.subspan(r0 * out, rows * out);
@@ -474,7 +511,7 @@ void CudaBackend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<
                                                    FloatView dx) {
   if (!narrow_groups(dy, w)) return Backend::do_grouped_linear_backward_input(dy, w, group_rows, in, out, dx);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_input);
-  for_each_group(*gemm_lanes_, *lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
+  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
                                                      int64_t r0) {
     cuda::linear_backward_input(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out), w[g], rows, in,
                                 out, dx.subspan(r0 * in, rows * in));
@@ -487,7 +524,7 @@ void CudaBackend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloa
   if (!narrow_groups(dy, std::span<const ConstFloatView>(&x, 1)))
     return Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw, accumulate);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_weight);
-  for_each_group(*gemm_lanes_, *lt_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
+  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
                                                      int64_t r0) {
     cuda::linear_backward_weight(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
                                  x.subspan(r0 * in, rows * in), rows, in, out, dw[g], accumulate);

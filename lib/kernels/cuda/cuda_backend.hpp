@@ -38,6 +38,10 @@ public:
   std::optional<MemoryUse> memory_use() const override;
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  // The items on the grouped layers' streams, each issuing its operations to its lane's stream
+  // (one after another under --profile, whose events time the stream's operations).
+  void side_by_side(std::span<const int64_t> weight, const std::function<void(int64_t lane, int64_t item)>& f) override;
+  int64_t side_by_side_lanes() const override;
   std::optional<DeviceQueue> device_queue() const override { return DeviceQueue{device_, stream_}; }
   // Waits for everything queued so far; reports a fault of an earlier kernel.
   void synchronize() override;
@@ -53,8 +57,12 @@ private:
   int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::unique_ptr<cuda::LtMatmul> lt_;
-  std::unique_ptr<cuda::GemmLanes> gemm_lanes_;  // the grouped linear layers' side streams
+  std::unique_ptr<cuda::LtMatmul> main_lt_;  // the stream's
+  // The cuBLASLt of the stream the operations go to now: main_lt_, or a lane's inside side_by_side.
+  cuda::LtMatmul* lt_ = nullptr;
+  bool beside_ = false;  // inside side_by_side: a lane's operations, the grouped ones in order
+  // The grouped linear layers' side streams, and side_by_side's.
+  std::unique_ptr<cuda::GemmLanes> gemm_lanes_;
   double* reduction_ = nullptr;  // two device doubles for the host-returning reductions
   MatmulPrecision matmul_precision_ = MatmulPrecision::kFp32;
   bool recording_ = false;  // capturing a graph: allocations are refused

@@ -48,7 +48,7 @@ void GemmLanes::run(LtMatmul& main, std::span<const int64_t> weight,
   const int64_t busy = std::count_if(weight.begin(), weight.end(), [](int64_t w) { return w > 0; });
   if (lanes_ == 1 || busy < 2) {
     for (int64_t i = 0; i < items; ++i)
-      if (weight[static_cast<std::size_t>(i)] > 0) f(Lane{main, stream_}, i);
+      if (weight[static_cast<std::size_t>(i)] > 0) f(Lane{main, stream_, 0}, i);
     return;
   }
   if (sides_.empty()) make_sides();
@@ -62,10 +62,10 @@ void GemmLanes::run(LtMatmul& main, std::span<const int64_t> weight,
     const auto lane = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     load[static_cast<std::size_t>(lane)] += w;
     if (lane == 0) {
-      f(Lane{main, stream_}, i);
+      f(Lane{main, stream_, 0}, i);
     } else {
       Side& side = sides_[static_cast<std::size_t>(lane - 1)];
-      f(Lane{*side.lt, side.stream}, i);
+      f(Lane{*side.lt, side.stream, lane}, i);
     }
   }
   for (int s = 0; s + 1 < lanes; ++s) {

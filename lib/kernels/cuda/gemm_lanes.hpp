@@ -31,7 +31,9 @@ public:
   struct Lane {
     LtMatmul& lt;
     cudaStream_t stream;
+    int index;  // 0: the caller's stream; the same stream for the same index on every run
   };
+  int lanes() const { return lanes_; }
   // Calls f(lane, i) for each item i with weight[i] > 0 (its rows), on the lane with the least
   // weight so far; `main` is the caller's LtMatmul on its stream. The side lanes start after
   // everything queued on the stream so far, and the stream waits for them before what comes next.
