@@ -223,6 +223,10 @@ TEST_CASE("Mixtral refusals name the config field, tensor or flag", "[ckpt][hf][
   c = mixtral_config();
   c.moe.score_function = MoeScoreFunction::kSigmoid;
   CHECK_THAT(export_refusal(c, dir + "/sigmoid"), Contains("--moe-router-score-function sigmoid"));
+  c = mixtral_config();
+  c.moe.apply_probs_on_input = true;
+  CHECK_THAT(export_refusal(c, dir + "/probs-on-input"),
+             Contains("--moe-apply-probs-on-input (Mixtral weights the experts' outputs)"));
   CHECK_THAT(export_refusal(mixtral_config(), dir + "/as-llama", "llama"),
              Contains("cannot be expressed as Llama: --num-experts 4") && Contains("write it as mixtral"));
   c = mixtral_config();

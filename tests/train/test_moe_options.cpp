@@ -271,6 +271,22 @@ TEST_CASE("moe config: the checkpoint's record of the flags gives the MoE model 
   CHECK(back.num_parameters() == c.num_parameters());
 }
 
+// --moe-apply-probs-on-input changes what the model computes: recorded and read back.
+// --moe-router-force-load-balancing is a benchmarking aid of training: a checkpoint's record of it
+// (mgt-train records every flag) does not make mgt-eval and mgt-generate route at random.
+TEST_CASE("moe config: probabilities on the input are read back, forced routing is not", "[train][moe]") {
+  const TrainOptions o = parse_moe({"--num-experts", "4", "--moe-router-topk", "1", "--moe-router-score-function",
+                                    "sigmoid", "--moe-apply-probs-on-input", "--moe-router-force-load-balancing"});
+  const GptConfig c = gpt_config_from_options(o, 128);
+  CHECK(c.moe.apply_probs_on_input);
+  CHECK(c.moe.force_load_balancing);
+  std::string json = model_args_json(c);
+  json.insert(1, "\"moe_router_force_load_balancing\": true, ");
+  const GptConfig back = gpt_config_from_args_json(json, "the test's arguments");
+  CHECK(back.moe.apply_probs_on_input);
+  CHECK_FALSE(back.moe.force_load_balancing);
+}
+
 TEST_CASE("moe options: FP8 with experts, and Megatron's checks of --moe-router-padding-for-fp8", "[train][moe][fp8]") {
   const std::vector<std::string> experts = {"--num-experts", "4", "--moe-token-dispatcher-type", "alltoall"};
   const std::vector<std::string> fp8 = {"--bf16", "--fp8-format", "hybrid"};

@@ -497,8 +497,8 @@ void CudaBackend::do_grouped_linear_forward(ConstFloatView x, std::span<const Co
   if (!bias.empty() || !narrow_groups(x, w))
     return Backend::do_grouped_linear_forward(x, w, bias, group_rows, in, out, y);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_forward);
-  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
-                                                     int64_t r0) {
+  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows,
+                 [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows, int64_t r0) {
     const ConstFloatView xg = x.subspan(r0 * in, rows * in);
     const FloatView yg = y.subspan(r0 * out, rows * out);
     if (!cuda::small_rows_linear(xg, w[g], cuda::In(), rows, in, out, cuda::Out(), yg, lane.stream))
@@ -511,8 +511,8 @@ void CudaBackend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<
                                                    FloatView dx) {
   if (!narrow_groups(dy, w)) return Backend::do_grouped_linear_backward_input(dy, w, group_rows, in, out, dx);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_input);
-  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
-                                                     int64_t r0) {
+  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows,
+                 [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows, int64_t r0) {
     cuda::linear_backward_input(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out), w[g], rows, in,
                                 out, dx.subspan(r0 * in, rows * in));
   });
@@ -524,8 +524,8 @@ void CudaBackend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloa
   if (!narrow_groups(dy, std::span<const ConstFloatView>(&x, 1)))
     return Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw, accumulate);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_weight);
-  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows, [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows,
-                                                     int64_t r0) {
+  for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows,
+                 [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows, int64_t r0) {
     cuda::linear_backward_weight(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
                                  x.subspan(r0 * in, rows * in), rows, in, out, dw[g], accumulate);
   });
@@ -642,6 +642,7 @@ void CudaBackend::do_dropout_forward(ConstFloatArg x, int64_t n, float p, Dropou
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::dropout_forward);
   cuda::dropout(x, n, p, key, y, stream_);
 }
+
 void CudaBackend::do_standard_normal(int64_t n, DropoutKey key, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::standard_normal);
   cuda::standard_normal(n, key, y, stream_);

@@ -3,6 +3,8 @@
 // wave of tiles, and a weight gradient's epilogue reads and writes its fp32 main gradient while
 // the tensor cores idle; side by side, one GEMM's tail and epilogue overlap another's main loop.
 // Each GEMM writes only its own rows or weight, so the results do not depend on the lanes.
+// CudaBackend::side_by_side runs whole items on the same lanes (a mixture's FP8 experts: their
+// casts and GEMMs), each item's operations issued to its lane's stream.
 #pragma once
 #include <cuda_runtime_api.h>
 
