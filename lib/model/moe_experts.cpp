@@ -109,18 +109,16 @@ void MoeExperts::for_each_expert(std::span<const int64_t> rows,
                                  const std::function<void(std::size_t j, int64_t first)>& f) const {
   std::vector<int64_t> first(rows.size(), 0);
   for (std::size_t j = 1; j < rows.size(); ++j) first[j] = first[j - 1] + rows[j - 1];
-  if (fp8_ == nullptr) {
-    for (std::size_t j = 0; j < rows.size(); ++j) f(j, first[j]);
-    return;
-  }
   for (std::size_t j = 0; j < rows.size(); ++j)
     if (rows[j] == 0) f(j, first[j]);
   struct MainLane {
     Fp8Training* fp8;
-    ~MainLane() { fp8->set_lane(0); }
+    ~MainLane() {
+      if (fp8 != nullptr) fp8->set_lane(0);
+    }
   } main_lane{fp8_};
   backend_->side_by_side(rows, [&](int64_t lane, int64_t item) {
-    fp8_->set_lane(lane);
+    if (fp8_ != nullptr) fp8_->set_lane(lane);
     f(static_cast<std::size_t>(item), first[static_cast<std::size_t>(item)]);
   });
 }

@@ -99,9 +99,9 @@ private:
                         std::function<void()>* weights_later) const;
   // The local experts' rows of expert_rows (checked to hold them).
   std::span<const int64_t> local_rows(const std::vector<int64_t>& expert_rows) const;
-  // f(j, first) for each local expert j, first its first row: in FP8 the experts with rows side by
-  // side (Backend::side_by_side, each lane casting into its own FP8 scratch), those without
-  // (which only cast their weights) first; otherwise one after another.
+  // f(j, first) for each local expert j, first its first row: the experts without rows first (in
+  // FP8 they cast their weights), then those with rows side by side (Backend::side_by_side; in
+  // FP8 each lane casts into FP8 scratch of its own).
   void for_each_expert(std::span<const int64_t> rows, const std::function<void(std::size_t j, int64_t first)>& f) const;
 
   Backend* backend_;
