@@ -22,6 +22,7 @@ std::vector<FlagDefinition> model_flags(ModelShapeOptions& m) {
         .choices({"learned_absolute", "rope", "none"}, {"mrope", "relative"}),
     store_false("no-position-embedding", m.add_position_embedding, "Deprecated: no learned position table; accepted with --position-embedding-type rope, which has none")
         .key("add_position_embedding"),
+    store_true("use-rotary-position-embeddings", m.use_rotary_position_embeddings, "Deprecated: --position-embedding-type rope, which it sets (as Megatron's validate_args does)"),
     store("rotary-percent", "F", m.rotary_percent, "Fraction of each head rotated by RoPE"),
     store("rotary-base", "N", m.rotary_base, "RoPE base"),
     store_true("use-rope-scaling", m.use_rope_scaling, "Llama 3.1's scaling of the RoPE frequencies (low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192)"),

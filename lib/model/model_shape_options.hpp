@@ -23,6 +23,9 @@ struct ModelShapeOptions {
   // --no-position-embedding clears it: Megatron's deprecated switch, accepted only with rope,
   // whose model has no learned position table anyway.
   bool add_position_embedding = true;
+  // --use-rotary-position-embeddings: Megatron's deprecated switch for --position-embedding-type
+  // rope, which it sets whatever that flag says (validate_args).
+  bool use_rotary_position_embeddings = false;
   double rotary_percent = 1.0;                       // --rotary-percent
   std::int64_t rotary_base = 10000;                  // --rotary-base
   bool use_rope_scaling = false;                     // --use-rope-scaling: Llama 3.1's frequency scaling

@@ -179,6 +179,8 @@ void validate_model(ModelShapeOptions& m) {
   if (seq > max_positions)
     throw UsageError("max_position_embeddings (" + str(max_positions) + ") must be greater than or equal to "
                      "seq_length (" + str(seq) + ")");
+  // Megatron's validate_args sets rope for its deprecated switch before any check reads the type.
+  if (m.use_rotary_position_embeddings) m.position_embedding_type = "rope";
   if (m.use_rope_scaling && m.position_embedding_type != "rope")
     throw UsageError("--use-rope-scaling scales rotary frequencies: it needs --position-embedding-type rope");
 

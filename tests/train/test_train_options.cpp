@@ -10,6 +10,7 @@
 #include "core/json_text.hpp"
 #include "core/megatron_flags.hpp"
 #include "data/index_command_line.hpp"
+#include "train/gpt_config_from_options.hpp"
 #include "train/train_flags.hpp"
 #include "train/train_options.hpp"
 
@@ -499,6 +500,15 @@ TEST_CASE("train options: Megatron v0.13's leniencies for older scripts", "[trai
   CHECK(rope.model.position_embedding_type == "rope");
   TrainOptions defaults;
   CHECK(find_flag(train_flags(defaults), "no-position-embedding").record_key() == "add_position_embedding");
+  // --use-rotary-position-embeddings (Llama 2 recipes, with --no-position-embedding) sets rope,
+  // over an explicit type too, as validate_args does.
+  for (const std::vector<std::string>& given :
+       {std::vector<std::string>{"--use-rotary-position-embeddings", "--no-position-embedding"},
+        std::vector<std::string>{"--position-embedding-type", "learned_absolute", "--use-rotary-position-embeddings"}}) {
+    const TrainOptions rotary = parse_with(given);
+    CHECK(rotary.model.position_embedding_type == "rope");
+    CHECK(gpt_config_from_options(rotary, 128).position_embedding_type == PositionEmbeddingType::kRope);
+  }
   // The rename advice for --activations-checkpoint-method gives --recompute-method, which
   // without --recompute-granularity changes nothing in Megatron; so here.
   const TrainOptions method = parse_with({"--recompute-method", "uniform"});
