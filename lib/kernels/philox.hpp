@@ -44,4 +44,13 @@ constexpr PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
   return counter;
 }
 
+// The four words of block `block` of stream `stream` under `seed`: the counter {lo(block),
+// hi(block), lo(stream), hi(stream)} and the key {lo(seed), hi(seed)} (the dropout masks' stream,
+// kernels/cpu/dropout.hpp).
+constexpr PhiloxCounter philox_stream_block(uint64_t seed, uint64_t stream, uint64_t block) {
+  return philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                        static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+                       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+}
+
 }  // namespace mgt

@@ -102,15 +102,14 @@ void MoeTokenDispatcher::combine_backward(ConstFloatView d_output, int64_t token
                                           FloatView d_probs) const {
   const int64_t E = moe_.num_experts;
   const FloatView d_rows = scratch.d_rows.first(rows * hidden_);
+  backend_->gather_rows(d_output, tokens, hidden_, saved.row_token.first(rows), {}, d_rows);
   if (moe_.apply_probs_on_input) {
-    // The outputs were added unweighted: the probabilities' gradient comes from the input's side
-    // (MoeLayer::backward).
+    // The outputs were added unweighted: d_rows is their gradient, and the probabilities' comes
+    // from the input's side (MoeLayer::backward).
     backend_->fill(d_probs.first(tokens * E), 0.0f);
-    backend_->gather_rows(d_output, tokens, hidden_, saved.row_token.first(rows), {}, d_rows);
     return;
   }
   // ∂/∂row_weight[r] = expert_output[r] · d_output[token of r].
-  backend_->gather_rows(d_output, tokens, hidden_, saved.row_token.first(rows), {}, d_rows);
   backend_->row_dot(saved.expert_output.first(rows * hidden_), d_rows, rows, hidden_, scratch.d_row_weights.first(rows));
   // ∂/∂probs[t, e] = that of (t, e)'s row, 0 where not routed.
   backend_->gather_rows(scratch.d_row_weights.first(rows), rows, 1, saved.slot_row.first(tokens * E), {},

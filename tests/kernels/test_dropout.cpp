@@ -25,6 +25,19 @@ TEST_CASE("philox4x32_10 reproduces the published known-answer vectors", "[kerne
   static_assert(philox4x32_10({0u, 0u, 0u, 0u}, {0u, 0u})[0] == 0x6627e8d5u);
 }
 
+namespace {
+
+// The Philox words of global index j's block as the stream is documented (kernels/cpu/dropout.hpp),
+// written out here rather than taken from the library.
+PhiloxCounter documented_block(const DropoutKey& key, uint64_t j) {
+  const uint64_t block = j / 4;
+  return philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                        static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
+                       {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
+}
+
+}  // namespace
+
 TEST_CASE("dropout mask follows the documented stream", "[kernels]") {
   const DropoutKey key{0x0123456789abcdefull, 0x1111222233334444ull, 6};
   const float p = 0.3f;
@@ -32,11 +45,7 @@ TEST_CASE("dropout mask follows the documented stream", "[kernels]") {
   cpu::dropout_keep_mask(key, p, 10, keep.data());
   for (int64_t i = 0; i < 10; ++i) {
     const uint64_t j = key.offset + static_cast<uint64_t>(i);
-    const uint64_t block = j / 4;
-    const auto words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
-        {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
+    const PhiloxCounter words = documented_block(key, j);
     const double u = static_cast<double>(words[j % 4] >> 8) / 16777216.0;
     CHECK(keep[static_cast<size_t>(i)] == (u >= p ? 1 : 0));
   }
@@ -110,11 +119,7 @@ TEST_CASE("uniform_jitter multiplies by the documented stream's noise, at least 
   float low = 10.0f, high = 0.0f;
   for (int64_t i = 0; i < 1000; ++i) {
     const uint64_t j = key.offset + static_cast<uint64_t>(i);
-    const uint64_t block = j / 4;
-    const auto words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
-        {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
+    const PhiloxCounter words = documented_block(key, j);
     const float u = static_cast<float>(words[j % 4] >> 8) * 0x1p-24f;
     CHECK(y[static_cast<size_t>(i)] == 2.0f * ((1.0f - eps) + 2.0f * eps * u));
     low = std::min(low, y[static_cast<size_t>(i)] / 2.0f);
@@ -143,11 +148,7 @@ TEST_CASE("standard_normal draws the documented stream's Box-Muller pairs, of me
   cpu::standard_normal(n, key, y.data());
   for (int64_t i = 0; i < 8; ++i) {
     const uint64_t j = key.offset + static_cast<uint64_t>(i);
-    const uint64_t block = j / 4;
-    const auto words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
-        {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
+    const PhiloxCounter words = documented_block(key, j);
     const std::size_t pair = (j % 4) & 2;
     const double u1 = (static_cast<double>(words[pair] >> 8) + 1.0) * 0x1p-24;
     const double u2 = static_cast<double>(words[pair + 1] >> 8) * 0x1p-24;

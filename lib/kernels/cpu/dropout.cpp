@@ -19,24 +19,22 @@ void check(float p, int64_t n, const char* name) {
   require(p >= 0.0f && p < 1.0f, name, "dropout probability must be in [0, 1)");
 }
 
-// Calls visit(i, w) for i in [0, n) with w = the element's word >> 8, one Philox evaluation per
-// four elements.
+// Calls visit(i, words, lane) for i in [0, n) with its Philox block's four words and its lane in
+// them, one Philox evaluation per four elements.
 template <typename Visit>
-void for_each_word(DropoutKey key, int64_t n, Visit visit) {
-  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed),
-                                static_cast<uint32_t>(key.seed >> 32)};
+void for_each_block_lane(DropoutKey key, int64_t n, Visit visit) {
   int64_t i = 0;
   while (i < n) {
     const uint64_t j = key.offset + static_cast<uint64_t>(i);
-    const uint64_t block = j / 4;
-    const PhiloxCounter words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
-        philox_key);
-    for (auto lane = static_cast<int>(j % 4); lane < 4 && i < n; ++lane, ++i) {
-      visit(i, words[static_cast<size_t>(lane)] >> 8);
-    }
+    const PhiloxCounter words = philox_stream_block(key.seed, key.stream, j / 4);
+    for (auto lane = static_cast<std::size_t>(j % 4); lane < 4 && i < n; ++lane, ++i) visit(i, words, lane);
   }
+}
+
+// Calls visit(i, w) for i in [0, n) with w = the element's word >> 8.
+template <typename Visit>
+void for_each_word(DropoutKey key, int64_t n, Visit visit) {
+  for_each_block_lane(key, n, [&](int64_t i, const PhiloxCounter& words, std::size_t lane) { visit(i, words[lane] >> 8); });
 }
 
 // Calls visit(i, kept) for i in [0, n).
@@ -73,24 +71,14 @@ void dropout_backward(const float* dy, int64_t n, float p, DropoutKey key, float
 
 void standard_normal(int64_t n, DropoutKey key, float* y) {
   require_nonnegative(n, "standard_normal", "n");
-  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
-  int64_t i = 0;
-  while (i < n) {
-    const uint64_t j = key.offset + static_cast<uint64_t>(i);
-    const uint64_t block = j / 4;
-    const PhiloxCounter words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(key.stream),
-         static_cast<uint32_t>(key.stream >> 32)},
-        philox_key);
-    for (auto lane = static_cast<std::size_t>(j % 4); lane < 4 && i < n; ++lane, ++i) {
-      const std::size_t pair = lane & 2;
-      const double u1 = (static_cast<double>(words[pair] >> 8) + 1.0) * 0x1p-24;
-      const double u2 = static_cast<double>(words[pair + 1] >> 8) * 0x1p-24;
-      const double radius = std::sqrt(-2.0 * std::log(u1));
-      const double angle = 2.0 * std::numbers::pi * u2;
-      y[i] = static_cast<float>(radius * ((lane & 1) != 0 ? std::sin(angle) : std::cos(angle)));
-    }
-  }
+  for_each_block_lane(key, n, [&](int64_t i, const PhiloxCounter& words, std::size_t lane) {
+    const std::size_t pair = lane & 2;
+    const double u1 = (static_cast<double>(words[pair] >> 8) + 1.0) * 0x1p-24;
+    const double u2 = static_cast<double>(words[pair + 1] >> 8) * 0x1p-24;
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 2.0 * std::numbers::pi * u2;
+    y[i] = static_cast<float>(radius * ((lane & 1) != 0 ? std::sin(angle) : std::cos(angle)));
+  });
 }
 
 void uniform_jitter(const float* x, int64_t n, float eps, DropoutKey key, float* y) {

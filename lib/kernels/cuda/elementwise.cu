@@ -185,26 +185,29 @@ __global__ void swiglu_backward8_kernel(In dy, In x, int64_t vectors, int64_t ff
   }
 }
 
-// Calls f(i, word) for each of the n elements from global index key.offset on, with its 32-bit
-// Philox word: one thread per Philox block of four consecutive global indices (see
-// kernels/cpu/dropout.hpp), grid-strided.
+// Calls f(block, words) for each Philox block of four consecutive global indices that holds one
+// of the n elements from global index key.offset on (see kernels/cpu/dropout.hpp): one thread per
+// block, grid-strided.
 template <typename F>
-__device__ void for_each_philox_word(int64_t n, DropoutKey key, F f) {
+__device__ void for_each_philox_block(int64_t n, DropoutKey key, F f) {
   const uint64_t first_block = key.offset / 4;
   const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
-  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
   for (uint64_t block = first_block + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
-       block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const PhiloxCounter words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-         static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
-        philox_key);
+       block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x)
+    f(block, philox_stream_block(key.seed, key.stream, block));
+}
+
+// Calls f(i, word) for each of the n elements from global index key.offset on, with its 32-bit
+// Philox word.
+template <typename F>
+__device__ void for_each_philox_word(int64_t n, DropoutKey key, F f) {
+  for_each_philox_block(n, key, [&](uint64_t block, const PhiloxCounter& words) {
     for (int lane = 0; lane < 4; ++lane) {
       const uint64_t j = block * 4 + static_cast<uint64_t>(lane);
       if (j < key.offset || j >= key.offset + static_cast<uint64_t>(n)) continue;
       f(static_cast<int64_t>(j - key.offset), words[lane]);
     }
-  }
+  });
 }
 
 __global__ void dropout_kernel(In x, int64_t n, uint32_t threshold, float keep_scale,
@@ -225,15 +228,7 @@ __global__ void uniform_jitter_kernel(In x, int64_t n, float low, float width, D
 
 // Box–Muller of each block's two word pairs (kernels/cpu/dropout.hpp standard_normal).
 __global__ void standard_normal_kernel(int64_t n, DropoutKey key, Out y) {
-  const uint64_t first_block = key.offset / 4;
-  const uint64_t last_block = (key.offset + static_cast<uint64_t>(n) + 3) / 4;
-  const PhiloxKey philox_key = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
-  for (uint64_t block = first_block + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
-       block < last_block; block += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const PhiloxCounter words = philox4x32_10(
-        {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(key.stream),
-         static_cast<uint32_t>(key.stream >> 32)},
-        philox_key);
+  for_each_philox_block(n, key, [&](uint64_t block, const PhiloxCounter& words) {
     for (int pair = 0; pair < 4; pair += 2) {
       const double u1 = (static_cast<double>(words[pair] >> 8) + 1.0) * 0x1p-24;
       const double u2 = static_cast<double>(words[pair + 1] >> 8) * 0x1p-24;
@@ -246,7 +241,7 @@ __global__ void standard_normal_kernel(int64_t n, DropoutKey key, Out y) {
         y[static_cast<int64_t>(j - key.offset)] = static_cast<float>(radius * (odd != 0 ? s : c));
       }
     }
-  }
+  });
 }
 
 }  // namespace
