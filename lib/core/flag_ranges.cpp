@@ -90,6 +90,7 @@ constexpr Entry kRanges[] = {
     {"--moe-router-num-groups", size()},
     {"--moe-router-topk", size()},
     {"--moe-shared-expert-intermediate-size", size()},
+    {"--moe-upcycling-granularity", size()},
     {"--norm-epsilon", above(0)},
     {"--num-attention-heads", size()},
     {"--num-experts", count_from(0)},  // 0: no experts (Megatron turns it into None)

@@ -60,6 +60,8 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store_true("moe-pad-expert-input-to-capacity", m.moe_pad_expert_input_to_capacity, "Pad each expert's input to its capacity (with --moe-expert-capacity-factor)"),
     store_true("moe-router-padding-for-fp8", m.moe_router_padding_for_fp8, "Pad each expert's tokens to a multiple of 16 for the FP8 GEMMs (needs --fp8-format; alltoall dispatcher). mgt pads them under FP8 with or without it, with zero rows, as Megatron's experts do without it: outputs and gradients are unchanged"),
     store("moe-token-drop-policy", "P", m.moe_token_drop_policy, "Which tokens beyond capacity are dropped: probs (the lowest probabilities) or position (the last)").choices({"probs", "position"}),
+    store_true("moe-use-upcycling", m.moe_use_upcycling, "Start from the checkpoint of a dense model in --load: each MoE layer's experts are cut from that layer's MLP as Megatron's upcycling does (the router and shared experts freshly initialised), the result is saved to --save as iteration 1, and training starts at iteration 0 with a fresh optimizer. Only for the run that converts; later runs resume from --save without it"),
+    store("moe-upcycling-granularity", "G", m.moe_upcycling_granularity, "With --moe-use-upcycling: the dense MLP's hidden units are G times --ffn-hidden-size, and each expert takes one of its G slices (1: every expert a whole copy)"),
   };
 }
 // clang-format on
@@ -71,9 +73,6 @@ const std::map<std::string, std::string>& refused_moe_flags() {
       {"--moe-deepep-num-sms", "DeepEP's dispatch kernels are not implemented; --moe-token-dispatcher-type "
                                "alltoall moves the same tokens"},
       {"--moe-extended-tp", "Megatron deprecated it for --expert-tensor-parallel-size"},
-      {"--moe-use-upcycling", "upcycling a dense checkpoint into an MoE model is not implemented"},
-      {"--moe-upcycling-granularity", "upcycling a dense checkpoint into an MoE model is not implemented"},
-      {"--moe-use-legacy-grouped-gemm", "mgt has one grouped GEMM; --moe-grouped-gemm uses it"},
   };
   return flags;
 }

@@ -46,6 +46,10 @@ struct MoeOptions {
   // (moe_expert_row_multiple).
   bool moe_router_padding_for_fp8 = false;
   std::string moe_token_drop_policy = "probs";                  // probs | position
+  // --moe-use-upcycling: the run starts from a dense model's checkpoint (--load), each MoE
+  // layer's experts cut from its dense MLP (model/moe_upcycling.hpp).
+  bool moe_use_upcycling = false;
+  std::int64_t moe_upcycling_granularity = 1;  // --moe-upcycling-granularity: dense ffn / --ffn-hidden-size
 
   // Whether the model has experts: Megatron's num_experts after validate_args turned 0 into None.
   bool enabled() const { return num_experts.value_or(0) > 0; }

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "model/moe_layer_pattern.hpp"
+#include "model/moe_upcycling.hpp"
 
 namespace mgt {
 
@@ -23,6 +24,34 @@ void check_expert_tensor_split(const TrainOptions& o) {
   if (etp > 1 && m.moe_ffn_hidden_size && *m.moe_ffn_hidden_size % etp != 0)
     throw UsageError("--moe-ffn-hidden-size (" + str(*m.moe_ffn_hidden_size) +
                      ") must be divisible by --expert-tensor-parallel-size (" + str(etp) + ")");
+}
+
+// Megatron's validate_args for --moe-use-upcycling, and what upcycling_utils.py asserts before
+// it converts: a checkpoint to read and a directory to save the result in, a supported
+// activation, and a dense MLP that cuts into the experts.
+void check_upcycling(TrainOptions& o) {
+  MoeOptions& m = o.moe;
+  if (!m.moe_use_upcycling) return;
+  if (!o.checkpoint.save)
+    throw UsageError("--moe-use-upcycling needs --save (Megatron: When using upcycling, the --save option must be "
+                     "specified.)");
+  if (!o.checkpoint.load) throw UsageError("--moe-use-upcycling needs --load, the dense model's checkpoint");
+  if (o.model.openai_gelu)
+    throw UsageError("--moe-use-upcycling with --openai-gelu: Megatron's upcycling supports the gelu and silu "
+                     "(--swiglu) activations");
+  const std::int64_t dense_ffn = *o.model.ffn_hidden_size * m.moe_upcycling_granularity;
+  plan_upcycling(dense_ffn, *m.moe_ffn_hidden_size, *m.num_experts, m.moe_router_topk, m.moe_router_pre_softmax,
+                 o.model.swiglu);
+  CheckpointOptions& c = o.checkpoint;
+  if (!c.no_load_optim) {
+    c.no_load_optim = true;
+    log::warn("--moe-use-upcycling: the dense checkpoint's optimizer state is not loaded (--no-load-optim), as in "
+              "Megatron");
+  }
+  if (!c.no_load_rng) {
+    c.no_load_rng = true;
+    log::warn("--moe-use-upcycling: the dense checkpoint's random state is not loaded (--no-load-rng), as in Megatron");
+  }
 }
 
 }  // namespace
@@ -76,6 +105,7 @@ void validate_moe_options(TrainOptions& o) {
   if (!m.enabled()) {
     // TransformerConfig: moe_ffn_hidden_size must be None when num_experts is not set.
     if (m.moe_ffn_hidden_size) throw UsageError("--moe-ffn-hidden-size needs --num-experts");
+    if (m.moe_use_upcycling) throw UsageError("--moe-use-upcycling needs --num-experts (the MoE model to upcycle into)");
     return;
   }
   if (!m.moe_ffn_hidden_size) {
@@ -150,6 +180,7 @@ void validate_moe_options(TrainOptions& o) {
   }
   // megatron/core/models/gpt/gpt_layer_specs.py: the pattern's length is the number of layers.
   moe_layer_pattern(m.moe_layer_freq, *model.num_layers);
+  check_upcycling(o);
 }
 
 }  // namespace mgt

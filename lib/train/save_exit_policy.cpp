@@ -43,15 +43,36 @@ void TrainingRun::lock_save_directory() {
   if (options_.checkpoint.save) save_lock_.emplace(open_save_directory(*options_.checkpoint.save));
 }
 
-// Before any training: a save this run will make must not meet a committed iteration.
-void TrainingRun::require_planned_saves_new_in_save_directory() {
-  const CheckpointOptions& c = options_.checkpoint;
-  if (!c.save) return;
+// The last iteration this run will train: --train-iters, or an earlier --exit-interval.
+std::int64_t TrainingRun::last_planned_iteration() const {
   std::int64_t last = options_.total_train_iters();
   const std::optional<std::int64_t>& exit_interval = options_.logging.exit_interval;
   if (exit_interval && *exit_interval > 0)
     last = std::min(last, (progress_.iteration / *exit_interval + 1) * *exit_interval);
-  require_planned_saves_new(*c.save, progress_.iteration, last, *c.save_interval);
+  return last;
+}
+
+// Before any training: a save this run will make must not meet a committed iteration.
+void TrainingRun::require_planned_saves_new_in_save_directory() {
+  const CheckpointOptions& c = options_.checkpoint;
+  if (!c.save) return;
+  require_planned_saves_new(*c.save, progress_.iteration, last_planned_iteration(), *c.save_interval);
+}
+
+// --moe-use-upcycling: the upcycled model as iteration 1 of --save, weights and random state
+// only, as Megatron saves it (save_checkpoint with no optimizer); training then starts at
+// iteration 0 from the same weights, with the dense run's consumed samples.
+void TrainingRun::save_upcycled_checkpoint() {
+  TrainCheckpointSaveSettings s = checkpoint_save_settings();
+  s.save_optimizer = false;
+  progress_.iteration = 1;
+  const SavedTrainCheckpoint saved = save_train_checkpoint(*options_.checkpoint.save, parts(), s, world_,
+                                                           checkpoint_layout());
+  last_checkpoint_ = saved.directory;
+  report_save(progress_.iteration, saved, false);
+  output_.line("Upcycled checkpoint saved to " + *options_.checkpoint.save);
+  progress_.iteration = 0;
+  progress_.num_floating_point_operations_so_far = 0.0;
 }
 
 // Megatron's train(): when the ramp-up changes the number of micro-batches, a checkpoint of the
@@ -121,24 +142,8 @@ void TrainingRun::save_checkpoint() {
   const std::string& dir = *options_.checkpoint.save;
   output_.line("saving checkpoint at iteration " + padded_iteration(progress_.iteration) + " to " + dir +
                " in hdf5 format");
-  TrainCheckpointSaveSettings s;
-  s.save_optimizer = !options_.checkpoint.no_save_optim;
-  s.save_rng = !options_.checkpoint.no_save_rng;
-  s.args_json = args_json_;
-  s.tokenizer_json = tokenizer_json_;
-  s.parallel_layout_json = parallel_layout_json_;
-  s.expert_parallel = expert_data_parallel_ != nullptr;
-  s.writes_experts = s.expert_parallel && expert_data_parallel_->rank() == 0;
-  ckpt::WorldLayout layout;
-  layout.tensor_model_parallel_size = static_cast<int>(tensor_parallel_size());
-  layout.pipeline_model_parallel_size = static_cast<int>(pipeline_parallel_size());
-  // The checkpoint does not depend on context parallelism: each (tensor, pipeline) rank's weights
-  // are written once, by rank 0 of its gradient group, and the distributed optimizer's shards are
-  // those of the gradient group (data-parallel × context-parallel), which resume at any size.
-  layout.data_parallel_size = static_cast<int>(gradient_group_size());
-  layout.tensor_model_parallel_rank = tensor_parallel_.rank();
-  layout.pipeline_model_parallel_rank = pipeline_parallel_size() > 1 ? pipeline_.rank() : 0;
-  layout.data_parallel_rank = gradients_.rank();
+  const TrainCheckpointSaveSettings s = checkpoint_save_settings();
+  const ckpt::WorldLayout layout = checkpoint_layout();
   if (options_.checkpoint.async_save) {
     ckpt::SnapshotWriteOptions write;
     if (const std::int64_t delay = options_.checkpoint.async_save_delay_ms; delay > 0)
@@ -155,6 +160,32 @@ void TrainingRun::save_checkpoint() {
   }
   last_saved_iteration_ = progress_.iteration;
   timer_.start();
+}
+
+TrainCheckpointSaveSettings TrainingRun::checkpoint_save_settings() const {
+  TrainCheckpointSaveSettings s;
+  s.save_optimizer = !options_.checkpoint.no_save_optim;
+  s.save_rng = !options_.checkpoint.no_save_rng;
+  s.args_json = args_json_;
+  s.tokenizer_json = tokenizer_json_;
+  s.parallel_layout_json = parallel_layout_json_;
+  s.expert_parallel = expert_data_parallel_ != nullptr;
+  s.writes_experts = s.expert_parallel && expert_data_parallel_->rank() == 0;
+  return s;
+}
+
+ckpt::WorldLayout TrainingRun::checkpoint_layout() const {
+  ckpt::WorldLayout layout;
+  layout.tensor_model_parallel_size = static_cast<int>(tensor_parallel_size());
+  layout.pipeline_model_parallel_size = static_cast<int>(pipeline_parallel_size());
+  // The checkpoint does not depend on context parallelism: each (tensor, pipeline) rank's weights
+  // are written once, by rank 0 of its gradient group, and the distributed optimizer's shards are
+  // those of the gradient group (data-parallel × context-parallel), which resume at any size.
+  layout.data_parallel_size = static_cast<int>(gradient_group_size());
+  layout.tensor_model_parallel_rank = tensor_parallel_.rank();
+  layout.pipeline_model_parallel_rank = pipeline_parallel_size() > 1 ? pipeline_.rank() : 0;
+  layout.data_parallel_rank = gradients_.rank();
+  return layout;
 }
 
 void TrainingRun::finalize_async_save(bool blocking) {

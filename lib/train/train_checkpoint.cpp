@@ -25,8 +25,8 @@
 #include "core/json_scalars.hpp"
 #include "core/json_text.hpp"
 #include "core/log.hpp"
-#include "model/parameter_sharding.hpp"
 #include "dist/local_communicator.hpp"
+#include "train/checkpoint_parameter_read.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/scheduler_state_json.hpp"
 
@@ -437,27 +437,6 @@ std::string shape_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& co
   return hint.empty() ? std::string() : "; the checkpoint was saved with " + hint;
 }
 
-// The checkpoint to resume (checkpoint_discovery.hpp), with a warning when it is not the one the
-// tracker file names. nullopt when load_dir holds no checkpoint at all.
-std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
-  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_resume(load_dir);
-  if (!found) return std::nullopt;
-  if (!found->note.empty()) log::warn(found->note);
-  return found->directory;
-}
-
-// The whole tensor at `path`, assembled from whatever pieces the checkpoint's layout stored, then
-// this rank's tensor-parallel shard of it (a copy only under tensor parallelism); `whole` is scratch.
-void read_floats(const ckpt::ShardedCheckpoint& checkpoint, const std::string& path, const ParameterEntry& e,
-                 const TensorParallelRank& tensor, std::vector<float>& whole, std::vector<float>& out) {
-  const TensorParallelRank& tp = e.partition(tensor);  // an expert's: its expert-tensor-parallel split
-  std::vector<float>& target = tp.size == 1 ? out : whole;
-  target.resize(static_cast<std::size_t>(e.global_numel()));
-  checkpoint.read_whole(path, ckpt::TensorDType::Float32, e.global_shape,
-                        std::as_writable_bytes(std::span<float>(target)));
-  if (tp.size > 1) out = shard_tensor(e, tp, whole);
-}
-
 // The checkpoint a run resuming from load_dir would read, without a word: nullopt when there is
 // none.
 std::optional<std::string> quiet_checkpoint_to_resume(const std::string& load_dir) {
@@ -517,7 +496,7 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
                        ? " (it was saved without --untie-embeddings-and-output-weights)"
                        : std::string()));
     try {
-      read_floats(reader, path, e, tp, whole, host);
+      read_parameter_part(reader, path, e, tp, whole, host);
     } catch (const Error& error) {
       throw Error(std::string(error.what()) + shape_hint(meta, params.config()));
     }

@@ -31,6 +31,8 @@ TrainResult TrainingRun::run() {
   run_on_all_ranks_or_none(world_, "opening --tensorboard-dir", [&] { if (chief_) open_tensorboard(); });
   run_on_all_ranks_or_none(world_, "building the model", [&] { build_model(); });
   run_on_all_ranks_or_none(world_, "loading the checkpoint", [&] { load_checkpoint(); });
+  if (options_.moe.moe_use_upcycling)
+    run_on_all_ranks_or_none(world_, "saving the upcycled checkpoint", [&] { save_upcycled_checkpoint(); });
   run_on_all_ranks_or_none(world_, "checking the save directory",
                            [&] { if (chief_) require_planned_saves_new_in_save_directory(); });
   output_.line(format_datetime_line("after model, optimizer, and learning rate scheduler are built", now_stamp()));

@@ -77,6 +77,7 @@ private:
   void report_fp8_param_gather(const Fp8ParamGather& gather, const std::string& layers, const std::string& group);
   std::string parallel_layout_json() const;
   void load_checkpoint();
+  void load_upcycled_checkpoint_of_dense_model();
   void build_data();
   EvaluationSettings evaluation_settings(Split split) const;
 
@@ -100,7 +101,11 @@ private:
   // ---- save_exit_policy.cpp
   static ExitConditions::Settings exit_settings(const LoggingOptions& l);
   void lock_save_directory();
+  std::int64_t last_planned_iteration() const;
   void require_planned_saves_new_in_save_directory();
+  void save_upcycled_checkpoint();
+  TrainCheckpointSaveSettings checkpoint_save_settings() const;
+  ckpt::WorldLayout checkpoint_layout() const;
   void save_when_batch_size_changes();
   ExitReason checkpoint_and_decide_exit();
   ExitReason agreed_exit_reason();

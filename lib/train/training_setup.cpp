@@ -3,12 +3,14 @@
 // first step.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint_discovery.hpp"
 #include "ckpt/tokenizer_description.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -19,6 +21,7 @@
 #include "model/pipeline_stage.hpp"
 #include "model/recompute_plan.hpp"
 #include "train/gpt_config_from_options.hpp"
+#include "train/moe_upcycling_load.hpp"
 #include "train/rank_backend_options.hpp"
 #include "train/run_description.hpp"
 #include "train/train_memory.hpp"
@@ -377,6 +380,7 @@ std::string TrainingRun::parallel_layout_json() const {
 void TrainingRun::load_checkpoint() {
   const CheckpointOptions& c = options_.checkpoint;
   if (!c.load) return;
+  if (options_.moe.moe_use_upcycling) return load_upcycled_checkpoint_of_dense_model();
   TrainCheckpointLoadSettings s;
   s.load_optimizer = !c.no_load_optim;
   s.load_rng = !c.no_load_rng;
@@ -398,6 +402,37 @@ void TrainingRun::load_checkpoint() {
   if (fp8_expert_gather_) fp8_expert_gather_->cast_whole_weights();
   output_.line("  successfully loaded checkpoint from " + *c.load + " " + model_parallel_coordinates() +
                " at iteration " + std::to_string(progress_.iteration));
+}
+
+// --moe-use-upcycling (Megatron's setup_model_and_optimizer): the dense model's checkpoint in
+// --load converted into this MoE model (moe_upcycling_load.hpp); save_upcycled_checkpoint then
+// writes it to --save. Megatron refuses a --save that holds a checkpoint already: upcycling is
+// for the one run that converts.
+void TrainingRun::load_upcycled_checkpoint_of_dense_model() {
+  const CheckpointOptions& c = options_.checkpoint;
+  if (const std::optional<ckpt::CheckpointToResume> existing = ckpt::find_checkpoint_to_resume(*c.save))
+    throw UsageError("--moe-use-upcycling: --save " + *c.save + " already holds a checkpoint (" +
+                     existing->directory + "); upcycling is for the first run, which converts the dense model: "
+                     "resume from --save without the flag");
+  // Committed checkpoints are never replaced: the upcycled model takes iteration 1.
+  if (*c.save_interval == 1 || last_planned_iteration() == 1)
+    throw UsageError("--moe-use-upcycling saves the upcycled model as iteration 1 of --save, as Megatron does, "
+                     "and this run would save its own iteration 1 there too (" +
+                     std::string(*c.save_interval == 1 ? "--save-interval 1" : "one iteration") + ")");
+  const std::optional<UpcycledCheckpoint> upcycled =
+      load_upcycled_checkpoint(*c.load, parts(), options_.moe.moe_upcycling_granularity, c.finetune);
+  if (!upcycled)
+    throw UsageError("--moe-use-upcycling: --load " + *c.load + " holds no checkpoint of the dense model to upcycle");
+  progress_.micro_steps = progress_.consumed_train_samples / micro_batch();
+  if (fp8_gather_) fp8_gather_->cast_whole_weights();
+  if (fp8_expert_gather_) fp8_expert_gather_->cast_whole_weights();
+  const UpcyclingPlan& plan = upcycled->plan;
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%.9g", static_cast<double>(plan.weight_scale));
+  output_.line("  upcycled the dense checkpoint " + upcycled->directory + " " + model_parallel_coordinates() +
+               ": each MoE layer's " + std::to_string(*options_.moe.num_experts) + " experts are " +
+               std::to_string(plan.expansion_rate) + " copies of its MLP in " + std::to_string(plan.granularity) +
+               (plan.granularity == 1 ? " slice" : " slices") + ", their weights scaled by " + scale);
 }
 
 void TrainingRun::build_data() {

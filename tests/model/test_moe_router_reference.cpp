@@ -18,9 +18,11 @@
 #include "kernels/backend.hpp"
 #include "kernels/backend_factory.hpp"
 #include "skipped_tests.hpp"
+#include "json_list_testing.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
+using mgt::test::json_list;
 
 namespace {
 
@@ -33,15 +35,6 @@ struct RoutingCase {
 };
 
 bool numpy_available() { return std::system("python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
-
-std::string json_list(const std::vector<float>& values) {
-  std::ostringstream out;
-  out.precision(9);
-  out << "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << values[i];
-  out << "]";
-  return out.str();
-}
 
 std::vector<double> doubles(simdjson::dom::element e) {
   std::vector<double> v;

@@ -216,8 +216,6 @@ TEST_CASE("moe options: flags refused by name", "[train][moe]") {
   CHECK(moe_usage_error({"--moe-enable-deepep"}).find("--moe-enable-deepep is not supported by mgt-train: DeepEP") == 0);
   CHECK(moe_usage_error({"--moe-extended-tp"}) ==
         "--moe-extended-tp is not supported by mgt-train: Megatron deprecated it for --expert-tensor-parallel-size");
-  CHECK(moe_usage_error({"--moe-use-upcycling"}).find("--moe-use-upcycling is not supported by mgt-train: upcycling") ==
-        0);
   // All at once, as for the other refused flags.
   CHECK(moe_usage_error({"--moe-enable-deepep", "--moe-extended-tp"}).find('\n') != std::string::npos);
 }
@@ -317,4 +315,39 @@ TEST_CASE("moe options: FP8 with experts, and Megatron's checks of --moe-router-
   INFO(moe_usage_error(split, 2));
   CHECK(moe_usage_error(split, 2).find("--fp8-format with --expert-tensor-parallel-size 2: not supported by mgt-train") ==
         0);
+}
+
+TEST_CASE("moe options: --moe-use-upcycling's checks", "[train][moe]") {
+  const std::vector<std::string> dirs = {"--load", "dense", "--save", "moe", "--save-interval", "5"};
+  auto with_dirs = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), dirs.begin(), dirs.end());
+    return extra;
+  };
+  // Megatron's validate_args: the optimizer and random state of the dense run are not loaded.
+  const TrainOptions o = parse_moe(with_dirs({"--num-experts", "4", "--moe-use-upcycling"}));
+  CHECK(o.moe.moe_use_upcycling);
+  CHECK(o.moe.moe_upcycling_granularity == 1);
+  CHECK(o.checkpoint.no_load_optim);
+  CHECK(o.checkpoint.no_load_rng);
+  // Fine-grained: a dense MLP of 2 x 256 units cut in two for 4 experts of 256.
+  CHECK(parse_moe(with_dirs({"--num-experts", "4", "--moe-use-upcycling", "--moe-upcycling-granularity", "2"}))
+            .moe.moe_upcycling_granularity == 2);
+
+  CHECK(moe_usage_error({"--moe-use-upcycling", "--load", "dense", "--save", "moe"}) ==
+        "--moe-use-upcycling needs --num-experts (the MoE model to upcycle into)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-use-upcycling", "--load", "dense"}) ==
+        "--moe-use-upcycling needs --save (Megatron: When using upcycling, the --save option must be specified.)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-use-upcycling", "--save", "moe"}) ==
+        "--moe-use-upcycling needs --load, the dense model's checkpoint");
+  CHECK(moe_usage_error(with_dirs({"--num-experts", "4", "--moe-use-upcycling", "--openai-gelu"}))
+            .find("--moe-use-upcycling with --openai-gelu") == 0);
+  // 3 slices of the dense MLP do not share out over 4 experts.
+  CHECK(moe_usage_error(with_dirs({"--num-experts", "4", "--moe-use-upcycling", "--moe-upcycling-granularity", "3"}))
+            .find("--moe-use-upcycling: --num-experts (4) must be divisible by the granularity") == 0);
+  // Experts of 96 units do not cut a dense MLP of 256.
+  CHECK(moe_usage_error(with_dirs({"--num-experts", "4", "--moe-use-upcycling", "--moe-ffn-hidden-size", "96"}))
+            .find("--moe-use-upcycling: the dense model's ffn hidden size (256) must be divisible by the experts' "
+                  "(96)") == 0);
+  CHECK(moe_usage_error(with_dirs({"--num-experts", "4", "--moe-use-upcycling", "--moe-upcycling-granularity", "0"}))
+            .find("--moe-upcycling-granularity") != std::string::npos);
 }

@@ -238,11 +238,10 @@ TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
 }
 
 TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
-  CHECK(usage_error_with({"--moe-use-legacy-grouped-gemm", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
+  CHECK(usage_error_with({"--moe-extended-tp", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
                           "--checkpoint-activations", "--model-parallel-size", "2", "--activations-checkpoint-method",
                           "uniform", "--data-impl", "lazy"}) ==
-        "--moe-use-legacy-grouped-gemm is not supported by mgt-train: mgt has one grouped GEMM; --moe-grouped-gemm "
-        "uses it\n"
+        "--moe-extended-tp is not supported by mgt-train: Megatron deprecated it for --expert-tensor-parallel-size\n"
         "--batch-size is not supported by mgt-train: Megatron replaced it with --micro-batch-size\n"
         "--wandb-project is not supported by mgt-train: Weights & Biases needs its network service; "
         "--tensorboard-dir DIR writes the same scalars as TensorBoard event files\n"
@@ -303,6 +302,11 @@ TEST_CASE("train options: Megatron's optional numerics that mgt always has are a
   CHECK(line.find("--attention-softmax-in-fp32 (mgt's attention computes its masking and softmax in fp32 always)") !=
         std::string::npos);
   CHECK(line.find("stops after 10 in a row") != std::string::npos);
+  // Megatron's choice between its grouped-GEMM implementations: mgt has one.
+  const std::string grouped =
+      ignored_flags_line("mgt-train", parse_with({"--moe-use-legacy-grouped-gemm"}).ignored_flags);
+  CHECK(grouped.find("--moe-use-legacy-grouped-gemm (it picks among Megatron's grouped-GEMM implementations") !=
+        std::string::npos);
   // --grad-reduce-in-bf16 still reduces in bf16 beside the fp32 flag, as in Megatron.
   CHECK(parse_with({"--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16"}).parallel.grad_reduce_in_bf16);
 }

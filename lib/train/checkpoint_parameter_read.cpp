@@ -1,0 +1,28 @@
+#include "train/checkpoint_parameter_read.hpp"
+
+#include <span>
+
+#include "ckpt/checkpoint_discovery.hpp"
+#include "core/log.hpp"
+#include "model/parameter_sharding.hpp"
+
+namespace mgt {
+
+std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
+  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_resume(load_dir);
+  if (!found) return std::nullopt;
+  if (!found->note.empty()) log::warn(found->note);
+  return found->directory;
+}
+
+void read_parameter_part(const ckpt::ShardedCheckpoint& checkpoint, const std::string& path, const ParameterEntry& e,
+                         const TensorParallelRank& tensor, std::vector<float>& whole, std::vector<float>& out) {
+  const TensorParallelRank& tp = e.partition(tensor);  // an expert's: its expert-tensor-parallel split
+  std::vector<float>& target = tp.size == 1 ? out : whole;
+  target.resize(static_cast<std::size_t>(e.global_numel()));
+  checkpoint.read_whole(path, ckpt::TensorDType::Float32, e.global_shape,
+                        std::as_writable_bytes(std::span<float>(target)));
+  if (tp.size > 1) out = shard_tensor(e, tp, whole);
+}
+
+}  // namespace mgt
