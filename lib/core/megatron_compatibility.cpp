@@ -52,6 +52,8 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
                              "torch_dist and torch_dcp"}})},
       {"--auto-detect-ckpt-format", switch_flag("mgt reads its own checkpoint format only")},
       {"--use-dist-ckpt", switch_flag("Megatron deprecated it; mgt's checkpoints are distributed (every rank writes its own part)")},
+      {"--moe-extended-tp", switch_flag("Megatron-Core ignores it since v0.10; --expert-tensor-parallel-size took its "
+                                        "place")},
       {"--moe-use-legacy-grouped-gemm",
        switch_flag("it picks among Megatron's grouped-GEMM implementations; mgt has one (--moe-grouped-gemm), and "
                    "results agree up to rounding")},

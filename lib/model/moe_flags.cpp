@@ -72,7 +72,6 @@ const std::map<std::string, std::string>& refused_moe_flags() {
                               "moves the same tokens"},
       {"--moe-deepep-num-sms", "DeepEP's dispatch kernels are not implemented; --moe-token-dispatcher-type "
                                "alltoall moves the same tokens"},
-      {"--moe-extended-tp", "Megatron deprecated it for --expert-tensor-parallel-size"},
   };
   return flags;
 }

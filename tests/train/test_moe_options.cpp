@@ -214,10 +214,8 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
 
 TEST_CASE("moe options: flags refused by name", "[train][moe]") {
   CHECK(moe_usage_error({"--moe-enable-deepep"}).find("--moe-enable-deepep is not supported by mgt-train: DeepEP") == 0);
-  CHECK(moe_usage_error({"--moe-extended-tp"}) ==
-        "--moe-extended-tp is not supported by mgt-train: Megatron deprecated it for --expert-tensor-parallel-size");
   // All at once, as for the other refused flags.
-  CHECK(moe_usage_error({"--moe-enable-deepep", "--moe-extended-tp"}).find('\n') != std::string::npos);
+  CHECK(moe_usage_error({"--moe-enable-deepep", "--moe-deepep-num-sms", "8"}).find('\n') != std::string::npos);
 }
 
 TEST_CASE("moe layer pattern: Megatron's --moe-layer-freq", "[model][moe]") {

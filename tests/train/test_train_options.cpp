@@ -238,10 +238,11 @@ TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
 }
 
 TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
-  CHECK(usage_error_with({"--moe-extended-tp", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
+  CHECK(usage_error_with({"--moe-enable-deepep", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
                           "--checkpoint-activations", "--model-parallel-size", "2", "--activations-checkpoint-method",
                           "uniform", "--data-impl", "lazy"}) ==
-        "--moe-extended-tp is not supported by mgt-train: Megatron deprecated it for --expert-tensor-parallel-size\n"
+        "--moe-enable-deepep is not supported by mgt-train: DeepEP's dispatch kernels are not implemented; "
+        "--moe-token-dispatcher-type alltoall moves the same tokens\n"
         "--batch-size is not supported by mgt-train: Megatron replaced it with --micro-batch-size\n"
         "--wandb-project is not supported by mgt-train: Weights & Biases needs its network service; "
         "--tensorboard-dir DIR writes the same scalars as TensorBoard event files\n"
@@ -307,6 +308,9 @@ TEST_CASE("train options: Megatron's optional numerics that mgt always has are a
       ignored_flags_line("mgt-train", parse_with({"--moe-use-legacy-grouped-gemm"}).ignored_flags);
   CHECK(grouped.find("--moe-use-legacy-grouped-gemm (it picks among Megatron's grouped-GEMM implementations") !=
         std::string::npos);
+  // Megatron-Core v0.13 ignores it too.
+  CHECK(ignored_flags_line("mgt-train", parse_with({"--moe-extended-tp"}).ignored_flags)
+            .find("--moe-extended-tp (Megatron-Core ignores it since v0.10") != std::string::npos);
   // --grad-reduce-in-bf16 still reduces in bf16 beside the fp32 flag, as in Megatron.
   CHECK(parse_with({"--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16"}).parallel.grad_reduce_in_bf16);
 }
