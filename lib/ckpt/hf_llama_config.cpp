@@ -59,6 +59,8 @@ void require_mixtral_experts(const GptConfig& c, const std::function<void(const 
     refuse("--moe-input-jitter-eps (Mixtral's router_jitter_noise multiplies the experts' input too, not the "
            "router's alone)");
   if (m.apply_probs_on_input) refuse("--moe-apply-probs-on-input (Mixtral weights the experts' outputs)");
+  if (m.load_balancing == MoeLoadBalancing::kSinkhorn)
+    refuse("--moe-router-load-balancing-type sinkhorn (Mixtral renormalises the chosen experts' softmax)");
 }
 
 // What Qwen2MoeSparseMoeBlock computes against an MoE configuration: routed experts chosen from
@@ -80,6 +82,9 @@ void require_qwen2_moe_experts(const GptConfig& c, const std::function<void(cons
   if (m.drops_tokens()) refuse("--moe-expert-capacity-factor (Qwen2-MoE drops no tokens)");
   if (m.input_jitter_eps != 0.0) refuse("--moe-input-jitter-eps (Qwen2-MoE's router has no jitter)");
   if (m.apply_probs_on_input) refuse("--moe-apply-probs-on-input (Qwen2-MoE weights the experts' outputs)");
+  if (m.load_balancing == MoeLoadBalancing::kSinkhorn)
+    refuse("--moe-router-load-balancing-type sinkhorn (Qwen2-MoE's experts are the top-k of its softmax, recorded "
+           "as --moe-router-pre-softmax)");
 }
 
 // config.json's fields by key, each judged under its own name.

@@ -1256,6 +1256,18 @@ void Backend::moe_route_backward(ConstFloatView logits, const MoeRoutingParams& 
   st.finish();
 }
 
+void Backend::moe_sinkhorn(ConstFloatView logits, int64_t tokens, int64_t experts, FloatView out) {
+  constexpr BackendOp op = BackendOp::moe_sinkhorn;
+  dims(op, {tokens, experts});
+  if (experts < 1) fail(op, "needs experts >= 1");
+  expect(logits, tokens * experts, op, "logits");
+  expect(out, tokens * experts, op, "out");
+  if (tokens == 0) return;
+  Fp32Staging st(*this, op);
+  do_moe_sinkhorn(st.in(logits), tokens, experts, st.out(out));
+  st.finish();
+}
+
 void Backend::moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token,
                               IndexView row_slot, IndexView token_rows, IndexView slot_row, IndexView expert_rows) {
   constexpr BackendOp op = BackendOp::moe_permutation;

@@ -481,6 +481,11 @@ public:
   void moe_route_backward(ConstFloatView logits, const MoeRoutingParams& p, ConstFloatView d_probs,
                           ConstFloatView routing_map, ConstFloatView aux_counts, float aux_grad, float z_grad,
                           FloatView d_logits);
+  // Megatron's sinkhorn (megatron/core/transformer/moe/moe_utils.py) of router logits [tokens,
+  // experts], fp32: exp(logits) scaled by a factor per token and one per expert, both updated in
+  // turn until the experts' factors change by at most 1e-4 on average (at most 10,000 rounds);
+  // the scores sinkhorn routing chooses by in training (MoeRoutingParams::choice_scores).
+  void moe_sinkhorn(ConstFloatView logits, int64_t tokens, int64_t experts, FloatView out);
   // The index tables of the token permutation (model/moe_token_dispatcher.hpp) from a routing map
   // [p.tokens, p.experts] (fp32, > 0 where routed), over the experts [p.first, + p.count): each
   // expert's rows are its routed tokens in token order, then its padding rows (MoePermutation),
@@ -717,6 +722,7 @@ private:
   virtual void do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
                                      ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad,
                                      float z_grad, FloatArg d_logits) = 0;
+  virtual void do_moe_sinkhorn(ConstFloatArg logits, int64_t tokens, int64_t experts, FloatArg out) = 0;
   // By default on the host: the map read back, the tables written from host memory.
   virtual void do_moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token,
                                   IndexView row_slot, IndexView token_rows, IndexView slot_row, IndexView expert_rows);

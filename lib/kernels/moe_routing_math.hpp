@@ -44,14 +44,16 @@ MGT_MOE_FN float choice_score(const float* logits, int64_t e, const MoeRoutingPa
 }
 
 // Marks in `chosen` (0 or 1 per expert) the top-k experts of one token, as topk_softmax_with_capacity
-// chooses them (group_limited_topk under group_topk). `scratch` holds `experts` floats.
-MGT_MOE_FN void choose_topk(const float* logits, const MoeRoutingParams& p, float* chosen, float* scratch) {
+// chooses them (group_limited_topk under group_topk), or by the token's row of p.choice_scores
+// where given (`choice`). `scratch` holds `experts` floats.
+MGT_MOE_FN void choose_topk(const float* logits, const MoeRoutingParams& p, float* chosen, float* scratch,
+                            const float* choice = nullptr) {
   const int64_t E = p.experts;
   const float max = row_max(logits, E);
   const float sum = row_exp_sum(logits, E, max);
   // scratch[e]: the choice score, or -inf where the expert may not be chosen.
   for (int64_t e = 0; e < E; ++e) {
-    scratch[e] = choice_score(logits, e, p, max, sum);
+    scratch[e] = choice != nullptr ? choice[e] : choice_score(logits, e, p, max, sum);
     chosen[e] = 0.0f;
   }
   if (p.group_topk > 0) {
@@ -96,6 +98,14 @@ MGT_MOE_FN void choose_topk(const float* logits, const MoeRoutingParams& p, floa
   }
 }
 
+// The choice a token's gradient goes through (`chosen`): its routing map's row under sinkhorn
+// routing (made by scores the backward does not have), else choose_topk's again.
+MGT_MOE_FN void backward_choice(const float* logits, const float* map_row, const MoeRoutingParams& p, float* chosen,
+                                float* scratch) {
+  if (!p.sinkhorn) return choose_topk(logits, p, chosen, scratch);
+  for (int64_t e = 0; e < p.experts; ++e) chosen[e] = map_row[e];
+}
+
 // One token's gates before capacity (topk_masked_gates): the chosen experts' probabilities, 0
 // elsewhere. `chosen` as choose_topk left it.
 MGT_MOE_FN void topk_gates(const float* logits, const MoeRoutingParams& p, const float* chosen, float* gates) {
@@ -136,6 +146,22 @@ MGT_MOE_FN float sigmoid_row_sum(const float* logits, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += sigmoid(logits[i]);
   return s;
 }
+
+// Megatron's sinkhorn (moe_utils.py): its tolerance on the mean change of the experts' factors,
+// the epsilon of its divisions, and a bound on its rounds (Megatron has none) so that no input
+// can loop for ever.
+constexpr float kSinkhornTolerance = 1e-4f;
+constexpr float kSinkhornEps = 1e-8f;
+constexpr int kSinkhornMaxRounds = 10000;
+
+// A token's or an expert's factor from its weighted sum of exp(logits): Megatron's
+// (1 / n) * 1 / (sum + eps), which torch evaluates as reciprocal(sum + eps) · (1 / n).
+MGT_MOE_FN float sinkhorn_factor(float sum, float inverse_count) {
+  return (1.0f / (sum + kSinkhornEps)) * inverse_count;
+}
+
+// 1 / n as torch multiplies by it: Python's double, rounded to float.
+MGT_MOE_FN float sinkhorn_inverse_count(int64_t n) { return static_cast<float>(1.0 / static_cast<double>(n)); }
 
 // The factor on Σ_e P_e·f_e (P the scores summed over a group's tokens, f its tokens per expert)
 // that makes the auxiliary loss: num_experts / (tokens² · topk) for aux_loss, num_experts /

@@ -40,6 +40,14 @@ struct MoeRoutingParams {
   // --moe-router-enable-expert-bias: [experts] fp32 in the backend's memory, added to the sigmoid
   // scores for the top-k choice only (not to the gates); null for none.
   const float* expert_bias = nullptr;
+  // Sinkhorn routing (--moe-router-load-balancing-type sinkhorn, Megatron's
+  // sinkhorn_load_balancing): the gates are the sigmoid (top-1) or the softmax over all experts
+  // (pre_softmax, top-k), and in training moe_route chooses each token's experts by
+  // choice_scores instead, [tokens, experts] fp32 in the backend's memory (Backend::moe_sinkhorn
+  // of the logits). moe_route_backward then reads the choice from the routing map, which without
+  // a capacity is the choice.
+  bool sinkhorn = false;
+  const float* choice_scores = nullptr;  // null: choose by the scores (evaluation)
 };
 
 // Backend::moe_permutation: the experts [first, first + count) of a routing map [tokens, experts];

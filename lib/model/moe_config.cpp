@@ -17,6 +17,8 @@ std::string_view to_string(MoeLoadBalancing type) {
       return "aux_loss";
     case MoeLoadBalancing::kSeqAuxLoss:
       return "seq_aux_loss";
+    case MoeLoadBalancing::kSinkhorn:
+      return "sinkhorn";
     case MoeLoadBalancing::kNone:
       return "none";
   }
@@ -48,6 +50,7 @@ MoeConfig moe_config_from_options(const MoeOptions& o, std::int64_t num_layers) 
   c.enable_expert_bias = o.moe_router_enable_expert_bias;
   c.bias_update_rate = o.moe_router_bias_update_rate;
   c.load_balancing = o.moe_router_load_balancing_type == "seq_aux_loss" ? MoeLoadBalancing::kSeqAuxLoss
+                     : o.moe_router_load_balancing_type == "sinkhorn"   ? MoeLoadBalancing::kSinkhorn
                      : o.moe_router_load_balancing_type == "none"       ? MoeLoadBalancing::kNone
                                                                         : MoeLoadBalancing::kAuxLoss;
   c.aux_loss_coeff = o.moe_aux_loss_coeff;

@@ -10,7 +10,7 @@
 namespace mgt {
 
 // --moe-router-load-balancing-type
-enum class MoeLoadBalancing { kAuxLoss, kSeqAuxLoss, kNone };
+enum class MoeLoadBalancing { kAuxLoss, kSeqAuxLoss, kSinkhorn, kNone };
 // --moe-router-score-function
 enum class MoeScoreFunction { kSoftmax, kSigmoid };
 // --moe-token-drop-policy

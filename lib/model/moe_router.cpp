@@ -66,6 +66,18 @@ MoeRoutingParams MoeRouter::routing(const ForwardContext& ctx) const {
   // ranks' parts remain to be counted together (forward).
   p.aux_partitions = context_parallel_ranks(ctx);
   p.z_loss = ctx.training && moe_.z_loss;
+  if (moe_.load_balancing == MoeLoadBalancing::kSinkhorn) {
+    // Megatron's sinkhorn_load_balancing: the gates are the sigmoid (top-1) or the softmax over
+    // all experts (top-k), with no groups, scaling or expert bias (its auxiliary loss and
+    // capacity are refused with the flags); forward chooses by the sinkhorn of the logits in
+    // training, by those gates otherwise.
+    p.sinkhorn = true;
+    p.sigmoid = moe_.topk == 1;
+    p.pre_softmax = moe_.topk > 1;
+    p.num_groups = p.group_topk = 0;
+    p.scaling_factor = 0.0f;
+    p.expert_bias = nullptr;
+  }
   return p;
 }
 
@@ -76,9 +88,23 @@ ConstFloatView MoeRouter::gate_input(const ForwardContext& ctx, ConstFloatView i
   return jittered.view();
 }
 
+// Megatron's sinkhorn of the logits (Backend::moe_sinkhorn), the scores sinkhorn routing chooses
+// by in training: over each sequence-parallel rank's tokens by themselves, as Megatron's router
+// sees only those.
+DeviceArray<float> MoeRouter::sinkhorn_scores(const ForwardContext& ctx, ConstFloatView logits, int64_t tokens) const {
+  const int64_t E = moe_.num_experts;
+  DeviceArray<float> scores(*backend_, tokens * E);
+  const int64_t shards = ctx.sequence_shards;
+  const int64_t part = tokens / shards;
+  for (int64_t s = 0; s < shards; ++s)
+    backend_->moe_sinkhorn(logits.subspan(s * part * E, part * E), part, E,
+                           FloatView(scores.view().data() + s * part * E, part * E));
+  return scores;
+}
+
 void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const MoeActivations& saved,
                         const MoeScratch& scratch) const {
-  const MoeRoutingParams p = routing(ctx);
+  MoeRoutingParams p = routing(ctx);
   const int64_t te = p.tokens * p.experts;
   DeviceBuffer jittered;
   gate_.forward(gate_input(ctx, input.first(p.tokens * gate_.in_features()), jittered), p.tokens,
@@ -86,6 +112,11 @@ void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const M
   // Megatron's apply_random_logits: the routing (and the backward, which reads these logits)
   // sees the random ones; their gradient goes to the gate unchanged.
   if (moe_.force_load_balancing) backend_->standard_normal(random_logits_key(ctx, layer_, te), saved.logits.first(te));
+  DeviceArray<float> balanced;
+  if (p.sinkhorn && ctx.training) {
+    balanced = sinkhorn_scores(ctx, saved.logits.first(te), p.tokens);
+    p.choice_scores = balanced.view().data();
+  }
   DeviceArray<double> unused;
   // A recomputed forward adds its statistics nowhere: the first one counted them.
   DeviceSpan<double> statistics = ctx.moe_statistics.empty() || ctx.recomputation

@@ -40,6 +40,8 @@ private:
   // --moe-input-jitter-eps: in training the gate reads its input times uniform noise in
   // [1 − eps, 1 + eps] (TopKRouter.apply_input_jitter).
   bool jitters(const ForwardContext& ctx) const { return ctx.training && moe_.input_jitter_eps > 0.0; }
+  // Sinkhorn routing's choice scores for the logits [tokens, experts] of this pass.
+  DeviceArray<float> sinkhorn_scores(const ForwardContext& ctx, ConstFloatView logits, int64_t tokens) const;
   // The gate's input: `input`, or its jittered copy made in `jittered`.
   ConstFloatView gate_input(const ForwardContext& ctx, ConstFloatView input, DeviceBuffer& jittered) const;
 

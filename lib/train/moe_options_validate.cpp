@@ -131,6 +131,14 @@ void validate_moe_options(TrainOptions& o) {
     throw UsageError("--moe-shared-expert-gate needs --moe-shared-expert-intermediate-size (the gate scales the "
                      "shared experts' output)");
   if (m.moe_expert_capacity_factor && *m.moe_expert_capacity_factor < 0) m.moe_expert_capacity_factor.reset();
+  if (m.moe_router_load_balancing_type == "sinkhorn") {
+    if (m.moe_expert_capacity_factor)
+      throw UsageError("--moe-expert-capacity-factor with --moe-router-load-balancing-type sinkhorn (Megatron: "
+                       "moe_expert_capacity_factor only works with aux_loss, seq_aux_loss or none load balancing)");
+    if (m.moe_aux_loss_coeff != 0.0)
+      throw UsageError("--moe-router-load-balancing-type sinkhorn needs --moe-aux-loss-coeff 0 (Megatron: Sinkhorn "
+                       "routing does not support aux loss.)");
+  }
   if (m.moe_pad_expert_input_to_capacity && !m.moe_expert_capacity_factor)
     throw UsageError("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
   if (m.moe_layer_recompute) {
@@ -152,7 +160,8 @@ void validate_moe_options(TrainOptions& o) {
                      ") must be in [0, 1) (the noise's factor 1 - eps must stay positive)");
   if (m.moe_router_enable_expert_bias && m.moe_router_score_function != "sigmoid")
     throw UsageError("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
-  if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax)
+  if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax &&
+      m.moe_router_load_balancing_type != "sinkhorn")
     throw UsageError("--moe-router-topk 1 with the softmax score function needs --moe-router-pre-softmax (a "
                      "softmax over one expert has a zero gradient)");
   if (m.moe_apply_probs_on_input && m.moe_router_topk != 1)

@@ -227,6 +227,9 @@ TEST_CASE("Mixtral refusals name the config field, tensor or flag", "[ckpt][hf][
   c.moe.apply_probs_on_input = true;
   CHECK_THAT(export_refusal(c, dir + "/probs-on-input"),
              Contains("--moe-apply-probs-on-input (Mixtral weights the experts' outputs)"));
+  c = mixtral_config();
+  c.moe.load_balancing = MoeLoadBalancing::kSinkhorn;
+  CHECK_THAT(export_refusal(c, dir + "/sinkhorn"), Contains("--moe-router-load-balancing-type sinkhorn"));
   CHECK_THAT(export_refusal(mixtral_config(), dir + "/as-llama", "llama"),
              Contains("cannot be expressed as Llama: --num-experts 4") && Contains("write it as mixtral"));
   c = mixtral_config();

@@ -114,6 +114,13 @@ head -n 30 "$SRC/datasets/wikitext-103.wiki.test.tokens" >"$WORK/wiki.test.token
 expect_status 0 "$BIN/mgt-eval" --task WIKITEXT103 --valid-data "$WORK/wiki.test.tokens" --load "$WORK/gpt2-moe" \
   --micro-batch-size 4
 grep -Eq '^ validation results on WIKITEXT103 \| avg loss: ' "$WORK/err.txt" || fail "mgt-eval on an MoE checkpoint"
+# A checkpoint trained with Sinkhorn routing evaluates by its gates (the sigmoid at top-1).
+expect_status 0 "$BIN/mgt-train" "${BASE[@]}" "${GPT2[@]}" --train-iters 4 --lr-warmup-iters 1 --eval-iters 0 \
+  --moe-router-load-balancing-type sinkhorn --moe-aux-loss-coeff 0 --moe-router-topk 1 --save "$WORK/gpt2-sinkhorn" \
+  --save-interval 4
+expect_status 0 "$BIN/mgt-eval" --task WIKITEXT103 --valid-data "$WORK/wiki.test.tokens" --load "$WORK/gpt2-sinkhorn" \
+  --micro-batch-size 4
+grep -Eq '^ validation results on WIKITEXT103 \| avg loss: ' "$WORK/err.txt" || fail "mgt-eval on a Sinkhorn checkpoint"
 
 # Refused, naming what is missing.
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --moe-enable-deepep

@@ -23,7 +23,8 @@
 # gradients beside their input gradients' exchange back) reproduces EP=2, EP=2 x TP=2, EP=2 with
 # the activation recomputed and EP=2 x DP=2 with the reduction overlapped, bit for bit. Top-1
 # routing with --moe-apply-probs-on-input agrees with one rank at EP=2 (both dispatchers) and
-# EP=2 x TP=2, and so does routing by random logits (--moe-router-force-load-balancing).
+# EP=2 x TP=2, and so does routing by random logits (--moe-router-force-load-balancing), and
+# Sinkhorn routing at EP=2.
 # Usage: bash tests/e2e/mgt_train_moe_ep.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -299,6 +300,15 @@ expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --moe-router-force-load-balancing -
 expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --moe-router-force-load-balancing --tensor-model-parallel-size 2 \
   --sequence-parallel --expert-model-parallel-size 2 --metrics-file "$WORK/forced-ep2tp2.jsonl"
 compare "$WORK/forced.jsonl" "$WORK/forced-ep2tp2.jsonl"
+# Sinkhorn routing (top-1 and top-2): each micro-batch's tokens balanced by themselves, on one rank
+# as on the two of EP=2.
+for k in 1 2; do
+  SINKHORN=(--moe-router-load-balancing-type sinkhorn --moe-aux-loss-coeff 0 --moe-router-topk $k)
+  expect_status 0 "$BIN/mgt-train" "${MOE[@]}" "${SINKHORN[@]}" --metrics-file "$WORK/sinkhorn$k.jsonl"
+  expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" "${SINKHORN[@]}" --expert-model-parallel-size 2 \
+    --metrics-file "$WORK/sinkhorn$k-ep2.jsonl"
+  compare "$WORK/sinkhorn$k.jsonl" "$WORK/sinkhorn$k-ep2.jsonl"
+done
 expect_status 2 "$BIN/mgt-train" "${MOE[@]}" --moe-apply-probs-on-input
 one_line "--moe-apply-probs-on-input needs --moe-router-topk 1 (Megatron's experts: it only works with one expert per token)"
 

@@ -1202,6 +1202,39 @@ void case_moe_route_backward(OpRun& r) {
   }
 }
 
+// Megatron's sinkhorn of random logits: 300 tokens over 8 experts and 70 over 40 (two passes of
+// the GPU's column sums); then sinkhorn routing, top-1 (sigmoid gates) and top-3 (softmax over all
+// experts), choosing by given scores as in training, and its backward (the choice from the map).
+void case_moe_sinkhorn(OpRun& r) {
+  for (const auto& [tokens, experts] : {std::pair<int64_t, int64_t>{300, 8}, {70, 40}}) {
+    const int64_t n = tokens * experts;
+    Tensor logits = r.values(r.random(n, 3.0f), FloatType::kF32), out = r.output_fp32(n);
+    r.run([&](Backend& b, Side s) { b.moe_sinkhorn(logits(s), tokens, experts, out(s)); });
+    r.check(out, kReduction, "sinkhorn");
+  }
+  for (const int64_t topk : {1, 3}) {
+    MoeRoutingParams p{40, 6, topk};
+    p.sinkhorn = true;
+    p.sigmoid = topk == 1;
+    p.pre_softmax = topk > 1;
+    p.z_loss = true;
+    const int64_t n = p.tokens * p.experts;
+    Tensor logits = r.values(r.random(n, 3.0f), FloatType::kF32), choice = r.values(r.random(n, 1.0f), FloatType::kF32);
+    Tensor d_probs = r.input(n), gates = r.output_fp32(n), probs = r.output_fp32(n), map = r.output_fp32(n);
+    Tensor counts = r.output_fp32(0), d_logits = r.output(n);
+    r.run([&](Backend& b, Side s) {
+      DeviceArray<double> statistics(b, 2);
+      MoeRoutingParams q = p;
+      q.choice_scores = choice(s).data();
+      b.moe_route(logits(s), q, gates(s), probs(s), map(s), counts(s), statistics.view(), false);
+      b.moe_route_backward(logits(s), p, d_probs(s), map(s), counts(s), 0.0f, 0.2f, d_logits(s));
+    });
+    r.check(map, kExact, "sinkhorn routing_map");
+    r.check(probs, kElementwise, "sinkhorn probs");
+    r.check(d_logits, kReduction, "sinkhorn d_logits");
+  }
+}
+
 void case_moe_permutation(OpRun& r) {
   // 9 tokens over 6 experts, top-2: over every expert without padding; over experts 1…4 with a
   // capacity of 3 and rows padded to multiples of 4; and top-1 on the same map (two experts for

@@ -279,6 +279,17 @@ TEST_CASE("moe layer: gradients against central differences", "[model][moe]") {
   check_gradients(moe_config(Activation::kGelu, 0.5, true, 0));
 }
 
+// --moe-router-load-balancing-type sinkhorn: the experts chosen by the Sinkhorn balancing of the
+// logits in training, the gates the softmax over all experts (top-2) or the sigmoid (top-1).
+TEST_CASE("moe layer: sinkhorn routing, gradients against central differences", "[model][moe]") {
+  GptConfig c = moe_config(Activation::kSwiglu, -1.0, false, 3);
+  c.moe.load_balancing = MoeLoadBalancing::kSinkhorn;
+  c.moe.aux_loss_coeff = 0.0;
+  check_gradients(c);
+  c.moe.topk = 1;
+  check_gradients(c);
+}
+
 // --moe-input-jitter-eps: the gate reads its input times noise regenerated in the backward;
 // --moe-router-enable-expert-bias: the sigmoid scores' choice shifted by the bias. The gradients
 // still match central differences of the objective of that noise and that bias, and each of

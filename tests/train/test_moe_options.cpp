@@ -192,8 +192,16 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
             .find("--moe-layer-recompute and --recompute-granularity full are mutually exclusive") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-layer-freq", "[1,0]"}) ==
         "--moe-layer-freq: the pattern has 2 entries, --num-layers is 4");
-  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-load-balancing-type", "sinkhorn"}).find(
-            "--moe-router-load-balancing-type sinkhorn is not supported by mgt-train") == 0);
+  // Megatron's sinkhorn routing: no auxiliary loss, no capacity.
+  CHECK(parse_moe({"--num-experts", "4", "--moe-router-load-balancing-type", "sinkhorn", "--moe-router-topk", "1"})
+            .moe.moe_router_load_balancing_type == "sinkhorn");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-load-balancing-type", "sinkhorn", "--moe-aux-loss-coeff",
+                         "0.01"}) ==
+        "--moe-router-load-balancing-type sinkhorn needs --moe-aux-loss-coeff 0 (Megatron: Sinkhorn routing does not "
+        "support aux loss.)");
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-load-balancing-type", "sinkhorn",
+                         "--moe-expert-capacity-factor", "1.0"})
+            .find("--moe-expert-capacity-factor with --moe-router-load-balancing-type sinkhorn") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-token-dispatcher-type", "flex"}).find(
             "--moe-token-dispatcher-type flex is not supported by mgt-train") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-dtype", "fp64"}).find(

@@ -448,6 +448,11 @@ void CpuBackend::do_moe_route_backward(ConstFloatArg logits, const MoeRoutingPar
   cpu::moe_route_backward(logits, p, d_probs, routing_map, aux_counts, aux_grad, z_grad, d_logits);
 }
 
+void CpuBackend::do_moe_sinkhorn(ConstFloatArg logits, int64_t tokens, int64_t experts, FloatArg out) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::moe_sinkhorn);
+  cpu::moe_sinkhorn(logits, tokens, experts, out);
+}
+
 void CpuBackend::do_gather_rows(ConstFloatArg in, int64_t in_rows, int64_t cols, const int64_t* index,
                                 int64_t out_rows, ConstFloatArg weights, FloatArg out) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gather_rows);

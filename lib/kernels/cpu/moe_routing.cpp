@@ -87,7 +87,8 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
   std::vector<float> scratch(static_cast<std::size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
     const float* row = logits + t * E;
-    moe_math::choose_topk(row, p, routing_map + t * E, scratch.data());
+    moe_math::choose_topk(row, p, routing_map + t * E, scratch.data(),
+                          p.choice_scores != nullptr ? p.choice_scores + t * E : nullptr);
     moe_math::topk_gates(row, p, routing_map + t * E, gates + t * E);
   }
   std::copy(gates, gates + T * E, probs);
@@ -126,12 +127,45 @@ void moe_route_backward(const float* logits, const MoeRoutingParams& p, const fl
   std::vector<float> d_gates(static_cast<std::size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
     const float* row = logits + t * E;
-    moe_math::choose_topk(row, p, chosen.data(), scratch.data());
+    moe_math::backward_choice(row, routing_map + t * E, p, chosen.data(), scratch.data());
     // Dropped experts' gates were multiplied by 0 (final_probs = topk_masked_gates · final_map).
     for (int64_t e = 0; e < E; ++e) d_gates[static_cast<std::size_t>(e)] = d_probs[t * E + e] * routing_map[t * E + e];
     const float* counts = p.aux_groups > 0 ? aux_counts + (t % p.aux_groups) * E : nullptr;
     moe_math::logits_gradient(row, p, chosen.data(), d_gates.data(), counts, aux_factor, z_factor, d_logits + t * E);
   }
+}
+
+void moe_sinkhorn(const float* logits, int64_t tokens, int64_t experts, float* out) {
+  const int64_t T = tokens;
+  const int64_t E = experts;
+  float* cost = out;  // exp(logits), scaled by the factors at the end
+  for (int64_t i = 0; i < T * E; ++i) cost[i] = std::exp(logits[i]);
+  std::vector<float> d0(static_cast<std::size_t>(T), 1.0f);
+  std::vector<float> d1(static_cast<std::size_t>(E), 1.0f);
+  std::vector<float> column(static_cast<std::size_t>(E));
+  const float inverse_tokens = moe_math::sinkhorn_inverse_count(T);
+  const float inverse_experts = moe_math::sinkhorn_inverse_count(E);
+  float error = 1e9f;
+  for (int round = 0; error > moe_math::kSinkhornTolerance && round < moe_math::kSinkhornMaxRounds; ++round) {
+    for (int64_t t = 0; t < T; ++t) {
+      float sum = 0.0f;
+      for (int64_t e = 0; e < E; ++e) sum += d1[static_cast<std::size_t>(e)] * cost[t * E + e];
+      d0[static_cast<std::size_t>(t)] = moe_math::sinkhorn_factor(sum, inverse_tokens);
+    }
+    std::fill(column.begin(), column.end(), 0.0f);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < E; ++e) column[static_cast<std::size_t>(e)] += d0[static_cast<std::size_t>(t)] * cost[t * E + e];
+    float change = 0.0f;
+    for (int64_t e = 0; e < E; ++e) {
+      const float updated = moe_math::sinkhorn_factor(column[static_cast<std::size_t>(e)], inverse_experts);
+      change += std::fabs(d1[static_cast<std::size_t>(e)] - updated);
+      d1[static_cast<std::size_t>(e)] = updated;
+    }
+    error = change / static_cast<float>(E);
+  }
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < E; ++e)
+      cost[t * E + e] = d1[static_cast<std::size_t>(e)] * cost[t * E + e] * d0[static_cast<std::size_t>(t)];
 }
 
 void gather_rows(const float* in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,

@@ -13,6 +13,8 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
 void moe_route_backward(const float* logits, const MoeRoutingParams& p, const float* d_probs,
                         const float* routing_map, const float* aux_counts, float aux_grad, float z_grad,
                         float* d_logits);
+// Backend::moe_sinkhorn, with fp32 sums in index order.
+void moe_sinkhorn(const float* logits, int64_t tokens, int64_t experts, float* out);
 void gather_rows(const float* in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,
                  const float* weights, float* out);
 void gather_sum_rows(const float* in, int64_t in_rows, int64_t cols, const int64_t* index, int64_t out_rows,

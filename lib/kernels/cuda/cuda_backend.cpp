@@ -905,6 +905,11 @@ void CudaBackend::do_moe_route_backward(ConstFloatArg logits, const MoeRoutingPa
   cuda::moe_route_backward(logits, p, d_probs, routing_map, aux_counts, aux_grad, z_grad, d_logits,
                            scratch.view().data(), stream_);
 }
+void CudaBackend::do_moe_sinkhorn(ConstFloatArg logits, int64_t tokens, int64_t experts, FloatArg out) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::moe_sinkhorn);
+  DeviceArray<float> token_factors(*this, tokens);
+  cuda::moe_sinkhorn(logits, tokens, experts, out, token_factors.view().data(), stream_);
+}
 void CudaBackend::do_moe_permutation(ConstFloatView routing_map, const MoePermutation& p, IndexView row_token,
                                      IndexView row_slot, IndexView token_rows, IndexView slot_row,
                                      IndexView expert_rows) {

@@ -230,6 +230,7 @@ private:
   void do_scale(FloatArg x, int64_t n, float factor) override;
   void do_moe_route(ConstFloatArg logits, const MoeRoutingParams& p, FloatArg gates, FloatArg probs,
                     FloatArg routing_map, FloatArg aux_counts, double* statistics, bool accumulate) override;
+  void do_moe_sinkhorn(ConstFloatArg logits, int64_t tokens, int64_t experts, FloatArg out) override;
   void do_moe_route_backward(ConstFloatArg logits, const MoeRoutingParams& p, ConstFloatArg d_probs,
                              ConstFloatArg routing_map, ConstFloatArg aux_counts, float aux_grad, float z_grad,
                              FloatArg d_logits) override;

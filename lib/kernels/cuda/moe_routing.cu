@@ -18,7 +18,8 @@ __global__ void route_rows_kernel(const float* logits, MoeRoutingParams p, float
   if (t >= p.tokens) return;
   const int64_t E = p.experts;
   const float* row = logits + t * E;
-  moe_math::choose_topk(row, p, routing_map + t * E, probs + t * E);
+  moe_math::choose_topk(row, p, routing_map + t * E, probs + t * E,
+                        p.choice_scores != nullptr ? p.choice_scores + t * E : nullptr);
   moe_math::topk_gates(row, p, routing_map + t * E, gates + t * E);
   for (int64_t e = 0; e < E; ++e) {
     probs[t * E + e] = gates[t * E + e];
@@ -171,10 +172,67 @@ __global__ void route_backward_kernel(const float* logits, MoeRoutingParams p, c
   float* choice_scratch = chosen + E;
   float* d_gates = chosen + 2 * E;
   const float* row = logits + t * E;
-  moe_math::choose_topk(row, p, chosen, choice_scratch);
+  moe_math::backward_choice(row, routing_map + t * E, p, chosen, choice_scratch);
   for (int64_t e = 0; e < E; ++e) d_gates[e] = d_probs[t * E + e] * routing_map[t * E + e];
   const float* counts = p.aux_groups > 0 ? aux_counts + (t % p.aux_groups) * E : nullptr;
   moe_math::logits_gradient(row, p, chosen, d_gates, counts, aux_factor, z_factor, d_logits + t * E);
+}
+
+// Sinkhorn's rounds in one block: each token's factor from its row (a thread per token), each
+// expert's from its column (the block as 32 experts × 32 groups of tokens, each group's partial
+// sum of every 32nd token, added in group order), the mean change of the experts' factors on
+// thread 0. Shared: the experts' factors, their update, the partial sums and the change.
+constexpr int kSinkhornThreads = 1024;
+constexpr int kSinkhornColumns = 32;
+constexpr int kSinkhornGroups = kSinkhornThreads / kSinkhornColumns;
+
+__global__ void __launch_bounds__(kSinkhornThreads)
+    sinkhorn_kernel(const float* logits, int64_t T, int64_t E, float* cost, float* d0) {
+  extern __shared__ float shared[];
+  float* d1 = shared;
+  float* updated = d1 + E;
+  float* partial = updated + E;
+  float* error = partial + kSinkhornThreads;
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int64_t i = tid; i < T * E; i += kSinkhornThreads) cost[i] = expf(logits[i]);
+  for (int64_t e = tid; e < E; e += kSinkhornThreads) d1[e] = 1.0f;
+  if (tid == 0) *error = 1e9f;
+  __syncthreads();
+  const float inverse_tokens = moe_math::sinkhorn_inverse_count(T);
+  const float inverse_experts = moe_math::sinkhorn_inverse_count(E);
+  for (int round = 0; *error > moe_math::kSinkhornTolerance && round < moe_math::kSinkhornMaxRounds; ++round) {
+    for (int64_t t = tid; t < T; t += kSinkhornThreads) {
+      float sum = 0.0f;
+      for (int64_t e = 0; e < E; ++e) sum += d1[e] * cost[t * E + e];
+      d0[t] = moe_math::sinkhorn_factor(sum, inverse_tokens);
+    }
+    __syncthreads();
+    const int column = tid % kSinkhornColumns;
+    const int group = tid / kSinkhornColumns;
+    for (int64_t e0 = 0; e0 < E; e0 += kSinkhornColumns) {
+      const int64_t e = e0 + column;
+      float sum = 0.0f;
+      if (e < E)
+        for (int64_t t = group; t < T; t += kSinkhornGroups) sum += d0[t] * cost[t * E + e];
+      partial[tid] = sum;
+      __syncthreads();
+      if (tid < kSinkhornColumns && e0 + tid < E) {
+        float total = 0.0f;
+        for (int g = 0; g < kSinkhornGroups; ++g) total += partial[g * kSinkhornColumns + tid];
+        updated[e0 + tid] = moe_math::sinkhorn_factor(total, inverse_experts);
+      }
+      __syncthreads();
+    }
+    if (tid == 0) {
+      float change = 0.0f;
+      for (int64_t e = 0; e < E; ++e) change += fabsf(d1[e] - updated[e]);
+      *error = change / static_cast<float>(E);
+    }
+    __syncthreads();
+    for (int64_t e = tid; e < E; e += kSinkhornThreads) d1[e] = updated[e];
+    __syncthreads();
+  }
+  for (int64_t i = tid; i < T * E; i += kSinkhornThreads) cost[i] = d1[i % E] * cost[i] * d0[i / E];
 }
 
 __global__ void gather_rows_kernel(In in, int64_t cols, const int64_t* index, int64_t out_rows, In weights, Out out) {
@@ -347,6 +405,17 @@ void moe_route_backward(const float* logits, const MoeRoutingParams& p, const fl
   route_backward_kernel<<<blocks_for(p.tokens), kThreads, 0, stream>>>(logits, p, d_probs, routing_map, aux_counts,
                                                                        aux_factor, z_factor, d_logits, scratch);
   MGT_CUDA_CHECK_LAUNCH(route_backward_kernel);
+}
+
+void moe_sinkhorn(const float* logits, int64_t tokens, int64_t experts, float* out, float* token_factors,
+                  cudaStream_t stream) {
+  const std::size_t shared = (2 * static_cast<std::size_t>(experts) + kSinkhornThreads + 1) * sizeof(float);
+  // Beyond the default 48 KiB (over 5,600 experts) the kernel asks for more.
+  if (shared > 48 * 1024)
+    MGT_CUDA_CHECK(cudaFuncSetAttribute(sinkhorn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared)));
+  sinkhorn_kernel<<<1, kSinkhornThreads, shared, stream>>>(logits, tokens, experts, out, token_factors);
+  MGT_CUDA_CHECK_LAUNCH(sinkhorn_kernel);
 }
 
 void gather_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, In weights, Out out,

@@ -21,6 +21,10 @@ void moe_route(const float* logits, const MoeRoutingParams& p, float* gates, flo
 void moe_route_backward(const float* logits, const MoeRoutingParams& p, const float* d_probs,
                         const float* routing_map, const float* aux_counts, float aux_grad, float z_grad,
                         float* d_logits, float* scratch, cudaStream_t stream);
+// Backend::moe_sinkhorn in one block (the rounds follow one another, each reading the whole
+// [tokens, experts] matrix from L2); `token_factors`: scratch of `tokens` floats.
+void moe_sinkhorn(const float* logits, int64_t tokens, int64_t experts, float* out, float* token_factors,
+                  cudaStream_t stream);
 // The row gathers and row_dot read and write fp32, bf16 or fp16 storage (elements.hpp).
 void gather_rows(In in, int64_t cols, const int64_t* index, int64_t out_rows, In weights, Out out,
                  cudaStream_t stream);

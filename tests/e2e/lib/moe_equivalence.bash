@@ -31,6 +31,8 @@ for k in keys:
                          ("params_norm", 1e-4)):
         if field == "params_norm" and (field not in ref[k] or field not in run[k]):
             continue
+        if field not in ref[k] and field not in run[k]:  # a loss neither run takes
+            continue
         a, b = ref[k][field], run[k][field]
         rel = abs(a - b) / abs(a)
         worst[field] = max(worst.get(field, 0.0), rel)
