@@ -178,49 +178,64 @@ __global__ void route_backward_kernel(const float* logits, MoeRoutingParams p, c
   moe_math::logits_gradient(row, p, chosen, d_gates, counts, aux_factor, z_factor, d_logits + t * E);
 }
 
-// Sinkhorn's rounds in one block: each token's factor from its row (a thread per token), each
-// expert's from its column (the block as 32 experts × 32 groups of tokens, each group's partial
-// sum of every 32nd token, added in group order), the mean change of the experts' factors on
-// thread 0. Shared: the experts' factors, their update, the partial sums and the change.
+// Sinkhorn's rounds in one block (they take a few to a few tens of rounds, each a pass over the
+// [tokens, experts] matrix by rows and one by columns). The matrix and the tokens' factors live in
+// shared memory where they fit (rows padded to an odd stride: a warp's rows fall in distinct
+// banks), else in `cost` and `d0`. Each token's factor from its row, a thread per token; each
+// expert's from its column, the block as `columns` experts (a power of two up to 32) × `groups`
+// groups of tokens, each group's partial sum of every groups-th token, the partial sums added in a
+// fixed tree; the mean change of the experts' factors on thread 0.
 constexpr int kSinkhornThreads = 1024;
-constexpr int kSinkhornColumns = 32;
-constexpr int kSinkhornGroups = kSinkhornThreads / kSinkhornColumns;
+
+struct SinkhornShape {
+  int64_t stride;  // of a row of the matrix in shared memory; E in global memory
+  int columns;
+  int groups;
+  bool in_shared;
+};
 
 __global__ void __launch_bounds__(kSinkhornThreads)
-    sinkhorn_kernel(const float* logits, int64_t T, int64_t E, float* cost, float* d0) {
+    sinkhorn_kernel(const float* logits, int64_t T, int64_t E, SinkhornShape shape, float* cost, float* d0) {
   extern __shared__ float shared[];
   float* d1 = shared;
   float* updated = d1 + E;
   float* partial = updated + E;
   float* error = partial + kSinkhornThreads;
+  float* matrix = cost;
+  float* tokens = d0;
+  if (shape.in_shared) {
+    matrix = error + 1;
+    tokens = matrix + T * shape.stride;
+  }
+  const int64_t stride = shape.in_shared ? shape.stride : E;
   const int tid = static_cast<int>(threadIdx.x);
-  for (int64_t i = tid; i < T * E; i += kSinkhornThreads) cost[i] = expf(logits[i]);
+  for (int64_t i = tid; i < T * E; i += kSinkhornThreads) matrix[i / E * stride + i % E] = expf(logits[i]);
   for (int64_t e = tid; e < E; e += kSinkhornThreads) d1[e] = 1.0f;
   if (tid == 0) *error = 1e9f;
   __syncthreads();
   const float inverse_tokens = moe_math::sinkhorn_inverse_count(T);
   const float inverse_experts = moe_math::sinkhorn_inverse_count(E);
+  const int column = tid % shape.columns;
+  const int group = tid / shape.columns;
   for (int round = 0; *error > moe_math::kSinkhornTolerance && round < moe_math::kSinkhornMaxRounds; ++round) {
     for (int64_t t = tid; t < T; t += kSinkhornThreads) {
       float sum = 0.0f;
-      for (int64_t e = 0; e < E; ++e) sum += d1[e] * cost[t * E + e];
-      d0[t] = moe_math::sinkhorn_factor(sum, inverse_tokens);
+      for (int64_t e = 0; e < E; ++e) sum += d1[e] * matrix[t * stride + e];
+      tokens[t] = moe_math::sinkhorn_factor(sum, inverse_tokens);
     }
     __syncthreads();
-    const int column = tid % kSinkhornColumns;
-    const int group = tid / kSinkhornColumns;
-    for (int64_t e0 = 0; e0 < E; e0 += kSinkhornColumns) {
+    for (int64_t e0 = 0; e0 < E; e0 += shape.columns) {
       const int64_t e = e0 + column;
       float sum = 0.0f;
-      if (e < E)
-        for (int64_t t = group; t < T; t += kSinkhornGroups) sum += d0[t] * cost[t * E + e];
+      if (e < E && group < shape.groups)
+        for (int64_t t = group; t < T; t += shape.groups) sum += tokens[t] * matrix[t * stride + e];
       partial[tid] = sum;
       __syncthreads();
-      if (tid < kSinkhornColumns && e0 + tid < E) {
-        float total = 0.0f;
-        for (int g = 0; g < kSinkhornGroups; ++g) total += partial[g * kSinkhornColumns + tid];
-        updated[e0 + tid] = moe_math::sinkhorn_factor(total, inverse_experts);
+      for (int half = shape.groups / 2; half > 0; half /= 2) {
+        if (group < half) partial[tid] += partial[tid + half * shape.columns];
+        __syncthreads();
       }
+      if (tid < shape.columns && e < E) updated[e] = moe_math::sinkhorn_factor(partial[tid], inverse_experts);
       __syncthreads();
     }
     if (tid == 0) {
@@ -232,7 +247,8 @@ __global__ void __launch_bounds__(kSinkhornThreads)
     for (int64_t e = tid; e < E; e += kSinkhornThreads) d1[e] = updated[e];
     __syncthreads();
   }
-  for (int64_t i = tid; i < T * E; i += kSinkhornThreads) cost[i] = d1[i % E] * cost[i] * d0[i / E];
+  for (int64_t i = tid; i < T * E; i += kSinkhornThreads)
+    cost[i] = d1[i % E] * matrix[i / E * stride + i % E] * tokens[i / E];
 }
 
 __global__ void gather_rows_kernel(In in, int64_t cols, const int64_t* index, int64_t out_rows, In weights, Out out) {
@@ -409,12 +425,20 @@ void moe_route_backward(const float* logits, const MoeRoutingParams& p, const fl
 
 void moe_sinkhorn(const float* logits, int64_t tokens, int64_t experts, float* out, float* token_factors,
                   cudaStream_t stream) {
-  const std::size_t shared = (2 * static_cast<std::size_t>(experts) + kSinkhornThreads + 1) * sizeof(float);
-  // Beyond the default 48 KiB (over 5,600 experts) the kernel asks for more.
+  SinkhornShape shape;
+  shape.columns = 1;
+  while (shape.columns < experts && shape.columns < 32) shape.columns *= 2;
+  shape.groups = kSinkhornThreads / shape.columns;
+  shape.stride = experts | 1;
+  const std::size_t fixed = (2 * static_cast<std::size_t>(experts) + kSinkhornThreads + 1) * sizeof(float);
+  const std::size_t whole = fixed + static_cast<std::size_t>(tokens * (shape.stride + 1)) * sizeof(float);
+  // The matrix in shared memory up to 200 KiB (the H100's and H200's 227 KiB leave room).
+  shape.in_shared = whole <= 200 * 1024;
+  const std::size_t shared = shape.in_shared ? whole : fixed;
   if (shared > 48 * 1024)
     MGT_CUDA_CHECK(cudaFuncSetAttribute(sinkhorn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(shared)));
-  sinkhorn_kernel<<<1, kSinkhornThreads, shared, stream>>>(logits, tokens, experts, out, token_factors);
+  sinkhorn_kernel<<<1, kSinkhornThreads, shared, stream>>>(logits, tokens, experts, shape, out, token_factors);
   MGT_CUDA_CHECK_LAUNCH(sinkhorn_kernel);
 }
 
