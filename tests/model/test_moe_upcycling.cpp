@@ -100,7 +100,7 @@ TEST_CASE("moe upcycling against Megatron's code (Python reference)", "[model][m
   for (const UpcyclingCase& c : cases) check_case(c, seed++);
 }
 
-TEST_CASE("moe upcycling: whole copies keep the dense weights; slices that do not fit are refused",
+TEST_CASE("moe upcycling: whole copies keep the dense weights, and slices that do not fit are refused",
           "[model][moe]") {
   std::mt19937 rng(7);
   const std::vector<float> fc1 = random_floats(2 * 12 * 4, rng);
