@@ -841,10 +841,16 @@ void case_embedding_backward(OpRun& r) {
 constexpr RotaryParams kRotaries[] = {{48, 10000.0, 7, 0.0}, {48, 500000.0, 9000, 8.0}};
 constexpr SeqLayout kLayouts[] = {SeqLayout::kSeqMajor, SeqLayout::kBatchMajor};
 
+// A few positions (a thread per row on the GPU), and enough that each GPU thread rotates its
+// pair in a group of rows (40 rows: two groups of 16 and one of 8).
+std::vector<HeadTensor> rotary_shapes(SeqLayout layout) {
+  return {HeadTensor{50, 3, 4, 64, layout}, HeadTensor{300, 2, 20, 64, layout}};
+}
+
 void case_rotary_forward(OpRun& r) {
   for (const RotaryParams& params : kRotaries)
-    for (const SeqLayout layout : kLayouts) {
-      const HeadTensor shape{50, 3, 4, 64, layout};
+    for (const SeqLayout layout : kLayouts)
+    for (const HeadTensor shape : rotary_shapes(layout)) {
       Tensor x = r.input(shape.elements()), y = r.output(shape.elements());
       r.run([&](Backend& b, Side s) { b.rotary_forward(x(s), shape, params, y(s)); });
       INFO("base " << params.base << ", " << (layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));
@@ -854,8 +860,8 @@ void case_rotary_forward(OpRun& r) {
 
 void case_rotary_backward(OpRun& r) {
   for (const RotaryParams& params : kRotaries)
-    for (const SeqLayout layout : kLayouts) {
-      const HeadTensor shape{50, 3, 4, 64, layout};
+    for (const SeqLayout layout : kLayouts)
+    for (const HeadTensor shape : rotary_shapes(layout)) {
       Tensor dy = r.input(shape.elements()), dx = r.output(shape.elements());
       r.run([&](Backend& b, Side s) { b.rotary_backward(dy(s), shape, params, dx(s)); });
       INFO("base " << params.base << ", " << (layout == SeqLayout::kSeqMajor ? "seq-major" : "batch-major"));

@@ -87,31 +87,36 @@ void launch_qkv(Out mixed, Out q, Out k, Out v, int64_t tokens, int64_t heads, i
   launch_qkv_kernel(mixed, q, k, v, tokens, heads, groups, unit, to_mixed, stream);
 }
 
-// One thread per rotated pair (s, b, h, i < half); angles in double as on the CPU.
+// One thread per (position s, pair i < half) and group of `rows_per_thread` (b, h) rows (from
+// blockIdx.y, in steps of gridDim.y); the angle in double as on the CPU, worked out once for its
+// rows. A warp's threads hold consecutive pairs of one row: whole sectors per load.
 __global__ void rotary_kernel(In x, HeadTensor shape, int64_t rotary_dim,
                               double base, double llama3_factor, int64_t position_offset,
-                              const int64_t* offset_on_device, float sign, Out y) {
+                              const int64_t* offset_on_device, float sign, int64_t rows_per_thread, Out y) {
   if (offset_on_device != nullptr) position_offset += *offset_on_device;
   const int64_t half = rotary_dim / 2;
-  const int64_t total = shape.seq * shape.batch * shape.heads * half;
+  const int64_t total = shape.seq * half;
+  const int64_t rows = shape.batch * shape.heads;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = idx % half;
-    int64_t rest = idx / half;
-    const int64_t h = rest % shape.heads;
-    rest /= shape.heads;
-    const int64_t b = rest % shape.batch;
-    const int64_t s = rest / shape.batch;
+    const int64_t s = idx / half;
     const double inv_freq = llama3_scaled_inv_freq(
         pow(base, -static_cast<double>(2 * i) / static_cast<double>(rotary_dim)), llama3_factor);
     const double theta = static_cast<double>(position_offset + s) * inv_freq;
     const auto c = static_cast<float>(cos(theta));
     const auto sn = static_cast<float>(sign * sin(theta));
-    const int64_t at = shape.offset(s, b, h);
-    const float x1 = x[at + i];
-    const float x2 = x[at + i + half];
-    y[at + i] = x1 * c - x2 * sn;
-    y[at + i + half] = x2 * c + x1 * sn;
+    for (int64_t first = blockIdx.y * rows_per_thread; first < rows;
+         first += static_cast<int64_t>(gridDim.y) * rows_per_thread) {
+      const int64_t end = first + rows_per_thread < rows ? first + rows_per_thread : rows;
+      for (int64_t r = first; r < end; ++r) {
+        const int64_t at = shape.offset(s, r / shape.heads, r % shape.heads);
+        const float x1 = x[at + i];
+        const float x2 = x[at + i + half];
+        y[at + i] = x1 * c - x2 * sn;
+        y[at + i + half] = x2 * c + x1 * sn;
+      }
+    }
   }
 }
 
@@ -159,9 +164,16 @@ void rotary(In x, const HeadTensor& shape, const RotaryParams& params,
             float sign, Out y, cudaStream_t stream, const int64_t* offset_on_device) {
   const int64_t pairs = shape.seq * shape.batch * shape.heads * (params.rotary_dim / 2);
   if (pairs > 0) {
-    rotary_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(x, shape, params.rotary_dim, params.base,
-                                                            params.llama3_scaling_factor, params.position_offset,
-                                                            offset_on_device, sign, y);
+    // The angle's double-precision pow, sin and cos cost far more than moving a pair: where the
+    // positions alone give thousands of threads (training, prefill), each thread rotates its pair
+    // in 16 rows; a decoding step's few positions keep a thread per row.
+    const int64_t positions = shape.seq * (params.rotary_dim / 2);
+    const int64_t rows_per_thread = positions >= 4096 ? 16 : 1;
+    const int64_t row_groups = (shape.batch * shape.heads + rows_per_thread - 1) / rows_per_thread;
+    const dim3 grid(grid_for(positions), static_cast<unsigned>(row_groups < 65535 ? row_groups : 65535));
+    rotary_kernel<<<grid, kThreads, 0, stream>>>(x, shape, params.rotary_dim, params.base,
+                                                 params.llama3_scaling_factor, params.position_offset,
+                                                 offset_on_device, sign, rows_per_thread, y);
     MGT_CUDA_CHECK_LAUNCH(rotary_kernel);
   }
   const int64_t rest = shape.seq * shape.batch * shape.heads * (shape.head_dim - params.rotary_dim);
