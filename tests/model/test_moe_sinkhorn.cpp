@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -50,12 +51,15 @@ void check_sinkhorn_routing(int64_t tokens, int64_t experts, int64_t topk, std::
   std::vector<float> logits(static_cast<std::size_t>(n));
   for (float& x : logits) x = normal(rng);
 
-  const std::string dir = test::scratch_dir("moe_sinkhorn_" + std::to_string(seed));
+  std::string name = "moe_sinkhorn_";
+  name += std::to_string(seed);
+  const std::string dir = test::scratch_dir(name);
   std::ofstream(dir + "/in.json") << "{\"tokens\":" << tokens << ",\"experts\":" << experts << ",\"topk\":" << topk
                                   << ",\"logits\":" << json_list(logits) << "}";
-  const std::string command = "python3 " + std::string(MGT_SOURCE_DIR) +
-                              "/tools/reference/moe_sinkhorn_reference.py " + dir + "/in.json " + dir + "/out.json";
-  REQUIRE(std::system(command.c_str()) == 0);
+  std::ostringstream command;
+  command << "python3 " << MGT_SOURCE_DIR << "/tools/reference/moe_sinkhorn_reference.py " << dir << "/in.json " << dir
+          << "/out.json";
+  REQUIRE(std::system(command.str().c_str()) == 0);
   simdjson::dom::parser parser;
   const simdjson::padded_string text = simdjson::padded_string::load(dir + "/out.json");
   const simdjson::dom::element want = parser.parse(text);

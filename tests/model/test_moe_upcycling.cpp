@@ -51,7 +51,9 @@ void check_case(const UpcyclingCase& c, std::uint32_t seed) {
   const std::vector<float> fc2 = random_floats(c.hidden * c.dense_ffn, rng);
   const std::vector<float> router = random_floats(c.experts * c.hidden, rng);
 
-  const std::string dir = test::scratch_dir(std::string("moe_upcycling_") + c.name);
+  std::string name = "moe_upcycling_";
+  name += c.name;
+  const std::string dir = test::scratch_dir(name);
   {
     std::ofstream in(dir + "/in.json");
     const auto flag = [](bool b) { return b ? "true" : "false"; };
@@ -60,9 +62,10 @@ void check_case(const UpcyclingCase& c, std::uint32_t seed) {
        << ",\"gated\":" << flag(c.gated) << ",\"fc1\":" << json_list(fc1) << ",\"fc2\":" << json_list(fc2)
        << ",\"router\":" << json_list(router) << "}";
   }
-  const std::string command = "python3 " + std::string(MGT_SOURCE_DIR) +
-                              "/tools/reference/moe_upcycling_reference.py " + dir + "/in.json " + dir + "/out.json";
-  REQUIRE(std::system(command.c_str()) == 0);
+  std::ostringstream command;
+  command << "python3 " << MGT_SOURCE_DIR << "/tools/reference/moe_upcycling_reference.py " << dir << "/in.json " << dir
+          << "/out.json";
+  REQUIRE(std::system(command.str().c_str()) == 0);
   simdjson::dom::parser parser;
   const simdjson::padded_string text = simdjson::padded_string::load(dir + "/out.json");
   const simdjson::dom::element want = parser.parse(text);
