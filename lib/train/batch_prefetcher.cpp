@@ -1,6 +1,9 @@
 #include "train/batch_prefetcher.hpp"
 
+#include <optional>
+
 #include "core/error.hpp"
+#include "train/sample_order.hpp"
 
 namespace mgt {
 
@@ -15,29 +18,29 @@ MicroBatch HostMicroBatch::view() const {
   return b;
 }
 
-HostMicroBatch read_micro_batch(const SplitSampleReader& reader, std::int64_t first, std::int64_t batch_size,
-                                bool wrap, const std::string& split_name) {
-  const auto size = static_cast<std::int64_t>(reader.size());
-  if (size == 0) throw Error("the " + split_name + " split has no samples");
+HostMicroBatch read_samples(const SplitSampleReader& reader, const std::vector<std::int64_t>& indices) {
   HostMicroBatch out;
-  out.first_sample = first;
-  out.batch_size = batch_size;
-  for (std::int64_t j = 0; j < batch_size; ++j) {
-    std::int64_t index = first + j;
-    if (index >= size) {
-      if (!wrap)
-        throw Error("the " + split_name + " split ran out of samples: sample " + std::to_string(index) +
-                    " was asked for and it has " + std::to_string(size));
-      index %= size;
-    }
+  out.first_sample = indices.empty() ? 0 : indices.front();
+  out.batch_size = static_cast<std::int64_t>(indices.size());
+  for (const std::int64_t index : indices) {
     GptSample sample = reader.get(static_cast<std::size_t>(index));
-    if (j == 0) out.seq_length = static_cast<std::int64_t>(sample.tokens.size());
+    if (out.tokens.empty()) out.seq_length = static_cast<std::int64_t>(sample.tokens.size());
     out.tokens.insert(out.tokens.end(), sample.tokens.begin(), sample.tokens.end());
     out.labels.insert(out.labels.end(), sample.labels.begin(), sample.labels.end());
     out.position_ids.insert(out.position_ids.end(), sample.position_ids.begin(), sample.position_ids.end());
     out.loss_mask.insert(out.loss_mask.end(), sample.loss_mask.begin(), sample.loss_mask.end());
   }
   return out;
+}
+
+HostMicroBatch read_micro_batch(const SplitSampleReader& reader, std::int64_t first, std::int64_t batch_size,
+                                bool wrap, const std::string& split_name) {
+  SampleOrderSettings s;
+  s.split_samples = static_cast<std::int64_t>(reader.size());
+  s.micro_batch_size = batch_size;
+  s.wrap = wrap;
+  s.split_name = split_name;
+  return read_samples(reader, SampleOrder(s).micro_batch(first));
 }
 
 BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const SplitSampleReader> reader, Settings settings)
@@ -57,18 +60,31 @@ BatchPrefetcher::~BatchPrefetcher() {
 
 void BatchPrefetcher::produce(std::stop_token stop) {
   const std::int64_t chunk = settings_.micro_batch_size * settings_.data_parallel_size;
-  std::int64_t first = settings_.start_sample + settings_.data_parallel_rank * settings_.micro_batch_size;
+  std::int64_t consumed = settings_.start_sample;
+  std::optional<SampleOrder> order;
   while (!stop.stop_requested()) {
     HostMicroBatch batch;
     try {
-      batch = read_micro_batch(*reader_, first, settings_.micro_batch_size, settings_.wrap, settings_.split_name);
+      if (!order) {
+        SampleOrderSettings s;
+        s.split_samples = static_cast<std::int64_t>(reader_->size());
+        s.micro_batch_size = settings_.micro_batch_size;
+        s.data_parallel_size = settings_.data_parallel_size;
+        s.data_parallel_rank = settings_.data_parallel_rank;
+        s.cyclic = settings_.cyclic;
+        s.data_sharding = settings_.data_sharding;
+        s.wrap = settings_.wrap;
+        s.split_name = settings_.split_name;
+        order.emplace(s);
+      }
+      batch = read_samples(*reader_, order->micro_batch(consumed));
     } catch (...) {
       std::lock_guard lock(mutex_);
       error_ = std::current_exception();
       changed_.notify_all();
       return;
     }
-    first += chunk;
+    consumed += chunk;
     std::unique_lock lock(mutex_);
     if (!changed_.wait(lock, stop, [&] { return queue_.size() < settings_.capacity; })) return;
     queue_.push_back(std::move(batch));

@@ -1,9 +1,7 @@
 // Micro-batches read ahead on a background thread, so that the training loop never waits on
-// the dataset: Megatron's MegatronPretrainingSampler order (megatron/training/datasets/
-// data_samplers.py, dataloader type "single") — from the consumed-samples count, the split is
-// walked in chunks of micro_batch_size × data-parallel size consecutive samples, and data-parallel
-// rank r takes samples [r·micro, (r+1)·micro) of each chunk — produced into a bounded queue. The
-// ranks' micro-batches together are the one-rank run's, in the same order.
+// the dataset: each rank's micro-batches in the order of Megatron's sampler (train/sample_order.hpp),
+// from the consumed-samples count, produced into a bounded queue. With the single sampler, and with
+// the cyclic one without data sharding, the ranks' micro-batches together are the one-rank run's.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -22,7 +20,7 @@ namespace mgt {
 
 // One micro-batch in host memory, batch-major ([b, s] each), owning what MicroBatch views.
 struct HostMicroBatch {
-  std::int64_t first_sample = 0;  // split index of its first sample (before any wrap-around)
+  std::int64_t first_sample = 0;  // split index of its first sample
   std::int64_t batch_size = 0;
   std::int64_t seq_length = 0;
   std::vector<std::int64_t> tokens;
@@ -33,6 +31,8 @@ struct HostMicroBatch {
   MicroBatch view() const;
 };
 
+// The samples of `reader` at `indices`, one micro-batch.
+HostMicroBatch read_samples(const SplitSampleReader& reader, const std::vector<std::int64_t>& indices);
 // Samples [first, first + batch_size) of `reader`. With `wrap` an index past the end starts over
 // from sample 0; without it, running out is an mgt::Error naming `split_name`.
 HostMicroBatch read_micro_batch(const SplitSampleReader& reader, std::int64_t first, std::int64_t batch_size,
@@ -46,7 +46,9 @@ public:
     std::int64_t data_parallel_size = 1;
     std::int64_t data_parallel_rank = 0;
     std::size_t capacity = 4;           // micro-batches read ahead
-    bool wrap = false;                  // see read_micro_batch
+    bool wrap = false;                  // see read_micro_batch (the single sampler)
+    bool cyclic = false;                // --dataloader-type cyclic
+    bool data_sharding = true;          // not --no-data-sharding
     std::string split_name = "train";   // for messages
   };
 

@@ -17,6 +17,8 @@ BatchPrefetcher::Settings prefetch_settings(const EvaluationSettings& s) {
   }
   p.capacity = static_cast<std::size_t>(std::max<std::int64_t>(2, s.num_microbatches));
   p.wrap = true;
+  p.cyclic = s.cyclic;
+  p.data_sharding = s.data_sharding;
   p.split_name = s.split_name;
   return p;
 }

@@ -32,6 +32,8 @@ struct EvaluationSettings {
   std::int64_t microbatch_group_size = 0;  // the interleaved schedule's (pipeline_executor.hpp)
   std::int64_t eval_iters = 0;        // --eval-iters
   std::string split_name = "valid";
+  bool cyclic = false;         // --dataloader-type cyclic (train/sample_order.hpp)
+  bool data_sharding = true;
 };
 
 class Evaluator {

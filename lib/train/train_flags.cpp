@@ -76,7 +76,8 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
     {"data", joined_flags({
       dataset_source_flags(d, "Datasets, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' (required, or --data-args-path, the per-split paths or --mock-data)"), {
       store_true("mock-data", d.mock_data, "Megatron's synthetic data instead of datasets (required without a data path)"),
-      store("dataloader-type", "TYPE", d.dataloader_type, "single, the only one").choices({"single"}, {"cyclic", "external"}),
+      store("dataloader-type", "TYPE", d.dataloader_type, "single (each split in order) or cyclic (each epoch of a split in a random order drawn from the epoch's number, epoch after epoch, as Megatron's MegatronPretrainingRandomSampler reads it)").choices({"single", "cyclic"}, {"external"}),
+      store_false("no-data-sharding", d.data_sharding, "With --dataloader-type cyclic: one random order over the whole split dealt to the data-parallel ranks in turn, instead of each rank's own contiguous share in an order of its own"),
     }, tokenizer_flags(tok, TokenizerFlagsRole::kNamesTokenizer),
       sample_flags({d.eod_mask_loss, d.reset_position_ids, d.reset_attention_mask}),
     })},

@@ -80,7 +80,8 @@ struct OptimizationOptions {
 // indices.
 struct DataOptions : DatasetSourceOptions {
   bool mock_data = false;                         // --mock-data: Megatron's synthetic sequences
-  std::string dataloader_type = "single";         // --dataloader-type: single only
+  std::string dataloader_type = "single";         // --dataloader-type: single | cyclic
+  bool data_sharding = true;                      // not --no-data-sharding (cyclic's per-rank shares)
   TokenizerOptions tokenizer;                     // --tokenizer-type, --vocab-file, --merge-file,
                                                   // --vocab-size, --vocab-extra-ids
   bool eod_mask_loss = false;                     // --eod-mask-loss

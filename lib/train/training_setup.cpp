@@ -444,6 +444,8 @@ void TrainingRun::build_data() {
   p.data_parallel_rank = data_parallel_.rank();
   p.capacity = static_cast<std::size_t>(std::max<std::int64_t>(2, 2 * microbatches()));
   p.split_name = "train";
+  p.cyclic = options_.data.dataloader_type == "cyclic";
+  p.data_sharding = options_.data.data_sharding;
   train_batches_ = std::make_unique<BatchPrefetcher>(data_.train(), p);
   if (do_valid()) valid_ = std::make_unique<Evaluator>(*model_, data_.valid(), evaluation_settings(Split::Valid));
 }
@@ -458,6 +460,8 @@ EvaluationSettings TrainingRun::evaluation_settings(Split split) const {
   e.microbatch_group_size = options_.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0);
   e.eval_iters = options_.logging.eval_iters;
   e.split_name = split_name(split);
+  e.cyclic = options_.data.dataloader_type == "cyclic";
+  e.data_sharding = options_.data.data_sharding;
   return e;
 }
 

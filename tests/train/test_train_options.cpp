@@ -109,6 +109,11 @@ TEST_CASE("train options: defaults are Megatron's", "[train]") {
       CHECK(o.data.dataloader_type == "single");
       continue;
     }
+    if (flag.name() == "no-data-sharding") {
+      CHECK(megatron_default("--no-data-sharding") == "True");
+      CHECK(o.data.data_sharding);
+      continue;
+    }
     // Megatron's default is the int 2**32 (argparse converts only typed values); the same number.
     if (flag.name() == "initial-loss-scale") {
       CHECK(megatron_default("--initial-loss-scale") == "4294967296");
@@ -457,7 +462,11 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(usage_error_with({"--no-position-embedding"}) ==
         "--no-position-embedding is deprecated, use --position-embedding-type (Megatron accepts it only with "
         "--position-embedding-type rope)");
-  CHECK(usage_error_with({"--dataloader-type", "cyclic"}) == "--dataloader-type cyclic is not supported by mgt-train (single only)");
+  CHECK(usage_error_with({"--dataloader-type", "external"}) ==
+        "--dataloader-type external is not supported by mgt-train (single or cyclic)");
+  const TrainOptions cyclic = parse_with({"--dataloader-type", "cyclic", "--no-data-sharding"});
+  CHECK(cyclic.data.dataloader_type == "cyclic");
+  CHECK_FALSE(cyclic.data.data_sharding);
   CHECK(usage_error_with({"--data-path", "x"}) == "--mock-data and data paths are mutually exclusive");
   CHECK(usage_error(without(kMinimal, "--mock-data", 0)) == "--data-path (or --train-data-path, or --mock-data) is required");
   CHECK(usage_error(without(kMinimal, "--tokenizer-type", 1)) == "--tokenizer-type is required");
