@@ -105,7 +105,8 @@ void validate_moe_options(TrainOptions& o) {
   if (!m.enabled()) {
     // TransformerConfig: moe_ffn_hidden_size must be None when num_experts is not set.
     if (m.moe_ffn_hidden_size) throw UsageError("--moe-ffn-hidden-size needs --num-experts");
-    if (m.moe_use_upcycling) throw UsageError("--moe-use-upcycling needs --num-experts (the MoE model to upcycle into)");
+    if (m.moe_use_upcycling)
+      throw UsageError("--moe-use-upcycling needs --num-experts (the MoE model to upcycle into)");
     return;
   }
   if (!m.moe_ffn_hidden_size) {

@@ -1,7 +1,9 @@
 #include "train/moe_upcycling_load.hpp"
 
+#include <optional>
 #include <set>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ckpt/sharded_checkpoint.hpp"
@@ -68,8 +70,9 @@ private:
     if (reader_.global_shape(path) != shape)
       throw Error("checkpoint " + reader_.directory() + ": tensor '" + path + "' has shape " +
                   ckpt::format_shape(reader_.global_shape(path)) + ", not " + ckpt::format_shape(shape) +
-                  ": --moe-use-upcycling reads a dense MLP of --ffn-hidden-size (" + std::to_string(config_.ffn_hidden_size) +
-                  ") x --moe-upcycling-granularity (" + std::to_string(dense_ffn_ / config_.ffn_hidden_size) +
+                  ": --moe-use-upcycling reads a dense MLP of --ffn-hidden-size (" +
+                  std::to_string(config_.ffn_hidden_size) + ") x --moe-upcycling-granularity (" +
+                  std::to_string(dense_ffn_ / config_.ffn_hidden_size) +
                   ") hidden units, as Megatron builds the dense model");
     std::vector<float> values(static_cast<std::size_t>(shape[0] * shape[1]));
     reader_.read_whole(path, ckpt::TensorDType::Float32, shape, std::as_writable_bytes(std::span<float>(values)));
@@ -97,7 +100,8 @@ void check_dense_tensors(const ckpt::ShardedCheckpoint& reader, const GptConfig&
       throw Error(where + " holds an MoE model (tensor '" + name +
                   "'); --moe-use-upcycling converts the checkpoint of a dense model");
     if (!expected.count(name))
-      throw Error(where + ": checkpoint tensor '" + name + "' is not a parameter of the dense model upcycled into this one");
+      throw Error(where + ": checkpoint tensor '" + name +
+                  "' is not a parameter of the dense model upcycled into this one");
   }
 }
 

@@ -90,7 +90,8 @@ TEST_CASE("sample order: single, its wrap-around and its errors", "[train]") {
   CHECK(SampleOrder(s).micro_batch(8) == std::vector<std::int64_t>{0, 1});
   s.cyclic = true;
   s.split_samples = 3;
-  CHECK_THROWS_WITH(SampleOrder(s).micro_batch(0), Catch::Contains("fewer than one micro-batch for each data-parallel rank (4)"));
+  CHECK_THROWS_WITH(SampleOrder(s).micro_batch(0),
+                    Catch::Contains("fewer than one micro-batch for each data-parallel rank (4)"));
   s.split_samples = 12;
   CHECK_THROWS_WITH(SampleOrder(s).micro_batch(2), Catch::Contains("not a whole number of micro-batches"));
 }

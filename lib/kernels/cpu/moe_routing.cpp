@@ -153,8 +153,10 @@ void moe_sinkhorn(const float* logits, int64_t tokens, int64_t experts, float* o
       d0[static_cast<std::size_t>(t)] = moe_math::sinkhorn_factor(sum, inverse_tokens);
     }
     std::fill(column.begin(), column.end(), 0.0f);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t e = 0; e < E; ++e) column[static_cast<std::size_t>(e)] += d0[static_cast<std::size_t>(t)] * cost[t * E + e];
+    for (int64_t t = 0; t < T; ++t) {
+      const float token = d0[static_cast<std::size_t>(t)];
+      for (int64_t e = 0; e < E; ++e) column[static_cast<std::size_t>(e)] += token * cost[t * E + e];
+    }
     float change = 0.0f;
     for (int64_t e = 0; e < E; ++e) {
       const float updated = moe_math::sinkhorn_factor(column[static_cast<std::size_t>(e)], inverse_experts);
