@@ -1,9 +1,6 @@
 #include "train/batch_prefetcher.hpp"
 
-#include <optional>
-
 #include "core/error.hpp"
-#include "train/sample_order.hpp"
 
 namespace mgt {
 
@@ -43,12 +40,29 @@ HostMicroBatch read_micro_batch(const SplitSampleReader& reader, std::int64_t fi
   return read_samples(reader, SampleOrder(s).micro_batch(first));
 }
 
+namespace {
+
+SampleOrderSettings sample_order_settings(const SplitSampleReader* reader, const BatchPrefetcher::Settings& p) {
+  if (!reader) throw Error("internal error: a batch prefetcher without a sample reader");
+  SampleOrderSettings s;
+  s.split_samples = static_cast<std::int64_t>(reader->size());
+  s.micro_batch_size = p.micro_batch_size;
+  s.data_parallel_size = p.data_parallel_size;
+  s.data_parallel_rank = p.data_parallel_rank;
+  s.cyclic = p.cyclic;
+  s.data_sharding = p.data_sharding;
+  s.wrap = p.wrap;
+  s.split_name = p.split_name;
+  return s;
+}
+
+}  // namespace
+
 BatchPrefetcher::BatchPrefetcher(std::shared_ptr<const SplitSampleReader> reader, Settings settings)
-    : reader_(std::move(reader)), settings_(std::move(settings)) {
-  if (!reader_) throw Error("internal error: a batch prefetcher without a sample reader");
-  if (settings_.micro_batch_size <= 0 || settings_.capacity == 0 || settings_.start_sample < 0 ||
-      settings_.data_parallel_size <= 0 || settings_.data_parallel_rank < 0 ||
-      settings_.data_parallel_rank >= settings_.data_parallel_size)
+    : reader_(std::move(reader)),
+      settings_(std::move(settings)),
+      order_(sample_order_settings(reader_.get(), settings_)) {
+  if (settings_.capacity == 0 || settings_.start_sample < 0)
     throw Error("internal error: bad batch prefetcher settings");
   thread_ = std::jthread([this](std::stop_token stop) { produce(stop); });
 }
@@ -61,23 +75,10 @@ BatchPrefetcher::~BatchPrefetcher() {
 void BatchPrefetcher::produce(std::stop_token stop) {
   const std::int64_t chunk = settings_.micro_batch_size * settings_.data_parallel_size;
   std::int64_t consumed = settings_.start_sample;
-  std::optional<SampleOrder> order;
   while (!stop.stop_requested()) {
     HostMicroBatch batch;
     try {
-      if (!order) {
-        SampleOrderSettings s;
-        s.split_samples = static_cast<std::int64_t>(reader_->size());
-        s.micro_batch_size = settings_.micro_batch_size;
-        s.data_parallel_size = settings_.data_parallel_size;
-        s.data_parallel_rank = settings_.data_parallel_rank;
-        s.cyclic = settings_.cyclic;
-        s.data_sharding = settings_.data_sharding;
-        s.wrap = settings_.wrap;
-        s.split_name = settings_.split_name;
-        order.emplace(s);
-      }
-      batch = read_samples(*reader_, order->micro_batch(consumed));
+      batch = read_samples(*reader_, order_.micro_batch(consumed));
     } catch (...) {
       std::lock_guard lock(mutex_);
       error_ = std::current_exception();

@@ -15,6 +15,7 @@
 
 #include "data/gpt_sample.hpp"
 #include "model/gpt_model.hpp"
+#include "train/sample_order.hpp"
 
 namespace mgt {
 
@@ -66,6 +67,7 @@ private:
 
   std::shared_ptr<const SplitSampleReader> reader_;
   Settings settings_;
+  SampleOrder order_;  // used by the reader thread only
   std::mutex mutex_;
   std::condition_variable_any changed_;
   std::deque<HostMicroBatch> queue_;

@@ -36,10 +36,6 @@ std::optional<RoutedExpertWeight> routed_expert_weight(const std::string& name) 
                             rest.substr(dot + 1) == "linear_fc1.weight"};
 }
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // One MoE layer's dense MLP, read once for all of that layer's experts on this rank.
 struct DenseMlp {
   std::string mlp;
@@ -130,7 +126,7 @@ std::optional<UpcycledCheckpoint> load_upcycled_checkpoint(const std::string& lo
                      : upcycled_fc2(mlp.fc2, config.hidden_size, dense_ffn, w->expert, plan);
       const TensorParallelRank& part = e.partition(tp);
       host = part.size == 1 ? whole : shard_tensor(e, part, whole);
-    } else if (ends_with(e.name, ".mlp.router.weight")) {
+    } else if (e.name.ends_with(".mlp.router.weight")) {
       // Not partitioned: every rank holds the whole freshly initialised router.
       host = upcycled_router(params.read_param(e), config.moe.num_experts, config.hidden_size, plan.granularity);
     } else if (e.name.find(".mlp.shared_experts.") != std::string::npos) {
