@@ -187,20 +187,66 @@ constexpr int kCtRows = 128;
 constexpr int kCtCols = 64;
 constexpr int kCtStride = kCtRows / 4 + 1;
 
+// The cast-transpose kernel is compiled for bf16 operands (kBf16: FP8 training's activations and
+// gradients, no per-element choice of conversion, which had taken a third of the gradient cast's
+// instructions) and for any type read from the operand.
+template <bool kBf16>
+__device__ __forceinline__ float x_element(const CastArgs& a, unsigned short bits) {
+  if constexpr (kBf16) {
+    return __uint_as_float(static_cast<unsigned>(bits) << 16);
+  } else {
+    return narrow_to_float(bits, a.x.bf16());
+  }
+}
+
+// v rounded to x's type, as a kernel storing it there and reading it back would see it.
+template <bool kBf16>
+__device__ __forceinline__ float rounded_to_x(const CastArgs& a, float v) {
+  if constexpr (kBf16) {
+    return __uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(v))) << 16);
+  } else {
+    return a.x.narrow() ? narrow_to_float(float_to_narrow(v, a.x.bf16()), a.x.bf16()) : v;
+  }
+}
+
+template <bool kBf16>
+__device__ __forceinline__ bool x_is_narrow(const CastArgs& a) {
+  return kBf16 || a.x.narrow();
+}
+
+// The transposed layout's words from four rows' codes (8 bytes each): word j holds byte j of rows
+// 0..3, row i in byte i. Two 4 × 4 byte transposes of byte permutes (PRMT), 16 instructions where
+// extracting and shifting each byte took about 100.
+__device__ __forceinline__ void transpose_codes(const uint2 (&rows)[4], uint32_t (&columns)[8]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint32_t r0 = half == 0 ? rows[0].x : rows[0].y;
+    const uint32_t r1 = half == 0 ? rows[1].x : rows[1].y;
+    const uint32_t r2 = half == 0 ? rows[2].x : rows[2].y;
+    const uint32_t r3 = half == 0 ? rows[3].x : rows[3].y;
+    const uint32_t low01 = __byte_perm(r0, r1, 0x5140);   // r0.b0 r1.b0 r0.b1 r1.b1
+    const uint32_t high01 = __byte_perm(r0, r1, 0x7362);  // r0.b2 r1.b2 r0.b3 r1.b3
+    const uint32_t low23 = __byte_perm(r2, r3, 0x5140);
+    const uint32_t high23 = __byte_perm(r2, r3, 0x7362);
+    columns[4 * half + 0] = __byte_perm(low01, low23, 0x5410);  // r0.b0 r1.b0 r2.b0 r3.b0
+    columns[4 * half + 1] = __byte_perm(low01, low23, 0x7632);  // r0.b1 r1.b1 r2.b1 r3.b1
+    columns[4 * half + 2] = __byte_perm(high01, high23, 0x5410);
+    columns[4 * half + 3] = __byte_perm(high01, high23, 0x7632);
+  }
+}
+
 // The gradient cast's work on a thread's 4 rows × 8 columns v of dy: with pre (its values p),
 // v becomes gelu_tanh_grad(v, p) rounded to dy's type (so that the codes, dpre and dbias are those
 // of gelu_tanh_backward's output, cast and summed), stored to dpre (rows r.., columns c..) where
 // given; the columns' sums of v are added to sums.
+template <bool kBf16>
 __device__ __forceinline__ void gradient_of_quad(const CastArgs& a, int64_t r, int64_t c, float (&v)[4][8],
                                                  const float (&p)[4][8], float (&sums)[8]) {
   if (a.pre != nullptr) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float g = gelu_tanh_grad(v[i][j], p[i][j]);
-        v[i][j] = a.x.narrow() ? narrow_to_float(float_to_narrow(g, a.x.bf16()), a.x.bf16()) : g;
-      }
+      for (int j = 0; j < 8; ++j) v[i][j] = rounded_to_x<kBf16>(a, gelu_tanh_grad(v[i][j], p[i][j]));
       if (a.dpre != nullptr) store8(a.dpre, ((r + i) * a.cols + c) / 8, v[i]);
     }
   }
@@ -209,14 +255,12 @@ __device__ __forceinline__ void gradient_of_quad(const CastArgs& a, int64_t r, i
 }
 
 // A thread's 4 rows × 8 columns of the GELU's input become its output, rounded to x's type.
+template <bool kBf16>
 __device__ __forceinline__ void activate_quad(const CastArgs& a, float (&v)[4][8]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float y = gelu_tanh(v[i][j]);
-      v[i][j] = a.x.narrow() ? narrow_to_float(float_to_narrow(y, a.x.bf16()), a.x.bf16()) : y;
-    }
+    for (int j = 0; j < 8; ++j) v[i][j] = rounded_to_x<kBf16>(a, gelu_tanh(v[i][j]));
   }
 }
 
@@ -289,14 +333,14 @@ __device__ __forceinline__ void stage_quad(const CastArgs& a, uint4* staged, int
 }
 
 // Row i of a thread's staged values of tensor t (x's type) as floats.
+template <bool kBf16>
 __device__ __forceinline__ void unstage8(const CastArgs& a, uint4* staged, int stage, int tensors, int chunks, int t,
                                          int i, float (&out)[8]) {
   const uint4 w = *stage_slot(staged, stage, tensors, chunks, t, i, 0);
-  if (a.x.narrow()) {
+  if (x_is_narrow<kBf16>(a)) {
     const auto* h = reinterpret_cast<const unsigned short*>(&w);
-    const bool bf16 = a.x.bf16();
 #pragma unroll
-    for (int j = 0; j < 8; ++j) out[j] = narrow_to_float(h[j], bf16);
+    for (int j = 0; j < 8; ++j) out[j] = x_element<kBf16>(a, h[j]);
   } else {
     const uint4 w2 = *stage_slot(staged, stage, tensors, chunks, t, i, 1);
     const uint32_t words[8] = {w.x, w.y, w.z, w.w, w2.x, w2.y, w2.z, w2.w};
@@ -311,7 +355,8 @@ size_t staging_bytes(bool narrow, bool with_pre) {
 }
 
 // kGrad: the gradient cast's additions (CastArgs::pre, dpre, dbias_partial), each where given.
-template <bool kE5M2, bool kGrad>
+// kBf16: x (and pre) are bf16.
+template <bool kE5M2, bool kGrad, bool kBf16>
 __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a) {
   extern __shared__ uint4 staged[];
   __shared__ uint32_t tile[kCtCols * kCtStride];
@@ -320,7 +365,7 @@ __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a
   const int quad = static_cast<int>(threadIdx.x) / 8;   // 0..31
   const int octet = static_cast<int>(threadIdx.x) % 8;  // 0..7
   const int tensors = kGrad && a.pre != nullptr ? 2 : 1;
-  const int chunks = staged_chunks(a.x.narrow());
+  const int chunks = staged_chunks(x_is_narrow<kBf16>(a));
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCtCols;
   const int64_t c = c0 + octet * 8;
   const int64_t step = static_cast<int64_t>(gridDim.y) * kCtRows;
@@ -336,16 +381,16 @@ __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a
     if (inside) {
       float v[4][8];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) unstage8(a, staged, stage, tensors, chunks, 0, i, v[i]);
+      for (int i = 0; i < 4; ++i) unstage8<kBf16>(a, staged, stage, tensors, chunks, 0, i, v[i]);
       if constexpr (kGrad) {
         float p[4][8] = {};
         if (tensors == 2) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) unstage8(a, staged, stage, tensors, chunks, 1, i, p[i]);
+          for (int i = 0; i < 4; ++i) unstage8<kBf16>(a, staged, stage, tensors, chunks, 1, i, p[i]);
         }
-        gradient_of_quad(a, r, c, v, p, column_sums);
+        gradient_of_quad<kBf16>(a, r, c, v, p, column_sums);
       } else if (a.gelu_tanh) {
-        activate_quad(a, v);
+        activate_quad<kBf16>(a, v);
       }
       uint2 codes[4];
 #pragma unroll
@@ -356,13 +401,10 @@ __global__ void __launch_bounds__(kCastThreads) cast_transpose_kernel(CastArgs a
         if (a.rowwise != nullptr) *reinterpret_cast<uint2*>(a.rowwise + (r + i) * a.cols + c) = codes[i];
       }
       if (a.transposed != nullptr) {
+        uint32_t columns[8];
+        transpose_codes(codes, columns);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          uint32_t word = 0;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) word |= static_cast<uint32_t>(code_at(codes[i], j)) << (8 * i);
-          tile[(octet * 8 + j) * kCtStride + quad] = word;
-        }
+        for (int j = 0; j < 8; ++j) tile[(octet * 8 + j) * kCtStride + quad] = columns[j];
       }
     }
     if (a.transposed == nullptr) {  // rowwise codes alone (uniform across the grid)
@@ -405,10 +447,10 @@ int multiprocessors() {
 // The cast-transpose grid: a block per column tile and, down the rows, as many blocks as fill the
 // multiprocessors in one wave as far as the kernel's resources allow (at least one), each going
 // down its rows a tile at a time (the staging pays off over several tiles).
-template <bool kE5M2, bool kGrad>
+template <bool kE5M2, bool kGrad, bool kBf16>
 dim3 cast_transpose_grid(const CastArgs& a, size_t smem) {
   static const bool opted_in = [] {  // the largest staging (fp32 with pre) beyond the default 48 KB
-    MGT_CUDA_CHECK(cudaFuncSetAttribute(cast_transpose_kernel<kE5M2, kGrad>,
+    MGT_CUDA_CHECK(cudaFuncSetAttribute(cast_transpose_kernel<kE5M2, kGrad, kBf16>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(staging_bytes(false, true))));
     return true;
@@ -416,7 +458,7 @@ dim3 cast_transpose_grid(const CastArgs& a, size_t smem) {
   (void)opted_in;
   int resident = 0;
   MGT_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, cast_transpose_kernel<kE5M2, kGrad>, kCastThreads, smem));
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, cast_transpose_kernel<kE5M2, kGrad, kBf16>, kCastThreads, smem));
   const int64_t col_tiles = (a.cols + kCtCols - 1) / kCtCols;
   const int64_t row_tiles = (a.rows + kCtRows - 1) / kCtRows;
   const int64_t slots = static_cast<int64_t>(std::max(resident, 1)) * multiprocessors();
@@ -424,22 +466,32 @@ dim3 cast_transpose_grid(const CastArgs& a, size_t smem) {
   return dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(down));
 }
 
+template <bool kE5M2, bool kBf16>
+void launch_cast_transpose_of(const CastArgs& a, cudaStream_t stream) {
+  const size_t smem = staging_bytes(a.x.narrow(), false);
+  cast_transpose_kernel<kE5M2, false, kBf16>
+      <<<cast_transpose_grid<kE5M2, false, kBf16>(a, smem), kCastThreads, smem, stream>>>(a);
+  MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
+}
+
 template <bool kE5M2>
 void launch_cast_transpose(const CastArgs& a, cudaStream_t stream) {
-  const size_t smem = staging_bytes(a.x.narrow(), false);
-  cast_transpose_kernel<kE5M2, false><<<cast_transpose_grid<kE5M2, false>(a, smem), kCastThreads, smem, stream>>>(a);
-  MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
+  if (a.x.bf16()) {
+    launch_cast_transpose_of<kE5M2, true>(a, stream);
+  } else {
+    launch_cast_transpose_of<kE5M2, false>(a, stream);
+  }
 }
 
 // The gradient cast, with the bias gradient's partial sums (a row per block down the rows) where
 // dbias is not null, then their sum added to dbias (written over it without accumulate_dbias).
-template <bool kE5M2>
+template <bool kE5M2, bool kBf16>
 void launch_gradient_cast(CastArgs a, float* dbias, bool accumulate_dbias, cudaStream_t stream) {
   const size_t smem = staging_bytes(a.x.narrow(), a.pre != nullptr);
-  const dim3 grid = cast_transpose_grid<kE5M2, true>(a, smem);
+  const dim3 grid = cast_transpose_grid<kE5M2, true, kBf16>(a, smem);
   const size_t partial_bytes = static_cast<size_t>(grid.y) * static_cast<size_t>(a.cols) * sizeof(float);
   if (dbias != nullptr) MGT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.dbias_partial), partial_bytes, stream));
-  cast_transpose_kernel<kE5M2, true><<<grid, kCastThreads, smem, stream>>>(a);
+  cast_transpose_kernel<kE5M2, true, kBf16><<<grid, kCastThreads, smem, stream>>>(a);
   MGT_CUDA_CHECK_LAUNCH(cast_transpose_kernel);
   if (dbias == nullptr) return;
   finish_column_sums_kernel<<<static_cast<unsigned>((a.cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
@@ -599,9 +651,17 @@ bool fp8_quantize_gradient(In dy, In pre, int64_t rows, int64_t cols, float* sca
   a.pre = pre;
   a.dpre = dpre;
   if (format.e5m2) {
-    launch_gradient_cast<true>(a, dbias, accumulate_dbias, stream);
+    if (dy.bf16()) {
+      launch_gradient_cast<true, true>(a, dbias, accumulate_dbias, stream);
+    } else {
+      launch_gradient_cast<true, false>(a, dbias, accumulate_dbias, stream);
+    }
   } else {
-    launch_gradient_cast<false>(a, dbias, accumulate_dbias, stream);
+    if (dy.bf16()) {
+      launch_gradient_cast<false, true>(a, dbias, accumulate_dbias, stream);
+    } else {
+      launch_gradient_cast<false, false>(a, dbias, accumulate_dbias, stream);
+    }
   }
   return true;
 }
