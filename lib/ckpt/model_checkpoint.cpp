@@ -350,6 +350,16 @@ std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& chec
     throw UsageError(source + " has " + std::to_string(tokenizer->vocab_size()) +
                      " tokens, more than the model's vocabulary of " +
                      std::to_string(checkpoint.config.padded_vocab_size));
+  // A tokenizer of another size than the training run's maps text to other ids: the model would
+  // read and write nonsense. (The padding hides it: 30,522 WordPiece tokens fit GPT-2's 50,304.)
+  if (checkpoint.metadata.tokenizer_json.empty()) return tokenizer;
+  const JsonScalars recorded(checkpoint.metadata.tokenizer_json, "the tokenizer of checkpoint " + checkpoint.directory);
+  if (recorded.contains("true_vocab_size") && recorded.integer("true_vocab_size") != tokenizer->vocab_size())
+    throw UsageError(source + " has " + std::to_string(tokenizer->vocab_size()) + " tokens, but checkpoint " +
+                     checkpoint.directory + " was trained with a tokenizer of " +
+                     std::to_string(recorded.integer("true_vocab_size")) +
+                     (recorded.contains("tokenizer_type") ? " (" + recorded.text("tokenizer_type") + ")" : "") +
+                     "; pass the tokenizer it was trained with");
   return tokenizer;
 }
 

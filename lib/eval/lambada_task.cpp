@@ -41,6 +41,8 @@ constexpr const char* kNothingToScore =
 
 LambadaExample lambada_example(std::string_view text, Tokenizer& tokenizer, bool strict) {
   LambadaExample example;
+  // Whitespace alone tokenizes to space tokens, one of which Megatron would score as the target.
+  if (python_text::split(text).empty()) throw Error("the text has no words");
   if (!strict) {
     std::vector<TokenId> tokens = tokenizer.tokenize(text);
     if (tokens.empty()) throw Error("the text has no tokens");
@@ -51,7 +53,6 @@ LambadaExample lambada_example(std::string_view text, Tokenizer& tokenizer, bool
     return example;
   }
   const std::vector<std::string_view> words = python_text::split(text);
-  if (words.empty()) throw Error("the text has no words");
   const std::string_view last_word = words.back();
   const std::size_t start = text.rfind(last_word);
   example.context = tokenizer.tokenize(python_text::strip(text.substr(0, start)));

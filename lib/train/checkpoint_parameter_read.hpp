@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ckpt/sharded_checkpoint.hpp"
+#include "model/gpt_config.hpp"
 #include "model/parameter_table.hpp"
 
 namespace mgt {
@@ -15,6 +16,12 @@ namespace mgt {
 // The checkpoint to resume in load_dir (ckpt/checkpoint_discovery.hpp), with a warning when it is
 // not the one the tracker file names; nullopt when load_dir holds no checkpoint at all.
 std::optional<std::string> checkpoint_to_resume(const std::string& load_dir);
+
+// mgt::Error when the checkpoint was saved with another --num-attention-heads than `config`'s, as
+// Megatron's check_checkpoint_args refuses it: with the same hidden size every tensor keeps its
+// shape, and the heads would be cut from the fused QKV weight at other rows. (Its other
+// comparisons, num_layers and hidden_size, the tensors' names and shapes make.)
+void check_attention_heads(const ckpt::ShardedCheckpoint& checkpoint, const GptConfig& config);
 
 // The whole tensor at `path`, assembled from whatever pieces the checkpoint's layout stored, then
 // this rank's tensor-parallel shard of it as parameter e (a copy only under tensor parallelism);

@@ -112,6 +112,7 @@ std::optional<UpcycledCheckpoint> load_upcycled_checkpoint(const std::string& lo
   const GptConfig& config = params.config();
   const TensorParallelRank& tp = params.tensor_parallel();
   const ckpt::ShardedCheckpoint reader(*directory);
+  check_attention_heads(reader, config);
   check_dense_tensors(reader, config);
 
   const std::int64_t dense_ffn = config.ffn_hidden_size * granularity;

@@ -473,6 +473,7 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
   const ckpt::ShardedCheckpoint reader(*directory);
   const ckpt::CheckpointMetadata& meta = reader.metadata();
   const std::string where = "checkpoint " + *directory;
+  check_attention_heads(reader, params.config());
 
   // Every stored weight must be one of the model's and every one of ours must be stored (a
   // pipeline stage reads its own part of the whole model's tensors).

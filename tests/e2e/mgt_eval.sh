@@ -95,6 +95,15 @@ tail -n 1 "$work/err.txt" | grep -q "^mgt-eval: $work/bad.jsonl:2: malformed JSO
 printf '{"text": "a b c"}\n{"text": "alone"}\n' >"$work/one_word.jsonl"
 expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/one_word.jsonl" --load "$work/ckpt" --strict-lambada
 grep -q "^mgt-eval: $work/one_word.jsonl:2: the text is a single word" "$work/err.txt" || fail "one-word line not refused"
+# Whitespace alone has no word to predict: refused, by line.
+printf '{"text": "a b c"}\n{"text": "  "}\n' >"$work/blank.jsonl"
+expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/blank.jsonl" --load "$work/ckpt"
+grep -q "^mgt-eval: $work/blank.jsonl:2: the text has no words" "$work/err.txt" || fail "blank line not refused"
+# A tokenizer of another size than the training run's: refused, though the padded vocabulary
+# would hold it.
+expect_status 2 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/lambada_test.jsonl" --load "$work/ckpt" \
+  --tokenizer-type BertWordPieceLowerCase --vocab-file "$src/datasets/bert-uncased-vocab.txt"
+grep -q "was trained with a tokenizer of 50257 (GPT2BPETokenizer)" "$work/err.txt" || fail "another tokenizer accepted"
 # A FIFO or a directory as the data file is refused at once (a FIFO used to hang the open).
 mkfifo "$work/data.fifo"
 expect_status 1 timeout 60 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/data.fifo" --load "$work/ckpt"

@@ -107,6 +107,10 @@ grep -q '"event": "test"' "$WORK/metrics.jsonl" || fail "metrics file lacks the 
 # Another shape: a clear error naming the tensor.
 expect_status 1 "$BIN/mgt-train" "${RUN[@]}" --hidden-size 64 --load "$WORK/ckpt"
 grep -q "model/embedding.word_embeddings.weight" "$WORK/err.txt" || fail "shape mismatch does not name the tensor"
+# Other heads of the same hidden size keep every tensor's shape: refused by the saved arguments, as
+# Megatron's check_checkpoint_args refuses them.
+expect_status 1 "$BIN/mgt-train" "${RUN[@]}" --num-attention-heads 8 --load "$WORK/ckpt"
+grep -q "was saved with --num-attention-heads 4 (this run: 8)" "$WORK/err.txt" || fail "another head count loaded"
 
 # Megatron's mock data instead of a dataset.
 expect_status 0 "$BIN/mgt-train" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
