@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/utf8.hpp"
 #include "tokenizer/gpt2_bpe_tables.hpp"
 #include "tokenizer/gpt2_bpe_workspace.hpp"
@@ -61,15 +62,22 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
     }
   }
   if (!have_eod) fail_file("GPT-2 vocab file", vocab_file, "no entry for \"<|endoftext|>\"");
+  // Symbols from here on are not vocabulary tokens: a byte or a merge result that reaches one
+  // encodes as id 0, as Megatron's encoder.get(token, 0) encodes it.
+  const std::size_t vocab_symbols = t->symbol_token.size();
+  std::int64_t missing_bytes = 0;
   for (int b = 0; b < 256; ++b) {
     t->byte_symbol[b] = intern(std::string(1, static_cast<char>(b)), 0);
     t->byte_token[b] = t->symbol_token[t->byte_symbol[b]];
+    if (t->byte_symbol[b] >= vocab_symbols) ++missing_bytes;
   }
 
   struct Merge {
     std::uint32_t rank, left, right, merged;
   };
   std::vector<Merge> merges;
+  std::int64_t missing_merges = 0;
+  std::string first_missing;
   std::string left_bytes;
   std::string right_bytes;
   read_merges(merge_file, [&](std::uint32_t rank, std::string_view left, std::string_view right) {
@@ -79,8 +87,19 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
     std::uint32_t r = intern(right_bytes, 0);
     left_bytes += right_bytes;
     std::uint32_t m = intern(left_bytes, 0);
+    if (m >= vocab_symbols && ++missing_merges == 1) first_missing = std::string(left) + std::string(right);
     merges.push_back({rank, l, r, m});
   });
+  // Files of one tokenizer never do this; a vocab and merges of two different ones would turn
+  // text into id 0 wherever they disagree, which Megatron does without a word.
+  if (missing_merges > 0 || missing_bytes > 0)
+    log::warn("GPT-2 vocab file " + vocab_file + " lacks " +
+              (missing_merges > 0 ? std::to_string(missing_merges) + " of the pieces merge file " + merge_file +
+                                        " builds (the first: \"" + first_missing + "\")"
+                                  : std::string()) +
+              (missing_merges > 0 && missing_bytes > 0 ? " and " : "") +
+              (missing_bytes > 0 ? std::to_string(missing_bytes) + " of the 256 single bytes" : std::string()) +
+              "; they encode as id 0, as Megatron encodes them: do the two files belong to one tokenizer?");
   t->merges.reserve(merges.size());
   for (const Merge& m : merges) t->merges.set(m.left, m.right, m.rank, m.merged);
 

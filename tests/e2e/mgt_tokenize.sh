@@ -31,6 +31,17 @@ grep -q '"documents": 7222' "$WORK/out.txt" || fail "summary does not count 7222
 [[ "$(head -c 9 "$WORK/file_text_document.idx" | od -An -c | tr -d ' ')" == 'MMIDIDX\0\0' ]] ||
   fail "bad .idx magic"
 
+# A merges file of another tokenizer: the pieces the vocabulary lacks encode as id 0, as
+# Megatron encodes them, with a warning that names both files.
+printf '#version: 0.2\nz q\nzq zq\n' >"$WORK/other-merges.txt"
+printf '{"text": "zqzqzqzq zq"}\n' >"$WORK/zq.jsonl"
+expect_status 0 "$BIN" --input "$WORK/zq.jsonl" --output-prefix "$WORK/zq" --tokenizer-type GPT2BPETokenizer \
+  --vocab-file "$SRC/datasets/gpt2-vocab.json" --merge-file "$WORK/other-merges.txt"
+grep -q "^warning: GPT-2 vocab file .*gpt2-vocab.json lacks 2 of the pieces merge file $WORK/other-merges.txt builds (the first: \"zq\")" \
+  "$WORK/err.txt" || fail "a vocabulary lacking merged pieces passes without a warning"
+! grep -q "lacks" <("$BIN" --input "$WORK/zq.jsonl" --output-prefix "$WORK/zq2" "${GPT2[@]}" 2>&1) ||
+  fail "the GPT-2 files warn of each other"
+
 # Standard input through a pipe, and gzip input: the same bytes.
 cat "$CORPUS" | "$BIN" --input - --output-prefix "$WORK/stdin" "${GPT2[@]}" --append-eod --quiet >/dev/null
 gzip -c "$CORPUS" >"$WORK/corpus.jsonl.gz"
