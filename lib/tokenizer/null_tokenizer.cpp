@@ -92,14 +92,24 @@ NullTokenizer::NullTokenizer(std::int64_t vocab_size) : vocab_size_(vocab_size) 
   }
 }
 
+TokenId NullTokenizer::token(std::string_view piece) const {
+  const TokenId id = parse_python_int(piece);
+  // Megatron stores any int; an id outside the vocabulary (eod, vocab_size, included) would only
+  // fail later, in the model's embedding, far from the line that holds it.
+  if (id < 0 || id > vocab_size_)
+    throw Error("NullTokenizer: token " + quoted(piece) + " is outside the vocabulary [0, " +
+                std::to_string(vocab_size_) + "] of --vocab-size " + std::to_string(vocab_size_));
+  return id;
+}
+
 void NullTokenizer::tokenize(std::string_view text, std::vector<TokenId>& out) {
   for (std::size_t pos = 0;;) {
     std::size_t space = text.find(' ', pos);
     if (space == std::string_view::npos) {
-      out.push_back(parse_python_int(text.substr(pos)));
+      out.push_back(token(text.substr(pos)));
       return;
     }
-    out.push_back(parse_python_int(text.substr(pos, space - pos)));
+    out.push_back(token(text.substr(pos, space - pos)));
     pos = space + 1;
   }
 }

@@ -22,8 +22,8 @@ public:
   using Tokenizer::tokenize;
   // Python's [int(x) for x in text.split(' ')]: every piece between single spaces must be an
   // integer literal as int() accepts it (surrounding whitespace, sign, '_' between digits,
-  // Unicode decimal digits). An empty text or a doubled space is an error, as in Megatron.
-  // Throws mgt::Error naming the bad piece.
+  // Unicode decimal digits). An empty text or a doubled space is an error, as in Megatron; an id
+  // outside [0, V] too, which Megatron would store. Throws mgt::Error naming the bad piece.
   void tokenize(std::string_view text, std::vector<TokenId>& out) override;
   std::string detokenize(std::span<const TokenId> ids) const override;
   std::unique_ptr<Tokenizer> clone() const override;
@@ -37,6 +37,9 @@ public:
   std::vector<std::pair<std::string, std::string>> tokenizer_options() const override;
 
 private:
+  // One piece's id, checked against the vocabulary.
+  TokenId token(std::string_view piece) const;
+
   std::int64_t vocab_size_;
 };
 

@@ -95,7 +95,7 @@ grep -q "bad.jsonl:2:" "$work/err.txt" || fail "bad prompt line not named"
   >"$work/train-null.log" 2>&1 || { cat "$work/train-null.log" >&2; fail "training the NullTokenizer checkpoint"; }
 printf '{"prompt": "1 2 3"}\n\n{"prompt": "4 99999"}\n' >"$work/ids.jsonl"
 expect_status 1 "$bin/mgt-generate" --load "$work/null-ckpt" --prompts "$work/ids.jsonl" --max-new-tokens 2
-tail -1 "$work/err.txt" | grep -q "^mgt-generate: .*/ids.jsonl:3: prompt 2: token id 99999 is outside the model's vocabulary" ||
+tail -1 "$work/err.txt" | grep -q "^mgt-generate: .*/ids.jsonl:3: prompt 2: NullTokenizer: token '99999' is outside the vocabulary" ||
   { cat "$work/err.txt" >&2; fail "a prompt id outside the vocabulary not refused with FILE:LINE"; }
 expect_status 1 "$bin/mgt-generate" --load "$work/no-such-ckpt" --prompts "$work/prompts.jsonl"
 grep -q "no-such-ckpt" "$work/err.txt" || fail "missing checkpoint not named"

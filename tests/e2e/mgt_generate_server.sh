@@ -220,7 +220,7 @@ def call(body):
 
 # Ids outside the model's vocabulary: the client's error (400), not the server's (500).
 status, r = call({"prompts": ["1 2", "3 99999"], "tokens_to_generate": 2})
-assert status == 400 and r["message"].startswith("prompts[1]: token id 99999 is outside the model's vocabulary"), (status, r)
+assert status == 400 and r["message"].startswith("prompts[1]: NullTokenizer: token '99999' is outside the vocabulary"), (status, r)
 assert call({"prompts": ["1 2"], "tokens_to_generate": 2})[0] == 200
 
 # As many clients as connections, each trickling a header byte every 0.5 s: each is answered 408

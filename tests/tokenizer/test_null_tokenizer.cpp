@@ -25,13 +25,13 @@ TEST_CASE("null tokenizer follows Megatron v0.13: eod = V, vocab V + 1", "[null]
 }
 
 TEST_CASE("null tokenizer parses pieces like Python's int()", "[null]") {
-  NullTokenizer t(100);
+  NullTokenizer t(2147483646);
   CHECK(t.tokenize("1 2 3") == Ids{1, 2, 3});
   CHECK(t.tokenize("5 6\n") == Ids{5, 6});  // int() strips the newline
-  CHECK(t.tokenize("1_000 +7 \t12\t -3 007") == Ids{1000, 7, 12, -3, 7});
+  CHECK(t.tokenize("1_000 +7 \t12\t -0 007") == Ids{1000, 7, 12, 0, 7});
   CHECK(t.tokenize("\xd9\xa1\xd9\xa2 \xef\xbc\x91\xef\xbc\x92") == Ids{12, 12});  // ١٢ and １２
   CHECK(t.tokenize("1\xe2\x80\xa8") == Ids{1});  // U+2028 is whitespace to int()
-  CHECK(t.tokenize("2147483647 -2147483648") == Ids{2147483647, -2147483647 - 1});
+  CHECK(t.tokenize("2147483646") == Ids{2147483646});
   std::vector<TokenId> appended{9};
   t.tokenize("8", appended);
   CHECK(appended == Ids{9, 8});
@@ -54,9 +54,18 @@ TEST_CASE("null tokenizer errors name the bad piece", "[null]") {
   CHECK_THROWS_WITH(t.tokenize("99999999999999999999999"), Catch::Contains("does not fit"));
 }
 
+TEST_CASE("null tokenizer refuses ids outside the vocabulary, which Megatron would store", "[null]") {
+  NullTokenizer t(100);
+  CHECK(t.tokenize("0 99 100") == Ids{0, 99, 100});  // 100 is eod
+  CHECK_THROWS_WITH(t.tokenize("1 101"),
+                    "NullTokenizer: token '101' is outside the vocabulary [0, 100] of --vocab-size 100");
+  CHECK_THROWS_WITH(t.tokenize("-3"), Catch::Contains("'-3' is outside the vocabulary"));
+  CHECK_THROWS_WITH(t.tokenize("-2147483648"), Catch::Contains("outside the vocabulary"));
+}
+
 TEST_CASE("null tokenizer detokenize joins ids with spaces", "[null]") {
   NullTokenizer t(10);
   CHECK(t.detokenize(Ids{1, 22, 10}) == "1 22 10");
   CHECK(t.detokenize(Ids{}).empty());
-  CHECK(t.tokenize(t.detokenize(Ids{4, 0, -2})) == Ids{4, 0, -2});
+  CHECK(t.tokenize(t.detokenize(Ids{4, 0, 10})) == Ids{4, 0, 10});
 }
