@@ -1,5 +1,6 @@
 #include "ckpt/model_checkpoint.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <filesystem>
@@ -235,6 +236,9 @@ std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoin
     if (!reader.contains(path)) throw Error(where + " has no tensor '" + path + "'");
     host.resize(static_cast<std::size_t>(e.numel()));
     reader.read_whole(path, ckpt::TensorDType::Float32, e.global_shape, std::as_writable_bytes(std::span<float>(host)));
+    // A diverged run's weights: every logit would be NaN, every generated token id 0.
+    if (!std::all_of(host.begin(), host.end(), [](float v) { return std::isfinite(v); }))
+      throw Error(where + ": tensor '" + path + "' holds NaN or infinite values (the run that saved it diverged)");
     params.write_param(e, host);
   }
   // The routing of a model trained with --moe-router-enable-expert-bias depends on its biases.

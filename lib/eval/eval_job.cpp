@@ -1,6 +1,7 @@
 #include "eval/eval_job.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -97,6 +98,7 @@ int run_eval(const EvalOptions& options) {
   // The data is read before the weights: a bad file fails in seconds, not after the model loads.
   std::string json;
   std::string summary;
+  double loss = 0.0;  // the average loss the result rests on
   if (options.task == ZeroShotTask::kLambada) {
     say("> building lambada dataset from " + options.valid_data + " ...\n");
     const std::vector<LambadaExample> examples =
@@ -108,6 +110,7 @@ int run_eval(const EvalOptions& options) {
     const LambadaSettings settings{seq_length, options.micro_batch_size, tokenizer->eod(), options.valid_data};
     const LambadaResult result = evaluate_lambada(examples, scorer, settings, std::ref(progress));
     progress.progress.finish(static_cast<std::uint64_t>(result.examples), 0);
+    loss = result.target_avg_loss();
     json = lambada_report_json(result, options.strict_lambada, context);
     summary = between_dashes(megatron_lambada_line(result));
     char buf[256];
@@ -132,6 +135,7 @@ int run_eval(const EvalOptions& options) {
     RowProgress progress("windows", windows, options);
     const WikitextResult result = evaluate_wikitext(data, scorer, settings, std::ref(progress));
     progress.progress.finish(static_cast<std::uint64_t>(result.windows), 0);
+    loss = result.avg_loss();
     json = wikitext_report_json(result, options.overlapping_eval, data.detokenizer, context);
     summary = between_dashes(megatron_wikitext_line(result));
   }
@@ -143,6 +147,11 @@ int run_eval(const EvalOptions& options) {
   say(summary + "checkpoint " + checkpoint.directory + " (iteration " + std::to_string(checkpoint.metadata.iteration) +
       "), evaluated in " + format_duration(seconds) + (options.output ? ", result in " + *options.output : "") +
       "\ndone :-)\n");
+  // The result (its figures null, with the reason) is written for scripts that read it; the exit
+  // status says that it is no measurement.
+  if (!std::isfinite(loss))
+    throw Error("checkpoint " + checkpoint.directory + " scores a loss of " + (std::isnan(loss) ? "NaN" : "infinity") +
+                ": its weights overflow (the run that saved it diverged)");
   return kExitOk;
 }
 

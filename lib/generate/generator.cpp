@@ -211,8 +211,10 @@ std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> 
     chunk.clear();
     for (int64_t i = 0; i < b; ++i)
       chunk.insert(chunk.end(), tokens.begin() + i * total + previous, tokens.begin() + i * total + position);
-    // Of position − 1.
-    if (greedy_on_device) picked = model_->forward_cached_greedy(chunk, n, cache, true_vocab);
+    // Of position − 1. The prompts' step brings its logits back whatever the sampling, so that a
+    // model whose logits are not finite is caught (a greedy pick among NaNs is id 0, silently).
+    const bool pick_on_device = greedy_on_device && position > shortest;
+    if (pick_on_device) picked = model_->forward_cached_greedy(chunk, n, cache, true_vocab);
     else logits = model_->forward_cached(chunk, n, cache);
     previous = position;
 
@@ -221,11 +223,14 @@ std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> 
       if (s.done || position < s.prompt_length) continue;
       int64_t token = 0;
       std::span<const float> padded;
-      if (greedy_on_device) {
+      if (pick_on_device) {
         token = picked[static_cast<size_t>(i)];
       } else {
         padded = std::span<const float>(logits.data() + i * vocab, static_cast<size_t>(vocab));
         row.assign(padded.begin(), padded.begin() + true_vocab);
+        if (!std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); }))
+          throw RowError(i, ": the model's logits are NaN or infinite: its weights overflow (the run that saved "
+                            "them diverged)");
         if (s.settings->prevent_newline_after_colon && colon >= 0 && newline >= 0 && newline < true_vocab &&
             tokens[static_cast<size_t>(i * total + position - 1)] == colon)
           row[static_cast<size_t>(newline)] = -1e10f;

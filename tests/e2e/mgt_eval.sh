@@ -104,6 +104,20 @@ grep -q "^mgt-eval: $work/blank.jsonl:2: the text has no words" "$work/err.txt" 
 expect_status 2 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/lambada_test.jsonl" --load "$work/ckpt" \
   --tokenizer-type BertWordPieceLowerCase --vocab-file "$src/datasets/bert-uncased-vocab.txt"
 grep -q "was trained with a tokenizer of 50257 (GPT2BPETokenizer)" "$work/err.txt" || fail "another tokenizer accepted"
+# A diverged run's checkpoint (lr 1e30: the weights overflow): mgt-eval writes its result with null
+# figures and fails; mgt-generate fails on the first prompt rather than emit token 0.
+"$bin/mgt-train" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
+  --max-position-embeddings 32 --micro-batch-size 2 --lr 1e30 --train-iters 2 --log-interval 1 \
+  --eval-iters 0 --mock-data "${gpt2[@]}" --save "$work/diverged" --save-interval 2 >/dev/null 2>&1 ||
+  fail "could not train the diverged checkpoint"
+expect_status 1 "$bin/mgt-eval" --task WIKITEXT103 --valid-data "$work/wiki.test.tokens" --load "$work/diverged"
+grep -q '"ppl": null' "$work/out.txt" || fail "the diverged checkpoint's result not written"
+tail -n 1 "$work/err.txt" | grep -q "^mgt-eval: checkpoint .*diverged/iter_0000002 scores a loss of NaN" ||
+  fail "a NaN perplexity exits 0"
+printf '{"prompt": "Hello"}\n' >"$work/hello.jsonl"
+expect_status 1 "$bin/mgt-generate" --load "$work/diverged" --prompts "$work/hello.jsonl" --max-new-tokens 2
+grep -q "^mgt-generate: .*hello.jsonl:1: prompt 1: the model's logits are NaN or infinite" "$work/err.txt" ||
+  fail "a diverged checkpoint generates"
 # A FIFO or a directory as the data file is refused at once (a FIFO used to hang the open).
 mkfifo "$work/data.fifo"
 expect_status 1 timeout 60 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/data.fifo" --load "$work/ckpt"

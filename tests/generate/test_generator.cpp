@@ -223,7 +223,7 @@ TEST_CASE("Generation stops at the model's last position and refuses prompts wit
     FAIL("no PromptError");
   } catch (const PromptError& e) {
     CHECK(e.index == 1);
-    CHECK_THAT(e.what(), Catch::StartsWith("prompt 6: token id " + outside + " is outside the model's vocabulary"));
+    CHECK_THAT(e.what(), Catch::StartsWith("prompt 6: NullTokenizer: token '" + outside + "' is outside the vocabulary"));
   }
   CHECK_THROWS_AS(generator.generate(std::vector<std::string>{"-1"}), PromptError);
   CHECK_THROWS_AS(generator.generate(std::vector<std::string>{"one"}), PromptError);  // not a number

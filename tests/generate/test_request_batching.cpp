@@ -104,8 +104,9 @@ TEST_CASE("Batched requests are answered each with its own settings", "[generate
   CHECK(message_of(replies[2]) == "Length of prompt + tokens_to_generate longer than allowed");
   CHECK(replies[3].status == 400);
   CHECK(replies[4].status == 400);
-  CHECK_THAT(message_of(replies[4]), Catch::StartsWith("prompts[1]: token id " + std::to_string(config.padded_vocab_size) +
-                                                       " is outside the model's vocabulary"));
+  CHECK_THAT(message_of(replies[4]), Catch::StartsWith("prompts[1]: NullTokenizer: token '" +
+                                                       std::to_string(config.padded_vocab_size) +
+                                                       "' is outside the vocabulary"));
 
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(replies[0].body);
