@@ -87,6 +87,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("persistent-save-interval", "N", c.save_interval, "Same as --save-interval")
           .not_recorded("Megatron's other name of --save-interval, recorded as save_interval"),
       store("load", "DIR", c.load, "Checkpoint directory to resume from"),
+      store_true("exit-on-missing-checkpoint", c.exit_on_missing_checkpoint, "With --load: stop with an error when the directory holds no checkpoint, instead of training from random weights"),
       store_true("no-save-optim", c.no_save_optim, "Do not save the optimizer state"),
       store_true("no-save-rng", c.no_save_rng, "Do not save the random state"),
       store_true("no-load-optim", c.no_load_optim, "Do not load the optimizer state"),

@@ -98,6 +98,7 @@ struct CheckpointOptions {
   bool no_load_optim = false;                     // --no-load-optim
   bool no_load_rng = false;                       // --no-load-rng
   bool finetune = false;                          // --finetune: weights only, iteration 0
+  bool exit_on_missing_checkpoint = false;        // --exit-on-missing-checkpoint
   bool async_save = false;                        // --async-save: files written in the background
   std::int64_t async_save_delay_ms = 0;           // --async-save-delay-ms (mgt, a testing aid)
 };

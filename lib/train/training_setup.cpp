@@ -380,6 +380,11 @@ std::string TrainingRun::parallel_layout_json() const {
 void TrainingRun::load_checkpoint() {
   const CheckpointOptions& c = options_.checkpoint;
   if (!c.load) return;
+  // Megatron prints its warning and then sys.exit()s with status 0; a run told to stop on this
+  // stops as a failure, so that a job chain does not carry on without the weights.
+  if (c.exit_on_missing_checkpoint && !ckpt::find_checkpoint_to_resume(*c.load))
+    throw Error("--load " + *c.load + " holds no checkpoint (no " + ckpt::tracker_file_path(*c.load) +
+                "): --exit-on-missing-checkpoint stops the run");
   if (options_.moe.moe_use_upcycling) return load_upcycled_checkpoint_of_dense_model();
   TrainCheckpointLoadSettings s;
   s.load_optimizer = !c.no_load_optim;

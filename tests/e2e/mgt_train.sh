@@ -112,6 +112,12 @@ grep -q "model/embedding.word_embeddings.weight" "$WORK/err.txt" || fail "shape 
 expect_status 1 "$BIN/mgt-train" "${RUN[@]}" --num-attention-heads 8 --load "$WORK/ckpt"
 grep -q "was saved with --num-attention-heads 4 (this run: 8)" "$WORK/err.txt" || fail "another head count loaded"
 
+# --exit-on-missing-checkpoint: a --load directory without a checkpoint stops the run (exit 1)
+# instead of training from random weights.
+expect_status 1 "$BIN/mgt-train" "${RUN[@]}" --load "$WORK/no-ckpt" --exit-on-missing-checkpoint
+grep -q "^mgt-train: --load $WORK/no-ckpt holds no checkpoint .*--exit-on-missing-checkpoint stops the run" \
+  "$WORK/err.txt" || fail "--exit-on-missing-checkpoint trained from scratch"
+
 # Megatron's mock data instead of a dataset.
 expect_status 0 "$BIN/mgt-train" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
   --max-position-embeddings 32 --micro-batch-size 2 --lr 1e-3 --train-iters 2 --log-interval 1 \
