@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -29,6 +30,10 @@ int run_program(const char* name, Body&& body) {
   } catch (const Error& e) {
     print_program_error(name, e.what());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    // Where no check estimated the memory first: say so in words rather than "std::bad_alloc".
+    print_program_error(name, "out of memory: the job needs more memory than this process could allocate");
+    return kExitFailure;
   } catch (const std::exception& e) {
     print_program_error(name, e.what());
     return kExitFailure;

@@ -331,8 +331,8 @@ std::uint64_t InputStream::stored_bytes_read() const { return impl_->file.bytes_
 
 // ---------------------------------------------------------------------------------------------
 
-InputLines::InputLines(std::vector<std::string> paths, std::size_t buffer_size)
-    : paths_(std::move(paths)) {
+InputLines::InputLines(std::vector<std::string> paths, std::size_t buffer_size, std::size_t longest_line)
+    : paths_(std::move(paths)), longest_line_(longest_line) {
   for (const auto& p : paths_) names_.push_back(display_name_of(p));
   buffer_.resize(std::max<std::size_t>(buffer_size, 4096));
 }
@@ -420,6 +420,11 @@ bool InputLines::next(InputLine& line) {
     }
     if (term == nullptr) {
       scan_ = end_;
+      // A line past this has no line break in sight (a device such as /dev/zero, a binary file):
+      // refused before it takes all memory. Real corpora's longest documents are megabytes.
+      if (end_ - begin_ > longest_line_)
+        throw Error(names_.at(file_ - 1) + ":" + std::to_string(line_number_ + 1) + ": no line break in " +
+                    std::to_string(longest_line_) + " bytes: not a file of JSON lines");
       if (fill()) continue;
       if (begin_ == end_) continue;  // the file ended right after a terminator
       // The last line of the file, without terminator. fill() may have moved the buffer.

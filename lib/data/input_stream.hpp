@@ -62,14 +62,19 @@ struct InputLine {
   std::size_t stream_bytes = 0;
 };
 
+// The longest line InputLines reads (1 GiB).
+inline constexpr std::size_t kLongestLine = std::size_t{1} << 30;
+
 // The lines of several inputs in order. Terminators are those of Python's universal-newline text
 // mode, which Megatron's preprocess_data.py reads with: "\n", "\r\n" and a lone "\r" all end a
 // line, so line numbers agree with Python's. A last line without terminator still counts; the
 // next file never continues it. A UTF-8 byte order mark at the start of a file is dropped.
-// Lines may be of any length: the buffer grows to hold the longest one and is reused.
+// Lines may be up to `longest_line` bytes long: the buffer grows to hold the longest one and is
+// reused; a longer one is an error naming its file and line.
 class InputLines {
 public:
-  explicit InputLines(std::vector<std::string> paths, std::size_t buffer_size = 4 << 20);
+  explicit InputLines(std::vector<std::string> paths, std::size_t buffer_size = 4 << 20,
+                      std::size_t longest_line = kLongestLine);
   ~InputLines();
   InputLines(const InputLines&) = delete;
   InputLines& operator=(const InputLines&) = delete;
@@ -101,6 +106,7 @@ private:
   bool at_file_start_ = false;
   std::uint64_t line_number_ = 0;
   const std::atomic<bool>* cancel_ = nullptr;
+  std::size_t longest_line_;
 };
 
 }  // namespace mgt

@@ -129,7 +129,15 @@ std::vector<FlagDefinition> tokenize_flags(TokenizeOptions& o) {
     {"runtime", {
       // 0 stands for None: Megatron requires the flag.
       custom_flag("workers", FlagArity::One, "N", "Worker threads",
-                  [&o](const std::vector<std::string>& v) { o.workers = static_cast<std::size_t>(parse_integer_flag("--workers", v.at(0))); },
+                  [&o](const std::vector<std::string>& v) {
+                    // Each worker holds its own tokenizer and batches: a mistyped count would
+                    // exhaust memory before the first line.
+                    constexpr std::int64_t kMostWorkers = 4096;
+                    const std::int64_t n = parse_integer_flag("--workers", v.at(0));
+                    if (n < 1 || n > kMostWorkers)
+                      throw UsageError("--workers " + v.at(0) + ": give 1 to " + std::to_string(kMostWorkers));
+                    o.workers = static_cast<std::size_t>(n);
+                  },
                   [&o] { return o.workers ? ArgValue(static_cast<std::int64_t>(o.workers)) : ArgValue(); })
           .default_text("the number of cores").megatron_flag(),
       store("partitions", "N", o.partitions, "Order documents as Megatron's round-robin --partitions N does").megatron_flag(),

@@ -1,13 +1,18 @@
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <new>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/mapped_file.hpp"
 #include "core/md5.hpp"
+#include "core/program_main.hpp"
 #include "test_paths.hpp"
 
 using namespace mgt;
@@ -91,4 +96,22 @@ TEST_CASE("utf8 decoding rejects malformed sequences", "[core]") {
   std::string round;
   for (char32_t cp : {U'a', U'\u00e9', U'\u20ac', U'\U0001F600'}) utf8::append(round, cp);
   CHECK(round == s);
+}
+
+TEST_CASE("a program out of memory says so in words, with the failure exit code", "[core]") {
+  const std::string path = test::scratch_dir("run_program_bad_alloc") + "/err.txt";
+  std::fflush(stderr);
+  const int saved = dup(fileno(stderr));
+  FILE* capture = std::fopen(path.c_str(), "w");
+  REQUIRE(capture != nullptr);
+  dup2(fileno(capture), fileno(stderr));
+  const int code = run_program("prog", []() -> int { throw std::bad_alloc(); });
+  std::fflush(stderr);
+  dup2(saved, fileno(stderr));
+  close(saved);
+  std::fclose(capture);
+  CHECK(code == kExitFailure);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "prog: out of memory: the job needs more memory than this process could allocate\n");
 }

@@ -163,6 +163,22 @@ TEST_CASE("lines much longer than the buffer are read whole", "[tokenize]") {
   }
 }
 
+TEST_CASE("a line past the longest allowed is an error naming its file and line", "[tokenize]") {
+  // The limit (1 GiB by default) keeps input without line breaks, /dev/zero or a binary file, from
+  // taking all memory.
+  auto dir = test::scratch_dir("input_lines_too_long");
+  write_bytes(dir + "/a.txt", "short\n" + std::string(100'000, 'a') + "\nafter");
+  const auto read = [&](std::size_t longest) {
+    InputLines lines({dir + "/a.txt"}, 4096, longest);
+    InputLine line;
+    while (lines.next(line)) {
+    }
+  };
+  read(100'000);  // a line of exactly the limit is read
+  CHECK(error_of([&] { read(50'000); }) ==
+        dir + "/a.txt:2: no line break in 50000 bytes: not a file of JSON lines");
+}
+
 TEST_CASE("input patterns expand in sorted order and must match", "[tokenize]") {
   auto dir = test::scratch_dir("input_glob");
   for (const char* n : {"b.jsonl", "a.jsonl", "c.jsonl", "a.txt"}) write_bytes(dir + "/" + n, std::string(n) + "\n");

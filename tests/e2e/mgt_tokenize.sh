@@ -23,6 +23,9 @@ grep -q -- "--no-such-flag" "$WORK/err.txt" || fail "unknown flag not named"
 expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" --trust-remote-code
 grep -q "not supported" "$WORK/err.txt" || fail "refused Megatron flag without reason"
 expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" "${GPT2[@]}" --workers zero
+# A mistyped worker count is refused before it takes all memory.
+expect_status 2 "$BIN" --input "$CORPUS" --output-prefix "$WORK/x" "${GPT2[@]}" --workers 99999999999
+grep -q "^mgt-tokenize: --workers 99999999999: give 1 to 4096$" "$WORK/err.txt" || fail "a huge --workers not refused"
 
 # A real corpus.
 expect_status 0 "$BIN" --input "$CORPUS" --output-prefix "$WORK/file" "${GPT2[@]}" --append-eod --workers 2
