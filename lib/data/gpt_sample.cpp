@@ -107,7 +107,18 @@ GptSample make_gpt_sample(const std::vector<std::int64_t>& text, const GptSample
 
 GptSample GptSampleReader::get(std::size_t i) const {
   std::vector<std::int64_t> ids;
-  GptSample sample = make_gpt_sample(text(i, &ids), options_);
+  const std::vector<std::int64_t> tokens = text(i, &ids);
+  if (options_.vocabulary > 0) {
+    // Data tokenized with a larger vocabulary than the model's: named here, where the dataset is
+    // known, rather than by the model's embedding.
+    for (const std::int64_t t : tokens) {
+      if (t != options_.pad && (t < 0 || t >= options_.vocabulary))
+        throw Error(index_.dataset_path + ": sample " + std::to_string(i) + " holds token id " + std::to_string(t) +
+                    ", outside the model's vocabulary of " + std::to_string(options_.vocabulary) +
+                    " (was the data tokenized with another tokenizer than --tokenizer-type's?)");
+    }
+  }
+  GptSample sample = make_gpt_sample(tokens, options_);
   sample.sequence_ids = std::move(ids);
   return sample;
 }

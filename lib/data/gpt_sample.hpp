@@ -25,6 +25,9 @@ struct GptSampleOptions {
   bool eod_mask_loss = false;        // --eod-mask-loss
   bool reset_position_ids = false;   // --reset-position-ids
   bool reset_attention_mask = false; // --reset-attention-mask
+  // The model's (padded) vocabulary: a token id at or above it, or negative, is an error naming
+  // the dataset and the sample. 0: not checked.
+  std::int64_t vocabulary = 0;
 };
 
 struct GptSample {

@@ -36,7 +36,7 @@ TrainData open_mock_data(const TrainOptions& options, const Tokenizer& tokenizer
 
 }  // namespace
 
-TrainData open_train_data(const TrainOptions& options, const Tokenizer& tokenizer) {
+TrainData open_train_data(const TrainOptions& options, const Tokenizer& tokenizer, std::int64_t vocabulary) {
   log::info("> building train, validation, and test datasets ...");
   if (options.data.mock_data) {
     TrainData data = open_mock_data(options, tokenizer);
@@ -46,6 +46,7 @@ TrainData open_train_data(const TrainOptions& options, const Tokenizer& tokenize
   IndexResult result = build_indices(index_options(options), tokenizer);
   TrainData data;
   data.sample_options = gpt_sample_options(options, tokenizer);
+  data.sample_options.vocabulary = vocabulary;
   for (Split s : kAllSplits) {
     auto& entry = result.splits[static_cast<std::size_t>(s)];
     if (!entry) continue;

@@ -27,7 +27,8 @@ struct TrainData {
 GptSampleOptions gpt_sample_options(const TrainOptions& options, const Tokenizer& tokenizer);
 
 // Builds or loads every split's indices (builds the mock ones). Throws mgt::Error (UsageError
-// for flags), and when there is no train split.
-TrainData open_train_data(const TrainOptions& options, const Tokenizer& tokenizer);
+// for flags), and when there is no train split. `vocabulary`: the model's (padded) vocabulary,
+// against which the samples' token ids are checked as they are read (0: not checked).
+TrainData open_train_data(const TrainOptions& options, const Tokenizer& tokenizer, std::int64_t vocabulary = 0);
 
 }  // namespace mgt

@@ -441,7 +441,7 @@ void TrainingRun::load_upcycled_checkpoint_of_dense_model() {
 }
 
 void TrainingRun::build_data() {
-  data_ = open_train_data(options_, *tokenizer_);
+  data_ = open_train_data(options_, *tokenizer_, padded_vocab_);
   BatchPrefetcher::Settings p;
   p.start_sample = progress_.consumed_train_samples;
   p.micro_batch_size = micro_batch();

@@ -112,6 +112,20 @@ grep -q "model/embedding.word_embeddings.weight" "$WORK/err.txt" || fail "shape 
 expect_status 1 "$BIN/mgt-train" "${RUN[@]}" --num-attention-heads 8 --load "$WORK/ckpt"
 grep -q "was saved with --num-attention-heads 4 (this run: 8)" "$WORK/err.txt" || fail "another head count loaded"
 
+# Data tokenized with a larger vocabulary than the model's: refused naming the dataset, before the
+# model's embedding sees the id.
+python3 -c "
+for d in range(50):
+    print('{\"text\": \"%s\"}' % ' '.join(str(52611 if (d, k) == (37, 5) else (40 * d + k) % 50000) for k in range(40)))
+" >"$WORK/ids.jsonl"
+"$BIN/mgt-tokenize" --input "$WORK/ids.jsonl" --output-prefix "$WORK/ids" --tokenizer-type NullTokenizer \
+  --vocab-size 60000 --quiet >/dev/null 2>&1 || fail "could not tokenize the ids"
+expect_status 1 "$BIN/mgt-train" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 \
+  --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --train-iters 20 --eval-iters 0 \
+  --data-path "$WORK/ids_text_document" --split 100,0,0 --data-cache-path "$WORK/ids-cache" "${GPT2[@]}"
+grep -q "^mgt-train: $WORK/ids_text_document: sample [0-9]* holds token id 52611, outside the model's vocabulary of 50304" \
+  "$WORK/err.txt" || fail "an id outside the vocabulary not named with its dataset"
+
 # --exit-on-missing-checkpoint: a --load directory without a checkpoint stops the run (exit 1)
 # instead of training from random weights.
 expect_status 1 "$BIN/mgt-train" "${RUN[@]}" --load "$WORK/no-ckpt" --exit-on-missing-checkpoint
