@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "ckpt/checkpoint_layout.hpp"
@@ -15,15 +16,46 @@ ShardedCheckpoint::ShardedCheckpoint(std::string directory) : directory_(std::mo
   if (files.empty())
     throw Error("checkpoint " + directory_ + " holds no " + shard_file_name({}) + " or other shard file");
   readers_.reserve(files.size());
+  const auto name = [](const std::string& path) { return std::filesystem::path(path).filename().string(); };
   for (const std::string& path : files) {
     readers_.emplace_back(path);
-    const ShardReader& reader = readers_.back();
-    if (reader.metadata().iteration != readers_.front().metadata().iteration)
-      throw Error("checkpoint " + directory_ + ": " + std::filesystem::path(path).filename().string() +
-                  " is of iteration " + std::to_string(reader.metadata().iteration) + ", " +
-                  std::filesystem::path(files.front()).filename().string() + " of iteration " +
-                  std::to_string(readers_.front().metadata().iteration));
+    const CheckpointMetadata& meta = readers_.back().metadata();
+    const CheckpointMetadata& first = readers_.front().metadata();
+    if (meta.iteration != first.iteration)
+      throw Error("checkpoint " + directory_ + ": " + name(path) + " is of iteration " +
+                  std::to_string(meta.iteration) + ", " + name(files.front()) + " of iteration " +
+                  std::to_string(first.iteration));
+    // Shards copied in from another run, or from another layout, would be assembled into a
+    // model that neither run trained.
+    if (meta.args_json != first.args_json)
+      throw Error("checkpoint " + directory_ + ": " + name(path) + " and " + name(files.front()) +
+                  " were saved by different runs (their arguments differ)");
+    const WorldLayout& w = meta.world;
+    const WorldLayout& w0 = first.world;
+    if (w.tensor_model_parallel_size != w0.tensor_model_parallel_size ||
+        w.pipeline_model_parallel_size != w0.pipeline_model_parallel_size ||
+        w.data_parallel_size != w0.data_parallel_size)
+      throw Error("checkpoint " + directory_ + ": " + name(path) + " and " + name(files.front()) +
+                  " were saved in different parallel layouts");
+    // A shard's name says which rank wrote it; a file copied under another rank's name says so too.
+    if (const std::optional<ShardId> id = parse_shard_file_name(name(path))) {
+      const bool agrees = id->tensor_rank == w.tensor_model_parallel_rank &&
+                          id->pipeline_rank.value_or(w.pipeline_model_parallel_rank) == w.pipeline_model_parallel_rank &&
+                          id->data_parallel_rank.value_or(w.data_parallel_rank) == w.data_parallel_rank;
+      if (!agrees)
+        throw Error("checkpoint " + directory_ + ": " + name(path) + " holds the part of tensor rank " +
+                    std::to_string(w.tensor_model_parallel_rank) + ", pipeline rank " +
+                    std::to_string(w.pipeline_model_parallel_rank) + " and data rank " +
+                    std::to_string(w.data_parallel_rank) + ", which its name does not (a copied file?)");
+    }
   }
+  // An iteration directory holds that iteration's shards (not those of another one moved in).
+  std::filesystem::path where = std::filesystem::path(directory_).lexically_normal();
+  if (!where.has_filename()) where = where.parent_path();  // "iter_0000004/"
+  const std::int64_t iteration = readers_.front().metadata().iteration;
+  const std::optional<std::int64_t> named = parse_iteration_directory_name(where.filename().string());
+  if (named && *named != iteration)
+    throw Error("checkpoint " + directory_ + " holds the shards of iteration " + std::to_string(iteration));
   for (std::size_t f = 0; f < readers_.size(); ++f)
     for (const TensorRecord& record : readers_[f].tensors()) {
       auto [it, inserted] = pieces_.try_emplace(record.name);
