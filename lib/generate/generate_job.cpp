@@ -1,5 +1,6 @@
 #include "generate/generate_job.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/progress.hpp"
+#include "core/signal_flag.hpp"
 #include "generate/completion_json.hpp"
 #include "generate/generation_model.hpp"
 #include "generate/prompt_reader.hpp"
@@ -47,6 +49,9 @@ private:
 };
 
 int run_batches(Generator& generator, const GenerateOptions& options) {
+  // SIGINT, SIGTERM (Slurm's scancel) and SIGHUP stop the run after the micro-batch in progress:
+  // unwinding removes the --output temporary rather than leave it behind. A second one kills.
+  const SignalFlag interrupt({SIGINT, SIGTERM, SIGHUP}, {.leave_ignored = true, .repeat_kills = true});
   PromptReader reader(options.prompts.empty() ? "-" : options.prompts);
   CompletionSink sink(options.output);
   Progress progress = Progress::counting_items("prompts", 0, static_cast<uint64_t>(options.log_interval));
@@ -79,6 +84,12 @@ int run_batches(Generator& generator, const GenerateOptions& options) {
     sink.end_batch();
     done += static_cast<int64_t>(prompts.size());
     progress.update(static_cast<uint64_t>(done), 0);
+    if (interrupt.raised())
+      throw Error("interrupted by " + signal_name(interrupt.signal()) + " after " + std::to_string(done) +
+                      " prompts; " +
+                      (options.output.empty() ? std::string("their completions were written")
+                                              : "no output written (" + options.output + " is left as it was)"),
+                  signal_exit_code(interrupt.signal()));
   }
   if (done == 0) throw Error((options.prompts.empty() || options.prompts == "-" ? std::string("standard input")
                                                                                  : options.prompts) +

@@ -191,4 +191,21 @@ expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/empty.j
 grep -q -- "--add-bos" "$work/err.txt" || fail "empty prompt not explained"
 expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/empty.jsonl" --add-bos --max-new-tokens 3
 [[ $(wc -l <"$work/err.txt") -ge 1 ]] || true
+# SIGTERM (Slurm's scancel) mid-run: the micro-batch in progress finishes, the --output temporary
+# is removed, exit status 143 with one line.
+for _ in $(seq 1 3000); do echo '{"prompt": "Hello there"}'; done >"$work/many.jsonl"
+"$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/many.jsonl" --output "$work/many-out.jsonl" \
+  --max-new-tokens 30 --micro-batch-size 1 >"$work/sig.out" 2>"$work/sig.err" &
+pid=$!
+for _ in $(seq 1 600); do
+  compgen -G "$work/many-out.jsonl.tmp.*" >/dev/null && break
+  sleep 0.1
+done
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+[[ $status == 143 ]] || fail "SIGTERM: exit status $status, expected 143: $(tail -2 "$work/sig.err")"
+grep -q "^mgt-generate: interrupted by SIGTERM after [0-9]* prompts; no output written" "$work/sig.err" ||
+  fail "SIGTERM not reported: $(tail -2 "$work/sig.err")"
+! compgen -G "$work/many-out.jsonl*" >/dev/null || fail "SIGTERM left output behind: $(ls "$work")"
 echo "mgt-generate end-to-end: ok"
