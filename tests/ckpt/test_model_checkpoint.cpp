@@ -2,8 +2,10 @@
 // weights bit for bit, the recorded tokenizer, repeated model-shape flags checked, and clear
 // refusals of what cannot be run.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "../model/model_testing.hpp"
 #include "../test_paths.hpp"
@@ -128,6 +130,19 @@ TEST_CASE("The tokenizer comes from the checkpoint unless flags name one", "[ckp
   files.vocab_file = test::dataset_path("gpt2-vocab.json");
   files.merge_file = test::dataset_path("gpt2-merges.txt");
   CHECK(make_checkpoint_tokenizer(open_model_checkpoint(bare.path.string()), files, "mgt-eval")->vocab_size() == 50257);
+
+  // A recorded training tokenizer's size: another tokenizer's is refused though the padding holds it.
+  TempDir sized("sized");
+  std::string sized_json = gpt2_tokenizer_json();
+  sized_json.insert(sized_json.size() - 1, ", \"true_vocab_size\": 50257");
+  save_model_checkpoint(sized.path.string(), 1, model.parameters(), model_args_json(model.config()), sized_json);
+  const ModelCheckpoint sized_ckpt = open_model_checkpoint(sized.path.string());
+  CHECK(make_checkpoint_tokenizer(sized_ckpt, std::nullopt, "mgt-eval")->vocab_size() == 50257);
+  null.vocab_size = 100;
+  CHECK_THROWS_WITH(make_checkpoint_tokenizer(sized_ckpt, null, "mgt-eval"),
+                    "--tokenizer-type NullTokenizer has 101 tokens, but checkpoint " + sized_ckpt.directory +
+                        " was trained with a tokenizer of 50257 (GPT2BPETokenizer); pass the tokenizer it was "
+                        "trained with");
 }
 
 TEST_CASE("Opening what is not a runnable checkpoint fails with a clear message", "[ckpt]") {
@@ -154,4 +169,15 @@ TEST_CASE("Opening what is not a runnable checkpoint fails with a clear message"
   save_model_checkpoint(wrong.path.string(), 1, model.parameters(), model_args_json(other));
   CHECK_THROWS_WITH(load_checkpoint_model(open_model_checkpoint(wrong.path.string()), backend),
                     Catch::Contains("has no tensor 'model/decoder.layers.2."));
+
+  // A diverged run's weights: refused, naming the tensor, rather than run to NaN logits.
+  GptModel diverged(gpt2_like_config(), backend, 1);
+  const ParameterEntry& first = diverged.parameters().entries().front();
+  std::vector<float> values = diverged.parameters().read_param(first);
+  values[values.size() / 2] = std::nanf("");
+  diverged.parameters().write_param(first, values);
+  TempDir nan("nan");
+  save_model_checkpoint(nan.path.string(), 1, diverged.parameters(), model_args_json(diverged.config()));
+  CHECK_THROWS_WITH(load_checkpoint_model(open_model_checkpoint(nan.path.string()), backend),
+                    Catch::Contains("tensor 'model/" + first.name + "' holds NaN or infinite values"));
 }
