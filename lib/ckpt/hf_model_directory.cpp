@@ -1,6 +1,7 @@
 #include "ckpt/hf_model_directory.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ckpt/hf_gpt2_config.hpp"
 #include "ckpt/hf_gpt2_directory.hpp"
@@ -38,8 +39,14 @@ const std::vector<std::string>& hf_model_types() {
 }
 
 ModelWeights read_hf_model_directory(const std::string& dir, const HfReadOptions& options) {
-  if (model_type_in(dir) == kHfGpt2ModelType) return read_hf_gpt2_directory(dir, options);
-  return read_hf_llama_directory(dir, options);
+  ModelWeights weights =
+      model_type_in(dir) == kHfGpt2ModelType ? read_hf_gpt2_directory(dir, options) : read_hf_llama_directory(dir, options);
+  // Imported weights that are not finite would make every logit NaN; the model's own readers
+  // refuse such a checkpoint, and the import refuses to make one.
+  for (const auto& [name, values] : weights.tensors)
+    if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }))
+      throw Error(weights.source + ": tensor '" + name + "' holds NaN or infinite values");
+  return weights;
 }
 
 GptConfig read_hf_model_config(const std::string& dir, const HfReadOptions& options) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "../model/model_testing.hpp"
@@ -15,6 +16,7 @@
 #include "ckpt/hf_gpt2_config.hpp"
 #include "ckpt/hf_gpt2_directory.hpp"
 #include "ckpt/hf_gpt2_layout.hpp"
+#include "ckpt/hf_model_directory.hpp"
 #include "ckpt/model_checkpoint.hpp"
 #include "ckpt/model_weights.hpp"
 #include "ckpt/safetensors_reader.hpp"
@@ -378,6 +380,21 @@ TEST_CASE("GPT-2 import accepts GPT2Model names and refuses what it cannot read"
   const std::vector<float> one = {1.0f};
   ckpt::write_safetensors(dir + "/short/model.safetensors", {ckpt::SafetensorsTensor::float32("x", {1}, one)});
   CHECK_THROWS_WITH(read_hf_gpt2_directory(dir + "/short"), Contains("has no tensor 'transformer.wte.weight'"));
+
+  // A weight that is not finite: the import refuses it, naming the tensor.
+  const std::string nan_dir = dir + "/nan";
+  std::filesystem::create_directories(nan_dir);
+  std::ofstream(nan_dir + "/config.json") << config_text;
+  std::vector<std::vector<float>> values;
+  values.reserve(st.tensors().size());
+  std::vector<ckpt::SafetensorsTensor> tensors;
+  for (const auto& t : st.tensors()) {
+    values.push_back(st.read_float32(t));
+    if (t.name == "transformer.h.0.mlp.c_fc.weight") values.back()[3] = std::numeric_limits<float>::infinity();
+    tensors.push_back(ckpt::SafetensorsTensor::float32(t.name, t.shape, values.back()));
+  }
+  ckpt::write_safetensors(nan_dir + "/model.safetensors", std::move(tensors));
+  CHECK_THROWS_WITH(read_hf_model_directory(nan_dir), Contains("tensor 'decoder.layers.0.mlp.linear_fc1.weight' holds NaN or infinite values"));
 }
 
 TEST_CASE("GPT-2 exports in bf16 and in shards, and reads sharded directories", "[ckpt][hf]") {
