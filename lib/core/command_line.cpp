@@ -1,6 +1,7 @@
 #include "core/command_line.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -24,6 +25,15 @@ bool looks_like_negative_number(std::string_view arg) {
 }
 
 bool is_flag(std::string_view arg) { return arg.size() > 1 && arg[0] == '-' && !looks_like_negative_number(arg); }
+
+// "--split needs a value", for a flag followed by `next` (nullptr at the end of the command line).
+// A following "-10,5,5" is no flag name: argparse refuses it as a value too (only numbers may
+// begin with '-'), and one line says so instead of a second about an unknown flag "-10,5,5".
+std::string missing_value(const std::string& name, const char* next) {
+  if (next != nullptr && next[0] == '-' && std::isdigit(static_cast<unsigned char>(next[1])))
+    return name + " needs a value: " + next + " begins with '-' (write " + name + "=" + next + ")";
+  return name + " needs a value";
+}
 
 std::string refusal(const std::string& name, const CommandLineRules& rules, std::string_view program) {
   if (auto refused = rules.refused.find(name); refused != rules.refused.end())
@@ -162,7 +172,8 @@ NormalizedCommandLine normalize_command_line(int argc, const char* const* argv, 
         value = arg.substr(eq + 1);
       } else if (rule.arity == FlagArity::One) {
         if (i + 1 >= argc || is_flag(argv[i + 1])) {
-          problems.push_back(name + " needs a value");
+          problems.push_back(missing_value(name, i + 1 < argc ? argv[i + 1] : nullptr));
+          if (i + 1 < argc && std::isdigit(static_cast<unsigned char>(argv[i + 1][1]))) ++i;
           continue;
         }
         value = argv[++i];
@@ -203,8 +214,12 @@ NormalizedCommandLine normalize_command_line(int argc, const char* const* argv, 
       continue;
     }
     if (arity == FlagArity::One) {
-      if (i + 1 >= argc || is_flag(argv[i + 1])) problems.push_back(name + " needs a value");
-      else out.push_back(name + "=" + argv[++i]);
+      if (i + 1 >= argc || is_flag(argv[i + 1])) {
+        problems.push_back(missing_value(name, i + 1 < argc ? argv[i + 1] : nullptr));
+        if (i + 1 < argc && std::isdigit(static_cast<unsigned char>(argv[i + 1][1]))) ++i;  // said above
+      } else {
+        out.push_back(name + "=" + argv[++i]);
+      }
       continue;
     }
     const std::vector<std::string> values = following_values(i);

@@ -70,6 +70,10 @@ TEST_CASE("command line: errors name the flag", "[core][command_line]") {
   CHECK(usage_error({"stray"}, rules()) == "unexpected argument 'stray' (see --help)");
   CHECK(usage_error({"--quiet=1"}, rules()) == "--quiet takes no value");
   CHECK(usage_error({"--seed"}, rules()) == "--seed needs a value");
+  // A value that begins with '-' and is no number (argparse refuses it too): one line, not a second
+  // about an unknown flag.
+  CHECK(usage_error({"--seed", "-10,5,5"}, rules()) == "--seed needs a value: -10,5,5 begins with '-' (write --seed=-10,5,5)");
+  CHECK(usage_error({"--num-workers", "-2x"}, rules()) == "--num-workers needs a value: -2x begins with '-' (write --num-workers=-2x)");
   CHECK(usage_error({"--input", "--quiet"}, rules()) == "--input needs at least one value");
 
   // Programs standing for another Megatron script do not name pretraining flags.
