@@ -66,6 +66,17 @@ std::string skipped_text(const NewestCompleteIteration& found) {
   return text;
 }
 
+// Whether `directory` was last written before the tracker file was. A save killed between
+// renaming its iteration directory into place and moving the tracker leaves the directory the
+// newer of the two; a tracker written after it (a later save of another run into the same
+// directory, or a tracker set back by hand to roll back) names what is to be resumed.
+bool written_before_tracker(const std::string& directory, const std::string& save_dir) {
+  std::error_code a, b;
+  const auto directory_time = std::filesystem::last_write_time(directory, a);
+  const auto tracker_time = std::filesystem::last_write_time(tracker_file_path(save_dir), b);
+  return !a && !b && directory_time < tracker_time;
+}
+
 }  // namespace
 
 std::optional<CheckpointToResume> find_checkpoint_to_resume(const std::string& save_dir) {
@@ -87,6 +98,12 @@ std::optional<CheckpointToResume> find_checkpoint_to_resume(const std::string& s
   const NewestCompleteIteration newer =
       find_newest_complete_iteration(save_dir, CompletenessCheck::Structure, latest->iteration);
   const std::string named = latest->release ? "the release checkpoint" : "iteration " + std::to_string(latest->iteration);
+  if (newer.complete && written_before_tracker(newer.complete->directory, save_dir))
+    return CheckpointToResume{find_checkpoint_directory(save_dir, *latest), latest->iteration,
+                              tracker_file_path(save_dir) + " names " + named + "; " + newer.complete->directory +
+                                  ", a complete checkpoint of iteration " + std::to_string(newer.complete->iteration) +
+                                  ", was written before the tracker last moved (by another run, or rolled back "
+                                  "from): not resumed"};
   if (newer.complete)
     return CheckpointToResume{
         newer.complete->directory, newer.complete->iteration,

@@ -198,8 +198,24 @@ TEST_CASE("a complete iteration newer than the tracker's is the one to resume", 
   CHECK(found->iteration == 20);
   CHECK(found->note.empty());
 
-  // The tracker one save behind, as a save killed between its rename and the tracker leaves it.
+  // A tracker set back after iteration 20 was written (a rollback, or another run's save into
+  // the same directory) names what is resumed.
   write_tracker_file(save, 10);
+  found = find_checkpoint_to_resume(save);
+  REQUIRE(found);
+  CHECK(found->directory == save + "/iter_0000010");
+  CHECK_THAT(found->note, Contains(tracker_file_path(save) + " names iteration 10; " + save +
+                                   "/iter_0000020, a complete checkpoint of iteration 20, was written before the "
+                                   "tracker last moved") &&
+                              Contains("not resumed"));
+
+  // The tracker one save behind, as a save killed between its rename and the tracker leaves it:
+  // older than the directory the killed save renamed into place.
+  const auto behind = [&] {
+    std::filesystem::last_write_time(tracker_file_path(save),
+                                     std::filesystem::last_write_time(save + "/iter_0000010"));
+  };
+  behind();
   found = find_checkpoint_to_resume(save);
   REQUIRE(found);
   CHECK(found->directory == save + "/iter_0000020");
@@ -227,6 +243,7 @@ TEST_CASE("a complete iteration newer than the tracker's is the one to resume", 
     std::filesystem::create_directory(save + "/release");
     std::ofstream(tracker_file_path(save)) << "release";
   }
+  behind();
   found = find_checkpoint_to_resume(save);
   REQUIRE(found);
   CHECK(found->iteration == 20);

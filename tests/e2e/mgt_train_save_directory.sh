@@ -121,6 +121,7 @@ one_line_error "already holds iter_0000002" "--load $E"
 F="$WORK/behind"
 expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --exit-interval 4 --save "$F" --save-interval 2
 printf 2 >"$F/latest_checkpointed_iteration.txt"
+touch -r "$F/iter_0000002" "$F/latest_checkpointed_iteration.txt"  # as old as the save that wrote it
 before="$(md5sum "$F/iter_0000004/mp_rank_00.h5")"
 for attempt in 1 2; do  # the second attempt finds the tracker moved on: an ordinary resume
   expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 8 --exit-interval $((4 + 2 * attempt)) \
