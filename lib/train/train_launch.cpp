@@ -25,6 +25,7 @@
 #include "dist/transport_choice.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cuda_device.hpp"
+#include "train/command_line_agreement.hpp"
 #include "train/layout_planner.hpp"
 #include "train/train_memory.hpp"
 #include "train/rank_agreement.hpp"
@@ -105,6 +106,7 @@ int run_training_program(int argc, const char* const* argv) {
   if (chief) print_ignored_flags("mgt-train", options.ignored_flags);
   int world_size = runtime->world_size();  // --dry-run --world-size N: N
   try {
+    require_same_command_line(runtime->world(), argc, argv);
     // Its notes and warnings (the legacy --split, sequence parallelism turned off) concern the
     // job's flags: rank 0 gives them, as Megatron's validate_args prints on rank 0.
     if (!chief) log::set_min_level(log::Level::Error);

@@ -111,4 +111,12 @@ wait_job stopped 100
 grep -Eq '^mgt-train: rank 0: .* on the .* group \[0, 1\] did not finish within 1 min' "$WORK/stopped.err" ||
   fail "stopped: no watchdog message: $(tail -5 "$WORK/stopped.err")"
 no_rank_left stopped
+# Ranks started with different flags (MPMD): refused at start, in one line naming the rank and the
+# first differing argument, with the usage status, instead of a NaN loss and a hung collective.
+status=0
+timeout 120 "$MPIEXEC" -n 1 "${LAUNCHER[@]}" "$BIN/mgt-train" "${GPT2[@]}" --tensor-model-parallel-size 2 : \
+  -n 1 "$BIN/mgt-train" "${GPT2[@]}" >"$WORK/mpmd.out" 2>"$WORK/mpmd.err" || status=$?
+[[ $status == 2 ]] || fail "ranks with different flags: exit status $status: $(tail -3 "$WORK/mpmd.err")"
+[[ $(grep -c '^mgt-train: rank 1 was started with other arguments than rank 0 (argument [0-9]* is nothing there and .--tensor-model-parallel-size. on rank 0)' \
+  "$WORK/mpmd.err") == 1 ]] || fail "ranks with different flags: $(tail -3 "$WORK/mpmd.err")"
 echo "mgt-train rank failures: all checks passed"
