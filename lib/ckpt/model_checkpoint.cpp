@@ -198,14 +198,16 @@ std::string save_model_checkpoint(const std::string& save_dir, std::int64_t iter
 ModelCheckpoint open_model_checkpoint(const std::string& load) {
   namespace fs = std::filesystem;
   if (load.empty()) throw UsageError("--load is required: the checkpoint to run");
-  if (!fs::is_directory(load)) throw Error("--load " + load + ": no such directory");
+  // Named as the checkpoint directory: the flag is --load in mgt-eval and mgt-generate, --load-dir
+  // in mgt-ckpt-convert.
+  if (!fs::is_directory(load)) throw Error("checkpoint directory " + load + ": no such directory");
   ModelCheckpoint checkpoint;
   if (fs::exists(ckpt::tracker_file_path(load))) {
     checkpoint.directory = *ckpt::find_latest_checkpoint_directory(load);
   } else if (!ckpt::list_shard_files(load).empty()) {
     checkpoint.directory = load;
   } else {
-    throw Error("--load " + load + " holds no checkpoint (no " + std::string(ckpt::kTrackerFileName) +
+    throw Error("checkpoint directory " + load + " holds no checkpoint (no " + std::string(ckpt::kTrackerFileName) +
                 " and no " + ckpt::shard_file_name({}) + ")");
   }
   // Any layout: the tensors are assembled from the shard files when read.

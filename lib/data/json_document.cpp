@@ -89,6 +89,7 @@ bool all_whitespace(std::string_view s) {
 
 struct JsonDocumentParser::Impl {
   std::vector<std::string> keys;
+  bool lists = true;
   od::parser parser;
   // The line is copied into a buffer with simdjson's read-past padding; cheap next to parsing.
   std::vector<char> padded;
@@ -199,7 +200,7 @@ struct JsonDocumentParser::Impl {
     }
     if (type != od::json_type::array)
       throw Error("key '" + keys[k] + "' is " + type_name(type) +
-                  ", expected a string or a list of strings");
+                  (lists ? ", expected a string or a list of strings" : ", expected a string"));
     is_list[k] = 1;
     od::array array;
     if (auto e = value.get_array().get(array)) malformed(e);
@@ -221,8 +222,9 @@ struct JsonDocumentParser::Impl {
   }
 };
 
-JsonDocumentParser::JsonDocumentParser(std::vector<std::string> keys) : impl_(std::make_unique<Impl>()) {
+JsonDocumentParser::JsonDocumentParser(std::vector<std::string> keys, bool lists) : impl_(std::make_unique<Impl>()) {
   impl_->keys = std::move(keys);
+  impl_->lists = lists;
   impl_->texts.resize(impl_->keys.size());
   impl_->is_list.resize(impl_->keys.size());
   impl_->found.resize(impl_->keys.size());

@@ -13,8 +13,9 @@ namespace mgt {
 
 class JsonDocumentParser {
 public:
-  // keys: the --json-keys, distinct and non-empty.
-  explicit JsonDocumentParser(std::vector<std::string> keys);
+  // keys: the --json-keys, distinct and non-empty. lists: whether a value may be a list of
+  // strings (a caller that takes one string per line says "expected a string" of other types).
+  explicit JsonDocumentParser(std::vector<std::string> keys, bool lists = true);
   ~JsonDocumentParser();
   JsonDocumentParser(const JsonDocumentParser&) = delete;
   JsonDocumentParser& operator=(const JsonDocumentParser&) = delete;

@@ -63,7 +63,7 @@ LambadaExample lambada_example(std::string_view text, Tokenizer& tokenizer, bool
 
 std::vector<LambadaExample> read_lambada_examples(const std::string& path, Tokenizer& tokenizer, bool strict) {
   const MappedFile file(path);
-  JsonDocumentParser parser({"text"});
+  JsonDocumentParser parser({"text"}, /*lists=*/false);
   std::vector<LambadaExample> examples;
   for_each_line(file.view(), [&](std::int64_t number, std::string_view line) {
     try {

@@ -4,7 +4,7 @@
 
 namespace mgt {
 
-PromptReader::PromptReader(const std::string& path) : lines_({path}), parser_({"prompt"}) {}
+PromptReader::PromptReader(const std::string& path) : lines_({path}), parser_({"prompt"}, /*lists=*/false) {}
 
 std::vector<std::string> PromptReader::next_batch(int64_t count) {
   std::vector<std::string> prompts;

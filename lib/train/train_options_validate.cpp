@@ -106,6 +106,11 @@ void validate_run_length(const OptimizationOptions& o) {
       throw UsageError("--lr-wsd-decay-iters needs --train-iters (use --lr-wsd-decay-samples)");
     if (o.lr_warmup_fraction && o.lr_warmup_samples != 0)
       throw UsageError("can only specify one of --lr-warmup-fraction and --lr-warmup-samples");
+    // Megatron's train_iters = train_samples // global_batch_size would be 0: a run that trains
+    // nothing and exits 0, as --train-iters 0 is refused.
+    if (o.global_batch_size && !o.rampup_batch_size && *o.train_samples < *o.global_batch_size)
+      throw UsageError("--train-samples " + std::to_string(*o.train_samples) + " is less than one global batch (" +
+                       "--global-batch-size " + std::to_string(*o.global_batch_size) + "): no iteration would run");
   }
 }
 

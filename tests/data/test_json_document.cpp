@@ -84,6 +84,11 @@ TEST_CASE("json document: every bad line says what is wrong", "[tokenize]") {
   CHECK_THAT(error_of(R"("text")"), Catch::Contains("expected a JSON object"));
   CHECK_THAT(error_of(R"({"title": "x"})"), Catch::Contains("missing key 'text'"));
   CHECK_THAT(error_of(R"({"text": 5})"), Catch::Contains("key 'text' is a number"));
+  {
+    // A reader of one string per line (prompts, LAMBADA) offers no list in the message.
+    JsonDocumentParser strings({"prompt"}, /*lists=*/false);
+    CHECK_THROWS_WITH(strings.parse(R"({"prompt": 5})"), "key 'prompt' is a number, expected a string");
+  }
   CHECK_THAT(error_of(R"({"text": null})"), Catch::Contains("key 'text' is null"));
   CHECK_THAT(error_of(R"({"text": {"a": "b"}})"), Catch::Contains("key 'text' is an object"));
   CHECK_THAT(error_of(R"({"text": true})"), Catch::Contains("key 'text' is a boolean"));

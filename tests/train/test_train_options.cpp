@@ -391,6 +391,9 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   auto samples = without(kMinimal, "--train-iters", 1);
   samples.insert(samples.end(), {"--train-samples", "100", "--lr-decay-iters", "5"});
   CHECK(usage_error(samples) == "--lr-decay-iters needs --train-iters (use --lr-decay-samples)");
+  auto too_few = without(kMinimal, "--train-iters", 1);
+  too_few.insert(too_few.end(), {"--train-samples", "3", "--global-batch-size", "4"});
+  CHECK(usage_error(too_few) == "--train-samples 3 is less than one global batch (--global-batch-size 4): no iteration would run");
   CHECK(usage_error_with({"--lr-warmup-iters", "10"}).find("warm-up must be shorter than the decay") != std::string::npos);
   CHECK(usage_error_with({"--min-lr", "0.1"}) == "--min-lr must not exceed --lr");
   CHECK(usage_error_with({"--lr-decay-style", "WSD"}) == "--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples)");
