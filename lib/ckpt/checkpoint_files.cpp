@@ -15,6 +15,9 @@ namespace mgt::ckpt {
 void make_checkpoint_directory(const std::string& path) {
   if (::mkdir(path.c_str(), kCheckpointDirectoryMode) == 0) return;
   if (errno == EEXIST && is_directory(path)) return;
+  // "File exists" would say that the directory is there; what is there is something else.
+  if (errno == EEXIST)
+    throw Error("cannot create checkpoint directory '" + path + "': a file of that name is in the way");
   throw Error(system_error_message("cannot create checkpoint directory", path));
 }
 

@@ -138,4 +138,9 @@ for attempt in 1 2; do  # the second attempt finds the tracker moved on: an ordi
 done
 [[ "$(md5sum "$F/iter_0000004/mp_rank_00.h5")" == "$before" ]] || fail "iteration 4 was written again"
 
+# A --save path that is a regular file: named as such, not as an existing directory.
+touch "$WORK/a-file"
+expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 2 --save "$WORK/a-file" --save-interval 2
+one_line_error "cannot create checkpoint directory '$WORK/a-file': a file of that name is in the way"
+
 echo "mgt-train save directory e2e: all checks passed"
