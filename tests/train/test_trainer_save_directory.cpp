@@ -115,8 +115,11 @@ TEST_CASE("trainer: a tracker left behind by a killed save resumes from the newe
   run(f.options(with({"--save", save, "--exit-interval", "4"})), first);
   REQUIRE(first.records.size() == 4);
   // What a SIGKILL between the rename of iter_0000004 and the tracker's rewrite leaves
-  // (tests/ckpt/test_checkpoint_crash.cpp kills a save there).
+  // (tests/ckpt/test_checkpoint_crash.cpp kills a save there): the tracker of the save of
+  // iteration 2, as old as that save.
   ckpt::write_tracker_file(save, 2);
+  std::filesystem::last_write_time(ckpt::tracker_file_path(save),
+                                   std::filesystem::last_write_time(save + "/iter_0000002"));
   const auto saved_4 = file_bytes(save + "/iter_0000004/mp_rank_00.h5");
 
   // Resuming from iteration 2 would save iteration 4 again, which is refused: the same command
