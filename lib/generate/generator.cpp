@@ -228,7 +228,9 @@ std::vector<Completion> Generator::generate_rows(std::span<const GenerationRow> 
       } else {
         padded = std::span<const float>(logits.data() + i * vocab, static_cast<size_t>(vocab));
         row.assign(padded.begin(), padded.begin() + true_vocab);
-        if (!std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); }))
+        // Checked on the prompts' step only: a diverged model's logits are NaN from the first, and
+        // a scan of the vocabulary at every sampled step would cost each step its time.
+        if (position == shortest && !std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); }))
           throw RowError(i, ": the model's logits are NaN or infinite: its weights overflow (the run that saved "
                             "them diverged)");
         if (s.settings->prevent_newline_after_colon && colon >= 0 && newline >= 0 && newline < true_vocab &&
