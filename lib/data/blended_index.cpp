@@ -73,6 +73,15 @@ Blend parse_blend(const std::vector<std::string>& items, const std::string& flag
                        " is not a positive number");
     blend.prefixes.push_back(words[2 * i + 1]);
   }
+  // The weights are normalised by their sum: an infinite sum, or a weight that vanishes beside
+  // it, would blame an empty member later, after the members' indices are built.
+  double total = numpy_sum(weights);
+  if (!std::isfinite(total))
+    throw UsageError(flag + ": the weights sum to more than a double holds: give smaller weights");
+  for (std::size_t i = 0; i < weights.size(); ++i)
+    if (!(weights[i] / total > 0.0))
+      throw UsageError(flag + ": the weight '" + words[2 * i] + "' of " + words[2 * i + 1] +
+                       " is zero beside the weights' sum");
   blend.weights = std::move(weights);
   return blend;
 }

@@ -190,6 +190,9 @@ GptDatasetIndex build_gpt_dataset_index(std::shared_ptr<const IndexedDataset> da
     return index;
   }
 
+  check_index_memory("the " + std::string(split_name(split)) + " split of " + dataset_path,
+                     static_cast<std::int64_t>(documents.size()), index.tokens_per_epoch, plan,
+                     config.sequence_length);
   log::info("Build and save the GPTDataset " + std::string(split_name(split)) + " indices");
   auto start = std::chrono::steady_clock::now();
   NumpyRandomState random(config.random_seed);

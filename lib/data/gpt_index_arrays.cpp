@@ -2,13 +2,35 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <string>
 
+#include "core/available_memory.hpp"
 #include "core/error.hpp"
 
 namespace mgt {
+
+void check_index_memory(const std::string& what, std::int64_t documents,
+                        std::int64_t tokens_per_epoch, const EpochPlan& plan,
+                        std::int64_t seq_length) {
+  auto available = available_host_memory();
+  if (!available) return;
+  double epochs = static_cast<double>(plan.num_epochs);
+  double samples = epochs * static_cast<double>(tokens_per_epoch) / static_cast<double>(seq_length) + 1;
+  double bytes = static_cast<double>(documents) * epochs * 4 + (samples + 1) * 16 + samples * 8;
+  if (bytes <= static_cast<double>(available->bytes)) return;
+  char count[32];
+  std::snprintf(count, sizeof count, "%.0f", samples);
+  throw UsageError(what + ": " + count + " samples of " + std::to_string(seq_length) +
+                   " tokens over " + std::to_string(plan.num_epochs) + " epochs need " +
+                   format_bytes(bytes) + " of indices, more than the " +
+                   format_bytes(static_cast<double>(available->bytes)) +
+                   " this process may allocate (" + available->source +
+                   "): check --train-iters or --train-samples, --global-batch-size, --eval-iters "
+                   "and --eval-interval");
+}
 
 EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::optional<std::int64_t> num_samples,
                       std::int64_t seq_length, int add_extra_token) {

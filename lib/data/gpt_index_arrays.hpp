@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "data/npy.hpp"
@@ -24,6 +25,14 @@ struct EpochPlan {
 // contributes fewer than int(0.8 * samples per epoch) samples). tokens_per_epoch must be > 0.
 EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::optional<std::int64_t> num_samples,
                       std::int64_t seq_length, int add_extra_token);
+
+// Refuses (UsageError) a plan whose arrays, at their wider dtypes (an int32 document id per
+// document and epoch, the sample index's pairs, the shuffle permutation), need more memory than
+// this process may allocate, naming `what` ("the train split of PREFIX") and the flags that size
+// it: otherwise the build fails with "out of memory" naming nothing, or the kernel kills it.
+void check_index_memory(const std::string& what, std::int64_t documents,
+                        std::int64_t tokens_per_epoch, const EpochPlan& plan,
+                        std::int64_t seq_length);
 
 // num_epochs copies of `documents` (epoch-major), shuffled as one array; with a separate final
 // epoch, the first num_epochs - 1 copies and the last one are shuffled apart, in that order.

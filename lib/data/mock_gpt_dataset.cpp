@@ -70,6 +70,9 @@ GptDatasetIndex build_mock_gpt_index(const MockGptLowLevelDataset& data, Split s
   index.num_epochs = plan.num_epochs;
   index.separate_final_epoch = plan.separate_final_epoch;
 
+  check_index_memory("the mock data's " + std::string(split_name(split)) + " split",
+                     static_cast<std::int64_t>(documents.size()), index.tokens_per_epoch, plan,
+                     options.sequence_length);
   log::info("Build the MockGPTDataset " + std::string(split_name(split)) + " indices (not cached)");
   // One RandomState per split, used for the document index and then the shuffle index.
   NumpyRandomState random(options.random_seed);

@@ -77,7 +77,7 @@ TEST_CASE("data-path lists: weighted pairs or plain prefixes", "[index]") {
 
   for (auto bad : std::vector<std::vector<std::string>>{
            {}, {"0.5", "a", "b"}, {"0", "a"}, {"-1", "a", "2", "b"}, {"1", "a", "b", "c"},
-           {"nan", "a"}, {"inf", "a"}}) {
+           {"nan", "a"}, {"inf", "a"}, {"1e308", "a", "1e308", "b"}, {"1e-320", "a", "1e300", "b"}}) {
     std::string msg = error_of([&] { parse_blend(bad, "--data-path"); });
     INFO(msg);
     CHECK(msg.find("--data-path") != std::string::npos);

@@ -133,6 +133,22 @@ TEST_CASE("epochs and the separate final epoch, worked by hand", "[index]") {
   CHECK_THROWS_AS(plan_epochs(0, 4, 4, 1), Error);
 }
 
+TEST_CASE("index arrays that cannot fit in memory are refused before the build", "[index]") {
+  auto plan = plan_epochs(1000, std::int64_t{1} << 36, 8, 1);  // 2^36 samples over 2^29 epochs
+  try {
+    check_index_memory("the train split of corpus", 10, 1000, plan, 8);
+    FAIL("expected a UsageError");
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    INFO(msg);
+    CHECK(e.exit_code() == kExitUsage);
+    CHECK(msg.find("the train split of corpus: ") == 0);
+    CHECK(msg.find("TiB of indices, more than") != std::string::npos);
+    CHECK(msg.find("--global-batch-size") != std::string::npos);
+  }
+  CHECK_NOTHROW(check_index_memory("the train split of corpus", 10, 1000, plan_epochs(1000, 500, 8, 1), 8));
+}
+
 TEST_CASE("sample index rows, worked by hand", "[index]") {
   std::vector<std::int32_t> sizes = {5, 3, 7}, docs = {0, 1, 2};
   // Sample 0 = seq 0 [0,5); sample 1 = seq 0 [4,5) + seq 1 + seq 2 [0,1) (a sample crossing
