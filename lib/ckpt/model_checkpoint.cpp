@@ -220,8 +220,9 @@ ModelCheckpoint open_model_checkpoint(const std::string& load) {
 }
 
 std::unique_ptr<GptModel> load_checkpoint_model(const ModelCheckpoint& checkpoint, Backend& backend) {
-  // No initialisation: every weight is read below.
-  auto model = std::make_unique<GptModel>(checkpoint.config, backend, std::nullopt);
+  // No initialisation: every weight is read below. Evaluation and generation need no gradients.
+  auto model = std::make_unique<GptModel>(checkpoint.config, backend, std::nullopt, TensorParallelism{},
+                                          PipelineParallelism{}, ExpertParallelism{}, ParameterUse::kInference);
   GptParameters& params = model->parameters();
   const ckpt::ShardedCheckpoint reader(checkpoint.directory);
   const std::string where = "checkpoint " + checkpoint.directory;

@@ -41,12 +41,13 @@ std::string output_weight_name(const GptConfig& config) {
 }  // namespace
 
 GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed,
-                   const TensorParallelism& tp, const PipelineParallelism& pp, const ExpertParallelism& ep)
+                   const TensorParallelism& tp, const PipelineParallelism& pp, const ExpertParallelism& ep,
+                   ParameterUse use)
     : backend_(&backend),
       tp_(backend, tp.group),
       sequence_parallel_(tp.sequence_parallel && tp_.active()),
       params_(config, backend, tp_.tensor_parallel_rank(), pp.stage,
-              expert_parallel_rank(ep)),
+              expert_parallel_rank(ep), use),
       stage_config_(params_.config()),
       embedding_group_(nullptr) {
   const PipelineStage& stage = params_.pipeline_stage();
@@ -450,6 +451,7 @@ const ActivationMemory& GptModel::run_forward_backward(const MicroBatch& batch, 
                                                        int64_t num_microbatches, LossReduction reduction,
                                                        float loss_scale) {
   require_whole_model("forward_backward");
+  require(!params_.for_inference(), "a model built for inference has no backward");
   prepare_parameters();
   require(num_microbatches >= 1, "num_microbatches must be >= 1");
   require(!batch.labels.empty(), "forward_backward needs labels");

@@ -122,10 +122,11 @@ public:
   // parallelism each rank initialises its shard of the single-rank model's initial values; the
   // collectives of every later call must be made by all ranks of tp.group together.
   // With expert parallelism each rank holds and runs its share of the experts, and every
-  // forward and backward of an MoE layer exchanges tokens over ep.group.
+  // forward and backward of an MoE layer exchanges tokens over ep.group. A model built for
+  // ParameterUse::kInference runs forwards only: it holds no gradients.
   GptModel(const GptConfig& config, Backend& backend, std::optional<uint64_t> init_seed = 1234,
            const TensorParallelism& tp = {}, const PipelineParallelism& pp = {},
-           const ExpertParallelism& ep = {});
+           const ExpertParallelism& ep = {}, ParameterUse use = ParameterUse::kTraining);
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
   ~GptModel();

@@ -92,6 +92,7 @@ ConstFloatView GptModel::stage_output(int64_t slot) const {
 
 FloatView GptModel::stage_output_grad(int64_t slot) {
   require(slot >= 0, "evaluation passes have no backward");
+  require(!params_.for_inference(), "a model built for inference has no backward");
   const StageSlot& s = used_slot(slot);
   require(!chunk_span(s.chunk).head, "the last pipeline stage starts its backward from the loss");
   return s.memory->d_hidden;

@@ -1,5 +1,6 @@
 #include "model/gpt_parameters.hpp"
 
+#include "core/error.hpp"
 #include "kernels/thread_pool.hpp"
 #include "model/parameter_init.hpp"
 
@@ -7,7 +8,7 @@ namespace mgt {
 
 GptParameters::GptParameters(const GptConfig& config, Backend& backend,
                              const TensorParallelRank& tp, const PipelineStage& stage,
-                             const ExpertParallelRank& ep)
+                             const ExpertParallelRank& ep, ParameterUse use)
     : backend_(&backend),
       config_(config.resolved()),
       tp_(tp),
@@ -17,11 +18,13 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       // Shareable: the data-parallel ranks on one machine read each other's gradients and
       // weights with the copy engines (dist/nccl_peer_copy.hpp).
       params_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
-      grads_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
+      grads_(use == ParameterUse::kTraining
+                 ? DeviceBuffer(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable)
+                 : DeviceBuffer()),
       moe_expert_bias_(config_.moe, config_.num_layers, stage_, backend),
       grad_zeroing_(table_.entries) {
   backend.fill(params_.view(), 0.0f);
-  backend.fill(grads_.view(), 0.0f);
+  if (!grads_.empty()) backend.fill(grads_.view(), 0.0f);
   if (backend.activation_type() != FloatType::kF32) {
     // Shareable too: the distributed optimizer gathers the updated bf16 weights.
     compute_ = DeviceBuffer(backend, table_.buffer_size, backend.activation_type(), MemorySharing::kShareable);
@@ -52,7 +55,10 @@ void GptParameters::initialize(uint64_t seed) {
   backend_->copy_from_host(host, params());
 }
 
-void GptParameters::zero_grads() { grad_zeroing_.begin_iteration(*backend_, grads_.view()); }
+void GptParameters::zero_grads() {
+  if (for_inference()) throw Error("internal error: gradients asked of parameters built for inference");
+  grad_zeroing_.begin_iteration(*backend_, grads());
+}
 
 std::vector<float> GptParameters::read_param(const ParameterEntry& e) const {
   std::vector<float> host(static_cast<size_t>(e.numel()));

@@ -204,9 +204,10 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   }
   e.weight_bytes = (p * r.bytes_per_weight).value();
   if (r.master_weights) e.master_weight_bytes = (p * 4).value();
-  // Every model holds an fp32 gradient buffer of its parameters' layout (model/gpt_parameters.hpp),
-  // whole on every rank (Megatron's main_grad).
-  e.gradient_bytes = (p * 4).value();
+  // A training model holds an fp32 gradient buffer of its parameters' layout
+  // (model/gpt_parameters.hpp), whole on every rank (Megatron's main_grad); one built for
+  // evaluation or generation holds none.
+  if (r.use == MemoryUse::kTraining) e.gradient_bytes = (p * 4).value();
   const std::int64_t optimizer_shards = l.distributed_optimizer ? l.data_parallel * l.context_parallel : 1;
   if (r.use == MemoryUse::kTraining) {
     // The distributed optimizer shards the routed experts over their expert-data-parallel group,

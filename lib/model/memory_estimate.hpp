@@ -20,7 +20,7 @@ namespace mgt {
 
 enum class MemoryUse {
   kTraining,    // weights, gradients, Adam's moments, training and evaluation activations
-  kEvaluation,  // weights (and the gradient buffer every model holds), evaluation activations
+  kEvaluation,  // weights and evaluation activations
   kGeneration,  // as evaluation, with last-position logits and the key/value cache
   kConversion,  // weights only, held in up to three copies while a checkpoint is converted
 };

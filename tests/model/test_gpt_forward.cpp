@@ -106,6 +106,24 @@ TEST_CASE("GPT forward_only and forward_backward agree on the loss without dropo
   CHECK(train.token_count == eval.loss.token_count);
 }
 
+TEST_CASE("GPT built for inference holds no gradients and computes the same forward", "[model]") {
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
+  GptModel trained(llama_like_config(), backend, 9);
+  randomize_parameters(trained.parameters(), 9);
+  GptModel inference(llama_like_config(), backend, std::nullopt, {}, {}, {}, ParameterUse::kInference);
+  for (const ParameterEntry& e : trained.parameters().entries())
+    inference.parameters().write_param(e, trained.parameters().read_param(e));
+  CHECK(inference.parameters().grads().empty());
+  CHECK_THROWS_WITH(inference.parameters().zero_grads(), Catch::Contains("built for inference"));
+  const RefBatch batch = random_batch(llama_like_config(), 2, 8, 4);
+  const ForwardOutput a = trained.forward_only(micro_batch(batch), true);
+  const ForwardOutput b = inference.forward_only(micro_batch(batch), true);
+  CHECK(a.loss.loss_sum == b.loss.loss_sum);
+  CHECK(a.logits == b.logits);
+  CHECK_THROWS_WITH(inference.forward_backward(micro_batch(batch), {1, 0}, 1), Catch::Contains("built for inference"));
+}
+
 TEST_CASE("GPT forward_only without labels returns logits only", "[model]") {
   const auto backend_owner = make_backend("cpu");
   Backend& backend = *backend_owner;

@@ -111,6 +111,7 @@ TEST_CASE("the memory estimate covers the parameters, gradients and Adam's momen
   r.use = MemoryUse::kGeneration;
   const MemoryEstimate g = estimate_memory(config, r);
   CHECK(g.optimizer_bytes == 0);
+  CHECK(g.gradient_bytes == 0);  // a model loaded for inference holds no gradients
   // Two [8, 2, 2 groups, 8 channels] fp32 tensors per layer.
   CHECK(g.kv_cache_bytes == 2 * 2 * 8 * 2 * 2 * 8 * 4);
 
