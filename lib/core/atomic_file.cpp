@@ -76,6 +76,17 @@ void AtomicFile::commit() {
   sync_directory(parent_directory(final_path_));
 }
 
+void check_atomic_destination(const std::string& path, const std::string& what) {
+  const std::string dir = parent_directory(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw Error(what + " " + path + ": directory '" + dir + "' does not exist");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(what + " " + path + ": directory '" + dir + "' is not writable");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error(what + " " + path + " is a directory: name a file");
+}
+
 void write_file_atomically(const std::string& path, std::string_view contents) {
   AtomicFile f(path);
   f.write(contents);

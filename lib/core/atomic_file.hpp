@@ -39,6 +39,11 @@ private:
 // Writes a whole file atomically.
 void write_file_atomically(const std::string& path, std::string_view contents);
 
+// Refuses, before the work that produces it, a file AtomicFile could not publish at `path`: its
+// directory missing or not writable, or a directory at the path itself. `what` names the flag
+// ("--output").
+void check_atomic_destination(const std::string& path, const std::string& what);
+
 // fsync a directory so a rename inside it is durable.
 void sync_directory(const std::string& dir);
 

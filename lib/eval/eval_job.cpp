@@ -65,6 +65,7 @@ std::string_view to_string(ZeroShotTask task) {
 
 int run_eval(const EvalOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  if (options.output) check_atomic_destination(*options.output, "--output");
   const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
   check_model_flags_agree(checkpoint, options.model_flags);
   const std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-eval");
@@ -76,12 +77,15 @@ int run_eval(const EvalOptions& options) {
   Backend& backend = *backend_owner;
   apply_precision_flag(backend, options.checkpoint_flags);
   say("> compute device: " + backend.description() + "\n");
-  // Before the data and the weights: a model that cannot fit is refused with the numbers.
-  MemoryEstimateRequest memory;
-  memory.use = MemoryUse::kEvaluation;
-  memory.seq_length = seq_length;
-  memory.micro_batch_size = options.micro_batch_size;
-  check_memory(checkpoint.config, memory, memory_available_to(backend), "evaluating checkpoint " + checkpoint.directory);
+  // After the data, before the weights: a model that cannot fit is refused with the numbers. A
+  // micro-batch holds no more rows than the data has.
+  const auto check_model_fits = [&](std::int64_t rows) {
+    MemoryEstimateRequest memory;
+    memory.use = MemoryUse::kEvaluation;
+    memory.seq_length = seq_length;
+    memory.micro_batch_size = std::max<std::int64_t>(1, std::min(options.micro_batch_size, rows));
+    check_memory(checkpoint.config, memory, memory_available_to(backend), "evaluating checkpoint " + checkpoint.directory);
+  };
   if (options.task == ZeroShotTask::kWikitext103 && options.strict_lambada)
     log::warn("--strict-lambada has no effect on WIKITEXT103");
 
@@ -104,6 +108,7 @@ int run_eval(const EvalOptions& options) {
     const std::vector<LambadaExample> examples =
         read_lambada_examples(options.valid_data, *tokenizer, options.strict_lambada);
     say(" > found " + std::to_string(examples.size()) + " samples.\n");
+    check_model_fits(static_cast<std::int64_t>(examples.size()));
     const std::unique_ptr<GptModel> model = load_checkpoint_model(checkpoint, backend);
     GptModelScorer scorer(*model);
     RowProgress progress("examples", static_cast<std::int64_t>(examples.size()), options);
@@ -126,10 +131,11 @@ int run_eval(const EvalOptions& options) {
     const WikitextData data = read_wikitext(options.valid_data, *tokenizer);
     say(" > number of original tokens: " + std::to_string(data.original_tokens) +
         ", number of detokenized tokens: " + std::to_string(data.tokens.size()) + "\n");
+    const std::int64_t windows = lm_window_count(static_cast<std::int64_t>(data.tokens.size()), options.overlapping_eval);
+    check_model_fits(windows);
     const std::unique_ptr<GptModel> model = load_checkpoint_model(checkpoint, backend);
     GptModelScorer scorer(*model);
     const WikitextSettings settings{seq_length, options.overlapping_eval, options.micro_batch_size, tokenizer->eod()};
-    const std::int64_t windows = lm_window_count(static_cast<std::int64_t>(data.tokens.size()), options.overlapping_eval);
     say(" > " + std::to_string(windows) + " windows of " + std::to_string(seq_length) + " tokens, stride " +
         std::to_string(options.overlapping_eval) + " (detokenizer: " + std::string(to_string(data.detokenizer)) + ")\n");
     RowProgress progress("windows", windows, options);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -48,11 +49,12 @@ private:
   std::unique_ptr<AtomicFile> file_;
 };
 
-int run_batches(Generator& generator, const GenerateOptions& options) {
+// `first` is the first micro-batch, read before the model loaded; the rest come from `reader`.
+int run_batches(Generator& generator, PromptReader& reader, std::vector<std::string> first,
+                const GenerateOptions& options) {
   // SIGINT, SIGTERM (Slurm's scancel) and SIGHUP stop the run after the micro-batch in progress:
   // unwinding removes the --output temporary rather than leave it behind. A second one kills.
   const SignalFlag interrupt({SIGINT, SIGTERM, SIGHUP}, {.leave_ignored = true, .repeat_kills = true});
-  PromptReader reader(options.prompts.empty() ? "-" : options.prompts);
   CompletionSink sink(options.output);
   Progress progress = Progress::counting_items("prompts", 0, static_cast<uint64_t>(options.log_interval));
   int64_t done = 0;
@@ -60,8 +62,9 @@ int run_batches(Generator& generator, const GenerateOptions& options) {
   int64_t batches = 0;
   double last_rate = 0.0;  // of the last micro-batch: past the first one's start-up costs
   const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    const std::vector<std::string> prompts = reader.next_batch(options.micro_batch_size);
+  for (bool first_batch = true;; first_batch = false) {
+    const std::vector<std::string> prompts =
+        first_batch && !first.empty() ? std::move(first) : reader.next_batch(options.micro_batch_size);
     if (prompts.empty()) break;
     const auto batch_start = std::chrono::steady_clock::now();
     std::vector<Completion> completions;
@@ -134,11 +137,27 @@ int run_interactive(Generator& generator) {
 }  // namespace
 
 int run_generate(const GenerateOptions& options) {
-  GenerationModel loaded = load_generation_model(options);
-  Generator generator(*loaded.model, *loaded.tokenizer, options.generation, loaded.max_sequence_length);
-
   const bool interactive = options.prompts.empty() && options.output.empty() && isatty(STDIN_FILENO);
-  return interactive ? run_interactive(generator) : run_batches(generator, options);
+  // What fails cheaply fails before the checkpoint loads: the output's directory, the prompts
+  // file and its first micro-batch (standard input is not waited for), the sampling flags
+  // (load_generation_model).
+  if (!options.output.empty()) check_atomic_destination(options.output, "--output");
+  std::optional<PromptReader> reader;
+  std::vector<std::string> first;
+  GenerateOptions load = options;
+  if (!interactive) {
+    reader.emplace(options.prompts.empty() ? "-" : options.prompts);
+    // (A --micro-batch-size below 1 is refused by load_generation_model.)
+    if (!options.prompts.empty() && options.prompts != "-" && options.micro_batch_size >= 1) {
+      first = reader->next_batch(options.micro_batch_size);
+      if (first.empty()) throw Error(options.prompts + " holds no prompts");
+      // A file of fewer prompts than --micro-batch-size: the memory check counts the rows it has.
+      load.micro_batch_size = static_cast<int64_t>(first.size());
+    }
+  }
+  GenerationModel loaded = load_generation_model(load);
+  Generator generator(*loaded.model, *loaded.tokenizer, options.generation, loaded.max_sequence_length);
+  return interactive ? run_interactive(generator) : run_batches(generator, *reader, std::move(first), options);
 }
 
 }  // namespace mgt

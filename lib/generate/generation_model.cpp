@@ -5,6 +5,7 @@
 #include "ckpt/model_checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "generate/generator.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/memory_estimate.hpp"
 
@@ -34,6 +35,8 @@ GenerationModel load_generation_model(const GenerateOptions& options) {
   loaded.max_sequence_length = generation_length_limit(options, checkpoint.config.max_position_embeddings);
   loaded.tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-generate");
   check_padded_vocab(checkpoint, *loaded.tokenizer, options.checkpoint_flags);
+  // Before the weights load: sampling flags Megatron refuses fail in a second.
+  validate_generation_settings(options.generation, loaded.tokenizer->vocab_size());
   // mgt-generate has no --profile: the backend's defaults.
   const BackendOptions backend_options;
   loaded.backend = make_backend(options.device, backend_options);

@@ -1,7 +1,7 @@
 // What generation runs on, loaded the same way for mgt-generate's prompt files and its server:
 // the checkpoint's tokenizer (or the one the flags name), the compute device of --device, the
-// longest sequence (--seq-length), a memory check for --micro-batch-size sequences of the
-// checkpoint's length plus the tokens to generate, then the weights.
+// longest sequence (--seq-length), the sampling flags, a memory check for --micro-batch-size
+// sequences of the checkpoint's length plus the tokens to generate, then the weights.
 #pragma once
 #include <memory>
 

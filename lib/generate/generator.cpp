@@ -76,13 +76,17 @@ size_t stop_position(const std::string& text, const GenerationSettings& s) {
 
 }  // namespace
 
+void validate_generation_settings(const GenerationSettings& settings, int64_t vocab_size) {
+  validate_sampling(settings.sampling, vocab_size);
+  if (settings.max_new_tokens < 0)
+    throw UsageError("--max-new-tokens must be >= 0, got " + std::to_string(settings.max_new_tokens));
+}
+
 Generator::Generator(GptModel& model, Tokenizer& tokenizer, GenerationSettings settings, int64_t max_sequence_length)
     : model_(&model), tokenizer_(&tokenizer), settings_(std::move(settings)) {
   const int64_t positions = model.config().max_position_embeddings;
   max_sequence_length_ = max_sequence_length > 0 ? std::min(max_sequence_length, positions) : positions;
-  validate_sampling(settings_.sampling, tokenizer.vocab_size());
-  if (settings_.max_new_tokens < 0)
-    throw UsageError("--max-new-tokens must be >= 0, got " + std::to_string(settings_.max_new_tokens));
+  validate_generation_settings(settings_, tokenizer.vocab_size());
 }
 
 std::vector<float> Generator::prompt_log_probs(std::span<const TokenId> prompt) const {

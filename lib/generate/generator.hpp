@@ -73,6 +73,10 @@ public:
   size_t index;
 };
 
+// Throws mgt::UsageError for sampling settings outside their ranges or combined as Megatron
+// refuses them, and for a negative number of tokens to generate.
+void validate_generation_settings(const GenerationSettings& settings, int64_t vocab_size);
+
 class Generator {
 public:
   // Throws mgt::UsageError for invalid sampling settings. A sequence (prompt and generated

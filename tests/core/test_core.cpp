@@ -69,6 +69,16 @@ TEST_CASE("AtomicFile appears only on commit", "[core]") {
   CHECK(m.view().substr(m.size() - 4) == "tail");
 }
 
+TEST_CASE("an AtomicFile destination is checked before the work that fills it", "[core]") {
+  auto dir = test::scratch_dir("atomic_destination");
+  CHECK_NOTHROW(check_atomic_destination(dir + "/out.json", "--output"));
+  CHECK_NOTHROW(check_atomic_destination("relative-out.json", "--output"));  // the working directory
+  CHECK_THROWS_WITH(check_atomic_destination(dir + "/missing/out.json", "--output"),
+                    Catch::Contains("--output " + dir + "/missing/out.json: directory") &&
+                        Catch::Contains("does not exist"));
+  CHECK_THROWS_WITH(check_atomic_destination(dir, "--output"), Catch::Contains("is a directory"));
+}
+
 TEST_CASE("MappedFile reports a missing file by name", "[core]") {
   try {
     MappedFile m("/nonexistent/file.idx");

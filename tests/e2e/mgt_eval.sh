@@ -134,6 +134,13 @@ expect_status 1 "$bin/mgt-eval" --task WIKITEXT103 --valid-data "$work/empty.wik
 grep -q "perplexity needs at least two" "$work/err.txt" || fail "empty WikiText not reported"
 expect_status 1 "$bin/mgt-eval" --task LAMBADA --valid-data "$work/lambada_test.jsonl" --load "$work/nockpt"
 grep -q "nockpt: no such directory" "$work/err.txt" || fail "missing checkpoint not named"
+# --output's destination is checked first; a --micro-batch-size beyond the data's rows is bounded
+# by them in the memory check.
+expect_status 1 "$bin/mgt-eval" "${lambada[@]}" --output "$work/no-dir/result.json"
+grep -q "no-dir' does not exist" "$work/err.txt" || fail "--output in a missing directory not refused"
+expect_status 1 "$bin/mgt-eval" "${lambada[@]}" --output "$work"
+grep -q "is a directory" "$work/err.txt" || fail "--output naming a directory not refused"
+expect_status 0 "$bin/mgt-eval" "${lambada[@]}" --micro-batch-size 100000000
 expect_status 2 "$bin/mgt-eval" "${wiki[@]}" --overlapping-eval 64
 grep -q "exceeds --seq-length 32" "$work/err.txt" || fail "stride above seq-length accepted"
 expect_status 2 "$bin/mgt-eval" "${lambada[@]}" --seq-length 64

@@ -103,6 +103,19 @@ expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts
 grep -q "hidden-size 64 disagrees" "$work/err.txt" || fail "disagreeing model flag not refused"
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --top-p 0.5
 grep -q -- "--top-k 0" "$work/err.txt" || fail "top-p with top-k not refused"
+! grep -q "^loaded " "$work/err.txt" || fail "sampling flags checked only after the checkpoint loaded"
+# What fails cheaply fails before the checkpoint loads: --output's directory, a bad first prompt.
+expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --output "$work/no-dir/out.jsonl"
+grep -q "no-dir' does not exist" "$work/err.txt" && ! grep -q "^loaded " "$work/err.txt" ||
+  { cat "$work/err.txt" >&2; fail "--output in a missing directory not refused before loading"; }
+expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --output "$work"
+grep -q "is a directory" "$work/err.txt" || fail "--output naming a directory not refused"
+expect_status 1 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/bad.jsonl"
+grep -q "bad.jsonl:2:" "$work/err.txt" && ! grep -q "^loaded " "$work/err.txt" ||
+  { cat "$work/err.txt" >&2; fail "a bad prompt in the first micro-batch not refused before loading"; }
+# A --micro-batch-size far beyond the prompts file: the memory check counts the prompts it holds.
+expect_status 0 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --max-new-tokens 2 \
+  --micro-batch-size 100000000
 expect_status 2 "$bin/mgt-generate" --load "$work/ckpt" --prompts "$work/prompts.jsonl" --port 5000
 grep -q -- "--port needs --server" "$work/err.txt" || fail "--port without --server not refused with a reason"
 # A usage error is one line naming the flag, and exit 2: an unknown flag, a bad value.
