@@ -6,6 +6,8 @@
 #
 #   slurm/pipeline.sh [--dry-run] SHARD_LIST WORK_DIR [mgt-train flags...]
 #
+#   (mgt-train's flags are checked first, with mgt-train --dry-run from MGT_BIN or PATH: a bad
+#   one stops the submission with exit status 2)
 #   --dry-run    submit nothing; print the submissions as a shell script instead
 #                (tokenize=$(sbatch ...), merge=$(sbatch --dependency=afterok:$tokenize ...), ...)
 #   SHARD_LIST   the inputs, one per line (JSON lines; .gz, .zst or a glob), tokenized in parallel
@@ -70,6 +72,21 @@ cache=(--data-path "$dataset" --data-cache-path "$work/index-cache")
 pretrain_resources=(--nodes="${NODES:-1}" --ntasks-per-node="${TASKS_PER_NODE:-2}")
 # 0 overrides the template's --gpus-per-task=1: CPU ranks.
 pretrain_resources+=(--gpus-per-task="$gpus_per_task")
+
+# mgt-train's flags are checked here, before anything is submitted (or printed): a typo would
+# otherwise fail the pretrain job only after tokenize, merge and index have run. --dry-run reads
+# no data and plans the layout for the job's ranks; a model beyond this host's memory is no error.
+mgt_train=${MGT_BIN:+$MGT_BIN/}mgt-train
+if command -v "$mgt_train" > /dev/null; then
+  if ! check=$("$mgt_train" --dry-run --world-size $(( ${NODES:-1} * ${TASKS_PER_NODE:-2} )) \
+                 --save "$work/ckpt" --load "$work/ckpt" "${cache[@]}" "${data[@]}" "${tokenizer[@]}" \
+                 "${train[@]}" --metrics-file "$work/metrics.jsonl" "$@" 2>&1 > /dev/null); then
+    echo "pipeline.sh: the pretrain job's flags are refused: $(tail -n 1 <<< "$check")" >&2
+    exit 2
+  fi
+else
+  echo "pipeline.sh: warning: no $mgt_train here (set MGT_BIN): the training flags are checked only when the pretrain job starts" >&2
+fi
 
 # submit NAME EXTRA_FLAGS_VARIABLE AFTER sbatch-arguments...: submits one job, held until job
 # AFTER (the NAME of an earlier one; empty for none) has succeeded, and sets the variable NAME to

@@ -86,6 +86,17 @@ PY
 cmp "$work/submitted" "$work/submitted-by-dry-run" || fail "the --dry-run script submits other jobs"
 expect_status 2 "$src/slurm/pipeline.sh" "$work/shards.txt"
 grep -q "usage:" "$work/err.txt" || fail "pipeline.sh without WORK_DIR"
+# A flag mgt-train refuses stops the pipeline before anything is submitted or printed, dry run or
+# not: a typo, or a layout the job's ranks cannot hold.
+rm -f "$work/submitted"
+for bad in "--no-such-flag" "--tensor-model-parallel-size 3"; do
+  for dry in --dry-run ""; do
+    expect_status 2 "$src/slurm/pipeline.sh" $dry "$work/shards.txt" "$work/run-bad" $bad
+    grep -q "^pipeline.sh: the pretrain job's flags are refused: mgt-train: " "$work/err.txt" ||
+      fail "pipeline.sh $dry with $bad: $(cat "$work/err.txt")"
+    [[ ! -s $work/out.txt && ! -e $work/submitted && ! -e $work/run-bad ]] || fail "pipeline.sh $dry $bad submitted or wrote something"
+  done
+done
 
 # pretrain.sbatch: SIGUSR1 to the batch shell (sbatch --signal=B:USR1@...) stops the run after
 # an iteration with a checkpoint, exit status 0, and a requeue; the next start resumes.
