@@ -14,6 +14,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/message_text.hpp"
 
 namespace mgt::ckpt {
 namespace {
@@ -47,14 +48,6 @@ bool take_prefix(std::string_view& s, std::string_view prefix) {
   if (!s.starts_with(prefix)) return false;
   s.remove_prefix(prefix.size());
   return true;
-}
-
-// Garbage in an error message: short and printable.
-std::string quote_for_message(std::string_view text) {
-  std::string shown;
-  for (char c : text.substr(0, 40)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (text.size() > 40) shown += "...";
-  return "'" + shown + "'";
 }
 
 }  // namespace
@@ -167,7 +160,7 @@ LatestCheckpoint parse_tracker_text(std::string_view text, const std::string& pa
   std::int64_t iteration = 0;
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), iteration);
   if (t.empty() || ec != std::errc() || end != t.data() + t.size() || iteration < 0)
-    throw Error("checkpoint tracker file '" + path + "' holds " + quote_for_message(text) +
+    throw Error("checkpoint tracker file '" + path + "' holds " + quoted_for_message(text) +
                 ", expected an iteration number or 'release'");
   return {iteration, false};
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/message_text.hpp"
 #include "data/numpy_math.hpp"
 
 namespace mgt {
@@ -22,7 +23,7 @@ const char* split_name(Split split) {
 
 std::array<double, 3> parse_split(const std::string& text) {
   auto bad = [&](const std::string& why) {
-    return UsageError("--split '" + text + "': " + why +
+    return UsageError("--split " + quoted_for_message(text) + ": " + why +
                       " (give up to three non-negative proportions, e.g. \"969,30,1\")");
   };
   std::vector<double> numbers;
@@ -35,7 +36,7 @@ std::array<double, 3> parse_split(const std::string& text) {
       std::string run = text.substr(i, j - i);
       // Python's float() of the run: digits with at most one dot and at least one digit.
       bool has_digit = run.find_first_of("0123456789") != std::string::npos;
-      if (!has_digit || run.find('.') != run.rfind('.')) throw bad("'" + run + "' is not a number");
+      if (!has_digit || run.find('.') != run.rfind('.')) throw bad(quoted_for_message(run) + " is not a number");
       numbers.push_back(std::strtod(run.c_str(), nullptr));
       i = j;
       continue;

@@ -95,6 +95,11 @@ TEST_CASE("tracker file garbage is refused with the file named", "[ckpt]") {
     CHECK_THROWS_WITH(read_tracker_file(dir), Contains(tracker_file_path(dir)) &&
                                                   Contains("expected an iteration number or 'release'"));
   }
+  // Shown as written: a newline as \n, a long text cut with its length.
+  write_text(tracker_file_path(dir), "12abc\n");
+  CHECK_THROWS_WITH(read_tracker_file(dir), Contains("holds '12abc\\n'"));
+  write_text(tracker_file_path(dir), std::string(10000, '7') + "x");
+  CHECK_THROWS_WITH(read_tracker_file(dir), Contains("7'... (") && Contains(" bytes), expected"));
 }
 
 TEST_CASE("checkpoint directory lookup reports a missing iteration", "[ckpt]") {

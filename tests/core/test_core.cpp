@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/atomic_file.hpp"
+#include "core/message_text.hpp"
 #include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/mapped_file.hpp"
@@ -77,6 +78,13 @@ TEST_CASE("an AtomicFile destination is checked before the work that fills it", 
                     Catch::Contains("--output " + dir + "/missing/out.json: directory") &&
                         Catch::Contains("does not exist"));
   CHECK_THROWS_WITH(check_atomic_destination(dir, "--output"), Catch::Contains("is a directory"));
+}
+
+TEST_CASE("text quoted in a message is one bounded line", "[core]") {
+  CHECK(quoted_for_message("969,30,1") == "'969,30,1'");
+  CHECK(quoted_for_message("a\nb\tc\r\x01\x7f") == "'a\\nb\\tc\\r\\x01\\x7f'");
+  CHECK(quoted_for_message(std::string(100, '1'), 4) == "'1111'... (100 bytes)");
+  CHECK(quoted_for_message("caf\xc3\xa9") == "'caf\xc3\xa9'");  // UTF-8 as it is
 }
 
 TEST_CASE("MappedFile reports a missing file by name", "[core]") {
