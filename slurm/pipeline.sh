@@ -75,7 +75,7 @@ pretrain_resources+=(--gpus-per-task="$gpus_per_task")
 
 # mgt-train's flags are checked here, before anything is submitted (or printed): a typo would
 # otherwise fail the pretrain job only after tokenize, merge and index have run. --dry-run reads
-# no data and plans the layout for the job's ranks; a model beyond this host's memory is no error.
+# no data and checks the flags for the job's ranks; a model beyond this host's memory is no error.
 mgt_train=${MGT_BIN:+$MGT_BIN/}mgt-train
 if command -v "$mgt_train" > /dev/null; then
   if ! check=$("$mgt_train" --dry-run --world-size $(( ${NODES:-1} * ${TASKS_PER_NODE:-2} )) \

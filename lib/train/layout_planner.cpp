@@ -76,6 +76,11 @@ LayoutPlan plan_layouts(const TrainOptions& unvalidated, const TrainOptions& val
 bool wants_layout_plan(const TrainOptions& o, bool launched, bool gpu_visible, std::string* why_not) {
   const bool gpu_run = o.device.rfind("cuda", 0) == 0 || (o.device == "auto" && gpu_visible);
   if (!o.planner.world_size && !(launched && gpu_run)) return false;
+  // --world-size with CPU ranks checks the flags for that many ranks and gives their memory.
+  if (o.device == "cpu") {
+    if (why_not) *why_not = "no layouts planned: the planner's cost model is for GPUs, not --device cpu";
+    return false;
+  }
   if (o.moe.enabled()) {
     if (why_not) *why_not = "no layouts planned: the planner's cost model is for dense models, not --num-experts";
     return false;

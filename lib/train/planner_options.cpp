@@ -16,8 +16,6 @@ void validate_planner_options(const TrainOptions& o) {
   }
   if (p.gpu_memory_gib && *p.gpu_memory_gib > 1 << 20)
     throw UsageError("--planner-gpu-memory is in GiB: at most 1048576");
-  if (p.world_size && o.device == "cpu")
-    throw UsageError("--world-size plans GPU layouts: it needs --device cuda (or auto), not cpu");
 }
 
 int planned_world_size(const TrainOptions& o, int launched_size) {

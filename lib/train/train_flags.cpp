@@ -153,7 +153,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
     {"other", {
       store_true("dry-run", o.dry_run, "print the parameter count and the memory per rank (JSON on stdout, a summary on stderr) and exit, reading no data; with --world-size, or under a launcher on GPUs, also the layouts that fit, best first")
           .not_recorded("a dry run stops before training and writes no checkpoint"),
-      store("world-size", "N", o.planner.world_size, "with --dry-run and no launcher, plan layouts for N GPUs (under a launcher its ranks are planned for): the fitting layouts, best estimated step time first")
+      store("world-size", "N", o.planner.world_size, "with --dry-run and no launcher, plan layouts for N GPUs (under a launcher its ranks are planned for): the fitting layouts, best estimated step time first; with --device cpu, check the flags for N CPU ranks")
           .not_recorded("a dry run stops before training and writes no checkpoint"),
       store("planner-gpu", "KIND", o.planner.gpu, "the GPU the --dry-run layout planner plans for, h100 (80GB) or h200 (141GB): its cost constants and memory").choices({"h100", "h200"})
           .default_text("the visible GPU; h100 without one")

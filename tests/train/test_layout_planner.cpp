@@ -218,7 +218,6 @@ TEST_CASE("planner flags: for --dry-run, GPU runs, a positive world size", "[tra
   CHECK_THAT(usage_error_with(kLlama8b, {"--world-size", "0"}), Catch::Contains("--world-size"));
   CHECK_THAT(usage_error_with(kLlama8b, {"--planner-gpu", "a100"}), Catch::Contains("--planner-gpu"));
   CHECK_THAT(usage_error_with(kLlama8b, {"--planner-gpu-memory", "0"}), Catch::Contains("--planner-gpu-memory"));
-  CHECK_THAT(usage_error_with(kLlama8b, {"--world-size", "4", "--device", "cpu"}), Catch::Contains("not cpu"));
   const TrainOptions o = parse_with(kLlama8b, {"--world-size", "4"}, 4);
   CHECK(planned_world_size(o, 1) == 4);
   CHECK(planned_world_size(o, 4) == 4);
@@ -230,6 +229,11 @@ TEST_CASE("planner flags: for --dry-run, GPU runs, a positive world size", "[tra
   CHECK(wants_layout_plan(lone, true, false, &why));         // under a launcher
   const TrainOptions cpu = parse_with(kLlama8b, {"--device", "cpu"}, 2);
   CHECK_FALSE(wants_layout_plan(cpu, true, true, &why));
+  // CPU ranks: --world-size checks the flags for that many ranks and plans nothing.
+  const TrainOptions cpu_ranks = parse_with(kLlama8b, {"--world-size", "4", "--device", "cpu"}, 4);
+  CHECK(planned_world_size(cpu_ranks, 1) == 4);
+  CHECK_FALSE(wants_layout_plan(cpu_ranks, false, false, &why));
+  CHECK_THAT(why, Catch::Contains("not --device cpu"));
 }
 
 }  // namespace mgt
