@@ -18,6 +18,7 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       // Shareable: the data-parallel ranks on one machine read each other's gradients and
       // weights with the copy engines (dist/nccl_peer_copy.hpp).
       params_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
+      use_(use),
       grads_(use == ParameterUse::kTraining
                  ? DeviceBuffer(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable)
                  : DeviceBuffer()),

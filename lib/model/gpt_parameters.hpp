@@ -55,7 +55,7 @@ public:
   // Empty for parameters built for inference (their layers' gradient views are empty too).
   FloatView grads() { return grads_.view(); }
   ConstFloatView grads() const { return grads_.view(); }
-  bool for_inference() const { return grads_.empty(); }
+  bool for_inference() const { return use_ == ParameterUse::kInference; }
   // One tensor's local shard.
   FloatView param(const ParameterEntry& e) { return params().subspan(e.offset, e.numel()); }
   ConstFloatView param(const ParameterEntry& e) const {
@@ -125,6 +125,7 @@ private:
   ExpertParallelRank ep_;
   ParameterTable table_;
   DeviceBuffer params_;
+  ParameterUse use_;
   DeviceBuffer grads_;  // empty for inference
   DeviceBuffer compute_;  // empty when the activation type is fp32
   bool compute_stale_ = true;
