@@ -84,6 +84,7 @@ int run_eval(const EvalOptions& options) {
     memory.use = MemoryUse::kEvaluation;
     memory.seq_length = seq_length;
     memory.micro_batch_size = std::max<std::int64_t>(1, std::min(options.micro_batch_size, rows));
+    inference_weight_bytes(checkpoint.config, backend, memory);
     check_memory(checkpoint.config, memory, memory_available_to(backend), "evaluating checkpoint " + checkpoint.directory);
   };
   if (options.task == ZeroShotTask::kWikitext103 && options.strict_lambada)

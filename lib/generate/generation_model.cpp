@@ -52,6 +52,7 @@ GenerationModel load_generation_model(const GenerateOptions& options) {
   memory.seq_length = std::max<int64_t>(
       1, std::min(loaded.max_sequence_length, config.seq_length + options.generation.max_new_tokens));
   memory.micro_batch_size = options.micro_batch_size;
+  inference_weight_bytes(config, *loaded.backend, memory);
   check_memory(config, memory, memory_available_to(*loaded.backend), "generating with checkpoint " + checkpoint.directory);
   loaded.model = load_checkpoint_model(checkpoint, *loaded.backend);
   log::info("loaded " + checkpoint.directory + " (iteration " + std::to_string(checkpoint.metadata.iteration) + ", " +

@@ -143,7 +143,7 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
   if (init_seed) params_.initialize(*init_seed);
   // The blocks' ranges, from the parameter names (parameter_table.cpp's order is the forward's).
   const std::size_t blocks = (embedding_ ? 1 : 0) + layers_.size() + (final_norm_ ? 1 : 0);
-  block_ranges_.assign(blocks, BlockRange{std::as_const(params_).params().size(), 0});
+  block_ranges_.assign(blocks, BlockRange{params_.table().buffer_size, 0});
   for (const ParameterEntry& e : params_.entries()) {
     std::size_t block = blocks - 1;  // the head
     if (e.name.starts_with("embedding.") && stage.is_first()) {
@@ -168,7 +168,7 @@ void GptModel::prepare_parameters() {
   // waited for block by block (before_block). The size through the const view: a mutable one
   // would mark the compute copy stale.
   if (hooks_ && params_.compute_copy_stale())
-    hooks_->before_parameter_use(0, std::as_const(params_).params().size());
+    hooks_->before_parameter_use(0, params_.table().buffer_size);
   params_.refresh_compute_copy();
   // Evaluation and generation cast with the current FP8 scales and record nothing; a training
   // pass says otherwise right after.

@@ -17,20 +17,32 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       table_(gpt_parameter_table(config_, tp_, stage_, ep_)),
       // Shareable: the data-parallel ranks on one machine read each other's gradients and
       // weights with the copy engines (dist/nccl_peer_copy.hpp).
-      params_(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable),
+      params_(use == ParameterUse::kInference && backend.activation_type() != FloatType::kF32 &&
+                      !config_.layernorm_zero_centered_gamma
+                  ? DeviceBuffer()
+                  : DeviceBuffer(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable)),
       use_(use),
       grads_(use == ParameterUse::kTraining
                  ? DeviceBuffer(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable)
                  : DeviceBuffer()),
       moe_expert_bias_(config_.moe, config_.num_layers, stage_, backend),
       grad_zeroing_(table_.entries) {
-  backend.fill(params_.view(), 0.0f);
+  if (!params_.empty()) backend.fill(params_.view(), 0.0f);
   if (!grads_.empty()) backend.fill(grads_.view(), 0.0f);
   if (backend.activation_type() != FloatType::kF32) {
     // Shareable too: the distributed optimizer gathers the updated bf16 weights.
     compute_ = DeviceBuffer(backend, table_.buffer_size, backend.activation_type(), MemorySharing::kShareable);
-    refresh_compute_copy();
+    if (params_.empty()) {
+      backend.fill(compute_.view(), 0.0f);
+      compute_stale_ = false;
+    } else {
+      refresh_compute_copy();
+    }
   }
+}
+
+void GptParameters::throw_no_fp32_parameters() {
+  throw Error("internal error: the fp32 parameters of a model built for inference are not kept");
 }
 
 void GptParameters::refresh_compute_copy() {
@@ -63,7 +75,13 @@ void GptParameters::zero_grads() {
 
 std::vector<float> GptParameters::read_param(const ParameterEntry& e) const {
   std::vector<float> host(static_cast<size_t>(e.numel()));
-  backend_->copy_to_host(param(e), host);
+  if (compute_only()) {
+    DeviceBuffer staged(*backend_, e.numel());
+    backend_->convert(compute_param(e), staged.view());
+    backend_->copy_to_host(staged.view(), host);
+  } else {
+    backend_->copy_to_host(param(e), host);
+  }
   return host;
 }
 
@@ -74,6 +92,14 @@ std::vector<float> GptParameters::read_grad(const ParameterEntry& e) const {
 }
 
 void GptParameters::write_param(const ParameterEntry& e, std::span<const float> values) {
+  if (compute_only()) {
+    // Rounded into the compute copy as refresh_compute_copy rounds the fp32 parameters.
+    DeviceBuffer staged(*backend_, e.numel());
+    backend_->copy_from_host(values, staged.view());
+    backend_->convert(staged.view(), compute_.view().subspan(e.offset, e.numel()));
+    ++params_version_;
+    return;
+  }
   backend_->copy_from_host(values, param(e));
 }
 

@@ -17,7 +17,9 @@
 namespace mgt {
 
 // What the parameters are for: training holds a gradient buffer beside them; inference (mgt-eval,
-// mgt-generate) does not, saving 4 bytes per parameter (32 GB of an 8B model's).
+// mgt-generate) does not, saving 4 bytes per parameter (32 GB of an 8B model's). With a bf16 or
+// fp16 compute copy, inference keeps only that copy (write_param converts into it): 2 bytes per
+// parameter in all, unless the forward reads the fp32 parameters (forward_reads_params).
 enum class ParameterUse { kTraining, kInference };
 
 class GptParameters {
@@ -43,6 +45,7 @@ public:
   // Whole buffers, alignment gaps included (they stay zero). A mutable view of the parameters
   // marks the compute copy stale: whoever writes the parameters takes one.
   FloatView params() {
+    if (compute_only()) throw_no_fp32_parameters();
     compute_stale_ = true;
     ++params_version_;
     return params_.view();
@@ -51,7 +54,10 @@ public:
   // parameters (a zero-centred norm's 1 + w, model/norm_layer.hpp) compares it with the value
   // it was made at.
   std::uint64_t params_version() const { return params_version_; }
+  // Empty when only the compute copy is kept (compute_only).
   ConstFloatView params() const { return params_.view(); }
+  // Parameters built for inference with a bf16 or fp16 compute copy keep no fp32 parameters.
+  bool compute_only() const { return params_.empty() && !compute_.empty(); }
   // Empty for parameters built for inference (their layers' gradient views are empty too).
   FloatView grads() { return grads_.view(); }
   ConstFloatView grads() const { return grads_.view(); }
@@ -104,7 +110,8 @@ public:
   void settle_grads() { grad_zeroing_.settle(*backend_, grads_.view()); }
   void settle_grads(int64_t begin, int64_t end) { grad_zeroing_.settle_range(*backend_, grads_.view(), begin, end); }
 
-  // Host copies of one tensor's local shard: for checkpoints, conversion and tests.
+  // Host copies of one tensor's local shard: for checkpoints, conversion and tests. Without fp32
+  // parameters (compute_only), from and into the compute copy.
   std::vector<float> read_param(const ParameterEntry& e) const;
   std::vector<float> read_grad(const ParameterEntry& e) const;
   void write_param(const ParameterEntry& e, std::span<const float> values);
@@ -118,6 +125,8 @@ public:
   const MoeExpertBias& moe_expert_bias() const { return moe_expert_bias_; }
 
 private:
+  [[noreturn]] static void throw_no_fp32_parameters();
+
   Backend* backend_;
   GptConfig config_;
   TensorParallelRank tp_;

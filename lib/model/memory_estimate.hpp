@@ -66,6 +66,12 @@ struct MemoryEstimateRequest {
   bool evaluation_too = true;  // training: validation keeps its own activations
 };
 
+// A model loaded for evaluation or generation on `backend` (model/gpt_parameters.hpp,
+// ParameterUse::kInference): its compute type's bytes per weight, and the fp32 parameters beside
+// them only where the forward reads those (a zero-centred norm's 1 + w).
+void inference_weight_bytes(const GptConfig& config, const Backend& backend, MemoryEstimateRequest& request);
+
+
 struct MemoryEstimate {
   std::int64_t parameters = 0;           // of the whole model
   std::int64_t parameters_per_rank = 0;  // of the largest pipeline stage's tensor shard

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "kernels/backend_factory.hpp"
 #include "model_testing.hpp"
@@ -122,6 +123,35 @@ TEST_CASE("GPT built for inference holds no gradients and computes the same forw
   CHECK(a.loss.loss_sum == b.loss.loss_sum);
   CHECK(a.logits == b.logits);
   CHECK_THROWS_WITH(inference.forward_backward(micro_batch(batch), {1, 0}, 1), Catch::Contains("built for inference"));
+}
+
+TEST_CASE("GPT built for inference in bf16 keeps only the bf16 copy and computes the same forward", "[model]") {
+  const auto backend_owner = make_backend("cpu");
+  Backend& backend = *backend_owner;
+  backend.set_activation_type(FloatType::kBf16);
+  for (const bool zero_centered : {false, true}) {
+    GptConfig config = llama_like_config();
+    config.layernorm_zero_centered_gamma = zero_centered;  // its forward reads the fp32 weights
+    GptModel trained(config, backend, 9);
+    randomize_parameters(trained.parameters(), 9);
+    GptModel inference(config, backend, std::nullopt, {}, {}, {}, ParameterUse::kInference);
+    for (const ParameterEntry& e : trained.parameters().entries())
+      inference.parameters().write_param(e, trained.parameters().read_param(e));
+    CHECK(inference.parameters().compute_only() == !zero_centered);
+    CHECK(std::as_const(inference.parameters()).params().empty() == !zero_centered);
+    if (!zero_centered) {
+      CHECK_THROWS_WITH(inference.parameters().params(), Catch::Contains("not kept"));
+      // Read back from the bf16 copy: the weights rounded to bf16.
+      const ParameterEntry& e = trained.parameters().entries().front();
+      const std::vector<float> kept = inference.parameters().read_param(e), given = trained.parameters().read_param(e);
+      for (std::size_t i = 0; i < kept.size(); ++i) CHECK(std::fabs(kept[i] - given[i]) <= std::fabs(given[i]) * 0x1p-8f);
+    }
+    const RefBatch batch = random_batch(config, 2, 8, 4);
+    const ForwardOutput a = trained.forward_only(micro_batch(batch), true);
+    const ForwardOutput b = inference.forward_only(micro_batch(batch), true);
+    CHECK(a.loss.loss_sum == b.loss.loss_sum);
+    CHECK(a.logits == b.logits);
+  }
 }
 
 TEST_CASE("GPT forward_only without labels returns logits only", "[model]") {
