@@ -165,8 +165,7 @@ bool GptModel::gradient_finalized_later(const ParameterEntry& e) const {
 void GptModel::prepare_parameters() {
   // A stale compute copy is converted whole, from parameters that must all have arrived. A fresh
   // one (the distributed optimizer's gathers bring the updated bf16 weights themselves) is
-  // waited for block by block (before_block). The size through the const view: a mutable one
-  // would mark the compute copy stale.
+  // waited for block by block (before_block).
   if (hooks_ && params_.compute_copy_stale())
     hooks_->before_parameter_use(0, params_.table().buffer_size);
   params_.refresh_compute_copy();

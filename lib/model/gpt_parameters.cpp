@@ -17,10 +17,9 @@ GptParameters::GptParameters(const GptConfig& config, Backend& backend,
       table_(gpt_parameter_table(config_, tp_, stage_, ep_)),
       // Shareable: the data-parallel ranks on one machine read each other's gradients and
       // weights with the copy engines (dist/nccl_peer_copy.hpp).
-      params_(use == ParameterUse::kInference && backend.activation_type() != FloatType::kF32 &&
-                      !config_.layernorm_zero_centered_gamma
-                  ? DeviceBuffer()
-                  : DeviceBuffer(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable)),
+      params_(keeps_fp32_parameters(use, backend.activation_type(), config_)
+                  ? DeviceBuffer(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable)
+                  : DeviceBuffer()),
       use_(use),
       grads_(use == ParameterUse::kTraining
                  ? DeviceBuffer(backend, table_.buffer_size, FloatType::kF32, MemorySharing::kShareable)

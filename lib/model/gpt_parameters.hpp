@@ -22,6 +22,13 @@ namespace mgt {
 // parameter in all, unless the forward reads the fp32 parameters (forward_reads_params).
 enum class ParameterUse { kTraining, kInference };
 
+// Whether parameters built for `use`, computing in `activation`, keep the fp32 parameters: always
+// in training and in fp32; in inference with a 2-byte copy only where the forward reads them (a
+// zero-centred norm's 1 + w).
+inline bool keeps_fp32_parameters(ParameterUse use, FloatType activation, const GptConfig& config) {
+  return use == ParameterUse::kTraining || activation == FloatType::kF32 || config.layernorm_zero_centered_gamma;
+}
+
 class GptParameters {
 public:
   // Allocates both buffers, parameters and gradients zeroed; call initialize() for initial values.

@@ -357,7 +357,8 @@ MemoryEstimate check_memory(const GptConfig& config, const MemoryEstimateRequest
 
 void inference_weight_bytes(const GptConfig& config, const Backend& backend, MemoryEstimateRequest& request) {
   request.bytes_per_weight = float_type_size(backend.activation_type());
-  request.master_weights = request.bytes_per_weight != 4 && config.layernorm_zero_centered_gamma;
+  request.master_weights = request.bytes_per_weight != 4 &&
+                           keeps_fp32_parameters(ParameterUse::kInference, backend.activation_type(), config);
 }
 
 }  // namespace mgt

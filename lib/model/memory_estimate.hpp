@@ -15,6 +15,7 @@
 #include "kernels/backend.hpp"
 #include "model/context_parallel_attention.hpp"
 #include "model/gpt_config.hpp"
+#include "model/gpt_parameters.hpp"
 
 namespace mgt {
 
@@ -70,7 +71,6 @@ struct MemoryEstimateRequest {
 // ParameterUse::kInference): its compute type's bytes per weight, and the fp32 parameters beside
 // them only where the forward reads those (a zero-centred norm's 1 + w).
 void inference_weight_bytes(const GptConfig& config, const Backend& backend, MemoryEstimateRequest& request);
-
 
 struct MemoryEstimate {
   std::int64_t parameters = 0;           // of the whole model

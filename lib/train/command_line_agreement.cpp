@@ -5,6 +5,7 @@
 #include <span>
 
 #include "core/error.hpp"
+#include "core/message_text.hpp"
 
 namespace mgt {
 
@@ -45,7 +46,7 @@ std::vector<std::string> broadcast_arguments(dist::Communicator& world, const st
 }
 
 std::string shown(const std::vector<std::string>& arguments, std::size_t i) {
-  return i < arguments.size() ? "'" + arguments[i] + "'" : "nothing";
+  return i < arguments.size() ? quoted_for_message(arguments[i]) : "nothing";
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace mgt {
 std::vector<std::string> rank_independent_arguments(int argc, const char* const* argv);
 
 // "" when `mine` (this rank's) equals `reference` (rank 0's), else the first difference:
-// "argument 12 is '--tensor-model-parallel-size' here and '--seq-length' on rank 0".
+// "argument 12 is '--tensor-model-parallel-size' there and '--seq-length' on rank 0".
 std::string command_line_difference(const std::vector<std::string>& mine, const std::vector<std::string>& reference);
 
 // Collective over `world`: every rank throws the same mgt::UsageError when any rank's arguments
