@@ -38,6 +38,7 @@ void require_gpt2_expressible(const GptConfig& config, const std::string& what) 
     refuse("--normalization " + std::string(to_string(c.normalization)) + " (GPT-2 uses LayerNorm)");
   if (c.layernorm_zero_centered_gamma)
     refuse("--apply-layernorm-1p (GPT-2's LayerNorm scales by its weight, not by 1 + weight)");
+  if (c.qk_layernorm) refuse("--qk-layernorm (GPT-2's attention has no query and key norms)");
   if (c.activation == Activation::kSwiglu) refuse("--swiglu (GPT-2's MLP is one projection and a GELU)");
   if (c.moe.enabled()) refuse("--num-experts " + str(c.moe.num_experts) + " (GPT-2's MLP is dense)");
   if (!c.add_bias_linear) refuse("--disable-bias-linear (GPT-2's linear layers have biases)");

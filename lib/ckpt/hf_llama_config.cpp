@@ -192,6 +192,7 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
     refuse("--normalization " + std::string(to_string(c.normalization)) + " (" + family + " uses RMSNorm)");
   if (c.layernorm_zero_centered_gamma)
     refuse("--apply-layernorm-1p (" + family + "'s RMSNorm scales by its weight, not by 1 + weight)");
+  if (c.qk_layernorm) refuse("--qk-layernorm (" + family + "'s attention has no query and key norms)");
   if (c.activation != Activation::kSwiglu)
     refuse("an MLP without --swiglu (" + family + "'s MLP is silu(gate) · up, then down)");
   if (c.add_bias_linear && is_mistral(model_type))

@@ -95,6 +95,7 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
   if (a.contains("normalization")) c.normalization = parse_normalization(a.text("normalization"));
   if (a.contains("norm_epsilon")) c.norm_epsilon = a.real("norm_epsilon");
   c.layernorm_zero_centered_gamma = flag_of(a, "apply_layernorm_1p", false);
+  c.qk_layernorm = flag_of(a, "qk_layernorm", false);
   c.add_bias_linear = flag_of(a, "add_bias_linear", true);
   c.add_qkv_bias = flag_of(a, "add_qkv_bias", false);
   // Arguments without bias_gelu_fusion come from mgt before it followed Megatron's fused
@@ -134,6 +135,7 @@ std::string model_args_json(const GptConfig& config) {
   a.set("normalization", PyValue::string(std::string(to_string(c.normalization))));
   a.set("norm_epsilon", PyValue::real(c.norm_epsilon));
   a.set("apply_layernorm_1p", PyValue::boolean(c.layernorm_zero_centered_gamma));
+  a.set("qk_layernorm", PyValue::boolean(c.qk_layernorm));
   a.set("swiglu", PyValue::boolean(c.activation == Activation::kSwiglu));
   a.set("openai_gelu", PyValue::boolean(c.activation == Activation::kOpenaiGelu));
   a.set("add_bias_linear", PyValue::boolean(c.add_bias_linear));

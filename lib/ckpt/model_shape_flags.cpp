@@ -17,7 +17,7 @@ constexpr std::array kCheckedFlags = {
     "kv-channels",      "num-query-groups",     "max-position-embeddings", "position-embedding-type",
     "normalization",    "norm-epsilon",         "rotary-percent",      "rotary-base",
     "rope-scaling-factor", "swiglu",            "openai-gelu",         "disable-bias-linear",
-    "add-qkv-bias",
+    "add-qkv-bias",     "qk-layernorm",
     "untie-embeddings-and-output-weights", "group-query-attention", "use-rope-scaling"};
 
 // The shared definition, described as the checkpoint's value, recording what was given.

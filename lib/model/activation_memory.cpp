@@ -56,6 +56,12 @@ LayerSetFloats layer_set_floats(const GptConfig& c, int64_t tp_size, int64_t seq
   const N norm_stats = c.normalization == Normalization::kLayerNorm ? 2 : 1;
   N fp32 = norm_stats * tl * 2;  // the two norms' statistics
   N floats = tl * h + fp32 + t * heads * k + t * groups * k * 2;  // residual, statistics, query, key, value
+  if (c.qk_layernorm) {
+    // The query and key before their norms, and the norms' statistics (a row per head and token).
+    const N head_rows = t * (heads + groups);
+    floats += head_rows * k + norm_stats * head_rows;
+    fp32 += norm_stats * head_rows;
+  }
   if (!shared.norm_outputs) {
     // The input and pre-MLP norm outputs (whole), those no norm casts to FP8 instead.
     const NormFp8Casts cast = model_norm_fp8_casts(c, sequence_parallel);
@@ -139,6 +145,7 @@ ActivationElements ActivationMemory::elements(const GptConfig& config, int64_t t
   floats += t * (heads + N(2) * groups) * k + tl * h * 2;  // scratch: mixed QKV, two hidden buffers
   if (sequence_parallel) floats += t * h * 3;               // the whole-sequence buffers
   if (training) floats += context * 2 + t * groups * k * 2 + t * ffn + t * fc1 + tl * h;
+  if (training && c.qk_layernorm) floats += t * (heads + groups) * k;  // the gradients before the q/k norms
   if (c.moe.enabled()) {
     // MoE layers (model/moe_buffers.hpp) keep their buffers beside the dense MLP's: each MoE
     // layer in training (full recomputation, whose shared sets would hold them, is refused with
@@ -302,6 +309,12 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     a.attention.query = a.attention.mixed.first(t * heads * k);
     a.attention.key = a.attention.mixed.subspan(t * heads * k, t * groups * k);
     a.attention.value = a.attention.mixed.subspan(t * (heads + groups) * k, t * groups * k);
+    if (c.qk_layernorm) {
+      a.attention.query_input = take(t * heads * k);
+      a.attention.key_input = take(t * groups * k);
+      a.attention.query_norm = take_norm_stats(layer_norm, t * heads);
+      a.attention.key_norm = take_norm_stats(layer_norm, t * groups);
+    }
     if (shared.core_attention) {
       a.attention.context = shared_context;
       a.attention.lse = shared_lse;
@@ -363,6 +376,10 @@ ActivationMemory::ActivationMemory(Backend& backend, const GptConfig& config,
     scratch.attention.d_query = take(t * heads * k);
     scratch.attention.d_key = take(t * groups * k);
     scratch.attention.d_value = take(t * groups * k);
+    if (c.qk_layernorm) {
+      scratch.attention.d_query_input = take(t * heads * k);
+      scratch.attention.d_key_input = take(t * groups * k);
+    }
     scratch.mlp.d_activation = take(t * ffn);
     scratch.mlp.d_fc1 = take(t * fc1);
     d_hidden = take(tl * h);

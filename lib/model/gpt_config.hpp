@@ -64,6 +64,10 @@ struct GptConfig {
   // --apply-layernorm-1p: norm weights stored zero-centred (initialised to 0), applied as 1 + w
   // (Megatron's TransformerConfig.layernorm_zero_centered_gamma).
   bool layernorm_zero_centered_gamma = false;
+  // --qk-layernorm: Megatron's q_layernorm and k_layernorm (megatron/core/transformer/attention.py),
+  // a norm of --normalization over each query and key head (kv_channels wide) between the QKV
+  // projection and RoPE.
+  bool qk_layernorm = false;
   double norm_epsilon = 1e-5;
   Activation activation = Activation::kGelu;
   bool add_bias_linear = true;  // --disable-bias-linear clears it

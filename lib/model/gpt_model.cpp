@@ -130,15 +130,15 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, std::optional<uint
             "its first and last stages");
     embedding_group_ = pp.embedding_group;
   }
-  if (sequence_parallel_) {
+  if (tp_.active()) {
     int64_t packed = 0;
     for (const ParameterEntry& e : params_.entries()) {
-      if (!e.sequence_parallel) continue;
-      sequence_parallel_pack_.push_back({e.offset, packed, e.numel()});
-      sequence_parallel_unpack_.push_back({packed, e.offset, e.numel()});
+      if (!(sequence_parallel_ && e.sequence_parallel) && !e.tensor_parallel_partial) continue;
+      partial_grads_pack_.push_back({e.offset, packed, e.numel()});
+      partial_grads_unpack_.push_back({packed, e.offset, e.numel()});
       packed += e.numel();
     }
-    sequence_parallel_grads_ = DeviceBuffer(backend, packed);
+    if (packed > 0) partial_grads_ = DeviceBuffer(backend, packed);
   }
   if (init_seed) params_.initialize(*init_seed);
   // The blocks' ranges, from the parameter names (parameter_table.cpp's order is the forward's).
@@ -418,12 +418,12 @@ ConstFloatView GptModel::whole_vocab_logits(ConstFloatView logits, int64_t rows,
   return whole.view();
 }
 
-void GptModel::all_reduce_sequence_parallel_grads() {
-  if (!sequence_parallel_) return;
-  const FloatView packed = sequence_parallel_grads_.view();
-  backend_->copy_ranges(params_.grads(), packed, sequence_parallel_pack_);
+void GptModel::all_reduce_partial_grads() {
+  if (partial_grads_.empty()) return;
+  const FloatView packed = partial_grads_.view();
+  backend_->copy_ranges(params_.grads(), packed, partial_grads_pack_);
   tp_.all_reduce(packed, dist::ReduceOp::Sum);
-  backend_->copy_ranges(packed, params_.grads(), sequence_parallel_unpack_);
+  backend_->copy_ranges(packed, params_.grads(), partial_grads_unpack_);
 }
 
 void GptModel::reset_moe_statistics() {

@@ -19,8 +19,8 @@
 // linear_proj / linear_fc2, vocab-parallel cross-entropy. Every rank of the group is given the
 // same micro-batch and returns the same loss; the loss and the gradients are those of the
 // single-rank model with the unsharded parameters. With --sequence-parallel, training passes
-// also split the activations outside the tensor-parallel regions along the sequence; call
-// all_reduce_sequence_parallel_grads() once the iteration's micro-batches are done. Evaluation
+// also split the activations outside the tensor-parallel regions along the sequence. Call
+// all_reduce_partial_grads() once the iteration's micro-batches are done. Evaluation
 // and generation passes run without sequence parallelism (same results, as Megatron's inference).
 //
 // Pipeline parallelism (a PipelineParallelism with this rank's stage): the model holds its
@@ -159,14 +159,16 @@ public:
   void forward_backward(const MicroBatch& batch, const DropoutRng& rng, int64_t num_microbatches,
                         LossReduction reduction, float loss_scale, DeviceSpan<double> loss_sums, bool accumulate);
 
-  // Under sequence parallelism, each rank's gradients of the parameters applied to sequence
-  // slices (norms, row-parallel biases: ParameterEntry::sequence_parallel) cover its slice only;
-  // this all-reduces them over the tensor-parallel group, as Megatron's finalize_model_grads
-  // (_allreduce_layernorm_grads) does. Call once per iteration, after the last micro-batch's
-  // forward_backward and the data-parallel reduction (as Megatron does: that one can then overlap
-  // the backward), before the gradients are used (clipping, the optimizer). Nothing to do
-  // without sequence parallelism. Collective over the tensor-parallel group.
-  void all_reduce_sequence_parallel_grads();
+  // The replicated parameters whose gradient each tensor-parallel rank holds a part of: under
+  // sequence parallelism those applied to sequence slices (norms, row-parallel biases:
+  // ParameterEntry::sequence_parallel), and the query and key norms, each rank's covering its
+  // own heads (ParameterEntry::tensor_parallel_partial). This all-reduces those gradients over
+  // the tensor-parallel group, as Megatron's finalize_model_grads
+  // (_allreduce_non_tensor_model_parallel_grads) does. Call once per iteration, after the last
+  // micro-batch's forward_backward and the data-parallel reduction (as Megatron does: that one
+  // can then overlap the backward), before the gradients are used (clipping, the optimizer).
+  // Nothing to do without such parameters. Collective over the tensor-parallel group.
+  void all_reduce_partial_grads();
 
   // Tells `hooks` (null: nobody; must outlive its use) which parameters each forward is about to
   // read and, during each backward, which gradients are complete (parameter_hooks.hpp).
@@ -174,7 +176,7 @@ public:
   // Whether the gradient of `e` changes after the backward passes, before the data-parallel
   // reduction: at all_reduce_embedding_grads() (a word embedding tied across pipeline stages). A
   // reduction over the data-parallel ranks must wait for that, to sum in the same order as
-  // without overlap. (all_reduce_sequence_parallel_grads() comes after that reduction.)
+  // without overlap. (all_reduce_partial_grads() comes after that reduction.)
   bool gradient_finalized_later(const ParameterEntry& e) const;
 
   // Under FP8 training (config().fp8), this model's FP8 state (amax histories and scales, for
@@ -364,11 +366,11 @@ private:
   std::optional<NormLayer> final_norm_;
   std::optional<ColumnParallelLinear> output_layer_;
   std::optional<LanguageModelLoss> loss_;
-  // The sequence-parallel gradients, packed for one all-reduce: where each lies in the gradient
-  // buffer and in the packed one, and the way back.
-  std::vector<CopyRange> sequence_parallel_pack_;
-  std::vector<CopyRange> sequence_parallel_unpack_;
-  DeviceBuffer sequence_parallel_grads_;
+  // The partial gradients (all_reduce_partial_grads), packed for one all-reduce: where each lies
+  // in the gradient buffer and in the packed one, and the way back.
+  std::vector<CopyRange> partial_grads_pack_;
+  std::vector<CopyRange> partial_grads_unpack_;
+  DeviceBuffer partial_grads_;
   DeviceArray<double> moe_statistics_;
   std::unique_ptr<ActivationMemory> train_memory_;
   std::unique_ptr<ActivationMemory> eval_memory_;

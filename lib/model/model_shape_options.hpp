@@ -33,6 +33,7 @@ struct ModelShapeOptions {
   std::string normalization = "LayerNorm";           // LayerNorm | RMSNorm
   double norm_epsilon = 1e-5;                        // --norm-epsilon
   bool apply_layernorm_1p = false;                   // --apply-layernorm-1p: weights zero-centred, 1 + w applied
+  bool qk_layernorm = false;                         // --qk-layernorm: each query and key head normalised
   bool swiglu = false;                               // --swiglu
   bool openai_gelu = false;                          // --openai-gelu
   // Megatron's fused bias-GELU, on unless --no-bias-gelu-fusion: the tanh approximation of GELU

@@ -2,11 +2,11 @@
 
 namespace mgt {
 
-NormLayer::NormLayer(GptParameters& params, const std::string& prefix)
+NormLayer::NormLayer(GptParameters& params, const std::string& prefix, int64_t hidden)
     : backend_(&params.backend()),
       params_(&params),
       layer_norm_(params.config().normalization == Normalization::kLayerNorm),
-      hidden_(params.config().hidden_size),
+      hidden_(hidden > 0 ? hidden : params.config().hidden_size),
       eps_(static_cast<float>(params.config().norm_epsilon)) {
   const ParameterEntry& w = params.entry(prefix + ".weight");
   weight_ = params.compute_param(w);

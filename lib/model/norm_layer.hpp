@@ -1,5 +1,5 @@
-// LayerNorm or RMSNorm (--normalization) over the hidden dimension, with its weight (and, for
-// LayerNorm, bias) in the flat parameter buffer.
+// LayerNorm or RMSNorm (--normalization) over the hidden dimension (or over each head, for the
+// query and key norms), with its weight (and, for LayerNorm, bias) in the flat parameter buffer.
 //
 // With --apply-layernorm-1p (GptConfig::layernorm_zero_centered_gamma) the stored weight w is
 // zero-centred and the norm scales by 1 + w (Megatron's zero_centered_gamma,
@@ -25,8 +25,9 @@ struct NormStats {
 
 class NormLayer {
 public:
-  // prefix: "decoder.layers.3.input_layernorm", "decoder.final_layernorm", ...
-  NormLayer(GptParameters& params, const std::string& prefix);
+  // prefix: "decoder.layers.3.input_layernorm", "decoder.final_layernorm", ...; `hidden`: the
+  // width normalised, the model's hidden size unless given (a head's for --qk-layernorm).
+  NormLayer(GptParameters& params, const std::string& prefix, int64_t hidden = 0);
 
   bool has_mean() const { return layer_norm_; }
   int64_t hidden() const { return hidden_; }

@@ -65,6 +65,7 @@ public:
   void mark_pipeline_duplicate() { table_.entries.back().pipeline_duplicate = true; }
   void mark_expert_parallel() { table_.entries.back().expert_parallel = true; }
   void mark_sequence_parallel() { table_.entries.back().sequence_parallel = true; }
+  void mark_tensor_parallel_partial() { table_.entries.back().tensor_parallel_partial = true; }
   // Not split, yet not the same on every tensor-parallel rank (see ExpertWeights::kWholeOwn).
   void mark_tensor_parallel_own() { table_.entries.back().tensor_parallel_replicated = false; }
   int64_t tensor_parallel_size() const { return tp_.size; }
@@ -240,6 +241,16 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     if (layer_norm) b.add_sequence_parallel(prefix + ".bias", h, ParameterInit::kZeros);
   };
 
+  // A query or key norm (--qk-layernorm): one head wide, shared by the heads of every rank.
+  auto add_head_norm = [&](const std::string& prefix) {
+    b.add(prefix + ".weight", {c.kv_channels}, kNotPartitioned,
+          c.layernorm_zero_centered_gamma ? ParameterInit::kZeros : ParameterInit::kOnes);
+    b.mark_tensor_parallel_partial();
+    if (!layer_norm) return;
+    b.add(prefix + ".bias", {c.kv_channels}, kNotPartitioned, ParameterInit::kZeros);
+    b.mark_tensor_parallel_partial();
+  };
+
   auto add_word_embedding = [&] {
     b.add("embedding.word_embeddings.weight", {c.padded_vocab_size, h}, 0, ParameterInit::kNormal,
           std);
@@ -269,6 +280,10 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
     b.add(qkv + ".weight", {c.qkv_size(), h}, 0, ParameterInit::kNormal, std, 1, qkv_block);
     if (c.qkv_has_bias()) {
       b.add(qkv + ".bias", {c.qkv_size()}, 0, ParameterInit::kZeros, 0.0, 1, qkv_block);
+    }
+    if (c.qk_layernorm) {
+      add_head_norm(layer + ".self_attention.q_layernorm");
+      add_head_norm(layer + ".self_attention.k_layernorm");
     }
     const std::string proj = layer + ".self_attention.linear_proj";
     b.add(proj + ".weight", {h, attention_width}, 1, ParameterInit::kNormal, scaled_std);

@@ -73,8 +73,13 @@ struct ParameterEntry {
   // Megatron's sequence_parallel attribute: a replicated tensor applied to the activations that
   // --sequence-parallel splits along the sequence (norm weights and biases, row-parallel biases).
   // Each rank's gradient then covers its part of the sequence only, and the model all-reduces
-  // these gradients over the tensor-parallel group (GptModel::all_reduce_sequence_parallel_grads).
+  // these gradients over the tensor-parallel group (GptModel::all_reduce_partial_grads).
   bool sequence_parallel = false;
+  // Replicated, yet each tensor-parallel rank's gradient covers only its own heads: the query and
+  // key norms of --qk-layernorm. The model all-reduces these gradients over the tensor-parallel
+  // group with or without sequence parallelism, as Megatron's finalize_model_grads sums them
+  // (megatron/core/distributed/finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads).
+  bool tensor_parallel_partial = false;
   // Megatron's `shared` attribute: the last pipeline stage's copy of the word embedding, the
   // tied output weight (pipeline_stage.hpp). It equals the first stage's tensor, so norms and
   // parameter counts leave it out and checkpoints store the first stage's.

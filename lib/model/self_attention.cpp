@@ -25,6 +25,10 @@ SelfAttention::SelfAttention(GptParameters& params, int64_t layer,
   rotary_.base = params.config().rotary_base;
   if (params.config().use_rope_scaling) rotary_.llama3_scaling_factor = params.config().rope_scaling_factor;
   rotary_.position_offset = 0;
+  if (params.config().qk_layernorm) {
+    query_norm_.emplace(params, layer_prefix(layer) + ".self_attention.q_layernorm", head_dim_);
+    key_norm_.emplace(params, layer_prefix(layer) + ".self_attention.k_layernorm", head_dim_);
+  }
 }
 
 AttentionShape SelfAttention::shape(const ForwardContext& ctx) const {
@@ -55,7 +59,7 @@ HeadTensor SelfAttention::head_tensor(const ForwardContext& ctx, int64_t heads) 
 }
 
 bool SelfAttention::attends_fused_qkv(const ForwardContext& ctx) const {
-  return ctx.context_parallel == nullptr && !rope_ && groups_ == heads_ &&
+  return ctx.context_parallel == nullptr && !rope_ && !query_norm_ && groups_ == heads_ &&
          backend_->attends_fused_qkv(shape(ctx), params(ctx));
 }
 
@@ -82,6 +86,35 @@ void SelfAttention::rotate(const ForwardContext& ctx, FloatView x, int64_t heads
   apply(x.subspan(half.elements(), half.elements()), half, rotary);
 }
 
+// Megatron's get_query_key_value_tensors: the split, then q_layernorm and k_layernorm.
+void SelfAttention::split(const ForwardContext& ctx, const AttentionActivations& saved,
+                          const AttentionScratch& scratch) const {
+  const int64_t tokens = ctx.tokens();
+  if (!query_norm_) {
+    backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, saved.key, saved.value);
+    return;
+  }
+  backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query_input, saved.key_input,
+                      saved.value);
+  query_norm_->forward(saved.query_input, tokens * heads_, saved.query, saved.query_norm);
+  key_norm_->forward(saved.key_input, tokens * groups_, saved.key, saved.key_norm);
+}
+
+void SelfAttention::merge_gradients(const ForwardContext& ctx, const AttentionActivations& saved,
+                                    const AttentionScratch& scratch, FloatView d_mixed) const {
+  const int64_t tokens = ctx.tokens();
+  if (!query_norm_) {
+    backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_, head_dim_,
+                        d_mixed);
+    return;
+  }
+  query_norm_->backward(scratch.d_query, saved.query_input, tokens * heads_, saved.query_norm,
+                        scratch.d_query_input);
+  key_norm_->backward(scratch.d_key, saved.key_input, tokens * groups_, saved.key_norm, scratch.d_key_input);
+  backend_->qkv_merge(scratch.d_query_input, scratch.d_key_input, scratch.d_value, tokens, heads_, groups_,
+                      head_dim_, d_mixed);
+}
+
 void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
                             const AttentionActivations& saved, const AttentionScratch& scratch,
                             FloatView output, const LayerKvCache* cache, ConstFloatView* addend) const {
@@ -95,7 +128,7 @@ void SelfAttention::forward(const ForwardContext& ctx, FloatView input,
     proj_.forward(saved.context, tokens, output, ctx.when_sequence_parallel(scratch.sequence.whole), addend);
     return;
   }
-  backend_->qkv_split(scratch.mixed, tokens, heads_, groups_, head_dim_, saved.query, saved.key, saved.value);
+  split(ctx, saved, scratch);
   if (cache) {
     AttentionShape s = shape(ctx);
     s.seq_kv = cache->capacity;
@@ -152,8 +185,7 @@ void SelfAttention::backward(const ForwardContext& ctx, FloatView input,
       rotate(ctx, scratch.d_query, heads_, true);
       rotate(ctx, scratch.d_key, groups_, true);
     }
-    backend_->qkv_merge(scratch.d_query, scratch.d_key, scratch.d_value, tokens, heads_, groups_,
-                        head_dim_, d_mixed);
+    merge_gradients(ctx, saved, scratch, d_mixed);
   }
   qkv_.backward(d_mixed, ctx.own_rows(input, qkv_.in_features()), tokens, d_input, ctx.when_sequence_parallel(input),
                 ctx.when_sequence_parallel(scratch.sequence.whole));

@@ -1,6 +1,7 @@
-// Megatron's SelfAttention block: fused QKV projection (per-group interleaved layout), RoPE on
-// queries and keys, causal core attention with grouped-query heads, output projection
-// linear_proj. Activations are sequence-major, [s, b, heads, head_dim].
+// Megatron's SelfAttention block: fused QKV projection (per-group interleaved layout), with
+// --qk-layernorm a norm of each query and key head, RoPE on queries and keys, causal core
+// attention with grouped-query heads, output projection linear_proj. Activations are
+// sequence-major, [s, b, heads, head_dim].
 //
 // Tensor parallelism: linear_qkv is column-parallel and linear_proj row-parallel, so each rank
 // holds heads/tp query heads and groups/tp whole key/value groups (its shard of the fused QKV
@@ -12,11 +13,13 @@
 // attention runs over the context-parallel group (context_parallel_attention.hpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "kernels/backend.hpp"
 #include "model/forward_context.hpp"
 #include "model/kv_cache.hpp"
 #include "model/gpt_parameters.hpp"
+#include "model/norm_layer.hpp"
 #include "model/parallel_linear.hpp"
 #include "model/tensor_parallel_mappings.hpp"
 
@@ -35,6 +38,12 @@ struct AttentionActivations {
   // recomputation points these at buffers shared by all layers and rebuilds them in the backward.
   FloatView context;
   FloatView lse;
+  // --qk-layernorm only: the split query and key before their norms (query and key above are
+  // after them), and the norms' statistics, a row per head and token.
+  FloatView query_input;  // [s, b, heads, k]
+  FloatView key_input;    // [s, b, groups, k]
+  NormStats query_norm;
+  NormStats key_norm;
 };
 
 // Temporaries, shared by all layers.
@@ -44,6 +53,9 @@ struct AttentionScratch {
   FloatView d_query;
   FloatView d_key;
   FloatView d_value;
+  // --qk-layernorm, training only: the gradients of query_input and key_input.
+  FloatView d_query_input;
+  FloatView d_key_input;
   SequenceParallelScratch sequence;  // under sequence parallelism
 };
 
@@ -89,6 +101,13 @@ private:
   bool attends_fused_qkv(const ForwardContext& ctx) const;
   // RoPE (or its backward) in place on x [s, b, heads, head_dim], at this pass's positions.
   void rotate(const ForwardContext& ctx, FloatView x, int64_t heads, bool backward) const;
+  // The split of the QKV projection (scratch.mixed) into saved.query, key and value, through
+  // the query and key norms with --qk-layernorm.
+  void split(const ForwardContext& ctx, const AttentionActivations& saved, const AttentionScratch& scratch) const;
+  // The merge of the query, key and value gradients into d_mixed, back through the query and
+  // key norms with --qk-layernorm.
+  void merge_gradients(const ForwardContext& ctx, const AttentionActivations& saved, const AttentionScratch& scratch,
+                       FloatView d_mixed) const;
 
   Backend* backend_;
   int64_t layer_;
@@ -102,6 +121,8 @@ private:
   double attention_dropout_;
   ColumnParallelLinear qkv_;
   RowParallelLinear proj_;
+  std::optional<NormLayer> query_norm_;  // --qk-layernorm only
+  std::optional<NormLayer> key_norm_;
 };
 
 }  // namespace mgt

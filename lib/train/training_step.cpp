@@ -107,7 +107,7 @@ IterationRecord TrainingRun::train_step() {
     const dist::StartedAlone alone(gradients_, true);
     optimizer_->reduce_gradients();
   }
-  model_->all_reduce_sequence_parallel_grads();
+  model_->all_reduce_partial_grads();
   // finalize_model_grads' _update_router_expert_bias: the tokens each MoE layer routed to each
   // expert, summed over the data- and context-parallel ranks, move its expert bias, whether or
   // not the optimizer takes the step.

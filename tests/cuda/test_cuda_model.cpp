@@ -81,6 +81,16 @@ TEST_CASE("cuda model: Llama shape matches the CPU", "[cuda]") {
   compare_models(llama_like_config(), "llama");
 }
 
+TEST_CASE("cuda model: query and key norms (--qk-layernorm) match the CPU", "[cuda]") {
+  if (skip_without_gpu()) return;
+  compare_models(with_qk_layernorm(llama_like_config()), "llama, q/k RMSNorm");
+  GptConfig config = with_qk_layernorm(gpt2_like_config());
+  config.hidden_size = 128;
+  config.num_attention_heads = 2;  // head_dim 64
+  config.padded_vocab_size = 512;
+  compare_models(config, "gpt2, q/k LayerNorm");
+}
+
 TEST_CASE("cuda model: Qwen2-MoE shape (q/k/v biases, a dense layer, a gated shared expert) matches the CPU",
           "[cuda][moe]") {
   if (skip_without_gpu()) return;

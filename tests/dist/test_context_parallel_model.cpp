@@ -47,7 +47,7 @@ LossSum train_iteration(GptModel& model, const std::vector<RefBatch>& batches, i
     total.loss_sum += loss.loss_sum;
     total.token_count += loss.token_count;
   }
-  model.all_reduce_sequence_parallel_grads();
+  model.all_reduce_partial_grads();
   return total;
 }
 

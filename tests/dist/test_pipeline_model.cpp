@@ -145,7 +145,7 @@ LossSum pipeline_iteration(GptModel& model, dist::Communicator& pipeline, const 
       static_cast<int64_t>(batches.size()), [&] { return host_batch(batches.at(next++)); }, dropout_of,
       static_cast<int64_t>(batches.size()));
   CHECK(next == batches.size());
-  model.all_reduce_sequence_parallel_grads();
+  model.all_reduce_partial_grads();
   model.all_reduce_embedding_grads();
   return sum;
 }

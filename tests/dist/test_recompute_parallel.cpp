@@ -105,7 +105,7 @@ Result iteration(const GptConfig& c, const Layout& layout, dist::ProcessGroups& 
       r.loss.token_count += s.token_count;
     }
   }
-  model.all_reduce_sequence_parallel_grads();
+  model.all_reduce_partial_grads();
   r.grads = read_all_grads(model.parameters());
   return r;
 }

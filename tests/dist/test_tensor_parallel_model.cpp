@@ -61,6 +61,15 @@ GptConfig llama_with_biases_config() {
   return c;
 }
 
+// --qk-layernorm by LayerNorm (weight and bias) after the grouped QKV projection and before
+// RoPE: each rank normalises its own heads, and the norms' gradients are summed over the ranks.
+GptConfig llama_qk_layernorm_config() {
+  GptConfig c = llama_tp_config();
+  c.normalization = Normalization::kLayerNorm;
+  c.qk_layernorm = true;
+  return c;
+}
+
 GptConfig with_dropout(GptConfig c) {
   c.hidden_dropout = 0.1;
   c.attention_dropout = 0.2;
@@ -81,6 +90,7 @@ std::vector<Case> cases() {
   return {{"GPT-2-like", with_dropout(gpt2_tp_config())},
           {"Llama-like", with_dropout(llama_tp_config())},
           {"Llama-like with biases", with_dropout(llama_with_biases_config())},
+          {"Llama-like with LayerNorm q/k norms", with_dropout(llama_qk_layernorm_config())},
           {"GPT-2-like without dropout", gpt2_tp_config()},
           {"GPT-2-like, selective recompute",
            with_recompute(with_dropout(gpt2_tp_config()), RecomputeGranularity::kSelective)},
@@ -148,7 +158,7 @@ TrainResult train_iteration(GptModel& model, const std::vector<RefBatch>& batche
     r.loss_sum += loss.loss_sum;
     r.tokens += loss.token_count;
   }
-  model.all_reduce_sequence_parallel_grads();
+  model.all_reduce_partial_grads();
   return r;
 }
 

@@ -5,7 +5,8 @@
 # TP=2 it continues bit for bit, resumed at TP=1 and at TP=4 it continues the one-rank run's
 # loss curve (within 1e-5 relative), and a one-rank checkpoint resumes at TP=2 with sequence
 # parallelism; mgt-eval and mgt-generate (one process) read the TP=2 checkpoint as the one-rank
-# run's.
+# run's. The model has query and key norms (--qk-layernorm): replicated tensors whose gradients
+# each tensor-parallel rank holds for its own heads only.
 # Usage: bash tests/e2e/mgt_train_tensor_parallel_checkpoint.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -13,6 +14,7 @@ BIN="$1"
 SRC="$2"
 source "$SRC/tests/e2e/lib/common.bash"
 source "$SRC/tests/e2e/lib/parallel_training.bash"
+GPT2+=(--qk-layernorm)
 
 # keep_iteration SAVE COPY N: COPY holds SAVE's iteration N alone, the tracker naming it.
 keep_iteration() {

@@ -50,6 +50,13 @@ inline GptConfig llama_like_config() {
   return c;
 }
 
+// --qk-layernorm on a configuration: LayerNorm (weight and bias) or RMSNorm over each query and
+// key head.
+inline GptConfig with_qk_layernorm(GptConfig c) {
+  c.qk_layernorm = true;
+  return c;
+}
+
 // tanh GELU (--openai-gelu), otherwise like gpt2_like_config but untied and three layers.
 inline GptConfig openai_gelu_config() {
   GptConfig c = gpt2_like_config();

@@ -162,6 +162,11 @@ inline RefOutput reference_forward(const GptConfig& config, const RefParams& p,
           key[j][t].assign(base + per_group * k, base + (per_group + 1) * k);
           val[j][t].assign(base + (per_group + 1) * k, base + (per_group + 2) * k);
         }
+        if (c.qk_layernorm) {
+          // --qk-layernorm: each head's vector normalised before RoPE.
+          for (auto& head : q) head[t] = detail::norm(c, p, pre + ".self_attention.q_layernorm", {head[t]})[0];
+          for (auto& head : key) head[t] = detail::norm(c, p, pre + ".self_attention.k_layernorm", {head[t]})[0];
+        }
         if (c.position_embedding_type == PositionEmbeddingType::kRope) {
           for (auto& head : q) detail::rope(c, head[t].data(), t);
           for (auto& head : key) detail::rope(c, head[t].data(), t);

@@ -59,6 +59,15 @@ TEST_CASE("GPT forward matches the fp64 reference: RMSNorm, SwiGLU, partial RoPE
   CHECK(e.losses < 1e-5);
 }
 
+TEST_CASE("GPT forward matches the fp64 reference: query and key norms (--qk-layernorm)", "[model]") {
+  for (const GptConfig& config : {with_qk_layernorm(gpt2_like_config()), with_qk_layernorm(llama_like_config())}) {
+    const ForwardErrors e = compare_with_reference(config, 14);
+    CHECK(e.loss < 1e-5);
+    CHECK(e.logits < 1e-5);
+    CHECK(e.losses < 1e-5);
+  }
+}
+
 TEST_CASE("GPT forward matches the fp64 reference: tanh GELU", "[model]") {
   const ForwardErrors e = compare_with_reference(openai_gelu_config(), 13);
   CHECK(e.loss < 1e-5);

@@ -83,6 +83,10 @@ TEST_CASE("KV-cached forward equals the full forward: RoPE, SwiGLU, GQA, RMSNorm
   CHECK(cached_vs_full(llama_like_config(), {1, 3, 1, 4}, 14) < 1e-5);
 }
 
+TEST_CASE("KV-cached forward equals the full forward: query and key norms", "[model]") {
+  CHECK(cached_vs_full(with_qk_layernorm(llama_like_config()), {3, 1, 2, 1}, 15) < 1e-5);
+}
+
 TEST_CASE("KV-cached forward equals the full forward: Mixture of Experts", "[model][moe]") {
   // Every token is routed by itself, so a cached step routes as the whole sequence does: top-2
   // of 4 experts, a dense layer before a sparse one, and Mixtral's shape (every layer sparse).

@@ -233,6 +233,15 @@ TEST_CASE("recomputation keeps only what Megatron keeps, and the estimate counts
       CHECK(memory.allocated().indices == counted.indices);
     }
   }
+  // --qk-layernorm's inputs, statistics and gradients, counted as allocated.
+  for (const bool training : {true, false}) {
+    const GptConfig q = with_qk_layernorm(c);
+    const ActivationMemory memory(*backend_owner, q, {}, 8, 2, training);
+    const ActivationElements counted = ActivationMemory::elements(q, 1, 8, 2, training);
+    CHECK(memory.allocated().floats == counted.floats);
+    CHECK(memory.allocated().fp32_floats == counted.fp32_floats);
+    CHECK(counted.floats > ActivationMemory::elements(c, 1, 8, 2, training).floats);
+  }
 
   // The estimate (what --dry-run prints) says what the activations take with and without.
   MemoryEstimateRequest r;

@@ -52,6 +52,11 @@ TEST_CASE("ported flags: --apply-layernorm-1p", "[train]") {
   CHECK(usage_error_with({"--train-iters", "10", "--apply-layernorm-1p=1"}) == "--apply-layernorm-1p takes no value");
 }
 
+TEST_CASE("ported flags: --qk-layernorm", "[train]") {
+  CHECK(parse_with({"--train-iters", "10", "--qk-layernorm"}).model.qk_layernorm);
+  CHECK_FALSE(parse_with({"--train-iters", "10"}).model.qk_layernorm);
+}
+
 TEST_CASE("ported flags: --decoupled-lr and --decoupled-min-lr", "[train]") {
   const TrainOptions o = parse_with({"--train-iters", "10", "--decoupled-lr", "5e-3", "--decoupled-min-lr", "1e-4"});
   CHECK(o.optim.decoupled_lr == 5e-3);
