@@ -95,8 +95,9 @@ std::vector<FlagDefinition> convert_flags(ConvertFlagFields& f) {
           .default_text("n_positions or max_position_embeddings"),
     }},
     {"hugging face", {
-      store("hf-model-type", "TYPE", f.hf_model_type, "with --saver hf, the architecture to write: gpt2, llama, mistral, mixtral or qwen2_moe")
-          .default_text("the one read, else qwen2_moe for a mixture of experts with a gated shared expert, mixtral "
+      store("hf-model-type", "TYPE", f.hf_model_type, "with --saver hf, the architecture to write: gpt2, llama, mistral, mixtral, qwen2_moe, qwen3 or qwen3_moe")
+          .default_text("the one read, else qwen3 (qwen3_moe for a mixture of experts) for query and key norms, "
+                        "qwen2_moe for a mixture of experts with a gated shared expert, mixtral "
                         "for another, gpt2 for learned positions and llama for rotary ones"),
       store("hf-dtype", "DTYPE", f.hf_dtype, "with --saver hf, the dtype of the exported weights: fp32, bf16 or fp16")
           .default_text("fp32"),

@@ -28,8 +28,10 @@ HfArchitectureRecord parse_hf_architecture_record(const std::string& json, const
   record.model_type = j.text("model_type");
   if (record.model_type != kHfGpt2ModelType && record.model_type != kHfLlamaModelType &&
       record.model_type != kHfMistralModelType && record.model_type != kHfMixtralModelType &&
-      record.model_type != kHfQwen2MoeModelType)
-    throw Error(where + ": model_type '" + record.model_type + "' is not gpt2, llama, mistral, mixtral or qwen2_moe");
+      record.model_type != kHfQwen2MoeModelType && record.model_type != kHfQwen3ModelType &&
+      record.model_type != kHfQwen3MoeModelType)
+    throw Error(where + ": model_type '" + record.model_type +
+                "' is not gpt2, llama, mistral, mixtral, qwen2_moe, qwen3 or qwen3_moe");
   if (j.contains("sliding_window") && j.show("sliding_window") != "null") {
     record.sliding_window = j.integer("sliding_window");
     if (*record.sliding_window < 1)

@@ -17,10 +17,20 @@ bool hf_has_mistral_fields(const std::string& model_type) {
   return model_type == kHfMistralModelType || model_type == kHfMixtralModelType;
 }
 
+bool hf_has_qk_norms(const std::string& model_type) {
+  return model_type == kHfQwen3ModelType || model_type == kHfQwen3MoeModelType;
+}
+
+bool hf_has_qwen_sparse_blocks(const std::string& model_type) {
+  return model_type == kHfQwen2MoeModelType || model_type == kHfQwen3MoeModelType;
+}
+
 std::string hf_llama_family_name(const std::string& model_type) {
   if (model_type == kHfMistralModelType) return "Mistral";
   if (model_type == kHfMixtralModelType) return "Mixtral";
   if (model_type == kHfQwen2MoeModelType) return "Qwen2Moe";
+  if (model_type == kHfQwen3ModelType) return "Qwen3";
+  if (model_type == kHfQwen3MoeModelType) return "Qwen3Moe";
   return "Llama";
 }
 
@@ -34,6 +44,8 @@ constexpr std::int64_t kMaxDimension = 2147483647;
 bool is_mistral(const std::string& model_type) { return hf_has_mistral_fields(model_type); }
 bool is_mixtral(const std::string& model_type) { return model_type == kHfMixtralModelType; }
 bool is_qwen2_moe(const std::string& model_type) { return model_type == kHfQwen2MoeModelType; }
+bool is_qwen3(const std::string& model_type) { return hf_has_qk_norms(model_type); }  // qwen3 or qwen3_moe
+bool is_qwen3_moe(const std::string& model_type) { return model_type == kHfQwen3MoeModelType; }
 std::string family_name(const std::string& model_type) { return hf_llama_family_name(model_type); }
 std::string architecture_of(const std::string& model_type) { return family_name(model_type) + "ForCausalLM"; }
 
@@ -85,6 +97,27 @@ void require_qwen2_moe_experts(const GptConfig& c, const std::function<void(cons
   if (m.load_balancing == MoeLoadBalancing::kSinkhorn)
     refuse("--moe-router-load-balancing-type sinkhorn (Qwen2-MoE's experts are the top-k of its softmax, recorded "
            "as --moe-router-pre-softmax)");
+}
+
+// What Qwen3MoeSparseMoeBlock computes against an MoE configuration: Qwen2-MoE's routed experts
+// (the softmax over all of them, the top k renormalised or not), none dropped, no shared expert.
+void require_qwen3_moe_experts(const GptConfig& c, const std::function<void(const std::string&)>& refuse) {
+  const MoeConfig& m = c.moe;
+  if (!m.enabled() || m.num_moe_layers() == 0)
+    refuse("a model without MoE layers (Qwen3-MoE has sparse blocks: --num-experts; a dense Qwen3 is qwen3)");
+  if (m.shared_expert_intermediate_size > 0)
+    refuse("--moe-shared-expert-intermediate-size (Qwen3-MoE has no shared expert)");
+  if (m.score_function != MoeScoreFunction::kSoftmax)
+    refuse("--moe-router-score-function " + std::string(to_string(m.score_function)) +
+           " (Qwen3-MoE's router takes the softmax)");
+  if (m.group_topk > 0) refuse("--moe-router-group-topk (Qwen3-MoE chooses among all experts)");
+  if (m.topk_scaling_factor != 0.0) refuse("--moe-router-topk-scaling-factor (Qwen3-MoE does not scale the weights)");
+  if (m.enable_expert_bias) refuse("--moe-router-enable-expert-bias (Qwen3-MoE's router has no expert bias)");
+  if (m.drops_tokens()) refuse("--moe-expert-capacity-factor (Qwen3-MoE drops no tokens)");
+  if (m.input_jitter_eps != 0.0) refuse("--moe-input-jitter-eps (Qwen3-MoE's router has no jitter)");
+  if (m.apply_probs_on_input) refuse("--moe-apply-probs-on-input (Qwen3-MoE weights the experts' outputs)");
+  if (m.load_balancing == MoeLoadBalancing::kSinkhorn)
+    refuse("--moe-router-load-balancing-type sinkhorn (Qwen3-MoE's experts are the top-k of its softmax)");
 }
 
 // config.json's fields by key, each judged under its own name.
@@ -192,7 +225,13 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
     refuse("--normalization " + std::string(to_string(c.normalization)) + " (" + family + " uses RMSNorm)");
   if (c.layernorm_zero_centered_gamma)
     refuse("--apply-layernorm-1p (" + family + "'s RMSNorm scales by its weight, not by 1 + weight)");
-  if (c.qk_layernorm) refuse("--qk-layernorm (" + family + "'s attention has no query and key norms)");
+  if (c.qk_layernorm && !is_qwen3(model_type))
+    refuse("--qk-layernorm (" + family + "'s attention has no query and key norms; Qwen3's has: write it as " +
+           (c.moe.enabled() ? "qwen3_moe)" : "qwen3)"));
+  if (!c.qk_layernorm && is_qwen3(model_type))
+    refuse("no --qk-layernorm (" + family + " normalises each query and key head)");
+  if ((c.add_bias_linear || c.add_qkv_bias) && is_qwen3(model_type))
+    refuse("biases on linear layers (" + family + "'s have none)");
   if (c.activation != Activation::kSwiglu)
     refuse("an MLP without --swiglu (" + family + "'s MLP is silu(gate) · up, then down)");
   if (c.add_bias_linear && is_mistral(model_type))
@@ -204,12 +243,14 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
     refuse("--add-qkv-bias (" + family + " has biases on all the linear layers or on none)");
   if (c.use_rope_scaling && is_qwen2_moe(model_type))
     refuse("--use-rope-scaling (Llama 3.1's frequency scaling; write it as llama instead)");
-  if (c.use_rope_scaling && is_mistral(model_type))
+  if (c.use_rope_scaling && (is_mistral(model_type) || is_qwen3(model_type)))
     refuse("--use-rope-scaling (Llama 3.1's frequency scaling; write it as llama instead)");
   if (is_mixtral(model_type)) require_mixtral_experts(c, refuse);
   else if (is_qwen2_moe(model_type)) require_qwen2_moe_experts(c, refuse);
+  else if (is_qwen3_moe(model_type)) require_qwen3_moe_experts(c, refuse);
   else if (c.moe.enabled())
-    refuse("--num-experts " + str(c.moe.num_experts) + " (" + family + "'s MLP is dense; write it as mixtral)");
+    refuse("--num-experts " + str(c.moe.num_experts) + " (" + family + "'s MLP is dense; write it as " +
+           (is_qwen3(model_type) ? "qwen3_moe)" : "mixtral)"));
 }
 
 HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& model_type, std::int64_t vocab_rows,
@@ -258,6 +299,20 @@ HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& mod
       if (!c.moe.is_moe_layer(l)) hf.mlp_only_layers.push_back(l);
     hf.max_window_layers = c.num_layers;
   }
+  if (is_qwen3(model_type)) {
+    hf.attention_bias = hf.mlp_bias = false;
+    hf.max_window_layers = c.num_layers;
+  }
+  if (is_qwen3_moe(model_type) && c.moe.enabled()) {
+    hf.num_local_experts = c.moe.num_experts;
+    hf.num_experts_per_tok = c.moe.topk;
+    hf.moe_intermediate_size = c.moe.ffn_hidden_size;
+    hf.norm_topk_prob = !c.moe.pre_softmax;
+    hf.router_aux_loss_coef = c.moe.load_balancing == MoeLoadBalancing::kNone ? 0.0 : c.moe.aux_loss_coeff;
+    hf.decoder_sparse_step = 1;
+    for (std::int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.moe.is_moe_layer(l)) hf.mlp_only_layers.push_back(l);
+  }
   return hf;
 }
 
@@ -285,6 +340,7 @@ GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::i
     c.add_bias_linear = false;
     c.add_qkv_bias = hf.qkv_bias;
   }
+  c.qk_layernorm = is_qwen3(hf.model_type);
   c.untie_embeddings_and_output_weights = !hf.tie_word_embeddings;
   c.hidden_dropout = 0.0;
   c.attention_dropout = hf.attention_dropout;
@@ -299,24 +355,29 @@ GptConfig gpt_config_of(const HfLlamaConfig& hf, std::int64_t seq_length, std::i
     c.moe.topk = hf.num_experts_per_tok;
     c.moe.aux_loss_coeff = hf.router_aux_loss_coef;
   }
-  if (is_qwen2_moe(hf.model_type)) {
-    // Qwen2MoeDecoderLayer's choice of a sparse block, as a --moe-layer-freq pattern.
+  if (hf_has_qwen_sparse_blocks(hf.model_type)) {
+    // Qwen2MoeDecoderLayer's (and Qwen3MoeDecoderLayer's) choice of a sparse block, as a
+    // --moe-layer-freq pattern.
     for (std::int64_t l = 0; l < hf.num_hidden_layers; ++l)
       c.moe.layer_pattern[static_cast<std::size_t>(l)] =
           (l + 1) % hf.decoder_sparse_step == 0 &&
           std::find(hf.mlp_only_layers.begin(), hf.mlp_only_layers.end(), l) == hf.mlp_only_layers.end();
     c.moe.ffn_hidden_size = hf.moe_intermediate_size;
-    c.moe.shared_expert_intermediate_size = hf.shared_expert_intermediate_size;
-    c.moe.shared_expert_gate = true;
     c.moe.pre_softmax = !hf.norm_topk_prob;
+    if (is_qwen2_moe(hf.model_type)) {
+      c.moe.shared_expert_intermediate_size = hf.shared_expert_intermediate_size;
+      c.moe.shared_expert_gate = true;
+    }
   }
   return c.resolved();
 }
 
 namespace {
 
-// Qwen2MoeConfig's config.json (keys sorted).
-std::string hf_qwen2_moe_config_json(const HfLlamaConfig& hf) {
+// Qwen2MoeConfig's, Qwen3Config's or Qwen3MoeConfig's config.json (keys sorted).
+std::string hf_qwen_config_json(const HfLlamaConfig& hf) {
+  const bool sparse = hf_has_qwen_sparse_blocks(hf.model_type);
+  const bool qwen2_moe = is_qwen2_moe(hf.model_type);
   auto token = [&](std::optional<std::int64_t> id) {
     return id && *id >= 0 && *id < hf.vocab_size ? PyValue::integer(*id) : PyValue::none();
   };
@@ -324,9 +385,10 @@ std::string hf_qwen2_moe_config_json(const HfLlamaConfig& hf) {
   for (std::int64_t l : hf.mlp_only_layers) dense.push_back(PyValue::integer(l));
   PyValue j = PyValue::dict();
   j.set("architectures", PyValue::list({PyValue::string(architecture_of(hf.model_type))}));
+  if (is_qwen3(hf.model_type)) j.set("attention_bias", PyValue::boolean(false));
   j.set("attention_dropout", PyValue::real(hf.attention_dropout));
   j.set("bos_token_id", token(hf.bos_token_id));
-  j.set("decoder_sparse_step", PyValue::integer(hf.decoder_sparse_step));
+  if (sparse) j.set("decoder_sparse_step", PyValue::integer(hf.decoder_sparse_step));
   j.set("eos_token_id", token(hf.eos_token_id));
   j.set("head_dim", PyValue::integer(hf.head_dim));
   j.set("hidden_act", PyValue::string("silu"));
@@ -334,23 +396,28 @@ std::string hf_qwen2_moe_config_json(const HfLlamaConfig& hf) {
   j.set("initializer_range", PyValue::real(hf.initializer_range));
   j.set("intermediate_size", PyValue::integer(hf.intermediate_size));
   j.set("max_position_embeddings", PyValue::integer(hf.max_position_embeddings));
-  j.set("max_window_layers", PyValue::integer(hf.max_window_layers));
-  j.set("mlp_only_layers", PyValue::list(std::move(dense)));
+  if (!is_qwen3_moe(hf.model_type)) j.set("max_window_layers", PyValue::integer(hf.max_window_layers));
+  if (sparse) j.set("mlp_only_layers", PyValue::list(std::move(dense)));
   j.set("model_type", PyValue::string(hf.model_type));
-  j.set("moe_intermediate_size", PyValue::integer(hf.moe_intermediate_size));
-  j.set("norm_topk_prob", PyValue::boolean(hf.norm_topk_prob));
+  if (sparse) {
+    j.set("moe_intermediate_size", PyValue::integer(hf.moe_intermediate_size));
+    j.set("norm_topk_prob", PyValue::boolean(hf.norm_topk_prob));
+  }
   j.set("num_attention_heads", PyValue::integer(hf.num_attention_heads));
-  j.set("num_experts", PyValue::integer(hf.num_local_experts));
-  j.set("num_experts_per_tok", PyValue::integer(hf.num_experts_per_tok));
+  if (sparse) {
+    j.set("num_experts", PyValue::integer(hf.num_local_experts));
+    j.set("num_experts_per_tok", PyValue::integer(hf.num_experts_per_tok));
+  }
   j.set("num_hidden_layers", PyValue::integer(hf.num_hidden_layers));
   j.set("num_key_value_heads", PyValue::integer(hf.num_key_value_heads));
-  j.set("output_router_logits", PyValue::boolean(hf.output_router_logits));
-  j.set("qkv_bias", PyValue::boolean(hf.qkv_bias));
+  if (sparse) j.set("output_router_logits", PyValue::boolean(hf.output_router_logits));
+  if (qwen2_moe) j.set("qkv_bias", PyValue::boolean(hf.qkv_bias));
   j.set("rms_norm_eps", PyValue::real(hf.rms_norm_eps));
   j.set("rope_scaling", PyValue::none());
   j.set("rope_theta", PyValue::real(hf.rope_theta));
-  j.set("router_aux_loss_coef", PyValue::real(hf.router_aux_loss_coef));
-  j.set("shared_expert_intermediate_size", PyValue::integer(hf.shared_expert_intermediate_size));
+  if (sparse) j.set("router_aux_loss_coef", PyValue::real(hf.router_aux_loss_coef));
+  if (qwen2_moe)
+    j.set("shared_expert_intermediate_size", PyValue::integer(hf.shared_expert_intermediate_size));
   j.set("sliding_window", PyValue::none());
   j.set("tie_word_embeddings", PyValue::boolean(hf.tie_word_embeddings));
   j.set("torch_dtype", PyValue::string(hf.torch_dtype));
@@ -363,7 +430,7 @@ std::string hf_qwen2_moe_config_json(const HfLlamaConfig& hf) {
 }  // namespace
 
 std::string hf_llama_config_json(const HfLlamaConfig& hf) {
-  if (is_qwen2_moe(hf.model_type)) return hf_qwen2_moe_config_json(hf);
+  if (is_qwen2_moe(hf.model_type) || is_qwen3(hf.model_type)) return hf_qwen_config_json(hf);
   const bool mistral = is_mistral(hf.model_type);
   const bool mixtral = is_mixtral(hf.model_type);
   // An id outside the vocabulary would make transformers warn; unknown ids are null.
@@ -429,13 +496,15 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
   const bool mistral = is_mistral(hf.model_type);
   const bool mixtral = is_mixtral(hf.model_type);
   const bool qwen2_moe = is_qwen2_moe(hf.model_type);
-  if (hf.model_type != kHfLlamaModelType && !mistral && !qwen2_moe)
-    j.fail("model_type is '" + hf.model_type + "', not llama, mistral, mixtral or qwen2_moe");
+  const bool qwen3 = is_qwen3(hf.model_type);
+  const bool qwen3_moe = is_qwen3_moe(hf.model_type);
+  if (hf.model_type != kHfLlamaModelType && !mistral && !qwen2_moe && !qwen3)
+    j.fail("model_type is '" + hf.model_type + "', not llama, mistral, mixtral, qwen2_moe, qwen3 or qwen3_moe");
   if (mixtral) {  // MixtralConfig's defaults where they differ from LlamaConfig's
     hf.rms_norm_eps = 1e-5;
     hf.rope_theta = 1e6;
   }
-  if (qwen2_moe) hf.max_position_embeddings = 32768;  // Qwen2MoeConfig's
+  if (qwen2_moe || qwen3) hf.max_position_embeddings = 32768;  // Qwen2MoeConfig's, Qwen3Config's
   auto refuse = [&](const std::string& why) { j.fail(why); };
 
   hf.vocab_size = j.integer("vocab_size");
@@ -450,9 +519,15 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
   j.real("rms_norm_eps", hf.rms_norm_eps);
   j.real("rope_theta", hf.rope_theta);
   j.boolean("tie_word_embeddings", hf.tie_word_embeddings);
-  if (!mistral && !qwen2_moe) {  // MistralConfig has neither: its linear layers never have biases
+  if (!mistral && !qwen2_moe && !qwen3) {  // MistralConfig has neither: its linear layers never have biases
     j.boolean("attention_bias", hf.attention_bias);
     j.boolean("mlp_bias", hf.mlp_bias);
+  }
+  if (qwen3) {
+    bool attention_bias = false;
+    j.boolean("attention_bias", attention_bias);
+    if (attention_bias)
+      refuse("attention_bias is true: Qwen3's q, k, v and o biases without the MLP's have no Megatron flags");
   }
   j.real("attention_dropout", hf.attention_dropout);
   j.real("initializer_range", hf.initializer_range);
@@ -481,16 +556,28 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
       refuse("router_aux_loss_coef must be a number >= 0 (got " + python_float_repr(hf.router_aux_loss_coef) + ")");
   }
 
-  if (qwen2_moe) {  // Qwen2MoeConfig's defaults, then the file's values
-    hf.num_local_experts = 60;
-    hf.num_experts_per_tok = 4;
-    hf.moe_intermediate_size = 1408;
-    hf.shared_expert_intermediate_size = 5632;
-    j.boolean("qkv_bias", hf.qkv_bias);  // transformers 4 has no field: always biased
+  // Qwen's use_sliding_window: mgt has no sliding-window attention.
+  auto refuse_sliding_window = [&] {
+    bool sliding = false;
+    j.boolean("use_sliding_window", sliding);
+    if (sliding && j.has("sliding_window") && j.integer("sliding_window") < hf.max_position_embeddings)
+      refuse("use_sliding_window is true with sliding_window " + str(j.integer("sliding_window")) +
+             " shorter than max_position_embeddings (" + str(hf.max_position_embeddings) +
+             "): mgt has no sliding-window attention");
+  };
+  if (qwen2_moe || qwen3_moe) {  // Qwen2MoeConfig's (or Qwen3MoeConfig's) defaults, then the file's values
+    hf.num_local_experts = qwen3_moe ? 128 : 60;
+    hf.num_experts_per_tok = qwen3_moe ? 8 : 4;
+    hf.moe_intermediate_size = qwen3_moe ? 768 : 1408;
+    hf.shared_expert_intermediate_size = qwen3_moe ? 0 : 5632;
+    if (qwen3_moe) hf.qkv_bias = false;
+    if (qwen2_moe) j.boolean("qkv_bias", hf.qkv_bias);  // transformers 4 has no field: always biased
+    // transformers 5 writes Qwen3-MoE's num_experts under its attribute name, num_local_experts.
     j.integer("num_experts", hf.num_local_experts);
+    j.integer("num_local_experts", hf.num_local_experts);
     j.integer("num_experts_per_tok", hf.num_experts_per_tok);
     j.integer("moe_intermediate_size", hf.moe_intermediate_size);
-    j.integer("shared_expert_intermediate_size", hf.shared_expert_intermediate_size);
+    if (qwen2_moe) j.integer("shared_expert_intermediate_size", hf.shared_expert_intermediate_size);
     j.boolean("norm_topk_prob", hf.norm_topk_prob);
     j.integer("decoder_sparse_step", hf.decoder_sparse_step);
     j.integer_list("mlp_only_layers", hf.mlp_only_layers);
@@ -504,7 +591,7 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
     between("num_experts", hf.num_local_experts, 1, kMaxDimension);
     between("num_experts_per_tok", hf.num_experts_per_tok, 1, hf.num_local_experts);
     between("moe_intermediate_size", hf.moe_intermediate_size, 1, kMaxDimension);
-    between("shared_expert_intermediate_size", hf.shared_expert_intermediate_size, 1, kMaxDimension);
+    if (qwen2_moe) between("shared_expert_intermediate_size", hf.shared_expert_intermediate_size, 1, kMaxDimension);
     between("decoder_sparse_step", hf.decoder_sparse_step, 1, kMaxDimension);
     for (std::int64_t l : hf.mlp_only_layers) between("mlp_only_layers' entry", l, 0, hf.num_hidden_layers - 1);
     bool sparse = false;
@@ -514,15 +601,15 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
                               hf.mlp_only_layers.end());
     if (!sparse)
       refuse("decoder_sparse_step " + str(hf.decoder_sparse_step) + " and mlp_only_layers leave no sparse layer: "
-             "mgt reads a Qwen2-MoE model with at least one");
+             "mgt reads a " + family_name(hf.model_type) + " model with at least one");
     if (!(hf.router_aux_loss_coef >= 0.0 && std::isfinite(hf.router_aux_loss_coef)))
       refuse("router_aux_loss_coef must be a number >= 0 (got " + python_float_repr(hf.router_aux_loss_coef) + ")");
-    bool sliding = false;
-    j.boolean("use_sliding_window", sliding);
-    if (sliding && j.has("sliding_window") && j.integer("sliding_window") < hf.max_position_embeddings)
-      refuse("use_sliding_window is true with sliding_window " + str(j.integer("sliding_window")) +
-             " shorter than max_position_embeddings (" + str(hf.max_position_embeddings) +
-             "): mgt has no sliding-window attention");
+    refuse_sliding_window();
+  }
+
+  if (qwen3 && !qwen3_moe) {
+    j.integer("max_window_layers", hf.max_window_layers);
+    refuse_sliding_window();
   }
 
   for (auto [key, value] : {std::pair<const char*, std::int64_t>{"vocab_size", hf.vocab_size},
@@ -540,6 +627,8 @@ HfLlamaConfig parse_hf_llama_config_json(const std::string& text, const std::str
     hf.head_dim = j.integer("head_dim");
     if (hf.head_dim <= 0 || hf.head_dim > kMaxDimension || hf.head_dim % 2 != 0)
       refuse("head_dim must be an even number between 2 and " + str(kMaxDimension) + " (got " + str(hf.head_dim) + ")");
+  } else if (qwen3 && !qwen3_moe) {
+    hf.head_dim = 128;  // Qwen3Config's default
   } else {
     if (hf.hidden_size % hf.num_attention_heads != 0)
       refuse("hidden_size (" + str(hf.hidden_size) + ") is not divisible by num_attention_heads (" +

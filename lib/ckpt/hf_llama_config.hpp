@@ -22,6 +22,9 @@
 // (--moe-shared-expert-gate). Its router takes the softmax over all experts, then the top k:
 // renormalised over them with norm_topk_prob (Megatron's default routing), as they are without it
 // (--moe-router-pre-softmax).
+// Qwen3 (Qwen3ForCausalLM) is Llama without biases whose attention normalises each query and key
+// head by an RMSNorm of its own (q_norm, k_norm: --qk-layernorm) before RoPE. Qwen3-MoE
+// (Qwen3MoeForCausalLM) is Qwen3 with Qwen2-MoE's sparse blocks, without the shared expert.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -37,12 +40,18 @@ inline constexpr const char* kHfLlamaModelType = "llama";
 inline constexpr const char* kHfMistralModelType = "mistral";
 inline constexpr const char* kHfMixtralModelType = "mixtral";
 inline constexpr const char* kHfQwen2MoeModelType = "qwen2_moe";
+inline constexpr const char* kHfQwen3ModelType = "qwen3";
+inline constexpr const char* kHfQwen3MoeModelType = "qwen3_moe";
 
 // Whether config.json of this model_type has MistralConfig's fields rather than LlamaConfig's:
 // sliding_window, and no attention_bias or mlp_bias (its linear layers have no biases). True for
 // mistral and mixtral.
 bool hf_has_mistral_fields(const std::string& model_type);
-// "Llama", "Mistral", "Mixtral" or "Qwen2Moe", for messages.
+// Whether this model_type's attention has Qwen3's query and key norms (--qk-layernorm).
+bool hf_has_qk_norms(const std::string& model_type);
+// Whether its sparse blocks are named as Qwen2-MoE's (mlp.gate, mlp.experts.E.gate_proj, ...).
+bool hf_has_qwen_sparse_blocks(const std::string& model_type);
+// "Llama", "Mistral", "Mixtral", "Qwen2Moe", "Qwen3" or "Qwen3Moe", for messages.
 std::string hf_llama_family_name(const std::string& model_type);
 
 // The fields of LlamaConfig / MistralConfig / MixtralConfig that matter here, with transformers' defaults for the
@@ -79,7 +88,8 @@ struct HfLlamaConfig {
   std::int64_t num_experts_per_tok = 2;
   double router_aux_loss_coef = 0.001;
   bool output_router_logits = false;
-  // Qwen2-MoE only (num_local_experts holds num_experts, intermediate_size the dense layers'):
+  // Qwen2-MoE and Qwen3-MoE (num_local_experts holds num_experts, intermediate_size the dense
+  // layers'; Qwen3-MoE has no shared expert and no qkv_bias):
   bool qkv_bias = true;
   std::int64_t moe_intermediate_size = 0;
   std::int64_t shared_expert_intermediate_size = 0;

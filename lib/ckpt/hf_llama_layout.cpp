@@ -16,14 +16,16 @@ namespace {
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
-// Names inside a layer, in the order LlamaDecoderLayer registers its modules.
-constexpr std::array<const char*, 16> kLayerTensorOrder = {
+// Names inside a layer, in the order LlamaDecoderLayer registers its modules (Qwen3's attention
+// registers its query and key norms after o_proj).
+constexpr std::array<const char*, 18> kLayerTensorOrder = {
     "self_attn.q_proj.weight", "self_attn.q_proj.bias",  "self_attn.k_proj.weight", "self_attn.k_proj.bias",
     "self_attn.v_proj.weight", "self_attn.v_proj.bias",  "self_attn.o_proj.weight", "self_attn.o_proj.bias",
+    "self_attn.q_norm.weight", "self_attn.k_norm.weight",
     "mlp.gate_proj.weight",    "mlp.gate_proj.bias",     "mlp.up_proj.weight",      "mlp.up_proj.bias",
     "mlp.down_proj.weight",    "mlp.down_proj.bias",     "input_layernorm.weight",  "post_attention_layernorm.weight"};
 // Where a Mixtral layer's sparse block sits among them: in the MLP's place.
-constexpr std::int64_t kSparseBlockSlot = 8;
+constexpr std::int64_t kSparseBlockSlot = 10;
 // Within it, MixtralSparseMoeBlock's order: the router (gate), then each expert's w1, w2, w3
 // (transformers 4's MixtralBlockSparseTop2MLP; transformers 5 writes the same names).
 constexpr std::int64_t kExpertTensors = 3;
@@ -117,8 +119,9 @@ HfLlamaTensorMapping gate_and_up(const ParameterEntry& e, std::string gate, std:
   return m;
 }
 
-// A Qwen2-MoE layer's sparse block (Qwen2MoeSparseMoeBlock's names as save_pretrained writes
-// them), `rest` the parameter's name inside the layer; nullopt for another parameter.
+// A Qwen2-MoE or Qwen3-MoE layer's sparse block (Qwen2MoeSparseMoeBlock's names as
+// save_pretrained writes them; Qwen3's has no shared expert), `rest` the parameter's name inside
+// the layer; nullopt for another parameter.
 std::optional<HfLlamaTensorMapping> qwen2_moe_mapping(const ParameterEntry& e, const GptConfig& c,
                                                       const std::string& layer, const std::string& rest) {
   const std::string block = layer + "mlp.";
@@ -146,7 +149,7 @@ std::optional<HfLlamaTensorMapping> qwen2_moe_mapping(const ParameterEntry& e, c
   return std::nullopt;
 }
 
-HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c, bool qwen2_moe) {
+HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c, bool qwen_sparse_blocks) {
   const std::string& name = e.name;
   const std::string p = kHfLlamaPrefix;
   if (name == "embedding.word_embeddings.weight") return whole(e, p + "embed_tokens.weight");
@@ -160,6 +163,8 @@ HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c, boo
     const std::string kind = rest.substr(rest.rfind('.') + 1);  // weight | bias
     if (rest == "input_layernorm.weight") return whole(e, layer + "input_layernorm.weight");
     if (rest == "pre_mlp_layernorm.weight") return whole(e, layer + "post_attention_layernorm.weight");
+    if (rest == "self_attention.q_layernorm.weight") return whole(e, layer + "self_attn.q_norm.weight");
+    if (rest == "self_attention.k_layernorm.weight") return whole(e, layer + "self_attn.k_norm.weight");
     if (starts_with(rest, "self_attention.linear_proj.")) return whole(e, layer + "self_attn.o_proj." + kind);
     if (starts_with(rest, "mlp.linear_fc2.")) return whole(e, layer + "mlp.down_proj." + kind);
     if (starts_with(rest, "self_attention.linear_qkv.")) {
@@ -178,7 +183,7 @@ HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c, boo
       }
       return m;
     }
-    if (qwen2_moe)
+    if (qwen_sparse_blocks)
       if (std::optional<HfLlamaTensorMapping> m = qwen2_moe_mapping(e, c, layer, rest)) return *m;
     // A Mixtral layer's sparse block: the router, and each expert's fc1 = [w1 (gate) ; w3 (up)]
     // and fc2 = w2, as tools/checkpoint/loader_mixtral_hf.py concatenates them.
@@ -223,9 +228,10 @@ std::int64_t elements(const std::vector<std::int64_t>& shape) {
 
 std::vector<HfLlamaTensorMapping> hf_llama_tensor_mappings(const GptConfig& config, const std::string& model_type) {
   const GptConfig c = config.resolved();
-  const bool qwen2_moe = model_type == kHfQwen2MoeModelType;
+  const bool qwen_sparse_blocks = hf_has_qwen_sparse_blocks(model_type);
   std::vector<HfLlamaTensorMapping> mappings;
-  for (const ParameterEntry& e : gpt_parameter_table(c).entries) mappings.push_back(mapping_of(e, c, qwen2_moe));
+  for (const ParameterEntry& e : gpt_parameter_table(c).entries)
+    mappings.push_back(mapping_of(e, c, qwen_sparse_blocks));
   return mappings;
 }
 

@@ -14,6 +14,8 @@
 // - Qwen2-MoE's sparse block: the router is mlp.gate [E, h]; expert j's linear_fc1 is
 //   [gate_proj ; up_proj] of mlp.experts.j, its linear_fc2 down_proj; the shared experts' the same
 //   of mlp.shared_expert, and their gate_weight [1, h] is mlp.shared_expert_gate.
+// - Qwen3-MoE's sparse block: Qwen2-MoE's without the shared expert.
+// - Qwen3's query and key norms, self_attn.q_norm and k_norm [d], are q_layernorm and k_layernorm.
 // Biases, when the model has them, split the same way. No rotary permutation of q and k is
 // needed: Megatron's rope (non-interleaved) and Llama's rotate_half both pair channel i with
 // channel i + d/2; only Meta's original checkpoints interleave them.
@@ -50,8 +52,8 @@ struct HfLlamaTensorMapping {
 
 // One mapping per parameter of the model, in the parameter table's order. The config must be
 // Llama-expressible (require_llama_expressible).
-// The sparse blocks are named as `model_type` names them: Qwen2-MoE's for qwen2_moe, Mixtral's
-// otherwise.
+// The sparse blocks are named as `model_type` names them: Qwen2-MoE's for qwen2_moe and
+// qwen3_moe, Mixtral's otherwise.
 std::vector<HfLlamaTensorMapping> hf_llama_tensor_mappings(const GptConfig& config,
                                                            const std::string& model_type = "mixtral");
 

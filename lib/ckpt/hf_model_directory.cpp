@@ -34,7 +34,8 @@ std::string model_type_in(const std::string& dir) {
 
 const std::vector<std::string>& hf_model_types() {
   static const std::vector<std::string> types = {kHfGpt2ModelType, kHfLlamaModelType, kHfMistralModelType,
-                                                  kHfMixtralModelType, kHfQwen2MoeModelType};
+                                                  kHfMixtralModelType, kHfQwen2MoeModelType, kHfQwen3ModelType,
+                                                  kHfQwen3MoeModelType};
   return types;
 }
 
@@ -62,7 +63,9 @@ std::string hf_model_type_for(const ModelWeights& weights, const std::string& re
     return requested;
   }
   if (!weights.hf_model_type.empty()) return weights.hf_model_type;
-  // A mixture of experts with a gated shared expert is Qwen2-MoE's, one without Mixtral's.
+  // Query and key norms are Qwen3's; a mixture of experts with a gated shared expert is
+  // Qwen2-MoE's, one without Mixtral's.
+  if (weights.config.qk_layernorm) return weights.config.moe.enabled() ? kHfQwen3MoeModelType : kHfQwen3ModelType;
   if (weights.config.moe.enabled())
     return weights.config.moe.shared_expert_gate ? kHfQwen2MoeModelType : kHfMixtralModelType;
   return weights.config.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute ? kHfGpt2ModelType
@@ -81,7 +84,7 @@ void require_hf_expressible(const ModelWeights& weights, const std::string& requ
     // Chosen from the model: say why the other architecture does not fit either (a mixture of
     // experts has Mixtral alone).
     if (!requested_model_type.empty() || !weights.hf_model_type.empty() || type == kHfMixtralModelType ||
-        type == kHfQwen2MoeModelType)
+        type == kHfQwen2MoeModelType || type == kHfQwen3ModelType || type == kHfQwen3MoeModelType)
       throw;
     try {
       require_as(type == kHfGpt2ModelType ? kHfLlamaModelType : kHfGpt2ModelType);

@@ -2,7 +2,8 @@
 """Checks an mgt-ckpt-convert export against Hugging Face transformers.
 
 Loads the export with transformers.AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel,
-LlamaForCausalLM, MistralForCausalLM or MixtralForCausalLM as config.json says; torch, fp32),
+LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM or
+Qwen3MoeForCausalLM as config.json says; torch, fp32),
 computes the
 logits of a sequence of token ids, and compares them with mgt's logits for the same ids computed
 from the mgt checkpoint the export came from. mgt's side runs through the hidden Catch2 test
@@ -47,7 +48,8 @@ def hf_logits(export, tokens, float64):
     import transformers
 
     with open(os.path.join(export, "config.json")) as f:
-        moe = "num_local_experts" in json.load(f)
+        config = json.load(f)
+        moe = "num_local_experts" in config or "num_experts" in config
     # transformers 5 runs experts through a grouped GEMM that takes no float64; its plain loop does.
     options = {"experts_implementation": "eager"} if moe and int(transformers.__version__.split(".")[0]) >= 5 else {}
     model = transformers.AutoModelForCausalLM.from_pretrained(export, **options)
