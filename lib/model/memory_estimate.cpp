@@ -156,7 +156,10 @@ std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& 
 
   // Column-parallel layers split their output rows (and bias); row-parallel ones their input
   // columns, their bias replicated (megatron/core/tensor_parallel/layers.py).
-  const N attention_layer = norm * 2                         // the two norms, replicated
+  // --qk-layernorm's query and key norms, one head wide, replicated.
+  const N head_norms = c.qk_layernorm ? N(2) * (c.normalization == Normalization::kLayerNorm ? 2 : 1) * c.kv_channels
+                                      : N(0);
+  const N attention_layer = norm * 2 + head_norms            // the norms, replicated
                             + divide_up(qkv * h + N(c.qkv_has_bias() ? 1 : 0) * qkv, tp)  // linear_qkv, column-parallel
                             + divide_up(h * attention_width, tp) + bias * h;  // linear_proj, row-parallel
   const N dense_mlp = divide_up(fc1 * h + bias * fc1, tp)      // linear_fc1, column-parallel
@@ -191,7 +194,11 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   const GptConfig c = config.resolved();
   const ParallelLayout& l = r.layout;
   MemoryEstimate e;
-  e.parameters = parameters_per_rank(c, ParallelLayout{});  // the whole model on one rank
+  // The whole model on one rank: every expert too, whatever the expert-parallel flags say.
+  GptConfig whole = c;
+  whole.moe.expert_model_parallel_size = 1;
+  whole.moe.expert_tensor_parallel_size = 1;
+  e.parameters = parameters_per_rank(whole, ParallelLayout{});
   e.parameters_per_rank = parameters_per_rank(c, l);
   const N p = e.parameters_per_rank;
 

@@ -98,6 +98,10 @@ TEST_CASE("the memory estimate covers the parameters, gradients and Adam's momen
   const MemoryEstimate e = estimate_memory(config, r);
   CHECK(e.parameters == config.num_parameters());
   CHECK(e.parameters_per_rank == e.parameters);
+  // With --qk-layernorm too: the query and key norms of every layer.
+  const GptConfig qk = model_testing::with_qk_layernorm(config);
+  CHECK(estimate_memory(qk, r).parameters == qk.num_parameters());
+  CHECK(qk.num_parameters() == GptParameters(qk, backend).num_local_elements());
   CHECK(e.parameters == params.num_local_elements());
   CHECK(e.weight_bytes == 4 * e.parameters);
   CHECK(e.gradient_bytes == 4 * e.parameters);
@@ -482,6 +486,9 @@ TEST_CASE("the memory estimate counts an MoE model's experts on each rank", "[mo
   const MemoryEstimate e = estimate_memory(ep2, r);
   const std::int64_t experts = 4 * expert;
   CHECK(e.optimizer_bytes == (e.parameters_per_rank - experts) * 8 / 2 + experts * 8);
+  // The model's size, as --dry-run prints it, counts every expert.
+  CHECK(e.parameters == c.num_parameters());
+  CHECK(estimate_memory(whole, r).parameters == c.num_parameters());
 }
 
 TEST_CASE("the memory estimate of a Mixtral-style model on one GPU, against the allocator's peak",
