@@ -662,7 +662,21 @@ void case_fp8_norm_forward(OpRun& r) {
 }
 
 // ---- normalisation ----
+// Rows as narrow as one attention head's (--qk-layernorm's query and key norms), more than a
+// decode step's: the GPU packs several rows into a warp. 128 fills sixteen lanes a row, 40 five
+// of eight.
+constexpr int64_t kHeadRows = 300;
+constexpr int64_t kHeadWidths[] = {128, 40};
+
 void case_layer_norm_forward(OpRun& r) {
+  for (const int64_t h : kHeadWidths) {
+    Tensor x = r.input(kHeadRows * h), weight = r.input(h), bias = r.input(h);
+    Tensor y = r.output(kHeadRows * h), mean = r.output_fp32(kHeadRows), rstd = r.output_fp32(kHeadRows);
+    r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kHeadRows, h, kEps, y(s), mean(s), rstd(s)); });
+    r.check(y, kReduction, "y (head rows)");
+    r.check(mean, kReduction, "mean (head rows)");
+    r.check(rstd, kReduction, "rstd (head rows)");
+  }
   Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden), bias = r.input(kHidden);
   Tensor y = r.output(kRows * kHidden), mean = r.output_fp32(kRows), rstd = r.output_fp32(kRows);
   r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean(s), rstd(s)); });
@@ -672,6 +686,20 @@ void case_layer_norm_forward(OpRun& r) {
 }
 
 void case_layer_norm_backward(OpRun& r) {
+  for (const int64_t h : kHeadWidths) {
+    const int64_t n = kHeadRows * h;
+    Tensor x = r.input(n), weight = r.input(h), bias = r.input(h);
+    Tensor y = r.output(n), mean0 = r.output_fp32(kHeadRows), rstd0 = r.output_fp32(kHeadRows);
+    r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kHeadRows, h, kEps, y(s), mean0(s), rstd0(s)); });
+    Tensor mean = r.reference_values(mean0, FloatType::kF32), rstd = r.reference_values(rstd0, FloatType::kF32);
+    Tensor dy = r.input(n), dx = r.output(n), dweight = r.input_fp32(h), dbias = r.input_fp32(h);
+    r.run([&](Backend& b, Side s) {
+      b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kHeadRows, h, dx(s), dweight(s), dbias(s));
+    });
+    r.check(dx, kReduction, "dx (head rows)");
+    r.check(dweight, kReduction, "dweight (head rows)");
+    r.check(dbias, kReduction, "dbias (head rows)");
+  }
   Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden), bias = r.input(kHidden);
   Tensor y = r.output(kRows * kHidden), mean0 = r.output_fp32(kRows), rstd0 = r.output_fp32(kRows);
   r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean0(s), rstd0(s)); });
@@ -713,6 +741,13 @@ void case_add_norm_forward(OpRun& r) {
 }
 
 void case_rms_norm_forward(OpRun& r) {
+  for (const int64_t h : kHeadWidths) {
+    Tensor x = r.input(kHeadRows * h), weight = r.input(h);
+    Tensor y = r.output(kHeadRows * h), rstd = r.output_fp32(kHeadRows);
+    r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kHeadRows, h, kEps, y(s), rstd(s)); });
+    r.check(y, kReduction, "y (head rows)");
+    r.check(rstd, kReduction, "rstd (head rows)");
+  }
   Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden);
   Tensor y = r.output(kRows * kHidden), rstd = r.output_fp32(kRows);
   r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kRows, kHidden, kEps, y(s), rstd(s)); });
@@ -721,6 +756,20 @@ void case_rms_norm_forward(OpRun& r) {
 }
 
 void case_rms_norm_backward(OpRun& r) {
+  for (const int64_t h : kHeadWidths) {
+    const int64_t n = kHeadRows * h;
+    Tensor x = r.input(n), weight = r.input(h), y = r.output(n), rstd0 = r.output_fp32(kHeadRows);
+    r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kHeadRows, h, kEps, y(s), rstd0(s)); });
+    Tensor rstd = r.reference_values(rstd0, FloatType::kF32);
+    Tensor dy = r.input(n), dx = r.output(n), dx_sum = r.input(n), dweight = r.input_fp32(h);
+    r.run([&](Backend& b, Side s) {
+      b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kHeadRows, h, dx(s), dweight(s));
+      b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kHeadRows, h, dx_sum(s), dweight(s), true);
+    });
+    r.check(dx, kReduction, "dx (head rows)");
+    r.check(dx_sum, kReduction, "dx added to (head rows)");
+    r.check(dweight, kReduction, "dweight (head rows, accumulated twice)");
+  }
   Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden);
   Tensor y = r.output(kRows * kHidden), rstd0 = r.output_fp32(kRows);
   r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kRows, kHidden, kEps, y(s), rstd0(s)); });

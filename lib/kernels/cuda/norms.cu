@@ -626,6 +626,174 @@ __global__ void __launch_bounds__(kRowThreads, kGroups <= 3 ? 2 : 1)
   }
 }
 
+// Rows of at most 128 elements (the query and key norms of --qk-layernorm, a head each), where a
+// warp per row leaves half its lanes idle or more: kLanes lanes a row (the power of two that
+// holds its groups of eight), 32 / kLanes rows a warp, each lane one group in registers, so that
+// each operand is read once. A row's sums go over its kLanes lanes by shuffles, in a fixed order.
+template <int kLanes>
+__device__ __forceinline__ float row_group_sum(float v) {
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Rows per block of norm_backward_narrow8_kernel: 512 blocks (their partial column sums) for
+// 131,072 rows, sixteen passes of a warp at 16 lanes a row.
+constexpr int64_t kNarrowRowsPerBlock = 256;
+
+template <int kLanes>
+__global__ void norm_forward_narrow8_kernel(In x, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out y,
+                                            float* mean, float* rstd) {
+  constexpr int kRowsPerWarp = 32 / kLanes;
+  const int lane = threadIdx.x % 32;
+  const int64_t r =
+      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * kRowsPerWarp + lane / kLanes;
+  const int64_t i = lane % kLanes;
+  const bool active = r < rows && i < hidden / 8;
+  float v[8] = {};
+  if (active) load8(x + r * hidden, i, v);
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) sum += v[j];
+  const float mu = mean != nullptr ? row_group_sum<kLanes>(sum) / static_cast<float>(hidden) : 0.0f;
+  float sq = 0.0f;
+  if (active)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sq += (v[j] - mu) * (v[j] - mu);
+  const float inv = rsqrtf(row_group_sum<kLanes>(sq) / static_cast<float>(hidden) + eps);
+  if (!active) return;
+  float w[8], b[8] = {};
+  load8(weight, i, w);
+  if (bias != nullptr) load8(bias, i, b);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = (v[j] - mu) * inv * w[j] + b[j];
+  store8(y + r * hidden, i, v);
+  if (i == 0) {
+    if (mean != nullptr) mean[r] = mu;
+    rstd[r] = inv;
+  }
+}
+
+// The fused backward (norm_backward_fused8_kernel's outputs) over narrow rows, laid out as
+// norm_forward_narrow8_kernel's. Each lane keeps its group's column sums over its rows; the
+// warp's rows are combined by shuffles across the row slots (a fixed butterfly), then the block's
+// warps in order into its partial. dx may alias dy (unless accumulating): a lane reads its group
+// of dy before writing it.
+template <int kLanes>
+__global__ void __launch_bounds__(kRowThreads)
+    norm_backward_narrow8_kernel(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows,
+                                 int64_t hidden, Out dx, bool accumulate, float* partial_value, float* partial_xhat) {
+  constexpr int kRowsPerWarp = 32 / kLanes;
+  __shared__ float combine[2][kWarpsPerBlock][8 * kLanes];
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t i = lane % kLanes;
+  const bool column = i < hidden / 8;
+  float w[8] = {};
+  if (column) load8(weight, i, w);
+  float column_value[8] = {}, column_xhat[8] = {};
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kNarrowRowsPerBlock;
+  const int64_t last = min(first + kNarrowRowsPerBlock, rows);
+  // The loop's bounds are the warp's, so every lane takes part in every shuffle.
+  for (int64_t base = first + warp * kRowsPerWarp; base < last; base += kWarpsPerBlock * kRowsPerWarp) {
+    const int64_t r = base + lane / kLanes;
+    const bool active = column && r < last;
+    float g[8] = {}, xhat[8] = {}, old[8] = {};
+    float mu = 0.0f, inv = 0.0f;
+    if (active) {
+      load8(dy + r * hidden, i, g);
+      load8(x + r * hidden, i, xhat);
+      if (accumulate) load8(In(dx.raw(), dx.type()) + r * hidden, i, old);
+      mu = mean != nullptr ? mean[r] : 0.0f;
+      inv = rstd[r];
+    }
+    float sum_g = 0.0f, sum_g_xhat = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      xhat[j] = (xhat[j] - mu) * inv;
+      column_value[j] += g[j];
+      column_xhat[j] += g[j] * xhat[j];
+      g[j] *= w[j];
+      sum_g += g[j];
+      sum_g_xhat += g[j] * xhat[j];
+    }
+    const float mean_g = mean != nullptr ? row_group_sum<kLanes>(sum_g) / static_cast<float>(hidden) : 0.0f;
+    const float mean_g_xhat = row_group_sum<kLanes>(sum_g_xhat) / static_cast<float>(hidden);
+    if (!active) continue;
+    float out[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = inv * (g[j] - mean_g - xhat[j] * mean_g_xhat) + old[j];
+    store8(dx + r * hidden, i, out);
+  }
+#pragma unroll
+  for (int offset = kLanes; offset < 32; offset *= 2)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      column_value[j] += __shfl_xor_sync(0xffffffffu, column_value[j], offset);
+      column_xhat[j] += __shfl_xor_sync(0xffffffffu, column_xhat[j], offset);
+    }
+  if (lane < kLanes && column)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      combine[0][warp][8 * i + j] = column_value[j];
+      combine[1][warp][8 * i + j] = column_xhat[j];
+    }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    float value = 0.0f, xhat = 0.0f;
+    for (int w8 = 0; w8 < kWarpsPerBlock; ++w8) {
+      value += combine[0][w8][c];
+      xhat += combine[1][w8][c];
+    }
+    const int64_t out = static_cast<int64_t>(blockIdx.x) * hidden + c;
+    if (partial_value != nullptr) partial_value[out] = value;
+    if (partial_xhat != nullptr) partial_xhat[out] = xhat;
+  }
+}
+
+// The lanes a narrow row takes (hidden ≤ 128: at most sixteen groups of eight), 0 for a wider one.
+int narrow_row_lanes(int64_t hidden) {
+  const int64_t n8 = hidden / 8;
+  return n8 > 16 ? 0 : n8 > 8 ? 16 : n8 > 4 ? 8 : 4;
+}
+
+// norm_backward_narrow8_kernel with its column partials; false for rows wider than 128.
+bool norm_backward_narrow8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
+                           Out dx, bool accumulate_dx, float* dweight, float* dbias, bool accumulate_params,
+                           cudaStream_t stream) {
+  const int lanes = narrow_row_lanes(hidden);
+  if (lanes == 0) return false;
+  const int64_t chunks = (rows + kNarrowRowsPerBlock - 1) / kNarrowRowsPerBlock;
+  ColumnPartials partials(chunks, hidden, dbias, dweight, accumulate_params, stream);
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(chunks), kRowThreads, 0, stream>>>(dy, x, weight, mean, rstd, rows, hidden, dx,
+                                                                      accumulate_dx, partials.value(), partials.xhat());
+    MGT_CUDA_CHECK_LAUNCH(norm_backward_narrow8_kernel);
+  };
+  if (lanes == 16) launch(norm_backward_narrow8_kernel<16>);
+  else if (lanes == 8) launch(norm_backward_narrow8_kernel<8>);
+  else launch(norm_backward_narrow8_kernel<4>);
+  partials.finish();
+  return true;
+}
+
+// norm_forward_narrow8_kernel; false for rows wider than 128.
+bool norm_forward_narrow8(In x, In weight, In bias, int64_t rows, int64_t hidden, float eps, Out y, float* mean,
+                          float* rstd, cudaStream_t stream) {
+  const int lanes = narrow_row_lanes(hidden);
+  if (lanes == 0) return false;
+  const int64_t rows_per_block = kWarpsPerBlock * (32 / lanes);
+  const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks, kRowThreads, 0, stream>>>(x, weight, bias, rows, hidden, eps, y, mean, rstd);
+    MGT_CUDA_CHECK_LAUNCH(norm_forward_narrow8_kernel);
+  };
+  if (lanes == 16) launch(norm_forward_narrow8_kernel<16>);
+  else if (lanes == 8) launch(norm_forward_narrow8_kernel<8>);
+  else launch(norm_forward_narrow8_kernel<4>);
+  return true;
+}
+
 // A group of eight 2-byte elements as loaded: rows of up to 2048 elements stay in a lane's
 // registers three times over (dy, x and dx's old values) where as floats they would not fit.
 __device__ __forceinline__ uint4 load_packed8(In p, int64_t v) { return static_cast<const uint4*>(p.raw())[v]; }
@@ -820,13 +988,16 @@ bool norm_backward_split8(In dy, In x, In weight, const float* mean, const float
 }
 
 // The fused norm backward (norm_backward_fused8_kernel) where the row fits: dweight += Σ dy·x̂,
-// dbias += Σ dy (dbias may be null), dx = or += the input's gradient; from 1,025 to 4,096 elements
-// norm_backward_split8_kernel. False where neither fits. (A one-pass kernel with a block per row,
+// dbias += Σ dy (dbias may be null), dx = or += the input's gradient; up to 128 elements
+// norm_backward_narrow8_kernel, from 1,025 to 4,096 elements norm_backward_split8_kernel. False where neither fits. (A one-pass kernel with a block per row,
 // its row sums combined over the warps at a barrier per one to four rows, took 4.5 to 7.1 ms per
 // step of the 1.3B model's 49 norm backwards (8192 × 2048) on an H200, the two passes 4.65 ms.)
 bool norm_backward_fused8(In dy, In x, In weight, const float* mean, const float* rstd, int64_t rows, int64_t hidden,
                           Out dx, bool accumulate_dx, float* dweight, float* dbias, bool accumulate_params,
                           cudaStream_t stream) {
+  if (norm_backward_narrow8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias,
+                            accumulate_params, stream))
+    return true;
   const int64_t groups = (hidden / 8 + 31) / 32;
   if (groups > 4)
     return norm_backward_split8(dy, x, weight, mean, rstd, rows, hidden, dx, accumulate_dx, dweight, dbias,
@@ -851,7 +1022,9 @@ unsigned row_warp_blocks(int64_t rows) {
 }
 
 // The vector norm of `rows` rows: a block per row from registers for the few rows of a decode
-// step (rows of at most 8 × kFewRowsThreads × 8 elements), else a warp per row.
+// step (rows of at most 8 × kFewRowsThreads × 8 elements), several rows a warp for rows of at
+// most 128 elements (norm_forward_narrow8_kernel, without a residual or an FP8 cast), else a warp
+// per row.
 template <NormOutputKind kKind = NormOutputKind::kStore>
 void norm_forward8(In x, In residual, In extra, In weight, In bias, int64_t rows, int64_t hidden, float eps,
                    Out sum, NormOutput out, float* mean, float* rstd, cudaStream_t stream) {
@@ -867,6 +1040,9 @@ void norm_forward8(In x, In residual, In extra, In weight, In bias, int64_t rows
     else launch(norm_forward_few_rows_kernel<kKind, 8>);
     return;
   }
+  if (kKind == NormOutputKind::kStore && residual == nullptr &&
+      norm_forward_narrow8(x, weight, bias, rows, hidden, eps, out.y, mean, rstd, stream))
+    return;
   norm_forward8_kernel<kKind><<<row_warp_blocks(rows), kRowThreads, 0, stream>>>(
       x, residual, extra, weight, bias, rows, hidden, eps, sum, out, mean, rstd);
   MGT_CUDA_CHECK_LAUNCH(norm_forward8_kernel);
