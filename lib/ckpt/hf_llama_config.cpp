@@ -75,49 +75,35 @@ void require_mixtral_experts(const GptConfig& c, const std::function<void(const 
     refuse("--moe-router-load-balancing-type sinkhorn (Mixtral renormalises the chosen experts' softmax)");
 }
 
-// What Qwen2MoeSparseMoeBlock computes against an MoE configuration: routed experts chosen from
-// the softmax over all of them (renormalised or not), none dropped, and a gated shared expert.
-void require_qwen2_moe_experts(const GptConfig& c, const std::function<void(const std::string&)>& refuse) {
+// What Qwen2MoeSparseMoeBlock (and Qwen3MoeSparseMoeBlock) computes against an MoE configuration:
+// routed experts chosen from the softmax over all of them (renormalised or not), none dropped,
+// and for Qwen2-MoE a gated shared expert, for Qwen3-MoE none.
+void require_qwen_moe_experts(const GptConfig& c, const std::string& model_type,
+                              const std::function<void(const std::string&)>& refuse) {
   const MoeConfig& m = c.moe;
+  const bool qwen2 = is_qwen2_moe(model_type);
+  const std::string name = qwen2 ? "Qwen2-MoE" : "Qwen3-MoE";
   if (!m.enabled() || m.num_moe_layers() == 0)
-    refuse("a model without MoE layers (Qwen2-MoE has sparse blocks: --num-experts)");
-  if (m.shared_expert_intermediate_size <= 0)
+    refuse("a model without MoE layers (" + name + " has sparse blocks: --num-experts" +
+           (qwen2 ? ")" : "; a dense Qwen3 is qwen3)"));
+  if (qwen2 && m.shared_expert_intermediate_size <= 0)
     refuse("no --moe-shared-expert-intermediate-size (every Qwen2-MoE sparse block has a shared expert)");
-  if (!m.shared_expert_gate)
+  if (qwen2 && !m.shared_expert_gate)
     refuse("no --moe-shared-expert-gate (Qwen2-MoE scales its shared expert's output by a sigmoid gate)");
-  if (m.score_function != MoeScoreFunction::kSoftmax)
-    refuse("--moe-router-score-function " + std::string(to_string(m.score_function)) +
-           " (Qwen2-MoE's router takes the softmax)");
-  if (m.group_topk > 0) refuse("--moe-router-group-topk (Qwen2-MoE chooses among all experts)");
-  if (m.topk_scaling_factor != 0.0) refuse("--moe-router-topk-scaling-factor (Qwen2-MoE does not scale the weights)");
-  if (m.enable_expert_bias) refuse("--moe-router-enable-expert-bias (Qwen2-MoE's router has no expert bias)");
-  if (m.drops_tokens()) refuse("--moe-expert-capacity-factor (Qwen2-MoE drops no tokens)");
-  if (m.input_jitter_eps != 0.0) refuse("--moe-input-jitter-eps (Qwen2-MoE's router has no jitter)");
-  if (m.apply_probs_on_input) refuse("--moe-apply-probs-on-input (Qwen2-MoE weights the experts' outputs)");
-  if (m.load_balancing == MoeLoadBalancing::kSinkhorn)
-    refuse("--moe-router-load-balancing-type sinkhorn (Qwen2-MoE's experts are the top-k of its softmax, recorded "
-           "as --moe-router-pre-softmax)");
-}
-
-// What Qwen3MoeSparseMoeBlock computes against an MoE configuration: Qwen2-MoE's routed experts
-// (the softmax over all of them, the top k renormalised or not), none dropped, no shared expert.
-void require_qwen3_moe_experts(const GptConfig& c, const std::function<void(const std::string&)>& refuse) {
-  const MoeConfig& m = c.moe;
-  if (!m.enabled() || m.num_moe_layers() == 0)
-    refuse("a model without MoE layers (Qwen3-MoE has sparse blocks: --num-experts; a dense Qwen3 is qwen3)");
-  if (m.shared_expert_intermediate_size > 0)
+  if (!qwen2 && m.shared_expert_intermediate_size > 0)
     refuse("--moe-shared-expert-intermediate-size (Qwen3-MoE has no shared expert)");
   if (m.score_function != MoeScoreFunction::kSoftmax)
-    refuse("--moe-router-score-function " + std::string(to_string(m.score_function)) +
-           " (Qwen3-MoE's router takes the softmax)");
-  if (m.group_topk > 0) refuse("--moe-router-group-topk (Qwen3-MoE chooses among all experts)");
-  if (m.topk_scaling_factor != 0.0) refuse("--moe-router-topk-scaling-factor (Qwen3-MoE does not scale the weights)");
-  if (m.enable_expert_bias) refuse("--moe-router-enable-expert-bias (Qwen3-MoE's router has no expert bias)");
-  if (m.drops_tokens()) refuse("--moe-expert-capacity-factor (Qwen3-MoE drops no tokens)");
-  if (m.input_jitter_eps != 0.0) refuse("--moe-input-jitter-eps (Qwen3-MoE's router has no jitter)");
-  if (m.apply_probs_on_input) refuse("--moe-apply-probs-on-input (Qwen3-MoE weights the experts' outputs)");
+    refuse("--moe-router-score-function " + std::string(to_string(m.score_function)) + " (" + name +
+           "'s router takes the softmax)");
+  if (m.group_topk > 0) refuse("--moe-router-group-topk (" + name + " chooses among all experts)");
+  if (m.topk_scaling_factor != 0.0) refuse("--moe-router-topk-scaling-factor (" + name + " does not scale the weights)");
+  if (m.enable_expert_bias) refuse("--moe-router-enable-expert-bias (" + name + "'s router has no expert bias)");
+  if (m.drops_tokens()) refuse("--moe-expert-capacity-factor (" + name + " drops no tokens)");
+  if (m.input_jitter_eps != 0.0) refuse("--moe-input-jitter-eps (" + name + "'s router has no jitter)");
+  if (m.apply_probs_on_input) refuse("--moe-apply-probs-on-input (" + name + " weights the experts' outputs)");
   if (m.load_balancing == MoeLoadBalancing::kSinkhorn)
-    refuse("--moe-router-load-balancing-type sinkhorn (Qwen3-MoE's experts are the top-k of its softmax)");
+    refuse("--moe-router-load-balancing-type sinkhorn (" + name + "'s experts are the top-k of its softmax" +
+           (qwen2 ? ", recorded as --moe-router-pre-softmax)" : ")"));
 }
 
 // config.json's fields by key, each judged under its own name.
@@ -246,8 +232,7 @@ void require_llama_expressible(const GptConfig& config, const std::string& model
   if (c.use_rope_scaling && (is_mistral(model_type) || is_qwen3(model_type)))
     refuse("--use-rope-scaling (Llama 3.1's frequency scaling; write it as llama instead)");
   if (is_mixtral(model_type)) require_mixtral_experts(c, refuse);
-  else if (is_qwen2_moe(model_type)) require_qwen2_moe_experts(c, refuse);
-  else if (is_qwen3_moe(model_type)) require_qwen3_moe_experts(c, refuse);
+  else if (hf_has_qwen_sparse_blocks(model_type)) require_qwen_moe_experts(c, model_type, refuse);
   else if (c.moe.enabled())
     refuse("--num-experts " + str(c.moe.num_experts) + " (" + family + "'s MLP is dense; write it as " +
            (is_qwen3(model_type) ? "qwen3_moe)" : "mixtral)"));
@@ -284,13 +269,15 @@ HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& mod
     hf.num_experts_per_tok = c.moe.topk;
     hf.router_aux_loss_coef = c.moe.load_balancing == MoeLoadBalancing::kNone ? 0.0 : c.moe.aux_loss_coeff;
   }
-  if (is_qwen2_moe(model_type) && c.moe.enabled()) {
-    hf.qkv_bias = c.add_qkv_bias;
+  if (hf_has_qwen_sparse_blocks(model_type) && c.moe.enabled()) {
+    if (is_qwen2_moe(model_type)) {
+      hf.qkv_bias = c.add_qkv_bias;
+      hf.shared_expert_intermediate_size = c.moe.shared_expert_intermediate_size;
+    }
     hf.attention_bias = hf.mlp_bias = false;
     hf.num_local_experts = c.moe.num_experts;
     hf.num_experts_per_tok = c.moe.topk;
     hf.moe_intermediate_size = c.moe.ffn_hidden_size;
-    hf.shared_expert_intermediate_size = c.moe.shared_expert_intermediate_size;
     hf.norm_topk_prob = !c.moe.pre_softmax;
     hf.router_aux_loss_coef = c.moe.load_balancing == MoeLoadBalancing::kNone ? 0.0 : c.moe.aux_loss_coeff;
     // Every layer a sparse block but the dense ones, named.
@@ -302,16 +289,6 @@ HfLlamaConfig hf_llama_config_of(const GptConfig& config, const std::string& mod
   if (is_qwen3(model_type)) {
     hf.attention_bias = hf.mlp_bias = false;
     hf.max_window_layers = c.num_layers;
-  }
-  if (is_qwen3_moe(model_type) && c.moe.enabled()) {
-    hf.num_local_experts = c.moe.num_experts;
-    hf.num_experts_per_tok = c.moe.topk;
-    hf.moe_intermediate_size = c.moe.ffn_hidden_size;
-    hf.norm_topk_prob = !c.moe.pre_softmax;
-    hf.router_aux_loss_coef = c.moe.load_balancing == MoeLoadBalancing::kNone ? 0.0 : c.moe.aux_loss_coeff;
-    hf.decoder_sparse_step = 1;
-    for (std::int64_t l = 0; l < c.num_layers; ++l)
-      if (!c.moe.is_moe_layer(l)) hf.mlp_only_layers.push_back(l);
   }
   return hf;
 }
