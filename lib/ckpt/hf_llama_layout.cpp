@@ -122,7 +122,7 @@ HfLlamaTensorMapping gate_and_up(const ParameterEntry& e, std::string gate, std:
 // A Qwen2-MoE or Qwen3-MoE layer's sparse block (Qwen2MoeSparseMoeBlock's names as
 // save_pretrained writes them; Qwen3's has no shared expert), `rest` the parameter's name inside
 // the layer; nullopt for another parameter.
-std::optional<HfLlamaTensorMapping> qwen2_moe_mapping(const ParameterEntry& e, const GptConfig& c,
+std::optional<HfLlamaTensorMapping> qwen_sparse_block_mapping(const ParameterEntry& e, const GptConfig& c,
                                                       const std::string& layer, const std::string& rest) {
   const std::string block = layer + "mlp.";
   if (rest == "mlp.router.weight") return whole(e, block + "gate.weight");
@@ -184,7 +184,7 @@ HfLlamaTensorMapping mapping_of(const ParameterEntry& e, const GptConfig& c, boo
       return m;
     }
     if (qwen_sparse_blocks)
-      if (std::optional<HfLlamaTensorMapping> m = qwen2_moe_mapping(e, c, layer, rest)) return *m;
+      if (std::optional<HfLlamaTensorMapping> m = qwen_sparse_block_mapping(e, c, layer, rest)) return *m;
     // A Mixtral layer's sparse block: the router, and each expert's fc1 = [w1 (gate) ; w3 (up)]
     // and fc2 = w2, as tools/checkpoint/loader_mixtral_hf.py concatenates them.
     const std::string block = layer + "block_sparse_moe.";
