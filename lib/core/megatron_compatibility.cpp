@@ -51,6 +51,15 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
                    {{"zarr", "Megatron deprecated the zarr backend; mgt's HDF5 checkpoints stand for torch, "
                              "torch_dist and torch_dcp"}})},
       {"--auto-detect-ckpt-format", switch_flag("mgt reads its own checkpoint format only")},
+      {"--ckpt-fully-parallel-save", switch_flag("every rank writes its own part of mgt's checkpoints, always")},
+      {"--no-ckpt-fully-parallel-save", switch_flag("every rank writes its own part of mgt's checkpoints, always")},
+      {"--ckpt-fully-parallel-load", switch_flag("every rank reads its own part of mgt's checkpoints, always")},
+      {"--ckpt-assume-constant-structure", switch_flag("it caches torch_dist's save plan; mgt's checkpoints have none")},
+      {"--dist-ckpt-strictness",
+       choice_flag("mgt loads a checkpoint only when its tensors are the model's by name and shape, and otherwise "
+                   "stops naming the first difference",
+                   {"assume_ok_unexpected", "log_unexpected", "log_all", "raise_unexpected", "raise_all",
+                    "return_unexpected", "return_all", "ignore_all"})},
       {"--use-dist-ckpt", switch_flag("Megatron deprecated it; mgt's checkpoints are distributed (every rank writes its own part)")},
       {"--moe-extended-tp", switch_flag("Megatron-Core ignores it since v0.10; --expert-tensor-parallel-size took its "
                                         "place")},
