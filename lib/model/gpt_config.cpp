@@ -203,13 +203,10 @@ int64_t GptConfig::num_parameters() const {
   const N attention_width = N(c.num_attention_heads) * c.kv_channels;
   const N qkv = (N(c.num_attention_heads) + N(2) * c.query_groups()) * c.kv_channels;
   const N fc1 = c.gated_linear_unit() ? N(2) * c.ffn_hidden_size : N(c.ffn_hidden_size);
-  // --qk-layernorm: q_layernorm and k_layernorm, one head wide each.
-  const N head_norms = c.qk_layernorm ? N(2) * (c.normalization == Normalization::kLayerNorm ? 2 : 1) * c.kv_channels
-                                      : N(0);
 
   const N layer = norm                            // input_layernorm
                   + qkv * h + N(c.qkv_has_bias() ? 1 : 0) * qkv  // linear_qkv
-                  + head_norms
+                  + c.qk_norm_parameters()          // q_layernorm, k_layernorm
                   + h * attention_width + bias * h  // linear_proj
                   + norm;                         // pre_mlp_layernorm
   const N mlp = fc1 * h + bias * fc1                // linear_fc1

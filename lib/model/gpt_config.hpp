@@ -68,6 +68,10 @@ struct GptConfig {
   // a norm of --normalization over each query and key head (kv_channels wide) between the QKV
   // projection and RoPE.
   bool qk_layernorm = false;
+  // The parameters of one layer's query and key norms: one head wide each, with LayerNorm's bias.
+  int64_t qk_norm_parameters() const {
+    return qk_layernorm ? 2 * (normalization == Normalization::kLayerNorm ? 2 : 1) * kv_channels : 0;
+  }
   double norm_epsilon = 1e-5;
   Activation activation = Activation::kGelu;
   bool add_bias_linear = true;  // --disable-bias-linear clears it

@@ -156,10 +156,7 @@ std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& 
 
   // Column-parallel layers split their output rows (and bias); row-parallel ones their input
   // columns, their bias replicated (megatron/core/tensor_parallel/layers.py).
-  // --qk-layernorm's query and key norms, one head wide, replicated.
-  const N head_norms = c.qk_layernorm ? N(2) * (c.normalization == Normalization::kLayerNorm ? 2 : 1) * c.kv_channels
-                                      : N(0);
-  const N attention_layer = norm * 2 + head_norms            // the norms, replicated
+  const N attention_layer = norm * 2 + c.qk_norm_parameters()  // the norms (and q/k norms), replicated
                             + divide_up(qkv * h + N(c.qkv_has_bias() ? 1 : 0) * qkv, tp)  // linear_qkv, column-parallel
                             + divide_up(h * attention_width, tp) + bias * h;  // linear_proj, row-parallel
   const N dense_mlp = divide_up(fc1 * h + bias * fc1, tp)      // linear_fc1, column-parallel
