@@ -7,6 +7,7 @@
 # (tensor 2 x expert 2 x data 2) train 4 iterations and save. mgt-ckpt-convert exports the
 # checkpoint as Hugging Face's Qwen3MoeForCausalLM, and mgt-generate completes a prompt from the
 # checkpoint and from the export read back, with the same tokens.
+# MGT_E2E_DEVICE=cuda runs the same on a GPU machine (the ranks sharing its GPUs).
 # Usage: bash tests/e2e/mgt_train_qwen3_moe_config.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
