@@ -33,13 +33,13 @@ Needs torch and transformers (written with torch 2.15 and transformers 5.24; any
 MistralForCausalLM and head_dim should give the same files up to config.json's version keys).
 """
 import argparse
-import json
 import os
-import shutil
 
 import numpy as np
 import torch
 import transformers
+
+from hf_golden import logits_of, randomize, save_model_directory, write_json
 
 VOCAB = 300
 TOKENS = 16
@@ -48,18 +48,6 @@ TOKENS = 16
 SCALED_VOCAB = 128
 SCALED_TOKENS = 48
 SEED = 1234
-
-
-def randomize(model, seed):
-    """Weights of a wider spread than the default init; norm weights around 1."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-            if name.endswith("norm.weight"):
-                param.copy_(1.0 + 0.1 * noise)
-            else:
-                param.copy_(0.15 * noise)
 
 
 def build_llama():
@@ -97,8 +85,7 @@ def unscaled_logits(model, tokens):
         config["rope_parameters"] = {"rope_type": "default", "rope_theta": params["rope_theta"]}
     plain = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config)).to(torch.float32).eval()
     plain.load_state_dict(model.state_dict())
-    with torch.no_grad():
-        return plain(torch.tensor([tokens], dtype=torch.long)).logits[0].to(torch.float32).numpy()
+    return logits_of(plain, tokens)
 
 
 def main():
@@ -123,20 +110,11 @@ def main():
         if model.config.tie_word_embeddings:
             model.tie_weights()
         directory = os.path.join(args.out, name)
-        shutil.rmtree(directory, ignore_errors=True)
-        save = {"safe_serialization": True} if int(transformers.__version__.split(".")[0]) < 5 else {}
-        if shard_size:
-            save["max_shard_size"] = shard_size
-        model.save_pretrained(directory, **save)
-        # Only what a model directory needs: no generation_config.json.
-        for extra in os.listdir(directory):
-            if extra != "config.json" and not extra.startswith("model"):
-                os.remove(os.path.join(directory, extra))
+        save_model_directory(model, directory, shard_size)
         model_tokens = tokens
         if name == "hf-llama31-tiny":
             model_tokens = np.random.default_rng(SEED + 3).integers(0, SCALED_VOCAB, size=SCALED_TOKENS).tolist()
-        with torch.no_grad():
-            logits = model(torch.tensor([model_tokens], dtype=torch.long)).logits[0].to(torch.float32).numpy()
+        logits = logits_of(model, model_tokens)
         golden[name] = {"shape": list(logits.shape), "logits": [float(f"{v:.9g}") for v in logits.reshape(-1)]}
         if name == "hf-llama31-tiny":
             golden[name]["tokens"] = model_tokens
@@ -148,9 +126,7 @@ def main():
 
         print(f"{name}: {sorted(os.listdir(directory))}, |logits| <= {np.abs(logits).max():.3f}")
 
-    with open(os.path.join(args.out, "hf_llama_logits.json"), "w") as f:
-        json.dump(golden, f, separators=(",", ":"))
-        f.write("\n")
+    write_json(os.path.join(args.out, "hf_llama_logits.json"), golden)
 
 
 if __name__ == "__main__":

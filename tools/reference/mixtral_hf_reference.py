@@ -32,34 +32,17 @@ save_pretrained writes the original per-expert names; transformers 4 from 4.36 o
 same names).
 """
 import argparse
-import json
 import os
-import shutil
 
-import numpy as np
-import torch
 import transformers
+
+from hf_golden import write_generation_model
 
 VOCAB = 128
 TOKENS = 16
 PROMPT = 6
 NEW_TOKENS = 8
 SEED = 4321
-# Smallest accepted gap, in float64, between the probabilities of a token's k-th and (k+1)-th
-# expert, and between a greedy step's best and second-best logits.
-MARGIN = 1e-4
-
-
-def randomize(model, seed):
-    """Weights of a wider spread than the default init; norm weights around 1."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-            if name.endswith("norm.weight"):
-                param.copy_(1.0 + 0.1 * noise)
-            else:
-                param.copy_(0.15 * noise)
 
 
 def build_mixtral():
@@ -73,41 +56,9 @@ def build_mixtral():
     return transformers.MixtralForCausalLM(config)
 
 
-def routing_margin(model, tokens):
-    """The smallest gap between a token's top-k-th and next expert probability, in float64."""
-    wide = build_mixtral().to(torch.float64).eval()
-    wide.load_state_dict({k: v.to(torch.float64) for k, v in model.state_dict().items()})
-    logits = []
-
-    def keep(_module, _inputs, out):  # transformers 5's router returns (logits, scores, indices)
-        logits.append((out[0] if isinstance(out, tuple) else out).detach())
-
-    # transformers 5 names the sparse block mlp, transformers 4 block_sparse_moe.
-    hooks = [getattr(layer, "mlp", None) or layer.block_sparse_moe for layer in wide.model.layers]
-    hooks = [block.gate.register_forward_hook(keep) for block in hooks]
-    with torch.no_grad():
-        wide(torch.tensor([tokens], dtype=torch.long))
-    for h in hooks:
-        h.remove()
-    k = wide.config.num_experts_per_tok
-    smallest = float("inf")
-    for layer_logits in logits:
-        probs = torch.softmax(layer_logits, dim=-1).sort(dim=-1, descending=True).values
-        smallest = min(smallest, float((probs[:, k - 1] - probs[:, k]).min()))
-    return smallest
-
-
-def greedy(model, prompt):
-    """Greedy decoding by full recomputation at each step, with the gap between the best two logits."""
-    tokens = list(prompt)
-    smallest = float("inf")
-    with torch.no_grad():
-        for _ in range(NEW_TOKENS):
-            last = model(torch.tensor([tokens], dtype=torch.long)).logits[0, -1].to(torch.float64)
-            best = last.topk(2).values
-            smallest = min(smallest, float(best[0] - best[1]))
-            tokens.append(int(last.argmax()))
-    return tokens[len(prompt):], smallest
+def routers(model):
+    """Each layer's router: transformers 5 names the sparse block mlp, transformers 4 block_sparse_moe."""
+    return [(getattr(layer, "mlp", None) or layer.block_sparse_moe).gate for layer in model.model.layers]
 
 
 def main():
@@ -115,45 +66,9 @@ def main():
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "ckpt", "golden"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
-
-    rng = np.random.default_rng(SEED)
-    tokens = rng.integers(0, VOCAB, size=TOKENS).tolist()
-    prompt = rng.integers(0, VOCAB, size=PROMPT).tolist()
-    torch.manual_seed(SEED)
-    model = build_mixtral().to(torch.float32).eval()
-    randomize(model, SEED)
-    name = "hf-mixtral-tiny"
-    directory = os.path.join(args.out, name)
-    shutil.rmtree(directory, ignore_errors=True)
-    save = {"safe_serialization": True} if int(transformers.__version__.split(".")[0]) < 5 else {}
-    model.save_pretrained(directory, **save)
-    # Only what a model directory needs: no generation_config.json.
-    for extra in os.listdir(directory):
-        if extra != "config.json" and not extra.startswith("model"):
-            os.remove(os.path.join(directory, extra))
-
-    with torch.no_grad():
-        logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0].to(torch.float32).numpy()
-    continuation, logit_gap = greedy(model, prompt)
-    margin = min(routing_margin(model, tokens), routing_margin(model, prompt + continuation))
-    print(f"{name}: {sorted(os.listdir(directory))}, |logits| <= {np.abs(logits).max():.3f}, "
-          f"routing margin {margin:.3g}, greedy logit gap {logit_gap:.3g}")
-    assert margin > MARGIN, "a token's routing is too close to a tie for fp32; change SEED"
-    assert logit_gap > MARGIN, "a greedy step is too close to a tie for fp32; change SEED"
-
-    golden = {
-        "command": "python3 tools/reference/mixtral_hf_reference.py",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "tokens": tokens,
-        "shape": list(logits.shape),
-        "logits": [float(f"{v:.9g}") for v in logits.reshape(-1)],
-        "prompt": prompt,
-        "greedy": continuation,
-    }
-    with open(os.path.join(args.out, "hf_mixtral_logits.json"), "w") as f:
-        json.dump(golden, f, separators=(",", ":"))
-        f.write("\n")
+    write_generation_model(args.out, "hf-mixtral-tiny", "hf_mixtral_logits.json",
+                           "python3 tools/reference/mixtral_hf_reference.py", build_mixtral, SEED, VOCAB, TOKENS,
+                           PROMPT, NEW_TOKENS, routers=routers, sparse_layers=2)
 
 
 if __name__ == "__main__":
