@@ -1,7 +1,7 @@
-// Shared by the Hugging Face interchange tests (GPT-2, Llama, Mixtral, Qwen2-MoE): the golden
-// files' paths, conversions between directories, randomised mgt checkpoints, logits of a token
-// sequence, byte and bit comparisons, the golden generations of the MoE models, and edited copies
-// of a golden config.json.
+// Shared by the Hugging Face interchange tests (GPT-2, Llama, Mixtral, Qwen2-MoE, Qwen3): the
+// golden files' paths, conversions between directories, randomised mgt checkpoints, logits of a
+// token sequence, byte and bit comparisons, the golden generations, re-imports of an export, and
+// edited copies of a golden config.json.
 #pragma once
 #include <catch2/catch.hpp>
 #include <simdjson.h>
@@ -137,6 +137,40 @@ inline void check_golden_generation(GptModel& model, Backend& backend, const Gol
     continuation.push_back(picked.at(0));
   }
   CHECK(continuation == golden.greedy);
+}
+
+// check_golden_generation of the model `checkpoint` holds, loaded on the CPU.
+inline void check_golden_generation(const ModelCheckpoint& checkpoint, const GoldenGeneration& golden) {
+  const auto backend = make_backend("cpu");
+  auto model = load_checkpoint_model(checkpoint, *backend);
+  check_golden_generation(*model, *backend, golden);
+}
+
+// The golden Hugging Face directory `golden` imported into the fresh scratch directory `scratch`
+// (as its mgt/), and opened.
+inline ModelCheckpoint import_golden(const std::string& golden, const std::string& scratch) {
+  const std::string dir = test::scratch_dir(scratch);
+  convert_checkpoint(convert("hf", "mgt", golden_path(golden), dir + "/mgt"));
+  return open_model_checkpoint(dir + "/mgt");
+}
+
+// The Hugging Face directory HF, exported from `original`'s checkpoint, imported into BACK at
+// the original's sequence length: it describes `expected`, and holds the original's parameters
+// and gives its logits bit for bit.
+inline void check_reimport(GptModel& original, const GptConfig& expected, const std::string& hf,
+                           const std::string& back, Backend& backend) {
+  ConvertOptions import = convert("hf", "mgt", hf, back);
+  import.seq_length = expected.seq_length;
+  convert_checkpoint(import);
+  const ModelCheckpoint checkpoint = open_model_checkpoint(back);
+  CHECK(model_args_json(checkpoint.config) == model_args_json(expected));
+  auto reloaded = load_checkpoint_model(checkpoint, backend);
+  for (const ParameterEntry& e : original.parameters().entries()) {
+    INFO(e.name);
+    CHECK(bit_identical(original.parameters().read_param(e), reloaded->parameters().read_param(e)));
+  }
+  const std::vector<std::int64_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+  CHECK(bit_identical(logits_of(original, tokens), logits_of(*reloaded, tokens)));
 }
 
 // A copy of the golden model directory `golden` (config.json and model.safetensors) in a fresh

@@ -99,9 +99,7 @@ TEST_CASE("Mixtral layout: router, experts' w1/w3 halves and w2, in save_pretrai
 
 TEST_CASE("An imported Mixtral gives transformers' logits and greedy tokens", "[ckpt][hf][mixtral]") {
   const GoldenGeneration golden = golden_generation("hf_mixtral_logits.json");
-  const std::string dir = test::scratch_dir("hf_mixtral_golden");
-  convert_checkpoint(convert("hf", "mgt", golden_path("hf-mixtral-tiny"), dir + "/mgt"));
-  const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
+  const ModelCheckpoint checkpoint = import_golden("hf-mixtral-tiny", "hf_mixtral_golden");
   // Mixtral's routing in Megatron's flags: top-2 of 4 experts, softmax after the choice.
   const MoeConfig& moe = checkpoint.config.moe;
   CHECK(moe.num_experts == 4);
@@ -122,11 +120,7 @@ TEST_CASE("An imported Mixtral gives transformers' logits and greedy tokens", "[
                  Contains("\"moe_layer_freq\": \"[1,1]\"") && Contains("\"moe_aux_loss_coeff\": 0.02"));
   CHECK(checkpoint.metadata.extra_json.at("hf_architecture") ==
         R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "sliding_window": null})");
-
-  const auto backend_owner = make_backend("cpu");
-  Backend& backend = *backend_owner;
-  auto model = load_checkpoint_model(checkpoint, backend);
-  check_golden_generation(*model, backend, golden);
+  check_golden_generation(checkpoint, golden);
 }
 
 TEST_CASE("Hugging Face Mixtral to mgt and back is byte for byte", "[ckpt][hf][mixtral]") {
@@ -175,21 +169,10 @@ TEST_CASE("mgt mixtures of experts to Hugging Face Mixtral and back are bit-exac
   CHECK(files.find("model.layers.1.block_sparse_moe.experts.3.w3.weight") != nullptr);
   CHECK_FALSE(fs::exists(dir + "/hf/model.safetensors"));
 
-  ConvertOptions import = convert("hf", "mgt", dir + "/hf", dir + "/back");
-  import.seq_length = config.seq_length;
-  convert_checkpoint(import);
-  const ModelCheckpoint back = open_model_checkpoint(dir + "/back");
   GptConfig expected = config;
   expected.hidden_dropout = 0.0;  // Mixtral has no residual dropout to carry
   expected.ffn_hidden_size = config.moe.ffn_hidden_size;  // intermediate_size is the experts'
-  CHECK(model_args_json(back.config) == model_args_json(expected));
-  auto reloaded = load_checkpoint_model(back, backend);
-  for (const ParameterEntry& e : original->parameters().entries()) {
-    INFO(e.name);
-    CHECK(bit_identical(original->parameters().read_param(e), reloaded->parameters().read_param(e)));
-  }
-  const std::vector<std::int64_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
-  CHECK(bit_identical(logits_of(*original, tokens), logits_of(*reloaded, tokens)));
+  check_reimport(*original, expected, dir + "/hf", dir + "/back", backend);
 }
 
 TEST_CASE("Mixtral refusals name the config field, tensor or flag", "[ckpt][hf][mixtral]") {

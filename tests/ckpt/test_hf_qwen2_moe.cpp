@@ -107,9 +107,7 @@ TEST_CASE("Qwen2-MoE layout: router, experts, shared expert and its gate, q/k/v 
 
 TEST_CASE("An imported Qwen2-MoE gives transformers' logits and greedy tokens", "[ckpt][hf][qwen2_moe]") {
   const GoldenGeneration golden = golden_generation("hf_qwen2_moe_logits.json");
-  const std::string dir = test::scratch_dir("hf_qwen2_moe_golden");
-  convert_checkpoint(convert("hf", "mgt", golden_path(kGoldenDir), dir + "/mgt"));
-  const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
+  const ModelCheckpoint checkpoint = import_golden(kGoldenDir, "hf_qwen2_moe_golden");
   const GptConfig& c = checkpoint.config;
   CHECK_FALSE(c.add_bias_linear);
   CHECK(c.add_qkv_bias);
@@ -131,11 +129,7 @@ TEST_CASE("An imported Qwen2-MoE gives transformers' logits and greedy tokens", 
                  Contains("\"moe_shared_expert_intermediate_size\": 24"));
   CHECK(checkpoint.metadata.extra_json.at("hf_architecture") ==
         R"({"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe"})");
-
-  const auto backend_owner = make_backend("cpu");
-  Backend& backend = *backend_owner;
-  auto model = load_checkpoint_model(checkpoint, backend);
-  check_golden_generation(*model, backend, golden);
+  check_golden_generation(checkpoint, golden);
 }
 
 TEST_CASE("Hugging Face Qwen2-MoE to mgt and back is byte for byte", "[ckpt][hf][qwen2_moe]") {
@@ -183,20 +177,9 @@ TEST_CASE("mgt mixtures of experts with a gated shared expert to Qwen2-MoE and b
   CHECK(files.find("model.layers.2.mlp.shared_expert_gate.weight") != nullptr);
   CHECK(files.find("model.layers.1.mlp.gate_proj.weight") != nullptr);
 
-  ConvertOptions import = convert("hf", "mgt", dir + "/hf", dir + "/back");
-  import.seq_length = config.seq_length;
-  convert_checkpoint(import);
-  const ModelCheckpoint back = open_model_checkpoint(dir + "/back");
   GptConfig expected = config;
   expected.hidden_dropout = 0.0;
-  CHECK(model_args_json(back.config) == model_args_json(expected));
-  auto reloaded = load_checkpoint_model(back, backend);
-  for (const ParameterEntry& e : original->parameters().entries()) {
-    INFO(e.name);
-    CHECK(bit_identical(original->parameters().read_param(e), reloaded->parameters().read_param(e)));
-  }
-  const std::vector<std::int64_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
-  CHECK(bit_identical(logits_of(*original, tokens), logits_of(*reloaded, tokens)));
+  check_reimport(*original, expected, dir + "/hf", dir + "/back", backend);
 
   // norm_topk_prob true is Megatron's default routing (the softmax over the chosen experts).
   GptConfig renormalised = config;

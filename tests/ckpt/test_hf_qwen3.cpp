@@ -63,9 +63,7 @@ TEST_CASE("Qwen3 layout: the query and key norms by name, in the attention's ord
 
 TEST_CASE("An imported Qwen3 gives transformers' logits and greedy tokens", "[ckpt][hf][qwen3]") {
   const GoldenGeneration golden = golden_generation("hf_qwen3_logits.json");
-  const std::string dir = test::scratch_dir("hf_qwen3_golden");
-  convert_checkpoint(convert("hf", "mgt", golden_path(kDenseDir), dir + "/mgt"));
-  const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
+  const ModelCheckpoint checkpoint = import_golden(kDenseDir, "hf_qwen3_golden");
   const GptConfig& c = checkpoint.config;
   CHECK(c.qk_layernorm);
   CHECK_FALSE(c.add_bias_linear);
@@ -78,16 +76,12 @@ TEST_CASE("An imported Qwen3 gives transformers' logits and greedy tokens", "[ck
   CHECK_THAT(checkpoint.metadata.args_json, Contains("\"qk_layernorm\": true") && Contains("\"kv_channels\": 16"));
   CHECK(checkpoint.metadata.extra_json.at("hf_architecture") ==
         R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})");
-  const auto backend_owner = make_backend("cpu");
-  auto model = load_checkpoint_model(checkpoint, *backend_owner);
-  check_golden_generation(*model, *backend_owner, golden);
+  check_golden_generation(checkpoint, golden);
 }
 
 TEST_CASE("An imported Qwen3-MoE gives transformers' logits and greedy tokens", "[ckpt][hf][qwen3]") {
   const GoldenGeneration golden = golden_generation("hf_qwen3_moe_logits.json");
-  const std::string dir = test::scratch_dir("hf_qwen3_moe_golden");
-  convert_checkpoint(convert("hf", "mgt", golden_path(kMoeDir), dir + "/mgt"));
-  const ModelCheckpoint checkpoint = open_model_checkpoint(dir + "/mgt");
+  const ModelCheckpoint checkpoint = import_golden(kMoeDir, "hf_qwen3_moe_golden");
   const GptConfig& c = checkpoint.config;
   CHECK(c.qk_layernorm);
   CHECK(c.untie_embeddings_and_output_weights);
@@ -102,9 +96,7 @@ TEST_CASE("An imported Qwen3-MoE gives transformers' logits and greedy tokens", 
   CHECK(moe.aux_loss_coeff == 0.02);
   CHECK(checkpoint.metadata.extra_json.at("hf_architecture") ==
         R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe"})");
-  const auto backend_owner = make_backend("cpu");
-  auto model = load_checkpoint_model(checkpoint, *backend_owner);
-  check_golden_generation(*model, *backend_owner, golden);
+  check_golden_generation(checkpoint, golden);
 }
 
 TEST_CASE("Hugging Face Qwen3 and Qwen3-MoE to mgt and back are byte for byte", "[ckpt][hf][qwen3]") {
@@ -151,20 +143,9 @@ TEST_CASE("mgt models with query and key norms to Qwen3 and back are bit-exact",
     const ConvertResult exported = convert_checkpoint(convert("mgt", "hf", dir + "/mgt", dir + "/hf"));
     CHECK(exported.parameters == config.num_parameters());
     CHECK_THAT(file_bytes(dir + "/hf/config.json"), Contains(architecture) && Contains("\"head_dim\": 6"));
-    ConvertOptions import = convert("hf", "mgt", dir + "/hf", dir + "/back");
-    import.seq_length = config.seq_length;
-    convert_checkpoint(import);
-    const ModelCheckpoint back = open_model_checkpoint(dir + "/back");
     GptConfig expected = config;
     expected.hidden_dropout = 0.0;
-    CHECK(model_args_json(back.config) == model_args_json(expected));
-    auto reloaded = load_checkpoint_model(back, backend);
-    for (const ParameterEntry& e : original->parameters().entries()) {
-      INFO(e.name);
-      CHECK(bit_identical(original->parameters().read_param(e), reloaded->parameters().read_param(e)));
-    }
-    const std::vector<std::int64_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
-    CHECK(bit_identical(logits_of(*original, tokens), logits_of(*reloaded, tokens)));
+    check_reimport(*original, expected, dir + "/hf", dir + "/back", backend);
   }
 }
 

@@ -662,64 +662,51 @@ void case_fp8_norm_forward(OpRun& r) {
 }
 
 // ---- normalisation ----
-// Rows as narrow as one attention head's (--qk-layernorm's query and key norms), more than a
-// decode step's: the GPU packs several rows into a warp. 128 fills sixteen lanes a row, 40 five
-// of eight.
-constexpr int64_t kHeadRows = 300;
-constexpr int64_t kHeadWidths[] = {128, 40};
+// The norms' shapes: a few rows of the hidden size, and rows as narrow as one attention head's
+// (--qk-layernorm's query and key norms), more than a decode step's, which the GPU packs several
+// to a warp (128 fills sixteen lanes a row, 40 five of eight).
+struct NormShape {
+  int64_t rows, hidden;
+};
+constexpr NormShape kNormShapes[] = {{kRows, kHidden}, {300, 128}, {300, 40}};
 
 void case_layer_norm_forward(OpRun& r) {
-  for (const int64_t h : kHeadWidths) {
-    Tensor x = r.input(kHeadRows * h), weight = r.input(h), bias = r.input(h);
-    Tensor y = r.output(kHeadRows * h), mean = r.output_fp32(kHeadRows), rstd = r.output_fp32(kHeadRows);
-    r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kHeadRows, h, kEps, y(s), mean(s), rstd(s)); });
-    r.check(y, kReduction, "y (head rows)");
-    r.check(mean, kReduction, "mean (head rows)");
-    r.check(rstd, kReduction, "rstd (head rows)");
+  for (const auto [rows, h] : kNormShapes) {
+    INFO(rows << " rows of " << h);
+    Tensor x = r.input(rows * h), weight = r.input(h), bias = r.input(h);
+    Tensor y = r.output(rows * h), mean = r.output_fp32(rows), rstd = r.output_fp32(rows);
+    r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), rows, h, kEps, y(s), mean(s), rstd(s)); });
+    r.check(y, kReduction, "y");
+    r.check(mean, kReduction, "mean");
+    r.check(rstd, kReduction, "rstd");
   }
-  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden), bias = r.input(kHidden);
-  Tensor y = r.output(kRows * kHidden), mean = r.output_fp32(kRows), rstd = r.output_fp32(kRows);
-  r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean(s), rstd(s)); });
-  r.check(y, kReduction, "y");
-  r.check(mean, kReduction, "mean");
-  r.check(rstd, kReduction, "rstd");
 }
 
 void case_layer_norm_backward(OpRun& r) {
-  for (const int64_t h : kHeadWidths) {
-    const int64_t n = kHeadRows * h;
+  for (const auto [rows, h] : kNormShapes) {
+    INFO(rows << " rows of " << h);
+    const int64_t n = rows * h;
     Tensor x = r.input(n), weight = r.input(h), bias = r.input(h);
-    Tensor y = r.output(n), mean0 = r.output_fp32(kHeadRows), rstd0 = r.output_fp32(kHeadRows);
-    r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kHeadRows, h, kEps, y(s), mean0(s), rstd0(s)); });
+    Tensor y = r.output(n), mean0 = r.output_fp32(rows), rstd0 = r.output_fp32(rows);
+    r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), rows, h, kEps, y(s), mean0(s), rstd0(s)); });
     Tensor mean = r.reference_values(mean0, FloatType::kF32), rstd = r.reference_values(rstd0, FloatType::kF32);
-    Tensor dy = r.input(n), dx = r.output(n), dweight = r.input_fp32(h), dbias = r.input_fp32(h);
+    Tensor dy = r.input(n), dx = r.output(n), dx_sum = r.input(n);
+    Tensor dweight = r.input_fp32(h), dbias = r.input_fp32(h);
+    Tensor dx_over = r.output(n), dweight_over = r.input_fp32(h), dbias_over = r.input_fp32(h);
     r.run([&](Backend& b, Side s) {
-      b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kHeadRows, h, dx(s), dweight(s), dbias(s));
+      b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, h, dx(s), dweight(s), dbias(s));
+      b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, h, dx_sum(s), dweight(s), {}, true);
+      const bool add = zeroed_on_reference(b, s, {dweight_over(s), dbias_over(s)});
+      b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), rows, h, dx_over(s), dweight_over(s),
+                            dbias_over(s), false, add);
     });
-    r.check(dx, kReduction, "dx (head rows)");
-    r.check(dweight, kReduction, "dweight (head rows)");
-    r.check(dbias, kReduction, "dbias (head rows)");
+    r.check(dx, kReduction, "dx");
+    r.check(dx_sum, kReduction, "dx added to the residual's gradient");
+    r.check(dweight, kReduction, "dweight (accumulated twice)");
+    r.check(dbias, kReduction, "dbias (accumulated)");
+    r.check(dweight_over, kReduction, "dweight (written over)");
+    r.check(dbias_over, kReduction, "dbias (written over)");
   }
-  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden), bias = r.input(kHidden);
-  Tensor y = r.output(kRows * kHidden), mean0 = r.output_fp32(kRows), rstd0 = r.output_fp32(kRows);
-  r.run([&](Backend& b, Side s) { b.layer_norm_forward(x(s), weight(s), bias(s), kRows, kHidden, kEps, y(s), mean0(s), rstd0(s)); });
-  Tensor mean = r.reference_values(mean0, FloatType::kF32), rstd = r.reference_values(rstd0, FloatType::kF32);
-  Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
-  Tensor dweight = r.input_fp32(kHidden), dbias = r.input_fp32(kHidden);
-  Tensor dx_over = r.output(kRows * kHidden), dweight_over = r.input_fp32(kHidden), dbias_over = r.input_fp32(kHidden);
-  r.run([&](Backend& b, Side s) {
-    b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx(s), dweight(s), dbias(s));
-    b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), {}, true);
-    const bool add = zeroed_on_reference(b, s, {dweight_over(s), dbias_over(s)});
-    b.layer_norm_backward(dy(s), x(s), weight(s), mean(s), rstd(s), kRows, kHidden, dx_over(s), dweight_over(s),
-                          dbias_over(s), false, add);
-  });
-  r.check(dx, kReduction, "dx");
-  r.check(dx_sum, kReduction, "dx added to the residual's gradient");
-  r.check(dweight, kReduction, "dweight (accumulated twice)");
-  r.check(dbias, kReduction, "dbias (accumulated)");
-  r.check(dweight_over, kReduction, "dweight (written over)");
-  r.check(dbias_over, kReduction, "dbias (written over)");
 }
 
 void case_add_norm_forward(OpRun& r) {
@@ -741,52 +728,38 @@ void case_add_norm_forward(OpRun& r) {
 }
 
 void case_rms_norm_forward(OpRun& r) {
-  for (const int64_t h : kHeadWidths) {
-    Tensor x = r.input(kHeadRows * h), weight = r.input(h);
-    Tensor y = r.output(kHeadRows * h), rstd = r.output_fp32(kHeadRows);
-    r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kHeadRows, h, kEps, y(s), rstd(s)); });
-    r.check(y, kReduction, "y (head rows)");
-    r.check(rstd, kReduction, "rstd (head rows)");
+  for (const auto [rows, h] : kNormShapes) {
+    INFO(rows << " rows of " << h);
+    Tensor x = r.input(rows * h), weight = r.input(h);
+    Tensor y = r.output(rows * h), rstd = r.output_fp32(rows);
+    r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), rows, h, kEps, y(s), rstd(s)); });
+    r.check(y, kReduction, "y");
+    r.check(rstd, kReduction, "rstd");
   }
-  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden);
-  Tensor y = r.output(kRows * kHidden), rstd = r.output_fp32(kRows);
-  r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kRows, kHidden, kEps, y(s), rstd(s)); });
-  r.check(y, kReduction, "y");
-  r.check(rstd, kReduction, "rstd");
 }
 
 void case_rms_norm_backward(OpRun& r) {
-  for (const int64_t h : kHeadWidths) {
-    const int64_t n = kHeadRows * h;
-    Tensor x = r.input(n), weight = r.input(h), y = r.output(n), rstd0 = r.output_fp32(kHeadRows);
-    r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kHeadRows, h, kEps, y(s), rstd0(s)); });
+  for (const auto [rows, h] : kNormShapes) {
+    INFO(rows << " rows of " << h);
+    const int64_t n = rows * h;
+    Tensor x = r.input(n), weight = r.input(h);
+    Tensor y = r.output(n), rstd0 = r.output_fp32(rows);
+    r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), rows, h, kEps, y(s), rstd0(s)); });
     Tensor rstd = r.reference_values(rstd0, FloatType::kF32);
-    Tensor dy = r.input(n), dx = r.output(n), dx_sum = r.input(n), dweight = r.input_fp32(h);
+    Tensor dy = r.input(n), dx = r.output(n), dx_sum = r.input(n);
+    Tensor dweight = r.input_fp32(h);
+    Tensor dx_over = r.output(n), dweight_over = r.input_fp32(h);
     r.run([&](Backend& b, Side s) {
-      b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kHeadRows, h, dx(s), dweight(s));
-      b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kHeadRows, h, dx_sum(s), dweight(s), true);
+      b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), rows, h, dx(s), dweight(s));
+      b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), rows, h, dx_sum(s), dweight(s), true);
+      const bool add = zeroed_on_reference(b, s, {dweight_over(s)});
+      b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), rows, h, dx_over(s), dweight_over(s), false, add);
     });
-    r.check(dx, kReduction, "dx (head rows)");
-    r.check(dx_sum, kReduction, "dx added to (head rows)");
-    r.check(dweight, kReduction, "dweight (head rows, accumulated twice)");
+    r.check(dx, kReduction, "dx");
+    r.check(dx_sum, kReduction, "dx added to the residual's gradient");
+    r.check(dweight, kReduction, "dweight (accumulated twice)");
+    r.check(dweight_over, kReduction, "dweight (written over)");
   }
-  Tensor x = r.input(kRows * kHidden), weight = r.input(kHidden);
-  Tensor y = r.output(kRows * kHidden), rstd0 = r.output_fp32(kRows);
-  r.run([&](Backend& b, Side s) { b.rms_norm_forward(x(s), weight(s), kRows, kHidden, kEps, y(s), rstd0(s)); });
-  Tensor rstd = r.reference_values(rstd0, FloatType::kF32);
-  Tensor dy = r.input(kRows * kHidden), dx = r.output(kRows * kHidden), dx_sum = r.input(kRows * kHidden);
-  Tensor dweight = r.input_fp32(kHidden);
-  Tensor dx_over = r.output(kRows * kHidden), dweight_over = r.input_fp32(kHidden);
-  r.run([&](Backend& b, Side s) {
-    b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx(s), dweight(s));
-    b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx_sum(s), dweight(s), true);
-    const bool add = zeroed_on_reference(b, s, {dweight_over(s)});
-    b.rms_norm_backward(dy(s), x(s), weight(s), rstd(s), kRows, kHidden, dx_over(s), dweight_over(s), false, add);
-  });
-  r.check(dx, kReduction, "dx");
-  r.check(dx_sum, kReduction, "dx added to the residual's gradient");
-  r.check(dweight, kReduction, "dweight (accumulated twice)");
-  r.check(dweight_over, kReduction, "dweight (written over)");
 }
 
 // ---- activations ----
