@@ -19,14 +19,6 @@ struct Fp8Recipe {
   int margin = 0;                  // --fp8-margin
   int64_t amax_history_len = 1;    // --fp8-amax-history-len
   Fp8AmaxAlgo amax_compute_algo = Fp8AmaxAlgo::kMostRecent;  // --fp8-amax-compute-algo
-  // Delayed scaling's first training pass finds the amax histories empty. Transformer Engine
-  // casts it with its initial scales of 1, under which most of the first backward's E5M2
-  // gradients fall below E5M2's smallest value (BENCHMARKS.md: the first step's gradient norm
-  // 11.8 against bf16's 39.5 at 1.3B). --fp8-first-step-tensorwise sets this: each tensor whose
-  // history is empty is cast with its own amax on its own rank, as tensorwise scaling casts, and
-  // that amax becomes the history's first entry. The first step's scales then depend on how the
-  // tensors are split over the ranks (the later steps' amaxes are reduced over the ranks first).
-  bool first_step_tensorwise = false;
   bool wgrad = true;               // --no-fp8-wgrad clears it: weight gradients in bf16/fp16
   // --first-last-layers-bf16: this many layers at each end of the model stay out of FP8.
   int64_t bf16_layers_at_start = 0;

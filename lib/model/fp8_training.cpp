@@ -28,9 +28,7 @@ Fp8Training::Fp8Training(const Fp8Recipe& recipe, Backend& backend, int64_t line
       names_(static_cast<size_t>(linears + expert_linears)),
       weights_(static_cast<size_t>(linears + expert_linears)),
       lanes_(std::max<int64_t>(1, backend.side_by_side_lanes())),
-      scratch_(static_cast<size_t>(lanes_ * kScratchKinds)),
-      forward_unscaled_(static_cast<size_t>(linears_), 1),
-      backward_unscaled_(static_cast<size_t>(linears_), 1) {
+      scratch_(static_cast<size_t>(lanes_ * kScratchKinds)) {
   if (recipe.amax_history_len < 1) throw Error("FP8: the amax history needs at least one entry");
   const int64_t len = recipe.amax_history_len;
   const int64_t forward = 2 * linears_;
@@ -117,9 +115,6 @@ void Fp8Training::write_state(const std::vector<LinearState>& state) {
   std::vector<float> fs = to_host(*backend_, forward_scale_);
   std::vector<float> bh = to_host(*backend_, backward_history_);
   std::vector<float> bs = to_host(*backend_, backward_scale_);
-  const auto empty = [](const std::vector<float>& history) {
-    return std::all_of(history.begin(), history.end(), [](float a) { return a == 0.0f; });
-  };
   for (int64_t k = 0; k < linears_; ++k) {
     const LinearState& s = state[static_cast<size_t>(k)];
     if (!s.forward_scale.empty()) {
@@ -134,8 +129,6 @@ void Fp8Training::write_state(const std::vector<LinearState>& state) {
         fh[static_cast<size_t>(row * 2 * linears_ + 2 * k + 1)] = s.forward_history[static_cast<size_t>(2 * row + 1)];
         bh[static_cast<size_t>(row * linears_ + k)] = s.backward_history[static_cast<size_t>(row)];
       }
-      forward_unscaled_[static_cast<size_t>(k)] = empty(s.forward_history);
-      backward_unscaled_[static_cast<size_t>(k)] = empty(s.backward_history);
     }
   }
   backend_->copy_from_host(std::span<const float>(fh), forward_history_);
@@ -173,22 +166,10 @@ void Fp8Training::begin_backward(int64_t slot) {
 
 void Fp8Training::finish_forward() {
   reduce_and_update(forward_history_, forward_scale_, 2, recipe_.forward_format);
-  std::fill(forward_unscaled_.begin(), forward_unscaled_.end(), 0);
 }
 
 void Fp8Training::finish_backward() {
   reduce_and_update(backward_history_, backward_scale_, 1, recipe_.backward_format);
-  std::fill(backward_unscaled_.begin(), backward_unscaled_.end(), 0);
-}
-
-bool Fp8Training::first_forward_cast(int64_t k) const {
-  return recording_forward_ && !recipe_.current_scaling && recipe_.first_step_tensorwise &&
-         forward_unscaled_.at(static_cast<size_t>(k)) != 0;
-}
-
-bool Fp8Training::first_backward_cast(int64_t k) const {
-  return recording_ && !recipe_.current_scaling && recipe_.first_step_tensorwise &&
-         backward_unscaled_.at(static_cast<size_t>(k)) != 0;
 }
 
 void Fp8Training::reduce_and_update(FloatView history, FloatView scale, int64_t per_linear, Fp8Format format) {
@@ -214,8 +195,6 @@ FloatView Fp8Training::scratch_meta(Scratch which, int64_t field) {
 Fp8Scaling Fp8Training::input_scaling(int64_t k) {
   if (recipe_.current_scaling)
     return {scratch_meta(Scratch::kInputRows, 1), scratch_meta(Scratch::kInputRows, 2), true};
-  // The scale lands in the slot's snapshot, where the backward's casts of the same input read it.
-  if (first_forward_cast(k)) return {bound_forward_scale_.subspan(2 * k, 1), forward_history_.subspan(2 * k, 1), true};
   return {bound_forward_scale_.subspan(2 * k, 1), recording_forward_ ? forward_history_.subspan(2 * k, 1) : FloatView(),
           false};
 }
@@ -228,16 +207,13 @@ Fp8Scaling Fp8Training::input_rescaling(int64_t k) {
 
 Fp8Scaling Fp8Training::weight_scaling(int64_t k) {
   const FloatView amax = forward_history_.subspan(2 * k + 1, 1);
-  if (recipe_.current_scaling || first_forward_cast(k)) return {forward_scale_.subspan(2 * k + 1, 1), amax, true};
+  if (recipe_.current_scaling) return {forward_scale_.subspan(2 * k + 1, 1), amax, true};
   return {forward_scale_.subspan(2 * k + 1, 1), recording_forward_ ? amax : FloatView(), false};
 }
 
 Fp8Scaling Fp8Training::grad_scaling(int64_t k, Scratch into) {
   if (recipe_.current_scaling) return {scratch_meta(into, 1), scratch_meta(into, 2), true};
   const bool record = recording_ && into == Scratch::kGradRows;
-  // A cast of the columns alone takes the same amax from the same gradient, without recording it.
-  if (first_backward_cast(k))
-    return {backward_scale_.subspan(k, 1), record ? backward_history_.subspan(k, 1) : scratch_meta(into, 2), true};
   return {backward_scale_.subspan(k, 1), record ? backward_history_.subspan(k, 1) : FloatView(), false};
 }
 

@@ -4,8 +4,6 @@
 //  - per FP8 linear layer k, two forward tensors (its input, slot 2k, and its weight, 2k+1) and
 //    one backward tensor (its output gradient, slot k), each with an amax history and a scale
 //    (delayed scaling; under current scaling each cast computes its own);
-//  - the first training pass, whose amax histories are empty, casts with scales of 1, as
-//    Transformer Engine does, or each tensor with its own amax (Fp8Recipe::first_step_tensorwise);
 //  - after each training forward of the layers, the forward tensors' newest amaxes are reduced
 //    (max) over the tensor- and data-parallel ranks and every forward scale is updated; after
 //    each backward, the same for the backward tensors (TE's reduce_and_update_fp8_tensors at the
@@ -195,14 +193,6 @@ private:
   std::map<std::pair<int64_t, int64_t>, KeptColumns> kept_columns_;  // by (slot, layer)
   int64_t slot_ = kWholeModelSlot;                                    // of the pass running
   bool keep_input_columns_ = true;
-  // Per linear layer: its forward / backward amax history is still empty (a fresh state, or one
-  // read from a checkpoint without histories), so that under Fp8Recipe::first_step_tensorwise
-  // its next training cast of that kind takes the tensor's own amax. Cleared by finish_forward /
-  // finish_backward, which record the amaxes.
-  std::vector<char> forward_unscaled_;
-  std::vector<char> backward_unscaled_;
-  bool first_forward_cast(int64_t k) const;
-  bool first_backward_cast(int64_t k) const;
   FloatView bound_forward_scale_;  // the scales this pass casts inputs with
   bool recording_ = false;          // a training pass: forward or backward
   bool recording_forward_ = false;  // a training forward, not one rerun in the backward

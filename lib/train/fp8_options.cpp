@@ -19,7 +19,6 @@ std::vector<FlagDefinition> fp8_flags(Fp8Options& f) {
     store_false("no-fp8-wgrad", f.wgrad, "Weight gradients in bf16/fp16 instead of FP8").key("fp8_wgrad"),
     store_true("fp8-param-gather", f.param_gather, "Keep the FP8 linear layers' weights in FP8: the distributed optimizer casts its shard of them and all-gathers FP8 codes, 1 byte per element (needs --use-distributed-optimizer)"),
     store_false("no-fp8-norm-casts", f.norm_casts, "mgt: The input norm and a dense layer's pre-MLP norm write bf16 outputs for the next linear layer to cast; without it they write that layer's FP8 input themselves under delayed scaling (Transformer Engine's LayerNormLinear), keeping 2 bytes per element less activation memory each").key("fp8_norm_casts"),
-    store_true("fp8-first-step-tensorwise", f.first_step_tensorwise, "mgt: Delayed scaling: cast each tensor whose amax history is empty (the first step) with its own amax, as tensorwise does, instead of Transformer Engine's scale of 1"),
     store_true("first-last-layers-bf16", f.first_last_layers_bf16, "Keep the first and last transformer layers out of FP8"),
     store("num-layers-at-start-in-bf16", "N", f.num_layers_at_start_in_bf16, "Layers at the start kept out of FP8 with --first-last-layers-bf16"),
     store("num-layers-at-end-in-bf16", "N", f.num_layers_at_end_in_bf16, "Layers at the end kept out of FP8 with --first-last-layers-bf16"),
@@ -73,7 +72,6 @@ std::optional<Fp8Recipe> fp8_recipe(const Fp8Options& f) {
   r.amax_compute_algo = f.amax_compute_algo == "max" ? Fp8AmaxAlgo::kMax : Fp8AmaxAlgo::kMostRecent;
   r.wgrad = f.wgrad;
   r.norm_casts = f.norm_casts;
-  r.first_step_tensorwise = f.first_step_tensorwise;
   if (f.first_last_layers_bf16) {
     r.bf16_layers_at_start = f.num_layers_at_start_in_bf16;
     r.bf16_layers_at_end = f.num_layers_at_end_in_bf16;

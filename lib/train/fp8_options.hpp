@@ -23,7 +23,6 @@ struct Fp8Options {
   bool wgrad = true;                         // --no-fp8-wgrad clears it
   bool param_gather = false;                 // --fp8-param-gather
   bool norm_casts = true;                    // --no-fp8-norm-casts clears it
-  bool first_step_tensorwise = false;        // --fp8-first-step-tensorwise
   bool first_last_layers_bf16 = false;       // --first-last-layers-bf16
   std::int64_t num_layers_at_start_in_bf16 = 1;  // --num-layers-at-start-in-bf16
   std::int64_t num_layers_at_end_in_bf16 = 1;    // --num-layers-at-end-in-bf16

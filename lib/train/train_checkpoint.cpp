@@ -170,9 +170,8 @@ void emit_fp8_state(ckpt::ShardFileSink& out, Fp8Training& fp8, bool experts_onl
 }
 
 // The FP8 state of the layers the checkpoint has it for; a layer without (a checkpoint of a
-// bf16 run) starts from the initial state, its histories empty (Fp8Recipe::first_step_tensorwise
-// says how their first casts scale). Histories of another length than --fp8-amax-history-len
-// are left out (the scales are kept), with a note.
+// bf16 run) starts from Transformer Engine's initial state. Histories of another length than
+// --fp8-amax-history-len are left out (the scales are kept), with a note.
 void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, const std::string& where) {
   if (fp8.recipe().current_scaling) return;
   std::vector<Fp8Training::LinearState> state(static_cast<size_t>(fp8.linears()));
@@ -203,14 +202,11 @@ void load_fp8_state(const ckpt::ShardedCheckpoint& reader, Fp8Training& fp8, con
     get("backward_amax_history", {len}, s.backward_history);
   }
   fp8.write_state(state);
-  const bool unit = !fp8.recipe().first_step_tensorwise;
   if (missing > 0)
-    log::info(where + " holds no FP8 state for " + std::to_string(missing) + " FP8 linear layers: " +
-              (unit ? "their scales start at 1" : "their first casts take their own amaxes"));
+    log::info(where + " holds no FP8 state for " + std::to_string(missing) + " FP8 linear layers: their scales start at 1");
   if (other_length > 0)
     log::info(where + ": the FP8 amax histories of " + std::to_string(other_length) + " linear layers have another "
-              "length than --fp8-amax-history-len; their histories start empty, " +
-              (unit ? "their scales loaded" : "their first casts taking their own amaxes"));
+              "length than --fp8-amax-history-len; their scales are loaded, their histories start empty");
 }
 
 }  // namespace
