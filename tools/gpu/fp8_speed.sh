@@ -4,11 +4,14 @@
 # delayed scaling) by the benchmark's log line and by the wall clock of the log's time stamps (a
 # 60-iteration run after one that builds the mock data's indices), the FP8 step's
 # per-operation profile, and a short table last. Logs under $OUT (or /tmp/fp8-speed).
-#   tools/gpu/fp8_speed.sh [--peer] [--curve] [--recipe] [--kernels] [--accumulate K]
+#   tools/gpu/fp8_speed.sh [--peer] [--curve] [--recipe] [--kernels] [--accumulate K] [--no-speed]
 #     --accumulate K: bf16 and FP8 again with K micro-batches per optimizer step (how a model is
 #       trained: the step's AdamW, gradient norm and FP8 weight casts spread over K micro-batches)
 #     --peer: the PyTorch peer too (compiled), bf16 and torchao FP8
 #     --curve: GPT 1.3B's loss curves in bf16 and FP8 over 300 iterations of the bundled corpus
+#       (FP8 also with --fp8-recipe tensorwise; bf16 and FP8 also with another seed), and the
+#       first iterations' gradient norms
+#     --no-speed: neither the rates nor the profile (with --curve: the curves alone)
 #     --recipe: Megatron's Llama 3 8B FP8 script as written, sizes aside (tests/e2e), on the GPU
 #     --kernels: the FP8 step's cast kernels timed one by one (Nsight Compute), where ncu runs
 set -uo pipefail
@@ -18,7 +21,7 @@ mkdir -p "$out"
 source tools/gpu/devpack_env.bash
 table=()
 row() { table+=("$(printf '%-34s %s' "$1" "$2")"); echo "ROW ${table[-1]}"; }
-peer=--no-peer; curve=0; recipe=0; kernels=0; accumulate=1
+peer=--no-peer; curve=0; recipe=0; kernels=0; accumulate=1; speed=1
 while [ $# -gt 0 ]; do
   arg=$1; shift
   case $arg in
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     --curve) curve=1 ;;
     --recipe) recipe=1 ;;
     --kernels) kernels=1 ;;
+    --no-speed) speed=0 ;;
     *) echo "fp8_speed.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +43,7 @@ status=$?
 row "every backend operation" "$( [ $status -eq 0 ] && echo pass || echo "FAIL ($status)"); $(grep -E '^(All tests|test cases)' "$out/op-tests.log" | tail -1)"
 [ $status -eq 0 ] || grep -B5 -A10 FAILED "$out/op-tests.log" | head -60
 
+if [ $speed = 1 ]; then
 bench() {  # bench NAME ITERS [FLAGS...]: the benchmark's JSON in $out/NAME-ITERS.json
   local name=$1 iters=$2; shift 2
   "$py" tools/bench/bench_train_gpu.py --bin "$dp/bin" --shape gpt-1.3b --micro-batch 4 --iters "$iters" \
@@ -92,6 +97,8 @@ mgt-train "${model[@]}" --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-am
 "$py" tools/gpu/profile_steady.py "$out/profile-fp8.log" 10 --top 25 | tee "$out/profile-fp8.txt"
 row "profile, 1.3B FP8, per iteration" "$(sed -n 1p "$out/profile-fp8.txt")"
 
+fi
+
 if [ $kernels = 1 ]; then
   # Each cast kernel's time and DRAM bytes in iteration 3 (ncu serialises and replays kernels).
   timeout 120 ncu --clock-control none --kernel-name regex:'cast|column_sums|map' --launch-skip 400 --launch-count 80 \
@@ -133,22 +140,42 @@ if [ $curve = 1 ]; then
        --lr-decay-style cosine --lr-warmup-iters 30 --train-iters 300 --log-interval 10 --eval-iters 0
        --data-path /tmp/gutenberg_text_document --split 100,0,0 --data-cache-path /tmp/gutenberg-cache
        --tokenizer-type GPT2BPETokenizer --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt)
-  mgt-train "${run[@]}" --metrics-file "$out/curve-bf16.jsonl" > "$out/curve-bf16.log" 2>&1 || tail -5 "$out/curve-bf16.log"
-  mgt-train "${run[@]}" --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max \
-    --metrics-file "$out/curve-fp8.jsonl" > "$out/curve-fp8.log" 2>&1 || tail -5 "$out/curve-fp8.log"
-  result=$("$py" - "$out/curve-bf16.jsonl" "$out/curve-fp8.jsonl" <<'PY'
+  fp8=(--fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max)
+  curve() {  # curve NAME [FLAGS...]: $out/curve-NAME.jsonl
+    local name=$1; shift
+    mgt-train "${run[@]}" "$@" --metrics-file "$out/curve-$name.jsonl" > "$out/curve-$name.log" 2>&1 ||
+      tail -5 "$out/curve-$name.log"
+  }
+  curve bf16
+  curve fp8 "${fp8[@]}"
+  curve fp8-tensorwise --fp8-format hybrid --fp8-recipe tensorwise
+  curve bf16-seed1235 --seed 1235
+  curve fp8-seed1235 "${fp8[@]}" --seed 1235
+  compare() {  # compare REFERENCE RUN: the largest relative difference after warm-up
+    "$py" - "$out/curve-$1.jsonl" "$out/curve-$2.jsonl" <<'PY'
 import json, sys
 def losses(p):
     return {j["iteration"]: j["lm_loss"] for j in map(json.loads, open(p)) if j.get("event") == "train"}
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 after = [i for i in sorted(a) if i > 30 and i in b]
-rel = max(abs(a[i] - b[i]) / a[i] for i in after) if after else float("nan")
-print(" ".join(f"{i}:{a[i]:.3f}/{b[i]:.3f}" for i in after[::5]))
-print(f"{len(after)} logged iterations after warm-up, loss {a[max(a)]:.4f} (bf16) / {b.get(max(a), float('nan')):.4f} (fp8) at {max(a)}, max rel diff {rel:.2%}")
+rel = {i: abs(a[i] - b[i]) / a[i] for i in after}
+worst = max(rel, key=rel.get) if rel else 0
+lower = sum(b[i] < a[i] for i in after)
+print(f"{len(after)} logged after warm-up, max rel diff {rel.get(worst, float('nan')):.2%} at {worst}, "
+      f"second lower at {lower}; at {max(a)} {a[max(a)]:.4f} / {b.get(max(a), float('nan')):.4f}")
 PY
-)
-  echo "$result"
-  row "gpt-1.3b gutenberg 300 it, fp8 vs bf16" "$(echo "$result" | tail -1)"
+  }
+  for pair in "bf16 fp8" "bf16 fp8-tensorwise" "bf16-seed1235 fp8-seed1235" "bf16 bf16-seed1235" "fp8 fp8-seed1235"; do
+    set -- $pair
+    row "curve $1 / $2" "$(compare "$1" "$2")"
+  done
+  # The first iterations' gradient norms (the curves log means of ten).
+  for name in bf16 fp8 fp8-tensorwise; do
+    flags=(); [ $name = fp8 ] && flags=("${fp8[@]}"); [ $name = fp8-tensorwise ] && flags=(--fp8-format hybrid --fp8-recipe tensorwise)
+    mgt-train "${run[@]}" "${flags[@]}" --exit-interval 3 --log-interval 1 \
+      --metrics-file "$out/first-$name.jsonl" > "$out/first-$name.log" 2>&1 || tail -5 "$out/first-$name.log"
+    row "grad norm, iterations 1-3, $name" "$("$py" -c "import json,sys; print(' / '.join(f\"{j['grad_norm']:.1f}\" for j in map(json.loads, open(sys.argv[1])) if j.get('event') == 'train'))" "$out/first-$name.jsonl")"
+  done
 fi
 
 if [ $recipe = 1 ]; then
