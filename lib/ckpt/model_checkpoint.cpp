@@ -60,6 +60,8 @@ std::optional<MoeOptions> moe_options_of(const JsonScalars& a) {
                             std::pair{"moe_token_dispatcher_type", &o.moe_token_dispatcher_type}})
     if (a.contains(key)) *field = a.text(key);
   o.moe_router_pre_softmax = flag_of(a, "moe_router_pre_softmax", false);
+  if (a.contains("moe_router_dtype") && a.show("moe_router_dtype") != "null")
+    o.moe_router_dtype = a.text("moe_router_dtype");
   o.moe_pad_expert_input_to_capacity = flag_of(a, "moe_pad_expert_input_to_capacity", false);
   o.moe_router_num_groups = optional_integer(a, "moe_router_num_groups");
   o.moe_router_group_topk = optional_integer(a, "moe_router_group_topk");
@@ -162,6 +164,7 @@ std::string model_args_json(const GptConfig& config) {
     a.set("moe_router_topk", PyValue::integer(c.moe.topk));
     a.set("moe_router_score_function", PyValue::string(std::string(to_string(c.moe.score_function))));
     a.set("moe_router_pre_softmax", PyValue::boolean(c.moe.pre_softmax));
+    if (c.moe.router_fp64) a.set("moe_router_dtype", PyValue::string("fp64"));
     if (c.moe.group_topk > 0) {
       a.set("moe_router_num_groups", PyValue::integer(c.moe.num_groups));
       a.set("moe_router_group_topk", PyValue::integer(c.moe.group_topk));

@@ -261,6 +261,38 @@ void Backend::linear_backward_weight(ConstFloatView dy, ConstFloatView x, int64_
   st.finish();
 }
 
+void Backend::linear_forward_fp64(ConstFloatView x, ConstFloatView w, int64_t rows, int64_t in, int64_t out,
+                                  FloatView y) {
+  constexpr BackendOp op = BackendOp::linear_forward_fp64;
+  dims(op, {rows, in, out});
+  expect(x, rows * in, op, "x");
+  expect(w, out * in, op, "w");
+  expect(y, rows * out, op, "y");
+  if (rows == 0 || out == 0) return;
+  Fp32Staging st(*this, op);
+  do_linear_forward_fp64(st.in(x), st.in(w), rows, in, out, st.out(y));
+  st.finish();
+}
+
+void Backend::linear_backward_fp64(ConstFloatView dy, ConstFloatView x, ConstFloatView w, int64_t rows, int64_t in,
+                                   int64_t out, FloatView dx, FloatView dw, bool accumulate) {
+  constexpr BackendOp op = BackendOp::linear_backward_fp64;
+  dims(op, {rows, in, out});
+  expect(dy, rows * out, op, "dy");
+  expect(x, rows * in, op, "x");
+  expect(w, out * in, op, "w");
+  expect_optional(dx, rows * in, op, "dx");
+  expect(dw, out * in, op, "dw");
+  if (rows == 0) {
+    if (!accumulate) fill(dw, 0.0f);
+    return;
+  }
+  Fp32Staging st(*this, op);
+  do_linear_backward_fp64(st.in(dy), st.in(x), st.in(w), rows, in, out, st.out(dx),
+                          accumulate ? st.inout(dw) : st.out(dw), accumulate);
+  st.finish();
+}
+
 void Backend::bias_backward(ConstFloatView dy, int64_t rows, int64_t cols, FloatView dbias, bool accumulate) {
   constexpr BackendOp op = BackendOp::bias_backward;
   dims(op, {rows, cols});

@@ -247,6 +247,17 @@ public:
   void linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
                                        int64_t rows, int64_t in, int64_t out, FloatView dpre);
 
+  // ---- the MoE router's gating linear layer in fp64 (--moe-router-dtype fp64) ----
+  // Megatron's RouterGatingLinearFunction with router_dtype float64: the operands converted to
+  // fp64 (exactly), every product and sum in fp64, each result rounded to fp32 and then to its
+  // view's type (as PyTorch converts a float64 tensor to bfloat16 or float16: through float).
+  // y = x·Wᵀ, no bias.
+  void linear_forward_fp64(ConstFloatView x, ConstFloatView w, int64_t rows, int64_t in, int64_t out, FloatView y);
+  // dx = dy·W, overwritten (dx may be empty: not wanted), and dw += dyᵀ·x, or without
+  // `accumulate` dw = dyᵀ·x (with `accumulate` dw's value is added in fp64 before the rounding).
+  void linear_backward_fp64(ConstFloatView dy, ConstFloatView x, ConstFloatView w, int64_t rows, int64_t in,
+                            int64_t out, FloatView dx, FloatView dw, bool accumulate = true);
+
   // ---- grouped linear layers: a linear layer per group of consecutive rows ----
   // A mixture's local experts over their rows of the permuted tokens, as Megatron-Core's
   // GroupedMLP (megatron/core/transformer/moe/experts.py) runs them: group g is the next
@@ -633,6 +644,10 @@ private:
   virtual void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
                                          int64_t out, FloatArg dw, bool accumulate) = 0;
   virtual void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) = 0;
+  virtual void do_linear_forward_fp64(ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in, int64_t out,
+                                      FloatArg y) = 0;
+  virtual void do_linear_backward_fp64(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in,
+                                       int64_t out, FloatArg dx, FloatArg dw, bool accumulate) = 0;
 
   virtual void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                                Fp8View rowwise, Fp8View transposed) = 0;

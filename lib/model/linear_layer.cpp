@@ -200,6 +200,16 @@ void LinearLayer::backward_weight(ConstFloatView dy, ConstFloatView x, int64_t r
   backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_, weight_grad_accumulates());
 }
 
+void LinearLayer::forward_fp64(ConstFloatView x, int64_t rows, FloatView y) const {
+  if (fp8_ || !bias_.empty()) throw Error("LinearLayer: the fp64 layer has no bias and is not FP8");
+  backend_->linear_forward_fp64(x, weight_, rows, in_, out_, y);
+}
+
+void LinearLayer::backward_fp64(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const {
+  if (fp8_ || !bias_.empty()) throw Error("LinearLayer: the fp64 layer has no bias and is not FP8");
+  backend_->linear_backward_fp64(dy, x, weight_, rows, in_, out_, dx, weight_grad_, weight_grad_accumulates());
+}
+
 void LinearLayer::backward_bias(ConstFloatView dy, int64_t rows) const {
   if (!bias_grad_.empty()) backend_->bias_backward(dy, rows, out_, bias_grad_, bias_grad_accumulates());
 }

@@ -69,6 +69,11 @@ public:
   // as it was where the FP8 cast takes the GELU's gradient in and nothing reads dy itself).
   void backward_through_gelu_tanh(FloatView d, ConstFloatView pre, ConstFloatView x, int64_t rows,
                                   FloatView dx) const;
+  // The layer in fp64 (the MoE router's gate under --moe-router-dtype fp64; no bias, not FP8):
+  // y = x·Wᵀ, and dW += dyᵀ·x with dx = dy·W unless dx is empty, each sum in fp64
+  // (Backend::linear_forward_fp64).
+  void forward_fp64(ConstFloatView x, int64_t rows, FloatView y) const;
+  void backward_fp64(ConstFloatView dy, ConstFloatView x, int64_t rows, FloatView dx) const;
   bool fp8() const { return fp8_ != nullptr; }
   // Under FP8 with FP8 weight gradients only: this layer's input is gelu_tanh(x) of the x its
   // calls are given (linear_fc2 of an MLP whose fc1 ran without the GELU), and its casts of x

@@ -44,6 +44,7 @@ MoeConfig moe_config_from_options(const MoeOptions& o, std::int64_t num_layers) 
   c.topk = o.moe_router_topk;
   c.score_function = o.moe_router_score_function == "sigmoid" ? MoeScoreFunction::kSigmoid : MoeScoreFunction::kSoftmax;
   c.pre_softmax = o.moe_router_pre_softmax;
+  c.router_fp64 = o.moe_router_dtype == "fp64";
   c.num_groups = o.moe_router_num_groups.value_or(0);
   c.group_topk = o.moe_router_group_topk.value_or(0);
   c.topk_scaling_factor = o.moe_router_topk_scaling_factor.value_or(0.0);

@@ -36,6 +36,9 @@ struct MoeConfig {
   std::int64_t topk = 2;
   MoeScoreFunction score_function = MoeScoreFunction::kSoftmax;
   bool pre_softmax = false;
+  // --moe-router-dtype fp64: the gate's GEMMs (logits, and their weight and input gradients) in
+  // fp64, the logits then rounded to fp32 (model/moe_router.hpp); the routing itself stays fp32.
+  bool router_fp64 = false;
   std::int64_t num_groups = 0;  // group-limited routing when group_topk > 0
   std::int64_t group_topk = 0;
   double topk_scaling_factor = 0.0;  // 0: none (Megatron's `if scaling_factor:`)

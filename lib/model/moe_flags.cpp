@@ -38,7 +38,7 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store_true("moe-layer-recompute", m.moe_layer_recompute, "Deprecated: recompute the MoE layers in the backward"),
     store("moe-router-load-balancing-type", "TYPE", m.moe_router_load_balancing_type, "aux_loss (GShard's and Switch Transformer's, over the micro-batch), seq_aux_loss (per sequence, DeepSeek-V2's), sinkhorn (BASE layers': in training each token's experts are chosen by the Sinkhorn balancing of the logits over the micro-batch, weighted by the sigmoid for top-1 or the softmax over all experts; no auxiliary loss) or none")
         .choices({"aux_loss", "seq_aux_loss", "sinkhorn", "none"}),
-    store("moe-router-dtype", "TYPE", m.moe_router_dtype, "Type of the routing computation and of the weighted sum of the experts' outputs: fp32. Without the flag Megatron computes them in the activations' type (bf16 under --bf16), mgt in fp32").choices({"fp32"}, {"fp64"})
+    store("moe-router-dtype", "TYPE", m.moe_router_dtype, "Type of the router's computation: fp32, or fp64 (the gating GEMMs in fp64, the logits then rounded to fp32 as Megatron's softmax reads them; the routing in fp32). Without the flag Megatron routes in the activations' type (bf16 under --bf16), mgt in fp32").choices({"fp32", "fp64"})
         .default_text("fp32"),
     store("moe-router-score-function", "F", m.moe_router_score_function, "Score function of the router: softmax or sigmoid").choices({"softmax", "sigmoid"}),
     store("moe-router-topk", "K", m.moe_router_topk, "Experts each token is routed to"),

@@ -107,8 +107,14 @@ void MoeRouter::forward(const ForwardContext& ctx, ConstFloatView input, const M
   MoeRoutingParams p = routing(ctx);
   const int64_t te = p.tokens * p.experts;
   DeviceBuffer jittered;
-  gate_.forward(gate_input(ctx, input.first(p.tokens * gate_.in_features()), jittered), p.tokens,
-                saved.logits.first(te));
+  const ConstFloatView gated = gate_input(ctx, input.first(p.tokens * gate_.in_features()), jittered);
+  // --moe-router-dtype fp64: Megatron's fp64 logits feed fp32 arithmetic only (its softmax with
+  // dtype=float32, the sigmoid of logits.float()); rounded to fp32 here, they are those values.
+  if (moe_.router_fp64) {
+    gate_.forward_fp64(gated, p.tokens, saved.logits.first(te));
+  } else {
+    gate_.forward(gated, p.tokens, saved.logits.first(te));
+  }
   // Megatron's apply_random_logits: the routing (and the backward, which reads these logits)
   // sees the random ones; their gradient goes to the gate unchanged.
   if (moe_.force_load_balancing) backend_->standard_normal(random_logits_key(ctx, layer_, te), saved.logits.first(te));
@@ -192,22 +198,32 @@ void MoeRouter::backward(const ForwardContext& ctx, ConstFloatView input, const 
                                scratch.d_logits.first(te));
   const int64_t h = gate_.in_features();
   const FloatView dx = scratch.d_hidden.first(p.tokens * h);
-  // The logits' gradient is fp32 (the router's type); the gate's GEMMs take operands of one type:
-  // under bf16 activations it is rounded to theirs, as the gradient of Megatron's bf16 gating GEMM.
-  ConstFloatView d_logits = scratch.d_logits.first(te);
-  DeviceBuffer rounded;
-  if (d_logits.type() != input.type()) {
-    rounded = DeviceBuffer(*backend_, te, input.type());
-    backend_->convert(d_logits, rounded.view());
-    d_logits = rounded.view();
-  }
   // With the jitter the gate read input · noise: its weight's gradient takes that again (the noise
   // regenerated from its key), and the input's gradient is the gate's times the noise.
   DeviceBuffer jittered;
-  gate_.backward(d_logits, gate_input(ctx, input.first(p.tokens * h), jittered), p.tokens, dx);
+  const ConstFloatView gated = gate_input(ctx, input.first(p.tokens * h), jittered);
+  const FloatView dx_wanted = d_input.empty() ? FloatView() : dx;
+  if (moe_.router_fp64) {
+    // The fp32 logits' gradient as it is: the fp64 GEMMs read it exactly.
+    gate_.backward_fp64(scratch.d_logits.first(te), gated, p.tokens, dx_wanted);
+  } else {
+    backward_gate(scratch.d_logits.first(te), gated, p.tokens, dx_wanted);
+  }
   if (d_input.empty()) return;
   if (jitters(ctx)) backend_->uniform_jitter(dx, static_cast<float>(moe_.input_jitter_eps), jitter_key(ctx, layer_), dx);
   backend_->accumulate(d_input, dx);
+}
+
+void MoeRouter::backward_gate(ConstFloatView d_logits, ConstFloatView gated, int64_t tokens, FloatView dx) const {
+  // The logits' gradient is fp32 (the router's type); the gate's GEMMs take operands of one type:
+  // under bf16 activations it is rounded to theirs, as the gradient of Megatron's bf16 gating GEMM.
+  DeviceBuffer rounded;
+  if (d_logits.type() != gated.type()) {
+    rounded = DeviceBuffer(*backend_, d_logits.size(), gated.type());
+    backend_->convert(d_logits, rounded.view());
+    d_logits = rounded.view();
+  }
+  gate_.backward(d_logits, gated, tokens, dx);
 }
 
 }  // namespace mgt

@@ -42,6 +42,9 @@ private:
   bool jitters(const ForwardContext& ctx) const { return ctx.training && moe_.input_jitter_eps > 0.0; }
   // Sinkhorn routing's choice scores for the logits [tokens, experts] of this pass.
   DeviceArray<float> sinkhorn_scores(const ForwardContext& ctx, ConstFloatView logits, int64_t tokens) const;
+  // The gate's weight gradient (added) and dx = its input gradient (unless empty) from the fp32
+  // logits' gradient, in the gate's GEMMs of the activations' type.
+  void backward_gate(ConstFloatView d_logits, ConstFloatView gated, int64_t tokens, FloatView dx) const;
   // The gate's input: `input`, or its jittered copy made in `jittered`.
   ConstFloatView gate_input(const ForwardContext& ctx, ConstFloatView input, DeviceBuffer& jittered) const;
 

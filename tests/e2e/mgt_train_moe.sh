@@ -4,8 +4,9 @@
 # load_balancing_loss and z_loss as Megatron does (log line, metrics.jsonl); data parallelism
 # with the distributed optimizer reproduces the one-rank run (lm loss and the auxiliary losses,
 # 20 iterations, within 1e-5 relative); a capacity factor drops tokens and still trains; a
-# checkpoint resumes bit for bit; forced load balancing routes evenly; mgt-eval evaluates an MoE
-# checkpoint; what is not implemented is refused by name.
+# checkpoint resumes bit for bit; forced load balancing routes evenly; the router in fp64 trains,
+# resumes and records itself; mgt-eval evaluates an MoE checkpoint; what is not implemented is
+# refused by name.
 # Usage: bash tests/e2e/mgt_train_moe.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -98,6 +99,26 @@ import json, sys
 train = [j for j in map(json.loads, open(sys.argv[1])) if j["event"] == "train"]
 assert len(train) == 4 and all(0.9 < j["load_balancing_loss"] < 1.2 for j in train), train
 PY
+
+# --moe-router-dtype fp64: the gate's sums in fp64 (its logits and gradients then rounded once).
+# The run is not the fp32 router's bit for bit, but within the bounds above; data parallelism with
+# the distributed optimizer reproduces it; its checkpoint records the type and resumes bit for bit.
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --moe-router-dtype fp64 --metrics-file "$WORK/fp64.jsonl" \
+  --save "$WORK/ck-fp64" --save-interval 10
+compare "$WORK/moe-1.jsonl" "$WORK/fp64.jsonl"
+python3 - "$WORK/moe-1.jsonl" "$WORK/fp64.jsonl" <<'PY' || fail "--moe-router-dtype fp64 changed nothing"
+import json, sys
+a, b = ([j["grad_norm"] for j in map(json.loads, open(p)) if j["event"] == "train"] for p in sys.argv[1:])
+assert a != b
+PY
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --moe-router-dtype fp64 --use-distributed-optimizer \
+  --metrics-file "$WORK/fp64-dp2.jsonl"
+compare "$WORK/fp64.jsonl" "$WORK/fp64-dp2.jsonl"
+grep -aq '"moe_router_dtype": "fp64"' "$WORK"/ck-fp64/iter_0000010/*.h5 || fail "the checkpoint does not record fp64 routing"
+echo 10 >"$WORK/ck-fp64/latest_checkpointed_iteration.txt"
+expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --moe-router-dtype fp64 --load "$WORK/ck-fp64" \
+  --metrics-file "$WORK/fp64-resumed.jsonl"
+compare "$WORK/fp64.jsonl" "$WORK/fp64-resumed.jsonl" exact
 
 # Save at 10 and resume: the uninterrupted run, bit for bit.
 CK="$WORK/ckpt"

@@ -328,6 +328,33 @@ void case_linear_backward_input_gelu_tanh(OpRun& r) {
   r.check(dpre, kReduction, "dpre");
 }
 
+// ---- the router's gating linear layer in fp64 ----
+// Against the CPU's fp64 sums; a result rounded once to fp32 (or the storage type) on both sides.
+void case_linear_forward_fp64(OpRun& r) {
+  Tensor x = r.input(kRows * kIn), w = r.input(kOut * kIn), y = r.output(kRows * kOut);
+  r.run([&](Backend& b, Side s) { b.linear_forward_fp64(x(s), w(s), kRows, kIn, kOut, y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_linear_backward_fp64(OpRun& r) {
+  // More rows than one partial sum of the weight gradient takes on a GPU.
+  constexpr int64_t kRowsMany = 300;
+  Tensor dy = r.input(kRowsMany * kOut), x = r.input(kRowsMany * kIn), w = r.input(kOut * kIn);
+  Tensor dx = r.output(kRowsMany * kIn), dw = r.input_fp32(kOut * kIn), dw_over = r.input_fp32(kOut * kIn);
+  Tensor dw_none = r.input_fp32(kOut * kIn);
+  r.run([&](Backend& b, Side s) {
+    b.linear_backward_fp64(dy(s), x(s), w(s), kRowsMany, kIn, kOut, dx(s), dw(s));
+    const bool add = zeroed_on_reference(b, s, {dw_over(s)});
+    b.linear_backward_fp64(dy(s), x(s), w(s), kRowsMany, kIn, kOut, {}, dw_over(s), add);
+    b.linear_backward_fp64(dy(s).first(0), x(s).first(0), w(s), 0, kIn, kOut, {}, dw_none(s), false);
+  });
+  r.check(dx, kElementwise, "dx");
+  r.check(dw, kElementwise, "dw (accumulated)");
+  r.check(dw_over, kElementwise, "dw (written over)");
+  const std::vector<float> none = read(r.backend(), dw_none.test.view());
+  CHECK(std::all_of(none.begin(), none.end(), [](float v) { return v == 0.0f; }));
+}
+
 // ---- grouped linear layers ----
 // Unequal groups, one without rows, each with its own weight: the grouped operation on the
 // backend under test against one plain linear operation per group on the reference.

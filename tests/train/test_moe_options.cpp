@@ -78,6 +78,9 @@ TEST_CASE("moe options: the model configuration", "[train][moe]") {
   CHECK(m.topk_scaling_factor == 2.5);
   CHECK(m.dispatcher == MoeDispatcher::kAlltoall);
   CHECK(m.per_layer_logging);
+  CHECK_FALSE(m.router_fp64);
+  CHECK(gpt_config_from_options(parse_moe({"--num-experts", "4", "--moe-router-dtype", "fp64"}), 128).moe.router_fp64);
+  CHECK_FALSE(gpt_config_from_options(parse_moe({"--num-experts", "4", "--moe-router-dtype", "fp32"}), 128).moe.router_fp64);
 
   // Megatron: 0 experts is a dense model; a negative capacity factor is no capacity.
   CHECK_FALSE(parse_moe({"--num-experts", "0"}).moe.enabled());
@@ -204,8 +207,7 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
             .find("--moe-expert-capacity-factor with --moe-router-load-balancing-type sinkhorn") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-token-dispatcher-type", "flex"}).find(
             "--moe-token-dispatcher-type flex is not supported by mgt-train") == 0);
-  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-dtype", "fp64"}).find(
-            "--moe-router-dtype fp64 is not supported by mgt-train") == 0);
+  CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-dtype", "bf16"}).find("--moe-router-dtype") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-input-jitter-eps", "1"}).find(
             "--moe-input-jitter-eps (1.000000) must be in [0, 1)") == 0);
 

@@ -135,6 +135,18 @@ void CpuBackend::do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, 
   cpu::bias_backward(dy, rows, cols, dbias, accumulate);
 }
 
+void CpuBackend::do_linear_forward_fp64(ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in, int64_t out,
+                                        FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::linear_forward_fp64);
+  cpu::linear_forward_fp64(x, w, rows, in, out, y);
+}
+
+void CpuBackend::do_linear_backward_fp64(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg w, int64_t rows,
+                                         int64_t in, int64_t out, FloatArg dx, FloatArg dw, bool accumulate) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::linear_backward_fp64);
+  cpu::linear_backward_fp64(dy, x, w, rows, in, out, dx, dw, accumulate);
+}
+
 void CpuBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                                  Fp8View rowwise, Fp8View transposed) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::fp8_quantize);

@@ -53,6 +53,10 @@ private:
   void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
                                  int64_t out, FloatArg dw, bool accumulate) override;
   void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) override;
+  void do_linear_forward_fp64(ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in, int64_t out,
+                              FloatArg y) override;
+  void do_linear_backward_fp64(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in,
+                               int64_t out, FloatArg dx, FloatArg dw, bool accumulate) override;
 
   void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                        Fp8View rowwise, Fp8View transposed) override;

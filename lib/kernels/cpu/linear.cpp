@@ -48,3 +48,37 @@ void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, bo
 }
 
 }  // namespace mgt::cpu
+
+namespace mgt::cpu {
+
+void linear_forward_fp64(const float* x, const float* w, int64_t rows, int64_t in, int64_t out, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < in; ++i) sum += static_cast<double>(x[r * in + i]) * static_cast<double>(w[o * in + i]);
+      y[r * out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
+void linear_backward_fp64(const float* dy, const float* x, const float* w, int64_t rows, int64_t in, int64_t out,
+                          float* dx, float* dw, bool accumulate) {
+  if (dx != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < in; ++i) {
+        double sum = 0.0;
+        for (int64_t o = 0; o < out; ++o) sum += static_cast<double>(dy[r * out + o]) * static_cast<double>(w[o * in + i]);
+        dx[r * in + i] = static_cast<float>(sum);
+      }
+    }
+  }
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      double sum = accumulate ? static_cast<double>(dw[o * in + i]) : 0.0;
+      for (int64_t r = 0; r < rows; ++r) sum += static_cast<double>(dy[r * out + o]) * static_cast<double>(x[r * in + i]);
+      dw[o * in + i] = static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace mgt::cpu

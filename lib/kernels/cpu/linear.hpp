@@ -23,3 +23,14 @@ void linear_backward_weight(const float* dy, const float* x, int64_t rows, int64
 void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, bool accumulate = true);
 
 }  // namespace mgt::cpu
+
+namespace mgt::cpu {
+
+// The same products in fp64 (the MoE router's gating layer under --moe-router-dtype fp64): each
+// sum in double, rounded once to float. y = x · wᵀ (no bias); dx = dy · w where dx is not null,
+// and dw (+)= dyᵀ · x, dw's old value added in double before the rounding.
+void linear_forward_fp64(const float* x, const float* w, int64_t rows, int64_t in, int64_t out, float* y);
+void linear_backward_fp64(const float* dy, const float* x, const float* w, int64_t rows, int64_t in, int64_t out,
+                          float* dx, float* dw, bool accumulate);
+
+}  // namespace mgt::cpu

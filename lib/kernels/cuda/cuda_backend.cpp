@@ -37,6 +37,7 @@
 #include "kernels/cuda/norms.hpp"
 #include "kernels/cuda/op_profiler.hpp"
 #include "kernels/cuda/optimizer.hpp"
+#include "kernels/cuda/linear_fp64.hpp"
 #include "kernels/cuda/small_rows_linear.hpp"
 
 namespace mgt {
@@ -451,6 +452,20 @@ void CudaBackend::do_linear_forward(ConstFloatArg x, ConstFloatArg w, ConstFloat
                             rows, in, out, y)) {
     cuda::add_bias(y, bias, rows, out, stream_);
   }
+}
+
+void CudaBackend::do_linear_forward_fp64(ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in, int64_t out,
+                                         FloatArg y) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_forward_fp64);
+  cuda::linear_forward_fp64(x, w, rows, in, out, y, stream_);
+}
+
+void CudaBackend::do_linear_backward_fp64(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg w, int64_t rows,
+                                          int64_t in, int64_t out, FloatArg dx, FloatArg dw, bool accumulate) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::linear_backward_fp64);
+  if (!dx.empty()) cuda::linear_backward_input_fp64(dy, w, rows, in, out, dx, stream_);
+  DeviceArray<double> partial(*this, cuda::weight_gradient_fp64_chunks(rows) * out * in);
+  cuda::linear_backward_weight_fp64(dy, x, rows, in, out, dw, accumulate, partial.view().data(), stream_);
 }
 
 void CudaBackend::do_linear_backward_input(ConstFloatArg dy, ConstFloatArg w, int64_t rows,

@@ -123,6 +123,10 @@ private:
                                 int64_t out, FloatArg dx) override;
   void do_linear_backward_weight(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t in,
                                  int64_t out, FloatArg dw, bool accumulate) override;
+  void do_linear_forward_fp64(ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in, int64_t out,
+                              FloatArg y) override;
+  void do_linear_backward_fp64(ConstFloatArg dy, ConstFloatArg x, ConstFloatArg w, int64_t rows, int64_t in,
+                               int64_t out, FloatArg dx, FloatArg dw, bool accumulate) override;
   void do_bias_backward(ConstFloatArg dy, int64_t rows, int64_t cols, FloatArg dbias, bool accumulate) override;
   // 2-byte operands: the groups' GEMMs side by side on gemm_lanes_ (others: one after another).
   void do_grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w,
