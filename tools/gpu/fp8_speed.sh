@@ -12,6 +12,8 @@
 #       (FP8 also with --fp8-recipe tensorwise; bf16 and FP8 also with another seed), and the
 #       first iterations' gradient norms
 #     --no-speed: neither the rates nor the profile (with --curve: the curves alone)
+#     --variants "NAME=FLAGS;...": with --curve, instead of tensorwise and the second seed: FP8
+#       curves with the delayed-scaling flags plus FLAGS, each compared with bf16's
 #     --recipe: Megatron's Llama 3 8B FP8 script as written, sizes aside (tests/e2e), on the GPU
 #     --kernels: the FP8 step's cast kernels timed one by one (Nsight Compute), where ncu runs
 set -uo pipefail
@@ -21,7 +23,7 @@ mkdir -p "$out"
 source tools/gpu/devpack_env.bash
 table=()
 row() { table+=("$(printf '%-34s %s' "$1" "$2")"); echo "ROW ${table[-1]}"; }
-peer=--no-peer; curve=0; recipe=0; kernels=0; accumulate=1; speed=1
+peer=--no-peer; curve=0; recipe=0; kernels=0; accumulate=1; speed=1; variants=
 while [ $# -gt 0 ]; do
   arg=$1; shift
   case $arg in
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --recipe) recipe=1 ;;
     --kernels) kernels=1 ;;
     --no-speed) speed=0 ;;
+    --variants) variants=$1; shift ;;
     *) echo "fp8_speed.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -134,7 +137,8 @@ if [ $curve = 1 ]; then
   # GPT 1.3B in bf16 and in FP8 on the bundled Gutenberg corpus: the FP8 curve within 1% of the
   # bf16 one at every logged iteration after warm-up.
   mgt-tokenize --input datasets/corpus-gutenberg.jsonl --output-prefix /tmp/gutenberg --tokenizer-type GPT2BPETokenizer \
-    --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt --append-eod --quiet > /dev/null 2>&1
+    --vocab-file datasets/gpt2-vocab.json --merge-file datasets/gpt2-merges.txt --append-eod --quiet > "$out/tokenize.log" 2>&1 ||
+    { echo "mgt-tokenize failed (is it in the pack?):"; tail -3 "$out/tokenize.log"; exit 1; }
   run=(--device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
        --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 2e-4 --min-lr 2e-5
        --lr-decay-style cosine --lr-warmup-iters 30 --train-iters 300 --log-interval 10 --eval-iters 0
@@ -148,9 +152,20 @@ if [ $curve = 1 ]; then
   }
   curve bf16
   curve fp8 "${fp8[@]}"
-  curve fp8-tensorwise --fp8-format hybrid --fp8-recipe tensorwise
-  curve bf16-seed1235 --seed 1235
-  curve fp8-seed1235 "${fp8[@]}" --seed 1235
+  pairs=("bf16 fp8")
+  if [ -n "$variants" ]; then
+    IFS=';' read -ra specs <<< "$variants"
+    for spec in "${specs[@]}"; do
+      # shellcheck disable=SC2086
+      curve "${spec%%=*}" "${fp8[@]}" ${spec#*=}
+      pairs+=("bf16 ${spec%%=*}")
+    done
+  else
+    curve fp8-tensorwise --fp8-format hybrid --fp8-recipe tensorwise
+    curve bf16-seed1235 --seed 1235
+    curve fp8-seed1235 "${fp8[@]}" --seed 1235
+    pairs+=("bf16 fp8-tensorwise" "bf16-seed1235 fp8-seed1235" "bf16 bf16-seed1235" "fp8 fp8-seed1235")
+  fi
   compare() {  # compare REFERENCE RUN: the largest relative difference after warm-up
     "$py" - "$out/curve-$1.jsonl" "$out/curve-$2.jsonl" <<'PY'
 import json, sys
@@ -165,12 +180,12 @@ print(f"{len(after)} logged after warm-up, max rel diff {rel.get(worst, float('n
       f"second lower at {lower}; at {max(a)} {a[max(a)]:.4f} / {b.get(max(a), float('nan')):.4f}")
 PY
   }
-  for pair in "bf16 fp8" "bf16 fp8-tensorwise" "bf16-seed1235 fp8-seed1235" "bf16 bf16-seed1235" "fp8 fp8-seed1235"; do
+  for pair in "${pairs[@]}"; do
     set -- $pair
     row "curve $1 / $2" "$(compare "$1" "$2")"
   done
   # The first iterations' gradient norms (the curves log means of ten).
-  for name in bf16 fp8 fp8-tensorwise; do
+  [ -n "$variants" ] || for name in bf16 fp8 fp8-tensorwise; do
     flags=(); [ $name = fp8 ] && flags=("${fp8[@]}"); [ $name = fp8-tensorwise ] && flags=(--fp8-format hybrid --fp8-recipe tensorwise)
     mgt-train "${run[@]}" "${flags[@]}" --exit-interval 3 --log-interval 1 \
       --metrics-file "$out/first-$name.jsonl" > "$out/first-$name.log" 2>&1 || tail -5 "$out/first-$name.log"
