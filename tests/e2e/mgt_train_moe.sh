@@ -102,7 +102,8 @@ PY
 
 # --moe-router-dtype fp64: the gate's sums in fp64 (its logits and gradients then rounded once).
 # The run is not the fp32 router's bit for bit, but within the bounds above; data parallelism with
-# the distributed optimizer reproduces it; its checkpoint records the type and resumes bit for bit.
+# the distributed optimizer and expert parallelism reproduce it; its checkpoint records the type
+# and resumes bit for bit.
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --moe-router-dtype fp64 --metrics-file "$WORK/fp64.jsonl" \
   --save "$WORK/ck-fp64" --save-interval 10
 compare "$WORK/moe-1.jsonl" "$WORK/fp64.jsonl"
@@ -114,6 +115,9 @@ PY
 expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --moe-router-dtype fp64 --use-distributed-optimizer \
   --metrics-file "$WORK/fp64-dp2.jsonl"
 compare "$WORK/fp64.jsonl" "$WORK/fp64-dp2.jsonl"
+expect_status 0 ranks 2 "$BIN/mgt-train" "${MOE[@]}" --moe-router-dtype fp64 --expert-model-parallel-size 2 \
+  --metrics-file "$WORK/fp64-ep2.jsonl"
+compare "$WORK/fp64.jsonl" "$WORK/fp64-ep2.jsonl"
 grep -aq '"moe_router_dtype": "fp64"' "$WORK"/ck-fp64/iter_0000010/*.h5 || fail "the checkpoint does not record fp64 routing"
 echo 10 >"$WORK/ck-fp64/latest_checkpointed_iteration.txt"
 expect_status 0 "$BIN/mgt-train" "${MOE[@]}" --moe-router-dtype fp64 --load "$WORK/ck-fp64" \

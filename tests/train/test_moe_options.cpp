@@ -205,8 +205,9 @@ TEST_CASE("moe options: Megatron's checks", "[train][moe]") {
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-load-balancing-type", "sinkhorn",
                          "--moe-expert-capacity-factor", "1.0"})
             .find("--moe-expert-capacity-factor with --moe-router-load-balancing-type sinkhorn") == 0);
-  CHECK(moe_usage_error({"--num-experts", "4", "--moe-token-dispatcher-type", "flex"}).find(
-            "--moe-token-dispatcher-type flex is not supported by mgt-train") == 0);
+  const std::string flex = moe_usage_error({"--num-experts", "4", "--moe-token-dispatcher-type", "flex"});
+  CHECK(flex.find("--moe-token-dispatcher-type flex is not supported by mgt-train") == 0);
+  CHECK(flex.find("DeepEP") != std::string::npos);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-router-dtype", "bf16"}).find("--moe-router-dtype") == 0);
   CHECK(moe_usage_error({"--num-experts", "4", "--moe-input-jitter-eps", "1"}).find(
             "--moe-input-jitter-eps (1.000000) must be in [0, 1)") == 0);

@@ -47,10 +47,6 @@ void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, bo
   }
 }
 
-}  // namespace mgt::cpu
-
-namespace mgt::cpu {
-
 void linear_forward_fp64(const float* x, const float* w, int64_t rows, int64_t in, int64_t out, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t o = 0; o < out; ++o) {

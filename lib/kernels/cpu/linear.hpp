@@ -22,10 +22,6 @@ void linear_backward_weight(const float* dy, const float* x, int64_t rows, int64
 // dbias[cols] += Σ_rows dy[rows, cols], or without `accumulate` dbias = Σ_rows dy.
 void bias_backward(const float* dy, int64_t rows, int64_t cols, float* dbias, bool accumulate = true);
 
-}  // namespace mgt::cpu
-
-namespace mgt::cpu {
-
 // The same products in fp64 (the MoE router's gating layer under --moe-router-dtype fp64): each
 // sum in double, rounded once to float. y = x · wᵀ (no bias); dx = dy · w where dx is not null,
 // and dw (+)= dyᵀ · x, dw's old value added in double before the rounding.

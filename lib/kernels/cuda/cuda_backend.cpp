@@ -32,12 +32,12 @@
 #include "kernels/cuda/fp8_transpose.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layout.hpp"
+#include "kernels/cuda/linear_fp64.hpp"
 #include "kernels/cuda/moe_permutation.hpp"
 #include "kernels/cuda/moe_routing.hpp"
 #include "kernels/cuda/norms.hpp"
 #include "kernels/cuda/op_profiler.hpp"
 #include "kernels/cuda/optimizer.hpp"
-#include "kernels/cuda/linear_fp64.hpp"
 #include "kernels/cuda/small_rows_linear.hpp"
 
 namespace mgt {
