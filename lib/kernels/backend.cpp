@@ -456,7 +456,7 @@ void Backend::do_fp8_norm_forward(ConstFloatView x, ConstFloatView b, ConstFloat
 }
 
 void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
-                         int64_t out, FloatView y, bool accumulate) {
+                         int64_t out, FloatView y, bool accumulate, Fp8GemmRole role) {
   constexpr BackendOp op = BackendOp::fp8_linear;
   dims(op, {rows, in, out});
   expect_fp8(x, rows * in, op, "x");
@@ -468,7 +468,7 @@ void Backend::fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, in
     return;
   }
   Fp32Staging st(*this, op);
-  do_fp8_linear(x, w, st.in(bias), rows, in, out, accumulate ? st.inout(y) : st.out(y), accumulate);
+  do_fp8_linear(x, w, st.in(bias), rows, in, out, accumulate ? st.inout(y) : st.out(y), accumulate, role);
   st.finish();
 }
 
@@ -486,7 +486,7 @@ void Backend::fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, Const
 
 void Backend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
                                               int64_t in, int64_t out, FloatView pre, FloatView y) {
-  fp8_linear(x, w, bias, rows, in, out, pre, false);
+  fp8_linear(x, w, bias, rows, in, out, pre, false, Fp8GemmRole::kForward);
   gelu_tanh_forward(pre, y);
 }
 

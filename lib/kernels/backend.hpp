@@ -285,9 +285,10 @@ public:
   // y[rows, out] = (x·wᵀ)·sx·sw + bias (+ y with `accumulate`) for x [rows, in] and w [out, in]
   // in FP8 with their scale_inv factors sx and sw: the GEMM of a linear layer's forward, and, on
   // transposed copies, of its input and weight gradients. bias may be empty. Products are summed
-  // in fp32 (on a GPU the tensor cores' FP8 accumulation) and rounded once to y's type.
+  // in fp32 (on a GPU the tensor cores' FP8 accumulation, fast only for the forward: see
+  // Fp8GemmRole) and rounded once to y's type.
   void fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in, int64_t out,
-                  FloatView y, bool accumulate);
+                  FloatView y, bool accumulate, Fp8GemmRole role);
   // fp8_linear into pre, then y = gelu_tanh(pre) (an FP8 MLP's fc1; a GPU backend takes the GELU
   // into the GEMM's epilogue). pre and y [rows, out], of one type.
   void fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
@@ -652,7 +653,7 @@ private:
   virtual void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                                Fp8View rowwise, Fp8View transposed) = 0;
   virtual void do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
-                             int64_t out, FloatArg y, bool accumulate) = 0;
+                             int64_t out, FloatArg y, bool accumulate, Fp8GemmRole role) = 0;
   virtual void do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
                                      Fp8AmaxAlgo algo, float scaled_max) = 0;
 

@@ -17,6 +17,13 @@ namespace mgt {
 
 enum class Fp8Format : uint8_t { kE4M3, kE5M2 };
 
+// Which GEMM of a linear layer an FP8 GEMM is, for its accumulation as Transformer Engine sets it
+// (transformer_engine/pytorch/module/base.py: _2X_ACC_FPROP False, _2X_ACC_DGRAD and
+// _2X_ACC_WGRAD True): the forward's may accumulate in the tensor cores' narrower accumulator
+// (cuBLASLt's fast accumulation); the gradients' move their partial sums into fp32 as they go, so
+// that long sums keep their low bits, whatever the formats.
+enum class Fp8GemmRole : uint8_t { kForward, kInputGradient, kWeightGradient };
+
 // How a delayed-scaling recipe turns a tensor's amax history into its next scale
 // (--fp8-amax-compute-algo).
 enum class Fp8AmaxAlgo : uint8_t { kMostRecent, kMax };

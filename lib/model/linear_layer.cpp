@@ -94,12 +94,13 @@ ConstFp8View LinearLayer::fp8_input(ConstFloatView x, int64_t rows, InputRows gi
 
 void LinearLayer::fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y,
                               InputRows given) const {
-  backend_->fp8_linear(fp8_input(x, rows, given), fp8_weight(false), bias, rows, in_, out_, y, false);
+  backend_->fp8_linear(fp8_input(x, rows, given), fp8_weight(false), bias, rows, in_, out_, y, false,
+                       Fp8GemmRole::kForward);
 }
 
 void LinearLayer::fp8_input_gradient(ConstFp8View grad, int64_t rows, FloatView dx) const {
   // dx[rows, in] = dy[rows, out] · W[out, in] = dy · (Wᵀ[in, out])ᵀ.
-  backend_->fp8_linear(grad, fp8_weight(true), {}, rows, out_, in_, dx, false);
+  backend_->fp8_linear(grad, fp8_weight(true), {}, rows, out_, in_, dx, false, Fp8GemmRole::kInputGradient);
 }
 
 void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, ConstFloatView x, int64_t rows) const {
@@ -118,7 +119,8 @@ void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, Co
     fp8_cast_input(x, rows, fp8_->input_rescaling(fp8_index_), {}, cast);
     input_t = cast;
   }
-  backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, weight_grad_accumulates());
+  backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, weight_grad_accumulates(),
+                       Fp8GemmRole::kWeightGradient);
 }
 
 ConstFp8View LinearLayer::fp8_grad(ConstFloatView dy, int64_t rows) const {

@@ -167,14 +167,14 @@ std::vector<uint8_t> random_codes(int64_t n, Fp8Format format, uint32_t seed) {
 // fp8_linear on both backends; the relative difference of y.
 double fp8_linear_difference(BackendPair& pair, const std::vector<uint8_t>& x, Fp8Format x_format,
                              const std::vector<uint8_t>& w, Fp8Format w_format, bool with_bias, int64_t rows,
-                             int64_t in, int64_t out, FloatType type, bool accumulate) {
+                             int64_t in, int64_t out, FloatType type, bool accumulate, Fp8GemmRole role) {
   Twin<uint8_t> xt = twin(pair, x), wt = twin(pair, w);
   FloatTwin sx = twin(pair, {1.0f / 64}), sw = twin(pair, {0.375f});
   FloatTwin bias = twin(pair, with_bias ? spread_values(out, 13) : std::vector<float>{}, type);
   FloatTwin y = twin(pair, spread_values(rows * out, 14), type);
   for (const Side s : kSides) {
     pair.on(s).fp8_linear({xt(s), x_format, sx(s)}, {wt(s), w_format, sw(s)}, bias(s), rows, in, out, y(s),
-                          accumulate);
+                          accumulate, role);
   }
   return relative_error(to_host(*pair.cpu, y.cpu.view()), to_host(*pair.gpu, y.gpu.view()));
 }
@@ -194,16 +194,21 @@ TEST_CASE("cuda fp8: fp8_linear on cuBLASLt's shapes and on the fallback's", "[c
       const std::vector<uint8_t> x = random_codes(sh.rows * sh.in, Fp8Format::kE4M3, 11);
       const std::vector<uint8_t> w = random_codes(sh.out * sh.in, w_format, 12);
       for (const FloatType type : {FloatType::kF32, FloatType::kBf16, FloatType::kF16}) {
-        for (const bool accumulate : {false, true}) {
-          INFO(sh.rows << "×" << sh.in << "×" << sh.out << " w " << fp8_format_name(w_format) << " y "
-                       << float_type_name(type) << (accumulate ? " accumulating" : ""));
-          // fp32 y: the tensor cores' FP8 accumulator keeps fewer bits than fp32; 2-byte y: a few
-          // units of its last place.
-          const double bound = type == FloatType::kF32 ? 1e-3 : type == FloatType::kBf16 ? 2e-2 : 4e-3;
-          CHECK(fp8_linear_difference(pair, x, Fp8Format::kE4M3, w, w_format, true, sh.rows, sh.in, sh.out, type,
-                                      accumulate) <= bound);
-          CHECK(fp8_linear_difference(pair, x, Fp8Format::kE4M3, w, w_format, false, sh.rows, sh.in, sh.out, type,
-                                      accumulate) <= bound);
+        // The forward (fast accumulation) and the gradients (split accumulation), written over
+        // and accumulating.
+        for (const Fp8GemmRole role : {Fp8GemmRole::kForward, Fp8GemmRole::kInputGradient, Fp8GemmRole::kWeightGradient}) {
+          for (const bool accumulate : {false, true}) {
+            INFO(sh.rows << "×" << sh.in << "×" << sh.out << " w " << fp8_format_name(w_format) << " y "
+                         << float_type_name(type) << " role " << static_cast<int>(role)
+                         << (accumulate ? " accumulating" : ""));
+            // fp32 y: the tensor cores' FP8 accumulator keeps fewer bits than fp32; 2-byte y: a
+            // few units of its last place.
+            const double bound = type == FloatType::kF32 ? 1e-3 : type == FloatType::kBf16 ? 2e-2 : 4e-3;
+            CHECK(fp8_linear_difference(pair, x, Fp8Format::kE4M3, w, w_format, true, sh.rows, sh.in, sh.out, type,
+                                        accumulate, role) <= bound);
+            CHECK(fp8_linear_difference(pair, x, Fp8Format::kE4M3, w, w_format, false, sh.rows, sh.in, sh.out, type,
+                                        accumulate, role) <= bound);
+          }
         }
       }
     }
@@ -214,7 +219,7 @@ TEST_CASE("cuda fp8: fp8_linear on cuBLASLt's shapes and on the fallback's", "[c
   FloatTwin s = twin(pair, {1.0f}), y = twin(pair, std::vector<float>(256, 0.0f));
   CHECK_THROWS(pair.gpu->fp8_linear({c.gpu.view(), Fp8Format::kE5M2, s.gpu.view()},
                                     {c.gpu.view(), Fp8Format::kE5M2, s.gpu.view()}, {}, 16, 16, 16, y.gpu.view(),
-                                    false));
+                                    false, Fp8GemmRole::kInputGradient));
 }
 
 TEST_CASE("cuda fp8: the delayed-scaling update equals the CPU's over long histories", "[cuda][fp8]") {

@@ -568,17 +568,17 @@ void case_fp8_linear(OpRun& r) {
   Tensor over = r.input_fp32(out * rows), none = r.input_fp32(out * rows);
   r.run([&](Backend& b, Side s) {
     b.fp8_linear({x(s), Fp8Format::kE4M3, sx(s)}, {w(s), Fp8Format::kE4M3, sw(s)}, bias(s), rows, in, out, y(s),
-                 false);
+                 false, Fp8GemmRole::kForward);
     // [out, rows] += dy-like [out, in] · x-like [rows, in]ᵀ
     b.fp8_linear({w(s), Fp8Format::kE4M3, sw(s)}, {dy(s).first(rows * in), Fp8Format::kE5M2, sd(s)}, {}, out, in,
-                 rows, acc(s), true);
+                 rows, acc(s), true, Fp8GemmRole::kWeightGradient);
     // The same product written over fp32 (an iteration's first weight gradient), and over no
     // rows (an expert no token chose): zero.
     const bool add = zeroed_on_reference(b, s, {over(s)});
     b.fp8_linear({w(s), Fp8Format::kE4M3, sw(s)}, {dy(s).first(rows * in), Fp8Format::kE5M2, sd(s)}, {}, out, in,
-                 rows, over(s), add);
+                 rows, over(s), add, Fp8GemmRole::kWeightGradient);
     b.fp8_linear({w(s).first(0), Fp8Format::kE4M3, sw(s)}, {dy(s).first(0), Fp8Format::kE5M2, sd(s)}, {}, out, 0,
-                 rows, none(s), false);
+                 rows, none(s), false, Fp8GemmRole::kWeightGradient);
   });
   r.check(y, kReduction, "y");
   r.check(acc, kReduction, "accumulated fp32 product");

@@ -172,7 +172,8 @@ void CpuBackend::do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, co
 }
 
 void CpuBackend::do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
-                               int64_t out, FloatArg y, bool accumulate) {
+                               int64_t out, FloatArg y, bool accumulate, Fp8GemmRole /*role*/) {
+  // Exact products summed in fp32, whatever the role: no narrower accumulator to emulate.
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::fp8_linear);
   std::vector<float> xs(static_cast<size_t>(rows * in));
   std::vector<float> ws(static_cast<size_t>(out * in));

@@ -389,10 +389,10 @@ void CudaBackend::do_fp8_quantize_gelu_tanh(ConstFloatView pre, int64_t rows, in
 }
 
 void CudaBackend::do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in,
-                                int64_t out, FloatArg y, bool accumulate) {
+                                int64_t out, FloatArg y, bool accumulate, Fp8GemmRole role) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::fp8_linear);
   const cuda::In b = bias.empty() ? cuda::In() : cuda::In(bias);
-  if (cuda::fp8_linear(*lt_, x, w, b, rows, in, out, y, accumulate, stream_)) return;
+  if (cuda::fp8_linear(*lt_, x, w, b, rows, in, out, y, accumulate, role, stream_)) return;
   // Shapes cuBLASLt's FP8 GEMMs cannot take (the small models of tests): the dequantized operands'
   // product in full fp32, bias added before the one rounding to y's type.
   DeviceBuffer xs(*this, rows * in), ws(*this, out * in), product(*this, rows * out);

@@ -109,7 +109,7 @@ private:
   void do_fp8_quantize(ConstFloatArg x, int64_t rows, int64_t cols, const Fp8Scaling& scaling,
                        Fp8View rowwise, Fp8View transposed) override;
   void do_fp8_linear(ConstFp8View x, ConstFp8View w, ConstFloatArg bias, int64_t rows, int64_t in, int64_t out,
-                     FloatArg y, bool accumulate) override;
+                     FloatArg y, bool accumulate, Fp8GemmRole role) override;
   void do_fp8_scaling_update(FloatView history, FloatView scale, int64_t tensors, int64_t history_len,
                              Fp8AmaxAlgo algo, float scaled_max) override;
   void do_fp8_transpose(Fp8View x, int64_t rows, int64_t cols, ConstFloatView scale, Fp8View transposed) override;

@@ -24,18 +24,9 @@ bool fp8_gemm_fits(ConstFp8View x, ConstFp8View w, const void* y, int64_t rows, 
          aligned16(y) && aligned16(x.scale_inv.raw()) && aligned16(w.scale_inv.raw());
 }
 
-// Fast accumulation as Transformer Engine sets it (transformer_engine/pytorch/module/base.py:
-// _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True): on for the forward GEMM, for speed;
-// off for the gradient GEMMs, whose partial sums cuBLASLt then moves from the tensor cores'
-// narrower accumulator into fp32 as it goes, so that long sums (a weight gradient's runs over all
-// tokens) keep their low bits. The call does not say which GEMM it is, so it is read from the
-// operands: a weight gradient accumulates into the fp32 main gradient, and an input gradient reads
-// an E5M2 output gradient under the hybrid format (--fp8-format hybrid, Megatron's recipe). Under
-// --fp8-format e4m3 an input gradient (E4M3 · E4M3, not accumulating) reads like a forward and
-// takes fast accumulation too, where Transformer Engine would not.
-bool fast_accumulation(ConstFp8View x, ConstFp8View w, bool accumulate) {
-  return !accumulate && x.format == Fp8Format::kE4M3 && w.format == Fp8Format::kE4M3;
-}
+// Fast accumulation (the tensor cores' narrower accumulator) for the forward GEMMs only, as
+// Transformer Engine sets it (Fp8GemmRole).
+bool fast_accumulation(Fp8GemmRole role) { return role == Fp8GemmRole::kForward; }
 
 void refuse_e5m2_pair(ConstFp8View x, ConstFp8View w, const char* name) {
   if (x.format == Fp8Format::kE5M2 && w.format == Fp8Format::kE5M2) {
@@ -45,9 +36,9 @@ void refuse_e5m2_pair(ConstFp8View x, ConstFp8View w, const char* name) {
 
 // yᵀ[out, rows] = w[out, in]·xᵀ[in, rows] (the epilogue's): A = w (k×m stored, transposed), B = xᵀ.
 bool gemm(LtMatmul& lt, ConstFp8View x, ConstFp8View w, int64_t rows, int64_t in, int64_t out, Out y,
-          bool accumulate, LtEpilogue epilogue, const void* bias, LtAux aux, const char* name) {
+          bool accumulate, Fp8GemmRole role, LtEpilogue epilogue, const void* bias, LtAux aux, const char* name) {
   return lt.matmul_fp8(out, rows, in, w.codes.data(), fp8_type(w.format), x.codes.data(), fp8_type(x.format),
-                       {w.scale_inv.data(), x.scale_inv.data()}, fast_accumulation(x, w, accumulate),
+                       {w.scale_inv.data(), x.scale_inv.data()}, fast_accumulation(role),
                        accumulate ? 1.0f : 0.0f, y.raw(), data_type(y.type()), epilogue, bias, aux, name);
 }
 
@@ -62,7 +53,7 @@ bool gelu_epilogue_fits(ConstFp8View x, ConstFp8View w, In bias, const void* pre
 }  // namespace
 
 bool fp8_linear(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t rows, int64_t in, int64_t out,
-                Out y, bool accumulate, cudaStream_t stream) {
+                Out y, bool accumulate, Fp8GemmRole role, cudaStream_t stream) {
   refuse_e5m2_pair(x, w, "fp8_linear");
   if (rows == 0 || out == 0) return true;  // y is empty
   if (!fp8_gemm_fits(x, w, y.raw(), rows, in, out)) return false;
@@ -70,10 +61,10 @@ bool fp8_linear(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t r
   // fp32 D: an fp32 y (the weight gradient's main gradient) or a bias of another type than y's is
   // added after the GEMM.
   if (bias != nullptr && y.narrow() && bias.type() == y.type() && aligned16(bias.raw()) &&
-      gemm(lt, x, w, rows, in, out, y, accumulate, LtEpilogue::kBias, bias.raw(), {}, "fp8_linear")) {
+      gemm(lt, x, w, rows, in, out, y, accumulate, role, LtEpilogue::kBias, bias.raw(), {}, "fp8_linear")) {
     return true;
   }
-  if (!gemm(lt, x, w, rows, in, out, y, accumulate, LtEpilogue::kNone, nullptr, {}, "fp8_linear")) return false;
+  if (!gemm(lt, x, w, rows, in, out, y, accumulate, role, LtEpilogue::kNone, nullptr, {}, "fp8_linear")) return false;
   if (bias != nullptr) add_bias(y, bias, rows, out, stream);
   return true;
 }
@@ -83,7 +74,7 @@ bool fp8_linear_gelu_tanh_forward(LtMatmul& lt, ConstFp8View x, ConstFp8View w, 
   refuse_e5m2_pair(x, w, "fp8_linear_gelu_tanh_forward");
   if (rows == 0 || out == 0) return true;
   if (!gelu_epilogue_fits(x, w, bias, pre.raw(), y, rows, in, out) || pre.type() != y.type()) return false;
-  return gemm(lt, x, w, rows, in, out, y, false,
+  return gemm(lt, x, w, rows, in, out, y, false, Fp8GemmRole::kForward,
               bias == nullptr ? LtEpilogue::kGeluTanhAux : LtEpilogue::kGeluTanhAuxBias, bias.raw(), {pre.raw(), out},
               "fp8_linear_gelu_tanh_forward");
 }

@@ -18,7 +18,7 @@ namespace mgt::cuda {
 // cannot take the operands (a dimension not a multiple of 16, a pointer not 16-byte aligned, no
 // algorithm): the caller computes it another way. Throws for E5M2 · E5M2, which no FP8 GEMM takes.
 bool fp8_linear(LtMatmul& lt, ConstFp8View x, ConstFp8View w, In bias, int64_t rows, int64_t in, int64_t out,
-                Out y, bool accumulate, cudaStream_t stream);
+                Out y, bool accumulate, Fp8GemmRole role, cudaStream_t stream);
 
 // The same GEMM with the GELU in its epilogue (bf16 or fp16 pre and y; bias, which may be null, of
 // their type): pre = (x·wᵀ)·sx·sw + bias, y = gelu_tanh(pre). false where the epilogue cannot be
