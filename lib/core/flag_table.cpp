@@ -90,6 +90,18 @@ FlagDefinition&& FlagDefinition::choices(std::vector<std::string> supported, std
   return std::move(*this);
 }
 
+FlagDefinition&& FlagDefinition::refused_because(std::string choice, std::string reason) && {
+  if (std::find(megatron_only_choices_.begin(), megatron_only_choices_.end(), choice) == megatron_only_choices_.end())
+    megatron_only_choices_.push_back(choice);
+  refusal_reasons_[std::move(choice)] = std::move(reason);
+  return std::move(*this);
+}
+
+std::string FlagDefinition::refusal_reason(const std::string& choice) const {
+  const auto it = refusal_reasons_.find(choice);
+  return it == refusal_reasons_.end() ? std::string() : it->second;
+}
+
 FlagDefinition&& FlagDefinition::default_text(std::string text) && {
   default_text_ = std::move(text);
   return std::move(*this);
@@ -304,9 +316,11 @@ void check_flag_values(std::span<const FlagDefinition> flags, std::string_view p
       throw UsageError(flag + " is required" + (f.required_what().empty() ? "" : ": " + f.required_what()));
     if (text && !f.supported_choices().empty()) {
       const auto& refused = f.megatron_only_choices();
-      if (std::find(refused.begin(), refused.end(), *text) != refused.end())
-        throw UsageError(flag + " " + *text + " is not supported by " + std::string(program) + " (" +
-                         what_works(f.supported_choices()) + ")");
+      if (std::find(refused.begin(), refused.end(), *text) != refused.end()) {
+        const std::string reason = f.refusal_reason(*text);
+        throw UsageError(flag + " " + *text + " is not supported by " + std::string(program) +
+                         (reason.empty() ? " (" + what_works(f.supported_choices()) + ")" : ": " + reason));
+      }
       const auto& supported = f.supported_choices();
       if (std::find(supported.begin(), supported.end(), *text) == supported.end())
         throw UsageError(flag + ": invalid choice '" + *text + "' (choose from " + joined(supported, ", ") + ")");

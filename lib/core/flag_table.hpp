@@ -57,6 +57,9 @@ public:
   // The values the field may hold, and Megatron's other choices, which are refused by name
   // ("--optimizer sgd is not supported by mgt-train (adam only)") rather than as unknown.
   FlagDefinition&& choices(std::vector<std::string> supported, std::vector<std::string> megatron_only = {}) &&;
+  // One of Megatron's other choices refused with `reason` (what it needs, what to use instead)
+  // in place of the list of supported ones.
+  FlagDefinition&& refused_because(std::string choice, std::string reason) &&;
   // "(default: TEXT)" for a field whose default is not a value (None until validation derives it).
   FlagDefinition&& default_text(std::string text) &&;
   // The run records the field under `key` (default: the name with '-' as '_').
@@ -90,6 +93,8 @@ public:
   const std::string& required_what() const { return required_what_; }
   const std::vector<std::string>& supported_choices() const { return choices_; }
   const std::vector<std::string>& megatron_only_choices() const { return megatron_only_choices_; }
+  // Why `choice` is refused; "" where the entry gives no reason.
+  std::string refusal_reason(const std::string& choice) const;
   bool is_megatron_flag() const;
   const std::string& record_key() const { return key_; }  // "" when not recorded
   const std::string& not_recorded_reason() const { return not_recorded_reason_; }
@@ -115,6 +120,7 @@ private:
   bool megatron_flag_ = false;
   std::vector<std::string> choices_;
   std::vector<std::string> megatron_only_choices_;
+  std::map<std::string, std::string> refusal_reasons_;
   std::optional<std::string> default_text_;
   std::string key_;
   std::string not_recorded_reason_;

@@ -54,7 +54,8 @@ std::vector<FlagDefinition> moe_flags(MoeOptions& m) {
     store_true("moe-router-force-load-balancing", m.moe_router_force_load_balancing, "A benchmarking aid: route by standard normal random logits instead of the router's (even loads on average); the router's weight still gets their gradient, passed straight through as Megatron's RandomSTE passes it. mgt-eval and mgt-generate route by the router"),
     store_true("moe-apply-probs-on-input", m.moe_apply_probs_on_input, "With --moe-router-topk 1: multiply each token's input to its expert by the routing probability, instead of the expert's output (Llama 4's experts)"),
     store_true("moe-per-layer-logging", m.moe_per_layer_logging, "Log the auxiliary and z losses of each layer too"),
-    store("moe-token-dispatcher-type", "TYPE", m.moe_token_dispatcher_type, "allgather or alltoall").choices({"allgather", "alltoall"}, {"flex"}),
+    store("moe-token-dispatcher-type", "TYPE", m.moe_token_dispatcher_type, "allgather or alltoall").choices({"allgather", "alltoall"})
+        .refused_because("flex", "Megatron's flex dispatcher runs DeepEP's kernels, which are not implemented; alltoall moves the same tokens"),
     store_true("moe-permute-fusion", m.moe_permute_fusion, "Fused token permutation; results are the same"),
     store("moe-expert-capacity-factor", "F", m.moe_expert_capacity_factor, "Each expert's capacity as a multiple of its even share of the tokens; tokens beyond it are dropped. Unset or negative: no dropping"),
     store_true("moe-pad-expert-input-to-capacity", m.moe_pad_expert_input_to_capacity, "Pad each expert's input to its capacity (with --moe-expert-capacity-factor)"),

@@ -11,7 +11,11 @@ std::vector<FlagDefinition> fp8_flags(Fp8Options& f) {
     store("fp8-format", "F", f.format, "Train the transformer layers' linear layers in FP8: e4m3 (E4M3 everywhere) or hybrid (E4M3 forward, E5M2 gradients); needs --bf16 or --fp16")
         .choices({"e4m3", "hybrid"}),
     store("fp8-recipe", "R", f.recipe, "FP8 scaling: delayed (amax history) or tensorwise (each tensor's own amax)")
-        .choices({"delayed", "tensorwise"}, {"mxfp8", "blockwise"}),
+        .choices({"delayed", "tensorwise"})
+        .refused_because("mxfp8", "MXFP8 block scaling runs on Blackwell GPUs (compute capability 10.0), which mgt "
+                                  "does not target; use delayed or tensorwise on Hopper")
+        .refused_because("blockwise", "FP8 block scaling (1x128 and 128x128 blocks, Transformer Engine's "
+                                      "Float8BlockScaling) is not implemented; use delayed or tensorwise"),
     store("fp8-margin", "N", f.margin, "Scale FP8 values N powers of two below the format's largest"),
     store("fp8-interval", "N", f.interval, "Deprecated in Megatron and ignored: scales are updated every micro-batch"),
     store("fp8-amax-history-len", "N", f.amax_history_len, "Amaxes kept per tensor for delayed scaling"),
@@ -25,15 +29,6 @@ std::vector<FlagDefinition> fp8_flags(Fp8Options& f) {
   };
 }
 // clang-format on
-
-void refuse_unimplemented_fp8_recipes(const Fp8Options& f) {
-  if (f.recipe == "mxfp8")
-    throw UsageError("--fp8-recipe mxfp8: MXFP8 block scaling runs on Blackwell GPUs (compute capability 10.0), "
-                     "which mgt does not target; use delayed or tensorwise on Hopper");
-  if (f.recipe == "blockwise")
-    throw UsageError("--fp8-recipe blockwise: FP8 block scaling (1x128 and 128x128 blocks, Transformer Engine's "
-                     "Float8BlockScaling) is not implemented; use delayed or tensorwise");
-}
 
 void validate_fp8_options(const Fp8Options& f, Precision precision, bool distributed_optimizer,
                           std::int64_t num_layers) {

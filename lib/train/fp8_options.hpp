@@ -30,10 +30,6 @@ struct Fp8Options {
 
 std::vector<FlagDefinition> fp8_flags(Fp8Options& f);
 
-// --fp8-recipe mxfp8 and blockwise, refused with what they need (before the generic check of
-// the flags' choices, which would only say that they are not supported).
-void refuse_unimplemented_fp8_recipes(const Fp8Options& f);
-
 // Megatron's checks between the FP8 flags and the rest: FP8 needs --bf16 or --fp16, the
 // parameter gather the distributed optimizer, the bf16 layers fit the model. Throws UsageError;
 // notes what is accepted but has no effect.

@@ -56,12 +56,6 @@ void check_upcycling(TrainOptions& o) {
 
 }  // namespace
 
-void refuse_unimplemented_moe_dispatchers(const MoeOptions& m) {
-  if (m.moe_token_dispatcher_type == "flex")
-    throw UsageError("--moe-token-dispatcher-type flex is not supported by mgt-train: Megatron's flex dispatcher "
-                     "runs DeepEP's kernels, which are not implemented; alltoall moves the same tokens");
-}
-
 void validate_moe_options(TrainOptions& o) {
   MoeOptions& m = o.moe;
   const ModelShapeOptions& model = o.model;

@@ -11,8 +11,4 @@ namespace mgt {
 // --moe-ffn-hidden-size and --expert-tensor-parallel-size as Megatron does.
 void validate_moe_options(TrainOptions& o);
 
-// --moe-token-dispatcher-type flex, refused with what it needs (before the generic check of the
-// flags' choices, which would only say that it is not supported).
-void refuse_unimplemented_moe_dispatchers(const MoeOptions& m);
-
 }  // namespace mgt

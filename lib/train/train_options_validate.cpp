@@ -350,8 +350,6 @@ void validate_fp8_moe(const TrainOptions& o) {
 }  // namespace
 
 void validate_train_options(TrainOptions& o, int world_size) {
-  refuse_unimplemented_fp8_recipes(o.fp8);
-  refuse_unimplemented_moe_dispatchers(o.moe);
   check_flag_values(train_flags(o), "mgt-train");
   validate_parallel(o.parallel, world_size);
   validate_batch(o.optim, o.parallel);

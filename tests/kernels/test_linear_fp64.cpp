@@ -46,11 +46,12 @@ void check_cancellation(const std::string& device) {
   b.linear_backward_fp64(dy.view(), x.view(), w.view(), 3, 3, 2, dx.view(), dw.view(), /*accumulate=*/true);
   CHECK(read(b, dw.view()) == std::vector<float>{4.0f, 6.0f, 4.0f, 3.5f, 4.5f, 3.5f});
   CHECK(read(b, dx.view()) == std::vector<float>(9, 2.0f));
-  // dx = dy · w with cancelling terms: [big, -big] against w's columns [1, 1].
-  DeviceBuffer dy2 = upload(b, {kBig, -kBig, 1.0f, 0.0f, 0.0f, 1.0f});
-  DeviceBuffer w2 = upload(b, {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f});
-  b.linear_backward_fp64(dy2.view(), x.view(), w2.view(), 3, 3, 2, dx.view(), dw.view(), false);
-  CHECK(read(b, dx.view()) == std::vector<float>{0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f});
+  // dx[r, i] = Σ_o dy[r, o] · w[o, i] over 3 outputs of w all ones: row 0 of dy sums big + 1 - big.
+  DeviceBuffer dy3 = upload(b, {kBig, 1.0f, -kBig, 1.0f, 2.0f, 3.0f, 0.5f, 0.25f, 0.25f});
+  DeviceBuffer w3 = upload(b, std::vector<float>(9, 1.0f));
+  DeviceBuffer dw3(b, 9);
+  b.linear_backward_fp64(dy3.view(), x.view(), w3.view(), 3, 3, 3, dx.view(), dw3.view(), false);
+  CHECK(read(b, dx.view()) == std::vector<float>{1.0f, 1.0f, 1.0f, 6.0f, 6.0f, 6.0f, 1.0f, 1.0f, 1.0f});
 }
 
 }  // namespace
