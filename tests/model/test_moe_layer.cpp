@@ -462,7 +462,14 @@ TEST_CASE("moe layer: sequence-parallel parts are routed with their own capacity
     for (std::size_t s = 0; s < 2; ++s) {
       const Run p = part.forward(std::vector<float>(input.begin() + static_cast<std::ptrdiff_t>(s * n),
                                                     input.begin() + static_cast<std::ptrdiff_t>((s + 1) * n)));
-      for (std::size_t i = 0; i < p.probs.size(); ++i) CHECK(r.probs[s * p.probs.size() + i] == p.probs[i]);
+      // The same tokens dropped; the kept probabilities within rounding: the router's GEMM over 6
+      // rows and over 3 may add in different orders (OpenBLAS picks its kernel by the matrix's
+      // size on some processors, AVX-512 ones among them).
+      for (std::size_t i = 0; i < p.probs.size(); ++i) {
+        const float got = r.probs[s * p.probs.size() + i];
+        CHECK((got == 0.0f) == (p.probs[i] == 0.0f));
+        CHECK(got == Approx(p.probs[i]).epsilon(1e-6));
+      }
       for (std::size_t i = 0; i < n; ++i) CHECK(r.output[s * n + i] == Approx(p.output[i]).margin(1e-6));
     }
     CHECK(whole.forward(input).probs != r.probs);
