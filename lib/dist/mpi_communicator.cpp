@@ -9,13 +9,17 @@
 #include "dist/mpi_check.hpp"
 #include "dist/mpi_rank_order_reduce_scatter.hpp"
 #include "dist/mpi_reduce_types.hpp"
+#include "dist/mpi_wait.hpp"
 
 namespace mgt::dist {
 namespace {
 
-// One tag for all point-to-point traffic: operations are blocking, so messages between two
-// ranks of one communicator match in the order they were sent.
+// One tag for all point-to-point traffic: each operation completes before the next starts, so
+// messages between two ranks of one communicator match in the order they were sent.
 constexpr int kTag = 0;
+
+// Every operation starts MPI's nonblocking form and completes it through mpi_wait.hpp, which
+// does not hold the core while it waits (MPI's blocking calls poll without pause).
 
 }  // namespace
 
@@ -54,8 +58,10 @@ void MpiCommunicator::do_all_reduce(RecvBuffer data, ReduceOp op) {
   const int count = mpi_count("all_reduce", data.count);
   if (size() == 1) return;
   HostStaging host(mover_, data, true);
-  MGT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.host(), count, mpi_type(data.type), mpi_op(op, data.type),
-                              comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.host(), count, mpi_type(data.type), mpi_op(op, data.type),
+                               comm_, &request));
+  MGT_MPI_CHECK(mpi_wait(&request, MPI_STATUS_IGNORE));
   host.store();
 }
 
@@ -65,15 +71,19 @@ void MpiCommunicator::do_all_gather(SendBuffer send, RecvBuffer recv) {
       send.data == static_cast<const std::byte*>(recv.data) + rank() * send.bytes();
   if (in_place) {
     HostStaging all(mover_, recv, true);
-    MGT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.host(), count,
-                                mpi_type(recv.type), comm_));
+    MPI_Request request = MPI_REQUEST_NULL;
+    MGT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all.host(), count, mpi_type(recv.type), comm_,
+                                 &request));
+    MGT_MPI_CHECK(mpi_wait(&request, MPI_STATUS_IGNORE));
     all.store();
     return;
   }
   HostStaging in(mover_, send);
   HostStaging out(mover_, recv, false);
-  MGT_MPI_CHECK(MPI_Allgather(in.host(), count, mpi_type(send.type), out.host(), count,
-                              mpi_type(recv.type), comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGT_MPI_CHECK(MPI_Iallgather(in.host(), count, mpi_type(send.type), out.host(), count, mpi_type(recv.type), comm_,
+                               &request));
+  MGT_MPI_CHECK(mpi_wait(&request, MPI_STATUS_IGNORE));
   out.store();
 }
 
@@ -98,21 +108,27 @@ void MpiCommunicator::do_broadcast(RecvBuffer data, int root) {
   const int count = mpi_count("broadcast", data.count);
   if (size() == 1) return;
   HostStaging host(mover_, data, rank() == root);
-  MGT_MPI_CHECK(MPI_Bcast(host.host(), count, mpi_type(data.type), root, comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGT_MPI_CHECK(MPI_Ibcast(host.host(), count, mpi_type(data.type), root, comm_, &request));
+  MGT_MPI_CHECK(mpi_wait(&request, MPI_STATUS_IGNORE));
   if (rank() != root) host.store();
 }
 
 void MpiCommunicator::do_send(SendBuffer data, int dest) {
   const int count = mpi_count("send", data.count);
   HostStaging host(mover_, data);
-  MGT_MPI_CHECK(MPI_Send(host.host(), count, mpi_type(data.type), dest, kTag, comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGT_MPI_CHECK(MPI_Isend(host.host(), count, mpi_type(data.type), dest, kTag, comm_, &request));
+  MGT_MPI_CHECK(mpi_wait(&request, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::do_recv(RecvBuffer data, int source) {
   const int count = mpi_count("recv", data.count);
   HostStaging host(mover_, data, false);
   MPI_Status status;
-  MGT_MPI_CHECK(MPI_Recv(host.host(), count, mpi_type(data.type), source, kTag, comm_, &status));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGT_MPI_CHECK(MPI_Irecv(host.host(), count, mpi_type(data.type), source, kTag, comm_, &request));
+  MGT_MPI_CHECK(mpi_wait(&request, &status));
   check_received("recv", status, data, source);
   host.store();
 }
@@ -122,10 +138,13 @@ void MpiCommunicator::do_send_recv(SendBuffer send, int dest, RecvBuffer recv, i
   const int recv_count = mpi_count("send_recv", recv.count);
   HostStaging in(mover_, send);
   HostStaging out(mover_, recv, false);
-  MPI_Status status;
-  MGT_MPI_CHECK(MPI_Sendrecv(in.host(), send_count, mpi_type(send.type), dest, kTag, out.host(),
-                             recv_count, mpi_type(recv.type), source, kTag, comm_, &status));
-  check_received("send_recv", status, recv, source);
+  // The receive first, so that the send finds it posted.
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Status statuses[2];
+  MGT_MPI_CHECK(MPI_Irecv(out.host(), recv_count, mpi_type(recv.type), source, kTag, comm_, &requests[0]));
+  MGT_MPI_CHECK(MPI_Isend(in.host(), send_count, mpi_type(send.type), dest, kTag, comm_, &requests[1]));
+  MGT_MPI_CHECK(mpi_wait_all(2, requests, statuses));
+  check_received("send_recv", statuses[0], recv, source);
   out.store();
 }
 
@@ -136,14 +155,19 @@ void MpiCommunicator::do_all_to_all(SendBuffer send, std::span<const std::int64_
   chunk_layout("all_to_all", recv_counts, recv_mpi, recv_displacements);
   HostStaging in(mover_, send);
   HostStaging out(mover_, recv, false);
-  MGT_MPI_CHECK(MPI_Alltoallv(in.host(), send_mpi.data(), send_displacements.data(), mpi_type(send.type), out.host(),
-                              recv_mpi.data(), recv_displacements.data(), mpi_type(recv.type), comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGT_MPI_CHECK(MPI_Ialltoallv(in.host(), send_mpi.data(), send_displacements.data(), mpi_type(send.type),
+                               out.host(), recv_mpi.data(), recv_displacements.data(), mpi_type(recv.type), comm_,
+                               &request));
+  MGT_MPI_CHECK(mpi_wait(&request, MPI_STATUS_IGNORE));
   out.store();
 }
 
 void MpiCommunicator::do_barrier() {
   if (size() == 1) return;
-  MGT_MPI_CHECK(MPI_Barrier(comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGT_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  MGT_MPI_CHECK(mpi_wait(&request, MPI_STATUS_IGNORE));
 }
 
 }  // namespace mgt::dist

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "dist/mpi_check.hpp"
 #include "dist/mpi_reduce_types.hpp"
+#include "dist/mpi_wait.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/fp16.hpp"
 
@@ -88,12 +89,12 @@ RankOrderReduceScatter::RankOrderReduceScatter(MPI_Comm comm, int rank, const vo
 
 RankOrderReduceScatter::~RankOrderReduceScatter() {
   // Never left in flight over freed memory.
-  if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  if (!requests_.empty()) mpi_wait_all(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
 }
 
 void RankOrderReduceScatter::finish(void* out) {
   if (!requests_.empty())
-    MGT_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+    MGT_MPI_CHECK(mpi_wait_all(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
   requests_.clear();
   if (mine_ == 0) return;
   const std::size_t chunk_bytes = static_cast<std::size_t>(mine_) * element_size(type_);

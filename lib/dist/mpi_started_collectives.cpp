@@ -15,6 +15,7 @@
 #include "dist/mpi_communicator.hpp"
 #include "dist/mpi_rank_order_reduce_scatter.hpp"
 #include "dist/mpi_reduce_types.hpp"
+#include "dist/mpi_wait.hpp"
 
 namespace mgt::dist {
 namespace {
@@ -26,7 +27,7 @@ public:
   explicit MpiTransfer(HostStaging staging) : staging_(std::move(staging)) {}
   ~MpiTransfer() override {
     // Never left in flight over freed memory (PendingCollective waits before dropping).
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    if (request_ != MPI_REQUEST_NULL) mpi_wait(&request_, MPI_STATUS_IGNORE);
   }
   void* staged() const { return staging_.host(); }
   MPI_Request* request() { return &request_; }
@@ -34,7 +35,7 @@ public:
   std::vector<int>& displacements() { return displacements_; }
 
   void wait() override {
-    MGT_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    MGT_MPI_CHECK(mpi_wait(&request_, MPI_STATUS_IGNORE));
     staging_.store();
   }
 
