@@ -69,12 +69,15 @@ std::string skipped_text(const NewestCompleteIteration& found) {
 // Whether `directory` was last written before the tracker file was. A save killed between
 // renaming its iteration directory into place and moving the tracker leaves the directory the
 // newer of the two; a tracker written after it (a later save of another run into the same
-// directory, or a tracker set back by hand to roll back) names what is to be resumed.
+// directory, or a tracker set back by hand to roll back) names what is to be resumed. Equal
+// times count as before: file times tick coarsely (a few milliseconds), so a directory copied and
+// a tracker rolled back just after it can share one, while an interrupted save's tracker dates
+// from a save iterations earlier.
 bool written_before_tracker(const std::string& directory, const std::string& save_dir) {
   std::error_code a, b;
   const auto directory_time = std::filesystem::last_write_time(directory, a);
   const auto tracker_time = std::filesystem::last_write_time(tracker_file_path(save_dir), b);
-  return !a && !b && directory_time < tracker_time;
+  return !a && !b && directory_time <= tracker_time;
 }
 
 }  // namespace

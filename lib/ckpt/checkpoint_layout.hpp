@@ -22,6 +22,8 @@ inline constexpr std::string_view kShardFileExtension = ".h5";
 std::string iteration_directory_name(std::int64_t iteration);  // "iter_0000100"
 std::string iteration_directory(const std::string& save_dir, std::int64_t iteration);
 std::string tracker_file_path(const std::string& save_dir);
+// Whether a checkpoint directory is the release checkpoint ("release" in the tracker file).
+bool is_release_directory(const std::string& directory);
 
 // Where a save writes before it is published: ".iter_0000100.tmp-TOKEN" in SAVE. Every rank of
 // one save must use the same token (rank 0's PID, a job id, ...).

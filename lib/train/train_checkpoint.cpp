@@ -507,8 +507,11 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
     params.write_param(e, host);
   }
 
-  const bool with_optimizer = settings.load_optimizer && !settings.finetune;
-  const bool with_rng = settings.load_rng && !settings.finetune;
+  // A release checkpoint is weights (Megatron's load_checkpoint: `not release and not
+  // args.finetune` guards the optimizer and the random state), and its run starts at iteration 0.
+  const bool release = ckpt::is_release_directory(*directory);
+  const bool with_optimizer = settings.load_optimizer && !settings.finetune && !release;
+  const bool with_rng = settings.load_rng && !settings.finetune && !release;
   if (with_optimizer) {
     auto scalars = meta.extra_json.find(kOptimizerKey);
     if (scalars == meta.extra_json.end())
@@ -536,7 +539,7 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
                                settings.scheduler_resume);
   }
 
-  if (parts.fp8 && !settings.finetune) load_fp8_state(reader, *parts.fp8, where);
+  if (parts.fp8 && !settings.finetune && !release) load_fp8_state(reader, *parts.fp8, where);
   // Part of the model's state (Megatron's expert_bias is a persistent buffer): loaded with the
   // weights, --finetune included.
   ckpt::load_expert_bias(reader, params.moe_expert_bias(), where);
@@ -544,12 +547,15 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
   TrainingProgress& progress = parts.progress;
   const auto hf_architecture = meta.extra_json.find(kHfArchitectureKey);
   progress.hf_architecture_json = hf_architecture == meta.extra_json.end() ? "" : hf_architecture->second;
+  // As Megatron: the iteration is 0 for --finetune and a release checkpoint, the consumed samples
+  // are the checkpoint's unless --finetune, and the floating-point operations so far are the
+  // checkpoint's in every case.
+  if (!settings.finetune && !release) progress.iteration = meta.iteration;
   if (!settings.finetune) {
-    progress.iteration = meta.iteration;
     progress.consumed_train_samples = meta.consumed_train_samples;
     progress.consumed_valid_samples = meta.consumed_valid_samples;
-    progress.num_floating_point_operations_so_far = meta.num_floating_point_operations_so_far;
   }
+  progress.num_floating_point_operations_so_far = meta.num_floating_point_operations_so_far;
   if (with_rng) {
     const std::string path = ckpt::rng_state_path(kDropoutState);
     if (!reader.contains(path))

@@ -399,7 +399,8 @@ void TrainingRun::load_checkpoint() {
   }
   // Without the checkpoint's random state the dropout streams continue past those the
   // iterations so far would have used.
-  if (c.no_load_rng || c.finetune) progress_.micro_steps = progress_.consumed_train_samples / micro_batch();
+  if (c.no_load_rng || c.finetune || ckpt::is_release_directory(*directory))
+    progress_.micro_steps = progress_.consumed_train_samples / micro_batch();
   // --fp8-param-gather: the FP8 copies cast from the loaded fp32 weights, as the uninterrupted
   // run's gather cast them after the step it saved at (not from the bf16 compute copy, as a layer
   // would cast them).

@@ -6,6 +6,7 @@
 # tracker file, or with the tracker behind a complete iteration (a save killed between its rename
 # and the tracker), a run resumes from the newest complete iteration instead of starting over or
 # failing, and a run that would save an iteration the directory already holds stops before training.
+# A release checkpoint starts a run at iteration 0 from its weights.
 # Usage: bash tests/e2e/mgt_train_save_directory.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -142,5 +143,15 @@ done
 touch "$WORK/a-file"
 expect_status 1 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 2 --save "$WORK/a-file" --save-interval 2
 one_line_error "cannot create checkpoint directory '$WORK/a-file': a file of that name is in the way"
+
+# A release checkpoint (the tracker says "release") is weights, as in Megatron's load_checkpoint:
+# the run starts at iteration 0 with a fresh optimizer, its data where the checkpoint's left off
+# (consumed samples 16 after iteration 4 at 4 a step: the first logs 20).
+R="$WORK/release"
+mkdir -p "$R" && cp -r "$F/iter_0000004" "$R/release" && printf release >"$R/latest_checkpointed_iteration.txt"
+expect_status 0 "$BIN/mgt-train" "${MODEL[@]}" --train-iters 2 --load "$R" --lr-warmup-iters 0
+grep -q "successfully loaded checkpoint from $R .* at iteration 0" "$WORK/out.txt" || fail "release not at iteration 0"
+grep -q '] iteration        1/       2 | consumed samples:           20 ' "$WORK/out.txt" ||
+  fail "release: iteration 1 does not follow the checkpoint's consumed samples: $(grep '] iteration' "$WORK/out.txt")"
 
 echo "mgt-train save directory e2e: all checks passed"
