@@ -225,6 +225,12 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options, const std::atomic<i
   std::vector<std::string> prefixes;
   for (const auto& key : options.json_keys)
     prefixes.push_back(options.output_prefix + "_" + key + "_" + level);
+  // Before the work: a name the outputs cannot be renamed to (a directory there) would otherwise
+  // fail only after the whole input, possibly after another output had replaced its old dataset.
+  for (const auto& prefix : prefixes) {
+    check_atomic_destination(bin_path(prefix), "--output-prefix");
+    check_atomic_destination(idx_path(prefix), "--output-prefix");
+  }
 
   EncoderSettings settings;
   settings.json_keys = options.json_keys;

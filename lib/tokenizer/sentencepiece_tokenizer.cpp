@@ -2,6 +2,8 @@
 
 #include <sentencepiece_processor.h>
 
+#include <filesystem>
+#include <system_error>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -44,7 +46,18 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
   t->path = model_file;
   t->kind = kind;
   t->vocab_extra_ids = vocab_extra_ids;
-  if (const auto status = t->sp.Load(model_file); !status.ok()) fail(model_file, status.ToString());
+  // The library reads a directory (an HF model's, a common slip) with a stream that throws a bare
+  // "basic_filebuf::underflow" naming neither: refused here instead, and anything it throws is
+  // said with the path.
+  if (std::error_code ec; std::filesystem::is_directory(model_file, ec))
+    fail(model_file, "is a directory, not a model file (--tokenizer-model names the .model file)");
+  try {
+    if (const auto status = t->sp.Load(model_file); !status.ok()) fail(model_file, status.ToString());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(model_file, e.what());
+  }
   if (use_own_encoder) {
     const SentencePieceModelProto proto = SentencePieceModelProto::parse(t->sp.serialized_model_proto());
     if (proto.model_type == 1) t->unigram = SentencePieceUnigramTables::build(proto, &t->own_refused);

@@ -98,6 +98,19 @@ done
 # A directory as input is refused by name; a FIFO is a stream, read once its writer comes.
 expect_status 1 "$BIN" --input "$WORK/links" --output-prefix "$WORK/links/dir" "${GPT2[@]}"
 grep -q "input '$WORK/links' is a directory" "$WORK/err.txt" || fail "directory input not refused by name"
+# A directory at an output's name is refused before the input is read, so that no other output
+# has replaced its old dataset by then; a directory as a SentencePiece model, by name.
+cp "$WORK/bad/out_text_document.bin" "$WORK/links/two_title_document.bin"
+mkdir "$WORK/links/two_text_document.idx"
+expect_status 1 "$BIN" --input "$WORK/bad/in.jsonl" --output-prefix "$WORK/links/two" "${GPT2[@]}" --skip-bad-lines \
+  --json-keys title text
+grep -q -- "--output-prefix $WORK/links/two_text_document.idx is a directory" "$WORK/err.txt" ||
+  fail "a directory at an output name not refused by name: $(cat "$WORK/err.txt")"
+cmp -s "$WORK/links/two_title_document.bin" "$WORK/bad/out_text_document.bin" || fail "an old dataset was replaced"
+expect_status 1 "$BIN" --input "$WORK/bad/in.jsonl" --output-prefix "$WORK/links/sp" --tokenizer-type Llama2Tokenizer \
+  --tokenizer-model "$WORK/links"
+grep -qF "SentencePiece model '$WORK/links': is a directory" "$WORK/err.txt" ||
+  fail "a directory as SentencePiece model not refused by name: $(cat "$WORK/err.txt")"
 mkfifo "$WORK/in.fifo"
 (sleep 1; cat "$WORK/bad/in.jsonl" >"$WORK/in.fifo") &
 expect_status 0 timeout 60 "$BIN" --input "$WORK/in.fifo" --output-prefix "$WORK/fifo" "${GPT2[@]}" --skip-bad-lines
