@@ -17,6 +17,7 @@
 #include "ckpt/expert_bias_records.hpp"
 #include "ckpt/hf_architecture_record.hpp"
 #include "ckpt/iteration_save.hpp"
+#include "ckpt/model_checkpoint.hpp"
 #include "ckpt/parameter_piece_record.hpp"
 #include "ckpt/shard_file_snapshot.hpp"
 #include "ckpt/sharded_checkpoint.hpp"
@@ -409,8 +410,36 @@ SavedTrainCheckpoint save_train_checkpoint(const std::string& save_dir, const Tr
 namespace {
 
 // The model sizes whose difference explains a shape mismatch, as flags where there is one.
-std::string shape_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& config) {
+// The kinds of layer the checkpoint's arguments and this run disagree on, as flags: these come
+// first, since a size that differs (the FFN's under --swiglu) is often their consequence.
+std::string layer_kind_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& config) {
+  GptConfig saved;
+  try {
+    saved = gpt_config_from_args_json(meta.args_json, "the checkpoint's arguments");
+  } catch (const Error&) {
+    return {};  // incomplete arguments: the sizes' hint alone
+  }
+  const GptConfig ours = config.resolved();
   std::string hint;
+  auto add = [&](const std::string& text) { hint += (hint.empty() ? "" : ", ") + text; };
+  if (saved.normalization != ours.normalization)
+    add("--normalization " + std::string(to_string(saved.normalization)) + " (this run: " +
+        std::string(to_string(ours.normalization)) + ")");
+  if (saved.position_embedding_type != ours.position_embedding_type)
+    add("--position-embedding-type " + std::string(to_string(saved.position_embedding_type)) + " (this run: " +
+        std::string(to_string(ours.position_embedding_type)) + ")");
+  const bool saved_swiglu = saved.activation == Activation::kSwiglu;
+  if (saved_swiglu != (ours.activation == Activation::kSwiglu))
+    add(saved_swiglu ? "--swiglu (this run: without it)" : "no --swiglu (this run: --swiglu)");
+  if (saved.add_bias_linear != ours.add_bias_linear)
+    add(saved.add_bias_linear ? "biases (this run: --disable-bias-linear)" : "--disable-bias-linear (this run: biases)");
+  if (saved.qk_layernorm != ours.qk_layernorm)
+    add(saved.qk_layernorm ? "--qk-layernorm (this run: without it)" : "no --qk-layernorm (this run: --qk-layernorm)");
+  return hint;
+}
+
+std::string shape_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& config) {
+  std::string hint = layer_kind_hint(meta, config);
   try {
     JsonScalars args(meta.args_json, "the checkpoint's arguments");
     const std::pair<const char*, std::int64_t> sizes[] = {

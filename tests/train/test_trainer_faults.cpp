@@ -139,6 +139,20 @@ TEST_CASE("trainer: --load with another --hidden-size names the tensor", "[train
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("'model/output_layer.weight'") != std::string::npos);
   }
+  // Another kind of layer: the flag is named, before the sizes it changes.
+  const std::pair<std::vector<std::string>, std::string> kinds[] = {
+      {{"--normalization", "RMSNorm"}, "saved with --normalization LayerNorm (this run: RMSNorm)"},
+      {{"--position-embedding-type", "rope"}, "saved with --position-embedding-type learned_absolute (this run: rope)"},
+      {{"--swiglu"}, "saved with no --swiglu (this run: --swiglu), --ffn-hidden-size"},
+      {{"--disable-bias-linear"}, "saved with biases (this run: --disable-bias-linear)"},
+      {{"--qk-layernorm"}, "saved with no --qk-layernorm (this run: --qk-layernorm)"},
+  };
+  for (const auto& [flags, named] : kinds) {
+    std::vector<std::string> args = {"--train-iters", "4", "--load", save};
+    args.insert(args.end(), flags.begin(), flags.end());
+    INFO(flags.front());
+    CHECK_THROWS_WITH(run(f.options(args), other), Catch::Matchers::Contains(named));
+  }
 }
 
 TEST_CASE("trainer: flags it cannot honour yet are refused by name", "[trainer]") {
