@@ -49,18 +49,15 @@ cxxopts::Options make_options() {
 }  // namespace
 
 // The flags mgt-train shares are mgt-train's definitions (data/dataset_flags.hpp,
-// tokenizer/tokenizer_flags.hpp), with their defaults; only descriptions say more here. Unlike
-// argparse, a repeated list flag adds to the earlier values. Ranges of numbers:
-// core/flag_ranges.cpp; checks between flags: data/index_job.cpp.
+// tokenizer/tokenizer_flags.hpp), with their defaults; only descriptions say more here. A
+// repeated list flag keeps its last values, as pretrain_gpt.py's argparse and mgt-train do (the
+// indices built are then the ones a training run of the same command line looks for). Ranges of
+// numbers: core/flag_ranges.cpp; checks between flags: data/index_job.cpp.
 // clang-format off
 std::vector<FlagDefinition> index_flags(IndexOptions& o) {
-  auto appending = [](FlagDefinition f) { return std::move(f).appending(); };
-  std::vector<FlagDefinition> data;
-  for (FlagDefinition& f : dataset_source_flags(o, "Dataset prefixes, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' "
-                                                   "(required, or --data-args-path, or the per-split paths)"))
-    data.push_back(appending(std::move(f)));
   return flag_groups({
-    {"data", data},
+    {"data", dataset_source_flags(o, "Dataset prefixes, optionally weighted: 'W1 PREFIX1 W2 PREFIX2 ...' "
+                                     "(required, or --data-args-path, or the per-split paths)")},
     {"sizes", {
       adding(seq_length_flag(o.seq_length), " (required)"),
       train_iters_flag(o.train_iters),
