@@ -160,8 +160,18 @@ NormalizedCommandLine normalize_command_line(int argc, const char* const* argv, 
     else arg = name;
     auto flag = known.find(name);
     const bool refused = rules.refused.count(name) > 0;
-    if (auto ignored = rules.ignored.find(name); ignored != rules.ignored.end() && flag == known.end() && !refused) {
-      const IgnoredFlag& rule = ignored->second;
+    const IgnoredFlag* ignoring = nullptr;
+    IgnoredFlag pretraining_flag;
+    if (auto ignored = rules.ignored.find(name); ignored != rules.ignored.end()) {
+      ignoring = &ignored->second;
+    } else if (!rules.other_pretraining_flags_ignored_because.empty() && find_megatron_flag(name)) {
+      // Its values up to the next flag, however many the script's flag takes.
+      pretraining_flag.arity = owns_following_values(name) ? FlagArity::Many : FlagArity::None;
+      pretraining_flag.reason = rules.other_pretraining_flags_ignored_because;
+      ignoring = &pretraining_flag;
+    }
+    if (ignoring != nullptr && flag == known.end() && !refused) {
+      const IgnoredFlag& rule = *ignoring;
       std::string value;
       if (rule.arity == FlagArity::None) {
         if (inline_value) {
@@ -233,9 +243,12 @@ NormalizedCommandLine normalize_command_line(int argc, const char* const* argv, 
 std::string ignored_flags_line(std::string_view program, const std::vector<IgnoredFlagUse>& ignored) {
   if (ignored.empty()) return "";
   std::string line = std::string(program) + ": ignored flags (they change nothing here): ";
+  // Flags in a row with one reason share it: "--a 1, --b (reason); --c (another)".
   for (std::size_t k = 0; k < ignored.size(); ++k) {
     const IgnoredFlagUse& u = ignored[k];
-    line += (k ? "; " : "") + u.flag + (u.value.empty() ? "" : " " + u.value) + " (" + u.reason + ")";
+    const bool same_as_before = k > 0 && ignored[k - 1].reason == u.reason;
+    line += (k == 0 ? "" : same_as_before ? ", " : "; ") + u.flag + (u.value.empty() ? "" : " " + u.value);
+    if (k + 1 == ignored.size() || ignored[k + 1].reason != u.reason) line += " (" + u.reason + ")";
   }
   return line;
 }

@@ -50,6 +50,10 @@ struct CommandLineRules {
   bool name_pretraining_flags = true;
   // Flags accepted and ignored; `known` and `refused` take precedence.
   std::map<std::string, IgnoredFlag> ignored = {};
+  // A program that does one step of what Megatron's pretraining script does (mgt-index builds its
+  // dataset indices) takes the script's whole command line: every other flag of the pretraining
+  // parser is accepted and ignored with this reason. Empty: such flags are refused by name.
+  std::string other_pretraining_flags_ignored_because = {};
   // argparse's allow_abbrev: a unique prefix of a flag (known, refused, ignored or --help) stands
   // for it ("--vocab-f" for "--vocab-file"), and a prefix of several is refused as argparse
   // refuses it ("ambiguous option: --tok could match --tokenizer-model, --tokenizer-type"). Megatron's

@@ -23,6 +23,13 @@ const std::map<std::string, std::string> kRefusedFlags = {
     {"--skip-train", "the train split is always indexed"},
     {"--object-storage-cache-path", "object storage is not supported"},
     {"--dataloader-type", "only the 'single' sampler order is supported"},
+    // Flags of pretrain_gpt.py that would change the datasets or their sizes, which mgt-index
+    // does not build that way; every other flag of the script is accepted and ignored.
+    {"--sft", "supervised fine-tuning datasets are not indexed"},
+    {"--sft-tokenizer-prompt-format", "supervised fine-tuning datasets are not indexed"},
+    {"--encoder-seq-length", "give the sequence length as --seq-length"},
+    {"--decoder-seq-length", "give the sequence length as --seq-length"},
+    {"--decrease-batch-size-if-needed", "the batch sizes are taken as given"},
 };
 
 const std::vector<std::string> kHelpGroups = {"data", "sizes", "tokenizer", "samples", "mgt"};
@@ -88,10 +95,17 @@ std::vector<FlagDefinition> index_flags(IndexOptions& o) {
 
 namespace {
 
-// The program's flags, its refusals, and the Megatron flags every program treats alike.
+// The program's flags, its refusals, and the Megatron flags every program treats alike; then the
+// rest of pretrain_gpt.py's command line, accepted and ignored (named on the start-up line), so
+// that a training script's flags build its indices. The GPU features other programs refuse are
+// among them: they do not change the indices either.
 CommandLineRules command_line_rules() {
   IndexOptions defaults;
-  return table_command_line_rules(index_flags(defaults), kRefusedFlags);
+  CommandLineRules rules = table_command_line_rules(index_flags(defaults), kRefusedFlags);
+  for (const auto& entry : gpu_feature_flags())
+    if (!kRefusedFlags.count(entry.first)) rules.refused.erase(entry.first);
+  rules.other_pretraining_flags_ignored_because = "no effect on the indices";
+  return rules;
 }
 
 }  // namespace
@@ -112,6 +126,8 @@ IndexCommandLine parse_index_command_line(int argc, const char* const* argv) {
 
 std::string index_help() {
   return make_options().help(kHelpGroups) + "\n" + ignored_flags_help(command_line_rules()) +
+         "Every other flag of pretrain_gpt.py is accepted and ignored too (named on the start-up line): a "
+         "training script's command line builds its indices.\n"
          "\nResults go to standard output as JSON, a table and progress to standard "
          "error.\nSee man mgt-index(1) for outputs, exit codes and compatibility notes.\n";
 }

@@ -119,6 +119,9 @@ TEST_CASE("command line: ignored flags are taken out and named once", "[core][co
         "prog: ignored flags (they change nothing here): --use-flash-attn (kernels chosen by mgt); "
         "--ckpt-format torch_dist (HDF5); --num-workers 8 (no worker processes)");
   CHECK(ignored_flags_line("prog", {}).empty());
+  // Flags in a row with one reason share it.
+  CHECK(ignored_flags_line("prog", {{"--a", "1", "r"}, {"--b", "", "r"}, {"--c", "2", "s"}, {"--d", "", "r"}}) ==
+        "prog: ignored flags (they change nothing here): --a 1, --b (r); --c 2 (s); --d (r)");
 
   // Their values are still checked, and reported with the other problems.
   CHECK(usage_error({"--num-workers", "many", "--ckpt-format", "zarr", "--ckpt-format", "npz", "--use-flash-attn=1",

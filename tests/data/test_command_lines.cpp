@@ -137,7 +137,6 @@ TEST_CASE("index command line: help and usage errors", "[data][command_line]") {
 
   CHECK(usage_error([] { index({"--bogus-flag"}); }) == "unknown flag --bogus-flag (see --help)");
   CHECK(usage_error([] { index({"--mock-data"}); }) == "--mock-data is not supported by mgt-index: mock data has no index to cache");
-  CHECK(usage_error([] { index({"--num-layers", "2"}); }) == "--num-layers is a Megatron-LM flag that mgt-index does not support");
   CHECK(usage_error([] { index({"--seq-length", "1e3"}); }) == "--seq-length: '1e3' is not an integer");
   CHECK(usage_error([] { index({"--mid-level-dataset-surplus", "x"}); }) ==
         "--mid-level-dataset-surplus: 'x' is not a number");
@@ -198,6 +197,17 @@ TEST_CASE("index command line: the flag table", "[data][command_line]") {
   CHECK(index({"--data-path", "a", "c", "--data-path", "b"}).options.data_path == Args{"b"});
   CHECK(index_help().find("--seed N") != std::string::npos);
   CHECK(index_help().find("(default: 1234)") != std::string::npos);
+  // The rest of a pretrain_gpt.py command line is accepted and named as ignored (GPU features
+  // too); flags that would change the datasets, and unknown ones, are refused.
+  const IndexCommandLine training = index({"--data-path", "a", "--num-layers", "2", "--bf16", "--fp8-format", "hybrid",
+                                            "--lr", "1e-4", "--seq-length", "8"});
+  CHECK(training.options.data_path == Args{"a"});
+  CHECK(ignored_flags_line("mgt-index", training.ignored) ==
+        "mgt-index: ignored flags (they change nothing here): --num-layers 2, --bf16, --fp8-format hybrid, --lr 1e-4 "
+        "(no effect on the indices)");
+  CHECK(usage_error([] { index({"--sft"}); }) ==
+        "--sft is not supported by mgt-index: supervised fine-tuning datasets are not indexed");
+  CHECK(usage_error([] { index({"--no-such-flag"}); }) == "unknown flag --no-such-flag (see --help)");
   // mgt-index's flags need no abbreviation: pretrain_gpt.py's parser turns them off.
   CHECK(usage_error([] { index({"--seq", "8"}); }) == "unknown flag --seq (see --help)");
 }
