@@ -1,6 +1,7 @@
 #include "data/tokenize_command_line.hpp"
 
 #include <map>
+#include <set>
 
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
@@ -170,7 +171,20 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
   command.ignored = std::move(parsed.ignored);
   // --input and --output-prefix are required; what needs the options as a whole is
   // validate_tokenize_options's job.
-  set_given_flags(tokenize_flags(command.options), FlagValues(parsed.flags));
+  const FlagValues given(parsed.flags);
+  set_given_flags(tokenize_flags(command.options), given);
+  if (command.options.merge) {
+    // merge_datasets.py takes --input and --output-prefix alone: a tokenizing flag beside
+    // --merge would do nothing (no EOD appended, no sentences split), so it is refused.
+    const std::set<std::string> merge_flags = {"input", "output-prefix", "merge", "quiet"};
+    std::string unused;
+    for (const FlagDefinition& f : tokenize_flags(command.options))
+      if (!merge_flags.count(f.name()) && given.has(f.name().c_str())) unused += (unused.empty() ? "" : ", ") + f.flag();
+    if (!unused.empty())
+      throw UsageError(unused + ": tokenizing flags mean nothing with --merge, which concatenates datasets as "
+                       "merge_datasets.py does (--input and --output-prefix alone)");
+    return command;
+  }
   infer_tokenizer_type_from_files(command.options.tokenizer, kProgram);
   return command;
 }

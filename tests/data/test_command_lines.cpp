@@ -68,6 +68,10 @@ TEST_CASE("tokenize command line: flags into options", "[data][command_line]") {
   CHECK(o.skip_bad_lines);
   CHECK_FALSE(o.merge);
   CHECK(tokenize({"--merge", "--input", "d"}).options.merge);
+  // merge_datasets.py's flags alone: a tokenizing flag would do nothing there.
+  CHECK(usage_error([] { tokenize({"--merge", "--input", "d", "--output-prefix", "o", "--append-eod", "--workers", "2"}); }) ==
+        "--append-eod, --workers: tokenizing flags mean nothing with --merge, which concatenates datasets as "
+        "merge_datasets.py does (--input and --output-prefix alone)");
 }
 
 TEST_CASE("tokenize command line: help and usage errors", "[data][command_line]") {

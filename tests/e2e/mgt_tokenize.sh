@@ -146,5 +146,7 @@ cmp -s "$WORK/unbounded_text_document.bin" "$WORK/bounded_text_document.bin" || 
 expect_status 0 "$BIN" --merge --input "$WORK/file_text_document" "$WORK/bad/out_text_document" \
   --output-prefix "$WORK/merged"
 grep -q '"documents": 7224' "$WORK/out.txt" || fail "merge does not hold 7224 documents"
+expect_status 2 "$BIN" --merge --input "$WORK/file_text_document" --output-prefix "$WORK/merged2" --append-eod
+grep -q -- "--append-eod: tokenizing flags mean nothing with --merge" "$WORK/err.txt" || fail "--append-eod beside --merge"
 
 echo "mgt-tokenize e2e: all checks passed"
