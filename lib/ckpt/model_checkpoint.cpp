@@ -17,6 +17,7 @@
 #include "ckpt/tensor_paths.hpp"
 #include "core/error.hpp"
 #include "core/json_scalars.hpp"
+#include "core/log.hpp"
 #include "data/python_json.hpp"
 #include "tokenizer/tokenizer_type_inference.hpp"
 
@@ -311,6 +312,31 @@ bool records_tokenizer_type(const ModelCheckpoint& checkpoint) {
 }
 }  // namespace
 
+namespace {
+
+// Flags given beside a recorded tokenizer that it does not take (a --vocab-file for a tokenizer
+// that reads none, a --vocab-size for one that is not NullTokenizer of that size): said, since the
+// user may believe they chose the tokenizer.
+void warn_unused_tokenizer_flags(const TokenizerOptions& flags, const TokenizerOptions& used, const Tokenizer& tokenizer,
+                                 const std::string& source) {
+  const std::vector<std::string> read = tokenizer.tokenizer_paths();
+  const auto unread = [&](const std::string& path) {
+    return !path.empty() && std::find(read.begin(), read.end(), path) == read.end();
+  };
+  std::string unused;
+  const auto add = [&](const std::string& text) { unused += (unused.empty() ? "" : ", ") + text; };
+  if (unread(flags.vocab_file)) add("--vocab-file " + flags.vocab_file);
+  if (unread(flags.merge_file)) add("--merge-file " + flags.merge_file);
+  if (unread(flags.tokenizer_model)) add("--tokenizer-model " + flags.tokenizer_model);
+  if (flags.vocab_size && (used.type != "NullTokenizer" || used.vocab_size != flags.vocab_size))
+    add("--vocab-size " + std::to_string(*flags.vocab_size));
+  if (unused.empty()) return;
+  log::warn(unused + " ignored: " + source + " is " + tokenizer.class_name() + " (" +
+            std::to_string(tokenizer.vocab_size()) + " tokens); pass --tokenizer-type to use another");
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& checkpoint,
                                                      const std::optional<TokenizerOptions>& flags,
                                                      std::string_view program) {
@@ -358,6 +384,7 @@ std::unique_ptr<Tokenizer> make_checkpoint_tokenizer(const ModelCheckpoint& chec
     throw Error(source + ": " + e.what() + " (pass --tokenizer-type, --vocab-file, --merge-file to override)",
                 e.exit_code());
   }
+  if (flags && given->type.empty()) warn_unused_tokenizer_flags(*flags, options, *tokenizer, source);
   if (tokenizer->vocab_size() > checkpoint.config.padded_vocab_size)
     throw UsageError(source + " has " + std::to_string(tokenizer->vocab_size()) +
                      " tokens, more than the model's vocabulary of " +

@@ -28,7 +28,12 @@ expect_status 0 "$bin/mgt-eval" "${lambada[@]}" --micro-batch-size 4
 grep -Eq '^ validation results on LAMBADA \| number correct: [0-9]\.[0-9]{4}E[-+][0-9]{2} \| total examples: 6\.0000E\+00 \| avg accuracy: ' \
   "$work/err.txt" || fail "no Megatron LAMBADA result line"
 grep -q '^done :-)$' "$work/err.txt" || fail "no final line"
+! grep -q "ignored:" "$work/err.txt" || fail "a warning about tokenizer flags nobody gave"
 cp "$work/out.txt" "$work/loose.json"
+# A tokenizer flag that the recorded tokenizer does not take is said to be ignored.
+expect_status 0 "$bin/mgt-eval" "${lambada[@]}" --micro-batch-size 4 --vocab-size 5000
+grep -q "warning: --vocab-size 5000 ignored: the tokenizer recorded in checkpoint .* is .*; pass --tokenizer-type" \
+  "$work/err.txt" || fail "an unused --vocab-size not named: $(cat "$work/err.txt")"
 expect_status 0 "$bin/mgt-eval" "${lambada[@]}" --strict-lambada --seq-length 16 --micro-batch-size 2 \
   --output "$work/strict.json" --num-layers 2 --hidden-size 32
 [[ ! -s "$work/out.txt" ]] || fail "--output still wrote to standard output"
