@@ -1,5 +1,6 @@
 #include "ckpt/hdf5_shard_format.hpp"
 
+#include <cstring>
 #include <vector>
 
 #include "ckpt/hdf5_attributes.hpp"
@@ -7,6 +8,7 @@
 #include "ckpt/hdf5_handle.hpp"
 #include "ckpt/hdf5_types.hpp"
 #include "ckpt/tensor_paths.hpp"
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 
 namespace mgt::ckpt::h5 {
@@ -26,6 +28,35 @@ constexpr WorldField kWorldFields[] = {
     {"pipeline_model_parallel_rank", &WorldLayout::pipeline_model_parallel_rank},
     {"data_parallel_rank", &WorldLayout::data_parallel_rank},
 };
+
+// HDF5 checksums the chunks of the tensors and the small object headers, but not the heap where
+// long attributes (the arguments' JSON) are kept: a flipped byte there changed the model's
+// arguments unnoticed. The CRC-32C of every /meta attribute, each as name, NUL, value, NUL (the
+// double by its bits), covers them; files written before it have none and are read as they are.
+constexpr const char* kMetadataChecksum = "metadata_crc32c";
+
+std::uint32_t metadata_checksum(const CheckpointMetadata& m) {
+  std::uint32_t crc = 0;
+  const auto add = [&crc](std::string_view name, std::string_view value) {
+    crc = crc32c(name, crc);
+    crc = crc32c(std::string_view("\0", 1), crc);
+    crc = crc32c(value, crc);
+    crc = crc32c(std::string_view("\0", 1), crc);
+  };
+  std::uint64_t flops_bits = 0;
+  std::memcpy(&flops_bits, &m.num_floating_point_operations_so_far, sizeof flops_bits);
+  add("format_version", std::to_string(m.format_version));
+  add("iteration", std::to_string(m.iteration));
+  add("consumed_train_samples", std::to_string(m.consumed_train_samples));
+  add("consumed_valid_samples", std::to_string(m.consumed_valid_samples));
+  add("num_floating_point_operations_so_far", std::to_string(flops_bits));
+  add("args", m.args_json);
+  add("tokenizer", m.tokenizer_json);
+  add("opt_param_scheduler", m.scheduler_json);
+  for (const auto& f : kWorldFields) add(f.name, std::to_string(m.world.*f.field));
+  for (const auto& [key, json] : m.extra_json) add(std::string(kExtraGroup) + "/" + key, json);
+  return crc;
+}
 
 Group create_group(hid_t parent, const char* name, const std::string& context) {
   auto gcpl = group_creation_properties(context);
@@ -69,6 +100,9 @@ void write_metadata(hid_t file, const CheckpointMetadata& m, const std::string& 
     if (key.empty()) throw Error(where + ": extra metadata needs a non-empty key");
     write_string_attribute(extra.get(), key.c_str(), json, where + "/" + kExtraGroup);
   }
+  CheckpointMetadata written = m;
+  written.format_version = kFormatVersion;
+  write_int64_attribute(g, kMetadataChecksum, metadata_checksum(written), where);
 }
 
 CheckpointMetadata read_metadata(hid_t file, const std::string& context) {
@@ -100,6 +134,10 @@ CheckpointMetadata read_metadata(hid_t file, const std::string& context) {
     for (const auto& key : attribute_names(extra.get(), extra_where))
       m.extra_json[key] = read_string_attribute(extra.get(), key.c_str(), extra_where);
   }
+  if (has_attribute(g, kMetadataChecksum, where) &&
+      read_int64_attribute(g, kMetadataChecksum, where) != static_cast<std::int64_t>(metadata_checksum(m)))
+    throw Error(context + " is damaged: the attributes of its '" + meta_name +
+                "' group (the arguments, tokenizer, scheduler and progress) fail their CRC-32C");
   return m;
 }
 

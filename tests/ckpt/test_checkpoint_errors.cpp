@@ -140,6 +140,31 @@ TEST_CASE("a corrupted chunk fails its checksum, naming file and tensor", "[ckpt
   CHECK_THROWS_WITH(reader.verify(), Contains(kExpAvg));
 }
 
+TEST_CASE("damaged metadata fails its CRC-32C, naming the file", "[ckpt]") {
+  // Arguments as long as a real run's lie where HDF5 keeps no checksum of its own (a heap's
+  // "huge" objects); short attributes sit in the checksummed object header.
+  auto dir = test::scratch_dir("ckpt_metadata_checksum");
+  const auto path = dir + "/mp_rank_00.h5";
+  {
+    auto state = ckpt_test::make_fake_state(7, 1, 256);
+    state.metadata.args_json = "{\"seed\": 7, \"note\": \"" + std::string(20000, 'x') + "\"}";
+    ShardWriter writer(path, state.metadata);
+    ckpt_test::write_fake_state(writer, state);
+    writer.close();
+  }
+  CHECK_NOTHROW(ShardReader(path));
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = bytes.find("{\"seed\": 7,");
+  REQUIRE(at != std::string::npos);
+  overwrite(path, at + 9, "8");  // {"seed": 8}: still valid JSON, another run's arguments
+  CHECK_THROWS_WITH(ShardReader(path), Contains("'" + path + "' is damaged: the attributes of its 'meta' group") &&
+                                           Contains("fail their CRC-32C"));
+}
+
 namespace {
 
 // Flips bytes inside every copy of `name` in the file; returns how many copies there were.
