@@ -163,8 +163,9 @@ std::string format_of(const char* flag, const std::string& name) {
 // A rank count of the layout to write: at most 2^20 ranks.
 std::optional<int> rank_count(const char* flag, const std::optional<std::int64_t>& value) {
   if (!value) return std::nullopt;
-  if (*value < 1) throw UsageError(std::string("--") + flag + " must be >= 1 (got " + std::to_string(*value) + ")");
-  if (*value > 1 << 20) throw UsageError(std::string("--") + flag + " " + std::to_string(*value) + " is too large");
+  if (*value < 1 || *value > 1 << 20)
+    throw UsageError(std::string("--") + flag + " must be between 1 and " + std::to_string(1 << 20) + ", got " +
+                     std::to_string(*value));
   return static_cast<int>(*value);
 }
 

@@ -306,6 +306,8 @@ void validate_data(DataOptions& d) {
 
 void validate_checkpoint(const CheckpointOptions& c, const std::vector<IgnoredFlagUse>& ignored) {
   if (c.save && !c.save_interval) throw UsageError("--save needs --save-interval");
+  if (c.save && c.save->empty()) throw UsageError("--save: the checkpoint directory is an empty path");
+  if (c.load && c.load->empty()) throw UsageError("--load: the checkpoint directory is an empty path");
   // Megatron saves asynchronously in its distributed formats only (checkpointing.py refuses the
   // legacy torch format); mgt's checkpoints, every rank writing its own files, stand for those.
   for (const IgnoredFlagUse& use : ignored)

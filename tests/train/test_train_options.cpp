@@ -452,6 +452,8 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(usage_error_with({"--bf16", "--fp16"}) == "--bf16 and --fp16 are mutually exclusive");
   CHECK(usage_error_with({"--swiglu", "--openai-gelu"}) == "--swiglu and --openai-gelu are mutually exclusive");
   CHECK(usage_error_with({"--save", "ckpt"}) == "--save needs --save-interval");
+  CHECK(usage_error_with({"--save", "", "--save-interval", "2"}) == "--save: the checkpoint directory is an empty path");
+  CHECK(usage_error_with({"--load", ""}) == "--load: the checkpoint directory is an empty path");
   CHECK(usage_error_with({"--exit-signal", "SIGUSR1"}) == "--exit-signal needs --exit-signal-handler");
   CHECK(usage_error_with({"--exit-signal-handler", "--exit-signal", "SIGKILL"}).find("invalid choice 'SIGKILL'") !=
         std::string::npos);
