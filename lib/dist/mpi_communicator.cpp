@@ -11,15 +11,14 @@
 #include "dist/mpi_reduce_types.hpp"
 #include "dist/mpi_wait.hpp"
 
+// Every operation starts MPI's nonblocking form and completes it through mpi_wait.hpp, which
+// does not hold the core while it waits (MPI's blocking calls poll without pause).
 namespace mgt::dist {
 namespace {
 
 // One tag for all point-to-point traffic: each operation completes before the next starts, so
 // messages between two ranks of one communicator match in the order they were sent.
 constexpr int kTag = 0;
-
-// Every operation starts MPI's nonblocking form and completes it through mpi_wait.hpp, which
-// does not hold the core while it waits (MPI's blocking calls poll without pause).
 
 }  // namespace
 
