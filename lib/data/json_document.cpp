@@ -85,6 +85,40 @@ bool all_whitespace(std::string_view s) {
   return true;
 }
 
+// Where the first top-level JSON object or array of `line` ends (just past its closing bracket),
+// brackets inside strings aside; npos when it does not end. simdjson reports a line that goes on
+// after its object as an object ending early; this lets the message say what json.loads says.
+std::size_t end_of_first_value(std::string_view line) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// malformed(e) for a whole line: the causes simdjson's codes misname, then its own words.
+[[noreturn]] void malformed_line(simdjson::error_code e, std::string_view line) {
+  // The reader drops a file's leading byte-order mark; one on a later line is refused, as
+  // json.loads refuses it ("Unexpected UTF-8 BOM").
+  if (line.substr(0, 3) == "\xEF\xBB\xBF")
+    throw Error("malformed JSON (a UTF-8 byte-order mark starts the line; only the file's first line may have one)");
+  const std::size_t end = end_of_first_value(line);
+  if (end != std::string_view::npos && !all_whitespace(line.substr(end)))
+    throw Error("malformed JSON (unexpected content after the object)");
+  malformed(e);
+}
+
 }  // namespace
 
 struct JsonDocumentParser::Impl {
@@ -250,7 +284,7 @@ void JsonDocumentParser::parse(std::string_view line) {
   std::fill(d.found.begin(), d.found.end(), 0);
 
   od::document doc;
-  if (auto e = d.parser.iterate(d.padded.data(), line.size(), d.padded.size()).get(doc)) malformed(e);
+  if (auto e = d.parser.iterate(d.padded.data(), line.size(), d.padded.size()).get(doc)) malformed_line(e, line);
   od::object object;
   if (auto e = doc.get_object().get(object)) {
     if (e == simdjson::INCORRECT_TYPE) {
@@ -258,11 +292,11 @@ void JsonDocumentParser::parse(std::string_view line) {
       if (doc.type().get(type) == simdjson::SUCCESS)
         throw Error(std::string("the line is ") + type_name(type) + ", expected a JSON object");
     }
-    malformed(e);
+    malformed_line(e, line);
   }
   for (auto field_result : object) {
     od::field field;
-    if (auto e = std::move(field_result).get(field)) malformed(e);
+    if (auto e = std::move(field_result).get(field)) malformed_line(e, line);
     std::string_view key = d.check_key(field);
     std::size_t k = key.empty() ? d.keys.size() : d.key_index(key);
     if (k == d.keys.size()) {

@@ -80,6 +80,10 @@ TEST_CASE("json document: every bad line says what is wrong", "[tokenize]") {
   CHECK_THAT(error_of(R"({"text": "a",})"), Catch::Contains("malformed JSON"));
   CHECK_THAT(error_of(R"({"text": "a"} {"text": "b"})"), Catch::Contains("malformed JSON"));
   CHECK_THAT(error_of(R"({"text": "a"}])"), Catch::Contains("malformed JSON"));
+  // What json.loads calls extra data, and a byte-order mark on a line of its own, are named.
+  CHECK(error_of(R"({"text": "a"} x)") == "malformed JSON (unexpected content after the object)");
+  CHECK(error_of(R"({"text": "a\"}"} x)") == "malformed JSON (unexpected content after the object)");
+  CHECK_THAT(error_of("\xEF\xBB\xBF{\"text\": \"a\"}"), Catch::Contains("a UTF-8 byte-order mark starts the line"));
   CHECK_THAT(error_of(R"(["text"])"), Catch::Contains("expected a JSON object"));
   CHECK_THAT(error_of(R"("text")"), Catch::Contains("expected a JSON object"));
   CHECK_THAT(error_of(R"({"title": "x"})"), Catch::Contains("missing key 'text'"));
