@@ -107,6 +107,20 @@ std::size_t end_of_first_value(std::string_view line) {
   return std::string_view::npos;
 }
 
+// Whether the line is wholly a value of `type`, as simdjson's type() tells it from the first
+// character alone ("nope" would be null): scalars are checked, strings and arrays taken as named.
+bool whole_line_is(od::json_type type, std::string_view line) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!line.empty() && space(line.front())) line.remove_prefix(1);
+  while (!line.empty() && space(line.back())) line.remove_suffix(1);
+  switch (type) {
+    case od::json_type::null: return line == "null";
+    case od::json_type::boolean: return line == "true" || line == "false";
+    case od::json_type::number: return is_python_json_number(line);
+    default: return true;
+  }
+}
+
 // malformed(e) for a whole line: the causes simdjson's codes misname, then its own words.
 [[noreturn]] void malformed_line(simdjson::error_code e, std::string_view line) {
   // The reader drops a file's leading byte-order mark; one on a later line is refused, as
@@ -289,7 +303,7 @@ void JsonDocumentParser::parse(std::string_view line) {
   if (auto e = doc.get_object().get(object)) {
     if (e == simdjson::INCORRECT_TYPE) {
       od::json_type type;
-      if (doc.type().get(type) == simdjson::SUCCESS)
+      if (doc.type().get(type) == simdjson::SUCCESS && whole_line_is(type, line))
         throw Error(std::string("the line is ") + type_name(type) + ", expected a JSON object");
     }
     malformed_line(e, line);

@@ -49,8 +49,9 @@ void BatchAnswerer::answer(std::span<PendingRequest> batch) {
         own.push_back({std::move(tokens), nullptr, seed, stream});
         longest = std::max(longest, static_cast<int64_t>(own.back().prompt_tokens.size()));
       }
-      // Megatron's check (generate_tokens_probs_and_return_on_first_stage), with its message.
-      if (longest + r.tokens_to_generate > positions)
+      // Megatron's check (generate_tokens_probs_and_return_on_first_stage), with its message;
+      // written so that a tokens_to_generate near 2^63 cannot wrap the sum past it.
+      if (r.tokens_to_generate > positions - longest)
         throw BadRequest("Length of prompt + tokens_to_generate longer than allowed");
       admitted.push_back(std::move(a));
       for (GenerationRow& row : own) {

@@ -84,6 +84,11 @@ TEST_CASE("json document: every bad line says what is wrong", "[tokenize]") {
   CHECK(error_of(R"({"text": "a"} x)") == "malformed JSON (unexpected content after the object)");
   CHECK(error_of(R"({"text": "a\"}"} x)") == "malformed JSON (unexpected content after the object)");
   CHECK_THAT(error_of("\xEF\xBB\xBF{\"text\": \"a\"}"), Catch::Contains("a UTF-8 byte-order mark starts the line"));
+  // A scalar is named only when the whole line is one ("nope" is not null).
+  CHECK(error_of("null") == "the line is null, expected a JSON object");
+  CHECK(error_of(" 42 ") == "the line is a number, expected a JSON object");
+  CHECK_THAT(error_of("nope"), Catch::Contains("malformed JSON"));
+  CHECK_THAT(error_of("tru"), Catch::Contains("malformed JSON"));
   CHECK_THAT(error_of(R"(["text"])"), Catch::Contains("expected a JSON object"));
   CHECK_THAT(error_of(R"("text")"), Catch::Contains("expected a JSON object"));
   CHECK_THAT(error_of(R"({"title": "x"})"), Catch::Contains("missing key 'text'"));

@@ -4,6 +4,8 @@
 #include <simdjson.h>
 
 #include <catch2/catch.hpp>
+
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -92,18 +94,23 @@ TEST_CASE("Batched requests are answered each with its own settings", "[generate
   greedy.top_k = 1;
   ServerRequest too_long = request_with({"1 2 3 4 5"});
   too_long.tokens_to_generate = 20;  // 5 + 20 > 24 positions
+  // Near 2^63 the prompt's length added to it once wrapped negative and passed the check.
+  ServerRequest huge = request_with({"1 2"});
+  huge.tokens_to_generate = std::numeric_limits<int64_t>::max() - 1;
   ServerRequest not_numbers = request_with({"one two"});
   // Ids outside the model's vocabulary: refused, not a generation failure (500).
   ServerRequest outside = request_with({"1 2", "3 " + std::to_string(config.padded_vocab_size)});
 
   const std::vector<ServerReply> replies =
-      answer_together(answerer, {sampled, greedy, too_long, not_numbers, outside});
+      answer_together(answerer, {sampled, greedy, too_long, not_numbers, outside, huge});
   REQUIRE(replies[0].status == 200);
   REQUIRE(replies[1].status == 200);
   CHECK(replies[2].status == 400);
   CHECK(message_of(replies[2]) == "Length of prompt + tokens_to_generate longer than allowed");
   CHECK(replies[3].status == 400);
   CHECK(replies[4].status == 400);
+  CHECK(replies[5].status == 400);
+  CHECK(message_of(replies[5]) == "Length of prompt + tokens_to_generate longer than allowed");
   CHECK_THAT(message_of(replies[4]), Catch::StartsWith("prompts[1]: NullTokenizer: token '" +
                                                        std::to_string(config.padded_vocab_size) +
                                                        "' is outside the vocabulary"));
