@@ -55,7 +55,12 @@ std::vector<FlagDefinition> generate_flags(GenerateFlagFields& e) {
             "Megatron Core's bound on prompt plus completion; with --seq-length the smaller one holds"),
       store("seed", "N", e.seed, "Random seed; the same seed gives the same completions"),
       custom_flag("stop", FlagArity::ManyAppending, "TEXT...", "stop a completion at this text (not included; repeatable)",
-                  [&g](const std::vector<std::string>& values) { g.stop_strings = values; },
+                  [&g](const std::vector<std::string>& values) {
+                    // An empty text would match everywhere and nowhere: refused rather than ignored.
+                    for (const std::string& v : values)
+                      if (v.empty()) throw UsageError("--stop: an empty text stops nothing; give the text to stop at");
+                    g.stop_strings = values;
+                  },
                   [&g] { return ArgValue(g.stop_strings); }),
       store_true("stop-on-eol", g.stop_on_eol, "stop a completion at its first newline"),
       store_true("stop-on-double-eol", g.stop_on_double_eol, "stop a completion at its first blank line"),

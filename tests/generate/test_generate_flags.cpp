@@ -88,6 +88,7 @@ TEST_CASE("generate flags: usage errors are one line naming the flag", "[generat
            {{"--server", "--temperature", "0.5"}, "--temperature does not apply with --server"},
            {{"--hidden-size", "x"}, "--hidden-size"},
            {{"--tensor-model-parallel-size", "2"}, "--tensor-model-parallel-size 2: mgt-generate runs on one rank"},
+           {{"--stop", "a", ""}, "--stop: an empty text stops nothing"},
        }) {
     const std::string error = usage_error(args);
     INFO(args.front() << ": " << error);
