@@ -208,10 +208,9 @@ std::string find_checkpoint_directory(const std::string& save_dir, const LatestC
 }
 
 bool is_release_directory(const std::string& directory) {
-  std::string_view d = directory;
-  while (d.size() > 1 && d.back() == '/') d.remove_suffix(1);
-  const std::size_t slash = d.rfind('/');
-  return d.substr(slash == std::string_view::npos ? 0 : slash + 1) == kReleaseDirectoryName;
+  std::filesystem::path path(directory);
+  if (!path.has_filename()) path = path.parent_path();  // "DIR/release/"
+  return path.filename() == kReleaseDirectoryName;
 }
 
 std::optional<std::string> find_latest_checkpoint_directory(const std::string& save_dir) {

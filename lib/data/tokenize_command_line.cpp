@@ -172,13 +172,14 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
   // --input and --output-prefix are required; what needs the options as a whole is
   // validate_tokenize_options's job.
   const FlagValues given(parsed.flags);
-  set_given_flags(tokenize_flags(command.options), given);
+  const std::vector<FlagDefinition> flags = tokenize_flags(command.options);
+  set_given_flags(flags, given);
   if (command.options.merge) {
     // merge_datasets.py takes --input and --output-prefix alone: a tokenizing flag beside
     // --merge would do nothing (no EOD appended, no sentences split), so it is refused.
     const std::set<std::string> merge_flags = {"input", "output-prefix", "merge", "quiet"};
     std::string unused;
-    for (const FlagDefinition& f : tokenize_flags(command.options))
+    for (const FlagDefinition& f : flags)
       if (!merge_flags.count(f.name()) && given.has(f.name().c_str())) unused += (unused.empty() ? "" : ", ") + f.flag();
     if (!unused.empty())
       throw UsageError(unused + ": tokenizing flags mean nothing with --merge, which concatenates datasets as "

@@ -6,8 +6,9 @@
 namespace mgt::dist {
 namespace {
 
-// Short waits (a collective whose ranks arrive together) stay as fast as MPI's own; a sleep is
-// about 60 µs on Linux (timer slack included), a small delay beside the waits it applies to.
+// Short waits (a collective whose ranks arrive together) stay as fast as MPI's own; a sleep lasts
+// its 20 µs plus the kernel's timer slack (50 µs by default), a small delay beside the waits long
+// enough to reach it.
 constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr auto kSleep = std::chrono::microseconds(20);
 

@@ -1,8 +1,8 @@
 // Internal to lib/dist (includes mpi.h): completing MPI requests without holding a core while the
 // other ranks catch up. MPI's own waits (and its blocking collectives) poll without pause; where
 // ranks share cores (CPU ranks on a workstation or a CI machine, more ranks than cores) the
-// waiting ranks then take the time slices the awaited rank needs, and a 4-rank run on 2 cores
-// took 2.5 times as long as with waits that sleep between polls. mgt's MPI operations start
+// waiting ranks then take the time slices the awaited rank needs: a 4-rank run on 2 cores took
+// 2.3–3.0 s against 1.15–1.35 s with waits that sleep between polls. mgt's MPI operations start
 // nonblocking calls and complete them here.
 #pragma once
 #include <mpi.h>
