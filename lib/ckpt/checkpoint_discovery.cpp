@@ -120,4 +120,27 @@ std::optional<CheckpointToResume> find_checkpoint_to_resume(const std::string& s
   return resume;
 }
 
+CheckpointToResume checkpoint_at_step(const std::string& save_dir, std::int64_t step) {
+  const std::string flag = "--ckpt-step " + std::to_string(step);
+  std::string directory;
+  try {
+    directory = find_checkpoint_directory(save_dir, LatestCheckpoint{step, false});
+  } catch (const Error&) {
+    std::string held;
+    for (const std::int64_t iteration : list_iteration_directories(save_dir))
+      held += (held.empty() ? "" : ", ") + std::to_string(iteration);
+    throw Error(flag + ": " + save_dir + " holds no checkpoint of iteration " + std::to_string(step) + " (" +
+                (held.empty() ? "it holds no iteration directories" : "its iterations: " + held) + ")");
+  }
+  const std::string problem = iteration_directory_problem(directory, step, CompletenessCheck::Structure);
+  if (!problem.empty()) throw Error(flag + ": " + directory + " is not a complete checkpoint: " + problem);
+  return CheckpointToResume{directory, step, {}};
+}
+
+std::optional<CheckpointToResume> find_checkpoint_to_load(const std::string& save_dir,
+                                                          std::optional<std::int64_t> step) {
+  if (step && *step != 0) return checkpoint_at_step(save_dir, *step);
+  return find_checkpoint_to_resume(save_dir);
+}
+
 }  // namespace mgt::ckpt

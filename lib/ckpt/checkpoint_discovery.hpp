@@ -60,4 +60,15 @@ struct CheckpointToResume {
 // names a checkpoint that does not exist and no newer one is complete.
 std::optional<CheckpointToResume> find_checkpoint_to_resume(const std::string& save_dir);
 
+// --ckpt-step N: Megatron's load_checkpoint reads iteration N, whatever the tracker file names.
+// Its directory in SAVE (or the one a save of N set aside), checked as
+// iteration_directory_problem's Structure; mgt::Error naming it, and the iterations SAVE holds,
+// when it is missing or not a complete checkpoint.
+CheckpointToResume checkpoint_at_step(const std::string& save_dir, std::int64_t step);
+
+// The checkpoint a run loads from SAVE: checkpoint_at_step's with a step, else
+// find_checkpoint_to_resume's. A step of 0 counts as none, as Megatron tests the flag's truth.
+std::optional<CheckpointToResume> find_checkpoint_to_load(const std::string& save_dir,
+                                                          std::optional<std::int64_t> step);
+
 }  // namespace mgt::ckpt

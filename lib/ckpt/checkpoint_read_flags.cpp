@@ -43,9 +43,15 @@ FlagDefinition checkpoint_load_flag(std::string& load) {
   return store("load", "DIR", load, "Checkpoint: a --save directory (latest iteration) or an iteration directory");
 }
 
+FlagDefinition ckpt_step_flag(std::optional<std::int64_t>& step) {
+  return store("ckpt-step", "N", step, "Load the checkpoint of iteration N from --load instead of the one its tracker "
+                                       "file names (0: the tracker's, as Megatron)");
+}
+
 // clang-format off
 std::vector<FlagDefinition> checkpoint_read_flags(CheckpointReadFlags& c, const std::string& program) {
   return joined_flags({{
+    ckpt_step_flag(c.ckpt_step),
     store_true("no-load-optim", c.no_load_optim, "Accepted: the optimizer state is never read"),
     store_true("no-load-rng", c.no_load_rng, "Accepted: the RNG state is never read"),
     store_true("use-checkpoint-args", c.use_checkpoint_args, "Accepted: the architecture is always read from the checkpoint"),

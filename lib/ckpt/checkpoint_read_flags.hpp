@@ -27,6 +27,7 @@ struct CheckpointReadFlags {
   bool no_load_optim = false;
   bool no_load_rng = false;
   bool use_checkpoint_args = false;
+  std::optional<std::int64_t> ckpt_step;  // --ckpt-step: read this iteration of --load
   std::int64_t tensor_model_parallel_size = 1;    // only 1
   std::int64_t pipeline_model_parallel_size = 1;  // only 1
   // What --make-vocab-size-divisible-by parses into, by mgt-train's definition of the flag.
@@ -35,6 +36,8 @@ struct CheckpointReadFlags {
 
 // --load DIR: the checkpoint a program reads. Callers say required() with what it is for.
 FlagDefinition checkpoint_load_flag(std::string& load);
+// --ckpt-step N: the iteration of --load's directory to read (ckpt::find_checkpoint_to_load).
+FlagDefinition ckpt_step_flag(std::optional<std::int64_t>& step);
 
 // The flags above, bound to `flags` (which must outlive the table), without a group; `program`
 // names the program in refusals ("--tensor-model-parallel-size 2: mgt-eval runs on one rank ...").

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "ckpt/checkpoint_discovery.hpp"
 #include "ckpt/checkpoint_layout.hpp"
 #include "ckpt/checkpoint_reader.hpp"
 #include "ckpt/checkpoint_writer.hpp"
@@ -201,14 +202,19 @@ std::string save_model_checkpoint(const std::string& save_dir, std::int64_t iter
   return save.final_dir();
 }
 
-ModelCheckpoint open_model_checkpoint(const std::string& load) {
+ModelCheckpoint open_model_checkpoint(const std::string& load, std::optional<std::int64_t> step) {
   namespace fs = std::filesystem;
   if (load.empty()) throw UsageError("--load is required: the checkpoint to run");
   // Named as the checkpoint directory: the flag is --load in mgt-eval and mgt-generate, --load-dir
   // in mgt-ckpt-convert.
   if (!fs::is_directory(load)) throw Error("checkpoint directory " + load + ": no such directory");
   ModelCheckpoint checkpoint;
-  if (fs::exists(ckpt::tracker_file_path(load))) {
+  if (step && *step != 0) {
+    if (!ckpt::list_shard_files(load).empty())
+      throw UsageError("--ckpt-step " + std::to_string(*step) + ": " + load +
+                       " is an iteration directory itself; give the --save directory that holds it");
+    checkpoint.directory = ckpt::checkpoint_at_step(load, *step).directory;
+  } else if (fs::exists(ckpt::tracker_file_path(load))) {
     checkpoint.directory = *ckpt::find_latest_checkpoint_directory(load);
   } else if (!ckpt::list_shard_files(load).empty()) {
     checkpoint.directory = load;

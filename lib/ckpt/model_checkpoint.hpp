@@ -25,9 +25,10 @@ struct ModelCheckpoint {
 };
 
 // `load` is a save directory (the tracker file picks the iteration, as --load does in Megatron)
-// or an iteration directory itself, of any parallel layout. Throws mgt::Error when there is no
-// checkpoint there, or when its arguments do not describe a model.
-ModelCheckpoint open_model_checkpoint(const std::string& load);
+// or an iteration directory itself, of any parallel layout; with a `step` (--ckpt-step, 0 counting
+// as none), that iteration of a save directory. Throws mgt::Error when there is no checkpoint
+// there, or when its arguments do not describe a model.
+ModelCheckpoint open_model_checkpoint(const std::string& load, std::optional<std::int64_t> step = std::nullopt);
 
 // The model configuration stored in a checkpoint's arguments (Megatron's argument names as
 // keys, as mgt-train writes them). Throws mgt::Error naming `what` and the missing key.

@@ -39,6 +39,7 @@ constexpr Entry kRanges[] = {
     {"--adam-eps", above(0)},
     {"--async-save-delay-ms", count_from(0)},
     {"--attention-dropout", fraction()},
+    {"--ckpt-step", count_from(0)},
     {"--clip-grad", at_least(0)},
     {"--context-parallel-size", size()},
     {"--ddp-bucket-size", count_from(1)},

@@ -21,6 +21,11 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
   const std::string timers = "mgt times whole iterations only";
   const std::string attention = "mgt chooses its attention kernel itself; results agree up to rounding";
   const std::string loss_fusion = "mgt's cross-entropy is always fused; the loss agrees up to rounding";
+  const std::string scheduling = "it schedules communication only";
+  const std::string offload = "it pins the host buffers of the optimizer's CPU offload, which mgt does not do";
+  const std::string memory_tools = "it drives PyTorch's memory snapshots; mgt's log reports its memory itself";
+  const std::string resiliency = "it drives nvidia-resiliency-ext, a Python package mgt does not run; mgt ends a "
+                                 "job whose communication waits past --distributed-timeout-minutes";
   return {
       {"--use-mcore-models", switch_flag("mgt's model is Megatron Core's GPT already")},
       {"--num-workers", integer_flag("mgt reads batches in its own prefetch thread")},
@@ -69,8 +74,39 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--transformer-impl", choice_flag("mgt has one transformer implementation, with Megatron's local layer "
                                          "names; results agree up to rounding",
                                          {"local", "transformer_engine"})},
-      {"--no-async-tensor-model-parallel-allreduce", switch_flag("it schedules communication only")},
-      {"--ddp-bucket-size", integer_flag("it schedules communication only")},
+      {"--no-async-tensor-model-parallel-allreduce", switch_flag(scheduling)},
+      {"--ddp-bucket-size", integer_flag(scheduling)},
+      {"--ddp-num-buckets", integer_flag(scheduling)},
+      {"--ddp-pad-buckets-for-high-nccl-busbw", switch_flag(scheduling)},
+      {"--no-align-grad-reduce", switch_flag(scheduling)},
+      {"--no-align-param-gather", switch_flag(scheduling)},
+      {"--overlap-param-gather-with-optimizer-step", switch_flag(scheduling)},
+      {"--no-overlap-p2p-communication", switch_flag(scheduling)},
+      {"--overlap-p2p-communication-warmup-flush", switch_flag(scheduling)},
+      {"--no-scatter-gather-tensors-in-pipeline", switch_flag(scheduling)},
+      {"--use-ring-exchange-p2p", switch_flag(scheduling)},
+      {"--pipeline-model-parallel-comm-backend", choice_flag(scheduling, {"nccl", "ucc"})},
+      {"--defer-embedding-wgrad-compute", switch_flag(scheduling)},
+      {"--wgrad-deferral-limit", integer_flag(scheduling)},
+      {"--train-sync-interval",
+       integer_flag("it paces the host's waits for the GPU; mgt's host waits only where it reads results")},
+      {"--nccl-communicator-config-path",
+       choice_flag("it tunes NCCL's communicators; the collectives give the same results", {})},
+      {"--disable-gloo-process-groups", switch_flag("mgt has no Gloo groups: its host collectives run over MPI")},
+      {"--no-pin-cpu-grads", switch_flag(offload)},
+      {"--no-pin-cpu-params", switch_flag(offload)},
+      {"--init-model-with-meta-device",
+       switch_flag("mgt allocates each rank's parameters where they live; the initial values are the same")},
+      {"--record-memory-history", switch_flag(memory_tools)},
+      {"--memory-snapshot-path", choice_flag(memory_tools, {})},
+      {"--logging-level", integer_flag("it sets the level of Python's logging, which mgt does not use")},
+      {"--log-straggler", switch_flag(resiliency)},
+      {"--disable-straggler-on-startup", switch_flag(resiliency)},
+      {"--straggler-ctrlr-port", integer_flag(resiliency)},
+      {"--straggler-minmax-count", integer_flag(resiliency)},
+      {"--enable-ft-package", switch_flag(resiliency)},
+      {"--calc-ft-timeouts", switch_flag(resiliency)},
+      {"--log-energy", switch_flag("mgt does not read the GPUs' energy counters; the results are the same")},
       {"--no-gradient-accumulation-fusion", switch_flag(fusion)},
       {"--no-masked-softmax-fusion", switch_flag(fusion)},
       {"--no-bias-gelu-fusion", switch_flag("the model's GELU form is read from its checkpoint")},

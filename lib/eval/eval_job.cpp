@@ -66,7 +66,7 @@ std::string_view to_string(ZeroShotTask task) {
 int run_eval(const EvalOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   if (options.output) check_atomic_destination(*options.output, "--output");
-  const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
+  const ModelCheckpoint checkpoint = open_model_checkpoint(options.load, options.checkpoint_flags.ckpt_step);
   check_model_flags_agree(checkpoint, options.model_flags);
   const std::unique_ptr<Tokenizer> tokenizer = make_checkpoint_tokenizer(checkpoint, options.tokenizer, "mgt-eval");
   check_padded_vocab(checkpoint, *tokenizer, options.checkpoint_flags);

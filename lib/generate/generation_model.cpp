@@ -29,7 +29,7 @@ int64_t generation_length_limit(const GenerateOptions& options, int64_t max_posi
 GenerationModel load_generation_model(const GenerateOptions& options) {
   if (options.micro_batch_size < 1)
     throw UsageError("--micro-batch-size must be >= 1, got " + std::to_string(options.micro_batch_size));
-  const ModelCheckpoint checkpoint = open_model_checkpoint(options.load);
+  const ModelCheckpoint checkpoint = open_model_checkpoint(options.load, options.checkpoint_flags.ckpt_step);
   check_model_flags_agree(checkpoint, options.model_flags);
   GenerationModel loaded;
   loaded.max_sequence_length = generation_length_limit(options, checkpoint.config.max_position_embeddings);

@@ -10,8 +10,8 @@
 
 namespace mgt {
 
-std::optional<std::string> checkpoint_to_resume(const std::string& load_dir) {
-  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_resume(load_dir);
+std::optional<std::string> checkpoint_to_resume(const std::string& load_dir, std::optional<std::int64_t> ckpt_step) {
+  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_load(load_dir, ckpt_step);
   if (!found) return std::nullopt;
   if (!found->note.empty()) log::warn(found->note);
   return found->directory;

@@ -3,6 +3,7 @@
 // Shared by load_train_checkpoint (train_checkpoint.hpp) and the upcycling of a dense checkpoint
 // (moe_upcycling_load.hpp).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,8 +15,10 @@
 namespace mgt {
 
 // The checkpoint to resume in load_dir (ckpt/checkpoint_discovery.hpp), with a warning when it is
-// not the one the tracker file names; nullopt when load_dir holds no checkpoint at all.
-std::optional<std::string> checkpoint_to_resume(const std::string& load_dir);
+// not the one the tracker file names; nullopt when load_dir holds no checkpoint at all. With
+// --ckpt-step, that iteration's.
+std::optional<std::string> checkpoint_to_resume(const std::string& load_dir,
+                                                std::optional<std::int64_t> ckpt_step = std::nullopt);
 
 // mgt::Error when the checkpoint was saved with another --num-attention-heads than `config`'s, as
 // Megatron's check_checkpoint_args refuses it: with the same hidden size every tensor keeps its

@@ -105,8 +105,9 @@ void check_dense_tensors(const ckpt::ShardedCheckpoint& reader, const GptConfig&
 
 std::optional<UpcycledCheckpoint> load_upcycled_checkpoint(const std::string& load_dir,
                                                            const TrainCheckpointParts& parts,
-                                                           std::int64_t granularity, bool finetune) {
-  const std::optional<std::string> directory = checkpoint_to_resume(load_dir);
+                                                           std::int64_t granularity, bool finetune,
+                                                           std::optional<std::int64_t> ckpt_step) {
+  const std::optional<std::string> directory = checkpoint_to_resume(load_dir, ckpt_step);
   if (!directory) return std::nullopt;
   GptParameters& params = parts.params;
   const GptConfig& config = params.config();

@@ -18,13 +18,15 @@ struct UpcycledCheckpoint {
   UpcyclingPlan plan;
 };
 
-// Reads the checkpoint load_dir resumes (nullopt when there is none) into parts.params. The dense
+// Reads the checkpoint load_dir resumes (with a ckpt_step, that iteration's; nullopt when there is
+// none) into parts.params. The dense
 // MLP must hold --ffn-hidden-size × granularity hidden units. Progress: the consumed samples and
 // FLOPs of the dense run, as Megatron's load_checkpoint leaves them (none with --finetune); the
 // iteration is the caller's. mgt::Error naming the tensor when the checkpoint is not a dense
 // model's or a shape differs.
 std::optional<UpcycledCheckpoint> load_upcycled_checkpoint(const std::string& load_dir,
                                                            const TrainCheckpointParts& parts,
-                                                           std::int64_t granularity, bool finetune);
+                                                           std::int64_t granularity, bool finetune,
+                                                           std::optional<std::int64_t> ckpt_step = std::nullopt);
 
 }  // namespace mgt

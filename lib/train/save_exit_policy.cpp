@@ -40,7 +40,19 @@ ExitConditions::Settings TrainingRun::exit_settings(const LoggingOptions& l) {
 // One writer per --save directory, for the whole run; what interrupted saves left there is
 // cleared only once the lock is held.
 void TrainingRun::lock_save_directory() {
-  if (options_.checkpoint.save) save_lock_.emplace(open_save_directory(*options_.checkpoint.save));
+  if (!options_.checkpoint.save) return;
+  save_lock_.emplace(open_save_directory(*options_.checkpoint.save));
+  if (options_.logging.log_progress) {
+    progress_log_.emplace(*options_.checkpoint.save, world_.size(), started_at_);
+    progress_log_->job_started();
+  }
+}
+
+void TrainingRun::log_progress_after_save(std::int64_t iteration, bool background) {
+  if (!progress_log_) return;
+  const double tokens = static_cast<double>(progress_.consumed_train_samples) *
+                        static_cast<double>(*options_.model.seq_length);
+  progress_log_->checkpoint_saved(iteration, background, progress_.num_floating_point_operations_so_far, tokens);
 }
 
 // The last iteration this run will train: --train-iters, or an earlier --exit-interval.
@@ -55,7 +67,7 @@ std::int64_t TrainingRun::last_planned_iteration() const {
 // Before any training: a save this run will make must not meet a committed iteration.
 void TrainingRun::require_planned_saves_new_in_save_directory() {
   const CheckpointOptions& c = options_.checkpoint;
-  if (!c.save) return;
+  if (!c.save || options_.logging.skip_train) return;  // --skip-train saves nothing
   require_planned_saves_new(*c.save, progress_.iteration, last_planned_iteration(), *c.save_interval);
 }
 
@@ -153,10 +165,12 @@ void TrainingRun::save_checkpoint() {
     async_save_ = start_async_train_checkpoint_save(dir, parts(), s, world_, layout, std::move(write));
     output_.line("  checkpoint of iteration " + padded_iteration(progress_.iteration) +
                  " copied to host memory; its files are written in the background");
+    log_progress_after_save(progress_.iteration, true);
   } else {
     const SavedTrainCheckpoint saved = save_train_checkpoint(dir, parts(), s, world_, layout);
     last_checkpoint_ = saved.directory;
     report_save(progress_.iteration, saved, false);
+    log_progress_after_save(progress_.iteration, false);
   }
   last_saved_iteration_ = progress_.iteration;
   timer_.start();
@@ -199,6 +213,7 @@ void TrainingRun::finalize_async_save(bool blocking) {
   async_save_.reset();
   last_checkpoint_ = saved->directory;
   report_save(iteration, *saved, true);
+  if (progress_log_) progress_log_->background_save_finished(iteration);
 }
 
 namespace {

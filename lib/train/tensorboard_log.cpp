@@ -22,6 +22,7 @@ void TensorBoardLog::training_iteration(const TrainingScalars& s) {
     both("learning-rate", s.learning_rate, s.iteration, n);
     if (s.decoupled_learning_rate) writer_.add_scalar("decoupled-learning-rate", *s.decoupled_learning_rate, s.iteration);
   }
+  if (s.skipped_samples > 0) writer_.add_scalar("skipped-train-samples", static_cast<double>(s.skipped_samples), s.iteration);
   both("batch-size", static_cast<double>(s.batch_size), s.iteration, n);
   for (const auto& [key, value] : s.losses) both(key, value, s.iteration, n);
   if (options_.log_loss_scale_to_tensorboard) both("loss-scale", s.loss_scale, s.iteration, n);

@@ -24,6 +24,7 @@ namespace mgt {
 struct TrainingScalars {
   std::int64_t iteration = 0;
   std::int64_t consumed_samples = 0;  // after this iteration
+  std::int64_t skipped_samples = 0;   // of --iterations-to-skip so far; written when positive
   double learning_rate = 0.0;
   std::optional<double> decoupled_learning_rate;  // --decoupled-lr
   std::int64_t batch_size = 0;        // global batch size

@@ -1,6 +1,7 @@
 #include "train/train_checkpoint.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include "core/json_scalars.hpp"
 #include "core/json_text.hpp"
 #include "core/log.hpp"
+#include "core/message_text.hpp"
 #include "dist/local_communicator.hpp"
 #include "train/checkpoint_parameter_read.hpp"
 #include "train/rank_agreement.hpp"
@@ -48,7 +50,18 @@ constexpr const char* kMasterInModel = "model";
 constexpr const char* kGradScalerKey = "grad_scaler";
 
 constexpr const char* kParallelLayoutKey = "parallel_layout";
+// The samples of the iterations --iterations-to-skip skipped (Megatron's skipped_train_samples);
+// stored when there are any.
+constexpr const char* kSkippedTrainSamplesKey = "skipped_train_samples";
 constexpr const char* kShardKey = "shard";
+
+std::int64_t stored_sample_count(const std::string& text, const std::string& what) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0)
+    throw Error(what + " holds " + quoted_for_message(text) + ", expected a number of samples");
+  return value;
+}
 
 std::string optimizer_scalars_json(const AdamWOptimizer& optimizer) {
   const AdamWSettings& s = optimizer.settings();
@@ -127,6 +140,8 @@ ckpt::CheckpointMetadata shard_metadata(const TrainCheckpointParts& parts, const
     meta.extra_json[kGradScalerKey] = loss_scaler_state_json(parts.loss_scaler->state());
   meta.extra_json[kParallelLayoutKey] = settings.parallel_layout_json;
   if (!progress.hf_architecture_json.empty()) meta.extra_json[kHfArchitectureKey] = progress.hf_architecture_json;
+  if (progress.skipped_train_samples > 0)
+    meta.extra_json[kSkippedTrainSamplesKey] = std::to_string(progress.skipped_train_samples);
   // The pipeline layer offset of this shard: its layers keep their global numbers in the tensor
   // names, this says which ones the stage held.
   const PipelineStage& stage = parts.params.pipeline_stage();
@@ -468,17 +483,19 @@ std::string shape_hint(const ckpt::CheckpointMetadata& meta, const GptConfig& co
 
 // The checkpoint a run resuming from load_dir would read, without a word: nullopt when there is
 // none.
-std::optional<std::string> quiet_checkpoint_to_resume(const std::string& load_dir) {
-  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_resume(load_dir);
+std::optional<std::string> quiet_checkpoint_to_resume(const std::string& load_dir,
+                                                      std::optional<std::int64_t> ckpt_step) {
+  const std::optional<ckpt::CheckpointToResume> found = ckpt::find_checkpoint_to_load(load_dir, ckpt_step);
   if (!found) return std::nullopt;
   return found->directory;
 }
 
 }  // namespace
 
-std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load_dir) {
+std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load_dir,
+                                                         std::optional<std::int64_t> ckpt_step) {
   try {
-    const std::optional<std::string> directory = quiet_checkpoint_to_resume(load_dir);
+    const std::optional<std::string> directory = quiet_checkpoint_to_resume(load_dir, ckpt_step);
     if (!directory) return std::nullopt;
     const std::vector<std::string> shards = ckpt::list_shard_files(*directory);
     if (shards.empty()) return std::nullopt;
@@ -493,7 +510,7 @@ std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load
 
 std::optional<std::string> load_train_checkpoint(const std::string& load_dir, const TrainCheckpointParts& parts,
                                                  const TrainCheckpointLoadSettings& settings) {
-  const std::optional<std::string> directory = checkpoint_to_resume(load_dir);
+  const std::optional<std::string> directory = checkpoint_to_resume(load_dir, settings.ckpt_step);
   if (!directory) return std::nullopt;
   GptParameters& params = parts.params;
   const TensorParallelRank& tp = params.tensor_parallel();
@@ -583,6 +600,9 @@ std::optional<std::string> load_train_checkpoint(const std::string& load_dir, co
   if (!settings.finetune) {
     progress.consumed_train_samples = meta.consumed_train_samples;
     progress.consumed_valid_samples = meta.consumed_valid_samples;
+    const auto skipped = meta.extra_json.find(kSkippedTrainSamplesKey);
+    progress.skipped_train_samples =
+        skipped == meta.extra_json.end() ? 0 : stored_sample_count(skipped->second, where + ": extra/" + kSkippedTrainSamplesKey);
   }
   progress.num_floating_point_operations_so_far = meta.num_floating_point_operations_so_far;
   if (with_rng) {

@@ -52,6 +52,9 @@ namespace mgt {
 struct TrainingProgress {
   std::int64_t iteration = 0;
   std::int64_t consumed_train_samples = 0;
+  // Of consumed_train_samples, those of the iterations --iterations-to-skip skipped (Megatron's
+  // args.skipped_train_samples, kept by its checkpoints).
+  std::int64_t skipped_train_samples = 0;
   std::int64_t consumed_valid_samples = 0;
   double num_floating_point_operations_so_far = 0.0;
   // Dropout masks are a function of (seed, micro step); micro_steps counts the micro-batches
@@ -184,13 +187,15 @@ struct TrainCheckpointLoadSettings {
   bool load_optimizer = true;  // not --no-load-optim: moments, step count and scheduler
   bool load_rng = true;        // not --no-load-rng
   bool finetune = false;       // --finetune: weights only, progress starts at zero
+  std::optional<std::int64_t> ckpt_step;  // --ckpt-step: this iteration, not the tracker's
   SchedulerResume scheduler_resume = SchedulerResume::RequireMatch;
 };
 
 // The padded vocabulary size recorded in the arguments of the checkpoint --load would resume
 // (nullopt: no checkpoint, or none readable: loading it reports why). A run keeps it, so that a
 // checkpoint padded for one tensor-parallel size resumes on another.
-std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load_dir);
+std::optional<std::int64_t> checkpoint_padded_vocab_size(const std::string& load_dir,
+                                                         std::optional<std::int64_t> ckpt_step = std::nullopt);
 
 // Restores the checkpoint the tracker file in load_dir names; without a tracker file, or when an
 // iteration directory newer than the tracker's is complete (a save killed before it moved the

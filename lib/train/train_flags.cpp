@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "ckpt/checkpoint_read_flags.hpp"
 #include "core/compute_flags.hpp"
 #include "data/dataset_flags.hpp"
 #include "model/model_flags.hpp"
@@ -32,6 +33,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       train_iters_flag(t.train_iters),
       train_samples_flag(t.train_samples),
       rampup_batch_size_flag(t.rampup_batch_size),
+      store_list("iterations-to-skip", "N...", t.iterations_to_skip, "Skip the steps that start after N completed iterations (Megatron's count: N skips the iteration logged as N + 1): their micro-batches are read and dropped and count as consumed and as skipped samples; no update, no learning-rate step"),
       store("lr", "F", t.lr, "Peak learning rate").required(),
       store("min-lr", "F", t.min_lr, "Learning rate at the end of the decay"),
       store("decoupled-lr", "F", t.decoupled_lr, "Peak learning rate of the word embedding and output layer").default_text("--lr"),
@@ -87,6 +89,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("persistent-save-interval", "N", c.save_interval, "Same as --save-interval")
           .not_recorded("Megatron's other name of --save-interval, recorded as save_interval"),
       store("load", "DIR", c.load, "Checkpoint directory to resume from"),
+      ckpt_step_flag(c.ckpt_step),
       store_true("exit-on-missing-checkpoint", c.exit_on_missing_checkpoint, "With --load: stop with an error when the directory holds no checkpoint, instead of training from random weights"),
       store_true("no-save-optim", c.no_save_optim, "Do not save the optimizer state"),
       store_true("no-save-rng", c.no_save_rng, "Do not save the random state"),
@@ -101,12 +104,14 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("log-interval", "N", l.log_interval, "Iterations between log lines"),
       eval_interval_flag(l.eval_interval),
       eval_iters_flag(l.eval_iters),
+      store_true("skip-train", l.skip_train, "Train nothing: evaluate the model --load gives (else the initial one) on the validation and test sets and exit; nothing is saved, nothing written to TensorBoard"),
       store("exit-interval", "N", l.exit_interval, "Exit (after saving) when the iteration is a multiple of N"),
       store("exit-duration-in-mins", "N", l.exit_duration_in_mins, "Exit (after saving) once N minutes have passed"),
       store_true("exit-signal-handler", l.exit_signal_handler, "On the exit signal, save and exit after the current iteration"),
       store("exit-signal", "SIG", l.exit_signal, "the signal for --exit-signal-handler: SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 or SIGXCPU")
           .choices({"SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGXCPU"}),
       store_true("log-throughput", l.log_throughput, "Log TFLOP/s per GPU"),
+      store_true("log-progress", l.log_progress, "With --save: append a line to SAVE/progress.txt when the job starts and after each checkpoint, with the job's and the cumulative TFLOP/s per GPU, the FLOPs and the tokens so far (Megatron's progress log)"),
       store_true("profile", l.profile, "Print the time per backend operation of the profiled iterations at the end of the run (GPU time on the CUDA backend, host time on the CPU)"),
       store_list("profile-ranks", "RANK...", l.profile_ranks, "The ranks that --profile profiles"),
       store("profile-step-start", "N", l.profile_step_start, "--profile starts counting after N iterations"),

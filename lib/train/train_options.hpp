@@ -35,6 +35,9 @@ struct OptimizationOptions {
   std::optional<std::int64_t> train_samples;      // --train-samples }
   // --rampup-batch-size START INCREMENT SAMPLES (with --train-samples): data/batch_size_rampup.hpp.
   std::optional<BatchSizeRampup> rampup_batch_size;
+  // --iterations-to-skip: the steps that start after these many completed iterations read their
+  // micro-batches and drop them (Megatron's train loop).
+  std::vector<std::int64_t> iterations_to_skip;
   std::optional<double> lr;                       // --lr (required)
   double min_lr = 0.0;                            // --min-lr
   // The word embedding's and output layer's own peak and final rates, same schedule shape
@@ -98,6 +101,7 @@ struct CheckpointOptions {
   bool no_load_optim = false;                     // --no-load-optim
   bool no_load_rng = false;                       // --no-load-rng
   bool finetune = false;                          // --finetune: weights only, iteration 0
+  std::optional<std::int64_t> ckpt_step;          // --ckpt-step N: iteration N, not the tracker's
   bool exit_on_missing_checkpoint = false;        // --exit-on-missing-checkpoint
   bool async_save = false;                        // --async-save: files written in the background
   std::int64_t async_save_delay_ms = 0;           // --async-save-delay-ms (mgt, a testing aid)
@@ -107,11 +111,13 @@ struct LoggingOptions {
   std::int64_t log_interval = 100;                // --log-interval
   std::int64_t eval_interval = kDefaultEvalInterval;  // --eval-interval
   std::int64_t eval_iters = kDefaultEvalIters;    // --eval-iters
+  bool skip_train = false;                        // --skip-train: evaluate the loaded model, no training
   std::optional<std::int64_t> exit_interval;      // --exit-interval
   std::optional<std::int64_t> exit_duration_in_mins;  // --exit-duration-in-mins
   bool exit_signal_handler = false;               // --exit-signal-handler
   std::string exit_signal = "SIGTERM";            // --exit-signal (mgt): the signal it waits for
   bool log_throughput = false;                    // --log-throughput
+  bool log_progress = false;                      // --log-progress: SAVE/progress.txt
   bool profile = false;                           // --profile
   std::vector<std::int64_t> profile_ranks{0};     // --profile-ranks
   // --profile-step-start/--profile-step-end: the iterations that start with this many completed

@@ -1,5 +1,6 @@
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include "core/error.hpp"
@@ -31,6 +32,7 @@ TrainResult TrainingRun::run() {
   run_on_all_ranks_or_none(world_, "opening --tensorboard-dir", [&] { if (chief_) open_tensorboard(); });
   run_on_all_ranks_or_none(world_, "building the model", [&] { build_model(); });
   run_on_all_ranks_or_none(world_, "loading the checkpoint", [&] { load_checkpoint(); });
+  if (progress_log_) progress_log_->set_job_start_flops(progress_.num_floating_point_operations_so_far);
   if (options_.moe.moe_use_upcycling)
     run_on_all_ranks_or_none(world_, "saving the upcycled checkpoint", [&] { save_upcycled_checkpoint(); });
   run_on_all_ranks_or_none(world_, "checking the save directory",
@@ -40,11 +42,20 @@ TrainResult TrainingRun::run() {
   run_on_all_ranks_or_none(world_, "building the datasets", [&] { if (!chief_) build_data(); });
   output_.line(format_datetime_line("after dataloaders are built", now_stamp()));
   output_.line("done with setup ...");
+  TrainResult result;
+  if (options_.logging.skip_train) {
+    // Megatron's pretrain with --skip-train: the loaded model evaluated on the validation set
+    // from its first sample and on the test set, nothing written to TensorBoard, nothing saved.
+    output_.line("skipping training (--skip-train is on) ...");
+    result.iteration = progress_.iteration;
+    final_evaluations(false);
+    if (tensorboard_) tensorboard_->flush();
+    return result;
+  }
   output_.line("training ...");
   output_.line(format_datetime_line("before the start of training step", now_stamp()));
 
   const std::int64_t first_iteration = progress_.iteration;
-  TrainResult result;
   result.exit_reason = train_loop();
   finish_param_gather();
   result.iteration = progress_.iteration;
@@ -53,7 +64,7 @@ TrainResult TrainingRun::run() {
     if (options_.checkpoint.save && progress_.iteration != first_iteration &&
         progress_.iteration % *options_.checkpoint.save_interval != 0)
       save_checkpoint();
-    final_evaluations();
+    final_evaluations(true);
   }
   // Megatron's maybe_finalize_async_save(blocking=True) at the end of training.
   finalize_async_save(true);
@@ -70,6 +81,11 @@ ExitReason TrainingRun::train_loop() {
     // every rank has written is published.
     finalize_async_save(false);
     save_when_batch_size_changes();
+    const std::vector<std::int64_t>& skips = options_.optim.iterations_to_skip;
+    if (std::find(skips.begin(), skips.end(), progress_.iteration) != skips.end()) {
+      skip_iteration();
+      continue;
+    }
     const LoggingOptions& l = options_.logging;
     const bool profiled = l.profile && progress_.iteration >= l.profile_step_start &&
                           progress_.iteration < l.profile_step_end;

@@ -43,6 +43,7 @@ void TrainingRun::write_tensorboard_scalars(const IterationRecord& record) {
   TrainingScalars s;
   s.iteration = progress_.iteration;
   s.consumed_samples = progress_.consumed_train_samples;
+  s.skipped_samples = progress_.skipped_train_samples;
   // The rate the log line prints: the scheduler's after this iteration's step, as Megatron reads it.
   s.learning_rate = scheduler_->lr();
   s.decoupled_learning_rate = decoupled_lr();
@@ -62,6 +63,7 @@ void TrainingRun::log_iteration(const IterationRecord& record, std::int64_t trai
   g.iteration = progress_.iteration;
   g.train_iters = train_iters;
   g.consumed_samples = progress_.consumed_train_samples;
+  g.skipped_samples = progress_.skipped_train_samples;
   const std::int64_t iterations = std::max<std::int64_t>(1, losses_.iterations());
   g.seconds_per_iteration = timer_.lap() / static_cast<double>(iterations);
   if (options_.logging.log_throughput)
@@ -128,24 +130,25 @@ void TrainingRun::report_memory() {
                                     use->reserved, use->max_reserved));
 }
 
-void TrainingRun::evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix) {
+void TrainingRun::evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix,
+                                     bool to_tensorboard) {
   const LossValues losses = evaluator.evaluate();
   std::string block = format_validation_block(prefix, losses);
   if (!block.empty() && block.back() == '\n') block.pop_back();
   last_output_.line(block);
   output_.metrics(validation_metrics_json(event, progress_.iteration, losses, now_stamp()));
   // Megatron writes the test set's losses under the validation names too.
-  if (tensorboard_) tensorboard_->evaluation(progress_.iteration, progress_.consumed_train_samples, losses);
+  if (tensorboard_ && to_tensorboard) tensorboard_->evaluation(progress_.iteration, progress_.consumed_train_samples, losses);
 }
 
-void TrainingRun::final_evaluations() {
+void TrainingRun::final_evaluations(bool to_tensorboard) {
   if (do_valid()) {
-    evaluate_and_print(*valid_, "validation", validation_set_prefix(progress_.iteration));
+    evaluate_and_print(*valid_, "validation", validation_set_prefix(progress_.iteration), to_tensorboard);
     progress_.consumed_valid_samples += valid_->samples_per_evaluation();
   }
   if (do_test()) {
     Evaluator test(*model_, data_.test(), evaluation_settings(Split::Test));
-    evaluate_and_print(test, "test", test_set_prefix(progress_.iteration));
+    evaluate_and_print(test, "test", test_set_prefix(progress_.iteration), to_tensorboard);
   }
 }
 

@@ -39,6 +39,7 @@
 #include "train/lr_schedule.hpp"
 #include "train/overlapped_data_parallel.hpp"
 #include "train/pipeline_executor.hpp"
+#include "train/progress_log.hpp"
 #include "train/run_output.hpp"
 #include "train/step_phase_timer.hpp"
 #include "train/tensorboard_log.hpp"
@@ -83,6 +84,10 @@ private:
 
   // ---- training_step.cpp
   IterationRecord train_step();
+  // --iterations-to-skip (Megatron's train loop): the step's micro-batches read and dropped, as
+  // its dummy_train_step reads them, counted as consumed and as skipped; no forward, no update,
+  // no scheduler step, no log line, evaluation, save or exit check.
+  void skip_iteration();
   void unscale_gradients();
   void divide_gradients_by_tokens(double tokens);
   std::optional<double> decoupled_lr() const;
@@ -95,12 +100,18 @@ private:
   void write_tensorboard_scalars(const IterationRecord& record);
   void log_iteration(const IterationRecord& record, std::int64_t train_iters);
   void report_memory();
-  void evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix);
-  void final_evaluations();
+  void evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix,
+                          bool to_tensorboard = true);
+  // The validation and test evaluations at the end (after training, or instead of it with
+  // --skip-train, whose losses Megatron leaves out of TensorBoard).
+  void final_evaluations(bool to_tensorboard);
 
   // ---- save_exit_policy.cpp
   static ExitConditions::Settings exit_settings(const LoggingOptions& l);
+  // Rank 0 takes the --save directory's lock (and, with --log-progress, starts its progress log).
   void lock_save_directory();
+  // --log-progress: the progress log's line after a save of `iteration`.
+  void log_progress_after_save(std::int64_t iteration, bool background);
   std::int64_t last_planned_iteration() const;
   void require_planned_saves_new_in_save_directory();
   void save_upcycled_checkpoint();
@@ -157,6 +168,8 @@ private:
   const TrainOptions& options_;
   const TrainerSettings& settings_;
   const TrainerHooks& hooks_;
+  // When the run started: --log-progress's job throughput counts from it.
+  const std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
   ExitConditions exit_;
   // The groups of a lone process, used when the settings give none.
   dist::LocalCommunicator own_world_{"world", 0, nullptr, nullptr};
@@ -231,6 +244,8 @@ private:
   // The --async-save save in flight (null: none). After the lock: abandoned (its staging
   // directory removed, the writer joined) before the lock is let go.
   std::unique_ptr<AsyncCheckpointSave> async_save_;
+  // --log-progress with --save, on rank 0 (progress_log.hpp).
+  std::optional<ProgressLog> progress_log_;
 };
 
 }  // namespace mgt

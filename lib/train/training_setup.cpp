@@ -342,7 +342,7 @@ void TrainingRun::report_fp8_param_gather(const Fp8ParamGather& gather, const st
 // softmax: re-padding would change the model).
 void TrainingRun::keep_checkpoint_padded_vocab() {
   if (!options_.checkpoint.load) return;
-  const std::optional<std::int64_t> stored = checkpoint_padded_vocab_size(*options_.checkpoint.load);
+  const std::optional<std::int64_t> stored = checkpoint_padded_vocab_size(*options_.checkpoint.load, options_.checkpoint.ckpt_step);
   if (!stored || *stored == padded_vocab_ || *stored < tokenizer_->vocab_size()) return;
   if (*stored % tensor_parallel_size() != 0)
     throw UsageError("the checkpoint in --load " + *options_.checkpoint.load + " has a padded vocabulary of " +
@@ -382,7 +382,7 @@ void TrainingRun::load_checkpoint() {
   if (!c.load) return;
   // Megatron prints its warning and then sys.exit()s with status 0; a run told to stop on this
   // stops as a failure, so that a job chain does not carry on without the weights.
-  if (c.exit_on_missing_checkpoint && !ckpt::find_checkpoint_to_resume(*c.load))
+  if (c.exit_on_missing_checkpoint && !ckpt::find_checkpoint_to_load(*c.load, c.ckpt_step))
     throw Error("--load " + *c.load + " holds no checkpoint (no " + ckpt::tracker_file_path(*c.load) +
                 "): --exit-on-missing-checkpoint stops the run");
   if (options_.moe.moe_use_upcycling) return load_upcycled_checkpoint_of_dense_model();
@@ -390,6 +390,7 @@ void TrainingRun::load_checkpoint() {
   s.load_optimizer = !c.no_load_optim;
   s.load_rng = !c.no_load_rng;
   s.finetune = c.finetune;
+  s.ckpt_step = c.ckpt_step;
   s.scheduler_resume = scheduler_resume(options_);
   const auto directory = load_train_checkpoint(*c.load, parts(), s);
   if (!directory) {
@@ -426,7 +427,7 @@ void TrainingRun::load_upcycled_checkpoint_of_dense_model() {
                      "and this run would save its own iteration 1 there too (" +
                      std::string(*c.save_interval == 1 ? "--save-interval 1" : "one iteration") + ")");
   const std::optional<UpcycledCheckpoint> upcycled =
-      load_upcycled_checkpoint(*c.load, parts(), options_.moe.moe_upcycling_granularity, c.finetune);
+      load_upcycled_checkpoint(*c.load, parts(), options_.moe.moe_upcycling_granularity, c.finetune, c.ckpt_step);
   if (!upcycled)
     throw UsageError("--moe-use-upcycling: --load " + *c.load + " holds no checkpoint of the dense model to upcycle");
   progress_.micro_steps = progress_.consumed_train_samples / micro_batch();
@@ -458,7 +459,9 @@ void TrainingRun::build_data() {
 
 EvaluationSettings TrainingRun::evaluation_settings(Split split) const {
   EvaluationSettings e;
-  e.start_sample = split == Split::Valid ? progress_.consumed_valid_samples : 0;
+  // Megatron's build_train_valid_test_data_loaders: the validation samples continue where the
+  // checkpoint's left off, except under --skip-train, which evaluates from the first.
+  e.start_sample = split == Split::Valid && !options_.logging.skip_train ? progress_.consumed_valid_samples : 0;
   e.micro_batch_size = micro_batch();
   e.num_microbatches = microbatches();
   e.data_parallel = &data_parallel_;

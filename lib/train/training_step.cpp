@@ -190,6 +190,20 @@ IterationRecord TrainingRun::train_step() {
   return record;
 }
 
+void TrainingRun::skip_iteration() {
+  const std::int64_t batch_size = global_batch();
+  announce_batch_size(batch_size);
+  const std::int64_t n = batch_size / (micro_batch() * data_parallel_size());
+  for (std::int64_t m = 0; m < n; ++m) next_train_batch();
+  // No random numbers are drawn (Megatron's dummy_train_step reads batches only): the dropout
+  // masks of the next step are those this one would have drawn.
+  progress_.iteration += 1;
+  progress_.consumed_train_samples += batch_size;
+  progress_.skipped_train_samples += batch_size;
+  log::info("iteration " + std::to_string(progress_.iteration) + " skipped (--iterations-to-skip): its " +
+            std::to_string(batch_size) + " samples read and dropped");
+}
+
 HostMicroBatch TrainingRun::next_train_batch() {
   HostMicroBatch batch = train_batches_->next();
   if (context_parallel_size() == 1) return batch;

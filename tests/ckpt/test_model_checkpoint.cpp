@@ -58,6 +58,25 @@ TEST_CASE("A model checkpoint reloads the same architecture and weights", "[ckpt
   }
 }
 
+TEST_CASE("--ckpt-step opens that iteration of a save directory", "[ckpt]") {
+  TempDir dir("ckpt_step");
+  const auto backend_owner = make_backend("cpu");
+  GptModel model(gpt2_like_config(), *backend_owner, 21);
+  const std::string third =
+      save_model_checkpoint(dir.path.string(), 3, model.parameters(), model_args_json(model.config()));
+  const std::string seventh =
+      save_model_checkpoint(dir.path.string(), 7, model.parameters(), model_args_json(model.config()));
+  CHECK(open_model_checkpoint(dir.path.string(), 3).directory == third);
+  CHECK(open_model_checkpoint(dir.path.string(), 3).metadata.iteration == 3);
+  CHECK(open_model_checkpoint(dir.path.string(), 0).directory == seventh);  // 0: not given, as Megatron
+  CHECK(open_model_checkpoint(dir.path.string()).directory == seventh);
+  CHECK_THROWS_WITH(open_model_checkpoint(dir.path.string(), 5),
+                    Catch::Contains("--ckpt-step 5: " + dir.path.string() +
+                                    " holds no checkpoint of iteration 5 (its iterations: 3, 7)"));
+  CHECK_THROWS_WITH(open_model_checkpoint(third, 3),
+                    Catch::Contains("is an iteration directory itself; give the --save directory that holds it"));
+}
+
 TEST_CASE("The arguments of a training run describe the model for inference", "[ckpt]") {
   // Keys as mgt-train writes them, with Megatron's None for derived sizes.
   const std::string args =
