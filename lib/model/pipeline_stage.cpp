@@ -21,6 +21,9 @@ std::vector<PipelineStage> interleaved_stages(int64_t num_layers, const Pipeline
   if (split.first_stage_layers || split.last_stage_layers)
     throw UsageError("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers are not "
                      "implemented with the interleaved schedule in mgt-train");
+  if (split.embedding_counts_as_layer || split.loss_counts_as_layer)
+    throw UsageError("--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split are not "
+                     "implemented with the interleaved schedule in mgt-train");
   if (num_layers % (pp * vp) != 0)
     throw UsageError("--num-layers (" + str(num_layers) + ") must be divisible by --pipeline-model-parallel-size (" +
                      str(pp) + ") times the virtual stages per pipeline rank (" + str(vp) +
@@ -47,8 +50,29 @@ std::vector<PipelineStage> pipeline_stages(int64_t num_layers, const PipelineSpl
     if (given && *given <= 0) throw UsageError(std::string(flag) + " must be positive (got " + str(*given) + ")");
   }
 
+  const bool accounted = split.embedding_counts_as_layer || split.loss_counts_as_layer;
+  if (accounted && uneven)  // TransformerConfig's __post_init__
+    throw UsageError("--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers cannot be set "
+                     "with --account-for-embedding-in-pipeline-split or --account-for-loss-in-pipeline-split");
   std::vector<int64_t> counts(static_cast<size_t>(pp), 0);
-  if (!uneven) {
+  if (accounted) {
+    const int64_t embedding = split.embedding_counts_as_layer ? 1 : 0;
+    const int64_t loss = split.loss_counts_as_layer ? 1 : 0;
+    const int64_t total = num_layers + embedding + loss;
+    if (total % pp != 0)
+      throw UsageError("--num-layers (" + str(num_layers) + ") plus the " +
+                       (embedding && loss ? "embedding and the loss" : embedding ? "embedding" : "loss") + " (" +
+                       str(total) + ") must be divisible by --pipeline-model-parallel-size (" + str(pp) + ")");
+    counts.assign(static_cast<size_t>(pp), total / pp);
+    counts.front() -= embedding;
+    counts.back() -= loss;
+    for (int64_t r = 0; r < pp; ++r)
+      if (counts[static_cast<size_t>(r)] <= 0)
+        throw UsageError("--num-layers (" + str(num_layers) + ") over " + str(pp) + " pipeline stages, the " +
+                         (r == 0 ? "embedding" : "loss") + " counted as a layer, leaves stage " + str(r) +
+                         " no transformer layer: a stage of the " + (r == 0 ? "embedding" : "loss") +
+                         " alone is not implemented in mgt-train");
+  } else if (!uneven) {
     if (num_layers % pp != 0)
       throw UsageError("--num-layers (" + str(num_layers) + ") must be divisible by --pipeline-model-parallel-size (" +
                        str(pp) + "), or give --decoder-first-pipeline-num-layers / "

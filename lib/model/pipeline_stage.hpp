@@ -67,11 +67,19 @@ struct PipelineSplit {
   std::optional<int64_t> first_stage_layers;    // --decoder-first-pipeline-num-layers
   std::optional<int64_t> last_stage_layers;     // --decoder-last-pipeline-num-layers
   int64_t virtual_size = 1;                     // model chunks per rank (interleaved schedule)
+  // --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: the input
+  // embedding (the output layer and loss) counts as one layer of the first (last) stage, which
+  // builds one transformer layer fewer (megatron/core/transformer/transformer_block.py
+  // get_num_layers_to_build).
+  bool embedding_counts_as_layer = false;
+  bool loss_counts_as_layer = false;
 };
 
 // Every stage of the split, in order; throws a UsageError naming the flags when the layers do
 // not divide as Megatron requires (every stage builds at least one layer; with V chunks per
-// rank, num_layers divisible by P · V and no uneven first or last stage).
+// rank, num_layers divisible by P · V and no uneven first or last stage; with the embedding or
+// the loss counted as a layer, num_layers plus those divisible by P, and no uneven first or last
+// stage nor interleaving, which mgt does not combine with it).
 std::vector<PipelineStage> pipeline_stages(int64_t num_layers, const PipelineSplit& split);
 
 // Stage `rank` of the split.

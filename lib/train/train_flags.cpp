@@ -137,6 +137,8 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("pipeline-model-parallel-size", "N", p.pipeline_model_parallel_size, "Pipeline-parallel size: stages of consecutive layers, 1F1B schedule"),
       store("decoder-first-pipeline-num-layers", "N", p.decoder_first_pipeline_num_layers, "Layers of the first pipeline stage").default_text("num-layers / PP"),
       store("decoder-last-pipeline-num-layers", "N", p.decoder_last_pipeline_num_layers, "Layers of the last pipeline stage").default_text("num-layers / PP"),
+      store_true("account-for-embedding-in-pipeline-split", p.account_for_embedding_in_pipeline_split, "Count the input embedding as a layer when splitting the layers over the pipeline stages: the first stage builds one transformer layer fewer (num-layers + 1 divisible by PP)"),
+      store_true("account-for-loss-in-pipeline-split", p.account_for_loss_in_pipeline_split, "Count the output layer and loss as a layer when splitting the layers over the pipeline stages: the last stage builds one transformer layer fewer"),
       store("num-layers-per-virtual-pipeline-stage", "N", p.num_layers_per_virtual_pipeline_stage, "Number of layers per virtual pipeline stage: the interleaved 1F1B schedule, each pipeline rank holding (num-layers / PP) / N model chunks"),
       store("num-virtual-stages-per-pipeline-rank", "N", p.num_virtual_stages_per_pipeline_rank, "Number of virtual pipeline stages (model chunks) per pipeline rank: the interleaved 1F1B schedule"),
       store("microbatch-group-size-per-virtual-pipeline-stage", "N", p.microbatch_group_size_per_virtual_pipeline_stage, "Micro-batches run at a time on one virtual stage by the interleaved schedule").default_text("pipeline-model-parallel-size"),

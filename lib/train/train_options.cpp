@@ -93,7 +93,8 @@ std::string train_options_help() {
 
 PipelineSplit pipeline_split(const ParallelOptions& p) {
   return {p.pipeline_model_parallel_size, p.decoder_first_pipeline_num_layers, p.decoder_last_pipeline_num_layers,
-          p.virtual_pipeline_model_parallel_size};
+          p.virtual_pipeline_model_parallel_size, p.account_for_embedding_in_pipeline_split,
+          p.account_for_loss_in_pipeline_split};
 }
 
 IndexOptions index_options(const TrainOptions& o) {

@@ -147,6 +147,9 @@ struct ParallelOptions {
   // first / last pipeline stage (model/pipeline_stage.hpp); unset: num_layers / PP each.
   std::optional<std::int64_t> decoder_first_pipeline_num_layers;
   std::optional<std::int64_t> decoder_last_pipeline_num_layers;
+  // --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
   // Megatron's interleaved schedule (train/virtual_pipeline_options.hpp): the two ways to give
   // the model chunks per pipeline rank, and its micro-batch group size (unset: PP).
   std::optional<std::int64_t> num_layers_per_virtual_pipeline_stage;            // --num-layers-per-virtual-pipeline-stage

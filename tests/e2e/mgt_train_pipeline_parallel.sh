@@ -3,7 +3,8 @@
 # non-interleaved 1F1B schedule): PP=2 reproduces the one-rank run's losses (train and
 # validation, every iteration, within 1e-5 relative) for a GPT-2-style model (tied embeddings:
 # the last stage's copy of the word embedding) and a Llama-style one; PP=2 x DP=2 with the
-# distributed optimizer, PP=4, and an uneven split (--decoder-first-pipeline-num-layers) do too,
+# distributed optimizer, PP=4, an uneven split (--decoder-first-pipeline-num-layers) and PP=3
+# with the embedding and the loss counted as layers do too,
 # and a checkpoint of that split, converted to one rank or to the even split, continues;
 # a PP=2 checkpoint is one file per stage, resumes bit for bit at PP=2 and continues the
 # one-rank curve at PP=1, and a one-rank checkpoint continues at PP=2; --fp16's loss scaling
@@ -56,6 +57,13 @@ expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-para
   --decoder-first-pipeline-num-layers 1 --metrics-file "$WORK/gpt2-pp2-uneven.jsonl"
 grep -q 'layers per stage 1, 3, 1F1B schedule$' "$WORK/out.txt" || fail "uneven split not reported"
 compare_curves "$WORK/PIPE_GPT2-1.jsonl" "$WORK/gpt2-pp2-uneven.jsonl" same
+# The embedding and the loss counted as layers (Megatron's --account-for-*-in-pipeline-split):
+# 4 layers + 2 over PP=3, so one transformer layer on the first and the last stage.
+expect_status 0 ranks 3 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-parallel-size 3 \
+  --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split \
+  --metrics-file "$WORK/gpt2-pp3-accounted.jsonl"
+grep -q 'layers per stage 1, 2, 1, 1F1B schedule$' "$WORK/out.txt" || fail "accounted split not reported"
+compare_curves "$WORK/PIPE_GPT2-1.jsonl" "$WORK/gpt2-pp3-accounted.jsonl" same
 # Saved at 10 under that split, converted to one rank (and to an even PP=2, as convert.py splits),
 # it continues the one-rank curve; the even PP=2 files hold two layers each.
 expect_status 0 ranks 2 "$BIN/mgt-train" "${PIPE_GPT2[@]}" --pipeline-model-parallel-size 2 \

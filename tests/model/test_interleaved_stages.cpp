@@ -63,3 +63,28 @@ TEST_CASE("interleaved pipeline stages: parameter tables keep the global layer n
   CHECK(copy);
   CHECK(final_norm);
 }
+
+TEST_CASE("pipeline stages: the embedding and the loss counted as layers", "[model][pp]") {
+  // Megatron's get_num_layers_to_build: 30 layers + embedding + loss over 8 stages of 4; the
+  // first and last build 3 transformer layers, the others 4, in order.
+  PipelineSplit split{8, {}, {}, 1, true, true};
+  const std::vector<PipelineStage> stages = pipeline_stages(30, split);
+  REQUIRE(stages.size() == 8);
+  std::vector<int64_t> counts, firsts;
+  for (const PipelineStage& s : stages) {
+    counts.push_back(s.num_layers);
+    firsts.push_back(s.first_layer);
+  }
+  CHECK(counts == std::vector<int64_t>{3, 4, 4, 4, 4, 4, 4, 3});
+  CHECK(firsts == std::vector<int64_t>{0, 3, 7, 11, 15, 19, 23, 27});
+  // The embedding alone: 7 layers + 1 over 4 stages of 2.
+  split = {4, {}, {}, 1, true, false};
+  counts.clear();
+  for (const PipelineStage& s : pipeline_stages(7, split)) counts.push_back(s.num_layers);
+  CHECK(counts == std::vector<int64_t>{1, 2, 2, 2});
+  // One stage: the whole model.
+  split = {1, {}, {}, 1, true, true};
+  CHECK(pipeline_stages(4, split).front().whole_model());
+  split = {2, {}, {}, 2, true, false};
+  CHECK_THROWS_WITH(pipeline_stages(8, split), Catch::Contains("not implemented with the interleaved schedule"));
+}

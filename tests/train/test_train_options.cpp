@@ -435,6 +435,19 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(tp_error({"--pipeline-model-parallel-size", "2", "--decoder-first-pipeline-num-layers", "2"}) ==
         "--num-layers 2, --decoder-first-pipeline-num-layers 2: the 0 remaining layers must divide evenly (at "
         "least one each) over the 1 other pipeline stage");
+  // The embedding and the loss counted as layers (TransformerConfig, get_num_layers_to_build).
+  CHECK(tp_error({"--pipeline-model-parallel-size", "2", "--account-for-embedding-in-pipeline-split"}) ==
+        "--num-layers (2) plus the embedding (3) must be divisible by --pipeline-model-parallel-size (2)");
+  CHECK(tp_error({"--pipeline-model-parallel-size", "2", "--account-for-embedding-in-pipeline-split",
+                  "--account-for-loss-in-pipeline-split"}) == "no error");
+  CHECK(tp_error({"--pipeline-model-parallel-size", "4", "--account-for-embedding-in-pipeline-split",
+                  "--account-for-loss-in-pipeline-split"}) ==
+        "--num-layers (2) over 4 pipeline stages, the embedding counted as a layer, leaves stage 0 no transformer "
+        "layer: a stage of the embedding alone is not implemented in mgt-train");
+  CHECK(tp_error({"--pipeline-model-parallel-size", "2", "--account-for-loss-in-pipeline-split",
+                  "--decoder-first-pipeline-num-layers", "1"}) ==
+        "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers cannot be set with "
+        "--account-for-embedding-in-pipeline-split or --account-for-loss-in-pipeline-split");
   CHECK(usage_error_with({"--decoder-last-pipeline-num-layers", "1"}) ==
         "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers need "
         "--pipeline-model-parallel-size > 1");
