@@ -1,10 +1,16 @@
 #include "train/train_options.hpp"
 
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
 #include "core/cxxopts_command_line.hpp"
 #include "core/error.hpp"
 #include "core/megatron_compatibility.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/moe_flags.hpp"
+#include "train/checkpoint_args_flags.hpp"
 #include "train/train_flags.hpp"
 #include "tokenizer/tokenizer_type_inference.hpp"
 
@@ -68,7 +74,17 @@ TrainOptions parse_train_options(int argc, const char* const* argv, int world_si
 
 TrainOptions read_train_options(int argc, const char* const* argv, bool report_notes) {
   cxxopts::Options options = make_cxxopts();
-  ParsedCommandLine parsed = parse_command_line(options, argc, argv, train_command_line_rules(), kProgram);
+  // --use-checkpoint-args: the model's flags from the checkpoint, before anything is parsed.
+  TrainOptions defaults;
+  const CheckpointArgsCommandLine with_checkpoint =
+      command_line_with_checkpoint_args(std::vector<std::string>(argv + std::min(argc, 1), argv + argc),
+                                        train_flags(defaults));
+  if (report_notes)
+    for (const std::string& line : with_checkpoint.lines) std::cout << line << "\n";
+  std::vector<const char*> rewritten = {argc > 0 ? argv[0] : kProgram};
+  for (const std::string& arg : with_checkpoint.args) rewritten.push_back(arg.c_str());
+  ParsedCommandLine parsed = parse_command_line(options, static_cast<int>(rewritten.size()), rewritten.data(),
+                                                train_command_line_rules(), kProgram);
   const cxxopts::ParseResult& result = parsed.flags;
   TrainOptions o;
   if (result.count("help")) {

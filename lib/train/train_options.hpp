@@ -102,6 +102,11 @@ struct CheckpointOptions {
   bool no_load_rng = false;                       // --no-load-rng
   bool finetune = false;                          // --finetune: weights only, iteration 0
   std::optional<std::int64_t> ckpt_step;          // --ckpt-step N: iteration N, not the tracker's
+  // --use-checkpoint-args: the model's flags were taken from --load's checkpoint
+  // (train/checkpoint_args_flags.hpp), its tokenizer model file too unless
+  // --no-use-tokenizer-model-from-checkpoint-args.
+  bool use_checkpoint_args = false;
+  bool use_tokenizer_model_from_checkpoint_args = true;
   bool exit_on_missing_checkpoint = false;        // --exit-on-missing-checkpoint
   bool async_save = false;                        // --async-save: files written in the background
   std::int64_t async_save_delay_ms = 0;           // --async-save-delay-ms (mgt, a testing aid)

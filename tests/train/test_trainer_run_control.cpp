@@ -2,12 +2,15 @@
 // --iterations-to-skip, --skip-train, --ckpt-step and --log-progress.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "train/checkpoint_args_flags.hpp"
+#include "train/train_flags.hpp"
 #include "trainer_testing.hpp"
 
 using namespace mgt;
@@ -151,4 +154,50 @@ TEST_CASE("trainer: --log-progress appends Megatron's lines to SAVE/progress.txt
   RunCapture unsaved;
   run(f.options({"--train-iters", "1", "--log-progress"}), unsaved);
   CHECK(unsaved.records.size() == 1);
+}
+
+TEST_CASE("trainer: --use-checkpoint-args takes the model's flags from the checkpoint, as Megatron", "[trainer]") {
+  TrainerFixture f("trainer_use_checkpoint_args");
+  const std::string save = f.dir + "/ckpt";
+  const std::vector<std::string> llama = {"--swiglu", "--normalization", "RMSNorm", "--position-embedding-type",
+                                          "rope", "--disable-bias-linear", "--group-query-attention",
+                                          "--num-query-groups", "2", "--untie-embeddings-and-output-weights",
+                                          "--attention-dropout", "0.0"};
+  std::vector<std::string> saving = llama;
+  saving.insert(saving.end(), {"--train-iters", "4", "--save", save, "--save-interval", "2"});
+  RunCapture whole;
+  run(f.options(saving), whole);
+
+  // The fixture's flags without the model's sizes, resumed from iteration 2 with contradicting
+  // kinds: the checkpoint's replace them (Megatron forces those), the sizes come from it.
+  std::vector<std::string> flags = f.flags({"--train-iters", "4", "--use-checkpoint-args", "--load", save,
+                                            "--ckpt-step", "2", "--normalization", "LayerNorm",
+                                            "--attention-dropout", "0.1"});
+  for (const char* size : {"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length",
+                           "--max-position-embeddings"}) {
+    const auto at = std::find(flags.begin(), flags.end(), size);
+    REQUIRE(at != flags.end());
+    flags.erase(at, at + 2);
+  }
+  std::vector<const char*> argv = {"mgt-train"};
+  for (const std::string& s : flags) argv.push_back(s.c_str());
+  const TrainOptions options = parse_train_options(static_cast<int>(argv.size()), argv.data());
+  CHECK(*options.model.num_layers == 2);
+  CHECK(options.model.normalization == "RMSNorm");
+  RunCapture resumed;
+  run(options, resumed);
+  REQUIRE(resumed.records.size() == 2);
+  CHECK(resumed.records[0].loss == whole.records[2].loss);
+  CHECK(resumed.records[1].loss == whole.records[3].loss);
+
+  // Megatron's own checks and notes.
+  const char* no_load[] = {"mgt-train", "--use-checkpoint-args"};
+  CHECK_THROWS_WITH(read_train_options(2, no_load), "--use-checkpoint-args requires --load argument");
+  std::filesystem::create_directories(f.dir + "/empty");
+  const std::vector<std::string> bare = {"--use-checkpoint-args", "--load", f.dir + "/empty", "--num-layers", "2"};
+  TrainOptions defaults;
+  const CheckpointArgsCommandLine unchanged = command_line_with_checkpoint_args(bare, train_flags(defaults));
+  CHECK(unchanged.args == bare);
+  CHECK(unchanged.lines ==
+        std::vector<std::string>{"Checkpoint not found to provide arguments, using provided arguments."});
 }
