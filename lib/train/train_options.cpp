@@ -10,7 +10,7 @@
 #include "core/megatron_compatibility.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/moe_flags.hpp"
-#include "train/checkpoint_args_flags.hpp"
+#include "ckpt/checkpoint_args_flags.hpp"
 #include "train/train_flags.hpp"
 #include "tokenizer/tokenizer_type_inference.hpp"
 

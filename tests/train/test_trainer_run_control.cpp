@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "train/checkpoint_args_flags.hpp"
+#include "ckpt/checkpoint_args_flags.hpp"
 #include "train/train_flags.hpp"
 #include "trainer_testing.hpp"
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_args_flags.hpp"
+#include "ckpt/checkpoint_args_flags.hpp"
 
 #include <simdjson.h>
 
