@@ -22,6 +22,8 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
   const std::string attention = "mgt chooses its attention kernel itself; results agree up to rounding";
   const std::string loss_fusion = "mgt's cross-entropy is always fused; the loss agrees up to rounding";
   const std::string scheduling = "it schedules communication only";
+  const std::string averaging = "where it divides the gradients for their average over the data-parallel ranks "
+                                "is mgt's choice; the average agrees up to rounding";
   const std::string offload = "it pins the host buffers of the optimizer's CPU offload, which mgt does not do";
   const std::string memory_tools = "it drives PyTorch's memory snapshots; mgt's log reports its memory itself";
   const std::string resiliency = "it drives nvidia-resiliency-ext, a Python package mgt does not run; mgt ends a "
@@ -77,6 +79,8 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--no-async-tensor-model-parallel-allreduce", switch_flag(scheduling)},
       {"--ddp-bucket-size", integer_flag(scheduling)},
       {"--ddp-num-buckets", integer_flag(scheduling)},
+      {"--ddp-average-in-collective", switch_flag(averaging)},
+      {"--no-gradient-reduce-div-fusion", switch_flag(averaging)},
       {"--ddp-pad-buckets-for-high-nccl-busbw", switch_flag(scheduling)},
       {"--no-align-grad-reduce", switch_flag(scheduling)},
       {"--no-align-param-gather", switch_flag(scheduling)},

@@ -83,6 +83,8 @@ struct GptConfig {
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double init_method_std = 0.02;
+  // --init-method-xavier-uniform: weights from U(±sqrt(6 / (fan_in + fan_out))) instead of normals.
+  bool init_method_xavier_uniform = false;
   int64_t padded_vocab_size = 0;  // see padded_vocab_size() in tokenizer/tokenizer.hpp
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   // FP8 training of the transformer layers' linears (--fp8-format); none: bf16/fp16/fp32 only.

@@ -42,6 +42,7 @@ std::vector<FlagDefinition> model_flags(ModelShapeOptions& m) {
     store("hidden-dropout", "P", m.hidden_dropout, "Dropout after attention, MLP and embedding"),
     store("attention-dropout", "P", m.attention_dropout, "Dropout of attention probabilities"),
     store("init-method-std", "F", m.init_method_std, "Standard deviation of initial weights"),
+    store_true("init-method-xavier-uniform", m.init_method_xavier_uniform, "Initial weights from U(-a, a), a = sqrt(6 / (fan_in + fan_out)) of each whole weight, instead of normals of --init-method-std (Megatron's xavier_uniform_)"),
     store("make-vocab-size-divisible-by", "N", m.make_vocab_size_divisible_by, "Pad the vocabulary to a multiple of N x TP"),
     store_true("recompute-activations", m.recompute_activations, "Selective activation recomputation"),
     store("recompute-granularity", "G", m.recompute_granularity, "full or selective").choices({"full", "selective"}),

@@ -45,6 +45,7 @@ struct ModelShapeOptions {
   double hidden_dropout = 0.1;                       // --hidden-dropout
   double attention_dropout = 0.1;                    // --attention-dropout
   double init_method_std = 0.02;                     // --init-method-std
+  bool init_method_xavier_uniform = false;           // --init-method-xavier-uniform
   std::int64_t make_vocab_size_divisible_by = 128;   // --make-vocab-size-divisible-by
   // Recomputation trades compute for activation memory; results do not change.
   bool recompute_activations = false;                // --recompute-activations: granularity selective

@@ -42,6 +42,16 @@ std::array<double, 2> standard_normal_pair(uint64_t seed, uint64_t stream, uint6
   return {radius * std::cos(angle), radius * std::sin(angle)};
 }
 
+double symmetric_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  // Its own counter space (the top bit set), apart from the normal pairs' of the same stream.
+  const uint64_t counter = index | (uint64_t{1} << 63);
+  const PhiloxCounter words =
+      philox4x32_10({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32),
+                     static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+                    {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  return 2.0 * uniform53(words[0], words[1]) - 1.0;
+}
+
 double standard_normal(uint64_t seed, uint64_t stream, uint64_t index) {
   return standard_normal_pair(seed, stream, index / 2)[index % 2];
 }
@@ -70,6 +80,14 @@ void initialize_parameter_range(const ParameterEntry& entry, const TensorParalle
       return;
     case ParameterInit::kNormal:
       break;
+    case ParameterInit::kUniform: {
+      const uint64_t stream = parameter_stream(entry.name);
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const auto global = static_cast<uint64_t>(entry.global_index(first + static_cast<int64_t>(i), tp));
+        out[i] = static_cast<float>(entry.init_std * symmetric_uniform(seed, stream, global));
+      }
+      return;
+    }
   }
   const uint64_t stream = parameter_stream(entry.name);
   const auto n = static_cast<int64_t>(out.size());

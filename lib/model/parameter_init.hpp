@@ -23,6 +23,8 @@ uint64_t parameter_stream(std::string_view name);
 std::array<double, 2> standard_normal_pair(uint64_t seed, uint64_t stream, uint64_t pair);
 // Standard normal sample number `index` of stream `stream` under `seed`.
 double standard_normal(uint64_t seed, uint64_t stream, uint64_t index);
+// Sample number `index` of U(-1, 1) in stream `stream` under `seed`.
+double symmetric_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 
 // out[local elements of entry] = the entry's initial values on rank tp.
 void initialize_parameter(const ParameterEntry& entry, const TensorParallelRank& tp, uint64_t seed,

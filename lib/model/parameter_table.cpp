@@ -29,7 +29,12 @@ void require_divisible(int64_t value, const char* what, int64_t tp) {
 // Appends entries, assigning aligned offsets and deriving local shapes and decay flags.
 class TableBuilder {
 public:
-  explicit TableBuilder(const TensorParallelRank& tp) : tp_(tp) {}
+  // `xavier_uniform`: --init-method-xavier-uniform (megatron/training/arguments.py sets
+  // torch.nn.init.xavier_uniform_ as both init methods): every weight Megatron draws from a normal
+  // is drawn from U(-a, a), a = sqrt(6 / (fan_in + fan_out)) of the whole weight [out, in] (as
+  // Megatron with --use-cpu-initialization; its GPU initialisation takes each rank's part), each
+  // expert's on its own (Megatron's SequentialMLP).
+  TableBuilder(const TensorParallelRank& tp, bool xavier_uniform) : tp_(tp), xavier_uniform_(xavier_uniform) {}
 
   // Norms and row-parallel biases: replicated, with sequence-parallel gradients.
   void add_sequence_parallel(std::string name, int64_t size, ParameterInit init) {
@@ -54,6 +59,10 @@ public:
     e.partition_block = block;
     e.tensor_parallel_replicated = partition_dim == kNotPartitioned;
     e.weight_decay = shape.size() > 1 && !ends_with(e.name, ".bias");
+    if (init == ParameterInit::kNormal && xavier_uniform_ && shape.size() == 2) {
+      init = ParameterInit::kUniform;
+      std = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
+    }
     e.init = init;
     e.init_std = std;
     e.offset = size_;
@@ -80,6 +89,7 @@ public:
 
 private:
   TensorParallelRank tp_;
+  bool xavier_uniform_;
   ParameterTable table_;
   int64_t size_ = 0;
 };
@@ -233,7 +243,7 @@ ParameterTable gpt_parameter_table(const GptConfig& config, const TensorParallel
   // One query group's rows of the fused QKV projection (see ParameterEntry::partition_block).
   const int64_t qkv_block = (c.num_attention_heads / c.query_groups() + 2) * c.kv_channels;
 
-  TableBuilder b(tp);
+  TableBuilder b(tp, c.init_method_xavier_uniform);
   auto add_norm = [&](const std::string& prefix) {
     // Megatron initialises a zero-centred gamma to 0 (init.zeros_ in its norms' reset_parameters).
     b.add_sequence_parallel(prefix + ".weight", h,

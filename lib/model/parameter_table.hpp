@@ -42,7 +42,8 @@ inline constexpr int64_t kNotPartitioned = -1;
 inline constexpr int64_t kParameterAlignment = 64;
 
 enum class ParameterInit {
-  kNormal,  // N(0, init_std)
+  kNormal,   // N(0, init_std)
+  kUniform,  // U(-init_std, init_std): --init-method-xavier-uniform's weights
   kZeros,   // biases
   kOnes,    // norm weights
 };

@@ -32,6 +32,7 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.hidden_dropout = m.hidden_dropout;
   c.attention_dropout = m.attention_dropout;
   c.init_method_std = m.init_method_std;
+  c.init_method_xavier_uniform = m.init_method_xavier_uniform;
   c.padded_vocab_size = padded_vocab_size;
   c.recompute_granularity = m.recompute_granularity ? parse_recompute_granularity(*m.recompute_granularity)
                                                     : RecomputeGranularity::kNone;

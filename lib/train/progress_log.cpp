@@ -103,8 +103,12 @@ std::string progress_after_save_event(const ProgressAfterSave& p) {
          "\tTokens (in billions): " + printf_text("%.2f", p.tokens_so_far / 1e9);
 }
 
-ProgressLog::ProgressLog(std::string save_dir, std::int64_t world_size, Clock::time_point job_start)
-    : path_(std::move(save_dir) + "/progress.txt"), world_size_(world_size), job_start_(job_start) {}
+ProgressLog::ProgressLog(std::string save_dir, std::string job_id, std::int64_t world_size,
+                         Clock::time_point job_start)
+    : path_(std::move(save_dir) + "/progress.txt"),
+      job_id_(std::move(job_id)),
+      world_size_(world_size),
+      job_start_(job_start) {}
 
 void ProgressLog::job_started(Clock::time_point now) { append("Starting job", now); }
 
@@ -138,8 +142,7 @@ void ProgressLog::background_save_finished(std::int64_t iteration, Clock::time_p
 }
 
 void ProgressLog::append(const std::string& event, Clock::time_point now) {
-  const char* job_id = std::getenv("SLURM_JOB_ID");
-  const std::string line = progress_log_line(local_time_stamp(now), job_id ? job_id : "", world_size_, event);
+  const std::string line = progress_log_line(local_time_stamp(now), job_id_, world_size_, event);
   std::ofstream out(path_, std::ios::app | std::ios::binary);
   out << line;
   out.flush();

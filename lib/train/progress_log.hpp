@@ -13,7 +13,7 @@
 // job loaded its checkpoint over the time since the program started; the cumulative one counts
 // them since the first job of the latest unbroken series of jobs with this world size started,
 // from the FLOPs of the last checkpoint saved before it. Time stamps are local time, as Python's
-// datetime.now() gives them; the job id is SLURM_JOB_ID ("" outside Slurm).
+// datetime.now() gives them; the job id is Slurm's ("" outside Slurm).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -55,8 +55,9 @@ std::string progress_after_save_event(const ProgressAfterSave& p);
 class ProgressLog {
 public:
   using Clock = std::chrono::system_clock;
-  // `job_start`: when the program started (Megatron's _TRAIN_START_TIME).
-  ProgressLog(std::string save_dir, std::int64_t world_size, Clock::time_point job_start);
+  // `job_id`: the scheduler's (SLURM_JOB_ID), "" outside one; `job_start`: when the program
+  // started (Megatron's _TRAIN_START_TIME).
+  ProgressLog(std::string save_dir, std::string job_id, std::int64_t world_size, Clock::time_point job_start);
 
   void job_started(Clock::time_point now = Clock::now());
   // The checkpoint's FLOPs so far once this job loaded its checkpoint: the job's throughput
@@ -73,6 +74,7 @@ private:
   void append(const std::string& event, Clock::time_point now);
 
   std::string path_;
+  std::string job_id_;
   std::int64_t world_size_;
   Clock::time_point job_start_;
   double job_start_flops_ = 0.0;

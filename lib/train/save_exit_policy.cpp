@@ -43,7 +43,7 @@ void TrainingRun::lock_save_directory() {
   if (!options_.checkpoint.save) return;
   save_lock_.emplace(open_save_directory(*options_.checkpoint.save));
   if (options_.logging.log_progress) {
-    progress_log_.emplace(*options_.checkpoint.save, world_.size(), started_at_);
+    progress_log_.emplace(*options_.checkpoint.save, settings_.job_id, world_.size(), started_at_);
     progress_log_->job_started();
   }
 }

@@ -160,6 +160,7 @@ int run_training_program(int argc, const char* const* argv) {
 
     TrainerSettings settings;
     settings.backend = backend.get();
+    if (const char* job = dist::launcher_variable("SLURM_JOB_ID")) settings.job_id = job;
     settings.ranks.world = &runtime->world();
     settings.ranks.data_parallel = &groups.get(dist::GroupKind::DataParallel);
     settings.ranks.tensor_model_parallel = &groups.get(dist::GroupKind::TensorModelParallel);

@@ -116,6 +116,9 @@ struct TrainerSettings {
   // The backend to compute on (must outlive the run); null: one made from --device.
   Backend* backend = nullptr;
   TrainingRanks ranks;
+  // The scheduler's job id (Slurm's SLURM_JOB_ID, which train_launch.hpp reads), "" outside one:
+  // --log-progress names the job with it.
+  std::string job_id;
   // This many consecutive iterations with a non-finite loss or gradient stop training.
   std::int64_t max_consecutive_nonfinite_iterations = 10;
 };

@@ -58,7 +58,7 @@ TEST_CASE("A model checkpoint reloads the same architecture and weights", "[ckpt
   }
 }
 
-TEST_CASE("--ckpt-step opens that iteration of a save directory", "[ckpt]") {
+TEST_CASE("A model checkpoint opened with --ckpt-step is that iteration of the save directory", "[ckpt]") {
   TempDir dir("ckpt_step");
   const auto backend_owner = make_backend("cpu");
   GptModel model(gpt2_like_config(), *backend_owner, 21);

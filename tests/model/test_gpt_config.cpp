@@ -230,6 +230,7 @@ TEST_CASE("GPT initialisation does not depend on tensor-parallel sharding", "[mo
   GptConfig c = model_testing::llama_like_config();
   c.untie_embeddings_and_output_weights = false;
   c.add_bias_linear = true;
+  c.init_method_xavier_uniform = GENERATE(false, true);
   const ParameterTable whole = gpt_parameter_table(c);
   const int64_t tp = 2;
   for (const ParameterEntry& full : whole.entries) {
@@ -263,12 +264,40 @@ TEST_CASE("GPT initialisation does not depend on tensor-parallel sharding", "[mo
   }
 
   // The values have the requested spread.
+  if (c.init_method_xavier_uniform) return;
   const ParameterEntry& w = whole.at("embedding.word_embeddings.weight");
   std::vector<float> values(static_cast<size_t>(w.numel()));
   initialize_parameter(w, {}, 5, values);
   double sum2 = 0.0;
   for (const float v : values) sum2 += static_cast<double>(v) * v;
   CHECK(std::sqrt(sum2 / static_cast<double>(values.size())) == Approx(0.02).epsilon(0.15));
+}
+
+TEST_CASE("GPT initialisation with --init-method-xavier-uniform draws each weight from U(-a, a) of its whole shape", "[model]") {
+  GptConfig c = model_testing::llama_like_config();
+  c.init_method_xavier_uniform = true;
+  const ParameterTable table = gpt_parameter_table(c);
+  for (const ParameterEntry& e : table.entries) {
+    INFO(e.name);
+    if (e.global_shape.size() != 2) {
+      CHECK(e.init != ParameterInit::kUniform);  // norms stay ones, biases zeros
+      continue;
+    }
+    CHECK(e.init == ParameterInit::kUniform);
+    const double a = std::sqrt(6.0 / static_cast<double>(e.global_shape[0] + e.global_shape[1]));
+    CHECK(e.init_std == Approx(a).epsilon(1e-15));  // no depth scaling of the output projections
+    std::vector<float> values(static_cast<size_t>(e.numel()));
+    initialize_parameter(e, {}, 7, values);
+    double sum2 = 0.0;
+    float largest = 0.0f;
+    for (const float v : values) {
+      sum2 += static_cast<double>(v) * v;
+      largest = std::max(largest, std::abs(v));
+    }
+    CHECK(largest < a);
+    CHECK(largest > 0.9 * a);
+    CHECK(sum2 / static_cast<double>(values.size()) == Approx(a * a / 3.0).epsilon(0.1));
+  }
 }
 
 TEST_CASE("standard_normal has unit variance and depends on seed and stream", "[model]") {

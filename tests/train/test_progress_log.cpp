@@ -51,14 +51,14 @@ TEST_CASE("progress log: the job's and the cumulative throughput", "[progress_lo
   const auto t0 = ProgressLog::Clock::from_time_t(1'800'000'000);
   const auto later = [&](int seconds) { return t0 + std::chrono::seconds(seconds); };
   {
-    ProgressLog first(dir, 2, t0);
+    ProgressLog first(dir, "4711", 2, t0);
     first.job_started(t0);
     // 2e15 FLOPs in 1,000 s on 2 GPUs: 1 TFLOP/s per GPU, the job's and the run's.
     first.checkpoint_saved(100, false, 2e15, 4096, later(1000));
   }
   {
     // A second job from the checkpoint at 2e15 FLOPs, started at 2,000 s: 4e15 more by 3,000 s.
-    ProgressLog second(dir, 2, later(2000));
+    ProgressLog second(dir, "4712", 2, later(2000));
     second.job_started(later(2000));
     second.set_job_start_flops(2e15);
     second.checkpoint_saved(200, false, 6e15, 8192, later(3000));
@@ -67,6 +67,8 @@ TEST_CASE("progress log: the job's and the cumulative throughput", "[progress_lo
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   REQUIRE(lines.size() == 4);
+  CHECK(lines[0].find("\tJob ID: 4711\t# GPUs: 2\tStarting job") != std::string::npos);
+  CHECK(lines[2].find("\tJob ID: 4712\t# GPUs: 2\tStarting job") != std::string::npos);
   CHECK(lines[1].find("\tSaved checkpoint\tIteration: 100\tJob throughput: 1.0 TFLOP/s/GPU\tCumulative throughput: 1.0 "
                       "TFLOP/s/GPU\tFloating-point operations: 2.00e+15\tTokens (in billions): 0.00") !=
         std::string::npos);
