@@ -19,9 +19,11 @@ std::string real_text(double v) { return python_float_repr(v); }
 // (core/flag_ranges.cpp), and shapes multiply them in 64-bit arithmetic.
 constexpr std::int64_t kMaxDimension = 2147483647;
 
-// transformers' ACT2FN names for the two GELUs mgt computes. gelu_new, gelu_pytorch_tanh and
-// gelu_fast are the same tanh formula written three ways.
+// transformers' ACT2FN names for the activations mgt computes. gelu_new, gelu_pytorch_tanh and
+// gelu_fast are the same tanh formula written three ways; relu2 is ReLUSquaredActivation,
+// relu(x)², --squared-relu.
 bool is_erf_gelu(const std::string& name) { return name == "gelu"; }
+bool is_squared_relu(const std::string& name) { return name == "relu2"; }
 bool is_tanh_gelu(const std::string& name) {
   return name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast";
 }
@@ -39,7 +41,8 @@ void require_gpt2_expressible(const GptConfig& config, const std::string& what) 
   if (c.layernorm_zero_centered_gamma)
     refuse("--apply-layernorm-1p (GPT-2's LayerNorm scales by its weight, not by 1 + weight)");
   if (c.qk_layernorm) refuse("--qk-layernorm (GPT-2's attention has no query and key norms)");
-  if (c.activation == Activation::kSwiglu) refuse("--swiglu (GPT-2's MLP is one projection and a GELU)");
+  if (c.activation == Activation::kSwiglu)
+    refuse("--swiglu (GPT-2's MLP is one projection, then an activation, then another)");
   if (c.moe.enabled()) refuse("--num-experts " + str(c.moe.num_experts) + " (GPT-2's MLP is dense)");
   if (!c.add_bias_linear) refuse("--disable-bias-linear (GPT-2's linear layers have biases)");
   if (c.untie_embeddings_and_output_weights)
@@ -61,7 +64,9 @@ HfGpt2Config hf_gpt2_config_of(const GptConfig& config, std::int64_t vocab_rows,
   hf.n_layer = c.num_layers;
   hf.n_head = c.num_attention_heads;
   hf.n_inner = c.ffn_hidden_size;
-  hf.activation_function = c.activation == Activation::kOpenaiGelu ? "gelu_new" : "gelu";
+  hf.activation_function = c.activation == Activation::kOpenaiGelu    ? "gelu_new"
+                           : c.activation == Activation::kSquaredRelu ? "relu2"
+                                                                       : "gelu";
   hf.resid_pdrop = c.hidden_dropout;
   hf.embd_pdrop = c.hidden_dropout;
   hf.attn_pdrop = c.attention_dropout;
@@ -83,7 +88,9 @@ GptConfig gpt_config_of(const HfGpt2Config& hf, std::int64_t seq_length, std::in
   c.position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
   c.normalization = Normalization::kLayerNorm;
   c.norm_epsilon = hf.layer_norm_epsilon;
-  c.activation = is_tanh_gelu(hf.activation_function) ? Activation::kOpenaiGelu : Activation::kGelu;
+  c.activation = is_tanh_gelu(hf.activation_function)      ? Activation::kOpenaiGelu
+                 : is_squared_relu(hf.activation_function) ? Activation::kSquaredRelu
+                                                           : Activation::kGelu;
   c.add_bias_linear = true;
   c.untie_embeddings_and_output_weights = false;
   // Megatron has one dropout for the embedding and the residual branches; resid_pdrop is the
@@ -172,9 +179,10 @@ HfGpt2Config parse_hf_gpt2_config_json(const std::string& text, const std::strin
   if (j.contains("eos_token_id") && j.show("eos_token_id") != "null") hf.eos_token_id = j.integer("eos_token_id");
   if (j.contains("torch_dtype") && j.show("torch_dtype") != "null") hf.torch_dtype = j.text("torch_dtype");
 
-  if (!is_erf_gelu(hf.activation_function) && !is_tanh_gelu(hf.activation_function))
+  if (!is_erf_gelu(hf.activation_function) && !is_tanh_gelu(hf.activation_function) &&
+      !is_squared_relu(hf.activation_function))
     refuse("activation_function '" + hf.activation_function +
-           "' is not one mgt computes (gelu, or the tanh form gelu_new / gelu_pytorch_tanh / gelu_fast)");
+           "' is not one mgt computes (gelu, the tanh form gelu_new / gelu_pytorch_tanh / gelu_fast, or relu2)");
   // Each value is judged under its own key here, before mgt's model configuration would judge
   // it under the command-line flag it becomes (n_layer is --num-layers there).
   for (auto [key, value] : {std::pair<const char*, std::int64_t>{"vocab_size", hf.vocab_size},

@@ -104,8 +104,9 @@ GptConfig gpt_config_from_args_json(const std::string& args_json, const std::str
   c.add_qkv_bias = flag_of(a, "add_qkv_bias", false);
   // Arguments without bias_gelu_fusion come from mgt before it followed Megatron's fused
   // bias-GELU: their GELU was the erf form.
-  c.activation = gelu_activation(flag_of(a, "swiglu", false), flag_of(a, "openai_gelu", false),
-                                 flag_of(a, "bias_gelu_fusion", false), c.add_bias_linear);
+  c.activation = mlp_activation(flag_of(a, "swiglu", false), flag_of(a, "squared_relu", false),
+                                flag_of(a, "openai_gelu", false), flag_of(a, "bias_gelu_fusion", false),
+                                c.add_bias_linear);
   c.untie_embeddings_and_output_weights = flag_of(a, "untie_embeddings_and_output_weights", false);
   if (a.contains("hidden_dropout")) c.hidden_dropout = a.real("hidden_dropout");
   if (a.contains("attention_dropout")) c.attention_dropout = a.real("attention_dropout");
@@ -141,6 +142,7 @@ std::string model_args_json(const GptConfig& config) {
   a.set("apply_layernorm_1p", PyValue::boolean(c.layernorm_zero_centered_gamma));
   a.set("qk_layernorm", PyValue::boolean(c.qk_layernorm));
   a.set("swiglu", PyValue::boolean(c.activation == Activation::kSwiglu));
+  a.set("squared_relu", PyValue::boolean(c.activation == Activation::kSquaredRelu));
   a.set("openai_gelu", PyValue::boolean(c.activation == Activation::kOpenaiGelu));
   a.set("add_bias_linear", PyValue::boolean(c.add_bias_linear));
   a.set("add_qkv_bias", PyValue::boolean(c.add_qkv_bias));
@@ -284,6 +286,7 @@ void check_model_flags_agree(const ModelCheckpoint& checkpoint, const std::map<s
       if (flag == "position-embedding-type") ours = std::string(to_string(c.position_embedding_type));
       else if (flag == "normalization") ours = std::string(to_string(c.normalization));
       else if (flag == "swiglu") ours = c.activation == Activation::kSwiglu ? "true" : "false";
+      else if (flag == "squared-relu") ours = c.activation == Activation::kSquaredRelu ? "true" : "false";
       else if (flag == "openai-gelu") ours = c.activation == Activation::kOpenaiGelu ? "true" : "false";
       else if (flag == "disable-bias-linear") ours = c.add_bias_linear ? "false" : "true";
       else if (flag == "add-qkv-bias") ours = c.add_qkv_bias ? "true" : "false";

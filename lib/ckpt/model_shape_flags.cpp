@@ -16,7 +16,7 @@ constexpr std::array kCheckedFlags = {
     "num-layers",       "hidden-size",          "num-attention-heads", "ffn-hidden-size",
     "kv-channels",      "num-query-groups",     "max-position-embeddings", "position-embedding-type",
     "normalization",    "norm-epsilon",         "rotary-percent",      "rotary-base",
-    "rope-scaling-factor", "swiglu",            "openai-gelu",         "disable-bias-linear",
+    "rope-scaling-factor", "swiglu",            "squared-relu",        "openai-gelu",  "disable-bias-linear",
     "add-qkv-bias",     "qk-layernorm",
     "untie-embeddings-and-output-weights", "group-query-attention", "use-rope-scaling"};
 

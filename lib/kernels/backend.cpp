@@ -786,6 +786,27 @@ void Backend::gelu_backward(ConstFloatView dy, ConstFloatView x, FloatView dx) {
   }
 }
 
+void Backend::squared_relu_forward(ConstFloatView x, FloatView y) {
+  constexpr BackendOp op = BackendOp::squared_relu_forward;
+  expect(y, x.size(), op, "y");
+  if (x.size() > 0) {
+    Fp32Staging st(*this, op);
+    do_squared_relu_forward(st.in(x), x.size(), st.out(y));
+    st.finish();
+  }
+}
+
+void Backend::squared_relu_backward(ConstFloatView dy, ConstFloatView x, FloatView dx) {
+  constexpr BackendOp op = BackendOp::squared_relu_backward;
+  expect(dy, x.size(), op, "dy");
+  expect(dx, x.size(), op, "dx");
+  if (x.size() > 0) {
+    Fp32Staging st(*this, op);
+    do_squared_relu_backward(st.in(dy), st.in(x), x.size(), st.out(dx));
+    st.finish();
+  }
+}
+
 void Backend::gelu_tanh_forward(ConstFloatView x, FloatView y) {
   constexpr BackendOp op = BackendOp::gelu_tanh_forward;
   expect(y, x.size(), op, "y");

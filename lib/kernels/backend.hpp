@@ -356,6 +356,9 @@ public:
   void gelu_backward(ConstFloatView dy, ConstFloatView x, FloatView dx);
   void gelu_tanh_forward(ConstFloatView x, FloatView y);
   void gelu_tanh_backward(ConstFloatView dy, ConstFloatView x, FloatView dx);
+  // relu(x)² and its gradient dy · 2·relu(x) (--squared-relu).
+  void squared_relu_forward(ConstFloatView x, FloatView y);
+  void squared_relu_backward(ConstFloatView dy, ConstFloatView x, FloatView dx);
   // x: [rows, 2·ffn] = [gate | up]; y: [rows, ffn].
   void swiglu_forward(ConstFloatView x, int64_t rows, int64_t ffn, FloatView y);
   void swiglu_backward(ConstFloatView dy, ConstFloatView x, int64_t rows, int64_t ffn,
@@ -674,6 +677,8 @@ private:
   virtual void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) = 0;
   virtual void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) = 0;
   virtual void do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) = 0;
+  virtual void do_squared_relu_forward(ConstFloatArg x, int64_t n, FloatArg y) = 0;
+  virtual void do_squared_relu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) = 0;
   virtual void do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) = 0;
   virtual void do_swiglu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t rows, int64_t ffn,
                                   FloatArg dx) = 0;

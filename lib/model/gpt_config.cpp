@@ -41,8 +41,10 @@ std::string_view to_string(Normalization norm) {
   return norm == Normalization::kLayerNorm ? "LayerNorm" : "RMSNorm";
 }
 
-Activation gelu_activation(bool swiglu, bool openai_gelu, bool bias_gelu_fusion, bool add_bias_linear) {
+Activation mlp_activation(bool swiglu, bool squared_relu, bool openai_gelu, bool bias_gelu_fusion,
+                          bool add_bias_linear) {
   if (swiglu) return Activation::kSwiglu;
+  if (squared_relu) return Activation::kSquaredRelu;
   return openai_gelu || (bias_gelu_fusion && add_bias_linear) ? Activation::kOpenaiGelu : Activation::kGelu;
 }
 
@@ -54,6 +56,8 @@ std::string_view to_string(Activation activation) {
       return "openai_gelu";
     case Activation::kSwiglu:
       return "swiglu";
+    case Activation::kSquaredRelu:
+      return "squared_relu";
   }
   return "?";
 }

@@ -16,12 +16,15 @@ enum class PositionEmbeddingType { kLearnedAbsolute, kRope, kNone };
 // --normalization
 enum class Normalization { kLayerNorm, kRmsNorm };
 // kGelu: the exact erf form (torch's F.gelu); kOpenaiGelu: the tanh approximation (OpenAI's
-// GPT-2, and Megatron's fused bias-GELU); kSwiglu: --swiglu.
-enum class Activation { kGelu, kOpenaiGelu, kSwiglu };
-// Megatron's choice: SwiGLU if asked for; otherwise the tanh form under --openai-gelu or under
-// the fused bias-GELU (--bias-gelu-fusion, on by default, and only with biased linears); the erf
-// form otherwise.
-Activation gelu_activation(bool swiglu, bool openai_gelu, bool bias_gelu_fusion, bool add_bias_linear);
+// GPT-2, and Megatron's fused bias-GELU); kSwiglu: --swiglu; kSquaredRelu: --squared-relu,
+// relu(x)² (megatron/training/activations.py squared_relu; Nemotron-4's MLP).
+enum class Activation { kGelu, kOpenaiGelu, kSwiglu, kSquaredRelu };
+// Megatron's choice (core_transformer_config_from_args): SwiGLU or the squared ReLU if asked for
+// (not both: validation refuses that); otherwise the tanh form under --openai-gelu or under the
+// fused bias-GELU (--bias-gelu-fusion, on by default, and only with biased linears); the erf form
+// otherwise.
+Activation mlp_activation(bool swiglu, bool squared_relu, bool openai_gelu, bool bias_gelu_fusion,
+                          bool add_bias_linear);
 // --recompute-granularity: full keeps only the inputs of checkpointed layers and recomputes them
 // in the backward (which layers: RecomputeMethod, model/recompute_plan.hpp); selective recomputes
 // only the core attention (softmax·V).
@@ -33,7 +36,7 @@ enum class RecomputeMethod { kUniform, kBlock };
 
 std::string_view to_string(PositionEmbeddingType type);  // "learned_absolute" | "rope" | "none"
 std::string_view to_string(Normalization norm);          // "LayerNorm" | "RMSNorm"
-std::string_view to_string(Activation activation);       // "gelu" | "openai_gelu" | "swiglu"
+std::string_view to_string(Activation activation);  // "gelu" | "openai_gelu" | "swiglu" | "squared_relu"
 std::string_view to_string(RecomputeGranularity granularity);  // "none" | "selective" | "full"
 std::string_view to_string(RecomputeMethod method);            // "uniform" | "block"
 // The inverses, throwing a UsageError that lists the accepted values.

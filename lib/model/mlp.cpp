@@ -41,6 +41,9 @@ void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivatio
     case Activation::kSwiglu:
       backend_->swiglu_forward(saved.fc1_output, tokens, ffn_, saved.activation_output);
       break;
+    case Activation::kSquaredRelu:
+      backend_->squared_relu_forward(saved.fc1_output, saved.activation_output);
+      break;
   }
   fc2_.forward(saved.activation_output, tokens, output,
                ctx.when_sequence_parallel(scratch.sequence.whole), addend);
@@ -82,6 +85,9 @@ void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivati
     case Activation::kSwiglu:
       backend_->swiglu_backward(scratch.d_activation, saved.fc1_output, tokens, ffn_,
                                 scratch.d_fc1);
+      break;
+    case Activation::kSquaredRelu:
+      backend_->squared_relu_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
       break;
   }
   fc1_.backward(scratch.d_fc1, ctx.own_rows(input, fc1_.in_features()), tokens, d_input, gathered,

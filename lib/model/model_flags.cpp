@@ -32,6 +32,7 @@ std::vector<FlagDefinition> model_flags(ModelShapeOptions& m) {
     store_true("apply-layernorm-1p", m.apply_layernorm_1p, "Norm weights stored zero-centred (initialised to 0), the norm scaling by 1 + weight"),
     store_true("qk-layernorm", m.qk_layernorm, "Normalise each query and key head over its --kv-channels (by --normalization, with a weight of that size shared by the heads, and a bias for LayerNorm) after the QKV projection and before RoPE: Qwen3's and OLMo 2's attention"),
     store_true("swiglu", m.swiglu, "SwiGLU MLP"),
+    store_true("squared-relu", m.squared_relu, "Squared ReLU in the MLP, relu(x)^2 (Nemotron-4's), instead of GELU; needs --no-bias-gelu-fusion or --disable-bias-linear, as in Megatron"),
     store_true("openai-gelu", m.openai_gelu, "GELU by its tanh approximation (OpenAI's GPT-2)"),
     // Megatron turns the fusion off in linears without biases; the record says what ran.
     store_false("no-bias-gelu-fusion", m.bias_gelu_fusion, "GELU in its exact erf form instead of the tanh approximation that Megatron's fused bias-GELU computes")

@@ -35,6 +35,7 @@ struct ModelShapeOptions {
   bool apply_layernorm_1p = false;                   // --apply-layernorm-1p: weights zero-centred, 1 + w applied
   bool qk_layernorm = false;                         // --qk-layernorm: each query and key head normalised
   bool swiglu = false;                               // --swiglu
+  bool squared_relu = false;                         // --squared-relu
   bool openai_gelu = false;                          // --openai-gelu
   // Megatron's fused bias-GELU, on unless --no-bias-gelu-fusion: the tanh approximation of GELU
   // wherever the linears have biases (Megatron turns the fusion off without them).

@@ -42,6 +42,9 @@ void ExpertMlp::activate(ConstFloatView fc1_output, int64_t rows, FloatView acti
     case Activation::kSwiglu:
       backend_->swiglu_forward(fc1_output, rows, ffn_, activation_output);
       break;
+    case Activation::kSquaredRelu:
+      backend_->squared_relu_forward(fc1_output, activation_output);
+      break;
   }
 }
 
@@ -65,6 +68,9 @@ void ExpertMlp::activation_backward(ConstFloatView d_activation, ConstFloatView 
       break;
     case Activation::kSwiglu:
       backend_->swiglu_backward(d_activation, fc1_output, rows, ffn_, d_fc1);
+      break;
+    case Activation::kSquaredRelu:
+      backend_->squared_relu_backward(d_activation, fc1_output, d_fc1);
       break;
   }
 }

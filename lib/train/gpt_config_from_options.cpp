@@ -25,7 +25,7 @@ GptConfig gpt_config_from_options(const TrainOptions& options, std::int64_t padd
   c.norm_epsilon = m.norm_epsilon;
   c.layernorm_zero_centered_gamma = m.apply_layernorm_1p;
   c.qk_layernorm = m.qk_layernorm;
-  c.activation = gelu_activation(m.swiglu, m.openai_gelu, m.bias_gelu_fusion, m.add_bias_linear);
+  c.activation = mlp_activation(m.swiglu, m.squared_relu, m.openai_gelu, m.bias_gelu_fusion, m.add_bias_linear);
   c.add_bias_linear = m.add_bias_linear;
   c.add_qkv_bias = m.add_qkv_bias;
   c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;

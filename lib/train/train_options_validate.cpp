@@ -167,6 +167,14 @@ void validate_model(ModelShapeOptions& m) {
   const std::int64_t max_positions = *m.max_position_embeddings;
   const std::int64_t seq = *m.seq_length;
   if (m.swiglu && m.openai_gelu) throw UsageError("--swiglu and --openai-gelu are mutually exclusive");
+  // core_transformer_config_from_args asserts the first; TransformerConfig raises the second
+  // (Megatron fuses only a GELU or SwiGLU with the bias, and its bias-GELU fusion is on by default
+  // while the linears have biases).
+  if (m.squared_relu && m.swiglu) throw UsageError("--squared-relu and --swiglu are mutually exclusive");
+  if (m.squared_relu && m.bias_gelu_fusion && m.add_bias_linear)
+    throw UsageError("--squared-relu: when bias_activation_fusion is True, activation function should be either "
+                     "gelu or swiglu (Megatron's TransformerConfig): give --no-bias-gelu-fusion or "
+                     "--disable-bias-linear");
   if (!m.ffn_hidden_size)
     m.ffn_hidden_size = m.swiglu ? static_cast<std::int64_t>((4.0 * static_cast<double>(hidden) * 2.0 / 3.0) / 64.0) * 64
                                  : 4 * hidden;

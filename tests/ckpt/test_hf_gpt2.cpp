@@ -120,6 +120,13 @@ TEST_CASE("GPT-2 config.json round trip and refusals", "[ckpt][hf]") {
   const HfGpt2Config back = parse_hf_gpt2_config_json(text, "config.json");
   CHECK(hf_gpt2_config_json(back) == text);
   CHECK(model_args_json(gpt_config_of(back, c.seq_length, 32)) == model_args_json(tied));
+  // --squared-relu is transformers' relu2 (ReLUSquaredActivation), both ways.
+  GptConfig squared = tied;
+  squared.activation = Activation::kSquaredRelu;
+  const HfGpt2Config relu2 = hf_gpt2_config_of(squared, 32, 50256);
+  CHECK(relu2.activation_function == "relu2");
+  const HfGpt2Config relu2_back = parse_hf_gpt2_config_json(hf_gpt2_config_json(relu2), "config.json");
+  CHECK(gpt_config_of(relu2_back, c.seq_length, 32).activation == Activation::kSquaredRelu);
 
   CHECK_THROWS_WITH(parse_hf_gpt2_config_json(R"({"model_type": "llama"})", "c.json"), Contains("model_type is 'llama'"));
   CHECK_THROWS_WITH(parse_hf_gpt2_config_json(R"({"model_type": "gpt2", "tie_word_embeddings": false})", "c.json"),

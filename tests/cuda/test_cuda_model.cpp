@@ -81,6 +81,18 @@ TEST_CASE("cuda model: Llama shape matches the CPU", "[cuda]") {
   compare_models(llama_like_config(), "llama");
 }
 
+TEST_CASE("cuda model: the squared ReLU (--squared-relu, Nemotron-4's MLP) matches the CPU", "[cuda]") {
+  if (skip_without_gpu()) return;
+  GptConfig config = gpt2_like_config();
+  config.hidden_size = 128;
+  config.num_attention_heads = 2;  // head_dim 64
+  config.padded_vocab_size = 512;
+  config.add_bias_linear = false;
+  config.activation = Activation::kSquaredRelu;
+  compare_models(config, "gpt2, squared ReLU");
+  compare_models(config, "gpt2, squared ReLU", FloatType::kBf16);
+}
+
 TEST_CASE("cuda model: query and key norms (--qk-layernorm) match the CPU", "[cuda]") {
   if (skip_without_gpu()) return;
   compare_models(with_qk_layernorm(llama_like_config()), "llama, q/k RMSNorm");

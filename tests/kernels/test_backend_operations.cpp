@@ -814,6 +814,19 @@ void case_gelu_tanh_backward(OpRun& r) {
   r.check(dx, kElementwise, "dx");
 }
 
+// Both signs, so that both branches of the ReLU are taken.
+void case_squared_relu_forward(OpRun& r) {
+  Tensor x = r.input(kN, 3.0f), y = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.squared_relu_forward(x(s), y(s)); });
+  r.check(y, kElementwise, "y");
+}
+
+void case_squared_relu_backward(OpRun& r) {
+  Tensor dy = r.input(kN), x = r.input(kN, 3.0f), dx = r.output(kN);
+  r.run([&](Backend& b, Side s) { b.squared_relu_backward(dy(s), x(s), dx(s)); });
+  r.check(dx, kElementwise, "dx");
+}
+
 // SwiGLU over rows of an odd width (element by element) and of a multiple of 8 (a GPU's vector
 // path).
 void case_swiglu_forward(OpRun& r) {

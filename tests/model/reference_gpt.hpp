@@ -101,6 +101,7 @@ inline void rope(const GptConfig& c, double* x, int64_t pos) {
 
 inline double activation(Activation a, double x) {
   if (a == Activation::kGelu) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  if (a == Activation::kSquaredRelu) return x > 0.0 ? x * x : 0.0;
   // Megatron's constants for the tanh form.
   return 0.5 * x * (1.0 + std::tanh(0.79788456 * x * (1.0 + 0.044715 * x * x)));
 }

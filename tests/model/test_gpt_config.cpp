@@ -317,10 +317,12 @@ TEST_CASE("standard_normal has unit variance and depends on seed and stream", "[
 }
 
 TEST_CASE("GELU form follows Megatron's fused bias-GELU", "[model]") {
-  // swiglu, openai_gelu, bias_gelu_fusion, add_bias_linear
-  CHECK(gelu_activation(false, false, true, true) == Activation::kOpenaiGelu);  // Megatron's default
-  CHECK(gelu_activation(false, false, false, true) == Activation::kGelu);       // --no-bias-gelu-fusion
-  CHECK(gelu_activation(false, false, true, false) == Activation::kGelu);       // --disable-bias-linear
-  CHECK(gelu_activation(false, true, false, false) == Activation::kOpenaiGelu);
-  CHECK(gelu_activation(true, false, true, true) == Activation::kSwiglu);
+  // swiglu, squared_relu, openai_gelu, bias_gelu_fusion, add_bias_linear
+  CHECK(mlp_activation(false, false, false, true, true) == Activation::kOpenaiGelu);  // Megatron's default
+  CHECK(mlp_activation(false, false, false, false, true) == Activation::kGelu);       // --no-bias-gelu-fusion
+  CHECK(mlp_activation(false, false, false, true, false) == Activation::kGelu);       // --disable-bias-linear
+  CHECK(mlp_activation(false, false, true, false, false) == Activation::kOpenaiGelu);
+  CHECK(mlp_activation(true, false, false, true, true) == Activation::kSwiglu);
+  CHECK(mlp_activation(false, true, false, true, true) == Activation::kSquaredRelu);   // --squared-relu
+  CHECK(mlp_activation(false, true, true, false, false) == Activation::kSquaredRelu);  // over --openai-gelu
 }

@@ -74,6 +74,14 @@ TEST_CASE("GPT forward matches the fp64 reference: tanh GELU", "[model]") {
   CHECK(e.logits < 1e-5);
 }
 
+TEST_CASE("GPT forward matches the fp64 reference: squared ReLU (--squared-relu)", "[model]") {
+  GptConfig c = gpt2_like_config();
+  c.activation = Activation::kSquaredRelu;
+  const ForwardErrors e = compare_with_reference(c, 15);
+  CHECK(e.loss < 1e-5);
+  CHECK(e.logits < 1e-5);
+}
+
 TEST_CASE("GPT forward with full rotary and shorter sequences than seq_length", "[model]") {
   GptConfig c = llama_like_config();
   c.rotary_percent = 1.0;

@@ -100,6 +100,12 @@ TEST_CASE("GPT gradients match finite differences: tanh GELU, three layers", "[m
   CHECK(check_gradients(openai_gelu_config(), 23) < 1e-4);
 }
 
+TEST_CASE("GPT gradients match finite differences: squared ReLU (--squared-relu)", "[model]") {
+  GptConfig c = gpt2_like_config();
+  c.activation = Activation::kSquaredRelu;
+  CHECK(check_gradients(c, 26) < 1e-4);
+}
+
 TEST_CASE("GPT gradients of several micro-batches add up to the gradient of their mean loss",
           "[model]") {
   const GptConfig c = llama_like_config();

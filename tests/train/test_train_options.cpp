@@ -464,6 +464,15 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
         "--hidden-size (66) must be divisible by --num-attention-heads (4), or give --kv-channels");
   CHECK(usage_error_with({"--bf16", "--fp16"}) == "--bf16 and --fp16 are mutually exclusive");
   CHECK(usage_error_with({"--swiglu", "--openai-gelu"}) == "--swiglu and --openai-gelu are mutually exclusive");
+  CHECK(usage_error_with({"--squared-relu", "--swiglu"}) == "--squared-relu and --swiglu are mutually exclusive");
+  CHECK(usage_error_with({"--squared-relu"}) ==
+        "--squared-relu: when bias_activation_fusion is True, activation function should be either gelu or swiglu "
+        "(Megatron's TransformerConfig): give --no-bias-gelu-fusion or --disable-bias-linear");
+  for (const char* unfused : {"--disable-bias-linear", "--no-bias-gelu-fusion"}) {
+    std::vector<std::string> args = kMinimal;
+    args.insert(args.end(), {"--squared-relu", unfused});
+    CHECK(gpt_config_from_options(parse(args), 64).activation == Activation::kSquaredRelu);
+  }
   CHECK(usage_error_with({"--save", "ckpt"}) == "--save needs --save-interval");
   CHECK(usage_error_with({"--save", "", "--save-interval", "2"}) == "--save: the checkpoint directory is an empty path");
   CHECK(usage_error_with({"--load", ""}) == "--load: the checkpoint directory is an empty path");

@@ -24,6 +24,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/host_op_profiler.hpp"
 #include "kernels/cpu/gelu.hpp"
+#include "kernels/cpu/squared_relu.hpp"
 #include "kernels/cpu/grad_clip.hpp"
 #include "kernels/cpu/layer_norm.hpp"
 #include "kernels/cpu/fp8.hpp"
@@ -242,6 +243,17 @@ void CpuBackend::do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
 void CpuBackend::do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
   const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::gelu_backward);
   parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::gelu_backward(dy + b, x + b, e - b, dx + b); });
+}
+
+void CpuBackend::do_squared_relu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::squared_relu_forward);
+  parallel(n, kElementGrain, [&](int64_t b, int64_t e) { cpu::squared_relu_forward(x + b, e - b, y + b); });
+}
+
+void CpuBackend::do_squared_relu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
+  const cpu::ScopedHostOp profiled(profiler_.get(), BackendOp::squared_relu_backward);
+  parallel(n, kElementGrain,
+           [&](int64_t b, int64_t e) { cpu::squared_relu_backward(dy + b, x + b, e - b, dx + b); });
 }
 
 void CpuBackend::do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) {

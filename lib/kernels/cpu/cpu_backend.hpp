@@ -80,6 +80,8 @@ private:
 
   void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
+  void do_squared_relu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
+  void do_squared_relu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
   void do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_tanh_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
   void do_swiglu_forward(ConstFloatArg x, int64_t rows, int64_t ffn, FloatArg y) override;

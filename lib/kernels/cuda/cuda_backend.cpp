@@ -635,6 +635,14 @@ void CudaBackend::do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n,
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::gelu_backward);
   cuda::gelu_backward(dy, x, n, dx, stream_);
 }
+void CudaBackend::do_squared_relu_forward(ConstFloatArg x, int64_t n, FloatArg y) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::squared_relu_forward);
+  cuda::squared_relu_forward(x, n, y, stream_);
+}
+void CudaBackend::do_squared_relu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) {
+  const cuda::ScopedOp scope(profiler_.get(), BackendOp::squared_relu_backward);
+  cuda::squared_relu_backward(dy, x, n, dx, stream_);
+}
 void CudaBackend::do_gelu_tanh_forward(ConstFloatArg x, int64_t n, FloatArg y) {
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::gelu_tanh_forward);
   cuda::gelu_tanh_forward(x, n, y, stream_);

@@ -157,6 +157,8 @@ private:
 
   void do_gelu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
   void do_gelu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
+  void do_squared_relu_forward(ConstFloatArg x, int64_t n, FloatArg y) override;
+  void do_squared_relu_backward(ConstFloatArg dy, ConstFloatArg x, int64_t n, FloatArg dx) override;
   void do_linear_gelu_tanh_forward(ConstFloatView x, ConstFloatView w, ConstFloatView bias, int64_t rows,
                                    int64_t in, int64_t out, FloatView pre, FloatView y) override;
   void do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,

@@ -14,7 +14,9 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-enum class Op { kFill, kCopy, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad };
+enum class Op {
+  kFill, kCopy, kAdd, kAccumulate, kScale, kGelu, kGeluGrad, kGeluTanh, kGeluTanhGrad, kSquaredRelu, kSquaredReluGrad
+};
 
 // out = op(a, b, out) element-wise; `op` is uniform across the launch. kAdd adds c too where
 // there is one (c: its value, has_c: whether there is one).
@@ -34,13 +36,15 @@ __device__ __forceinline__ float apply(Op op, float a, float b, float o, float v
     }
     case Op::kGeluTanh: return gelu_tanh(a);
     case Op::kGeluTanhGrad: return gelu_tanh_grad(a, b);
+    case Op::kSquaredRelu: return a > 0.0f ? a * a : 0.0f;
+    case Op::kSquaredReluGrad: return b > 0.0f ? a * (2.0f * b) : 0.0f;  // a = dy, b = x
   }
   return 0.0f;
 }
 
 bool reads_a(Op op) { return op != Op::kFill && op != Op::kScale; }
 bool reads_b(Op op) {
-  return op == Op::kAdd || op == Op::kGeluGrad || op == Op::kGeluTanhGrad;
+  return op == Op::kAdd || op == Op::kGeluGrad || op == Op::kGeluTanhGrad || op == Op::kSquaredReluGrad;
 }
 __device__ __forceinline__ bool reads_out(Op op) {
   return op == Op::kAccumulate || op == Op::kScale;
@@ -278,6 +282,13 @@ void gelu_tanh_forward(In x, int64_t n, Out y, cudaStream_t stream) {
 void gelu_tanh_backward(In dy, In x, int64_t n, Out dx,
                         cudaStream_t stream) {
   launch_map(Op::kGeluTanhGrad, dy, x, n, 0.0f, dx, stream);
+}
+
+void squared_relu_forward(In x, int64_t n, Out y, cudaStream_t stream) {
+  launch_map(Op::kSquaredRelu, x, nullptr, n, 0.0f, y, stream);
+}
+void squared_relu_backward(In dy, In x, int64_t n, Out dx, cudaStream_t stream) {
+  launch_map(Op::kSquaredReluGrad, dy, x, n, 0.0f, dx, stream);
 }
 
 void add_bias(Out y, In bias, int64_t rows, int64_t cols, cudaStream_t stream) {

@@ -30,6 +30,9 @@ void gelu_backward(In dy, In x, int64_t n, Out dx, cudaStream_t stream);
 void gelu_tanh_forward(In x, int64_t n, Out y, cudaStream_t stream);
 void gelu_tanh_backward(In dy, In x, int64_t n, Out dx,
                         cudaStream_t stream);
+// kernels/cpu/squared_relu.hpp.
+void squared_relu_forward(In x, int64_t n, Out y, cudaStream_t stream);
+void squared_relu_backward(In dy, In x, int64_t n, Out dx, cudaStream_t stream);
 void swiglu_forward(In x, int64_t rows, int64_t ffn, Out y, cudaStream_t stream);
 void swiglu_backward(In dy, In x, int64_t rows, int64_t ffn, Out dx,
                      cudaStream_t stream);
