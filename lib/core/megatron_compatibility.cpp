@@ -22,6 +22,8 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
   const std::string attention = "mgt chooses its attention kernel itself; results agree up to rounding";
   const std::string loss_fusion = "mgt's cross-entropy is always fused; the loss agrees up to rounding";
   const std::string scheduling = "it schedules communication only";
+  const std::string unread = "Megatron-Core's GPT model and training loop do not read it; only its legacy model or "
+                             "other tasks do";
   const std::string averaging = "where it divides the gradients for their average over the data-parallel ranks "
                                 "is mgt's choice; the average agrees up to rounding";
   const std::string offload = "it pins the host buffers of the optimizer's CPU offload, which mgt does not do";
@@ -111,6 +113,15 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--enable-ft-package", switch_flag(resiliency)},
       {"--calc-ft-timeouts", switch_flag(resiliency)},
       {"--log-energy", switch_flag("mgt does not read the GPUs' energy counters; the results are the same")},
+      // Parsed by Megatron's pretraining parser yet read by nothing of pretrain_gpt.py's Megatron-Core
+      // model and training loop (core_v0.13.0: only the legacy model or other tasks read them).
+      {"--apply-residual-connection-post-layernorm", switch_flag(unread)},
+      {"--fp16-lm-cross-entropy", switch_flag(unread)},
+      {"--rotary-seq-len-interpolation-factor", integer_flag(unread)},
+      {"--head-lr-mult", choice_flag(unread, {})},
+      {"--onnx-safe", choice_flag(unread, {})},
+      {"--no-initialization",
+       switch_flag("mgt initialises the weights regardless, quickly, and a checkpoint --load reads replaces them")},
       {"--no-gradient-accumulation-fusion", switch_flag(fusion)},
       {"--no-masked-softmax-fusion", switch_flag(fusion)},
       {"--no-bias-gelu-fusion", switch_flag("the model's GELU form is read from its checkpoint")},
