@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <optional>
 
@@ -129,8 +131,19 @@ std::vector<std::string> without(const std::vector<std::string>& args, const Fla
   return kept;
 }
 
+// An integral number recorded as a float (mgt-ckpt-convert's import records a Hugging Face
+// rope_theta of 10000.0 so) in the integer an integer flag takes; other text as it is.
+std::string as_integer_where_integral(const std::string& value) {
+  char* end = nullptr;
+  const double number = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(number) ||
+      number != std::floor(number) || std::fabs(number) > 9.0e15)
+    return value;
+  return std::to_string(static_cast<std::int64_t>(number));
+}
+
 // The tokens that give `flag` the recorded `value`.
-std::vector<std::string> tokens_for(const FlagDefinition& flag, const std::string& name, const std::string& value) {
+std::vector<std::string> tokens_for(const FlagDefinition& flag, const std::string& name, std::string value) {
   if (flag.arity() == FlagArity::None) {
     const ArgValue fallback = flag.value();
     const bool* when_absent = std::get_if<bool>(&fallback);
@@ -139,6 +152,7 @@ std::vector<std::string> tokens_for(const FlagDefinition& flag, const std::strin
                   ", which " + flag.flag() + " cannot take");
     return (value == "true") != *when_absent ? std::vector<std::string>{flag.flag()} : std::vector<std::string>{};
   }
+  if (std::holds_alternative<std::int64_t>(flag.value())) value = as_integer_where_integral(value);
   if (flag.arity() == FlagArity::One || value.empty() || value.front() != '[') return {flag.flag() + "=" + value};
   // A list: its elements as separate values.
   std::vector<std::string> tokens = {flag.flag()};

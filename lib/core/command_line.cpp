@@ -58,6 +58,7 @@ std::string ignored_value_problem(const std::string& name, const std::string& va
     return name + " " + value + " is not supported by " + std::string(program) + ": " + refused->second;
   try {
     if (flag.integer) parse_integer_flag(name, value);
+    if (flag.real) parse_real_flag(name, value);
     if (!flag.choices.empty()) {
       std::string listed;
       for (const auto& c : flag.choices) {

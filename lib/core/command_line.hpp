@@ -31,6 +31,7 @@ struct IgnoredFlag {
   std::vector<std::string> choices;                   // argparse's choices; empty: any value
   bool integer = false;                               // argparse type=int
   std::map<std::string, std::string> refused_values;  // value -> why mgt cannot stand for it
+  bool real = false;                                  // argparse type=float
 };
 
 // One ignored flag as given on a command line.

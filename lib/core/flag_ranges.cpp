@@ -43,6 +43,7 @@ constexpr Entry kRanges[] = {
     {"--clip-grad", at_least(0)},
     {"--context-parallel-size", size()},
     {"--ddp-bucket-size", count_from(1)},
+    {"--ddp-num-buckets", count_from(1)},
     {"--decoupled-lr", at_least(0)},
     {"--decoupled-min-lr", at_least(0)},
     {"--distributed-timeout-minutes", count_from(1)},

@@ -10,6 +10,7 @@ IgnoredFlag switch_flag(std::string reason) { return {FlagArity::None, std::move
 IgnoredFlag integer_flag(std::string reason, std::vector<std::string> choices = {}) {
   return {FlagArity::One, std::move(reason), std::move(choices), true, {}};
 }
+IgnoredFlag real_flag(std::string reason) { return {FlagArity::One, std::move(reason), {}, false, {}, true}; }
 IgnoredFlag choice_flag(std::string reason, std::vector<std::string> choices,
                         std::map<std::string, std::string> refused_values = {}) {
   return {FlagArity::One, std::move(reason), std::move(choices), false, std::move(refused_values)};
@@ -118,7 +119,7 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--apply-residual-connection-post-layernorm", switch_flag(unread)},
       {"--fp16-lm-cross-entropy", switch_flag(unread)},
       {"--rotary-seq-len-interpolation-factor", integer_flag(unread)},
-      {"--head-lr-mult", choice_flag(unread, {})},
+      {"--head-lr-mult", real_flag(unread)},
       {"--onnx-safe", choice_flag(unread, {})},
       {"--no-initialization",
        switch_flag("mgt initialises the weights regardless, quickly, and a checkpoint --load reads replaces them")},

@@ -22,7 +22,7 @@ std::vector<FlagDefinition> fp8_flags(Fp8Options& f) {
     store("fp8-amax-compute-algo", "A", f.amax_compute_algo, "most_recent or max of the amax history").choices({"most_recent", "max"}),
     store_false("no-fp8-wgrad", f.wgrad, "Weight gradients in bf16/fp16 instead of FP8").key("fp8_wgrad"),
     store_true("fp8-param-gather", f.param_gather, "Keep the FP8 linear layers' weights in FP8: the distributed optimizer casts its shard of them and all-gathers FP8 codes, 1 byte per element (needs --use-distributed-optimizer)"),
-    store_false("no-fp8-norm-casts", f.norm_casts, "mgt: The input norm and a dense layer's pre-MLP norm write bf16 outputs for the next linear layer to cast; without it they write that layer's FP8 input themselves under delayed scaling (Transformer Engine's LayerNormLinear), keeping 2 bytes per element less activation memory each").key("fp8_norm_casts"),
+    store_false("no-fp8-norm-casts", f.norm_casts, "The input norm and a dense layer's pre-MLP norm write bf16 outputs for the next linear layer to cast; without it they write that layer's FP8 input themselves under delayed scaling (Transformer Engine's LayerNormLinear), keeping 2 bytes per element less activation memory each").key("fp8_norm_casts"),
     store_true("first-last-layers-bf16", f.first_last_layers_bf16, "Keep the first and last transformer layers out of FP8"),
     store("num-layers-at-start-in-bf16", "N", f.num_layers_at_start_in_bf16, "Layers at the start kept out of FP8 with --first-last-layers-bf16"),
     store("num-layers-at-end-in-bf16", "N", f.num_layers_at_end_in_bf16, "Layers at the end kept out of FP8 with --first-last-layers-bf16"),

@@ -325,6 +325,37 @@ void validate_checkpoint(const CheckpointOptions& c, const std::vector<IgnoredFl
   if (c.async_save_delay_ms != 0 && !c.async_save) throw UsageError("--async-save-delay-ms needs --async-save");
 }
 
+// The checks Megatron makes of flags that mgt accepts and ignores (megatron/training/arguments.py
+// validate_args, training.py get_model): a script refused there is refused here.
+void validate_ignored_flags(const TrainOptions& o) {
+  const auto given = [&](const char* flag) -> const IgnoredFlagUse* {
+    for (const IgnoredFlagUse& use : o.ignored_flags)
+      if (use.flag == flag) return &use;
+    return nullptr;
+  };
+  if (given("--ddp-num-buckets") && o.parallel.ddp_bucket_size)
+    throw UsageError("Cannot specify both --ddp-num-buckets and --ddp-bucket-size");
+  if (given("--fp16-lm-cross-entropy") && o.optim.precision != Precision::Fp16)
+    throw UsageError("--fp16-lm-cross-entropy: lm cross entropy in fp16 only support in fp16 mode.");
+  if (o.optim.deterministic_mode && given("--use-flash-attn"))
+    throw UsageError("--deterministic-mode: Flash attention can not be used in deterministic mode.");
+  if (o.optim.deterministic_mode && given("--cross-entropy-loss-fusion"))
+    throw UsageError("--deterministic-mode: Cross Entropy Fusion is currently not deterministic.");
+  if (given("--overlap-param-gather-with-optimizer-step")) {
+    const ParallelOptions& p = o.parallel;
+    const IgnoredFlagUse* format = given("--ckpt-format");
+    const char* problem =
+        !p.use_distributed_optimizer ? "only supported with distributed optimizer"
+        : !p.overlap_param_gather    ? "must be used with --overlap-param-gather"
+        : p.virtual_pipeline_model_parallel_size <= 1 ? "only supported with interleaved pipeline parallelism"
+        // Megatron's default --ckpt-format torch_dist is its distributed checkpointing.
+        : !format || format->value != "torch" ? "not supported with distributed checkpointing yet (Megatron: "
+                                                 "--ckpt-format torch only)"
+                                              : nullptr;
+    if (problem) throw UsageError(std::string("--overlap-param-gather-with-optimizer-step ") + problem);
+  }
+}
+
 // Megatron profiles nothing when the window is empty; a profile that is asked for and cannot
 // count anything is a mistake in the flags.
 void validate_profile(const LoggingOptions& l) {
@@ -377,6 +408,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   validate_schedule(o.optim);
   validate_data(o.data);
   validate_checkpoint(o.checkpoint, o.ignored_flags);
+  validate_ignored_flags(o);
   validate_profile(o.logging);
   validate_fp8_options(o.fp8, o.optim.precision, o.parallel.use_distributed_optimizer, *o.model.num_layers);
   validate_planner_options(o);

@@ -465,6 +465,19 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(usage_error_with({"--bf16", "--fp16"}) == "--bf16 and --fp16 are mutually exclusive");
   CHECK(usage_error_with({"--swiglu", "--openai-gelu"}) == "--swiglu and --openai-gelu are mutually exclusive");
   CHECK(usage_error_with({"--squared-relu", "--swiglu"}) == "--squared-relu and --swiglu are mutually exclusive");
+  // Accepted-and-ignored flags keep Megatron's checks of their values and combinations.
+  CHECK(usage_error_with({"--head-lr-mult", "abc"}) == "--head-lr-mult: 'abc' is not a number");
+  CHECK(usage_error_with({"--ddp-num-buckets", "0"}) == "--ddp-num-buckets must be at least 1, got 0");
+  CHECK(usage_error_with({"--ddp-num-buckets", "2", "--ddp-bucket-size", "1000"}) ==
+        "Cannot specify both --ddp-num-buckets and --ddp-bucket-size");
+  CHECK(usage_error_with({"--fp16-lm-cross-entropy"}) ==
+        "--fp16-lm-cross-entropy: lm cross entropy in fp16 only support in fp16 mode.");
+  CHECK(usage_error_with({"--deterministic-mode", "--use-flash-attn"}) ==
+        "--deterministic-mode: Flash attention can not be used in deterministic mode.");
+  CHECK(usage_error_with({"--deterministic-mode", "--cross-entropy-loss-fusion"}) ==
+        "--deterministic-mode: Cross Entropy Fusion is currently not deterministic.");
+  CHECK(usage_error_with({"--overlap-param-gather-with-optimizer-step"}) ==
+        "--overlap-param-gather-with-optimizer-step only supported with distributed optimizer");
   CHECK(usage_error_with({"--squared-relu"}) ==
         "--squared-relu: when bias_activation_fusion is True, activation function should be either gelu or swiglu "
         "(Megatron's TransformerConfig): give --no-bias-gelu-fusion or --disable-bias-linear");

@@ -8,7 +8,11 @@
 #include <regex>
 #include <sstream>
 
+#include "ckpt/model_checkpoint.hpp"
 #include "core/error.hpp"
+#include "kernels/backend_factory.hpp"
+#include "model/gpt_model.hpp"
+#include "train/gpt_config_from_options.hpp"
 #include "ckpt/checkpoint_args_flags.hpp"
 #include "train/train_flags.hpp"
 #include "trainer_testing.hpp"
@@ -189,6 +193,24 @@ TEST_CASE("trainer: --use-checkpoint-args takes the model's flags from the check
   REQUIRE(resumed.records.size() == 2);
   CHECK(resumed.records[0].loss == whole.records[2].loss);
   CHECK(resumed.records[1].loss == whole.records[3].loss);
+
+  // A checkpoint whose arguments record the RoPE base as a float (mgt-ckpt-convert's import of a
+  // Hugging Face rope_theta of 10000.0) gives --rotary-base, an integer flag, its integer.
+  const std::string imported = f.dir + "/imported";
+  {
+    const auto backend = make_backend("cpu");
+    const GptConfig config = gpt_config_from_options(options, 64);
+    GptModel model(config, *backend, 1);
+    const std::string args = model_args_json(config);
+    REQUIRE(args.find("\"rotary_base\": 10000.0") != std::string::npos);
+    save_model_checkpoint(imported, 1, model.parameters(), args);
+  }
+  TrainOptions table_defaults;
+  const CheckpointArgsCommandLine from_import = command_line_with_checkpoint_args(
+      {"--use-checkpoint-args", "--load", imported}, train_flags(table_defaults));
+  CHECK(std::find(from_import.args.begin(), from_import.args.end(), "--rotary-base=10000") != from_import.args.end());
+  CHECK(std::find(from_import.lines.begin(), from_import.lines.end(),
+                  "Setting rotary_base to 10000.0 from checkpoint") != from_import.lines.end());
 
   // Megatron's own checks and notes.
   const char* no_load[] = {"mgt-train", "--use-checkpoint-args"};
