@@ -16,13 +16,13 @@ namespace {
 constexpr const char* kProgram = "mgt-index";
 
 // Megatron flags that matter for dataset indices but are not implemented, with the reason.
+// (--skip-train and --dataloader-type do not: build_train_valid_test_data_loaders builds every
+// split's dataset, and so its cache files, whatever they say.)
 const std::map<std::string, std::string> kRefusedFlags = {
     {"--mock-data", "mock data has no index to cache"},
     {"--per-split-data-args-path", "pass the lists to --train-data-path, --valid-data-path, --test-data-path"},
     {"--full-validation", "validation sizes follow --eval-iters and --eval-interval"},
-    {"--skip-train", "the train split is always indexed"},
     {"--object-storage-cache-path", "object storage is not supported"},
-    {"--dataloader-type", "only the 'single' sampler order is supported"},
     // Flags of pretrain_gpt.py that would change the datasets or their sizes, which mgt-index
     // does not build that way; every other flag of the script is accepted and ignored.
     {"--sft", "supervised fine-tuning datasets are not indexed"},

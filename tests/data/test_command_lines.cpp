@@ -209,6 +209,13 @@ TEST_CASE("index command line: the flag table", "[data][command_line]") {
   CHECK(ignored_flags_line("mgt-index", training.ignored) ==
         "mgt-index: ignored flags (they change nothing here): --num-layers 2, --bf16, --fp8-format hybrid, --lr 1e-4 "
         "(no effect on the indices)");
+  // A fine-tuning or evaluation job's flags build the same caches (Megatron builds every split's
+  // dataset whatever the data loader or --skip-train).
+  const IndexCommandLine evaluation = index({"--data-path", "a", "--skip-train", "--dataloader-type", "cyclic",
+                                              "--iterations-to-skip", "3", "11", "--seq-length", "8"});
+  CHECK(ignored_flags_line("mgt-index", evaluation.ignored) ==
+        "mgt-index: ignored flags (they change nothing here): --skip-train, --dataloader-type cyclic, "
+        "--iterations-to-skip 3 11 (no effect on the indices)");
   CHECK(usage_error([] { index({"--sft"}); }) ==
         "--sft is not supported by mgt-index: supervised fine-tuning datasets are not indexed");
   CHECK(usage_error([] { index({"--no-such-flag"}); }) == "unknown flag --no-such-flag (see --help)");
