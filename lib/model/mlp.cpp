@@ -1,5 +1,7 @@
 #include "model/mlp.hpp"
 
+#include "model/mlp_activation.hpp"
+
 namespace mgt {
 
 Mlp::Mlp(GptParameters& params, int64_t layer, const TensorParallelMappings& tp, Fp8Training* fp8)
@@ -32,19 +34,9 @@ void Mlp::forward(const ForwardContext& ctx, FloatView input, const MlpActivatio
   } else {
     fc1_.forward(own, tokens, saved.fc1_output, ctx.when_sequence_parallel(input));
   }
-  switch (activation_) {
-    case Activation::kGelu:
-      backend_->gelu_forward(saved.fc1_output, saved.activation_output);
-      break;
-    case Activation::kOpenaiGelu:
-      break;  // in fc1's epilogue
-    case Activation::kSwiglu:
-      backend_->swiglu_forward(saved.fc1_output, tokens, ffn_, saved.activation_output);
-      break;
-    case Activation::kSquaredRelu:
-      backend_->squared_relu_forward(saved.fc1_output, saved.activation_output);
-      break;
-  }
+  // The tanh GELU is in fc1's epilogue.
+  if (activation_ != Activation::kOpenaiGelu)
+    mlp_activation_forward(*backend_, activation_, saved.fc1_output, tokens, ffn_, saved.activation_output);
   fc2_.forward(saved.activation_output, tokens, output,
                ctx.when_sequence_parallel(scratch.sequence.whole), addend);
 }
@@ -76,20 +68,10 @@ void Mlp::backward(const ForwardContext& ctx, FloatView input, const MlpActivati
     fc2_.backward(d_output, saved.activation_output, tokens, scratch.d_activation,
                   ctx.when_sequence_parallel(scratch.sequence.whole), {}, fc2_weight_later);
   }
-  switch (activation_) {
-    case Activation::kGelu:
-      backend_->gelu_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
-      break;
-    case Activation::kOpenaiGelu:
-      break;  // in fc2's input-gradient epilogue, or taken above
-    case Activation::kSwiglu:
-      backend_->swiglu_backward(scratch.d_activation, saved.fc1_output, tokens, ffn_,
-                                scratch.d_fc1);
-      break;
-    case Activation::kSquaredRelu:
-      backend_->squared_relu_backward(scratch.d_activation, saved.fc1_output, scratch.d_fc1);
-      break;
-  }
+  // The tanh GELU's gradient is in fc2's input-gradient epilogue, or taken above.
+  if (activation_ != Activation::kOpenaiGelu)
+    mlp_activation_backward(*backend_, activation_, scratch.d_activation, saved.fc1_output, tokens, ffn_,
+                            scratch.d_fc1);
   fc1_.backward(scratch.d_fc1, ctx.own_rows(input, fc1_.in_features()), tokens, d_input, gathered,
                 ctx.when_sequence_parallel(fc1_weight_later ? scratch.sequence.input_grad : scratch.sequence.whole),
                 fc2_weight, fc1_weight_later);

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "core/error.hpp"
+#include "model/mlp_activation.hpp"
 #include "model/recompute_plan.hpp"
 
 namespace mgt {
@@ -32,20 +33,7 @@ void ExpertMlp::forward(ConstFloatView x, int64_t rows, FloatView fc1_output, Fl
 }
 
 void ExpertMlp::activate(ConstFloatView fc1_output, int64_t rows, FloatView activation_output) const {
-  switch (activation_) {
-    case Activation::kGelu:
-      backend_->gelu_forward(fc1_output, activation_output);
-      break;
-    case Activation::kOpenaiGelu:
-      backend_->gelu_tanh_forward(fc1_output, activation_output);
-      break;
-    case Activation::kSwiglu:
-      backend_->swiglu_forward(fc1_output, rows, ffn_, activation_output);
-      break;
-    case Activation::kSquaredRelu:
-      backend_->squared_relu_forward(fc1_output, activation_output);
-      break;
-  }
+  mlp_activation_forward(*backend_, activation_, fc1_output, rows, ffn_, activation_output);
 }
 
 void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, ConstFloatView fc1_output,
@@ -59,20 +47,7 @@ void ExpertMlp::backward(ConstFloatView dy, ConstFloatView x, int64_t rows, Cons
 
 void ExpertMlp::activation_backward(ConstFloatView d_activation, ConstFloatView fc1_output, int64_t rows,
                                     FloatView d_fc1) const {
-  switch (activation_) {
-    case Activation::kGelu:
-      backend_->gelu_backward(d_activation, fc1_output, d_fc1);
-      break;
-    case Activation::kOpenaiGelu:
-      backend_->gelu_tanh_backward(d_activation, fc1_output, d_fc1);
-      break;
-    case Activation::kSwiglu:
-      backend_->swiglu_backward(d_activation, fc1_output, rows, ffn_, d_fc1);
-      break;
-    case Activation::kSquaredRelu:
-      backend_->squared_relu_backward(d_activation, fc1_output, d_fc1);
-      break;
-  }
+  mlp_activation_backward(*backend_, activation_, d_activation, fc1_output, rows, ffn_, d_fc1);
 }
 
 MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix, Fp8Training* fp8)

@@ -13,6 +13,15 @@ using namespace mgt::model_testing;
 
 namespace {
 
+// The GPT-2 shape with heads of 64 (cuDNN's attention) and a vocabulary of 512.
+GptConfig small_gpt2_config() {
+  GptConfig config = gpt2_like_config();
+  config.hidden_size = 128;
+  config.num_attention_heads = 2;
+  config.padded_vocab_size = 512;
+  return config;
+}
+
 void compare_models(GptConfig config, const char* name, FloatType storage = FloatType::kF32) {
   BackendPair pair;
   const bool bf16 = storage != FloatType::kF32;  // either 2-byte type: bf16's bounds hold fp16 too
@@ -69,10 +78,7 @@ void compare_models(GptConfig config, const char* name, FloatType storage = Floa
 
 TEST_CASE("cuda model: GPT-2 shape matches the CPU", "[cuda]") {
   if (skip_without_gpu()) return;
-  GptConfig config = gpt2_like_config();
-  config.hidden_size = 128;
-  config.num_attention_heads = 2;  // head_dim 64
-  config.padded_vocab_size = 512;
+  GptConfig config = small_gpt2_config();
   compare_models(config, "gpt2");
 }
 
@@ -83,10 +89,7 @@ TEST_CASE("cuda model: Llama shape matches the CPU", "[cuda]") {
 
 TEST_CASE("cuda model: the squared ReLU (--squared-relu, Nemotron-4's MLP) matches the CPU", "[cuda]") {
   if (skip_without_gpu()) return;
-  GptConfig config = gpt2_like_config();
-  config.hidden_size = 128;
-  config.num_attention_heads = 2;  // head_dim 64
-  config.padded_vocab_size = 512;
+  GptConfig config = small_gpt2_config();
   config.add_bias_linear = false;
   config.activation = Activation::kSquaredRelu;
   compare_models(config, "gpt2, squared ReLU");
@@ -96,10 +99,7 @@ TEST_CASE("cuda model: the squared ReLU (--squared-relu, Nemotron-4's MLP) match
 TEST_CASE("cuda model: query and key norms (--qk-layernorm) match the CPU", "[cuda]") {
   if (skip_without_gpu()) return;
   compare_models(with_qk_layernorm(llama_like_config()), "llama, q/k RMSNorm");
-  GptConfig config = with_qk_layernorm(gpt2_like_config());
-  config.hidden_size = 128;
-  config.num_attention_heads = 2;  // head_dim 64
-  config.padded_vocab_size = 512;
+  GptConfig config = with_qk_layernorm(small_gpt2_config());
   compare_models(config, "gpt2, q/k LayerNorm");
 }
 
@@ -122,10 +122,7 @@ TEST_CASE("cuda model: Qwen2-MoE shape (q/k/v biases, a dense layer, a gated sha
 
 TEST_CASE("cuda model: bf16 and fp16 storage stay within bf16 bounds of the fp32 CPU", "[cuda]") {
   if (skip_without_gpu()) return;
-  GptConfig config = gpt2_like_config();
-  config.hidden_size = 128;
-  config.num_attention_heads = 2;
-  config.padded_vocab_size = 512;
+  GptConfig config = small_gpt2_config();
   for (const FloatType storage : {FloatType::kBf16, FloatType::kF16}) {
     compare_models(config, "gpt2", storage);
     compare_models(llama_like_config(), "llama", storage);

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "ckpt/model_checkpoint.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "kernels/backend_factory.hpp"
 #include "model/gpt_model.hpp"
 #include "train/gpt_config_from_options.hpp"
@@ -19,17 +19,6 @@
 
 using namespace mgt;
 using namespace mgt::trainer_test;
-
-namespace {
-
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 TEST_CASE("trainer: --iterations-to-skip drops those steps' batches and keeps the schedule where it was",
           "[trainer]") {
@@ -135,7 +124,7 @@ TEST_CASE("trainer: --log-progress appends Megatron's lines to SAVE/progress.txt
   run(f.options({"--train-iters", "6", "--use-checkpoint-opt_param-scheduler", "--load", save, "--save", save, "--save-interval", "2",
                  "--log-progress", "--async-save"}),
       second);
-  std::istringstream text(file_text(save + "/progress.txt"));
+  std::istringstream text(read_input_file(save + "/progress.txt"));
   std::vector<std::string> lines;
   for (std::string line; std::getline(text, line);) lines.push_back(line);
   const std::string head = R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: [^\t]*\t# GPUs: 1\t)";
