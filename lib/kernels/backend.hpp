@@ -263,10 +263,11 @@ public:
   // GroupedMLP (megatron/core/transformer/moe/experts.py) runs them: group g is the next
   // group_rows[g] rows (0 allowed) of x and y and has its own weight w[g] [out, in] (and bias[g]
   // [out]), each a view of its own. The results equal those of one linear_forward,
-  // linear_backward_input or linear_backward_weight per group, which is how every backend runs
-  // them today: on an H200, cuBLAS's grouped GEMM (cublasGemmGroupedBatchedEx) made a Mixtral-
-  // style step 1.45 times longer than one cuBLASLt GEMM per expert (BENCHMARKS.md). bias is empty
-  // (no bias) or has one view per group.
+  // linear_backward_input or linear_backward_weight per group up to rounding. The CUDA backend
+  // runs bf16 groups on Hopper as one grouped GEMM of its own (kernels/cuda/grouped_gemm_hopper.hpp)
+  // and elsewhere one cuBLASLt GEMM per group: on an H200, cuBLAS's grouped GEMM
+  // (cublasGemmGroupedBatchedEx) made a Mixtral-style step 1.45 times longer than the latter
+  // (BENCHMARKS.md). bias is empty (no bias) or has one view per group.
   void grouped_linear_forward(ConstFloatView x, std::span<const ConstFloatView> w, std::span<const ConstFloatView> bias,
                               std::span<const int64_t> group_rows, int64_t in, int64_t out, FloatView y);
   // dx_g = dy_g·W_g, overwritten.

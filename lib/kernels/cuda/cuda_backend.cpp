@@ -31,6 +31,7 @@
 #include "kernels/cuda/fp8_scaling.hpp"
 #include "kernels/cuda/fp8_transpose.hpp"
 #include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/grouped_linear_hopper.hpp"
 #include "kernels/cuda/layout.hpp"
 #include "kernels/cuda/linear_fp64.hpp"
 #include "kernels/cuda/moe_permutation.hpp"
@@ -512,6 +513,7 @@ void CudaBackend::do_grouped_linear_forward(ConstFloatView x, std::span<const Co
   if (!bias.empty() || !narrow_groups(x, w))
     return Backend::do_grouped_linear_forward(x, w, bias, group_rows, in, out, y);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_forward);
+  if (cuda::grouped_linear_forward_hopper(x, w, group_rows, in, out, y, stream_)) return;
   for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows,
                  [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows, int64_t r0) {
     const ConstFloatView xg = x.subspan(r0 * in, rows * in);
@@ -526,6 +528,7 @@ void CudaBackend::do_grouped_linear_backward_input(ConstFloatView dy, std::span<
                                                    FloatView dx) {
   if (!narrow_groups(dy, w)) return Backend::do_grouped_linear_backward_input(dy, w, group_rows, in, out, dx);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_input);
+  if (cuda::grouped_linear_backward_input_hopper(dy, w, group_rows, in, out, dx, stream_)) return;
   for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows,
                  [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows, int64_t r0) {
     cuda::linear_backward_input(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out), w[g], rows, in,
@@ -539,6 +542,7 @@ void CudaBackend::do_grouped_linear_backward_weight(ConstFloatView dy, ConstFloa
   if (!narrow_groups(dy, std::span<const ConstFloatView>(&x, 1)))
     return Backend::do_grouped_linear_backward_weight(dy, x, group_rows, in, out, dw, accumulate);
   const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_linear_backward_weight);
+  if (cuda::grouped_linear_backward_weight_hopper(dy, x, group_rows, in, out, dw, accumulate, stream_)) return;
   for_each_group(*gemm_lanes_, *lt_, stream_, beside_, group_rows,
                  [&](const cuda::GemmLanes::Lane& lane, std::size_t g, int64_t rows, int64_t r0) {
     cuda::linear_backward_weight(cublas_, lane.lt, matmul_precision_, dy.subspan(r0 * out, rows * out),
