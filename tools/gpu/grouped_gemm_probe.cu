@@ -36,8 +36,11 @@ using mgt::cuda::OperandMajor;
 
 namespace {
 
-enum class Kind { kForward, kInput, kWeight };
-const char* name(Kind k) { return k == Kind::kForward ? "forward" : k == Kind::kInput ? "input grad" : "weight grad"; }
+// kWeight adds to fp32 gradients; kWeightWrite overwrites them (a step's first micro-batch).
+enum class Kind { kForward, kInput, kWeight, kWeightWrite };
+const char* name(Kind k) {
+  return k == Kind::kForward ? "forward" : k == Kind::kInput ? "input grad" : k == Kind::kWeight ? "weight grad" : "weight grad, written";
+}
 
 struct Layer {
   std::vector<int64_t> rows;
@@ -95,9 +98,10 @@ bool grouped(const Layer& l, Kind kind, cudaStream_t stream) {
     r0 += r;
   }
   GroupedGemmShape shape;
-  shape.a_major = kind == Kind::kWeight ? OperandMajor::kMN : OperandMajor::kK;
+  const bool weight = kind == Kind::kWeight || kind == Kind::kWeightWrite;
+  shape.a_major = weight ? OperandMajor::kMN : OperandMajor::kK;
   shape.b_major = kind == Kind::kForward ? OperandMajor::kK : OperandMajor::kMN;
-  shape.d_type = kind == Kind::kWeight ? FloatType::kF32 : FloatType::kBf16;
+  shape.d_type = weight ? FloatType::kF32 : FloatType::kBf16;
   shape.accumulate = kind == Kind::kWeight;
   return mgt::cuda::grouped_gemm_hopper(shape, gs.data(), gs.size(), FloatType::kBf16, stream);
 }
@@ -120,7 +124,8 @@ void per_group(cublasHandle_t h, const Layer& l, Kind kind, const std::vector<cu
                         CUBLAS_GEMM_DEFAULT));
       else
         CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, r, &one, l.x + r0 * in, CUDA_R_16BF, in,
-                        l.dy + r0 * out, CUDA_R_16BF, out, &one, l.dw[g], CUDA_R_32F, in, CUBLAS_COMPUTE_32F,
+                        l.dy + r0 * out, CUDA_R_16BF, out, kind == Kind::kWeight ? &one : &zero, l.dw[g], CUDA_R_32F, in,
+                        CUBLAS_COMPUTE_32F,
                         CUBLAS_GEMM_DEFAULT));
     }
     r0 += r;
@@ -158,12 +163,13 @@ void restore_dw(const Layer& l, const std::vector<float>& saved) {
 }
 
 double check(cublasHandle_t h, const Layer& l, Kind kind, cudaStream_t s) {
-  const std::vector<float> start = kind == Kind::kWeight ? result(l, kind) : std::vector<float>();
+  const bool weight = kind == Kind::kWeight || kind == Kind::kWeightWrite;
+  const std::vector<float> start = weight ? result(l, kind) : std::vector<float>();
   per_group(h, l, kind, {s});
   CK(cudaStreamSynchronize(s));
   const std::vector<float> want = result(l, kind);
   // The grouped kernel's output starts as NaN (forward, input gradient) or as cuBLAS's started.
-  if (kind == Kind::kWeight) restore_dw(l, start);
+  if (weight) restore_dw(l, start);
   if (kind == Kind::kForward) CK(cudaMemset(l.y, 0xff, l.total() * l.out * 2));
   if (kind == Kind::kInput) CK(cudaMemset(l.dx, 0xff, l.total() * l.in * 2));
   if (!grouped(l, kind, s)) return -1.0;
@@ -253,6 +259,29 @@ int main() {
       });
       std::printf("| %s | %s | %.3f (%.0f) | %.3f (%.0f) | %.3f (%.0f) | %.3f |\n", label, name(k), tg,
                   flops / tg / 1e9, t1, flops / t1 / 1e9, t4, flops / t4 / 1e9, std::min(t1, t4) / tg);
+    }
+  }
+  // One group: a dense model's linear layers (GPT 1.3B at micro-batch 4, GPT-2 124M at 32).
+  std::printf("\n| dense layer | rows | GEMM | kernel ms (TFLOP/s) | cuBLAS ms (TFLOP/s) | kernel / cuBLAS speed | difference |\n|---|---|---|---|---|---|---|\n");
+  using Dense = std::tuple<const char*, int64_t, int64_t, int64_t>;
+  for (const auto& [label, rows_, in, out] :
+       {Dense{"1.3B qkv", 8192, 2048, 6144}, Dense{"1.3B proj", 8192, 2048, 2048}, Dense{"1.3B fc1", 8192, 2048, 8192},
+        Dense{"1.3B fc2", 8192, 8192, 2048}, Dense{"124M qkv", 32768, 768, 2304}, Dense{"124M proj", 32768, 768, 768},
+        Dense{"124M fc1", 32768, 768, 3072}, Dense{"124M fc2", 32768, 3072, 768}, Dense{"long k", 32768, 4096, 4096}}) {
+    Layer l = make_layer({rows_}, in, out, rng);
+    for (Kind k : {Kind::kForward, Kind::kInput, Kind::kWeight, Kind::kWeightWrite}) {
+      const double e = check(h, l, k, s);
+      const double flops = 2.0 * rows_ * in * out;
+      if (e < 0) {  // refused: cuBLAS's
+        std::printf("| %s | %lld | %s | refused | | | |\n", label, (long long)rows_, name(k));
+        continue;
+      }
+      const bool pass = e < (k == Kind::kForward || k == Kind::kInput ? 1e-2 : 1e-5);
+      ok = ok && pass;
+      const float tg = time_ms(s, [&] { grouped(l, k, s); });
+      const float t1 = time_ms(s, [&] { per_group(h, l, k, {s}); });
+      std::printf("| %s | %lld | %s | %.3f (%.0f) | %.3f (%.0f) | %.3f | %.1e%s |\n", label, (long long)rows_, name(k),
+                  tg, flops / tg / 1e9, t1, flops / t1 / 1e9, t1 / tg, e, pass ? "" : " (CHECK FAILED)");
     }
   }
   CK(cudaDeviceSynchronize());

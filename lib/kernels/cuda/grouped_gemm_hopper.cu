@@ -415,7 +415,19 @@ bool grouped_gemm_hopper(const GroupedGemmShape& shape, const GroupedGemmGroup* 
     }
     p.tile_start[p.groups] = tiles;
   }
+  // Each tile's whole k runs on one multiprocessor. Few tiles of a long k (a weight gradient
+  // over many rows into a small weight) would leave most of the GPU idle while each runs, where
+  // cuBLAS splits k: left to it when the longest tile would take over 4/3 of an even share.
   const int sms = multiprocessors();
+  for (const Params& p : launches) {
+    long long k_blocks = 0, longest = 0;
+    for (int g = 0; g < p.groups; ++g) {
+      const long long blocks = (p.k[g] + kBlockK - 1) / kBlockK;
+      k_blocks += blocks * (p.tile_start[g + 1] - p.tile_start[g]);
+      longest = std::max(longest, blocks);
+    }
+    if (longest >= 64 && 4 * k_blocks < 3 * longest * sms) return false;
+  }
   for (const Params& p : launches) {
     const int tiles = p.tile_start[p.groups];
     if (tiles == 0) continue;

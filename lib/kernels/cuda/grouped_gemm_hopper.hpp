@@ -44,8 +44,9 @@ struct GroupedGemmShape {
 bool grouped_gemm_hopper_available();
 
 // False, with nothing done, where the kernel does not apply: not available, operands not bf16, a
-// leading dimension or a stored row's length not a multiple of 8 elements (TMA reads rows in
-// 16-byte units), or a base address not 16-byte aligned.
+// leading dimension or a stored row's length not a multiple of 8 elements (TMA moves rows in
+// 16-byte units), a base address not 16-byte aligned, a bf16 D added to, or too few tiles for a
+// long k (below 3/4 of the GPU busy; cuBLAS splits k there).
 bool grouped_gemm_hopper(const GroupedGemmShape& shape, const GroupedGemmGroup* groups,
                          std::size_t count, FloatType operand_type, cudaStream_t stream);
 
