@@ -6,8 +6,10 @@
 // B into a ring of four shared-memory stages with the tensor memory accelerator (TMA, each
 // group's operands described by a tensor map, rows and columns past the group's end read as
 // zeros), and two consumer warpgroups multiply them with wgmma (64×256 each, fp32 accumulators
-// in registers) and write their rows of the tile. The blocks take the tiles of every group in
-// turn; the producer fills the next tile's stages while the consumers write the last one.
+// in registers). The blocks take the tiles of every group in turn. A finished tile leaves through
+// shared memory by TMA stores (or TMA's fp32 additions into D), which run on while the
+// consumers start the next tile, whose first stages the producer has already filled: stored from
+// registers, the tiles had cost the kernel a quarter of cuBLAS's speed (BENCHMARKS.md).
 #include "kernels/cuda/grouped_gemm_hopper.hpp"
 
 #include <cuda.h>
