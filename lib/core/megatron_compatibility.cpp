@@ -29,6 +29,9 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
                                 "is mgt's choice; the average agrees up to rounding";
   const std::string offload = "it pins the host buffers of the optimizer's CPU offload, which mgt does not do";
   const std::string memory_tools = "it drives PyTorch's memory snapshots; mgt's log reports its memory itself";
+  const std::string wandb = "mgt does not log to Weights & Biases itself; Megatron logs there the scalars it writes to "
+                            "TensorBoard, and `wandb sync --sync-tensorboard -p PROJECT DIR` uploads those of mgt's "
+                            "--tensorboard-dir";
   const std::string resiliency = "it drives nvidia-resiliency-ext, a Python package mgt does not run; mgt ends a "
                                  "job whose communication waits past --distributed-timeout-minutes";
   return {
@@ -114,6 +117,11 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--enable-ft-package", switch_flag(resiliency)},
       {"--calc-ft-timeouts", switch_flag(resiliency)},
       {"--log-energy", switch_flag("mgt does not read the GPUs' energy counters; the results are the same")},
+      // Megatron logs to Weights & Biases only the scalars it writes to TensorBoard, and only when
+      // it writes to TensorBoard (training.py training_log).
+      {"--wandb-project", choice_flag(wandb, {})},
+      {"--wandb-exp-name", choice_flag(wandb, {})},
+      {"--wandb-save-dir", choice_flag(wandb, {})},
       // Parsed by Megatron's pretraining parser yet read by nothing of pretrain_gpt.py's Megatron-Core
       // model and training loop (core_v0.13.0: only the legacy model or other tasks read them).
       {"--apply-residual-connection-post-layernorm", switch_flag(unread)},

@@ -51,9 +51,6 @@ CommandLineRules train_command_line_rules() {
   TrainOptions defaults;
   rules.known = flag_arities(train_flags(defaults));
   rules.known["--version"] = FlagArity::None;  // answered before parsing (core/program_main.hpp)
-  for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir"})
-    rules.refused[flag] = "Weights & Biases needs its network service; --tensorboard-dir DIR writes the same "
-                          "scalars as TensorBoard event files";
   // Older Megatron's TensorBoard switches: core_v0.13 always writes the batch size.
   rules.ignored["--log-batch-size-to-tensorboard"] = {FlagArity::None, "batch-size is always written, as Megatron "
                                                       "core_v0.13 does", {}, false, {}};

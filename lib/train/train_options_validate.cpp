@@ -333,6 +333,11 @@ void validate_ignored_flags(const TrainOptions& o) {
       if (use.flag == flag) return &use;
     return nullptr;
   };
+  // global_vars.py _set_wandb_writer.
+  const IgnoredFlagUse* wandb_project = given("--wandb-project");
+  const IgnoredFlagUse* wandb_name = given("--wandb-exp-name");
+  if (wandb_project && !wandb_project->value.empty() && (!wandb_name || wandb_name->value.empty()))
+    throw UsageError("--wandb-project needs --wandb-exp-name (Megatron: Please specify the wandb experiment name!)");
   if (given("--ddp-num-buckets") && o.parallel.ddp_bucket_size)
     throw UsageError("Cannot specify both --ddp-num-buckets and --ddp-bucket-size");
   if (given("--fp16-lm-cross-entropy") && o.optim.precision != Precision::Fp16)

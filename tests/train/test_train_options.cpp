@@ -243,14 +243,12 @@ TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
 }
 
 TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
-  CHECK(usage_error_with({"--moe-enable-deepep", "--batch-size", "4", "--wandb-project", "p", "--no-such-flag",
+  CHECK(usage_error_with({"--moe-enable-deepep", "--batch-size", "4", "--no-such-flag",
                           "--checkpoint-activations", "--model-parallel-size", "2", "--activations-checkpoint-method",
                           "uniform", "--data-impl", "lazy"}) ==
         "--moe-enable-deepep is not supported by mgt-train: DeepEP's dispatch kernels are not implemented; "
         "--moe-token-dispatcher-type alltoall moves the same tokens\n"
         "--batch-size is not supported by mgt-train: Megatron replaced it with --micro-batch-size\n"
-        "--wandb-project is not supported by mgt-train: Weights & Biases needs its network service; "
-        "--tensorboard-dir DIR writes the same scalars as TensorBoard event files\n"
         "unknown flag --no-such-flag (see --help)\n"
         "--checkpoint-activations is not supported by mgt-train: Megatron replaced it with --recompute-activations, "
         "or --recompute-granularity and --recompute-method for more control\n"
@@ -470,6 +468,15 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(usage_error_with({"--ddp-num-buckets", "0"}) == "--ddp-num-buckets must be at least 1, got 0");
   CHECK(usage_error_with({"--ddp-num-buckets", "2", "--ddp-bucket-size", "1000"}) ==
         "Cannot specify both --ddp-num-buckets and --ddp-bucket-size");
+  CHECK(usage_error_with({"--wandb-project", "gpt"}) ==
+        "--wandb-project needs --wandb-exp-name (Megatron: Please specify the wandb experiment name!)");
+  CHECK(usage_error_with({"--wandb-project", "gpt", "--wandb-exp-name", ""}) ==
+        "--wandb-project needs --wandb-exp-name (Megatron: Please specify the wandb experiment name!)");
+  {
+    std::vector<std::string> args = kMinimal;
+    args.insert(args.end(), {"--wandb-project", "gpt", "--wandb-exp-name", "run-1", "--wandb-save-dir", "wb"});
+    CHECK(parse(args).ignored_flags.size() == 3);
+  }
   CHECK(usage_error_with({"--fp16-lm-cross-entropy"}) ==
         "--fp16-lm-cross-entropy: lm cross entropy in fp16 only support in fp16 mode.");
   CHECK(usage_error_with({"--deterministic-mode", "--use-flash-attn"}) ==
