@@ -133,6 +133,9 @@ struct LoggingOptions {
   std::optional<std::string> profile_timeline;    // --profile-timeline FILE (mgt)
   bool log_params_norm = false;                   // --log-params-norm: "params norm" in the log line
   bool log_num_zeros_in_grad = false;             // --log-num-zeros-in-grad: "num zeros" in the log line
+  // --check-weight-hash-across-dp-replicas-interval: the replicas' weights compared before training
+  // and after every N-th iteration (train/weight_hash_check.hpp).
+  std::optional<std::int64_t> check_weight_hash_interval;
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
   // TensorBoard event files (train/tensorboard_log.hpp): Megatron's scalars and switches.
   std::optional<std::string> tensorboard_dir;     // --tensorboard-dir

@@ -364,6 +364,10 @@ void validate_ignored_flags(const TrainOptions& o) {
 // Megatron profiles nothing when the window is empty; a profile that is asked for and cannot
 // count anything is a mistake in the flags.
 void validate_profile(const LoggingOptions& l) {
+  // Megatron divides the iteration by it.
+  if (l.check_weight_hash_interval && *l.check_weight_hash_interval < 1)
+    throw UsageError("--check-weight-hash-across-dp-replicas-interval must be at least 1, got " +
+                     str(*l.check_weight_hash_interval));
   if (!l.profile && l.profile_gemms) throw UsageError("--profile-gemms needs --profile");
   if (!l.profile && l.profile_timeline) throw UsageError("--profile-timeline needs --profile");
   if (l.profile_timeline && l.profile_timeline->empty()) throw UsageError("--profile-timeline: expected a file name, got ''");

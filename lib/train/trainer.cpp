@@ -7,6 +7,7 @@
 #include "train/rank_agreement.hpp"
 #include "train/training_log.hpp"
 #include "train/training_run.hpp"
+#include "train/weight_hash_check.hpp"
 
 namespace mgt {
 
@@ -56,6 +57,7 @@ TrainResult TrainingRun::run() {
   output_.line(format_datetime_line("before the start of training step", now_stamp()));
 
   const std::int64_t first_iteration = progress_.iteration;
+  if (options_.logging.check_weight_hash_interval) check_weight_hashes();
   result.exit_reason = train_loop();
   finish_param_gather();
   result.iteration = progress_.iteration;
@@ -104,10 +106,36 @@ ExitReason TrainingRun::train_loop() {
       progress_.consumed_valid_samples += valid_->samples_per_evaluation();
       timer_.start();
     }
+    // Megatron's post_training_step_callbacks, after the evaluation.
+    const std::optional<std::int64_t>& hash_interval = options_.logging.check_weight_hash_interval;
+    if (hash_interval && progress_.iteration % *hash_interval == 0) {
+      timer_.stop();
+      check_weight_hashes();
+      timer_.start();
+    }
     const ExitReason reason = checkpoint_and_decide_exit();
     if (reason != ExitReason::None) return reason;
   }
   return ExitReason::None;
+}
+
+void TrainingRun::check_weight_hashes() {
+  finish_param_gather();
+  GptParameters& params = model_->parameters();
+  params.refresh_compute_copy();  // what the next forward computes with
+  const std::vector<std::string> differing =
+      tensors_differing_across_replicas(params, &data_parallel_, expert_data_parallel_);
+  // Every rank stops together, those whose tensors agree too.
+  std::int64_t count = static_cast<std::int64_t>(differing.size());
+  world_.all_reduce(std::span<std::int64_t>(&count, 1), dist::ReduceOp::Sum);
+  if (count > 0) {
+    std::string names;
+    for (std::size_t i = 0; i < std::min<std::size_t>(differing.size(), 3); ++i) names += (i ? ", " : "") + differing[i];
+    if (differing.size() > 3) names += " and " + std::to_string(differing.size() - 3) + " more";
+    throw Error("Parameter hashes not matching across DP replicas after " + std::to_string(progress_.iteration) +
+                " iterations" + (names.empty() ? " (in other ranks' tensors)" : ": " + names));
+  }
+  output_.line(">>> Weight hashes match after " + std::to_string(progress_.iteration) + " iterations...");
 }
 
 TrainResult train_gpt(const TrainOptions& options, const TrainerSettings& settings, const TrainerHooks& hooks) {

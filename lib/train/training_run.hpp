@@ -154,6 +154,9 @@ private:
            " ]";
   }
   // Where the weights are read outside a forward: the all-gathers still in flight complete first.
+  // --check-weight-hash-across-dp-replicas-interval: every replica's weights the same, or an
+  // error on every rank naming the tensors that differ.
+  void check_weight_hashes();
   void finish_param_gather() {
     if (overlap_) overlap_->finish_param_gather();
     Fp8ParamGather::catch_up({fp8_gather_.get(), fp8_expert_gather_.get()});

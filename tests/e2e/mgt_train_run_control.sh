@@ -3,7 +3,8 @@
 # checkpoint is read: --iterations-to-skip at DP=2 x PP=2 logs the one-rank run's records (the
 # same iterations skipped, the same losses and consumed samples); --ckpt-step resumes the one-rank
 # run's iteration 10 at DP=2 x PP=2 and continues its curve; --skip-train at PP=2 evaluates a
-# checkpoint as one rank does; --log-progress on four ranks writes each line once, naming four GPUs.
+# checkpoint as one rank does; --log-progress on four ranks writes each line once, naming four GPUs;
+# --check-weight-hash-across-dp-replicas-interval finds the data-parallel replicas equal.
 # Usage: bash tests/e2e/mgt_train_run_control.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -26,8 +27,12 @@ assert train[22]["skipped_samples"] == 16 and train[22]["consumed_samples"] == 1
 PY
 
 expect_status 0 ranks 4 "$BIN/mgt-train" "${SKIP[@]}" --pipeline-model-parallel-size 2 --use-distributed-optimizer \
-  --metrics-file "$WORK/dp2pp2.jsonl" --save "$WORK/four" --save-interval 10 --log-progress
+  --metrics-file "$WORK/dp2pp2.jsonl" --save "$WORK/four" --save-interval 10 --log-progress \
+  --check-weight-hash-across-dp-replicas-interval 10
 compare_curves "$WORK/one.jsonl" "$WORK/dp2pp2.jsonl" same
+# The replicas' weights compared before training and after iterations 10 and 20, as Megatron does.
+[[ "$(grep '^>>> Weight hashes' "$WORK/out.txt")" == $'>>> Weight hashes match after 0 iterations...\n>>> Weight hashes match after 10 iterations...\n>>> Weight hashes match after 20 iterations...' ]] ||
+  fail "weight hash lines: $(grep '^>>> Weight' "$WORK/out.txt")"
 python3 - "$WORK/four/progress.txt" <<'PY' || fail "progress.txt of four ranks: $(cat "$WORK/four/progress.txt")"
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()

@@ -468,6 +468,8 @@ TEST_CASE("train options: validation like Megatron's", "[train]") {
   CHECK(usage_error_with({"--ddp-num-buckets", "0"}) == "--ddp-num-buckets must be at least 1, got 0");
   CHECK(usage_error_with({"--ddp-num-buckets", "2", "--ddp-bucket-size", "1000"}) ==
         "Cannot specify both --ddp-num-buckets and --ddp-bucket-size");
+  CHECK(usage_error_with({"--check-weight-hash-across-dp-replicas-interval", "0"}) ==
+        "--check-weight-hash-across-dp-replicas-interval must be at least 1, got 0");
   CHECK(usage_error_with({"--wandb-project", "gpt"}) ==
         "--wandb-project needs --wandb-exp-name (Megatron: Please specify the wandb experiment name!)");
   CHECK(usage_error_with({"--wandb-project", "gpt", "--wandb-exp-name", ""}) ==
