@@ -26,6 +26,7 @@ std::vector<FlagDefinition> dataset_source_flags(DatasetSourceOptions& o, std::s
     store_list("train-data-path", "[W] PREFIX...", o.train_data_path, "Train split datasets, instead of --data-path"),
     store_list("valid-data-path", "[W] PREFIX...", o.valid_data_path, "Validation split datasets"),
     store_list("test-data-path", "[W] PREFIX...", o.test_data_path, "Test split datasets"),
+    store("per-split-data-args-path", "FILE", o.per_split_data_args_path, "JSON file holding the per-split paths: {\"train\": [...], \"valid\": [...], \"test\": [...]}, each a list, a string of words or null"),
     store("data-cache-path", "DIR", o.data_cache_path, "Directory for the index files; blend indices are cached only here")
         .default_text("PREFIX/cache/GPTDataset_indices"),
     store("mid-level-dataset-surplus", "F", o.mid_level_dataset_surplus, "Extra fraction of samples built per blended dataset"),

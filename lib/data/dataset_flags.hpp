@@ -26,6 +26,7 @@ struct DatasetSourceOptions {
   std::vector<std::string> train_data_path;    // --train-data-path
   std::vector<std::string> valid_data_path;    // --valid-data-path
   std::vector<std::string> test_data_path;     // --test-data-path
+  std::optional<std::string> per_split_data_args_path;  // --per-split-data-args-path: a JSON file of the three
   std::optional<std::string> split;            // --split; kDefaultSplit with --data-path
   std::optional<std::string> data_cache_path;  // --data-cache-path
   double mid_level_dataset_surplus = 0.005;    // --mid-level-dataset-surplus

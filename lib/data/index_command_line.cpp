@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/megatron_compatibility.hpp"
 #include "data/dataset_flags.hpp"
+#include "data/per_split_data_args.hpp"
 #include "tokenizer/tokenizer_flags.hpp"
 #include "tokenizer/tokenizer_type_inference.hpp"
 
@@ -20,7 +21,6 @@ constexpr const char* kProgram = "mgt-index";
 // split's dataset, and so its cache files, whatever they say.)
 const std::map<std::string, std::string> kRefusedFlags = {
     {"--mock-data", "mock data has no index to cache"},
-    {"--per-split-data-args-path", "pass the lists to --train-data-path, --valid-data-path, --test-data-path"},
     {"--full-validation", "validation sizes follow --eval-iters and --eval-interval"},
     {"--object-storage-cache-path", "object storage is not supported"},
     // Flags of pretrain_gpt.py that would change the datasets or their sizes, which mgt-index
@@ -120,6 +120,7 @@ IndexCommandLine parse_index_command_line(int argc, const char* const* argv) {
   }
   command.ignored = std::move(parsed.ignored);
   read_flags(index_flags(command.options), FlagValues(parsed.flags), kProgram);
+  read_per_split_data_args(command.options);
   infer_tokenizer_type_from_files(command.options.tokenizer, kProgram);
   return command;
 }

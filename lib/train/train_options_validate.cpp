@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "data/per_split_data_args.hpp"
 #include "dist/transport_choice.hpp"
 #include "model/context_parallel_split.hpp"
 #include "model/head_scatter_attention.hpp"
@@ -295,6 +296,7 @@ void validate_context_parallel(const ModelShapeOptions& m, const ParallelOptions
 }
 
 void validate_data(DataOptions& d) {
+  read_per_split_data_args(d);
   const bool whole = !d.data_path.empty() || d.data_args_path;
   const bool per_split = !d.train_data_path.empty() || !d.valid_data_path.empty() || !d.test_data_path.empty();
   if (!d.data_path.empty() && d.data_args_path)
