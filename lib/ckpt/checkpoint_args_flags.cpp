@@ -67,6 +67,16 @@ constexpr TakenArg kTakenArgs[] = {
     {"padded_vocab_size", false},
 };
 
+// And with --use-mp-args-from-checkpoint-args, the parallel layout (Megatron's "Model parallelism
+// args", checkpoint version 3).
+constexpr TakenArg kParallelArgs[] = {
+    {"tensor_model_parallel_size", true},
+    {"pipeline_model_parallel_size", true},
+    {"virtual_pipeline_model_parallel_size", true},
+    {"num_layers_per_virtual_pipeline_stage", false},
+    {"expert_model_parallel_size", true},
+};
+
 // The recorded arguments as flag values: nullopt for None; booleans "true"/"false"; lists as JSON.
 using RecordedArgs = std::map<std::string, std::optional<std::string>>;
 
@@ -206,7 +216,10 @@ CheckpointArgsCommandLine command_line_with_checkpoint_args(const std::vector<st
   const bool experts = recorded_value("num_experts").has_value();
   const bool tokenizer_model = std::find(args.begin(), args.end(), "--no-use-tokenizer-model-from-checkpoint-args") ==
                                args.end();
-  for (const TakenArg& taken : kTakenArgs) {
+  std::vector<TakenArg> taking(std::begin(kTakenArgs), std::end(kTakenArgs));
+  if (std::find(args.begin(), args.end(), "--use-mp-args-from-checkpoint-args") != args.end())
+    taking.insert(taking.end(), std::begin(kParallelArgs), std::end(kParallelArgs));
+  for (const TakenArg& taken : taking) {
     const std::string name = taken.name;
     if (name == "tokenizer_model" && !tokenizer_model) continue;
     std::vector<const FlagDefinition*> recording;

@@ -12,7 +12,9 @@
 // and model) replace the command line's, as Megatron forces them. Each one taken is printed as
 // "Setting NAME to VALUE from checkpoint", as Megatron prints it. The tokenizer's model file is
 // taken unless --no-use-tokenizer-model-from-checkpoint-args; its vocabulary and merge files are
-// not (Megatron keeps them out too).
+// not (Megatron keeps them out too). With --use-mp-args-from-checkpoint-args the parallel layout
+// too: the tensor-, pipeline-, virtual-pipeline- and expert-parallel sizes replace the command
+// line's, the layers per virtual stage where it leaves them out.
 #pragma once
 #include <span>
 #include <string>

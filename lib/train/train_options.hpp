@@ -107,6 +107,7 @@ struct CheckpointOptions {
   // --no-use-tokenizer-model-from-checkpoint-args.
   bool use_checkpoint_args = false;
   bool use_tokenizer_model_from_checkpoint_args = true;
+  bool use_mp_args_from_checkpoint_args = false;  // --use-mp-args-from-checkpoint-args: the layout too
   bool exit_on_missing_checkpoint = false;        // --exit-on-missing-checkpoint
   bool async_save = false;                        // --async-save: files written in the background
   std::int64_t async_save_delay_ms = 0;           // --async-save-delay-ms (mgt, a testing aid)

@@ -201,6 +201,21 @@ TEST_CASE("trainer: --use-checkpoint-args takes the model's flags from the check
   CHECK(std::find(from_import.lines.begin(), from_import.lines.end(),
                   "Setting rotary_base to 10000.0 from checkpoint") != from_import.lines.end());
 
+  // --use-mp-args-from-checkpoint-args: the one-rank checkpoint's layout replaces the command
+  // line's; without it the command line's stays.
+  const std::vector<std::string> layout = {"--use-checkpoint-args", "--load", save, "--tensor-model-parallel-size",
+                                           "2", "--pipeline-model-parallel-size", "2"};
+  std::vector<std::string> with_mp = layout;
+  with_mp.push_back("--use-mp-args-from-checkpoint-args");
+  const CheckpointArgsCommandLine taken = command_line_with_checkpoint_args(with_mp, train_flags(table_defaults));
+  for (const char* line : {"Setting tensor_model_parallel_size to 1 from checkpoint",
+                           "Setting pipeline_model_parallel_size to 1 from checkpoint",
+                           "Setting expert_model_parallel_size to 1 from checkpoint"})
+    CHECK(std::find(taken.lines.begin(), taken.lines.end(), line) != taken.lines.end());
+  CHECK(std::find(taken.args.begin(), taken.args.end(), "2") == taken.args.end());
+  const CheckpointArgsCommandLine kept = command_line_with_checkpoint_args(layout, train_flags(table_defaults));
+  CHECK(std::count(kept.args.begin(), kept.args.end(), "2") == 2);
+
   // Megatron's own checks and notes.
   const char* no_load[] = {"mgt-train", "--use-checkpoint-args"};
   CHECK_THROWS_WITH(read_train_options(2, no_load), "--use-checkpoint-args requires --load argument");
