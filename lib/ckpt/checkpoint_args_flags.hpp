@@ -13,8 +13,9 @@
 // "Setting NAME to VALUE from checkpoint", as Megatron prints it. The tokenizer's model file is
 // taken unless --no-use-tokenizer-model-from-checkpoint-args; its vocabulary and merge files are
 // not (Megatron keeps them out too). With --use-mp-args-from-checkpoint-args the parallel layout
-// too: the tensor-, pipeline-, virtual-pipeline- and expert-parallel sizes replace the command
-// line's, the layers per virtual stage where it leaves them out.
+// too: the tensor-, pipeline- and expert-parallel sizes replace the command line's, the layers
+// per virtual stage where it leaves them out (Megatron's virtual_pipeline_model_parallel_size is
+// derived from those; mgt has no flag of that name).
 #pragma once
 #include <span>
 #include <string>

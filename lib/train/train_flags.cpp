@@ -93,7 +93,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store_true("use-checkpoint-args", c.use_checkpoint_args, "Take the model's flags from the arguments --load's checkpoint recorded, as Megatron: the sizes where the command line leaves them out, the architecture's kinds (norms, positions, biases, SwiGLU, query groups, dropouts, MoE layer, tokenizer type and model) always; each printed as 'Setting NAME to VALUE from checkpoint'"),
       store_false("no-use-tokenizer-model-from-checkpoint-args", c.use_tokenizer_model_from_checkpoint_args, "With --use-checkpoint-args, keep the command line's --tokenizer-model")
           .key("use_tokenizer_model_from_checkpoint_args"),
-      store_true("use-mp-args-from-checkpoint-args", c.use_mp_args_from_checkpoint_args, "With --use-checkpoint-args, take the parallel layout from the checkpoint too: the tensor-, pipeline-, virtual-pipeline- and expert-parallel sizes (the layers per virtual stage where not given)"),
+      store_true("use-mp-args-from-checkpoint-args", c.use_mp_args_from_checkpoint_args, "With --use-checkpoint-args, take the parallel layout from the checkpoint too: the tensor-, pipeline- and expert-parallel sizes (the layers per virtual stage where not given)"),
       store_true("exit-on-missing-checkpoint", c.exit_on_missing_checkpoint, "With --load: stop with an error when the directory holds no checkpoint, instead of training from random weights"),
       store_true("no-save-optim", c.no_save_optim, "Do not save the optimizer state"),
       store_true("no-save-rng", c.no_save_rng, "Do not save the random state"),
