@@ -30,6 +30,7 @@ Evaluator::Evaluator(GptModel& model, std::shared_ptr<const SplitSampleReader> r
     : model_(&model), settings_(settings), batches_(std::move(reader), prefetch_settings(settings)) {
   if (settings.pipeline && settings.pipeline->size() > 1)
     pipeline_ = std::make_unique<PipelineExecutor>(model, *settings.pipeline, settings.microbatch_group_size);
+  if (pipeline_) pipeline_->set_loss_observer(settings.loss_observer);
 }
 
 LossValues Evaluator::evaluate() {
@@ -47,6 +48,7 @@ LossValues Evaluator::evaluate() {
       const ForwardOutput out = model_->forward_only(batch.view());
       loss_sum += out.loss.loss_sum;
       token_count += out.loss.token_count;
+      if (settings_.loss_observer) settings_.loss_observer(out.loss);
     }
   }
   // Megatron all-reduces [Σ loss, Σ tokens] over the data-parallel group.

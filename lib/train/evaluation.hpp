@@ -8,6 +8,7 @@
 // sums reach every stage.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,9 @@ struct EvaluationSettings {
   std::string split_name = "valid";
   bool cyclic = false;         // --dataloader-type cyclic (train/sample_order.hpp)
   bool data_sharding = true;
+  // Called with each micro-batch's loss sums where the loss is computed (--check-for-spiky-loss:
+  // Megatron's loss_func validates evaluation losses too); empty: none.
+  std::function<void(const LossSum&)> loss_observer;
 };
 
 class Evaluator {

@@ -97,6 +97,7 @@ LossSum run_interleaved_schedule(GptModel& model, dist::Communicator& group, con
                                               run.reduction, run.loss_scale, t.chunk);
         sums.loss_sum += s.loss_sum;
         sums.token_count += s.token_count;
+        if (run.loss_observer && *run.loss_observer && stage.is_last() && t.chunk == last_chunk) (*run.loss_observer)(s);
         if (t.chunk == last_chunk) fetched.erase(t.microbatch);
         // Evaluation keeps nothing once the output has left (the exchange frees the slot); the
         // last virtual stage's output is the loss, which leaves nowhere.

@@ -31,6 +31,8 @@ struct InterleavedRun {
   std::int64_t loss_divisor = 1;
   LossReduction reduction = LossReduction::kMicroBatchMean;
   float loss_scale = 1.0f;
+  // Called on the last stage with each micro-batch's loss sums (null or empty: none).
+  const std::function<void(const LossSum&)>* loss_observer = nullptr;
 };
 
 // The loss sums of the micro-batches whose loss this rank computed (zero but on the last rank);

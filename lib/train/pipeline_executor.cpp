@@ -36,7 +36,8 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
   GptModel& model = *model_;
   dist::Communicator& group = *pipeline_;
   if (model.pipeline_stage().interleaved()) {
-    const InterleavedRun settings{training, microbatches, microbatch_group_size_, loss_divisor, reduction, loss_scale};
+    const InterleavedRun settings{training,  microbatches, microbatch_group_size_, loss_divisor,
+                                  reduction, loss_scale,   &loss_observer_};
     const LossSum s = run_interleaved_schedule(model, group, settings, next_batch, dropout_of, before_last_backward);
     double sums[2] = {s.loss_sum, s.token_count};
     group.all_reduce(std::span<double>(sums), dist::ReduceOp::Sum);
@@ -81,6 +82,7 @@ LossSum PipelineExecutor::run(bool training, std::int64_t microbatches,
         const LossSum s = model.stage_forward(slot_of(mb), batch(mb).view(), rng, loss_divisor, reduction, loss_scale);
         sums[0] += s.loss_sum;
         sums[1] += s.token_count;
+        if (loss_observer_ && model.pipeline_stage().is_last()) loss_observer_(s);
         fetched.erase(mb);
         break;
       }

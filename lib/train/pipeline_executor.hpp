@@ -46,6 +46,10 @@ public:
   // stage. Collective over the pipeline group.
   LossSum evaluate(std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch);
 
+  // Called on the last stage with each micro-batch's loss sums, as its forward computes them
+  // (--check-for-spiky-loss); empty: none.
+  void set_loss_observer(std::function<void(const LossSum&)> observer) { loss_observer_ = std::move(observer); }
+
 private:
   LossSum run(bool training, std::int64_t microbatches, const std::function<HostMicroBatch()>& next_batch,
               const std::function<DropoutRng(std::int64_t)>& dropout_of, std::int64_t loss_divisor,
@@ -54,6 +58,7 @@ private:
   GptModel* model_;
   dist::Communicator* pipeline_;
   std::int64_t microbatch_group_size_;
+  std::function<void(const LossSum&)> loss_observer_;
 };
 
 }  // namespace mgt

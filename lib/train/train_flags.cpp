@@ -124,6 +124,7 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store("profile-timeline", "FILE", l.profile_timeline, "With --profile, also write every counted operation to FILE as CSV (FILE.rankN with several --profile-ranks)"),
       store_true("log-params-norm", l.log_params_norm, "Log the L2 norm of the parameters"),
       store_true("log-num-zeros-in-grad", l.log_num_zeros_in_grad, "Log the number of zeros in the gradient"),
+      store_true("check-for-spiky-loss", l.check_for_spiky_loss, "Stop when a micro-batch's loss (its sum over the tokens) is at least 10 times the largest of the first 100, training and evaluation alike (Megatron's spiky-loss check)"),
       store("check-weight-hash-across-dp-replicas-interval", "N", l.check_weight_hash_interval, "Compare the data-parallel replicas' weights, by a hash of each tensor, before training and after every N-th iteration; stop naming the tensors that differ"),
       store("metrics-file", "FILE", l.metrics_file, "append one JSON object per log line and validation"),
       store("tensorboard-dir", "DIR", l.tensorboard_dir, "Write TensorBoard event files (scalars) to DIR"),

@@ -137,6 +137,7 @@ struct LoggingOptions {
   // --check-weight-hash-across-dp-replicas-interval: the replicas' weights compared before training
   // and after every N-th iteration (train/weight_hash_check.hpp).
   std::optional<std::int64_t> check_weight_hash_interval;
+  bool check_for_spiky_loss = false;  // --check-for-spiky-loss (train/spiky_loss_check.hpp)
   std::optional<std::string> metrics_file;        // --metrics-file (mgt): JSON lines
   // TensorBoard event files (train/tensorboard_log.hpp): Megatron's scalars and switches.
   std::optional<std::string> tensorboard_dir;     // --tensorboard-dir

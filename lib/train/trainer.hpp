@@ -63,6 +63,9 @@ struct TrainerHooks {
   // Fault injection: when it returns true for an iteration (1-based), that iteration's gradients
   // are made NaN before the optimizer sees them.
   std::function<bool(std::int64_t iteration)> poison_gradients;
+  // Fault injection for --check-for-spiky-loss: when it returns true for an iteration, the check
+  // sees that iteration's micro-batch losses multiplied by 1000 (training is not changed).
+  std::function<bool(std::int64_t iteration)> spike_losses;
 };
 
 // The ranks a run spans, as lib/dist's process groups give them (train_launch.hpp). Left null,

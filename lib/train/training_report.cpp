@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "train/training_run.hpp"
 
 namespace mgt {
@@ -133,6 +135,7 @@ void TrainingRun::report_memory() {
 void TrainingRun::evaluate_and_print(Evaluator& evaluator, const std::string& event, const std::string& prefix,
                                      bool to_tensorboard) {
   const LossValues losses = evaluator.evaluate();
+  stop_on_spiky_loss(progress_.iteration);
   std::string block = format_validation_block(prefix, losses);
   if (!block.empty() && block.back() == '\n') block.pop_back();
   last_output_.line(block);
@@ -150,6 +153,30 @@ void TrainingRun::final_evaluations(bool to_tensorboard) {
     Evaluator test(*model_, data_.test(), evaluation_settings(Split::Test));
     evaluate_and_print(test, "test", test_set_prefix(progress_.iteration), to_tensorboard);
   }
+}
+
+std::function<void(const LossSum&)> TrainingRun::spiky_loss_observer() const {
+  if (!spiky_loss_) return {};
+  return [this, check = spiky_loss_](const LossSum& s) {
+    const bool spiked = hooks_.spike_losses && hooks_.spike_losses(progress_.iteration + 1);
+    check->observe(spiked ? s.loss_sum * 1000 : s.loss_sum);
+  };
+}
+
+void TrainingRun::stop_on_spiky_loss(std::int64_t iteration) {
+  if (!spiky_loss_) return;
+  const std::optional<SpikyLossCheck::Spike> spike = spiky_loss_->take();
+  // Only the ranks that compute the loss see it (a pipeline's last stage): every rank stops.
+  std::int64_t seen = spike ? 1 : 0;
+  world_.all_reduce(std::span<std::int64_t>(&seen, 1), dist::ReduceOp::Sum);
+  if (seen == 0) return;
+  if (!spike)
+    throw Error("iteration " + std::to_string(iteration) + ": another rank found a spiky loss (--check-for-spiky-loss)");
+  throw Error("rank " + std::to_string(world_.rank()) + ", iteration " + std::to_string(iteration) +
+              ": Unexpected result " + python_float_repr(spike->value) + " (message='Spiky loss'): a micro-batch's " +
+              "loss at least " + std::to_string(static_cast<int>(SpikyLossCheck::kThreshold)) +
+              " times the largest of the first " + std::to_string(SpikyLossCheck::kSamples) + " (" +
+              python_float_repr(spike->largest) + ") (--check-for-spiky-loss)");
 }
 
 }  // namespace mgt

@@ -41,6 +41,7 @@
 #include "train/pipeline_executor.hpp"
 #include "train/progress_log.hpp"
 #include "train/run_output.hpp"
+#include "train/spiky_loss_check.hpp"
 #include "train/step_phase_timer.hpp"
 #include "train/tensorboard_log.hpp"
 #include "train/train_checkpoint.hpp"
@@ -157,6 +158,10 @@ private:
   // --check-weight-hash-across-dp-replicas-interval: every replica's weights the same, or an
   // error on every rank naming the tensors that differ.
   void check_weight_hashes();
+  // --check-for-spiky-loss: the observer of each micro-batch's loss (empty without the flag), and
+  // the stop on every rank when some rank saw a spike (collective over the world).
+  std::function<void(const LossSum&)> spiky_loss_observer() const;
+  void stop_on_spiky_loss(std::int64_t iteration);
   void finish_param_gather() {
     if (overlap_) overlap_->finish_param_gather();
     Fp8ParamGather::catch_up({fp8_gather_.get(), fp8_expert_gather_.get()});
@@ -240,6 +245,9 @@ private:
   LossAccumulator losses_;
   IntervalTimer timer_;
   std::int64_t consecutive_nonfinite_ = 0;
+  // --check-for-spiky-loss (null without): one per process, as Megatron's state machine, shared by
+  // the training schedule and the evaluators.
+  std::shared_ptr<SpikyLossCheck> spiky_loss_;
   std::optional<std::string> last_checkpoint_;
   std::int64_t last_saved_iteration_ = -1;
   std::int64_t previous_batch_size_ = 0;  // of the last iteration run; 0 before the first

@@ -211,6 +211,8 @@ void TrainingRun::build_model() {
   if (pipeline_parallel_size() > 1)
     executor_ = std::make_unique<PipelineExecutor>(
         *model_, pipeline_, options_.parallel.microbatch_group_size_per_virtual_pipeline_stage.value_or(0));
+  if (options_.logging.check_for_spiky_loss) spiky_loss_ = std::make_shared<SpikyLossCheck>();
+  if (executor_) executor_->set_loss_observer(spiky_loss_observer());
   // Megatron prints each model-parallel rank's count from that rank (a tied embedding's copy on
   // the last stage included); rank 0 knows them all (the tables need no memory).
   for (const PipelineStage& stage : stages) {
@@ -471,6 +473,7 @@ EvaluationSettings TrainingRun::evaluation_settings(Split split) const {
   e.split_name = split_name(split);
   e.cyclic = options_.data.dataloader_type == "cyclic";
   e.data_sharding = options_.data.data_sharding;
+  e.loss_observer = spiky_loss_observer();
   return e;
 }
 

@@ -74,13 +74,23 @@ IterationRecord TrainingRun::train_step() {
     for (std::int64_t m = 0; m < n; ++m) {
       const HostMicroBatch batch = next_train_batch();
       if (overlap_ && m == n - 1) overlap_->arm();
+      // --check-for-spiky-loss reads each micro-batch's sums back (Megatron's check reads each
+      // loss too); they are added on the host.
       model_->forward_backward(batch.view(), dropout_of(m), n * dp * cp, reduction, loss_scale, loss_sums_.view(),
-                               m > 0);
+                               m > 0 && !spiky_loss_);
+      if (spiky_loss_) {
+        double micro[2];
+        backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(micro));
+        spiky_loss_observer()({micro[0], micro[1]});
+        sums[0] += micro[0];
+        sums[1] += micro[1];
+      }
     }
-    backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(sums));
+    if (!spiky_loss_) backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(sums));
   }
   progress_.micro_steps += n * dp;
   marks.forward_backward_done = backend_.record_timed_event();
+  stop_on_spiky_loss(progress_.iteration + 1);  // before the step, as Megatron's check in the loss
   // Megatron's finalize_model_grads: a tied word embedding's gradient summed over the first
   // and last pipeline stages (nothing to do without a pipeline), the data-parallel reduction,
   // then the gradients of each sequence slice's parameters (norms, row-parallel biases) summed
