@@ -3,7 +3,8 @@
 # model of 8 experts, top-2, with the alltoall dispatcher reproduces the one-rank run's lm loss,
 # auxiliary losses and grad norm (20 iterations, within 1e-5 relative; 1e-4 for the norm) with
 # EP=2 on 2 ranks, and with EP=2 x expert-data-parallel 2 on 4 ranks with the distributed
-# optimizer; a checkpoint saved at EP=2 resumes at EP=1 (and one saved at EP=1 at EP=2) with the
+# optimizer (whose replicas --check-weight-hash-across-dp-replicas-interval finds equal, the
+# experts compared over their expert-data-parallel pairs); a checkpoint saved at EP=2 resumes at EP=1 (and one saved at EP=1 at EP=2) with the
 # uninterrupted run's losses, directly and through mgt-ckpt-convert; layouts that cannot hold the
 # experts are refused with one line and exit 2.
 # The same equivalence holds with the allgather dispatcher (EP=2, and EP=2 x TP=2), with tensor
@@ -46,9 +47,14 @@ compare "$WORK/one.jsonl" "$WORK/ep2.jsonl"
 # EP=2 x expert-data-parallel 2 on 4 ranks, the distributed optimizer sharding both regions,
 # --log-params-norm counting each expert once.
 expect_status 0 ranks 4 "$BIN/mgt-train" "${MOE[@]}" --expert-model-parallel-size 2 --use-distributed-optimizer \
-  --metrics-file "$WORK/ep2dp2.jsonl" --save "$WORK/ck-ep2dp2" --save-interval 10
+  --metrics-file "$WORK/ep2dp2.jsonl" --save "$WORK/ck-ep2dp2" --save-interval 10 \
+  --check-weight-hash-across-dp-replicas-interval 10
 grep -q "> expert-data-parallel groups (the experts' gradients): \[0, 2\] \[1, 3\]" "$WORK/out.txt" ||
   fail "no expert-data-parallel groups line"
+# The replicas compared as Megatron groups them: the dense tensors over the 4 data-parallel
+# ranks, each rank's experts over its expert-data-parallel pair.
+[[ $(grep -c '^>>> Weight hashes match after \(0\|10\|20\) iterations\.\.\.$' "$WORK/out.txt") == 3 ]] ||
+  fail "weight hash lines: $(grep '^>>> Weight' "$WORK/out.txt")"
 compare "$WORK/one.jsonl" "$WORK/ep2dp2.jsonl"
 # The same with --overlap-grad-reduce: the dense parameters' buckets reduced beside the backward,
 # the experts' region over its own group after it.

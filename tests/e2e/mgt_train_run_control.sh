@@ -5,7 +5,8 @@
 # run's iteration 10 at DP=2 x PP=2 and continues its curve; --skip-train at PP=2 evaluates a
 # checkpoint as one rank does; --log-progress on four ranks writes each line once, naming four GPUs;
 # --check-weight-hash-across-dp-replicas-interval finds the data-parallel replicas equal, and
-# --check-for-spiky-loss, on the pipeline's last stage, changes nothing where no loss spikes.
+# --check-for-spiky-loss, on the pipeline's last stage, changes nothing where no loss spikes, with
+# the interleaved schedule too.
 # Usage: bash tests/e2e/mgt_train_run_control.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 
@@ -41,6 +42,17 @@ events = [re.sub(r"^\S+ \S+\tJob ID: [^\t]*\t", "", line).split("\tJob throughpu
 assert events == ["# GPUs: 4\tStarting job", "# GPUs: 4\tSaved checkpoint\tIteration: 10",
                   "# GPUs: 4\tSaved checkpoint\tIteration: 20", "# GPUs: 4\tSaved checkpoint\tIteration: 22"], events
 PY
+
+# Both checks under the interleaved schedule (two virtual stages per rank), the distributed
+# optimizer gathering the weights behind the forward: the replicas equal, the curve the one-rank run's.
+CHUNKED=("${GPT2[@]}" --num-layers 4 --micro-batch-size 1)
+expect_status 0 "$BIN/mgt-train" "${CHUNKED[@]}" --metrics-file "$WORK/chunked-one.jsonl"
+expect_status 0 ranks 4 "$BIN/mgt-train" "${CHUNKED[@]}" --pipeline-model-parallel-size 2 \
+  --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+  --check-weight-hash-across-dp-replicas-interval 8 --check-for-spiky-loss --metrics-file "$WORK/chunked.jsonl"
+[[ $(grep -c '^>>> Weight hashes match after \(0\|8\|16\) iterations\.\.\.$' "$WORK/out.txt") == 3 ]] ||
+  fail "weight hash lines, interleaved: $(grep '^>>> Weight' "$WORK/out.txt")"
+compare_curves "$WORK/chunked-one.jsonl" "$WORK/chunked.jsonl" same
 
 # The one-rank run's iteration 10, resumed at DP=2 x PP=2 (resharded on load) with its tracker at 22.
 expect_status 0 ranks 4 "$BIN/mgt-train" "${SKIP[@]}" --pipeline-model-parallel-size 2 --use-distributed-optimizer \
