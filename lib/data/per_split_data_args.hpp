@@ -9,10 +9,10 @@
 namespace mgt {
 
 // With --per-split-data-args-path given, reads the file into the three per-split lists and clears
-// the path (a second call finds nothing to do). Refused
-// with a message naming the file (and the key): beside --data-path, --data-args-path or a per-split
-// path; a file that is not such an object; a key missing (Megatron's KeyError) or of another
-// type; an empty list or string (Megatron cannot read one: null leaves a split out).
+// the path (a second call finds nothing to do). Refused with a message naming the file (and the
+// key): beside --data-path, --data-args-path or a per-split path; a file that is not such an
+// object; a key missing (Megatron's KeyError) or of another type; an empty list or string
+// (Megatron cannot read one: null leaves a split out).
 void read_per_split_data_args(DatasetSourceOptions& options);
 
 }  // namespace mgt

@@ -4,8 +4,8 @@
 // another over their rows of the permuted tokens, and SharedExpertMLP (shared_experts.py) over
 // every token. With --moe-grouped-gemm the local experts run as its GroupedMLP runs them: each
 // projection of all of them as one grouped operation (Backend::grouped_linear_*: on Hopper one
-// grouped GEMM), the activation once over all their rows (it acts row by row). Under expert parallelism a rank holds
-// num_experts / EP consecutive experts.
+// grouped GEMM), the activation once over all their rows (it acts row by row). Under expert
+// parallelism a rank holds num_experts / EP consecutive experts.
 //
 // In FP8 (Fp8Training) every expert's fc1 and fc2 compute as FP8 linear layers of their own,
 // each with its input, weight and output-gradient scaling, as Transformer Engine's GroupedLinear

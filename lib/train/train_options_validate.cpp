@@ -314,27 +314,30 @@ void validate_data(DataOptions& d) {
   if (d.tokenizer.type.empty()) throw UsageError("--tokenizer-type is required");
 }
 
+// The use of an accepted-and-ignored flag on the command line, if it was given.
+const IgnoredFlagUse* ignored_use(const std::vector<IgnoredFlagUse>& ignored, const char* flag) {
+  for (const IgnoredFlagUse& use : ignored)
+    if (use.flag == flag) return &use;
+  return nullptr;
+}
+
 void validate_checkpoint(const CheckpointOptions& c, const std::vector<IgnoredFlagUse>& ignored) {
   if (c.save && !c.save_interval) throw UsageError("--save needs --save-interval");
   if (c.save && c.save->empty()) throw UsageError("--save: the checkpoint directory is an empty path");
   if (c.load && c.load->empty()) throw UsageError("--load: the checkpoint directory is an empty path");
   // Megatron saves asynchronously in its distributed formats only (checkpointing.py refuses the
   // legacy torch format); mgt's checkpoints, every rank writing its own files, stand for those.
-  for (const IgnoredFlagUse& use : ignored)
-    if (c.async_save && use.flag == "--ckpt-format" && use.value == "torch")
-      throw UsageError("--async-save needs a distributed checkpoint format, as in Megatron: mgt writes its own "
-                       "sharded HDF5 checkpoints (standing for torch_dist); drop --ckpt-format torch");
+  const IgnoredFlagUse* format = ignored_use(ignored, "--ckpt-format");
+  if (c.async_save && format && format->value == "torch")
+    throw UsageError("--async-save needs a distributed checkpoint format, as in Megatron: mgt writes its own "
+                     "sharded HDF5 checkpoints (standing for torch_dist); drop --ckpt-format torch");
   if (c.async_save_delay_ms != 0 && !c.async_save) throw UsageError("--async-save-delay-ms needs --async-save");
 }
 
 // The checks Megatron makes of flags that mgt accepts and ignores (megatron/training/arguments.py
 // validate_args, training.py get_model): a script refused there is refused here.
 void validate_ignored_flags(const TrainOptions& o) {
-  const auto given = [&](const char* flag) -> const IgnoredFlagUse* {
-    for (const IgnoredFlagUse& use : o.ignored_flags)
-      if (use.flag == flag) return &use;
-    return nullptr;
-  };
+  const auto given = [&](const char* flag) { return ignored_use(o.ignored_flags, flag); };
   // global_vars.py _set_wandb_writer.
   const IgnoredFlagUse* wandb_project = given("--wandb-project");
   const IgnoredFlagUse* wandb_name = given("--wandb-exp-name");

@@ -70,23 +70,24 @@ IterationRecord TrainingRun::train_step() {
     sums[1] = s.token_count;
   } else {
     // The loss's sums stay on the device until the last micro-batch is queued: one read-back
-    // per iteration, not one per micro-batch.
+    // per iteration, not one per micro-batch (but under --check-for-spiky-loss, below).
+    const std::function<void(const LossSum&)> observe_loss = spiky_loss_observer();
     for (std::int64_t m = 0; m < n; ++m) {
       const HostMicroBatch batch = next_train_batch();
       if (overlap_ && m == n - 1) overlap_->arm();
       // --check-for-spiky-loss reads each micro-batch's sums back (Megatron's check reads each
       // loss too); they are added on the host.
       model_->forward_backward(batch.view(), dropout_of(m), n * dp * cp, reduction, loss_scale, loss_sums_.view(),
-                               m > 0 && !spiky_loss_);
-      if (spiky_loss_) {
+                               m > 0 && !observe_loss);
+      if (observe_loss) {
         double micro[2];
         backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(micro));
-        spiky_loss_observer()({micro[0], micro[1]});
+        observe_loss({micro[0], micro[1]});
         sums[0] += micro[0];
         sums[1] += micro[1];
       }
     }
-    if (!spiky_loss_) backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(sums));
+    if (!observe_loss) backend_.copy_to_host(DeviceSpan<const double>(loss_sums_.view()), std::span<double>(sums));
   }
   progress_.micro_steps += n * dp;
   marks.forward_backward_done = backend_.record_timed_event();

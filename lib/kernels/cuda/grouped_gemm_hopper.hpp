@@ -40,7 +40,7 @@ struct GroupedGemmShape {
   bool accumulate = false;
 };
 
-// Whether the GPU of `stream` runs the kernel: compute capability 9.0 (it holds sm_90a code only).
+// Whether the current GPU runs the kernel: compute capability 9.0 (it holds sm_90a code only).
 bool grouped_gemm_hopper_available();
 
 // False, with nothing done, where the kernel does not apply: not available, operands not bf16, a
