@@ -484,34 +484,6 @@ void Backend::fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, Const
   do_fp8_linear_gelu_tanh_forward(x, w, bias, rows, in, out, pre, y);
 }
 
-void Backend::grouped_fp8_linear(std::span<const Fp8LinearGroup> groups, bool accumulate, Fp8GemmRole role) {
-  constexpr BackendOp op = BackendOp::grouped_fp8_linear;
-  for (const Fp8LinearGroup& g : groups) {
-    dims(op, {g.rows, g.in, g.out});
-    expect_fp8(g.x, g.rows * g.in, op, "x");
-    expect_fp8(g.w, g.out * g.in, op, "w");
-    expect(g.y, g.rows * g.out, op, "y");
-  }
-  Fp32Staging st(*this, op);
-  std::vector<Fp8LinearGroup> staged;
-  for (const Fp8LinearGroup& g : groups) {
-    if (g.rows == 0 || g.out == 0) continue;
-    if (g.in == 0) {  // a weight gradient over no rows
-      if (!accumulate) fill(g.y, 0.0f);
-      continue;
-    }
-    Fp8LinearGroup s = g;
-    s.y = accumulate ? st.inout(g.y) : st.out(g.y);
-    staged.push_back(s);
-  }
-  if (!staged.empty()) do_grouped_fp8_linear(staged, accumulate, role);
-  st.finish();
-}
-
-void Backend::do_grouped_fp8_linear(std::span<const Fp8LinearGroup> groups, bool accumulate, Fp8GemmRole role) {
-  for (const Fp8LinearGroup& g : groups) do_fp8_linear(g.x, g.w, {}, g.rows, g.in, g.out, g.y, accumulate, role);
-}
-
 void Backend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
                                               int64_t in, int64_t out, FloatView pre, FloatView y) {
   fp8_linear(x, w, bias, rows, in, out, pre, false, Fp8GemmRole::kForward);

@@ -294,12 +294,6 @@ public:
   // into the GEMM's epilogue). pre and y [rows, out], of one type.
   void fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                                     int64_t out, FloatView pre, FloatView y);
-  // fp8_linear (without a bias) for each group, each with operands of its own: a GEMM of every
-  // local expert's FP8 linear layer at once under --moe-grouped-gemm. The CUDA backend runs them
-  // on Hopper as one grouped GEMM of its own (kernels/cuda/grouped_gemm_hopper.hpp), elsewhere as
-  // one cuBLASLt GEMM per group. A group of no rows writes nothing; one of in 0 (a weight gradient
-  // over no rows) writes zeros, or adds nothing with `accumulate`.
-  void grouped_fp8_linear(std::span<const Fp8LinearGroup> groups, bool accumulate, Fp8GemmRole role);
   // The output gradient's cast in a linear layer's backward, with what Transformer Engine fuses
   // into it (its cast-dbias and cast-dbias-dgelu): g = dy, or, with `pre`, the gradient through
   // the tanh GELU that made the layer's input, g = dy ⊙ gelu_tanh'(pre) rounded to dy's type as
@@ -597,8 +591,6 @@ protected:
                                                  std::span<const FloatView> dw, bool accumulate);
   virtual void do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
                                                int64_t in, int64_t out, FloatView pre, FloatView y);
-  // Default: do_fp8_linear per group of some rows, in and out (the wrapper wrote those of in 0).
-  virtual void do_grouped_fp8_linear(std::span<const Fp8LinearGroup> groups, bool accumulate, Fp8GemmRole role);
   virtual void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,
                                         const Fp8Scaling& scaling, Fp8View rowwise, Fp8View transposed,
                                         FloatView dbias, FloatView dpre, bool accumulate_dbias);

@@ -31,17 +31,6 @@ struct Fp8Span {
 using Fp8View = Fp8Span<false>;
 using ConstFp8View = Fp8Span<true>;
 
-// One GEMM of Backend::grouped_fp8_linear: y[rows, out] (+)= (x·wᵀ)·sx·sw for x [rows, in] and
-// w [out, in], as Backend::fp8_linear computes it without a bias.
-struct Fp8LinearGroup {
-  ConstFp8View x;
-  ConstFp8View w;
-  int64_t rows = 0;
-  int64_t in = 0;
-  int64_t out = 0;
-  FloatView y;
-};
-
 // How Backend::fp8_quantize chooses the scale of the tensor it casts.
 struct Fp8Scaling {
   // Delayed scaling (Transformer Engine's DelayedScaling): `scale` [1] is read; where `amax` [1]

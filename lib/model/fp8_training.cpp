@@ -223,26 +223,6 @@ Fp8View Fp8Training::scratch(Scratch which, int64_t elements, Fp8Format format) 
   return {codes.view().first(elements), format, scratch_meta(which, 0)};
 }
 
-std::vector<Fp8View> Fp8Training::grouped_scratch(Scratch which, int set, std::span<const int64_t> elements,
-                                                  Fp8Format format) {
-  GroupedScratch& s = grouped_scratch_[{static_cast<int>(which), set}];
-  // Each view 16-byte aligned (TMA's and cuBLASLt's rule), each factor on 16 bytes of its own.
-  std::vector<int64_t> offsets;
-  int64_t total = 0;
-  for (const int64_t n : elements) {
-    offsets.push_back(total);
-    total += (n + 15) / 16 * 16;
-  }
-  if (s.codes.size() < total) s.codes = DeviceArray<uint8_t>(*backend_, total);
-  const auto factors = static_cast<int64_t>(elements.size()) * kAlignFloats;
-  if (s.scale_inv.size() < factors) s.scale_inv = DeviceBuffer(*backend_, factors, FloatType::kF32);
-  std::vector<Fp8View> views;
-  for (std::size_t i = 0; i < elements.size(); ++i)
-    views.push_back({s.codes.view().subspan(offsets[i], elements[i]), format,
-                     s.scale_inv.view().subspan(static_cast<int64_t>(i) * kAlignFloats, 1)});
-  return views;
-}
-
 void Fp8Training::set_lane(int64_t lane) {
   if (lane < 0 || lane >= lanes_)
     throw Error("internal error: FP8 scratch lane " + std::to_string(lane) + " of " + std::to_string(lanes_));

@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -140,12 +139,6 @@ public:
   // items run side by side with the other lanes' (0 outside it). Each lane's is its own.
   void set_lane(int64_t lane);
   int64_t lanes() const { return lanes_; }
-  // Scratch for the operands of one grouped FP8 GEMM (Backend::grouped_fp8_linear: every local
-  // expert's projection at once), apart from scratch()'s: a view of elements[i] codes in `format`
-  // for each i, each with a scale_inv of its own. `set` tells apart the grouped GEMMs whose
-  // operands live at once (an MLP's two projections); a later call of the same kind and set
-  // reuses the storage.
-  std::vector<Fp8View> grouped_scratch(Scratch which, int set, std::span<const int64_t> elements, Fp8Format format);
 
   // Linear layer k's input transposed in FP8, as Transformer Engine keeps it: a training forward
   // that casts the layer's whole input casts it into both layouts at once (one pass) and keeps
@@ -191,11 +184,6 @@ private:
   int64_t lanes_;
   int64_t lane_ = 0;
   std::vector<DeviceArray<uint8_t>> scratch_;
-  struct GroupedScratch {
-    DeviceArray<uint8_t> codes;
-    DeviceBuffer scale_inv;
-  };
-  std::map<std::pair<int, int>, GroupedScratch> grouped_scratch_;  // by (kind, set)
   std::map<int64_t, DeviceBuffer> snapshots_;
   struct KeptColumns {
     DeviceArray<uint8_t> codes;

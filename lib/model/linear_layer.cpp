@@ -108,45 +108,19 @@ void LinearLayer::fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, Co
     backend_->linear_backward_weight(dy, x, rows, in_, out_, weight_grad_, weight_grad_accumulates());
     return;
   }
-  // dW[out, in] += dyᵀ[out, rows] · x[rows, in] = dyᵀ · (xᵀ[in, rows])ᵀ.
-  const ConstFp8View input_t = fp8_input_columns(
-      x, rows, fp8_->scratch(Fp8Training::Scratch::kInputColumns, rows * in_, fp8_->recipe().forward_format));
+  // dW[out, in] += dyᵀ[out, rows] · x[rows, in] = dyᵀ · (xᵀ[in, rows])ᵀ, from the copy the forward
+  // kept, else cast again with the scale the forward used (the same codes).
+  ConstFp8View input_t = fp8_->take_input_columns(fp8_index_, rows * in_);
+  if (input_t.empty()) {
+    if (x.empty() && rows > 0)
+      throw Error("LinearLayer: the weight gradient's input was cast by its producer and its columns not kept");
+    const Fp8View cast =
+        fp8_->scratch(Fp8Training::Scratch::kInputColumns, rows * in_, fp8_->recipe().forward_format);
+    fp8_cast_input(x, rows, fp8_->input_rescaling(fp8_index_), {}, cast);
+    input_t = cast;
+  }
   backend_->fp8_linear(grad_t, input_t, {}, out_, rows, in_, weight_grad_, weight_grad_accumulates(),
                        Fp8GemmRole::kWeightGradient);
-}
-
-ConstFp8View LinearLayer::fp8_input_columns(ConstFloatView x, int64_t rows, Fp8View storage) const {
-  const ConstFp8View kept = fp8_->take_input_columns(fp8_index_, rows * in_);
-  if (!kept.empty()) return kept;
-  if (x.empty() && rows > 0)
-    throw Error("LinearLayer: the weight gradient's input was cast by its producer and its columns not kept");
-  fp8_cast_input(x, rows, fp8_->input_rescaling(fp8_index_), {}, storage);
-  return storage;
-}
-
-void LinearLayer::require_fp8_without_bias(const char* what) const {
-  if (!fp8_ || !bias_.empty() || input_gelu_tanh_)
-    throw Error(std::string("LinearLayer: ") + what + " is for FP8 layers without a bias");
-}
-
-Fp8LinearGroup LinearLayer::fp8_forward_gemm(ConstFloatView x, int64_t rows, Fp8View input, FloatView y) const {
-  require_fp8_without_bias("fp8_forward_gemm");
-  fp8_cast_input(x, rows, fp8_->input_scaling(fp8_index_), input, fp8_->keep_input_columns(fp8_index_, rows * in_));
-  return {input, fp8_weight(false), rows, in_, out_, y};
-}
-
-LinearLayer::Fp8BackwardGemms LinearLayer::fp8_backward_gemms(ConstFloatView dy, ConstFloatView x, int64_t rows,
-                                                              Fp8View grad, Fp8View grad_t, Fp8View input_t,
-                                                              FloatView dx) const {
-  require_fp8_without_bias("fp8_backward_gemms");
-  const bool wgrad = fp8_->recipe().wgrad;
-  backend_->fp8_quantize_gradient(dy, {}, rows, out_, fp8_->grad_scaling(fp8_index_, Fp8Training::Scratch::kGradRows),
-                                  grad, wgrad ? grad_t : Fp8View{}, {}, {}, true);
-  Fp8BackwardGemms gemms;
-  // dx[rows, in] = dy[rows, out] · W[out, in] = dy · (Wᵀ[in, out])ᵀ.
-  gemms.input_gradient = {grad, fp8_weight(true), rows, out_, in_, dx};
-  if (wgrad) gemms.weight_gradient = {grad_t, fp8_input_columns(x, rows, input_t), out_, rows, in_, weight_grad_};
-  return gemms;
 }
 
 ConstFp8View LinearLayer::fp8_grad(ConstFloatView dy, int64_t rows) const {

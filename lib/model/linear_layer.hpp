@@ -91,25 +91,6 @@ public:
     if (fp8_) refresh_fp8_weight();
   }
 
-  // FP8 without a bias, the GEMMs left to the caller: several layers' GEMMs of a kind then run as
-  // one Backend::grouped_fp8_linear (a mixture's experts under --moe-grouped-gemm), each layer's
-  // casts as its own calls above make them, into codes of the caller's storage.
-  // The forward's GEMM y = x·Wᵀ over `rows` rows of x, the whole input: x cast into `input` (its
-  // transposed copy kept in a training pass).
-  Fp8LinearGroup fp8_forward_gemm(ConstFloatView x, int64_t rows, Fp8View input, FloatView y) const;
-  // The backward's GEMMs from dy [rows, out], cast into `grad` and, for FP8 weight gradients,
-  // `grad_t` (transposed): the input gradient's into dx, and the weight gradient's into the
-  // weight's gradient from x's transposed copy (the forward's, else x cast again into
-  // `input_t`). Without FP8 weight gradients (--no-fp8-wgrad) the second is empty: the weight
-  // gradient is then the caller's, in bf16. The caller asks whether the weight gradient adds
-  // (GptParameters::grad_write_accumulates).
-  struct Fp8BackwardGemms {
-    Fp8LinearGroup input_gradient;
-    Fp8LinearGroup weight_gradient;
-  };
-  Fp8BackwardGemms fp8_backward_gemms(ConstFloatView dy, ConstFloatView x, int64_t rows, Fp8View grad, Fp8View grad_t,
-                                      Fp8View input_t, FloatView dx) const;
-
 private:
   // The FP8 forms of the GEMMs.
   void fp8_forward(ConstFloatView x, int64_t rows, ConstFloatView bias, FloatView y, InputRows given) const;
@@ -125,11 +106,6 @@ private:
   void fp8_input_gradient(ConstFp8View grad, int64_t rows, FloatView dx) const;
   // dW += dyᵀ·x from dy's transposed codes (dy itself where --no-fp8-wgrad keeps it in bf16).
   void fp8_weight_gradient(ConstFp8View grad_t, ConstFloatView dy, ConstFloatView x, int64_t rows) const;
-  // x's transposed codes for the weight gradient: the copy the forward kept, else x cast again
-  // into `storage` with the scale the forward used (the same codes).
-  ConstFp8View fp8_input_columns(ConstFloatView x, int64_t rows, Fp8View storage) const;
-  // Throws unless the layer computes in FP8 without a bias (the GEMMs left to the caller).
-  void require_fp8_without_bias(const char* what) const;
   // The weight's, the bias's (with `bias`) and, unless dx is empty, the input's gradient from one
   // cast of dy into rows and columns, as Transformer Engine's cast-transpose makes both at once
   // with the bias gradient. With pre, dy is the gradient through the GELU of the given one

@@ -56,7 +56,7 @@ MoeExperts::MoeExperts(GptParameters& params, const std::string& prefix, Fp8Trai
       fp8_(fp8),
       hidden_(params.config().hidden_size),
       recompute_activation_(recomputes_moe_act(params.config(), true)),
-      grouped_(params.config().moe.grouped_gemm) {
+      grouped_(params.config().moe.grouped_gemm && fp8 == nullptr) {
   const ExpertParallelRank& ep = params.expert_parallel();
   const int64_t experts = params.config().moe.num_experts;
   for (int64_t j = 0; j < experts / ep.size; ++j)
@@ -162,7 +162,6 @@ std::span<const int64_t> MoeExperts::local_rows(const std::vector<int64_t>& expe
 void MoeExperts::grouped_forward(const std::vector<int64_t>& expert_rows, ConstFloatView input,
                                  const MoeActivations& saved, FloatView output) const {
   const std::span<const int64_t> groups = local_rows(expert_rows);
-  if (fp8_ != nullptr) return fp8_grouped_forward(groups, input, saved, output);
   const int64_t rows = std::accumulate(groups.begin(), groups.end(), int64_t{0});
   if (rows == 0) return;
   const ExpertMlp& any = experts_.front();  // the experts share their sizes and activation
@@ -179,7 +178,6 @@ void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, Const
                                   ConstFloatView input, const MoeActivations& saved, const MoeScratch& scratch,
                                   FloatView d_input, std::function<void()>* weights_later) const {
   const std::span<const int64_t> groups = local_rows(expert_rows);
-  if (fp8_ != nullptr) return fp8_grouped_backward(groups, d_output, input, saved, scratch, d_input);
   const int64_t rows = std::accumulate(groups.begin(), groups.end(), int64_t{0});
   if (rows == 0) return;
   const ExpertMlp& any = experts_.front();
@@ -211,113 +209,6 @@ void MoeExperts::grouped_backward(const std::vector<int64_t>& expert_rows, Const
     *weights_later = std::move(weights);
   } else {
     weights();
-  }
-}
-
-namespace {
-
-// Each group's share of `per_row` elements per row.
-std::vector<int64_t> group_elements(std::span<const int64_t> groups, int64_t per_row) {
-  std::vector<int64_t> elements;
-  for (const int64_t rows : groups) elements.push_back(rows * per_row);
-  return elements;
-}
-
-}  // namespace
-
-void MoeExperts::fp8_grouped_forward(std::span<const int64_t> groups, ConstFloatView input,
-                                     const MoeActivations& saved, FloatView output) const {
-  const ExpertMlp& any = experts_.front();
-  const int64_t rows = std::accumulate(groups.begin(), groups.end(), int64_t{0});
-  // One projection: every expert's input cast, then their GEMMs at once. An expert without rows
-  // casts its weight, as its own layer would for no rows (recording its amax).
-  const auto project = [&](const LinearLayer& (ExpertMlp::*layer)() const, ConstFloatView x, int64_t in, int64_t out,
-                           FloatView y) {
-    const std::vector<Fp8View> codes = fp8_->grouped_scratch(Fp8Training::Scratch::kInputRows, 0,
-                                                             group_elements(groups, in), fp8_->recipe().forward_format);
-    std::vector<Fp8LinearGroup> gemms;
-    int64_t first = 0;
-    for (std::size_t j = 0; j < groups.size(); ++j) {
-      const LinearLayer& l = (experts_[j].*layer)();
-      const int64_t r = groups[j];
-      if (r == 0) {
-        l.cast_fp8_weight();
-      } else {
-        gemms.push_back(l.fp8_forward_gemm(x.subspan(first * in, r * in), r, codes[j], y.subspan(first * out, r * out)));
-      }
-      first += r;
-    }
-    backend_->grouped_fp8_linear(gemms, false, Fp8GemmRole::kForward);
-  };
-  const FloatView fc1_output = saved.fc1_output.first(rows * any.fc1_size());
-  const FloatView activation_output = saved.activation_output.first(rows * any.ffn());
-  project(&ExpertMlp::fc1, input.first(rows * hidden_), hidden_, any.fc1_size(), fc1_output);
-  if (rows > 0) any.activate(fc1_output, rows, activation_output);
-  project(&ExpertMlp::fc2, activation_output, any.ffn(), hidden_, output.first(rows * hidden_));
-}
-
-void MoeExperts::fp8_grouped_backward(std::span<const int64_t> groups, ConstFloatView d_output, ConstFloatView input,
-                                      const MoeActivations& saved, const MoeScratch& scratch,
-                                      FloatView d_input) const {
-  const int64_t rows = std::accumulate(groups.begin(), groups.end(), int64_t{0});
-  if (rows == 0) return;  // the gradients no write reached are settled as zeros
-  const ExpertMlp& any = experts_.front();
-  const int64_t fc1 = any.fc1_size();
-  const int64_t ffn = any.ffn();
-  const ConstFloatView fc1_output = saved.fc1_output.first(rows * fc1);
-  const FloatView activation_output = saved.activation_output.first(rows * ffn);
-  // moe_act: the activation output all MoE layers share holds another layer's; this one's again.
-  if (recompute_activation_) any.activate(fc1_output, rows, activation_output);
-  // One projection: every expert's output gradient cast, the input gradients' GEMMs at once, and
-  // the weight gradients' GEMMs returned. `set`: the projection's own casts (fc2's operands of
-  // its weight gradient live while fc1's are made).
-  const auto project = [&](const LinearLayer& (ExpertMlp::*layer)() const, const Projection& p, int set,
-                           ConstFloatView dy, ConstFloatView x, int64_t in, int64_t out, FloatView dx) {
-    using Scratch = Fp8Training::Scratch;
-    const Fp8Format format = fp8_->recipe().backward_format;
-    const std::vector<int64_t> by_out = group_elements(groups, out), by_in = group_elements(groups, in);
-    const std::vector<Fp8View> grad = fp8_->grouped_scratch(Scratch::kGradRows, set, by_out, format);
-    const std::vector<Fp8View> grad_t = fp8_->grouped_scratch(Scratch::kGradColumns, set, by_out, format);
-    const std::vector<Fp8View> input_t =
-        fp8_->grouped_scratch(Scratch::kInputColumns, set, by_in, fp8_->recipe().forward_format);
-    std::vector<Fp8LinearGroup> inputs, weights;
-    int64_t first = 0;
-    for (std::size_t j = 0; j < groups.size(); ++j) {
-      const int64_t r = groups[j];
-      if (r == 0) {  // no rows: a weight gradient of zero, or nothing added
-        weights.push_back({grad_t[j], input_t[j], out, 0, in, p.weight_grads[j]});
-        continue;
-      }
-      const LinearLayer::Fp8BackwardGemms gemms = (experts_[j].*layer)().fp8_backward_gemms(
-          dy.subspan(first * out, r * out), x.subspan(first * in, r * in), r, grad[j], grad_t[j], input_t[j],
-          dx.subspan(first * in, r * in));
-      inputs.push_back(gemms.input_gradient);
-      weights.push_back(gemms.weight_gradient);
-      first += r;
-    }
-    backend_->grouped_fp8_linear(inputs, false, Fp8GemmRole::kInputGradient);
-    return weights;
-  };
-  const ConstFloatView x = input.first(rows * hidden_);
-  const ConstFloatView dy = d_output.first(rows * hidden_);
-  const FloatView d_activation = scratch.d_activation.first(rows * ffn);
-  const FloatView d_fc1 = scratch.d_fc1.first(rows * fc1);
-  const std::vector<Fp8LinearGroup> fc2_weights =
-      project(&ExpertMlp::fc2, fc2_, 0, dy, activation_output, ffn, hidden_, d_activation);
-  any.activation_backward(d_activation, fc1_output, rows, d_fc1);
-  const std::vector<Fp8LinearGroup> fc1_weights =
-      project(&ExpertMlp::fc1, fc1_, 1, d_fc1, x, hidden_, fc1, d_input.first(rows * hidden_));
-  fp8_grouped_weight_gradients(fc2_, fc2_weights, dy, activation_output, groups, ffn, hidden_);
-  fp8_grouped_weight_gradients(fc1_, fc1_weights, d_fc1, x, groups, hidden_, fc1);
-}
-
-void MoeExperts::fp8_grouped_weight_gradients(const Projection& p, std::span<const Fp8LinearGroup> gemms,
-                                              ConstFloatView dy, ConstFloatView x, std::span<const int64_t> groups,
-                                              int64_t in, int64_t out) const {
-  if (fp8_->recipe().wgrad) {
-    backend_->grouped_fp8_linear(gemms, grads_accumulate(p), Fp8GemmRole::kWeightGradient);
-  } else {
-    backend_->grouped_linear_backward_weight(dy, x, groups, in, out, p.weight_grads, grads_accumulate(p));
   }
 }
 

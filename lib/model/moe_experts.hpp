@@ -10,12 +10,13 @@
 // In FP8 (Fp8Training) every expert's fc1 and fc2 compute as FP8 linear layers of their own,
 // each with its input, weight and output-gradient scaling, as Transformer Engine's GroupedLinear
 // keeps one FP8 meta per GEMM (transformer_engine/pytorch/module/grouped_linear.py, which
-// Megatron's TEGroupedMLP runs under --moe-grouped-gemm) and SequentialMLP's TE linears one each.
-// Under --moe-grouped-gemm each expert casts its operands as its own layers would, and each GEMM
-// of a projection runs for all of them at once (Backend::grouped_fp8_linear; TE's grouped FP8
-// GEMM, general_grouped_gemm, is a loop of per-expert cuBLAS GEMMs). Each expert's rows come
-// padded with zero rows to a multiple of 16 (moe_expert_row_multiple), as cuBLASLt's FP8 GEMMs
-// need.
+// Megatron's TEGroupedMLP runs under --moe-grouped-gemm) and SequentialMLP's TE linears one each:
+// the local experts then run expert by expert (side by side on a GPU) under --moe-grouped-gemm
+// too, as TE's grouped FP8 GEMM (general_grouped_gemm) loops over per-expert GEMMs on several
+// streams. Casting every expert first and then running each projection's GEMMs at once was 5%
+// slower on an H200: the casts no longer ran beside other experts' GEMMs (BENCHMARKS.md). Each
+// expert's rows come padded with zero rows to a multiple of 16 (moe_expert_row_multiple), as
+// cuBLASLt's FP8 GEMMs need.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -39,8 +40,6 @@ public:
 
   int64_t ffn() const { return ffn_; }
   int64_t fc1_size() const { return fc1_.out_features(); }
-  const LinearLayer& fc1() const { return fc1_; }
-  const LinearLayer& fc2() const { return fc2_; }
 
   void forward(ConstFloatView x, int64_t rows, FloatView fc1_output, FloatView activation_output, FloatView y) const;
   // The activation function alone: activation_output from fc1_output (forward, and
@@ -100,16 +99,6 @@ private:
   void grouped_backward(const std::vector<int64_t>& expert_rows, ConstFloatView d_output, ConstFloatView input,
                         const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input,
                         std::function<void()>* weights_later) const;
-  // The same in FP8: each projection's forward, input-gradient and weight-gradient GEMMs as one
-  // grouped FP8 GEMM each.
-  void fp8_grouped_forward(std::span<const int64_t> groups, ConstFloatView input, const MoeActivations& saved,
-                           FloatView output) const;
-  void fp8_grouped_backward(std::span<const int64_t> groups, ConstFloatView d_output, ConstFloatView input,
-                            const MoeActivations& saved, const MoeScratch& scratch, FloatView d_input) const;
-  // One projection's weight gradients: the grouped FP8 GEMMs, or (--no-fp8-wgrad) the grouped
-  // bf16 ones from its output gradient dy and input x.
-  void fp8_grouped_weight_gradients(const Projection& p, std::span<const Fp8LinearGroup> gemms, ConstFloatView dy,
-                                    ConstFloatView x, std::span<const int64_t> groups, int64_t in, int64_t out) const;
   // The local experts' rows of expert_rows (checked to hold them).
   std::span<const int64_t> local_rows(const std::vector<int64_t>& expert_rows) const;
   // f(j, first) for each local expert j, first its first row: the experts without rows first (in
@@ -123,7 +112,7 @@ private:
   std::vector<ExpertMlp> experts_;
   int64_t hidden_;
   bool recompute_activation_;  // --recompute-modules moe_act (recompute_plan.hpp)
-  bool grouped_;               // --moe-grouped-gemm
+  bool grouped_;               // --moe-grouped-gemm, not in FP8
   Projection fc1_;             // with grouped_ only
   Projection fc2_;
 };

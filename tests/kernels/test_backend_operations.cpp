@@ -607,57 +607,6 @@ void case_fp8_linear_gelu_tanh_forward(OpRun& r) {
   r.check(y_nb, kReduction, "y without a bias");
 }
 
-void case_grouped_fp8_linear(OpRun& r) {
-  // Three experts' forwards (E4M3 · E4M3 into the storage type; one expert without rows), then
-  // their weight gradients (E5M2 · E4M3 over each expert's rows into fp32): added to, written
-  // over, and over no rows (zero).
-  constexpr int64_t in = 48, out = 64;
-  const std::vector<int64_t> rows = {32, 0, 16};
-  std::vector<Codes> x, w, dy;
-  std::vector<Tensor> sx, sw, sd, y, acc, over;
-  for (const int64_t n : rows) {
-    const int64_t m = std::max<int64_t>(n, 1);  // an expert without rows still has buffers
-    x.push_back(r.codes(m * in, random_codes(r, m * in, Fp8Format::kE4M3, 300.0f)));
-    w.push_back(r.codes(out * in, random_codes(r, out * in, Fp8Format::kE4M3, 300.0f)));
-    dy.push_back(r.codes(m * out, random_codes(r, m * out, Fp8Format::kE5M2, 3000.0f)));
-    sx.push_back(r.values({0.0078125f}, FloatType::kF32));
-    sw.push_back(r.values({0.003f}, FloatType::kF32));
-    sd.push_back(r.values({1.0f / 4096.0f}, FloatType::kF32));
-    y.push_back(r.output(m * out));
-    acc.push_back(r.input_fp32(out * in));
-    over.push_back(r.input_fp32(out * in));
-  }
-  r.run([&](Backend& b, Side s) {
-    std::vector<Fp8LinearGroup> forward, weights, written;
-    const bool add = zeroed_on_reference(b, s, {over[0](s), over[1](s), over[2](s)});
-    for (std::size_t g = 0; g < rows.size(); ++g) {
-      const int64_t n = rows[g];
-      forward.push_back({{x[g](s).first(n * in), Fp8Format::kE4M3, sx[g](s)}, {w[g](s), Fp8Format::kE4M3, sw[g](s)}, n,
-                         in, out, y[g](s).first(n * out)});
-      // dW [out, in] from dyᵀ [out, n] and xᵀ [in, n]: the codes stand in for the transposed copies.
-      const Fp8LinearGroup wg{{dy[g](s).first(out * n), Fp8Format::kE5M2, sd[g](s)},
-                              {x[g](s).first(in * n), Fp8Format::kE4M3, sx[g](s)}, out, n, in, acc[g](s)};
-      weights.push_back(wg);
-      written.push_back(wg);
-      written.back().y = over[g](s);
-    }
-    b.grouped_fp8_linear(forward, false, Fp8GemmRole::kForward);
-    b.grouped_fp8_linear(weights, true, Fp8GemmRole::kWeightGradient);
-    b.grouped_fp8_linear(written, add, Fp8GemmRole::kWeightGradient);
-  });
-  for (std::size_t g = 0; g < rows.size(); ++g) {
-    INFO("group " << g << " of " << rows[g] << " rows");
-    if (rows[g] > 0) r.check(y[g], kReduction, "y");
-    r.check(acc[g], kReduction, "accumulated fp32 product");
-    if (rows[g] > 0) {
-      r.check(over[g], kReduction, "fp32 product written over");
-    } else {
-      const std::vector<float> zero = read(r.backend(), over[g].test.view());
-      CHECK(std::all_of(zero.begin(), zero.end(), [](float v) { return v == 0.0f; }));
-    }
-  }
-}
-
 void case_fp8_scaling_update(OpRun& r) {
   constexpr int64_t tensors = 5, length = 4;
   std::vector<float> history = r.random(tensors * length, 100.0f, true);

@@ -14,10 +14,7 @@ using namespace mgt::moe_fp8_testing;
 
 TEST_CASE("moe fp8: experts in FP8 with zero-row padding match per-expert FP8 linears", "[model][moe][fp8]") {
   const std::unique_ptr<Backend> backend = make_backend("cpu");
-  GptConfig c = fp8_moe_config();
-  // One expert after another, and (--moe-grouped-gemm) every expert's GEMMs at once.
-  c.moe.grouped_gemm = GENERATE(false, true);
-  INFO("--moe-grouped-gemm " << c.moe.grouped_gemm);
+  const GptConfig c = fp8_moe_config();
   REQUIRE(moe_expert_row_multiple(c) == 16);
   const Inputs in = make_inputs(c, c.seq_length * 2);
   const Result got = run_layer(*backend, c, in, 2);
@@ -54,28 +51,6 @@ TEST_CASE("moe fp8: experts in FP8 with zero-row padding match per-expert FP8 li
   CHECK(got.forward_scale[static_cast<std::size_t>(2 * idle_fc1 + 1)] != 1.0f);
   // The scales moved away from 1 elsewhere: the second pass cast with scales of its own.
   CHECK(got.forward_scale[0] != 1.0f);
-}
-
-TEST_CASE("moe fp8: --moe-grouped-gemm gives the per-expert layers' results to the bit", "[model][moe][fp8]") {
-  // The same casts and the same GEMMs (on the CPU one fp8_linear per group), so the same bits:
-  // with FP8 weight gradients and with bf16 ones (--no-fp8-wgrad, the grouped bf16 GEMM).
-  const std::unique_ptr<Backend> backend = make_backend("cpu");
-  GptConfig c = fp8_moe_config();
-  Fp8Recipe recipe = *c.fp8;
-  recipe.wgrad = GENERATE(true, false);
-  c.fp8 = recipe;
-  INFO("FP8 weight gradients " << recipe.wgrad);
-  const Inputs in = make_inputs(c, c.seq_length * 2);
-  const Result apart = run_layer(*backend, c, in, 3);
-  c.moe.grouped_gemm = true;
-  const Result grouped = run_layer(*backend, c, in, 3);
-  CHECK(grouped.routing_map == apart.routing_map);
-  CHECK(grouped.output == apart.output);
-  CHECK(grouped.grads == apart.grads);
-  CHECK(grouped.forward_history == apart.forward_history);
-  CHECK(grouped.backward_history == apart.backward_history);
-  CHECK(grouped.forward_scale == apart.forward_scale);
-  CHECK(grouped.backward_scale == apart.backward_scale);
 }
 
 TEST_CASE("moe fp8: the routed experts' FP8 state follows the dense layers' and is reduced apart",

@@ -573,16 +573,6 @@ void CudaBackend::do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFlo
   Backend::do_linear_backward_input_gelu_tanh(dy, w, pre, rows, in, out, dpre);
 }
 
-void CudaBackend::do_grouped_fp8_linear(std::span<const Fp8LinearGroup> groups, bool accumulate,
-                                        Fp8GemmRole role) {
-  {
-    const cuda::ScopedOp scope(profiler_.get(), BackendOp::grouped_fp8_linear);
-    if (cuda::grouped_fp8_linear_hopper(groups, accumulate, role, stream_)) return;
-  }
-  // Elsewhere a cuBLASLt FP8 GEMM per group (fp8_linear), one after another.
-  Backend::do_grouped_fp8_linear(groups, accumulate, role);
-}
-
 void CudaBackend::do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows,
                                                   int64_t in, int64_t out, FloatView pre, FloatView y) {
   {

@@ -163,7 +163,6 @@ private:
                                    int64_t in, int64_t out, FloatView pre, FloatView y) override;
   void do_linear_backward_input_gelu_tanh(ConstFloatView dy, ConstFloatView w, ConstFloatView pre,
                                           int64_t rows, int64_t in, int64_t out, FloatView dpre) override;
-  void do_grouped_fp8_linear(std::span<const Fp8LinearGroup> groups, bool accumulate, Fp8GemmRole role) override;
   void do_fp8_linear_gelu_tanh_forward(ConstFp8View x, ConstFp8View w, ConstFloatView bias, int64_t rows, int64_t in,
                                        int64_t out, FloatView pre, FloatView y) override;
   void do_fp8_quantize_gradient(ConstFloatView dy, ConstFloatView pre, int64_t rows, int64_t cols,

@@ -1,8 +1,8 @@
-// Many independent GEMMs in one launch on Hopper's tensor cores, in bf16 or FP8 (a mixture's
-// experts, each over its own rows), as Megatron-Core's GroupedMLP runs them through a grouped
-// GEMM. Every group's output tiles go into one list that the GPU's multiprocessors work through,
-// so no group ends in a partly filled wave and one group's epilogue overlaps another's main loop;
-// one GEMM per group, even side by side on several streams, leaves both to chance.
+// Many independent GEMMs in one launch on Hopper's tensor cores (a mixture's experts, each over its
+// own rows), as Megatron-Core's GroupedMLP runs them through a grouped GEMM. Every group's output
+// tiles go into one list that the GPU's multiprocessors work through, so no group ends in a partly
+// filled wave and one group's epilogue overlaps another's main loop; one GEMM per group, even side
+// by side on several streams, leaves both to chance.
 //
 // Group g computes D_g[m_g, n_g] = A_g·B_gᵀ (+ D_g with `accumulate`), A_g [m_g, k_g] and
 // B_g [n_g, k_g] in bf16, accumulated in fp32 and rounded once into D (bf16 or fp32). Each operand
@@ -31,9 +31,6 @@ struct GroupedGemmGroup {
   void* d = nullptr;  // row-major [m, n], leading dimension d_ld elements
   int64_t d_ld = 0;
   int64_t m = 0, n = 0, k = 0;  // a group with m or n of 0 is skipped; with k of 0, D = 0 (or kept)
-  // FP8 operands: their scale_inv factors (one fp32 each, in GPU memory); D takes their product.
-  const float* a_scale_inv = nullptr;
-  const float* b_scale_inv = nullptr;
 };
 
 struct GroupedGemmShape {
@@ -52,22 +49,5 @@ bool grouped_gemm_hopper_available();
 // long k (below 3/4 of the GPU busy; cuBLAS splits k there).
 bool grouped_gemm_hopper(const GroupedGemmShape& shape, const GroupedGemmGroup* groups,
                          std::size_t count, FloatType operand_type, cudaStream_t stream);
-
-// The same over FP8 codes: D_g = (A_g·B_gᵀ)·sa_g·sb_g (+ D_g), A and B read as stored (kK; the FP8
-// tensor cores take no other layout, so a linear layer's gradients come from transposed copies,
-// as for cuBLASLt's FP8 GEMMs), A in E4M3 or E5M2, B in E4M3.
-struct GroupedFp8GemmShape {
-  bool a_e5m2 = false;  // A's codes E5M2 (a hybrid recipe's gradients), else E4M3
-  FloatType d_type = FloatType::kBf16;  // kBf16 or kF32
-  bool accumulate = false;
-  // The tensor cores' own accumulation across the whole k (Transformer Engine's forward, E4M3
-  // operands only), or each 128 k's products summed apart and added in fp32 (its split
-  // accumulator, for the gradients: the tensor cores keep fewer bits when they add FP8 products).
-  bool fast_accumulation = false;
-};
-// False, with nothing done, where the kernel does not apply (as above, E5M2 with fast
-// accumulation, or a group of some k without its factors).
-bool grouped_gemm_hopper_fp8(const GroupedFp8GemmShape& shape, const GroupedGemmGroup* groups, std::size_t count,
-                             cudaStream_t stream);
 
 }  // namespace mgt::cuda

@@ -70,25 +70,4 @@ bool grouped_linear_backward_weight_hopper(ConstFloatView dy, ConstFloatView x, 
                              groups.size(), FloatType::kBf16, stream);
 }
 
-bool grouped_fp8_linear_hopper(std::span<const Fp8LinearGroup> groups, bool accumulate, Fp8GemmRole role,
-                               cudaStream_t stream) {
-  if (groups.empty()) return true;
-  const Fp8Format x_format = groups.front().x.format;
-  const FloatType y_type = groups.front().y.type();
-  std::vector<GroupedGemmGroup> gemms;
-  for (const Fp8LinearGroup& g : groups) {
-    if (g.x.format != x_format || g.w.format != Fp8Format::kE4M3 || g.y.type() != y_type) return false;
-    GroupedGemmGroup gemm{g.x.codes.data(), g.in, g.w.codes.data(), g.in, g.y.raw(), g.out, g.rows, g.out, g.in};
-    gemm.a_scale_inv = g.x.scale_inv.data();
-    gemm.b_scale_inv = g.w.scale_inv.data();
-    gemms.push_back(gemm);
-  }
-  GroupedFp8GemmShape shape;
-  shape.a_e5m2 = x_format == Fp8Format::kE5M2;
-  shape.d_type = y_type;
-  shape.accumulate = accumulate;
-  shape.fast_accumulation = role == Fp8GemmRole::kForward;
-  return grouped_gemm_hopper_fp8(shape, gemms.data(), gemms.size(), stream);
-}
-
 }  // namespace mgt::cuda
