@@ -21,8 +21,9 @@
 # (NCCL), the same tokens per GPU (the global batch times N), the distributed optimizer with both
 # overlaps as Megatron's Mixtral script has them: its tokens/s per GPU against the one-GPU MoE run,
 # and the all-to-all's time per iteration (CUDA events; exposed: not hidden behind computation).
+# --ep-extra "FLAGS": flags for that run only (e.g. --delay-wgrad-compute, which needs EP > 1).
 #   tools/gpu/moe_speed.sh [--iters N] [--global-batch N] [--micro-batch N] [--runs "NAMES"] [--profile]
-#                          [--extra "FLAGS"] [--peer] [--peer-extra "FLAGS"] [--ep N]
+#                          [--extra "FLAGS"] [--peer] [--peer-extra "FLAGS"] [--ep N] [--ep-extra "FLAGS"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # The peer runs under the machine's own library path, not the pack's (PyTorch brings its own CUDA
@@ -32,7 +33,7 @@ peer_ld=${LD_LIBRARY_PATH-}
 source tools/gpu/devpack_env.bash
 out=${OUT:-/tmp/moe-speed}
 mkdir -p "$out"
-iters=6; global=32; micro=1; runs="dense moe moe_loop"; profile=0; extra=(); peer=0; peer_extra=(); ep=1
+iters=6; global=32; micro=1; runs="dense moe moe_loop"; profile=0; extra=(); peer=0; peer_extra=(); ep=1; ep_extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --iters) iters=$2; shift 2 ;;
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do
     --peer) peer=1; shift ;;
     --ep) ep=$2; shift 2 ;;
     --peer-extra) read -r -a peer_extra <<< "$2"; shift 2 ;;
+    --ep-extra) read -r -a ep_extra <<< "$2"; shift 2 ;;
     *) echo "moe_speed.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -104,7 +106,7 @@ if [ "$ep" -gt 1 ]; then
     previous=$f
   done
   name=moe_ep$ep
-  mpiexec.hydra -launcher fork -n "$ep" mgt-train "${ep_flags[@]}" "${moe[@]}" "${extra[@]}" --expert-model-parallel-size "$ep" \
+  mpiexec.hydra -launcher fork -n "$ep" mgt-train "${ep_flags[@]}" "${moe[@]}" "${extra[@]}" "${ep_extra[@]}" --expert-model-parallel-size "$ep" \
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --train-iters "$iters" \
     --metrics-file "$out/$name.jsonl" > "$out/$name.log" 2>&1 || { echo "$name failed:"; tail -8 "$out/$name.log"; }
   grep -m1 -E "iteration +$iters/" "$out/$name.log"
