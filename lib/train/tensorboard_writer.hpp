@@ -4,7 +4,9 @@
 // "brain.Event:2", then one Event per scalar with Summary.Value{tag, simple_value}.
 //
 // The file is opened for appending and only whole records are written, each batch with one
-// write(2): a run killed at any point leaves a file TensorBoard reads up to its last batch.
+// write(2): a run killed at any point leaves a file TensorBoard reads up to its last whole record
+// (a kill during a write can cut that write short at a page boundary; TensorBoard's loader stops
+// before a record cut short, as it does before one still being written).
 // Events are held in memory until `queue_size` of them wait, or until flush().
 #pragma once
 #include <cstdint>

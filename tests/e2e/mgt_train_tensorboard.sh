@@ -53,6 +53,9 @@ grep -q '^> setting tensorboard \.\.\.$' "$work/out.txt" || fail "no '> setting 
 
 read_events() {  # read_events DIR OUT.json: with the tensorboard package when it is installed
   python3 "$events" "$1" >"$2" || fail "cannot read the events in $1"
+  # A finished run's files end in whole records.
+  python3 "$events" --reader own "$1" | python3 -c 'import json, sys; sys.exit(bool(json.load(sys.stdin)["truncated"]))' ||
+    fail "a finished run's events end in a record cut short ($1)"
   if [[ $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["reader"])' "$2") == tensorboard ]]; then
     echo "events read with the tensorboard package's reader"
     # The package and the decoder here must agree.
@@ -130,7 +133,8 @@ assert set(series) == {"batch-size", "batch-size vs samples", "lm loss", "lm los
 assert series["lm loss"] == [2, 4] and series["lm loss vs samples"] == [8, 16], series
 PY
 
-# A run killed mid-way leaves whole records behind: the file reads to its last written batch.
+# A run killed mid-way leaves its written batches whole, but for one its write was cut short in:
+# the file reads to its last whole record, as TensorBoard's loader reads it.
 "$bin/mgt-train" "${model[@]}" --train-iters 1000000 --log-interval 1 --eval-iters 0 \
   --tensorboard-dir "$work/killed" >/dev/null 2>&1 &
 pid=$!
@@ -150,6 +154,7 @@ python3 - "$work/killed.json" <<'PY' || fail "the killed run's events"
 import json, sys
 d = json.load(open(sys.argv[1]))
 steps = [s["step"] for s in d["scalars"] if s["tag"] == "lm loss"]
+assert len(d["truncated"]) <= 1, d["truncated"]
 assert d["file_versions"] == ["brain.Event:2"] and len(steps) >= 5 and steps == list(range(1, len(steps) + 1)), steps
 PY
 

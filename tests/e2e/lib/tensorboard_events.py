@@ -6,6 +6,11 @@
 TFRecord and protocol-buffer decoder written here that also checks every record's CRCs, for
 machines without the package (it is not a Debian package); --reader auto (the default) takes the
 package when it can be imported.
+
+A file may end in a record cut short (a run killed while its write was under way: the kernel
+stops a write at a page boundary when the process is killed). TensorBoard's loader reads up to
+the last whole record and stops there; the decoder here does the same and names such files under
+"truncated", so that a caller can refuse them where a run finished. A bad CRC is always an error.
 Usage: tensorboard_events.py [--reader auto|tensorboard|own] DIR
 """
 import json
@@ -39,13 +44,17 @@ def masked_crc32c(data):
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+TRUNCATED = []  # the files that end in a record cut short
+
+
 def tfrecords(path):
     with open(path, "rb") as f:
         data = f.read()
     at = 0
     while at < len(data):
         if len(data) - at < 12:
-            raise ValueError(f"{path}: truncated record header at byte {at}")
+            TRUNCATED.append(os.path.basename(path))
+            return
         header = data[at:at + 8]
         (length,) = struct.unpack("<Q", header)
         (length_crc,) = struct.unpack("<I", data[at + 8:at + 12])
@@ -53,7 +62,8 @@ def tfrecords(path):
             raise ValueError(f"{path}: bad length CRC at byte {at}")
         body = data[at + 12:at + 12 + length]
         if len(body) != length or len(data) < at + 16 + length:
-            raise ValueError(f"{path}: truncated record at byte {at}")
+            TRUNCATED.append(os.path.basename(path))
+            return
         (body_crc,) = struct.unpack("<I", data[at + 12 + length:at + 16 + length])
         if body_crc != masked_crc32c(body):
             raise ValueError(f"{path}: bad data CRC at byte {at}")
@@ -154,6 +164,7 @@ def main(argv):
                 out["file_versions"].append(e["file_version"])
             for tag, value in e["values"]:
                 out["scalars"].append({"tag": tag, "step": e["step"], "value": value, "wall_time": e["wall_time"]})
+    out["truncated"] = TRUNCATED
     json.dump(out, sys.stdout)
 
 
