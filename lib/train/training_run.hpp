@@ -154,7 +154,6 @@ private:
     return "[ t 1/" + std::to_string(tensor_parallel_size()) + ", p 1/" + std::to_string(pipeline_parallel_size()) +
            " ]";
   }
-  // Where the weights are read outside a forward: the all-gathers still in flight complete first.
   // --check-weight-hash-across-dp-replicas-interval: every replica's weights the same, or an
   // error on every rank naming the tensors that differ.
   void check_weight_hashes();
@@ -162,6 +161,7 @@ private:
   // the stop on every rank when some rank saw a spike (collective over the world).
   std::function<void(const LossSum&)> spiky_loss_observer() const;
   void stop_on_spiky_loss(std::int64_t iteration);
+  // Where the weights are read outside a forward: the all-gathers still in flight complete first.
   void finish_param_gather() {
     if (overlap_) overlap_->finish_param_gather();
     Fp8ParamGather::catch_up({fp8_gather_.get(), fp8_expert_gather_.get()});

@@ -39,8 +39,12 @@ namespace {
 // kWeight adds to fp32 gradients; kWeightWrite overwrites them (a step's first micro-batch).
 enum class Kind { kForward, kInput, kWeight, kWeightWrite };
 const char* name(Kind k) {
-  return k == Kind::kForward ? "forward" : k == Kind::kInput ? "input grad" : k == Kind::kWeight ? "weight grad" : "weight grad, written";
+  return k == Kind::kForward  ? "forward"
+         : k == Kind::kInput  ? "input grad"
+         : k == Kind::kWeight ? "weight grad"
+                              : "weight grad, written";
 }
+bool weight_gradient(Kind k) { return k == Kind::kWeight || k == Kind::kWeightWrite; }
 
 struct Layer {
   std::vector<int64_t> rows;
@@ -98,7 +102,7 @@ bool grouped(const Layer& l, Kind kind, cudaStream_t stream) {
     r0 += r;
   }
   GroupedGemmShape shape;
-  const bool weight = kind == Kind::kWeight || kind == Kind::kWeightWrite;
+  const bool weight = weight_gradient(kind);
   shape.a_major = weight ? OperandMajor::kMN : OperandMajor::kK;
   shape.b_major = kind == Kind::kForward ? OperandMajor::kK : OperandMajor::kMN;
   shape.d_type = weight ? FloatType::kF32 : FloatType::kBf16;
@@ -124,9 +128,8 @@ void per_group(cublasHandle_t h, const Layer& l, Kind kind, const std::vector<cu
                         CUBLAS_GEMM_DEFAULT));
       else
         CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, r, &one, l.x + r0 * in, CUDA_R_16BF, in,
-                        l.dy + r0 * out, CUDA_R_16BF, out, kind == Kind::kWeight ? &one : &zero, l.dw[g], CUDA_R_32F, in,
-                        CUBLAS_COMPUTE_32F,
-                        CUBLAS_GEMM_DEFAULT));
+                        l.dy + r0 * out, CUDA_R_16BF, out, kind == Kind::kWeight ? &one : &zero, l.dw[g], CUDA_R_32F,
+                        in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
     r0 += r;
   }
@@ -163,7 +166,7 @@ void restore_dw(const Layer& l, const std::vector<float>& saved) {
 }
 
 double check(cublasHandle_t h, const Layer& l, Kind kind, cudaStream_t s) {
-  const bool weight = kind == Kind::kWeight || kind == Kind::kWeightWrite;
+  const bool weight = weight_gradient(kind);
   const std::vector<float> start = weight ? result(l, kind) : std::vector<float>();
   per_group(h, l, kind, {s});
   CK(cudaStreamSynchronize(s));
