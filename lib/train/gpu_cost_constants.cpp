@@ -18,8 +18,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 //    shape (seq 8192, micro-batch 1, global batch 8) on 4 × H200: TP=4 with sequence parallelism
 //    and the distributed optimizer 8,092 tokens/s per GPU (the model: 7,989), TP=2 × PP=2 with
 //    sequence parallelism 8,645 (the model: 8,627). On one H100 the 1.3B step measured 58,334
-//    (the model, with the H100's lower HBM bandwidth: 54,028, 7% under). Context parallelism
-//    and the interleaved schedule are not measured yet: their terms are counts alone. AdamW alone, 1.3B parameters in 12.0 ms on
+//    (the model, with the H100's lower HBM bandwidth: 54,028, 7% under). The interleaved
+//    schedule needed nothing more: PP=4 at the 8B shape measured 2.17 s a step, 1.97 s with two
+//    chunks per GPU (the model: 2.28 and 1.98). AdamW alone, 1.3B parameters in 12.0 ms on
 //    one H200, is 68% of HBM; the tensor-parallel all-gathers and reduce-scatters of 32 MiB alone
 //    reached 134–138 GB/s bus bandwidth between two H200s.
 //  - FP8: its GEMMs 1.9× faster than bf16's and its casts 20.2 ms of the 1.3B step (15% of bf16's
@@ -28,8 +29,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 //  - links 350 GB/s per direction: NCCL's all-reduce of the 1.3B fp32 gradient reached 343 GB/s,
 //    copy-engine copies between two H200s 372–393 GB/s.
 //  - the data-parallel reduction overlapped with the backward (--overlap-grad-reduce, and
-//    --overlap-param-gather with the distributed optimizer) costs 10% of its time: DP=4 at
-//    98.2–98.8% of one GPU's rate at 1.3B, a 17 ms reduction on a 133 ms step.
+//    --overlap-param-gather with the distributed optimizer) costs at least 10% of its time: DP=4
+//    at 98.2–98.8% of one GPU's rate at 1.3B, a 17 ms reduction on a 133 ms step. Beside the
+//    computation it runs at 67 GB/s: CP=4 at the 8B shape, the distributed optimizer's
+//    reduce-scatter of 24 GB took 362 ms per step by CUDA events (211 ms of it after the
+//    backward), its gather 128 ms (7 exposed).
+//  - context parallelism's ring: what attention does not hide of it took the time of its bytes at
+//    210 GB/s in all three runs measured (GPT 1.3B CP=2 at 32k: 41 ms exposed, CP=4 at 64k: 112 ms;
+//    the 8B shape CP=4 at 8k: 102 ms per step); with it the steps come out 2–8% under those
+//    measured (0.675, 1.065 and 2.03 s).
 constexpr GpuCostConstants hopper(std::string_view key, std::string_view name, double memory_gib, double hbm,
                                   std::string_view source) {
   GpuCostConstants c;
@@ -46,7 +54,9 @@ constexpr GpuCostConstants hopper(std::string_view key, std::string_view name, d
   c.fp8_cast_efficiency = 0.40;
   c.tensor_parallel_bytes_per_s = 180e9;
   c.link_bytes_per_s = 350e9;
+  c.overlapped_reduction_bytes_per_s = 67e9;
   c.overlapped_reduction_exposed = 0.10;
+  c.context_parallel_exposed_bytes_per_s = 210e9;
   c.source = source;
   return c;
 }

@@ -28,8 +28,13 @@ struct GpuCostConstants {
   // buckets, pipeline and ring sends).
   double tensor_parallel_bytes_per_s = 0;
   double link_bytes_per_s = 0;
-  // The share of the data-parallel reduction left exposed under --overlap-grad-reduce.
+  // Under --overlap-grad-reduce: the data-parallel reduction's rate beside computation, and the
+  // share of it left exposed however long the backward beside it.
+  double overlapped_reduction_bytes_per_s = 0;
   double overlapped_reduction_exposed = 0;
+  // Context parallelism's ring: its bytes per second of exposed time (what attention does not
+  // hide, as a rate).
+  double context_parallel_exposed_bytes_per_s = 0;
   std::string_view source;  // where the figures come from, for --dry-run's JSON
 };
 

@@ -100,9 +100,10 @@ StepEstimate estimate_step(const StepCostShape& shape, const GpuCostConstants& g
   const double forward_tp_bytes = tp > 1 ? 4 * t * h * kBf16 * ring : 0.0;
   layer.tensor_parallel = 2 * forward_tp_bytes / gpu.tensor_parallel_bytes_per_s;
   if (cp > 1) {
-    // Keys and values of t tokens passed cp − 1 times forward, they and their gradients backward.
+    // Keys and values of t tokens passed cp − 1 times forward, they and their gradients backward;
+    // what the attention does not hide, at the rate measured for that (gpu_cost_constants.cpp).
     const double ring_bytes = 3 * (cp - 1) * 2 * t * (groups_width / tp) * kBf16;
-    layer.context_parallel = std::max(0.0, ring_bytes / gpu.link_bytes_per_s - layer.attention);
+    layer.context_parallel = ring_bytes / gpu.context_parallel_exposed_bytes_per_s;
   }
   switch (c.recompute_granularity) {
     case RecomputeGranularity::kNone:
@@ -184,10 +185,24 @@ StepEstimate estimate_step(const StepCostShape& shape, const GpuCostConstants& g
   const double reducers = dp * cp;  // the gradients are reduced over DP × CP ranks
   e.optimizer_seconds = parameters * 30 / (shape.distributed_optimizer ? reducers : 1.0) / memory_rate;
   if (reducers > 1) {
-    const double bytes = (shape.distributed_optimizer ? parameters * (4 + 2) : 2 * parameters * 4) *
-                         (reducers - 1) / reducers;
-    e.data_parallel_seconds =
-        bytes / gpu.link_bytes_per_s * (shape.overlap_grad_reduce ? gpu.overlapped_reduction_exposed : 1.0);
+    // The fp32 gradients reduced (reduce-scattered, or all-reduced: twice the bytes) and, under the
+    // distributed optimizer, the bf16 weights gathered.
+    const double share = (reducers - 1) / reducers;
+    const double reduce_bytes = parameters * 4 * share * (shape.distributed_optimizer ? 1 : 2);
+    const double gather_bytes = shape.distributed_optimizer ? parameters * 2 * share : 0.0;
+    if (!shape.overlap_grad_reduce) {
+      e.data_parallel_seconds = (reduce_bytes + gather_bytes) / gpu.link_bytes_per_s;
+    } else {
+      // Beside the backward of the step's last micro-batch (its buckets are ready only then) the
+      // reduction runs slower, and what outlasts that backward is exposed; the gather likewise
+      // beside the first micro-batch's forward. A share stays exposed however long the window.
+      const double window = stage.total() - stage.pipeline_send;
+      const auto exposed = [&](double bytes, double beside) {
+        return std::max(bytes / gpu.link_bytes_per_s * gpu.overlapped_reduction_exposed,
+                        bytes / gpu.overlapped_reduction_bytes_per_s - beside);
+      };
+      e.data_parallel_seconds = exposed(reduce_bytes, window * 2 / 3) + exposed(gather_bytes, window / 3);
+    }
   }
   e.step_seconds = work.total() + e.bubble_seconds + e.optimizer_seconds + e.data_parallel_seconds;
   const double world = tp * pp * cp * dp;

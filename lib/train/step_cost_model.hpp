@@ -9,13 +9,14 @@
 //   - tensor-parallel collectives: per layer and micro-batch two all-gathers and two
 //     reduce-scatters of the layer's activations forward (with sequence parallelism; two
 //     all-reduces, the same bytes, without), as many backward, bytes × (t − 1)/t / bandwidth;
-//   - context parallelism's ring: keys and values passed round, forward and (twice) backward,
-//     hidden behind attention up to its time;
+//   - context parallelism's ring: keys and values passed round, forward and (twice) backward, the
+//     part attention does not hide at a measured rate of its bytes;
 //   - pipeline sends of each chunk's activations and gradients; the 1F1B bubble: the stage time
 //     per micro-batch × (m + (p − 1)/v), a fraction (p − 1)/(v·m) of the work;
 //   - data-parallel gradient reduce-scatter (fp32) and weight all-gather (bf16) under the
-//     distributed optimizer, an all-reduce without, over the links; a share of it exposed under
-//     --overlap-grad-reduce;
+//     distributed optimizer, an all-reduce without, over the links; under --overlap-grad-reduce
+//     at the slower rate measured beside computation, exposed where it outlasts the last
+//     micro-batch's backward (the gather: the first one's forward), never less than a share;
 //   - recomputation: selective adds attention's forward again, full the whole layers' forward
 //     (their collectives included).
 // The slowest pipeline stage sets the pace: the first holds the embedding, the last the output

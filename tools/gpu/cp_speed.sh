@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# On a 2-GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
-# GPT 1.3B (24 layers, hidden 2048, 16 heads) in bf16 at sequence 16,384 on one GPU against
-# sequence 32,768 with context parallelism CP=2 over two GPUs (--cp-comm-type p2p, the ring, and
-# a2a, the all-to-all), micro-batch 1; per-GPU tokens/s (by the logged time per iteration and by the log's time
+# On a machine of N GPUs (default 2), from the repository root, with .devpack/pack.tar.xz from
+# tools/gpu/pack.sh: GPT 1.3B (24 layers, hidden 2048, 16 heads) in bf16 at sequence 16,384 on one
+# GPU against sequence N × 16,384 with context parallelism CP=N over N GPUs (--cp-comm-type p2p,
+# the ring, and a2a, the all-to-all), micro-batch 1; per-GPU tokens/s (by the logged time per iteration and by the log's time
 # stamps), the ring's transfer time and the part of it the compute stream waited for (CUDA
 # events, --metrics-file), the allocator's peak against --dry-run's estimate, and the ratio.
 # Logs under $OUT (or /tmp/cp-speed).
-#   tools/gpu/cp_speed.sh [--iters N]
+#   tools/gpu/cp_speed.sh [--iters N] [--cp N]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/devpack_env.bash
 out=${OUT:-/tmp/cp-speed}
 mkdir -p "$out"
-iters=10
-[ "${1:-}" = --iters ] && iters=$2
+iters=10; cp=2
+while [ $# -gt 0 ]; do
+  case $1 in
+    --iters) iters=$2; shift 2 ;;
+    --cp) cp=$2; shift 2 ;;
+    *) echo "cp_speed.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
 base=(--device cuda --bf16 --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --micro-batch-size 1
       --global-batch-size 1 --lr 3e-4 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --mock-data
       --tokenizer-type NullTokenizer --vocab-size 50304 --position-embedding-type rope --log-interval 2
@@ -55,13 +61,14 @@ print(json.dumps({"name": name, "ranks": ranks, "seq": seq, "tokens_per_second_p
 PY
 }
 run one16k 1 16384 | tee "$out/summary.jsonl"
-run cp2-32k 2 32768 --context-parallel-size 2 --cp-comm-type p2p | tee -a "$out/summary.jsonl"
-run cp2-32k-a2a 2 32768 --context-parallel-size 2 --cp-comm-type a2a | tee -a "$out/summary.jsonl"
-python3 - "$out/summary.jsonl" <<'PY'
+long=$((cp * 16384)); tag=cp$cp-$((cp * 16))k
+run "$tag" "$cp" "$long" --context-parallel-size "$cp" --cp-comm-type p2p | tee -a "$out/summary.jsonl"
+run "$tag-a2a" "$cp" "$long" --context-parallel-size "$cp" --cp-comm-type a2a | tee -a "$out/summary.jsonl"
+python3 - "$out/summary.jsonl" "$tag" <<'PY'
 import json, sys
 rows = {j["name"]: j for j in map(json.loads, open(sys.argv[1]))}
 a = rows.get("one16k", {})
-for name in ("cp2-32k", "cp2-32k-a2a"):
+for name in (sys.argv[2], sys.argv[2] + "-a2a"):
     b = rows.get(name, {})
     if a.get("tokens_per_second_per_gpu") and b.get("tokens_per_second_per_gpu"):
         flops = (f", model TFLOP/s per GPU {b['tflops_per_gpu'] / a['tflops_per_gpu']:.3f} of one GPU's"

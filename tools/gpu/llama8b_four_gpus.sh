@@ -2,14 +2,15 @@
 # On a 4-GPU machine, from the repository root, with .devpack/pack.tar.xz from tools/gpu/pack.sh:
 # the Llama 3 8B shape (32 layers × 4096, FFN 14336, 32 heads in 8 query groups, vocabulary
 # 128,256, sequence 8192, RoPE base 500,000, RMSNorm, SwiGLU, no biases, untied embeddings) on
-# mock data, micro-batch 1, global batch 8, the distributed optimizer, in the layouts named (default:
+# mock data, micro-batch 1, global batch 8, the distributed optimizer with both its overlaps as
+# Megatron's Llama 3 8B script has them (they act where CP × DP > 1), in the layouts named (default:
 # "tp4-bf16 tp2pp2-bf16 tp2pp2-fp8 tp4-fp8"), ITERS iterations each (MGT_ITERS, default 12). For
 # each: tokens/s per GPU and TFLOP/s per GPU (Megatron's formula) of the log's steady iterations
 # (from the 4th), the wall-clock rate of the run, the layout planner's estimate of the step
 # (mgt-train --dry-run) beside the measured one, and the largest memory any GPU held. A table last.
 # MGT_SEQ sets the sequence length (default 8192; 32768 for long context with a CP layout). Logs
 # under $OUT (or /tmp/llama8b).
-#   tools/gpu/llama8b_four_gpus.sh [LAYOUT...]   LAYOUT: tp4|tp2pp2|tp2pp2vp2|pp4|tp2cp2|cp4 -bf16|-fp8
+#   tools/gpu/llama8b_four_gpus.sh [LAYOUT...]   LAYOUT: tp4|tp2pp2|tp2pp2vp2|pp4|pp4vp2|tp2cp2|cp4 -bf16|-fp8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/llama8b}
@@ -25,7 +26,7 @@ model=(--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attentio
        --micro-batch-size 1 --global-batch-size 8 --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine
        --lr-warmup-iters 2 --train-iters "$iters" --log-interval 1 --eval-iters 0 --hidden-dropout 0
        --attention-dropout 0 --mock-data --data-cache-path /tmp/llama8b-cache --bf16 --device cuda
-       --use-distributed-optimizer --log-throughput)
+       --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --log-throughput)
 fp8=(--fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max)
 table=()
 row() { table+=("$(printf '%-14s %s' "$1" "$2")"); printf '%s\n' "${table[-1]}"; }
@@ -37,6 +38,7 @@ for name in $layouts; do
     tp2pp2vp2) layout=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel
                        --num-layers-per-virtual-pipeline-stage 8) ;;
     pp4) layout=(--pipeline-model-parallel-size 4) ;;
+    pp4vp2) layout=(--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4) ;;
     tp2cp2) layout=(--tensor-model-parallel-size 2 --context-parallel-size 2 --sequence-parallel) ;;
     cp4) layout=(--context-parallel-size 4) ;;
     *) echo "unknown layout $name"; continue ;;
