@@ -35,6 +35,11 @@ struct GpuCostConstants {
   // Context parallelism's ring: its bytes per second of exposed time (what attention does not
   // hide, as a rate).
   double context_parallel_exposed_bytes_per_s = 0;
+  // A mixture of experts: the rows per expert at which the routed experts' GEMMs run at half the
+  // dense layers' rate (at r rows: r / (r + this)), and the all-to-alls' bytes per second (each
+  // rank's bytes to the others, waits for them included).
+  double grouped_gemm_half_rate_rows = 0;
+  double expert_parallel_bytes_per_s = 0;
   std::string_view source;  // where the figures come from, for --dry-run's JSON
 };
 

@@ -40,6 +40,7 @@ LayoutChoice layout_of(const TrainOptions& o) {
   l.virtual_pipeline = p.virtual_pipeline_model_parallel_size;
   l.context_parallel = p.context_parallel_size;
   l.data_parallel = p.data_parallel_size;
+  l.expert_parallel = o.moe.expert_model_parallel_size;
   l.distributed_optimizer = p.use_distributed_optimizer && p.data_parallel_size * p.context_parallel_size > 1;
   l.recompute = o.model.recompute_granularity ? parse_recompute_granularity(*o.model.recompute_granularity)
                                               : RecomputeGranularity::kNone;
@@ -53,6 +54,7 @@ std::string layout_flags(const LayoutChoice& l) {
   if (l.pipeline_parallel > 1) add("--pipeline-model-parallel-size " + std::to_string(l.pipeline_parallel));
   if (l.virtual_pipeline > 1) add("--num-virtual-stages-per-pipeline-rank " + std::to_string(l.virtual_pipeline));
   if (l.context_parallel > 1) add("--context-parallel-size " + std::to_string(l.context_parallel));
+  if (l.expert_parallel > 1) add("--expert-model-parallel-size " + std::to_string(l.expert_parallel));
   if (l.distributed_optimizer) add("--use-distributed-optimizer");
   if (l.recompute == RecomputeGranularity::kSelective) add("--recompute-granularity selective");
   if (l.recompute == RecomputeGranularity::kFull)
@@ -60,7 +62,7 @@ std::string layout_flags(const LayoutChoice& l) {
   return f;
 }
 
-std::vector<LayoutChoice> enumerate_layouts(std::int64_t num_layers, int world_size) {
+std::vector<LayoutChoice> enumerate_layouts(std::int64_t num_layers, int world_size, std::int64_t num_experts) {
   std::vector<LayoutChoice> out;
   const std::int64_t world = world_size;
   for (std::int64_t tp : divisors(world)) {
@@ -73,13 +75,17 @@ std::vector<LayoutChoice> enumerate_layouts(std::int64_t num_layers, int world_s
         if (pp > 1)
           for (std::int64_t v : divisors(num_layers / pp))
             if (v > 1) chunks.push_back(v);
+        std::vector<std::int64_t> expert_sizes{1};
+        for (std::int64_t ep : divisors(dp * cp))
+          if (ep > 1 && num_experts > 0 && num_experts % ep == 0) expert_sizes.push_back(ep);
         for (std::int64_t vp : chunks)
-          for (bool distributed : {false, true}) {
-            if (distributed && dp * cp == 1) continue;
-            for (RecomputeGranularity r :
-                 {RecomputeGranularity::kNone, RecomputeGranularity::kSelective, RecomputeGranularity::kFull})
-              out.push_back({tp, pp, vp, cp, dp, distributed, r});
-          }
+          for (std::int64_t ep : expert_sizes)
+            for (bool distributed : {false, true}) {
+              if (distributed && dp * cp == 1) continue;
+              for (RecomputeGranularity r :
+                   {RecomputeGranularity::kNone, RecomputeGranularity::kSelective, RecomputeGranularity::kFull})
+                out.push_back({tp, pp, vp, cp, dp, ep, distributed, r});
+            }
       }
     }
   }
@@ -99,6 +105,8 @@ TrainOptions options_for_layout(const TrainOptions& unvalidated, const TrainOpti
   p.num_virtual_stages_per_pipeline_rank.reset();
   p.microbatch_group_size_per_virtual_pipeline_stage.reset();
   if (l.virtual_pipeline > 1) p.num_virtual_stages_per_pipeline_rank = l.virtual_pipeline;
+  o.moe.expert_model_parallel_size = l.expert_parallel;
+  o.moe.expert_tensor_parallel_size.reset();
   p.use_distributed_optimizer = l.distributed_optimizer;
   if (!l.distributed_optimizer) p.overlap_param_gather = false;
   ModelShapeOptions& m = o.model;
@@ -122,7 +130,8 @@ std::vector<LayoutCandidate> layout_candidates(const TrainOptions& unvalidated, 
                                                int world_size, std::int64_t vocab_size) {
   std::vector<LayoutCandidate> out;
   const QuietLog quiet;
-  for (const LayoutChoice& layout : enumerate_layouts(*validated.model.num_layers, world_size)) {
+  for (const LayoutChoice& layout :
+       enumerate_layouts(*validated.model.num_layers, world_size, validated.moe.num_experts.value_or(0))) {
     LayoutCandidate c;
     c.layout = layout;
     c.options = options_for_layout(unvalidated, validated, layout);

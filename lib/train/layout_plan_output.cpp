@@ -14,14 +14,22 @@ std::string recompute_name(RecomputeGranularity r) {
   return r == RecomputeGranularity::kNone ? "none" : std::string(to_string(r));
 }
 
-std::string row(const PlannedLayout& p, std::size_t rank) {
+// The expert-parallel column, for a mixture of experts only.
+std::string expert_column(const LayoutPlan& plan, const LayoutChoice& l) {
+  if (!plan.experts) return "";
+  char column[16];
+  std::snprintf(column, sizeof column, " %3lld", static_cast<long long>(l.expert_parallel));
+  return column;
+}
+
+std::string row(const LayoutPlan& plan, const PlannedLayout& p, std::size_t rank) {
   const LayoutChoice& l = p.layout;
   char line[256];
-  std::snprintf(line, sizeof line, "%4s %3lld %3lld %3lld %3lld %3lld  %-8s %-10s %10.1f %10.4g %12.0f %6.1f%%",
+  std::snprintf(line, sizeof line, "%4s %3lld %3lld %3lld %3lld %3lld%s  %-8s %-10s %10.1f %10.4g %12.0f %6.1f%%",
                 rank ? std::to_string(rank).c_str() : "-", static_cast<long long>(l.tensor_parallel),
                 static_cast<long long>(l.pipeline_parallel), static_cast<long long>(l.virtual_pipeline),
                 static_cast<long long>(l.context_parallel), static_cast<long long>(l.data_parallel),
-                l.distributed_optimizer ? "on" : "off", recompute_name(l.recompute).c_str(),
+                expert_column(plan, l).c_str(), l.distributed_optimizer ? "on" : "off", recompute_name(l.recompute).c_str(),
                 static_cast<double>(p.memory.total_bytes) / kGiB, p.step.step_seconds,
                 p.step.tokens_per_second_per_gpu, 100 * p.step.mfu);
   return std::string(line) + (p.given ? "  <- flags given" : "");
@@ -35,6 +43,7 @@ PyValue layout_json(const PlannedLayout& p) {
   v.set("virtual_pipeline_model_parallel_size", PyValue::integer(l.virtual_pipeline));
   v.set("context_parallel_size", PyValue::integer(l.context_parallel));
   v.set("data_parallel_size", PyValue::integer(l.data_parallel));
+  v.set("expert_model_parallel_size", PyValue::integer(l.expert_parallel));
   v.set("use_distributed_optimizer", PyValue::boolean(l.distributed_optimizer));
   v.set("recompute_granularity", l.recompute == RecomputeGranularity::kNone
                                      ? PyValue::none()
@@ -58,12 +67,13 @@ void write_layout_plan_table(const LayoutPlan& plan, std::ostream& out) {
       << plan.too_large << " beyond the memory, " << plan.fitting.size() << " fit; best estimated step first\n";
   for (const std::string& note : plan.notes) out << "note: " << note << "\n";
   if (!plan.fitting.empty()) {
-    out << "   #  TP  PP  VP  CP  DP  dist-opt recompute  mem/rank GiB     step s  tokens/s/GPU    MFU\n";
+    out << "   #  TP  PP  VP  CP  DP" << (plan.experts ? "  EP" : "")
+        << "  dist-opt recompute  mem/rank GiB     step s  tokens/s/GPU    MFU\n";
     bool given_shown = false;
     for (std::size_t i = 0; i < plan.fitting.size(); ++i) {
       const PlannedLayout& p = plan.fitting[i];
       if (i >= kLayoutTableRows && !p.given) continue;
-      out << row(p, i + 1) << "\n";
+      out << row(plan, p, i + 1) << "\n";
       given_shown = given_shown || p.given;
     }
     if (plan.fitting.size() > kLayoutTableRows)
@@ -71,9 +81,9 @@ void write_layout_plan_table(const LayoutPlan& plan, std::ostream& out) {
     out << "best: " << (layout_flags(plan.fitting.front().layout).empty() ? "(no parallelism flags)"
                                                                           : layout_flags(plan.fitting.front().layout))
         << "\n";
-    if (!given_shown) out << "flags given:\n" << row(plan.given, 0) << (plan.given.fits ? "" : "  (beyond the memory)") << "\n";
+    if (!given_shown) out << "flags given:\n" << row(plan, plan.given, 0) << (plan.given.fits ? "" : "  (beyond the memory)") << "\n";
   } else {
-    out << "no layout fits; the flags given:\n" << row(plan.given, 0) << "\n";
+    out << "no layout fits; the flags given:\n" << row(plan, plan.given, 0) << "\n";
   }
   char line[160];
   std::snprintf(line, sizeof line, "estimated step: %.4g s (%.0f tokens/s per GPU, MFU %.1f%%) for the flags given",
@@ -100,6 +110,7 @@ PyValue layout_plan_json(const LayoutPlan& plan) {
   parts.set("memory_bound", PyValue::real(e.memory_bound_seconds));
   parts.set("tensor_parallel", PyValue::real(e.tensor_parallel_seconds));
   parts.set("context_parallel", PyValue::real(e.context_parallel_seconds));
+  parts.set("expert_parallel", PyValue::real(e.expert_parallel_seconds));
   parts.set("pipeline_sends", PyValue::real(e.pipeline_send_seconds));
   parts.set("pipeline_bubble", PyValue::real(e.bubble_seconds));
   parts.set("data_parallel", PyValue::real(e.data_parallel_seconds));

@@ -33,6 +33,7 @@ struct LayoutPlan {
   std::int64_t refused = 0;     // by mgt-train's validation
   std::int64_t too_large = 0;   // accepted, beyond the memory budget
   PlannedLayout given;          // the flags' layout, fitting or not
+  bool experts = false;         // a mixture of experts: the layouts have an expert-parallel size
   std::vector<std::string> notes;  // what the estimates assume beyond the flags
 };
 
@@ -42,8 +43,8 @@ LayoutPlan plan_layouts(const TrainOptions& unvalidated, const TrainOptions& val
                         std::int64_t vocab_size, const PlannerTarget& target);
 
 // Whether --dry-run plans layouts: with --world-size, or under a launcher (`launched`) for a GPU
-// run (--device cuda, or auto with a GPU visible). A mixture-of-experts model is not planned (the
-// cost model is for dense layers); `why_not` then says so.
+// run (--device cuda, or auto with a GPU visible). CPU ranks are not planned; `why_not` then says
+// so.
 bool wants_layout_plan(const TrainOptions& validated, bool launched, bool gpu_visible, std::string* why_not);
 
 // --dry-run's plan when wants_layout_plan: the GPU of --device queried (the target), the

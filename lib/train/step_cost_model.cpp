@@ -12,20 +12,58 @@ constexpr double kBf16 = 2;  // bytes per activation element
 
 // Seconds per micro-batch of one pipeline stage, by part.
 struct StageTime {
-  double gemm = 0, attention = 0, memory_bound = 0, tensor_parallel = 0, context_parallel = 0, pipeline_send = 0;
-  double total() const { return gemm + attention + memory_bound + tensor_parallel + context_parallel + pipeline_send; }
+  double gemm = 0, attention = 0, memory_bound = 0, tensor_parallel = 0, context_parallel = 0, expert_parallel = 0,
+         pipeline_send = 0;
+  double total() const {
+    return gemm + attention + memory_bound + tensor_parallel + context_parallel + expert_parallel + pipeline_send;
+  }
   StageTime& operator+=(const StageTime& o) {
     gemm += o.gemm, attention += o.attention, memory_bound += o.memory_bound;
-    tensor_parallel += o.tensor_parallel, context_parallel += o.context_parallel, pipeline_send += o.pipeline_send;
+    tensor_parallel += o.tensor_parallel, context_parallel += o.context_parallel;
+    expert_parallel += o.expert_parallel, pipeline_send += o.pipeline_send;
     return *this;
   }
   StageTime scaled(double f) const {
     StageTime s = *this;
     s.gemm *= f, s.attention *= f, s.memory_bound *= f, s.tensor_parallel *= f, s.context_parallel *= f,
-        s.pipeline_send *= f;
+        s.expert_parallel *= f, s.pipeline_send *= f;
     return s;
   }
 };
+
+// A mixture-of-experts layer from the dense `layer` of the same shape: its MLP replaced by the
+// router, the routed experts (each token's top-k, their GEMMs at a share of the dense ones' rate
+// that grows with the rows each expert receives), the shared expert, the tokens' permutation and weighted
+// combination, and with expert parallelism the four all-to-alls (dispatch and combine, forward
+// and backward), none hidden. The experts' tensor-parallel size is TP's.
+StageTime moe_layer_time(const StageTime& layer, const GptConfig& c, double t, double tp, double layer_gemm_rate,
+                         double memory_rate, const GpuCostConstants& gpu) {
+  const MoeConfig& m = c.moe;
+  const double h = static_cast<double>(c.hidden_size);
+  const double gated = c.gated_linear_unit() ? 2.0 : 1.0;
+  const double activation_per_width = c.gated_linear_unit() ? 3.0 : 2.0;  // elements per hidden unit
+  const double f = static_cast<double>(c.ffn_hidden_size);
+  const double fe = static_cast<double>(m.ffn_hidden_size);
+  const double fs = static_cast<double>(m.shared_expert_intermediate_size);
+  const double k = static_cast<double>(m.topk);
+  const double ep = static_cast<double>(m.expert_model_parallel_size);
+  StageTime moe = layer;
+  const double dense_mlp = 2 * t * (h * gated * f + f * h) / tp;
+  const double routed = 2 * t * k * (h * gated * fe + fe * h) / tp;
+  const double shared = 2 * t * (h * gated * fs + fs * h) / tp;
+  const double router = 2 * t * h * static_cast<double>(m.num_experts);
+  // Each expert's GEMMs have t·k·EP/E rows here on average: the fewer, the further from the
+  // dense GEMMs' rate (the weight gradients' fp32 main-gradient traffic paid for fewer rows).
+  const double rows = t * k * ep / static_cast<double>(m.num_experts);
+  const double share = rows / (rows + gpu.grouped_gemm_half_rate_rows);
+  moe.gemm += 3 * (routed / share + shared + router - dense_mlp) / layer_gemm_rate;
+  // The activation over k rows per token instead of one; each routed row gathered (read and
+  // written) and read again by the weighted sum, which writes the token's row.
+  const double elements = activation_per_width * (k * fe + fs - f) / tp + (3 * k + 1) * h;
+  moe.memory_bound += 3 * kBf16 * t * elements / memory_rate;
+  if (ep > 1) moe.expert_parallel = 4 * t * k * h * kBf16 * (ep - 1) / ep / gpu.expert_parallel_bytes_per_s;
+  return moe;
+}
 
 }  // namespace
 
@@ -48,6 +86,21 @@ StepCostShape step_cost_shape(const TrainOptions& o, const GptConfig& config) {
   layout.data_parallel = s.data_parallel;
   layout.context_parallel = s.context_parallel;
   s.parameters_per_rank = parameters_per_rank(s.config, layout);
+  const MoeConfig& m = s.config.moe;
+  if (m.enabled()) {
+    // The routed experts of the stage with the most MoE layers, this rank's share of them.
+    const std::int64_t per_stage = (s.config.num_layers + s.pipeline_parallel - 1) / s.pipeline_parallel;
+    std::int64_t most = 0;
+    for (std::int64_t first = 0; first < s.config.num_layers; first += per_stage) {
+      std::int64_t layers = 0;
+      for (std::int64_t l = first; l < std::min(s.config.num_layers, first + per_stage); ++l) layers += m.is_moe_layer(l);
+      most = std::max(most, layers);
+    }
+    const std::int64_t gated = s.config.gated_linear_unit() ? 2 : 1;
+    s.expert_parameters_per_rank = most * (m.num_experts / m.expert_model_parallel_size) *
+                                   (gated + 1) * s.config.hidden_size * m.ffn_hidden_size / s.tensor_parallel;
+    s.expert_parallel = m.expert_model_parallel_size;
+  }
   return s;
 }
 
@@ -130,6 +183,13 @@ StepEstimate estimate_step(const StepCostShape& shape, const GpuCostConstants& g
       layer.tensor_parallel += forward_tp_bytes / gpu.tensor_parallel_bytes_per_s;
       break;
   }
+  // A mixture of experts: its MoE layers' share of every stage's layers (their pattern's average).
+  if (c.moe.enabled()) {
+    const double share = static_cast<double>(c.moe.num_moe_layers()) / static_cast<double>(c.num_layers);
+    StageTime mean = layer.scaled(1 - share);
+    mean += moe_layer_time(layer, c, t, tp, layer_gemm_rate, memory_rate, gpu).scaled(share);
+    layer = mean;
+  }
   // Full recomputation by blocks recomputes only the first N layers of each stage.
   const double layers_per_stage = static_cast<double>(c.num_layers) / pp;
   double recomputed_share = 1.0;
@@ -144,6 +204,7 @@ StepEstimate estimate_step(const StepCostShape& shape, const GpuCostConstants& g
     base.memory_bound = layer.memory_bound - forward_memory / memory_rate;
     base.tensor_parallel = 2 * forward_tp_bytes / gpu.tensor_parallel_bytes_per_s;
     base.context_parallel = layer.context_parallel;
+    base.expert_parallel = layer.expert_parallel;
     layers = layer.scaled(layers_per_stage * recomputed_share);
     layers += base.scaled(layers_per_stage * (1 - recomputed_share));
   }
@@ -176,20 +237,27 @@ StepEstimate estimate_step(const StepCostShape& shape, const GpuCostConstants& g
   e.memory_bound_seconds = work.memory_bound;
   e.tensor_parallel_seconds = work.tensor_parallel;
   e.context_parallel_seconds = work.context_parallel;
+  e.expert_parallel_seconds = work.expert_parallel;
   e.pipeline_send_seconds = work.pipeline_send;
   e.bubble_seconds = (pp - 1) / vp * stage.total();
 
   // AdamW over this rank's parameters (its shard under the distributed optimizer): fp32 weight,
   // gradient and two moments read, weight and moments written, the bf16 copy written.
-  const double parameters = static_cast<double>(shape.parameters_per_rank);
-  const double reducers = dp * cp;  // the gradients are reduced over DP × CP ranks
-  e.optimizer_seconds = parameters * 30 / (shape.distributed_optimizer ? reducers : 1.0) / memory_rate;
+  // The gradients are reduced (and the distributed optimizer shards) over DP × CP ranks; the
+  // routed experts' over the expert-data-parallel ranks, DP × CP / EP.
+  const double experts = static_cast<double>(shape.expert_parameters_per_rank);
+  const double dense = static_cast<double>(shape.parameters_per_rank) - experts;
+  const double reducers = dp * cp;
+  const double expert_reducers = reducers / static_cast<double>(shape.expert_parallel);
+  const bool sharded = shape.distributed_optimizer;
+  e.optimizer_seconds = (dense / (sharded ? reducers : 1.0) + experts / (sharded ? expert_reducers : 1.0)) * 30 /
+                        memory_rate;
   if (reducers > 1) {
     // The fp32 gradients reduced (reduce-scattered, or all-reduced: twice the bytes) and, under the
-    // distributed optimizer, the bf16 weights gathered.
-    const double share = (reducers - 1) / reducers;
-    const double reduce_bytes = parameters * 4 * share * (shape.distributed_optimizer ? 1 : 2);
-    const double gather_bytes = shape.distributed_optimizer ? parameters * 2 * share : 0.0;
+    // distributed optimizer, the bf16 weights gathered: each rank's share (n − 1)/n of its group's.
+    const double moved = dense * (reducers - 1) / reducers + experts * (expert_reducers - 1) / expert_reducers;
+    const double reduce_bytes = moved * 4 * (sharded ? 1 : 2);
+    const double gather_bytes = sharded ? moved * 2 : 0.0;
     if (!shape.overlap_grad_reduce) {
       e.data_parallel_seconds = (reduce_bytes + gather_bytes) / gpu.link_bytes_per_s;
     } else {

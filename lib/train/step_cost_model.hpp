@@ -18,7 +18,11 @@
 //     at the slower rate measured beside computation, exposed where it outlasts the last
 //     micro-batch's backward (the gather: the first one's forward), never less than a share;
 //   - recomputation: selective adds attention's forward again, full the whole layers' forward
-//     (their collectives included).
+//     (their collectives included);
+//   - a mixture of experts: its MoE layers' MLP as the router, each token's top-k experts (GEMMs
+//     at the grouped GEMMs' measured share of the dense rate), the shared expert, the tokens'
+//     permutation and combination, and under expert parallelism four all-to-alls per layer and
+//     micro-batch, exposed; the routed experts' gradients reduced over DP × CP / EP ranks.
 // The slowest pipeline stage sets the pace: the first holds the embedding, the last the output
 // layer and the loss. Within one node; across nodes the estimate is optimistic.
 #pragma once
@@ -44,6 +48,8 @@ struct StepCostShape {
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   std::int64_t parameters_per_rank = 0;  // the largest stage's shard (model/memory_estimate.hpp)
+  std::int64_t expert_parallel = 1;
+  std::int64_t expert_parameters_per_rank = 0;  // the routed experts' among them
 };
 
 // From options validated for their world size (validate_train_options) and their configuration.
@@ -59,6 +65,7 @@ struct StepEstimate {
   double memory_bound_seconds = 0;  // element-wise passes, the loss, FP8's casts
   double tensor_parallel_seconds = 0;
   double context_parallel_seconds = 0;  // exposed
+  double expert_parallel_seconds = 0;   // the all-to-alls, exposed
   double pipeline_send_seconds = 0;
   double bubble_seconds = 0;
   double data_parallel_seconds = 0;  // exposed

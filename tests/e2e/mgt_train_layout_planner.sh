@@ -2,7 +2,8 @@
 # End-to-end check of mgt-train --dry-run's layout planner on a machine without a GPU (a login
 # node): the Llama 3 8B shape planned for 4 GPUs with --device cuda lists the layouts that fit an
 # H100 80GB (the default without a GPU), best first, one row each, the flags' own layout marked
-# and its estimate on a line of its own; the JSON on stdout holds the same plan. --world-size 0
+# and its estimate on a line of its own; the JSON on stdout holds the same plan; a mixture of
+# experts is planned with its expert-parallel sizes. --world-size 0
 # and --world-size without --dry-run are usage errors on one line.
 # Usage: bash tests/e2e/mgt_train_layout_planner.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -69,6 +70,22 @@ python3 - "$WORK/out.txt" <<'PY' || fail "--planner-gpu-memory 48: a layout beyo
 import json, sys
 plan = json.load(open(sys.argv[1]))["layout_plan"]
 assert plan["beyond_memory"] > 0 and all(l["memory_per_rank_bytes"] <= 48 * 0.9 * 2**30 for l in plan["layouts"]), plan
+PY
+
+# A mixture of experts: the expert-parallel sizes are planned too, in a column of their own.
+expect_status 0 "$BIN/mgt-train" --num-layers 16 --hidden-size 2048 --num-attention-heads 16 --swiglu \
+  --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 128 --bf16 \
+  --tokenizer-type NullTokenizer --vocab-size 32000 --mock-data --train-iters 10 --lr 3e-4 --num-experts 8 \
+  --moe-router-topk 2 --moe-ffn-hidden-size 5632 --moe-grouped-gemm --moe-token-dispatcher-type alltoall --disable-bias-linear \
+  --expert-model-parallel-size 4 --device cuda --dry-run --world-size 4
+grep -q '^   #  TP  PP  VP  CP  DP  EP  dist-opt' "$WORK/err.txt" || fail "no EP column for a mixture of experts"
+python3 - "$WORK/out.txt" <<'PY' || fail "the mixture of experts' plan"
+import json, sys
+plan = json.load(open(sys.argv[1]))["layout_plan"]
+sizes = {l["expert_model_parallel_size"] for l in plan["layouts"]}
+assert sizes == {1, 2, 4}, sizes
+assert plan["given_layout"]["expert_model_parallel_size"] == 4 and plan["given_layout"]["given"], plan["given_layout"]
+assert plan["given_layout"]["step_seconds_by_part"]["expert_parallel"] > 0, plan["given_layout"]
 PY
 
 expect_status 2 "$BIN/mgt-train" "${LLAMA_8B[@]}" --device cuda --dry-run --world-size 0

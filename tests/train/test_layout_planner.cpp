@@ -33,6 +33,19 @@ const std::vector<std::string> kLlama8b = {
     "--tokenizer-type", "NullTokenizer", "--vocab-size", "128255", "--mock-data", "--train-iters", "10", "--lr",
     "1e-4", "--dry-run"};
 
+// tools/gpu/moe_speed.sh's Mixtral-style model (8 experts of ffn 5632, top-2) and its dense
+// equivalent (ffn 11264), micro-batch 1; the global batch per GPU count is the caller's.
+const std::vector<std::string> kMixtralSmall = {
+    "--num-layers", "16", "--hidden-size", "2048", "--num-attention-heads", "16", "--group-query-attention",
+    "--num-query-groups", "8", "--seq-length", "4096", "--max-position-embeddings", "4096",
+    "--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu",
+    "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--micro-batch-size", "1", "--bf16",
+    "--tokenizer-type", "NullTokenizer", "--vocab-size", "32000", "--mock-data", "--train-iters", "10", "--lr",
+    "3e-4", "--dry-run"};
+const std::vector<std::string> kExperts = {"--num-experts", "8", "--moe-router-topk", "2", "--moe-ffn-hidden-size",
+                                           "5632", "--ffn-hidden-size", "5632", "--moe-token-dispatcher-type",
+                                           "alltoall", "--moe-grouped-gemm"};
+
 // GPT 1.3B as tools/bench/bench_train_gpu.py runs it: micro-batch 4, sequence 2048.
 const std::vector<std::string> kGpt13b = {
     "--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048",
@@ -84,7 +97,8 @@ TEST_CASE("cost model: the measured steps it is calibrated on", "[train][planner
   CHECK(tp2pp2.step_seconds < tp4.step_seconds);  // the order measured
   // The parts add up; MFU is Megatron's FLOPs over the step.
   const double parts = tp2pp2.gemm_seconds + tp2pp2.attention_seconds + tp2pp2.memory_bound_seconds +
-                       tp2pp2.tensor_parallel_seconds + tp2pp2.context_parallel_seconds + tp2pp2.pipeline_send_seconds +
+                       tp2pp2.tensor_parallel_seconds + tp2pp2.context_parallel_seconds +
+                       tp2pp2.expert_parallel_seconds + tp2pp2.pipeline_send_seconds +
                        tp2pp2.bubble_seconds + tp2pp2.data_parallel_seconds + tp2pp2.optimizer_seconds;
   CHECK(parts == Approx(tp2pp2.step_seconds));
   CHECK(tp4.mfu == Approx(tp4.tokens_per_second_per_gpu / 8092 * 0.42).epsilon(0.03));
@@ -114,6 +128,70 @@ TEST_CASE("cost model: context parallelism and the interleaved schedule, against
   };
   CHECK(long_sequence("32768", "2", 2).step_seconds == Approx(0.675).epsilon(0.10));
   CHECK(long_sequence("65536", "4", 4).step_seconds == Approx(1.065).epsilon(0.05));
+}
+
+TEST_CASE("cost model: a mixture of experts, against measured steps", "[train][planner]") {
+  // H200s, 32 sequences per GPU: the dense equivalent 2.23 s a step on one; the MoE model 2.65 s
+  // on one, 2.85 s at EP=2 and 2.83 s at EP=4 (the router's load even by then), with the
+  // distributed optimizer and both overlaps.
+  const auto moe = [](const char* global, const char* ep, int world) {
+    std::vector<std::string> flags = kExperts;
+    flags.insert(flags.end(), {"--global-batch-size", global, "--expert-model-parallel-size", ep});
+    if (world > 1)
+      flags.insert(flags.end(), {"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"});
+    return estimate_for(kMixtralSmall, flags, world, "h200");
+  };
+  const StepEstimate dense =
+      estimate_for(kMixtralSmall, {"--ffn-hidden-size", "11264", "--global-batch-size", "32"}, 1, "h200");
+  const StepEstimate one = moe("32", "1", 1), ep2 = moe("64", "2", 2), ep4 = moe("128", "4", 4);
+  CHECK(dense.step_seconds == Approx(2.23).epsilon(0.10));
+  CHECK(one.step_seconds == Approx(2.65).epsilon(0.10));
+  CHECK(ep2.step_seconds == Approx(2.85).epsilon(0.12));
+  CHECK(ep4.step_seconds == Approx(2.83).epsilon(0.10));
+  CHECK(dense.step_seconds / one.step_seconds == Approx(2.23 / 2.65).epsilon(0.05));
+  CHECK(one.expert_parallel_seconds == 0);
+  // The all-to-alls: 374 ms per step at EP=4 (CUDA events), all exposed.
+  CHECK(ep4.expert_parallel_seconds == Approx(0.374).epsilon(0.15));
+  const double parts = ep4.gemm_seconds + ep4.attention_seconds + ep4.memory_bound_seconds + ep4.tensor_parallel_seconds +
+                       ep4.context_parallel_seconds + ep4.expert_parallel_seconds + ep4.pipeline_send_seconds +
+                       ep4.bubble_seconds + ep4.data_parallel_seconds + ep4.optimizer_seconds;
+  CHECK(parts == Approx(ep4.step_seconds));
+}
+
+TEST_CASE("layout candidates: expert-parallel sizes for a mixture of experts only", "[train][planner]") {
+  for (const LayoutChoice& l : enumerate_layouts(32, 8)) CHECK(l.expert_parallel == 1);
+  bool seen = false;
+  for (const LayoutChoice& l : enumerate_layouts(16, 8, 4)) {
+    CHECK(4 % l.expert_parallel == 0);
+    CHECK((l.data_parallel * l.context_parallel) % l.expert_parallel == 0);
+    seen = seen || l.expert_parallel == 4;
+  }
+  CHECK(seen);
+  std::vector<std::string> flags = kMixtralSmall;
+  flags.insert(flags.end(), kExperts.begin(), kExperts.end());
+  flags.insert(flags.end(), {"--global-batch-size", "128"});
+  const TrainOptions raw = unvalidated(flags, {"--world-size", "4"});
+  const TrainOptions validated = parse_with(flags, {"--world-size", "4"}, 4);
+  std::int64_t expert_parallel = 0;
+  for (const LayoutCandidate& c : layout_candidates(raw, validated, 4, vocab_of(raw))) {
+    if (!c.refusal.empty()) continue;
+    CHECK(layout_of(c.options) == c.layout);
+    CHECK(c.options.moe.expert_model_parallel_size == c.layout.expert_parallel);
+    if (c.layout.expert_parallel > 1) {
+      ++expert_parallel;
+      CHECK_THAT(layout_flags(c.layout),
+                 Catch::Contains("--expert-model-parallel-size " + std::to_string(c.layout.expert_parallel)));
+    }
+  }
+  CHECK(expert_parallel > 10);
+  // The table has an EP column, the JSON an expert_model_parallel_size per layout.
+  const LayoutPlan plan = plan_layouts(raw, validated, 4, vocab_of(raw), h200());
+  REQUIRE(!plan.fitting.empty());
+  std::ostringstream table;
+  write_layout_plan_table(plan, table);
+  CHECK_THAT(table.str(), Catch::Contains("  DP  EP  dist-opt"));
+  CHECK_THAT(table.str(), Catch::Contains("tokens spread evenly over the experts"));
+  CHECK_THAT(layout_plan_json(plan).dumps(), Catch::Contains("\"expert_model_parallel_size\": 4"));
 }
 
 TEST_CASE("cost model: bubble, recomputation, FP8, the slower H100", "[train][planner]") {
