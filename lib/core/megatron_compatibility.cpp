@@ -117,6 +117,18 @@ std::map<std::string, IgnoredFlag> make_python_runtime_flags() {
       {"--enable-ft-package", switch_flag(resiliency)},
       {"--calc-ft-timeouts", switch_flag(resiliency)},
       {"--log-energy", switch_flag("mgt does not read the GPUs' energy counters; the results are the same")},
+      // Megatron's rerun state machine (megatron/core/rerun_state_machine.py), off by default.
+      {"--rerun-mode",
+       choice_flag("mgt has no rerun state machine, and with 'disabled', the default, Megatron runs none either",
+                   {"disabled"},
+                   {{"validate_results", "re-running iterations to check their results is Megatron's rerun state "
+                                         "machine, which mgt lacks; drop the flag (mgt skips the step of an "
+                                         "iteration whose loss or gradients are not finite)"},
+                    {"report_stats", "reporting the spread of re-run results is Megatron's rerun state machine, "
+                                     "which mgt lacks; drop the flag"}})},
+      {"--no-clone-scatter-output-in-embedding",
+       switch_flag("it saves PyTorch autograd a copy of the embedding's output; mgt's embedding keeps none, and "
+                   "the results are the same")},
       // Megatron logs to Weights & Biases only the scalars it writes to TensorBoard, and only when
       // it writes to TensorBoard (training.py training_log).
       {"--wandb-project", choice_flag(wandb, {})},

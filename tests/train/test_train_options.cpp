@@ -245,7 +245,7 @@ TEST_CASE("train options: Megatron flags and unknown flags", "[train]") {
 TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
   CHECK(usage_error_with({"--moe-enable-deepep", "--batch-size", "4", "--no-such-flag",
                           "--checkpoint-activations", "--model-parallel-size", "2", "--activations-checkpoint-method",
-                          "uniform", "--data-impl", "lazy"}) ==
+                          "uniform", "--data-impl", "lazy", "--rerun-mode", "validate_results"}) ==
         "--moe-enable-deepep is not supported by mgt-train: DeepEP's dispatch kernels are not implemented; "
         "--moe-token-dispatcher-type alltoall moves the same tokens\n"
         "--batch-size is not supported by mgt-train: Megatron replaced it with --micro-batch-size\n"
@@ -255,7 +255,10 @@ TEST_CASE("train options: every refused or unknown flag at once", "[train]") {
         "--model-parallel-size is not supported by mgt-train: Megatron replaced it with --tensor-model-parallel-size\n"
         "--activations-checkpoint-method is not supported by mgt-train: Megatron replaced it with --recompute-method\n"
         "--data-impl lazy is not supported by mgt-train: the old IndexedDataset format is not read; tokenize the "
-        "corpus again with mgt-tokenize (mmap format)");
+        "corpus again with mgt-tokenize (mmap format)\n"
+        "--rerun-mode validate_results is not supported by mgt-train: re-running iterations to check their results "
+        "is Megatron's rerun state machine, which mgt lacks; drop the flag (mgt skips the step of an iteration whose "
+        "loss or gradients are not finite)");
 }
 
 TEST_CASE("train options: flags of Megatron's Python runtime are accepted and named", "[train]") {
@@ -265,7 +268,8 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
                                      "--no-create-attention-mask-in-dataloader", "--data-impl", "mmap", "--ckpt-format", "torch_dist", "--use-flash-attn",
                                      "--no-async-tensor-model-parallel-allreduce", "--no-gradient-accumulation-fusion",
                                      "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
-                                     "--no-rope-fusion", "--timing-log-level", "2", "--log-memory-to-tensorboard"});
+                                     "--no-rope-fusion", "--timing-log-level", "2", "--log-memory-to-tensorboard",
+                                     "--rerun-mode", "disabled", "--no-clone-scatter-output-in-embedding"});
   std::vector<std::string> flags;
   for (const IgnoredFlagUse& u : o.ignored_flags) flags.push_back(u.flag);
   CHECK(flags == std::vector<std::string>{"--use-mcore-models", "--num-workers", "--manual-gc", "--manual-gc-interval",
@@ -275,7 +279,8 @@ TEST_CASE("train options: flags of Megatron's Python runtime are accepted and na
                                           "--no-async-tensor-model-parallel-allreduce",
                                           "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion",
                                           "--no-bias-dropout-fusion", "--no-rope-fusion",
-                                          "--timing-log-level", "--log-memory-to-tensorboard"});
+                                          "--timing-log-level", "--log-memory-to-tensorboard", "--rerun-mode",
+                                          "--no-clone-scatter-output-in-embedding"});
   const std::string line = ignored_flags_line("mgt-train", o.ignored_flags);
   CHECK(line.rfind("mgt-train: ignored flags (they change nothing here): --use-mcore-models (", 0) == 0);
   CHECK(line.find("; --num-workers 8 (mgt reads batches in its own prefetch thread);") != std::string::npos);
