@@ -1495,9 +1495,9 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
   expect(exp_avg_sq, param.size(), op, "exp_avg_sq");
   expect_optional(compute, param.size(), op, "compute");
   if (step < 1) fail(op, "step must be >= 1");
-  if (!param.is_fp32() || !grad.is_fp32() || !exp_avg.is_fp32() || !exp_avg_sq.is_fp32()) {
-    fail(op, "parameters, gradients and moments must be fp32");
-  }
+  if (!param.is_fp32() || !grad.is_fp32()) fail(op, "parameters and gradients must be fp32");
+  for (const FloatView& moment : {exp_avg, exp_avg_sq})
+    if (moment.type() == FloatType::kF16) fail(op, "moments must be fp32 or bf16");
   if (segment_ends.size() != segment_flags.size()) fail(op, "one flag set per segment");
   int64_t previous = 0;
   for (const int64_t end : segment_ends) {
@@ -1505,9 +1505,38 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
     previous = end;
   }
   if (previous != param.size()) fail(op, "the last segment must end at the buffer's end");
-  if (param.size() > 0) {
-    do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, segment_flags, params,
-                    decoupled_lr, grad_scale, step, compute);
+  if (param.size() == 0) return;
+  if (exp_avg.is_fp32() && exp_avg_sq.is_fp32()) {
+    do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, segment_flags, params, decoupled_lr,
+                    grad_scale, step, compute);
+    return;
+  }
+  // Moments kept in bf16 (the precision-aware optimizer): as Transformer Engine's FusedAdam does
+  // with its fp32 copies of such states, each part is read into fp32, updated as fp32 moments
+  // are, and stored back rounded to nearest even; a part at a time, so that the copies stay small.
+  constexpr int64_t kPart = int64_t{1} << 24;
+  const int64_t n = param.size();
+  DeviceBuffer m(*this, std::min(n, kPart)), v(*this, std::min(n, kPart));
+  std::vector<int64_t> ends, flags;
+  std::size_t first_segment = 0;
+  for (int64_t begin = 0; begin < n; begin += kPart) {
+    const int64_t len = std::min(kPart, n - begin);
+    // The runs that overlap [begin, begin + len), their ends made relative to begin.
+    while (segment_ends[first_segment] <= begin) ++first_segment;
+    ends.clear();
+    flags.clear();
+    for (std::size_t r = first_segment; r < segment_ends.size(); ++r) {
+      ends.push_back(std::min(segment_ends[r], begin + len) - begin);
+      flags.push_back(segment_flags[r]);
+      if (segment_ends[r] >= begin + len) break;
+    }
+    const FloatView m_part = m.view().first(len), v_part = v.view().first(len);
+    do_convert(exp_avg.subspan(begin, len), m_part);
+    do_convert(exp_avg_sq.subspan(begin, len), v_part);
+    do_adamw_update(param.subspan(begin, len), grad.subspan(begin, len), m_part, v_part, ends, flags, params,
+                    decoupled_lr, grad_scale, step, compute.empty() ? compute : compute.subspan(begin, len));
+    do_convert(m_part, exp_avg.subspan(begin, len));
+    do_convert(v_part, exp_avg_sq.subspan(begin, len));
   }
 }
 

@@ -547,6 +547,8 @@ public:
   // multiplied by grad_scale as it is read (gradient clipping without a pass of its own).
   // compute, when not empty, receives the updated weights in its own type (the model's bf16
   // copy). Element for element the result equals scale() followed by adamw_step() on each run.
+  // The moments may be bf16 (Megatron's precision-aware optimizer): read into fp32, updated, and
+  // stored rounded to nearest even.
   void adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg, FloatView exp_avg_sq,
                     std::span<const int64_t> segment_ends, std::span<const int64_t> segment_flags,
                     const AdamWParams& params, float decoupled_lr, float grad_scale, int64_t step,

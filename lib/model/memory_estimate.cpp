@@ -224,7 +224,8 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
                                              std::max<std::int64_t>(1, c.moe.expert_model_parallel_size)))
             : 1;
     const N others = p.saturated() || experts.saturated() ? p : N(p.value() - experts.value());
-    e.optimizer_bytes = (divide_up(others * 8, optimizer_shards) + divide_up(experts * 8, expert_shards)).value();
+    e.optimizer_bytes = (divide_up(others * r.moment_bytes, optimizer_shards) +
+                         divide_up(experts * r.moment_bytes, expert_shards)).value();
     if (r.bf16_gradient_copy) e.gradient_bytes = (p * 6).value();
   }
   if (r.use == MemoryUse::kTraining || r.use == MemoryUse::kEvaluation)

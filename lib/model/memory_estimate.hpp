@@ -61,6 +61,8 @@ struct MemoryEstimateRequest {
   // --grad-reduce-in-bf16 over more than one data-parallel rank: a bf16 copy of the whole
   // gradient buffer for the reduction (train/bf16_gradient_copy.hpp), counted with the gradients.
   bool bf16_gradient_copy = false;
+  // Adam's two moments per parameter: 8 bytes, 6 or 4 with the precision-aware optimizer's bf16.
+  std::int64_t moment_bytes = 8;
   // A CUDA run: the GEMM library's workspace and the attention backward's scratch, live at the
   // activations' peak, are counted (MemoryEstimate::workspace_bytes).
   bool cuda_workspaces = false;

@@ -73,10 +73,14 @@ void AdamWOptimizer::add_region(BufferShard range, dist::Communicator* group, di
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings)
     : params_(&params), settings_(settings) {
   add_region({0, params.params().size()}, nullptr, nullptr);
-  exp_avg_ = DeviceBuffer(params.backend(), regions_.back().shard.size());
-  exp_avg_sq_ = DeviceBuffer(params.backend(), regions_.back().shard.size());
-  params.backend().fill(exp_avg_.view(), 0.0f);
-  params.backend().fill(exp_avg_sq_.view(), 0.0f);
+  allocate_moments(regions_.back().shard.size());
+}
+
+void AdamWOptimizer::allocate_moments(std::int64_t size) {
+  exp_avg_ = DeviceBuffer(params_->backend(), size, settings_.exp_avg_type);
+  exp_avg_sq_ = DeviceBuffer(params_->backend(), size, settings_.exp_avg_sq_type);
+  params_->backend().fill(exp_avg_.view(), 0.0f);
+  params_->backend().fill(exp_avg_sq_.view(), 0.0f);
 }
 
 AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& settings, dist::Communicator& group,
@@ -96,11 +100,7 @@ AdamWOptimizer::AdamWOptimizer(GptParameters& params, const AdamWSettings& setti
   // group spans the pipeline stages, and all of its ranks take part in the norm's reduction.
   if (expert_groups)
     add_region({expert_begin, size}, experts.expert_data_parallel, experts.expert_tensor_model_pipeline);
-  const std::int64_t moments = regions_.back().moment_offset + regions_.back().shard.size();
-  exp_avg_ = DeviceBuffer(params.backend(), moments);
-  exp_avg_sq_ = DeviceBuffer(params.backend(), moments);
-  params.backend().fill(exp_avg_.view(), 0.0f);
-  params.backend().fill(exp_avg_sq_.view(), 0.0f);
+  allocate_moments(regions_.back().moment_offset + regions_.back().shard.size());
 }
 
 void AdamWOptimizer::add_fp8_param_gather(Fp8ParamGather& gather) {
@@ -276,7 +276,13 @@ std::vector<float> AdamWOptimizer::collect_moment(const DeviceBuffer& moment) {
     const ConstFloatView mine = ConstFloatView(moment.view()).subspan(r.moment_offset, r.shard.size());
     const int rank = r.group ? r.group->rank() : 0;
     if (rank != 0) {
-      r.group->send(mine, 0);
+      // Sent as floats, which rank 0 receives into its host copy.
+      DeviceBuffer widened;
+      if (!mine.is_fp32()) {
+        widened = DeviceBuffer(backend, mine.size());
+        backend.convert(mine, widened.view());
+      }
+      r.group->send(mine.is_fp32() ? mine : ConstFloatView(widened.view()), 0);
       continue;
     }
     // Rank 0 of the region's group receives each shard straight into its place in the host copy.

@@ -37,6 +37,7 @@
 //
 // On every backend so far the model's fp32 parameters are themselves the master weights, so no
 // separate master copy is kept (nor sharded); checkpoints record that (train_checkpoint.hpp).
+// The moments may be kept in bf16 (AdamWSettings); they are read and written as floats.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -56,6 +57,10 @@ struct AdamWSettings {
   double beta2 = 0.999;    // --adam-beta2
   double eps = 1e-8;       // --adam-eps
   double clip_grad = 1.0;  // --clip-grad; 0 disables clipping
+  // The moments' types: bf16 with --use-precision-aware-optimizer's --exp-avg-dtype /
+  // --exp-avg-sq-dtype bf16 (Backend::adamw_update updates them in fp32).
+  FloatType exp_avg_type = FloatType::kF32;
+  FloatType exp_avg_sq_type = FloatType::kF32;
 };
 
 // The groups of the routed experts' region of the buffers (ParameterTable::expert_begin): null
@@ -182,6 +187,7 @@ private:
     bool sharded() const { return shard.begin != range.begin || shard.end != range.end; }
   };
   void add_region(BufferShard range, dist::Communicator* group, dist::Communicator* norm_group);
+  void allocate_moments(std::int64_t size);
   const Region& region_of(const ParameterEntry& e) const;
 
   std::vector<float> read_moment(const DeviceBuffer& moment, const std::vector<float>& collected,

@@ -65,6 +65,13 @@ struct OptimizationOptions {
   double adam_beta2 = 0.999;                      // --adam-beta2
   double adam_eps = 1e-8;                         // --adam-eps
   std::string optimizer = "adam";                 // --optimizer: adam (AdamW semantics) only
+  // Megatron's precision-aware optimizer (Transformer Engine's FusedAdam): Adam's moments kept in
+  // the types named, read into fp32 for each step's update and stored rounded to nearest even.
+  bool use_precision_aware_optimizer = false;     // --use-precision-aware-optimizer
+  std::string main_grads_dtype = "fp32";          // --main-grads-dtype: fp32 only
+  std::string main_params_dtype = "fp32";         // --main-params-dtype: fp32 only
+  std::string exp_avg_dtype = "fp32";             // --exp-avg-dtype: fp32 | bf16
+  std::string exp_avg_sq_dtype = "fp32";          // --exp-avg-sq-dtype: fp32 | bf16
   std::int64_t seed = kDefaultSeed;               // --seed
   // --calculate-per-token-loss: the gradient of Σ(CE · mask) over the global batch divided by its
   // tokens, in place of the mean of the micro-batches' per-token means.

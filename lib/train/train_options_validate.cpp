@@ -25,6 +25,24 @@ namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
+// Megatron's OptimizerConfig.__post_init__: the optimizer's types other than fp32 only with the
+// precision-aware optimizer, and that only with the distributed optimizer.
+void validate_precision_aware_optimizer(const OptimizationOptions& o, const ParallelOptions& p) {
+  if (o.use_precision_aware_optimizer) {
+    if (!p.use_distributed_optimizer)
+      throw UsageError("--use-precision-aware-optimizer needs --use-distributed-optimizer (Megatron: only supported "
+                       "with distributed optimizer)");
+    return;
+  }
+  for (const auto& [flag, type] : {std::pair<const char*, const std::string&>{"--main-grads-dtype", o.main_grads_dtype},
+                                   {"--main-params-dtype", o.main_params_dtype},
+                                   {"--exp-avg-dtype", o.exp_avg_dtype},
+                                   {"--exp-avg-sq-dtype", o.exp_avg_sq_dtype}})
+    if (type != "fp32")
+      throw UsageError(std::string(flag) + " " + type + " needs --use-precision-aware-optimizer (Megatron: only fp32 "
+                       "when not using precision-aware optimizer)");
+}
+
 void validate_parallel(ParallelOptions& p, int world_size) {
   for (const std::string& type : p.cp_comm_type) {
     if (type == "allgather" || type == "a2a+p2p")
@@ -420,6 +438,7 @@ void validate_train_options(TrainOptions& o, int world_size) {
   pipeline_stages(*o.model.num_layers, pipeline_split(o.parallel));
   validate_recompute_groups(o.model, o.parallel);
   validate_schedule(o.optim);
+  validate_precision_aware_optimizer(o.optim, o.parallel);
   validate_data(o.data);
   validate_checkpoint(o.checkpoint, o.ignored_flags);
   validate_ignored_flags(o);

@@ -225,11 +225,18 @@ void TrainingRun::build_model() {
     }
   }
   const OptimizationOptions& o = options_.optim;
+  const auto moment_type = [&](const std::string& type) {
+    return o.use_precision_aware_optimizer && type == "bf16" ? FloatType::kBf16 : FloatType::kF32;
+  };
   optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
-                                                AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad},
+                                                AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad,
+                                                              moment_type(o.exp_avg_dtype), moment_type(o.exp_avg_sq_dtype)},
                                                 gradients_, options_.parallel.use_distributed_optimizer,
                                                 model_parallel_,
                                                 ExpertGradientGroups{expert_data_parallel_, expert_tensor_model_pipeline_});
+  if (o.use_precision_aware_optimizer)
+    output_.line("> precision-aware optimizer: Adam's moments kept in " + o.exp_avg_dtype + " and " + o.exp_avg_sq_dtype +
+                 ", updated in fp32");
   if (optimizer_->distributed() && gradient_group_size() > 1) {
     const BufferShard shard = optimizer_->shard();
     output_.line("> distributed optimizer: each data-parallel rank keeps Adam's state for its shard of the " +

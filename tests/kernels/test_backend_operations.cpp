@@ -1437,6 +1437,17 @@ void case_adamw_update(OpRun& r) {
   r.check(exp_avg, kElementwise, "exp_avg");
   r.check(exp_avg_sq, kElementwise, "exp_avg_sq");
   r.check(compute, kElementwise, "the compute copy");
+  // The precision-aware optimizer's bf16 moments.
+  Tensor param2 = r.input_fp32(n), exp_avg16 = r.values(r.random(n, 0.1f), FloatType::kBf16);
+  Tensor exp_avg_sq16 = r.values(r.random(n, 0.01f, true), FloatType::kBf16);
+  r.run([&](Backend& b, Side s) {
+    b.adamw_update(param2(s), grad(s), exp_avg16(s), exp_avg_sq16(s), ends, flags, kAdamW, 5e-3f, 0.625f, 4, {});
+  });
+  // The reference keeps them in fp32: they differ by bf16's rounding whatever the storage type.
+  constexpr Bounds kBf16Rounded{8e-3, 8e-3, 8e-3};
+  r.check(param2, kElementwise, "param (bf16 moments)");
+  r.check(exp_avg16, kBf16Rounded, "bf16 exp_avg");
+  r.check(exp_avg_sq16, kBf16Rounded, "bf16 exp_avg_sq");
 }
 
 void case_sum_of_squares(OpRun& r) {
