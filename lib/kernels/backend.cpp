@@ -1505,15 +1505,49 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
     previous = end;
   }
   if (previous != param.size()) fail(op, "the last segment must end at the buffer's end");
-  if (param.size() == 0) return;
-  if (exp_avg.is_fp32() && exp_avg_sq.is_fp32()) {
+  if (param.size() > 0) {
     do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, segment_flags, params, decoupled_lr,
                     grad_scale, step, compute);
-    return;
   }
-  // Moments kept in bf16 (the precision-aware optimizer): as Transformer Engine's FusedAdam does
-  // with its fp32 copies of such states, each part is read into fp32, updated as fp32 moments
-  // are, and stored back rounded to nearest even; a part at a time, so that the copies stay small.
+}
+
+void Backend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
+                              FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
+                              std::span<const int64_t> segment_flags, const AdamWParams& params,
+                              float decoupled_lr, float grad_scale, int64_t step,
+                              FloatView compute) {
+  if (!exp_avg.is_fp32() || !exp_avg_sq.is_fp32())
+    return adamw_update_on_fp32_moments(param, grad, exp_avg, exp_avg_sq, segment_ends, segment_flags, params,
+                                        decoupled_lr, grad_scale, step, compute);
+  DeviceBuffer scaled;
+  if (grad_scale != 1.0f) {
+    scaled = DeviceBuffer(*this, grad.size());
+    do_copy(grad, scaled.view(), grad.size());
+    do_scale(scaled.view(), grad.size(), grad_scale);
+    grad = scaled.view();
+  }
+  int64_t begin = 0;
+  for (size_t r = 0; r < segment_ends.size(); ++r) {
+    const int64_t n = segment_ends[r] - begin;
+    if (n > 0) {
+      AdamWParams run = params;
+      if ((segment_flags[r] & kAdamWDecay) == 0) run.weight_decay = 0.0f;
+      if ((segment_flags[r] & kAdamWDecoupledLr) != 0) run.lr = decoupled_lr;
+      do_adamw_step(param.subspan(begin, n), grad.subspan(begin, n), exp_avg.subspan(begin, n),
+                    exp_avg_sq.subspan(begin, n), n, run, step);
+    }
+    begin = segment_ends[r];
+  }
+  if (!compute.empty()) do_convert(param, compute);
+}
+
+void Backend::adamw_update_on_fp32_moments(FloatView param, ConstFloatView grad, FloatView exp_avg,
+                                           FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
+                                           std::span<const int64_t> segment_flags, const AdamWParams& params,
+                                           float decoupled_lr, float grad_scale, int64_t step, FloatView compute) {
+  // As Transformer Engine's FusedAdam does with its fp32 copies of bf16 states: each part's
+  // moments read into fp32, updated as fp32 moments are, stored back rounded to nearest even; a
+  // part at a time, so that the copies stay small.
   constexpr int64_t kPart = int64_t{1} << 24;
   const int64_t n = param.size();
   DeviceBuffer m(*this, std::min(n, kPart)), v(*this, std::min(n, kPart));
@@ -1538,33 +1572,6 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
     do_convert(m_part, exp_avg.subspan(begin, len));
     do_convert(v_part, exp_avg_sq.subspan(begin, len));
   }
-}
-
-void Backend::do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
-                              FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
-                              std::span<const int64_t> segment_flags, const AdamWParams& params,
-                              float decoupled_lr, float grad_scale, int64_t step,
-                              FloatView compute) {
-  DeviceBuffer scaled;
-  if (grad_scale != 1.0f) {
-    scaled = DeviceBuffer(*this, grad.size());
-    do_copy(grad, scaled.view(), grad.size());
-    do_scale(scaled.view(), grad.size(), grad_scale);
-    grad = scaled.view();
-  }
-  int64_t begin = 0;
-  for (size_t r = 0; r < segment_ends.size(); ++r) {
-    const int64_t n = segment_ends[r] - begin;
-    if (n > 0) {
-      AdamWParams run = params;
-      if ((segment_flags[r] & kAdamWDecay) == 0) run.weight_decay = 0.0f;
-      if ((segment_flags[r] & kAdamWDecoupledLr) != 0) run.lr = decoupled_lr;
-      do_adamw_step(param.subspan(begin, n), grad.subspan(begin, n), exp_avg.subspan(begin, n),
-                    exp_avg_sq.subspan(begin, n), n, run, step);
-    }
-    begin = segment_ends[r];
-  }
-  if (!compute.empty()) do_convert(param, compute);
 }
 
 double Backend::sum_of_squares(ConstFloatView x) {

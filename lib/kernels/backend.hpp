@@ -768,13 +768,20 @@ private:
   virtual void do_cross_entropy_forward_backward(FloatView logits, ConstIndexView targets,
                                                  ConstFloatView dloss, int64_t rows,
                                                  int64_t vocab, FloatView loss);
-  // Default: scale and adamw_step per run, then a conversion into compute.
+  // Default: scale and adamw_step per run, then a conversion into compute; bf16 moments through
+  // fp32 copies (adamw_update_on_fp32_moments).
   virtual void do_adamw_update(FloatView param, ConstFloatView grad, FloatView exp_avg,
                                FloatView exp_avg_sq, std::span<const int64_t> segment_ends,
                                std::span<const int64_t> segment_flags, const AdamWParams& params,
                                float decoupled_lr, float grad_scale, int64_t step,
                                FloatView compute);
   virtual double do_sum_of_squares(ConstFloatArg x, int64_t n) = 0;
+  // do_adamw_update of bf16 moments on fp32 copies of them, a part at a time: for a backend whose
+  // update reads fp32 moments only.
+  void adamw_update_on_fp32_moments(FloatView param, ConstFloatView grad, FloatView exp_avg, FloatView exp_avg_sq,
+                                    std::span<const int64_t> segment_ends, std::span<const int64_t> segment_flags,
+                                    const AdamWParams& params, float decoupled_lr, float grad_scale, int64_t step,
+                                    FloatView compute);
 };
 
 // Owning, move-only array of T in a backend's memory (RAII). Contents start undefined.

@@ -470,6 +470,34 @@ TEST_CASE("cuda ops: one-launch AdamW over segments with clipping and a bf16 or 
   }
 }
 
+TEST_CASE("cuda ops: AdamW with bf16 moments read and stored by the update itself", "[cuda]") {
+  if (skip_without_gpu()) return;
+  BackendPair pair;
+  // The precision-aware optimizer's moments: the GPU's update reads and writes them in its kernel
+  // (8-byte accesses, or one at a time at an odd offset), the CPU's on fp32 copies; the same fp32
+  // arithmetic and rounding, so the same bits.
+  for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
+    INFO("moments at offset " << offset);
+    const int64_t n = 100003;
+    auto param = random_twin(pair, n, 85);
+    auto grad = random_twin(pair, n, 86);
+    auto m = random_twin(pair, offset + n, 87, -0.1f, 0.1f, FloatType::kBf16);
+    auto v = random_twin(pair, offset + n, 88, 0.0f, 0.01f, FloatType::kBf16);
+    auto copy = random_twin(pair, n, 89, -1.0f, 1.0f, FloatType::kBf16);
+    const std::vector<int64_t> ends{1000, 50001, n};
+    const std::vector<int64_t> flags{kAdamWDecay, kAdamWDecay | kAdamWDecoupledLr, 0};
+    const AdamWParams params{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    for (Side s : kSides) {
+      pair.on(s).adamw_update(param(s), grad(s), m(s).subspan(offset, n), v(s).subspan(offset, n), ends, flags,
+                              params, 1e-3f, 0.625f, 5, copy(s));
+    }
+    check_close(pair, param, kExact, "param");
+    check_close(pair, m, kExact, "bf16 exp_avg");
+    check_close(pair, v, kExact, "bf16 exp_avg_sq");
+    check_close(pair, copy, kExact, "copy");
+  }
+}
+
 TEST_CASE("cuda ops: attention forward and backward", "[cuda]") {
   if (skip_without_gpu()) return;
   BackendPair pair;

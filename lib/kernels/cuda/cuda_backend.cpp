@@ -990,7 +990,8 @@ void CudaBackend::do_adamw_update(FloatView param, ConstFloatView grad, FloatVie
     copy_from_host<int64_t>(segments_host_, segments_device_.view());
   }
   const int64_t* ends = segments_device_.view().data();
-  cuda::adamw_update(param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(), param.size(),
+  // bf16 moments (the precision-aware optimizer) are read and written by the kernel itself.
+  cuda::adamw_update(param.data(), grad.data(), cuda::Out(exp_avg), cuda::Out(exp_avg_sq), param.size(),
                      ends, ends + segments, segments, params, decoupled_lr, grad_scale, step,
                      compute.empty() ? cuda::Out() : cuda::Out(compute), stream_);
 }

@@ -57,14 +57,38 @@ __device__ __forceinline__ int64_t find_run(const int64_t* ends, int64_t segment
   return lo;
 }
 
+// Four consecutive elements of a moment, fp32 (16 bytes) or bf16 (8 bytes, read into fp32 and
+// stored rounded to nearest even: the precision-aware optimizer's states).
+__device__ __forceinline__ float4 load4(Out x, int64_t q) {
+  if (!x.narrow()) return static_cast<const float4*>(x.raw())[q];
+  const uint2 packed = static_cast<const uint2*>(x.raw())[q];
+  const auto* h = reinterpret_cast<const unsigned short*>(&packed);
+  return make_float4(narrow_to_float(h[0], x.bf16()), narrow_to_float(h[1], x.bf16()),
+                     narrow_to_float(h[2], x.bf16()), narrow_to_float(h[3], x.bf16()));
+}
+
+__device__ __forceinline__ void store4(Out x, int64_t q, const float4& v) {
+  if (!x.narrow()) {
+    static_cast<float4*>(x.raw())[q] = v;
+    return;
+  }
+  uint2 packed;
+  auto* h = reinterpret_cast<unsigned short*>(&packed);
+  h[0] = float_to_narrow(v.x, x.bf16());
+  h[1] = float_to_narrow(v.y, x.bf16());
+  h[2] = float_to_narrow(v.z, x.bf16());
+  h[3] = float_to_narrow(v.w, x.bf16());
+  static_cast<uint2*>(x.raw())[q] = packed;
+}
+
 // The whole buffer in one launch (run flags: 1 weight decay, 2 the decoupled learning rate, as
 // kAdamWDecay and kAdamWDecoupledLr of kernels/backend.hpp), four elements per thread and step
-// through 16-byte accesses (8-byte for a 2-byte compute copy, where compute_packed) when the
-// pointers are 16-byte aligned, else one at a time (the last n % 4 elements by the first
-// threads). Each thread walks its elements in increasing order, so finding each element's run
-// costs a comparison.
-__global__ void adamw_update_kernel(float* param, const float* grad, float* exp_avg,
-                                    float* exp_avg_sq, int64_t n, const int64_t* ends,
+// through 16-byte accesses (8-byte for a 2-byte compute copy, where compute_packed, and for bf16
+// moments) when the pointers are aligned to them, else one at a time (the last n % 4 elements
+// by the first threads). Each thread walks its elements in increasing order, so finding each
+// element's run costs a comparison.
+__global__ void adamw_update_kernel(float* param, const float* grad, Out exp_avg,
+                                    Out exp_avg_sq, int64_t n, const int64_t* ends,
                                     const int64_t* flags, int64_t segments, AdamWParams p,
                                     float decoupled_lr, float grad_scale, float correction1,
                                     float correction2, Out compute, bool vectorized,
@@ -76,8 +100,8 @@ __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_
   for (int64_t q = first; q < vectors; q += stride) {
     float4 w = reinterpret_cast<float4*>(param)[q];
     const float4 g = reinterpret_cast<const float4*>(grad)[q];
-    float4 m = reinterpret_cast<float4*>(exp_avg)[q];
-    float4 v = reinterpret_cast<float4*>(exp_avg_sq)[q];
+    float4 m = load4(exp_avg, q);
+    float4 v = load4(exp_avg_sq, q);
     float* wp = &w.x;
     const float* gp = &g.x;
     float* mp = &m.x;
@@ -91,8 +115,8 @@ __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_
                    (f & 1) != 0 ? p.weight_decay : 0.0f, grad_scale, correction1, correction2);
     }
     reinterpret_cast<float4*>(param)[q] = w;
-    reinterpret_cast<float4*>(exp_avg)[q] = m;
-    reinterpret_cast<float4*>(exp_avg_sq)[q] = v;
+    store4(exp_avg, q, m);
+    store4(exp_avg_sq, q, v);
     // The compute copy's four elements in one store: four 2-byte stores a thread left each warp's
     // writes in partial sectors (the whole update at 1.3B on an H200: 3.67 TB/s, now 3.91).
     if (compute == nullptr) continue;
@@ -111,10 +135,12 @@ __global__ void adamw_update_kernel(float* param, const float* grad, float* exp_
   }
   for (int64_t i = vectors * 4 + first; i < n; i += stride) {
     const int64_t f = flags[find_run(ends, segments, i)];
-    const float updated = adam_element(param[i], grad[i], exp_avg[i], exp_avg_sq[i], p,
-                                       (f & 2) != 0 ? decoupled_lr : p.lr,
+    float m = exp_avg[i], v = exp_avg_sq[i];
+    const float updated = adam_element(param[i], grad[i], m, v, p, (f & 2) != 0 ? decoupled_lr : p.lr,
                                        (f & 1) != 0 ? p.weight_decay : 0.0f, grad_scale,
                                        correction1, correction2);
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
     if (compute != nullptr) compute[i] = updated;
   }
 }
@@ -203,7 +229,7 @@ void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_
   MGT_CUDA_CHECK_LAUNCH(adamw_kernel);
 }
 
-void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+void adamw_update(float* param, const float* grad, Out exp_avg, Out exp_avg_sq, int64_t n,
                   const int64_t* segment_ends, const int64_t* segment_flags, int64_t segments,
                   const AdamWParams& params, float decoupled_lr, float grad_scale,
                   int64_t step, Out compute, cudaStream_t stream) {
@@ -211,11 +237,9 @@ void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_av
   const auto t = static_cast<double>(step);
   const auto correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
   const auto correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta2), t));
-  bool vectorized = true;
-  for (const void* buffer : {static_cast<const void*>(param), static_cast<const void*>(grad),
-                             static_cast<const void*>(exp_avg), static_cast<const void*>(exp_avg_sq)}) {
-    vectorized = vectorized && aligned16(buffer);
-  }
+  bool vectorized = aligned16(param) && aligned16(grad);
+  for (const Out& moment : {exp_avg, exp_avg_sq})
+    vectorized = vectorized && reinterpret_cast<uintptr_t>(moment.raw()) % (moment.narrow() ? 8 : 16) == 0;
   const auto address = reinterpret_cast<uintptr_t>(compute.raw());
   const bool compute_packed = address % (compute.narrow() ? 8 : 16) == 0;
   // As many blocks as the GPU holds at once, each striding over the buffer, so that a sweep of

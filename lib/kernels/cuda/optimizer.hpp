@@ -18,7 +18,7 @@ void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_
 // *result = Σ x² (device memory).
 // adamw_step over segments in one launch (Backend::adamw_update); segment_ends and
 // segment_flags are device arrays of `segments` elements; compute may be null (no weight copy).
-void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+void adamw_update(float* param, const float* grad, Out exp_avg, Out exp_avg_sq, int64_t n,
                   const int64_t* segment_ends, const int64_t* segment_flags, int64_t segments,
                   const AdamWParams& params, float decoupled_lr, float grad_scale,
                   int64_t step, Out compute, cudaStream_t stream);
