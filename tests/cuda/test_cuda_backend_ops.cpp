@@ -474,8 +474,10 @@ TEST_CASE("cuda ops: AdamW with bf16 moments read and stored by the update itsel
   if (skip_without_gpu()) return;
   BackendPair pair;
   // The precision-aware optimizer's moments: the GPU's update reads and writes them in its kernel
-  // (8-byte accesses, or one at a time at an odd offset), the CPU's on fp32 copies; the same fp32
-  // arithmetic and rounding, so the same bits.
+  // (8-byte accesses, or one at a time at an odd offset), the CPU's on fp32 copies. Their fp32
+  // arithmetic agrees within its last bit (the GPU fuses multiply-adds), which the rounding to
+  // bf16 can turn into one bf16 unit for an element near a tie (seen once at offset 0: 8.0e-4 of
+  // the largest moment), so the moments are checked within one unit, 2^-8.
   for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
     INFO("moments at offset " << offset);
     const int64_t n = 100003;
@@ -492,8 +494,8 @@ TEST_CASE("cuda ops: AdamW with bf16 moments read and stored by the update itsel
                               params, 1e-3f, 0.625f, 5, copy(s));
     }
     check_close(pair, param, kExact, "param");
-    check_close(pair, m, kExact, "bf16 exp_avg");
-    check_close(pair, v, kExact, "bf16 exp_avg_sq");
+    check_close(pair, m, 4e-3, "bf16 exp_avg");
+    check_close(pair, v, 4e-3, "bf16 exp_avg_sq");
     check_close(pair, copy, kExact, "copy");
   }
 }
