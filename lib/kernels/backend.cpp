@@ -1506,8 +1506,8 @@ void Backend::adamw_update(FloatView param, ConstFloatView grad, FloatView exp_a
   }
   if (previous != param.size()) fail(op, "the last segment must end at the buffer's end");
   if (param.size() > 0) {
-    do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, segment_flags, params, decoupled_lr,
-                    grad_scale, step, compute);
+    do_adamw_update(param, grad, exp_avg, exp_avg_sq, segment_ends, segment_flags, params,
+                    decoupled_lr, grad_scale, step, compute);
   }
 }
 

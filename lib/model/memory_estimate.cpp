@@ -128,7 +128,7 @@ N moe_mlp_parameters_per_rank(const GptConfig& c, std::int64_t tp) {
 }
 
 // The routed experts' parameters on the pipeline stage with the most MoE layers, per rank.
-N routed_expert_parameters_per_rank(const GptConfig& c, const ParallelLayout& l) {
+N routed_expert_parameters(const GptConfig& c, const ParallelLayout& l) {
   const std::int64_t per_stage = divide_up(N(c.num_layers), l.pipeline_parallel).value();
   std::int64_t most = 0;
   for (std::int64_t first = 0; first < c.num_layers; first += per_stage) {
@@ -141,6 +141,10 @@ N routed_expert_parameters_per_rank(const GptConfig& c, const ParallelLayout& l)
 }
 
 }  // namespace
+
+std::int64_t routed_expert_parameters_per_rank(const GptConfig& config, const ParallelLayout& layout) {
+  return routed_expert_parameters(config.resolved(), layout).value();
+}
 
 std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& layout) {
   require_layout(layout);
@@ -216,7 +220,7 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
   if (r.use == MemoryUse::kTraining) {
     // The distributed optimizer shards the routed experts over their expert-data-parallel group,
     // world / (expert-tensor × EP × PP) ranks (Megatron's expert grid), the rest over DP × CP.
-    const N experts = routed_expert_parameters_per_rank(c, l);
+    const N experts = routed_expert_parameters(c, l);
     const std::int64_t expert_shards =
         l.distributed_optimizer
             ? std::max<std::int64_t>(1, l.tensor_parallel * l.data_parallel * l.context_parallel /

@@ -104,6 +104,8 @@ MemoryEstimate estimate_memory(const GptConfig& config, const MemoryEstimateRequ
 // vocabulary), replicated norms and row-parallel biases, the layers of the largest pipeline stage,
 // the embeddings on the first stage and the output layer on the last (a tied one there too).
 std::int64_t parameters_per_rank(const GptConfig& config, const ParallelLayout& layout);
+// Of those, the routed experts' (on the pipeline stage with the most MoE layers).
+std::int64_t routed_expert_parameters_per_rank(const GptConfig& config, const ParallelLayout& layout);
 
 // "weights 1.2 GiB + gradients 1.2 GiB + Adam moments 2.4 GiB + activations 300.0 MiB"
 std::string describe_memory_estimate(const MemoryEstimate& estimate);

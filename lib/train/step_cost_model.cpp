@@ -86,21 +86,8 @@ StepCostShape step_cost_shape(const TrainOptions& o, const GptConfig& config) {
   layout.data_parallel = s.data_parallel;
   layout.context_parallel = s.context_parallel;
   s.parameters_per_rank = parameters_per_rank(s.config, layout);
-  const MoeConfig& m = s.config.moe;
-  if (m.enabled()) {
-    // The routed experts of the stage with the most MoE layers, this rank's share of them.
-    const std::int64_t per_stage = (s.config.num_layers + s.pipeline_parallel - 1) / s.pipeline_parallel;
-    std::int64_t most = 0;
-    for (std::int64_t first = 0; first < s.config.num_layers; first += per_stage) {
-      std::int64_t layers = 0;
-      for (std::int64_t l = first; l < std::min(s.config.num_layers, first + per_stage); ++l) layers += m.is_moe_layer(l);
-      most = std::max(most, layers);
-    }
-    const std::int64_t gated = s.config.gated_linear_unit() ? 2 : 1;
-    s.expert_parameters_per_rank = most * (m.num_experts / m.expert_model_parallel_size) *
-                                   (gated + 1) * s.config.hidden_size * m.ffn_hidden_size / s.tensor_parallel;
-    s.expert_parallel = m.expert_model_parallel_size;
-  }
+  s.expert_parameters_per_rank = routed_expert_parameters_per_rank(s.config, layout);
+  s.expert_parallel = std::max<std::int64_t>(1, s.config.moe.expert_model_parallel_size);
   return s;
 }
 
