@@ -65,21 +65,21 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
       store_true("use-precision-aware-optimizer", t.use_precision_aware_optimizer,
                  "Keep Adam's moments in the types of --exp-avg-dtype and --exp-avg-sq-dtype (Transformer Engine's "
                  "FusedAdam: each step reads them into fp32 and stores them rounded); needs --use-distributed-optimizer"),
-      store("main-grads-dtype", "T", t.main_grads_dtype, "The gradients' type for the optimizer with --use-precision-aware-optimizer")
+      store("main-grads-dtype", "T", t.main_grads_dtype, "fp32, the only one: the gradients' type for the optimizer with --use-precision-aware-optimizer")
           .choices({"fp32"})
           .refused_because("bf16", "mgt accumulates and keeps the gradients in fp32 (--grad-reduce-in-bf16 reduces "
                                    "bf16 copies of them)"),
-      store("main-params-dtype", "T", t.main_params_dtype, "The master weights' type with --use-precision-aware-optimizer")
+      store("main-params-dtype", "T", t.main_params_dtype, "fp32, the only one: the master weights' type with --use-precision-aware-optimizer")
           .choices({"fp32"})
           .refused_because("fp16", "fp16 master weights with Transformer Engine's per-tensor scales are not "
                                    "implemented; mgt's master weights are fp32"),
-      store("exp-avg-dtype", "T", t.exp_avg_dtype, "Adam's first moment's type with --use-precision-aware-optimizer")
+      store("exp-avg-dtype", "T", t.exp_avg_dtype, "fp32 or bf16: Adam's first moment's type with --use-precision-aware-optimizer")
           .choices({"fp32", "bf16"})
           .refused_because("fp16", "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
                                    "implemented; bf16 halves their memory without scales")
           .refused_because("fp8", "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
                                   "implemented; bf16 halves their memory without scales"),
-      store("exp-avg-sq-dtype", "T", t.exp_avg_sq_dtype, "Adam's second moment's type with --use-precision-aware-optimizer")
+      store("exp-avg-sq-dtype", "T", t.exp_avg_sq_dtype, "fp32 or bf16: Adam's second moment's type with --use-precision-aware-optimizer")
           .choices({"fp32", "bf16"})
           .refused_because("fp16", "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
                                    "implemented; bf16 halves their memory without scales")

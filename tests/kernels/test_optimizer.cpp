@@ -124,7 +124,7 @@ TEST_CASE("adamw_update with bf16 moments: fp32 arithmetic, stored rounded to ne
     m[i] = bf16_to_float(float_to_bf16(0.05f * x));
     v[i] = bf16_to_float(float_to_bf16(1e-3f * (x + 0.6f)));
   }
-  DeviceBuffer param32(backend, n), grad(backend, n), m32(backend, n), v32(backend, n), compute32(backend, n);
+  DeviceBuffer param32(backend, n), grad(backend, n), m32(backend, n), v32(backend, n);
   DeviceBuffer param16(backend, n), m16(backend, n, FloatType::kBf16), v16(backend, n, FloatType::kBf16);
   DeviceBuffer compute16(backend, n, FloatType::kBf16), compute_ref(backend, n, FloatType::kBf16);
   backend.copy_from_host(p, param32.view());
