@@ -16,6 +16,21 @@ namespace mgt {
 // numbers are a property of the flag's name, shared by every program: core/flag_ranges.cpp.
 // The run description records each flag under its name with '_' for '-' unless the entry says
 // otherwise. Checks that involve several flags are in train_options_validate.cpp.
+namespace {
+
+// --exp-avg-dtype / --exp-avg-sq-dtype: a moment's type under --use-precision-aware-optimizer.
+FlagDefinition moment_type_flag(const char* name, std::string& field, const char* moment) {
+  const std::string scaled = "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
+                             "implemented; bf16 halves their memory without scales";
+  return store(name, "T", field,
+               std::string("fp32 or bf16: Adam's ") + moment + " moment's type with --use-precision-aware-optimizer")
+      .choices({"fp32", "bf16"})
+      .refused_because("fp16", scaled)
+      .refused_because("fp8", scaled);
+}
+
+}  // namespace
+
 // clang-format off
 std::vector<FlagDefinition> train_flags(TrainOptions& o) {
   ModelShapeOptions& m = o.model;
@@ -73,18 +88,8 @@ std::vector<FlagDefinition> train_flags(TrainOptions& o) {
           .choices({"fp32"})
           .refused_because("fp16", "fp16 master weights with Transformer Engine's per-tensor scales are not "
                                    "implemented; mgt's master weights are fp32"),
-      store("exp-avg-dtype", "T", t.exp_avg_dtype, "fp32 or bf16: Adam's first moment's type with --use-precision-aware-optimizer")
-          .choices({"fp32", "bf16"})
-          .refused_because("fp16", "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
-                                   "implemented; bf16 halves their memory without scales")
-          .refused_because("fp8", "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
-                                  "implemented; bf16 halves their memory without scales"),
-      store("exp-avg-sq-dtype", "T", t.exp_avg_sq_dtype, "fp32 or bf16: Adam's second moment's type with --use-precision-aware-optimizer")
-          .choices({"fp32", "bf16"})
-          .refused_because("fp16", "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
-                                   "implemented; bf16 halves their memory without scales")
-          .refused_because("fp8", "moments stored with Transformer Engine's per-tensor scales (fp16, fp8) are not "
-                                  "implemented; bf16 halves their memory without scales"),
+      moment_type_flag("exp-avg-dtype", t.exp_avg_dtype, "first"),
+      moment_type_flag("exp-avg-sq-dtype", t.exp_avg_sq_dtype, "second"),
       seed_flag(t.seed),
     }, {
       device_flag(o.device)

@@ -47,12 +47,14 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& o, std::optional<
   r.cuda_workspaces = two_byte || o.device.rfind("cuda", 0) == 0;
   r.bf16_gradient_copy =
       o.parallel.grad_reduce_in_bf16 && o.parallel.data_parallel_size * o.parallel.context_parallel_size > 1;
-  const auto moment = [&](const std::string& type) {
-    return o.optim.use_precision_aware_optimizer && type == "bf16" ? 2 : 4;
-  };
-  r.moment_bytes = moment(o.optim.exp_avg_dtype) + moment(o.optim.exp_avg_sq_dtype);
+  r.moment_bytes = float_type_size(adam_moment_type(o.optim, o.optim.exp_avg_dtype)) +
+                   float_type_size(adam_moment_type(o.optim, o.optim.exp_avg_sq_dtype));
   r.evaluation_too = o.logging.eval_iters > 0;
   return r;
+}
+
+FloatType adam_moment_type(const OptimizationOptions& optim, const std::string& dtype) {
+  return optim.use_precision_aware_optimizer && dtype == "bf16" ? FloatType::kBf16 : FloatType::kF32;
 }
 
 FloatType gpu_activation_type(const TrainOptions& o) {

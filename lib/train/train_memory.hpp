@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
+#include <string>
 
 #include "core/available_memory.hpp"
 #include "model/gpt_config.hpp"
@@ -25,6 +26,10 @@ MemoryEstimateRequest train_memory_request(const TrainOptions& options,
 // The activation type a GPU gives `options`' --bf16/--fp16/fp32: what the layout planner, which
 // plans GPU runs, estimates with.
 FloatType gpu_activation_type(const TrainOptions& options);
+
+// The type Adam keeps a moment in: bf16 where --use-precision-aware-optimizer gives `dtype`
+// (--exp-avg-dtype, --exp-avg-sq-dtype) as bf16, fp32 otherwise.
+FloatType adam_moment_type(const OptimizationOptions& optim, const std::string& dtype);
 
 // Refuses (mgt::Error, exit code 1) a run whose estimate exceeds `available`.
 MemoryEstimate check_train_memory(const TrainOptions& options, const GptConfig& config,

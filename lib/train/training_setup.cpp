@@ -225,12 +225,10 @@ void TrainingRun::build_model() {
     }
   }
   const OptimizationOptions& o = options_.optim;
-  const auto moment_type = [&](const std::string& type) {
-    return o.use_precision_aware_optimizer && type == "bf16" ? FloatType::kBf16 : FloatType::kF32;
-  };
   optimizer_ = std::make_unique<AdamWOptimizer>(model_->parameters(),
                                                 AdamWSettings{o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad,
-                                                              moment_type(o.exp_avg_dtype), moment_type(o.exp_avg_sq_dtype)},
+                                                              adam_moment_type(o, o.exp_avg_dtype),
+                                                              adam_moment_type(o, o.exp_avg_sq_dtype)},
                                                 gradients_, options_.parallel.use_distributed_optimizer,
                                                 model_parallel_,
                                                 ExpertGradientGroups{expert_data_parallel_, expert_tensor_model_pipeline_});
